@@ -1,0 +1,135 @@
+// FSDP2 param-group transitions. Each method mirrors one upstream function in
+// torch/distributed/fsdp/_fully_shard/ (_fsdp_param_group.py, _fsdp_param.py,
+// _fsdp_state.py); the comment on each names it.
+#include "model/machine/rank_model.hpp"
+
+namespace fsdpsim {
+
+// _fsdp_param_group.py::FSDPParamGroup.lazy_init: idempotent; the root's
+// reshard_after_forward is resolved at compile time (Topology::groups[g].raf).
+void RankModel::lazy_init(int g) { st_.groups[g].lazy_inited = true; }
+
+// _fsdp_param_group.py::FSDPParamGroup.unshard + wait_for_unshard: returns at once
+// when already UNSHARDED, so nothing is re-synced; otherwise all-gathers every
+// managed parameter (frozen ones too) and runs FSDPParam.to_unsharded.
+void RankModel::unshard(int g) {
+  GroupState& gs = st_.groups[g];
+  if (gs.sharded == ShardedState::Unsharded) return;
+  const GroupInfo& gi = topo_->groups[g];
+  colls_.push_back({CollOp::AllGather, g, gi.numel});
+  gs.has_u = true;  // _fsdp_param.py::FSDPParam.init_unsharded_param: created once, then reused
+  for (int p : gi.params) {
+    ParamState& ps = st_.params[p];
+    // _fsdp_param.py::FSDPParam.to_unsharded -> set_requires_grad_if_needed(S, U): S -> U only
+    ps.rg_u = ps.rg_s;
+    ps.ver_u = ps.ver_u_base = ps.ver_s;
+    ps.w_u = ps.w_u_base = ps.w_s;
+    ps.grad_u = false;
+  }
+  gs.sharded = ShardedState::Unsharded;
+}
+
+// _fsdp_param.py::FSDPParam.to_sharded: registers S again and frees U's storage.
+// Nothing is written back: a requires_grad flip or a data edit made on U since
+// the all-gather is dropped here (reported to the spec as a LostChange).
+void RankModel::to_sharded(int g) {
+  GroupState& gs = st_.groups[g];
+  if (gs.sharded == ShardedState::Sharded) return;
+  for (int p : topo_->groups[g].params) {
+    ParamState& ps = st_.params[p];
+    bool flag = ps.present && ps.rg_u != ps.rg_s;
+    bool data = ps.present && (ps.ver_u != ps.ver_u_base || ps.w_u != ps.w_u_base);
+    if (flag || data) res_.lost.push_back({p, flag, data});
+  }
+  gs.sharded = ShardedState::Sharded;
+}
+
+// _fsdp_param_group.py::FSDPParamGroup.reshard: in FORWARD with
+// reshard_after_forward False it returns at once (that early return *is*
+// reshard_after_forward=False); otherwise it goes to SHARDED.
+void RankModel::reshard(int g) {
+  GroupState& gs = st_.groups[g];
+  if (gs.training == TrainingState::Forward && !topo_->groups[g].raf) return;
+  to_sharded(g);
+}
+
+// _fsdp_param_group.py::FSDPParamGroup.pre_forward: FORWARD, unshard.
+void RankModel::pre_forward(int g) {
+  lazy_init(g);
+  st_.groups[g].training = TrainingState::Forward;
+  unshard(g);
+}
+
+// _fsdp_param_group.py::FSDPParamGroup.post_forward: reshard(), then IDLE.
+void RankModel::post_forward(int g) {
+  reshard(g);
+  st_.groups[g].training = TrainingState::Idle;
+}
+
+// _fsdp_param_group.py::FSDPParamGroup.pre_backward: unshard (a no-op when the
+// group stayed UNSHARDED after forward, so no requires_grad re-sync).
+void RankModel::pre_backward(int g) {
+  st_.groups[g].training = TrainingState::PreBackward;
+  unshard(g);
+}
+
+// _fsdp_param_group.py::FSDPParamGroup.post_backward: take the parameters whose
+// U has a gradient, clear U.grad, reshard (reshard_after_backward), then
+// reduce-scatter only those into S.grad (_fsdp_collectives.py::foreach_reduce).
+void RankModel::post_backward(int g) {
+  GroupState& gs = st_.groups[g];
+  gs.training = TrainingState::PostBackward;
+  const GroupInfo& gi = topo_->groups[g];
+  int64_t count = 0;
+  thread_local std::vector<int> with_grad;
+  with_grad.clear();
+  for (int p : gi.params) {
+    ParamState& ps = st_.params[p];
+    if (gs.has_u && ps.grad_u) {
+      with_grad.push_back(p);
+      count += topo_->params[p].shard_numel;
+      ps.grad_u = false;
+    }
+  }
+  to_sharded(g);
+  if (with_grad.empty()) return;  // a group with no gradient issues no collective
+  colls_.push_back({CollOp::ReduceScatter, g, count});
+  for (int p : with_grad) {
+    st_.params[p].grad_s = true;
+    if (topo_->params[p].adapter >= 0) res_.grads |= static_cast<uint8_t>(1u << topo_->params[p].adapter);
+  }
+}
+
+// _fsdp_state.py::FSDPState._root_post_backward_final_callback: post_backward
+// for every group (all_states order) whose inputs did not require grad, then IDLE.
+void RankModel::root_post_backward_final_callback(std::vector<uint8_t>& done) {
+  for (size_t g = 0; g < topo_->groups.size(); ++g) {
+    if (!done[g]) post_backward(static_cast<int>(g));
+    st_.groups[g].training = TrainingState::Idle;
+  }
+}
+
+// FSDPModule.reshard() on every FSDP module (what the patched helpers call).
+void RankModel::reshard_all() {
+  for (size_t g = 0; g < topo_->groups.size(); ++g) to_sharded(static_cast<int>(g));
+}
+
+bool RankModel::is_registered_u(int param) const {
+  int g = topo_->params[param].group;
+  return g >= 0 && st_.groups[g].sharded == ShardedState::Unsharded;
+}
+
+bool RankModel::registered_rg(int param) const {
+  const ParamState& ps = st_.params[param];
+  return is_registered_u(param) ? ps.rg_u : ps.rg_s;
+}
+
+// _fsdp_param.py::FSDPParam._setattr_on_modules: a flip reaches whichever
+// object is registered now: S, or the temporary U.
+void RankModel::set_registered_rg(int param, bool value) {
+  ParamState& ps = st_.params[param];
+  if (is_registered_u(param)) ps.rg_u = value;
+  else ps.rg_s = value;
+}
+
+}  // namespace fsdpsim

@@ -1,0 +1,176 @@
+// LoRA layer behaviour (peft/tuners/lora/layer.py::Linear and
+// peft/tuners/tuners_utils.py::BaseTunerLayer). Every edit lands on whichever
+// object the module holds now: the shard S, or FSDP's temporary copy U.
+#include "model/machine/rank_model.hpp"
+
+namespace fsdpsim {
+
+void WeightContent::add(int adapter, uint32_t version, int sign) {
+  int8_t& c = coeff[adapter];
+  if (c != 0 && ver[adapter] != version) {
+    corrupt = true;  // +delta(v1) - delta(v2): not W0 plus any set of current deltas
+    return;
+  }
+  c = static_cast<int8_t>(c + sign);
+  ver[adapter] = c == 0 ? 0 : version;
+}
+
+// The delta B @ A * scaling is recomputed from the current A and B at every
+// merge and unmerge (lora/layer.py::Linear.get_delta_weight); nothing is cached.
+uint32_t RankModel::delta_version(int layer, int adapter) const {
+  const LayerInfo& li = topo_->layers[layer];
+  auto ver = [&](int p) { return is_registered_u(p) ? st_.params[p].ver_u : st_.params[p].ver_s; };
+  return ((ver(li.A[adapter]) & 0xffffu) << 16) | (ver(li.B[adapter]) & 0xffffu);
+}
+
+WeightContent& RankModel::registered_weight(int layer) {
+  int w = topo_->layers[layer].weight;
+  return is_registered_u(w) ? st_.params[w].w_u : st_.params[w].w_s;
+}
+
+// lora/layer.py::Linear.merge: W.data += delta for each adapter not yet merged.
+// While SHARDED, B @ A on DTensors redistributes A (an all-gather of A).
+void RankModel::layer_merge(int layer, int adapter) {
+  const LayerInfo& li = topo_->layers[layer];
+  if (li.A[adapter] < 0 || !st_.params[li.A[adapter]].present) return;
+  LayerPeft& lp = st_.layers[layer];
+  for (int i = 0; i < lp.n_merged; ++i)
+    if (lp.merged[i] == adapter) return;  // "Already following adapters were merged"
+  int a = li.A[adapter];
+  if (topo_->params[a].group >= 0 && !is_registered_u(a))
+    colls_.push_back({CollOp::AllGather, topo_->params[a].group, topo_->params[a].shard_numel});
+  registered_weight(layer).add(adapter, delta_version(layer, adapter), +1);
+  lp.merged[lp.n_merged++] = static_cast<int8_t>(adapter);
+}
+
+// lora/layer.py::Linear.unmerge: pops every merged adapter, LIFO, W.data -= delta.
+void RankModel::layer_unmerge(int layer) {
+  LayerPeft& lp = st_.layers[layer];
+  const LayerInfo& li = topo_->layers[layer];
+  while (lp.n_merged > 0) {
+    int adapter = lp.merged[--lp.n_merged];
+    int a = li.A[adapter];
+    if (topo_->params[a].group >= 0 && !is_registered_u(a))
+      colls_.push_back({CollOp::AllGather, topo_->params[a].group, topo_->params[a].shard_numel});
+    registered_weight(layer).add(adapter, delta_version(layer, adapter), -1);
+  }
+}
+
+// tuners_utils.py::BaseTunerLayer.set_adapter: requires_grad = (a in names) and
+// not inference_mode on every adapter's A and B, through
+// utils/other.py::_set_layer_requires_grad (which only sees registered objects).
+void RankModel::layer_set_adapter(int layer, uint8_t names, bool inference_mode) {
+  const LayerInfo& li = topo_->layers[layer];
+  for (int a = 0; a < topo_->n_adapters(); ++a) {
+    if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
+    bool rg = ((names >> a) & 1) && !inference_mode;
+    set_registered_rg(li.A[a], rg);
+    set_registered_rg(li.B[a], rg);
+  }
+  st_.layers[layer].active = names;
+}
+
+// tuners_utils.py::BaseTunerLayer.enable_adapters: disabling freezes every
+// adapter (no unmerge); enabling calls the layer's set_adapter(active), which
+// ignores inference_mode upstream (#3447) and honours it when patched (#3453).
+void RankModel::layer_enable_adapters(int layer, bool enabled) {
+  const LayerInfo& li = topo_->layers[layer];
+  LayerPeft& lp = st_.layers[layer];
+  if (!enabled) {
+    for (int a = 0; a < topo_->n_adapters(); ++a) {
+      if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
+      set_registered_rg(li.A[a], false);
+      set_registered_rg(li.B[a], false);
+    }
+    lp.disabled = true;
+    return;
+  }
+  bool respect = topo_->profile.get(Switch::EnableInferenceMode) == sw::kRespect;
+  for (int a = 0; a < topo_->n_adapters(); ++a) {
+    if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
+    bool rg = ((lp.active >> a) & 1) && !(respect && ((st_.inference_mode >> a) & 1));
+    set_registered_rg(li.A[a], rg);
+    set_registered_rg(li.B[a], rg);
+  }
+  lp.disabled = false;
+}
+
+// lora/layer.py::Linear.forward: disabled and merged -> unmerge first, base
+// only; merged -> base only; otherwise base plus every active adapter.
+// Records which registered objects autograd will give a gradient.
+void RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
+  const LayerInfo& li = topo_->layers[layer];
+  LayerPeft& lp = st_.layers[layer];
+  auto use = [&](int p) {
+    if (!registered_rg(p)) return;
+    *path_rg = true;
+    if (grad_enabled) st_.graph.grad[p] = 1;
+  };
+  use(li.weight);
+  use(li.bias);
+  if (lp.disabled) {
+    if (lp.n_merged > 0) layer_unmerge(layer);
+    return;
+  }
+  if (lp.n_merged > 0) return;
+  for (int a = 0; a < topo_->n_adapters(); ++a) {
+    if (!((lp.active >> a) & 1) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
+    use(li.A[a]);
+    use(li.B[a]);
+  }
+}
+
+namespace {
+
+WeightClass classify(const WeightContent& c, const LayerPeft& lp, const std::array<uint32_t, kMaxAdapters>& cur, int n) {
+  if (c.corrupt) return WeightClass::Corrupt;
+  bool missing = false, extra = false, bad = false;
+  for (int a = 0; a < n; ++a) {
+    bool merged = false;
+    for (int i = 0; i < lp.n_merged; ++i) merged = merged || lp.merged[i] == a;
+    int want = merged ? 1 : 0;
+    if (c.coeff[a] == want) {
+      if (want && c.ver[a] != cur[a]) bad = true;
+    } else if (c.coeff[a] == 0 && want == 1) {
+      missing = true;
+    } else if (c.coeff[a] == 1 && want == 0) {
+      extra = true;
+    } else {
+      bad = true;
+    }
+  }
+  if (bad || (missing && extra)) return WeightClass::Corrupt;
+  if (missing) return WeightClass::MissingDelta;
+  if (extra) return WeightClass::ExtraDelta;
+  return WeightClass::Exact;
+}
+
+}  // namespace
+
+// The stored shard against W0 + sum of merged deltas computed from the shards' A, B.
+WeightClass RankModel::classify_stored(int layer) const {
+  const LayerInfo& li = topo_->layers[layer];
+  std::array<uint32_t, kMaxAdapters> cur{};
+  for (int a = 0; a < topo_->n_adapters(); ++a)
+    if (li.A[a] >= 0)
+      cur[a] = ((st_.params[li.A[a]].ver_s & 0xffffu) << 16) | (st_.params[li.B[a]].ver_s & 0xffffu);
+  return classify(st_.params[li.weight].w_s, st_.layers[layer], cur, topo_->n_adapters());
+}
+
+// The object the module holds now (U while unsharded) against the same sum.
+WeightClass RankModel::classify_registered(int layer) const {
+  const LayerInfo& li = topo_->layers[layer];
+  std::array<uint32_t, kMaxAdapters> cur{};
+  for (int a = 0; a < topo_->n_adapters(); ++a)
+    if (li.A[a] >= 0) cur[a] = delta_version(layer, a);
+  const ParamState& w = st_.params[li.weight];
+  return classify(is_registered_u(li.weight) ? w.w_u : w.w_s, st_.layers[layer], cur, topo_->n_adapters());
+}
+
+bool RankModel::any_merged() const {
+  for (const auto& l : st_.layers)
+    if (l.n_merged > 0) return true;
+  return false;
+}
+
+}  // namespace fsdpsim

@@ -1,0 +1,46 @@
+// Builds the vocabulary's Observation from one rank's abstract state.
+#include "model/machine/rank_model.hpp"
+
+namespace fsdpsim {
+
+Observation RankModel::observe(int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const {
+  Observation o;
+  o.step = step;
+  o.rank = rank_;
+  o.op = op_text(op);
+  o.status = r.status;
+  o.message = r.message;
+  o.index = r.index;
+  if (r.has_grads) {
+    std::vector<std::string> g;
+    for (int a = 0; a < topo_->n_adapters(); ++a)
+      if ((r.grads >> a) & 1) g.push_back(topo_->adapters[a].name);
+    o.grads = g;
+  }
+  int first = -1;
+  o.opt_missing = optimizer_missing(&first);
+  o.opt_total = static_cast<int>(st_.optimizer.size());
+  for (size_t g = 0; g < topo_->groups.size(); ++g) o.groups.push_back({topo_->groups[g].name, st_.groups[g].sharded});
+  for (size_t p = 0; p < topo_->params.size(); ++p) {
+    const ParamInfo& pi = topo_->params[p];
+    const ParamState& ps = st_.params[p];
+    if (pi.adapter < 0 || !ps.present) continue;
+    ParamObs po;
+    po.name = pi.name;
+    po.rg_s = ps.rg_s;
+    po.rg_u = (pi.group >= 0 && st_.groups[pi.group].has_u) ? static_cast<int8_t>(ps.rg_u) : int8_t{-1};
+    o.params.push_back(po);
+  }
+  for (size_t l = 0; l < topo_->layers.size(); ++l) {
+    LayerObs lo;
+    lo.name = topo_->layers[l].name;
+    for (int i = 0; i < st_.layers[l].n_merged; ++i) lo.merged.push_back(topo_->adapters[st_.layers[l].merged[i]].name);
+    lo.stored = classify_stored(static_cast<int>(l));
+    lo.registered = classify_registered(static_cast<int>(l));
+    o.layers.push_back(lo);
+  }
+  for (size_t i = 0; i < n_colls; ++i) o.collectives.push_back({colls[i].op, topo_->groups[colls[i].group].name, colls[i].count});
+  return o;
+}
+
+}  // namespace fsdpsim

@@ -1,0 +1,197 @@
+// PeftModel / BaseTuner level ops (peft/peft_model.py, peft/tuners/tuners_utils.py).
+// The order of reshards, unmerges and flips is what the profile switches choose.
+#include <algorithm>
+
+#include "model/machine/rank_model.hpp"
+
+namespace fsdpsim {
+
+uint8_t RankModel::mask_of(const std::vector<std::string>& names) const {
+  uint8_t m = 0;
+  for (const auto& n : names)
+    for (int a = 0; a < topo_->n_adapters(); ++a)
+      if (topo_->adapters[a].name == n) m |= static_cast<uint8_t>(1u << a);
+  return m;
+}
+
+// tuners_utils.py::set_adapter (module level): per layer in module order,
+// unmerge if merged ("Adapter cannot be set when the model is merged"), then
+// the layer's set_adapter.
+void RankModel::set_adapter_module_level(uint8_t names, bool inference_mode) {
+  for (size_t l = 0; l < topo_->layers.size(); ++l) {
+    if (st_.layers[l].n_merged > 0) layer_unmerge(static_cast<int>(l));
+    layer_set_adapter(static_cast<int>(l), names, inference_mode);
+  }
+  st_.active = names;
+}
+
+// `set_adapter X`: peft_model.py::PeftModel.set_adapter. `set_adapter [..]`:
+// tuners_utils.py::BaseTuner.set_adapter (no FSDP handling at all).
+void RankModel::op_set_adapter(const Op& op) {
+  uint8_t names = mask_of(op.names);
+  if ((names & st_.present) != names) {
+    error(Status::ValueError, "Adapter " + op.names[0] + " not found.");
+    return;
+  }
+  if (!op.list_form) {
+    switch (topo_->profile.get(Switch::SetAdapterReshard)) {
+      case sw::kNone:
+        break;
+      case sw::kSkipMerged:
+        // _reshard_fsdp_modules as of #3872: a module holding any merged layer is skipped.
+        for (size_t g = 0; g < topo_->groups.size(); ++g) {
+          bool merged = false;
+          for (int l : topo_->groups[g].layers) merged = merged || st_.layers[l].n_merged > 0;
+          if (!merged) to_sharded(static_cast<int>(g));
+        }
+        break;
+      case sw::kUnmergeFirst:
+        // #3895: unmerge_adapter, then reshard every FSDP module, then set_adapter.
+        if (any_merged()) unmerge_adapter();
+        reshard_all();
+        break;
+    }
+  }
+  set_adapter_module_level(names, false);
+}
+
+// tuners_utils.py::BaseTuner.merge_adapter -> each layer's merge(adapter_names);
+// by default a layer merges its own active adapters.
+void RankModel::op_merge(const Op& op) {
+  uint8_t names = mask_of(op.names);
+  for (size_t l = 0; l < topo_->layers.size(); ++l) {
+    uint8_t which = op.names.empty() ? st_.layers[l].active : names;
+    if (op.names.empty()) {
+      for (int a = 0; a < topo_->n_adapters(); ++a)
+        if ((which >> a) & 1) layer_merge(static_cast<int>(l), a);
+    } else {
+      for (const auto& n : op.names) layer_merge(static_cast<int>(l), __builtin_ctz(mask_of({n})));
+    }
+  }
+}
+
+// tuners_utils.py::BaseTuner.unmerge_adapter: every layer unmerges.
+void RankModel::unmerge_adapter() {
+  for (size_t l = 0; l < topo_->layers.size(); ++l) layer_unmerge(static_cast<int>(l));
+}
+
+// peft_model.py::PeftModel.disable_adapter (enter): disable_adapter_layers, no unmerge.
+void RankModel::op_disable_enter() {
+  if (st_.disabled) {
+    error(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
+    return;
+  }
+  for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), false);
+  st_.disabled = true;
+}
+
+// peft_model.py::PeftModel.disable_adapter (exit): enable_adapter_layers. With
+// disable_exit_reshard on (#3800), unmerge and reshard every module first, so
+// the flips reach the shards.
+void RankModel::op_disable_exit() {
+  if (!st_.disabled) {
+    error(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
+    return;
+  }
+  if (topo_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
+    if (any_merged()) unmerge_adapter();
+    reshard_all();
+  }
+  for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), true);
+  st_.disabled = false;
+}
+
+// peft_model.py::PeftModel.add_adapter / load_adapter -> BaseTuner.inject_adapter.
+// After fully_shard the new A, B are plain tensors no FSDP group manages.
+// inject_adapter then re-runs set_adapter(active) with the *new* config's
+// inference_mode (unmerging merged layers on the way).
+void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load) {
+  if ((st_.present >> adapter) & 1) {
+    error(Status::ValueError, "Adapter with name " + topo_->adapters[adapter].name + " already exists.");
+    return;
+  }
+  st_.present |= static_cast<uint8_t>(1u << adapter);
+  if (inference_mode) st_.inference_mode |= static_cast<uint8_t>(1u << adapter);
+  else st_.inference_mode &= static_cast<uint8_t>(~(1u << adapter));
+  for (const auto& li : topo_->layers) {
+    if (li.A[adapter] < 0) continue;
+    for (int p : {li.A[adapter], li.B[adapter]}) {
+      ParamState& ps = st_.params[p];
+      ps.present = true;
+      ps.rg_s = false;
+      ps.ver_s = load ? 0x100u : 0u;  // loaded weights differ from a fresh init
+    }
+  }
+  set_adapter_module_level(st_.active, inference_mode);
+}
+
+// tuners_utils.py::BaseTuner.delete_adapter: refuses merged adapters; when the
+// deleted one was active the fallback becomes active (and trainable). FSDP's
+// group keeps the parameters it manages: they are still all-gathered.
+void RankModel::op_delete_adapter(int adapter) {
+  const std::string& name = topo_->adapters[adapter].name;
+  if (!((st_.present >> adapter) & 1)) {
+    error(Status::ValueError, "Adapter " + name + " does not exist");
+    return;
+  }
+  for (const auto& lp : st_.layers)
+    for (int i = 0; i < lp.n_merged; ++i)
+      if (lp.merged[i] == adapter) {
+        error(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
+        return;
+      }
+  st_.present &= static_cast<uint8_t>(~(1u << adapter));
+  for (const auto& li : topo_->layers)
+    if (li.A[adapter] >= 0) st_.params[li.A[adapter]].present = st_.params[li.B[adapter]].present = false;
+  if (!((st_.active >> adapter) & 1)) return;
+  uint8_t next = st_.active & static_cast<uint8_t>(~(1u << adapter));
+  if (next == 0 && st_.present != 0) {
+    int best = -1;  // sorted(remaining)[0]
+    for (int a = 0; a < topo_->n_adapters(); ++a)
+      if (((st_.present >> a) & 1) && (best < 0 || topo_->adapters[a].name < topo_->adapters[best].name)) best = a;
+    next = static_cast<uint8_t>(1u << best);
+  }
+  for (size_t l = 0; l < topo_->layers.size(); ++l) layer_set_adapter(static_cast<int>(l), next, false);
+  st_.active = next;
+}
+
+// lora/layer.py::Linear.get_delta_weight for each active adapter of the layer;
+// on DTensors the matmul all-gathers A.
+void RankModel::op_delta_weight(int layer) {
+  const LayerInfo& li = topo_->layers[layer];
+  for (int a = 0; a < topo_->n_adapters(); ++a) {
+    if (!((st_.layers[layer].active >> a) & 1) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
+    int p = li.A[a];
+    if (topo_->params[p].group >= 0 && !is_registered_u(p))
+      colls_.push_back({CollOp::AllGather, topo_->params[p].group, topo_->params[p].shard_numel});
+  }
+}
+
+// peft_model.py::PeftModel.save_pretrained -> get_peft_model_state_dict, which
+// starts from model.state_dict(): its FSDP pre-hook reshards every group.
+void RankModel::op_save_adapters(const Op& op) {
+  uint8_t names = op.names.empty() ? st_.present : mask_of(op.names);
+  if ((names & st_.present) != names) {
+    error(Status::ValueError, "selected adapters are not in the model: " + mask_names(*topo_, names & ~st_.present));
+    return;
+  }
+  reshard_all();
+  st_.saved_adapters = names;
+  for (size_t p = 0; p < topo_->params.size(); ++p) st_.saved_ver[p] = st_.params[p].ver_s;
+}
+
+// peft_model.py::PeftModel.load_adapter(s) -> set_peft_model_state_dict ->
+// load_state_dict: the FSDP pre-hook reshards, then the shards get the values.
+void RankModel::op_load_adapters() {
+  if (st_.saved_adapters == 0) {
+    error(Status::ValueError, "no adapters were saved (save_adapters first)");
+    return;
+  }
+  reshard_all();
+  for (size_t p = 0; p < topo_->params.size(); ++p) {
+    int a = topo_->params[p].adapter;
+    if (a >= 0 && ((st_.saved_adapters >> a) & 1) && st_.params[p].present) st_.params[p].ver_s = st_.saved_ver[p];
+  }
+}
+
+}  // namespace fsdpsim

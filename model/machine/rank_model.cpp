@@ -1,0 +1,195 @@
+// RankModel: the state after prepare, op dispatch, and the training ops
+// (forward with FSDP hooks, backward, step).
+#include "model/machine/rank_model.hpp"
+
+namespace fsdpsim {
+
+RankModel::RankModel(const Topology& topo, int rank) : topo_(&topo), rank_(rank) { reset(); }
+
+// get_peft_model + add_adapter for each declared adapter, fully_shard, then
+// accelerate's prepare: every group SHARDED, no U yet, the optimizer on S.
+void RankModel::reset() {
+  st_ = RankState{};
+  st_.params.assign(topo_->params.size(), ParamState{});
+  st_.groups.assign(topo_->groups.size(), GroupState{});
+  st_.layers.assign(topo_->layers.size(), LayerPeft{});
+  st_.saved_ver.assign(topo_->params.size(), 0);
+  st_.graph.grad.assign(topo_->params.size(), 0);
+  st_.graph.group_out_rg.assign(topo_->groups.size(), 0);
+  st_.graph.group_in_rg.assign(topo_->groups.size(), 0);
+  for (size_t p = 0; p < topo_->params.size(); ++p) {
+    int a = topo_->params[p].adapter;
+    st_.params[p].present = a < 0 || !topo_->adapters[a].deferred;
+  }
+  st_.active = 1;  // the first adapter (get_peft_model's) is active
+  // Each injection ends with set_adapter(active, inference_mode=<new config's>)
+  // (tuners_utils.py::BaseTuner.inject_adapter), so the last adapter's
+  // inference_mode decides whether the active one trains.
+  for (int a = 0; a < topo_->n_adapters(); ++a) {
+    const AdapterDecl& d = topo_->adapters[a];
+    if (d.deferred) continue;
+    st_.present |= static_cast<uint8_t>(1u << a);
+    if (d.inference_mode) st_.inference_mode |= static_cast<uint8_t>(1u << a);
+    set_adapter_module_level(st_.active, d.inference_mode);
+  }
+  prepare_optimizer();
+}
+
+const OpResult& RankModel::apply(const Op& op) {
+  res_.status = Status::Ok;
+  res_.message.clear();
+  res_.index = -1;
+  res_.opt_missing = 0;
+  res_.has_grads = false;
+  res_.grads = 0;
+  res_.lost.clear();
+  auto adapter = [&]() { return __builtin_ctz(mask_of(op.names)); };
+  switch (op.kind) {
+    case OpKind::Forward: op_forward(true); break;
+    case OpKind::Eval: op_forward(false); break;
+    case OpKind::Backward: op_backward(); break;
+    case OpKind::Step: op_step(); break;
+    case OpKind::ZeroGrad: op_zero_grad(); break;
+    case OpKind::TrainStep:
+      op_zero_grad();
+      op_forward(true);
+      op_backward();
+      if (res_.status == Status::Ok) op_step();
+      break;
+    case OpKind::Merge: op_merge(op); break;
+    case OpKind::Unmerge: unmerge_adapter(); break;
+    case OpKind::SetAdapter: op_set_adapter(op); break;
+    case OpKind::DisableEnter: op_disable_enter(); break;
+    case OpKind::DisableExit: op_disable_exit(); break;
+    case OpKind::AddAdapter: op_add_adapter(adapter(), topo_->adapters[adapter()].inference_mode, false); break;
+    case OpKind::LoadAdapter: op_add_adapter(adapter(), !op.trainable, true); break;
+    case OpKind::DeleteAdapter: op_delete_adapter(adapter()); break;
+    case OpKind::Reshard:
+    case OpKind::Unshard: {
+      // FSDPModule.reshard() / unshard() act on one module's group (not
+      // recursive); with no module named, on every FSDP module in turn.
+      int only = op.names.empty() ? -1 : topo_->group_index(op.names[0]);
+      if (!op.names.empty() && only < 0) break;  // that module holds no parameters
+      for (size_t g = 0; g < topo_->groups.size(); ++g) {
+        if (only >= 0 && static_cast<int>(g) != only) continue;
+        if (op.kind == OpKind::Reshard) {
+          to_sharded(static_cast<int>(g));
+        } else {
+          lazy_init(static_cast<int>(g));
+          unshard(static_cast<int>(g));
+        }
+      }
+      break;
+    }
+    // _fsdp_state.py: the state-dict pre-hook reshards every group holding params.
+    case OpKind::StateDict: reshard_all(); break;
+    case OpKind::SaveOptimizer: op_save_optimizer(); break;
+    case OpKind::LoadOptimizer: op_load_optimizer(); break;
+    case OpKind::SaveAdapters: op_save_adapters(op); break;
+    case OpKind::LoadAdapters: op_load_adapters(); break;
+    case OpKind::DeltaWeight: op_delta_weight(topo_->layer_index(op.names[0])); break;
+  }
+  if (op.is_training()) res_.has_grads = true;
+  return res_;
+}
+
+// PeftModel.forward under FSDP2 hooks: the root's pre-forward runs first, each
+// child group unshards at its first module and runs post_forward after its
+// last; the root's post_forward runs last (_fsdp_state.py::FSDPState._pre_forward
+// / _post_forward). Under no_grad no backward hooks are registered.
+void RankModel::op_forward(bool grad_enabled) {
+  PendingGraph& gr = st_.graph;
+  std::fill(gr.grad.begin(), gr.grad.end(), 0);
+  std::fill(gr.group_out_rg.begin(), gr.group_out_rg.end(), 0);
+  std::fill(gr.group_in_rg.begin(), gr.group_in_rg.end(), 0);
+  gr.forward_order.clear();
+  int root = -1;
+  for (size_t g = 0; g < topo_->groups.size(); ++g)
+    if (topo_->groups[g].is_root) root = static_cast<int>(g);
+  if (root >= 0) {
+    pre_forward(root);
+    gr.forward_order.push_back(root);
+  }
+  bool path_rg = false;
+  for (size_t l = 0; l < topo_->layers.size(); ++l) {
+    int g = topo_->layers[l].group;
+    bool child = g != root;
+    if (child && topo_->groups[g].first_layer == static_cast<int>(l)) {
+      gr.group_in_rg[g] = path_rg;
+      pre_forward(g);
+      gr.forward_order.push_back(g);
+    }
+    layer_forward(static_cast<int>(l), grad_enabled, &path_rg);
+    if (child && topo_->groups[g].last_layer == static_cast<int>(l)) {
+      gr.group_out_rg[g] = path_rg;
+      post_forward(g);
+    }
+  }
+  if (root >= 0) {
+    gr.group_out_rg[root] = path_rg;
+    post_forward(root);
+  }
+  gr.valid = true;
+  gr.loss_rg = grad_enabled && path_rg;
+}
+
+// loss.backward(): with nothing requiring grad autograd raises before any FSDP
+// hook runs. Otherwise pre_backward fires from the root down (reverse forward
+// order), a child whose input requires grad runs post_backward as soon as its
+// gradients exist, and the root's final callback runs the rest.
+void RankModel::op_backward() {
+  PendingGraph& gr = st_.graph;
+  if (!gr.valid) {
+    error(Status::ValueError, "backward without a forward output");
+    return;
+  }
+  gr.valid = false;
+  if (!gr.loss_rg) {
+    error(Status::NoGradFn, kNoGradFnMessage);
+    return;
+  }
+  thread_local std::vector<uint8_t> done;
+  done.assign(topo_->groups.size(), 0);
+  auto grads_into_u = [&](int g) {
+    for (int p : topo_->groups[g].params)
+      if (gr.grad[p]) st_.params[p].grad_u = true;
+  };
+  // The root's output is the loss, so its pre-backward hook fires first; then
+  // the children in reverse forward order.
+  thread_local std::vector<int> order;
+  order.clear();
+  for (int g : gr.forward_order)
+    if (topo_->groups[g].is_root) order.push_back(g);
+  for (size_t i = gr.forward_order.size(); i-- > 0;)
+    if (!topo_->groups[gr.forward_order[i]].is_root) order.push_back(gr.forward_order[i]);
+  for (int g : order) {
+    if (!gr.group_out_rg[g]) continue;
+    pre_backward(g);
+    grads_into_u(g);
+    if (!topo_->groups[g].is_root && gr.group_in_rg[g]) {
+      post_backward(g);
+      done[g] = 1;
+    }
+  }
+  // Parameters no group manages (adapters added after fully_shard): autograd
+  // writes their grad directly; nothing is reduced across ranks.
+  for (size_t p = 0; p < topo_->params.size(); ++p) {
+    if (topo_->params[p].group >= 0 || !gr.grad[p]) continue;
+    st_.params[p].grad_s = true;
+    if (topo_->params[p].adapter >= 0) res_.grads |= static_cast<uint8_t>(1u << topo_->params[p].adapter);
+  }
+  root_post_backward_final_callback(done);
+}
+
+std::string mask_names(const Topology& t, uint8_t mask) {
+  std::string out = "{";
+  bool first = true;
+  for (int a = 0; a < t.n_adapters(); ++a) {
+    if (!((mask >> a) & 1)) continue;
+    out += (first ? "" : ",") + t.adapters[a].name;
+    first = false;
+  }
+  return out + "}";
+}
+
+}  // namespace fsdpsim

@@ -1,0 +1,117 @@
+// The abstract lifecycle machine for one rank. Method names follow the
+// upstream objects they mirror (FSDPParamGroup, LoraLayer, PeftModel, DCP), so
+// this file reads side by side with real_backend/.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/machine/rank_state.hpp"
+#include "model/machine/topology.hpp"
+#include "model/vocab/op.hpp"
+
+namespace fsdpsim {
+
+// A collective this rank issued; the simulator matches them across ranks.
+struct CollRecord {
+  CollOp op;
+  int group;
+  int64_t count;
+};
+
+// Something changed on an unsharded copy and dropped by to_sharded (spec S3).
+struct LostChange {
+  int param;
+  bool flag;  // U.requires_grad != S.requires_grad
+  bool data;  // U's values were edited after the all-gather
+};
+
+struct OpResult {
+  Status status = Status::Ok;
+  std::string message;
+  int64_t index = -1;       // key_error: optimizer index
+  int opt_missing = 0;      // save/load_optimizer: optimizer params not registered
+  bool has_grads = false;   // training op reached the gradient stage
+  uint8_t grads = 0;        // adapters whose shard received a gradient
+  std::vector<LostChange> lost;
+};
+
+class RankModel {
+ public:
+  RankModel(const Topology& topo, int rank);
+  void reset();  // the state right after prepare
+  // Runs one op; collectives it issued are appended to collectives().
+  const OpResult& apply(const Op& op);
+  const RankState& state() const { return st_; }
+  const Topology& topology() const { return *topo_; }
+  int rank() const { return rank_; }
+  std::vector<CollRecord>& collectives() { return colls_; }
+
+  // Queries shared with the spec checks and the observation builder.
+  bool is_registered_u(int param) const;
+  bool registered_rg(int param) const;
+  WeightClass classify_stored(int layer) const;
+  WeightClass classify_registered(int layer) const;
+  bool any_merged() const;
+  int optimizer_missing(int* first_index) const;
+  Observation observe(int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const;
+
+ private:
+  // --- FSDP2 param group (fsdp_group.cpp) ---
+  void lazy_init(int g);
+  void unshard(int g);
+  void to_sharded(int g);
+  void reshard(int g);
+  void pre_forward(int g);
+  void post_forward(int g);
+  void pre_backward(int g);
+  void post_backward(int g);
+  void root_post_backward_final_callback(std::vector<uint8_t>& done);
+  void reshard_all();
+  // --- LoRA layer (lora_layer.cpp) ---
+  uint32_t delta_version(int layer, int adapter) const;
+  void layer_merge(int layer, int adapter);
+  void layer_unmerge(int layer);
+  void layer_set_adapter(int layer, uint8_t names, bool inference_mode);
+  void layer_enable_adapters(int layer, bool enabled);
+  void layer_forward(int layer, bool grad_enabled, bool* path_rg);
+  WeightContent& registered_weight(int layer);
+  void set_registered_rg(int param, bool value);
+  // --- PEFT model (peft_model.cpp) ---
+  void op_set_adapter(const Op& op);
+  void set_adapter_module_level(uint8_t names, bool inference_mode);
+  void op_merge(const Op& op);
+  void unmerge_adapter();
+  void op_disable_enter();
+  void op_disable_exit();
+  void op_add_adapter(int adapter, bool inference_mode, bool load);
+  void op_delete_adapter(int adapter);
+  void op_delta_weight(int layer);
+  void op_save_adapters(const Op& op);
+  void op_load_adapters();
+  // --- training (rank_model.cpp) ---
+  void op_forward(bool grad_enabled);
+  void op_backward();
+  void op_step();
+  void op_zero_grad();
+  // --- optimizer and checkpoints (optimizer.cpp) ---
+  void prepare_optimizer();
+  void op_save_optimizer();
+  void op_load_optimizer();
+
+  void error(Status s, std::string msg) {
+    res_.status = s;
+    res_.message = std::move(msg);
+  }
+  uint8_t mask_of(const std::vector<std::string>& names) const;
+
+  const Topology* topo_;
+  int rank_;
+  RankState st_;
+  OpResult res_;
+  std::vector<CollRecord> colls_;
+};
+
+std::string mask_names(const Topology& t, uint8_t mask);  // "{a,b}" in adapter order
+
+}  // namespace fsdpsim

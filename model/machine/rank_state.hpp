@@ -1,0 +1,77 @@
+// One rank's abstract state: per parameter the shard S and the unsharded copy
+// U (flags, gradients, symbolic contents), per group its ShardedState, the PEFT
+// adapter bookkeeping and the optimizer's object list.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "model/machine/topology.hpp"
+#include "model/vocab/observation.hpp"
+
+namespace fsdpsim {
+
+// What a base weight holds beyond W0: +coeff * delta(adapter, version) per
+// adapter. A value the symbolic form cannot express (a delta subtracted at a
+// different version than it was added) makes it corrupt.
+struct WeightContent {
+  std::array<int8_t, kMaxAdapters> coeff{};
+  std::array<uint32_t, kMaxAdapters> ver{};
+  bool corrupt = false;
+  void add(int adapter, uint32_t version, int sign);
+  bool operator==(const WeightContent& o) const { return coeff == o.coeff && ver == o.ver && corrupt == o.corrupt; }
+  bool operator!=(const WeightContent& o) const { return !(*this == o); }
+};
+
+// One FSDPParam (torch/distributed/fsdp/_fully_shard/_fsdp_param.py::FSDPParam):
+// S always exists; U exists from the group's first unshard on.
+struct ParamState {
+  bool present = true;  // registered in the module tree (false: deferred, or deleted)
+  bool rg_s = false, rg_u = false;
+  bool grad_s = false, grad_u = false;
+  uint32_t ver_s = 0, ver_u = 0, ver_u_base = 0;  // LoRA values: bumped by optimizer updates and loads
+  WeightContent w_s, w_u, w_u_base;               // base weights: merged deltas
+};
+
+enum class TrainingState : uint8_t { Idle, Forward, PreBackward, PostBackward };
+
+struct GroupState {
+  ShardedState sharded = ShardedState::Sharded;
+  TrainingState training = TrainingState::Idle;
+  bool has_u = false;
+  bool lazy_inited = false;
+};
+
+struct LayerPeft {
+  uint8_t active = 0;                      // adapters this layer runs (mask)
+  std::array<int8_t, kMaxAdapters> merged{};  // LIFO
+  int n_merged = 0;
+  bool disabled = false;
+};
+
+// The autograd graph of the last grad-enabled forward (or eval: loss_rg false).
+struct PendingGraph {
+  bool valid = false;
+  bool loss_rg = false;
+  std::vector<uint8_t> grad;             // per param: autograd will write a grad to its registered object
+  std::vector<uint8_t> group_out_rg;     // per group: its output requires grad (pre-backward hook)
+  std::vector<uint8_t> group_in_rg;      // per group: its input requires grad (post-backward node)
+  std::vector<int> forward_order;        // groups in pre-forward order
+};
+
+struct RankState {
+  std::vector<ParamState> params;
+  std::vector<GroupState> groups;
+  std::vector<LayerPeft> layers;
+  uint8_t present = 0;         // adapters in the model (mask)
+  uint8_t active = 0;          // BaseTuner.active_adapter (mask)
+  uint8_t inference_mode = 0;  // per adapter config inference_mode (mask)
+  bool disabled = false;       // inside `with disable_adapter()`
+  std::vector<int> optimizer;  // param indices whose S objects the optimizer holds, in pid order
+  bool has_opt_ckpt = false;
+  uint8_t saved_adapters = 0;       // adapters written by the last save_adapters
+  std::vector<uint32_t> saved_ver;  // per param: the values saved
+  PendingGraph graph;
+};
+
+}  // namespace fsdpsim

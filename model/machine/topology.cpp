@@ -1,0 +1,121 @@
+#include "model/machine/topology.hpp"
+
+#include <stdexcept>
+
+namespace fsdpsim {
+
+int Topology::group_index(const std::string& module) const {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (module == "root" ? groups[g].is_root : false) return static_cast<int>(g);
+    for (int l : groups[g].layers)
+      if (!groups[g].is_root && layers[l].name == module) return static_cast<int>(g);
+  }
+  return -1;
+}
+
+int Topology::layer_index(const std::string& name) const {
+  for (size_t l = 0; l < layers.size(); ++l)
+    if (layers[l].name == name) return static_cast<int>(l);
+  return -1;
+}
+
+Topology compile_topology(const Scenario& s) {
+  Topology t;
+  t.world = s.world;
+  t.adapters = s.adapters;
+  t.optimizer = s.optimizer;
+  auto p = profile_by_name(s.profile);
+  if (!p) throw std::invalid_argument("unknown profile " + s.profile);
+  t.profile = *p;
+  for (const auto& o : s.overrides) {
+    std::string err = apply_override(t.profile, o.name, o.value);
+    if (!err.empty()) throw std::invalid_argument(err);
+  }
+  // Which group claims each layer: fully_shard is bottom-up, the first call that
+  // reaches a module claims its parameters; the rest fall to the root
+  // (torch/distributed/fsdp/_fully_shard/_fsdp_init.py::_get_managed_states).
+  std::vector<int> shard_of_layer(s.layers.size(), -1);
+  int root_shard = -1;
+  for (size_t d = 0; d < s.shards.size(); ++d) {
+    if (s.shards[d].is_root()) root_shard = static_cast<int>(d);
+    else
+      for (const auto& m : s.shards[d].modules) shard_of_layer[s.layer_index(m)] = static_cast<int>(d);
+  }
+  // Groups in all_states order: the root's state first, then children in module
+  // order (torch/distributed/fsdp/_fully_shard/_fsdp_state.py::FSDPState._lazy_init).
+  std::vector<int> group_of_shard(s.shards.size(), -1);
+  bool root_has_params = false;
+  for (size_t l = 0; l < s.layers.size(); ++l) root_has_params |= shard_of_layer[l] < 0;
+  auto resolve_raf = [&](const ShardDecl& d, bool root) {
+    // The root given none does not reshard after forward (auto rule, torch >= 2.8);
+    // force_false mirrors torch <= 2.7, which never resharded the root.
+    if (root) {
+      if (t.profile.get(Switch::RootReshardRule) == sw::kForceFalse) return false;
+      return d.raf == Raf::True;
+    }
+    return d.raf != Raf::False;
+  };
+  if (root_has_params && root_shard >= 0) {
+    GroupInfo g;
+    g.name = "root";
+    g.is_root = true;
+    g.raf = resolve_raf(s.shards[root_shard], true);
+    group_of_shard[root_shard] = 0;
+    t.groups.push_back(g);
+  }
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    int d = shard_of_layer[l];
+    if (d < 0 || group_of_shard[d] >= 0) continue;
+    GroupInfo g;
+    g.name = s.shards[d].modules[0];
+    g.raf = resolve_raf(s.shards[d], false);
+    group_of_shard[d] = static_cast<int>(t.groups.size());
+    t.groups.push_back(g);
+  }
+  auto add_param = [&](const std::string& name, ParamKind kind, int layer, int adapter, int dim0, int rest, int group) {
+    ParamInfo pi{name, kind, layer, adapter, dim0, rest, group, 0};
+    pi.shard_numel = static_cast<int64_t>((dim0 + s.world - 1) / s.world) * rest;
+    int idx = static_cast<int>(t.params.size());
+    t.params.push_back(pi);
+    if (group >= 0) {
+      t.groups[group].params.push_back(idx);
+      t.groups[group].numel += pi.shard_numel;
+    }
+    return idx;
+  };
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    const LayerDecl& ld = s.layers[l];
+    int d = shard_of_layer[l] >= 0 ? shard_of_layer[l] : root_shard;
+    int g = group_of_shard[d];
+    LayerInfo li;
+    li.name = ld.name;
+    li.group = g;
+    li.A.fill(-1);
+    li.B.fill(-1);
+    GroupInfo& gi = t.groups[g];
+    gi.layers.push_back(static_cast<int>(l));
+    if (gi.first_layer < 0) gi.first_layer = static_cast<int>(l);
+    gi.last_layer = static_cast<int>(l);
+    // Registration order of a LoRA Linear: base_layer.weight, base_layer.bias,
+    // lora_A.<each adapter>, lora_B.<each adapter> (peft/tuners/lora/layer.py::LoraLayer).
+    li.weight = add_param(ld.name + ".weight", ParamKind::Weight, static_cast<int>(l), -1, ld.out, ld.in, g);
+    li.bias = add_param(ld.name + ".bias", ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
+    auto targets = [&](const AdapterDecl& a) {
+      for (const auto& n : a.targets)
+        if (n == ld.name) return true;
+      return false;
+    };
+    for (size_t a = 0; a < s.adapters.size(); ++a)
+      if (targets(s.adapters[a]))
+        li.A[a] = add_param(ld.name + ".lora_A." + s.adapters[a].name, ParamKind::LoraA, static_cast<int>(l),
+                            static_cast<int>(a), s.adapters[a].r, ld.in, s.adapters[a].deferred ? -1 : g);
+    for (size_t a = 0; a < s.adapters.size(); ++a)
+      if (targets(s.adapters[a]))
+        li.B[a] = add_param(ld.name + ".lora_B." + s.adapters[a].name, ParamKind::LoraB, static_cast<int>(l),
+                            static_cast<int>(a), ld.out, s.adapters[a].r, s.adapters[a].deferred ? -1 : g);
+    t.layers.push_back(li);
+  }
+  return t;
+}
+
+}  // namespace fsdpsim

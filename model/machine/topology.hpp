@@ -1,0 +1,63 @@
+// The scenario compiled to indices: parameters in module order, FSDP groups
+// as fully_shard assigns them, LoRA layers. Shared read-only by every rank.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/vocab/profile.hpp"
+#include "model/vocab/scenario.hpp"
+
+namespace fsdpsim {
+
+constexpr int kMaxAdapters = 8;
+constexpr int kMaxLayers = 16;
+
+enum class ParamKind : uint8_t { Weight, Bias, LoraA, LoraB };
+
+struct ParamInfo {
+  std::string name;  // "lin0.weight", "lin0.lora_A.other"
+  ParamKind kind;
+  int layer;
+  int adapter;  // -1 for base parameters
+  int dim0, rest;
+  int group;    // -1: not managed by FSDP (an adapter added after fully_shard)
+  int64_t shard_numel;  // ceil(dim0 / world) * rest: what this rank holds and contributes
+};
+
+struct GroupInfo {
+  std::string name;         // first module's name, or "root"
+  std::vector<int> layers;  // layers whose parameters this group manages
+  std::vector<int> params;  // managed parameters, in registration order
+  int first_layer = -1, last_layer = -1;  // forward hooks: pre on first, post on last
+  bool is_root = false;
+  bool raf = true;          // reshard_after_forward as resolved at lazy init
+  int64_t numel = 0;        // all-gather element count per rank
+};
+
+struct LayerInfo {
+  std::string name;
+  int group = -1;
+  int weight = -1, bias = -1;
+  std::array<int, kMaxAdapters> A{}, B{};  // -1 where the adapter does not target the layer
+};
+
+struct Topology {
+  int world = 1;
+  Profile profile;
+  std::vector<AdapterDecl> adapters;
+  std::vector<ParamInfo> params;
+  std::vector<GroupInfo> groups;  // all_states order: root first, then children in module order
+  std::vector<LayerInfo> layers;
+  OptimizerParams optimizer = OptimizerParams::Trainable;
+
+  int n_adapters() const { return static_cast<int>(adapters.size()); }
+  int group_index(const std::string& module) const;
+  int layer_index(const std::string& name) const;  // group holding that module's state, -1 if none
+};
+
+// Throws std::invalid_argument on a profile override that does not apply.
+Topology compile_topology(const Scenario& s);
+
+}  // namespace fsdpsim

@@ -1,0 +1,265 @@
+#include "model/vocab/observation.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "model/vocab/table.hpp"
+
+namespace fsdpsim {
+
+const char* const kNoGradFnMessage = "element 0 of tensors does not require grad and does not have a grad_fn";
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::Ok: return "ok";
+    case Status::NoGradFn: return "no_grad_fn";
+    case Status::KeyError: return "key_error";
+    case Status::ShapeError: return "shape_error";
+    case Status::ValueError: return "value_error";
+    case Status::Hang: return "hang";
+    case Status::Mismatch: return "mismatch";
+    case Status::NotRun: return "not_run";
+  }
+  return "?";
+}
+
+bool status_from_name(const std::string& s, Status* out) {
+  for (int i = 0; i <= static_cast<int>(Status::NotRun); ++i) {
+    if (s == status_name(static_cast<Status>(i))) {
+      *out = static_cast<Status>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* weight_class_name(WeightClass w) {
+  switch (w) {
+    case WeightClass::Exact: return "exact";
+    case WeightClass::MissingDelta: return "missing_delta";
+    case WeightClass::ExtraDelta: return "extra_delta";
+    case WeightClass::Corrupt: return "corrupt";
+  }
+  return "?";
+}
+
+bool weight_class_from_name(const std::string& s, WeightClass* out) {
+  for (int i = 0; i <= static_cast<int>(WeightClass::Corrupt); ++i) {
+    if (s == weight_class_name(static_cast<WeightClass>(i))) {
+      *out = static_cast<WeightClass>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* sharded_state_name(ShardedState s) { return s == ShardedState::Sharded ? "SHARDED" : "UNSHARDED"; }
+
+const char* coll_op_name(CollOp c) { return c == CollOp::AllGather ? "all_gather" : "reduce_scatter"; }
+
+std::string collective_text(const Collective& c) {
+  return std::string(coll_op_name(c.op)) + "(" + c.group + ", " + std::to_string(c.count) + ")";
+}
+
+std::string names_set_text(const std::vector<std::string>& names) {
+  std::string out = "{";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? "," : "") + names[i];
+  return out + "}";
+}
+
+bool Observation::operator==(const Observation& o) const { return observation_diff(*this, o).empty(); }
+
+std::vector<std::string> observation_diff(const Observation& a, const Observation& b) {
+  std::vector<std::string> d;
+  auto add = [&](const std::string& field, const std::string& x, const std::string& y) {
+    if (x != y) d.push_back(field + ": " + x + " vs " + y);
+  };
+  add("status", status_name(a.status), status_name(b.status));
+  add("message", a.message, b.message);
+  add("grads", a.grads ? names_set_text(*a.grads) : "-", b.grads ? names_set_text(*b.grads) : "-");
+  add("index", std::to_string(a.index), std::to_string(b.index));
+  add("optimizer_missing", std::to_string(a.opt_missing) + "/" + std::to_string(a.opt_total),
+      std::to_string(b.opt_missing) + "/" + std::to_string(b.opt_total));
+  size_t n = std::max(a.groups.size(), b.groups.size());
+  for (size_t i = 0; i < n; ++i) {
+    std::string x = i < a.groups.size() ? a.groups[i].name + ":" + sharded_state_name(a.groups[i].state) : "-";
+    std::string y = i < b.groups.size() ? b.groups[i].name + ":" + sharded_state_name(b.groups[i].state) : "-";
+    add("group[" + std::to_string(i) + "]", x, y);
+  }
+  n = std::max(a.params.size(), b.params.size());
+  for (size_t i = 0; i < n; ++i) {
+    auto txt = [](const std::vector<ParamObs>& v, size_t k) {
+      if (k >= v.size()) return std::string("-");
+      const ParamObs& p = v[k];
+      return p.name + " S.rg=" + (p.rg_s ? "1" : "0") + " U.rg=" + (p.rg_u < 0 ? "-" : p.rg_u ? "1" : "0");
+    };
+    add("param[" + std::to_string(i) + "]", txt(a.params, i), txt(b.params, i));
+  }
+  n = std::max(a.layers.size(), b.layers.size());
+  for (size_t i = 0; i < n; ++i) {
+    auto txt = [](const std::vector<LayerObs>& v, size_t k) {
+      if (k >= v.size()) return std::string("-");
+      const LayerObs& l = v[k];
+      std::string m;
+      for (size_t j = 0; j < l.merged.size(); ++j) m += (j ? "," : "") + l.merged[j];
+      return l.name + " merged=[" + m + "] stored=" + weight_class_name(l.stored) +
+             " registered=" + weight_class_name(l.registered);
+    };
+    add("layer[" + std::to_string(i) + "]", txt(a.layers, i), txt(b.layers, i));
+  }
+  auto colls = [](const std::vector<Collective>& v) {
+    std::string s;
+    for (const auto& c : v) s += (s.empty() ? "" : " ") + collective_text(c);
+    return s.empty() ? std::string("-") : s;
+  };
+  add("collectives", colls(a.collectives), colls(b.collectives));
+  return d;
+}
+
+namespace {
+
+void json_string(std::ostream& os, const std::string& s) {
+  os << '"';
+  for (char c : s) {
+    if (c == '"' || c == '\\') os << '\\' << c;
+    else if (static_cast<unsigned char>(c) < 0x20) os << "\\u00" << "0123456789abcdef"[(c >> 4) & 15] << "0123456789abcdef"[c & 15];
+    else os << c;
+  }
+  os << '"';
+}
+
+void json_names(std::ostream& os, const std::vector<std::string>& v) {
+  os << '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) os << ',';
+    json_string(os, v[i]);
+  }
+  os << ']';
+}
+
+}  // namespace
+
+void print_json(std::ostream& os, const Observation& o) {
+  os << "{\"step\":" << o.step << ",\"rank\":" << o.rank << ",\"op\":";
+  json_string(os, o.op);
+  os << ",\"status\":\"" << status_name(o.status) << "\"";
+  if (!o.message.empty()) {
+    os << ",\"message\":";
+    json_string(os, o.message);
+  }
+  if (o.grads) {
+    os << ",\"grads\":";
+    json_names(os, *o.grads);
+  }
+  if (o.index >= 0) os << ",\"index\":" << o.index;
+  os << ",\"optimizer\":{\"missing\":" << o.opt_missing << ",\"total\":" << o.opt_total << "}";
+  os << ",\"groups\":[";
+  for (size_t i = 0; i < o.groups.size(); ++i) {
+    os << (i ? "," : "") << "{\"name\":";
+    json_string(os, o.groups[i].name);
+    os << ",\"state\":\"" << sharded_state_name(o.groups[i].state) << "\",\"registered\":\""
+       << (o.groups[i].state == ShardedState::Sharded ? "S" : "U") << "\"}";
+  }
+  os << "],\"params\":[";
+  for (size_t i = 0; i < o.params.size(); ++i) {
+    os << (i ? "," : "") << "{\"name\":";
+    json_string(os, o.params[i].name);
+    os << ",\"S.requires_grad\":" << (o.params[i].rg_s ? "true" : "false") << ",\"U.requires_grad\":"
+       << (o.params[i].rg_u < 0 ? "null" : o.params[i].rg_u ? "true" : "false") << "}";
+  }
+  os << "],\"layers\":[";
+  for (size_t i = 0; i < o.layers.size(); ++i) {
+    os << (i ? "," : "") << "{\"name\":";
+    json_string(os, o.layers[i].name);
+    os << ",\"merged\":";
+    json_names(os, o.layers[i].merged);
+    os << ",\"stored\":\"" << weight_class_name(o.layers[i].stored) << "\",\"registered\":\""
+       << weight_class_name(o.layers[i].registered) << "\"}";
+  }
+  os << "],\"collectives\":[";
+  for (size_t i = 0; i < o.collectives.size(); ++i) {
+    os << (i ? "," : "") << "{\"op\":\"" << coll_op_name(o.collectives[i].op) << "\",\"group\":";
+    json_string(os, o.collectives[i].group);
+    os << ",\"count\":" << o.collectives[i].count << "}";
+  }
+  os << "]}";
+}
+
+namespace {
+
+// Compact per-layer text: "lin0:[default]" only where something is merged or
+// the stored weight is not exact; "-" when every layer is clean.
+std::string layers_cell(const Observation& o) {
+  std::string out;
+  for (const auto& l : o.layers) {
+    if (l.merged.empty() && l.stored == WeightClass::Exact && l.registered == WeightClass::Exact) continue;
+    std::string m;
+    for (size_t j = 0; j < l.merged.size(); ++j) m += (j ? "," : "") + l.merged[j];
+    out += (out.empty() ? "" : " ") + l.name + ":[" + m + "]";
+    if (l.stored != WeightClass::Exact) out += std::string("/S=") + weight_class_name(l.stored);
+    if (l.registered != WeightClass::Exact) out += std::string("/reg=") + weight_class_name(l.registered);
+  }
+  return out.empty() ? "-" : out;
+}
+
+std::string groups_cell(const Observation& o) {
+  std::string out;
+  for (const auto& g : o.groups)
+    out += (out.empty() ? "" : " ") + g.name + ":" + (g.state == ShardedState::Sharded ? "S" : "U");
+  return out;
+}
+
+// Adapters whose shard requires grad, and where U disagrees with S.
+std::string trainable_cell(const Observation& o) {
+  std::vector<std::string> on;
+  std::vector<std::string> drift;
+  for (const auto& p : o.params) {
+    size_t dot = p.name.rfind('.');
+    std::string adapter = p.name.substr(dot + 1);
+    if (p.rg_s && std::find(on.begin(), on.end(), adapter) == on.end()) on.push_back(adapter);
+    if (p.rg_u >= 0 && (p.rg_u != 0) != p.rg_s && std::find(drift.begin(), drift.end(), adapter) == drift.end())
+      drift.push_back(adapter);
+  }
+  std::string out = names_set_text(on);
+  if (!drift.empty()) out += " U!=S:" + names_set_text(drift);
+  return out;
+}
+
+std::string colls_cell(const Observation& o) {
+  int ag = 0, rs = 0;
+  int64_t agn = 0, rsn = 0;
+  for (const auto& c : o.collectives) {
+    if (c.op == CollOp::AllGather) ++ag, agn += c.count;
+    else ++rs, rsn += c.count;
+  }
+  if (!ag && !rs) return "-";
+  std::string out;
+  if (ag) out += "ag " + std::to_string(ag) + "x" + std::to_string(agn);
+  if (rs) out += std::string(out.empty() ? "" : " ") + "rs " + std::to_string(rs) + "x" + std::to_string(rsn);
+  return out;
+}
+
+std::string status_cell(const Observation& o) {
+  std::string s = status_name(o.status);
+  if (o.status == Status::KeyError) s += " " + std::to_string(o.index) + " (" + std::to_string(o.opt_missing) + "/" + std::to_string(o.opt_total) + ")";
+  return s;
+}
+
+}  // namespace
+
+void print_table(std::ostream& os, const std::vector<Observation>& obs) {
+  const std::vector<std::string> head = {"step", "rank", "op", "status", "grads", "S.requires_grad", "groups", "merged", "collectives"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& o : obs) {
+    rows.push_back({std::to_string(o.step), std::to_string(o.rank), o.op, status_cell(o),
+                    o.grads ? names_set_text(*o.grads) : "", trainable_cell(o), groups_cell(o), layers_cell(o),
+                    colls_cell(o)});
+  }
+  rows.insert(rows.begin(), head);
+  print_aligned(os, rows);
+  for (const auto& o : obs)
+    if (!o.message.empty() && o.status != Status::Ok)
+      os << "  step " << o.step << " rank " << o.rank << ": " << o.message << "\n";
+}
+
+}  // namespace fsdpsim

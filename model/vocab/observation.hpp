@@ -1,0 +1,88 @@
+// The observation of one op on one rank: the only thing the model and the
+// real backend exchange. Printed as an aligned table or as JSON lines.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace fsdpsim {
+
+enum class Status : uint8_t { Ok, NoGradFn, KeyError, ShapeError, ValueError, Hang, Mismatch, NotRun };
+const char* status_name(Status s);
+bool status_from_name(const std::string& s, Status* out);
+
+// Upstream error texts the observations carry verbatim.
+extern const char* const kNoGradFnMessage;  // torch autograd, loss without grad_fn
+
+// What the stored base weight holds relative to W0 + sum of merged deltas.
+enum class WeightClass : uint8_t { Exact, MissingDelta, ExtraDelta, Corrupt };
+const char* weight_class_name(WeightClass w);
+bool weight_class_from_name(const std::string& s, WeightClass* out);
+
+enum class ShardedState : uint8_t { Sharded, Unsharded };
+const char* sharded_state_name(ShardedState s);
+
+enum class CollOp : uint8_t { AllGather, ReduceScatter };
+const char* coll_op_name(CollOp c);
+
+struct Collective {
+  CollOp op = CollOp::AllGather;
+  std::string group;
+  int64_t count = 0;  // elements this rank contributes (padded shard numel)
+  bool operator==(const Collective& o) const { return op == o.op && group == o.group && count == o.count; }
+};
+std::string collective_text(const Collective& c);  // "all_gather(root, 212)"
+
+struct GroupObs {
+  std::string name;
+  ShardedState state = ShardedState::Sharded;
+  bool operator==(const GroupObs& o) const { return name == o.name && state == o.state; }
+};
+
+// requires_grad of one adapter parameter on the shard S and the unsharded copy U.
+struct ParamObs {
+  std::string name;  // "lin0.lora_A.other"
+  bool rg_s = false;
+  int8_t rg_u = -1;  // -1: no U (group never unsharded, or parameter not managed)
+  bool operator==(const ParamObs& o) const { return name == o.name && rg_s == o.rg_s && rg_u == o.rg_u; }
+};
+
+struct LayerObs {
+  std::string name;
+  std::vector<std::string> merged;  // LIFO order, oldest first
+  WeightClass stored = WeightClass::Exact;      // the shard S
+  WeightClass registered = WeightClass::Exact;  // whatever object the module holds now
+  bool operator==(const LayerObs& o) const {
+    return name == o.name && merged == o.merged && stored == o.stored && registered == o.registered;
+  }
+};
+
+struct Observation {
+  int step = 0;  // 1-based op index in the sequence
+  int rank = 0;
+  std::string op;  // canonical op text
+  Status status = Status::Ok;
+  std::string message;
+  std::optional<std::vector<std::string>> grads;  // training ops: adapters whose shards got gradients
+  int64_t index = -1;                             // key_error: first optimizer index not registered
+  int opt_missing = 0;                            // optimizer params not currently registered
+  int opt_total = 0;
+  std::vector<GroupObs> groups;
+  std::vector<ParamObs> params;
+  std::vector<LayerObs> layers;
+  std::vector<Collective> collectives;
+
+  bool operator==(const Observation& o) const;
+};
+
+// Field-by-field difference, empty when equal: "grads: {other} vs {}".
+std::vector<std::string> observation_diff(const Observation& a, const Observation& b);
+
+std::string names_set_text(const std::vector<std::string>& names);  // "{a,b}"
+
+void print_json(std::ostream& os, const Observation& o);  // one line, no trailing newline
+void print_table(std::ostream& os, const std::vector<Observation>& obs);
+
+}  // namespace fsdpsim

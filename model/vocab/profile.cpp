@@ -1,0 +1,91 @@
+#include "model/vocab/profile.hpp"
+
+namespace fsdpsim {
+
+const std::array<SwitchInfo, kSwitchCount>& switch_table() {
+  static const std::array<SwitchInfo, kSwitchCount> table = {{
+      {"set_adapter_reshard",
+       {"none", "skip_merged", "unmerge_first"},
+       sw::kSkipMerged,
+       sw::kUnmergeFirst,
+       "peft/peft_model.py::PeftModel.set_adapter (_reshard_fsdp_modules, #3872 / fix #3895)",
+       "none: no reshard (pre-#3872); skip_merged: reshard every FSDP module holding no merged layer, then "
+       "set_adapter (which unmerges per layer); unmerge_first: unmerge_adapter, reshard all, set_adapter"},
+      {"disable_exit_reshard",
+       {"off", "on"},
+       sw::kOff,
+       sw::kOn,
+       "peft/peft_model.py::PeftModel.disable_adapter (exit path, #3800)",
+       "on: unmerge if merged and reshard every FSDP module before enable_adapter_layers"},
+      {"optimizer_ckpt_reshard",
+       {"off", "on"},
+       sw::kOff,
+       sw::kOn,
+       "accelerate/utils/fsdp_utils.py::save_fsdp_optimizer / load_fsdp_optimizer",
+       "on: reshard every FSDP module before get_/set_optimizer_state_dict maps optimizer objects to names"},
+      {"enable_inference_mode",
+       {"ignore", "respect"},
+       sw::kIgnore,
+       sw::kRespect,
+       "peft/tuners/tuners_utils.py::BaseTunerLayer.enable_adapters (#3447 / fix #3453)",
+       "ignore: enabling makes every active adapter trainable; respect: adapters with inference_mode stay frozen"},
+      {"root_reshard_rule",
+       {"auto", "force_false"},
+       sw::kAuto,
+       sw::kAuto,
+       "torch/distributed/fsdp/_fully_shard/_fsdp_state.py::FSDPState._lazy_init",
+       "auto (torch >= 2.8): a root given none does not reshard after forward, explicit values kept; "
+       "force_false (<= 2.7): the root never reshards after forward"},
+  }};
+  return table;
+}
+
+std::optional<Switch> switch_from_name(const std::string& name) {
+  const auto& t = switch_table();
+  for (int i = 0; i < kSwitchCount; ++i)
+    if (name == t[i].name) return static_cast<Switch>(i);
+  return std::nullopt;
+}
+
+std::vector<std::string> profile_names() { return {"upstream", "patched"}; }
+
+std::optional<Profile> profile_by_name(const std::string& name) {
+  if (name != "upstream" && name != "patched") return std::nullopt;
+  Profile p;
+  p.name = name;
+  const auto& t = switch_table();
+  for (int i = 0; i < kSwitchCount; ++i) p.values[i] = name == "upstream" ? t[i].upstream : t[i].patched;
+  return p;
+}
+
+std::string apply_override(Profile& p, const std::string& name, const std::string& value) {
+  auto s = switch_from_name(name);
+  const auto& t = switch_table();
+  if (!s) {
+    std::string all;
+    for (const auto& i : t) all += std::string(all.empty() ? "" : ", ") + i.name;
+    return "unknown switch '" + name + "' (expected one of: " + all + ")";
+  }
+  const SwitchInfo& info = t[static_cast<int>(*s)];
+  for (size_t v = 0; v < info.values.size(); ++v) {
+    if (value == info.values[v]) {
+      p.values[static_cast<int>(*s)] = static_cast<uint8_t>(v);
+      return "";
+    }
+  }
+  std::string all;
+  for (const char* v : info.values) all += std::string(all.empty() ? "" : "|") + v;
+  return "bad value '" + value + "' for switch " + name + " (expected " + all + ")";
+}
+
+std::string profile_text(const Profile& p) {
+  std::string out = p.name + " (";
+  const auto& t = switch_table();
+  for (int i = 0; i < kSwitchCount; ++i) {
+    if (i) out += ", ";
+    out += std::string(t[i].name) + "=" + t[i].values[p.values[i]];
+  }
+  return out + ")";
+}
+
+}  // namespace fsdpsim

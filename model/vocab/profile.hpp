@@ -1,0 +1,54 @@
+// Profiles: named sets of upstream behaviour switches. Each switch is one
+// documented function in the model (and later the real backend).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fsdpsim {
+
+enum class Switch : uint8_t {
+  SetAdapterReshard,     // none | skip_merged | unmerge_first
+  DisableExitReshard,    // off | on
+  OptimizerCkptReshard,  // off | on
+  EnableInferenceMode,   // ignore | respect
+  RootReshardRule,       // auto | force_false
+};
+constexpr int kSwitchCount = 5;
+
+// Value indexes per switch (positions in SwitchInfo::values).
+namespace sw {
+enum SetAdapterReshard : uint8_t { kNone = 0, kSkipMerged = 1, kUnmergeFirst = 2 };
+enum OnOff : uint8_t { kOff = 0, kOn = 1 };
+enum EnableInferenceMode : uint8_t { kIgnore = 0, kRespect = 1 };
+enum RootReshardRule : uint8_t { kAuto = 0, kForceFalse = 1 };
+}  // namespace sw
+
+struct SwitchInfo {
+  const char* name;
+  std::vector<const char*> values;
+  uint8_t upstream;
+  uint8_t patched;
+  const char* mirrors;  // upstream file and function
+  const char* doc;      // what each value does, one line
+};
+
+const std::array<SwitchInfo, kSwitchCount>& switch_table();
+std::optional<Switch> switch_from_name(const std::string& name);
+
+struct Profile {
+  std::string name;
+  std::array<uint8_t, kSwitchCount> values{};
+  uint8_t get(Switch s) const { return values[static_cast<int>(s)]; }
+  bool operator==(const Profile& o) const { return name == o.name && values == o.values; }
+};
+
+std::vector<std::string> profile_names();  // "upstream", "patched"
+std::optional<Profile> profile_by_name(const std::string& name);
+// Sets one switch; returns an error text ("" on success) naming the valid choices.
+std::string apply_override(Profile& p, const std::string& name, const std::string& value);
+std::string profile_text(const Profile& p);  // "upstream (set_adapter_reshard=skip_merged, ...)"
+
+}  // namespace fsdpsim

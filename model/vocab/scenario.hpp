@@ -1,0 +1,86 @@
+// The scenario: topology, world size, adapters, sharding plan and profile.
+// Everything a `.seq` file says before its `---` line.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/vocab/source_error.hpp"
+
+namespace fsdpsim {
+
+// A named nn.Linear(in, out): weight (out, in) and bias (out).
+struct LayerDecl {
+  std::string name;
+  int in = 0;
+  int out = 0;
+  SourcePos pos;
+  bool operator==(const LayerDecl& o) const { return name == o.name && in == o.in && out == o.out; }
+};
+
+// reshard_after_forward as passed to fully_shard: true, false, or omitted (None).
+enum class Raf : uint8_t { True, False, None };
+
+// One fully_shard call; `modules` holds layer names or "root". Calls are
+// listed bottom-up, root last (fully_shard must be applied bottom-up).
+struct ShardDecl {
+  std::vector<std::string> modules;
+  Raf raf = Raf::None;
+  SourcePos pos;
+  bool is_root() const { return modules.size() == 1 && modules[0] == "root"; }
+  bool operator==(const ShardDecl& o) const { return modules == o.modules && raf == o.raf; }
+};
+
+enum class LoraInit : uint8_t { Zero, Random };  // Zero: PEFT default (lora_B = 0)
+
+// A LoRA adapter. `deferred` adapters are declared but only come into the
+// model through an `add_adapter`/`load_adapter` op (after sharding).
+struct AdapterDecl {
+  std::string name;
+  int r = 8;
+  int alpha = 8;
+  std::vector<std::string> targets;
+  LoraInit init = LoraInit::Random;
+  bool inference_mode = false;
+  bool deferred = false;
+  SourcePos pos;
+  bool operator==(const AdapterDecl& o) const {
+    return name == o.name && r == o.r && alpha == o.alpha && targets == o.targets && init == o.init &&
+           inference_mode == o.inference_mode && deferred == o.deferred;
+  }
+};
+
+// Which parameters the optimizer is built over before prepare swaps in the
+// sharded objects: the trainable ones (HF Trainer, accelerate) or every LoRA one.
+enum class OptimizerParams : uint8_t { Trainable, AllLora };
+
+struct SwitchOverride {
+  std::string name;
+  std::string value;
+  SourcePos pos;
+  bool operator==(const SwitchOverride& o) const { return name == o.name && value == o.value; }
+};
+
+struct Scenario {
+  int world = 1;
+  uint64_t seed = 0;  // drives the real backend's initial values and inputs
+  std::string profile = "upstream";
+  std::vector<SwitchOverride> overrides;
+  std::vector<LayerDecl> layers;  // module order == forward order
+  std::vector<AdapterDecl> adapters;  // insertion order; the first is active at start
+  std::vector<ShardDecl> shards;
+  OptimizerParams optimizer = OptimizerParams::Trainable;
+
+  bool operator==(const Scenario& o) const {
+    return world == o.world && seed == o.seed && profile == o.profile && overrides == o.overrides &&
+           layers == o.layers && adapters == o.adapters && shards == o.shards && optimizer == o.optimizer;
+  }
+  int layer_index(const std::string& name) const;
+  int adapter_index(const std::string& name) const;
+};
+
+const char* raf_name(Raf r);
+
+}  // namespace fsdpsim

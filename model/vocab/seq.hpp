@@ -1,0 +1,34 @@
+// A `.seq` file: scenario header, `---`, ops with `expect` clauses.
+// print(parse(text)) is canonical and parse(print(x)) == x.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/vocab/op.hpp"
+#include "model/vocab/scenario.hpp"
+
+namespace fsdpsim {
+
+struct SeqFile {
+  std::vector<std::string> comments;  // leading `#` lines, kept verbatim (without "# ")
+  Scenario scenario;
+  std::vector<Op> ops;
+  bool operator==(const SeqFile& o) const {
+    return comments == o.comments && scenario == o.scenario && ops == o.ops;
+  }
+};
+
+// Throws SourceError("file:line:col: expected ...") on any malformed or
+// inconsistent input (unknown op, adapter, layer, switch; `@R` out of range).
+SeqFile parse_seq(const std::string& text, const std::string& file = "<input>");
+SeqFile parse_seq_file(const std::string& path);
+
+std::string print_seq(const SeqFile& f);
+std::string print_scenario(const Scenario& s);
+std::string expect_item_text(const ExpectItem& it);  // "grads={other}"
+
+// Semantic checks shared by the parser and by callers that build files in code
+// (the generator, --world overrides). Throws SourceError.
+void validate(const SeqFile& f, const std::string& file);
+
+}  // namespace fsdpsim

@@ -1,0 +1,506 @@
+// `.seq` parser: a line-oriented lexer (tokens split on blanks, brackets and
+// braces keep their contents together) and one small parse function per
+// directive. Every error names file:line:column and what was expected.
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+#include "model/vocab/profile.hpp"
+#include "model/vocab/seq.hpp"
+
+namespace fsdpsim {
+namespace {
+
+struct Token {
+  std::string text;
+  int column = 1;
+};
+
+class LineParser {
+ public:
+  LineParser(const std::string& file, int line_no, const std::string& line) : file_(file), line_no_(line_no) {
+    lex(line);
+  }
+  bool done() const { return i_ >= toks_.size(); }
+  const Token& peek() const { return toks_[i_]; }
+  int end_column() const { return end_col_; }
+  Token next(const char* expected) {
+    if (done()) fail(end_col_, std::string("expected ") + expected + ", got end of line");
+    return toks_[i_++];
+  }
+  [[noreturn]] void fail(int column, const std::string& what) const {
+    throw SourceError(file_, {line_no_, column}, what);
+  }
+  [[noreturn]] void fail(const Token& t, const std::string& what) const { fail(t.column, what); }
+  SourcePos pos(const Token& t) const { return {line_no_, t.column}; }
+
+ private:
+  void lex(const std::string& line) {
+    size_t n = line.size(), p = 0;
+    end_col_ = static_cast<int>(n) + 1;
+    while (p < n) {
+      char c = line[p];
+      if (c == '#') {
+        end_col_ = static_cast<int>(p) + 1;
+        break;
+      }
+      if (c == ' ' || c == '\t' || c == '\r') {
+        ++p;
+        continue;
+      }
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f)
+        fail(static_cast<int>(p) + 1, "unexpected character (only printable ASCII is allowed)");
+      Token t;
+      t.column = static_cast<int>(p) + 1;
+      int depth = 0;
+      while (p < n) {
+        char d = line[p];
+        if (d == '[' || d == '{') ++depth;
+        if (d == ']' || d == '}') --depth;
+        if (depth < 0) fail(static_cast<int>(p) + 1, "unbalanced closing bracket");
+        if (depth == 0 && (d == ' ' || d == '\t' || d == '#' || d == '\r')) break;
+        if (static_cast<unsigned char>(d) < 0x20 || static_cast<unsigned char>(d) >= 0x7f)
+          fail(static_cast<int>(p) + 1, "unexpected character (only printable ASCII is allowed)");
+        if (depth > 0 && (d == ' ' || d == '\t')) {  // blanks inside a list are dropped
+          ++p;
+          continue;
+        }
+        t.text += d;
+        ++p;
+      }
+      if (depth != 0) fail(t.column, "unclosed bracket");
+      toks_.push_back(std::move(t));
+    }
+  }
+  std::string file_;
+  int line_no_;
+  std::vector<Token> toks_;
+  size_t i_ = 0;
+  int end_col_ = 1;
+};
+
+bool is_name(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  if (!(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+  return true;
+}
+
+int64_t parse_int(LineParser& lp, const Token& t, const std::string& s, int64_t lo, int64_t hi, const char* what) {
+  if (s.empty() || s.size() > 18) lp.fail(t, std::string("expected ") + what);
+  int64_t v = 0;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) lp.fail(t, std::string("expected ") + what + ", got '" + s + "'");
+    v = v * 10 + (c - '0');
+  }
+  if (v < lo || v > hi)
+    lp.fail(t, std::string("expected ") + what + " in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + s);
+  return v;
+}
+
+// "a,b" or "[a,b]" or "{a,b}" (empty allowed only for the bracketed forms).
+std::vector<std::string> parse_names(LineParser& lp, const Token& t, std::string s, const char* what) {
+  bool bracketed = false;
+  if (!s.empty() && (s.front() == '[' || s.front() == '{')) {
+    char close = s.front() == '[' ? ']' : '}';
+    if (s.back() != close) lp.fail(t, std::string("expected '") + close + "' to close the list");
+    s = s.substr(1, s.size() - 2);
+    bracketed = true;
+  }
+  std::vector<std::string> out;
+  if (s.empty()) {
+    if (!bracketed) lp.fail(t, std::string("expected ") + what);
+    return out;
+  }
+  size_t start = 0;
+  while (true) {
+    size_t comma = s.find(',', start);
+    std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!is_name(item)) lp.fail(t, std::string("expected ") + what + ", got '" + item + "'");
+    for (const auto& o : out)
+      if (o == item) lp.fail(t, "duplicate name '" + item + "' in list");
+    out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::pair<std::string, std::string> split_kv(LineParser& lp, const Token& t, const char* what) {
+  size_t eq = t.text.find('=');
+  if (eq == std::string::npos || eq == 0) lp.fail(t, std::string("expected ") + what);
+  return {t.text.substr(0, eq), t.text.substr(eq + 1)};
+}
+
+void parse_layer(LineParser& lp, Scenario& s, const Token& kw) {
+  LayerDecl l;
+  l.pos = lp.pos(kw);
+  Token name = lp.next("a layer name");
+  if (!is_name(name.text) || name.text == "root") lp.fail(name, "expected a layer name (not 'root'), got '" + name.text + "'");
+  l.name = name.text;
+  Token in = lp.next("the input size");
+  l.in = static_cast<int>(parse_int(lp, in, in.text, 1, 4096, "the input size"));
+  Token out = lp.next("the output size");
+  l.out = static_cast<int>(parse_int(lp, out, out.text, 1, 4096, "the output size"));
+  if (s.layer_index(l.name) >= 0) lp.fail(name, "layer '" + l.name + "' is declared twice");
+  s.layers.push_back(l);
+}
+
+void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
+  AdapterDecl a;
+  a.pos = lp.pos(kw);
+  Token name = lp.next("an adapter name");
+  if (!is_name(name.text)) lp.fail(name, "expected an adapter name, got '" + name.text + "'");
+  a.name = name.text;
+  if (s.adapter_index(a.name) >= 0) lp.fail(name, "adapter '" + a.name + "' is declared twice");
+  bool have_targets = false;
+  while (!lp.done()) {
+    Token t = lp.next("an adapter option");
+    if (t.text == "inference_mode") {
+      a.inference_mode = true;
+      continue;
+    }
+    if (t.text == "deferred") {
+      a.deferred = true;
+      continue;
+    }
+    auto [k, v] = split_kv(lp, t, "r=N, alpha=N, targets=L1,L2, init=zero|random, inference_mode or deferred");
+    if (k == "r") {
+      a.r = static_cast<int>(parse_int(lp, t, v, 1, 1024, "the rank r"));
+    } else if (k == "alpha") {
+      a.alpha = static_cast<int>(parse_int(lp, t, v, 1, 1 << 20, "alpha"));
+    } else if (k == "targets") {
+      a.targets = parse_names(lp, t, v, "a list of layer names");
+      for (const auto& target : a.targets)
+        if (s.layer_index(target) < 0) lp.fail(t, "unknown layer '" + target + "' in targets (declare it with `layer` first)");
+      have_targets = true;
+    } else if (k == "init") {
+      if (v == "zero") a.init = LoraInit::Zero;
+      else if (v == "random") a.init = LoraInit::Random;
+      else lp.fail(t, "expected init=zero or init=random, got '" + v + "'");
+    } else {
+      lp.fail(t, "unknown adapter option '" + k + "' (expected r, alpha, targets, init, inference_mode, deferred)");
+    }
+  }
+  if (!have_targets) lp.fail(lp.end_column(), "expected targets=L1,L2 for adapter '" + a.name + "'");
+  s.adapters.push_back(a);
+}
+
+void parse_fully_shard(LineParser& lp, Scenario& s, const Token& kw) {
+  ShardDecl d;
+  d.pos = lp.pos(kw);
+  Token mods = lp.next("a module name, a list a,b, or root");
+  d.modules = parse_names(lp, mods, mods.text, "module names (layers or root)");
+  for (const auto& m : d.modules) {
+    if (m == "root") {
+      if (d.modules.size() > 1) lp.fail(mods, "root cannot be grouped with layers");
+      continue;
+    }
+    if (s.layer_index(m) < 0) lp.fail(mods, "unknown module '" + m + "' (expected a declared layer or root)");
+    for (const auto& prev : s.shards)
+      for (const auto& pm : prev.modules)
+        if (pm == m) lp.fail(mods, "module '" + m + "' is already sharded by an earlier fully_shard");
+  }
+  for (const auto& prev : s.shards)
+    if (prev.is_root()) lp.fail(kw, "fully_shard after the root: calls go bottom-up, root last");
+  while (!lp.done()) {
+    Token t = lp.next("reshard_after_forward=true|false|none");
+    auto [k, v] = split_kv(lp, t, "reshard_after_forward=true|false|none");
+    if (k != "reshard_after_forward") lp.fail(t, "expected reshard_after_forward=true|false|none");
+    if (v == "true") d.raf = Raf::True;
+    else if (v == "false") d.raf = Raf::False;
+    else if (v == "none") d.raf = Raf::None;
+    else lp.fail(t, "expected reshard_after_forward=true|false|none, got '" + v + "'");
+  }
+  s.shards.push_back(d);
+}
+
+bool parse_header_line(LineParser& lp, Scenario& s) {
+  Token kw = lp.next("a directive");
+  const std::string& k = kw.text;
+  if (k == "---") return true;
+  if (k == "world") {
+    Token n = lp.next("the world size");
+    s.world = static_cast<int>(parse_int(lp, n, n.text, 1, 64, "the world size"));
+  } else if (k == "seed") {
+    Token n = lp.next("a seed");
+    s.seed = static_cast<uint64_t>(parse_int(lp, n, n.text, 0, 999999999999999999LL, "a seed"));
+  } else if (k == "profile") {
+    Token n = lp.next("a profile name");
+    if (!profile_by_name(n.text)) lp.fail(n, "unknown profile '" + n.text + "' (expected upstream or patched)");
+    s.profile = n.text;
+  } else if (k == "set") {
+    Token t = lp.next("switch=value");
+    auto [name, value] = split_kv(lp, t, "switch=value");
+    Profile probe = *profile_by_name("upstream");
+    std::string err = apply_override(probe, name, value);
+    if (!err.empty()) lp.fail(t, err);
+    s.overrides.push_back({name, value, lp.pos(t)});
+  } else if (k == "layer") {
+    parse_layer(lp, s, kw);
+  } else if (k == "adapter") {
+    parse_adapter(lp, s, kw);
+  } else if (k == "fully_shard") {
+    parse_fully_shard(lp, s, kw);
+  } else if (k == "optimizer") {
+    Token t = lp.next("trainable or all");
+    if (t.text == "trainable") s.optimizer = OptimizerParams::Trainable;
+    else if (t.text == "all") s.optimizer = OptimizerParams::AllLora;
+    else lp.fail(t, "expected optimizer trainable|all, got '" + t.text + "'");
+  } else {
+    lp.fail(kw, "unknown directive '" + k +
+                    "' (expected world, seed, profile, set, layer, adapter, fully_shard, optimizer or ---)");
+  }
+  if (!lp.done()) lp.fail(lp.peek(), "unexpected '" + lp.peek().text + "' at end of " + k + " line");
+  return false;
+}
+
+int parse_rank(LineParser& lp, const Token& t, const Scenario& s) {
+  int r = static_cast<int>(parse_int(lp, t, t.text.substr(1), 0, 63, "a rank after @"));
+  if (r >= s.world)
+    lp.fail(t, "rank @" + std::to_string(r) + " out of range (world " + std::to_string(s.world) + ": @0..@" +
+                   std::to_string(s.world - 1) + ")");
+  return r;
+}
+
+void check_adapter(LineParser& lp, const Token& t, const Scenario& s, const std::string& a) {
+  if (s.adapter_index(a) < 0) lp.fail(t, "unknown adapter '" + a + "' (declare it with `adapter` in the scenario)");
+}
+
+ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) {
+  ExpectItem it;
+  it.pos = lp.pos(t);
+  if (t.text == "ok") {
+    it.key = ExpectItem::Key::Ok;
+    return it;
+  }
+  const char* kinds = "ok, error=CLASS, grads={..}, index=N, missing=K/N, stored=LAYER:CLASS, "
+                      "merged=LAYER:[..], state=GROUP:SHARDED|UNSHARDED or finding=SN";
+  auto [k, v] = split_kv(lp, t, kinds);
+  auto layer_colon = [&](std::string* rest) {
+    size_t c = v.find(':');
+    if (c == std::string::npos) lp.fail(t, "expected " + k + "=NAME:VALUE");
+    it.target = v.substr(0, c);
+    *rest = v.substr(c + 1);
+  };
+  if (k == "error") {
+    it.key = ExpectItem::Key::Error;
+    if (!status_from_name(v, &it.status) || it.status == Status::Ok || it.status == Status::NotRun)
+      lp.fail(t, "expected error=no_grad_fn|key_error|shape_error|value_error|hang|mismatch, got '" + v + "'");
+  } else if (k == "grads") {
+    it.key = ExpectItem::Key::Grads;
+    if (v.empty() || v.front() != '{') lp.fail(t, "expected grads={a,b} (braces, possibly empty)");
+    it.names = parse_names(lp, t, v, "adapter names");
+    for (const auto& a : it.names) check_adapter(lp, t, s, a);
+  } else if (k == "index") {
+    it.key = ExpectItem::Key::Index;
+    it.a = parse_int(lp, t, v, 0, 1 << 30, "an optimizer index");
+  } else if (k == "missing") {
+    it.key = ExpectItem::Key::Missing;
+    size_t sl = v.find('/');
+    if (sl == std::string::npos) lp.fail(t, "expected missing=K/N");
+    it.a = parse_int(lp, t, v.substr(0, sl), 0, 1 << 30, "a count K in missing=K/N");
+    it.b = parse_int(lp, t, v.substr(sl + 1), 0, 1 << 30, "a count N in missing=K/N");
+  } else if (k == "stored") {
+    it.key = ExpectItem::Key::Stored;
+    layer_colon(&it.value);
+    if (s.layer_index(it.target) < 0) lp.fail(t, "unknown layer '" + it.target + "'");
+    WeightClass w;
+    if (!weight_class_from_name(it.value, &w))
+      lp.fail(t, "expected stored=LAYER:exact|missing_delta|extra_delta|corrupt, got '" + it.value + "'");
+  } else if (k == "merged") {
+    it.key = ExpectItem::Key::Merged;
+    std::string rest;
+    layer_colon(&rest);
+    if (s.layer_index(it.target) < 0) lp.fail(t, "unknown layer '" + it.target + "'");
+    if (rest.empty() || rest.front() != '[') lp.fail(t, "expected merged=LAYER:[a,b]");
+    it.names = parse_names(lp, t, rest, "adapter names");
+    for (const auto& a : it.names) check_adapter(lp, t, s, a);
+  } else if (k == "state") {
+    it.key = ExpectItem::Key::State;
+    layer_colon(&it.value);
+    if (it.target != "root" && s.layer_index(it.target) < 0) lp.fail(t, "unknown group '" + it.target + "'");
+    if (it.value != "SHARDED" && it.value != "UNSHARDED") lp.fail(t, "expected state=GROUP:SHARDED|UNSHARDED");
+  } else if (k == "finding") {
+    it.key = ExpectItem::Key::Finding;
+    static const char* specs[] = {"S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8"};
+    bool ok = false;
+    for (const char* sp : specs) ok = ok || v == sp;
+    if (!ok) lp.fail(t, "expected finding=S1..S8, got '" + v + "'");
+    it.target = v;
+  } else {
+    lp.fail(t, std::string("unknown expectation '") + k + "' (expected " + kinds + ")");
+  }
+  return it;
+}
+
+// Parses `expect [@R] item...` clauses until the end of the line.
+void parse_expects(LineParser& lp, Op& op, const Scenario& s) {
+  while (!lp.done()) {
+    Token kw = lp.next("expect");
+    if (kw.text != "expect") lp.fail(kw, "expected `expect` or end of line, got '" + kw.text + "'");
+    Expect e;
+    e.pos = lp.pos(kw);
+    if (!lp.done() && lp.peek().text.size() > 1 && lp.peek().text[0] == '@') {
+      Token r = lp.next("@R");
+      e.rank = parse_rank(lp, r, s);
+      if (op.rank >= 0 && e.rank != op.rank)
+        lp.fail(r, "expectation for @" + std::to_string(e.rank) + " on an op that runs on @" + std::to_string(op.rank) + " only");
+    }
+    while (!lp.done() && lp.peek().text != "expect") e.items.push_back(parse_expect_item(lp, lp.next("an expectation"), s));
+    if (e.items.empty()) lp.fail(lp.end_column(), "expected at least one expectation after `expect`");
+    op.expects.push_back(std::move(e));
+  }
+}
+
+std::string module_or_root(LineParser& lp, const Token& t, const Scenario& s) {
+  if (t.text != "root" && s.layer_index(t.text) < 0)
+    lp.fail(t, "unknown module '" + t.text + "' (expected a declared layer or root)");
+  return t.text;
+}
+
+Op parse_op_line(LineParser& lp, const Scenario& s) {
+  Op op;
+  Token first = lp.next("an op");
+  op.pos = lp.pos(first);
+  if (first.text.size() > 1 && first.text[0] == '@') {
+    op.rank = parse_rank(lp, first, s);
+    first = lp.next("an op after @R");
+  }
+  auto kind = op_from_name(first.text);
+  if (!kind) {
+    std::string all;
+    for (int i = 0; i < kOpKindCount; ++i) all += std::string(i ? ", " : "") + op_name(static_cast<OpKind>(i));
+    lp.fail(first, "unknown op '" + first.text + "' (expected one of: " + all + ")");
+  }
+  op.kind = *kind;
+  auto has_arg = [&]() { return !lp.done() && lp.peek().text != "expect"; };
+  switch (op.kind) {
+    case OpKind::Merge:
+    case OpKind::SaveAdapters:
+    case OpKind::SetAdapter: {
+      if (!has_arg()) {
+        if (op.kind == OpKind::SetAdapter) lp.fail(lp.end_column(), "expected an adapter name or [a,b] after set_adapter");
+        break;
+      }
+      Token t = lp.next("adapter names");
+      op.list_form = t.text.front() == '[';
+      op.names = parse_names(lp, t, t.text, "adapter names");
+      if (op.kind == OpKind::SetAdapter && op.names.empty()) lp.fail(t, "expected at least one adapter in set_adapter");
+      for (const auto& a : op.names) check_adapter(lp, t, s, a);
+      if (op.kind != OpKind::SetAdapter) op.list_form = op.names.size() != 1;
+      break;
+    }
+    case OpKind::AddAdapter:
+    case OpKind::DeleteAdapter:
+    case OpKind::LoadAdapter: {
+      Token t = lp.next("an adapter name");
+      check_adapter(lp, t, s, t.text);
+      op.names = {t.text};
+      if (op.kind != OpKind::DeleteAdapter && !s.adapters[s.adapter_index(t.text)].deferred)
+        lp.fail(t, "adapter '" + t.text + "' is already in the model; only `deferred` adapters can be added or loaded");
+      if (op.kind == OpKind::LoadAdapter) {
+        Token m = lp.next("trainable or frozen");
+        if (m.text == "trainable") op.trainable = true;
+        else if (m.text != "frozen") lp.fail(m, "expected trainable or frozen, got '" + m.text + "'");
+      }
+      break;
+    }
+    case OpKind::Reshard:
+    case OpKind::Unshard:
+      if (has_arg()) op.names = {module_or_root(lp, lp.next("a module"), s)};
+      break;
+    case OpKind::DeltaWeight: {
+      Token t = lp.next("a layer name");
+      if (s.layer_index(t.text) < 0) lp.fail(t, "unknown layer '" + t.text + "'");
+      op.names = {t.text};
+      break;
+    }
+    default:
+      break;
+  }
+  if (has_arg()) lp.fail(lp.peek(), "unexpected argument '" + lp.peek().text + "' for " + op_name(op.kind));
+  parse_expects(lp, op, s);
+  return op;
+}
+
+}  // namespace
+
+SeqFile parse_seq(const std::string& text, const std::string& file) {
+  SeqFile f;
+  std::istringstream in(text);
+  std::string line;
+  int line_no = 0;
+  bool in_ops = false, seen_content = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    if (line[first] == '#') {
+      if (!seen_content) {
+        std::string c = line.substr(first + 1);
+        if (!c.empty() && c[0] == ' ') c.erase(0, 1);
+        while (!c.empty() && (c.back() == ' ' || c.back() == '\r')) c.pop_back();
+        f.comments.push_back(c);
+      }
+      continue;
+    }
+    seen_content = true;
+    LineParser lp(file, line_no, line);
+    if (lp.done()) continue;
+    if (!in_ops) {
+      in_ops = parse_header_line(lp, f.scenario);
+      if (in_ops && !lp.done()) lp.fail(lp.peek(), "unexpected text after ---");
+      continue;
+    }
+    if (lp.peek().text == "expect") {
+      if (f.ops.empty()) lp.fail(lp.peek(), "`expect` before any op");
+      parse_expects(lp, f.ops.back(), f.scenario);
+      continue;
+    }
+    f.ops.push_back(parse_op_line(lp, f.scenario));
+  }
+  if (!in_ops) throw SourceError(file, {line_no + 1, 1}, "expected a `---` line between the scenario and the ops");
+  validate(f, file);
+  return f;
+}
+
+SeqFile parse_seq_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SourceError(path, {}, "cannot open file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_seq(ss.str(), path);
+}
+
+void validate(const SeqFile& f, const std::string& file) {
+  const Scenario& s = f.scenario;
+  auto fail = [&](SourcePos p, const std::string& what) { throw SourceError(file, p, what); };
+  if (s.layers.empty()) fail({1, 1}, "expected at least one `layer` in the scenario");
+  if (s.adapters.empty()) fail({1, 1}, "expected at least one `adapter` in the scenario");
+  if (s.adapters.size() > 8) fail(s.adapters[8].pos, "at most 8 adapters are supported");
+  if (s.layers.size() > 16) fail(s.layers[16].pos, "at most 16 layers are supported");
+  if (s.adapters[0].deferred) fail(s.adapters[0].pos, "the first adapter is the active one and cannot be deferred");
+  if (s.shards.empty() || !s.shards.back().is_root())
+    fail(s.shards.empty() ? SourcePos{1, 1} : s.shards.back().pos, "expected `fully_shard root` as the last fully_shard");
+  for (size_t i = 1; i < s.layers.size(); ++i)
+    if (s.layers[i].in != s.layers[i - 1].out)
+      fail(s.layers[i].pos, "layer '" + s.layers[i].name + "' takes " + std::to_string(s.layers[i].in) +
+                                " inputs but '" + s.layers[i - 1].name + "' gives " +
+                                std::to_string(s.layers[i - 1].out) + " (layers run in order)");
+  for (const auto& o : s.overrides) {
+    Profile p = *profile_by_name(s.profile);
+    std::string err = apply_override(p, o.name, o.value);
+    if (!err.empty()) fail(o.pos, err);
+  }
+  for (const auto& op : f.ops) {
+    if (op.rank >= s.world)
+      fail(op.pos, "rank @" + std::to_string(op.rank) + " out of range (world " + std::to_string(s.world) + ")");
+    for (const auto& e : op.expects)
+      if (e.rank >= s.world)
+        fail(e.pos, "rank @" + std::to_string(e.rank) + " out of range (world " + std::to_string(s.world) + ")");
+  }
+}
+
+}  // namespace fsdpsim

@@ -1,0 +1,105 @@
+// Canonical `.seq` printer: fixed directive order, every option spelled out,
+// expects inline after the op text padded to one column.
+#include <sstream>
+
+#include "model/vocab/seq.hpp"
+
+namespace fsdpsim {
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep = ",") {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+}  // namespace
+
+std::string expect_item_text(const ExpectItem& it) {
+  switch (it.key) {
+    case ExpectItem::Key::Ok: return "ok";
+    case ExpectItem::Key::Error: return std::string("error=") + status_name(it.status);
+    case ExpectItem::Key::Grads: return "grads={" + join(it.names) + "}";
+    case ExpectItem::Key::Index: return "index=" + std::to_string(it.a);
+    case ExpectItem::Key::Missing: return "missing=" + std::to_string(it.a) + "/" + std::to_string(it.b);
+    case ExpectItem::Key::Stored: return "stored=" + it.target + ":" + it.value;
+    case ExpectItem::Key::Merged: return "merged=" + it.target + ":[" + join(it.names) + "]";
+    case ExpectItem::Key::State: return "state=" + it.target + ":" + it.value;
+    case ExpectItem::Key::Finding: return "finding=" + it.target;
+  }
+  return "?";
+}
+
+const char* op_name(OpKind k) {
+  switch (k) {
+#define FSDPSIM_CASE(e, s) \
+  case OpKind::e:          \
+    return s;
+    FSDPSIM_OPS(FSDPSIM_CASE)
+#undef FSDPSIM_CASE
+  }
+  return "?";
+}
+
+std::optional<OpKind> op_from_name(const std::string& s) {
+#define FSDPSIM_CMP(e, n) \
+  if (s == n) return OpKind::e;
+  FSDPSIM_OPS(FSDPSIM_CMP)
+#undef FSDPSIM_CMP
+  return std::nullopt;
+}
+
+std::string op_text(const Op& op) {
+  std::string out;
+  if (op.rank >= 0) out = "@" + std::to_string(op.rank) + " ";
+  out += op_name(op.kind);
+  if (op.kind == OpKind::LoadAdapter) return out + " " + op.names[0] + (op.trainable ? " trainable" : " frozen");
+  if (!op.names.empty() || op.list_form) {
+    if (op.list_form) out += " [" + join(op.names) + "]";
+    else out += " " + op.names[0];
+  }
+  return out;
+}
+
+std::string print_scenario(const Scenario& s) {
+  std::ostringstream os;
+  os << "world " << s.world << "\n";
+  os << "seed " << s.seed << "\n";
+  os << "profile " << s.profile << "\n";
+  for (const auto& o : s.overrides) os << "set " << o.name << "=" << o.value << "\n";
+  for (const auto& l : s.layers) os << "layer " << l.name << " " << l.in << " " << l.out << "\n";
+  for (const auto& a : s.adapters) {
+    os << "adapter " << a.name << " r=" << a.r << " alpha=" << a.alpha << " targets=" << join(a.targets)
+       << " init=" << (a.init == LoraInit::Zero ? "zero" : "random");
+    if (a.inference_mode) os << " inference_mode";
+    if (a.deferred) os << " deferred";
+    os << "\n";
+  }
+  for (const auto& d : s.shards)
+    os << "fully_shard " << join(d.modules) << " reshard_after_forward=" << raf_name(d.raf) << "\n";
+  os << "optimizer " << (s.optimizer == OptimizerParams::Trainable ? "trainable" : "all") << "\n";
+  return os.str();
+}
+
+std::string print_seq(const SeqFile& f) {
+  std::ostringstream os;
+  for (const auto& c : f.comments) os << "#" << (c.empty() ? "" : " ") << c << "\n";
+  os << print_scenario(f.scenario) << "---\n";
+  for (const auto& op : f.ops) {
+    std::string line = op_text(op);
+    if (!op.expects.empty()) {
+      if (line.size() < 22) line.resize(22, ' ');
+      else line += "  ";
+      for (size_t i = 0; i < op.expects.size(); ++i) {
+        const Expect& e = op.expects[i];
+        line += i ? " expect" : "expect";
+        if (e.rank >= 0) line += " @" + std::to_string(e.rank);
+        for (const auto& it : e.items) line += " " + expect_item_text(it);
+      }
+    }
+    os << line << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace fsdpsim

@@ -1,0 +1,79 @@
+// Flag parsing shared by the subcommands; errors are SourceErrors on
+// "<command line>" so they exit 3 like any other bad input.
+#include <cctype>
+
+#include "model/vocab/profile.hpp"
+#include "sim/cli/commands.hpp"
+
+namespace fsdpsim::cli {
+namespace {
+
+[[noreturn]] void usage_error(const std::string& what) { throw SourceError("<command line>", {}, what); }
+
+int64_t to_int(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
+  if (v.empty() || v.size() > 18) usage_error(flag + " expects a number, got '" + v + "'");
+  int64_t x = 0;
+  for (char c : v) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) usage_error(flag + " expects a number, got '" + v + "'");
+    x = x * 10 + (c - '0');
+  }
+  if (x < lo || x > hi) usage_error(flag + " expects " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + v);
+  return x;
+}
+
+}  // namespace
+
+Args parse_args(const std::vector<std::string>& argv, const std::vector<std::string>& allowed) {
+  Args a;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& s = argv[i];
+    if (s.size() < 2 || s.compare(0, 2, "--") != 0) {
+      a.positional.push_back(s);
+      continue;
+    }
+    bool ok = false;
+    for (const auto& f : allowed) ok = ok || f == s;
+    if (!ok) usage_error("unknown flag " + s);
+    if (s == "--json") {
+      a.json = true;
+      continue;
+    }
+    if (i + 1 >= argv.size()) usage_error(s + " expects a value");
+    const std::string& v = argv[++i];
+    if (s == "--backend") {
+      if (v != "model" && v != "real" && v != "both") usage_error("--backend expects model, real or both, got '" + v + "'");
+      a.backend = v;
+    } else if (s == "--profile") {
+      if (!profile_by_name(v)) usage_error("--profile expects upstream or patched, got '" + v + "'");
+      a.profile = v;
+    } else if (s == "--set") {
+      size_t eq = v.find('=');
+      if (eq == std::string::npos) usage_error("--set expects switch=value, got '" + v + "'");
+      Profile probe = *profile_by_name("upstream");
+      std::string err = apply_override(probe, v.substr(0, eq), v.substr(eq + 1));
+      if (!err.empty()) usage_error("--set: " + err);
+      a.sets.push_back({v.substr(0, eq), v.substr(eq + 1)});
+    } else if (s == "--world") {
+      a.world = static_cast<int>(to_int(s, v, 1, 64));
+    } else if (s == "--seed") {
+      a.seed = static_cast<uint64_t>(to_int(s, v, 0, 999999999999999999LL));
+      a.have_seed = true;
+    } else if (s == "--count") {
+      a.count = static_cast<int>(to_int(s, v, 1, 100000000));
+    } else if (s == "--out") {
+      a.out = v;
+    } else if (s == "--seconds") {
+      a.seconds = static_cast<double>(to_int(s, v, 1, 3600));
+    }
+  }
+  return a;
+}
+
+void apply_overrides(SeqFile& f, const Args& a, const std::string& file) {
+  if (!a.profile.empty()) f.scenario.profile = a.profile;
+  for (const auto& [k, v] : a.sets) f.scenario.overrides.push_back({k, v, {}});
+  if (a.world > 0) f.scenario.world = a.world;
+  validate(f, file);
+}
+
+}  // namespace fsdpsim::cli

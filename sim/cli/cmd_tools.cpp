@@ -1,0 +1,136 @@
+// `fsdpsim profiles`, `fsdpsim random`, `fsdpsim bench`.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "model/machine/topology.hpp"
+#include "model/vocab/profile.hpp"
+#include "model/vocab/table.hpp"
+#include "sim/cli/commands.hpp"
+#include "sim/generator.hpp"
+#include "sim/simulator.hpp"
+
+namespace fsdpsim::cli {
+
+int cmd_profiles(const Args&) {
+  std::vector<std::vector<std::string>> rows = {{"switch", "values", "upstream", "patched", "mirrors"}};
+  for (const auto& s : switch_table()) {
+    std::string values;
+    for (const char* v : s.values) values += std::string(values.empty() ? "" : "|") + v;
+    rows.push_back({s.name, values, s.values[s.upstream], s.values[s.patched], s.mirrors});
+  }
+  print_aligned(std::cout, rows);
+  std::cout << "\n";
+  for (const auto& s : switch_table()) std::cout << s.name << ": " << s.doc << "\n";
+  std::cout << "\nupstream: PEFT main (Oct 2026), torch 2.11, accelerate 1.15, every seed bug present\n"
+               "patched:  every known fix applied\n"
+               "override one switch with --set switch=value\n";
+  return kClean;
+}
+
+// Sequence i of a run is generated from seed S+i, so `--seed S+i --count 1`
+// reprints exactly that one.
+int cmd_random(const Args& a) {
+  if (!a.have_seed) throw SourceError("<command line>", {}, "random expects --seed S");
+  GenOptions opt;
+  opt.world = a.world > 0 ? a.world : 2;
+  if (!a.out.empty()) std::filesystem::create_directories(a.out);
+  for (int i = 0; i < a.count; ++i) {
+    uint64_t seed = a.seed + static_cast<uint64_t>(i);
+    Prng rng(seed);
+    SeqFile f = generate_seq(rng, opt);
+    f.comments = {"fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world)};
+    std::string text = print_seq(f);
+    if (a.out.empty()) {
+      std::cout << text << (i + 1 < a.count ? "\n" : "");
+    } else {
+      char name[32];
+      std::snprintf(name, sizeof name, "random_%06d.seq", i);
+      std::ofstream(std::filesystem::path(a.out) / name) << text;
+    }
+  }
+  if (!a.out.empty()) std::cerr << "wrote " << a.count << " sequences to " << a.out << " (seed " << a.seed << ")\n";
+  return kClean;
+}
+
+namespace {
+
+double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+// Figures asked for by the issues: model ops/s on one core, generated and
+// simulated sequences/s at world 2, and the same with observations built.
+int cmd_bench(const Args& a) {
+  const double budget = a.seconds;
+  const uint64_t seed = 1;
+  std::cout << "fsdpsim bench  seed " << seed << "  " << budget << " s per figure\n";
+  GenOptions opt;
+  opt.world = 2;
+
+  // 1. Model ops/s: one rank, pre-generated sequences, no spec, no observations.
+  {
+    Prng rng(seed);
+    struct Case {
+      Topology topo;
+      std::vector<Op> ops;
+    };
+    std::vector<Case> cases;
+    GenOptions one = opt;
+    one.world = 1;
+    one.min_ops = 12;
+    one.max_ops = 12;
+    for (int i = 0; i < 256; ++i) {
+      SeqFile f = generate_seq(rng, one);
+      cases.push_back({compile_topology(f.scenario), f.ops});
+    }
+    std::vector<RankModel> models;
+    for (const auto& c : cases) models.emplace_back(c.topo, 0);
+    int64_t ops = 0;
+    double t0 = now_s(), t = t0;
+    while (t - t0 < budget) {
+      for (size_t i = 0; i < cases.size(); ++i) {
+        RankModel& m = models[i];
+        m.reset();
+        for (const Op& op : cases[i].ops) {
+          m.collectives().clear();
+          m.apply(op);
+        }
+        ops += static_cast<int64_t>(cases[i].ops.size());
+      }
+      t = now_s();
+    }
+    std::cout << "model ops/s (1 core, 1 rank, 12-op sequences incl. reset):  " << static_cast<int64_t>(ops / (t - t0)) << "\n";
+  }
+  // 2. Generated sequences/s at world 2: generate, compile, simulate with spec checks.
+  for (bool observe : {false, true}) {
+    int64_t seqs = 0, rank_ops = 0, with_findings = 0;
+    double t0 = now_s(), t = t0;
+    uint64_t s = seed;
+    while (t - t0 < budget) {
+      for (int k = 0; k < 64; ++k) {
+        Prng rng(s++);
+        SeqFile f = generate_seq(rng, opt);
+        Topology topo = compile_topology(f.scenario);
+        Simulator sim(topo);
+        RunOptions ro;
+        ro.observe = observe;
+        RunResult r = sim.run(f.ops, ro);
+        ++seqs;
+        rank_ops += r.rank_ops;
+        with_findings += !r.findings.empty();
+      }
+      t = now_s();
+    }
+    std::cout << "generated sequences/s (world 2, spec checks" << (observe ? ", observations" : "") << "):  "
+              << static_cast<int64_t>(seqs / (t - t0)) << "  (" << static_cast<int64_t>(rank_ops / (t - t0))
+              << " rank-ops/s, " << (100 * with_findings / std::max<int64_t>(seqs, 1)) << "% with findings)\n";
+  }
+  return kClean;
+}
+
+}  // namespace fsdpsim::cli

@@ -1,0 +1,44 @@
+// The `fsdpsim` subcommands. Each returns the process exit code:
+// 0 clean, 1 finding or failed expectation, 2 model/real divergence,
+// 3 bad input or usage, 4 infrastructure failure.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/vocab/seq.hpp"
+
+namespace fsdpsim::cli {
+
+enum Exit : int { kClean = 0, kFinding = 1, kDivergence = 2, kBadInput = 3, kInfra = 4 };
+
+// Command-line arguments after the subcommand, with the common flags parsed.
+struct Args {
+  std::vector<std::string> positional;
+  std::string backend = "model";
+  std::string profile;                                       // empty: the file's own
+  std::vector<std::pair<std::string, std::string>> sets;     // --set k=v
+  int world = 0;                                             // 0: the file's own
+  bool json = false;
+  uint64_t seed = 0;
+  bool have_seed = false;
+  int count = 1;
+  std::string out;
+  double seconds = 2.0;
+};
+
+// Throws SourceError("<command line>: ...") on a bad flag.
+Args parse_args(const std::vector<std::string>& argv, const std::vector<std::string>& allowed);
+
+// Applies --profile/--set/--world to a parsed file (throws SourceError).
+void apply_overrides(SeqFile& f, const Args& a, const std::string& file);
+
+int cmd_run(const Args& a);
+int cmd_check(const Args& a);
+int cmd_profiles(const Args& a);
+int cmd_random(const Args& a);
+int cmd_bench(const Args& a);
+int cmd_main_job(const Args& a);
+
+extern const char* const kDefaultScenario;  // seed 000's scenario and ops (world 2)
+
+}  // namespace fsdpsim::cli

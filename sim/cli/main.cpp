@@ -1,0 +1,48 @@
+// fsdpsim: the command line. Dispatches subcommands and maps every error to
+// its exit code; no exception escapes as a crash.
+#include <iostream>
+
+#include "sim/cli/commands.hpp"
+
+using namespace fsdpsim;
+using namespace fsdpsim::cli;
+
+namespace {
+
+const char* kUsage =
+    "usage: fsdpsim                         hunt on the built-in scenario (seed 000) under both profiles\n"
+    "       fsdpsim run FILE.seq [--backend model] [--profile P] [--set k=v] [--world N] [--json]\n"
+    "       fsdpsim check PATH... [--backend model] [--profile P] [--set k=v]\n"
+    "       fsdpsim profiles\n"
+    "       fsdpsim random --seed S [--count N] [--world W] [--out DIR]\n"
+    "       fsdpsim bench [--seconds T]\n"
+    "exit codes: 0 clean, 1 finding or failed expectation, 2 model/real divergence,\n"
+    "            3 bad input or usage, 4 infrastructure failure\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.empty()) return cmd_main_job(parse_args({}, {}));
+    std::string cmd = args[0];
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+      std::cout << kUsage;
+      return kClean;
+    }
+    if (cmd == "run") return cmd_run(parse_args(rest, {"--backend", "--profile", "--set", "--world", "--json"}));
+    if (cmd == "check") return cmd_check(parse_args(rest, {"--backend", "--profile", "--set"}));
+    if (cmd == "profiles") return cmd_profiles(parse_args(rest, {}));
+    if (cmd == "random") return cmd_random(parse_args(rest, {"--seed", "--count", "--world", "--out"}));
+    if (cmd == "bench") return cmd_bench(parse_args(rest, {"--seconds"}));
+    std::cerr << "fsdpsim: unknown command '" << cmd << "'\n" << kUsage;
+    return kBadInput;
+  } catch (const SourceError& e) {
+    std::cerr << e.what() << "\n";
+    return kBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "fsdpsim: internal error: " << e.what() << "\n";
+    return kInfra;
+  }
+}

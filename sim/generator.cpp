@@ -1,0 +1,168 @@
+#include "sim/generator.hpp"
+
+namespace fsdpsim {
+
+Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
+  Scenario s;
+  s.world = opt.world;
+  s.seed = rng.next() % 1000000;
+  s.profile = rng.chance(50) ? "upstream" : "patched";
+  static const char* layer_names[] = {"lin0", "lin1", "lin2"};
+  static const int sizes[] = {4, 6, 10, 20};
+  int n_layers = 1 + static_cast<int>(rng.below(3));
+  int in = sizes[rng.below(4)];
+  for (int l = 0; l < n_layers; ++l) {
+    int out = l + 1 == n_layers ? 2 : sizes[rng.below(4)];
+    s.layers.push_back({layer_names[l], in, out, {}});
+    in = out;
+  }
+  static const char* adapter_names[] = {"default", "other", "third"};
+  int n_adapters = 1 + static_cast<int>(rng.below(3));
+  for (int a = 0; a < n_adapters; ++a) {
+    AdapterDecl d;
+    d.name = adapter_names[a];
+    d.r = 1 + static_cast<int>(rng.below(4));
+    d.alpha = d.r * (1 + static_cast<int>(rng.below(2)));
+    for (const auto& l : s.layers)
+      if (rng.chance(75)) d.targets.push_back(l.name);
+    if (d.targets.empty()) d.targets.push_back(s.layers[rng.below(static_cast<uint32_t>(s.layers.size()))].name);
+    d.init = rng.chance(70) ? LoraInit::Random : LoraInit::Zero;
+    d.inference_mode = a > 0 && rng.chance(10);
+    d.deferred = a > 0 && rng.chance(15);
+    s.adapters.push_back(d);
+  }
+  static const Raf rafs[] = {Raf::True, Raf::False, Raf::None};
+  for (const auto& l : s.layers)
+    if (rng.chance(60)) s.shards.push_back({{l.name}, rafs[rng.below(3)], {}});
+  s.shards.push_back({{"root"}, rafs[rng.below(3)], {}});
+  s.optimizer = rng.chance(80) ? OptimizerParams::Trainable : OptimizerParams::AllLora;
+  return s;
+}
+
+std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt) {
+  struct Choice {
+    OpKind kind;
+    uint32_t weight;
+  };
+  static const Choice table[] = {
+      {OpKind::Forward, 7},      {OpKind::Eval, 9},          {OpKind::Backward, 6},     {OpKind::Step, 3},
+      {OpKind::TrainStep, 16},   {OpKind::ZeroGrad, 2},      {OpKind::Merge, 8},        {OpKind::Unmerge, 5},
+      {OpKind::SetAdapter, 12},  {OpKind::DisableEnter, 3},  {OpKind::DisableExit, 6},  {OpKind::AddAdapter, 2},
+      {OpKind::LoadAdapter, 2},  {OpKind::DeleteAdapter, 1}, {OpKind::Reshard, 4},      {OpKind::Unshard, 3},
+      {OpKind::StateDict, 2},    {OpKind::SaveOptimizer, 6}, {OpKind::LoadOptimizer, 2}, {OpKind::SaveAdapters, 1},
+      {OpKind::LoadAdapters, 1}, {OpKind::DeltaWeight, 2},
+  };
+  uint32_t total = 0;
+  for (const auto& c : table) total += c.weight;
+  std::vector<Op> ops;
+  int n = opt.min_ops + static_cast<int>(rng.below(static_cast<uint32_t>(opt.max_ops - opt.min_ops + 1)));
+  uint32_t present = 0;
+  for (size_t a = 0; a < s.adapters.size(); ++a)
+    if (!s.adapters[a].deferred) present |= 1u << a;
+  bool graph = false, disabled = false, saved_opt = false, saved_adapters = false;
+  std::vector<std::string> modules = {"root"};
+  for (const auto& d : s.shards)
+    if (!d.is_root()) modules.push_back(d.modules[0]);
+  auto pick_present = [&]() {
+    std::vector<int> v;
+    for (size_t a = 0; a < s.adapters.size(); ++a)
+      if ((present >> a) & 1) v.push_back(static_cast<int>(a));
+    return v[rng.below(static_cast<uint32_t>(v.size()))];
+  };
+  int guard = 0;
+  while (static_cast<int>(ops.size()) < n && guard++ < 10 * n) {
+    uint32_t x = rng.below(total);
+    OpKind k = table[0].kind;
+    for (const auto& c : table) {
+      if (x < c.weight) {
+        k = c.kind;
+        break;
+      }
+      x -= c.weight;
+    }
+    Op op;
+    op.kind = k;
+    switch (k) {
+      case OpKind::Backward:
+        if (!graph) continue;
+        break;
+      case OpKind::DisableEnter:
+        if (disabled) continue;
+        disabled = true;
+        break;
+      case OpKind::DisableExit:
+        if (!disabled) continue;
+        disabled = false;
+        break;
+      case OpKind::SetAdapter:
+        if (rng.chance(15) && __builtin_popcount(present) > 1) {
+          op.list_form = true;
+          for (size_t a = 0; a < s.adapters.size(); ++a)
+            if (((present >> a) & 1) && rng.chance(60)) op.names.push_back(s.adapters[a].name);
+          if (op.names.empty()) op.names.push_back(s.adapters[pick_present()].name);
+        } else {
+          op.names.push_back(s.adapters[pick_present()].name);
+        }
+        break;
+      case OpKind::Merge:
+        if (rng.chance(25)) op.names.push_back(s.adapters[pick_present()].name);
+        break;
+      case OpKind::AddAdapter:
+      case OpKind::LoadAdapter: {
+        int cand = -1;
+        for (size_t a = 0; a < s.adapters.size(); ++a)
+          if (s.adapters[a].deferred && !((present >> a) & 1)) cand = static_cast<int>(a);
+        if (cand < 0) continue;
+        present |= 1u << cand;
+        op.names.push_back(s.adapters[cand].name);
+        op.trainable = rng.chance(50);
+        break;
+      }
+      case OpKind::DeleteAdapter:
+        if (__builtin_popcount(present) < 2) continue;
+        {
+          int a = pick_present();
+          present &= ~(1u << a);
+          op.names.push_back(s.adapters[a].name);
+        }
+        break;
+      case OpKind::Reshard:
+      case OpKind::Unshard:
+        if (rng.chance(50)) op.names.push_back(modules[rng.below(static_cast<uint32_t>(modules.size()))]);
+        break;
+      case OpKind::LoadOptimizer:
+        if (!saved_opt) continue;
+        break;
+      case OpKind::SaveOptimizer:
+        saved_opt = true;
+        break;
+      case OpKind::SaveAdapters:
+        saved_adapters = true;
+        break;
+      case OpKind::LoadAdapters:
+        if (!saved_adapters) continue;
+        break;
+      case OpKind::DeltaWeight:
+        op.names.push_back(s.layers[rng.below(static_cast<uint32_t>(s.layers.size()))].name);
+        break;
+      default:
+        break;
+    }
+    if (k == OpKind::Forward || k == OpKind::Eval) graph = true;
+    if (k == OpKind::Backward || k == OpKind::TrainStep) graph = false;
+    bool rank_safe = k == OpKind::SetAdapter || k == OpKind::Merge || k == OpKind::Unmerge || k == OpKind::TrainStep ||
+                     k == OpKind::Reshard || k == OpKind::Eval || k == OpKind::SaveOptimizer;
+    if (s.world > 1 && rank_safe && rng.chance(opt.rank_op_percent)) op.rank = static_cast<int>(rng.below(static_cast<uint32_t>(s.world)));
+    ops.push_back(op);
+  }
+  return ops;
+}
+
+SeqFile generate_seq(Prng& rng, const GenOptions& opt) {
+  SeqFile f;
+  f.scenario = generate_scenario(rng, opt);
+  f.ops = generate_ops(rng, f.scenario, opt);
+  return f;
+}
+
+}  // namespace fsdpsim
