@@ -27,6 +27,7 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
     if (pi.adapter < 0 || !ps.present) continue;
     ParamObs po;
     po.name = pi.name;
+    po.group = pi.group >= 0 ? topo_->groups[pi.group].name : "";
     po.rg_s = ps.rg_s;
     po.rg_u = (pi.group >= 0 && st_.groups[pi.group].has_u) ? static_cast<int8_t>(ps.rg_u) : int8_t{-1};
     o.params.push_back(po);

@@ -117,16 +117,36 @@ void SpecChecker::check_s2(int step, const RankModel& m, std::vector<Finding>& o
   }
 }
 
-// S3: nothing changed while a group is unsharded is lost at reshard.
+// S3: nothing changed while a group is unsharded is lost at reshard. One
+// clause per group and adapter: "group root: other.requires_grad U=true S=false (2 params)".
 void SpecChecker::check_s3(int step, const RankModel& m, const OpResult& r, std::vector<Finding>& out) {
   if (r.lost.empty()) return;
-  std::string text = head("S3", step, m.rank()) + "reshard dropped changes made on the unsharded copy:";
-  for (size_t i = 0; i < r.lost.size(); ++i) {
-    const LostChange& c = r.lost[i];
+  struct Clause {
+    int group;
+    std::string what;
+    int count;
+  };
+  std::vector<Clause> clauses;
+  auto add = [&](int group, const std::string& what) {
+    for (auto& c : clauses)
+      if (c.group == group && c.what == what) return void(++c.count);
+    clauses.push_back({group, what, 1});
+  };
+  for (const LostChange& c : r.lost) {
+    const ParamInfo& pi = topo_->params[c.param];
     const ParamState& ps = m.state().params[c.param];
-    text += (i ? "; " : " ") + topo_->params[c.param].name;
-    if (c.flag) text += std::string(" requires_grad=") + (ps.rg_s ? "false" : "true") + " set on U only (S keeps " + (ps.rg_s ? "true" : "false") + ")";
-    if (c.data) text += std::string(c.flag ? " and" : "") + " values edited on U (merge/unmerge/load) discarded";
+    std::string owner = pi.adapter >= 0 ? topo_->adapters[pi.adapter].name : pi.name;
+    if (c.flag) add(pi.group, owner + ".requires_grad U=" + (ps.rg_s ? "false" : "true") + " S=" + (ps.rg_s ? "true" : "false"));
+    if (c.data) add(pi.group, pi.name + " values edited on U (merge/unmerge/load)");
+  }
+  std::string text = head("S3", step, m.rank()) + "reshard dropped changes made on the unsharded copy:";
+  int last_group = -1;
+  for (size_t i = 0; i < clauses.size(); ++i) {
+    const Clause& c = clauses[i];
+    if (c.group != last_group) text += std::string(i ? "; " : " ") + "group " + topo_->groups[c.group].name + ": ";
+    else text += ", ";
+    last_group = c.group;
+    text += c.what + (c.count > 1 ? " (" + std::to_string(c.count) + " params)" : "");
   }
   out.push_back({"S3", step, m.rank(), text});
 }

@@ -91,7 +91,7 @@ std::vector<std::string> observation_diff(const Observation& a, const Observatio
     auto txt = [](const std::vector<ParamObs>& v, size_t k) {
       if (k >= v.size()) return std::string("-");
       const ParamObs& p = v[k];
-      return p.name + " S.rg=" + (p.rg_s ? "1" : "0") + " U.rg=" + (p.rg_u < 0 ? "-" : p.rg_u ? "1" : "0");
+      return p.name + "@" + p.group + " S.rg=" + (p.rg_s ? "1" : "0") + " U.rg=" + (p.rg_u < 0 ? "-" : p.rg_u ? "1" : "0");
     };
     add("param[" + std::to_string(i) + "]", txt(a.params, i), txt(b.params, i));
   }
@@ -164,6 +164,8 @@ void print_json(std::ostream& os, const Observation& o) {
   for (size_t i = 0; i < o.params.size(); ++i) {
     os << (i ? "," : "") << "{\"name\":";
     json_string(os, o.params[i].name);
+    os << ",\"group\":";
+    json_string(os, o.params[i].group);
     os << ",\"S.requires_grad\":" << (o.params[i].rg_s ? "true" : "false") << ",\"U.requires_grad\":"
        << (o.params[i].rg_u < 0 ? "null" : o.params[i].rg_u ? "true" : "false") << "}";
   }
@@ -209,15 +211,21 @@ std::string groups_cell(const Observation& o) {
   return out;
 }
 
-// Adapters whose shard requires grad, and where U disagrees with S.
+// Adapters whose shard requires grad, and those whose registered U (group
+// unsharded now) disagrees with S.
 std::string trainable_cell(const Observation& o) {
   std::vector<std::string> on;
   std::vector<std::string> drift;
+  auto unsharded = [&](const std::string& g) {
+    for (const auto& x : o.groups)
+      if (x.name == g) return x.state == ShardedState::Unsharded;
+    return false;
+  };
   for (const auto& p : o.params) {
     size_t dot = p.name.rfind('.');
     std::string adapter = p.name.substr(dot + 1);
     if (p.rg_s && std::find(on.begin(), on.end(), adapter) == on.end()) on.push_back(adapter);
-    if (p.rg_u >= 0 && (p.rg_u != 0) != p.rg_s && std::find(drift.begin(), drift.end(), adapter) == drift.end())
+    if (p.rg_u >= 0 && (p.rg_u != 0) != p.rg_s && unsharded(p.group) && std::find(drift.begin(), drift.end(), adapter) == drift.end())
       drift.push_back(adapter);
   }
   std::string out = names_set_text(on);

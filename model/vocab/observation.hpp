@@ -43,10 +43,11 @@ struct GroupObs {
 
 // requires_grad of one adapter parameter on the shard S and the unsharded copy U.
 struct ParamObs {
-  std::string name;  // "lin0.lora_A.other"
+  std::string name;   // "lin0.lora_A.other"
+  std::string group;  // FSDP group managing it; "" when none does
   bool rg_s = false;
-  int8_t rg_u = -1;  // -1: no U (group never unsharded, or parameter not managed)
-  bool operator==(const ParamObs& o) const { return name == o.name && rg_s == o.rg_s && rg_u == o.rg_u; }
+  int8_t rg_u = -1;   // -1: no U (group never unsharded, or parameter not managed)
+  bool operator==(const ParamObs& o) const { return name == o.name && group == o.group && rg_s == o.rg_s && rg_u == o.rg_u; }
 };
 
 struct LayerObs {

@@ -141,7 +141,9 @@ int cmd_main_job(const Args& a) {
     print_table(std::cout, res.observations);
     print_findings(std::cout, res);
     std::cout << "trace hash " << hex(res.trace_hash) << "\n\n";
-    rows.push_back({profile, f.ops.size(), res.findings.size(), res.findings.empty() ? "-" : res.findings[0].text});
+    std::string first = res.findings.empty() ? "-" : res.findings[0].text;
+    if (first.size() > 110) first = first.substr(0, 107) + "...";
+    rows.push_back({profile, f.ops.size(), res.findings.size(), first});
   }
   std::cout << "summary\n";
   std::vector<std::vector<std::string>> table = {{"profile", "ops", "findings", "first finding"}};

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs, builds and runs the main job on the built-in default scenario.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash .ci/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j2 --target fsdpsim
+exec build/fsdpsim "$@"

@@ -1,0 +1,130 @@
+// FSDP2 param-group transitions (model/machine/fsdp_group.cpp).
+#include <gtest/gtest.h>
+
+#include "properties/test_util.hpp"
+
+using namespace fsdpsim;
+using namespace fsdpsim::test;
+
+TEST(FsdpGroup, ShardNumelPadsDim0ToTheWorld) {
+  OneRank t(seed000_header(3));
+  // lin0.weight is (20, 10): ceil(20/3) = 7 rows of 10 per rank.
+  EXPECT_EQ(t.topo->params[t.param("lin0.weight")].shard_numel, 70);
+  EXPECT_EQ(t.topo->params[t.param("lin0.bias")].shard_numel, 7);
+  // lora_A.other is (4, 10): ceil(4/3) = 2 rows.
+  EXPECT_EQ(t.topo->params[t.param("lin0.lora_A.other")].shard_numel, 20);
+  int64_t sum = 0;
+  for (int p : t.topo->groups[t.group("lin0")].params) sum += t.topo->params[p].shard_numel;
+  EXPECT_EQ(t.topo->groups[t.group("lin0")].numel, sum);
+}
+
+TEST(FsdpGroup, ParametersNotClaimedByAChildBelongToTheRoot) {
+  OneRank t(seed000_header());
+  EXPECT_EQ(t.topo->groups[0].name, "root");  // all_states order: root first
+  EXPECT_EQ(t.topo->params[t.param("lin1.weight")].group, t.group("root"));
+  EXPECT_EQ(t.topo->params[t.param("lin0.lora_B.other")].group, t.group("lin0"));
+}
+
+TEST(FsdpGroup, UnshardCreatesUOnceAndCopiesRequiresGradFromS) {
+  OneRank t(seed000_header());
+  EXPECT_FALSE(t.model->state().groups[t.group("lin0")].has_u);
+  t.op("unshard lin0");
+  ASSERT_EQ(t.model->collectives().size(), 1u);
+  EXPECT_EQ(t.model->collectives()[0].op, CollOp::AllGather);
+  EXPECT_EQ(t.model->collectives()[0].count, t.topo->groups[t.group("lin0")].numel);
+  EXPECT_TRUE(t.model->state().groups[t.group("lin0")].has_u);
+  EXPECT_EQ(t.state("lin0"), ShardedState::Unsharded);
+  EXPECT_TRUE(t.ps("lin0.lora_A.default").rg_u);
+  EXPECT_FALSE(t.ps("lin0.lora_A.other").rg_u);
+  EXPECT_EQ(t.state("root"), ShardedState::Sharded);  // unshard is not recursive
+}
+
+TEST(FsdpGroup, UnshardOfAnUnshardedGroupIsANoOpWithoutResync) {
+  OneRank t(seed000_header());
+  t.op("unshard lin0");
+  t.op("set_adapter [other]");  // base_model.set_adapter: flips land on U
+  EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_u);
+  EXPECT_FALSE(t.ps("lin0.lora_A.other").rg_s);
+  t.op("unshard lin0");
+  EXPECT_TRUE(t.model->collectives().empty());
+  EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_u);  // not re-synced from S
+}
+
+TEST(FsdpGroup, ToShardedDropsFlipsMadeOnU) {
+  OneRank t(seed000_header());
+  t.op("unshard lin0");
+  t.op("set_adapter [other]");
+  const OpResult& r = t.op("reshard lin0");
+  EXPECT_EQ(t.state("lin0"), ShardedState::Sharded);
+  ASSERT_EQ(r.lost.size(), 4u);  // A and B of default and of other
+  for (const auto& c : r.lost) EXPECT_TRUE(c.flag);
+  EXPECT_FALSE(t.ps("lin0.lora_A.other").rg_s);
+  t.op("unshard lin0");
+  EXPECT_FALSE(t.ps("lin0.lora_A.other").rg_u);  // the next real unshard reverts it
+}
+
+TEST(FsdpGroup, ReshardAfterForwardFalseKeepsGroupsUnshardedAfterForward) {
+  OneRank f(seed000_header(1, "upstream", "false"));
+  f.op("eval");
+  EXPECT_EQ(f.state("lin0"), ShardedState::Unsharded);
+  EXPECT_EQ(f.state("root"), ShardedState::Unsharded);
+  OneRank t(seed000_header(1, "upstream", "true"));
+  t.op("eval");
+  EXPECT_EQ(t.state("lin0"), ShardedState::Sharded);
+  EXPECT_EQ(t.state("root"), ShardedState::Sharded);  // explicit true on the root is kept
+}
+
+TEST(FsdpGroup, RootGivenNoneDoesNotReshardButChildrenDo) {
+  OneRank t(seed000_header(1, "upstream", "none"));
+  t.op("eval");
+  EXPECT_EQ(t.state("lin0"), ShardedState::Sharded);
+  EXPECT_EQ(t.state("root"), ShardedState::Unsharded);
+}
+
+TEST(FsdpGroup, ForceFalseRootRuleIgnoresAnExplicitTrue) {
+  OneRank t(seed000_header(1, "upstream", "true"));
+  t.op("eval");
+  EXPECT_EQ(t.state("root"), ShardedState::Sharded);
+  std::string h = seed000_header(1, "upstream", "true");
+  h.insert(h.find("layer"), "set root_reshard_rule=force_false\n");
+  OneRank f(h);
+  f.op("eval");
+  EXPECT_EQ(f.state("root"), ShardedState::Unsharded);
+  EXPECT_EQ(f.state("lin0"), ShardedState::Sharded);
+}
+
+TEST(FsdpGroup, BackwardReduceScattersOnlyParametersWithAGradient) {
+  OneRank t(seed000_header(2, "upstream", "false"));
+  const OpResult& r = t.op("train_step");
+  ASSERT_EQ(r.status, Status::Ok);
+  int64_t want = t.topo->params[t.param("lin1.lora_A.default")].shard_numel + t.topo->params[t.param("lin1.lora_B.default")].shard_numel;
+  bool found = false;
+  for (const auto& c : t.model->collectives())
+    if (c.op == CollOp::ReduceScatter && c.group == t.group("root")) {
+      EXPECT_EQ(c.count, want);  // frozen base and frozen `other` are gathered, not reduced
+      found = true;
+    }
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(t.ps("lin1.lora_A.default").grad_s);
+  EXPECT_FALSE(t.ps("lin1.lora_A.other").grad_s);
+  EXPECT_EQ(t.state("root"), ShardedState::Sharded);  // reshard_after_backward
+  EXPECT_EQ(t.state("lin0"), ShardedState::Sharded);
+}
+
+TEST(FsdpGroup, AGroupWithNoGradientIssuesNoReduceScatter) {
+  OneRank t(
+      "world 1\nlayer lin0 10 20\nlayer lin1 20 2\nadapter default r=8 alpha=8 targets=lin1\n"
+      "fully_shard lin0\nfully_shard root\n---\n");
+  t.op("set_adapter default");
+  t.op("train_step");
+  for (const auto& c : t.model->collectives())
+    EXPECT_FALSE(c.op == CollOp::ReduceScatter && c.group == t.group("lin0")) << "lin0 holds only frozen params";
+}
+
+TEST(FsdpGroup, ReshardAfterForwardTrueGroupsAreGatheredAgainInBackward) {
+  OneRank t(seed000_header(1, "upstream", "true"));
+  t.op("train_step");
+  int ag = 0;
+  for (const auto& c : t.model->collectives()) ag += c.op == CollOp::AllGather;
+  EXPECT_EQ(ag, 4);  // forward: root, lin0; backward: root, lin0 again
+}

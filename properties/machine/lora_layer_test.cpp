@@ -1,0 +1,97 @@
+// LoRA layer behaviour on whichever object is registered (model/machine/lora_layer.cpp).
+#include <gtest/gtest.h>
+
+#include "properties/test_util.hpp"
+
+using namespace fsdpsim;
+using namespace fsdpsim::test;
+
+TEST(LoraLayer, MergeWhileShardedUpdatesTheShardAndGathersA) {
+  OneRank t(seed000_header(2));
+  t.op("merge");
+  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::Exact);
+  EXPECT_EQ(t.model->state().layers[t.layer("lin0")].n_merged, 1);
+  // B @ A on DTensors redistributes A: one all-gather of A per merged layer.
+  ASSERT_EQ(t.model->collectives().size(), 2u);
+  EXPECT_EQ(t.model->collectives()[0].count, t.topo->params[t.param("lin0.lora_A.default")].shard_numel);
+}
+
+TEST(LoraLayer, MergeWhileUnshardedLandsOnTheTemporaryCopy) {
+  OneRank t(seed000_header());
+  t.op("eval");
+  t.op("merge");
+  EXPECT_EQ(t.model->classify_registered(t.layer("lin0")), WeightClass::Exact);
+  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::MissingDelta);
+  const OpResult& r = t.op("reshard");
+  EXPECT_FALSE(r.lost.empty());
+  EXPECT_TRUE(r.lost[0].data);
+  EXPECT_EQ(t.model->classify_registered(t.layer("lin0")), WeightClass::MissingDelta);
+  // D4: unmerging while sharded now subtracts a delta the shard never had.
+  t.op("unmerge");
+  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::Corrupt);
+  EXPECT_EQ(t.model->state().layers[t.layer("lin0")].n_merged, 0);
+}
+
+TEST(LoraLayer, UnmergePopsEveryMergedAdapterLifo) {
+  OneRank t(seed000_header());
+  t.op("merge [default,other]");
+  EXPECT_EQ(t.model->state().layers[t.layer("lin1")].n_merged, 2);
+  t.op("unmerge");
+  EXPECT_EQ(t.model->state().layers[t.layer("lin1")].n_merged, 0);
+  EXPECT_EQ(t.model->classify_stored(t.layer("lin1")), WeightClass::Exact);
+}
+
+TEST(LoraLayer, UnmergeAfterTheAdapterChangedLeavesACorruptWeight) {
+  OneRank t(seed000_header());
+  t.op("train_step");  // default trains: its shard values change
+  t.op("merge");
+  t.op("load_adapters") ;  // nothing saved yet: value_error, no change
+  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::Exact);
+  t.op("save_adapters");
+  t.op("unmerge");
+  t.op("train_step");
+  t.op("merge");
+  t.op("load_adapters");  // restores older A, B while merged
+  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::Corrupt);
+}
+
+TEST(LoraLayer, ForwardWhileDisabledAndMergedUnmergesFirst) {
+  OneRank t(seed000_header());
+  t.op("merge");
+  t.op("disable_enter");
+  EXPECT_EQ(t.model->state().layers[t.layer("lin0")].n_merged, 1);  // disabling does not unmerge
+  t.op("eval");
+  EXPECT_EQ(t.model->state().layers[t.layer("lin0")].n_merged, 0);
+  // The eval unsharded everything, so the unmerge ran on U (D5): the shard keeps the delta.
+  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::ExtraDelta);
+}
+
+TEST(LoraLayer, SetAdapterFlipsOnlyTheRegisteredObject) {
+  OneRank t(seed000_header());
+  t.op("set_adapter [other]");
+  EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_s);
+  EXPECT_FALSE(t.ps("lin0.lora_A.default").rg_s);
+  t.op("eval");
+  t.op("set_adapter [default]");
+  EXPECT_TRUE(t.ps("lin0.lora_A.default").rg_u);
+  EXPECT_FALSE(t.ps("lin0.lora_A.default").rg_s);
+}
+
+TEST(LoraLayer, EnableIgnoresInferenceModeUpstreamAndRespectsItPatched) {
+  for (const char* profile : {"upstream", "patched"}) {
+    OneRank t("world 1\nprofile " + std::string(profile) +
+              "\nlayer lin0 10 2\nadapter default r=4 alpha=4 targets=lin0 inference_mode\nfully_shard root\n---\n");
+    EXPECT_FALSE(t.ps("lin0.lora_A.default").rg_s);
+    t.op("disable_enter");
+    t.op("disable_exit");
+    EXPECT_EQ(t.ps("lin0.lora_A.default").rg_s, std::string(profile) == "upstream") << profile;  // #3447
+  }
+}
+
+TEST(LoraLayer, MergedLayersSkipTheLoraPath) {
+  OneRank t(seed000_header());
+  t.op("merge");
+  const OpResult& r = t.op("train_step");
+  EXPECT_EQ(r.status, Status::NoGradFn);
+  EXPECT_EQ(r.message, "element 0 of tensors does not require grad and does not have a grad_fn");
+}

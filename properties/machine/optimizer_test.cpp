@@ -1,0 +1,74 @@
+// The optimizer's object list and DCP checkpoints (model/machine/optimizer.cpp).
+#include <gtest/gtest.h>
+
+#include "properties/test_util.hpp"
+
+using namespace fsdpsim;
+using namespace fsdpsim::test;
+
+namespace {
+const char* kSeed004 =
+    "world 2\nprofile upstream\nlayer vis 8 8\nlayer lin0 8 16\nlayer lin1 16 2\n"
+    "adapter default r=4 alpha=8 targets=vis,lin0,lin1\nadapter spare r=4 alpha=8 targets=lin1\n"
+    "fully_shard lin0 reshard_after_forward=true\nfully_shard lin1 reshard_after_forward=true\nfully_shard root\n";
+}
+
+TEST(Optimizer, HoldsTheTrainableShardsInParameterOrder) {
+  OneRank t(std::string(kSeed004) + "---\n");
+  const auto& opt = t.model->state().optimizer;
+  ASSERT_EQ(opt.size(), 6u);
+  EXPECT_EQ(t.topo->params[opt[0]].name, "vis.lora_A.default");
+  EXPECT_EQ(t.topo->params[opt[5]].name, "lin1.lora_B.default");
+}
+
+TEST(Optimizer, AllLoraHoldsEveryAdapterParameter) {
+  OneRank t(std::string(kSeed004) + "optimizer all\n---\n");
+  EXPECT_EQ(t.model->state().optimizer.size(), 8u);
+}
+
+TEST(Optimizer, SaveAfterNoGradEvalRaisesKeyErrorWithTheFirstMissingIndex) {
+  OneRank t(std::string(kSeed004) + "---\n");
+  t.op("train_step");
+  t.op("eval");
+  const OpResult& r = t.op("save_optimizer");
+  EXPECT_EQ(r.status, Status::KeyError);
+  EXPECT_EQ(r.message, "KeyError: 0");
+  EXPECT_EQ(r.index, 0);
+  EXPECT_EQ(r.opt_missing, 2);
+}
+
+TEST(Optimizer, PatchedReshardsBeforeTheCheckpoint) {
+  std::string h = kSeed004;
+  h.replace(h.find("profile upstream"), 16, "profile patched");
+  OneRank t(h + "---\n");
+  t.op("eval");
+  EXPECT_EQ(t.op("save_optimizer").status, Status::Ok);
+  EXPECT_EQ(t.state("root"), ShardedState::Sharded);
+  EXPECT_EQ(t.op("load_optimizer").status, Status::Ok);
+}
+
+TEST(Optimizer, LoadAfterEvalNamesTheUnregisteredParameter) {
+  OneRank t(std::string(kSeed004) + "---\n");
+  t.op("save_optimizer");
+  t.op("eval");
+  const OpResult& r = t.op("load_optimizer");
+  EXPECT_EQ(r.status, Status::KeyError);
+  EXPECT_EQ(r.message, "KeyError: <sharded parameter vis.lora_A.default>");
+}
+
+TEST(Optimizer, LoadWithoutASavedCheckpointIsAValueError) {
+  OneRank t(std::string(kSeed004) + "---\n");
+  EXPECT_EQ(t.op("load_optimizer").status, Status::ValueError);
+}
+
+TEST(Optimizer, StepUpdatesOnlyHeldShardsWithAGradient) {
+  OneRank t(std::string(kSeed004) + "---\n");
+  t.op("train_step");
+  EXPECT_EQ(t.ps("vis.lora_A.default").ver_s, 1u);
+  EXPECT_EQ(t.ps("lin1.lora_A.spare").ver_s, 0u);
+  t.op("step");  // grads are still there: a second update
+  EXPECT_EQ(t.ps("vis.lora_A.default").ver_s, 2u);
+  t.op("zero_grad");
+  t.op("step");
+  EXPECT_EQ(t.ps("vis.lora_A.default").ver_s, 2u);
+}

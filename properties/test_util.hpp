@@ -1,0 +1,67 @@
+// Shared helpers for the tests: build a scenario from `.seq` text and run ops
+// on one rank model or through the simulator.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "model/machine/rank_model.hpp"
+#include "model/vocab/seq.hpp"
+#include "sim/simulator.hpp"
+
+namespace fsdpsim::test {
+
+// Seed 000's topology with the given world, profile and reshard_after_forward.
+inline std::string seed000_header(int world = 1, const std::string& profile = "upstream", const std::string& raf = "false") {
+  return "world " + std::to_string(world) + "\nprofile " + profile +
+         "\nlayer lin0 10 20\nlayer lin1 20 2\n"
+         "adapter default r=8 alpha=8 targets=lin0,lin1\n"
+         "adapter other r=4 alpha=8 targets=lin0,lin1\n"
+         "fully_shard lin0 reshard_after_forward=" + raf + "\nfully_shard root reshard_after_forward=" + raf + "\n---\n";
+}
+
+// One rank model over a scenario; `op("merge")` parses and applies one op line.
+struct OneRank {
+  SeqFile file;
+  std::unique_ptr<Topology> topo;
+  std::unique_ptr<RankModel> model;
+  explicit OneRank(const std::string& header, int rank = 0) {
+    file = parse_seq(header, "<test>");
+    topo = std::make_unique<Topology>(compile_topology(file.scenario));
+    model = std::make_unique<RankModel>(*topo, rank);
+  }
+  Op parse_op(const std::string& line) const { return parse_seq(print_scenario(file.scenario) + "---\n" + line + "\n", "<test>").ops.at(0); }
+  const OpResult& op(const std::string& line) {
+    model->collectives().clear();
+    return model->apply(parse_op(line));
+  }
+  int param(const std::string& name) const {
+    for (size_t p = 0; p < topo->params.size(); ++p)
+      if (topo->params[p].name == name) return static_cast<int>(p);
+    return -1;
+  }
+  int group(const std::string& name) const {
+    for (size_t g = 0; g < topo->groups.size(); ++g)
+      if (topo->groups[g].name == name) return static_cast<int>(g);
+    return -1;
+  }
+  const ParamState& ps(const std::string& name) const { return model->state().params.at(param(name)); }
+  ShardedState state(const std::string& g) const { return model->state().groups.at(group(g)).sharded; }
+  int layer(const std::string& name) const { return topo->layer_index(name); }
+};
+
+// Parses a whole file and runs it through the simulator (twice, S8).
+inline RunResult simulate(const std::string& text, SeqFile* out = nullptr) {
+  SeqFile f = parse_seq(text, "<test>");
+  Topology topo = compile_topology(f.scenario);
+  RunResult r = run_checked(topo, f.ops);
+  if (out) *out = f;
+  return r;
+}
+
+inline const Observation& obs_at(const RunResult& r, int step, int rank) {
+  for (const auto& o : r.observations)
+    if (o.step == step && o.rank == rank) return o;
+  throw std::runtime_error("no observation for step " + std::to_string(step) + " rank " + std::to_string(rank));
+}
+
+}  // namespace fsdpsim::test
