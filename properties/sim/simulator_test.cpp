@@ -1,1 +1,85 @@
-// placeholder until written
+// The N-rank simulator: collective matching, hang and mismatch detection,
+// determinism (sim/simulator.cpp).
+#include <gtest/gtest.h>
+
+#include "properties/test_util.hpp"
+
+using namespace fsdpsim;
+using namespace fsdpsim::test;
+
+TEST(Simulator, Seed000ObservationsMatchTheThread) {
+  for (int world : {1, 2}) {
+    RunResult r = simulate(seed000_header(world) + "eval\nmerge\nset_adapter other\ntrain_step\ntrain_step\ntrain_step\n");
+    for (int rank = 0; rank < world; ++rank) {
+      const Observation& s1 = obs_at(r, 4, rank);
+      ASSERT_EQ(s1.status, Status::Ok);
+      EXPECT_EQ(*s1.grads, std::vector<std::string>{"other"});
+      const Observation& s2 = obs_at(r, 5, rank);
+      EXPECT_EQ(s2.status, Status::NoGradFn);
+      EXPECT_EQ(s2.message, "element 0 of tensors does not require grad and does not have a grad_fn");
+      EXPECT_TRUE(s2.grads->empty());
+    }
+  }
+}
+
+TEST(Simulator, OneRankCollectiveWithoutPartnerIsAHang) {
+  RunResult r = simulate(seed000_header(2) + "@0 unshard lin0\n");
+  EXPECT_TRUE(r.hang);
+  const Observation& o = obs_at(r, 1, 0);
+  EXPECT_EQ(o.status, Status::Hang);
+  EXPECT_NE(o.message.find("rank 0 in all_gather(lin0, "), std::string::npos) << o.message;
+  EXPECT_NE(o.message.find("rank 1 issues no matching collective"), std::string::npos) << o.message;
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings.back().spec, "S5");
+}
+
+TEST(Simulator, RankOpsMatchAcrossDifferentSteps) {
+  RunResult r = simulate(seed000_header(2) + "@0 unshard lin0\n@1 unshard lin0\ntrain_step\n");
+  EXPECT_FALSE(r.hang);
+  EXPECT_FALSE(r.mismatch);
+  EXPECT_EQ(obs_at(r, 1, 0).status, Status::Ok);
+  EXPECT_EQ(obs_at(r, 3, 1).status, Status::Ok);
+}
+
+TEST(Simulator, DifferentReduceSetsAreAMismatch) {
+  // default has r=8, other r=4: the ranks reduce-scatter different element counts.
+  RunResult r = simulate(seed000_header(2, "patched") + "@1 set_adapter other\ntrain_step\ntrain_step\n");
+  EXPECT_TRUE(r.mismatch);
+  const Observation& o0 = obs_at(r, 2, 0);
+  EXPECT_EQ(o0.status, Status::Mismatch);
+  EXPECT_NE(o0.message.find("reduce_scatter(root, "), std::string::npos) << o0.message;
+  EXPECT_EQ(obs_at(r, 2, 1).status, Status::Mismatch);
+  // Nothing runs after a mismatch.
+  for (const auto& o : r.observations) EXPECT_LT(o.step, 3);
+}
+
+TEST(Simulator, AFailingRankLeavesItsPeerWaitingInTheReduceScatter) {
+  // Rank 1 freezes everything (disable), so its backward raises no_grad_fn and
+  // never joins the reduce-scatter rank 0 issues.
+  RunResult r = simulate(seed000_header(2, "patched") + "@1 disable_enter\ntrain_step\n");
+  EXPECT_EQ(obs_at(r, 2, 1).status, Status::NoGradFn);
+  EXPECT_EQ(obs_at(r, 2, 0).status, Status::Hang);
+}
+
+TEST(Simulator, SameSequenceSameTraceHash) {
+  std::string text = seed000_header(2) + "eval\nmerge\nset_adapter other\ntrain_step\ntrain_step\n";
+  RunResult a = simulate(text), b = simulate(text);
+  EXPECT_EQ(a.trace_hash, b.trace_hash);
+  EXPECT_EQ(a.observations, b.observations);
+  RunResult c = simulate(seed000_header(2, "patched") + "eval\nmerge\nset_adapter other\ntrain_step\ntrain_step\n");
+  EXPECT_NE(a.trace_hash, c.trace_hash);
+  for (const auto& f : a.findings) EXPECT_NE(f.spec, "S8");
+}
+
+TEST(Simulator, RunWithoutObservationsGivesTheSameHashAndFindings) {
+  SeqFile f = parse_seq(seed000_header(2) + "eval\nmerge\nset_adapter other\ntrain_step\ntrain_step\n");
+  Topology topo = compile_topology(f.scenario);
+  Simulator sim(topo);
+  RunResult full = sim.run(f.ops);
+  RunOptions fast;
+  fast.observe = false;
+  RunResult quick = sim.run(f.ops, fast);
+  EXPECT_EQ(full.trace_hash, quick.trace_hash);
+  EXPECT_EQ(full.findings, quick.findings);
+  EXPECT_TRUE(quick.observations.empty());
+}
