@@ -148,7 +148,8 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
       default:
         break;
     }
-    if (k == OpKind::Forward || k == OpKind::Eval) graph = true;
+    if (k == OpKind::Forward) graph = true;
+    if (k == OpKind::Eval) graph = false;
     if (k == OpKind::Backward || k == OpKind::TrainStep) graph = false;
     bool rank_safe = k == OpKind::SetAdapter || k == OpKind::Merge || k == OpKind::Unmerge || k == OpKind::TrainStep ||
                      k == OpKind::Reshard || k == OpKind::Eval || k == OpKind::SaveOptimizer;

@@ -32,6 +32,7 @@ struct OpResult {
   int64_t index = -1;       // key_error: optimizer index
   int opt_missing = 0;      // save/load_optimizer: optimizer params not registered
   bool has_grads = false;   // training op reached the gradient stage
+  bool no_grad_output = false;  // backward on an eval output (the user's mistake, not a lifecycle bug)
   uint8_t grads = 0;        // adapters whose shard received a gradient
   std::vector<LostChange> lost;
 };

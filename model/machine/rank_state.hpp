@@ -53,6 +53,7 @@ struct LayerPeft {
 struct PendingGraph {
   bool valid = false;
   bool loss_rg = false;
+  bool grad_enabled = false;             // false: an eval (no_grad) output
   std::vector<uint8_t> grad;             // per param: autograd will write a grad to its registered object
   std::vector<uint8_t> group_out_rg;     // per group: its output requires grad (pre-backward hook)
   std::vector<uint8_t> group_in_rg;      // per group: its input requires grad (post-backward node)

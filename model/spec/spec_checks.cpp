@@ -76,6 +76,7 @@ void SpecChecker::track_intent(const Op& op, const RankModel& m, const OpResult&
 // S1: after set_adapter(X) every training step sends gradients to exactly X's shards.
 void SpecChecker::check_s1(int step, const RankModel& m, const OpResult& r, std::vector<Finding>& out) {
   if (r.status != Status::Ok && r.status != Status::NoGradFn) return;
+  if (r.no_grad_output) return;  // backward on an eval output fails by design
   if (m.any_merged() || m.state().disabled) return;  // merged or disabled layers skip LoRA by design
   uint8_t want = intended_[m.rank()] & m.state().present & targeting(*topo_);
   uint8_t got = r.status == Status::Ok ? r.grads : 0;
