@@ -115,7 +115,8 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
         if (cand < 0) continue;
         present |= 1u << cand;
         op.names.push_back(s.adapters[cand].name);
-        op.trainable = rng.chance(50);
+        bool trainable = rng.chance(50);  // drawn for both kinds: keeps every seed's stream
+        op.trainable = k == OpKind::LoadAdapter && trainable;
         break;
       }
       case OpKind::DeleteAdapter:

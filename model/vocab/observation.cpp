@@ -74,6 +74,9 @@ std::vector<std::string> observation_diff(const Observation& a, const Observatio
   auto add = [&](const std::string& field, const std::string& x, const std::string& y) {
     if (x != y) d.push_back(field + ": " + x + " vs " + y);
   };
+  add("step", std::to_string(a.step), std::to_string(b.step));
+  add("rank", std::to_string(a.rank), std::to_string(b.rank));
+  add("op", a.op, b.op);
   add("status", status_name(a.status), status_name(b.status));
   add("message", a.message, b.message);
   add("grads", a.grads ? names_set_text(*a.grads) : "-", b.grads ? names_set_text(*b.grads) : "-");

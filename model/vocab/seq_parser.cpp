@@ -137,6 +137,7 @@ void parse_layer(LineParser& lp, Scenario& s, const Token& kw) {
   LayerDecl l;
   l.pos = lp.pos(kw);
   Token name = lp.next("a layer name");
+  if (name.text == "expect") lp.fail(name, "'expect' is reserved (it starts an expectation) and cannot name a layer");
   if (!is_name(name.text) || name.text == "root") lp.fail(name, "expected a layer name (not 'root'), got '" + name.text + "'");
   l.name = name.text;
   Token in = lp.next("the input size");
@@ -151,6 +152,7 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
   AdapterDecl a;
   a.pos = lp.pos(kw);
   Token name = lp.next("an adapter name");
+  if (name.text == "expect") lp.fail(name, "'expect' is reserved (it starts an expectation) and cannot name an adapter");
   if (!is_name(name.text)) lp.fail(name, "expected an adapter name, got '" + name.text + "'");
   a.name = name.text;
   if (s.adapter_index(a.name) >= 0) lp.fail(name, "adapter '" + a.name + "' is declared twice");
@@ -172,6 +174,7 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       a.alpha = static_cast<int>(parse_int(lp, t, v, 1, 1 << 20, "alpha"));
     } else if (k == "targets") {
       a.targets = parse_names(lp, t, v, "a list of layer names");
+      if (a.targets.empty()) lp.fail(t, "expected at least one target layer in targets=");
       for (const auto& target : a.targets)
         if (s.layer_index(target) < 0) lp.fail(t, "unknown layer '" + target + "' in targets (declare it with `layer` first)");
       have_targets = true;
@@ -192,6 +195,7 @@ void parse_fully_shard(LineParser& lp, Scenario& s, const Token& kw) {
   d.pos = lp.pos(kw);
   Token mods = lp.next("a module name, a list a,b, or root");
   d.modules = parse_names(lp, mods, mods.text, "module names (layers or root)");
+  if (d.modules.empty()) lp.fail(mods, "expected at least one module in fully_shard");
   for (const auto& m : d.modules) {
     if (m == "root") {
       if (d.modules.size() > 1) lp.fail(mods, "root cannot be grouped with layers");
@@ -388,6 +392,8 @@ Op parse_op_line(LineParser& lp, const Scenario& s) {
       op.list_form = t.text.front() == '[';
       op.names = parse_names(lp, t, t.text, "adapter names");
       if (op.kind == OpKind::SetAdapter && op.names.empty()) lp.fail(t, "expected at least one adapter in set_adapter");
+      if (op.kind == OpKind::SetAdapter && !op.list_form && op.names.size() > 1)
+        lp.fail(t, "expected one adapter name or a bracketed list [a,b] after set_adapter");
       for (const auto& a : op.names) check_adapter(lp, t, s, a);
       if (op.kind != OpKind::SetAdapter) op.list_form = op.names.size() != 1;
       break;

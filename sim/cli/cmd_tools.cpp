@@ -29,6 +29,15 @@ int cmd_profiles(const Args&) {
   return kClean;
 }
 
+namespace {
+
+double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
 // Sequence i of a run is generated from seed S+i, so `--seed S+i --count 1`
 // reprints exactly that one.
 int cmd_random(const Args& a) {
@@ -36,7 +45,12 @@ int cmd_random(const Args& a) {
   GenOptions opt;
   opt.world = a.world > 0 ? a.world : 2;
   if (!a.out.empty()) std::filesystem::create_directories(a.out);
+  double last = now_s();
   for (int i = 0; i < a.count; ++i) {
+    if (!a.out.empty() && now_s() - last > 2.0) {  // progress on long runs
+      last = now_s();
+      std::cerr << "random: " << i << "/" << a.count << " written\n";
+    }
     uint64_t seed = a.seed + static_cast<uint64_t>(i);
     Prng rng(seed);
     SeqFile f = generate_seq(rng, opt);
@@ -54,14 +68,6 @@ int cmd_random(const Args& a) {
   return kClean;
 }
 
-namespace {
-
-double now_s() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 // Figures asked for by the issues: model ops/s on one core, generated and
 // simulated sequences/s at world 2, and the same with observations built.

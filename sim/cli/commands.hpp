@@ -39,6 +39,4 @@ int cmd_random(const Args& a);
 int cmd_bench(const Args& a);
 int cmd_main_job(const Args& a);
 
-extern const char* const kDefaultScenario;  // seed 000's scenario and ops (world 2)
-
 }  // namespace fsdpsim::cli

@@ -1,0 +1,280 @@
+// Observations: name tables, field-by-field diff, JSON lines, aligned tables.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/vocab/observation.hpp"
+
+namespace fsdpsim {
+namespace {
+
+TEST(Observation, StatusNamesRoundTrip) {
+  const std::vector<std::string> expected = {"ok", "hang", "mismatch", "no_grad_fn", "key_error", "not_run",
+                                             "shape_error", "value_error"};
+  std::vector<std::string> names;
+  for (int i = 0; i <= static_cast<int>(Status::NotRun); ++i) {
+    Status s = static_cast<Status>(i);
+    names.push_back(status_name(s));
+    Status back = Status::Ok;
+    ASSERT_TRUE(status_from_name(status_name(s), &back)) << status_name(s);
+    EXPECT_EQ(back, s);
+  }
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> want = expected;
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(names, want);
+  Status untouched = Status::Hang;
+  EXPECT_FALSE(status_from_name("bogus", &untouched));
+  EXPECT_FALSE(status_from_name("OK", &untouched));
+  EXPECT_FALSE(status_from_name("", &untouched));
+  EXPECT_EQ(untouched, Status::Hang);
+}
+
+TEST(Observation, WeightClassNamesRoundTrip) {
+  const char* names[] = {"exact", "missing_delta", "extra_delta", "corrupt"};
+  for (int i = 0; i < 4; ++i) {
+    WeightClass w = static_cast<WeightClass>(i);
+    EXPECT_STREQ(weight_class_name(w), names[i]);
+    WeightClass back = WeightClass::Corrupt;
+    ASSERT_TRUE(weight_class_from_name(names[i], &back));
+    EXPECT_EQ(back, w);
+  }
+  WeightClass untouched = WeightClass::ExtraDelta;
+  EXPECT_FALSE(weight_class_from_name("Exact", &untouched));
+  EXPECT_FALSE(weight_class_from_name("missing", &untouched));
+  EXPECT_EQ(untouched, WeightClass::ExtraDelta);
+}
+
+TEST(Observation, SmallNameHelpers) {
+  EXPECT_STREQ(sharded_state_name(ShardedState::Sharded), "SHARDED");
+  EXPECT_STREQ(sharded_state_name(ShardedState::Unsharded), "UNSHARDED");
+  EXPECT_STREQ(coll_op_name(CollOp::AllGather), "all_gather");
+  EXPECT_STREQ(coll_op_name(CollOp::ReduceScatter), "reduce_scatter");
+  EXPECT_EQ(collective_text({CollOp::AllGather, "root", 212}), "all_gather(root, 212)");
+  EXPECT_EQ(collective_text({CollOp::ReduceScatter, "lin0", 0}), "reduce_scatter(lin0, 0)");
+  EXPECT_EQ(names_set_text({}), "{}");
+  EXPECT_EQ(names_set_text({"a"}), "{a}");
+  EXPECT_EQ(names_set_text({"default", "other"}), "{default,other}");
+}
+
+ParamObs param(const std::string& name, const std::string& group, bool rg_s, int rg_u) {
+  ParamObs p;
+  p.name = name;
+  p.group = group;
+  p.rg_s = rg_s;
+  p.rg_u = static_cast<int8_t>(rg_u);
+  return p;
+}
+
+Observation sample() {
+  Observation o;
+  o.step = 3;
+  o.rank = 1;
+  o.op = "set_adapter other";
+  o.status = Status::KeyError;
+  o.message = "say \"hi\"\n\\";
+  o.grads = std::vector<std::string>{"default", "other"};
+  o.index = 4;
+  o.opt_missing = 2;
+  o.opt_total = 8;
+  o.groups = {{"lin0", ShardedState::Unsharded}, {"root", ShardedState::Sharded}};
+  o.params = {param("lin0.lora_A.other", "lin0", true, -1), param("lin0.lora_B.other", "lin0", false, 1),
+              param("lin1.lora_A.default", "root", true, 0)};
+  o.layers = {{"lin0", {"default", "other"}, WeightClass::MissingDelta, WeightClass::Exact},
+              {"lin1", {}, WeightClass::Exact, WeightClass::Corrupt}};
+  o.collectives = {{CollOp::AllGather, "root", 212}, {CollOp::ReduceScatter, "lin0", 40}};
+  return o;
+}
+
+TEST(Observation, DiffEmptyOnEqual) {
+  Observation a = sample(), b = sample();
+  EXPECT_TRUE(observation_diff(a, b).empty());
+  EXPECT_TRUE(a == b);
+  Observation e1, e2;
+  EXPECT_TRUE(observation_diff(e1, e2).empty());
+}
+
+// Each single-field change yields exactly one diff line, naming that field.
+TEST(Observation, DiffNamesTheField) {
+  struct Case {
+    void (*mutate)(Observation&);
+    std::string line;
+  };
+  const Case cases[] = {
+      {[](Observation& o) { o.status = Status::Hang; }, "status: key_error vs hang"},
+      {[](Observation& o) { o.message = "x"; }, "message: say \"hi\"\n\\ vs x"},
+      {[](Observation& o) { o.grads = std::vector<std::string>{}; }, "grads: {default,other} vs {}"},
+      {[](Observation& o) { o.grads.reset(); }, "grads: {default,other} vs -"},
+      {[](Observation& o) { o.index = -1; }, "index: 4 vs -1"},
+      {[](Observation& o) { o.opt_missing = 0; }, "optimizer_missing: 2/8 vs 0/8"},
+      {[](Observation& o) { o.opt_total = 9; }, "optimizer_missing: 2/8 vs 2/9"},
+      {[](Observation& o) { o.groups[1].state = ShardedState::Unsharded; }, "group[1]: root:SHARDED vs root:UNSHARDED"},
+      {[](Observation& o) { o.groups.pop_back(); }, "group[1]: root:SHARDED vs -"},
+      {[](Observation& o) { o.params[0].rg_s = false; },
+       "param[0]: lin0.lora_A.other@lin0 S.rg=1 U.rg=- vs lin0.lora_A.other@lin0 S.rg=0 U.rg=-"},
+      {[](Observation& o) { o.params[1].rg_u = -1; },
+       "param[1]: lin0.lora_B.other@lin0 S.rg=0 U.rg=1 vs lin0.lora_B.other@lin0 S.rg=0 U.rg=-"},
+      {[](Observation& o) { o.params[2].group = ""; },
+       "param[2]: lin1.lora_A.default@root S.rg=1 U.rg=0 vs lin1.lora_A.default@ S.rg=1 U.rg=0"},
+      {[](Observation& o) { o.layers[0].merged = {"default"}; },
+       "layer[0]: lin0 merged=[default,other] stored=missing_delta registered=exact vs "
+       "lin0 merged=[default] stored=missing_delta registered=exact"},
+      {[](Observation& o) { o.layers[1].registered = WeightClass::Exact; },
+       "layer[1]: lin1 merged=[] stored=exact registered=corrupt vs lin1 merged=[] stored=exact registered=exact"},
+      {[](Observation& o) { o.collectives.clear(); },
+       "collectives: all_gather(root, 212) reduce_scatter(lin0, 40) vs -"},
+      {[](Observation& o) { o.collectives[0].count = 213; },
+       "collectives: all_gather(root, 212) reduce_scatter(lin0, 40) vs all_gather(root, 213) reduce_scatter(lin0, 40)"},
+  };
+  for (const auto& c : cases) {
+    Observation a = sample(), b = sample();
+    c.mutate(b);
+    auto d = observation_diff(a, b);
+    ASSERT_EQ(d.size(), 1u) << c.line;
+    EXPECT_EQ(d[0], c.line);
+    EXPECT_FALSE(a == b);
+  }
+}
+
+TEST(Observation, DiffListsEveryChangedField) {
+  Observation a = sample(), b = sample();
+  b.status = Status::Ok;
+  b.index = -1;
+  b.layers[0].stored = WeightClass::Exact;
+  auto d = observation_diff(a, b);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].rfind("status: ", 0), 0u);
+  EXPECT_EQ(d[1].rfind("index: ", 0), 0u);
+  EXPECT_EQ(d[2].rfind("layer[0]: ", 0), 0u);
+}
+
+TEST(Observation, PrintJsonOneLineWithExpectedKeys) {
+  std::ostringstream os;
+  print_json(os, sample());
+  const std::string j = os.str();
+  EXPECT_EQ(j.find('\n'), std::string::npos);
+  EXPECT_EQ(j.rfind("{\"step\":3,\"rank\":1,\"op\":\"set_adapter other\",\"status\":\"key_error\"", 0), 0u) << j;
+  const char* parts[] = {
+      ",\"message\":\"say \\\"hi\\\"\\u000a\\\\\"",
+      ",\"grads\":[\"default\",\"other\"]",
+      ",\"index\":4",
+      ",\"optimizer\":{\"missing\":2,\"total\":8}",
+      ",\"groups\":[{\"name\":\"lin0\",\"state\":\"UNSHARDED\",\"registered\":\"U\"},"
+      "{\"name\":\"root\",\"state\":\"SHARDED\",\"registered\":\"S\"}]",
+      ",\"params\":[{\"name\":\"lin0.lora_A.other\",\"group\":\"lin0\",\"S.requires_grad\":true,"
+      "\"U.requires_grad\":null},"
+      "{\"name\":\"lin0.lora_B.other\",\"group\":\"lin0\",\"S.requires_grad\":false,\"U.requires_grad\":true},"
+      "{\"name\":\"lin1.lora_A.default\",\"group\":\"root\",\"S.requires_grad\":true,\"U.requires_grad\":false}]",
+      ",\"layers\":[{\"name\":\"lin0\",\"merged\":[\"default\",\"other\"],\"stored\":\"missing_delta\","
+      "\"registered\":\"exact\"},{\"name\":\"lin1\",\"merged\":[],\"stored\":\"exact\",\"registered\":\"corrupt\"}]",
+      ",\"collectives\":[{\"op\":\"all_gather\",\"group\":\"root\",\"count\":212},"
+      "{\"op\":\"reduce_scatter\",\"group\":\"lin0\",\"count\":40}]}",
+  };
+  size_t at = 0;
+  for (const char* p : parts) {
+    size_t f = j.find(p);
+    ASSERT_NE(f, std::string::npos) << "missing " << p << " in " << j;
+    EXPECT_GE(f, at) << "out of order: " << p;
+    at = f;
+  }
+  EXPECT_EQ(j.back(), '}');
+}
+
+TEST(Observation, PrintJsonOmitsOptionalFields) {
+  Observation o;
+  o.op = "eval";
+  std::ostringstream os;
+  print_json(os, o);
+  EXPECT_EQ(os.str(),
+            "{\"step\":0,\"rank\":0,\"op\":\"eval\",\"status\":\"ok\",\"optimizer\":{\"missing\":0,\"total\":0},"
+            "\"groups\":[],\"params\":[],\"layers\":[],\"collectives\":[]}");
+  o.grads = std::vector<std::string>{};
+  std::ostringstream os2;
+  print_json(os2, o);
+  EXPECT_NE(os2.str().find(",\"grads\":[],"), std::string::npos) << os2.str();
+  EXPECT_EQ(os2.str().find("\"index\""), std::string::npos);
+  EXPECT_EQ(os2.str().find("\"message\""), std::string::npos);
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string l;
+  while (std::getline(in, l)) out.push_back(l);
+  return out;
+}
+
+TEST(Observation, PrintTableAlignsColumns) {
+  Observation a;
+  a.step = 1;
+  a.rank = 0;
+  a.op = "eval";
+  a.groups = {{"root", ShardedState::Sharded}};
+  a.params = {param("lin0.lora_A.default", "root", true, -1)};
+  Observation b = sample();
+  b.step = 12;
+  b.message = "KeyError: 4";
+  Observation c;
+  c.step = 3;
+  c.rank = 1;
+  c.op = "@1 train_step";
+  c.status = Status::NoGradFn;
+  c.message = kNoGradFnMessage;
+  c.grads = std::vector<std::string>{};
+  c.collectives = {{CollOp::AllGather, "root", 10}, {CollOp::AllGather, "lin0", 5}};
+
+  // Expected cells, per row, in header order.
+  const std::vector<std::vector<std::string>> rows = {
+      {"step", "rank", "op", "status", "grads", "S.requires_grad", "groups", "merged", "collectives"},
+      {"1", "0", "eval", "ok", "", "{default}", "root:S", "-", "-"},
+      {"12", "1", "set_adapter other", "key_error 4 (2/8)", "{default,other}", "{other,default} U!=S:{other}",
+       "lin0:U root:S", "lin0:[default,other]/S=missing_delta lin1:[]/reg=corrupt", "ag 1x212 rs 1x40"},
+      {"3", "1", "@1 train_step", "no_grad_fn", "{}", "{}", "", "-", "ag 2x15"},
+  };
+  std::ostringstream os;
+  print_table(os, {a, b, c});
+  auto lines = lines_of(os.str());
+  ASSERT_EQ(lines.size(), 6u) << os.str();  // header, 3 rows, 2 message lines
+  std::vector<size_t> offset;
+  size_t from = 0;
+  for (const auto& h : rows[0]) {
+    size_t f = lines[0].find(h, from);
+    ASSERT_NE(f, std::string::npos) << "header lacks " << h << ": " << lines[0];
+    offset.push_back(f);
+    from = f + h.size();
+  }
+  EXPECT_EQ(offset[0], 0u);
+  for (size_t c2 = 0; c2 + 1 < offset.size(); ++c2) {
+    size_t width = 0;
+    for (const auto& r : rows) width = std::max(width, r[c2].size());
+    EXPECT_EQ(offset[c2 + 1], offset[c2] + width + 2) << "column " << rows[0][c2];
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::string& line = lines[r];
+    EXPECT_EQ(line.find_last_not_of(' ') + 1, line.size()) << "trailing blanks: '" << line << "'";
+    for (size_t col = 0; col < rows[r].size(); ++col) {
+      const std::string& cell = rows[r][col];
+      if (cell.empty()) continue;
+      ASSERT_LE(offset[col] + cell.size(), line.size()) << line;
+      EXPECT_EQ(line.substr(offset[col], cell.size()), cell) << "row " << r << " column " << rows[0][col] << ": " << line;
+      if (col > 0) {
+        EXPECT_EQ(line.substr(offset[col] - 2, 2), "  ") << line;
+      }
+    }
+  }
+  EXPECT_EQ(lines[4], "  step 12 rank 1: KeyError: 4");
+  auto tail = os.str().substr(os.str().find("  step 3 rank 1: "));
+  EXPECT_EQ(tail, std::string("  step 3 rank 1: ") + kNoGradFnMessage + "\n");
+}
+
+TEST(Observation, PrintTableHeaderOnlyWhenEmpty) {
+  std::ostringstream os;
+  print_table(os, {});
+  EXPECT_EQ(os.str(), "step  rank  op  status  grads  S.requires_grad  groups  merged  collectives\n");
+}
+
+}  // namespace
+}  // namespace fsdpsim

@@ -1,0 +1,134 @@
+// Profiles and switches: named profiles, per-switch values, overrides.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "model/vocab/profile.hpp"
+
+namespace fsdpsim {
+namespace {
+
+TEST(Profile, NamesAreUpstreamAndPatched) {
+  EXPECT_EQ(profile_names(), (std::vector<std::string>{"upstream", "patched"}));
+  for (const auto& n : profile_names()) {
+    auto p = profile_by_name(n);
+    ASSERT_TRUE(p.has_value()) << n;
+    EXPECT_EQ(p->name, n);
+  }
+}
+
+TEST(Profile, UnknownNamesAreRejected) {
+  EXPECT_FALSE(profile_by_name("").has_value());
+  EXPECT_FALSE(profile_by_name("Upstream").has_value());
+  EXPECT_FALSE(profile_by_name("nightly").has_value());
+  EXPECT_FALSE(profile_by_name("patched ").has_value());
+}
+
+TEST(Profile, EverySwitchMatchesTheTable) {
+  const auto& t = switch_table();
+  Profile up = *profile_by_name("upstream");
+  Profile pa = *profile_by_name("patched");
+  for (int i = 0; i < kSwitchCount; ++i) {
+    SCOPED_TRACE(t[i].name);
+    Switch s = static_cast<Switch>(i);
+    EXPECT_EQ(up.get(s), t[i].upstream);
+    EXPECT_EQ(pa.get(s), t[i].patched);
+    EXPECT_LT(t[i].upstream, t[i].values.size());
+    EXPECT_LT(t[i].patched, t[i].values.size());
+  }
+}
+
+TEST(Profile, DocumentedDefaults) {
+  Profile up = *profile_by_name("upstream");
+  Profile pa = *profile_by_name("patched");
+  EXPECT_EQ(up.get(Switch::SetAdapterReshard), sw::kSkipMerged);
+  EXPECT_EQ(pa.get(Switch::SetAdapterReshard), sw::kUnmergeFirst);
+  EXPECT_EQ(up.get(Switch::DisableExitReshard), sw::kOff);
+  EXPECT_EQ(pa.get(Switch::DisableExitReshard), sw::kOn);
+  EXPECT_EQ(up.get(Switch::OptimizerCkptReshard), sw::kOff);
+  EXPECT_EQ(pa.get(Switch::OptimizerCkptReshard), sw::kOn);
+  EXPECT_EQ(up.get(Switch::EnableInferenceMode), sw::kIgnore);
+  EXPECT_EQ(pa.get(Switch::EnableInferenceMode), sw::kRespect);
+  EXPECT_EQ(up.get(Switch::RootReshardRule), sw::kAuto);
+  EXPECT_EQ(pa.get(Switch::RootReshardRule), sw::kAuto);
+  EXPECT_FALSE(up == pa);
+}
+
+TEST(Profile, SwitchTableIsWellFormed) {
+  const auto& t = switch_table();
+  std::set<std::string> names;
+  for (int i = 0; i < kSwitchCount; ++i) {
+    SCOPED_TRACE(t[i].name);
+    EXPECT_TRUE(names.insert(t[i].name).second) << "duplicate switch name";
+    EXPECT_GE(t[i].values.size(), 2u);
+    EXPECT_STRNE(t[i].mirrors, "");
+    EXPECT_STRNE(t[i].doc, "");
+    std::set<std::string> values(t[i].values.begin(), t[i].values.end());
+    EXPECT_EQ(values.size(), t[i].values.size()) << "duplicate value";
+    auto s = switch_from_name(t[i].name);
+    ASSERT_TRUE(s.has_value());
+    EXPECT_EQ(static_cast<int>(*s), i);
+  }
+  EXPECT_EQ(std::string(t[0].name), "set_adapter_reshard");
+  EXPECT_EQ(std::string(t[4].name), "root_reshard_rule");
+  EXPECT_FALSE(switch_from_name("bogus").has_value());
+  EXPECT_FALSE(switch_from_name("").has_value());
+}
+
+TEST(Profile, ApplyOverrideSetsEveryValueOfEverySwitch) {
+  const auto& t = switch_table();
+  for (int i = 0; i < kSwitchCount; ++i) {
+    for (size_t v = 0; v < t[i].values.size(); ++v) {
+      Profile p = *profile_by_name("upstream");
+      Profile before = p;
+      EXPECT_EQ(apply_override(p, t[i].name, t[i].values[v]), "") << t[i].name << "=" << t[i].values[v];
+      EXPECT_EQ(p.get(static_cast<Switch>(i)), v);
+      for (int j = 0; j < kSwitchCount; ++j) {
+        if (j == i) continue;
+        EXPECT_EQ(p.values[j], before.values[j]) << "override of " << t[i].name << " touched " << t[j].name;
+      }
+      EXPECT_EQ(p.name, "upstream");
+    }
+  }
+}
+
+TEST(Profile, ApplyOverrideUnknownSwitch) {
+  Profile p = *profile_by_name("patched");
+  Profile before = p;
+  std::string err = apply_override(p, "bogus", "on");
+  EXPECT_EQ(err,
+            "unknown switch 'bogus' (expected one of: set_adapter_reshard, disable_exit_reshard, "
+            "optimizer_ckpt_reshard, enable_inference_mode, root_reshard_rule)");
+  EXPECT_EQ(p, before);
+}
+
+TEST(Profile, ApplyOverrideBadValue) {
+  Profile p = *profile_by_name("upstream");
+  Profile before = p;
+  EXPECT_EQ(apply_override(p, "set_adapter_reshard", "always"),
+            "bad value 'always' for switch set_adapter_reshard (expected none|skip_merged|unmerge_first)");
+  EXPECT_EQ(apply_override(p, "disable_exit_reshard", "ON"),
+            "bad value 'ON' for switch disable_exit_reshard (expected off|on)");
+  EXPECT_EQ(apply_override(p, "root_reshard_rule", ""),
+            "bad value '' for switch root_reshard_rule (expected auto|force_false)");
+  EXPECT_EQ(p, before);
+}
+
+TEST(Profile, ProfileText) {
+  EXPECT_EQ(profile_text(*profile_by_name("upstream")),
+            "upstream (set_adapter_reshard=skip_merged, disable_exit_reshard=off, optimizer_ckpt_reshard=off, "
+            "enable_inference_mode=ignore, root_reshard_rule=auto)");
+  EXPECT_EQ(profile_text(*profile_by_name("patched")),
+            "patched (set_adapter_reshard=unmerge_first, disable_exit_reshard=on, optimizer_ckpt_reshard=on, "
+            "enable_inference_mode=respect, root_reshard_rule=auto)");
+  Profile p = *profile_by_name("upstream");
+  ASSERT_EQ(apply_override(p, "root_reshard_rule", "force_false"), "");
+  ASSERT_EQ(apply_override(p, "set_adapter_reshard", "none"), "");
+  EXPECT_EQ(profile_text(p),
+            "upstream (set_adapter_reshard=none, disable_exit_reshard=off, optimizer_ckpt_reshard=off, "
+            "enable_inference_mode=ignore, root_reshard_rule=force_false)");
+}
+
+}  // namespace
+}  // namespace fsdpsim
