@@ -18,12 +18,14 @@ void RankModel::prepare_optimizer() {
 
 // An optimizer object is found by identity among model.named_parameters() only
 // while its S is the registered object.
+bool RankModel::is_registered_s(int param) const { return st_.params[param].present && !is_registered_u(param); }
+
 int RankModel::optimizer_missing(int* first_index) const {
   int missing = 0;
   *first_index = -1;
   for (size_t i = 0; i < st_.optimizer.size(); ++i) {
     int p = st_.optimizer[i];
-    if (st_.params[p].present && !is_registered_u(p)) continue;
+    if (is_registered_s(p)) continue;
     if (*first_index < 0) *first_index = static_cast<int>(i);
     ++missing;
   }

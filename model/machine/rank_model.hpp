@@ -55,6 +55,7 @@ class RankModel {
   WeightClass classify_registered(int layer) const;
   bool any_merged() const;
   int optimizer_missing(int* first_index) const;
+  bool is_registered_s(int param) const;  // the module holds this parameter's S object now
   Observation observe(int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const;
 
  private:

@@ -81,6 +81,10 @@ std::vector<std::string> observation_diff(const Observation& a, const Observatio
   add("message", a.message, b.message);
   add("grads", a.grads ? names_set_text(*a.grads) : "-", b.grads ? names_set_text(*b.grads) : "-");
   add("index", std::to_string(a.index), std::to_string(b.index));
+  std::string ua, ub;
+  for (const auto& n : a.opt_unregistered) ua += (ua.empty() ? "" : ",") + n;
+  for (const auto& n : b.opt_unregistered) ub += (ub.empty() ? "" : ",") + n;
+  add("optimizer_unregistered", ua, ub);
   add("optimizer_missing", std::to_string(a.opt_missing) + "/" + std::to_string(a.opt_total),
       std::to_string(b.opt_missing) + "/" + std::to_string(b.opt_total));
   size_t n = std::max(a.groups.size(), b.groups.size());
@@ -155,7 +159,9 @@ void print_json(std::ostream& os, const Observation& o) {
     json_names(os, *o.grads);
   }
   if (o.index >= 0) os << ",\"index\":" << o.index;
-  os << ",\"optimizer\":{\"missing\":" << o.opt_missing << ",\"total\":" << o.opt_total << "}";
+  os << ",\"optimizer\":{\"missing\":" << o.opt_missing << ",\"total\":" << o.opt_total << ",\"unregistered\":";
+  json_names(os, o.opt_unregistered);
+  os << "}";
   os << ",\"groups\":[";
   for (size_t i = 0; i < o.groups.size(); ++i) {
     os << (i ? "," : "") << "{\"name\":";

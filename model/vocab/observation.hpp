@@ -70,6 +70,7 @@ struct Observation {
   int64_t index = -1;                             // key_error: first optimizer index not registered
   int opt_missing = 0;                            // optimizer params not currently registered
   int opt_total = 0;
+  std::vector<std::string> opt_unregistered;     // names of those optimizer params
   std::vector<GroupObs> groups;
   std::vector<ParamObs> params;
   std::vector<LayerObs> layers;

@@ -161,7 +161,7 @@ TEST(Observation, PrintJsonOneLineWithExpectedKeys) {
       ",\"message\":\"say \\\"hi\\\"\\u000a\\\\\"",
       ",\"grads\":[\"default\",\"other\"]",
       ",\"index\":4",
-      ",\"optimizer\":{\"missing\":2,\"total\":8}",
+      ",\"optimizer\":{\"missing\":2,\"total\":8,\"unregistered\":[]}",
       ",\"groups\":[{\"name\":\"lin0\",\"state\":\"UNSHARDED\",\"registered\":\"U\"},"
       "{\"name\":\"root\",\"state\":\"SHARDED\",\"registered\":\"S\"}]",
       ",\"params\":[{\"name\":\"lin0.lora_A.other\",\"group\":\"lin0\",\"S.requires_grad\":true,"
@@ -189,7 +189,7 @@ TEST(Observation, PrintJsonOmitsOptionalFields) {
   std::ostringstream os;
   print_json(os, o);
   EXPECT_EQ(os.str(),
-            "{\"step\":0,\"rank\":0,\"op\":\"eval\",\"status\":\"ok\",\"optimizer\":{\"missing\":0,\"total\":0},"
+            "{\"step\":0,\"rank\":0,\"op\":\"eval\",\"status\":\"ok\",\"optimizer\":{\"missing\":0,\"total\":0,\"unregistered\":[]},"
             "\"groups\":[],\"params\":[],\"layers\":[],\"collectives\":[]}");
   o.grads = std::vector<std::string>{};
   std::ostringstream os2;
