@@ -52,8 +52,7 @@ struct OneRank {
 // Parses a whole file and runs it through the simulator (twice, S8).
 inline RunResult simulate(const std::string& text, SeqFile* out = nullptr) {
   SeqFile f = parse_seq(text, "<test>");
-  Topology topo = compile_topology(f.scenario);
-  RunResult r = run_checked(topo, f.ops);
+  RunResult r = run_checked(f);
   if (out) *out = f;
   return r;
 }

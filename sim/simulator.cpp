@@ -1,6 +1,7 @@
 #include "sim/simulator.hpp"
 
 #include <algorithm>
+#include <sstream>
 
 namespace fsdpsim {
 
@@ -16,15 +17,21 @@ uint64_t mix(uint64_t h, uint64_t v) {
 }
 }  // namespace
 
-uint64_t hash_step(uint64_t h, int step, int rank, const OpResult& r, const std::vector<CollRecord>& colls) {
-  h = mix(h, (static_cast<uint64_t>(step) << 32) | static_cast<uint32_t>(rank));
-  h = mix(h, (static_cast<uint64_t>(r.status) << 8) | r.grads);
-  h = mix(h, static_cast<uint64_t>(r.index + 1));
-  for (const auto& c : colls) h = mix(h, (static_cast<uint64_t>(c.op) << 56) ^ (static_cast<uint64_t>(c.group) << 48) ^ static_cast<uint64_t>(c.count));
+uint64_t observations_hash(const std::vector<Observation>& obs) {
+  uint64_t h = kFnvOffset;
+  std::ostringstream os;
+  for (const auto& o : obs) {
+    os.str("");
+    print_json(os, o);
+    for (char c : os.str()) {
+      h ^= static_cast<unsigned char>(c);
+      h *= kFnvPrime;
+    }
+  }
   return h;
 }
 
-Simulator::Simulator(const Topology& topo) : topo_(&topo), spec_(topo) {
+Simulator::Simulator(const Topology& topo) : topo_(&topo) {
   for (int r = 0; r < topo.world; ++r) ranks_.emplace_back(topo, r);
 }
 
@@ -42,7 +49,9 @@ bool Simulator::match() {
   }
 }
 
-// Marks every rank's unmatched head as hang or mismatch, naming what each rank waits in.
+// Marks every rank's unmatched head as hang or mismatch, naming what each rank
+// waits in. A rank stuck inside an op shows only the collectives it issued up
+// to that one; its state is not observable.
 void Simulator::fail_collectives(bool mismatch, RunResult& res) {
   std::string desc;
   for (size_t r = 0; r < queues_.size(); ++r) {
@@ -54,20 +63,21 @@ void Simulator::fail_collectives(bool mismatch, RunResult& res) {
       desc += "issues no matching collective";
     }
   }
-  int first_step = 1 << 30;
   for (size_t r = 0; r < queues_.size(); ++r) {
     if (heads_[r] >= queues_[r].size()) continue;
     const Pending& p = queues_[r][heads_[r]];
-    first_step = std::min(first_step, p.step);
-    if (p.obs >= 0) {
-      Observation& o = res.observations[p.obs];
-      o.status = mismatch ? Status::Mismatch : Status::Hang;
-      o.message = (mismatch ? "collective mismatch: " : "hang: ") + desc;
-    }
+    if (p.obs < 0) continue;
+    Observation stuck;
+    Observation& o = res.observations[p.obs];
+    stuck.step = o.step;
+    stuck.rank = o.rank;
+    stuck.op = o.op;
+    stuck.status = mismatch ? Status::Mismatch : Status::Hang;
+    stuck.message = (mismatch ? "collective mismatch: " : "hang: ") + desc;
+    stuck.collectives.assign(o.collectives.begin(), o.collectives.begin() + p.k + 1);
+    o = stuck;
   }
   (mismatch ? res.mismatch : res.hang) = true;
-  res.findings.push_back({"S5", first_step, -1,
-                          "S5 step " + std::to_string(first_step) + ": " + (mismatch ? "collective mismatch: " : "ranks hang: ") + desc});
   res.trace_hash = mix(res.trace_hash, mismatch ? 0xabcdefull : 0x123456ull);
 }
 
@@ -76,11 +86,9 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
   res.trace_hash = kFnvOffset;
   const int world = topo_->world;
   for (auto& r : ranks_) r.reset();
-  spec_.reset();
   queues_.assign(world, {});
   heads_.assign(world, 0);
   std::vector<int> cursor(world, 0);
-  std::vector<int> last_run(world, -1);
   const int n = static_cast<int>(ops.size());
   auto skip = [&](int r) {
     while (cursor[r] < n && !ops[cursor[r]].runs_on(r)) ++cursor[r];
@@ -106,46 +114,45 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
       obs = static_cast<int>(res.observations.size());
       res.observations.push_back(m.observe(i + 1, op, r, colls.data(), colls.size()));
     }
-    res.trace_hash = hash_step(res.trace_hash, i + 1, pick, r, colls);
-    for (const auto& c : colls) queues_[pick].push_back({c, i + 1, obs});
-    if (opt.check_spec) spec_.after_rank_op(i + 1, op, m, r, res.findings);
-    last_run[pick] = i;
+    res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
+                                             (static_cast<uint64_t>(r.status) << 8) ^ r.grads);
+    for (size_t k = 0; k < colls.size(); ++k) {
+      const auto& c = colls[k];
+      res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(c.op) << 56) ^ (static_cast<uint64_t>(c.group) << 48) ^ static_cast<uint64_t>(c.count));
+      queues_[pick].push_back({c, i + 1, obs, static_cast<int>(k)});
+    }
     ++cursor[pick];
     skip(pick);
     if (!match()) {
       fail_collectives(true, res);
       break;
     }
-    // Every rank finished op i together: compare their adapter state (S5).
-    if (opt.check_spec && op.rank < 0 && pick == world - 1) {
-      bool lockstep = true;
-      for (int q = 0; q < world; ++q) lockstep = lockstep && last_run[q] == i && heads_[q] == queues_[q].size();
-      if (lockstep) spec_.after_all_ranks(i + 1, ranks_, res.findings);
-    }
   }
   bool unmatched = false;
   for (int r = 0; r < world; ++r) unmatched = unmatched || heads_[r] < queues_[r].size();
   if (unmatched && !res.mismatch) fail_collectives(false, res);
-  if (opt.observe)
+  if (opt.observe) {
     std::stable_sort(res.observations.begin(), res.observations.end(),
                      [](const Observation& a, const Observation& b) { return a.step != b.step ? a.step < b.step : a.rank < b.rank; });
-  std::stable_sort(res.findings.begin(), res.findings.end(),
-                   [](const Finding& a, const Finding& b) { return a.step != b.step ? a.step < b.step : a.rank < b.rank; });
+    res.trace_hash = observations_hash(res.observations);
+  }
   return res;
 }
 
-RunResult run_checked(const Topology& topo, const std::vector<Op>& ops, const RunOptions& opt) {
+RunResult run_checked(const SeqFile& f) {
+  Topology topo = compile_topology(f.scenario);
   Simulator a(topo), b(topo);
-  RunResult first = a.run(ops, opt);
-  RunResult second = b.run(ops, opt);
+  RunResult first = a.run(f.ops);
+  RunResult second = b.run(f.ops);
+  first.findings = check_spec(f, first.observations);
   if (first.trace_hash != second.trace_hash || first.observations.size() != second.observations.size()) {
     first.findings.push_back({"S8", 0, -1, "S8: two runs of the same sequence gave different traces"});
   } else {
     for (size_t i = 0; i < first.observations.size(); ++i) {
-      if (first.observations[i] == second.observations[i]) continue;
+      auto d = observation_diff(first.observations[i], second.observations[i]);
+      if (d.empty()) continue;
       first.findings.push_back({"S8", first.observations[i].step, first.observations[i].rank,
-                                "S8 step " + std::to_string(first.observations[i].step) + ": two runs differ: " +
-                                    observation_diff(first.observations[i], second.observations[i])[0]});
+                                "S8 step " + std::to_string(first.observations[i].step) + ": two runs differ: " + d[0]});
       break;
     }
   }

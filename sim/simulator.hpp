@@ -1,7 +1,7 @@
 // The deterministic N-rank simulator: runs a sequence on N model ranks,
-// matches their collectives in issue order, reports a rank waiting for a
+// matches their collectives in issue order, and reports a rank waiting for a
 // collective no other rank issues (hang) or ranks issuing different ones
-// (mismatch) instead of hanging, and runs the spec checks.
+// (mismatch) instead of hanging.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,8 +14,7 @@
 namespace fsdpsim {
 
 struct RunOptions {
-  bool observe = true;     // build Observation records (off for speed)
-  bool check_spec = true;  // run the spec checks
+  bool observe = true;  // build Observation records (off for speed; no spec checks then)
 };
 
 struct RunResult {
@@ -29,29 +28,29 @@ struct RunResult {
 class Simulator {
  public:
   explicit Simulator(const Topology& topo);
+  // Observations and trace hash; findings are the spec's (see run_checked).
   RunResult run(const std::vector<Op>& ops, const RunOptions& opt = {});
-  const std::vector<RankModel>& ranks() const { return ranks_; }
 
  private:
   struct Pending {
     CollRecord coll;
     int step;
-    int obs;  // index of the observation to mark hang/mismatch, -1 when not observing
+    int obs;  // observation to mark hang/mismatch, -1 when not observing
+    int k;    // position of this collective among its op's
   };
   bool match();
   void fail_collectives(bool mismatch, RunResult& res);
 
   const Topology* topo_;
   std::vector<RankModel> ranks_;
-  SpecChecker spec_;
   std::vector<std::vector<Pending>> queues_;  // per rank: issued, not yet matched
   std::vector<size_t> heads_;
 };
 
-// Runs the sequence twice and compares the trace hashes and observations (S8).
-RunResult run_checked(const Topology& topo, const std::vector<Op>& ops, const RunOptions& opt = {});
+// Runs the file twice (S8: same observations, same trace hash) and checks the spec.
+RunResult run_checked(const SeqFile& f);
 
-// Hashes a run's observable outcome (FNV-1a over statuses, grads, collectives).
-uint64_t hash_step(uint64_t h, int step, int rank, const OpResult& r, const std::vector<CollRecord>& colls);
+// FNV-1a over the observations as JSON: the same for both backends.
+uint64_t observations_hash(const std::vector<Observation>& obs);
 
 }  // namespace fsdpsim

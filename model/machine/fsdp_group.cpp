@@ -22,8 +22,8 @@ void RankModel::unshard(int g) {
     ParamState& ps = st_.params[p];
     // _fsdp_param.py::FSDPParam.to_unsharded -> set_requires_grad_if_needed(S, U): S -> U only
     ps.rg_u = ps.rg_s;
-    ps.ver_u = ps.ver_u_base = ps.ver_s;
-    ps.w_u = ps.w_u_base = ps.w_s;
+    ps.ver_u = ps.ver_s;
+    ps.w_u = ps.w_s;
     ps.grad_u = false;
   }
   gs.sharded = ShardedState::Unsharded;
@@ -31,18 +31,8 @@ void RankModel::unshard(int g) {
 
 // _fsdp_param.py::FSDPParam.to_sharded: registers S again and frees U's storage.
 // Nothing is written back: a requires_grad flip or a data edit made on U since
-// the all-gather is dropped here (reported to the spec as a LostChange).
-void RankModel::to_sharded(int g) {
-  GroupState& gs = st_.groups[g];
-  if (gs.sharded == ShardedState::Sharded) return;
-  for (int p : topo_->groups[g].params) {
-    ParamState& ps = st_.params[p];
-    bool flag = ps.present && ps.rg_u != ps.rg_s;
-    bool data = ps.present && (ps.ver_u != ps.ver_u_base || ps.w_u != ps.w_u_base);
-    if (flag || data) res_.lost.push_back({p, flag, data});
-  }
-  gs.sharded = ShardedState::Sharded;
-}
+// the all-gather is simply dropped.
+void RankModel::to_sharded(int g) { st_.groups[g].sharded = ShardedState::Sharded; }
 
 // _fsdp_param_group.py::FSDPParamGroup.reshard: in FORWARD with
 // reshard_after_forward False it returns at once (that early return *is*

@@ -17,6 +17,9 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
       if ((r.grads >> a) & 1) g.push_back(topo_->adapters[a].name);
     o.grads = g;
   }
+  for (int a = 0; a < topo_->n_adapters(); ++a)
+    if ((st_.active >> a) & 1) o.active.push_back(topo_->adapters[a].name);
+  o.disabled = st_.disabled;
   int first = -1;
   o.opt_missing = optimizer_missing(&first);
   o.opt_total = static_cast<int>(st_.optimizer.size());
@@ -37,6 +40,7 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     LayerObs lo;
     lo.name = topo_->layers[l].name;
+    lo.group = topo_->groups[topo_->layers[l].group].name;
     for (int i = 0; i < st_.layers[l].n_merged; ++i) lo.merged.push_back(topo_->adapters[st_.layers[l].merged[i]].name);
     lo.stored = classify_stored(static_cast<int>(l));
     lo.registered = classify_registered(static_cast<int>(l));

@@ -41,9 +41,7 @@ const OpResult& RankModel::apply(const Op& op) {
   res_.index = -1;
   res_.opt_missing = 0;
   res_.has_grads = false;
-  res_.no_grad_output = false;
   res_.grads = 0;
-  res_.lost.clear();
   auto adapter = [&]() { return __builtin_ctz(mask_of(op.names)); };
   switch (op.kind) {
     case OpKind::Forward: op_forward(true); break;
@@ -131,7 +129,6 @@ void RankModel::op_forward(bool grad_enabled) {
     post_forward(root);
   }
   gr.valid = true;
-  gr.grad_enabled = grad_enabled;
   gr.loss_rg = grad_enabled && path_rg;
 }
 
@@ -147,7 +144,6 @@ void RankModel::op_backward() {
   }
   gr.valid = false;
   if (!gr.loss_rg) {
-    res_.no_grad_output = !gr.grad_enabled;
     error(Status::NoGradFn, kNoGradFnMessage);
     return;
   }

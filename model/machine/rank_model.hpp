@@ -19,22 +19,13 @@ struct CollRecord {
   int64_t count;
 };
 
-// Something changed on an unsharded copy and dropped by to_sharded (spec S3).
-struct LostChange {
-  int param;
-  bool flag;  // U.requires_grad != S.requires_grad
-  bool data;  // U's values were edited after the all-gather
-};
-
 struct OpResult {
   Status status = Status::Ok;
   std::string message;
   int64_t index = -1;       // key_error: optimizer index
   int opt_missing = 0;      // save/load_optimizer: optimizer params not registered
   bool has_grads = false;   // training op reached the gradient stage
-  bool no_grad_output = false;  // backward on an eval output (the user's mistake, not a lifecycle bug)
   uint8_t grads = 0;        // adapters whose shard received a gradient
-  std::vector<LostChange> lost;
 };
 
 class RankModel {

@@ -29,8 +29,8 @@ struct ParamState {
   bool present = true;  // registered in the module tree (false: deferred, or deleted)
   bool rg_s = false, rg_u = false;
   bool grad_s = false, grad_u = false;
-  uint32_t ver_s = 0, ver_u = 0, ver_u_base = 0;  // LoRA values: bumped by optimizer updates and loads
-  WeightContent w_s, w_u, w_u_base;               // base weights: merged deltas
+  uint32_t ver_s = 0, ver_u = 0;  // LoRA values: bumped by optimizer updates and loads
+  WeightContent w_s, w_u;         // base weights: merged deltas
 };
 
 enum class TrainingState : uint8_t { Idle, Forward, PreBackward, PostBackward };
@@ -53,7 +53,6 @@ struct LayerPeft {
 struct PendingGraph {
   bool valid = false;
   bool loss_rg = false;
-  bool grad_enabled = false;             // false: an eval (no_grad) output
   std::vector<uint8_t> grad;             // per param: autograd will write a grad to its registered object
   std::vector<uint8_t> group_out_rg;     // per group: its output requires grad (pre-backward hook)
   std::vector<uint8_t> group_in_rg;      // per group: its input requires grad (post-backward node)

@@ -1,206 +1,291 @@
 #include "model/spec/spec_checks.hpp"
 
+#include <algorithm>
+#include <map>
+
 namespace fsdpsim {
-
-std::string param_detail(const RankModel& m, int param) {
-  const Topology& t = m.topology();
-  const ParamInfo& pi = t.params[param];
-  const ParamState& ps = m.state().params[param];
-  std::string out = pi.name + ": S.requires_grad=" + (ps.rg_s ? "true" : "false");
-  if (pi.group < 0) return out + " (not managed by FSDP)";
-  bool has_u = m.state().groups[pi.group].has_u;
-  out += std::string(", U.requires_grad=") + (has_u ? (ps.rg_u ? "true" : "false") : "none");
-  return out + ", group " + t.groups[pi.group].name + " " + sharded_state_name(m.state().groups[pi.group].sharded);
-}
-
 namespace {
 
 std::string head(const char* spec, int step, int rank) {
   return std::string(spec) + " step " + std::to_string(step) + (rank >= 0 ? " rank " + std::to_string(rank) : "") + ": ";
 }
 
-// Adapters targeting at least one layer (the ones that can receive gradients).
-uint8_t targeting(const Topology& t) {
-  uint8_t m = 0;
-  for (const auto& l : t.layers)
-    for (int a = 0; a < t.n_adapters(); ++a)
-      if (l.A[a] >= 0) m |= static_cast<uint8_t>(1u << a);
-  return m;
+std::string adapter_of(const std::string& param) { return param.substr(param.rfind('.') + 1); }
+
+const GroupObs* group_named(const Observation& o, const std::string& g) {
+  for (const auto& x : o.groups)
+    if (x.name == g) return &x;
+  return nullptr;
 }
+
+bool unsharded(const Observation& o, const std::string& g) {
+  const GroupObs* x = group_named(o, g);
+  return x && x->state == ShardedState::Unsharded;
+}
+
+using Mask = uint32_t;
+
+struct Adapters {
+  std::vector<std::string> names;
+  Mask mask(const std::vector<std::string>& v) const {
+    Mask m = 0;
+    for (const auto& n : v)
+      for (size_t a = 0; a < names.size(); ++a)
+        if (names[a] == n) m |= 1u << a;
+    return m;
+  }
+  std::string text(Mask m) const {
+    std::string out = "{";
+    bool first = true;
+    for (size_t a = 0; a < names.size(); ++a)
+      if ((m >> a) & 1) out += (first ? "" : ",") + names[a], first = false;
+    return out + "}";
+  }
+};
+
+Mask present_in(const Adapters& ad, const Observation& o) {
+  std::vector<std::string> v;
+  for (const auto& p : o.params) v.push_back(adapter_of(p.name));
+  return ad.mask(v);
+}
+
+bool sets_flags(OpKind k) {
+  return k == OpKind::SetAdapter || k == OpKind::DisableEnter || k == OpKind::DisableExit || k == OpKind::AddAdapter ||
+         k == OpKind::LoadAdapter || k == OpKind::DeleteAdapter;
+}
+
+// Per rank: what the user asked for, from the ops they called (never from flags).
+struct RankIntent {
+  Mask intended = 0;
+  Mask before_disable = 0;
+  Mask inference_mode = 0;  // per adapter config
+  bool eval_output = false;  // the pending output came from an eval (no_grad)
+  const Observation* prev = nullptr;
+  std::vector<uint8_t> s2_bad;
+};
+
+class Checker {
+ public:
+  Checker(const SeqFile& f) : f_(f) {
+    for (const auto& a : f.scenario.adapters) ad_.names.push_back(a.name);
+    ranks_.resize(f.scenario.world);
+    for (auto& r : ranks_) {
+      r.intended = f.scenario.adapters[0].inference_mode ? 0 : 1;
+      for (size_t a = 0; a < f.scenario.adapters.size(); ++a)
+        if (f.scenario.adapters[a].inference_mode) r.inference_mode |= 1u << a;
+      r.s2_bad.assign(f.scenario.layers.size(), 0);
+    }
+  }
+
+  void run(const std::vector<Observation>& obs, std::vector<Finding>& out) {
+    size_t i = 0;
+    while (i < obs.size()) {
+      size_t j = i;
+      while (j < obs.size() && obs[j].step == obs[i].step) ++j;
+      for (size_t k = i; k < j; ++k) one(obs[k], out);
+      agreement(obs, i, j, out);
+      i = j;
+    }
+  }
+
+ private:
+  void one(const Observation& o, std::vector<Finding>& out) {
+    const Op& op = f_.ops[o.step - 1];
+    RankIntent& ri = ranks_[o.rank];
+    if (o.status == Status::Hang || o.status == Status::Mismatch) {
+      if (!s5_collective_) out.push_back({"S5", o.step, -1, head("S5", o.step, -1) + o.message});
+      s5_collective_ = true;
+      return;  // the rank is stuck in the op: nothing more is observable
+    }
+    track_intent(op, o, ri);
+    if (op.is_training()) s1(op, o, ri, out);
+    s2(o, ri, out);
+    if (!sets_flags(op.kind) && ri.prev) s3(*ri.prev, o, out);
+    s4(op, o, out);
+    if (op.kind == OpKind::Forward || op.kind == OpKind::Eval) ri.eval_output = op.kind == OpKind::Eval;
+    ri.prev = &o;
+  }
+
+  void track_intent(const Op& op, const Observation& o, RankIntent& ri) {
+    if (op.kind == OpKind::LoadAdapter && o.status == Status::Ok) {
+      Mask m = ad_.mask(op.names);
+      ri.inference_mode = op.trainable ? ri.inference_mode & ~m : ri.inference_mode | m;
+    }
+    if (o.status != Status::Ok) return;
+    switch (op.kind) {
+      case OpKind::SetAdapter:
+        ri.intended = ad_.mask(op.names);
+        break;
+      case OpKind::DisableEnter:
+        ri.before_disable = ri.intended;
+        ri.intended = 0;
+        break;
+      case OpKind::DisableExit:  // training resumes, but an adapter loaded for inference stays frozen
+        ri.intended = ri.before_disable & ~ri.inference_mode;
+        break;
+      case OpKind::DeleteAdapter: {
+        Mask left = ri.intended & present_in(ad_, o);
+        ri.intended = left ? left : (ri.intended ? ad_.mask(o.active) : 0);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  // S1: after set_adapter(X) every training step sends gradients to exactly X's shards.
+  void s1(const Op& op, const Observation& o, RankIntent& ri, std::vector<Finding>& out) {
+    bool from_eval = op.kind == OpKind::Backward && ri.eval_output;
+    if (op.kind == OpKind::TrainStep || op.kind == OpKind::Backward) ri.eval_output = false;
+    if (o.status != Status::Ok && o.status != Status::NoGradFn) return;
+    if (from_eval || o.disabled) return;  // backward of an eval output fails by design; disabled trains nothing
+    for (const auto& l : o.layers)
+      if (!l.merged.empty()) return;  // merged layers skip the LoRA path by design
+    Mask want = ri.intended & present_in(ad_, o);
+    Mask got = o.status == Status::Ok && o.grads ? ad_.mask(*o.grads) : 0;
+    if (want == got) return;
+    std::string text = head("S1", o.step, o.rank) + (want ? "expected gradients on " + ad_.text(want) : "expected no gradients") +
+                       ", got " + (o.status == Status::NoGradFn ? std::string("no_grad_fn") : ad_.text(got));
+    Mask wrong = want ^ got;
+    for (const auto& p : o.params)
+      if (ad_.mask({adapter_of(p.name)}) & wrong) {
+        text += "; " + param_detail(o, p.name);
+        break;
+      }
+    out.push_back({"S1", o.step, o.rank, text});
+  }
+
+  // S2: the weight a module holds equals W0 + its merged deltas (reported when it turns bad).
+  void s2(const Observation& o, RankIntent& ri, std::vector<Finding>& out) {
+    for (size_t l = 0; l < o.layers.size() && l < ri.s2_bad.size(); ++l) {
+      const LayerObs& lo = o.layers[l];
+      if (lo.registered == WeightClass::Exact) {
+        ri.s2_bad[l] = 0;
+        continue;
+      }
+      if (ri.s2_bad[l]) continue;
+      ri.s2_bad[l] = 1;
+      std::string merged;
+      for (size_t i = 0; i < lo.merged.size(); ++i) merged += (i ? "," : "") + lo.merged[i];
+      out.push_back({"S2", o.step, o.rank,
+                     head("S2", o.step, o.rank) + "layer " + lo.name + " merged=[" + merged + "] but its " +
+                         (unsharded(o, lo.group) ? "unsharded copy" : "shard") + " is " + weight_class_name(lo.registered) +
+                         " (stored shard " + weight_class_name(lo.stored) + ")"});
+    }
+  }
+
+  // S3: a group that went from unsharded to sharded in an op that sets no flag
+  // must keep what its unsharded copy held: U's requires_grad, U's values.
+  void s3(const Observation& prev, const Observation& o, std::vector<Finding>& out) {
+    struct Clause {
+      std::string group, what;
+      int count;
+    };
+    std::vector<Clause> clauses;
+    auto add = [&](const std::string& g, const std::string& what) {
+      for (auto& c : clauses)
+        if (c.group == g && c.what == what) return void(++c.count);
+      clauses.push_back({g, what, 1});
+    };
+    for (const auto& g : o.groups) {
+      if (g.state != ShardedState::Sharded || !unsharded(prev, g.name)) continue;
+      for (const auto& p : o.params) {
+        if (p.group != g.name) continue;
+        for (const auto& q : prev.params)
+          if (q.name == p.name && q.rg_u >= 0 && (q.rg_u != 0) != p.rg_s)
+            add(g.name, adapter_of(p.name) + ".requires_grad U=" + (q.rg_u ? "true" : "false") + " S=" + (p.rg_s ? "true" : "false"));
+      }
+      for (size_t l = 0; l < o.layers.size() && l < prev.layers.size(); ++l) {
+        const LayerObs& now = o.layers[l];
+        const LayerObs& was = prev.layers[l];
+        if (now.group == g.name && was.merged == now.merged && was.registered != now.stored)
+          add(g.name, now.name + ".weight values edited on U (merge/unmerge/load)");
+      }
+    }
+    if (clauses.empty()) return;
+    std::string text = head("S3", o.step, o.rank) + "reshard dropped changes made on the unsharded copy:";
+    std::string last;
+    for (size_t i = 0; i < clauses.size(); ++i) {
+      const Clause& c = clauses[i];
+      if (i == 0 || c.group != last) text += std::string(i ? "; " : " ") + "group " + c.group + ": ";
+      else text += ", ";
+      last = c.group;
+      text += c.what + (c.count > 1 ? " (" + std::to_string(c.count) + " params)" : "");
+    }
+    out.push_back({"S3", o.step, o.rank, text});
+  }
+
+  // S4: an optimizer checkpoint can be saved and loaded at any point.
+  void s4(const Op& op, const Observation& o, std::vector<Finding>& out) {
+    if ((op.kind != OpKind::SaveOptimizer && op.kind != OpKind::LoadOptimizer) || o.status != Status::KeyError) return;
+    std::string first = o.opt_unregistered.empty() ? "?" : param_detail(o, o.opt_unregistered[0]);
+    out.push_back({"S4", o.step, o.rank,
+                   head("S4", o.step, o.rank) + op_name(op.kind) + " raised " + o.message + " (" + std::to_string(o.opt_missing) +
+                       "/" + std::to_string(o.opt_total) + " optimizer parameters not registered; first: " + first + ")"});
+  }
+
+  // S5: after an op every rank ran, the ranks agree on the adapter state.
+  void agreement(const std::vector<Observation>& obs, size_t i, size_t j, std::vector<Finding>& out) {
+    if (f_.scenario.world < 2 || j - i != static_cast<size_t>(f_.scenario.world)) return;
+    for (size_t k = i; k < j; ++k)
+      if (obs[k].status == Status::Hang || obs[k].status == Status::Mismatch) return;
+    auto describe = [&](const Observation& o) {
+      std::vector<std::pair<std::string, std::string>> f;
+      f.push_back({"adapters in the model", ad_.text(present_in(ad_, o))});
+      f.push_back({"active adapters", names_set_text(o.active)});
+      f.push_back({"disabled", o.disabled ? "true" : "false"});
+      for (const auto& l : o.layers) {
+        std::string merged;
+        for (size_t m = 0; m < l.merged.size(); ++m) merged += (m ? "," : "") + l.merged[m];
+        f.push_back({l.name + " merged", "[" + merged + "]"});
+        f.push_back({l.name + " stored weight", weight_class_name(l.stored)});
+      }
+      for (const auto& p : o.params) f.push_back({p.name + " S.requires_grad", p.rg_s ? "true" : "false"});
+      return f;
+    };
+    auto base = describe(obs[i]);
+    for (size_t k = i + 1; k < j; ++k) {
+      auto other = describe(obs[k]);
+      for (size_t x = 0; x < base.size() && x < other.size(); ++x) {
+        if (base[x].second == other[x].second) continue;
+        if (!s5_state_)
+          out.push_back({"S5", obs[i].step, -1,
+                         head("S5", obs[i].step, -1) + "ranks disagree on " + base[x].first + ": rank " + std::to_string(obs[i].rank) +
+                             " " + base[x].second + ", rank " + std::to_string(obs[k].rank) + " " + other[x].second});
+        s5_state_ = true;
+        return;
+      }
+    }
+    s5_state_ = false;
+  }
+
+  const SeqFile& f_;
+  Adapters ad_;
+  std::vector<RankIntent> ranks_;
+  bool s5_collective_ = false, s5_state_ = false;
+};
 
 }  // namespace
 
-SpecChecker::SpecChecker(const Topology& topo) : topo_(&topo) { reset(); }
-
-void SpecChecker::reset() {
-  // The first adapter is active and trains unless declared inference_mode.
-  uint8_t first = topo_->adapters.empty() || topo_->adapters[0].inference_mode ? 0 : 1;
-  intended_.assign(topo_->world, first);
-  before_disable_.assign(topo_->world, 0);
-  s2_bad_.assign(topo_->world, std::vector<uint8_t>(topo_->layers.size(), 0));
-  s5_reported_ = false;
+std::string param_detail(const Observation& o, const std::string& param) {
+  for (const auto& p : o.params) {
+    if (p.name != param) continue;
+    std::string out = p.name + ": S.requires_grad=" + (p.rg_s ? "true" : "false");
+    if (p.group.empty()) return out + " (not managed by FSDP)";
+    out += std::string(", U.requires_grad=") + (p.rg_u < 0 ? "none" : p.rg_u ? "true" : "false");
+    const GroupObs* g = group_named(o, p.group);
+    return out + ", group " + p.group + " " + (g ? sharded_state_name(g->state) : "?");
+  }
+  return param + ": not in the module";
 }
 
-// The user's intent, from what they called (never from requires_grad flags).
-void SpecChecker::track_intent(const Op& op, const RankModel& m, const OpResult& r) {
-  if (r.status != Status::Ok) return;
-  int rank = m.rank();
-  switch (op.kind) {
-    case OpKind::SetAdapter: {
-      uint8_t mask = 0;
-      for (const auto& n : op.names)
-        for (int a = 0; a < topo_->n_adapters(); ++a)
-          if (topo_->adapters[a].name == n) mask |= static_cast<uint8_t>(1u << a);
-      intended_[rank] = mask;
-      break;
-    }
-    case OpKind::DisableEnter:
-      before_disable_[rank] = intended_[rank];
-      intended_[rank] = 0;
-      break;
-    case OpKind::DisableExit:
-      // Leaving the context restores training, but an adapter loaded for
-      // inference stays frozen.
-      intended_[rank] = before_disable_[rank] & static_cast<uint8_t>(~m.state().inference_mode);
-      break;
-    case OpKind::DeleteAdapter: {
-      uint8_t left = intended_[rank] & m.state().present;
-      intended_[rank] = left ? left : (intended_[rank] ? m.state().active : 0);
-      break;
-    }
-    default:
-      break;
-  }
-}
-
-// S1: after set_adapter(X) every training step sends gradients to exactly X's shards.
-void SpecChecker::check_s1(int step, const RankModel& m, const OpResult& r, std::vector<Finding>& out) {
-  if (r.status != Status::Ok && r.status != Status::NoGradFn) return;
-  if (r.no_grad_output) return;  // backward on an eval output fails by design
-  if (m.any_merged() || m.state().disabled) return;  // merged or disabled layers skip LoRA by design
-  uint8_t want = intended_[m.rank()] & m.state().present & targeting(*topo_);
-  uint8_t got = r.status == Status::Ok ? r.grads : 0;
-  if (want == got) return;
-  std::string text = head("S1", step, m.rank()) + (want ? "expected gradients on " + mask_names(*topo_, want) : "expected no gradients") +
-                     ", got " + (r.status == Status::NoGradFn ? std::string("no_grad_fn") : mask_names(*topo_, got));
-  uint8_t wrong = want ^ got;
-  for (int a = 0; a < topo_->n_adapters() && wrong; ++a) {
-    if (!((wrong >> a) & 1)) continue;
-    for (const auto& l : topo_->layers)
-      if (l.A[a] >= 0) {
-        text += "; " + param_detail(m, l.A[a]);
-        break;
-      }
-    break;
-  }
-  out.push_back({"S1", step, m.rank(), text});
-}
-
-// S2: the weight the module holds equals W0 + the merged deltas (reported when it turns bad).
-void SpecChecker::check_s2(int step, const RankModel& m, std::vector<Finding>& out) {
-  auto& bad = s2_bad_[m.rank()];
-  for (size_t l = 0; l < topo_->layers.size(); ++l) {
-    WeightClass w = m.classify_registered(static_cast<int>(l));
-    if (w == WeightClass::Exact) {
-      bad[l] = 0;
-      continue;
-    }
-    if (bad[l]) continue;
-    bad[l] = 1;
-    const LayerPeft& lp = m.state().layers[l];
-    std::string merged;
-    for (int i = 0; i < lp.n_merged; ++i) merged += (i ? "," : "") + topo_->adapters[lp.merged[i]].name;
-    int wp = topo_->layers[l].weight;
-    std::string where = m.is_registered_u(wp) ? "unsharded copy" : "shard";
-    out.push_back({"S2", step, m.rank(),
-                   head("S2", step, m.rank()) + "layer " + topo_->layers[l].name + " merged=[" + merged + "] but its " + where +
-                       " is " + weight_class_name(w) + " (stored shard " + weight_class_name(m.classify_stored(static_cast<int>(l))) + ")"});
-  }
-}
-
-// S3: nothing changed while a group is unsharded is lost at reshard. One
-// clause per group and adapter: "group root: other.requires_grad U=true S=false (2 params)".
-void SpecChecker::check_s3(int step, const RankModel& m, const OpResult& r, std::vector<Finding>& out) {
-  if (r.lost.empty()) return;
-  struct Clause {
-    int group;
-    std::string what;
-    int count;
-  };
-  std::vector<Clause> clauses;
-  auto add = [&](int group, const std::string& what) {
-    for (auto& c : clauses)
-      if (c.group == group && c.what == what) return void(++c.count);
-    clauses.push_back({group, what, 1});
-  };
-  for (const LostChange& c : r.lost) {
-    const ParamInfo& pi = topo_->params[c.param];
-    const ParamState& ps = m.state().params[c.param];
-    std::string owner = pi.adapter >= 0 ? topo_->adapters[pi.adapter].name : pi.name;
-    if (c.flag) add(pi.group, owner + ".requires_grad U=" + (ps.rg_s ? "false" : "true") + " S=" + (ps.rg_s ? "true" : "false"));
-    if (c.data) add(pi.group, pi.name + " values edited on U (merge/unmerge/load)");
-  }
-  std::string text = head("S3", step, m.rank()) + "reshard dropped changes made on the unsharded copy:";
-  int last_group = -1;
-  for (size_t i = 0; i < clauses.size(); ++i) {
-    const Clause& c = clauses[i];
-    if (c.group != last_group) text += std::string(i ? "; " : " ") + "group " + topo_->groups[c.group].name + ": ";
-    else text += ", ";
-    last_group = c.group;
-    text += c.what + (c.count > 1 ? " (" + std::to_string(c.count) + " params)" : "");
-  }
-  out.push_back({"S3", step, m.rank(), text});
-}
-
-void SpecChecker::after_rank_op(int step, const Op& op, const RankModel& m, const OpResult& r, std::vector<Finding>& out) {
-  track_intent(op, m, r);
-  if (op.is_training()) check_s1(step, m, r, out);
-  check_s2(step, m, out);
-  check_s3(step, m, r, out);
-  // S4: an optimizer checkpoint can be saved and loaded at any point of a legal sequence.
-  if ((op.kind == OpKind::SaveOptimizer || op.kind == OpKind::LoadOptimizer) && r.status == Status::KeyError) {
-    const auto& opt = m.state().optimizer;
-    std::string text = head("S4", step, m.rank()) + op_name(op.kind) + " raised " + r.message + " (" +
-                       std::to_string(r.opt_missing) + "/" + std::to_string(opt.size()) +
-                       " optimizer parameters not registered; first: " + param_detail(m, opt[r.index]) + ")";
-    out.push_back({"S4", step, m.rank(), text});
-  }
-}
-
-// S5: ranks agree on adapter state (active, disabled, merged, shard flags, stored weights).
-void SpecChecker::after_all_ranks(int step, const std::vector<RankModel>& ranks, std::vector<Finding>& out) {
-  if (ranks.size() < 2) return;
-  auto describe = [&](const RankModel& m) {
-    const RankState& s = m.state();
-    std::vector<std::pair<std::string, std::string>> f;
-    f.push_back({"adapters in the model", mask_names(*topo_, s.present)});
-    f.push_back({"active adapters", mask_names(*topo_, s.active)});
-    f.push_back({"disabled", s.disabled ? "true" : "false"});
-    for (size_t l = 0; l < topo_->layers.size(); ++l) {
-      std::string merged;
-      for (int i = 0; i < s.layers[l].n_merged; ++i) merged += (i ? "," : "") + topo_->adapters[s.layers[l].merged[i]].name;
-      f.push_back({topo_->layers[l].name + " merged", "[" + merged + "]"});
-      f.push_back({topo_->layers[l].name + " stored weight", weight_class_name(m.classify_stored(static_cast<int>(l)))});
-    }
-    for (size_t p = 0; p < topo_->params.size(); ++p)
-      if (topo_->params[p].adapter >= 0 && s.params[p].present)
-        f.push_back({topo_->params[p].name + " S.requires_grad", s.params[p].rg_s ? "true" : "false"});
-    return f;
-  };
-  auto base = describe(ranks[0]);
-  for (size_t r = 1; r < ranks.size(); ++r) {
-    auto other = describe(ranks[r]);
-    for (size_t i = 0; i < base.size() && i < other.size(); ++i) {
-      if (base[i].second == other[i].second) continue;
-      if (!s5_reported_)
-        out.push_back({"S5", step, -1,
-                       head("S5", step, -1) + "ranks disagree on " + base[i].first + ": rank 0 " + base[i].second + ", rank " +
-                           std::to_string(r) + " " + other[i].second});
-      s5_reported_ = true;
-      return;
-    }
-  }
-  s5_reported_ = false;
+std::vector<Finding> check_spec(const SeqFile& f, const std::vector<Observation>& obs) {
+  std::vector<Finding> out;
+  Checker(f).run(obs, out);
+  std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+    return a.step != b.step ? a.step < b.step : a.rank < b.rank;
+  });
+  return out;
 }
 
 }  // namespace fsdpsim

@@ -81,6 +81,8 @@ std::vector<std::string> observation_diff(const Observation& a, const Observatio
   add("message", a.message, b.message);
   add("grads", a.grads ? names_set_text(*a.grads) : "-", b.grads ? names_set_text(*b.grads) : "-");
   add("index", std::to_string(a.index), std::to_string(b.index));
+  add("active", names_set_text(a.active), names_set_text(b.active));
+  add("disabled", a.disabled ? "true" : "false", b.disabled ? "true" : "false");
   std::string ua, ub;
   for (const auto& n : a.opt_unregistered) ua += (ua.empty() ? "" : ",") + n;
   for (const auto& n : b.opt_unregistered) ub += (ub.empty() ? "" : ",") + n;
@@ -109,7 +111,7 @@ std::vector<std::string> observation_diff(const Observation& a, const Observatio
       const LayerObs& l = v[k];
       std::string m;
       for (size_t j = 0; j < l.merged.size(); ++j) m += (j ? "," : "") + l.merged[j];
-      return l.name + " merged=[" + m + "] stored=" + weight_class_name(l.stored) +
+      return l.name + "@" + l.group + " merged=[" + m + "] stored=" + weight_class_name(l.stored) +
              " registered=" + weight_class_name(l.registered);
     };
     add("layer[" + std::to_string(i) + "]", txt(a.layers, i), txt(b.layers, i));
@@ -159,6 +161,9 @@ void print_json(std::ostream& os, const Observation& o) {
     json_names(os, *o.grads);
   }
   if (o.index >= 0) os << ",\"index\":" << o.index;
+  os << ",\"active\":";
+  json_names(os, o.active);
+  os << ",\"disabled\":" << (o.disabled ? "true" : "false");
   os << ",\"optimizer\":{\"missing\":" << o.opt_missing << ",\"total\":" << o.opt_total << ",\"unregistered\":";
   json_names(os, o.opt_unregistered);
   os << "}";
@@ -182,6 +187,8 @@ void print_json(std::ostream& os, const Observation& o) {
   for (size_t i = 0; i < o.layers.size(); ++i) {
     os << (i ? "," : "") << "{\"name\":";
     json_string(os, o.layers[i].name);
+    os << ",\"group\":";
+    json_string(os, o.layers[i].group);
     os << ",\"merged\":";
     json_names(os, o.layers[i].merged);
     os << ",\"stored\":\"" << weight_class_name(o.layers[i].stored) << "\",\"registered\":\""

@@ -52,11 +52,12 @@ struct ParamObs {
 
 struct LayerObs {
   std::string name;
+  std::string group;                // FSDP group managing the layer's base weight
   std::vector<std::string> merged;  // LIFO order, oldest first
   WeightClass stored = WeightClass::Exact;      // the shard S
   WeightClass registered = WeightClass::Exact;  // whatever object the module holds now
   bool operator==(const LayerObs& o) const {
-    return name == o.name && merged == o.merged && stored == o.stored && registered == o.registered;
+    return name == o.name && group == o.group && merged == o.merged && stored == o.stored && registered == o.registered;
   }
 };
 
@@ -68,6 +69,8 @@ struct Observation {
   std::string message;
   std::optional<std::vector<std::string>> grads;  // training ops: adapters whose shards got gradients
   int64_t index = -1;                             // key_error: first optimizer index not registered
+  std::vector<std::string> active;                // BaseTuner.active_adapters, in adapter order
+  bool disabled = false;                          // inside disable_adapter()
   int opt_missing = 0;                            // optimizer params not currently registered
   int opt_total = 0;
   std::vector<std::string> opt_unregistered;     // names of those optimizer params

@@ -22,9 +22,7 @@ TEST(LoraLayer, MergeWhileUnshardedLandsOnTheTemporaryCopy) {
   t.op("merge");
   EXPECT_EQ(t.model->classify_registered(t.layer("lin0")), WeightClass::Exact);
   EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::MissingDelta);
-  const OpResult& r = t.op("reshard");
-  EXPECT_FALSE(r.lost.empty());
-  EXPECT_TRUE(r.lost[0].data);
+  t.op("reshard");
   EXPECT_EQ(t.model->classify_registered(t.layer("lin0")), WeightClass::MissingDelta);
   // D4: unmerging while sharded now subtracts a delta the shard never had.
   t.op("unmerge");

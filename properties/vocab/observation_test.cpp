@@ -83,8 +83,8 @@ Observation sample() {
   o.groups = {{"lin0", ShardedState::Unsharded}, {"root", ShardedState::Sharded}};
   o.params = {param("lin0.lora_A.other", "lin0", true, -1), param("lin0.lora_B.other", "lin0", false, 1),
               param("lin1.lora_A.default", "root", true, 0)};
-  o.layers = {{"lin0", {"default", "other"}, WeightClass::MissingDelta, WeightClass::Exact},
-              {"lin1", {}, WeightClass::Exact, WeightClass::Corrupt}};
+  o.layers = {{"lin0", "lin0", {"default", "other"}, WeightClass::MissingDelta, WeightClass::Exact},
+              {"lin1", "root", {}, WeightClass::Exact, WeightClass::Corrupt}};
   o.collectives = {{CollOp::AllGather, "root", 212}, {CollOp::ReduceScatter, "lin0", 40}};
   return o;
 }
@@ -120,10 +120,10 @@ TEST(Observation, DiffNamesTheField) {
       {[](Observation& o) { o.params[2].group = ""; },
        "param[2]: lin1.lora_A.default@root S.rg=1 U.rg=0 vs lin1.lora_A.default@ S.rg=1 U.rg=0"},
       {[](Observation& o) { o.layers[0].merged = {"default"}; },
-       "layer[0]: lin0 merged=[default,other] stored=missing_delta registered=exact vs "
-       "lin0 merged=[default] stored=missing_delta registered=exact"},
+       "layer[0]: lin0@lin0 merged=[default,other] stored=missing_delta registered=exact vs "
+       "lin0@lin0 merged=[default] stored=missing_delta registered=exact"},
       {[](Observation& o) { o.layers[1].registered = WeightClass::Exact; },
-       "layer[1]: lin1 merged=[] stored=exact registered=corrupt vs lin1 merged=[] stored=exact registered=exact"},
+       "layer[1]: lin1@root merged=[] stored=exact registered=corrupt vs lin1@root merged=[] stored=exact registered=exact"},
       {[](Observation& o) { o.collectives.clear(); },
        "collectives: all_gather(root, 212) reduce_scatter(lin0, 40) vs -"},
       {[](Observation& o) { o.collectives[0].count = 213; },
@@ -168,8 +168,8 @@ TEST(Observation, PrintJsonOneLineWithExpectedKeys) {
       "\"U.requires_grad\":null},"
       "{\"name\":\"lin0.lora_B.other\",\"group\":\"lin0\",\"S.requires_grad\":false,\"U.requires_grad\":true},"
       "{\"name\":\"lin1.lora_A.default\",\"group\":\"root\",\"S.requires_grad\":true,\"U.requires_grad\":false}]",
-      ",\"layers\":[{\"name\":\"lin0\",\"merged\":[\"default\",\"other\"],\"stored\":\"missing_delta\","
-      "\"registered\":\"exact\"},{\"name\":\"lin1\",\"merged\":[],\"stored\":\"exact\",\"registered\":\"corrupt\"}]",
+      ",\"layers\":[{\"name\":\"lin0\",\"group\":\"lin0\",\"merged\":[\"default\",\"other\"],\"stored\":\"missing_delta\","
+      "\"registered\":\"exact\"},{\"name\":\"lin1\",\"group\":\"root\",\"merged\":[],\"stored\":\"exact\",\"registered\":\"corrupt\"}]",
       ",\"collectives\":[{\"op\":\"all_gather\",\"group\":\"root\",\"count\":212},"
       "{\"op\":\"reduce_scatter\",\"group\":\"lin0\",\"count\":40}]}",
   };
@@ -189,7 +189,7 @@ TEST(Observation, PrintJsonOmitsOptionalFields) {
   std::ostringstream os;
   print_json(os, o);
   EXPECT_EQ(os.str(),
-            "{\"step\":0,\"rank\":0,\"op\":\"eval\",\"status\":\"ok\",\"optimizer\":{\"missing\":0,\"total\":0,\"unregistered\":[]},"
+            "{\"step\":0,\"rank\":0,\"op\":\"eval\",\"status\":\"ok\",\"active\":[],\"disabled\":false,\"optimizer\":{\"missing\":0,\"total\":0,\"unregistered\":[]},"
             "\"groups\":[],\"params\":[],\"layers\":[],\"collectives\":[]}");
   o.grads = std::vector<std::string>{};
   std::ostringstream os2;

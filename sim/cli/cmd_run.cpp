@@ -26,10 +26,7 @@ void require_model_backend(const Args& a) {
     throw SourceError("<command line>", {}, "--backend " + a.backend + " needs the real backend, which this build does not have yet (use --backend model)");
 }
 
-RunResult simulate(const SeqFile& f) {
-  Topology topo = compile_topology(f.scenario);
-  return run_checked(topo, f.ops);
-}
+RunResult simulate(const SeqFile& f) { return run_checked(f); }
 
 void print_findings(std::ostream& os, const RunResult& res) {
   if (res.findings.empty()) {
@@ -76,7 +73,7 @@ int cmd_run(const Args& a) {
   SeqFile f = parse_seq_file(file);
   apply_overrides(f, a, file);
   Topology topo = compile_topology(f.scenario);
-  RunResult res = run_checked(topo, f.ops);
+  RunResult res = run_checked(f);
   if (a.json) {
     for (const auto& o : res.observations) {
       print_json(std::cout, o);
@@ -137,7 +134,7 @@ int cmd_main_job(const Args& a) {
     SeqFile f = parse_seq(kDefaultScenario, "<built-in seed 000>");
     f.scenario.profile = profile;
     Topology topo = compile_topology(f.scenario);
-    RunResult res = run_checked(topo, f.ops);
+    RunResult res = run_checked(f);
     std::cout << "== seed 000 (peft#3872), world " << f.scenario.world << ", profile " << profile_text(topo.profile) << "\n";
     print_table(std::cout, res.observations);
     print_findings(std::cout, res);

@@ -1,0 +1,72 @@
+// Collectives over one gloo process group, each preceded by a fingerprint
+// exchange so that a size mismatch (which makes gloo abort the process) or a
+// rank that never joins (which makes gloo block) is reported instead.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include "model/vocab/observation.hpp"
+
+namespace fsdpsim::real {
+
+// One logical collective as issued: what the model also reports.
+struct IssuedCollective {
+  CollOp op;
+  int group;
+  int64_t count;
+};
+
+// A hang (a peer finished without issuing the partner collective) or a
+// mismatch (peers issued different collectives), with every rank's pending
+// collective spelled as the model spells it.
+class CollectiveFailure : public std::runtime_error {
+ public:
+  CollectiveFailure(Status s, const std::string& desc) : std::runtime_error(desc), status(s) {}
+  Status status;
+};
+
+// The process group died: a peer crashed or timed out. The harness's problem.
+class CommBroken : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Comm {
+ public:
+  Comm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
+       const std::shared_ptr<::gloo::transport::Device>& device, std::chrono::milliseconds timeout);
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  void set_group_names(std::vector<std::string> names) { group_names_ = std::move(names); }
+
+  // All-gathers this rank's flat chunk; returns world chunks concatenated in rank order.
+  at::Tensor all_gather(const at::Tensor& chunk, int group, int step);
+  // Reduce-scatter with AVG over a flat buffer of world equal segments: allreduce(SUM),
+  // keep this rank's segment, divide by world (gloo 1.13 has no reduce_scatter, no AVG).
+  at::Tensor reduce_scatter_avg(const at::Tensor& flat, int group, int step);
+  // Tells the peers this rank has no more collectives; throws CollectiveFailure
+  // when one of them is still waiting in one.
+  void finish(int step);
+
+  std::vector<IssuedCollective>& issued() { return issued_; }
+
+ private:
+  void exchange(int op, int group, int64_t count, int step);
+  std::string describe(const at::Tensor& prints) const;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  int rank_, world_;
+  std::vector<std::string> group_names_;
+  std::vector<IssuedCollective> issued_;
+};
+
+// One gloo device shared by every thread rank of a process (gloo busy-polls).
+std::shared_ptr<::gloo::transport::Device> loopback_device();
+
+}  // namespace fsdpsim::real

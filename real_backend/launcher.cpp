@@ -1,0 +1,351 @@
+#include "real_backend/launcher.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "real_backend/comm.hpp"
+#include "real_backend/layout.hpp"
+#include "real_backend/observer.hpp"
+#include "real_backend/real_rank.hpp"
+
+namespace fsdpsim::real {
+
+namespace {
+bool g_in_worker = false;  // set in forked worker processes
+}  // namespace
+
+void run_rank(const SeqFile& f, Comm& comm, std::vector<RankReport>& out) {
+  Layout layout = make_layout(f.scenario);
+  RealRank rank(layout, f.scenario.seed, &comm);
+  // Test hook: FSDPSIM_CRASH_RANK=R makes worker process R die at its first op,
+  // as a crashed rank would (process mode only).
+  const char* crash = g_in_worker ? std::getenv("FSDPSIM_CRASH_RANK") : nullptr;
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const Op& op = f.ops[i];
+    if (!op.runs_on(comm.rank())) continue;
+    if (crash && std::atoi(crash) == comm.rank()) _exit(9);
+    try {
+      out.push_back(rank.apply(op, static_cast<int>(i) + 1));
+    } catch (const CollectiveFailure& e) {
+      out.push_back(rank.failed_report(op, static_cast<int>(i) + 1, e.status, e.what()));
+      return;  // this rank is stuck in that collective
+    }
+  }
+  try {
+    comm.finish(static_cast<int>(f.ops.size()) + 1);
+  } catch (const CollectiveFailure&) {
+    // A peer is stuck in a collective; its own report says so.
+  }
+}
+
+namespace {
+
+// ---- framing over pipes: u64 length, bytes ----
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool write_frame(int fd, const std::string& s) {
+  uint64_t n = s.size();
+  return write_all(fd, reinterpret_cast<const char*>(&n), sizeof n) && write_all(fd, s.data(), s.size());
+}
+
+bool read_all(int fd, char* p, size_t n) {
+  while (n > 0) {
+    ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool read_frame(int fd, std::string* s) {
+  uint64_t n = 0;
+  if (!read_all(fd, reinterpret_cast<char*>(&n), sizeof n)) return false;
+  s->resize(n);
+  return read_all(fd, s->data(), n);
+}
+
+// A worker's answer: 'R' + reports, or 'E' + what broke.
+[[noreturn]] void worker_main(int rank, int world, const std::string& store_path, std::chrono::milliseconds timeout, int in,
+                              int out) {
+  g_in_worker = true;
+  at::set_num_threads(1);
+  std::unique_ptr<Comm> comm;
+  try {
+    auto store = c10::make_intrusive<c10d::FileStore>(store_path, world);
+    store->setTimeout(timeout);
+    comm = std::make_unique<Comm>(store, rank, world, c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"), timeout);
+  } catch (const std::exception& e) {
+    write_frame(out, std::string("E") + "rank " + std::to_string(rank) + " could not join the process group: " + e.what());
+    _exit(3);
+  }
+  std::string job;
+  while (read_frame(in, &job) && !job.empty()) {
+    std::string reply = "R";
+    try {
+      SeqFile f = parse_seq(job, "<job>");
+      std::vector<RankReport> reports;
+      run_rank(f, *comm, reports);
+      for (const auto& r : reports) write_report(reply, r);
+    } catch (const std::exception& e) {
+      write_frame(out, std::string("E") + "rank " + std::to_string(rank) + ": " + e.what());
+      _exit(3);  // the process group is dead after any gloo error
+    }
+    if (!write_frame(out, reply)) _exit(3);
+  }
+  _exit(0);
+}
+
+}  // namespace
+
+struct RealRanks::Impl {
+  virtual ~Impl() = default;
+  virtual RealResult run(const SeqFile& f) = 0;
+};
+
+namespace {
+
+std::vector<std::vector<RankReport>> parse_replies(const std::vector<std::string>& replies) {
+  std::vector<std::vector<RankReport>> out(replies.size());
+  for (size_t r = 0; r < replies.size(); ++r) {
+    size_t pos = 1;
+    RankReport rep;
+    while (pos < replies[r].size() && read_report(replies[r], &pos, &rep)) out[r].push_back(rep);
+  }
+  return out;
+}
+
+class ProcessPool : public RealRanks::Impl {
+ public:
+  ProcessPool(int world, std::chrono::milliseconds timeout) : world_(world), timeout_(timeout) {}
+  ~ProcessPool() override { stop(); }
+
+  RealResult run(const SeqFile& f) override {
+    RealResult res;
+    if (pids_.empty()) start();
+    std::string job = print_seq(f);
+    for (int r = 0; r < world_; ++r) write_frame(to_[r], job);
+    // Every collective times out after `timeout`; allow a few of them, plus the ops' own time.
+    auto deadline = std::chrono::steady_clock::now() + 3 * timeout_ + std::chrono::milliseconds(2000 + 20 * f.ops.size());
+    std::vector<std::string> replies(world_);
+    std::vector<bool> done(world_, false);
+    int remaining = world_;
+    std::vector<std::string> buffers(world_);
+    while (remaining > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      if (left <= 0) return fail(res, "a rank did not answer within the timeout; all ranks killed");
+      std::vector<pollfd> fds;
+      std::vector<int> who;
+      for (int r = 0; r < world_; ++r)
+        if (!done[r]) fds.push_back({from_[r], POLLIN, 0}), who.push_back(r);
+      int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left, 1000)));
+      if (n < 0 && errno != EINTR) return fail(res, std::string("poll: ") + std::strerror(errno));
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        int r = who[i];
+        char buf[65536];
+        ssize_t got = ::read(from_[r], buf, sizeof buf);
+        if (got <= 0) return fail(res, "rank " + std::to_string(r) + " died (exit " + exit_text(r) + ")");
+        buffers[r].append(buf, static_cast<size_t>(got));
+        if (buffers[r].size() >= 8) {
+          uint64_t len = 0;
+          std::memcpy(&len, buffers[r].data(), 8);
+          if (buffers[r].size() >= 8 + len) {
+            replies[r] = buffers[r].substr(8, len);
+            done[r] = true;
+            --remaining;
+            if (replies[r].empty() || replies[r][0] != 'R') return fail(res, replies[r].empty() ? "empty reply" : replies[r].substr(1));
+          }
+        }
+      }
+    }
+    Layout layout = make_layout(f.scenario);
+    res.observations = observe(layout, f.scenario.seed, parse_replies(replies));
+    return res;
+  }
+
+ private:
+  RealResult& fail(RealResult& res, const std::string& why) {
+    res.infra_failure = true;
+    res.infra_message = why;
+    stop();
+    return res;
+  }
+
+  std::string exit_text(int r) {
+    int status = 0;
+    if (pids_.empty() || ::waitpid(pids_[r], &status, WNOHANG) <= 0) return "unknown";
+    pids_[r] = -1;
+    if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+    return std::to_string(WEXITSTATUS(status));
+  }
+
+  void start() {
+    char tmpl[] = "/tmp/fsdpsim-XXXXXX";
+    if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+    dir_ = tmpl;
+    std::string store = dir_ + "/store";
+    for (int r = 0; r < world_; ++r) {
+      int a[2], b[2];
+      if (::pipe(a) != 0 || ::pipe(b) != 0) throw std::runtime_error("pipe failed");
+      pid_t pid = ::fork();
+      if (pid < 0) throw std::runtime_error("fork failed");
+      if (pid == 0) {
+        ::close(a[1]);
+        ::close(b[0]);
+        for (int fd : to_) ::close(fd);
+        for (int fd : from_) ::close(fd);
+        worker_main(r, world_, store, timeout_, a[0], b[1]);
+      }
+      ::close(a[0]);
+      ::close(b[1]);
+      ::fcntl(a[1], F_SETFD, FD_CLOEXEC);
+      ::fcntl(b[0], F_SETFD, FD_CLOEXEC);
+      pids_.push_back(pid);
+      to_.push_back(a[1]);
+      from_.push_back(b[0]);
+    }
+  }
+
+  // Asks the workers to leave, kills whoever does not, reaps all, removes the store.
+  void stop() {
+    for (int fd : to_) {
+      write_frame(fd, "");
+      ::close(fd);
+    }
+    for (int fd : from_) ::close(fd);
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    for (pid_t pid : pids_) {
+      if (pid <= 0) continue;
+      int status;
+      while (::waitpid(pid, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > until) {
+          ::kill(pid, SIGKILL);
+          ::waitpid(pid, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+    pids_.clear();
+    to_.clear();
+    from_.clear();
+    if (!dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+      dir_.clear();
+    }
+  }
+
+  int world_;
+  std::chrono::milliseconds timeout_;
+  std::vector<pid_t> pids_;
+  std::vector<int> to_, from_;
+  std::string dir_;
+};
+
+class ThreadPool : public RealRanks::Impl {
+ public:
+  ThreadPool(int world, std::chrono::milliseconds timeout) : world_(world), timeout_(timeout) {}
+
+  RealResult run(const SeqFile& f) override {
+    RealResult res;
+    if (comms_.empty() && !build(res)) return res;
+    std::vector<std::vector<RankReport>> reports(world_);
+    std::vector<std::string> broken(world_);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world_; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          run_rank(f, *comms_[r], reports[r]);
+        } catch (const std::exception& e) {
+          broken[r] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < world_; ++r)
+      if (!broken[r].empty()) {
+        res.infra_failure = true;
+        res.infra_message = "rank " + std::to_string(r) + ": " + broken[r];
+        comms_.clear();  // the group is dead; build a new one next time
+        return res;
+      }
+    Layout layout = make_layout(f.scenario);
+    res.observations = observe(layout, f.scenario.seed, reports);
+    return res;
+  }
+
+ private:
+  bool build(RealResult& res) {
+    at::set_num_threads(1);
+    auto store = c10::make_intrusive<c10d::HashStore>();
+    store->setTimeout(timeout_);
+    comms_.resize(world_);
+    std::vector<std::string> errors(world_);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world_; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          comms_[r] = std::make_unique<Comm>(store, r, world_, loopback_device(), timeout_);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < world_; ++r)
+      if (!errors[r].empty()) {
+        comms_.clear();
+        res.infra_failure = true;
+        res.infra_message = "rank " + std::to_string(r) + " could not join the process group: " + errors[r];
+        return false;
+      }
+    return true;
+  }
+
+  int world_;
+  std::chrono::milliseconds timeout_;
+  std::vector<std::unique_ptr<Comm>> comms_;
+};
+
+}  // namespace
+
+RealRanks::RealRanks(int world, RankMode mode, std::chrono::milliseconds timeout) : world_(world) {
+  if (mode == RankMode::Processes) impl_ = std::make_unique<ProcessPool>(world, timeout);
+  else impl_ = std::make_unique<ThreadPool>(world, timeout);
+}
+
+RealRanks::~RealRanks() = default;
+
+RealResult RealRanks::run(const SeqFile& f) {
+  if (f.scenario.world != world_) throw std::invalid_argument("sequence world differs from the rank pool's");
+  return impl_->run(f);
+}
+
+RealResult run_real(const SeqFile& f, RankMode mode, std::chrono::milliseconds timeout) {
+  RealRanks ranks(f.scenario.world, mode, timeout);
+  return ranks.run(f);
+}
+
+}  // namespace fsdpsim::real

@@ -1,0 +1,50 @@
+// Runs sequences on N real ranks: forked worker processes (the default) or
+// threads of this process sharing one gloo device. Process groups are created
+// once and reused across sequences, and rebuilt after an error. A rank that
+// crashes or outlives the timeout is killed and reported; nothing is left behind.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/vocab/observation.hpp"
+#include "model/vocab/seq.hpp"
+#include "real_backend/rank_report.hpp"
+
+namespace fsdpsim::real {
+
+enum class RankMode { Processes, Threads };
+
+struct RealResult {
+  std::vector<Observation> observations;
+  bool infra_failure = false;  // a rank crashed, timed out, or the group could not be built
+  std::string infra_message;
+};
+
+class RealRanks {
+ public:
+  RealRanks(int world, RankMode mode, std::chrono::milliseconds timeout);
+  ~RealRanks();
+  RealRanks(const RealRanks&) = delete;
+  RealRanks& operator=(const RealRanks&) = delete;
+  // The file's world must equal this pool's.
+  RealResult run(const SeqFile& f);
+  int world() const { return world_; }
+
+  struct Impl;
+
+ private:
+  int world_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One sequence on fresh ranks (a pool built and torn down around it).
+RealResult run_real(const SeqFile& f, RankMode mode, std::chrono::milliseconds timeout);
+
+// The ops of one rank, reports appended in order; stops at a hang or mismatch.
+// Exposed for the torchrun-style single-rank worker.
+class Comm;
+void run_rank(const SeqFile& f, Comm& comm, std::vector<RankReport>& out);
+
+}  // namespace fsdpsim::real

@@ -1,0 +1,132 @@
+#include "real_backend/layout.hpp"
+
+#include <stdexcept>
+
+namespace fsdpsim::real {
+
+int Layout::group_of_module(const std::string& module) const {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (module == "root") {
+      if (groups[g].is_root) return static_cast<int>(g);
+      continue;
+    }
+    if (groups[g].is_root) continue;
+    for (int l : groups[g].layers)
+      if (layers[l].name == module) return static_cast<int>(g);
+  }
+  return -1;
+}
+
+int Layout::layer_named(const std::string& name) const {
+  for (size_t l = 0; l < layers.size(); ++l)
+    if (layers[l].name == name) return static_cast<int>(l);
+  return -1;
+}
+
+int Layout::adapter_named(const std::string& name) const {
+  for (size_t a = 0; a < adapters.size(); ++a)
+    if (adapters[a].name == name) return static_cast<int>(a);
+  return -1;
+}
+
+Layout make_layout(const Scenario& s) {
+  Layout out;
+  out.world = s.world;
+  out.adapters = s.adapters;
+  out.optimizer = s.optimizer;
+  auto prof = profile_by_name(s.profile);
+  if (!prof) throw std::invalid_argument("unknown profile " + s.profile);
+  out.profile = *prof;
+  for (const auto& o : s.overrides) {
+    std::string err = apply_override(out.profile, o.name, o.value);
+    if (!err.empty()) throw std::invalid_argument(err);
+  }
+  // fully_shard claims the parameters of the modules it is given that no earlier
+  // (lower) call claimed; what is left belongs to the root's call.
+  std::vector<const ShardDecl*> owner(s.layers.size(), nullptr);
+  const ShardDecl* root = nullptr;
+  for (const auto& d : s.shards) {
+    if (d.is_root()) {
+      root = &d;
+      continue;
+    }
+    for (const auto& m : d.modules) {
+      int l = s.layer_index(m);
+      if (!owner[l]) owner[l] = &d;
+    }
+  }
+  bool root_claims = false;
+  for (const auto* o : owner) root_claims |= o == nullptr;
+  const bool legacy_root = out.profile.get(Switch::RootReshardRule) == sw::kForceFalse;
+  std::vector<std::pair<const ShardDecl*, int>> group_of_decl;
+  auto group_for = [&](const ShardDecl* d) {
+    for (const auto& [decl, g] : group_of_decl)
+      if (decl == d) return g;
+    return -1;
+  };
+  if (root && root_claims) {
+    GroupSpec g;
+    g.name = "root";
+    g.is_root = true;
+    // The root's None means "keep the parameters gathered after forward"; torch
+    // <= 2.7 forced that whatever was passed.
+    g.reshard_after_forward = !legacy_root && root->raf == Raf::True;
+    group_of_decl.push_back({root, 0});
+    out.groups.push_back(g);
+  }
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    const ShardDecl* d = owner[l];
+    if (!d || group_for(d) >= 0) continue;
+    GroupSpec g;
+    g.name = d->modules.front();
+    g.reshard_after_forward = d->raf != Raf::False;  // None on a non-root means True
+    group_of_decl.push_back({d, static_cast<int>(out.groups.size())});
+    out.groups.push_back(g);
+  }
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    const LayerDecl& decl = s.layers[l];
+    int g = group_for(owner[l] ? owner[l] : root);
+    LayerSpec ls;
+    ls.name = decl.name;
+    ls.in = decl.in;
+    ls.out = decl.out;
+    ls.group = g;
+    ls.lora_a.assign(s.adapters.size(), -1);
+    ls.lora_b.assign(s.adapters.size(), -1);
+    GroupSpec& gs = out.groups[g];
+    gs.layers.push_back(static_cast<int>(l));
+    if (gs.first_layer < 0) gs.first_layer = static_cast<int>(l);
+    gs.last_layer = static_cast<int>(l);
+    auto add = [&](std::string name, Role role, int adapter, int64_t rows, int64_t cols, bool managed) {
+      ParamSpec p{std::move(name), role, static_cast<int>(l), adapter, rows, cols, managed ? g : -1, 0};
+      p.chunk_rows = (rows + s.world - 1) / s.world;
+      int idx = static_cast<int>(out.params.size());
+      if (managed) {
+        gs.params.push_back(idx);
+        gs.numel += p.chunk_numel();
+      }
+      out.params.push_back(p);
+      return idx;
+    };
+    ls.weight = add(decl.name + ".weight", Role::Weight, -1, decl.out, decl.in, true);
+    ls.bias = add(decl.name + ".bias", Role::Bias, -1, decl.out, 1, true);
+    auto targets = [&](const AdapterDecl& a) {
+      for (const auto& t : a.targets)
+        if (t == decl.name) return true;
+      return false;
+    };
+    // LoraLayer registers lora_A (a ModuleDict over adapters) before lora_B.
+    for (size_t a = 0; a < s.adapters.size(); ++a)
+      if (targets(s.adapters[a]))
+        ls.lora_a[a] = add(decl.name + ".lora_A." + s.adapters[a].name, Role::LoraA, static_cast<int>(a), s.adapters[a].r,
+                           decl.in, !s.adapters[a].deferred);
+    for (size_t a = 0; a < s.adapters.size(); ++a)
+      if (targets(s.adapters[a]))
+        ls.lora_b[a] = add(decl.name + ".lora_B." + s.adapters[a].name, Role::LoraB, static_cast<int>(a), decl.out,
+                           s.adapters[a].r, !s.adapters[a].deferred);
+    out.layers.push_back(ls);
+  }
+  return out;
+}
+
+}  // namespace fsdpsim::real

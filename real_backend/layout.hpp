@@ -1,0 +1,61 @@
+// The scenario as the real backend lays it out: parameters in module
+// registration order, the FSDP group each fully_shard call claims, chunk sizes.
+// Derived from the vocabulary alone (never from the model's Topology), so the
+// cross-check compares two independent readings of the same scenario.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/vocab/profile.hpp"
+#include "model/vocab/scenario.hpp"
+
+namespace fsdpsim::real {
+
+enum class Role : uint8_t { Weight, Bias, LoraA, LoraB };
+
+struct ParamSpec {
+  std::string name;  // "lin0.lora_A.other", as module.named_parameters() spells it
+  Role role;
+  int layer;
+  int adapter;            // -1 for the base layer's weight and bias
+  int64_t rows, cols;     // dim 0 and the rest (bias: cols == 1, stored 1-D)
+  int group;              // -1: added after fully_shard, no FSDP group
+  int64_t chunk_rows;     // ceil(rows / world): FSDP2's dim-0 chunk (_chunk_with_empty)
+  int64_t chunk_numel() const { return chunk_rows * cols; }
+};
+
+struct GroupSpec {
+  std::string name;
+  bool is_root = false;
+  bool reshard_after_forward = true;
+  std::vector<int> params;
+  std::vector<int> layers;
+  int first_layer = -1, last_layer = -1;
+  int64_t numel = 0;  // per-rank all-gather input
+};
+
+struct LayerSpec {
+  std::string name;
+  int64_t in = 0, out = 0;
+  int group = -1;
+  int weight = -1, bias = -1;
+  std::vector<int> lora_a, lora_b;  // per adapter, -1 when not a target
+};
+
+struct Layout {
+  int world = 1;
+  Profile profile;
+  std::vector<AdapterDecl> adapters;
+  std::vector<ParamSpec> params;
+  std::vector<GroupSpec> groups;  // FSDPState.all_states order: root's first, then module order
+  std::vector<LayerSpec> layers;
+  OptimizerParams optimizer = OptimizerParams::Trainable;
+  int group_of_module(const std::string& module) const;  // -1: no FSDP state with parameters
+  int layer_named(const std::string& name) const;
+  int adapter_named(const std::string& name) const;
+};
+
+Layout make_layout(const Scenario& s);
+
+}  // namespace fsdpsim::real

@@ -1,0 +1,174 @@
+// Turns the ranks' reports into the vocabulary's Observations. The one field
+// a rank cannot fill alone is what its stored base weight holds: that needs
+// the full A of each adapter, whose rows live on every rank. The observer
+// assembles it from each rank's latest report at that step and compares values
+// (W - W0 against sums of B @ A * scaling), within a float tolerance.
+#include "real_backend/observer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "real_backend/values.hpp"
+
+namespace fsdpsim::real {
+namespace {
+
+using Mat = std::vector<float>;  // row-major
+
+Mat matmul(const Mat& a, const Mat& b, int64_t n, int64_t k, int64_t m) {
+  Mat out(static_cast<size_t>(n * m), 0.0f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t x = 0; x < k; ++x) {
+      float v = a[i * k + x];
+      if (v == 0.0f) continue;
+      for (int64_t j = 0; j < m; ++j) out[i * m + j] += v * b[x * m + j];
+    }
+  return out;
+}
+
+// Full value of a managed parameter from every rank's chunk (padding dropped).
+Mat assemble(const ParamSpec& p, const std::vector<const Mat*>& chunks) {
+  Mat full;
+  for (const Mat* c : chunks) full.insert(full.end(), c->begin(), c->end());
+  full.resize(static_cast<size_t>(p.rows * p.cols));
+  return full;
+}
+
+Mat rows_of(const Mat& full, const ParamSpec& p, int rank) {
+  Mat out(static_cast<size_t>(p.chunk_rows * p.cols), 0.0f);
+  int64_t start = rank * p.chunk_rows;
+  int64_t have = std::max<int64_t>(0, std::min<int64_t>(p.chunk_rows, p.rows - start));
+  std::copy(full.begin() + start * p.cols, full.begin() + (start + have) * p.cols, out.begin());
+  return out;
+}
+
+bool close(const Mat& d, const Mat& sum) {
+  float scale = 1.0f;
+  for (float v : sum) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < d.size(); ++i)
+    if (std::fabs(d[i] - sum[i]) > 1e-4f * scale) return false;
+  return true;
+}
+
+// D = W - W0 against the merged deltas: exact; else the subset of the layer's
+// adapters D does equal decides missing (fewer) / extra (more) / corrupt.
+WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::vector<std::pair<int, Mat>>& deltas) {
+  auto sum_of = [&](uint32_t mask) {
+    Mat s(d.size(), 0.0f);
+    for (size_t i = 0; i < deltas.size(); ++i)
+      if ((mask >> i) & 1)
+        for (size_t k = 0; k < s.size(); ++k) s[k] += deltas[i].second[k];
+    return s;
+  };
+  uint32_t want = 0;
+  for (size_t i = 0; i < deltas.size(); ++i)
+    if (std::find(merged.begin(), merged.end(), deltas[i].first) != merged.end()) want |= 1u << i;
+  if (close(d, sum_of(want))) return WeightClass::Exact;
+  bool missing = false, extra = false;
+  for (uint32_t m = 0; m < (1u << deltas.size()); ++m) {
+    if (m == want || !close(d, sum_of(m))) continue;
+    if ((m & want) == m) missing = true;
+    else if ((m & want) == want) extra = true;
+  }
+  if (missing) return WeightClass::MissingDelta;
+  if (extra) return WeightClass::ExtraDelta;
+  return WeightClass::Corrupt;
+}
+
+}  // namespace
+
+std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std::vector<std::vector<RankReport>>& per_rank) {
+  const int world = layout.world;
+  // Initial chunks stand in for a rank that has not run anything yet.
+  std::vector<RankReport> initial(world);
+  for (int r = 0; r < world; ++r) {
+    initial[r].s_values.resize(layout.params.size());
+    for (size_t p = 0; p < layout.params.size(); ++p) {
+      const ParamSpec& ps = layout.params[p];
+      Mat full = initial_values(layout, seed, static_cast<int>(p));
+      initial[r].s_values[p] = ps.group >= 0 ? rows_of(full, ps, r) : full;
+    }
+  }
+  auto latest = [&](int rank, int step) -> const RankReport& {
+    const RankReport* best = &initial[rank];
+    for (const auto& rep : per_rank[rank])
+      if (rep.step <= step && !rep.s_values.empty()) best = &rep;
+    return *best;
+  };
+  std::vector<Observation> out;
+  for (int r = 0; r < world; ++r) {
+    for (const RankReport& rep : per_rank[r]) {
+      Observation o;
+      o.step = rep.step;
+      o.rank = rep.rank;
+      o.op = rep.op;
+      o.status = rep.status;
+      o.message = rep.message;
+      o.index = rep.index;
+      if (rep.has_grads) o.grads = rep.grads;
+      o.active = rep.active;
+      o.disabled = rep.disabled;
+      o.opt_missing = rep.opt_missing;
+      o.opt_total = rep.opt_total;
+      o.opt_unregistered = rep.opt_unregistered;
+      o.groups = rep.groups;
+      o.params = rep.params;
+      o.collectives = rep.collectives;
+      if (!rep.s_values.empty()) {
+        for (size_t l = 0; l < layout.layers.size(); ++l) {
+          const LayerSpec& ls = layout.layers[l];
+          const ParamSpec& wspec = layout.params[ls.weight];
+          LayerObs lo;
+          lo.name = ls.name;
+          lo.group = layout.groups[ls.group].name;
+          lo.merged = rep.merged[l];
+          std::vector<int> merged;
+          for (const auto& name : lo.merged) merged.push_back(layout.adapter_named(name));
+          // The value of parameter p as the module sees it: U when registered,
+          // else S (assembled from every rank's chunk when FSDP manages it).
+          auto value = [&](int p, bool registered) -> Mat {
+            const ParamSpec& ps = layout.params[p];
+            if (registered && rep.u_registered[p]) return rep.u_values[p];
+            if (ps.group < 0) return rep.s_values[p];
+            std::vector<const Mat*> chunks;
+            for (int j = 0; j < world; ++j) chunks.push_back(j == r ? &rep.s_values[p] : &latest(j, rep.step).s_values[p]);
+            return assemble(ps, chunks);
+          };
+          auto deltas_for = [&](bool registered, bool local_rows) {
+            std::vector<std::pair<int, Mat>> ds;
+            for (size_t a = 0; a < layout.adapters.size(); ++a) {
+              int pa = ls.lora_a[a], pb = ls.lora_b[a];
+              if (pa < 0 || !rep.present[pa]) continue;
+              const ParamSpec& as = layout.params[pa];
+              Mat d = matmul(value(pb, registered), value(pa, registered), ls.out, as.rows, ls.in);
+              float s = lora_scaling(layout, static_cast<int>(a));
+              for (auto& v : d) v *= s;
+              ds.push_back({static_cast<int>(a), local_rows ? rows_of(d, wspec, r) : d});
+            }
+            return ds;
+          };
+          Mat w0 = initial_values(layout, seed, ls.weight);
+          Mat ds = rep.s_values[ls.weight];
+          Mat w0_rows = rows_of(w0, wspec, r);
+          for (size_t i = 0; i < ds.size(); ++i) ds[i] -= w0_rows[i];
+          lo.stored = classify(ds, merged, deltas_for(false, true));
+          if (rep.u_registered[ls.weight]) {
+            Mat du = rep.u_values[ls.weight];
+            for (size_t i = 0; i < du.size(); ++i) du[i] -= w0[i];
+            lo.registered = classify(du, merged, deltas_for(true, false));
+          } else {
+            lo.registered = lo.stored;
+          }
+          o.layers.push_back(lo);
+        }
+      }
+      out.push_back(std::move(o));
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Observation& a, const Observation& b) {
+    return a.step != b.step ? a.step < b.step : a.rank < b.rank;
+  });
+  return out;
+}
+
+}  // namespace fsdpsim::real

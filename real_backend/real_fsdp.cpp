@@ -1,0 +1,208 @@
+// FSDP2 on real tensors: all-gather into U and register it, register S again
+// at reshard, forward with the group hooks, autograd backward, then
+// post-backward reduce-scatters into S.grad. Mirrors
+// torch/distributed/fsdp/_fully_shard/ (_fsdp_param.py, _fsdp_param_group.py,
+// _fsdp_state.py) function by function.
+#include <ATen/core/grad_mode.h>
+
+#include "real_backend/real_rank.hpp"
+#include "real_backend/values.hpp"
+
+namespace fsdpsim::real {
+
+// The group state read off the registry: UNSHARDED when a name holds its U.
+bool RealRank::is_unsharded(int g) const { return unsharded_[g] != 0; }
+
+// _fsdp_param_group.py::FSDPParamGroup.unshard + FSDPParam.to_unsharded: one
+// packed all-gather of every managed parameter (frozen ones and deleted ones
+// too), U created once then refilled, requires_grad copied S -> U only when it
+// differs, U registered. Returns at once when already unsharded.
+void RealRank::unshard(int g) {
+  if (unsharded_[g]) return;
+  const GroupSpec& gs = layout_->groups[g];
+  std::vector<at::Tensor> flat;
+  for (int p : gs.params) flat.push_back(params_[p].s.reshape({-1}));
+  at::Tensor gathered = comm_->all_gather(at::cat(flat), g, step_);
+  const int world = layout_->world;
+  int64_t offset = 0;
+  for (int p : gs.params) {
+    const ParamSpec& ps = layout_->params[p];
+    std::vector<at::Tensor> chunks;
+    for (int r = 0; r < world; ++r) chunks.push_back(gathered.narrow(0, r * gs.numel + offset, ps.chunk_numel()));
+    offset += ps.chunk_numel();
+    at::Tensor full = at::cat(chunks).narrow(0, 0, ps.rows * ps.cols);
+    RealParam& rp = params_[p];
+    if (!rp.u.defined()) {
+      // _fsdp_param.py::FSDPParam.init_unsharded_param: created with S's requires_grad.
+      rp.u = (ps.role == Role::Bias ? at::empty({ps.rows}) : at::empty({ps.rows, ps.cols})).requires_grad_(rp.s.requires_grad());
+    } else if (rp.u.requires_grad() != rp.s.requires_grad()) {
+      rp.u.requires_grad_(rp.s.requires_grad());  // set_requires_grad_if_needed
+    }
+    // Like FSDP2's copy-out, refill U without bumping its autograd version.
+    rp.u.variable_data().copy_(full.view(rp.u.sizes()));
+    if (registry_[p].defined()) registry_[p] = rp.u;
+  }
+  unsharded_[g] = 1;
+}
+
+// _fsdp_param.py::FSDPParam.to_sharded: S registered again, no write-back.
+// (U keeps its values here rather than being resized to 0: a backward that FSDP2
+// would serve by re-gathering reads them instead; see real_backend/README.md.)
+void RealRank::to_sharded(int g) {
+  if (!unsharded_[g]) return;
+  for (int p : layout_->groups[g].params)
+    if (registry_[p].defined()) registry_[p] = params_[p].s;
+  unsharded_[g] = 0;
+}
+
+// _fsdp_param_group.py::FSDPParamGroup.reshard in FORWARD: returns at once when
+// reshard_after_forward is false.
+void RealRank::reshard_in_forward(int g) {
+  if (!layout_->groups[g].reshard_after_forward) return;
+  to_sharded(g);
+}
+
+void RealRank::reshard_all() {
+  for (size_t g = 0; g < layout_->groups.size(); ++g) to_sharded(static_cast<int>(g));
+}
+
+bool RealRank::registered_rg(int p) const { return registry_[p].defined() && registry_[p].requires_grad(); }
+
+// utils/other.py::_set_layer_requires_grad: the flag lands on the registered leaf.
+void RealRank::set_registered_rg(int p, bool v) {
+  if (registry_[p].defined()) registry_[p].requires_grad_(v);
+}
+
+// _fsdp_param_group.py::FSDPParamGroup.post_backward: the parameters whose U
+// has a grad, U.grad cleared, reshard, then one reduce-scatter (AVG) of their
+// padded grads into S.grad (_fsdp_collectives.py::foreach_reduce).
+void RealRank::post_backward(int g) {
+  const GroupSpec& gs = layout_->groups[g];
+  const int world = layout_->world;
+  std::vector<int> with_grad;
+  std::vector<at::Tensor> grads;
+  for (int p : gs.params) {
+    RealParam& rp = params_[p];
+    if (!rp.u.defined() || !rp.u.grad().defined()) continue;
+    with_grad.push_back(p);
+    grads.push_back(rp.u.grad().detach().clone());
+    rp.u.mutable_grad().reset();
+  }
+  to_sharded(g);
+  if (with_grad.empty()) return;
+  // chunk_cat: each grad padded on dim 0 to world * chunk rows, rank r's rows of
+  // every parameter side by side in segment r.
+  std::vector<at::Tensor> per_param;
+  for (size_t i = 0; i < with_grad.size(); ++i) {
+    const ParamSpec& ps = layout_->params[with_grad[i]];
+    at::Tensor padded = at::zeros({world * ps.chunk_rows * ps.cols});
+    padded.narrow(0, 0, ps.rows * ps.cols).copy_(grads[i].reshape({-1}));
+    per_param.push_back(padded.view({world, ps.chunk_numel()}));
+  }
+  at::Tensor flat = at::cat(per_param, 1).reshape({-1});
+  at::Tensor mine = comm_->reduce_scatter_avg(flat, g, step_);
+  int64_t offset = 0;
+  for (int p : with_grad) {
+    const ParamSpec& ps = layout_->params[p];
+    at::Tensor part = mine.narrow(0, offset, ps.chunk_numel()).view(params_[p].s.sizes()).clone();
+    offset += ps.chunk_numel();
+    at::Tensor& sg = params_[p].s.mutable_grad();
+    if (sg.defined()) sg.add_(part);
+    else sg = part;
+    if (ps.adapter >= 0) grads_ |= 1u << ps.adapter;
+  }
+}
+
+// PeftModel.forward under the FSDP2 hooks: the root's pre-forward first, each
+// child group unshards at its first module and reshards after its last, the
+// root's post-forward last (_fsdp_state.py::FSDPState._pre_forward/_post_forward).
+void RealRank::op_forward(bool grad_enabled) {
+  at::AutoGradMode mode(grad_enabled);
+  int root = -1;
+  for (size_t g = 0; g < layout_->groups.size(); ++g)
+    if (layout_->groups[g].is_root) root = static_cast<int>(g);
+  forward_order_.clear();
+  std::fill(out_rg_.begin(), out_rg_.end(), 0);
+  std::fill(in_rg_.begin(), in_rg_.end(), 0);
+  if (root >= 0) {
+    unshard(root);
+    forward_order_.push_back(root);
+  }
+  std::vector<float> x = rank_input(*layout_, seed_, comm_->rank());
+  at::Tensor h = at::from_blob(x.data(), {3, layout_->layers.front().in}, at::kFloat).clone();
+  for (size_t l = 0; l < layout_->layers.size(); ++l) {
+    int g = layout_->layers[l].group;
+    const GroupSpec& gs = layout_->groups[g];
+    bool child = g != root;
+    if (child && gs.first_layer == static_cast<int>(l)) {
+      in_rg_[g] = h.requires_grad();
+      unshard(g);
+      forward_order_.push_back(g);
+    }
+    h = layer_forward(static_cast<int>(l), h);
+    if (l + 1 < layout_->layers.size()) h = at::relu(h);
+    if (child && gs.last_layer == static_cast<int>(l)) {
+      out_rg_[g] = h.requires_grad();
+      reshard_in_forward(g);
+    }
+  }
+  if (root >= 0) {
+    out_rg_[root] = h.requires_grad();
+    reshard_in_forward(root);
+  }
+  loss_ = h.sum();
+  have_output_ = true;
+}
+
+// loss.backward() by libtorch autograd (its own error when nothing requires
+// grad), then the FSDP2 hook sequence in the order the hooks fire: the root's
+// pre-backward, the children's in reverse forward order (a child whose input
+// required grad runs post_backward there), the root's final callback for the rest.
+void RealRank::op_backward() {
+  if (!have_output_) {
+    error(Status::ValueError, "backward without a forward output");
+    return;
+  }
+  have_output_ = false;
+  // Unmanaged leaves (adapters added after fully_shard) get their grad from autograd directly.
+  std::vector<std::pair<at::TensorImpl*, int64_t>> before(params_.size(), {nullptr, -1});
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (layout_->params[p].group >= 0 || !params_[p].s.defined()) continue;
+    const at::Tensor& gr = params_[p].s.grad();
+    if (gr.defined()) before[p] = {gr.unsafeGetTensorImpl(), gr._version()};
+  }
+  try {
+    loss_.backward();
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    error(msg.find("does not require grad") != std::string::npos ? Status::NoGradFn : Status::ValueError, msg);
+    loss_ = at::Tensor();
+    return;
+  }
+  loss_ = at::Tensor();
+  std::vector<uint8_t> done(layout_->groups.size(), 0);
+  std::vector<int> order;
+  for (int g : forward_order_)
+    if (layout_->groups[g].is_root) order.push_back(g);
+  for (size_t i = forward_order_.size(); i-- > 0;)
+    if (!layout_->groups[forward_order_[i]].is_root) order.push_back(forward_order_[i]);
+  for (int g : order) {
+    if (!out_rg_[g]) continue;
+    unshard(g);  // pre_backward
+    if (!layout_->groups[g].is_root && in_rg_[g]) {
+      post_backward(g);
+      done[g] = 1;
+    }
+  }
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (layout_->params[p].group >= 0 || !params_[p].s.defined()) continue;
+    const at::Tensor& gr = params_[p].s.grad();
+    if (!gr.defined()) continue;
+    bool fresh = before[p].first != gr.unsafeGetTensorImpl() || before[p].second != gr._version();
+    if (fresh && layout_->params[p].adapter >= 0) grads_ |= 1u << layout_->params[p].adapter;
+  }
+  for (size_t g = 0; g < layout_->groups.size(); ++g)
+    if (!done[g]) post_backward(static_cast<int>(g));
+}
+
+}  // namespace fsdpsim::real

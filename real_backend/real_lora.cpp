@@ -1,0 +1,105 @@
+// LoRA layers on real tensors (peft/tuners/lora/layer.py::Linear,
+// peft/tuners/tuners_utils.py::BaseTunerLayer): every edit hits whatever leaf
+// the registry holds now, the shard S or the unsharded U.
+#include <ATen/core/grad_mode.h>
+
+#include "real_backend/real_rank.hpp"
+#include "real_backend/values.hpp"
+
+namespace fsdpsim::real {
+
+// lora/layer.py::Linear.get_delta_weight: B @ A * scaling from the registered A
+// and B. On a sharded layer (DTensors) the matmul all-gathers A and yields this
+// rank's rows of the delta, matching W's shard.
+at::Tensor RealRank::delta(int layer, int adapter) {
+  at::NoGradGuard ng;
+  const LayerSpec& ls = layout_->layers[layer];
+  int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
+  float scale = lora_scaling(*layout_, adapter);
+  const ParamSpec& a_spec = layout_->params[pa];
+  bool w_sharded = !unsharded_[layout_->params[pw].group];
+  bool a_managed = a_spec.group >= 0;
+  if (a_managed && !unsharded_[a_spec.group]) {
+    at::Tensor a_full = comm_->all_gather(params_[pa].s.reshape({-1}), a_spec.group, step_)
+                            .narrow(0, 0, a_spec.rows * a_spec.cols)
+                            .view({a_spec.rows, a_spec.cols});
+    return at::matmul(params_[pb].s, a_full) * scale;  // B's rows line up with W's shard
+  }
+  at::Tensor d = at::matmul(registered(pb), registered(pa)) * scale;
+  if (!w_sharded) return d;
+  return chunk_of(std::vector<float>(d.data_ptr<float>(), d.data_ptr<float>() + d.numel()), layout_->params[pw]);
+}
+
+// lora/layer.py::Linear.merge: W.data += delta for each adapter not yet merged.
+void RealRank::layer_merge(int layer, int adapter) {
+  const LayerSpec& ls = layout_->layers[layer];
+  if (ls.lora_a[adapter] < 0 || !registry_[ls.lora_a[adapter]].defined()) return;
+  for (int m : merged_[layer])
+    if (m == adapter) return;
+  at::Tensor d = delta(layer, adapter);
+  registered(ls.weight).variable_data().add_(d);
+  merged_[layer].push_back(adapter);
+}
+
+// lora/layer.py::Linear.unmerge: pop every merged adapter, LIFO, W.data -= delta.
+void RealRank::layer_unmerge(int layer) {
+  const LayerSpec& ls = layout_->layers[layer];
+  while (!merged_[layer].empty()) {
+    int adapter = merged_[layer].back();
+    merged_[layer].pop_back();
+    at::Tensor d = delta(layer, adapter);
+    registered(ls.weight).variable_data().sub_(d);
+  }
+}
+
+// tuners_utils.py::BaseTunerLayer.set_adapter.
+void RealRank::layer_set_adapter(int layer, uint32_t names, bool inference_mode) {
+  const LayerSpec& ls = layout_->layers[layer];
+  for (size_t a = 0; a < layout_->adapters.size(); ++a) {
+    if (ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    bool rg = ((names >> a) & 1) && !inference_mode;
+    set_registered_rg(ls.lora_a[a], rg);
+    set_registered_rg(ls.lora_b[a], rg);
+  }
+  layer_active_[layer] = names;
+}
+
+// tuners_utils.py::BaseTunerLayer.enable_adapters (inference_mode ignored
+// upstream, #3447; honoured when patched, #3453).
+void RealRank::layer_enable_adapters(int layer, bool enabled) {
+  const LayerSpec& ls = layout_->layers[layer];
+  bool respect = layout_->profile.get(Switch::EnableInferenceMode) == sw::kRespect;
+  for (size_t a = 0; a < layout_->adapters.size(); ++a) {
+    if (ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    bool rg = enabled && ((layer_active_[layer] >> a) & 1) && !(respect && ((inference_mode_ >> a) & 1));
+    set_registered_rg(ls.lora_a[a], rg);
+    set_registered_rg(ls.lora_b[a], rg);
+  }
+  layer_disabled_[layer] = !enabled;
+}
+
+// lora/layer.py::Linear.forward.
+at::Tensor RealRank::layer_forward(int layer, const at::Tensor& h) {
+  const LayerSpec& ls = layout_->layers[layer];
+  const at::Tensor& w = registered(ls.weight);
+  const at::Tensor& b = registered(ls.bias);
+  if (layer_disabled_[layer]) {
+    if (!merged_[layer].empty()) layer_unmerge(layer);
+    return at::linear(h, w, b);
+  }
+  if (!merged_[layer].empty()) return at::linear(h, w, b);
+  at::Tensor y = at::linear(h, w, b);
+  for (size_t a = 0; a < layout_->adapters.size(); ++a) {
+    if (!((layer_active_[layer] >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    y = y + at::linear(at::linear(h, registered(ls.lora_a[a])), registered(ls.lora_b[a])) * lora_scaling(*layout_, static_cast<int>(a));
+  }
+  return y;
+}
+
+bool RealRank::any_merged() const {
+  for (const auto& m : merged_)
+    if (!m.empty()) return true;
+  return false;
+}
+
+}  // namespace fsdpsim::real

@@ -1,0 +1,122 @@
+// AdamW over the S objects captured at prepare, and DCP-style optimizer
+// checkpoints that find those objects by identity among the registered ones.
+#include <ATen/core/grad_mode.h>
+
+#include <unordered_set>
+
+#include "real_backend/real_rank.hpp"
+
+namespace fsdpsim::real {
+namespace {
+constexpr double kLr = 1e-2, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kWeightDecay = 1e-2;  // torch.optim.AdamW defaults, lr 1e-2
+}
+
+// accelerate's fsdp2_switch_optimizer_parameters: the optimizer holds the S
+// objects registered right after prepare, in model.parameters() order.
+void RealRank::prepare_optimizer() {
+  optimizer_.clear();
+  optimizer_objects_.clear();
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (!registry_[p].defined()) continue;
+    bool take = layout_->optimizer == OptimizerParams::Trainable ? params_[p].s.requires_grad()
+                                                                   : layout_->params[p].adapter >= 0;
+    if (!take) continue;
+    optimizer_.push_back(static_cast<int>(p));
+    optimizer_objects_.push_back(params_[p].s.unsafeGetTensorImpl());
+  }
+}
+
+// torch/optim/adamw.py, in place on each held object that has a grad.
+void RealRank::op_step() {
+  at::NoGradGuard ng;
+  for (int p : optimizer_) {
+    RealParam& rp = params_[p];
+    const at::Tensor& g = rp.s.grad();
+    if (!g.defined()) continue;
+    if (!rp.adam_m.defined()) {
+      rp.adam_m = at::zeros_like(rp.s);
+      rp.adam_v = at::zeros_like(rp.s);
+    }
+    ++rp.adam_step;
+    at::Tensor w = rp.s.variable_data();
+    w.mul_(1 - kLr * kWeightDecay);
+    rp.adam_m.mul_(kBeta1).add_(g, 1 - kBeta1);
+    rp.adam_v.mul_(kBeta2).addcmul_(g, g, 1 - kBeta2);
+    double bc1 = 1 - std::pow(kBeta1, static_cast<double>(rp.adam_step));
+    double bc2 = 1 - std::pow(kBeta2, static_cast<double>(rp.adam_step));
+    w.addcdiv_(rp.adam_m, (rp.adam_v / bc2).sqrt_().add_(kEps), -kLr / bc1);
+  }
+}
+
+// Every shard's grad set to None (the seed repro's loop), and U's.
+void RealRank::op_zero_grad() {
+  for (auto& rp : params_) {
+    if (rp.s.defined() && rp.s.grad().defined()) rp.s.mutable_grad().reset();
+    if (rp.u.defined() && rp.u.grad().defined()) rp.u.mutable_grad().reset();
+  }
+}
+
+// Optimizer objects not among model.named_parameters() now, compared by identity.
+int RealRank::optimizer_unregistered(int* first, std::vector<std::string>* names) const {
+  std::unordered_set<const at::TensorImpl*> live;
+  for (const auto& t : registry_)
+    if (t.defined()) live.insert(t.unsafeGetTensorImpl());
+  int missing = 0;
+  *first = -1;
+  for (size_t i = 0; i < optimizer_objects_.size(); ++i) {
+    if (live.count(optimizer_objects_[i])) continue;
+    if (*first < 0) *first = static_cast<int>(i);
+    ++missing;
+    if (names) names->push_back(layout_->params[optimizer_[i]].name);
+  }
+  return missing;
+}
+
+// torch/distributed/checkpoint/state_dict.py::_get_optim_state_dict: the
+// object -> FQN lookup raises a bare KeyError with the optimizer index.
+void RealRank::op_save_optimizer() {
+  if (layout_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) reshard_all();
+  int first = -1;
+  if (optimizer_unregistered(&first, nullptr) > 0) {
+    index_ = first;
+    error(Status::KeyError, "KeyError: " + std::to_string(first));
+    return;
+  }
+  opt_ckpt_.clear();
+  for (int p : optimizer_) {
+    const RealParam& rp = params_[p];
+    std::vector<at::Tensor> st;
+    if (rp.adam_m.defined()) st = {rp.adam_m.clone(), rp.adam_v.clone(), at::scalar_tensor(static_cast<double>(rp.adam_step))};
+    opt_ckpt_.push_back({layout_->params[p].name, st});
+  }
+  has_opt_ckpt_ = true;
+}
+
+// state_dict.py::_split_optim_state_dict: the same lookup; KeyError: <tensor>.
+void RealRank::op_load_optimizer() {
+  if (!has_opt_ckpt_) {
+    error(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
+    return;
+  }
+  if (layout_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) reshard_all();
+  int first = -1;
+  if (optimizer_unregistered(&first, nullptr) > 0) {
+    index_ = first;
+    error(Status::KeyError, "KeyError: <sharded parameter " + layout_->params[optimizer_[first]].name + ">");
+    return;
+  }
+  for (size_t i = 0; i < optimizer_.size() && i < opt_ckpt_.size(); ++i) {
+    RealParam& rp = params_[optimizer_[i]];
+    const auto& st = opt_ckpt_[i].second;
+    if (st.empty()) {
+      rp.adam_m = rp.adam_v = at::Tensor();
+      rp.adam_step = 0;
+      continue;
+    }
+    rp.adam_m = st[0].clone();
+    rp.adam_v = st[1].clone();
+    rp.adam_step = static_cast<int64_t>(st[2].item<double>());
+  }
+}
+
+}  // namespace fsdpsim::real

@@ -1,0 +1,194 @@
+// PeftModel / BaseTuner ops on the real module (peft/peft_model.py,
+// peft/tuners/tuners_utils.py), in the order the profile switches choose.
+#include "real_backend/real_rank.hpp"
+#include "real_backend/values.hpp"
+
+namespace fsdpsim::real {
+namespace {
+
+std::string names_text(const Layout& l, uint32_t mask) {
+  std::string out = "{";
+  bool first = true;
+  for (size_t a = 0; a < l.adapters.size(); ++a) {
+    if (!((mask >> a) & 1)) continue;
+    out += (first ? "" : ",") + l.adapters[a].name;
+    first = false;
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+uint32_t RealRank::mask_of(const std::vector<std::string>& names) const {
+  uint32_t m = 0;
+  for (const auto& n : names) {
+    int a = layout_->adapter_named(n);
+    if (a >= 0) m |= 1u << a;
+  }
+  return m;
+}
+
+// tuners_utils.py::set_adapter (module level): unmerge a merged layer, then flip.
+void RealRank::set_adapter_module_level(uint32_t names, bool inference_mode) {
+  for (size_t l = 0; l < layout_->layers.size(); ++l) {
+    if (!merged_[l].empty()) layer_unmerge(static_cast<int>(l));
+    layer_set_adapter(static_cast<int>(l), names, inference_mode);
+  }
+  active_ = names;
+}
+
+// peft_model.py::PeftModel.set_adapter (a name) or BaseTuner.set_adapter (a list).
+void RealRank::op_set_adapter(const Op& op) {
+  uint32_t names = mask_of(op.names);
+  if ((names & present_) != names) {
+    error(Status::ValueError, "Adapter " + op.names[0] + " not found.");
+    return;
+  }
+  if (!op.list_form) {
+    switch (layout_->profile.get(Switch::SetAdapterReshard)) {
+      case sw::kNone:
+        break;
+      case sw::kSkipMerged:  // _reshard_fsdp_modules (#3872): skips modules holding a merged layer
+        for (size_t g = 0; g < layout_->groups.size(); ++g) {
+          bool merged = false;
+          for (int l : layout_->groups[g].layers) merged = merged || !merged_[l].empty();
+          if (!merged) to_sharded(static_cast<int>(g));
+        }
+        break;
+      case sw::kUnmergeFirst:  // #3895
+        if (any_merged()) unmerge_adapter();
+        reshard_all();
+        break;
+    }
+  }
+  set_adapter_module_level(names, false);
+}
+
+// BaseTuner.merge_adapter: each layer merges the named adapters, or its active ones.
+void RealRank::op_merge(const Op& op) {
+  for (size_t l = 0; l < layout_->layers.size(); ++l) {
+    if (op.names.empty()) {
+      for (size_t a = 0; a < layout_->adapters.size(); ++a)
+        if ((layer_active_[l] >> a) & 1) layer_merge(static_cast<int>(l), static_cast<int>(a));
+    } else {
+      for (const auto& n : op.names) layer_merge(static_cast<int>(l), layout_->adapter_named(n));
+    }
+  }
+}
+
+void RealRank::unmerge_adapter() {
+  for (size_t l = 0; l < layout_->layers.size(); ++l) layer_unmerge(static_cast<int>(l));
+}
+
+// PeftModel.disable_adapter, entering: disable_adapter_layers (no unmerge).
+void RealRank::op_disable_enter() {
+  if (disabled_) {
+    error(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
+    return;
+  }
+  for (size_t l = 0; l < layout_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), false);
+  disabled_ = true;
+}
+
+// PeftModel.disable_adapter, leaving: enable_adapter_layers; with
+// disable_exit_reshard (#3800) unmerge and reshard first.
+void RealRank::op_disable_exit() {
+  if (!disabled_) {
+    error(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
+    return;
+  }
+  if (layout_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
+    if (any_merged()) unmerge_adapter();
+    reshard_all();
+  }
+  for (size_t l = 0; l < layout_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), true);
+  disabled_ = false;
+}
+
+// PeftModel.add_adapter / load_adapter -> inject_adapter: new plain leaves no
+// FSDP group manages, then set_adapter(active) with the new config's inference_mode.
+void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load) {
+  if ((present_ >> adapter) & 1) {
+    error(Status::ValueError, "Adapter with name " + layout_->adapters[adapter].name + " already exists.");
+    return;
+  }
+  present_ |= 1u << adapter;
+  if (inference_mode) inference_mode_ |= 1u << adapter;
+  else inference_mode_ &= ~(1u << adapter);
+  for (const auto& ls : layout_->layers) {
+    if (ls.lora_a[adapter] < 0) continue;
+    for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
+      const ParamSpec& ps = layout_->params[p];
+      std::vector<float> v = initial_values(*layout_, seed_, p, load);
+      params_[p].s = at::from_blob(v.data(), {ps.rows, ps.cols}, at::kFloat).clone().requires_grad_(false);
+      registry_[p] = params_[p].s;
+    }
+  }
+  set_adapter_module_level(active_, inference_mode);
+}
+
+// BaseTuner.delete_adapter: refuses merged adapters; a deleted active adapter
+// hands over to the fallback (made trainable). FSDP's group keeps gathering it.
+void RealRank::op_delete_adapter(int adapter) {
+  const std::string& name = layout_->adapters[adapter].name;
+  if (!((present_ >> adapter) & 1)) {
+    error(Status::ValueError, "Adapter " + name + " does not exist");
+    return;
+  }
+  for (const auto& m : merged_)
+    for (int a : m)
+      if (a == adapter) {
+        error(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
+        return;
+      }
+  present_ &= ~(1u << adapter);
+  for (const auto& ls : layout_->layers)
+    if (ls.lora_a[adapter] >= 0) registry_[ls.lora_a[adapter]] = registry_[ls.lora_b[adapter]] = at::Tensor();
+  if (!((active_ >> adapter) & 1)) return;
+  uint32_t next = active_ & ~(1u << adapter);
+  if (next == 0 && present_ != 0) {
+    int best = -1;
+    for (size_t a = 0; a < layout_->adapters.size(); ++a)
+      if (((present_ >> a) & 1) && (best < 0 || layout_->adapters[a].name < layout_->adapters[best].name)) best = static_cast<int>(a);
+    next = 1u << best;
+  }
+  for (size_t l = 0; l < layout_->layers.size(); ++l) layer_set_adapter(static_cast<int>(l), next, false);
+  active_ = next;
+}
+
+void RealRank::op_delta_weight(int layer) {
+  const LayerSpec& ls = layout_->layers[layer];
+  for (size_t a = 0; a < layout_->adapters.size(); ++a)
+    if (((layer_active_[layer] >> a) & 1) && ls.lora_a[a] >= 0 && registry_[ls.lora_a[a]].defined())
+      delta(layer, static_cast<int>(a));
+}
+
+// PeftModel.save_pretrained: model.state_dict() first (its FSDP pre-hook reshards).
+void RealRank::op_save_adapters(const Op& op) {
+  uint32_t names = op.names.empty() ? present_ : mask_of(op.names);
+  if ((names & present_) != names) {
+    error(Status::ValueError, "selected adapters are not in the model: " + names_text(*layout_, names & ~present_));
+    return;
+  }
+  reshard_all();
+  saved_adapters_ = names;
+  saved_values_.assign(params_.size(), at::Tensor());
+  for (size_t p = 0; p < params_.size(); ++p)
+    if (params_[p].s.defined()) saved_values_[p] = params_[p].s.detach().clone();
+}
+
+// PeftModel.load_adapter -> set_peft_model_state_dict -> load_state_dict (pre-hook reshards).
+void RealRank::op_load_adapters() {
+  if (saved_adapters_ == 0) {
+    error(Status::ValueError, "no adapters were saved (save_adapters first)");
+    return;
+  }
+  reshard_all();
+  for (size_t p = 0; p < params_.size(); ++p) {
+    int a = layout_->params[p].adapter;
+    if (a >= 0 && ((saved_adapters_ >> a) & 1) && registry_[p].defined() && saved_values_[p].defined())
+      params_[p].s.variable_data().copy_(saved_values_[p]);
+  }
+}
+
+}  // namespace fsdpsim::real

@@ -1,0 +1,191 @@
+// RealRank: initial state after prepare, op dispatch, and the per-op report
+// read off the real objects.
+#include "real_backend/real_rank.hpp"
+
+#include "real_backend/values.hpp"
+
+namespace fsdpsim::real {
+
+RealRank::RealRank(const Layout& layout, uint64_t seed, Comm* comm) : layout_(&layout), seed_(seed), comm_(comm) {
+  std::vector<std::string> names;
+  for (const auto& g : layout.groups) names.push_back(g.name);
+  comm_->set_group_names(names);
+  reset();
+}
+
+// This rank's padded dim-0 chunk of a full row-major value.
+at::Tensor RealRank::chunk_of(const std::vector<float>& full, const ParamSpec& p) const {
+  const int64_t rows = p.chunk_rows, start = comm_->rank() * p.chunk_rows;
+  at::Tensor out = at::zeros({rows * p.cols});
+  int64_t have = std::max<int64_t>(0, std::min<int64_t>(rows, p.rows - start));
+  if (have > 0) out.narrow(0, 0, have * p.cols).copy_(at::from_blob(const_cast<float*>(full.data()) + start * p.cols, {have * p.cols}, at::kFloat));
+  return p.role == Role::Bias ? out : out.view({rows, p.cols});
+}
+
+// get_peft_model + add_adapter for each declared adapter, fully_shard (each
+// rank keeps its chunk of the seeded full value), prepare.
+void RealRank::reset() {
+  const size_t n = layout_->params.size();
+  params_.assign(n, RealParam{});
+  registry_.assign(n, at::Tensor());
+  unsharded_.assign(layout_->groups.size(), 0);
+  forward_state_.assign(layout_->groups.size(), 0);
+  out_rg_.assign(layout_->groups.size(), 0);
+  in_rg_.assign(layout_->groups.size(), 0);
+  layer_active_.assign(layout_->layers.size(), 1);
+  merged_.assign(layout_->layers.size(), {});
+  layer_disabled_.assign(layout_->layers.size(), 0);
+  present_ = 0;
+  active_ = 1;
+  inference_mode_ = 0;
+  disabled_ = false;
+  has_opt_ckpt_ = false;
+  opt_ckpt_.clear();
+  saved_adapters_ = 0;
+  saved_values_.clear();
+  loss_ = at::Tensor();
+  have_output_ = false;
+  for (size_t p = 0; p < n; ++p) {
+    const ParamSpec& ps = layout_->params[p];
+    if (ps.adapter >= 0 && layout_->adapters[ps.adapter].deferred) continue;
+    params_[p].s = chunk_of(initial_values(*layout_, seed_, static_cast<int>(p)), ps).requires_grad_(false);
+    registry_[p] = params_[p].s;
+  }
+  for (size_t a = 0; a < layout_->adapters.size(); ++a) {
+    const AdapterDecl& d = layout_->adapters[a];
+    if (d.deferred) continue;
+    present_ |= 1u << a;
+    if (d.inference_mode) inference_mode_ |= 1u << a;
+    set_adapter_module_level(active_, d.inference_mode);  // inject_adapter's housekeeping
+  }
+  prepare_optimizer();
+}
+
+RankReport RealRank::apply(const Op& op, int step) {
+  step_ = step;
+  status_ = Status::Ok;
+  message_.clear();
+  index_ = -1;
+  grads_ = 0;
+  comm_->issued().clear();
+  auto adapter = [&]() { return layout_->adapter_named(op.names[0]); };
+  switch (op.kind) {
+    case OpKind::Forward: op_forward(true); break;
+    case OpKind::Eval: op_forward(false); break;
+    case OpKind::Backward: op_backward(); break;
+    case OpKind::Step: op_step(); break;
+    case OpKind::ZeroGrad: op_zero_grad(); break;
+    case OpKind::TrainStep:
+      op_zero_grad();
+      op_forward(true);
+      op_backward();
+      if (status_ == Status::Ok) op_step();
+      break;
+    case OpKind::Merge: op_merge(op); break;
+    case OpKind::Unmerge: unmerge_adapter(); break;
+    case OpKind::SetAdapter: op_set_adapter(op); break;
+    case OpKind::DisableEnter: op_disable_enter(); break;
+    case OpKind::DisableExit: op_disable_exit(); break;
+    case OpKind::AddAdapter: op_add_adapter(adapter(), layout_->adapters[adapter()].inference_mode, false); break;
+    case OpKind::LoadAdapter: op_add_adapter(adapter(), !op.trainable, true); break;
+    case OpKind::DeleteAdapter: op_delete_adapter(adapter()); break;
+    case OpKind::Reshard:
+    case OpKind::Unshard: {
+      // FSDPModule.reshard()/unshard(): one module's group, or every module's.
+      int only = op.names.empty() ? -1 : layout_->group_of_module(op.names[0]);
+      if (!op.names.empty() && only < 0) break;
+      for (size_t g = 0; g < layout_->groups.size(); ++g) {
+        if (only >= 0 && static_cast<int>(g) != only) continue;
+        if (op.kind == OpKind::Reshard) to_sharded(static_cast<int>(g));
+        else unshard(static_cast<int>(g));
+      }
+      break;
+    }
+    case OpKind::StateDict: reshard_all(); break;  // the state-dict pre-hook
+    case OpKind::SaveOptimizer: op_save_optimizer(); break;
+    case OpKind::LoadOptimizer: op_load_optimizer(); break;
+    case OpKind::SaveAdapters: op_save_adapters(op); break;
+    case OpKind::LoadAdapters: op_load_adapters(); break;
+    case OpKind::DeltaWeight: op_delta_weight(layout_->layer_named(op.names[0])); break;
+  }
+  return report(op, step);
+}
+
+RankReport RealRank::report(const Op& op, int step) {
+  RankReport r;
+  r.step = step;
+  r.rank = comm_->rank();
+  r.op = op_text(op);
+  r.status = status_;
+  r.message = message_;
+  r.index = index_;
+  r.has_grads = op.is_training();
+  for (size_t a = 0; a < layout_->adapters.size(); ++a)
+    if ((grads_ >> a) & 1) r.grads.push_back(layout_->adapters[a].name);
+  for (size_t a = 0; a < layout_->adapters.size(); ++a)
+    if ((active_ >> a) & 1) r.active.push_back(layout_->adapters[a].name);
+  r.disabled = disabled_;
+  int first = -1;
+  r.opt_missing = optimizer_unregistered(&first, &r.opt_unregistered);
+  r.opt_total = static_cast<int>(optimizer_.size());
+  // A group is UNSHARDED when its parameters' names hold their U objects.
+  for (size_t g = 0; g < layout_->groups.size(); ++g) {
+    bool u = false;
+    for (int p : layout_->groups[g].params)
+      if (registry_[p].defined()) {
+        u = params_[p].u.defined() && registry_[p].unsafeGetTensorImpl() == params_[p].u.unsafeGetTensorImpl();
+        break;
+      }
+    r.groups.push_back({layout_->groups[g].name, u ? ShardedState::Unsharded : ShardedState::Sharded});
+  }
+  const size_t n = layout_->params.size();
+  r.present.assign(n, 0);
+  r.u_registered.assign(n, 0);
+  r.s_values.assign(n, {});
+  r.u_values.assign(n, {});
+  for (size_t p = 0; p < n; ++p) {
+    const ParamSpec& ps = layout_->params[p];
+    const RealParam& rp = params_[p];
+    bool present = registry_[p].defined();
+    r.present[p] = present;
+    if (rp.s.defined()) {
+      at::Tensor s = rp.s.detach().contiguous();
+      r.s_values[p].assign(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
+    }
+    bool holds_u = present && rp.u.defined() && registry_[p].unsafeGetTensorImpl() == rp.u.unsafeGetTensorImpl();
+    r.u_registered[p] = holds_u;
+    if (holds_u) {
+      at::Tensor u = rp.u.detach().contiguous();
+      r.u_values[p].assign(u.data_ptr<float>(), u.data_ptr<float>() + u.numel());
+    }
+    if (ps.adapter < 0 || !present) continue;
+    ParamObs po;
+    po.name = ps.name;
+    po.group = ps.group >= 0 ? layout_->groups[ps.group].name : "";
+    po.rg_s = rp.s.requires_grad();
+    po.rg_u = rp.u.defined() ? static_cast<int8_t>(rp.u.requires_grad()) : int8_t{-1};
+    r.params.push_back(po);
+  }
+  for (size_t l = 0; l < layout_->layers.size(); ++l) {
+    std::vector<std::string> m;
+    for (int a : merged_[l]) m.push_back(layout_->adapters[a].name);
+    r.merged.push_back(m);
+  }
+  for (const auto& c : comm_->issued()) r.collectives.push_back({c.op, layout_->groups[c.group].name, c.count});
+  return r;
+}
+
+// A rank stopped inside a collective: its state is not observable, only the
+// failure and the collectives it issued up to the one it waits in.
+RankReport RealRank::failed_report(const Op& op, int step, Status s, const std::string& desc) {
+  RankReport r;
+  r.step = step;
+  r.rank = comm_->rank();
+  r.op = op_text(op);
+  r.status = s;
+  r.message = (s == Status::Mismatch ? "collective mismatch: " : "hang: ") + desc;
+  for (const auto& c : comm_->issued()) r.collectives.push_back({c.op, layout_->groups[c.group].name, c.count});
+  return r;
+}
+
+}  // namespace fsdpsim::real

@@ -1,0 +1,121 @@
+// One rank of the real backend: the scenario's layers as libtorch leaf
+// tensors in a registry that can swap the object registered under a name (the
+// analogue of FSDP2's unsafe_setattr_param), LoRA math, real autograd, gloo
+// collectives. Method names mirror model/machine/rank_model.hpp; every
+// observation is read off these tensors, never asked of the model.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "model/vocab/op.hpp"
+#include "real_backend/comm.hpp"
+#include "real_backend/layout.hpp"
+#include "real_backend/rank_report.hpp"
+
+namespace fsdpsim::real {
+
+// One FSDPParam: S (this rank's padded dim-0 chunk, a leaf), U (the unsharded
+// leaf, created at the group's first all-gather and reused).
+struct RealParam {
+  at::Tensor s, u;
+  at::Tensor adam_m, adam_v;  // AdamW state, keyed to S
+  int64_t adam_step = 0;
+};
+
+class RealRank {
+ public:
+  RealRank(const Layout& layout, uint64_t seed, Comm* comm);
+  void reset();  // the state right after prepare
+  // Runs one op and reports what the real objects show. CollectiveFailure and
+  // CommBroken propagate: the op's rank is stopped there.
+  RankReport apply(const Op& op, int step);
+  // The report of an op that stopped in a collective (hang/mismatch).
+  RankReport failed_report(const Op& op, int step, Status s, const std::string& desc);
+  Comm& comm() { return *comm_; }
+
+ private:
+  // --- FSDP2 (real_fsdp.cpp) ---
+  bool is_unsharded(int g) const;
+  void unshard(int g);
+  void to_sharded(int g);
+  void reshard_in_forward(int g);
+  void post_backward(int g);
+  void reshard_all();
+  void set_registered_rg(int p, bool v);
+  bool registered_rg(int p) const;
+  const at::Tensor& registered(int p) const { return registry_[p]; }
+  // --- LoRA layers and PEFT ops (real_lora.cpp, real_peft.cpp) ---
+  at::Tensor delta(int layer, int adapter);
+  void layer_merge(int layer, int adapter);
+  void layer_unmerge(int layer);
+  void layer_set_adapter(int layer, uint32_t names, bool inference_mode);
+  void layer_enable_adapters(int layer, bool enabled);
+  at::Tensor layer_forward(int layer, const at::Tensor& h);
+  void set_adapter_module_level(uint32_t names, bool inference_mode);
+  void op_set_adapter(const Op& op);
+  void op_merge(const Op& op);
+  void unmerge_adapter();
+  void op_disable_enter();
+  void op_disable_exit();
+  void op_add_adapter(int adapter, bool inference_mode, bool load);
+  void op_delete_adapter(int adapter);
+  void op_delta_weight(int layer);
+  void op_save_adapters(const Op& op);
+  void op_load_adapters();
+  bool any_merged() const;
+  // --- training (real_fsdp.cpp) ---
+  void op_forward(bool grad_enabled);
+  void op_backward();
+  // --- optimizer and checkpoints (real_optim.cpp) ---
+  void prepare_optimizer();
+  void op_step();
+  void op_zero_grad();
+  int optimizer_unregistered(int* first, std::vector<std::string>* names) const;
+  void op_save_optimizer();
+  void op_load_optimizer();
+  // --- reporting ---
+  RankReport report(const Op& op, int step);
+  uint32_t mask_of(const std::vector<std::string>& names) const;
+  void error(Status s, std::string msg) {
+    status_ = s;
+    message_ = std::move(msg);
+  }
+  at::Tensor chunk_of(const std::vector<float>& full, const ParamSpec& p) const;
+
+  const Layout* layout_;
+  uint64_t seed_;
+  Comm* comm_;
+  int step_ = 0;
+  std::vector<RealParam> params_;
+  std::vector<at::Tensor> registry_;      // module._parameters: what each name holds now (undefined: absent)
+  std::vector<uint8_t> unsharded_;        // per group: the FSDPParamGroup's sharded_state
+  std::vector<uint8_t> forward_state_;    // per group: in FORWARD (reshard() returns early there)
+  // PEFT bookkeeping (plain Python attributes upstream)
+  uint32_t present_ = 0, active_ = 0, inference_mode_ = 0;
+  bool disabled_ = false;
+  std::vector<uint32_t> layer_active_;
+  std::vector<std::vector<int>> merged_;  // per layer, LIFO
+  std::vector<uint8_t> layer_disabled_;
+  // optimizer: S objects held (by identity) in pid order
+  std::vector<int> optimizer_;
+  std::vector<at::TensorImpl*> optimizer_objects_;
+  bool has_opt_ckpt_ = false;
+  std::vector<std::pair<std::string, std::vector<at::Tensor>>> opt_ckpt_;
+  // save_adapters
+  uint32_t saved_adapters_ = 0;
+  std::vector<at::Tensor> saved_values_;
+  // the autograd graph of the last forward
+  at::Tensor loss_;
+  bool have_output_ = false;
+  std::vector<uint8_t> out_rg_, in_rg_;
+  std::vector<int> forward_order_;
+  // this op's outcome
+  Status status_ = Status::Ok;
+  std::string message_;
+  int64_t index_ = -1;
+  uint32_t grads_ = 0;
+};
+
+}  // namespace fsdpsim::real

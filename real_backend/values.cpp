@@ -1,0 +1,43 @@
+#include "real_backend/values.hpp"
+
+namespace fsdpsim::real {
+namespace {
+
+// splitmix64: a tiny generator that gives the same floats on every platform.
+struct Mix {
+  uint64_t s;
+  float next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return static_cast<float>(static_cast<int64_t>(z >> 40) - (1 << 23)) / static_cast<float>(1 << 23);  // [-1, 1)
+  }
+};
+
+}  // namespace
+
+std::vector<float> initial_values(const Layout& l, uint64_t seed, int param, bool loaded) {
+  const ParamSpec& p = l.params[param];
+  std::vector<float> v(static_cast<size_t>(p.rows * p.cols), 0.0f);
+  // LoRA's default init leaves B at zero (peft/tuners/lora/layer.py::LoraLayer.reset_lora_parameters).
+  bool zero = p.role == Role::LoraB && !loaded && l.adapters[p.adapter].init == LoraInit::Zero;
+  if (zero) return v;
+  Mix m{seed * 1000003ull + static_cast<uint64_t>(param) * 7919ull + (loaded ? 0x5eedull : 0ull)};
+  float scale = p.role == Role::Bias ? 0.1f : 0.5f;
+  for (auto& x : v) x = scale * m.next();
+  return v;
+}
+
+std::vector<float> rank_input(const Layout& l, uint64_t seed, int rank) {
+  Mix m{seed * 31ull + 17ull + static_cast<uint64_t>(rank) * 1000033ull};
+  std::vector<float> v(static_cast<size_t>(3 * l.layers.front().in));
+  for (auto& x : v) x = m.next();
+  return v;
+}
+
+float lora_scaling(const Layout& l, int adapter) {
+  return static_cast<float>(l.adapters[adapter].alpha) / static_cast<float>(l.adapters[adapter].r);
+}
+
+}  // namespace fsdpsim::real
