@@ -61,7 +61,8 @@ std::string check_item(const ExpectItem& it, const Observation& o, const std::ve
 
 }  // namespace
 
-std::vector<ExpectFailure> check_expectations(const SeqFile& f, const RunResult& res, const std::string& file) {
+std::vector<ExpectFailure> check_expectations(const SeqFile& f, const std::vector<Observation>& observations,
+                                              const std::vector<Finding>& findings, const std::string& file) {
   std::vector<ExpectFailure> out;
   const int world = f.scenario.world;
   for (size_t i = 0; i < f.ops.size(); ++i) {
@@ -71,7 +72,7 @@ std::vector<ExpectFailure> check_expectations(const SeqFile& f, const RunResult&
       for (int r = 0; r < world; ++r) {
         if (!op.runs_on(r) || (e.rank >= 0 && e.rank != r)) continue;
         const Observation* o = nullptr;
-        for (const auto& ob : res.observations)
+        for (const auto& ob : observations)
           if (ob.step == step && ob.rank == r) o = &ob;
         if (!o) {
           out.push_back({pos_text(file, e.pos) + ": step " + std::to_string(step) + " rank " + std::to_string(r) +
@@ -79,7 +80,7 @@ std::vector<ExpectFailure> check_expectations(const SeqFile& f, const RunResult&
           continue;
         }
         for (const auto& it : e.items) {
-          std::string got = check_item(it, *o, res.findings, step);
+          std::string got = check_item(it, *o, findings, step);
           if (got.empty()) continue;
           out.push_back({pos_text(file, it.pos) + ": step " + std::to_string(step) + " rank " + std::to_string(r) +
                          ": expected " + expect_item_text(it) + ", got " + got});
@@ -88,7 +89,7 @@ std::vector<ExpectFailure> check_expectations(const SeqFile& f, const RunResult&
     }
   }
   // A finding nobody announced is a failure too: regressions pin them all.
-  for (const auto& fd : res.findings) {
+  for (const auto& fd : findings) {
     bool announced = false;
     if (fd.step >= 1 && fd.step <= static_cast<int>(f.ops.size())) {
       for (const auto& e : f.ops[fd.step - 1].expects)

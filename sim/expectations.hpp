@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "model/vocab/seq.hpp"
-#include "sim/simulator.hpp"
+#include "model/spec/spec_checks.hpp"
 
 namespace fsdpsim {
 
@@ -15,6 +15,7 @@ struct ExpectFailure {
 
 // Every expectation must hold on every rank it names, and every finding must
 // be announced by a `finding=SN` expectation on its step.
-std::vector<ExpectFailure> check_expectations(const SeqFile& f, const RunResult& res, const std::string& file);
+std::vector<ExpectFailure> check_expectations(const SeqFile& f, const std::vector<Observation>& obs,
+                                              const std::vector<Finding>& findings, const std::string& file);
 
 }  // namespace fsdpsim

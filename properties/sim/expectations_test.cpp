@@ -11,7 +11,7 @@ namespace {
 std::vector<ExpectFailure> check(const std::string& text) {
   SeqFile f;
   RunResult r = simulate(text, &f);
-  return check_expectations(f, r, "t.seq");
+  return check_expectations(f, r.observations, r.findings, "t.seq");
 }
 }  // namespace
 

@@ -62,6 +62,11 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.count = static_cast<int>(to_int(s, v, 1, 100000000));
     } else if (s == "--out") {
       a.out = v;
+    } else if (s == "--ranks") {
+      if (v != "processes" && v != "threads") usage_error("--ranks expects processes or threads, got '" + v + "'");
+      a.ranks = v;
+    } else if (s == "--timeout") {
+      a.timeout_ms = static_cast<int>(to_int(s, v, 100, 600000));
     } else if (s == "--seconds") {
       a.seconds = static_cast<double>(to_int(s, v, 1, 3600));
     }

@@ -3,14 +3,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 
-#include "model/machine/topology.hpp"
+#include "model/vocab/profile.hpp"
 #include "model/vocab/table.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/crosscheck.hpp"
 #include "sim/default_scenario.hpp"
 #include "sim/expectations.hpp"
-#include "sim/simulator.hpp"
 
 namespace fsdpsim::cli {
 namespace {
@@ -21,20 +20,13 @@ std::string hex(uint64_t h) {
   return buf;
 }
 
-void require_model_backend(const Args& a) {
-  if (a.backend != "model")
-    throw SourceError("<command line>", {}, "--backend " + a.backend + " needs the real backend, which this build does not have yet (use --backend model)");
-}
-
-RunResult simulate(const SeqFile& f) { return run_checked(f); }
-
-void print_findings(std::ostream& os, const RunResult& res) {
-  if (res.findings.empty()) {
+void print_findings(std::ostream& os, const std::vector<Finding>& findings) {
+  if (findings.empty()) {
     os << "findings: none\n";
     return;
   }
-  os << "findings: " << res.findings.size() << "\n";
-  for (const auto& f : res.findings) os << "  " << f.text << "\n";
+  os << "findings: " << findings.size() << "\n";
+  for (const auto& f : findings) os << "  " << f.text << "\n";
 }
 
 void print_finding_json(std::ostream& os, const Finding& f) {
@@ -44,6 +36,13 @@ void print_finding_json(std::ostream& os, const Finding& f) {
     t += c;
   }
   os << "{\"finding\":\"" << f.spec << "\",\"step\":" << f.step << ",\"rank\":" << f.rank << ",\"text\":\"" << t << "\"}\n";
+}
+
+void print_divergences(std::ostream& os, const std::vector<std::string>& d) {
+  if (d.empty()) return;
+  os << "divergences (model vs real): " << d.size() << "\n";
+  for (size_t i = 0; i < d.size() && i < 40; ++i) os << "  " << d[i] << "\n";
+  if (d.size() > 40) os << "  ... " << d.size() - 40 << " more\n";
 }
 
 std::vector<std::string> seq_files(const std::vector<std::string>& paths) {
@@ -66,14 +65,27 @@ std::vector<std::string> seq_files(const std::vector<std::string>& paths) {
 
 }  // namespace
 
+Backend backend_of(const Args& a) {
+  return a.backend == "real" ? Backend::Real : a.backend == "both" ? Backend::Both : Backend::Model;
+}
+
+RealPools pools_of(const Args& a) {
+  return RealPools(a.ranks == "threads" ? real::RankMode::Threads : real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));
+}
+
 int cmd_run(const Args& a) {
-  require_model_backend(a);
   if (a.positional.size() != 1) throw SourceError("<command line>", {}, "run expects exactly one FILE.seq");
   const std::string& file = a.positional[0];
   SeqFile f = parse_seq_file(file);
   apply_overrides(f, a, file);
-  Topology topo = compile_topology(f.scenario);
-  RunResult res = run_checked(f);
+  Profile profile = *profile_by_name(f.scenario.profile);
+  for (const auto& o : f.scenario.overrides) apply_override(profile, o.name, o.value);
+  RealPools pools = pools_of(a);
+  BackendRun res = run_backend(f, backend_of(a), pools);
+  if (res.infra_failure) {
+    std::cerr << "fsdpsim: real backend failed: " << res.infra_message << "\n";
+    return kInfra;
+  }
   if (a.json) {
     for (const auto& o : res.observations) {
       print_json(std::cout, o);
@@ -81,42 +93,54 @@ int cmd_run(const Args& a) {
     }
     for (const auto& fd : res.findings) print_finding_json(std::cout, fd);
   } else {
-    std::cout << "fsdpsim run " << file << "  world " << f.scenario.world << "  seed " << f.scenario.seed << "  backend model\n"
-              << "profile " << profile_text(topo.profile) << "\n\n";
+    std::cout << "fsdpsim run " << file << "  world " << f.scenario.world << "  seed " << f.scenario.seed << "  backend "
+              << a.backend << (a.backend != "model" ? " (" + a.ranks + ")" : "") << "\n"
+              << "profile " << profile_text(profile) << "\n\n";
     print_table(std::cout, res.observations);
     std::cout << "\n";
-    print_findings(std::cout, res);
+    print_findings(std::cout, res.findings);
+    print_divergences(std::cout, res.divergences);
     std::cout << "trace hash " << hex(res.trace_hash) << "\n";
   }
+  if (!res.divergences.empty()) return kDivergence;
   return res.findings.empty() ? kClean : kFinding;
 }
 
 int cmd_check(const Args& a) {
-  require_model_backend(a);
   if (a.positional.empty()) throw SourceError("<command line>", {}, "check expects at least one file or directory");
-  int passed = 0, failed = 0, bad = 0;
+  int passed = 0, failed = 0, bad = 0, diverged = 0, broken = 0;
+  RealPools pools = pools_of(a);
   for (const auto& file : seq_files(a.positional)) {
     try {
       SeqFile f = parse_seq_file(file);
       apply_overrides(f, a, file);
-      RunResult res = simulate(f);
-      auto failures = check_expectations(f, res, file);
-      if (failures.empty()) {
+      BackendRun res = run_backend(f, backend_of(a), pools);
+      if (res.infra_failure) {
+        ++broken;
+        std::cout << "BROKE " << file << ": " << res.infra_message << "\n";
+        continue;
+      }
+      auto failures = check_expectations(f, res.observations, res.findings, file);
+      if (failures.empty() && res.divergences.empty()) {
         ++passed;
         std::cout << "PASS " << file << "  (" << f.ops.size() << " ops, world " << f.scenario.world << ", "
-                  << f.scenario.profile << ", " << res.findings.size() << " findings as expected)\n";
-      } else {
-        ++failed;
-        std::cout << "FAIL " << file << "\n";
-        for (const auto& x : failures) std::cout << "  " << x.text << "\n";
+                  << f.scenario.profile << ", backend " << a.backend << ", " << res.findings.size() << " findings as expected)\n";
+        continue;
       }
+      std::cout << "FAIL " << file << "\n";
+      for (const auto& x : failures) std::cout << "  " << x.text << "\n";
+      print_divergences(std::cout, res.divergences);
+      if (!res.divergences.empty()) ++diverged;
+      else ++failed;
     } catch (const SourceError& e) {
       ++bad;
       std::cout << "BAD  " << e.what() << "\n";
     }
   }
-  std::cout << passed << " passed, " << failed + bad << " failed\n";
+  std::cout << passed << " passed, " << failed + bad + diverged + broken << " failed\n";
   if (bad) return kBadInput;
+  if (broken) return kInfra;
+  if (diverged) return kDivergence;
   return failed ? kFinding : kClean;
 }
 
@@ -130,14 +154,14 @@ int cmd_main_job(const Args& a) {
     std::string first;
   };
   std::vector<Row> rows;
+  RealPools pools = pools_of(a);
   for (const std::string profile : {"upstream", "patched"}) {
     SeqFile f = parse_seq(kDefaultScenario, "<built-in seed 000>");
     f.scenario.profile = profile;
-    Topology topo = compile_topology(f.scenario);
-    RunResult res = run_checked(f);
-    std::cout << "== seed 000 (peft#3872), world " << f.scenario.world << ", profile " << profile_text(topo.profile) << "\n";
+    BackendRun res = run_backend(f, Backend::Model, pools);
+    std::cout << "== seed 000 (peft#3872), world " << f.scenario.world << ", profile " << profile_text(*profile_by_name(profile)) << "\n";
     print_table(std::cout, res.observations);
-    print_findings(std::cout, res);
+    print_findings(std::cout, res.findings);
     std::cout << "trace hash " << hex(res.trace_hash) << "\n\n";
     std::string first = res.findings.empty() ? "-" : res.findings[0].text;
     if (first.size() > 110) first = first.substr(0, 107) + "...";
@@ -153,6 +177,5 @@ int cmd_main_job(const Args& a) {
   print_aligned(std::cout, table);
   return total ? kFinding : kClean;
 }
-
 
 }  // namespace fsdpsim::cli

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/vocab/seq.hpp"
+#include "sim/crosscheck.hpp"
 
 namespace fsdpsim::cli {
 
@@ -24,6 +25,8 @@ struct Args {
   int count = 1;
   std::string out;
   double seconds = 2.0;
+  std::string ranks = "processes";  // real backend: processes | threads
+  int timeout_ms = 5000;
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.
@@ -32,11 +35,15 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
 // Applies --profile/--set/--world to a parsed file (throws SourceError).
 void apply_overrides(SeqFile& f, const Args& a, const std::string& file);
 
+Backend backend_of(const Args& a);
+RealPools pools_of(const Args& a);  // --ranks, --timeout
+
 int cmd_run(const Args& a);
 int cmd_check(const Args& a);
 int cmd_profiles(const Args& a);
 int cmd_random(const Args& a);
 int cmd_bench(const Args& a);
+int cmd_crosscheck(const Args& a);
 int cmd_main_job(const Args& a);
 
 }  // namespace fsdpsim::cli

@@ -11,8 +11,10 @@ namespace {
 
 const char* kUsage =
     "usage: fsdpsim                         hunt on the built-in scenario (seed 000) under both profiles\n"
-    "       fsdpsim run FILE.seq [--backend model] [--profile P] [--set k=v] [--world N] [--json]\n"
-    "       fsdpsim check PATH... [--backend model] [--profile P] [--set k=v]\n"
+    "       fsdpsim run FILE.seq [--backend model|real|both] [--profile P] [--set k=v] [--world N] [--json]\n"
+    "       fsdpsim check PATH... [--backend model|real|both] [--profile P] [--set k=v]\n"
+    "       fsdpsim crosscheck --seed S [--count N] [--world W] [--profile P] [--out DIR]\n"
+    "       (real backend flags: --ranks processes|threads, --timeout MS, default 5000)\n"
     "       fsdpsim profiles\n"
     "       fsdpsim random --seed S [--count N] [--world W] [--out DIR]\n"
     "       fsdpsim bench [--seconds T]\n"
@@ -31,8 +33,11 @@ int main(int argc, char** argv) {
       std::cout << kUsage;
       return kClean;
     }
-    if (cmd == "run") return cmd_run(parse_args(rest, {"--backend", "--profile", "--set", "--world", "--json"}));
-    if (cmd == "check") return cmd_check(parse_args(rest, {"--backend", "--profile", "--set"}));
+    if (cmd == "run")
+      return cmd_run(parse_args(rest, {"--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
+    if (cmd == "check") return cmd_check(parse_args(rest, {"--backend", "--profile", "--set", "--ranks", "--timeout"}));
+    if (cmd == "crosscheck")
+      return cmd_crosscheck(parse_args(rest, {"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout"}));
     if (cmd == "profiles") return cmd_profiles(parse_args(rest, {}));
     if (cmd == "random") return cmd_random(parse_args(rest, {"--seed", "--count", "--world", "--out"}));
     if (cmd == "bench") return cmd_bench(parse_args(rest, {"--seconds"}));
