@@ -31,7 +31,6 @@ struct OneRank {
   }
   Op parse_op(const std::string& line) const { return parse_seq(print_scenario(file.scenario) + "---\n" + line + "\n", "<test>").ops.at(0); }
   const OpResult& op(const std::string& line) {
-    model->collectives().clear();
     return model->apply(parse_op(line));
   }
   int param(const std::string& name) const {

@@ -1,13 +1,14 @@
 // Turns the ranks' reports into the vocabulary's Observations. The one field
 // a rank cannot fill alone is what its stored base weight holds: that needs
 // the full A of each adapter, whose rows live on every rank. The observer
-// assembles it from each rank's latest report at that step and compares values
+// assembles it from every rank's state at that moment (model/vocab/peer_view.hpp) and compares values
 // (W - W0 against sums of B @ A * scaling), within a float tolerance.
 #include "real_backend/observer.hpp"
 
 #include <algorithm>
 #include <cmath>
 
+#include "model/vocab/peer_view.hpp"
 #include "real_backend/values.hpp"
 
 namespace fsdpsim::real {
@@ -89,15 +90,19 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
       initial[r].s_values[p] = ps.group >= 0 ? rows_of(full, ps, r) : full;
     }
   }
-  auto latest = [&](int rank, int step) -> const RankReport& {
-    const RankReport* best = &initial[rank];
-    for (const auto& rep : per_rank[rank])
-      if (rep.step <= step && !rep.s_values.empty()) best = &rep;
-    return *best;
+  std::vector<std::vector<ReportMark>> marks(world);
+  for (int r = 0; r < world; ++r) {
+    size_t k = 0;
+    for (const auto& rep : per_rank[r]) marks[r].push_back({rep.step, k += rep.collectives.size(), !rep.s_values.empty()});
+  }
+  auto view_of = [&](int j, int r, size_t i) -> const RankReport& {
+    int m = peer_view(marks, j, r, i);
+    return m < 0 ? initial[j] : per_rank[j][m];
   };
   std::vector<Observation> out;
   for (int r = 0; r < world; ++r) {
-    for (const RankReport& rep : per_rank[r]) {
+    for (size_t ri = 0; ri < per_rank[r].size(); ++ri) {
+      const RankReport& rep = per_rank[r][ri];
       Observation o;
       o.step = rep.step;
       o.rank = rep.rank;
@@ -131,14 +136,15 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
             if (registered && rep.u_registered[p]) return rep.u_values[p];
             if (ps.group < 0) return rep.s_values[p];
             std::vector<const Mat*> chunks;
-            for (int j = 0; j < world; ++j) chunks.push_back(j == r ? &rep.s_values[p] : &latest(j, rep.step).s_values[p]);
+            for (int j = 0; j < world; ++j) chunks.push_back(j == r ? &rep.s_values[p] : &view_of(j, r, ri).s_values[p]);
             return assemble(ps, chunks);
           };
           auto deltas_for = [&](bool registered, bool local_rows) {
             std::vector<std::pair<int, Mat>> ds;
             for (size_t a = 0; a < layout.adapters.size(); ++a) {
               int pa = ls.lora_a[a], pb = ls.lora_b[a];
-              if (pa < 0 || !rep.present[pa]) continue;
+              // Deleted adapters count too: a delta they left behind is an extra one.
+              if (pa < 0 || rep.s_values[pa].empty()) continue;
               const ParamSpec& as = layout.params[pa];
               Mat d = matmul(value(pb, registered), value(pa, registered), ls.out, as.rows, ls.in);
               float s = lora_scaling(layout, static_cast<int>(a));

@@ -171,6 +171,20 @@ void RealRank::op_backward() {
     const at::Tensor& gr = params_[p].s.grad();
     if (gr.defined()) before[p] = {gr.unsafeGetTensorImpl(), gr._version()};
   }
+  std::vector<int> order;
+  for (int g : forward_order_)
+    if (layout_->groups[g].is_root) order.push_back(g);
+  for (size_t i = forward_order_.size(); i-- > 0;)
+    if (!layout_->groups[forward_order_[i]].is_root) order.push_back(forward_order_[i]);
+  // Each group's pre-backward hook fires before autograd reaches its
+  // parameters: its unshard copies requires_grad S -> U first, so a flag turned
+  // off on S since the forward stops AccumulateGrad. Apply those flags now; the
+  // all-gathers themselves are issued below, in hook order.
+  for (int g : order)
+    if (out_rg_[g] && !unsharded_[g])
+      for (int p : layout_->groups[g].params)
+        if (params_[p].u.defined() && params_[p].u.requires_grad() != params_[p].s.requires_grad())
+          params_[p].u.requires_grad_(params_[p].s.requires_grad());
   try {
     loss_.backward();
   } catch (const c10::Error& e) {
@@ -181,11 +195,6 @@ void RealRank::op_backward() {
   }
   loss_ = at::Tensor();
   std::vector<uint8_t> done(layout_->groups.size(), 0);
-  std::vector<int> order;
-  for (int g : forward_order_)
-    if (layout_->groups[g].is_root) order.push_back(g);
-  for (size_t i = forward_order_.size(); i-- > 0;)
-    if (!layout_->groups[forward_order_[i]].is_root) order.push_back(forward_order_[i]);
   for (int g : order) {
     if (!out_rg_[g]) continue;
     unshard(g);  // pre_backward

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "model/vocab/peer_view.hpp"
+
 namespace fsdpsim {
 
 namespace {
@@ -45,7 +47,70 @@ bool Simulator::match() {
       const CollRecord& c = queues_[r][heads_[r]].coll;
       if (c.op != c0.op || c.group != c0.group || c.count != c0.count) return false;
     }
+    if (c0.op == CollOp::AllGather) mix_check();
     for (size_t r = 0; r < queues_.size(); ++r) ++heads_[r];
+  }
+}
+
+// Matched all-gathers: where the ranks contributed different values of a
+// parameter, what each of them gathered is a mix (RankModel::mark_mixed).
+void Simulator::mix_check() {
+  auto digest = [&](size_t r, int i) {
+    const CollRecord& c = queues_[r][heads_[r]].coll;
+    return c.digest_begin < 0 ? 0 : ranks_[r].digests()[c.digest_begin + i];
+  };
+  const CollRecord& c0 = queues_[0][heads_[0]].coll;
+  int n = c0.into == CollRecord::kIntoU ? static_cast<int>(topo_->groups[c0.target].params.size()) : 1;
+  for (int i = 0; i < n; ++i) {
+    bool differ = false;
+    for (size_t r = 1; r < queues_.size(); ++r) differ = differ || digest(r, i) != digest(0, i);
+    if (!differ) continue;
+    for (size_t r = 0; r < queues_.size(); ++r) {
+      const Pending& p = queues_[r][heads_[r]];
+      ranks_[r].mark_mixed(p.coll, i);
+      if (p.obs >= 0) {
+        observations_->at(p.obs).layers = ranks_[r].observe_layers();
+        snapshots_[p.obs] = ranks_[r].stored_snapshot();
+      }
+    }
+  }
+}
+
+// Ranks that ran out of step see each other's shards where the collectives
+// place them (model/vocab/peer_view.hpp): judge each stored weight against
+// those, as the real backend's observer does.
+void Simulator::judge_against_peers(RunResult& res) {
+  const int world = topo_->world;
+  std::vector<std::vector<size_t>> mine(world);  // per rank: observation indices, in execution order
+  std::vector<std::vector<ReportMark>> marks(world);
+  for (size_t i = 0; i < res.observations.size(); ++i) {
+    const Observation& o = res.observations[i];
+    size_t issued = (marks[o.rank].empty() ? 0 : marks[o.rank].back().issued) + o.collectives.size();
+    bool known = o.status != Status::Hang && o.status != Status::Mismatch;
+    mine[o.rank].push_back(i);
+    marks[o.rank].push_back({o.step, issued, known});
+  }
+  std::vector<StoredSnapshot> initial;
+  for (int r = 0; r < world; ++r) initial.push_back(RankModel(*topo_, r).stored_snapshot());
+  for (int r = 0; r < world; ++r) {
+    for (size_t i = 0; i < mine[r].size(); ++i) {
+      Observation& o = res.observations[mine[r][i]];
+      if (o.layers.empty()) continue;
+      std::vector<const StoredSnapshot*> peers;
+      for (int j = 0; j < world; ++j) {
+        if (j == r) continue;
+        int m = peer_view(marks, j, r, i);
+        peers.push_back(m < 0 ? &initial[j] : &snapshots_[mine[j][m]]);
+      }
+      for (size_t l = 0; l < o.layers.size(); ++l) {
+        LayerObs& lo = o.layers[l];
+        lo.stored = ranks_[r].classify_stored(snapshots_[mine[r][i]], peers, static_cast<int>(l));
+        bool held_shard = true;
+        for (const auto& g : o.groups)
+          if (g.name == lo.group) held_shard = g.state == ShardedState::Sharded;
+        if (held_shard) lo.registered = lo.stored;
+      }
+    }
   }
 }
 
@@ -84,6 +149,8 @@ void Simulator::fail_collectives(bool mismatch, RunResult& res) {
 RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
   RunResult res;
   res.trace_hash = kFnvOffset;
+  observations_ = &res.observations;
+  snapshots_.clear();
   const int world = topo_->world;
   for (auto& r : ranks_) r.reset();
   queues_.assign(world, {});
@@ -105,7 +172,6 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
     const int i = cursor[pick];
     const Op& op = ops[i];
     RankModel& m = ranks_[pick];
-    m.collectives().clear();
     const OpResult& r = m.apply(op);
     ++res.rank_ops;
     const auto& colls = m.collectives();
@@ -113,6 +179,7 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
     if (opt.observe) {
       obs = static_cast<int>(res.observations.size());
       res.observations.push_back(m.observe(i + 1, op, r, colls.data(), colls.size()));
+      snapshots_.push_back(m.stored_snapshot());
     }
     res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
                                              (static_cast<uint64_t>(r.status) << 8) ^ r.grads);
@@ -132,6 +199,7 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
   for (int r = 0; r < world; ++r) unmatched = unmatched || heads_[r] < queues_[r].size();
   if (unmatched && !res.mismatch) fail_collectives(false, res);
   if (opt.observe) {
+    if (world > 1) judge_against_peers(res);
     std::stable_sort(res.observations.begin(), res.observations.end(),
                      [](const Observation& a, const Observation& b) { return a.step != b.step ? a.step < b.step : a.rank < b.rank; });
     res.trace_hash = observations_hash(res.observations);

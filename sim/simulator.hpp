@@ -39,12 +39,16 @@ class Simulator {
     int k;    // position of this collective among its op's
   };
   bool match();
+  void mix_check();
+  void judge_against_peers(RunResult& res);
   void fail_collectives(bool mismatch, RunResult& res);
 
   const Topology* topo_;
   std::vector<RankModel> ranks_;
   std::vector<std::vector<Pending>> queues_;  // per rank: issued, not yet matched
   std::vector<size_t> heads_;
+  std::vector<Observation>* observations_ = nullptr;  // the run's, to refresh after mark_mixed
+  std::vector<StoredSnapshot> snapshots_;              // per observation, before sorting
 };
 
 // Runs the file twice (S8: same observations, same trace hash) and checks the spec.

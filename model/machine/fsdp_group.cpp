@@ -16,7 +16,8 @@ void RankModel::unshard(int g) {
   GroupState& gs = st_.groups[g];
   if (gs.sharded == ShardedState::Unsharded) return;
   const GroupInfo& gi = topo_->groups[g];
-  colls_.push_back({CollOp::AllGather, g, gi.numel});
+  colls_.push_back({CollOp::AllGather, g, gi.numel, CollRecord::kIntoU, g, static_cast<int>(digests_.size())});
+  for (int p : gi.params) digests_.push_back(digest_of(p));
   gs.has_u = true;  // _fsdp_param.py::FSDPParam.init_unsharded_param: created once, then reused
   for (int p : gi.params) {
     ParamState& ps = st_.params[p];

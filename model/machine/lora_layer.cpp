@@ -6,6 +6,7 @@
 namespace fsdpsim {
 
 void WeightContent::add(int adapter, uint32_t version, int sign) {
+  if (version == kZeroDelta) return;  // adding or subtracting zero changes nothing
   int8_t& c = coeff[adapter];
   if (c != 0 && ver[adapter] != version) {
     corrupt = true;  // +delta(v1) - delta(v2): not W0 plus any set of current deltas
@@ -20,7 +21,43 @@ void WeightContent::add(int adapter, uint32_t version, int sign) {
 uint32_t RankModel::delta_version(int layer, int adapter) const {
   const LayerInfo& li = topo_->layers[layer];
   auto ver = [&](int p) { return is_registered_u(p) ? st_.params[p].ver_u : st_.params[p].ver_s; };
-  return ((ver(li.A[adapter]) & 0xffffu) << 16) | (ver(li.B[adapter]) & 0xffffu);
+  return delta_id(adapter, ver(li.A[adapter]), ver(li.B[adapter]));
+}
+
+// B stays exactly zero under init=zero (PEFT's default, lora/layer.py::
+// reset_lora_parameters) until an update or a load changes it: B @ A is zero then.
+uint32_t RankModel::delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const {
+  if (ver_b == 0 && topo_->adapters[adapter].init == LoraInit::Zero) return kZeroDelta;
+  return ((ver_a & 0xffffu) << 16) | (ver_b & 0xffffu);
+}
+
+// Which parameter, and what this rank's shard of it holds, as a digest.
+uint64_t RankModel::digest_of(int param) const {
+  const ParamState& ps = st_.params[param];
+  uint64_t h = (static_cast<uint64_t>(param) << 20) + ps.ver_s + 1;  // which tensor, and its values
+  for (int a = 0; a < kMaxAdapters; ++a) h = h * 131 + static_cast<uint64_t>(ps.w_s.coeff[a] + 2) * 7919 + ps.w_s.ver[a];
+  return h * 2 + ps.w_s.corrupt;
+}
+
+// The gathered value is rows of different ranks' differing shards: a base weight
+// that is W0 plus no set of deltas, LoRA values no rank has.
+void RankModel::mark_mixed(const CollRecord& c, int i) {
+  if (c.into == CollRecord::kIntoU) {
+    ParamState& ps = st_.params[topo_->groups[c.target].params[i]];
+    ps.w_u.corrupt = true;
+    ps.ver_u = kMixedVersion;
+  } else if (c.into == CollRecord::kIntoShard) {
+    const LayerInfo& li = topo_->layers[c.target];
+    if (delta_id(c.adapter, 0, st_.params[li.B[c.adapter]].ver_s) == kZeroDelta) return;  // B @ (any A) is zero
+    st_.params[li.weight].w_s.corrupt = true;
+  }
+}
+
+// DTensor's matmul all-gathers one parameter (A) for a delta.
+void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adapter) {
+  colls_.push_back({CollOp::AllGather, topo_->params[param].group, topo_->params[param].shard_numel, into, layer,
+                    static_cast<int>(digests_.size()), adapter});
+  digests_.push_back(digest_of(param));
 }
 
 WeightContent& RankModel::registered_weight(int layer) {
@@ -38,7 +75,7 @@ void RankModel::layer_merge(int layer, int adapter) {
     if (lp.merged[i] == adapter) return;  // "Already following adapters were merged"
   int a = li.A[adapter];
   if (topo_->params[a].group >= 0 && !is_registered_u(a))
-    colls_.push_back({CollOp::AllGather, topo_->params[a].group, topo_->params[a].shard_numel});
+    gather_one(a, CollRecord::kIntoShard, layer, adapter);
   registered_weight(layer).add(adapter, delta_version(layer, adapter), +1);
   lp.merged[lp.n_merged++] = static_cast<int8_t>(adapter);
 }
@@ -51,7 +88,7 @@ void RankModel::layer_unmerge(int layer) {
     int adapter = lp.merged[--lp.n_merged];
     int a = li.A[adapter];
     if (topo_->params[a].group >= 0 && !is_registered_u(a))
-      colls_.push_back({CollOp::AllGather, topo_->params[a].group, topo_->params[a].shard_numel});
+      gather_one(a, CollRecord::kIntoShard, layer, adapter);
     registered_weight(layer).add(adapter, delta_version(layer, adapter), -1);
   }
 }
@@ -129,12 +166,16 @@ WeightClass classify(const WeightContent& c, const LayerPeft& lp, const std::arr
     bool merged = false;
     for (int i = 0; i < lp.n_merged; ++i) merged = merged || lp.merged[i] == a;
     int want = merged ? 1 : 0;
-    if (c.coeff[a] == want) {
+    if (cur[a] == kZeroDelta) {
+      bad = bad || c.coeff[a] != 0;  // a delta from older, non-zero values
+    } else if (c.coeff[a] == want) {
       if (want && c.ver[a] != cur[a]) bad = true;
     } else if (c.coeff[a] == 0 && want == 1) {
       missing = true;
     } else if (c.coeff[a] == 1 && want == 0) {
-      extra = true;
+      // Only a delta of the current values makes W0 + (a set of current deltas).
+      if (c.ver[a] == cur[a]) extra = true;
+      else bad = true;
     } else {
       bad = true;
     }
@@ -152,8 +193,7 @@ WeightClass RankModel::classify_stored(int layer) const {
   const LayerInfo& li = topo_->layers[layer];
   std::array<uint32_t, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a)
-    if (li.A[a] >= 0)
-      cur[a] = ((st_.params[li.A[a]].ver_s & 0xffffu) << 16) | (st_.params[li.B[a]].ver_s & 0xffffu);
+    if (li.A[a] >= 0) cur[a] = delta_id(a, st_.params[li.A[a]].ver_s, st_.params[li.B[a]].ver_s);
   return classify(st_.params[li.weight].w_s, st_.layers[layer], cur, topo_->n_adapters());
 }
 
@@ -165,6 +205,28 @@ WeightClass RankModel::classify_registered(int layer) const {
     if (li.A[a] >= 0) cur[a] = delta_version(layer, a);
   const ParamState& w = st_.params[li.weight];
   return classify(is_registered_u(li.weight) ? w.w_u : w.w_s, st_.layers[layer], cur, topo_->n_adapters());
+}
+
+StoredSnapshot RankModel::stored_snapshot() const {
+  StoredSnapshot s;
+  for (const auto& ps : st_.params) s.ver_s.push_back(ps.ver_s);
+  for (const auto& li : topo_->layers) s.w_s.push_back(st_.params[li.weight].w_s);
+  s.layers = st_.layers;
+  return s;
+}
+
+WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vector<const StoredSnapshot*>& peers, int layer) const {
+  const LayerInfo& li = topo_->layers[layer];
+  std::array<uint32_t, kMaxAdapters> cur{};
+  for (int a = 0; a < topo_->n_adapters(); ++a) {
+    if (li.A[a] < 0) continue;
+    uint32_t va = own.ver_s[li.A[a]];
+    bool managed = topo_->params[li.A[a]].group >= 0;
+    for (const auto* p : peers)
+      if (managed && p->ver_s[li.A[a]] != va) va = kMixedVersion;
+    cur[a] = delta_id(a, va, own.ver_s[li.B[a]]);
+  }
+  return classify(own.w_s[layer], own.layers[layer], cur, topo_->n_adapters());
 }
 
 bool RankModel::any_merged() const {

@@ -37,6 +37,13 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
     po.rg_u = (pi.group >= 0 && st_.groups[pi.group].has_u) ? static_cast<int8_t>(ps.rg_u) : int8_t{-1};
     o.params.push_back(po);
   }
+  o.layers = observe_layers();
+  for (size_t i = 0; i < n_colls; ++i) o.collectives.push_back({colls[i].op, topo_->groups[colls[i].group].name, colls[i].count});
+  return o;
+}
+
+std::vector<LayerObs> RankModel::observe_layers() const {
+  std::vector<LayerObs> out;
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     LayerObs lo;
     lo.name = topo_->layers[l].name;
@@ -44,10 +51,9 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
     for (int i = 0; i < st_.layers[l].n_merged; ++i) lo.merged.push_back(topo_->adapters[st_.layers[l].merged[i]].name);
     lo.stored = classify_stored(static_cast<int>(l));
     lo.registered = classify_registered(static_cast<int>(l));
-    o.layers.push_back(lo);
+    out.push_back(lo);
   }
-  for (size_t i = 0; i < n_colls; ++i) o.collectives.push_back({colls[i].op, topo_->groups[colls[i].group].name, colls[i].count});
-  return o;
+  return out;
 }
 
 }  // namespace fsdpsim

@@ -163,7 +163,7 @@ void RankModel::op_delta_weight(int layer) {
     if (!((st_.layers[layer].active >> a) & 1) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
     int p = li.A[a];
     if (topo_->params[p].group >= 0 && !is_registered_u(p))
-      colls_.push_back({CollOp::AllGather, topo_->params[p].group, topo_->params[p].shard_numel});
+      gather_one(p, CollRecord::kNowhere, layer, a);
   }
 }
 

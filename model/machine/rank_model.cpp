@@ -36,6 +36,8 @@ void RankModel::reset() {
 }
 
 const OpResult& RankModel::apply(const Op& op) {
+  colls_.clear();
+  digests_.clear();
   res_.status = Status::Ok;
   res_.message.clear();
   res_.index = -1;
@@ -149,9 +151,10 @@ void RankModel::op_backward() {
   }
   thread_local std::vector<uint8_t> done;
   done.assign(topo_->groups.size(), 0);
+  // AccumulateGrad skips a leaf whose requires_grad was turned off after the forward.
   auto grads_into_u = [&](int g) {
     for (int p : topo_->groups[g].params)
-      if (gr.grad[p]) st_.params[p].grad_u = true;
+      if (gr.grad[p] && st_.params[p].rg_u) st_.params[p].grad_u = true;
   };
   // The root's output is the loss, so its pre-backward hook fires first; then
   // the children in reverse forward order.
@@ -173,7 +176,7 @@ void RankModel::op_backward() {
   // Parameters no group manages (adapters added after fully_shard): autograd
   // writes their grad directly; nothing is reduced across ranks.
   for (size_t p = 0; p < topo_->params.size(); ++p) {
-    if (topo_->params[p].group >= 0 || !gr.grad[p]) continue;
+    if (topo_->params[p].group >= 0 || !gr.grad[p] || !st_.params[p].rg_s) continue;
     st_.params[p].grad_s = true;
     if (topo_->params[p].adapter >= 0) res_.grads |= static_cast<uint8_t>(1u << topo_->params[p].adapter);
   }

@@ -17,6 +17,22 @@ struct CollRecord {
   CollOp op;
   int group;
   int64_t count;
+  // All-gathers: what the gathered value feeds (U of the group, a merge into
+  // the layer's shard, or nothing kept) and where digests() holds a digest of
+  // each contributed parameter. Ranks contributing different values make the
+  // result a mix no single rank holds (see mark_mixed).
+  enum Into : uint8_t { kIntoU, kIntoShard, kNowhere } into = kNowhere;
+  int target = -1;        // the group (kIntoU) or the layer (kIntoShard)
+  int digest_begin = -1;  // index into RankModel::digests()
+  int adapter = -1;       // kIntoShard: whose delta the gathered A makes
+};
+
+// What the stored-weight class depends on, kept per observation so the
+// simulator can judge it against the peers' shards afterwards.
+struct StoredSnapshot {
+  std::vector<uint32_t> ver_s;      // per param
+  std::vector<WeightContent> w_s;   // per layer
+  std::vector<LayerPeft> layers;    // per layer
 };
 
 struct OpResult {
@@ -38,6 +54,7 @@ class RankModel {
   const Topology& topology() const { return *topo_; }
   int rank() const { return rank_; }
   std::vector<CollRecord>& collectives() { return colls_; }
+  const std::vector<uint64_t>& digests() const { return digests_; }
 
   // Queries shared with the spec checks and the observation builder.
   bool is_registered_u(int param) const;
@@ -48,6 +65,14 @@ class RankModel {
   int optimizer_missing(int* first_index) const;
   bool is_registered_s(int param) const;  // the module holds this parameter's S object now
   Observation observe(int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const;
+  std::vector<LayerObs> observe_layers() const;
+  StoredSnapshot stored_snapshot() const;
+  // The stored class of `layer` given this rank's snapshot and its peers' (a
+  // peer whose A shard differs makes the full A a mix no rank computed with).
+  WeightClass classify_stored(const StoredSnapshot& own, const std::vector<const StoredSnapshot*>& peers, int layer) const;
+  // A matched all-gather combined different values of the i-th contributed
+  // parameter from different ranks.
+  void mark_mixed(const CollRecord& c, int i);
 
  private:
   // --- FSDP2 param group (fsdp_group.cpp) ---
@@ -63,12 +88,15 @@ class RankModel {
   void reshard_all();
   // --- LoRA layer (lora_layer.cpp) ---
   uint32_t delta_version(int layer, int adapter) const;
+  uint32_t delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const;
   void layer_merge(int layer, int adapter);
   void layer_unmerge(int layer);
   void layer_set_adapter(int layer, uint8_t names, bool inference_mode);
   void layer_enable_adapters(int layer, bool enabled);
   void layer_forward(int layer, bool grad_enabled, bool* path_rg);
   WeightContent& registered_weight(int layer);
+  uint64_t digest_of(int param) const;
+  void gather_one(int param, CollRecord::Into into, int layer, int adapter);
   void set_registered_rg(int param, bool value);
   // --- PEFT model (peft_model.cpp) ---
   void op_set_adapter(const Op& op);
@@ -103,6 +131,7 @@ class RankModel {
   RankState st_;
   OpResult res_;
   std::vector<CollRecord> colls_;
+  std::vector<uint64_t> digests_;  // per all-gathered parameter, this op
 };
 
 std::string mask_names(const Topology& t, uint8_t mask);  // "{a,b}" in adapter order

@@ -11,6 +11,9 @@
 
 namespace fsdpsim {
 
+constexpr uint32_t kZeroDelta = 0xffffffffu;  // the delta of an adapter whose B is still zero
+constexpr uint32_t kMixedVersion = 0xfffeu;   // LoRA values gathered from ranks that disagree
+
 // What a base weight holds beyond W0: +coeff * delta(adapter, version) per
 // adapter. A value the symbolic form cannot express (a delta subtracted at a
 // different version than it was added) makes it corrupt.

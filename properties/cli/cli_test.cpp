@@ -57,9 +57,10 @@ TEST(Cli, UsageErrorsExitThree) {
   Result r = run("run /nonexistent/x.seq");
   EXPECT_EQ(r.code, 3);
   EXPECT_NE(r.out.find("/nonexistent/x.seq: cannot open file"), std::string::npos);
-  Result b = run("run x.seq --backend real");
+  Result b = run("run x.seq --backend gpu");
   EXPECT_EQ(b.code, 3);
-  EXPECT_NE(b.out.find("real backend"), std::string::npos);
+  EXPECT_NE(b.out.find("--backend expects model, real or both"), std::string::npos);
+  EXPECT_EQ(run("run x.seq --ranks fibers").code, 3);
 }
 
 TEST(Cli, RunExitsOneOnFindingsAndZeroWhenClean) {

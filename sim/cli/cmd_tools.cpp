@@ -103,7 +103,6 @@ int cmd_bench(const Args& a) {
         RankModel& m = models[i];
         m.reset();
         for (const Op& op : cases[i].ops) {
-          m.collectives().clear();
           m.apply(op);
         }
         ops += static_cast<int64_t>(cases[i].ops.size());
