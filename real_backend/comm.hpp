@@ -44,13 +44,17 @@ class Comm {
        const std::shared_ptr<::gloo::transport::Device>& device, std::chrono::milliseconds timeout);
   int rank() const { return rank_; }
   int world() const { return world_; }
-  void set_group_names(std::vector<std::string> names) { group_names_ = std::move(names); }
+  void set_names(std::vector<std::string> groups, std::vector<std::string> params) {
+    group_names_ = std::move(groups);
+    param_names_ = std::move(params);
+  }
 
-  // All-gathers this rank's flat chunk; returns world chunks concatenated in rank order.
-  at::Tensor all_gather(const at::Tensor& chunk, int group, int step);
+  // All-gathers this rank's flat chunk of `members` (parameter indices); returns
+  // world chunks concatenated in rank order.
+  at::Tensor all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members);
   // Reduce-scatter with AVG over a flat buffer of world equal segments: allreduce(SUM),
   // keep this rank's segment, divide by world (gloo 1.13 has no reduce_scatter, no AVG).
-  at::Tensor reduce_scatter_avg(const at::Tensor& flat, int group, int step);
+  at::Tensor reduce_scatter_avg(const at::Tensor& flat, int group, int step, const std::vector<int>& members);
   // Tells the peers this rank has no more collectives; throws CollectiveFailure
   // when one of them is still waiting in one.
   void finish(int step);
@@ -58,11 +62,11 @@ class Comm {
   std::vector<IssuedCollective>& issued() { return issued_; }
 
  private:
-  void exchange(int op, int group, int64_t count, int step);
+  void exchange(int op, int group, int64_t count, int step, const std::vector<int>& members);
   std::string describe(const at::Tensor& prints) const;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
   int rank_, world_;
-  std::vector<std::string> group_names_;
+  std::vector<std::string> group_names_, param_names_;
   std::vector<IssuedCollective> issued_;
 };
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -91,6 +93,8 @@ bool read_frame(int fd, std::string* s) {
 [[noreturn]] void worker_main(int rank, int world, const std::string& store_path, std::chrono::milliseconds timeout, int in,
                               int out) {
   g_in_worker = true;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a parent that dies takes its ranks with it
+  if (::getppid() == 1) _exit(3);
   at::set_num_threads(1);
   std::unique_ptr<Comm> comm;
   try {
@@ -116,6 +120,53 @@ bool read_frame(int fd, std::string* s) {
     if (!write_frame(out, reply)) _exit(3);
   }
   _exit(0);
+}
+
+// SIGINT/SIGTERM: kill every live worker and remove the stores, then leave.
+// Only async-signal-safe calls; the table is written before workers start.
+constexpr int kMaxLive = 64;
+volatile sig_atomic_t g_live_pids[kMaxLive];
+char g_live_dirs[4][64];
+
+void on_signal(int sig) {
+  for (int i = 0; i < kMaxLive; ++i)
+    if (g_live_pids[i] > 0) ::kill(g_live_pids[i], SIGKILL);
+  for (auto& d : g_live_dirs) {
+    if (!d[0]) continue;
+    char store[80];
+    size_t n = std::strlen(d);
+    std::memcpy(store, d, n);
+    std::memcpy(store + n, "/store", 7);
+    ::unlink(store);
+    ::rmdir(d);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void track(pid_t pid, bool add) {
+  for (int i = 0; i < kMaxLive; ++i)
+    if (add ? g_live_pids[i] == 0 : g_live_pids[i] == pid) {
+      g_live_pids[i] = add ? pid : 0;
+      return;
+    }
+}
+
+void track_dir(const std::string& dir, bool add) {
+  for (auto& d : g_live_dirs)
+    if (add ? !d[0] : dir == d) {
+      if (add) std::snprintf(d, sizeof d, "%s", dir.c_str());
+      else d[0] = 0;
+      return;
+    }
+}
+
+void install_signal_handlers() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  ::signal(SIGINT, on_signal);
+  ::signal(SIGTERM, on_signal);
 }
 
 }  // namespace
@@ -197,6 +248,7 @@ class ProcessPool : public RealRanks::Impl {
   std::string exit_text(int r) {
     int status = 0;
     if (pids_.empty() || ::waitpid(pids_[r], &status, WNOHANG) <= 0) return "unknown";
+    track(pids_[r], false);
     pids_[r] = -1;
     if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
     return std::to_string(WEXITSTATUS(status));
@@ -206,6 +258,8 @@ class ProcessPool : public RealRanks::Impl {
     char tmpl[] = "/tmp/fsdpsim-XXXXXX";
     if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
     dir_ = tmpl;
+    install_signal_handlers();
+    track_dir(dir_, true);
     std::string store = dir_ + "/store";
     for (int r = 0; r < world_; ++r) {
       int a[2], b[2];
@@ -224,6 +278,7 @@ class ProcessPool : public RealRanks::Impl {
       ::fcntl(a[1], F_SETFD, FD_CLOEXEC);
       ::fcntl(b[0], F_SETFD, FD_CLOEXEC);
       pids_.push_back(pid);
+      track(pid, true);
       to_.push_back(a[1]);
       from_.push_back(b[0]);
     }
@@ -239,6 +294,7 @@ class ProcessPool : public RealRanks::Impl {
     auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     for (pid_t pid : pids_) {
       if (pid <= 0) continue;
+      track(pid, false);
       int status;
       while (::waitpid(pid, &status, WNOHANG) == 0) {
         if (std::chrono::steady_clock::now() > until) {
@@ -255,6 +311,7 @@ class ProcessPool : public RealRanks::Impl {
     if (!dir_.empty()) {
       std::error_code ec;
       std::filesystem::remove_all(dir_, ec);
+      track_dir(dir_, false);
       dir_.clear();
     }
   }

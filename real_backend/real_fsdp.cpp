@@ -22,7 +22,7 @@ void RealRank::unshard(int g) {
   const GroupSpec& gs = layout_->groups[g];
   std::vector<at::Tensor> flat;
   for (int p : gs.params) flat.push_back(params_[p].s.reshape({-1}));
-  at::Tensor gathered = comm_->all_gather(at::cat(flat), g, step_);
+  at::Tensor gathered = comm_->all_gather(at::cat(flat), g, step_, gs.params);
   const int world = layout_->world;
   int64_t offset = 0;
   for (int p : gs.params) {
@@ -100,7 +100,7 @@ void RealRank::post_backward(int g) {
     per_param.push_back(padded.view({world, ps.chunk_numel()}));
   }
   at::Tensor flat = at::cat(per_param, 1).reshape({-1});
-  at::Tensor mine = comm_->reduce_scatter_avg(flat, g, step_);
+  at::Tensor mine = comm_->reduce_scatter_avg(flat, g, step_, with_grad);
   int64_t offset = 0;
   for (int p : with_grad) {
     const ParamSpec& ps = layout_->params[p];

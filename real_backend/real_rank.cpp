@@ -7,9 +7,10 @@
 namespace fsdpsim::real {
 
 RealRank::RealRank(const Layout& layout, uint64_t seed, Comm* comm) : layout_(&layout), seed_(seed), comm_(comm) {
-  std::vector<std::string> names;
-  for (const auto& g : layout.groups) names.push_back(g.name);
-  comm_->set_group_names(names);
+  std::vector<std::string> groups, params;
+  for (const auto& g : layout.groups) groups.push_back(g.name);
+  for (const auto& p : layout.params) params.push_back(p.name);
+  comm_->set_names(groups, params);
   reset();
 }
 

@@ -45,11 +45,18 @@ bool Simulator::match() {
     const CollRecord& c0 = queues_[0][heads_[0]].coll;
     for (size_t r = 1; r < queues_.size(); ++r) {
       const CollRecord& c = queues_[r][heads_[r]].coll;
-      if (c.op != c0.op || c.group != c0.group || c.count != c0.count) return false;
+      if (c.op != c0.op || c.group != c0.group || c.count != c0.count || members_of(r) != members_of(0)) return false;
     }
     if (c0.op == CollOp::AllGather) mix_check();
     for (size_t r = 0; r < queues_.size(); ++r) ++heads_[r];
   }
+}
+
+// The parameters rank r's head collective packs.
+std::vector<int> Simulator::members_of(size_t r) const {
+  const CollRecord& c = queues_[r][heads_[r]].coll;
+  const auto& m = ranks_[r].members();
+  return std::vector<int>(m.begin() + c.member_begin, m.begin() + c.member_begin + c.member_count);
 }
 
 // Matched all-gathers: where the ranks contributed different values of a
@@ -62,8 +69,14 @@ void Simulator::mix_check() {
   const CollRecord& c0 = queues_[0][heads_[0]].coll;
   int n = c0.into == CollRecord::kIntoU ? static_cast<int>(topo_->groups[c0.target].params.size()) : 1;
   for (int i = 0; i < n; ++i) {
-    bool differ = false;
-    for (size_t r = 1; r < queues_.size(); ++r) differ = differ || digest(r, i) != digest(0, i);
+    bool differ = false;  // among the ranks that hold rows (0: padding only)
+    uint64_t first = 0;
+    for (size_t r = 0; r < queues_.size(); ++r) {
+      uint64_t d = digest(r, i);
+      if (d == 0) continue;
+      if (first == 0) first = d;
+      differ = differ || d != first;
+    }
     if (!differ) continue;
     for (size_t r = 0; r < queues_.size(); ++r) {
       const Pending& p = queues_[r][heads_[r]];
@@ -96,11 +109,11 @@ void Simulator::judge_against_peers(RunResult& res) {
     for (size_t i = 0; i < mine[r].size(); ++i) {
       Observation& o = res.observations[mine[r][i]];
       if (o.layers.empty()) continue;
-      std::vector<const StoredSnapshot*> peers;
+      std::vector<std::pair<int, const StoredSnapshot*>> peers;
       for (int j = 0; j < world; ++j) {
         if (j == r) continue;
         int m = peer_view(marks, j, r, i);
-        peers.push_back(m < 0 ? &initial[j] : &snapshots_[mine[j][m]]);
+        peers.push_back({j, m < 0 ? &initial[j] : &snapshots_[mine[j][m]]});
       }
       for (size_t l = 0; l < o.layers.size(); ++l) {
         LayerObs& lo = o.layers[l];
@@ -118,16 +131,18 @@ void Simulator::judge_against_peers(RunResult& res) {
 // waits in. A rank stuck inside an op shows only the collectives it issued up
 // to that one; its state is not observable.
 void Simulator::fail_collectives(bool mismatch, RunResult& res) {
-  std::string desc;
+  std::vector<PendingCollective> heads;
   for (size_t r = 0; r < queues_.size(); ++r) {
-    desc += (r ? "; " : "") + std::string("rank ") + std::to_string(r) + " ";
-    if (heads_[r] < queues_[r].size()) {
-      const Pending& p = queues_[r][heads_[r]];
-      desc += "in " + collective_text({p.coll.op, topo_->groups[p.coll.group].name, p.coll.count}) + " at step " + std::to_string(p.step);
-    } else {
-      desc += "issues no matching collective";
+    if (heads_[r] >= queues_[r].size()) {
+      heads.push_back({false, {}, 0, {}});
+      continue;
     }
+    const Pending& p = queues_[r][heads_[r]];
+    std::vector<std::string> names;
+    for (int m : members_of(r)) names.push_back(topo_->params[m].name);
+    heads.push_back({true, {p.coll.op, topo_->groups[p.coll.group].name, p.coll.count}, p.step, names});
   }
+  const std::string desc = describe_pending(heads);
   for (size_t r = 0; r < queues_.size(); ++r) {
     if (heads_[r] >= queues_[r].size()) continue;
     const Pending& p = queues_[r][heads_[r]];

@@ -39,6 +39,7 @@ class Simulator {
     int k;    // position of this collective among its op's
   };
   bool match();
+  std::vector<int> members_of(size_t r) const;
   void mix_check();
   void judge_against_peers(RunResult& res);
   void fail_collectives(bool mismatch, RunResult& res);

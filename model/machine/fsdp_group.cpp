@@ -16,8 +16,14 @@ void RankModel::unshard(int g) {
   GroupState& gs = st_.groups[g];
   if (gs.sharded == ShardedState::Unsharded) return;
   const GroupInfo& gi = topo_->groups[g];
-  colls_.push_back({CollOp::AllGather, g, gi.numel, CollRecord::kIntoU, g, static_cast<int>(digests_.size())});
-  for (int p : gi.params) digests_.push_back(digest_of(p));
+  CollRecord c{CollOp::AllGather, g, gi.numel, CollRecord::kIntoU, g, static_cast<int>(digests_.size())};
+  c.member_begin = static_cast<int>(members_.size());
+  c.member_count = static_cast<int>(gi.params.size());
+  colls_.push_back(c);
+  for (int p : gi.params) {
+    digests_.push_back(digest_of(p));
+    members_.push_back(p);
+  }
   gs.has_u = true;  // _fsdp_param.py::FSDPParam.init_unsharded_param: created once, then reused
   for (int p : gi.params) {
     ParamState& ps = st_.params[p];
@@ -84,7 +90,11 @@ void RankModel::post_backward(int g) {
   }
   to_sharded(g);
   if (with_grad.empty()) return;  // a group with no gradient issues no collective
-  colls_.push_back({CollOp::ReduceScatter, g, count});
+  CollRecord c{CollOp::ReduceScatter, g, count};
+  c.member_begin = static_cast<int>(members_.size());
+  c.member_count = static_cast<int>(with_grad.size());
+  colls_.push_back(c);
+  members_.insert(members_.end(), with_grad.begin(), with_grad.end());
   for (int p : with_grad) {
     st_.params[p].grad_s = true;
     if (topo_->params[p].adapter >= 0) res_.grads |= static_cast<uint8_t>(1u << topo_->params[p].adapter);

@@ -33,6 +33,7 @@ uint32_t RankModel::delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const 
 
 // Which parameter, and what this rank's shard of it holds, as a digest.
 uint64_t RankModel::digest_of(int param) const {
+  if (!holds_rows(param, rank_)) return 0;  // only padding: contributes nothing to the gathered value
   const ParamState& ps = st_.params[param];
   uint64_t h = (static_cast<uint64_t>(param) << 20) + ps.ver_s + 1;  // which tensor, and its values
   for (int a = 0; a < kMaxAdapters; ++a) h = h * 131 + static_cast<uint64_t>(ps.w_s.coeff[a] + 2) * 7919 + ps.w_s.ver[a];
@@ -55,9 +56,13 @@ void RankModel::mark_mixed(const CollRecord& c, int i) {
 
 // DTensor's matmul all-gathers one parameter (A) for a delta.
 void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adapter) {
-  colls_.push_back({CollOp::AllGather, topo_->params[param].group, topo_->params[param].shard_numel, into, layer,
-                    static_cast<int>(digests_.size()), adapter});
+  CollRecord c{CollOp::AllGather, topo_->params[param].group, topo_->params[param].shard_numel, into, layer,
+               static_cast<int>(digests_.size()), adapter};
+  c.member_begin = static_cast<int>(members_.size());
+  c.member_count = 1;
+  colls_.push_back(c);
   digests_.push_back(digest_of(param));
+  members_.push_back(param);
 }
 
 WeightContent& RankModel::registered_weight(int layer) {
@@ -215,15 +220,23 @@ StoredSnapshot RankModel::stored_snapshot() const {
   return s;
 }
 
-WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vector<const StoredSnapshot*>& peers, int layer) const {
+// FSDP2 pads dim 0 to world * chunk: a rank past the last row holds padding only.
+bool RankModel::holds_rows(int param, int rank) const {
+  const ParamInfo& pi = topo_->params[param];
+  int64_t chunk = (pi.dim0 + topo_->world - 1) / topo_->world;
+  return pi.group < 0 || rank * chunk < pi.dim0;
+}
+
+WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
+                                       int layer) const {
   const LayerInfo& li = topo_->layers[layer];
   std::array<uint32_t, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     if (li.A[a] < 0) continue;
     uint32_t va = own.ver_s[li.A[a]];
     bool managed = topo_->params[li.A[a]].group >= 0;
-    for (const auto* p : peers)
-      if (managed && p->ver_s[li.A[a]] != va) va = kMixedVersion;
+    for (const auto& [rank, p] : peers)
+      if (managed && holds_rows(li.A[a], rank) && p->ver_s[li.A[a]] != va) va = kMixedVersion;
     cur[a] = delta_id(a, va, own.ver_s[li.B[a]]);
   }
   return classify(own.w_s[layer], own.layers[layer], cur, topo_->n_adapters());

@@ -38,6 +38,7 @@ void RankModel::reset() {
 const OpResult& RankModel::apply(const Op& op) {
   colls_.clear();
   digests_.clear();
+  members_.clear();
   res_.status = Status::Ok;
   res_.message.clear();
   res_.index = -1;

@@ -25,6 +25,9 @@ struct CollRecord {
   int target = -1;        // the group (kIntoU) or the layer (kIntoShard)
   int digest_begin = -1;  // index into RankModel::digests()
   int adapter = -1;       // kIntoShard: whose delta the gathered A makes
+  // The parameters packed into it (indices into members()): ranks packing
+  // different parameters into same-sized buffers mix unrelated values.
+  int member_begin = 0, member_count = 0;
 };
 
 // What the stored-weight class depends on, kept per observation so the
@@ -55,6 +58,7 @@ class RankModel {
   int rank() const { return rank_; }
   std::vector<CollRecord>& collectives() { return colls_; }
   const std::vector<uint64_t>& digests() const { return digests_; }
+  const std::vector<int>& members() const { return members_; }
 
   // Queries shared with the spec checks and the observation builder.
   bool is_registered_u(int param) const;
@@ -69,7 +73,9 @@ class RankModel {
   StoredSnapshot stored_snapshot() const;
   // The stored class of `layer` given this rank's snapshot and its peers' (a
   // peer whose A shard differs makes the full A a mix no rank computed with).
-  WeightClass classify_stored(const StoredSnapshot& own, const std::vector<const StoredSnapshot*>& peers, int layer) const;
+  WeightClass classify_stored(const StoredSnapshot& own, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
+                              int layer) const;
+  bool holds_rows(int param, int rank) const;
   // A matched all-gather combined different values of the i-th contributed
   // parameter from different ranks.
   void mark_mixed(const CollRecord& c, int i);
@@ -132,6 +138,7 @@ class RankModel {
   OpResult res_;
   std::vector<CollRecord> colls_;
   std::vector<uint64_t> digests_;  // per all-gathered parameter, this op
+  std::vector<int> members_;       // per collective's parameters, this op
 };
 
 std::string mask_names(const Topology& t, uint8_t mask);  // "{a,b}" in adapter order

@@ -61,6 +61,36 @@ std::string collective_text(const Collective& c) {
   return std::string(coll_op_name(c.op)) + "(" + c.group + ", " + std::to_string(c.count) + ")";
 }
 
+std::string describe_pending(const std::vector<PendingCollective>& heads) {
+  bool same = true;
+  int waiting = 0;
+  const PendingCollective* first = nullptr;
+  for (const auto& h : heads) {
+    if (!h.waiting) continue;
+    ++waiting;
+    if (!first) first = &h;
+    same = same && h.coll == first->coll;
+  }
+  same = same && waiting >= 2;
+  std::string out;
+  for (size_t r = 0; r < heads.size(); ++r) {
+    const PendingCollective& h = heads[r];
+    out += (r ? "; " : "") + std::string("rank ") + std::to_string(r) + " ";
+    if (!h.waiting) {
+      out += "issues no matching collective";
+      continue;
+    }
+    out += "in " + collective_text(h.coll);
+    if (same) {
+      std::string m;
+      for (size_t i = 0; i < h.members.size(); ++i) m += (i ? "," : "") + h.members[i];
+      out += " of " + (m.empty() ? std::string("nothing") : m);
+    }
+    out += " at step " + std::to_string(h.step);
+  }
+  return out;
+}
+
 std::string names_set_text(const std::vector<std::string>& names) {
   std::string out = "{";
   for (size_t i = 0; i < names.size(); ++i) out += (i ? "," : "") + names[i];

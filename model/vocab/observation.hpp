@@ -35,6 +35,19 @@ struct Collective {
 };
 std::string collective_text(const Collective& c);  // "all_gather(root, 212)"
 
+// What one rank waits in when collectives fail to pair up.
+struct PendingCollective {
+  bool waiting = false;  // false: the rank issues no matching collective
+  Collective coll;
+  int step = 0;
+  std::vector<std::string> members;  // the parameters packed into it
+};
+// "rank 0 in all_gather(lin0, 112) at step 5; rank 1 issues no matching
+// collective". When every waiting rank issues the same op, group and size but
+// packs different parameters, each lists them ("... of lin0.lora_A.a,...").
+// The model's simulator and the real backend both word failures with this.
+std::string describe_pending(const std::vector<PendingCollective>& heads);
+
 struct GroupObs {
   std::string name;
   ShardedState state = ShardedState::Sharded;

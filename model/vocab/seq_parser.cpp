@@ -490,6 +490,13 @@ void validate(const SeqFile& f, const std::string& file) {
   if (s.adapters[0].deferred) fail(s.adapters[0].pos, "the first adapter is the active one and cannot be deferred");
   if (s.shards.empty() || !s.shards.back().is_root())
     fail(s.shards.empty() ? SourcePos{1, 1} : s.shards.back().pos, "expected `fully_shard root` as the last fully_shard");
+  size_t params = 0;  // collectives name their parameters in a 256-bit set
+  for (const auto& l : s.layers) {
+    params += 2;
+    for (const auto& a : s.adapters)
+      for (const auto& t : a.targets) params += t == l.name ? 2 : 0;
+  }
+  if (params > 256) fail(s.layers.back().pos, "at most 256 parameters are supported, this scenario has " + std::to_string(params));
   for (size_t i = 1; i < s.layers.size(); ++i)
     if (s.layers[i].in != s.layers[i - 1].out)
       fail(s.layers[i].pos, "layer '" + s.layers[i].name + "' takes " + std::to_string(s.layers[i].in) +
