@@ -56,10 +56,12 @@ inline RunResult simulate(const std::string& text, SeqFile* out = nullptr) {
   return r;
 }
 
-inline const Observation& obs_at(const RunResult& r, int step, int rank) {
-  for (const auto& o : r.observations)
+inline const Observation& obs_at(const std::vector<Observation>& obs, int step, int rank) {
+  for (const auto& o : obs)
     if (o.step == step && o.rank == rank) return o;
   throw std::runtime_error("no observation for step " + std::to_string(step) + " rank " + std::to_string(rank));
 }
+
+inline const Observation& obs_at(const RunResult& r, int step, int rank) { return obs_at(r.observations, step, rank); }
 
 }  // namespace fsdpsim::test

@@ -167,6 +167,7 @@ void install_signal_handlers() {
   done = true;
   ::signal(SIGINT, on_signal);
   ::signal(SIGTERM, on_signal);
+  ::signal(SIGPIPE, SIG_IGN);  // a dead worker's pipe answers EPIPE instead of killing us
 }
 
 }  // namespace
@@ -247,7 +248,12 @@ class ProcessPool : public RealRanks::Impl {
 
   std::string exit_text(int r) {
     int status = 0;
-    if (pids_.empty() || ::waitpid(pids_[r], &status, WNOHANG) <= 0) return "unknown";
+    if (pids_.empty() || pids_[r] <= 0) return "unknown";
+    // Its pipe closed: it is exiting; give it a moment to become reapable.
+    pid_t got = 0;
+    for (int i = 0; i < 200 && (got = ::waitpid(pids_[r], &status, WNOHANG)) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (got <= 0) return "unknown";
     track(pids_[r], false);
     pids_[r] = -1;
     if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));

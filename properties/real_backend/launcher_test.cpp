@@ -1,0 +1,115 @@
+// The real backend's ranks (real_backend/launcher.cpp): thread and process
+// ranks agree bit for bit, failures are reported, crashed ranks are cleaned up.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <set>
+
+#include "properties/test_util.hpp"
+#include "sim/crosscheck.hpp"
+#include "sim/generator.hpp"
+
+using namespace fsdpsim;
+using namespace fsdpsim::test;
+
+namespace {
+
+const std::chrono::milliseconds kTimeout(5000);
+
+std::set<std::string> store_dirs() {
+  std::set<std::string> out;
+  if (DIR* d = ::opendir("/tmp")) {
+    while (dirent* e = ::readdir(d))
+      if (std::string(e->d_name).rfind("fsdpsim-", 0) == 0) out.insert(e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
+
+const char* kSeed000 = "eval\nmerge\nset_adapter other\ntrain_step\ntrain_step\ntrain_step\n";
+
+}  // namespace
+
+TEST(RealRanks, Seed000OnRealTensors) {
+  for (int world : {1, 2}) {
+    SeqFile f = parse_seq(seed000_header(world) + kSeed000);
+    real::RealResult r = real::run_real(f, real::RankMode::Processes, kTimeout);
+    ASSERT_FALSE(r.infra_failure) << r.infra_message;
+    for (int rank = 0; rank < world; ++rank) {
+      const Observation& s1 = obs_at(r.observations, 4, rank);
+      ASSERT_EQ(s1.status, Status::Ok) << s1.message;
+      EXPECT_EQ(*s1.grads, std::vector<std::string>{"other"});
+      const Observation& s2 = obs_at(r.observations, 5, rank);
+      EXPECT_EQ(s2.status, Status::NoGradFn);
+      EXPECT_EQ(s2.message, "element 0 of tensors does not require grad and does not have a grad_fn");  // libtorch's own
+    }
+  }
+}
+
+TEST(RealRanks, ThreadAndProcessRanksGiveIdenticalObservations) {
+  real::RealRanks threads(2, real::RankMode::Threads, kTimeout), procs(2, real::RankMode::Processes, kTimeout);
+  std::vector<SeqFile> files = {parse_seq(seed000_header(2) + kSeed000)};
+  for (uint64_t seed = 100; seed < 130; ++seed) {
+    Prng rng(seed);
+    files.push_back(generate_seq(rng, {}));
+  }
+  for (const auto& f : files) {
+    real::RealResult a = threads.run(f), b = procs.run(f);
+    ASSERT_FALSE(a.infra_failure || b.infra_failure) << a.infra_message << b.infra_message;
+    EXPECT_EQ(observations_hash(a.observations), observations_hash(b.observations)) << print_seq(f);
+  }
+}
+
+TEST(RealRanks, HangIsReportedLikeTheModelDoes) {
+  SeqFile f = parse_seq(seed000_header(2) + "@0 unshard lin0\n");
+  real::RealResult r = real::run_real(f, real::RankMode::Processes, kTimeout);
+  ASSERT_FALSE(r.infra_failure) << r.infra_message;
+  ASSERT_EQ(r.observations.size(), 1u);
+  EXPECT_EQ(r.observations[0].status, Status::Hang);
+  RunResult model = run_checked(f);
+  EXPECT_EQ(r.observations[0].message, model.observations[0].message);
+  EXPECT_NE(r.observations[0].message.find("rank 1 issues no matching collective"), std::string::npos);
+}
+
+TEST(RealRanks, DifferentParametersInEqualSizedCollectivesAreAMismatch) {
+  // Two adapters of the same shape: ranks training different ones reduce-scatter
+  // the same number of elements; gloo would mix them silently.
+  SeqFile f = parse_seq(
+      "world 2\nprofile patched\nlayer l 6 2\nadapter a r=1 alpha=1 targets=l\nadapter b r=1 alpha=1 targets=l\n"
+      "fully_shard root\n---\n@1 set_adapter b\ntrain_step\n");
+  real::RealResult r = real::run_real(f, real::RankMode::Threads, kTimeout);
+  ASSERT_FALSE(r.infra_failure) << r.infra_message;
+  RunResult model = run_checked(f);
+  EXPECT_TRUE(compare_observations(model.observations, r.observations).empty());
+  const Observation& o = obs_at(r.observations, 2, 0);
+  EXPECT_EQ(o.status, Status::Mismatch);
+  EXPECT_NE(o.message.find("rank 0 in reduce_scatter(root, 7) of l.lora_A.a,l.lora_B.a at step 2; "
+                           "rank 1 in reduce_scatter(root, 7) of l.lora_A.b,l.lora_B.b at step 2"),
+            std::string::npos)
+      << o.message;
+}
+
+TEST(RealRanks, ACrashedRankIsReportedAndNothingIsLeftBehind) {
+  std::set<std::string> before = store_dirs();
+  SeqFile f = parse_seq(seed000_header(2) + kSeed000);
+  {
+    real::RealRanks ranks(2, real::RankMode::Processes, std::chrono::milliseconds(2000));
+    ::setenv("FSDPSIM_CRASH_RANK", "1", 1);
+    real::RealResult r = ranks.run(f);
+    ::unsetenv("FSDPSIM_CRASH_RANK");
+    EXPECT_TRUE(r.infra_failure);
+    EXPECT_NE(r.infra_message.find("rank 1 died (exit 9)"), std::string::npos) << r.infra_message;
+    // No worker process is left: every child was reaped.
+    EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
+    EXPECT_EQ(store_dirs(), before);
+    // The pool starts fresh ranks for the next sequence.
+    real::RealResult again = ranks.run(f);
+    ASSERT_FALSE(again.infra_failure) << again.infra_message;
+    EXPECT_EQ(again.observations.size(), 12u);
+  }
+  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(store_dirs(), before);
+}
