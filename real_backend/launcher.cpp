@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -404,6 +405,48 @@ RealRanks::~RealRanks() = default;
 RealResult RealRanks::run(const SeqFile& f) {
   if (f.scenario.world != world_) throw std::invalid_argument("sequence world differs from the rank pool's");
   return impl_->run(f);
+}
+
+TorchrunResult run_torchrun_rank(const SeqFile& f, std::chrono::milliseconds timeout) {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) throw std::runtime_error(std::string("torchrun launch: ") + name + " is not set");
+    return std::string(v);
+  };
+  TorchrunResult out;
+  out.rank = std::stoi(env("RANK"));
+  out.world = std::stoi(env("WORLD_SIZE"));
+  if (out.world != f.scenario.world)
+    throw std::runtime_error("torchrun launch: WORLD_SIZE " + std::to_string(out.world) + " but the file says world " +
+                             std::to_string(f.scenario.world));
+  at::set_num_threads(1);
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(std::stoi(env("MASTER_PORT")));
+  opts.isServer = out.rank == 0;
+  opts.numWorkers = out.world;
+  opts.timeout = timeout;
+  auto store = c10::make_intrusive<c10d::TCPStore>(env("MASTER_ADDR"), opts);
+  const char* host = std::getenv("FSDPSIM_HOST");
+  auto device = host ? c10d::ProcessGroupGloo::createDeviceForHostname(host) : c10d::ProcessGroupGloo::createDefaultDevice();
+  Comm comm(store, out.rank, out.world, device, timeout);
+  std::vector<RankReport> mine;
+  run_rank(f, comm, mine);
+  std::string blob;
+  for (const auto& r : mine) write_report(blob, r);
+  store->set("fsdpsim/reports/" + std::to_string(out.rank), std::vector<uint8_t>(blob.begin(), blob.end()));
+  out.reports.resize(out.world);
+  if (out.rank != 0) {
+    out.reports[out.rank] = mine;
+    return out;
+  }
+  for (int r = 0; r < out.world; ++r) {
+    std::vector<uint8_t> bytes = store->get("fsdpsim/reports/" + std::to_string(r));
+    std::string s(bytes.begin(), bytes.end());
+    size_t pos = 0;
+    RankReport rep;
+    while (pos < s.size() && read_report(s, &pos, &rep)) out.reports[r].push_back(rep);
+  }
+  return out;
 }
 
 RealResult run_real(const SeqFile& f, RankMode mode, std::chrono::milliseconds timeout) {

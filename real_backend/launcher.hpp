@@ -42,6 +42,19 @@ class RealRanks {
 // One sequence on fresh ranks (a pool built and torn down around it).
 RealResult run_real(const SeqFile& f, RankMode mode, std::chrono::milliseconds timeout);
 
+// One rank of a torchrun-style launch (RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT in the environment; FSDPSIM_HOST names this host's address for
+// gloo, default: the machine's hostname): rendezvous over a TCPStore served by
+// rank 0, run this rank's ops, publish the reports in the store. Rank 0 waits
+// for every rank's and returns them all; other ranks return only their own.
+// Throws std::runtime_error on a missing variable or a failed rendezvous.
+struct TorchrunResult {
+  int rank = 0;
+  int world = 1;
+  std::vector<std::vector<RankReport>> reports;  // rank 0: per rank; others: their own at [rank]
+};
+TorchrunResult run_torchrun_rank(const SeqFile& f, std::chrono::milliseconds timeout);
+
 // The ops of one rank, reports appended in order; stops at a hang or mismatch.
 // Exposed for the torchrun-style single-rank worker.
 class Comm;

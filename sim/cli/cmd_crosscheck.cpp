@@ -8,6 +8,8 @@
 
 #include "model/vocab/table.hpp"
 #include "sim/cli/commands.hpp"
+#include "real_backend/layout.hpp"
+#include "real_backend/observer.hpp"
 #include "sim/generator.hpp"
 
 namespace fsdpsim::cli {
@@ -63,6 +65,38 @@ int cmd_crosscheck(const Args& a) {
   print_aligned(std::cout, rows);
   if (broken) return kInfra;
   return divergent ? kDivergence : kClean;
+}
+
+}  // namespace fsdpsim::cli
+
+namespace fsdpsim::cli {
+
+// One rank of a multi-host launch; rank 0 gathers the reports over the store
+// and prints what `run --backend real` prints.
+int cmd_worker(const Args& a) {
+  if (a.positional.size() != 1) throw SourceError("<command line>", {}, "worker expects exactly one FILE.seq");
+  const std::string& file = a.positional[0];
+  SeqFile f = parse_seq_file(file);
+  real::TorchrunResult tr;
+  try {
+    tr = real::run_torchrun_rank(f, std::chrono::milliseconds(a.timeout_ms));
+  } catch (const std::exception& e) {
+    std::cerr << "fsdpsim worker: " << e.what() << "\n";
+    return kInfra;
+  }
+  if (tr.rank != 0) {
+    std::cout << "rank " << tr.rank << ": " << tr.reports[tr.rank].size() << " ops reported to rank 0\n";
+    return kClean;
+  }
+  std::vector<Observation> obs = real::observe(real::make_layout(f.scenario), f.scenario.seed, tr.reports);
+  std::vector<Finding> findings = check_spec(f, obs);
+  std::cout << "fsdpsim worker " << file << "  world " << tr.world << "  (torchrun launch, rank 0 reporting)\n\n";
+  print_table(std::cout, obs);
+  std::cout << "\n";
+  if (findings.empty()) std::cout << "findings: none\n";
+  else std::cout << "findings: " << findings.size() << "\n";
+  for (const auto& fd : findings) std::cout << "  " << fd.text << "\n";
+  return findings.empty() ? kClean : kFinding;
 }
 
 }  // namespace fsdpsim::cli
