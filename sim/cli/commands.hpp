@@ -27,6 +27,7 @@ struct Args {
   double seconds = 2.0;
   std::string ranks = "processes";  // real backend: processes | threads
   int timeout_ms = 5000;
+  bool model_only = false;  // bench: skip the real backend
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.

@@ -19,7 +19,7 @@ const char* kUsage =
     "                                             MASTER_ADDR, MASTER_PORT); rank 0 prints the observations\n"
     "       fsdpsim profiles\n"
     "       fsdpsim random --seed S [--count N] [--world W] [--out DIR]\n"
-    "       fsdpsim bench [--seconds T]\n"
+    "       fsdpsim bench [--seconds T] [--model-only]\n"
     "exit codes: 0 clean, 1 finding or failed expectation, 2 model/real divergence,\n"
     "            3 bad input or usage, 4 infrastructure failure\n";
 
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     if (cmd == "worker") return cmd_worker(parse_args(rest, {"--timeout"}));
     if (cmd == "profiles") return cmd_profiles(parse_args(rest, {}));
     if (cmd == "random") return cmd_random(parse_args(rest, {"--seed", "--count", "--world", "--out"}));
-    if (cmd == "bench") return cmd_bench(parse_args(rest, {"--seconds"}));
+    if (cmd == "bench") return cmd_bench(parse_args(rest, {"--seconds", "--model-only", "--timeout"}));
     std::cerr << "fsdpsim: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
   } catch (const SourceError& e) {
