@@ -262,8 +262,9 @@ class ProcessPool : public RealRanks::Impl {
   }
 
   void start() {
-    char tmpl[] = "/tmp/fsdpsim-XXXXXX";
-    if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/fsdpsim-XXXXXX";
+    if (tmpl.size() >= sizeof g_live_dirs[0] || !::mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a store directory " + tmpl);
     dir_ = tmpl;
     install_signal_handlers();
     track_dir(dir_, true);

@@ -60,6 +60,7 @@ struct RankIntent {
   Mask before_disable = 0;
   Mask inference_mode = 0;  // per adapter config
   bool eval_output = false;  // the pending output came from an eval (no_grad)
+  bool flags_since_forward = false;  // a flag-setting op ran between the forward and this backward
   const Observation* prev = nullptr;
   std::vector<uint8_t> s2_bad;
 };
@@ -102,7 +103,11 @@ class Checker {
     s2(o, ri, out);
     if (!sets_flags(op.kind) && ri.prev) s3(*ri.prev, o, out);
     s4(op, o, out);
-    if (op.kind == OpKind::Forward || op.kind == OpKind::Eval) ri.eval_output = op.kind == OpKind::Eval;
+    if (op.kind == OpKind::Forward || op.kind == OpKind::Eval) {
+      ri.eval_output = op.kind == OpKind::Eval;
+      ri.flags_since_forward = false;
+    }
+    if (sets_flags(op.kind)) ri.flags_since_forward = true;
     ri.prev = &o;
   }
 
@@ -135,10 +140,12 @@ class Checker {
 
   // S1: after set_adapter(X) every training step sends gradients to exactly X's shards.
   void s1(const Op& op, const Observation& o, RankIntent& ri, std::vector<Finding>& out) {
-    bool from_eval = op.kind == OpKind::Backward && ri.eval_output;
+    // A backward of an eval output fails by design; one whose forward ran before
+    // the user changed adapters answers to no set_adapter in particular.
+    bool from_eval = op.kind == OpKind::Backward && (ri.eval_output || ri.flags_since_forward);
     if (op.kind == OpKind::TrainStep || op.kind == OpKind::Backward) ri.eval_output = false;
     if (o.status != Status::Ok && o.status != Status::NoGradFn) return;
-    if (from_eval || o.disabled) return;  // backward of an eval output fails by design; disabled trains nothing
+    if (from_eval || o.disabled) return;  // disabled trains nothing
     for (const auto& l : o.layers)
       if (!l.merged.empty()) return;  // merged layers skip the LoRA path by design
     Mask want = ri.intended & present_in(ad_, o);

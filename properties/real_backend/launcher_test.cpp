@@ -19,11 +19,11 @@ namespace {
 
 const std::chrono::milliseconds kTimeout(5000);
 
-std::set<std::string> store_dirs() {
+std::set<std::string> entries(const std::string& dir) {
   std::set<std::string> out;
-  if (DIR* d = ::opendir("/tmp")) {
+  if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* e = ::readdir(d))
-      if (std::string(e->d_name).rfind("fsdpsim-", 0) == 0) out.insert(e->d_name);
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") out.insert(e->d_name);
     ::closedir(d);
   }
   return out;
@@ -93,7 +93,12 @@ TEST(RealRanks, DifferentParametersInEqualSizedCollectivesAreAMismatch) {
 }
 
 TEST(RealRanks, ACrashedRankIsReportedAndNothingIsLeftBehind) {
-  std::set<std::string> before = store_dirs();
+  // A private TMPDIR: the pool's store directory goes there and must be gone after.
+  char tmpl[] = "/tmp/fsdpsim-crash-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const char* old_tmp = std::getenv("TMPDIR");
+  std::string saved = old_tmp ? old_tmp : "";
+  ::setenv("TMPDIR", tmpl, 1);
   SeqFile f = parse_seq(seed000_header(2) + kSeed000);
   {
     real::RealRanks ranks(2, real::RankMode::Processes, std::chrono::milliseconds(2000));
@@ -104,12 +109,15 @@ TEST(RealRanks, ACrashedRankIsReportedAndNothingIsLeftBehind) {
     EXPECT_NE(r.infra_message.find("rank 1 died (exit 9)"), std::string::npos) << r.infra_message;
     // No worker process is left: every child was reaped.
     EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
-    EXPECT_EQ(store_dirs(), before);
+    EXPECT_TRUE(entries(tmpl).empty());
     // The pool starts fresh ranks for the next sequence.
     real::RealResult again = ranks.run(f);
     ASSERT_FALSE(again.infra_failure) << again.infra_message;
     EXPECT_EQ(again.observations.size(), 12u);
   }
   EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
-  EXPECT_EQ(store_dirs(), before);
+  EXPECT_TRUE(entries(tmpl).empty());
+  if (saved.empty()) ::unsetenv("TMPDIR");
+  else ::setenv("TMPDIR", saved.c_str(), 1);
+  ::rmdir(tmpl);
 }
