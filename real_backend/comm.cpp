@@ -1,5 +1,7 @@
 #include "real_backend/comm.hpp"
 
+#include <cstring>
+
 namespace fsdpsim::real {
 namespace {
 
@@ -24,6 +26,8 @@ Comm::Comm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
 // A fingerprint: op, group, element count, step, then a 256-bit set of the
 // parameters packed into the collective.
 constexpr int kPrint = 8;
+constexpr int kPrintFloats = 2 * kPrint;  // the fingerprint's bytes, in float slots
+constexpr int64_t kInline = 4096;
 
 std::string Comm::describe(const at::Tensor& prints) const {
   auto p = prints.accessor<int64_t, 2>();
@@ -45,32 +49,44 @@ std::string Comm::describe(const at::Tensor& prints) const {
 // Every collective is announced first: an all-gather of a fixed-size
 // fingerprint is the same size on every rank, so gloo never sees a mismatched
 // payload. The step is left out of the comparison: gloo pairs calls by order.
-void Comm::exchange(int op, int group, int64_t count, int step, const std::vector<int>& members) {
-  if (world_ == 1) return;  // nothing to disagree with
+// A payload of up to kInline floats travels in the same all-gather (one round
+// trip instead of two); the ranks' payloads come back as a (world, n) tensor.
+at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload) {
   std::vector<int64_t> mine{op, group, count, step, 0, 0, 0, 0};
   for (int m : members) mine[4 + m / 64] = static_cast<int64_t>(static_cast<uint64_t>(mine[4 + m / 64]) | (1ull << (m % 64)));
-  std::vector<at::Tensor> in{at::tensor(mine, at::kLong)};
+  const int64_t n = payload.defined() ? payload.numel() : 0;
+  const bool inline_payload = payload.defined() && n <= kInline;
+  at::Tensor buf = at::zeros({kPrintFloats + kInline});
+  std::memcpy(buf.data_ptr<float>(), mine.data(), sizeof(int64_t) * kPrint);
+  if (inline_payload) buf.narrow(0, kPrintFloats, n).copy_(payload.reshape({-1}));
+  std::vector<at::Tensor> in{buf};
   std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < world_; ++r) out[0].push_back(at::empty({kPrint}, at::kLong));
+  for (int r = 0; r < world_; ++r) out[0].push_back(at::empty_like(buf));
   try {
     pg_->allgather(out, in)->wait();
   } catch (const std::exception& e) {
     throw CommBroken(std::string("gloo: ") + e.what());
   }
-  at::Tensor prints = at::stack(out[0]);
+  at::Tensor prints = at::empty({world_, kPrint}, at::kLong);
+  for (int r = 0; r < world_; ++r) std::memcpy(prints[r].data_ptr<int64_t>(), out[0][r].data_ptr<float>(), sizeof(int64_t) * kPrint);
   auto p = prints.accessor<int64_t, 2>();
   bool same = true, any_finished = false;
   for (int r = 0; r < world_; ++r) {
     for (int k = 0; k < kPrint; ++k) same = same && (k == 3 || p[r][k] == p[0][k]);
     any_finished = any_finished || p[r][0] == kFinish;
   }
-  if (same) return;
-  throw CollectiveFailure(any_finished ? Status::Hang : Status::Mismatch, describe(prints));
+  if (!same) throw CollectiveFailure(any_finished ? Status::Hang : Status::Mismatch, describe(prints));
+  if (!inline_payload) return at::Tensor();
+  std::vector<at::Tensor> rows;
+  for (int r = 0; r < world_; ++r) rows.push_back(out[0][r].narrow(0, kPrintFloats, n));
+  return at::stack(rows);
 }
 
 at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members) {
   issued_.push_back({CollOp::AllGather, group, chunk.numel()});
-  exchange(0, group, chunk.numel(), step, members);
+  if (world_ == 1) return chunk.reshape({-1}).clone();
+  at::Tensor got = announce(0, group, chunk.numel(), step, members, chunk);
+  if (got.defined()) return got.reshape({-1});
   std::vector<at::Tensor> in{chunk.contiguous()};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < world_; ++r) out[0].push_back(at::empty_like(in[0]));
@@ -82,10 +98,19 @@ at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const 
   return at::cat(out[0]);
 }
 
+// Small buffers: every rank's whole buffer comes back with the fingerprint and
+// the sum is taken locally in rank order (deterministic). Larger ones:
+// allreduce(SUM) and keep this rank's segment.
 at::Tensor Comm::reduce_scatter_avg(const at::Tensor& flat, int group, int step, const std::vector<int>& members) {
   int64_t seg = flat.numel() / world_;
   issued_.push_back({CollOp::ReduceScatter, group, seg});
-  exchange(1, group, seg, step, members);
+  if (world_ == 1) return flat.clone();
+  at::Tensor got = announce(1, group, seg, step, members, flat);
+  if (got.defined()) {
+    at::Tensor sum = got[0].clone();
+    for (int r = 1; r < world_; ++r) sum.add_(got[r]);
+    return sum.narrow(0, rank_ * seg, seg).div(world_);
+  }
   std::vector<at::Tensor> t{flat.contiguous().clone()};
   try {
     pg_->allreduce(t)->wait();
@@ -95,6 +120,8 @@ at::Tensor Comm::reduce_scatter_avg(const at::Tensor& flat, int group, int step,
   return t[0].narrow(0, rank_ * seg, seg).div(world_);
 }
 
-void Comm::finish(int step) { exchange(static_cast<int>(kFinish), 0, 0, step, {}); }
+void Comm::finish(int step) {
+  if (world_ > 1) announce(static_cast<int>(kFinish), 0, 0, step, {}, at::Tensor());
+}
 
 }  // namespace fsdpsim::real

@@ -62,7 +62,7 @@ class Comm {
   std::vector<IssuedCollective>& issued() { return issued_; }
 
  private:
-  void exchange(int op, int group, int64_t count, int step, const std::vector<int>& members);
+  at::Tensor announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload);
   std::string describe(const at::Tensor& prints) const;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
   int rank_, world_;
