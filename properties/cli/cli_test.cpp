@@ -101,6 +101,18 @@ TEST(Cli, MainJobShowsSeed000UnderBothProfiles) {
   EXPECT_NE(r.out.find("patched   6    0         -"), std::string::npos) << r.out;
 }
 
+TEST(Cli, ACrashedRankExitsFourAndBothBackendsAgreeOtherwise) {
+  std::string f = write("crash.seq", std::string(kGood) + "train_step\neval\nsave_optimizer\n");
+  Result both = run("run " + f + " --backend both");
+  EXPECT_EQ(both.code, 1) << both.out;  // the S4 finding, and no divergence
+  EXPECT_EQ(both.out.find("divergences"), std::string::npos) << both.out;
+  setenv("FSDPSIM_CRASH_RANK", "1", 1);
+  Result crashed = run("run " + f + " --backend real --timeout 2000");
+  unsetenv("FSDPSIM_CRASH_RANK");
+  EXPECT_EQ(crashed.code, 4) << crashed.out;
+  EXPECT_NE(crashed.out.find("real backend failed: rank 1 died (exit 9)"), std::string::npos) << crashed.out;
+}
+
 TEST(Cli, RandomIsReproducibleFromThePrintedSeed) {
   Result all = run("random --seed 40 --count 3");
   Result third = run("random --seed 42 --count 1");
