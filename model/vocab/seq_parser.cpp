@@ -281,7 +281,9 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
   }
   const char* kinds = "ok, error=CLASS, grads={..}, index=N, missing=K/N, stored=LAYER:CLASS, "
                       "merged=LAYER:[..], state=GROUP:SHARDED|UNSHARDED or finding=SN";
-  auto [k, v] = split_kv(lp, t, kinds);
+  const auto kv = split_kv(lp, t, kinds);  // named, not bound: lambdas below capture them
+  const std::string& k = kv.first;
+  const std::string& v = kv.second;
   auto layer_colon = [&](std::string* rest) {
     size_t c = v.find(':');
     if (c == std::string::npos) lp.fail(t, "expected " + k + "=NAME:VALUE");

@@ -1,0 +1,63 @@
+// lifecycle_fuzzer: decoded scenarios and op sequences through the N-rank
+// simulator and the spec. Under `patched` (ops with known fixes only) a
+// finding aborts: a crash artifact, printable as `.seq`. Under `upstream`
+// findings are recorded by signature; with FSDPSIM_FINDINGS_DIR set each new
+// signature's input is written there as a `.seq` file.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+#include "fuzz/lifecycle_input.hpp"
+#include "sim/shrink.hpp"
+#include "sim/simulator.hpp"
+
+using namespace fsdpsim;
+
+namespace {
+
+const auto kStart = std::chrono::steady_clock::now();
+
+std::string file_name(std::string sig) {
+  for (char& c : sig)
+    if (c == ':' || c == '/') c = '_';
+  return sig + ".seq";
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  SeqFile f = fuzz::decode(data, size);
+  if (f.ops.empty()) return 0;
+  Topology topo = compile_topology(f.scenario);
+  Simulator sim(topo);
+  RunResult r = sim.run(f.ops);
+  r.findings = check_spec(f, r.observations);
+  if (r.findings.empty()) return 0;
+  if (f.scenario.profile == "patched") {
+    std::cerr << "spec finding under patched:\n" << r.findings[0].text << "\n" << print_seq(f);
+    std::abort();
+  }
+  static std::set<std::string> seen;
+  for (const auto& fd : r.findings) {
+    std::string sig = finding_signature(f, r, fd);
+    if (!seen.insert(sig).second) continue;
+    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - kStart).count();
+    std::fprintf(stderr, "NEW FINDING %s after %.2f s: %s\n", sig.c_str(), t, fd.text.c_str());
+    if (const char* dir = std::getenv("FSDPSIM_FINDINGS_DIR")) {
+      SeqFile out = f;
+      out.comments = {"lifecycle_fuzzer finding " + sig};
+      std::ofstream(std::string(dir) + "/" + file_name(sig)) << print_seq(out);
+    }
+  }
+  return 0;
+}
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
+  std::string text = fuzz::mutate(fuzz::decode(data, size), seed);
+  if (text.size() > max_size) return size;
+  std::copy(text.begin(), text.end(), data);
+  return text.size();
+}

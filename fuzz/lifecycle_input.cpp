@@ -1,0 +1,191 @@
+#include "fuzz/lifecycle_input.hpp"
+
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include "sim/generator.hpp"
+
+namespace fsdpsim::fuzz {
+
+bool fixed_op(OpKind k) {
+  switch (k) {
+    case OpKind::Forward: case OpKind::Eval: case OpKind::Backward: case OpKind::Step: case OpKind::TrainStep:
+    case OpKind::ZeroGrad: case OpKind::SetAdapter: case OpKind::Reshard: case OpKind::StateDict:
+    case OpKind::SaveOptimizer: case OpKind::LoadOptimizer:
+      return true;
+    default:
+      return false;
+  }
+}
+
+namespace {
+
+const char* const kLayerNames[] = {"lin0", "lin1", "lin2"};
+const char* const kAdapterNames[] = {"default", "other", "third"};
+
+Scenario decode_scenario(FuzzedDataProvider& p) {
+  Scenario s;
+  s.world = p.ConsumeIntegralInRange<int>(1, 4);
+  s.profile = p.ConsumeBool() ? "patched" : "upstream";
+  static const int sizes[] = {2, 4, 6, 10};
+  int n_layers = p.ConsumeIntegralInRange<int>(1, 3);
+  int in = sizes[p.ConsumeIntegralInRange<int>(0, 3)];
+  for (int l = 0; l < n_layers; ++l) {
+    int out = l + 1 == n_layers ? 2 : sizes[p.ConsumeIntegralInRange<int>(0, 3)];
+    s.layers.push_back({kLayerNames[l], in, out, {}});
+    in = out;
+  }
+  int n_adapters = p.ConsumeIntegralInRange<int>(1, 3);
+  for (int a = 0; a < n_adapters; ++a) {
+    AdapterDecl d;
+    d.name = kAdapterNames[a];
+    d.r = p.ConsumeIntegralInRange<int>(1, 4);
+    d.alpha = d.r * p.ConsumeIntegralInRange<int>(1, 2);
+    uint8_t mask = p.ConsumeIntegral<uint8_t>();
+    for (int l = 0; l < n_layers; ++l)
+      if ((mask >> l) & 1) d.targets.push_back(kLayerNames[l]);
+    if (d.targets.empty()) d.targets.push_back(kLayerNames[n_layers - 1]);
+    d.init = p.ConsumeBool() ? LoraInit::Random : LoraInit::Zero;
+    d.inference_mode = a > 0 && p.ConsumeIntegralInRange<int>(0, 9) == 0;
+    d.deferred = a > 0 && p.ConsumeIntegralInRange<int>(0, 7) == 0;
+    s.adapters.push_back(d);
+  }
+  static const Raf rafs[] = {Raf::True, Raf::False, Raf::None};
+  for (int l = 0; l < n_layers; ++l)
+    if (p.ConsumeBool()) s.shards.push_back({{kLayerNames[l]}, rafs[p.ConsumeIntegralInRange<int>(0, 2)], {}});
+  s.shards.push_back({{"root"}, rafs[p.ConsumeIntegralInRange<int>(0, 2)], {}});
+  s.optimizer = p.ConsumeIntegralInRange<int>(0, 4) == 0 ? OptimizerParams::AllLora : OptimizerParams::Trainable;
+  return s;
+}
+
+Op decode_op(FuzzedDataProvider& p, const Scenario& s) {
+  Op op;
+  op.kind = static_cast<OpKind>(p.ConsumeIntegralInRange<int>(0, kOpKindCount - 1));
+  auto adapter = [&]() { return s.adapters[p.ConsumeIntegralInRange<size_t>(0, s.adapters.size() - 1)].name; };
+  switch (op.kind) {
+    case OpKind::SetAdapter:
+      op.names = {adapter()};
+      if (p.ConsumeIntegralInRange<int>(0, 5) == 0) {
+        op.list_form = true;
+        std::string second = adapter();
+        if (second != op.names[0]) op.names.push_back(second);
+      }
+      break;
+    case OpKind::Merge:
+    case OpKind::SaveAdapters:
+      if (p.ConsumeBool()) op.names = {adapter()};
+      break;
+    case OpKind::AddAdapter:
+    case OpKind::LoadAdapter:
+    case OpKind::DeleteAdapter:
+      op.names = {adapter()};
+      op.trainable = op.kind == OpKind::LoadAdapter && p.ConsumeBool();
+      break;
+    case OpKind::Reshard:
+    case OpKind::Unshard:
+      if (p.ConsumeBool()) {
+        size_t d = p.ConsumeIntegralInRange<size_t>(0, s.shards.size() - 1);
+        op.names = {s.shards[d].modules[0]};
+      }
+      break;
+    case OpKind::DeltaWeight:
+      op.names = {s.layers[p.ConsumeIntegralInRange<size_t>(0, s.layers.size() - 1)].name};
+      break;
+    default:
+      break;
+  }
+  if (s.world > 1 && p.ConsumeIntegralInRange<int>(0, 15) == 0) op.rank = p.ConsumeIntegralInRange<int>(0, s.world - 1);
+  return op;
+}
+
+// Drops what the parser would refuse (adding a non-deferred adapter) and, under
+// patched, what has no known fix: ops outside fixed_op, rank-divergent `@R`
+// programs, adapters declared with inference_mode (their injection freezes the
+// active adapter, peft D8) and adapters added after sharding (D13).
+void keep_valid(SeqFile& f) {
+  const bool patched = f.scenario.profile == "patched";
+  if (patched)
+    for (auto& a : f.scenario.adapters) a.inference_mode = a.deferred = false;
+  std::vector<Op> ops;
+  for (const Op& op : f.ops) {
+    if ((op.kind == OpKind::AddAdapter || op.kind == OpKind::LoadAdapter) &&
+        !f.scenario.adapters[f.scenario.adapter_index(op.names[0])].deferred)
+      continue;
+    if (patched && (!fixed_op(op.kind) || op.rank >= 0)) continue;
+    if (op.rank >= f.scenario.world) continue;
+    ops.push_back(op);
+  }
+  if (ops.size() > 40) ops.resize(40);
+  f.ops = ops;
+}
+
+}  // namespace
+
+SeqFile decode(const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  if (text.find("---") != std::string::npos) {
+    try {
+      SeqFile f = parse_seq(text, "<input>");
+      if (f.scenario.world <= 4 && f.scenario.layers.size() <= 3 && f.ops.size() <= 40) {
+        size_t before = f.ops.size();
+        keep_valid(f);
+        if (f.ops.size() == before) return f;
+      }
+    } catch (const SourceError&) {
+    }
+  }
+  FuzzedDataProvider p(data, size);
+  SeqFile f;
+  f.scenario = decode_scenario(p);
+  while (p.remaining_bytes() > 0 && f.ops.size() < 40) f.ops.push_back(decode_op(p, f.scenario));
+  keep_valid(f);
+  return f;
+}
+
+std::string mutate(const SeqFile& in, uint32_t seed) {
+  SeqFile f = in;
+  for (auto& op : f.ops) op.expects.clear();
+  f.comments.clear();
+  Prng rng(seed);
+  GenOptions opt;
+  opt.world = f.scenario.world;
+  opt.min_ops = opt.max_ops = 4;
+  std::vector<Op> pool = generate_ops(rng, f.scenario, opt);
+  const size_t n = f.ops.size();
+  switch (rng.below(6)) {
+    case 0:  // insert
+    case 1:
+      if (!pool.empty()) f.ops.insert(f.ops.begin() + static_cast<long>(n ? rng.below(static_cast<uint32_t>(n + 1)) : 0), pool[0]);
+      break;
+    case 2:  // delete
+      if (n) f.ops.erase(f.ops.begin() + static_cast<long>(rng.below(static_cast<uint32_t>(n))));
+      break;
+    case 3:  // swap neighbours
+      if (n > 1) {
+        size_t i = rng.below(static_cast<uint32_t>(n - 1));
+        std::swap(f.ops[i], f.ops[i + 1]);
+      }
+      break;
+    case 4:  // change an op's arguments (replace it by a fresh one of the same kind when the pool has it)
+      if (n) {
+        size_t i = rng.below(static_cast<uint32_t>(n));
+        for (const Op& p : pool)
+          if (p.kind == f.ops[i].kind) f.ops[i] = p;
+        if (f.scenario.world > 1 && rng.chance(30)) f.ops[i].rank = f.ops[i].rank < 0 ? static_cast<int>(rng.below(f.scenario.world)) : -1;
+      }
+      break;
+    default:  // a scenario knob
+      switch (rng.below(3)) {
+        case 0: f.scenario.profile = f.scenario.profile == "upstream" ? "patched" : "upstream"; break;
+        case 1: {
+          auto& d = f.scenario.shards[rng.below(static_cast<uint32_t>(f.scenario.shards.size()))];
+          d.raf = static_cast<Raf>(rng.below(3));
+          break;
+        }
+        default: f.scenario.world = 1 + static_cast<int>(rng.below(4)); break;
+      }
+  }
+  keep_valid(f);
+  return print_seq(f);
+}
+
+}  // namespace fsdpsim::fuzz

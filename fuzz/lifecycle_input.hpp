@@ -1,0 +1,24 @@
+// Structure-aware inputs for the lifecycle fuzzer: every byte string decodes
+// to a valid scenario and op sequence, and the mutator edits op lists, so
+// inputs stay meaningful and every artifact prints as `.seq` text.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "model/vocab/seq.hpp"
+
+namespace fsdpsim::fuzz {
+
+// `.seq` text parses as itself; anything else is read with FuzzedDataProvider:
+// world 1-4, layers, adapters, fully_shard plan, profile and switches, ops with `@R`.
+SeqFile decode(const uint8_t* data, size_t size);
+
+// Insert, delete, swap or change one op (sometimes a scenario knob), as text.
+std::string mutate(const SeqFile& f, uint32_t seed);
+
+// Under `patched` inputs keep to the ops whose hazards have known fixes, so a
+// finding there is a bug of the model or a new upstream problem.
+bool fixed_op(OpKind k);
+
+}  // namespace fsdpsim::fuzz

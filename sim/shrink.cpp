@@ -1,0 +1,230 @@
+#include "sim/shrink.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace fsdpsim {
+namespace {
+
+const Observation* observation_at(const RunResult& r, int step, int rank) {
+  for (const auto& o : r.observations)
+    if (o.step == step && (rank < 0 || o.rank == rank)) return &o;
+  return nullptr;
+}
+
+// Runs a candidate; false when it is not a valid file or loses the finding.
+struct Oracle {
+  std::string target;
+  int runs = 0;
+  bool keeps(const SeqFile& f) {
+    try {
+      validate(f, "<candidate>");
+    } catch (const SourceError&) {
+      return false;
+    }
+    ++runs;
+    RunResult r = run_checked(f);
+    for (const auto& fd : r.findings)
+      if (finding_signature(f, r, fd) == target) return true;
+    return false;
+  }
+};
+
+bool drop_ops(SeqFile& f, Oracle& o) {
+  bool changed = false;
+  for (size_t chunk = std::max<size_t>(1, f.ops.size() / 2); chunk >= 1; chunk /= 2) {
+    for (size_t i = 0; i < f.ops.size();) {
+      SeqFile c = f;
+      c.ops.erase(c.ops.begin() + static_cast<long>(i), c.ops.begin() + static_cast<long>(std::min(f.ops.size(), i + chunk)));
+      if (!c.ops.empty() && o.keeps(c)) {
+        f = c;
+        changed = true;
+      } else {
+        i += chunk;
+      }
+    }
+    if (chunk == 1) break;
+  }
+  return changed;
+}
+
+bool op_names_optional(OpKind k) {
+  return k == OpKind::Merge || k == OpKind::Reshard || k == OpKind::Unshard || k == OpKind::SaveAdapters;
+}
+
+bool simplify_args(SeqFile& f, Oracle& o) {
+  bool changed = false;
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    auto attempt = [&](auto&& edit) {
+      SeqFile c = f;
+      edit(c.ops[i]);
+      if (c.ops[i] == f.ops[i] || !o.keeps(c)) return;
+      f = c;
+      changed = true;
+    };
+    attempt([](Op& op) { op.rank = -1; });
+    if (op_names_optional(f.ops[i].kind)) attempt([](Op& op) { op.names.clear(), op.list_form = false; });
+    if (f.ops[i].kind == OpKind::SetAdapter && f.ops[i].names.size() > 1)
+      for (const auto& n : std::vector<std::string>(f.ops[i].names)) attempt([&](Op& op) { op.names = {n}, op.list_form = false; });
+  }
+  return changed;
+}
+
+bool drop_ranks(SeqFile& f, Oracle& o) {
+  for (int w = 1; w < f.scenario.world; ++w) {
+    SeqFile c = f;
+    c.scenario.world = w;
+    if (o.keeps(c)) {
+      f = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+SeqFile without_layer(const SeqFile& f, size_t l) {
+  SeqFile c = f;
+  const std::string name = f.scenario.layers[l].name;
+  if (l > 0 && l + 1 < c.scenario.layers.size()) c.scenario.layers[l + 1].in = c.scenario.layers[l - 1].out;
+  c.scenario.layers.erase(c.scenario.layers.begin() + static_cast<long>(l));
+  for (auto& a : c.scenario.adapters) a.targets.erase(std::remove(a.targets.begin(), a.targets.end(), name), a.targets.end());
+  for (auto& d : c.scenario.shards) d.modules.erase(std::remove(d.modules.begin(), d.modules.end(), name), d.modules.end());
+  c.scenario.shards.erase(std::remove_if(c.scenario.shards.begin(), c.scenario.shards.end(), [](const ShardDecl& d) { return d.modules.empty(); }),
+                          c.scenario.shards.end());
+  c.ops.erase(std::remove_if(c.ops.begin(), c.ops.end(), [&](const Op& op) {
+                return (op.kind == OpKind::DeltaWeight || op.kind == OpKind::Reshard || op.kind == OpKind::Unshard) &&
+                       !op.names.empty() && op.names[0] == name;
+              }),
+              c.ops.end());
+  return c;
+}
+
+SeqFile without_adapter(const SeqFile& f, size_t a) {
+  SeqFile c = f;
+  const std::string name = f.scenario.adapters[a].name;
+  c.scenario.adapters.erase(c.scenario.adapters.begin() + static_cast<long>(a));
+  std::vector<Op> ops;
+  for (Op op : c.ops) {
+    auto it = std::find(op.names.begin(), op.names.end(), name);
+    if (it != op.names.end()) {
+      if (op.kind != OpKind::Merge && op.kind != OpKind::SaveAdapters && !(op.kind == OpKind::SetAdapter && op.names.size() > 1)) continue;
+      op.names.erase(it);
+      if (op.kind == OpKind::SetAdapter && op.names.empty()) continue;
+    }
+    ops.push_back(op);
+  }
+  c.ops = ops;
+  return c;
+}
+
+bool drop_layers_and_adapters(SeqFile& f, Oracle& o) {
+  for (size_t l = f.scenario.layers.size(); l-- > 0 && f.scenario.layers.size() > 1;) {
+    SeqFile c = without_layer(f, l);
+    if (o.keeps(c)) {
+      f = c;
+      return true;
+    }
+  }
+  for (size_t a = f.scenario.adapters.size(); a-- > 1;) {
+    SeqFile c = without_adapter(f, a);
+    if (o.keeps(c)) {
+      f = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string finding_signature(const SeqFile& f, const RunResult& r, const Finding& fd) {
+  if (fd.step < 1 || fd.step > static_cast<int>(f.ops.size())) return fd.spec;
+  const Observation* o = observation_at(r, fd.step, fd.rank);
+  return fd.spec + ":" + op_name(f.ops[fd.step - 1].kind) + ":" + (o ? status_name(o->status) : "?");
+}
+
+bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress) {
+  RunResult first = run_checked(f);
+  if (first.findings.empty()) return false;
+  Oracle oracle{finding_signature(f, first, first.findings[0])};
+  SeqFile cur = f;
+  for (auto& op : cur.ops) op.expects.clear();
+  for (int round = 0; round < 20; ++round) {
+    bool changed = drop_ops(cur, oracle);
+    changed = simplify_args(cur, oracle) || changed;
+    changed = drop_ranks(cur, oracle) || changed;
+    changed = drop_layers_and_adapters(cur, oracle) || changed;
+    if (progress)
+      progress("round " + std::to_string(round + 1) + ": " + std::to_string(cur.ops.size()) + " ops, world " +
+               std::to_string(cur.scenario.world) + ", " + std::to_string(cur.scenario.layers.size()) + " layers, " +
+               std::to_string(cur.scenario.adapters.size()) + " adapters, " + std::to_string(oracle.runs) + " runs");
+    if (!changed) break;
+  }
+  fill_expectations(cur, run_checked(cur));
+  out->minimal = cur;
+  out->signature = oracle.target;
+  out->runs = oracle.runs;
+  return true;
+}
+
+void fill_expectations(SeqFile& f, const RunResult& r) {
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    Op& op = f.ops[i];
+    op.expects.clear();
+    const int step = static_cast<int>(i) + 1;
+    std::vector<const Observation*> obs;
+    for (const auto& o : r.observations)
+      if (o.step == step) obs.push_back(&o);
+    if (obs.empty()) continue;
+    auto items_for = [&](const Observation& o) {
+      std::vector<ExpectItem> items;
+      ExpectItem s;
+      if (o.status == Status::Ok) {
+        s.key = ExpectItem::Key::Ok;
+      } else {
+        s.key = ExpectItem::Key::Error;
+        s.status = o.status;
+      }
+      items.push_back(s);
+      if (o.status == Status::KeyError) {
+        ExpectItem idx;
+        idx.key = ExpectItem::Key::Index;
+        idx.a = o.index;
+        ExpectItem miss;
+        miss.key = ExpectItem::Key::Missing;
+        miss.a = o.opt_missing;
+        miss.b = o.opt_total;
+        items.push_back(idx);
+        items.push_back(miss);
+      }
+      if (o.grads && o.status == Status::Ok) {
+        ExpectItem g;
+        g.key = ExpectItem::Key::Grads;
+        g.names = *o.grads;
+        items.push_back(g);
+      }
+      return items;
+    };
+    bool same = true;
+    for (const auto* o : obs) same = same && items_for(*o) == items_for(*obs[0]);
+    if (same) op.expects.push_back({-1, items_for(*obs[0]), {}});
+    else
+      for (const auto* o : obs) op.expects.push_back({o->rank, items_for(*o), {}});
+    std::set<std::string> specs;
+    for (const auto& fd : r.findings)
+      if (fd.step == step) specs.insert(fd.spec);
+    Expect findings{-1, {}, {}};
+    for (const auto& sp : specs) {
+      ExpectItem it;
+      it.key = ExpectItem::Key::Finding;
+      it.target = sp;
+      findings.items.push_back(it);
+    }
+    if (!findings.items.empty()) {
+      if (same) op.expects[0].items.insert(op.expects[0].items.end(), findings.items.begin(), findings.items.end());
+      else op.expects.push_back(findings);
+    }
+  }
+}
+
+}  // namespace fsdpsim

@@ -1,0 +1,31 @@
+// Shrinking a failing sequence to a minimal one with the same finding, and
+// writing expectations from what a run observed.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "model/vocab/seq.hpp"
+#include "sim/simulator.hpp"
+
+namespace fsdpsim {
+
+// What a finding is, for shrinking and deduplication: the spec, the kind of
+// op it fired on, and that op's status ("S1:train_step:no_grad_fn").
+std::string finding_signature(const SeqFile& f, const RunResult& r, const Finding& fd);
+
+struct ShrinkResult {
+  SeqFile minimal;        // with expectations filled in
+  std::string signature;  // what was kept
+  int runs = 0;           // candidate sequences tried
+};
+
+// Minimizes `f` while its first finding's signature stays: drops ops, then
+// simplifies arguments (`@R`, names), then drops ranks, layers and adapters.
+// Returns false when `f` has no finding. `progress` is called now and then.
+bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress = {});
+
+// Replaces every op's expectations by what `r` observed: status (and index,
+// missing count for key_error), grads for training ops, and each finding.
+void fill_expectations(SeqFile& f, const RunResult& r);
+
+}  // namespace fsdpsim
