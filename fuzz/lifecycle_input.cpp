@@ -59,7 +59,7 @@ Scenario decode_scenario(FuzzedDataProvider& p) {
 
 Op decode_op(FuzzedDataProvider& p, const Scenario& s) {
   Op op;
-  op.kind = static_cast<OpKind>(p.ConsumeIntegralInRange<int>(0, kOpKindCount - 1));
+  op.kind = weighted_op_kind(p.ConsumeIntegralInRange<uint32_t>(0, kOpWeightTotal - 1));
   auto adapter = [&]() { return s.adapters[p.ConsumeIntegralInRange<size_t>(0, s.adapters.size() - 1)].name; };
   switch (op.kind) {
     case OpKind::SetAdapter:
@@ -105,12 +105,21 @@ void keep_valid(SeqFile& f) {
   const bool patched = f.scenario.profile == "patched";
   if (patched)
     for (auto& a : f.scenario.adapters) a.inference_mode = a.deferred = false;
+  auto known = [&](const Op& op) {
+    for (const auto& n : op.names) {
+      bool layer_arg = op.kind == OpKind::DeltaWeight || op.kind == OpKind::Reshard || op.kind == OpKind::Unshard;
+      if (layer_arg ? (n != "root" && f.scenario.layer_index(n) < 0) : f.scenario.adapter_index(n) < 0) return false;
+    }
+    return true;
+  };
   std::vector<Op> ops;
   for (const Op& op : f.ops) {
+    if (!known(op)) continue;
     if ((op.kind == OpKind::AddAdapter || op.kind == OpKind::LoadAdapter) &&
         !f.scenario.adapters[f.scenario.adapter_index(op.names[0])].deferred)
       continue;
-    if (patched && (!fixed_op(op.kind) || op.rank >= 0)) continue;
+    // base_model.set_adapter([..]) has no FSDP handling at all, fixed or not.
+    if (patched && (!fixed_op(op.kind) || op.rank >= 0 || op.list_form)) continue;
     if (op.rank >= f.scenario.world) continue;
     ops.push_back(op);
   }
@@ -174,7 +183,15 @@ std::string mutate(const SeqFile& in, uint32_t seed) {
       }
       break;
     default:  // a scenario knob
-      switch (rng.below(3)) {
+      switch (rng.below(4)) {
+        case 3: {  // another topology, adapters and sharding plan; the ops that still apply stay
+          GenOptions g;
+          g.world = f.scenario.world;
+          std::string profile = f.scenario.profile;
+          f.scenario = generate_scenario(rng, g);
+          f.scenario.profile = profile;
+          break;
+        }
         case 0: f.scenario.profile = f.scenario.profile == "upstream" ? "patched" : "upstream"; break;
         case 1: {
           auto& d = f.scenario.shards[rng.below(static_cast<uint32_t>(f.scenario.shards.size()))];

@@ -2,6 +2,41 @@
 
 namespace fsdpsim {
 
+namespace {
+
+// How often each op is drawn: training and adapter switching dominate, as in
+// the lifecycles the seeds come from.
+struct Choice {
+  OpKind kind;
+  uint32_t weight;
+};
+constexpr Choice kOpWeights[] = {
+    {OpKind::Forward, 7},      {OpKind::Eval, 9},          {OpKind::Backward, 6},      {OpKind::Step, 3},
+    {OpKind::TrainStep, 16},   {OpKind::ZeroGrad, 2},      {OpKind::Merge, 8},         {OpKind::Unmerge, 5},
+    {OpKind::SetAdapter, 12},  {OpKind::DisableEnter, 3},  {OpKind::DisableExit, 6},   {OpKind::AddAdapter, 2},
+    {OpKind::LoadAdapter, 2},  {OpKind::DeleteAdapter, 1}, {OpKind::Reshard, 4},       {OpKind::Unshard, 3},
+    {OpKind::StateDict, 2},    {OpKind::SaveOptimizer, 6}, {OpKind::LoadOptimizer, 2}, {OpKind::SaveAdapters, 1},
+    {OpKind::LoadAdapters, 1}, {OpKind::DeltaWeight, 2},
+};
+
+}  // namespace
+
+constexpr uint32_t weight_sum() {
+  uint32_t t = 0;
+  for (const auto& c : kOpWeights) t += c.weight;
+  return t;
+}
+static_assert(weight_sum() == kOpWeightTotal, "kOpWeightTotal must be the sum of kOpWeights");
+
+OpKind weighted_op_kind(uint32_t x) {
+  x %= kOpWeightTotal;
+  for (const auto& c : kOpWeights) {
+    if (x < c.weight) return c.kind;
+    x -= c.weight;
+  }
+  return OpKind::TrainStep;
+}
+
 Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
   Scenario s;
   s.world = opt.world;
@@ -40,20 +75,6 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
 }
 
 std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt) {
-  struct Choice {
-    OpKind kind;
-    uint32_t weight;
-  };
-  static const Choice table[] = {
-      {OpKind::Forward, 7},      {OpKind::Eval, 9},          {OpKind::Backward, 6},     {OpKind::Step, 3},
-      {OpKind::TrainStep, 16},   {OpKind::ZeroGrad, 2},      {OpKind::Merge, 8},        {OpKind::Unmerge, 5},
-      {OpKind::SetAdapter, 12},  {OpKind::DisableEnter, 3},  {OpKind::DisableExit, 6},  {OpKind::AddAdapter, 2},
-      {OpKind::LoadAdapter, 2},  {OpKind::DeleteAdapter, 1}, {OpKind::Reshard, 4},      {OpKind::Unshard, 3},
-      {OpKind::StateDict, 2},    {OpKind::SaveOptimizer, 6}, {OpKind::LoadOptimizer, 2}, {OpKind::SaveAdapters, 1},
-      {OpKind::LoadAdapters, 1}, {OpKind::DeltaWeight, 2},
-  };
-  uint32_t total = 0;
-  for (const auto& c : table) total += c.weight;
   std::vector<Op> ops;
   int n = opt.min_ops + static_cast<int>(rng.below(static_cast<uint32_t>(opt.max_ops - opt.min_ops + 1)));
   uint32_t present = 0;
@@ -71,15 +92,7 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
   };
   int guard = 0;
   while (static_cast<int>(ops.size()) < n && guard++ < 10 * n) {
-    uint32_t x = rng.below(total);
-    OpKind k = table[0].kind;
-    for (const auto& c : table) {
-      if (x < c.weight) {
-        k = c.kind;
-        break;
-      }
-      x -= c.weight;
-    }
+    OpKind k = weighted_op_kind(rng.below(kOpWeightTotal));
     Op op;
     op.kind = k;
     switch (k) {

@@ -15,6 +15,10 @@ struct GenOptions {
   int rank_op_percent = 6;  // chance of an `@R` prefix (world > 1)
 };
 
+// Op kinds drawn by weight: x in [0, kOpWeightTotal).
+constexpr uint32_t kOpWeightTotal = 103;
+OpKind weighted_op_kind(uint32_t x);
+
 Scenario generate_scenario(Prng& rng, const GenOptions& opt);
 std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt);
 SeqFile generate_seq(Prng& rng, const GenOptions& opt);

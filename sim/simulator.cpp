@@ -217,7 +217,7 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
     if (world > 1) judge_against_peers(res);
     std::stable_sort(res.observations.begin(), res.observations.end(),
                      [](const Observation& a, const Observation& b) { return a.step != b.step ? a.step < b.step : a.rank < b.rank; });
-    res.trace_hash = observations_hash(res.observations);
+    if (opt.hash_observations) res.trace_hash = observations_hash(res.observations);
   }
   return res;
 }

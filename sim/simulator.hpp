@@ -15,6 +15,7 @@ namespace fsdpsim {
 
 struct RunOptions {
   bool observe = true;  // build Observation records (off for speed; no spec checks then)
+  bool hash_observations = true;  // trace hash over the observations' JSON (off: over the op results)
 };
 
 struct RunResult {
