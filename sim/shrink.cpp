@@ -140,6 +140,8 @@ bool drop_layers_and_adapters(SeqFile& f, Oracle& o) {
 std::string finding_signature(const SeqFile& f, const RunResult& r, const Finding& fd) {
   if (fd.step < 1 || fd.step > static_cast<int>(f.ops.size())) return fd.spec;
   const Observation* o = observation_at(r, fd.step, fd.rank);
+  // Ranks that hang, mismatch or disagree do so whatever op the first of them was in.
+  if (fd.spec == "S5") return o && (o->status == Status::Hang || o->status == Status::Mismatch) ? "S5:" + std::string(status_name(o->status)) : "S5:disagree";
   return fd.spec + ":" + op_name(f.ops[fd.step - 1].kind) + ":" + (o ? status_name(o->status) : "?");
 }
 

@@ -10,7 +10,8 @@
 namespace fsdpsim {
 
 // What a finding is, for shrinking and deduplication: the spec, the kind of
-// op it fired on, and that op's status ("S1:train_step:no_grad_fn").
+// op it fired on, and that op's status ("S1:train_step:no_grad_fn"); for S5
+// only how the ranks part ("S5:hang", "S5:mismatch", "S5:disagree").
 std::string finding_signature(const SeqFile& f, const RunResult& r, const Finding& fd);
 
 struct ShrinkResult {

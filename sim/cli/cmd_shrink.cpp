@@ -24,3 +24,19 @@ int cmd_shrink(const Args& a) {
 }
 
 }  // namespace fsdpsim::cli
+
+namespace fsdpsim::cli {
+
+// `fsdpsim expect FILE.seq`: the file with every op's expectations replaced by
+// what the model observes (how a finding becomes a regression).
+int cmd_expect(const Args& a) {
+  if (a.positional.size() != 1) throw SourceError("<command line>", {}, "expect expects exactly one FILE.seq");
+  const std::string& file = a.positional[0];
+  SeqFile f = parse_seq_file(file);
+  apply_overrides(f, a, file);
+  fill_expectations(f, run_checked(f));
+  std::cout << print_seq(f);
+  return kClean;
+}
+
+}  // namespace fsdpsim::cli

@@ -18,6 +18,7 @@ const char* kUsage =
     "       fsdpsim worker FILE.seq [--timeout MS]   one rank of a torchrun-style launch (RANK, WORLD_SIZE,\n"
     "                                             MASTER_ADDR, MASTER_PORT); rank 0 prints the observations\n"
     "       fsdpsim shrink FILE.seq [--profile P] [--set k=v] [--world N]\n"
+    "       fsdpsim expect FILE.seq [--world N]    the file with expectations from a model run\n"
     "       fsdpsim profiles\n"
     "       fsdpsim random --seed S [--count N] [--world W] [--out DIR]\n"
     "       fsdpsim bench [--seconds T] [--model-only]\n"
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
     if (cmd == "crosscheck")
       return cmd_crosscheck(parse_args(rest, {"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout"}));
     if (cmd == "shrink") return cmd_shrink(parse_args(rest, {"--profile", "--set", "--world"}));
+    if (cmd == "expect") return cmd_expect(parse_args(rest, {"--profile", "--set", "--world"}));
     if (cmd == "worker") return cmd_worker(parse_args(rest, {"--timeout"}));
     if (cmd == "profiles") return cmd_profiles(parse_args(rest, {}));
     if (cmd == "random") return cmd_random(parse_args(rest, {"--seed", "--count", "--world", "--out"}));

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The nightly loop: fuzz, shrink every new finding, confirm it on the real
+# backend at world 2 (model vs real), deduplicate by signature, promote new
+# ones to corpus/regressions/, print a summary and write JUnit XML.
+#
+#   fuzz/nightly.sh [--budget SECONDS] [--jobs N] [--out DIR] [--no-promote]
+#
+# Exits non-zero when a fuzzer crashes (the parser, or a spec finding under
+# `patched`: a bug of the model or a new upstream problem), or when the model
+# and the real backend disagree on a finding. Findings under `upstream` are
+# the product, not a failure.
+set -u
+cd "$(dirname "$0")/.."
+root=$(pwd)
+budget=600 jobs=1 out="$root/nightly-out" promote=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    --budget) budget=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --no-promote) promote=0; shift ;;
+    *) echo "usage: fuzz/nightly.sh [--budget SECONDS] [--jobs N] [--out DIR] [--no-promote]" >&2; exit 3 ;;
+  esac
+done
+bash .ci/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j2 --target fsdpsim >/dev/null || exit 4
+cmake -S . -B build-fuzz -DFSDPSIM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+  cmake --build build-fuzz -j2 >/dev/null || exit 4
+fsdpsim="$root/build/fsdpsim"
+mkdir -p "$out"/{findings,artifacts,shrunk}
+date=$(date -u +%Y-%m-%d)
+failed=0
+declare -A execs crashes
+per=$((budget / 2))
+for name in seq_parser lifecycle; do
+  fuzzer="$root/build-fuzz/${name}_fuzzer"
+  corpus="$out/corpus/$name"
+  mkdir -p "$corpus" "$out/artifacts/$name"
+  echo "== ${name}_fuzzer for ${per} s"
+  fork=""
+  [ "$jobs" -gt 1 ] && fork="-fork=$jobs"
+  FSDPSIM_FINDINGS_DIR="$out/findings" "$fuzzer" $fork -max_total_time="$per" -dict="$root/fuzz/${name}_fuzzer.dict" \
+    -artifact_prefix="$out/artifacts/$name/" "$corpus" "$root/corpus/${name}_fuzzer" > "$out/${name}.log" 2>&1
+  execs[$name]=$(grep -oE "Done [0-9]+ runs|stat::number_of_executed_units: [0-9]+" "$out/${name}.log" | grep -oE "[0-9]+" | tail -1)
+  crashes[$name]=$(ls "$out/artifacts/$name" 2>/dev/null | wc -l)
+  if [ "${crashes[$name]}" -gt 0 ]; then
+    failed=1
+    echo "   crash artifacts in $out/artifacts/$name/ (each prints as .seq text for the lifecycle fuzzer)"
+  fi
+  # Keep what the run learned: merge the new inputs into the seed corpus.
+  "$fuzzer" -merge=1 "$root/corpus/${name}_fuzzer" "$corpus" > /dev/null 2>&1
+done
+
+# Findings under upstream: shrink, confirm on the real backend, deduplicate, promote.
+known=$(grep -h "^# signature " corpus/regressions/*.seq 2>/dev/null | sed 's/^# signature //' | sort -u)
+rows=()
+junit_cases=""
+for f in "$out"/findings/*.seq; do
+  [ -e "$f" ] || break
+  base=$(basename "$f" .seq)
+  min="$out/shrunk/$base.seq"
+  "$fsdpsim" shrink "$f" > "$min" 2>/dev/null
+  sig=$(grep -m1 "^# signature " "$min" | sed 's/^# signature //')
+  [ -n "$sig" ] || { rows+=("$base|-|lost on shrink|-"); continue; }
+  case " ${seen_sigs:-} " in *" $sig "*) continue ;; esac  # the same finding reached twice
+  seen_sigs="${seen_sigs:-} $sig"
+  ops=$(sed -n '/^---$/,$p' "$min" | tail -n +2 | wc -l)
+  # Confirm at world 2: model and real backend must observe the same thing.
+  "$fsdpsim" expect "$min" --world 2 > "$min.w2" 2>/dev/null || cp "$min" "$min.w2"
+  "$fsdpsim" run "$min.w2" --backend both > "$out/shrunk/$base.both" 2>&1
+  rc=$?
+  if [ "$rc" = 2 ] || [ "$rc" = 4 ]; then
+    failed=1
+    rows+=("$sig|$ops|DIVERGED (exit $rc)|-")
+    junit_cases+="<testcase name=\"$sig\" classname=\"confirm\"><failure message=\"model/real divergence\"/></testcase>"
+    continue
+  fi
+  junit_cases+="<testcase name=\"$sig\" classname=\"confirm\"/>"
+  if echo "$known" | grep -qxF "$sig"; then rows+=("$sig|$ops|confirmed|known"); continue; fi
+  dest="corpus/regressions/fuzz_$(echo "$sig" | tr ':' '_').seq"
+  if [ "$promote" = 1 ]; then
+    { echo "# found by the nightly lifecycle_fuzzer on $date, shrunk and confirmed on the real backend at world 2"
+      echo "# signature $sig"
+      echo "# profile $(grep -m1 '^profile ' "$min.w2" | cut -d' ' -f2), seed $(grep -m1 '^seed ' "$min.w2" | cut -d' ' -f2)"
+      sed '/^#/d' "$min.w2"; } > "$dest"
+    known=$(printf '%s\n%s' "$known" "$sig")
+    rows+=("$sig|$ops|confirmed|promoted to $dest")
+  else
+    rows+=("$sig|$ops|confirmed|new (not promoted)")
+  fi
+done
+
+echo
+printf '%-22s %12s %8s\n' fuzzer execs crashes
+for name in seq_parser lifecycle; do printf '%-22s %12s %8s\n' "${name}_fuzzer" "${execs[$name]:-0}" "${crashes[$name]:-0}"; done
+echo
+printf '%-34s %5s %-22s %s\n' signature ops confirmation regression
+for r in "${rows[@]+"${rows[@]}"}"; do IFS='|' read -r a b c d <<< "$r"; printf '%-34s %5s %-22s %s\n' "$a" "$b" "$c" "$d"; done
+{
+  echo '<?xml version="1.0" encoding="UTF-8"?>'
+  echo "<testsuites><testsuite name=\"fsdpsim-nightly\">"
+  for name in seq_parser lifecycle; do
+    if [ "${crashes[$name]:-0}" -gt 0 ]; then
+      echo "<testcase name=\"${name}_fuzzer\" classname=\"fuzz\"><failure message=\"${crashes[$name]} crash artifacts\"/></testcase>"
+    else
+      echo "<testcase name=\"${name}_fuzzer\" classname=\"fuzz\"/>"
+    fi
+  done
+  echo "$junit_cases"
+  echo "</testsuite></testsuites>"
+} > "$out/junit.xml"
+echo "JUnit XML: $out/junit.xml"
+exit $failed
