@@ -1,0 +1,50 @@
+// Shrinking (sim/shrink.cpp): the finding's signature survives, the result is
+// small, and its filled-in expectations replay.
+#include <gtest/gtest.h>
+
+#include "properties/test_util.hpp"
+#include "sim/expectations.hpp"
+#include "sim/shrink.hpp"
+
+using namespace fsdpsim;
+using namespace fsdpsim::test;
+
+TEST(Shrink, Seed000ShrinksBelowTheThreadsRepro) {
+  SeqFile f = parse_seq(seed000_header(2) + "eval\nmerge\nset_adapter other\ntrain_step\ntrain_step\ntrain_step\n");
+  ShrinkResult r;
+  ASSERT_TRUE(shrink(f, &r));
+  EXPECT_EQ(r.signature, "S3:train_step:ok");
+  EXPECT_LE(r.minimal.ops.size(), 6u);
+  EXPECT_EQ(r.minimal.scenario.world, 1);
+  std::string ops;
+  for (const auto& op : r.minimal.ops) ops += op_text(op) + ";";
+  EXPECT_EQ(ops, "eval;merge;set_adapter other;train_step;");
+  // The filled-in expectations pass, findings included.
+  RunResult again = run_checked(r.minimal);
+  auto failures = check_expectations(r.minimal, again.observations, again.findings, "min.seq");
+  EXPECT_TRUE(failures.empty()) << failures[0].text;
+}
+
+TEST(Shrink, KeepsTheSignatureNotJustAFinding) {
+  // Noise around seed 004's KeyError: the result must still be an S4 from save_optimizer.
+  SeqFile f = parse_seq(seed000_header(2, "upstream", "none") +
+                        "train_step\nset_adapter default\nzero_grad\neval\nreshard lin0\nsave_optimizer\nstep\n");
+  ShrinkResult r;
+  ASSERT_TRUE(shrink(f, &r));
+  EXPECT_EQ(r.signature, "S4:save_optimizer:key_error");
+  EXPECT_EQ(r.minimal.ops.size(), 2u);  // eval; save_optimizer
+  EXPECT_EQ(r.minimal.ops.back().kind, OpKind::SaveOptimizer);
+}
+
+TEST(Shrink, NothingToShrinkWithoutAFinding) {
+  SeqFile f = parse_seq(seed000_header(1, "patched") + "train_step\ntrain_step\n");
+  ShrinkResult r;
+  EXPECT_FALSE(shrink(f, &r));
+}
+
+TEST(Shrink, SignaturesNameHowRanksPartForS5) {
+  SeqFile f = parse_seq(seed000_header(2) + "@0 unshard lin0\n");
+  RunResult r = run_checked(f);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(finding_signature(f, r, r.findings[0]), "S5:hang");
+}
