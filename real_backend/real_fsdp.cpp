@@ -10,9 +10,6 @@
 
 namespace fsdpsim::real {
 
-// The group state read off the registry: UNSHARDED when a name holds its U.
-bool RealRank::is_unsharded(int g) const { return unsharded_[g] != 0; }
-
 // _fsdp_param_group.py::FSDPParamGroup.unshard + FSDPParam.to_unsharded: one
 // packed all-gather of every managed parameter (frozen ones and deleted ones
 // too), U created once then refilled, requires_grad copied S -> U only when it
@@ -65,8 +62,6 @@ void RealRank::reshard_in_forward(int g) {
 void RealRank::reshard_all() {
   for (size_t g = 0; g < layout_->groups.size(); ++g) to_sharded(static_cast<int>(g));
 }
-
-bool RealRank::registered_rg(int p) const { return registry_[p].defined() && registry_[p].requires_grad(); }
 
 // utils/other.py::_set_layer_requires_grad: the flag lands on the registered leaf.
 void RealRank::set_registered_rg(int p, bool v) {

@@ -30,7 +30,6 @@ void RealRank::reset() {
   params_.assign(n, RealParam{});
   registry_.assign(n, at::Tensor());
   unsharded_.assign(layout_->groups.size(), 0);
-  forward_state_.assign(layout_->groups.size(), 0);
   out_rg_.assign(layout_->groups.size(), 0);
   in_rg_.assign(layout_->groups.size(), 0);
   layer_active_.assign(layout_->layers.size(), 1);

@@ -37,14 +37,12 @@ class RealRank {
 
  private:
   // --- FSDP2 (real_fsdp.cpp) ---
-  bool is_unsharded(int g) const;
   void unshard(int g);
   void to_sharded(int g);
   void reshard_in_forward(int g);
   void post_backward(int g);
   void reshard_all();
   void set_registered_rg(int p, bool v);
-  bool registered_rg(int p) const;
   const at::Tensor& registered(int p) const { return registry_[p]; }
   // --- LoRA layers and PEFT ops (real_lora.cpp, real_peft.cpp) ---
   at::Tensor delta(int layer, int adapter);
@@ -91,7 +89,6 @@ class RealRank {
   std::vector<RealParam> params_;
   std::vector<at::Tensor> registry_;      // module._parameters: what each name holds now (undefined: absent)
   std::vector<uint8_t> unsharded_;        // per group: the FSDPParamGroup's sharded_state
-  std::vector<uint8_t> forward_state_;    // per group: in FORWARD (reshard() returns early there)
   // PEFT bookkeeping (plain Python attributes upstream)
   uint32_t present_ = 0, active_ = 0, inference_mode_ = 0;
   bool disabled_ = false;
