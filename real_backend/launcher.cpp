@@ -252,7 +252,7 @@ class ProcessPool : public RealRanks::Impl {
     if (pids_.empty() || pids_[r] <= 0) return "unknown";
     // Its pipe closed: it is exiting; give it a moment to become reapable.
     pid_t got = 0;
-    for (int i = 0; i < 200 && (got = ::waitpid(pids_[r], &status, WNOHANG)) == 0; ++i)
+    for (int i = 0; i < 2000 && (got = ::waitpid(pids_[r], &status, WNOHANG)) == 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (got <= 0) return "unknown";
     track(pids_[r], false);

@@ -34,7 +34,10 @@ uint64_t observations_hash(const std::vector<Observation>& obs) {
 }
 
 Simulator::Simulator(const Topology& topo) : topo_(&topo) {
-  for (int r = 0; r < topo.world; ++r) ranks_.emplace_back(topo, r);
+  for (int r = 0; r < topo.world; ++r) {
+    ranks_.emplace_back(topo, r);
+    ranks_.back().set_deferred_merges(true);
+  }
 }
 
 // Pops matching heads while every rank has one. Returns false on a mismatch.
@@ -47,7 +50,10 @@ bool Simulator::match() {
       const CollRecord& c = queues_[r][heads_[r]].coll;
       if (c.op != c0.op || c.group != c0.group || c.count != c0.count || members_of(r) != members_of(0)) return false;
     }
-    if (c0.op == CollOp::AllGather) mix_check();
+    if (c0.op == CollOp::AllGather) {
+      mix_check();
+      apply_gathered_deltas();
+    }
     for (size_t r = 0; r < queues_.size(); ++r) ++heads_[r];
   }
 }
@@ -85,6 +91,26 @@ void Simulator::mix_check() {
         observations_->at(p.obs).layers = ranks_[r].observe_layers();
         snapshots_[p.obs] = ranks_[r].stored_snapshot();
       }
+    }
+  }
+}
+
+// A merge or unmerge on a shard takes effect once its all-gather of A pairs
+// up: the delta is made of the rows every rank contributed.
+void Simulator::apply_gathered_deltas() {
+  std::vector<uint32_t> versions;
+  for (size_t r = 0; r < queues_.size(); ++r) {
+    const CollRecord& c = queues_[r][heads_[r]].coll;
+    versions.push_back(c.digest_begin < 0 ? kNoRows : ranks_[r].gathered_versions()[c.digest_begin]);
+  }
+  const uint32_t a_version = RankModel::global_a_version(versions);
+  for (size_t r = 0; r < queues_.size(); ++r) {
+    const Pending& p = queues_[r][heads_[r]];
+    if (p.coll.into != CollRecord::kIntoShard) continue;
+    ranks_[r].apply_gathered_delta(p.coll, a_version);
+    if (p.obs >= 0) {
+      observations_->at(p.obs).layers = ranks_[r].observe_layers();
+      snapshots_[p.obs] = ranks_[r].stored_snapshot();
     }
   }
 }

@@ -42,6 +42,7 @@ class Simulator {
   bool match();
   std::vector<int> members_of(size_t r) const;
   void mix_check();
+  void apply_gathered_deltas();
   void judge_against_peers(RunResult& res);
   void fail_collectives(bool mismatch, RunResult& res);
 

@@ -22,6 +22,7 @@ void RankModel::unshard(int g) {
   colls_.push_back(c);
   for (int p : gi.params) {
     digests_.push_back(digest_of(p));
+    gathered_versions_.push_back(holds_rows(p, rank_) ? st_.params[p].ver_s : kNoRows);
     members_.push_back(p);
   }
   gs.has_u = true;  // _fsdp_param.py::FSDPParam.init_unsharded_param: created once, then reused

@@ -28,6 +28,7 @@ uint32_t RankModel::delta_version(int layer, int adapter) const {
 // reset_lora_parameters) until an update or a load changes it: B @ A is zero then.
 uint32_t RankModel::delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const {
   if (ver_b == 0 && topo_->adapters[adapter].init == LoraInit::Zero) return kZeroDelta;
+  if (ver_a > 0xffffu) return 0x80000000u | ((ver_a * 2654435761u ^ ver_b) & 0x7ffffffdu);  // a mixed A
   return ((ver_a & 0xffffu) << 16) | (ver_b & 0xffffu);
 }
 
@@ -43,21 +44,39 @@ uint64_t RankModel::digest_of(int param) const {
 // The gathered value is rows of different ranks' differing shards: a base weight
 // that is W0 plus no set of deltas, LoRA values no rank has.
 void RankModel::mark_mixed(const CollRecord& c, int i) {
-  if (c.into == CollRecord::kIntoU) {
-    ParamState& ps = st_.params[topo_->groups[c.target].params[i]];
-    ps.w_u.corrupt = true;
-    ps.ver_u = kMixedVersion;
-  } else if (c.into == CollRecord::kIntoShard) {
-    const LayerInfo& li = topo_->layers[c.target];
-    if (delta_id(c.adapter, 0, st_.params[li.B[c.adapter]].ver_s) == kZeroDelta) return;  // B @ (any A) is zero
-    st_.params[li.weight].w_s.corrupt = true;
+  if (c.into != CollRecord::kIntoU) return;  // a merge's mix is in its delta (apply_gathered_delta)
+  ParamState& ps = st_.params[topo_->groups[c.target].params[i]];
+  ps.w_u.corrupt = true;
+  ps.ver_u = kMixedVersion;
+}
+
+uint32_t RankModel::global_a_version(const std::vector<uint32_t>& v) {
+  uint32_t first = kNoRows;
+  bool same = true;
+  uint64_t h = 1469598103934665603ull;
+  for (uint32_t x : v) {
+    if (x == kNoRows) continue;
+    if (first == kNoRows) first = x;
+    same = same && x == first;
+    h = (h ^ x) * 1099511628211ull;
   }
+  if (first == kNoRows) return 0;
+  if (same) return first;
+  return 0x10000u + static_cast<uint32_t>(h % 0xfffe0000ull);
+}
+
+void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t a_version) {
+  const LayerInfo& li = topo_->layers[c.target];
+  st_.params[li.weight].w_s.add(c.adapter, delta_id(c.adapter, a_version, st_.params[li.B[c.adapter]].ver_s), c.sign);
 }
 
 // DTensor's matmul all-gathers one parameter (A) for a delta.
-void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adapter) {
+void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign) {
   CollRecord c{CollOp::AllGather, topo_->params[param].group, topo_->params[param].shard_numel, into, layer,
                static_cast<int>(digests_.size()), adapter};
+  c.sign = static_cast<int8_t>(sign);
+  gathered_versions_.push_back(holds_rows(param, rank_) ? st_.params[param].ver_s : kNoRows);
+  if (sign != 0 && !deferred_merges_) apply_gathered_delta(c, st_.params[param].ver_s);
   c.member_begin = static_cast<int>(members_.size());
   c.member_count = 1;
   colls_.push_back(c);
@@ -79,9 +98,8 @@ void RankModel::layer_merge(int layer, int adapter) {
   for (int i = 0; i < lp.n_merged; ++i)
     if (lp.merged[i] == adapter) return;  // "Already following adapters were merged"
   int a = li.A[adapter];
-  if (topo_->params[a].group >= 0 && !is_registered_u(a))
-    gather_one(a, CollRecord::kIntoShard, layer, adapter);
-  registered_weight(layer).add(adapter, delta_version(layer, adapter), +1);
+  if (topo_->params[a].group >= 0 && !is_registered_u(a)) gather_one(a, CollRecord::kIntoShard, layer, adapter, +1);
+  else registered_weight(layer).add(adapter, delta_version(layer, adapter), +1);
   lp.merged[lp.n_merged++] = static_cast<int8_t>(adapter);
 }
 
@@ -92,9 +110,8 @@ void RankModel::layer_unmerge(int layer) {
   while (lp.n_merged > 0) {
     int adapter = lp.merged[--lp.n_merged];
     int a = li.A[adapter];
-    if (topo_->params[a].group >= 0 && !is_registered_u(a))
-      gather_one(a, CollRecord::kIntoShard, layer, adapter);
-    registered_weight(layer).add(adapter, delta_version(layer, adapter), -1);
+    if (topo_->params[a].group >= 0 && !is_registered_u(a)) gather_one(a, CollRecord::kIntoShard, layer, adapter, -1);
+    else registered_weight(layer).add(adapter, delta_version(layer, adapter), -1);
   }
 }
 
@@ -234,9 +251,13 @@ WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vec
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     if (li.A[a] < 0) continue;
     uint32_t va = own.ver_s[li.A[a]];
-    bool managed = topo_->params[li.A[a]].group >= 0;
-    for (const auto& [rank, p] : peers)
-      if (managed && holds_rows(li.A[a], rank) && p->ver_s[li.A[a]] != va) va = kMixedVersion;
+    if (topo_->params[li.A[a]].group >= 0) {  // the A every rank would contribute now, in rank order
+      std::vector<uint32_t> v(topo_->world, kNoRows);
+      if (holds_rows(li.A[a], rank_)) v[rank_] = va;
+      for (const auto& [rank, p] : peers)
+        if (holds_rows(li.A[a], rank)) v[rank] = p->ver_s[li.A[a]];
+      va = global_a_version(v);
+    }
     cur[a] = delta_id(a, va, own.ver_s[li.B[a]]);
   }
   return classify(own.w_s[layer], own.layers[layer], cur, topo_->n_adapters());

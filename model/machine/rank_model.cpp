@@ -39,6 +39,7 @@ const OpResult& RankModel::apply(const Op& op) {
   colls_.clear();
   digests_.clear();
   members_.clear();
+  gathered_versions_.clear();
   res_.status = Status::Ok;
   res_.message.clear();
   res_.index = -1;

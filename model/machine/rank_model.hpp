@@ -25,6 +25,7 @@ struct CollRecord {
   int target = -1;        // the group (kIntoU) or the layer (kIntoShard)
   int digest_begin = -1;  // index into RankModel::digests()
   int adapter = -1;       // kIntoShard: whose delta the gathered A makes
+  int8_t sign = 0;        // kIntoShard: +1 merge, -1 unmerge (applied once the gather is matched)
   // The parameters packed into it (indices into members()): ranks packing
   // different parameters into same-sized buffers mix unrelated values.
   int member_begin = 0, member_count = 0;
@@ -59,6 +60,19 @@ class RankModel {
   std::vector<CollRecord>& collectives() { return colls_; }
   const std::vector<uint64_t>& digests() const { return digests_; }
   const std::vector<int>& members() const { return members_; }
+  // Per all-gathered parameter: its version on this rank, kNoRows for padding only.
+  const std::vector<uint32_t>& gathered_versions() const { return gathered_versions_; }
+  // A merge or unmerge on a shard, once its all-gather of A is matched: the
+  // delta is B's rows times the A every rank contributed (a_version: see
+  // global_a_version).
+  void apply_gathered_delta(const CollRecord& c, uint32_t a_version);
+  // One version for a parameter whose rows live on several ranks: the common
+  // version when they agree, else a mix id above 0xffff.
+  static uint32_t global_a_version(const std::vector<uint32_t>& row_holder_versions);
+  // With a simulator pairing the collectives, a shard merge waits for its
+  // all-gather to pair up (apply_gathered_delta). A lone rank (tests, benches)
+  // applies it at once, as if every rank held its own values.
+  void set_deferred_merges(bool on) { deferred_merges_ = on; }
 
   // Queries shared with the spec checks and the observation builder.
   bool is_registered_u(int param) const;
@@ -102,7 +116,7 @@ class RankModel {
   void layer_forward(int layer, bool grad_enabled, bool* path_rg);
   WeightContent& registered_weight(int layer);
   uint64_t digest_of(int param) const;
-  void gather_one(int param, CollRecord::Into into, int layer, int adapter);
+  void gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign = 0);
   void set_registered_rg(int param, bool value);
   // --- PEFT model (peft_model.cpp) ---
   void op_set_adapter(const Op& op);
@@ -139,6 +153,8 @@ class RankModel {
   std::vector<CollRecord> colls_;
   std::vector<uint64_t> digests_;  // per all-gathered parameter, this op
   std::vector<int> members_;       // per collective's parameters, this op
+  std::vector<uint32_t> gathered_versions_;  // per all-gathered parameter, this op
+  bool deferred_merges_ = false;
 };
 
 std::string mask_names(const Topology& t, uint8_t mask);  // "{a,b}" in adapter order

@@ -13,6 +13,7 @@ namespace fsdpsim {
 
 constexpr uint32_t kZeroDelta = 0xffffffffu;  // the delta of an adapter whose B is still zero
 constexpr uint32_t kMixedVersion = 0xfffeu;   // LoRA values gathered from ranks that disagree
+constexpr uint32_t kNoRows = 0xffffffffu;     // a rank holding only padding rows of a parameter
 
 // What a base weight holds beyond W0: +coeff * delta(adapter, version) per
 // adapter. A value the symbolic form cannot express (a delta subtracted at a
