@@ -37,7 +37,8 @@ uint64_t RankModel::digest_of(int param) const {
   if (!holds_rows(param, rank_)) return 0;  // only padding: contributes nothing to the gathered value
   const ParamState& ps = st_.params[param];
   uint64_t h = (static_cast<uint64_t>(param) << 20) + ps.ver_s + 1;  // which tensor, and its values
-  for (int a = 0; a < kMaxAdapters; ++a) h = h * 131 + static_cast<uint64_t>(ps.w_s.coeff[a] + 2) * 7919 + ps.w_s.ver[a];
+  if (topo_->params[param].kind != ParamKind::Weight) return h * 2;  // only base weights carry merged deltas
+  for (int a = 0; a < topo_->n_adapters(); ++a) h = h * 131 + static_cast<uint64_t>(ps.w_s.coeff[a] + 2) * 7919 + ps.w_s.ver[a];
   return h * 2 + ps.w_s.corrupt;
 }
 
