@@ -65,6 +65,14 @@ std::vector<int> Simulator::members_of(size_t r) const {
   return std::vector<int>(m.begin() + c.member_begin, m.begin() + c.member_begin + c.member_count);
 }
 
+// A matched collective changed what rank r's op left behind: its weights'
+// observation and snapshot are taken again.
+void Simulator::refresh_observation(size_t r, const Pending& p) {
+  if (p.obs < 0) return;
+  observations_->at(p.obs).layers = ranks_[r].observe_layers();
+  snapshots_[p.obs] = ranks_[r].stored_snapshot();
+}
+
 // Matched all-gathers: where the ranks contributed different values of a
 // parameter, what each of them gathered is a mix (RankModel::mark_mixed).
 void Simulator::mix_check() {
@@ -87,10 +95,7 @@ void Simulator::mix_check() {
     for (size_t r = 0; r < queues_.size(); ++r) {
       const Pending& p = queues_[r][heads_[r]];
       ranks_[r].mark_mixed(p.coll, i);
-      if (p.obs >= 0) {
-        observations_->at(p.obs).layers = ranks_[r].observe_layers();
-        snapshots_[p.obs] = ranks_[r].stored_snapshot();
-      }
+      refresh_observation(r, p);
     }
   }
 }
@@ -108,10 +113,7 @@ void Simulator::apply_gathered_deltas() {
     const Pending& p = queues_[r][heads_[r]];
     if (p.coll.into != CollRecord::kIntoShard) continue;
     ranks_[r].apply_gathered_delta(p.coll, a_version);
-    if (p.obs >= 0) {
-      observations_->at(p.obs).layers = ranks_[r].observe_layers();
-      snapshots_[p.obs] = ranks_[r].stored_snapshot();
-    }
+    refresh_observation(r, p);
   }
 }
 

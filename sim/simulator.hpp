@@ -43,6 +43,7 @@ class Simulator {
   std::vector<int> members_of(size_t r) const;
   void mix_check();
   void apply_gathered_deltas();
+  void refresh_observation(size_t r, const Pending& p);
   void judge_against_peers(RunResult& res);
   void fail_collectives(bool mismatch, RunResult& res);
 

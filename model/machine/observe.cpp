@@ -20,11 +20,10 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
   for (int a = 0; a < topo_->n_adapters(); ++a)
     if ((st_.active >> a) & 1) o.active.push_back(topo_->adapters[a].name);
   o.disabled = st_.disabled;
-  int first = -1;
-  o.opt_missing = optimizer_missing(&first);
-  o.opt_total = static_cast<int>(st_.optimizer.size());
   for (int p : st_.optimizer)
     if (!is_registered_s(p)) o.opt_unregistered.push_back(topo_->params[p].name);
+  o.opt_missing = static_cast<int>(o.opt_unregistered.size());
+  o.opt_total = static_cast<int>(st_.optimizer.size());
   for (size_t g = 0; g < topo_->groups.size(); ++g) o.groups.push_back({topo_->groups[g].name, st_.groups[g].sharded});
   for (size_t p = 0; p < topo_->params.size(); ++p) {
     const ParamInfo& pi = topo_->params[p];

@@ -10,6 +10,7 @@
 #include "sim/crosscheck.hpp"
 #include "sim/default_scenario.hpp"
 #include "sim/expectations.hpp"
+#include "sim/simulator.hpp"
 
 namespace fsdpsim::cli {
 namespace {
@@ -146,7 +147,7 @@ int cmd_check(const Args& a) {
 
 // The main job. For now: the seed 000 scenario under both profiles, its
 // observation table and findings, and a summary table.
-int cmd_main_job(const Args& a) {
+int cmd_main_job(const Args&) {
   struct Row {
     std::string profile;
     size_t ops;
@@ -154,11 +155,10 @@ int cmd_main_job(const Args& a) {
     std::string first;
   };
   std::vector<Row> rows;
-  RealPools pools = pools_of(a);
   for (const std::string profile : {"upstream", "patched"}) {
     SeqFile f = parse_seq(kDefaultScenario, "<built-in seed 000>");
     f.scenario.profile = profile;
-    BackendRun res = run_backend(f, Backend::Model, pools);
+    RunResult res = run_checked(f);
     std::cout << "== seed 000 (peft#3872), world " << f.scenario.world << ", profile " << profile_text(*profile_by_name(profile)) << "\n";
     print_table(std::cout, res.observations);
     print_findings(std::cout, res.findings);
