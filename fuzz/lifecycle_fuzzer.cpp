@@ -52,7 +52,7 @@ std::string file_name(std::string sig) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   SeqFile f = fuzz::decode(data, size);
   if (f.ops.empty()) return 0;
-  Topology topo = compile_topology(f.scenario);
+  Topology topo = compile_topology(f.scenario, wrapped_at_prepare(f));
   Simulator sim(topo);
   RunOptions opt;
   opt.hash_observations = false;

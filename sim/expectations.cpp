@@ -51,6 +51,13 @@ std::string check_item(const ExpectItem& it, const Observation& o, const std::ve
       for (const auto& g : o.groups)
         if (g.name == it.target) return it.value == sharded_state_name(g.state) ? "" : "state=" + g.name + ":" + sharded_state_name(g.state);
       return "no group " + it.target;
+    case ExpectItem::Key::Placed:
+      for (const auto& p : o.params) {
+        if (p.name != it.target) continue;
+        std::string got = std::string(device_name(p.device)) + "/" + dtype_name(p.dtype);
+        return got == it.value ? "" : "placed=" + p.name + ":" + got;
+      }
+      return "no adapter parameter " + it.target;
     case ExpectItem::Key::Finding:
       for (const auto& f : findings)
         if (f.spec == it.target && f.step == step && (f.rank < 0 || f.rank == o.rank)) return "";

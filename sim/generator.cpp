@@ -71,6 +71,14 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
     if (rng.chance(60)) s.shards.push_back({{l.name}, rafs[rng.below(3)], {}});
   s.shards.push_back({{"root"}, rafs[rng.below(3)], {}});
   s.optimizer = rng.chance(80) ? OptimizerParams::Trainable : OptimizerParams::AllLora;
+  // Drawn last, so the fields above stay what older seeds gave.
+  for (auto& l : s.layers)
+    if (rng.chance(10)) l.experts = 1 + static_cast<int>(rng.below(3));
+  if (rng.chance(12)) {
+    s.loading = Loading::RamEfficient;
+    s.dtype = rng.chance(70) ? DType::BF16 : DType::F32;
+    s.autocast_adapter_dtype = rng.chance(40);
+  }
   return s;
 }
 
@@ -90,6 +98,30 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
       if ((present >> a) & 1) v.push_back(static_cast<int>(a));
     return v[rng.below(static_cast<uint32_t>(v.size()))];
   };
+  // Adapters loaded before an explicit prepare (always with ram-efficient
+  // loading, which needs one): the seed-001 lifecycle.
+  if (s.loading == Loading::RamEfficient || rng.chance(10)) {
+    for (size_t a = 0; a < s.adapters.size(); ++a) {
+      if (!s.adapters[a].deferred || !rng.chance(70)) continue;
+      Op op;
+      op.kind = OpKind::LoadAdapter;
+      op.names = {s.adapters[a].name};
+      op.trainable = rng.chance(50);
+      present |= 1u << a;
+      ops.push_back(op);
+    }
+    if (__builtin_popcount(present) > 1 && rng.chance(50)) {
+      Op op;
+      op.kind = OpKind::SetAdapter;
+      op.list_form = true;
+      for (size_t a = 0; a < s.adapters.size(); ++a)
+        if ((present >> a) & 1) op.names.push_back(s.adapters[a].name);
+      ops.push_back(op);
+    }
+    Op prep;
+    prep.kind = OpKind::Prepare;
+    ops.push_back(prep);
+  }
   int guard = 0;
   while (static_cast<int>(ops.size()) < n && guard++ < 10 * n) {
     OpKind k = weighted_op_kind(rng.below(kOpWeightTotal));

@@ -48,7 +48,9 @@ bool Simulator::match() {
     const CollRecord& c0 = queues_[0][heads_[0]].coll;
     for (size_t r = 1; r < queues_.size(); ++r) {
       const CollRecord& c = queues_[r][heads_[r]].coll;
-      if (c.op != c0.op || c.group != c0.group || c.count != c0.count || members_of(r) != members_of(0)) return false;
+      if (c.op != c0.op || c.group != c0.group || c.count != c0.count || c.dtype != c0.dtype ||
+          members_of(r) != members_of(0))
+        return false;
     }
     if (c0.op == CollOp::AllGather) {
       mix_check();
@@ -168,7 +170,7 @@ void Simulator::fail_collectives(bool mismatch, RunResult& res) {
     const Pending& p = queues_[r][heads_[r]];
     std::vector<std::string> names;
     for (int m : members_of(r)) names.push_back(topo_->params[m].name);
-    heads.push_back({true, {p.coll.op, topo_->groups[p.coll.group].name, p.coll.count}, p.step, names});
+    heads.push_back({true, ranks_[r].collective_of(p.coll), p.step, names});
   }
   const std::string desc = describe_pending(heads);
   for (size_t r = 0; r < queues_.size(); ++r) {
@@ -251,7 +253,7 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
 }
 
 RunResult run_checked(const SeqFile& f) {
-  Topology topo = compile_topology(f.scenario);
+  Topology topo = compile_topology(f.scenario, wrapped_at_prepare(f));
   Simulator a(topo), b(topo);
   RunResult first = a.run(f.ops);
   RunResult second = b.run(f.ops);

@@ -35,12 +35,16 @@ void RankModel::unshard(int g) {
     ps.grad_u = false;
   }
   gs.sharded = ShardedState::Unsharded;
+  note_unsharded(group_unsharded_bytes(g));
 }
 
 // _fsdp_param.py::FSDPParam.to_sharded: registers S again and frees U's storage.
 // Nothing is written back: a requires_grad flip or a data edit made on U since
 // the all-gather is simply dropped.
-void RankModel::to_sharded(int g) { st_.groups[g].sharded = ShardedState::Sharded; }
+void RankModel::to_sharded(int g) {
+  if (st_.groups[g].sharded == ShardedState::Unsharded) note_unsharded(-group_unsharded_bytes(g));
+  st_.groups[g].sharded = ShardedState::Sharded;
+}
 
 // _fsdp_param_group.py::FSDPParamGroup.reshard: in FORWARD with
 // reshard_after_forward False it returns at once (that early return *is*

@@ -90,30 +90,29 @@ WeightContent& RankModel::registered_weight(int layer) {
   return is_registered_u(w) ? st_.params[w].w_u : st_.params[w].w_s;
 }
 
-// lora/layer.py::Linear.merge: W.data += delta for each adapter not yet merged.
-// While SHARDED, B @ A on DTensors redistributes A (an all-gather of A).
-void RankModel::layer_merge(int layer, int adapter) {
+// lora/layer.py::Linear.merge (ParamWrapper.merge alike): W.data += delta for
+// each adapter not yet merged; a delta that raises leaves merged_adapters as it was.
+bool RankModel::layer_merge(int layer, int adapter) {
   const LayerInfo& li = topo_->layers[layer];
-  if (li.A[adapter] < 0 || !st_.params[li.A[adapter]].present) return;
+  if (li.A[adapter] < 0 || !st_.params[li.A[adapter]].present) return true;
   LayerPeft& lp = st_.layers[layer];
   for (int i = 0; i < lp.n_merged; ++i)
-    if (lp.merged[i] == adapter) return;  // "Already following adapters were merged"
-  int a = li.A[adapter];
-  if (topo_->params[a].group >= 0 && !is_registered_u(a)) gather_one(a, CollRecord::kIntoShard, layer, adapter, +1);
-  else registered_weight(layer).add(adapter, delta_version(layer, adapter), +1);
+    if (lp.merged[i] == adapter) return true;  // "Already following adapters were merged"
+  if (!get_delta_weight(layer, adapter, +1)) return false;
   lp.merged[lp.n_merged++] = static_cast<int8_t>(adapter);
+  return true;
 }
 
-// lora/layer.py::Linear.unmerge: pops every merged adapter, LIFO, W.data -= delta.
-void RankModel::layer_unmerge(int layer) {
+// lora/layer.py::Linear.unmerge: pops every merged adapter, LIFO, then
+// W.data -= delta; the pop happens before the delta, so a raising delta
+// leaves the adapter unlisted but still in W.
+bool RankModel::layer_unmerge(int layer) {
   LayerPeft& lp = st_.layers[layer];
-  const LayerInfo& li = topo_->layers[layer];
   while (lp.n_merged > 0) {
     int adapter = lp.merged[--lp.n_merged];
-    int a = li.A[adapter];
-    if (topo_->params[a].group >= 0 && !is_registered_u(a)) gather_one(a, CollRecord::kIntoShard, layer, adapter, -1);
-    else registered_weight(layer).add(adapter, delta_version(layer, adapter), -1);
+    if (!get_delta_weight(layer, adapter, -1)) return false;
   }
+  return true;
 }
 
 // tuners_utils.py::BaseTunerLayer.set_adapter: requires_grad = (a in names) and
@@ -162,7 +161,7 @@ void RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
   const LayerInfo& li = topo_->layers[layer];
   LayerPeft& lp = st_.layers[layer];
   auto use = [&](int p) {
-    if (!registered_rg(p)) return;
+    if (p < 0 || !registered_rg(p)) return;  // p < 0: a ParamWrapper target has no bias
     *path_rg = true;
     if (grad_enabled) st_.graph.grad[p] = 1;
   };

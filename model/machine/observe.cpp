@@ -34,10 +34,23 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
     po.group = pi.group >= 0 ? topo_->groups[pi.group].name : "";
     po.rg_s = ps.rg_s;
     po.rg_u = (pi.group >= 0 && st_.groups[pi.group].has_u) ? static_cast<int8_t>(ps.rg_u) : int8_t{-1};
+    po.device = ps.device;
+    po.dtype = ps.dtype;
     o.params.push_back(po);
   }
   o.layers = observe_layers();
-  for (size_t i = 0; i < n_colls; ++i) o.collectives.push_back({colls[i].op, topo_->groups[colls[i].group].name, colls[i].count});
+  for (size_t i = 0; i < n_colls; ++i) o.collectives.push_back(collective_of(colls[i]));
+  for (int a = 0; a < topo_->n_adapters(); ++a)
+    if ((r.deltas >> a) & 1) o.deltas.push_back({topo_->adapters[a].name, WeightClass::Exact});
+  if (op.kind == OpKind::SaveAdapters && r.status == Status::Ok) {
+    for (size_t p = 0; p < topo_->params.size(); ++p) {
+      if (st_.saved_rows[p] < 0) continue;
+      o.saved.push_back({topo_->params[p].name, saved_rows(static_cast<int>(p), rank_), topo_->params[p].dim0,
+                         st_.params[p].dtype});
+    }
+  }
+  o.sharded_bytes = sharded_bytes();
+  o.peak_unsharded = peak_unsharded();
   return o;
 }
 

@@ -19,7 +19,7 @@ uint8_t RankModel::mask_of(const std::vector<std::string>& names) const {
 // the layer's set_adapter.
 void RankModel::set_adapter_module_level(uint8_t names, bool inference_mode) {
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
-    if (st_.layers[l].n_merged > 0) layer_unmerge(static_cast<int>(l));
+    if (st_.layers[l].n_merged > 0 && !layer_unmerge(static_cast<int>(l))) return;  // the exception propagates
     layer_set_adapter(static_cast<int>(l), names, inference_mode);
   }
   st_.active = names;
@@ -63,16 +63,18 @@ void RankModel::op_merge(const Op& op) {
     uint8_t which = op.names.empty() ? st_.layers[l].active : names;
     if (op.names.empty()) {
       for (int a = 0; a < topo_->n_adapters(); ++a)
-        if ((which >> a) & 1) layer_merge(static_cast<int>(l), a);
+        if (((which >> a) & 1) && !layer_merge(static_cast<int>(l), a)) return;
     } else {
-      for (const auto& n : op.names) layer_merge(static_cast<int>(l), __builtin_ctz(mask_of({n})));
+      for (const auto& n : op.names)
+        if (!layer_merge(static_cast<int>(l), __builtin_ctz(mask_of({n})))) return;
     }
   }
 }
 
 // tuners_utils.py::BaseTuner.unmerge_adapter: every layer unmerges.
 void RankModel::unmerge_adapter() {
-  for (size_t l = 0; l < topo_->layers.size(); ++l) layer_unmerge(static_cast<int>(l));
+  for (size_t l = 0; l < topo_->layers.size(); ++l)
+    if (!layer_unmerge(static_cast<int>(l))) return;
 }
 
 // peft_model.py::PeftModel.disable_adapter (enter): disable_adapter_layers, no unmerge.
@@ -122,6 +124,7 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load) {
       ps.ver_s = load ? 0x100u : 0u;  // loaded weights differ from a fresh init
     }
   }
+  place_new_adapter(adapter);
   set_adapter_module_level(st_.active, inference_mode);
 }
 
@@ -155,33 +158,52 @@ void RankModel::op_delete_adapter(int adapter) {
   st_.active = next;
 }
 
-// lora/layer.py::Linear.get_delta_weight for each active adapter of the layer;
-// on DTensors the matmul all-gathers A.
+// The delta_weight op: get_delta_weight for each active adapter of the layer
+// (lora/layer.py::Linear / ParamWrapper.get_delta_weight).
 void RankModel::op_delta_weight(int layer) {
   const LayerInfo& li = topo_->layers[layer];
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     if (!((st_.layers[layer].active >> a) & 1) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
-    int p = li.A[a];
-    if (topo_->params[p].group >= 0 && !is_registered_u(p))
-      gather_one(p, CollRecord::kNowhere, layer, a);
+    if (!get_delta_weight(layer, a, 0)) return;
+    res_.deltas |= static_cast<uint8_t>(1u << a);
   }
 }
 
+// Rows of parameter p in the adapter state dict rank `rank` computes:
+// get_peft_model_state_dict reads model.state_dict(), whose FSDP2 values are
+// DTensors it does not gather (adapter_save_gather off), so a managed
+// parameter contributes its local rows.
+int64_t RankModel::saved_rows(int p, int rank) const {
+  const ParamInfo& pi = topo_->params[p];
+  bool local = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOff && pi.group >= 0 && topo_->world > 1;
+  return local ? local_rows(pi.dim0, topo_->world, rank) : pi.dim0;
+}
+
 // peft_model.py::PeftModel.save_pretrained -> get_peft_model_state_dict, which
-// starts from model.state_dict(): its FSDP pre-hook reshards every group.
+// starts from model.state_dict(): its FSDP pre-hook reshards every group. With
+// no names every adapter is saved (adapter_save_selection all), or only the
+// active ones (accelerate's non-FSDP2 adapter_only path). Rank 0 writes.
 void RankModel::op_save_adapters(const Op& op) {
-  uint8_t names = op.names.empty() ? st_.present : mask_of(op.names);
+  uint8_t names = !op.names.empty() ? mask_of(op.names)
+                  : topo_->profile.get(Switch::AdapterSaveSelection) == sw::kActive ? st_.active
+                                                                                     : st_.present;
   if ((names & st_.present) != names) {
     error(Status::ValueError, "selected adapters are not in the model: " + mask_names(*topo_, names & ~st_.present));
     return;
   }
   reshard_all();
   st_.saved_adapters = names;
-  for (size_t p = 0; p < topo_->params.size(); ++p) st_.saved_ver[p] = st_.params[p].ver_s;
+  for (size_t p = 0; p < topo_->params.size(); ++p) {
+    int a = topo_->params[p].adapter;
+    bool saved = a >= 0 && ((names >> a) & 1) && st_.params[p].present;
+    st_.saved_ver[p] = st_.params[p].ver_s;
+    st_.saved_rows[p] = saved ? saved_rows(static_cast<int>(p), 0) : -1;
+  }
 }
 
-// peft_model.py::PeftModel.load_adapter(s) -> set_peft_model_state_dict ->
-// load_state_dict: the FSDP pre-hook reshards, then the shards get the values.
+// peft_model.py::PeftModel.load_adapter -> set_peft_model_state_dict ->
+// load_state_dict: the FSDP pre-hook reshards, then every rank loads rank 0's
+// file; a tensor of the wrong size raises torch's size-mismatch error.
 void RankModel::op_load_adapters() {
   if (st_.saved_adapters == 0) {
     error(Status::ValueError, "no adapters were saved (save_adapters first)");
@@ -189,9 +211,17 @@ void RankModel::op_load_adapters() {
   }
   reshard_all();
   for (size_t p = 0; p < topo_->params.size(); ++p) {
-    int a = topo_->params[p].adapter;
-    if (a >= 0 && ((st_.saved_adapters >> a) & 1) && st_.params[p].present) st_.params[p].ver_s = st_.saved_ver[p];
+    const ParamInfo& pi = topo_->params[p];
+    if (st_.saved_rows[p] < 0 || st_.saved_rows[p] == pi.dim0 || !st_.params[p].present) continue;
+    const std::string cols = std::to_string(pi.rest);
+    error(Status::ShapeError, "size mismatch for " + pi.name + ": copying a param with shape [" +
+                                  std::to_string(st_.saved_rows[p]) + ", " + cols +
+                                  "] from checkpoint, the shape in current model is [" + std::to_string(pi.dim0) + ", " +
+                                  cols + "].");
+    return;
   }
+  for (size_t p = 0; p < topo_->params.size(); ++p)
+    if (st_.saved_rows[p] >= 0 && st_.params[p].present) st_.params[p].ver_s = st_.saved_ver[p];
 }
 
 }  // namespace fsdpsim

@@ -14,6 +14,7 @@ void RankModel::reset() {
   st_.groups.assign(topo_->groups.size(), GroupState{});
   st_.layers.assign(topo_->layers.size(), LayerPeft{});
   st_.saved_ver.assign(topo_->params.size(), 0);
+  st_.saved_rows.assign(topo_->params.size(), -1);
   st_.graph.grad.assign(topo_->params.size(), 0);
   st_.graph.group_out_rg.assign(topo_->groups.size(), 0);
   st_.graph.group_in_rg.assign(topo_->groups.size(), 0);
@@ -21,6 +22,7 @@ void RankModel::reset() {
     int a = topo_->params[p].adapter;
     st_.params[p].present = a < 0 || !topo_->adapters[a].deferred;
   }
+  place_base_params();
   st_.active = 1;  // the first adapter (get_peft_model's) is active
   // Each injection ends with set_adapter(active, inference_mode=<new config's>)
   // (tuners_utils.py::BaseTuner.inject_adapter), so the last adapter's
@@ -30,6 +32,7 @@ void RankModel::reset() {
     if (d.deferred) continue;
     st_.present |= static_cast<uint8_t>(1u << a);
     if (d.inference_mode) st_.inference_mode |= static_cast<uint8_t>(1u << a);
+    place_new_adapter(a);
     set_adapter_module_level(st_.active, d.inference_mode);
   }
   prepare_optimizer();
@@ -46,6 +49,9 @@ const OpResult& RankModel::apply(const Op& op) {
   res_.opt_missing = 0;
   res_.has_grads = false;
   res_.grads = 0;
+  res_.deltas = 0;
+  st_.unsharded_peak = -1;  // the op's peak starts at what is alive now
+  note_unsharded(0);
   auto adapter = [&]() { return __builtin_ctz(mask_of(op.names)); };
   switch (op.kind) {
     case OpKind::Forward: op_forward(true); break;
@@ -91,6 +97,7 @@ const OpResult& RankModel::apply(const Op& op) {
     case OpKind::SaveAdapters: op_save_adapters(op); break;
     case OpKind::LoadAdapters: op_load_adapters(); break;
     case OpKind::DeltaWeight: op_delta_weight(topo_->layer_index(op.names[0])); break;
+    case OpKind::Prepare: op_prepare(); break;
   }
   if (op.is_training()) res_.has_grads = true;
   return res_;

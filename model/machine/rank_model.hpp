@@ -15,7 +15,7 @@ namespace fsdpsim {
 // A collective this rank issued; the simulator matches them across ranks.
 struct CollRecord {
   CollOp op;
-  int group;
+  int group;  // -1 for a broadcast (it names one parameter: members())
   int64_t count;
   // All-gathers: what the gathered value feeds (U of the group, a merge into
   // the layer's shard, or nothing kept) and where digests() holds a digest of
@@ -29,6 +29,7 @@ struct CollRecord {
   // The parameters packed into it (indices into members()): ranks packing
   // different parameters into same-sized buffers mix unrelated values.
   int member_begin = 0, member_count = 0;
+  DType dtype = DType::F32;  // broadcast: the dtype this rank sends or receives in
 };
 
 // What the stored-weight class depends on, kept per observation so the
@@ -46,6 +47,7 @@ struct OpResult {
   int opt_missing = 0;      // save/load_optimizer: optimizer params not registered
   bool has_grads = false;   // training op reached the gradient stage
   uint8_t grads = 0;        // adapters whose shard received a gradient
+  uint8_t deltas = 0;       // delta_weight: adapters whose delta was computed
 };
 
 class RankModel {
@@ -90,6 +92,8 @@ class RankModel {
   WeightClass classify_stored(const StoredSnapshot& own, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
                               int layer) const;
   bool holds_rows(int param, int rank) const;
+  // The vocabulary's view of a collective this rank issued (name, parts).
+  Collective collective_of(const CollRecord& c) const;
   // A matched all-gather combined different values of the i-th contributed
   // parameter from different ranks.
   void mark_mixed(const CollRecord& c, int i);
@@ -109,8 +113,8 @@ class RankModel {
   // --- LoRA layer (lora_layer.cpp) ---
   uint32_t delta_version(int layer, int adapter) const;
   uint32_t delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const;
-  void layer_merge(int layer, int adapter);
-  void layer_unmerge(int layer);
+  bool layer_merge(int layer, int adapter);
+  bool layer_unmerge(int layer);
   void layer_set_adapter(int layer, uint8_t names, bool inference_mode);
   void layer_enable_adapters(int layer, bool enabled);
   void layer_forward(int layer, bool grad_enabled, bool* path_rg);
@@ -130,6 +134,19 @@ class RankModel {
   void op_delta_weight(int layer);
   void op_save_adapters(const Op& op);
   void op_load_adapters();
+  int64_t saved_rows(int param, int rank) const;
+  // --- loading and prepare (loading.cpp) ---
+  void place_base_params();
+  void place_new_adapter(int adapter);
+  void op_prepare();
+  // --- get_delta_weight (param_wrapper.cpp): false when it raised ---
+  bool get_delta_weight(int layer, int adapter, int sign);
+  std::string wrapper_read_error(int layer, int adapter) const;
+  // --- memory (loading.cpp) ---
+  int64_t group_unsharded_bytes(int g) const;
+  void note_unsharded(int64_t delta);
+  std::vector<OwnerBytes> sharded_bytes() const;
+  std::vector<OwnerBytes> peak_unsharded() const;
   // --- training (rank_model.cpp) ---
   void op_forward(bool grad_enabled);
   void op_backward();

@@ -35,6 +35,8 @@ struct ParamState {
   bool grad_s = false, grad_u = false;
   uint32_t ver_s = 0, ver_u = 0;  // LoRA values: bumped by optimizer updates and loads
   WeightContent w_s, w_u;         // base weights: merged deltas
+  Device device = Device::Cpu;    // of S (before prepare: the plain parameter)
+  DType dtype = DType::F32;
 };
 
 enum class TrainingState : uint8_t { Idle, Forward, PreBackward, PostBackward };
@@ -75,6 +77,11 @@ struct RankState {
   bool has_opt_ckpt = false;
   uint8_t saved_adapters = 0;       // adapters written by the last save_adapters
   std::vector<uint32_t> saved_ver;  // per param: the values saved
+  std::vector<int64_t> saved_rows;  // per param: rows rank 0's checkpoint holds (-1: not saved)
+  // Bytes of unsharded copies alive now, and at the op's peak (per owner:
+  // adapters in order, then base at index kMaxAdapters).
+  int64_t unsharded_now = 0, unsharded_peak = 0;
+  std::array<int64_t, kMaxAdapters + 1> peak_by_owner{};
   PendingGraph graph;
 };
 

@@ -19,11 +19,25 @@ int Topology::layer_index(const std::string& name) const {
   return -1;
 }
 
-Topology compile_topology(const Scenario& s) {
+int64_t local_rows(int64_t dim0, int world, int rank) {
+  int64_t c = (dim0 + world - 1) / world;
+  int64_t left = dim0 - c * rank;
+  return left <= 0 ? 0 : (left < c ? left : c);
+}
+
+Topology compile_topology(const Scenario& s, int wrapped) {
   Topology t;
+  t.loading = s.loading;
+  t.dtype = s.dtype;
+  t.autocast_adapter_dtype = s.autocast_adapter_dtype;
   t.world = s.world;
   t.adapters = s.adapters;
   t.optimizer = s.optimizer;
+  if (wrapped < 0) {
+    wrapped = 0;
+    for (size_t a = 0; a < s.adapters.size(); ++a)
+      if (!s.adapters[a].deferred) wrapped |= 1 << a;
+  }
   auto p = profile_by_name(s.profile);
   if (!p) throw std::invalid_argument("unknown profile " + s.profile);
   t.profile = *p;
@@ -89,6 +103,7 @@ Topology compile_topology(const Scenario& s) {
     int g = group_of_shard[d];
     LayerInfo li;
     li.name = ld.name;
+    li.experts = ld.experts;
     li.group = g;
     li.A.fill(-1);
     li.B.fill(-1);
@@ -98,8 +113,16 @@ Topology compile_topology(const Scenario& s) {
     gi.last_layer = static_cast<int>(l);
     // Registration order of a LoRA Linear: base_layer.weight, base_layer.bias,
     // lora_A.<each adapter>, lora_B.<each adapter> (peft/tuners/lora/layer.py::LoraLayer).
-    li.weight = add_param(ld.name + ".weight", ParamKind::Weight, static_cast<int>(l), -1, ld.out, ld.in, g);
-    li.bias = add_param(ld.name + ".bias", ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
+    // A ParamWrapper target is one (E, in, out) parameter; its lora_A is
+    // Linear(in, r*E) and lora_B Linear(r*E, out) (peft/tuners/lora/layer.py::ParamWrapper).
+    const int E = ld.experts;
+    if (E > 0) {
+      li.weight = add_param(ld.name + ".weight", ParamKind::Weight, static_cast<int>(l), -1, E, ld.in * ld.out, g);
+    } else {
+      li.weight = add_param(ld.name + ".weight", ParamKind::Weight, static_cast<int>(l), -1, ld.out, ld.in, g);
+      li.bias = add_param(ld.name + ".bias", ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
+    }
+    const int fan = E > 0 ? E : 1;
     auto targets = [&](const AdapterDecl& a) {
       for (const auto& n : a.targets)
         if (n == ld.name) return true;
@@ -108,11 +131,11 @@ Topology compile_topology(const Scenario& s) {
     for (size_t a = 0; a < s.adapters.size(); ++a)
       if (targets(s.adapters[a]))
         li.A[a] = add_param(ld.name + ".lora_A." + s.adapters[a].name, ParamKind::LoraA, static_cast<int>(l),
-                            static_cast<int>(a), s.adapters[a].r, ld.in, s.adapters[a].deferred ? -1 : g);
+                            static_cast<int>(a), s.adapters[a].r * fan, ld.in, ((wrapped >> a) & 1) ? g : -1);
     for (size_t a = 0; a < s.adapters.size(); ++a)
       if (targets(s.adapters[a]))
         li.B[a] = add_param(ld.name + ".lora_B." + s.adapters[a].name, ParamKind::LoraB, static_cast<int>(l),
-                            static_cast<int>(a), ld.out, s.adapters[a].r, s.adapters[a].deferred ? -1 : g);
+                            static_cast<int>(a), ld.out, s.adapters[a].r * fan, ((wrapped >> a) & 1) ? g : -1);
     t.layers.push_back(li);
   }
   return t;

@@ -38,6 +38,7 @@ struct GroupInfo {
 
 struct LayerInfo {
   std::string name;
+  int experts = 0;  // > 0: a ParamWrapper target of shape (E, in, out), no bias
   int group = -1;
   int weight = -1, bias = -1;
   std::array<int, kMaxAdapters> A{}, B{};  // -1 where the adapter does not target the layer
@@ -51,13 +52,22 @@ struct Topology {
   std::vector<GroupInfo> groups;  // all_states order: root first, then children in module order
   std::vector<LayerInfo> layers;
   OptimizerParams optimizer = OptimizerParams::Trainable;
+  Loading loading = Loading::Full;
+  DType dtype = DType::F32;
+  bool autocast_adapter_dtype = true;
 
   int n_adapters() const { return static_cast<int>(adapters.size()); }
   int group_index(const std::string& module) const;
   int layer_index(const std::string& name) const;  // group holding that module's state, -1 if none
 };
 
+// Rows of a dim0-row parameter rank `rank` holds unpadded: torch.chunk over
+// world ranks (FSDP2 Shard(0)); 0 for a rank holding only padding.
+int64_t local_rows(int64_t dim0, int world, int rank);
+
 // Throws std::invalid_argument on a profile override that does not apply.
-Topology compile_topology(const Scenario& s);
+// `wrapped`: adapters in the model when fully_shard runs (bit a = adapter a;
+// wrapped_at_prepare(SeqFile)); -1: the non-deferred ones.
+Topology compile_topology(const Scenario& s, int wrapped = -1);
 
 }  // namespace fsdpsim

@@ -103,6 +103,8 @@ class Checker {
     s2(o, ri, out);
     if (!sets_flags(op.kind) && ri.prev) s3(*ri.prev, o, out);
     s4(op, o, out);
+    s6(op, o, out);
+    s7(op, o, out);
     if (op.kind == OpKind::Forward || op.kind == OpKind::Eval) {
       ri.eval_output = op.kind == OpKind::Eval;
       ri.flags_since_forward = false;
@@ -231,6 +233,45 @@ class Checker {
                        "/" + std::to_string(o.opt_total) + " optimizer parameters not registered; first: " + first + ")"});
   }
 
+  // S6: saved adapters hold every selected adapter, full size, and reload equal.
+  void s6(const Op& op, const Observation& o, std::vector<Finding>& out) {
+    std::string why;
+    if (op.kind == OpKind::SaveAdapters && o.status == Status::Ok) {
+      Mask selected = op.names.empty() ? present_in(ad_, o) : ad_.mask(op.names);
+      std::vector<std::string> names;
+      for (const auto& sv : o.saved) names.push_back(adapter_of(sv.name));
+      Mask lost = selected & ~ad_.mask(names);
+      if (lost) why = "adapters " + ad_.text(lost) + " were not saved (saved: " + ad_.text(ad_.mask(names)) + ")";
+      for (const auto& sv : o.saved) {
+        if (sv.rows == sv.full_rows) continue;
+        why += (why.empty() ? "" : "; ") + sv.name + " saved " + std::to_string(sv.rows) + " of " +
+               std::to_string(sv.full_rows) + " rows (this rank's shard, not the full tensor)";
+        break;
+      }
+    }
+    if (op.kind == OpKind::LoadAdapters && o.status != Status::Ok && o.status != Status::ValueError)
+      why = "load_adapters raised " + std::string(status_name(o.status)) + ": " + o.message;
+    if (op.kind == OpKind::LoadAdapters && !o.reload_diff.empty())
+      why = "reloaded values differ from the saved ones: " + names_set_text(o.reload_diff);
+    if (!why.empty()) out.push_back({"S6", o.step, o.rank, head("S6", o.step, o.rank) + why});
+  }
+
+  // S7: get_delta_weight (the delta_weight op, and every merge or unmerge)
+  // works on sharded parameters and gives the delta of the full A and B.
+  void s7(const Op& op, const Observation& o, std::vector<Finding>& out) {
+    if (o.status == Status::ShapeError && op.kind != OpKind::LoadAdapters) {
+      out.push_back({"S7", o.step, o.rank, head("S7", o.step, o.rank) + "get_delta_weight raised: " + o.message});
+      return;
+    }
+    for (const auto& d : o.deltas)
+      if (d.value != WeightClass::Exact) {
+        out.push_back({"S7", o.step, o.rank,
+                       head("S7", o.step, o.rank) + "delta of " + d.adapter + " is " + weight_class_name(d.value) +
+                           " (not the delta of the full A and B)"});
+        return;
+      }
+  }
+
   // S5: after an op every rank ran, the ranks agree on the adapter state.
   void agreement(const std::vector<Observation>& obs, size_t i, size_t j, std::vector<Finding>& out) {
     if (f_.scenario.world < 2 || j - i != static_cast<size_t>(f_.scenario.world)) return;
@@ -248,6 +289,8 @@ class Checker {
         f.push_back({l.name + " stored weight", weight_class_name(l.stored)});
       }
       for (const auto& p : o.params) f.push_back({p.name + " S.requires_grad", p.rg_s ? "true" : "false"});
+      for (const auto& p : o.params) f.push_back({p.name + " dtype", dtype_name(p.dtype)});
+      for (const auto& sv : o.saved) f.push_back({"saved " + sv.name + " dtype", dtype_name(sv.dtype)});
       return f;
     };
     auto base = describe(obs[i]);

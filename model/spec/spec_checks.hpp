@@ -21,7 +21,9 @@ struct Finding {
 
 // S1 the right adapter trains; S2 the held weight equals W0 + merged deltas;
 // S3 nothing done on an unsharded copy is lost at reshard; S4 optimizer
-// checkpoints save and load; S5 no hang or mismatch, ranks agree.
+// checkpoints save and load; S5 no hang or mismatch, ranks agree (flags,
+// merges, dtypes); S6 saved adapters are complete, full size, reload equal;
+// S7 get_delta_weight works on sharded parameters.
 // `obs` in (step, rank) order, as the simulator and the real backend give them.
 std::vector<Finding> check_spec(const SeqFile& f, const std::vector<Observation>& obs);
 

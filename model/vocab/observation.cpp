@@ -55,10 +55,19 @@ bool weight_class_from_name(const std::string& s, WeightClass* out) {
 
 const char* sharded_state_name(ShardedState s) { return s == ShardedState::Sharded ? "SHARDED" : "UNSHARDED"; }
 
-const char* coll_op_name(CollOp c) { return c == CollOp::AllGather ? "all_gather" : "reduce_scatter"; }
+const char* coll_op_name(CollOp c) {
+  switch (c) {
+    case CollOp::AllGather: return "all_gather";
+    case CollOp::ReduceScatter: return "reduce_scatter";
+    case CollOp::Broadcast: return "broadcast";
+  }
+  return "?";
+}
 
 std::string collective_text(const Collective& c) {
-  return std::string(coll_op_name(c.op)) + "(" + c.group + ", " + std::to_string(c.count) + ")";
+  std::string out = std::string(coll_op_name(c.op)) + "(" + c.group + ", " + std::to_string(c.count);
+  if (c.op == CollOp::Broadcast) out += std::string(" ") + dtype_name(c.dtype);
+  return out + ")";
 }
 
 std::string describe_pending(const std::vector<PendingCollective>& heads) {
@@ -69,7 +78,8 @@ std::string describe_pending(const std::vector<PendingCollective>& heads) {
     if (!h.waiting) continue;
     ++waiting;
     if (!first) first = &h;
-    same = same && h.coll == first->coll;
+    same = same && h.coll.op == first->coll.op && h.coll.group == first->coll.group &&
+           h.coll.count == first->coll.count && h.coll.dtype == first->coll.dtype;
   }
   same = same && waiting >= 2;
   std::string out;
@@ -95,6 +105,12 @@ std::string names_set_text(const std::vector<std::string>& names) {
   std::string out = "{";
   for (size_t i = 0; i < names.size(); ++i) out += (i ? "," : "") + names[i];
   return out + "}";
+}
+
+std::string owner_bytes_text(const std::vector<OwnerBytes>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x.owner + ":" + std::to_string(x.bytes);
+  return s.empty() ? std::string("-") : s;
 }
 
 bool Observation::operator==(const Observation& o) const { return observation_diff(*this, o).empty(); }
@@ -130,7 +146,8 @@ std::vector<std::string> observation_diff(const Observation& a, const Observatio
     auto txt = [](const std::vector<ParamObs>& v, size_t k) {
       if (k >= v.size()) return std::string("-");
       const ParamObs& p = v[k];
-      return p.name + "@" + p.group + " S.rg=" + (p.rg_s ? "1" : "0") + " U.rg=" + (p.rg_u < 0 ? "-" : p.rg_u ? "1" : "0");
+      return p.name + "@" + p.group + " S.rg=" + (p.rg_s ? "1" : "0") + " U.rg=" + (p.rg_u < 0 ? "-" : p.rg_u ? "1" : "0") +
+             " " + device_name(p.device) + "/" + dtype_name(p.dtype);
     };
     add("param[" + std::to_string(i) + "]", txt(a.params, i), txt(b.params, i));
   }
@@ -148,10 +165,31 @@ std::vector<std::string> observation_diff(const Observation& a, const Observatio
   }
   auto colls = [](const std::vector<Collective>& v) {
     std::string s;
-    for (const auto& c : v) s += (s.empty() ? "" : " ") + collective_text(c);
+    for (const auto& c : v) {
+      s += (s.empty() ? "" : " ") + collective_text(c) + "[";
+      for (size_t i = 0; i < c.parts.size(); ++i) s += (i ? "," : "") + c.parts[i].param + ":" + std::to_string(c.parts[i].numel);
+      s += "]";
+    }
     return s.empty() ? std::string("-") : s;
   };
   add("collectives", colls(a.collectives), colls(b.collectives));
+  auto deltas = [](const std::vector<DeltaObs>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : " ") + x.adapter + ":" + weight_class_name(x.value);
+    return s.empty() ? std::string("-") : s;
+  };
+  add("deltas", deltas(a.deltas), deltas(b.deltas));
+  auto saved = [](const std::vector<SavedObs>& v) {
+    std::string s;
+    for (const auto& x : v)
+      s += (s.empty() ? "" : " ") + x.name + ":" + std::to_string(x.rows) + "/" + std::to_string(x.full_rows) + ":" +
+           dtype_name(x.dtype);
+    return s.empty() ? std::string("-") : s;
+  };
+  add("saved", saved(a.saved), saved(b.saved));
+  add("reload_diff", names_set_text(a.reload_diff), names_set_text(b.reload_diff));
+  add("sharded_bytes", owner_bytes_text(a.sharded_bytes), owner_bytes_text(b.sharded_bytes));
+  add("peak_unsharded", owner_bytes_text(a.peak_unsharded), owner_bytes_text(b.peak_unsharded));
   return d;
 }
 
@@ -211,7 +249,8 @@ void print_json(std::ostream& os, const Observation& o) {
     os << ",\"group\":";
     json_string(os, o.params[i].group);
     os << ",\"S.requires_grad\":" << (o.params[i].rg_s ? "true" : "false") << ",\"U.requires_grad\":"
-       << (o.params[i].rg_u < 0 ? "null" : o.params[i].rg_u ? "true" : "false") << "}";
+       << (o.params[i].rg_u < 0 ? "null" : o.params[i].rg_u ? "true" : "false") << ",\"device\":\""
+       << device_name(o.params[i].device) << "\",\"dtype\":\"" << dtype_name(o.params[i].dtype) << "\"}";
   }
   os << "],\"layers\":[";
   for (size_t i = 0; i < o.layers.size(); ++i) {
@@ -228,9 +267,52 @@ void print_json(std::ostream& os, const Observation& o) {
   for (size_t i = 0; i < o.collectives.size(); ++i) {
     os << (i ? "," : "") << "{\"op\":\"" << coll_op_name(o.collectives[i].op) << "\",\"group\":";
     json_string(os, o.collectives[i].group);
-    os << ",\"count\":" << o.collectives[i].count << "}";
+    os << ",\"count\":" << o.collectives[i].count;
+    if (o.collectives[i].op == CollOp::Broadcast) os << ",\"dtype\":\"" << dtype_name(o.collectives[i].dtype) << "\"";
+    os << ",\"parts\":{";
+    for (size_t j = 0; j < o.collectives[i].parts.size(); ++j) {
+      os << (j ? "," : "");
+      json_string(os, o.collectives[i].parts[j].param);
+      os << ":" << o.collectives[i].parts[j].numel;
+    }
+    os << "}}";
   }
-  os << "]}";
+  os << "]";
+  if (!o.deltas.empty()) {
+    os << ",\"deltas\":{";
+    for (size_t i = 0; i < o.deltas.size(); ++i) {
+      os << (i ? "," : "");
+      json_string(os, o.deltas[i].adapter);
+      os << ":\"" << weight_class_name(o.deltas[i].value) << "\"";
+    }
+    os << "}";
+  }
+  if (!o.saved.empty()) {
+    os << ",\"saved\":[";
+    for (size_t i = 0; i < o.saved.size(); ++i) {
+      os << (i ? "," : "") << "{\"name\":";
+      json_string(os, o.saved[i].name);
+      os << ",\"rows\":" << o.saved[i].rows << ",\"full_rows\":" << o.saved[i].full_rows << ",\"dtype\":\""
+         << dtype_name(o.saved[i].dtype) << "\"}";
+    }
+    os << "]";
+  }
+  if (o.op.find("load_adapters") != std::string::npos) {
+    os << ",\"reload_diff\":";
+    json_names(os, o.reload_diff);
+  }
+  auto owners = [&](const char* key, const std::vector<OwnerBytes>& v) {
+    os << ",\"" << key << "\":{";
+    for (size_t i = 0; i < v.size(); ++i) {
+      os << (i ? "," : "");
+      json_string(os, v[i].owner);
+      os << ":" << v[i].bytes;
+    }
+    os << "}";
+  };
+  owners("sharded_bytes", o.sharded_bytes);
+  owners("peak_unsharded_bytes", o.peak_unsharded);
+  os << "}";
 }
 
 namespace {
@@ -280,17 +362,35 @@ std::string trainable_cell(const Observation& o) {
 }
 
 std::string colls_cell(const Observation& o) {
-  int ag = 0, rs = 0;
-  int64_t agn = 0, rsn = 0;
+  int ag = 0, rs = 0, bc = 0;
+  int64_t agn = 0, rsn = 0, bcn = 0;
   for (const auto& c : o.collectives) {
     if (c.op == CollOp::AllGather) ++ag, agn += c.count;
-    else ++rs, rsn += c.count;
+    else if (c.op == CollOp::ReduceScatter) ++rs, rsn += c.count;
+    else ++bc, bcn += c.count;
   }
-  if (!ag && !rs) return "-";
+  if (!ag && !rs && !bc) return "-";
   std::string out;
   if (ag) out += "ag " + std::to_string(ag) + "x" + std::to_string(agn);
   if (rs) out += std::string(out.empty() ? "" : " ") + "rs " + std::to_string(rs) + "x" + std::to_string(rsn);
+  if (bc) out += std::string(out.empty() ? "" : " ") + "bc " + std::to_string(bc) + "x" + std::to_string(bcn);
   return out;
+}
+
+// Adapter parameters not on cpu/fp32, grouped by placement: "meta/bf16:{a} cpu/bf16:{b}".
+std::string placement_cell(const Observation& o) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> by;
+  for (const auto& p : o.params) {
+    if (p.device == Device::Cpu && p.dtype == DType::F32) continue;
+    std::string key = std::string(device_name(p.device)) + "/" + dtype_name(p.dtype);
+    std::string adapter = p.name.substr(p.name.rfind('.') + 1);
+    auto it = std::find_if(by.begin(), by.end(), [&](const auto& e) { return e.first == key; });
+    if (it == by.end()) it = by.insert(by.end(), {key, {}});
+    if (std::find(it->second.begin(), it->second.end(), adapter) == it->second.end()) it->second.push_back(adapter);
+  }
+  std::string out;
+  for (const auto& [k, v] : by) out += (out.empty() ? "" : " ") + k + ":" + names_set_text(v);
+  return out.empty() ? "-" : out;
 }
 
 std::string status_cell(const Observation& o) {
@@ -302,12 +402,16 @@ std::string status_cell(const Observation& o) {
 }  // namespace
 
 void print_table(std::ostream& os, const std::vector<Observation>& obs) {
-  const std::vector<std::string> head = {"step", "rank", "op", "status", "grads", "S.requires_grad", "groups", "merged", "collectives"};
+  bool placed = false;
+  for (const auto& o : obs) placed = placed || placement_cell(o) != "-";
+  std::vector<std::string> head = {"step", "rank", "op", "status", "grads", "S.requires_grad", "groups", "merged", "collectives"};
+  if (placed) head.push_back("placement");
   std::vector<std::vector<std::string>> rows;
   for (const auto& o : obs) {
     rows.push_back({std::to_string(o.step), std::to_string(o.rank), o.op, status_cell(o),
                     o.grads ? names_set_text(*o.grads) : "", trainable_cell(o), groups_cell(o), layers_cell(o),
                     colls_cell(o)});
+    if (placed) rows.back().push_back(placement_cell(o));
   }
   rows.insert(rows.begin(), head);
   print_aligned(os, rows);

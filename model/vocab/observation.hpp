@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/vocab/placement.hpp"
+
 namespace fsdpsim {
 
 enum class Status : uint8_t { Ok, NoGradFn, KeyError, ShapeError, ValueError, Hang, Mismatch, NotRun };
@@ -24,16 +26,28 @@ bool weight_class_from_name(const std::string& s, WeightClass* out);
 enum class ShardedState : uint8_t { Sharded, Unsharded };
 const char* sharded_state_name(ShardedState s);
 
-enum class CollOp : uint8_t { AllGather, ReduceScatter };
+enum class CollOp : uint8_t { AllGather, ReduceScatter, Broadcast };
 const char* coll_op_name(CollOp c);
+
+// One parameter packed into a collective and the elements it takes there.
+struct CollPart {
+  std::string param;
+  int64_t numel = 0;
+  bool operator==(const CollPart& o) const { return param == o.param && numel == o.numel; }
+};
 
 struct Collective {
   CollOp op = CollOp::AllGather;
-  std::string group;
-  int64_t count = 0;  // elements this rank contributes (padded shard numel)
-  bool operator==(const Collective& o) const { return op == o.op && group == o.group && count == o.count; }
+  std::string group;  // broadcast: the parameter's state-dict key
+  int64_t count = 0;  // elements this rank contributes (padded shard numel); broadcast: full numel
+  DType dtype = DType::F32;
+  std::vector<CollPart> parts;  // in packing order; sums to count
+  bool operator==(const Collective& o) const {
+    return op == o.op && group == o.group && count == o.count && dtype == o.dtype && parts == o.parts;
+  }
 };
-std::string collective_text(const Collective& c);  // "all_gather(root, 212)"
+// "all_gather(root, 212)"; a broadcast names its dtype: "broadcast(lin0.lora_A.b, 64 bf16)".
+std::string collective_text(const Collective& c);
 
 // What one rank waits in when collectives fail to pair up.
 struct PendingCollective {
@@ -54,13 +68,45 @@ struct GroupObs {
   bool operator==(const GroupObs& o) const { return name == o.name && state == o.state; }
 };
 
-// requires_grad of one adapter parameter on the shard S and the unsharded copy U.
+// requires_grad of one adapter parameter on the shard S and the unsharded
+// copy U, and where S lives (meta before a ram-efficient prepare on ranks > 0).
 struct ParamObs {
   std::string name;   // "lin0.lora_A.other"
   std::string group;  // FSDP group managing it; "" when none does
   bool rg_s = false;
   int8_t rg_u = -1;   // -1: no U (group never unsharded, or parameter not managed)
-  bool operator==(const ParamObs& o) const { return name == o.name && group == o.group && rg_s == o.rg_s && rg_u == o.rg_u; }
+  Device device = Device::Cpu;
+  DType dtype = DType::F32;
+  bool operator==(const ParamObs& o) const {
+    return name == o.name && group == o.group && rg_s == o.rg_s && rg_u == o.rg_u && device == o.device &&
+           dtype == o.dtype;
+  }
+};
+
+// delta_weight: one active adapter's delta against the one computed from the
+// full (gathered) A and B.
+struct DeltaObs {
+  std::string adapter;
+  WeightClass value = WeightClass::Exact;  // exact or corrupt
+  bool operator==(const DeltaObs& o) const { return adapter == o.adapter && value == o.value; }
+};
+
+// save_adapters: one tensor of the adapter state dict this rank computed.
+struct SavedObs {
+  std::string name;  // "lin0.lora_A.b"
+  int64_t rows = 0;  // rows it holds
+  int64_t full_rows = 0;
+  DType dtype = DType::F32;
+  bool operator==(const SavedObs& o) const {
+    return name == o.name && rows == o.rows && full_rows == o.full_rows && dtype == o.dtype;
+  }
+};
+
+// Bytes attributed to one owner: an adapter's name, or "base".
+struct OwnerBytes {
+  std::string owner;
+  int64_t bytes = 0;
+  bool operator==(const OwnerBytes& o) const { return owner == o.owner && bytes == o.bytes; }
 };
 
 struct LayerObs {
@@ -91,6 +137,13 @@ struct Observation {
   std::vector<ParamObs> params;
   std::vector<LayerObs> layers;
   std::vector<Collective> collectives;
+  std::vector<DeltaObs> deltas;          // delta_weight
+  std::vector<SavedObs> saved;           // save_adapters: the state dict this rank computed
+  std::vector<std::string> reload_diff;  // load_adapters: parameters whose values differ from the saved ones
+  // Memory: the sharded parameters this rank holds after the op, and the
+  // unsharded copies alive at the op's peak (both per owner, adapters in order then base).
+  std::vector<OwnerBytes> sharded_bytes;
+  std::vector<OwnerBytes> peak_unsharded;
 
   bool operator==(const Observation& o) const;
 };
@@ -99,6 +152,7 @@ struct Observation {
 std::vector<std::string> observation_diff(const Observation& a, const Observation& b);
 
 std::string names_set_text(const std::vector<std::string>& names);  // "{a,b}"
+std::string owner_bytes_text(const std::vector<OwnerBytes>& v);  // "a:640 base:1680"
 
 void print_json(std::ostream& os, const Observation& o);  // one line, no trailing newline
 void print_table(std::ostream& os, const std::vector<Observation>& obs);

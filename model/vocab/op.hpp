@@ -20,26 +20,26 @@ namespace fsdpsim {
   X(Unshard, "unshard") X(StateDict, "state_dict")                         \
   X(SaveOptimizer, "save_optimizer") X(LoadOptimizer, "load_optimizer")    \
   X(SaveAdapters, "save_adapters") X(LoadAdapters, "load_adapters")        \
-  X(DeltaWeight, "delta_weight")
+  X(DeltaWeight, "delta_weight") X(Prepare, "prepare")
 
 enum class OpKind : uint8_t {
 #define FSDPSIM_ENUM(e, s) e,
   FSDPSIM_OPS(FSDPSIM_ENUM)
 #undef FSDPSIM_ENUM
 };
-constexpr int kOpKindCount = 22;
+constexpr int kOpKindCount = 23;
 
 const char* op_name(OpKind k);
 std::optional<OpKind> op_from_name(const std::string& s);
 
 // One `expect` item. Which fields are meaningful depends on `key`.
 struct ExpectItem {
-  enum class Key : uint8_t { Ok, Error, Grads, Index, Missing, Stored, Merged, State, Finding };
+  enum class Key : uint8_t { Ok, Error, Grads, Index, Missing, Stored, Merged, State, Finding, Placed };
   Key key = Key::Ok;
   Status status = Status::Ok;          // Error
   std::vector<std::string> names;      // Grads (adapters), Merged (adapters)
-  std::string target;                  // Stored/Merged: layer; State: group; Finding: spec id
-  std::string value;                   // Stored: class; State: SHARDED|UNSHARDED
+  std::string target;                  // Stored/Merged: layer; State: group; Finding: spec id; Placed: param
+  std::string value;                   // Stored: class; State: SHARDED|UNSHARDED; Placed: DEVICE/DTYPE
   int64_t a = 0, b = 0;                // Index: a; Missing: a/b
   SourcePos pos;
   bool operator==(const ExpectItem& o) const {

@@ -36,6 +36,32 @@ const std::array<SwitchInfo, kSwitchCount>& switch_table() {
        "torch/distributed/fsdp/_fully_shard/_fsdp_state.py::FSDPState._lazy_init",
        "auto (torch >= 2.8): a root given none does not reshard after forward, explicit values kept; "
        "force_false (<= 2.7): the root never reshards after forward"},
+      {"adapter_meta_check",
+       {"container", "per_adapter"},
+       sw::kContainer,
+       sw::kPerAdapter,
+       "peft/tuners/tuners_utils.py::BaseTunerLayer._move_adapter_to_device_of_base_layer (#2834)",
+       "container: skip moving a new adapter when any adapter in its lora_A/lora_B container is on meta; "
+       "per_adapter: skip only when this adapter's own parameters are on meta"},
+      {"delta_weight_gather",
+       {"off", "on"},
+       sw::kOff,
+       sw::kOn,
+       "peft/tuners/lora/layer.py::ParamWrapper.get_delta_weight (#3080, closed fix #3102)",
+       "off: read lora_A/lora_B as registered (a sharded group gives the local rows); on: all-gather A and B first"},
+      {"adapter_save_gather",
+       {"off", "on"},
+       sw::kOff,
+       sw::kOn,
+       "peft/utils/save_and_load.py::get_peft_model_state_dict (DTensor values are not gathered)",
+       "off: each rank's state dict holds its local rows; on: full tensors (DCP get_model_state_dict full_state_dict)"},
+      {"adapter_save_selection",
+       {"all", "active"},
+       sw::kAll,
+       sw::kAll,
+       "peft/peft_model.py::PeftModel.save_pretrained (selected_adapters=None: all)",
+       "all: PEFT's default; active: only the active adapter, as accelerate's non-FSDP2 adapter_only path "
+       "(accelerate/utils/fsdp_utils.py::_get_model_state_dict) saves"},
   }};
   return table;
 }

@@ -15,8 +15,12 @@ enum class Switch : uint8_t {
   OptimizerCkptReshard,  // off | on
   EnableInferenceMode,   // ignore | respect
   RootReshardRule,       // auto | force_false
+  AdapterMetaCheck,      // container | per_adapter
+  DeltaWeightGather,     // off | on
+  AdapterSaveGather,     // off | on
+  AdapterSaveSelection,  // all | active
 };
-constexpr int kSwitchCount = 5;
+constexpr int kSwitchCount = 9;
 
 // Value indexes per switch (positions in SwitchInfo::values).
 namespace sw {
@@ -24,6 +28,8 @@ enum SetAdapterReshard : uint8_t { kNone = 0, kSkipMerged = 1, kUnmergeFirst = 2
 enum OnOff : uint8_t { kOff = 0, kOn = 1 };
 enum EnableInferenceMode : uint8_t { kIgnore = 0, kRespect = 1 };
 enum RootReshardRule : uint8_t { kAuto = 0, kForceFalse = 1 };
+enum AdapterMetaCheck : uint8_t { kContainer = 0, kPerAdapter = 1 };
+enum AdapterSaveSelection : uint8_t { kAll = 0, kActive = 1 };
 }  // namespace sw
 
 struct SwitchInfo {

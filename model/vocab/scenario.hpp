@@ -7,17 +7,24 @@
 #include <utility>
 #include <vector>
 
+#include "model/vocab/placement.hpp"
 #include "model/vocab/source_error.hpp"
 
 namespace fsdpsim {
 
-// A named nn.Linear(in, out): weight (out, in) and bias (out).
+// A named nn.Linear(in, out): weight (out, in) and bias (out). With
+// experts = E > 0 it is instead a mixture-of-experts parameter of shape
+// (E, in, out), no bias, that LoRA targets through a ParamWrapper
+// (target_parameters): lora_A (r*E, in), lora_B (out, r*E).
 struct LayerDecl {
   std::string name;
   int in = 0;
   int out = 0;
+  int experts = 0;
   SourcePos pos;
-  bool operator==(const LayerDecl& o) const { return name == o.name && in == o.in && out == o.out; }
+  bool operator==(const LayerDecl& o) const {
+    return name == o.name && in == o.in && out == o.out && experts == o.experts;
+  }
 };
 
 // reshard_after_forward as passed to fully_shard: true, false, or omitted (None).
@@ -63,6 +70,11 @@ struct SwitchOverride {
   bool operator==(const SwitchOverride& o) const { return name == o.name && value == o.value; }
 };
 
+// How the base weights reach the ranks before prepare: every rank loads them
+// (full), or only rank 0 does and the others hold meta tensors until prepare
+// broadcasts (accelerate's fsdp_cpu_ram_efficient_loading).
+enum class Loading : uint8_t { Full, RamEfficient };
+
 struct Scenario {
   int world = 1;
   uint64_t seed = 0;  // drives the real backend's initial values and inputs
@@ -72,10 +84,14 @@ struct Scenario {
   std::vector<AdapterDecl> adapters;  // insertion order; the first is active at start
   std::vector<ShardDecl> shards;
   OptimizerParams optimizer = OptimizerParams::Trainable;
+  Loading loading = Loading::Full;
+  DType dtype = DType::F32;           // the base weights' dtype as loaded
+  bool autocast_adapter_dtype = true;  // PEFT casts bf16 adapter weights to fp32 when they are added
 
   bool operator==(const Scenario& o) const {
     return world == o.world && seed == o.seed && profile == o.profile && overrides == o.overrides &&
-           layers == o.layers && adapters == o.adapters && shards == o.shards && optimizer == o.optimizer;
+           layers == o.layers && adapters == o.adapters && shards == o.shards && optimizer == o.optimizer &&
+           loading == o.loading && dtype == o.dtype && autocast_adapter_dtype == o.autocast_adapter_dtype;
   }
   int layer_index(const std::string& name) const;
   int adapter_index(const std::string& name) const;

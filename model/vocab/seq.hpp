@@ -27,6 +27,13 @@ std::string print_seq(const SeqFile& f);
 std::string print_scenario(const Scenario& s);
 std::string expect_item_text(const ExpectItem& it);  // "grads={other}"
 
+// The index of the explicit `prepare` op, -1 when prepare happens before op 1.
+int prepare_index(const SeqFile& f);
+// Adapters in the model when prepare runs (and so managed by fully_shard): the
+// ones declared without `deferred`, plus those the ops before `prepare` add or
+// load, minus those they delete. Bit a = adapter a.
+uint8_t wrapped_at_prepare(const SeqFile& f);
+
 // Semantic checks shared by the parser and by callers that build files in code
 // (the generator, --world overrides). Throws SourceError.
 void validate(const SeqFile& f, const std::string& file);

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "model/vocab/placement.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/seq.hpp"
 
@@ -144,6 +145,12 @@ void parse_layer(LineParser& lp, Scenario& s, const Token& kw) {
   l.in = static_cast<int>(parse_int(lp, in, in.text, 1, 4096, "the input size"));
   Token out = lp.next("the output size");
   l.out = static_cast<int>(parse_int(lp, out, out.text, 1, 4096, "the output size"));
+  if (!lp.done()) {
+    Token t = lp.next("experts=E");
+    auto [k, v] = split_kv(lp, t, "experts=E");
+    if (k != "experts") lp.fail(t, "unknown layer option '" + k + "' (expected experts=E)");
+    l.experts = static_cast<int>(parse_int(lp, t, v, 1, 64, "the number of experts"));
+  }
   if (s.layer_index(l.name) >= 0) lp.fail(name, "layer '" + l.name + "' is declared twice");
   s.layers.push_back(l);
 }
@@ -247,6 +254,21 @@ bool parse_header_line(LineParser& lp, Scenario& s) {
     parse_adapter(lp, s, kw);
   } else if (k == "fully_shard") {
     parse_fully_shard(lp, s, kw);
+  } else if (k == "loading") {
+    Token t = lp.next("full or ram_efficient");
+    if (t.text == "full") s.loading = Loading::Full;
+    else if (t.text == "ram_efficient") s.loading = Loading::RamEfficient;
+    else lp.fail(t, "expected loading full|ram_efficient, got '" + t.text + "'");
+  } else if (k == "dtype") {
+    Token t = lp.next("fp32 or bf16");
+    if (!dtype_from_name(t.text, &s.dtype)) lp.fail(t, "expected dtype fp32|bf16, got '" + t.text + "'");
+    if (!lp.done()) {
+      Token o = lp.next("autocast_adapter_dtype=true|false");
+      auto [ok, ov] = split_kv(lp, o, "autocast_adapter_dtype=true|false");
+      if (ok != "autocast_adapter_dtype" || (ov != "true" && ov != "false"))
+        lp.fail(o, "expected autocast_adapter_dtype=true|false");
+      s.autocast_adapter_dtype = ov == "true";
+    }
   } else if (k == "optimizer") {
     Token t = lp.next("trainable or all");
     if (t.text == "trainable") s.optimizer = OptimizerParams::Trainable;
@@ -254,7 +276,7 @@ bool parse_header_line(LineParser& lp, Scenario& s) {
     else lp.fail(t, "expected optimizer trainable|all, got '" + t.text + "'");
   } else {
     lp.fail(kw, "unknown directive '" + k +
-                    "' (expected world, seed, profile, set, layer, adapter, fully_shard, optimizer or ---)");
+                    "' (expected world, seed, profile, set, layer, adapter, fully_shard, optimizer, loading, dtype or ---)");
   }
   if (!lp.done()) lp.fail(lp.peek(), "unexpected '" + lp.peek().text + "' at end of " + k + " line");
   return false;
@@ -280,7 +302,7 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
     return it;
   }
   const char* kinds = "ok, error=CLASS, grads={..}, index=N, missing=K/N, stored=LAYER:CLASS, "
-                      "merged=LAYER:[..], state=GROUP:SHARDED|UNSHARDED or finding=SN";
+                      "merged=LAYER:[..], state=GROUP:SHARDED|UNSHARDED, placed=PARAM:DEVICE/DTYPE or finding=SN";
   const auto kv = split_kv(lp, t, kinds);  // named, not bound: lambdas below capture them
   const std::string& k = kv.first;
   const std::string& v = kv.second;
@@ -328,6 +350,18 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
     layer_colon(&it.value);
     if (it.target != "root" && s.layer_index(it.target) < 0) lp.fail(t, "unknown group '" + it.target + "'");
     if (it.value != "SHARDED" && it.value != "UNSHARDED") lp.fail(t, "expected state=GROUP:SHARDED|UNSHARDED");
+  } else if (k == "placed") {
+    it.key = ExpectItem::Key::Placed;
+    layer_colon(&it.value);
+    size_t sl = it.value.find('/');
+    Device d;
+    DType dt;
+    if (sl == std::string::npos || !device_from_name(it.value.substr(0, sl), &d) ||
+        !dtype_from_name(it.value.substr(sl + 1), &dt))
+      lp.fail(t, "expected placed=PARAM:cpu|meta/fp32|bf16, got '" + v + "'");
+    size_t dot = it.target.find('.');
+    if (dot == std::string::npos || s.layer_index(it.target.substr(0, dot)) < 0)
+      lp.fail(t, "expected an adapter parameter such as lin0.lora_A.NAME, got '" + it.target + "'");
   } else if (k == "finding") {
     it.key = ExpectItem::Key::Finding;
     static const char* specs[] = {"S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8"};
@@ -420,7 +454,7 @@ Op parse_op_line(LineParser& lp, const Scenario& s) {
       if (has_arg()) op.names = {module_or_root(lp, lp.next("a module"), s)};
       break;
     case OpKind::DeltaWeight: {
-      Token t = lp.next("a layer name");
+      Token t = lp.next("a layer name");  // every layer: a Linear or a ParamWrapper target
       if (s.layer_index(t.text) < 0) lp.fail(t, "unknown layer '" + t.text + "'");
       op.names = {t.text};
       break;
@@ -482,6 +516,29 @@ SeqFile parse_seq_file(const std::string& path) {
   return parse_seq(ss.str(), path);
 }
 
+int prepare_index(const SeqFile& f) {
+  for (size_t i = 0; i < f.ops.size(); ++i)
+    if (f.ops[i].kind == OpKind::Prepare) return static_cast<int>(i);
+  return -1;
+}
+
+uint8_t wrapped_at_prepare(const SeqFile& f) {
+  uint8_t m = 0;
+  const auto& ad = f.scenario.adapters;
+  for (size_t a = 0; a < ad.size(); ++a)
+    if (!ad[a].deferred) m |= static_cast<uint8_t>(1u << a);
+  int end = prepare_index(f);
+  for (int i = 0; i < end; ++i) {
+    const Op& op = f.ops[i];
+    if (op.names.empty()) continue;
+    int a = f.scenario.adapter_index(op.names[0]);
+    if (a < 0) continue;
+    if (op.kind == OpKind::LoadAdapter || op.kind == OpKind::AddAdapter) m |= static_cast<uint8_t>(1u << a);
+    if (op.kind == OpKind::DeleteAdapter) m &= static_cast<uint8_t>(~(1u << a));
+  }
+  return m;
+}
+
 void validate(const SeqFile& f, const std::string& file) {
   const Scenario& s = f.scenario;
   auto fail = [&](SourcePos p, const std::string& what) { throw SourceError(file, p, what); };
@@ -494,7 +551,7 @@ void validate(const SeqFile& f, const std::string& file) {
     fail(s.shards.empty() ? SourcePos{1, 1} : s.shards.back().pos, "expected `fully_shard root` as the last fully_shard");
   size_t params = 0;  // collectives name their parameters in a 256-bit set
   for (const auto& l : s.layers) {
-    params += 2;
+    params += l.experts > 0 ? 1 : 2;
     for (const auto& a : s.adapters)
       for (const auto& t : a.targets) params += t == l.name ? 2 : 0;
   }
@@ -509,6 +566,27 @@ void validate(const SeqFile& f, const std::string& file) {
     std::string err = apply_override(p, o.name, o.value);
     if (!err.empty()) fail(o.pos, err);
   }
+  // Ops before an explicit `prepare` run on the plain (not yet sharded) PEFT
+  // model: only adapter bookkeeping happens there.
+  int prepare_at = -1;
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const Op& op = f.ops[i];
+    if (op.kind != OpKind::Prepare) continue;
+    if (prepare_at >= 0) fail(op.pos, "`prepare` appears twice (first at line " + std::to_string(f.ops[prepare_at].pos.line) + ")");
+    if (op.rank >= 0) fail(op.pos, "`prepare` runs on every rank; drop the @R");
+    prepare_at = static_cast<int>(i);
+  }
+  for (int i = 0; i < prepare_at; ++i) {
+    const Op& op = f.ops[i];
+    bool peft_only = op.kind == OpKind::LoadAdapter || op.kind == OpKind::AddAdapter || op.kind == OpKind::SetAdapter ||
+                     op.kind == OpKind::DeleteAdapter;
+    if (!peft_only)
+      fail(op.pos, std::string("`") + op_name(op.kind) +
+                       "` before `prepare`: only load_adapter, add_adapter, set_adapter and delete_adapter may precede it");
+    if (op.rank >= 0) fail(op.pos, "ops before `prepare` run on every rank; drop the @R");
+  }
+  if (s.loading == Loading::RamEfficient && prepare_at < 0)
+    fail({1, 1}, "`loading ram_efficient` needs a `prepare` op: its broadcasts happen there");
   for (const auto& op : f.ops) {
     if (op.rank >= s.world)
       fail(op.pos, "rank @" + std::to_string(op.rank) + " out of range (world " + std::to_string(s.world) + ")");

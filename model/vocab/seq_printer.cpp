@@ -26,6 +26,7 @@ std::string expect_item_text(const ExpectItem& it) {
     case ExpectItem::Key::Merged: return "merged=" + it.target + ":[" + join(it.names) + "]";
     case ExpectItem::Key::State: return "state=" + it.target + ":" + it.value;
     case ExpectItem::Key::Finding: return "finding=" + it.target;
+    case ExpectItem::Key::Placed: return "placed=" + it.target + ":" + it.value;
   }
   return "?";
 }
@@ -67,7 +68,11 @@ std::string print_scenario(const Scenario& s) {
   os << "seed " << s.seed << "\n";
   os << "profile " << s.profile << "\n";
   for (const auto& o : s.overrides) os << "set " << o.name << "=" << o.value << "\n";
-  for (const auto& l : s.layers) os << "layer " << l.name << " " << l.in << " " << l.out << "\n";
+  for (const auto& l : s.layers) {
+    os << "layer " << l.name << " " << l.in << " " << l.out;
+    if (l.experts > 0) os << " experts=" << l.experts;
+    os << "\n";
+  }
   for (const auto& a : s.adapters) {
     os << "adapter " << a.name << " r=" << a.r << " alpha=" << a.alpha << " targets=" << join(a.targets)
        << " init=" << (a.init == LoraInit::Zero ? "zero" : "random");
@@ -78,6 +83,9 @@ std::string print_scenario(const Scenario& s) {
   for (const auto& d : s.shards)
     os << "fully_shard " << join(d.modules) << " reshard_after_forward=" << raf_name(d.raf) << "\n";
   os << "optimizer " << (s.optimizer == OptimizerParams::Trainable ? "trainable" : "all") << "\n";
+  if (s.loading == Loading::RamEfficient) os << "loading ram_efficient\n";
+  if (s.dtype != DType::F32 || !s.autocast_adapter_dtype)
+    os << "dtype " << dtype_name(s.dtype) << (s.autocast_adapter_dtype ? "" : " autocast_adapter_dtype=false") << "\n";
   return os.str();
 }
 

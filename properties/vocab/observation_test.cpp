@@ -114,20 +114,32 @@ TEST(Observation, DiffNamesTheField) {
       {[](Observation& o) { o.groups[1].state = ShardedState::Unsharded; }, "group[1]: root:SHARDED vs root:UNSHARDED"},
       {[](Observation& o) { o.groups.pop_back(); }, "group[1]: root:SHARDED vs -"},
       {[](Observation& o) { o.params[0].rg_s = false; },
-       "param[0]: lin0.lora_A.other@lin0 S.rg=1 U.rg=- vs lin0.lora_A.other@lin0 S.rg=0 U.rg=-"},
+       "param[0]: lin0.lora_A.other@lin0 S.rg=1 U.rg=- cpu/fp32 vs lin0.lora_A.other@lin0 S.rg=0 U.rg=- cpu/fp32"},
       {[](Observation& o) { o.params[1].rg_u = -1; },
-       "param[1]: lin0.lora_B.other@lin0 S.rg=0 U.rg=1 vs lin0.lora_B.other@lin0 S.rg=0 U.rg=-"},
+       "param[1]: lin0.lora_B.other@lin0 S.rg=0 U.rg=1 cpu/fp32 vs lin0.lora_B.other@lin0 S.rg=0 U.rg=- cpu/fp32"},
       {[](Observation& o) { o.params[2].group = ""; },
-       "param[2]: lin1.lora_A.default@root S.rg=1 U.rg=0 vs lin1.lora_A.default@ S.rg=1 U.rg=0"},
+       "param[2]: lin1.lora_A.default@root S.rg=1 U.rg=0 cpu/fp32 vs lin1.lora_A.default@ S.rg=1 U.rg=0 cpu/fp32"},
+      {[](Observation& o) { o.params[0].device = Device::Meta; },
+       "param[0]: lin0.lora_A.other@lin0 S.rg=1 U.rg=- cpu/fp32 vs lin0.lora_A.other@lin0 S.rg=1 U.rg=- meta/fp32"},
+      {[](Observation& o) { o.params[0].dtype = DType::BF16; },
+       "param[0]: lin0.lora_A.other@lin0 S.rg=1 U.rg=- cpu/fp32 vs lin0.lora_A.other@lin0 S.rg=1 U.rg=- cpu/bf16"},
+      {[](Observation& o) { o.deltas = {{"other", WeightClass::Corrupt}}; }, "deltas: - vs other:corrupt"},
+      {[](Observation& o) { o.saved = {{"lin0.lora_A.other", 2, 4, DType::F32}}; }, "saved: - vs lin0.lora_A.other:2/4:fp32"},
+      {[](Observation& o) { o.reload_diff = {"lin0.lora_A.other"}; }, "reload_diff: {} vs {lin0.lora_A.other}"},
+      {[](Observation& o) { o.sharded_bytes = {{"other", 64}}; }, "sharded_bytes: - vs other:64"},
+      {[](Observation& o) { o.peak_unsharded = {{"base", 128}}; }, "peak_unsharded: - vs base:128"},
       {[](Observation& o) { o.layers[0].merged = {"default"}; },
        "layer[0]: lin0@lin0 merged=[default,other] stored=missing_delta registered=exact vs "
        "lin0@lin0 merged=[default] stored=missing_delta registered=exact"},
       {[](Observation& o) { o.layers[1].registered = WeightClass::Exact; },
        "layer[1]: lin1@root merged=[] stored=exact registered=corrupt vs lin1@root merged=[] stored=exact registered=exact"},
       {[](Observation& o) { o.collectives.clear(); },
-       "collectives: all_gather(root, 212) reduce_scatter(lin0, 40) vs -"},
+       "collectives: all_gather(root, 212)[] reduce_scatter(lin0, 40)[] vs -"},
       {[](Observation& o) { o.collectives[0].count = 213; },
-       "collectives: all_gather(root, 212) reduce_scatter(lin0, 40) vs all_gather(root, 213) reduce_scatter(lin0, 40)"},
+       "collectives: all_gather(root, 212)[] reduce_scatter(lin0, 40)[] vs all_gather(root, 213)[] reduce_scatter(lin0, 40)[]"},
+      {[](Observation& o) { o.collectives[1].parts = {{"lin0.lora_B.other", 40}}; },
+       "collectives: all_gather(root, 212)[] reduce_scatter(lin0, 40)[] vs all_gather(root, 212)[] "
+       "reduce_scatter(lin0, 40)[lin0.lora_B.other:40]"},
   };
   for (const auto& c : cases) {
     Observation a = sample(), b = sample();
@@ -165,13 +177,16 @@ TEST(Observation, PrintJsonOneLineWithExpectedKeys) {
       ",\"groups\":[{\"name\":\"lin0\",\"state\":\"UNSHARDED\",\"registered\":\"U\"},"
       "{\"name\":\"root\",\"state\":\"SHARDED\",\"registered\":\"S\"}]",
       ",\"params\":[{\"name\":\"lin0.lora_A.other\",\"group\":\"lin0\",\"S.requires_grad\":true,"
-      "\"U.requires_grad\":null},"
-      "{\"name\":\"lin0.lora_B.other\",\"group\":\"lin0\",\"S.requires_grad\":false,\"U.requires_grad\":true},"
-      "{\"name\":\"lin1.lora_A.default\",\"group\":\"root\",\"S.requires_grad\":true,\"U.requires_grad\":false}]",
+      "\"U.requires_grad\":null,\"device\":\"cpu\",\"dtype\":\"fp32\"},"
+      "{\"name\":\"lin0.lora_B.other\",\"group\":\"lin0\",\"S.requires_grad\":false,\"U.requires_grad\":true,"
+      "\"device\":\"cpu\",\"dtype\":\"fp32\"},"
+      "{\"name\":\"lin1.lora_A.default\",\"group\":\"root\",\"S.requires_grad\":true,\"U.requires_grad\":false,"
+      "\"device\":\"cpu\",\"dtype\":\"fp32\"}]",
       ",\"layers\":[{\"name\":\"lin0\",\"group\":\"lin0\",\"merged\":[\"default\",\"other\"],\"stored\":\"missing_delta\","
       "\"registered\":\"exact\"},{\"name\":\"lin1\",\"group\":\"root\",\"merged\":[],\"stored\":\"exact\",\"registered\":\"corrupt\"}]",
-      ",\"collectives\":[{\"op\":\"all_gather\",\"group\":\"root\",\"count\":212},"
-      "{\"op\":\"reduce_scatter\",\"group\":\"lin0\",\"count\":40}]}",
+      ",\"collectives\":[{\"op\":\"all_gather\",\"group\":\"root\",\"count\":212,\"parts\":{}},"
+      "{\"op\":\"reduce_scatter\",\"group\":\"lin0\",\"count\":40,\"parts\":{}}]",
+      ",\"sharded_bytes\":{},\"peak_unsharded_bytes\":{}}",
   };
   size_t at = 0;
   for (const char* p : parts) {
@@ -190,7 +205,7 @@ TEST(Observation, PrintJsonOmitsOptionalFields) {
   print_json(os, o);
   EXPECT_EQ(os.str(),
             "{\"step\":0,\"rank\":0,\"op\":\"eval\",\"status\":\"ok\",\"active\":[],\"disabled\":false,\"optimizer\":{\"missing\":0,\"total\":0,\"unregistered\":[]},"
-            "\"groups\":[],\"params\":[],\"layers\":[],\"collectives\":[]}");
+            "\"groups\":[],\"params\":[],\"layers\":[],\"collectives\":[],\"sharded_bytes\":{},\"peak_unsharded_bytes\":{}}");
   o.grads = std::vector<std::string>{};
   std::ostringstream os2;
   print_json(os2, o);

@@ -99,7 +99,8 @@ TEST(Profile, ApplyOverrideUnknownSwitch) {
   std::string err = apply_override(p, "bogus", "on");
   EXPECT_EQ(err,
             "unknown switch 'bogus' (expected one of: set_adapter_reshard, disable_exit_reshard, "
-            "optimizer_ckpt_reshard, enable_inference_mode, root_reshard_rule)");
+            "optimizer_ckpt_reshard, enable_inference_mode, root_reshard_rule, adapter_meta_check, delta_weight_gather, "
+            "adapter_save_gather, adapter_save_selection)");
   EXPECT_EQ(p, before);
 }
 
@@ -118,16 +119,19 @@ TEST(Profile, ApplyOverrideBadValue) {
 TEST(Profile, ProfileText) {
   EXPECT_EQ(profile_text(*profile_by_name("upstream")),
             "upstream (set_adapter_reshard=skip_merged, disable_exit_reshard=off, optimizer_ckpt_reshard=off, "
-            "enable_inference_mode=ignore, root_reshard_rule=auto)");
+            "enable_inference_mode=ignore, root_reshard_rule=auto, adapter_meta_check=container, delta_weight_gather=off, "
+            "adapter_save_gather=off, adapter_save_selection=all)");
   EXPECT_EQ(profile_text(*profile_by_name("patched")),
             "patched (set_adapter_reshard=unmerge_first, disable_exit_reshard=on, optimizer_ckpt_reshard=on, "
-            "enable_inference_mode=respect, root_reshard_rule=auto)");
+            "enable_inference_mode=respect, root_reshard_rule=auto, adapter_meta_check=per_adapter, delta_weight_gather=on, "
+            "adapter_save_gather=on, adapter_save_selection=all)");
   Profile p = *profile_by_name("upstream");
   ASSERT_EQ(apply_override(p, "root_reshard_rule", "force_false"), "");
   ASSERT_EQ(apply_override(p, "set_adapter_reshard", "none"), "");
   EXPECT_EQ(profile_text(p),
             "upstream (set_adapter_reshard=none, disable_exit_reshard=off, optimizer_ckpt_reshard=off, "
-            "enable_inference_mode=ignore, root_reshard_rule=force_false)");
+            "enable_inference_mode=ignore, root_reshard_rule=force_false, adapter_meta_check=container, "
+            "delta_weight_gather=off, adapter_save_gather=off, adapter_save_selection=all)");
 }
 
 }  // namespace

@@ -150,7 +150,8 @@ TEST(SeqParser, FullFileCoversEveryOpKind) {
   SeqFile f = parse_seq(kFull);
   std::set<OpKind> seen;
   for (const auto& op : f.ops) seen.insert(op.kind);
-  EXPECT_EQ(static_cast<int>(seen.size()), kOpKindCount);
+  EXPECT_EQ(static_cast<int>(seen.size()), kOpKindCount - 1);  // all but prepare (PrepareRules)
+  EXPECT_FALSE(seen.count(OpKind::Prepare));
   EXPECT_EQ(f.ops.size(), 30u);
   EXPECT_EQ(f.ops[0].pos.line, 24);
   EXPECT_EQ(f.ops[0].pos.column, 1);
@@ -481,6 +482,68 @@ TEST_P(SeqParserBad, ThrowsAtExactPosition) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, SeqParserBad, ::testing::ValuesIn(bad_cases()),
                          [](const ::testing::TestParamInfo<BadCase>& i) { return i.param.name; });
+
+
+const char* const kLoading = R"(world 2
+layer lin0 8 8
+layer moe 8 4 experts=2
+adapter reference r=4 targets=lin0,moe inference_mode
+adapter policy r=4 targets=lin0 deferred
+fully_shard root
+loading ram_efficient
+dtype bf16 autocast_adapter_dtype=false
+---
+load_adapter policy frozen
+set_adapter [reference,policy]
+prepare                 expect @1 placed=lin0.lora_A.policy:cpu/bf16
+train_step
+)";
+
+TEST(SeqParser, LoadingDtypeExpertsAndPrepare) {
+  SeqFile f = parse_seq(kLoading);
+  EXPECT_EQ(f.scenario.loading, Loading::RamEfficient);
+  EXPECT_EQ(f.scenario.dtype, DType::BF16);
+  EXPECT_FALSE(f.scenario.autocast_adapter_dtype);
+  EXPECT_EQ(f.scenario.layers[1].experts, 2);
+  EXPECT_EQ(f.scenario.layers[0].experts, 0);
+  ASSERT_EQ(f.ops.size(), 4u);
+  EXPECT_EQ(f.ops[2].kind, OpKind::Prepare);
+  EXPECT_EQ(prepare_index(f), 2);
+  EXPECT_EQ(wrapped_at_prepare(f), 3u);  // reference, and policy loaded before prepare
+  const ExpectItem& it = f.ops[2].expects[0].items[0];
+  EXPECT_EQ(it.key, ExpectItem::Key::Placed);
+  EXPECT_EQ(it.target, "lin0.lora_A.policy");
+  EXPECT_EQ(it.value, "cpu/bf16");
+  EXPECT_EQ(parse_seq(print_seq(f)), f);
+  EXPECT_NE(print_seq(f).find("layer moe 8 4 experts=2\n"), std::string::npos);
+  EXPECT_NE(print_seq(f).find("loading ram_efficient\ndtype bf16 autocast_adapter_dtype=false\n"), std::string::npos);
+}
+
+TEST(SeqParser, PrepareRules) {
+  auto err = [](const std::string& ops) {
+    std::string text = std::string("world 2\nlayer lin0 8 8\nadapter a targets=lin0\nadapter b targets=lin0 deferred\n"
+                                   "fully_shard root\n---\n") + ops;
+    try {
+      parse_seq(text, "p.seq");
+    } catch (const SourceError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(err("forward\nprepare\n"),
+            "p.seq:7:1: `forward` before `prepare`: only load_adapter, add_adapter, set_adapter and delete_adapter may precede it");
+  EXPECT_EQ(err("@1 load_adapter b frozen\nprepare\n"), "p.seq:7:1: ops before `prepare` run on every rank; drop the @R");
+  EXPECT_EQ(err("prepare\nprepare\n"), "p.seq:8:1: `prepare` appears twice (first at line 7)");
+  EXPECT_EQ(err("@0 prepare\n"), "p.seq:7:1: `prepare` runs on every rank; drop the @R");
+  EXPECT_EQ(err("load_adapter b trainable\nprepare\nforward\n"), "no error");
+  EXPECT_EQ(err("delete_adapter b\nprepare\n"), "no error");
+  try {
+    parse_seq("world 2\nlayer lin0 8 8\nadapter a targets=lin0\nfully_shard root\nloading ram_efficient\n---\nforward\n", "q.seq");
+    ADD_FAILURE() << "ram_efficient without prepare parsed";
+  } catch (const SourceError& e) {
+    EXPECT_EQ(std::string(e.what()), "q.seq:1:1: `loading ram_efficient` needs a `prepare` op: its broadcasts happen there");
+  }
+}
 
 }  // namespace
 }  // namespace fsdpsim

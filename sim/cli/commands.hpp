@@ -48,6 +48,7 @@ int cmd_crosscheck(const Args& a);
 int cmd_worker(const Args& a);
 int cmd_shrink(const Args& a);
 int cmd_expect(const Args& a);
+int cmd_cost(const Args& a);
 int cmd_main_job(const Args& a);
 
 }  // namespace fsdpsim::cli

@@ -19,6 +19,9 @@ const char* kUsage =
     "                                             MASTER_ADDR, MASTER_PORT); rank 0 prints the observations\n"
     "       fsdpsim shrink FILE.seq [--profile P] [--set k=v] [--world N]\n"
     "       fsdpsim expect FILE.seq [--world N]    the file with expectations from a model run\n"
+    "       fsdpsim cost FILE.seq [--backend model|real|both] [--profile P] [--set k=v] [--world N]\n"
+    "                                             bytes per rank and adapter: sharded, gathered and reduced\n"
+    "                                             per train_step, peak unsharded\n"
     "       fsdpsim profiles\n"
     "       fsdpsim random --seed S [--count N] [--world W] [--out DIR]\n"
     "       fsdpsim bench [--seconds T] [--model-only]\n"
@@ -44,6 +47,8 @@ int main(int argc, char** argv) {
       return cmd_crosscheck(parse_args(rest, {"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout"}));
     if (cmd == "shrink") return cmd_shrink(parse_args(rest, {"--profile", "--set", "--world"}));
     if (cmd == "expect") return cmd_expect(parse_args(rest, {"--profile", "--set", "--world"}));
+    if (cmd == "cost")
+      return cmd_cost(parse_args(rest, {"--backend", "--profile", "--set", "--world", "--ranks", "--timeout"}));
     if (cmd == "worker") return cmd_worker(parse_args(rest, {"--timeout"}));
     if (cmd == "profiles") return cmd_profiles(parse_args(rest, {}));
     if (cmd == "random") return cmd_random(parse_args(rest, {"--seed", "--count", "--world", "--out"}));

@@ -1,0 +1,133 @@
+// Where parameters live before and after prepare (devices, dtypes), the
+// prepare op with its ram-efficient broadcasts, and the memory figures the
+// cost report reads.
+#include "model/machine/rank_model.hpp"
+
+namespace fsdpsim {
+
+// transformers + accelerate's fsdp_cpu_ram_efficient_loading: only rank 0
+// loads real base weights; the other ranks hold meta tensors until prepare.
+void RankModel::place_base_params() {
+  const bool meta = topo_->loading == Loading::RamEfficient && rank_ != 0;
+  for (size_t p = 0; p < topo_->params.size(); ++p) {
+    if (topo_->params[p].adapter >= 0) continue;
+    st_.params[p].device = meta ? Device::Meta : Device::Cpu;
+    st_.params[p].dtype = topo_->dtype;
+  }
+}
+
+// A new adapter's A and B start on cpu in fp32;
+// tuners_utils.py::BaseTunerLayer._move_adapter_to_device_of_base_layer then
+// moves them to the base weight's device and dtype, but skips a whole
+// container (lora_A, lora_B) when any parameter in it, of any adapter, is on
+// meta (adapter_meta_check container, #2834); per_adapter looks at this
+// adapter's own parameters only. tuners_utils.py::BaseTuner._cast_adapter_dtype
+// then casts bf16 adapter weights to fp32 unless autocast_adapter_dtype=False.
+void RankModel::place_new_adapter(int adapter) {
+  const bool per_adapter = topo_->profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
+  for (const auto& li : topo_->layers) {
+    if (li.A[adapter] < 0) continue;
+    const ParamState& base = st_.params[li.weight];
+    for (const auto* container : {&li.A, &li.B}) {
+      ParamState& ps = st_.params[(*container)[adapter]];
+      ps.device = Device::Cpu;
+      ps.dtype = DType::F32;
+      bool skip = false;
+      for (int a = 0; a < topo_->n_adapters() && !per_adapter; ++a) {
+        int q = (*container)[a];
+        skip = skip || (q >= 0 && st_.params[q].present && st_.params[q].device == Device::Meta);
+      }
+      if (skip) continue;
+      ps.device = base.device;
+      ps.dtype = base.dtype;
+    }
+    if (!topo_->autocast_adapter_dtype) continue;
+    for (int p : {li.A[adapter], li.B[adapter]})
+      if (st_.params[p].dtype == DType::BF16) st_.params[p].dtype = DType::F32;
+  }
+}
+
+// accelerate/utils/fsdp_utils.py::fsdp2_prepare_model: with ram-efficient
+// loading, fsdp2_load_full_state_dict broadcasts every state-dict entry from
+// rank 0 by call order, each rank in its own parameter's dtype (rank 0 sends
+// its loaded tensor, the others receive into torch.empty of their meta
+// parameter's dtype); nothing compares names or dtypes, so the collectives
+// decide. Then every parameter is real, and accelerator.py::_prepare_fsdp2
+// points the optimizer at the sharded objects.
+void RankModel::op_prepare() {
+  if (topo_->loading == Loading::RamEfficient) {
+    for (size_t p = 0; p < topo_->params.size(); ++p) {
+      const ParamInfo& pi = topo_->params[p];
+      if (!st_.params[p].present) continue;
+      CollRecord c{CollOp::Broadcast, -1, static_cast<int64_t>(pi.dim0) * pi.rest};
+      c.member_begin = static_cast<int>(members_.size());
+      c.member_count = 1;
+      c.dtype = st_.params[p].dtype;
+      colls_.push_back(c);
+      members_.push_back(static_cast<int>(p));
+    }
+  }
+  for (auto& ps : st_.params) ps.device = Device::Cpu;
+  prepare_optimizer();
+}
+
+Collective RankModel::collective_of(const CollRecord& c) const {
+  Collective out;
+  out.op = c.op;
+  out.count = c.count;
+  out.dtype = c.dtype;
+  for (int i = 0; i < c.member_count; ++i) {
+    const ParamInfo& pi = topo_->params[members_[c.member_begin + i]];
+    int64_t n = c.op == CollOp::Broadcast ? static_cast<int64_t>(pi.dim0) * pi.rest : pi.shard_numel;
+    out.parts.push_back({pi.name, n});
+  }
+  out.group = c.op == CollOp::Broadcast ? out.parts[0].param : topo_->groups[c.group].name;
+  return out;
+}
+
+// FSDP2's all-gather output: world padded shards, fp32.
+int64_t RankModel::group_unsharded_bytes(int g) const {
+  int64_t n = 0;
+  for (int p : topo_->groups[g].params) n += topo_->params[p].shard_numel;
+  return n * topo_->world * 4;
+}
+
+void RankModel::note_unsharded(int64_t delta) {
+  st_.unsharded_now += delta;
+  if (st_.unsharded_now <= st_.unsharded_peak) return;
+  st_.unsharded_peak = st_.unsharded_now;
+  st_.peak_by_owner.fill(0);
+  for (size_t g = 0; g < topo_->groups.size(); ++g) {
+    if (st_.groups[g].sharded != ShardedState::Unsharded) continue;
+    for (int p : topo_->groups[g].params) {
+      int a = topo_->params[p].adapter;
+      st_.peak_by_owner[a < 0 ? kMaxAdapters : a] += topo_->params[p].shard_numel * topo_->world * 4;
+    }
+  }
+}
+
+namespace {
+std::vector<OwnerBytes> by_owner(const Topology& t, const std::array<int64_t, kMaxAdapters + 1>& v) {
+  std::vector<OwnerBytes> out;
+  for (int a = 0; a < t.n_adapters(); ++a)
+    if (v[a] > 0) out.push_back({t.adapters[a].name, v[a]});
+  if (v[kMaxAdapters] > 0) out.push_back({"base", v[kMaxAdapters]});
+  return out;
+}
+}  // namespace
+
+std::vector<OwnerBytes> RankModel::sharded_bytes() const {
+  std::array<int64_t, kMaxAdapters + 1> v{};
+  for (size_t p = 0; p < topo_->params.size(); ++p) {
+    const ParamInfo& pi = topo_->params[p];
+    const ParamState& ps = st_.params[p];
+    if (!ps.present || ps.device == Device::Meta) continue;
+    int64_t n = pi.group >= 0 ? pi.shard_numel : static_cast<int64_t>(pi.dim0) * pi.rest;
+    v[pi.adapter < 0 ? kMaxAdapters : pi.adapter] += n * dtype_bytes(ps.dtype);
+  }
+  return by_owner(*topo_, v);
+}
+
+std::vector<OwnerBytes> RankModel::peak_unsharded() const { return by_owner(*topo_, st_.peak_by_owner); }
+
+}  // namespace fsdpsim

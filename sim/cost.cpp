@@ -1,0 +1,99 @@
+#include "sim/cost.hpp"
+
+#include <algorithm>
+#include <ostream>
+
+#include "model/vocab/table.hpp"
+
+namespace fsdpsim {
+
+std::string owner_of(const std::string& param) {
+  if (param.find(".lora_") == std::string::npos) return "base";
+  return param.substr(param.rfind('.') + 1);
+}
+
+CostReport cost_report(const SeqFile& f, const std::vector<Observation>& obs) {
+  const Scenario& s = f.scenario;
+  std::vector<std::string> owners;
+  for (const auto& a : s.adapters) owners.push_back(a.name);
+  owners.push_back("base");
+  const size_t n = owners.size();
+  auto idx = [&](const std::string& o) {
+    return static_cast<size_t>(std::find(owners.begin(), owners.end(), o) - owners.begin());
+  };
+  CostReport rep;
+  for (int r = 0; r < s.world; ++r) {
+    std::vector<CostRow> rows(n);
+    int steps = 0;
+    int64_t peak_total = -1;
+    const Observation* last = nullptr;
+    for (const auto& o : obs) {
+      if (o.rank != r || o.status == Status::NotRun) continue;
+      if (o.status != Status::Hang && o.status != Status::Mismatch) last = &o;
+      int64_t total = 0;
+      for (const auto& b : o.peak_unsharded) total += b.bytes;
+      if (total > peak_total) {
+        peak_total = total;
+        for (auto& row : rows) row.peak_unsharded = 0;
+        for (const auto& b : o.peak_unsharded) rows[idx(b.owner)].peak_unsharded = b.bytes;
+      }
+      if (f.ops[o.step - 1].kind != OpKind::TrainStep) continue;
+      ++steps;  // the last train_step's figures: the configuration the sequence ends in
+      for (auto& row : rows) row.all_gather = row.reduce_scatter = 0;
+      // Bytes of the full (world-sized, fp32) buffer each collective moves.
+      for (const auto& c : o.collectives)
+        for (const auto& p : c.parts) {
+          int64_t bytes = p.numel * s.world * 4;
+          if (c.op == CollOp::AllGather) rows[idx(owner_of(p.param))].all_gather += bytes;
+          else if (c.op == CollOp::ReduceScatter) rows[idx(owner_of(p.param))].reduce_scatter += bytes;
+        }
+    }
+    if (last)
+      for (const auto& b : last->sharded_bytes) rows[idx(b.owner)].sharded = b.bytes;
+    CostRow total;
+    total.rank = r;
+    total.owner = "total";
+    for (size_t i = 0; i < n; ++i) {
+      rows[i].rank = r;
+      rows[i].owner = owners[i];
+      total.sharded += rows[i].sharded;
+      total.all_gather += rows[i].all_gather;
+      total.reduce_scatter += rows[i].reduce_scatter;
+      total.peak_unsharded += rows[i].peak_unsharded;
+      rep.rows.push_back(rows[i]);
+    }
+    rep.rows.push_back(total);
+    if (r == 0) rep.train_steps = steps;
+  }
+  return rep;
+}
+
+void print_cost(std::ostream& os, const CostReport& r) {
+  std::vector<std::vector<std::string>> t = {
+      {"rank", "owner", "sharded bytes", "all_gather bytes/step", "reduce_scatter bytes/step", "peak unsharded bytes"}};
+  for (const auto& row : r.rows)
+    t.push_back({std::to_string(row.rank), row.owner, std::to_string(row.sharded), std::to_string(row.all_gather),
+                 std::to_string(row.reduce_scatter), std::to_string(row.peak_unsharded)});
+  print_aligned(os, t);
+  if (r.train_steps == 0) os << "(no train_step in the sequence: per-step columns are 0)\n";
+  else os << "(per-step columns: the last of " << r.train_steps << " train_step ops)\n";
+}
+
+std::vector<std::string> compare_cost(const CostReport& model, const CostReport& real) {
+  std::vector<std::string> out;
+  if (model.rows.size() != real.rows.size()) return {"row count " + std::to_string(model.rows.size()) + " vs " + std::to_string(real.rows.size())};
+  for (size_t i = 0; i < model.rows.size(); ++i) {
+    const CostRow& a = model.rows[i];
+    const CostRow& b = real.rows[i];
+    auto cell = [&](const char* what, int64_t x, int64_t y) {
+      if (x != y) out.push_back("rank " + std::to_string(a.rank) + " " + a.owner + " " + what + ": " + std::to_string(x) + " vs " + std::to_string(y));
+    };
+    cell("sharded", a.sharded, b.sharded);
+    cell("all_gather", a.all_gather, b.all_gather);
+    cell("reduce_scatter", a.reduce_scatter, b.reduce_scatter);
+    cell("peak_unsharded", a.peak_unsharded, b.peak_unsharded);
+  }
+  return out;
+}
+
+}  // namespace fsdpsim
