@@ -10,7 +10,7 @@ bool fixed_op(OpKind k) {
   switch (k) {
     case OpKind::Forward: case OpKind::Eval: case OpKind::Backward: case OpKind::Step: case OpKind::TrainStep:
     case OpKind::ZeroGrad: case OpKind::SetAdapter: case OpKind::Reshard: case OpKind::StateDict:
-    case OpKind::SaveOptimizer: case OpKind::LoadOptimizer:
+    case OpKind::SaveOptimizer: case OpKind::LoadOptimizer: case OpKind::Prepare:
       return true;
     default:
       return false;
@@ -31,7 +31,7 @@ Scenario decode_scenario(FuzzedDataProvider& p) {
   int in = sizes[p.ConsumeIntegralInRange<int>(0, 3)];
   for (int l = 0; l < n_layers; ++l) {
     int out = l + 1 == n_layers ? 2 : sizes[p.ConsumeIntegralInRange<int>(0, 3)];
-    s.layers.push_back({kLayerNames[l], in, out, {}});
+    s.layers.push_back({kLayerNames[l], in, out, 0, {}});
     in = out;
   }
   int n_adapters = p.ConsumeIntegralInRange<int>(1, 3);
@@ -112,8 +112,25 @@ void keep_valid(SeqFile& f) {
     }
     return true;
   };
+  // One prepare at most; before it only adapter bookkeeping on every rank
+  // (validate's rules); ram-efficient loading needs one, at the start if need be.
+  int prepare_at = -1;
+  for (size_t i = 0; i < f.ops.size() && prepare_at < 0; ++i)
+    if (f.ops[i].kind == OpKind::Prepare) prepare_at = static_cast<int>(i);
+  auto pre_ok = [](const Op& op) {
+    return op.rank < 0 && (op.kind == OpKind::LoadAdapter || op.kind == OpKind::AddAdapter ||
+                           op.kind == OpKind::SetAdapter || op.kind == OpKind::DeleteAdapter);
+  };
   std::vector<Op> ops;
-  for (const Op& op : f.ops) {
+  if (prepare_at < 0 && f.scenario.loading == Loading::RamEfficient) {
+    Op prep;
+    prep.kind = OpKind::Prepare;
+    ops.push_back(prep);
+  }
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const Op& op = f.ops[i];
+    if (static_cast<int>(i) < prepare_at && !pre_ok(op)) continue;
+    if (op.kind == OpKind::Prepare && static_cast<int>(i) != prepare_at) continue;
     if (!known(op)) continue;
     if ((op.kind == OpKind::AddAdapter || op.kind == OpKind::LoadAdapter) &&
         !f.scenario.adapters[f.scenario.adapter_index(op.names[0])].deferred)
@@ -125,6 +142,12 @@ void keep_valid(SeqFile& f) {
   }
   if (ops.size() > 40) ops.resize(40);
   f.ops = ops;
+  try {
+    validate(f, "<fuzz>");
+  } catch (const SourceError&) {
+    f.ops.clear();  // a combination the rules above miss: run the scenario alone
+    f.scenario.loading = Loading::Full;
+  }
 }
 
 }  // namespace

@@ -5,7 +5,13 @@
 namespace fsdpsim::real {
 namespace {
 
-constexpr int64_t kFinish = 2;  // fingerprint op code: "this rank issues no more collectives"
+// Fingerprint op codes: 0 all_gather, 1 reduce_scatter, 3 broadcast.
+constexpr int64_t kFinish = 2;  // "this rank issues no more collectives"
+constexpr int64_t kBroadcast = 3;
+
+CollOp coll_op_of(int64_t code) {
+  return code == 0 ? CollOp::AllGather : code == kBroadcast ? CollOp::Broadcast : CollOp::ReduceScatter;
+}
 
 }  // namespace
 
@@ -23,9 +29,10 @@ Comm::Comm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
   pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, opts);
 }
 
-// A fingerprint: op, group, element count, step, then a 256-bit set of the
-// parameters packed into the collective.
-constexpr int kPrint = 8;
+// A fingerprint: op, group, element count, step, dtype, then a 256-bit set of
+// the parameters packed into the collective.
+constexpr int kPrint = 9;
+constexpr int kMembers = 5;
 constexpr int kPrintFloats = 2 * kPrint;  // the fingerprint's bytes, in float slots
 constexpr int64_t kInline = 4096;
 
@@ -36,11 +43,14 @@ std::string Comm::describe(const at::Tensor& prints) const {
     if (p[r][0] == kFinish) continue;
     PendingCollective& h = heads[r];
     h.waiting = true;
-    h.coll = {p[r][0] == 0 ? CollOp::AllGather : CollOp::ReduceScatter,
-              p[r][1] < static_cast<int64_t>(group_names_.size()) ? group_names_[p[r][1]] : "?", p[r][2]};
+    h.coll.op = coll_op_of(p[r][0]);
+    const auto& names = h.coll.op == CollOp::Broadcast ? param_names_ : group_names_;
+    h.coll.group = p[r][1] < static_cast<int64_t>(names.size()) ? names[p[r][1]] : "?";
+    h.coll.count = p[r][2];
+    h.coll.dtype = static_cast<DType>(p[r][4]);
     h.step = static_cast<int>(p[r][3]);
     for (int bit = 0; bit < 256; ++bit)
-      if ((static_cast<uint64_t>(p[r][4 + bit / 64]) >> (bit % 64)) & 1)
+      if ((static_cast<uint64_t>(p[r][kMembers + bit / 64]) >> (bit % 64)) & 1)
         h.members.push_back(bit < static_cast<int>(param_names_.size()) ? param_names_[bit] : "?");
   }
   return describe_pending(heads);
@@ -51,9 +61,11 @@ std::string Comm::describe(const at::Tensor& prints) const {
 // payload. The step is left out of the comparison: gloo pairs calls by order.
 // A payload of up to kInline floats travels in the same all-gather (one round
 // trip instead of two); the ranks' payloads come back as a (world, n) tensor.
-at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload) {
-  std::vector<int64_t> mine{op, group, count, step, 0, 0, 0, 0};
-  for (int m : members) mine[4 + m / 64] = static_cast<int64_t>(static_cast<uint64_t>(mine[4 + m / 64]) | (1ull << (m % 64)));
+at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload,
+                          DType dtype) {
+  std::vector<int64_t> mine{op, group, count, step, static_cast<int64_t>(dtype), 0, 0, 0, 0};
+  for (int m : members)
+    mine[kMembers + m / 64] = static_cast<int64_t>(static_cast<uint64_t>(mine[kMembers + m / 64]) | (1ull << (m % 64)));
   const int64_t n = payload.defined() ? payload.numel() : 0;
   const bool inline_payload = payload.defined() && n <= kInline;
   at::Tensor buf = at::zeros({kPrintFloats + kInline});
@@ -83,7 +95,7 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
 }
 
 at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members) {
-  issued_.push_back({CollOp::AllGather, group, chunk.numel()});
+  issued_.push_back({CollOp::AllGather, group, chunk.numel(), DType::F32, members});
   if (world_ == 1) return chunk.reshape({-1}).clone();
   at::Tensor got = announce(0, group, chunk.numel(), step, members, chunk);
   if (got.defined()) return got.reshape({-1});
@@ -103,7 +115,7 @@ at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const 
 // allreduce(SUM) and keep this rank's segment.
 at::Tensor Comm::reduce_scatter_avg(const at::Tensor& flat, int group, int step, const std::vector<int>& members) {
   int64_t seg = flat.numel() / world_;
-  issued_.push_back({CollOp::ReduceScatter, group, seg});
+  issued_.push_back({CollOp::ReduceScatter, group, seg, DType::F32, members});
   if (world_ == 1) return flat.clone();
   at::Tensor got = announce(1, group, seg, step, members, flat);
   if (got.defined()) {
@@ -118,6 +130,21 @@ at::Tensor Comm::reduce_scatter_avg(const at::Tensor& flat, int group, int step,
     throw CommBroken(std::string("gloo: ") + e.what());
   }
   return t[0].narrow(0, rank_ * seg, seg).div(world_);
+}
+
+at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int step) {
+  issued_.push_back({CollOp::Broadcast, param, full.numel(), dtype, {param}});
+  at::Tensor flat = full.reshape({-1}).to(at::kFloat).contiguous();
+  if (world_ == 1) return flat.clone();
+  at::Tensor got = announce(static_cast<int>(kBroadcast), param, full.numel(), step, {param}, flat, dtype);
+  if (got.defined()) return got[0].clone();
+  std::vector<at::Tensor> t{flat.clone()};
+  try {
+    pg_->broadcast(t)->wait();  // BroadcastOptions: root rank 0
+  } catch (const std::exception& e) {
+    throw CommBroken(std::string("gloo: ") + e.what());
+  }
+  return t[0];
 }
 
 void Comm::finish(int step) {

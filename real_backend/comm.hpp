@@ -17,10 +17,13 @@
 namespace fsdpsim::real {
 
 // One logical collective as issued: what the model also reports.
+// A broadcast's group is the index of the parameter it carries.
 struct IssuedCollective {
   CollOp op;
   int group;
   int64_t count;
+  DType dtype = DType::F32;
+  std::vector<int> members;  // the parameters packed, in packing order
 };
 
 // A hang (a peer finished without issuing the partner collective) or a
@@ -55,6 +58,12 @@ class Comm {
   // Reduce-scatter with AVG over a flat buffer of world equal segments: allreduce(SUM),
   // keep this rank's segment, divide by world (gloo 1.13 has no reduce_scatter, no AVG).
   at::Tensor reduce_scatter_avg(const at::Tensor& flat, int group, int step, const std::vector<int>& members);
+  // Broadcast from rank 0 of one parameter's full value (accelerate's
+  // fsdp2_load_full_state_dict): the fingerprint carries the parameter and the
+  // dtype of this rank's copy, so ranks holding different dtypes get a mismatch
+  // rather than a gloo size error. The payload travels as fp32 (1.13's gloo has
+  // no bf16: "Invalid scalar type"); rank 0's `full` comes back on every rank.
+  at::Tensor broadcast(const at::Tensor& full, int param, DType dtype, int step);
   // Tells the peers this rank has no more collectives; throws CollectiveFailure
   // when one of them is still waiting in one.
   void finish(int step);
@@ -62,7 +71,8 @@ class Comm {
   std::vector<IssuedCollective>& issued() { return issued_; }
 
  private:
-  at::Tensor announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload);
+  at::Tensor announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload,
+                      DType dtype = DType::F32);
   std::string describe(const at::Tensor& prints) const;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
   int rank_, world_;

@@ -30,7 +30,7 @@ bool g_in_worker = false;  // set in forked worker processes
 }  // namespace
 
 void run_rank(const SeqFile& f, Comm& comm, std::vector<RankReport>& out) {
-  Layout layout = make_layout(f.scenario);
+  Layout layout = make_layout(f);
   RealRank rank(layout, f.scenario.seed, &comm);
   // Test hook: FSDPSIM_CRASH_RANK=R makes worker process R die at its first op,
   // as a crashed rank would (process mode only).
@@ -234,7 +234,7 @@ class ProcessPool : public RealRanks::Impl {
         }
       }
     }
-    Layout layout = make_layout(f.scenario);
+    Layout layout = make_layout(f);
     res.observations = observe(layout, f.scenario.seed, parse_replies(replies));
     return res;
   }
@@ -357,7 +357,7 @@ class ThreadPool : public RealRanks::Impl {
         comms_.clear();  // the group is dead; build a new one next time
         return res;
       }
-    Layout layout = make_layout(f.scenario);
+    Layout layout = make_layout(f);
     res.observations = observe(layout, f.scenario.seed, reports);
     return res;
   }

@@ -29,11 +29,17 @@ int Layout::adapter_named(const std::string& name) const {
   return -1;
 }
 
-Layout make_layout(const Scenario& s) {
+Layout make_layout(const SeqFile& f) {
+  const Scenario& s = f.scenario;
   Layout out;
   out.world = s.world;
   out.adapters = s.adapters;
   out.optimizer = s.optimizer;
+  out.loading = s.loading;
+  out.dtype = s.dtype;
+  out.autocast_adapter_dtype = s.autocast_adapter_dtype;
+  out.explicit_prepare = prepare_index(f) >= 0;
+  out.wrapped = wrapped_at_prepare(f);
   auto prof = profile_by_name(s.profile);
   if (!prof) throw std::invalid_argument("unknown profile " + s.profile);
   out.profile = *prof;
@@ -90,6 +96,7 @@ Layout make_layout(const Scenario& s) {
     ls.name = decl.name;
     ls.in = decl.in;
     ls.out = decl.out;
+    ls.experts = decl.experts;
     ls.group = g;
     ls.lora_a.assign(s.adapters.size(), -1);
     ls.lora_b.assign(s.adapters.size(), -1);
@@ -108,8 +115,16 @@ Layout make_layout(const Scenario& s) {
       out.params.push_back(p);
       return idx;
     };
-    ls.weight = add(decl.name + ".weight", Role::Weight, -1, decl.out, decl.in, true);
-    ls.bias = add(decl.name + ".bias", Role::Bias, -1, decl.out, 1, true);
+    // A ParamWrapper target (lora/layer.py::ParamWrapper): one (E, in, out)
+    // parameter, FSDP2 shards its dim 0 (experts); lora_A (r*E, in), lora_B (out, r*E).
+    const int64_t E = decl.experts;
+    if (E > 0) {
+      ls.weight = add(decl.name + ".weight", Role::Weight, -1, E, int64_t{decl.in} * decl.out, true);
+    } else {
+      ls.weight = add(decl.name + ".weight", Role::Weight, -1, decl.out, decl.in, true);
+      ls.bias = add(decl.name + ".bias", Role::Bias, -1, decl.out, 1, true);
+    }
+    const int64_t rank_mult = E > 0 ? E : 1;
     auto targets = [&](const AdapterDecl& a) {
       for (const auto& t : a.targets)
         if (t == decl.name) return true;
@@ -118,15 +133,22 @@ Layout make_layout(const Scenario& s) {
     // LoraLayer registers lora_A (a ModuleDict over adapters) before lora_B.
     for (size_t a = 0; a < s.adapters.size(); ++a)
       if (targets(s.adapters[a]))
-        ls.lora_a[a] = add(decl.name + ".lora_A." + s.adapters[a].name, Role::LoraA, static_cast<int>(a), s.adapters[a].r,
-                           decl.in, !s.adapters[a].deferred);
+        ls.lora_a[a] = add(decl.name + ".lora_A." + s.adapters[a].name, Role::LoraA, static_cast<int>(a),
+                           s.adapters[a].r * rank_mult, decl.in, (out.wrapped >> a) & 1);
     for (size_t a = 0; a < s.adapters.size(); ++a)
       if (targets(s.adapters[a]))
         ls.lora_b[a] = add(decl.name + ".lora_B." + s.adapters[a].name, Role::LoraB, static_cast<int>(a), decl.out,
-                           s.adapters[a].r, !s.adapters[a].deferred);
+                           s.adapters[a].r * rank_mult, (out.wrapped >> a) & 1);
     out.layers.push_back(ls);
   }
   return out;
+}
+
+std::vector<int64_t> param_shape(const Layout& l, const ParamSpec& p, int64_t rows) {
+  if (p.role == Role::Bias) return {rows};
+  const LayerSpec& ls = l.layers[p.layer];
+  if (p.role == Role::Weight && ls.experts > 0) return {rows, ls.in, ls.out};
+  return {rows, p.cols};
 }
 
 }  // namespace fsdpsim::real

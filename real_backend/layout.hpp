@@ -9,6 +9,7 @@
 
 #include "model/vocab/profile.hpp"
 #include "model/vocab/scenario.hpp"
+#include "model/vocab/seq.hpp"
 
 namespace fsdpsim::real {
 
@@ -38,6 +39,7 @@ struct GroupSpec {
 struct LayerSpec {
   std::string name;
   int64_t in = 0, out = 0;
+  int64_t experts = 0;  // > 0: a ParamWrapper target, weight (E, in, out), no bias (bias == -1)
   int group = -1;
   int weight = -1, bias = -1;
   std::vector<int> lora_a, lora_b;  // per adapter, -1 when not a target
@@ -51,11 +53,22 @@ struct Layout {
   std::vector<GroupSpec> groups;  // FSDPState.all_states order: root's first, then module order
   std::vector<LayerSpec> layers;
   OptimizerParams optimizer = OptimizerParams::Trainable;
+  Loading loading = Loading::Full;
+  DType dtype = DType::F32;  // the base weights' dtype as loaded
+  bool autocast_adapter_dtype = true;
+  bool explicit_prepare = false;  // a `prepare` op runs it; else it happens before op 1
+  uint8_t wrapped = 0;            // adapters in the model at prepare (wrapped_at_prepare)
   int group_of_module(const std::string& module) const;  // -1: no FSDP state with parameters
   int layer_named(const std::string& name) const;
   int adapter_named(const std::string& name) const;
 };
 
-Layout make_layout(const Scenario& s);
+// The adapters in the model at prepare (wrapped_at_prepare(f)) are the ones
+// fully_shard manages; adapters added after prepare have no group.
+Layout make_layout(const SeqFile& f);
+
+// The tensor shape of parameter p with `rows` rows on dim 0: (rows) for a
+// bias, (rows, in, out) for an experts weight, (rows, cols) otherwise.
+std::vector<int64_t> param_shape(const Layout& l, const ParamSpec& p, int64_t rows);
 
 }  // namespace fsdpsim::real

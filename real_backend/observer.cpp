@@ -2,7 +2,8 @@
 // a rank cannot fill alone is what its stored base weight holds: that needs
 // the full A of each adapter, whose rows live on every rank. The observer
 // assembles it from every rank's state at that moment (model/vocab/peer_view.hpp) and compares values
-// (W - W0 against sums of B @ A * scaling), within a float tolerance.
+// (W - W0 against sums of B @ A * scaling, or of per-expert deltas for an
+// (E, in, out) experts weight), within a float tolerance.
 #include "real_backend/observer.hpp"
 
 #include <algorithm>
@@ -25,6 +26,19 @@ Mat matmul(const Mat& a, const Mat& b, int64_t n, int64_t k, int64_t m) {
       for (int64_t j = 0; j < m; ++j) out[i * m + j] += v * b[x * m + j];
     }
   return out;
+}
+
+// lora/layer.py::ParamWrapper.get_delta_weight, expert by expert, as an
+// (E, in, out) row-major value: delta[e, i, o] = sum_k B[o, k*E + e] * A[e*r + k, i].
+Mat experts_delta(const Mat& b, const Mat& a, int64_t experts, int64_t r, int64_t in, int64_t out) {
+  Mat d(static_cast<size_t>(experts * in * out), 0.0f);
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t k = 0; k < r; ++k)
+      for (int64_t i = 0; i < in; ++i) {
+        float av = a[(e * r + k) * in + i];
+        for (int64_t o = 0; o < out; ++o) d[(e * in + i) * out + o] += b[o * r * experts + k * experts + e] * av;
+      }
+  return d;
 }
 
 // Full value of a managed parameter from every rank's chunk (padding dropped).
@@ -119,6 +133,11 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
       o.groups = rep.groups;
       o.params = rep.params;
       o.collectives = rep.collectives;
+      o.deltas = rep.deltas;
+      o.saved = rep.saved;
+      o.reload_diff = rep.reload_diff;
+      o.sharded_bytes = rep.sharded_bytes;
+      o.peak_unsharded = rep.peak_unsharded;
       if (!rep.s_values.empty()) {
         for (size_t l = 0; l < layout.layers.size(); ++l) {
           const LayerSpec& ls = layout.layers[l];
@@ -134,7 +153,8 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           auto value = [&](int p, bool registered) -> Mat {
             const ParamSpec& ps = layout.params[p];
             if (registered && rep.u_registered[p]) return rep.u_values[p];
-            if (ps.group < 0) return rep.s_values[p];
+            if (ps.group < 0)  // a meta parameter reports no values
+              return rep.s_values[p].empty() ? Mat(static_cast<size_t>(ps.rows * ps.cols), 0.0f) : rep.s_values[p];
             std::vector<const Mat*> chunks;
             for (int j = 0; j < world; ++j) chunks.push_back(j == r ? &rep.s_values[p] : &view_of(j, r, ri).s_values[p]);
             return assemble(ps, chunks);
@@ -146,7 +166,9 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
               // Deleted adapters count too: a delta they left behind is an extra one.
               if (pa < 0 || rep.s_values[pa].empty()) continue;
               const ParamSpec& as = layout.params[pa];
-              Mat d = matmul(value(pb, registered), value(pa, registered), ls.out, as.rows, ls.in);
+              Mat d = ls.experts > 0 ? experts_delta(value(pb, registered), value(pa, registered), ls.experts,
+                                                     as.rows / ls.experts, ls.in, ls.out)
+                                     : matmul(value(pb, registered), value(pa, registered), ls.out, as.rows, ls.in);
               float s = lora_scaling(layout, static_cast<int>(a));
               for (auto& v : d) v *= s;
               ds.push_back({static_cast<int>(a), local_rows ? rows_of(d, wspec, r) : d});

@@ -1,5 +1,6 @@
 #include "real_backend/rank_report.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace fsdpsim::real {
@@ -15,6 +16,13 @@ struct Writer {
   void strs(const std::vector<std::string>& v) {
     i64(static_cast<int64_t>(v.size()));
     for (const auto& s : v) str(s);
+  }
+  void owners(const std::vector<OwnerBytes>& v) {
+    i64(static_cast<int64_t>(v.size()));
+    for (const auto& x : v) {
+      str(x.owner);
+      i64(x.bytes);
+    }
   }
   void floats(const std::vector<float>& v) {
     i64(static_cast<int64_t>(v.size()));
@@ -44,6 +52,17 @@ struct Reader {
     int64_t n = i64();
     std::vector<std::string> v;
     for (int64_t i = 0; ok && i < n; ++i) v.push_back(str());
+    return v;
+  }
+  std::vector<OwnerBytes> owners() {
+    int64_t n = i64();
+    std::vector<OwnerBytes> v;
+    for (int64_t i = 0; ok && i < n; ++i) {
+      OwnerBytes x;
+      x.owner = str();
+      x.bytes = i64();
+      v.push_back(x);
+    }
     return v;
   }
   std::vector<float> floats() {
@@ -84,6 +103,8 @@ void write_report(std::string& out, const RankReport& r) {
     w.str(p.group);
     w.i64(p.rg_s);
     w.i64(p.rg_u);
+    w.i64(static_cast<int64_t>(p.device));
+    w.i64(static_cast<int64_t>(p.dtype));
   }
   w.i64(static_cast<int64_t>(r.merged.size()));
   for (const auto& m : r.merged) w.strs(m);
@@ -92,7 +113,28 @@ void write_report(std::string& out, const RankReport& r) {
     w.i64(static_cast<int64_t>(c.op));
     w.str(c.group);
     w.i64(c.count);
+    w.i64(static_cast<int64_t>(c.dtype));
+    w.i64(static_cast<int64_t>(c.parts.size()));
+    for (const auto& part : c.parts) {
+      w.str(part.param);
+      w.i64(part.numel);
+    }
   }
+  w.i64(static_cast<int64_t>(r.deltas.size()));
+  for (const auto& d : r.deltas) {
+    w.str(d.adapter);
+    w.i64(static_cast<int64_t>(d.value));
+  }
+  w.i64(static_cast<int64_t>(r.saved.size()));
+  for (const auto& s : r.saved) {
+    w.str(s.name);
+    w.i64(s.rows);
+    w.i64(s.full_rows);
+    w.i64(static_cast<int64_t>(s.dtype));
+  }
+  w.strs(r.reload_diff);
+  w.owners(r.sharded_bytes);
+  w.owners(r.peak_unsharded);
   w.i64(static_cast<int64_t>(r.present.size()));
   for (size_t i = 0; i < r.present.size(); ++i) {
     w.i64(r.present[i]);
@@ -128,6 +170,8 @@ bool read_report(const std::string& in, size_t* pos, RankReport* r) {
     p.group = rd.str();
     p.rg_s = rd.i64() != 0;
     p.rg_u = static_cast<int8_t>(rd.i64());
+    p.device = static_cast<Device>(rd.i64());
+    p.dtype = static_cast<DType>(rd.i64());
   }
   r->merged.resize(static_cast<size_t>(std::max<int64_t>(0, rd.i64())));
   for (auto& m : r->merged) m = rd.strs();
@@ -136,7 +180,32 @@ bool read_report(const std::string& in, size_t* pos, RankReport* r) {
     c.op = static_cast<CollOp>(rd.i64());
     c.group = rd.str();
     c.count = rd.i64();
+    c.dtype = static_cast<DType>(rd.i64());
+    c.parts.resize(static_cast<size_t>(std::max<int64_t>(0, rd.i64())));
+    for (auto& part : c.parts) {
+      part.param = rd.str();
+      part.numel = rd.i64();
+      if (!rd.ok) break;
+    }
+    if (!rd.ok) break;
   }
+  r->deltas.resize(static_cast<size_t>(std::max<int64_t>(0, rd.i64())));
+  for (auto& d : r->deltas) {
+    d.adapter = rd.str();
+    d.value = static_cast<WeightClass>(rd.i64());
+    if (!rd.ok) break;
+  }
+  r->saved.resize(static_cast<size_t>(std::max<int64_t>(0, rd.i64())));
+  for (auto& s : r->saved) {
+    s.name = rd.str();
+    s.rows = rd.i64();
+    s.full_rows = rd.i64();
+    s.dtype = static_cast<DType>(rd.i64());
+    if (!rd.ok) break;
+  }
+  r->reload_diff = rd.strs();
+  r->sharded_bytes = rd.owners();
+  r->peak_unsharded = rd.owners();
   size_t n = static_cast<size_t>(std::max<int64_t>(0, rd.i64()));
   r->present.resize(n);
   r->u_registered.resize(n);

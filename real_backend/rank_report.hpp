@@ -27,6 +27,11 @@ struct RankReport {
   std::vector<ParamObs> params;
   std::vector<std::vector<std::string>> merged;  // per layer
   std::vector<Collective> collectives;
+  std::vector<DeltaObs> deltas;               // delta_weight
+  std::vector<SavedObs> saved;                // save_adapters
+  std::vector<std::string> reload_diff;       // load_adapters
+  std::vector<OwnerBytes> sharded_bytes;      // after the op
+  std::vector<OwnerBytes> peak_unsharded;     // at the op's peak
   std::vector<uint8_t> present;               // per param: in the module tree
   std::vector<uint8_t> u_registered;          // per param: the module holds U now
   std::vector<std::vector<float>> s_values;   // per param: this rank's S (padded chunk, or full when unmanaged)

@@ -31,7 +31,7 @@ void RealRank::unshard(int g) {
     RealParam& rp = params_[p];
     if (!rp.u.defined()) {
       // _fsdp_param.py::FSDPParam.init_unsharded_param: created with S's requires_grad.
-      rp.u = (ps.role == Role::Bias ? at::empty({ps.rows}) : at::empty({ps.rows, ps.cols})).requires_grad_(rp.s.requires_grad());
+      rp.u = at::empty(param_shape(*layout_, ps, ps.rows)).requires_grad_(rp.s.requires_grad());
     } else if (rp.u.requires_grad() != rp.s.requires_grad()) {
       rp.u.requires_grad_(rp.s.requires_grad());  // set_requires_grad_if_needed
     }
@@ -40,6 +40,7 @@ void RealRank::unshard(int g) {
     if (registry_[p].defined()) registry_[p] = rp.u;
   }
   unsharded_[g] = 1;
+  note_unsharded_peak();
 }
 
 // _fsdp_param.py::FSDPParam.to_sharded: S registered again, no write-back.

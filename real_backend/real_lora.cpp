@@ -3,6 +3,7 @@
 // the registry holds now, the shard S or the unsharded U.
 #include <ATen/core/grad_mode.h>
 
+#include "real_backend/real_experts.hpp"
 #include "real_backend/real_rank.hpp"
 #include "real_backend/values.hpp"
 
@@ -14,6 +15,7 @@ namespace fsdpsim::real {
 at::Tensor RealRank::delta(int layer, int adapter) {
   at::NoGradGuard ng;
   const LayerSpec& ls = layout_->layers[layer];
+  if (ls.experts > 0) return experts_delta(layer, adapter, nullptr);
   int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   float scale = lora_scaling(*layout_, adapter);
   const ParamSpec& a_spec = layout_->params[pa];
@@ -36,19 +38,29 @@ void RealRank::layer_merge(int layer, int adapter) {
   if (ls.lora_a[adapter] < 0 || !registry_[ls.lora_a[adapter]].defined()) return;
   for (int m : merged_[layer])
     if (m == adapter) return;
-  at::Tensor d = delta(layer, adapter);
-  registered(ls.weight).variable_data().add_(d);
+  apply_delta(layer, delta(layer, adapter), true);
   merged_[layer].push_back(adapter);
 }
 
-// lora/layer.py::Linear.unmerge: pop every merged adapter, LIFO, W.data -= delta.
+// W.data += delta (merge) or -= delta (unmerge) on the registered weight;
+// libtorch raises when a delta does not fit it (ParamWrapper's local-rows delta).
+void RealRank::apply_delta(int layer, const at::Tensor& d, bool add) {
+  at::Tensor w = registered(layout_->layers[layer].weight).variable_data();
+  try {
+    if (add) w.add_(d);
+    else w.sub_(d);
+  } catch (const c10::Error& e) {
+    throw OpError(Status::ShapeError, first_line(e.what()));
+  }
+}
+
+// lora/layer.py::Linear.unmerge: pop every merged adapter, LIFO, W.data -= delta
+// (the pop comes first: a delta that raises leaves the adapter unlisted).
 void RealRank::layer_unmerge(int layer) {
-  const LayerSpec& ls = layout_->layers[layer];
   while (!merged_[layer].empty()) {
     int adapter = merged_[layer].back();
     merged_[layer].pop_back();
-    at::Tensor d = delta(layer, adapter);
-    registered(ls.weight).variable_data().sub_(d);
+    apply_delta(layer, delta(layer, adapter), false);
   }
 }
 
@@ -81,6 +93,7 @@ void RealRank::layer_enable_adapters(int layer, bool enabled) {
 // lora/layer.py::Linear.forward.
 at::Tensor RealRank::layer_forward(int layer, const at::Tensor& h) {
   const LayerSpec& ls = layout_->layers[layer];
+  if (ls.experts > 0) return experts_forward(layer, h);
   const at::Tensor& w = registered(ls.weight);
   const at::Tensor& b = registered(ls.bias);
   if (layer_disabled_[layer]) {

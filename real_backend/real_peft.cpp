@@ -105,8 +105,10 @@ void RealRank::op_disable_exit() {
   disabled_ = false;
 }
 
-// PeftModel.add_adapter / load_adapter -> inject_adapter: new plain leaves no
-// FSDP group manages, then set_adapter(active) with the new config's inference_mode.
+// PeftModel.add_adapter / load_adapter -> inject_adapter: new plain leaves (no
+// FSDP group manages them once prepared), placed by
+// _move_adapter_to_device_of_base_layer, then set_adapter(active) with the new
+// config's inference_mode.
 void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load) {
   if ((present_ >> adapter) & 1) {
     error(Status::ValueError, "Adapter with name " + layout_->adapters[adapter].name + " already exists.");
@@ -115,15 +117,7 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load) {
   present_ |= 1u << adapter;
   if (inference_mode) inference_mode_ |= 1u << adapter;
   else inference_mode_ &= ~(1u << adapter);
-  for (const auto& ls : layout_->layers) {
-    if (ls.lora_a[adapter] < 0) continue;
-    for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
-      const ParamSpec& ps = layout_->params[p];
-      std::vector<float> v = initial_values(*layout_, seed_, p, load);
-      params_[p].s = at::from_blob(v.data(), {ps.rows, ps.cols}, at::kFloat).clone().requires_grad_(false);
-      registry_[p] = params_[p].s;
-    }
-  }
+  create_adapter(adapter, load);
   set_adapter_module_level(active_, inference_mode);
 }
 
@@ -156,28 +150,59 @@ void RealRank::op_delete_adapter(int adapter) {
   active_ = next;
 }
 
+// The delta_weight op: get_delta_weight for each active adapter of the layer
+// (lora/layer.py::Linear / ParamWrapper.get_delta_weight), each reported as it
+// is computed; a raising one stops the op.
 void RealRank::op_delta_weight(int layer) {
   const LayerSpec& ls = layout_->layers[layer];
-  for (size_t a = 0; a < layout_->adapters.size(); ++a)
-    if (((layer_active_[layer] >> a) & 1) && ls.lora_a[a] >= 0 && registry_[ls.lora_a[a]].defined())
-      delta(layer, static_cast<int>(a));
+  for (size_t a = 0; a < layout_->adapters.size(); ++a) {
+    if (!((layer_active_[layer] >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    WeightClass value = WeightClass::Exact;  // Linear: B @ A on whatever is registered
+    if (ls.experts > 0) experts_delta(layer, static_cast<int>(a), &value);
+    else delta(layer, static_cast<int>(a));
+    deltas_.push_back({layout_->adapters[a].name, value});
+  }
 }
 
-// PeftModel.save_pretrained: model.state_dict() first (its FSDP pre-hook reshards).
+// PeftModel.save_pretrained: model.state_dict() first (its FSDP pre-hook
+// reshards), then save_and_load.py::get_peft_model_state_dict per selected
+// adapter (none named: all, or with adapter_save_selection=active the active
+// ones). Without adapter_save_gather a managed parameter's DTensor gives this
+// rank's local rows; with it, the full tensor (DCP full_state_dict). The file
+// is rank 0's; this rank keeps its chunk of the saved values and rank 0's rows.
 void RealRank::op_save_adapters(const Op& op) {
   uint32_t names = op.names.empty() ? present_ : mask_of(op.names);
+  if (op.names.empty() && layout_->profile.get(Switch::AdapterSaveSelection) == sw::kActive) names = active_ & present_;
   if ((names & present_) != names) {
     error(Status::ValueError, "selected adapters are not in the model: " + names_text(*layout_, names & ~present_));
     return;
   }
   reshard_all();
+  const bool gather = layout_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
+  const int world = layout_->world, rank = comm_->rank();
   saved_adapters_ = names;
   saved_values_.assign(params_.size(), at::Tensor());
-  for (size_t p = 0; p < params_.size(); ++p)
-    if (params_[p].s.defined()) saved_values_[p] = params_[p].s.detach().clone();
+  saved_rows_.assign(params_.size(), -1);
+  // The state dict's keys come in model.state_dict() order.
+  for (size_t p = 0; p < params_.size(); ++p) {
+    const ParamSpec& ps = layout_->params[p];
+    if (ps.adapter < 0 || !((names >> ps.adapter) & 1) || !registry_[p].defined()) continue;
+    const at::Tensor& sv = params_[p].s;
+    const bool local = !gather && ps.group >= 0 && world > 1;
+    // The unpadded local rows of a rank's padded chunk (FSDPParam._sharded_param_data).
+    auto local_rows = [&](int r) { return std::max<int64_t>(0, std::min<int64_t>(ps.chunk_rows, ps.rows - r * ps.chunk_rows)); };
+    at::Tensor mine = local ? sv.detach().narrow(0, 0, local_rows(rank)) : sv.detach();
+    const DType dt = params_[p].place.scalar_type() == at::kBFloat16 ? DType::BF16 : DType::F32;
+    saved_obs_.push_back({ps.name, local ? mine.size(0) : ps.rows, ps.rows, dt});
+    saved_values_[p] = sv.detach().clone();
+    saved_rows_[p] = local ? local_rows(0) : ps.rows;
+  }
 }
 
-// PeftModel.load_adapter -> set_peft_model_state_dict -> load_state_dict (pre-hook reshards).
+// PeftModel.load_adapter -> set_peft_model_state_dict -> load_state_dict (its
+// pre-hook reshards) on rank 0's file: a tensor saved with its local rows
+// fails module.py::_load_from_state_dict's shape check and nothing is loaded;
+// else every rank copies its chunk of the saved values into S.
 void RealRank::op_load_adapters() {
   if (saved_adapters_ == 0) {
     error(Status::ValueError, "no adapters were saved (save_adapters first)");
@@ -185,9 +210,18 @@ void RealRank::op_load_adapters() {
   }
   reshard_all();
   for (size_t p = 0; p < params_.size(); ++p) {
-    int a = layout_->params[p].adapter;
-    if (a >= 0 && ((saved_adapters_ >> a) & 1) && registry_[p].defined() && saved_values_[p].defined())
-      params_[p].s.variable_data().copy_(saved_values_[p]);
+    const ParamSpec& ps = layout_->params[p];
+    if (saved_rows_[p] < 0 || saved_rows_[p] == ps.rows || !registry_[p].defined()) continue;
+    error(Status::ShapeError, "size mismatch for " + ps.name + ": copying a param with shape [" +
+                                  std::to_string(saved_rows_[p]) + ", " + std::to_string(ps.cols) +
+                                  "] from checkpoint, the shape in current model is [" + std::to_string(ps.rows) + ", " +
+                                  std::to_string(ps.cols) + "].");
+    return;
+  }
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (saved_rows_[p] < 0 || !registry_[p].defined()) continue;
+    params_[p].s.variable_data().copy_(saved_values_[p]);
+    if (!at::equal(params_[p].s.detach(), saved_values_[p])) reload_diff_.push_back(layout_->params[p].name);
   }
 }
 

@@ -1,10 +1,33 @@
-// RealRank: initial state after prepare, op dispatch, and the per-op report
+// RealRank: the model before and after prepare, op dispatch, and the per-op report
 // read off the real objects.
 #include "real_backend/real_rank.hpp"
 
 #include "real_backend/values.hpp"
 
 namespace fsdpsim::real {
+namespace {
+
+// The collectives as the vocabulary spells them, with their parts: an
+// all-gather or reduce-scatter packs each member's padded shard, a broadcast
+// (named by its parameter) carries the full tensor.
+std::vector<Collective> collectives_of(const Layout& l, const std::vector<IssuedCollective>& issued) {
+  std::vector<Collective> out;
+  for (const auto& c : issued) {
+    Collective k;
+    k.op = c.op;
+    k.count = c.count;
+    k.dtype = c.dtype;
+    k.group = c.op == CollOp::Broadcast ? l.params[c.group].name : l.groups[c.group].name;
+    for (int p : c.members) {
+      const ParamSpec& ps = l.params[p];
+      k.parts.push_back({ps.name, c.op == CollOp::Broadcast ? ps.rows * ps.cols : ps.chunk_numel()});
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+}  // namespace
 
 RealRank::RealRank(const Layout& layout, uint64_t seed, Comm* comm) : layout_(&layout), seed_(seed), comm_(comm) {
   std::vector<std::string> groups, params;
@@ -20,11 +43,13 @@ at::Tensor RealRank::chunk_of(const std::vector<float>& full, const ParamSpec& p
   at::Tensor out = at::zeros({rows * p.cols});
   int64_t have = std::max<int64_t>(0, std::min<int64_t>(rows, p.rows - start));
   if (have > 0) out.narrow(0, 0, have * p.cols).copy_(at::from_blob(const_cast<float*>(full.data()) + start * p.cols, {have * p.cols}, at::kFloat));
-  return p.role == Role::Bias ? out : out.view({rows, p.cols});
+  return out.view(param_shape(*layout_, p, rows));
 }
 
-// get_peft_model + add_adapter for each declared adapter, fully_shard (each
-// rank keeps its chunk of the seeded full value), prepare.
+// from_pretrained (with ram-efficient loading only rank 0 holds values, the
+// others' base weights are on meta), get_peft_model + add_adapter for each
+// declared adapter; then prepare (fully_shard: each rank keeps its chunk),
+// unless a `prepare` op runs it later.
 void RealRank::reset() {
   const size_t n = layout_->params.size();
   params_.assign(n, RealParam{});
@@ -43,22 +68,27 @@ void RealRank::reset() {
   opt_ckpt_.clear();
   saved_adapters_ = 0;
   saved_values_.clear();
+  saved_rows_.clear();
   loss_ = at::Tensor();
   have_output_ = false;
+  prepared_ = false;
+  const bool on_meta = layout_->loading == Loading::RamEfficient && comm_->rank() != 0;
+  const at::ScalarType dtype = layout_->dtype == DType::BF16 ? at::kBFloat16 : at::kFloat;
   for (size_t p = 0; p < n; ++p) {
-    const ParamSpec& ps = layout_->params[p];
-    if (ps.adapter >= 0 && layout_->adapters[ps.adapter].deferred) continue;
-    params_[p].s = chunk_of(initial_values(*layout_, seed_, static_cast<int>(p)), ps).requires_grad_(false);
-    registry_[p] = params_[p].s;
+    if (layout_->params[p].adapter >= 0) continue;
+    create_param(static_cast<int>(p), initial_values(*layout_, seed_, static_cast<int>(p)));
+    place_param(static_cast<int>(p), on_meta, dtype);
   }
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     const AdapterDecl& d = layout_->adapters[a];
     if (d.deferred) continue;
+    create_adapter(static_cast<int>(a), false);
     present_ |= 1u << a;
     if (d.inference_mode) inference_mode_ |= 1u << a;
     set_adapter_module_level(active_, d.inference_mode);  // inject_adapter's housekeeping
   }
-  prepare_optimizer();
+  prepare_optimizer();  // the user's optimizer over the plain model; prepare rebuilds it
+  if (!layout_->explicit_prepare) prepare_model();
 }
 
 RankReport RealRank::apply(const Op& op, int step) {
@@ -68,6 +98,20 @@ RankReport RealRank::apply(const Op& op, int step) {
   index_ = -1;
   grads_ = 0;
   comm_->issued().clear();
+  deltas_.clear();
+  saved_obs_.clear();
+  reload_diff_.clear();
+  peak_total_ = -1;
+  note_unsharded_peak();  // the op's start counts
+  try {
+    run_op(op);
+  } catch (const OpError& e) {
+    error(e.status, e.what());  // raised inside PEFT: the op stops there
+  }
+  return report(op, step);
+}
+
+void RealRank::run_op(const Op& op) {
   auto adapter = [&]() { return layout_->adapter_named(op.names[0]); };
   switch (op.kind) {
     case OpKind::Forward: op_forward(true); break;
@@ -107,8 +151,8 @@ RankReport RealRank::apply(const Op& op, int step) {
     case OpKind::SaveAdapters: op_save_adapters(op); break;
     case OpKind::LoadAdapters: op_load_adapters(); break;
     case OpKind::DeltaWeight: op_delta_weight(layout_->layer_named(op.names[0])); break;
+    case OpKind::Prepare: prepare_model(); break;
   }
-  return report(op, step);
 }
 
 RankReport RealRank::report(const Op& op, int step) {
@@ -125,6 +169,7 @@ RankReport RealRank::report(const Op& op, int step) {
   for (size_t a = 0; a < layout_->adapters.size(); ++a)
     if ((active_ >> a) & 1) r.active.push_back(layout_->adapters[a].name);
   r.disabled = disabled_;
+  r.deltas = deltas_;
   int first = -1;
   r.opt_missing = optimizer_unregistered(&first, &r.opt_unregistered);
   r.opt_total = static_cast<int>(optimizer_.size());
@@ -148,8 +193,13 @@ RankReport RealRank::report(const Op& op, int step) {
     const RealParam& rp = params_[p];
     bool present = registry_[p].defined();
     r.present[p] = present;
-    if (rp.s.defined()) {
+    if (rp.s.defined() && !rp.s.is_meta()) {
+      // Before prepare a managed parameter is whole: report the chunk fully_shard will keep.
       at::Tensor s = rp.s.detach().contiguous();
+      if (!prepared_ && ps.group >= 0) {
+        std::vector<float> full(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
+        s = chunk_of(full, ps);
+      }
       r.s_values[p].assign(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
     }
     bool holds_u = present && rp.u.defined() && registry_[p].unsafeGetTensorImpl() == rp.u.unsafeGetTensorImpl();
@@ -164,6 +214,8 @@ RankReport RealRank::report(const Op& op, int step) {
     po.group = ps.group >= 0 ? layout_->groups[ps.group].name : "";
     po.rg_s = rp.s.requires_grad();
     po.rg_u = rp.u.defined() ? static_cast<int8_t>(rp.u.requires_grad()) : int8_t{-1};
+    po.device = rp.place.is_meta() ? Device::Meta : Device::Cpu;
+    po.dtype = rp.place.scalar_type() == at::kBFloat16 ? DType::BF16 : DType::F32;
     r.params.push_back(po);
   }
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
@@ -171,7 +223,11 @@ RankReport RealRank::report(const Op& op, int step) {
     for (int a : merged_[l]) m.push_back(layout_->adapters[a].name);
     r.merged.push_back(m);
   }
-  for (const auto& c : comm_->issued()) r.collectives.push_back({c.op, layout_->groups[c.group].name, c.count});
+  r.collectives = collectives_of(*layout_, comm_->issued());
+  r.saved = saved_obs_;
+  r.reload_diff = reload_diff_;
+  r.sharded_bytes = sharded_bytes();
+  r.peak_unsharded = peak_owners_;
   return r;
 }
 
@@ -184,7 +240,7 @@ RankReport RealRank::failed_report(const Op& op, int step, Status s, const std::
   r.op = op_text(op);
   r.status = s;
   r.message = (s == Status::Mismatch ? "collective mismatch: " : "hang: ") + desc;
-  for (const auto& c : comm_->issued()) r.collectives.push_back({c.op, layout_->groups[c.group].name, c.count});
+  r.collectives = collectives_of(*layout_, comm_->issued());
   return r;
 }
 

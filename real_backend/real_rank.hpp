@@ -4,6 +4,7 @@
 // collectives. Method names mirror model/machine/rank_model.hpp; every
 // observation is read off these tensors, never asked of the model.
 #pragma once
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,14 +21,25 @@ namespace fsdpsim::real {
 // leaf, created at the group's first all-gather and reused).
 struct RealParam {
   at::Tensor s, u;
+  // S's placement: a meta tensor, or S's values on cpu in the parameter's dtype
+  // (compute stays fp32 in `s`; device and dtype are read off this tensor).
+  at::Tensor place;
   at::Tensor adam_m, adam_v;  // AdamW state, keyed to S
   int64_t adam_step = 0;
+};
+
+// An exception PEFT raises inside an op (a libtorch error's first line): the
+// op stops where Python's would, and apply() reports it.
+class OpError : public std::runtime_error {
+ public:
+  OpError(Status s, const std::string& msg) : std::runtime_error(msg), status(s) {}
+  Status status;
 };
 
 class RealRank {
  public:
   RealRank(const Layout& layout, uint64_t seed, Comm* comm);
-  void reset();  // the state right after prepare
+  void reset();  // get_peft_model (the state before prepare); then prepare, unless a `prepare` op runs it
   // Runs one op and reports what the real objects show. CollectiveFailure and
   // CommBroken propagate: the op's rank is stopped there.
   RankReport apply(const Op& op, int step);
@@ -36,6 +48,7 @@ class RealRank {
   Comm& comm() { return *comm_; }
 
  private:
+  void run_op(const Op& op);
   // --- FSDP2 (real_fsdp.cpp) ---
   void unshard(int g);
   void to_sharded(int g);
@@ -46,6 +59,11 @@ class RealRank {
   const at::Tensor& registered(int p) const { return registry_[p]; }
   // --- LoRA layers and PEFT ops (real_lora.cpp, real_peft.cpp) ---
   at::Tensor delta(int layer, int adapter);
+  void apply_delta(int layer, const at::Tensor& d, bool add);
+  // --- ParamWrapper (experts) layers (real_experts.cpp) ---
+  at::Tensor experts_delta(int layer, int adapter, WeightClass* value);
+  at::Tensor experts_forward(int layer, const at::Tensor& h);
+  at::Tensor gather_full(int p);
   void layer_merge(int layer, int adapter);
   void layer_unmerge(int layer);
   void layer_set_adapter(int layer, uint32_t names, bool inference_mode);
@@ -66,6 +84,14 @@ class RealRank {
   // --- training (real_fsdp.cpp) ---
   void op_forward(bool grad_enabled);
   void op_backward();
+  // --- placement, prepare and memory (real_prepare.cpp) ---
+  void create_param(int p, const std::vector<float>& full);
+  void place_param(int p, bool meta, at::ScalarType dtype);
+  void move_adapter_to_device_of_base_layer(int layer, int adapter);
+  void create_adapter(int adapter, bool load);
+  void prepare_model();
+  void note_unsharded_peak();
+  std::vector<OwnerBytes> sharded_bytes() const;
   // --- optimizer and checkpoints (real_optim.cpp) ---
   void prepare_optimizer();
   void op_step();
@@ -89,6 +115,9 @@ class RealRank {
   std::vector<RealParam> params_;
   std::vector<at::Tensor> registry_;      // module._parameters: what each name holds now (undefined: absent)
   std::vector<uint8_t> unsharded_;        // per group: the FSDPParamGroup's sharded_state
+  bool prepared_ = false;                 // fully_shard and accelerate's prepare have run
+  int64_t peak_total_ = -1;               // this op's largest bytes of live U copies, per owner below
+  std::vector<OwnerBytes> peak_owners_;
   // PEFT bookkeeping (plain Python attributes upstream)
   uint32_t present_ = 0, active_ = 0, inference_mode_ = 0;
   bool disabled_ = false;
@@ -100,9 +129,13 @@ class RealRank {
   std::vector<at::TensorImpl*> optimizer_objects_;
   bool has_opt_ckpt_ = false;
   std::vector<std::pair<std::string, std::vector<at::Tensor>>> opt_ckpt_;
-  // save_adapters
+  // save_adapters: the checkpoint as rank 0 writes it; this rank keeps the
+  // rows it can restore (its chunk of the saved full values) and rank 0's shapes
   uint32_t saved_adapters_ = 0;
-  std::vector<at::Tensor> saved_values_;
+  std::vector<at::Tensor> saved_values_;  // per param: this rank's S when saved, in its dtype
+  std::vector<int64_t> saved_rows_;       // per param: rows of rank 0's saved tensor (-1: not saved)
+  std::vector<SavedObs> saved_obs_;       // this op's Observation.saved
+  std::vector<std::string> reload_diff_;  // this op's Observation.reload_diff
   // the autograd graph of the last forward
   at::Tensor loss_;
   bool have_output_ = false;
@@ -113,6 +146,7 @@ class RealRank {
   std::string message_;
   int64_t index_ = -1;
   uint32_t grads_ = 0;
+  std::vector<DeltaObs> deltas_;  // delta_weight
 };
 
 }  // namespace fsdpsim::real

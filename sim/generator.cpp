@@ -48,7 +48,7 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
   int in = sizes[rng.below(4)];
   for (int l = 0; l < n_layers; ++l) {
     int out = l + 1 == n_layers ? 2 : sizes[rng.below(4)];
-    s.layers.push_back({layer_names[l], in, out, {}});
+    s.layers.push_back({layer_names[l], in, out, 0, {}});
     in = out;
   }
   static const char* adapter_names[] = {"default", "other", "third"};

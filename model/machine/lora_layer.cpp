@@ -211,8 +211,10 @@ WeightClass classify(const WeightContent& c, const LayerPeft& lp, const std::arr
 }  // namespace
 
 // The stored shard against W0 + sum of merged deltas computed from the shards' A, B.
+// A rank holding only padding rows of W stores nothing that can be wrong.
 WeightClass RankModel::classify_stored(int layer) const {
   const LayerInfo& li = topo_->layers[layer];
+  if (!holds_rows(li.weight, rank_)) return WeightClass::Exact;
   std::array<uint32_t, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a)
     if (li.A[a] >= 0) cur[a] = delta_id(a, st_.params[li.A[a]].ver_s, st_.params[li.B[a]].ver_s);
@@ -226,6 +228,7 @@ WeightClass RankModel::classify_registered(int layer) const {
   for (int a = 0; a < topo_->n_adapters(); ++a)
     if (li.A[a] >= 0) cur[a] = delta_version(layer, a);
   const ParamState& w = st_.params[li.weight];
+  if (!is_registered_u(li.weight) && !holds_rows(li.weight, rank_)) return WeightClass::Exact;
   return classify(is_registered_u(li.weight) ? w.w_u : w.w_s, st_.layers[layer], cur, topo_->n_adapters());
 }
 
@@ -247,6 +250,7 @@ bool RankModel::holds_rows(int param, int rank) const {
 WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
                                        int layer) const {
   const LayerInfo& li = topo_->layers[layer];
+  if (!holds_rows(li.weight, rank_)) return WeightClass::Exact;
   std::array<uint32_t, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     if (li.A[a] < 0) continue;

@@ -41,7 +41,8 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
   o.layers = observe_layers();
   for (size_t i = 0; i < n_colls; ++i) o.collectives.push_back(collective_of(colls[i]));
   for (int a = 0; a < topo_->n_adapters(); ++a)
-    if ((r.deltas >> a) & 1) o.deltas.push_back({topo_->adapters[a].name, WeightClass::Exact});
+    if ((r.deltas >> a) & 1)
+      o.deltas.push_back({topo_->adapters[a].name, ((r.corrupt_deltas >> a) & 1) ? WeightClass::Corrupt : WeightClass::Exact});
   if (op.kind == OpKind::SaveAdapters && r.status == Status::Ok) {
     for (size_t p = 0; p < topo_->params.size(); ++p) {
       if (st_.saved_rows[p] < 0) continue;

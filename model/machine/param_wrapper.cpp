@@ -30,7 +30,18 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
     gather_one(b, CollRecord::kNowhere, layer, adapter);
     return true;
   }
-  error(Status::ShapeError, wrapper_read_error(layer, adapter));
+  std::string err = wrapper_read_error(layer, adapter);
+  if (err.empty()) {
+    // The einsum broadcast a size-1 subscript: a delta of the wrong shape, made
+    // of this rank's rows only. The delta_weight op returns it; a merge fails
+    // adding it to W's shard.
+    if (sign == 0) {
+      res_.corrupt_deltas |= static_cast<uint8_t>(1u << adapter);
+      return true;
+    }
+    err = wrapper_add_error(layer, adapter);
+  }
+  error(Status::ShapeError, err);
   return false;
 }
 
@@ -50,8 +61,26 @@ std::string RankModel::wrapper_read_error(int layer, int adapter) const {
   if (rb == 0)
     return "cannot reshape tensor of 0 elements into shape [0, -1, " + e +
            "] because the unspecified dimension size -1 can be any value and is ambiguous";
+  if (ra / E == 1 || ra / E == r) return "";  // einsum broadcasts size 1
   return "einsum(): subscript r has size " + std::to_string(ra / E) +
          " for operand 1 which does not broadcast with previously seen size " + std::to_string(r);
+}
+
+// W.data += delta with delta (E, in, rows of B) and W's shard (padded experts
+// chunk, in, out): libtorch's in-place broadcast check, last dimension first.
+std::string RankModel::wrapper_add_error(int layer, int adapter) const {
+  const LayerInfo& li = topo_->layers[layer];
+  const ParamInfo& pb = topo_->params[li.B[adapter]];
+  const int64_t E = li.experts, in = topo_->params[li.A[adapter]].rest, out = pb.dim0;
+  const int64_t rb = local_rows(pb.dim0, topo_->world, rank_);
+  const int64_t ce = (E + topo_->world - 1) / topo_->world;
+  auto n = [](int64_t x) { return std::to_string(x); };
+  if (rb != out && rb != 1 && out != 1)
+    return "The size of tensor a (" + n(out) + ") must match the size of tensor b (" + n(rb) + ") at non-singleton dimension 2";
+  if (ce == 1)
+    return "output with shape [1, " + n(in) + ", " + n(out) + "] doesn't match the broadcast shape [" + n(E) + ", " + n(in) +
+           ", " + n(out) + "]";
+  return "The size of tensor a (" + n(ce) + ") must match the size of tensor b (" + n(E) + ") at non-singleton dimension 0";
 }
 
 }  // namespace fsdpsim

@@ -48,10 +48,12 @@ void RankModel::op_set_adapter(const Op& op) {
       case sw::kUnmergeFirst:
         // #3895: unmerge_adapter, then reshard every FSDP module, then set_adapter.
         if (any_merged()) unmerge_adapter();
+        if (res_.status != Status::Ok) return;  // get_delta_weight raised inside unmerge
         reshard_all();
         break;
     }
   }
+  if (res_.status != Status::Ok) return;
   set_adapter_module_level(names, false);
 }
 
@@ -97,6 +99,7 @@ void RankModel::op_disable_exit() {
   }
   if (topo_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
     if (any_merged()) unmerge_adapter();
+    if (res_.status != Status::Ok) return;
     reshard_all();
   }
   for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), true);

@@ -50,6 +50,7 @@ const OpResult& RankModel::apply(const Op& op) {
   res_.has_grads = false;
   res_.grads = 0;
   res_.deltas = 0;
+  res_.corrupt_deltas = 0;
   st_.unsharded_peak = -1;  // the op's peak starts at what is alive now
   note_unsharded(0);
   auto adapter = [&]() { return __builtin_ctz(mask_of(op.names)); };

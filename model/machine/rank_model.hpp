@@ -48,6 +48,7 @@ struct OpResult {
   bool has_grads = false;   // training op reached the gradient stage
   uint8_t grads = 0;        // adapters whose shard received a gradient
   uint8_t deltas = 0;       // delta_weight: adapters whose delta was computed
+  uint8_t corrupt_deltas = 0;  // ... from one rank's rows (not the full A and B)
 };
 
 class RankModel {
@@ -141,7 +142,8 @@ class RankModel {
   void op_prepare();
   // --- get_delta_weight (param_wrapper.cpp): false when it raised ---
   bool get_delta_weight(int layer, int adapter, int sign);
-  std::string wrapper_read_error(int layer, int adapter) const;
+  std::string wrapper_read_error(int layer, int adapter) const;  // "" when the read succeeds
+  std::string wrapper_add_error(int layer, int adapter) const;
   // --- memory (loading.cpp) ---
   int64_t group_unsharded_bytes(int g) const;
   void note_unsharded(int64_t delta);

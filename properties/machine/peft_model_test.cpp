@@ -127,3 +127,52 @@ TEST(PeftModel, DeltaWeightOnShardedLayerGathersA) {
   ASSERT_EQ(t.model->collectives().size(), 1u);
   EXPECT_EQ(t.model->collectives()[0].group, t.group("root"));
 }
+
+// Seed 003: save_adapters / load_adapters under FSDP2 (S6).
+namespace fsdpsim::test {
+namespace {
+
+std::string save_header(const std::string& profile) {
+  return "world 2\nprofile " + profile +
+         "\nlayer lin0 8 8\nlayer lin1 8 4\nadapter a r=4 alpha=8 targets=lin0,lin1\n"
+         "adapter b r=4 alpha=8 targets=lin0,lin1\nfully_shard lin0 reshard_after_forward=true\n"
+         "fully_shard root reshard_after_forward=true\n---\n";
+}
+
+TEST(SaveAdapters, UpstreamSavesLocalRowsAndTheReloadRaises) {
+  RunResult r = simulate(save_header("upstream") + "train_step\nsave_adapters\nload_adapters\n");
+  const Observation& s1 = obs_at(r, 2, 1);
+  ASSERT_EQ(s1.saved.size(), 8u);  // every adapter by default (save_pretrained(selected_adapters=None))
+  EXPECT_EQ(s1.saved[0], (SavedObs{"lin0.lora_A.a", 2, 4, DType::F32}));
+  EXPECT_EQ(s1.saved[1], (SavedObs{"lin0.lora_A.b", 2, 4, DType::F32}));
+  const Observation& l0 = obs_at(r, 3, 0);
+  EXPECT_EQ(l0.status, Status::ShapeError);
+  EXPECT_EQ(l0.message,
+            "size mismatch for lin0.lora_A.a: copying a param with shape [2, 8] from checkpoint, the shape in current "
+            "model is [4, 8].");
+  std::vector<std::string> specs;
+  for (const auto& f : r.findings) specs.push_back(f.spec + ":" + std::to_string(f.step));
+  EXPECT_EQ(specs, (std::vector<std::string>{"S6:2", "S6:2", "S6:3", "S6:3"}));
+  EXPECT_EQ(r.findings[0].text, "S6 step 2 rank 0: lin0.lora_A.a saved 2 of 4 rows (this rank's shard, not the full tensor)");
+}
+
+TEST(SaveAdapters, PatchedSavesFullTensorsAndReloadsEqual) {
+  RunResult r = simulate(save_header("patched") + "train_step\nsave_adapters\ntrain_step\nload_adapters\n");
+  EXPECT_EQ(obs_at(r, 2, 1).saved[0], (SavedObs{"lin0.lora_A.a", 4, 4, DType::F32}));
+  EXPECT_EQ(obs_at(r, 4, 0).status, Status::Ok);
+  EXPECT_TRUE(obs_at(r, 4, 0).reload_diff.empty());
+  EXPECT_TRUE(r.findings.empty());
+}
+
+TEST(SaveAdapters, ActiveOnlySelectionLosesTheOtherAdapter) {
+  RunResult r = simulate("set adapter_save_selection=active\n" + save_header("patched") + "save_adapters\n");
+  const Observation& o = obs_at(r, 1, 0);
+  EXPECT_EQ(o.saved.size(), 4u);
+  ASSERT_EQ(r.findings.size(), 2u);
+  EXPECT_EQ(r.findings[0].text, "S6 step 1 rank 0: adapters {b} were not saved (saved: {a})");
+  RunResult named = simulate("set adapter_save_selection=active\n" + save_header("patched") + "save_adapters [a,b]\n");
+  EXPECT_TRUE(named.findings.empty());
+}
+
+}  // namespace
+}  // namespace fsdpsim::test

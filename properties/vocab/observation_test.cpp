@@ -53,8 +53,8 @@ TEST(Observation, SmallNameHelpers) {
   EXPECT_STREQ(sharded_state_name(ShardedState::Unsharded), "UNSHARDED");
   EXPECT_STREQ(coll_op_name(CollOp::AllGather), "all_gather");
   EXPECT_STREQ(coll_op_name(CollOp::ReduceScatter), "reduce_scatter");
-  EXPECT_EQ(collective_text({CollOp::AllGather, "root", 212}), "all_gather(root, 212)");
-  EXPECT_EQ(collective_text({CollOp::ReduceScatter, "lin0", 0}), "reduce_scatter(lin0, 0)");
+  EXPECT_EQ(collective_text({CollOp::AllGather, "root", 212, DType::F32, {}}), "all_gather(root, 212)");
+  EXPECT_EQ(collective_text({CollOp::ReduceScatter, "lin0", 0, DType::F32, {}}), "reduce_scatter(lin0, 0)");
   EXPECT_EQ(names_set_text({}), "{}");
   EXPECT_EQ(names_set_text({"a"}), "{a}");
   EXPECT_EQ(names_set_text({"default", "other"}), "{default,other}");
@@ -85,7 +85,7 @@ Observation sample() {
               param("lin1.lora_A.default", "root", true, 0)};
   o.layers = {{"lin0", "lin0", {"default", "other"}, WeightClass::MissingDelta, WeightClass::Exact},
               {"lin1", "root", {}, WeightClass::Exact, WeightClass::Corrupt}};
-  o.collectives = {{CollOp::AllGather, "root", 212}, {CollOp::ReduceScatter, "lin0", 40}};
+  o.collectives = {{CollOp::AllGather, "root", 212, DType::F32, {}}, {CollOp::ReduceScatter, "lin0", 40, DType::F32, {}}};
   return o;
 }
 
@@ -239,7 +239,7 @@ TEST(Observation, PrintTableAlignsColumns) {
   c.status = Status::NoGradFn;
   c.message = kNoGradFnMessage;
   c.grads = std::vector<std::string>{};
-  c.collectives = {{CollOp::AllGather, "root", 10}, {CollOp::AllGather, "lin0", 5}};
+  c.collectives = {{CollOp::AllGather, "root", 10, DType::F32, {}}, {CollOp::AllGather, "lin0", 5, DType::F32, {}}};
 
   // Expected cells, per row, in header order.
   const std::vector<std::vector<std::string>> rows = {

@@ -110,9 +110,9 @@ TEST(SeqParser, FullFileScenario) {
   EXPECT_EQ(s.overrides[1].pos.line, 9);
   EXPECT_EQ(s.overrides[1].pos.column, 5);
   ASSERT_EQ(s.layers.size(), 3u);
-  EXPECT_EQ(s.layers[0], (LayerDecl{"lin0", 10, 20, {}}));
-  EXPECT_EQ(s.layers[1], (LayerDecl{"lin1", 20, 6, {}}));
-  EXPECT_EQ(s.layers[2], (LayerDecl{"lin2", 6, 2, {}}));
+  EXPECT_EQ(s.layers[0], (LayerDecl{"lin0", 10, 20, 0, {}}));
+  EXPECT_EQ(s.layers[1], (LayerDecl{"lin1", 20, 6, 0, {}}));
+  EXPECT_EQ(s.layers[2], (LayerDecl{"lin2", 6, 2, 0, {}}));
   EXPECT_EQ(s.layers[2].pos.line, 12);
   ASSERT_EQ(s.adapters.size(), 4u);
   const AdapterDecl& d = s.adapters[0];

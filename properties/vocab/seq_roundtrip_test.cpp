@@ -245,7 +245,7 @@ void add_random_expects(Prng& rng, SeqFile& f) {
       int items = 1 + static_cast<int>(rng.below(3));
       for (int i = 0; i < items; ++i) {
         ExpectItem it;
-        it.key = static_cast<ExpectItem::Key>(rng.below(9));
+        it.key = static_cast<ExpectItem::Key>(rng.below(10));
         switch (it.key) {
           case ExpectItem::Key::Ok: break;
           case ExpectItem::Key::Error: it.status = errors[rng.below(6)]; break;
@@ -259,6 +259,10 @@ void add_random_expects(Prng& rng, SeqFile& f) {
             it.value = rng.chance(50) ? "SHARDED" : "UNSHARDED";
             break;
           case ExpectItem::Key::Finding: it.target = "S" + std::to_string(1 + rng.below(8)); break;
+          case ExpectItem::Key::Placed:
+            it.target = layer() + ".lora_A." + s.adapters[0].name;
+            it.value = std::string(rng.chance(50) ? "cpu" : "meta") + (rng.chance(50) ? "/fp32" : "/bf16");
+            break;
         }
         ex.items.push_back(it);
       }

@@ -88,7 +88,7 @@ int cmd_worker(const Args& a) {
     std::cout << "rank " << tr.rank << ": " << tr.reports[tr.rank].size() << " ops reported to rank 0\n";
     return kClean;
   }
-  std::vector<Observation> obs = real::observe(real::make_layout(f.scenario), f.scenario.seed, tr.reports);
+  std::vector<Observation> obs = real::observe(real::make_layout(f), f.scenario.seed, tr.reports);
   std::vector<Finding> findings = check_spec(f, obs);
   std::cout << "fsdpsim worker " << file << "  world " << tr.world << "  (torchrun launch, rank 0 reporting)\n\n";
   print_table(std::cout, obs);

@@ -1,0 +1,111 @@
+// Seed 001: where adapters live before prepare, and what prepare broadcasts.
+#include <gtest/gtest.h>
+
+#include "properties/test_util.hpp"
+
+namespace fsdpsim::test {
+namespace {
+
+std::string seed001(const std::string& profile, const std::string& loading = "ram_efficient",
+                    const std::string& dtype = "dtype bf16 autocast_adapter_dtype=false") {
+  return "world 2\nprofile " + profile +
+         "\nlayer lin0 8 8\nlayer lin1 8 4\n"
+         "adapter reference r=4 alpha=8 targets=lin0,lin1 inference_mode\n"
+         "adapter policy r=4 alpha=8 targets=lin0,lin1 deferred\n"
+         "fully_shard lin0 reshard_after_forward=true\nfully_shard root\n"
+         "loading " + loading + "\n" + dtype + "\n---\n"
+         "load_adapter policy frozen\nset_adapter [reference,policy]\nprepare\ntrain_step\n";
+}
+
+std::string placed(const Observation& o, const std::string& param) {
+  for (const auto& p : o.params)
+    if (p.name == param) return std::string(device_name(p.device)) + "/" + dtype_name(p.dtype);
+  return "absent";
+}
+
+TEST(Loading, UpstreamContainerCheckLeavesTheSecondAdapterOnCpuInFp32) {
+  RunResult r = simulate(seed001("upstream"));
+  const Observation& r0 = obs_at(r, 1, 0);
+  const Observation& r1 = obs_at(r, 1, 1);
+  EXPECT_EQ(placed(r0, "lin0.lora_A.reference"), "cpu/bf16");
+  EXPECT_EQ(placed(r0, "lin0.lora_A.policy"), "cpu/bf16");
+  EXPECT_EQ(placed(r1, "lin0.lora_A.reference"), "meta/bf16");
+  EXPECT_EQ(placed(r1, "lin0.lora_A.policy"), "cpu/fp32");  // the thread's printout on rank 1
+  EXPECT_EQ(placed(r1, "lin1.lora_B.policy"), "cpu/fp32");
+}
+
+TEST(Loading, UpstreamPrepareMismatchesAtThePolicyBroadcast) {
+  RunResult r = simulate(seed001("upstream"));
+  EXPECT_TRUE(r.mismatch);
+  for (int rank : {0, 1}) {
+    const Observation& o = obs_at(r, 3, rank);
+    EXPECT_EQ(o.status, Status::Mismatch);
+    EXPECT_EQ(o.message,
+              "collective mismatch: rank 0 in broadcast(lin0.lora_A.policy, 32 bf16) at step 3; "
+              "rank 1 in broadcast(lin0.lora_A.policy, 32 fp32) at step 3");
+    ASSERT_EQ(o.collectives.size(), 4u);  // weight, bias, lora_A.reference paired up first
+    EXPECT_EQ(o.collectives[0].group, "lin0.weight");
+    EXPECT_EQ(o.collectives[0].op, CollOp::Broadcast);
+  }
+  ASSERT_GE(r.findings.size(), 2u);
+  EXPECT_EQ(r.findings[0].text, "S5 step 1: ranks disagree on lin0.lora_A.policy dtype: rank 0 bf16, rank 1 fp32");
+  EXPECT_EQ(r.findings[1].spec, "S5");
+  EXPECT_EQ(r.findings[1].step, 3);
+}
+
+TEST(Loading, PatchedPerAdapterCheckPreparesAndTrainsBoth) {
+  RunResult r = simulate(seed001("patched"));
+  EXPECT_FALSE(r.mismatch);
+  EXPECT_EQ(placed(obs_at(r, 1, 1), "lin0.lora_A.policy"), "meta/bf16");
+  const Observation& p = obs_at(r, 3, 1);
+  EXPECT_EQ(p.status, Status::Ok);
+  EXPECT_EQ(p.collectives.size(), 12u);  // 2 layers x (weight, bias, 2 A, 2 B)
+  EXPECT_EQ(placed(p, "lin0.lora_A.policy"), "cpu/bf16");
+  EXPECT_EQ(*obs_at(r, 4, 0).grads, (std::vector<std::string>{"reference", "policy"}));
+  EXPECT_TRUE(r.findings.empty());
+}
+
+TEST(Loading, AutocastOrFp32BaseHidesTheDtypeSplit) {
+  // With PEFT's default autocast both adapters end fp32, so the broadcasts pair up.
+  RunResult a = simulate(seed001("upstream", "ram_efficient", "dtype bf16"));
+  EXPECT_FALSE(a.mismatch);
+  EXPECT_EQ(placed(obs_at(a, 1, 1), "lin0.lora_A.policy"), "cpu/fp32");
+  EXPECT_EQ(placed(obs_at(a, 1, 1), "lin0.lora_A.reference"), "meta/fp32");
+  RunResult b = simulate(seed001("upstream", "ram_efficient", "dtype fp32"));
+  EXPECT_FALSE(b.mismatch);
+}
+
+TEST(Loading, FullLoadingNeedsNoBroadcast) {
+  RunResult r = simulate(seed001("upstream", "full"));
+  EXPECT_FALSE(r.mismatch);
+  EXPECT_TRUE(obs_at(r, 3, 0).collectives.empty());
+  EXPECT_EQ(placed(obs_at(r, 1, 1), "lin0.lora_A.policy"), "cpu/bf16");
+}
+
+// Without the list form only the first (frozen) adapter is active: no_grad_fn.
+// Loading the second one trainable re-sets the active adapter with the new
+// config's inference_mode (D8), so the frozen one trains.
+TEST(Loading, FrozenAdaptersGiveNoGradFnAndATrainableLoadTrainsTheActiveOne) {
+  std::string head = "world 2\nlayer lin0 8 8\nadapter reference r=4 targets=lin0 inference_mode\n"
+                     "adapter policy r=4 targets=lin0 deferred\nfully_shard root\n---\n";
+  RunResult frozen = simulate(head + "load_adapter policy frozen\nprepare\ntrain_step\n");
+  EXPECT_EQ(obs_at(frozen, 3, 0).status, Status::NoGradFn);
+  EXPECT_EQ(obs_at(frozen, 3, 0).message, kNoGradFnMessage);
+  EXPECT_TRUE(frozen.findings.empty());
+  RunResult trainable = simulate(head + "load_adapter policy trainable\nprepare\ntrain_step\n");
+  EXPECT_EQ(*obs_at(trainable, 3, 1).grads, (std::vector<std::string>{"reference"}));
+  ASSERT_FALSE(trainable.findings.empty());
+  EXPECT_EQ(trainable.findings[0].spec, "S1");
+}
+
+TEST(Loading, AdaptersLoadedBeforePrepareAreShardedAfterAreNot) {
+  std::string head = "world 2\nlayer lin0 8 8\nadapter a r=4 targets=lin0\nadapter b r=4 targets=lin0 deferred\n"
+                     "fully_shard root\n---\n";
+  OneRank before(head + "load_adapter b trainable\nprepare\n");
+  EXPECT_EQ(before.topo->params[before.param("lin0.lora_A.b")].group, 0);
+  OneRank after(head + "prepare\nload_adapter b trainable\n");
+  EXPECT_EQ(after.topo->params[after.param("lin0.lora_A.b")].group, -1);
+}
+
+}  // namespace
+}  // namespace fsdpsim::test

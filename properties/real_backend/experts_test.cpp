@@ -1,0 +1,197 @@
+// ParamWrapper (experts) layers on the real backend (real_backend/real_experts.cpp):
+// the layout, the einsum delta against an independent computation, libtorch's
+// own errors on a sharded read (seed 002, peft#3080), the gathered delta when
+// patched, and training through the layer.
+#include <gtest/gtest.h>
+
+#include "properties/test_util.hpp"
+#include "real_backend/layout.hpp"
+#include "real_backend/real_experts.hpp"
+#include "sim/crosscheck.hpp"
+
+using namespace fsdpsim;
+using namespace fsdpsim::test;
+
+namespace {
+
+const std::chrono::milliseconds kTimeout(5000);
+
+// world 2, one (2, 8, 4) experts parameter, adapters a (r=3) and b (r=4).
+std::string moe_header(const std::string& profile, int experts = 2, int world = 2) {
+  return "world " + std::to_string(world) + "\nprofile " + profile + "\nlayer moe 8 4 experts=" + std::to_string(experts) +
+         "\nadapter a r=3 alpha=3 targets=moe init=random\nadapter b r=4 alpha=8 targets=moe init=random\n"
+         "fully_shard root\n---\n";
+}
+
+// Runs on thread ranks; the model (simulator) must observe the same.
+real::RealResult run_both(const std::string& text) {
+  SeqFile f = parse_seq(text, "<test>");
+  real::RealResult r = real::run_real(f, real::RankMode::Threads, kTimeout);
+  EXPECT_FALSE(r.infra_failure) << r.infra_message;
+  RunResult model = run_checked(f);
+  std::vector<std::string> diffs = compare_observations(model.observations, r.observations);
+  EXPECT_TRUE(diffs.empty()) << diffs.front();
+  return r;
+}
+
+// Deterministic values of the given shape.
+at::Tensor seeded(const std::vector<int64_t>& shape, double salt) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return at::sin(at::arange(n, at::kFloat) * 0.7 + salt).view(shape);
+}
+
+}  // namespace
+
+TEST(Experts, LayoutHasTheWrappedParameterAndLoraShapes) {
+  SeqFile f = parse_seq(moe_header("upstream"), "<test>");
+  real::Layout l = real::make_layout(f);
+  ASSERT_EQ(l.layers.size(), 1u);
+  const real::LayerSpec& ls = l.layers[0];
+  EXPECT_EQ(ls.experts, 2);
+  EXPECT_EQ(ls.bias, -1);
+  std::vector<std::string> names;
+  for (const auto& p : l.params) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"moe.weight", "moe.lora_A.a", "moe.lora_A.b", "moe.lora_B.a", "moe.lora_B.b"}));
+  const real::ParamSpec& w = l.params[ls.weight];
+  EXPECT_EQ(real::param_shape(l, w, w.rows), (std::vector<int64_t>{2, 8, 4}));
+  EXPECT_EQ(w.chunk_rows, 1);  // FSDP2 shards the experts dimension
+  const real::ParamSpec& a = l.params[ls.lora_a[0]];
+  const real::ParamSpec& b = l.params[ls.lora_b[1]];
+  EXPECT_EQ(real::param_shape(l, a, a.rows), (std::vector<int64_t>{6, 8}));  // (r*E, in)
+  EXPECT_EQ(real::param_shape(l, b, b.rows), (std::vector<int64_t>{4, 8}));  // (out, r*E)
+}
+
+TEST(Experts, EinsumDeltaEqualsThePerExpertComputation) {
+  for (int64_t experts : {1, 2, 3}) {
+    const int64_t r = 2, in = 5, out = 4;
+    at::Tensor a = seeded({r * experts, in}, 1), b = seeded({out, r * experts}, 2);
+    at::Tensor d = real::experts_einsum(a, b, experts);
+    ASSERT_EQ(d.sizes(), (std::vector<int64_t>{experts, in, out}));
+    EXPECT_TRUE(at::allclose(d, real::experts_delta_per_expert(a, b, experts)));
+    // And element by element, from the reshapes' definition.
+    auto A = a.accessor<float, 2>();
+    auto B = b.accessor<float, 2>();
+    auto D = d.accessor<float, 3>();
+    for (int64_t e = 0; e < experts; ++e)
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t o = 0; o < out; ++o) {
+          float s = 0;
+          for (int64_t k = 0; k < r; ++k) s += B[o][k * experts + e] * A[e * r + k][i];
+          EXPECT_NEAR(D[e][i][o], s, 1e-5);
+        }
+  }
+}
+
+TEST(Experts, LibtorchBroadcastsASizeOneRankDimension) {
+  // r=2, E=2 at world 2: rank 0 holds 2 rows of A, one per expert, and einsum
+  // broadcasts that size-1 subscript instead of raising.
+  at::Tensor d = real::experts_einsum(seeded({2, 8}, 1), seeded({2, 4}, 2), 2);
+  EXPECT_EQ(d.sizes(), (std::vector<int64_t>{2, 8, 2}));
+}
+
+TEST(Experts, ASizeOneRankSliceBroadcastsIntoAWrongDelta) {
+  // r=2, E=2 at world 2, upstream: each rank reads 2 rows of A (one per
+  // expert), einsum broadcasts them, and the delta is (2, 8, 2) from local
+  // rows: corrupt; merge then fails adding it to W's (1, 8, 4) shard.
+  SeqFile f = parse_seq(
+      "world 2\nprofile upstream\nlayer moe 8 4 experts=2\nadapter a r=2 alpha=2 targets=moe init=random\n"
+      "fully_shard root\n---\ndelta_weight moe\nmerge\n",
+      "<test>");
+  real::RealResult r = real::run_real(f, real::RankMode::Threads, kTimeout);
+  ASSERT_FALSE(r.infra_failure) << r.infra_message;
+  for (int rank = 0; rank < 2; ++rank) {
+    const Observation& d = obs_at(r.observations, 1, rank);
+    EXPECT_EQ(d.status, Status::Ok) << d.message;
+    EXPECT_EQ(d.deltas, (std::vector<DeltaObs>{{"a", WeightClass::Corrupt}}));
+    EXPECT_TRUE(d.collectives.empty());
+    const Observation& m = obs_at(r.observations, 2, rank);
+    EXPECT_EQ(m.status, Status::ShapeError);
+    EXPECT_EQ(m.message, "The size of tensor a (4) must match the size of tensor b (2) at non-singleton dimension 2");
+    EXPECT_EQ(m.layers.at(0).merged, std::vector<std::string>{});
+  }
+}
+
+TEST(Experts, UpstreamShardedReadRaisesLibtorchsShapeError) {
+  real::RealResult r = run_both(moe_header("upstream") + "delta_weight moe\nset_adapter b\ndelta_weight moe\nmerge\n");
+  for (int rank = 0; rank < 2; ++rank) {
+    const Observation& s1 = obs_at(r.observations, 1, rank);
+    EXPECT_EQ(s1.status, Status::ShapeError);
+    EXPECT_EQ(s1.message, "shape '[2, -1, 8]' is invalid for input of size 24");  // libtorch's own
+    EXPECT_TRUE(s1.collectives.empty());
+    EXPECT_TRUE(s1.deltas.empty());
+    const Observation& s3 = obs_at(r.observations, 3, rank);
+    EXPECT_EQ(s3.status, Status::ShapeError);
+    EXPECT_EQ(s3.message, "einsum(): subscript r has size 2 for operand 1 which does not broadcast with previously seen size 4");
+    const Observation& s4 = obs_at(r.observations, 4, rank);
+    EXPECT_EQ(s4.status, Status::ShapeError);
+    EXPECT_EQ(s4.layers.at(0).merged, std::vector<std::string>{});
+    EXPECT_EQ(s4.layers.at(0).stored, WeightClass::Exact);
+  }
+}
+
+TEST(Experts, UnmergePopsTheAdapterBeforeTheDeltaRaises) {
+  // Merged into U after an eval (full tensors), then the shard is registered again.
+  real::RealResult r = run_both(moe_header("upstream") + "set_adapter b\neval\nmerge\nreshard\nunmerge\n");
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(obs_at(r.observations, 3, rank).status, Status::Ok);
+    EXPECT_EQ(obs_at(r.observations, 3, rank).layers.at(0).merged, std::vector<std::string>{"b"});
+    const Observation& o = obs_at(r.observations, 5, rank);
+    EXPECT_EQ(o.status, Status::ShapeError);
+    EXPECT_EQ(o.message, "einsum(): subscript r has size 2 for operand 1 which does not broadcast with previously seen size 4");
+    EXPECT_EQ(o.layers.at(0).merged, std::vector<std::string>{});
+  }
+}
+
+TEST(Experts, PatchedGathersAThenBAndMergesExactly) {
+  real::RealResult r = run_both(moe_header("patched") + "delta_weight moe\nmerge\nunmerge\n");
+  for (int rank = 0; rank < 2; ++rank) {
+    const Observation& d = obs_at(r.observations, 1, rank);
+    ASSERT_EQ(d.status, Status::Ok) << d.message;
+    EXPECT_EQ(d.deltas, (std::vector<DeltaObs>{{"a", WeightClass::Exact}}));
+    ASSERT_EQ(d.collectives.size(), 2u);
+    EXPECT_EQ(d.collectives[0].count, 24);  // A (6, 8): 3 rows
+    EXPECT_EQ(d.collectives[1].count, 12);  // B (4, 6): 2 rows
+    EXPECT_EQ(d.collectives[0].group, "root");
+    const Observation& m = obs_at(r.observations, 2, rank);
+    ASSERT_EQ(m.status, Status::Ok) << m.message;
+    EXPECT_EQ(m.layers.at(0).merged, std::vector<std::string>{"a"});
+    EXPECT_EQ(m.layers.at(0).stored, WeightClass::Exact);
+    const Observation& u = obs_at(r.observations, 3, rank);
+    ASSERT_EQ(u.status, Status::Ok) << u.message;
+    EXPECT_EQ(u.layers.at(0).merged, std::vector<std::string>{});
+    EXPECT_EQ(u.layers.at(0).stored, WeightClass::Exact);
+  }
+}
+
+TEST(Experts, OneExpertWorksUnderBothProfiles) {
+  for (const char* profile : {"upstream", "patched"}) {
+    real::RealResult r = run_both(moe_header(profile, 1) + "delta_weight moe\nmerge\n");
+    for (int rank = 0; rank < 2; ++rank) {
+      const Observation& d = obs_at(r.observations, 1, rank);
+      ASSERT_EQ(d.status, Status::Ok) << profile << ": " << d.message;
+      EXPECT_EQ(d.deltas, (std::vector<DeltaObs>{{"a", WeightClass::Exact}}));
+      EXPECT_EQ(d.collectives.size(), 2u);
+      const Observation& m = obs_at(r.observations, 2, rank);
+      ASSERT_EQ(m.status, Status::Ok) << m.message;
+      EXPECT_EQ(m.layers.at(0).stored, WeightClass::Exact) << profile;
+    }
+  }
+}
+
+TEST(Experts, TrainStepSendsGradientsToTheActiveAdapter) {
+  real::RealResult r = run_both(
+      "world 2\nprofile upstream\nlayer lin0 6 8\nlayer moe 8 4 experts=2\nlayer lin1 4 2\n"
+      "adapter a r=3 alpha=3 targets=lin0,moe init=random\nadapter b r=2 alpha=4 targets=moe,lin1\n"
+      "fully_shard moe\nfully_shard root\n---\ntrain_step\nset_adapter b\ntrain_step\ntrain_step\n");
+  for (int rank = 0; rank < 2; ++rank) {
+    const Observation& s1 = obs_at(r.observations, 1, rank);
+    ASSERT_EQ(s1.status, Status::Ok) << s1.message;
+    EXPECT_EQ(*s1.grads, std::vector<std::string>{"a"});
+    for (int step : {3, 4}) {
+      const Observation& o = obs_at(r.observations, step, rank);
+      ASSERT_EQ(o.status, Status::Ok) << o.message;
+      EXPECT_EQ(*o.grads, std::vector<std::string>{"b"});
+    }
+  }
+}

@@ -1,0 +1,179 @@
+// Placement of parameters on real tensors (seed 001: a meta tensor where
+// accelerate's ram-efficient loading leaves no values, a tensor of the
+// parameter's dtype elsewhere), accelerate's prepare (broadcast from rank 0,
+// fully_shard, the optimizer), and the memory figures read off the tensors.
+#include <ATen/core/grad_mode.h>
+
+#include "real_backend/real_rank.hpp"
+#include "real_backend/values.hpp"
+
+namespace fsdpsim::real {
+namespace {
+
+DType dtype_of(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 ? DType::BF16 : DType::F32; }
+
+// Bytes a tensor holds: none on meta (shape only, no storage).
+int64_t bytes_of(const at::Tensor& t) { return t.is_meta() ? 0 : t.numel() * static_cast<int64_t>(t.element_size()); }
+
+// "each adapter with a non-zero figure, in declaration order, then base".
+std::vector<OwnerBytes> owners(const Layout& l, const std::vector<int64_t>& by) {
+  std::vector<OwnerBytes> out;
+  for (size_t a = 0; a < l.adapters.size(); ++a)
+    if (by[a] > 0) out.push_back({l.adapters[a].name, by[a]});
+  if (by.back() > 0) out.push_back({"base", by.back()});
+  return out;
+}
+
+}  // namespace
+
+// A parameter of the plain (not yet sharded) model: its full value, created on
+// cpu in fp32 (nn.Linear / LoraLayer.update_layer), registered under its name.
+void RealRank::create_param(int p, const std::vector<float>& full) {
+  const ParamSpec& ps = layout_->params[p];
+  RealParam& rp = params_[p];
+  rp.s = at::from_blob(const_cast<float*>(full.data()), param_shape(*layout_, ps, ps.rows), at::kFloat).clone();
+  rp.place = rp.s.detach().clone();
+  registry_[p] = rp.s;
+}
+
+// nn.Module.to(device, dtype) on one parameter: requires_grad kept. To meta the
+// values are gone (S becomes a meta leaf too); on cpu only the dtype changes,
+// the compute copy S keeping fp32. Never from meta to cpu: torch cannot copy
+// out of a meta tensor, and nothing here asks it to (prepare broadcasts instead).
+void RealRank::place_param(int p, bool meta, at::ScalarType dtype) {
+  RealParam& rp = params_[p];
+  if (meta) {
+    const bool rg = rp.s.requires_grad();
+    rp.place = at::empty(rp.place.sizes(), at::TensorOptions().device(at::kMeta).dtype(dtype));
+    rp.s = at::empty(rp.s.sizes(), at::TensorOptions().device(at::kMeta).dtype(at::kFloat)).requires_grad_(rg);
+    if (registry_[p].defined()) registry_[p] = rp.s;
+  } else if (!rp.place.is_meta()) {
+    rp.place = rp.place.to(dtype);
+  }
+}
+
+// tuners_utils.py::BaseTunerLayer._move_adapter_to_device_of_base_layer: for the
+// lora_A container, then lora_B, move the adapter to the base weight's device
+// and dtype, unless a meta parameter says to skip: upstream any present
+// adapter's in the container (#2834), patched only the adapter's own.
+void RealRank::move_adapter_to_device_of_base_layer(int layer, int adapter) {
+  const LayerSpec& ls = layout_->layers[layer];
+  const at::Tensor& w = params_[ls.weight].place;
+  const bool per_adapter = layout_->profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
+  for (const std::vector<int>* container : {&ls.lora_a, &ls.lora_b}) {
+    const int p = (*container)[adapter];
+    bool skip = false;
+    if (per_adapter) {
+      skip = params_[p].place.is_meta();
+    } else {
+      for (int q : *container) skip = skip || (q >= 0 && registry_[q].defined() && params_[q].place.is_meta());
+    }
+    if (!skip) place_param(p, w.is_meta(), w.scalar_type());
+  }
+}
+
+// lora/model.py::LoraModel._create_and_replace -> LoraLayer.update_layer per
+// targeted layer: fresh (or loaded) A and B on cpu in fp32, moved to the base
+// layer's device; then peft_model.py's _cast_adapter_dtype (autocast_adapter_dtype)
+// turns the adapter's bf16 parameters back to fp32, wherever they are.
+void RealRank::create_adapter(int adapter, bool load) {
+  for (size_t l = 0; l < layout_->layers.size(); ++l) {
+    const LayerSpec& ls = layout_->layers[l];
+    if (ls.lora_a[adapter] < 0) continue;
+    for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) create_param(p, initial_values(*layout_, seed_, p, load));
+    move_adapter_to_device_of_base_layer(static_cast<int>(l), adapter);
+  }
+  for (const auto& ls : layout_->layers) {
+    if (ls.lora_a[adapter] < 0) continue;
+    for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
+      if (layout_->autocast_adapter_dtype && params_[p].place.scalar_type() == at::kBFloat16)
+        place_param(p, params_[p].place.is_meta(), at::kFloat);
+      // A wrapped adapter deleted and added again after prepare: its name is
+      // still in an FSDP group, which goes on gathering that name's shard (as the model does).
+      if (!prepared_ || layout_->params[p].group < 0 || params_[p].s.is_meta()) continue;
+      at::Tensor full = params_[p].s.detach().contiguous().reshape({-1});
+      params_[p].s = chunk_of(std::vector<float>(full.data_ptr<float>(), full.data_ptr<float>() + full.numel()), layout_->params[p]);
+      params_[p].place = params_[p].s.detach().to(params_[p].place.scalar_type());
+      registry_[p] = params_[p].s;
+    }
+  }
+}
+
+// accelerate/utils/fsdp_utils.py::fsdp2_prepare_model. With ram-efficient
+// loading, fsdp2_load_full_state_dict first: rank 0 broadcasts each present
+// parameter in state-dict order and every rank adopts its values in its own
+// dtype (a rank whose copy has another dtype is a mismatch, caught by the
+// fingerprint before gloo sees the buffers). Then fully_shard keeps each
+// managed parameter's padded dim-0 chunk, and the optimizer is built over the
+// trainable S objects (fsdp2_switch_optimizer_parameters).
+void RealRank::prepare_model() {
+  at::NoGradGuard ng;
+  const size_t n = params_.size();
+  if (layout_->loading == Loading::RamEfficient) {
+    for (size_t p = 0; p < n; ++p) {
+      if (!registry_[p].defined()) continue;
+      RealParam& rp = params_[p];
+      const ParamSpec& ps = layout_->params[p];
+      // Rank 0 sends its tensor; the others receive into a buffer (their own tensor may be meta).
+      at::Tensor mine = rp.s.is_meta() ? at::zeros({ps.rows * ps.cols}) : rp.s.detach();
+      at::Tensor got = comm_->broadcast(mine, static_cast<int>(p), dtype_of(rp.place), step_).view(param_shape(*layout_, ps, ps.rows));
+      const bool rg = rp.s.requires_grad();
+      rp.s = got.clone().requires_grad_(rg);
+      rp.place = got.to(rp.place.scalar_type());
+      registry_[p] = rp.s;
+    }
+  }
+  for (size_t p = 0; p < n; ++p) {
+    const ParamSpec& ps = layout_->params[p];
+    RealParam& rp = params_[p];
+    if (ps.group < 0 || !registry_[p].defined()) continue;
+    at::Tensor full = rp.s.detach().contiguous().reshape({-1});
+    std::vector<float> v(full.data_ptr<float>(), full.data_ptr<float>() + full.numel());
+    const bool rg = rp.s.requires_grad();
+    rp.s = chunk_of(v, ps).requires_grad_(rg);
+    rp.place = rp.s.detach().to(rp.place.scalar_type());
+    registry_[p] = rp.s;
+  }
+  prepared_ = true;
+  prepare_optimizer();
+}
+
+// The unsharded copies alive now: every UNSHARDED group's all-gather output,
+// padded shard numel * world per parameter, in U's dtype; the op's peak is kept.
+void RealRank::note_unsharded_peak() {
+  std::vector<int64_t> by(layout_->adapters.size() + 1, 0);
+  int64_t total = 0;
+  for (size_t g = 0; g < layout_->groups.size(); ++g) {
+    if (!unsharded_[g]) continue;
+    for (int p : layout_->groups[g].params) {
+      const RealParam& rp = params_[p];
+      if (!rp.u.defined()) continue;
+      int64_t b = rp.s.numel() * layout_->world * static_cast<int64_t>(rp.u.element_size());
+      int a = layout_->params[p].adapter;
+      by[a >= 0 ? static_cast<size_t>(a) : by.size() - 1] += b;
+      total += b;
+    }
+  }
+  if (total <= peak_total_) return;
+  peak_total_ = total;
+  peak_owners_ = owners(*layout_, by);
+}
+
+// The shards this rank holds: each present parameter's S (this rank's padded
+// chunk when FSDP manages it, else the whole tensor) in its dtype; meta holds
+// nothing. Before prepare a parameter that fully_shard will manage is still
+// whole; it counts as the chunk it will keep (the spec's figure, as the model's).
+std::vector<OwnerBytes> RealRank::sharded_bytes() const {
+  std::vector<int64_t> by(layout_->adapters.size() + 1, 0);
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (!registry_[p].defined()) continue;
+    const ParamSpec& ps = layout_->params[p];
+    const at::Tensor& t = params_[p].place;
+    int64_t b = bytes_of(t);
+    if (!prepared_ && ps.group >= 0 && !t.is_meta()) b = ps.chunk_numel() * static_cast<int64_t>(t.element_size());
+    by[ps.adapter >= 0 ? static_cast<size_t>(ps.adapter) : by.size() - 1] += b;
+  }
+  return owners(*layout_, by);
+}
+
+}  // namespace fsdpsim::real
