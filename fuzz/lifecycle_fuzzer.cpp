@@ -38,6 +38,9 @@ const char* seed_of(const SeqFile& f, const std::string& sig, int step) {
   if (sig == "S4:save_optimizer:key_error")
     for (int i = 0; i + 1 < step; ++i)
       if (f.ops[i].kind == OpKind::Eval) return "004";
+  if (sig == "S5:mismatch" && f.ops[step - 1].kind == OpKind::Prepare) return "001";  // broadcasts at prepare
+  if (sig.rfind("S7:", 0) == 0) return "002";                                          // sharded get_delta_weight
+  if (sig == "S6:save_adapters:ok") return "003";                                      // a shard-only save
   return nullptr;
 }
 

@@ -54,6 +54,15 @@ Scenario decode_scenario(FuzzedDataProvider& p) {
     if (p.ConsumeBool()) s.shards.push_back({{kLayerNames[l]}, rafs[p.ConsumeIntegralInRange<int>(0, 2)], {}});
   s.shards.push_back({{"root"}, rafs[p.ConsumeIntegralInRange<int>(0, 2)], {}});
   s.optimizer = p.ConsumeIntegralInRange<int>(0, 4) == 0 ? OptimizerParams::AllLora : OptimizerParams::Trainable;
+  // ParamWrapper targets and ram-efficient loading (seeds 001, 002); keep_valid
+  // puts a prepare first when the loading needs one.
+  for (auto& l : s.layers)
+    if (p.ConsumeIntegralInRange<int>(0, 7) == 0) l.experts = p.ConsumeIntegralInRange<int>(1, 3);
+  if (p.ConsumeIntegralInRange<int>(0, 5) == 0) {
+    s.loading = Loading::RamEfficient;
+    s.dtype = p.ConsumeBool() ? DType::BF16 : DType::F32;
+    s.autocast_adapter_dtype = p.ConsumeBool();
+  }
   return s;
 }
 

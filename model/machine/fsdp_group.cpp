@@ -35,14 +35,14 @@ void RankModel::unshard(int g) {
     ps.grad_u = false;
   }
   gs.sharded = ShardedState::Unsharded;
-  note_unsharded(group_unsharded_bytes(g));
+  note_unsharded(g, true);
 }
 
 // _fsdp_param.py::FSDPParam.to_sharded: registers S again and frees U's storage.
 // Nothing is written back: a requires_grad flip or a data edit made on U since
 // the all-gather is simply dropped.
 void RankModel::to_sharded(int g) {
-  if (st_.groups[g].sharded == ShardedState::Unsharded) note_unsharded(-group_unsharded_bytes(g));
+  if (st_.groups[g].sharded == ShardedState::Unsharded) note_unsharded(g, false);
   st_.groups[g].sharded = ShardedState::Sharded;
 }
 

@@ -8,12 +8,18 @@ namespace fsdpsim {
 // transformers + accelerate's fsdp_cpu_ram_efficient_loading: only rank 0
 // loads real base weights; the other ranks hold meta tensors until prepare.
 void RankModel::place_base_params() {
+  if (default_placement()) return;  // ParamState's defaults: cpu, fp32
   const bool meta = topo_->loading == Loading::RamEfficient && rank_ != 0;
   for (size_t p = 0; p < topo_->params.size(); ++p) {
     if (topo_->params[p].adapter >= 0) continue;
     st_.params[p].device = meta ? Device::Meta : Device::Cpu;
     st_.params[p].dtype = topo_->dtype;
   }
+}
+
+// Every parameter on cpu in fp32, whatever moves happen.
+bool RankModel::default_placement() const {
+  return topo_->loading == Loading::Full && topo_->dtype == DType::F32;
 }
 
 // A new adapter's A and B start on cpu in fp32;
@@ -24,6 +30,7 @@ void RankModel::place_base_params() {
 // adapter's own parameters only. tuners_utils.py::BaseTuner._cast_adapter_dtype
 // then casts bf16 adapter weights to fp32 unless autocast_adapter_dtype=False.
 void RankModel::place_new_adapter(int adapter) {
+  if (default_placement()) return;
   const bool per_adapter = topo_->profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
   for (const auto& li : topo_->layers) {
     if (li.A[adapter] < 0) continue;
@@ -85,25 +92,20 @@ Collective RankModel::collective_of(const CollRecord& c) const {
   return out;
 }
 
-// FSDP2's all-gather output: world padded shards, fp32.
-int64_t RankModel::group_unsharded_bytes(int g) const {
-  int64_t n = 0;
-  for (int p : topo_->groups[g].params) n += topo_->params[p].shard_numel;
-  return n * topo_->world * 4;
-}
-
-void RankModel::note_unsharded(int64_t delta) {
-  st_.unsharded_now += delta;
+// Only the total and which groups were unsharded are kept at a new peak; the
+// per-owner split is computed when an observation asks for it.
+void RankModel::note_unsharded(int g, bool unsharded) {
+  const int64_t bytes = topo_->groups[g].numel * topo_->world * 4;
+  if (unsharded) {
+    st_.unsharded_now += bytes;
+    st_.unsharded_groups |= 1u << g;
+  } else {
+    st_.unsharded_now -= bytes;
+    st_.unsharded_groups &= ~(1u << g);
+  }
   if (st_.unsharded_now <= st_.unsharded_peak) return;
   st_.unsharded_peak = st_.unsharded_now;
-  st_.peak_by_owner.fill(0);
-  for (size_t g = 0; g < topo_->groups.size(); ++g) {
-    if (st_.groups[g].sharded != ShardedState::Unsharded) continue;
-    for (int p : topo_->groups[g].params) {
-      int a = topo_->params[p].adapter;
-      st_.peak_by_owner[a < 0 ? kMaxAdapters : a] += topo_->params[p].shard_numel * topo_->world * 4;
-    }
-  }
+  st_.peak_groups = st_.unsharded_groups;
 }
 
 namespace {
@@ -128,6 +130,16 @@ std::vector<OwnerBytes> RankModel::sharded_bytes() const {
   return by_owner(*topo_, v);
 }
 
-std::vector<OwnerBytes> RankModel::peak_unsharded() const { return by_owner(*topo_, st_.peak_by_owner); }
+std::vector<OwnerBytes> RankModel::peak_unsharded() const {
+  std::array<int64_t, kMaxAdapters + 1> v{};
+  for (size_t g = 0; g < topo_->groups.size(); ++g) {
+    if (!((st_.peak_groups >> g) & 1)) continue;
+    for (int p : topo_->groups[g].params) {
+      int a = topo_->params[p].adapter;
+      v[a < 0 ? kMaxAdapters : a] += topo_->params[p].shard_numel * topo_->world * 4;
+    }
+  }
+  return by_owner(*topo_, v);
+}
 
 }  // namespace fsdpsim

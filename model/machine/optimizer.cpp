@@ -9,7 +9,8 @@ namespace fsdpsim {
 void RankModel::prepare_optimizer() {
   st_.optimizer.clear();
   for (size_t p = 0; p < topo_->params.size(); ++p) {
-    const ParamState& ps = st_.params[p];
+    ParamState& ps = st_.params[p];
+    ps.recreated = false;
     if (!ps.present) continue;
     bool take = topo_->optimizer == OptimizerParams::Trainable ? ps.rg_s : topo_->params[p].adapter >= 0;
     if (take) st_.optimizer.push_back(static_cast<int>(p));
@@ -17,8 +18,12 @@ void RankModel::prepare_optimizer() {
 }
 
 // An optimizer object is found by identity among model.named_parameters() only
-// while its S is the registered object.
-bool RankModel::is_registered_s(int param) const { return st_.params[param].present && !is_registered_u(param); }
+// while its S is the registered object; an adapter added again after a delete
+// brings new Parameter objects the optimizer never saw.
+bool RankModel::is_registered_s(int param) const {
+  const ParamState& ps = st_.params[param];
+  return ps.present && !ps.recreated && !is_registered_u(param);
+}
 
 int RankModel::optimizer_missing(int* first_index) const {
   int missing = 0;

@@ -123,6 +123,7 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load) {
     for (int p : {li.A[adapter], li.B[adapter]}) {
       ParamState& ps = st_.params[p];
       ps.present = true;
+      ps.recreated = true;
       ps.rg_s = false;
       ps.ver_s = load ? 0x100u : 0u;  // loaded weights differ from a fresh init
     }

@@ -51,8 +51,8 @@ const OpResult& RankModel::apply(const Op& op) {
   res_.grads = 0;
   res_.deltas = 0;
   res_.corrupt_deltas = 0;
-  st_.unsharded_peak = -1;  // the op's peak starts at what is alive now
-  note_unsharded(0);
+  st_.unsharded_peak = st_.unsharded_now;  // the op's peak starts at what is alive now
+  st_.peak_groups = st_.unsharded_groups;
   auto adapter = [&]() { return __builtin_ctz(mask_of(op.names)); };
   switch (op.kind) {
     case OpKind::Forward: op_forward(true); break;

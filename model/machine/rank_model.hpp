@@ -145,8 +145,9 @@ class RankModel {
   std::string wrapper_read_error(int layer, int adapter) const;  // "" when the read succeeds
   std::string wrapper_add_error(int layer, int adapter) const;
   // --- memory (loading.cpp) ---
-  int64_t group_unsharded_bytes(int g) const;
-  void note_unsharded(int64_t delta);
+  bool default_placement() const;
+  // Group g's all-gather output (world padded shards, fp32) comes or goes.
+  void note_unsharded(int g, bool unsharded);
   std::vector<OwnerBytes> sharded_bytes() const;
   std::vector<OwnerBytes> peak_unsharded() const;
   // --- training (rank_model.cpp) ---

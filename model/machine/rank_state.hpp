@@ -31,6 +31,7 @@ struct WeightContent {
 // S always exists; U exists from the group's first unshard on.
 struct ParamState {
   bool present = true;  // registered in the module tree (false: deferred, or deleted)
+  bool recreated = false;  // a new Parameter object since the optimizer was built (add after delete)
   bool rg_s = false, rg_u = false;
   bool grad_s = false, grad_u = false;
   uint32_t ver_s = 0, ver_u = 0;  // LoRA values: bumped by optimizer updates and loads
@@ -78,10 +79,10 @@ struct RankState {
   uint8_t saved_adapters = 0;       // adapters written by the last save_adapters
   std::vector<uint32_t> saved_ver;  // per param: the values saved
   std::vector<int64_t> saved_rows;  // per param: rows rank 0's checkpoint holds (-1: not saved)
-  // Bytes of unsharded copies alive now, and at the op's peak (per owner:
-  // adapters in order, then base at index kMaxAdapters).
+  // Bytes of unsharded copies alive now, and at the op's peak (with the groups
+  // unsharded at that moment, bit g = group g).
   int64_t unsharded_now = 0, unsharded_peak = 0;
-  std::array<int64_t, kMaxAdapters + 1> peak_by_owner{};
+  uint32_t unsharded_groups = 0, peak_groups = 0;
   PendingGraph graph;
 };
 

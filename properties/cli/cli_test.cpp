@@ -120,3 +120,20 @@ TEST(Cli, RandomIsReproducibleFromThePrintedSeed) {
   EXPECT_NE(all.out.find(third.out), std::string::npos);
   EXPECT_EQ(run("random --count 3").code, 3);
 }
+
+TEST(Cli, CostPrintsPerRankPerAdapterAndBothBackendsAgree) {
+  std::string f = write("cost.seq",
+                        "world 2\nlayer lin0 8 8\nadapter a r=4 targets=lin0\nadapter b r=4 targets=lin0\n"
+                        "fully_shard root reshard_after_forward=true\n---\ntrain_step\n");
+  Result r = run("cost " + f);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("rank  owner  sharded bytes  all_gather bytes/step  reduce_scatter bytes/step  peak unsharded bytes"),
+            std::string::npos) << r.out;
+  // b is frozen: gathered (twice: forward, then backward after the reshard) but not reduced.
+  EXPECT_NE(r.out.find("1     b      128            512                    0                          256"), std::string::npos)
+      << r.out;
+  Result both = run("cost " + f + " --backend both");
+  EXPECT_EQ(both.code, 0) << both.out;
+  EXPECT_NE(both.out.find("real backend: the same figures"), std::string::npos) << both.out;
+  EXPECT_EQ(run("cost").code, 3);
+}
