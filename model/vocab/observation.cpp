@@ -393,6 +393,20 @@ std::string placement_cell(const Observation& o) {
   return out.empty() ? "-" : out;
 }
 
+// What delta_weight computed and what save_adapters wrote, when the op did.
+std::string detail_cell(const Observation& o) {
+  std::string out;
+  for (const auto& d : o.deltas) out += (out.empty() ? "delta " : " ") + d.adapter + ":" + weight_class_name(d.value);
+  if (!o.saved.empty()) {
+    int64_t rows = 0, full = 0;
+    for (const auto& sv : o.saved) rows += sv.rows, full += sv.full_rows;
+    out += (out.empty() ? "" : " ") + std::string("saved ") + std::to_string(o.saved.size()) + " tensors, " +
+           std::to_string(rows) + "/" + std::to_string(full) + " rows";
+  }
+  if (!o.reload_diff.empty()) out += (out.empty() ? "" : " ") + std::string("reload differs: ") + names_set_text(o.reload_diff);
+  return out.empty() ? "-" : out;
+}
+
 std::string status_cell(const Observation& o) {
   std::string s = status_name(o.status);
   if (o.status == Status::KeyError) s += " " + std::to_string(o.index) + " (" + std::to_string(o.opt_missing) + "/" + std::to_string(o.opt_total) + ")";
@@ -402,16 +416,21 @@ std::string status_cell(const Observation& o) {
 }  // namespace
 
 void print_table(std::ostream& os, const std::vector<Observation>& obs) {
-  bool placed = false;
-  for (const auto& o : obs) placed = placed || placement_cell(o) != "-";
+  bool placed = false, detail = false;
+  for (const auto& o : obs) {
+    placed = placed || placement_cell(o) != "-";
+    detail = detail || detail_cell(o) != "-";
+  }
   std::vector<std::string> head = {"step", "rank", "op", "status", "grads", "S.requires_grad", "groups", "merged", "collectives"};
   if (placed) head.push_back("placement");
+  if (detail) head.push_back("detail");
   std::vector<std::vector<std::string>> rows;
   for (const auto& o : obs) {
     rows.push_back({std::to_string(o.step), std::to_string(o.rank), o.op, status_cell(o),
                     o.grads ? names_set_text(*o.grads) : "", trainable_cell(o), groups_cell(o), layers_cell(o),
                     colls_cell(o)});
     if (placed) rows.back().push_back(placement_cell(o));
+    if (detail) rows.back().push_back(detail_cell(o));
   }
   rows.insert(rows.begin(), head);
   print_aligned(os, rows);
