@@ -229,7 +229,13 @@ class ProcessPool : public RealRanks::Impl {
             replies[r] = buffers[r].substr(8, len);
             done[r] = true;
             --remaining;
-            if (replies[r].empty() || replies[r][0] != 'R') return fail(res, replies[r].empty() ? "empty reply" : replies[r].substr(1));
+            if (replies[r].empty() || replies[r][0] != 'R') {
+              // A peer that died makes the others' collectives fail too: name the cause.
+              std::string why = replies[r].empty() ? "empty reply" : replies[r].substr(1);
+              int dead = dead_peer(r);
+              if (dead >= 0) why = "rank " + std::to_string(dead) + " died (exit " + exit_text(dead) + "); " + why;
+              return fail(res, why);
+            }
           }
         }
       }
@@ -245,6 +251,20 @@ class ProcessPool : public RealRanks::Impl {
     res.infra_message = why;
     stop();
     return res;
+  }
+
+  // A rank other than `except` that has exited, waiting up to 500 ms for one
+  // (a crash reaches the peers' sockets before its parent sees it exit).
+  int dead_peer(int except) {
+    for (int i = 0; i < 500; ++i) {
+      for (int r = 0; r < world_; ++r) {
+        if (r == except || pids_.empty() || pids_[r] <= 0) continue;
+        siginfo_t info{};
+        if (::waitid(P_PID, static_cast<id_t>(pids_[r]), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0) return r;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return -1;
   }
 
   std::string exit_text(int r) {

@@ -182,6 +182,7 @@ void RealRank::op_save_adapters(const Op& op) {
   const int world = layout_->world, rank = comm_->rank();
   saved_adapters_ = names;
   saved_values_.assign(params_.size(), at::Tensor());
+  saved_file_.assign(params_.size(), at::Tensor());
   saved_rows_.assign(params_.size(), -1);
   // The state dict's keys come in model.state_dict() order.
   for (size_t p = 0; p < params_.size(); ++p) {
@@ -191,10 +192,15 @@ void RealRank::op_save_adapters(const Op& op) {
     const bool local = !gather && ps.group >= 0 && world > 1;
     // The unpadded local rows of a rank's padded chunk (FSDPParam._sharded_param_data).
     auto local_rows = [&](int r) { return std::max<int64_t>(0, std::min<int64_t>(ps.chunk_rows, ps.rows - r * ps.chunk_rows)); };
-    at::Tensor mine = local ? sv.detach().narrow(0, 0, local_rows(rank)) : sv.detach();
+    // With the gather (DCP full_state_dict) every rank all-gathers each managed
+    // tensor; the file holds the full values.
+    at::Tensor mine = local ? sv.detach().narrow(0, 0, local_rows(rank))
+                      : (gather && ps.group >= 0) ? gather_full(static_cast<int>(p))
+                                                  : sv.detach();
     const DType dt = params_[p].place.scalar_type() == at::kBFloat16 ? DType::BF16 : DType::F32;
-    saved_obs_.push_back({ps.name, local ? mine.size(0) : ps.rows, ps.rows, dt});
+    saved_obs_.push_back({ps.name, mine.size(0), ps.rows, dt});
     saved_values_[p] = sv.detach().clone();
+    saved_file_[p] = mine.clone();
     saved_rows_[p] = local ? local_rows(0) : ps.rows;
   }
 }
@@ -220,8 +226,18 @@ void RealRank::op_load_adapters() {
   }
   for (size_t p = 0; p < params_.size(); ++p) {
     if (saved_rows_[p] < 0 || !registry_[p].defined()) continue;
-    params_[p].s.variable_data().copy_(saved_values_[p]);
-    if (!at::equal(params_[p].s.detach(), saved_values_[p])) reload_diff_.push_back(layout_->params[p].name);
+    // This rank's padded chunk of the full tensor in the file (a plain
+    // tensor's file value is the whole tensor), compared with what S held at save.
+    const ParamSpec& ps = layout_->params[p];
+    at::Tensor v = saved_file_[p];
+    if (ps.group >= 0 && layout_->world > 1) {
+      at::Tensor chunk = at::zeros_like(params_[p].s.detach());
+      const int64_t lo = comm_->rank() * ps.chunk_rows, n = std::max<int64_t>(0, std::min<int64_t>(ps.chunk_rows, ps.rows - lo));
+      if (n > 0) chunk.narrow(0, 0, n).copy_(v.narrow(0, lo, n).view_as(chunk.narrow(0, 0, n)));
+      v = chunk;
+    }
+    params_[p].s.variable_data().copy_(v.view_as(params_[p].s));
+    if (!at::equal(params_[p].s.detach(), saved_values_[p])) reload_diff_.push_back(ps.name);
   }
 }
 

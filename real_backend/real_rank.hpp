@@ -133,6 +133,7 @@ class RealRank {
   // rows it can restore (its chunk of the saved full values) and rank 0's shapes
   uint32_t saved_adapters_ = 0;
   std::vector<at::Tensor> saved_values_;  // per param: this rank's S when saved, in its dtype
+  std::vector<at::Tensor> saved_file_;    // per param: the tensor its state dict held (local rows or full)
   std::vector<int64_t> saved_rows_;       // per param: rows of rank 0's saved tensor (-1: not saved)
   std::vector<SavedObs> saved_obs_;       // this op's Observation.saved
   std::vector<std::string> reload_diff_;  // this op's Observation.reload_diff

@@ -197,11 +197,14 @@ void RankModel::op_save_adapters(const Op& op) {
   }
   reshard_all();
   st_.saved_adapters = names;
+  const bool gather = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
   for (size_t p = 0; p < topo_->params.size(); ++p) {
     int a = topo_->params[p].adapter;
     bool saved = a >= 0 && ((names >> a) & 1) && st_.params[p].present;
     st_.saved_ver[p] = st_.params[p].ver_s;
     st_.saved_rows[p] = saved ? saved_rows(static_cast<int>(p), 0) : -1;
+    // DCP's full state dict all-gathers each managed tensor (DTensor.full_tensor).
+    if (saved && gather && topo_->params[p].group >= 0) gather_one(static_cast<int>(p), CollRecord::kNowhere, -1, a);
   }
 }
 
