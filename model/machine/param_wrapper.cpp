@@ -61,8 +61,9 @@ std::string RankModel::wrapper_read_error(int layer, int adapter) const {
   if (rb == 0)
     return "cannot reshape tensor of 0 elements into shape [0, -1, " + e +
            "] because the unspecified dimension size -1 can be any value and is ambiguous";
-  if (ra / E == 1 || ra / E == r) return "";  // einsum broadcasts size 1
-  return "einsum(): subscript r has size " + std::to_string(ra / E) +
+  const int64_t k = ra / E;
+  if (k == 1 || k == r || r == 1) return "";  // einsum broadcasts a size-1 subscript (either operand's)
+  return "einsum(): subscript r has size " + std::to_string(k) +
          " for operand 1 which does not broadcast with previously seen size " + std::to_string(r);
 }
 

@@ -60,6 +60,14 @@ TEST(ParamWrapper, UpstreamSizeOneSliceBroadcastsIntoAWrongDelta) {
   EXPECT_EQ(m.message, "The size of tensor a (4) must match the size of tensor b (2) at non-singleton dimension 2");
 }
 
+// r = 1: B's r dimension has size 1 and broadcasts against a rank's 0 rows of A.
+TEST(ParamWrapper, UpstreamRankOneBroadcastsAgainstAnEmptyShard) {
+  RunResult r = simulate("world 3\nlayer lin0 8 8\nlayer moe 8 20 experts=2\nadapter default r=1 targets=moe\n"
+                         "fully_shard moe\nfully_shard root\n---\ndelta_weight moe\nmerge\n");
+  EXPECT_EQ(obs_at(r, 1, 2).deltas, (std::vector<DeltaObs>{{"default", WeightClass::Corrupt}}));  // A: 0 of 2 rows
+  EXPECT_EQ(obs_at(r, 2, 2).message, "The size of tensor a (20) must match the size of tensor b (6) at non-singleton dimension 2");
+}
+
 TEST(ParamWrapper, UpstreamMergeStopsAtTheExpertsLayer) {
   RunResult r = simulate(experts("upstream", 2, 3) + "merge\n");
   const Observation& o = obs_at(r, 1, 0);
