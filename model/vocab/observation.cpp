@@ -297,7 +297,7 @@ void print_json(std::ostream& os, const Observation& o) {
     }
     os << "]";
   }
-  if (o.op.find("load_adapters") != std::string::npos) {
+  if (!o.reload_diff.empty()) {
     os << ",\"reload_diff\":";
     json_names(os, o.reload_diff);
   }
