@@ -55,7 +55,7 @@ std::string file_name(std::string sig) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   SeqFile f = fuzz::decode(data, size);
   if (f.ops.empty()) return 0;
-  Topology topo = compile_topology(f.scenario, wrapped_at_prepare(f));
+  Topology topo = compile_topology(f);
   Simulator sim(topo);
   RunOptions opt;
   opt.hash_observations = false;

@@ -26,7 +26,7 @@ struct OneRank {
   std::unique_ptr<RankModel> model;
   explicit OneRank(const std::string& header, int rank = 0) {
     file = parse_seq(header, "<test>");
-    topo = std::make_unique<Topology>(compile_topology(file.scenario, wrapped_at_prepare(file)));
+    topo = std::make_unique<Topology>(compile_topology(file));
     model = std::make_unique<RankModel>(*topo, rank);
   }
   Op parse_op(const std::string& line) const { return parse_seq(print_scenario(file.scenario) + "---\n" + line + "\n", "<test>").ops.at(0); }

@@ -160,9 +160,8 @@ void RealRank::note_unsharded_peak() {
 }
 
 // The shards this rank holds: each present parameter's S (this rank's padded
-// chunk when FSDP manages it, else the whole tensor) in its dtype; meta holds
-// nothing. Before prepare a parameter that fully_shard will manage is still
-// whole; it counts as the chunk it will keep (the spec's figure, as the model's).
+// chunk when FSDP manages it, else the whole tensor; before prepare every
+// parameter is whole) in its dtype; meta holds nothing.
 std::vector<OwnerBytes> RealRank::sharded_bytes() const {
   std::vector<int64_t> by(layout_->adapters.size() + 1, 0);
   for (size_t p = 0; p < params_.size(); ++p) {
@@ -170,7 +169,6 @@ std::vector<OwnerBytes> RealRank::sharded_bytes() const {
     const ParamSpec& ps = layout_->params[p];
     const at::Tensor& t = params_[p].place;
     int64_t b = bytes_of(t);
-    if (!prepared_ && ps.group >= 0 && !t.is_meta()) b = ps.chunk_numel() * static_cast<int64_t>(t.element_size());
     by[ps.adapter >= 0 ? static_cast<size_t>(ps.adapter) : by.size() - 1] += b;
   }
   return owners(*layout_, by);

@@ -253,7 +253,7 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
 }
 
 RunResult run_checked(const SeqFile& f) {
-  Topology topo = compile_topology(f.scenario, wrapped_at_prepare(f));
+  Topology topo = compile_topology(f);
   Simulator a(topo), b(topo);
   RunResult first = a.run(f.ops);
   RunResult second = b.run(f.ops);

@@ -75,6 +75,7 @@ void RankModel::op_prepare() {
     }
   }
   for (auto& ps : st_.params) ps.device = Device::Cpu;
+  st_.prepared = true;
   prepare_optimizer();
 }
 
@@ -124,7 +125,8 @@ std::vector<OwnerBytes> RankModel::sharded_bytes() const {
     const ParamInfo& pi = topo_->params[p];
     const ParamState& ps = st_.params[p];
     if (!ps.present || ps.device == Device::Meta) continue;
-    int64_t n = pi.group >= 0 ? pi.shard_numel : static_cast<int64_t>(pi.dim0) * pi.rest;
+    // Until prepare runs fully_shard every parameter is whole.
+    int64_t n = pi.group >= 0 && st_.prepared ? pi.shard_numel : static_cast<int64_t>(pi.dim0) * pi.rest;
     v[pi.adapter < 0 ? kMaxAdapters : pi.adapter] += n * dtype_bytes(ps.dtype);
   }
   return by_owner(*topo_, v);

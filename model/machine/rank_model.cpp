@@ -22,6 +22,7 @@ void RankModel::reset() {
     int a = topo_->params[p].adapter;
     st_.params[p].present = a < 0 || !topo_->adapters[a].deferred;
   }
+  st_.prepared = !topo_->explicit_prepare;
   place_base_params();
   st_.active = 1;  // the first adapter (get_peft_model's) is active
   // Each injection ends with set_adapter(active, inference_mode=<new config's>)

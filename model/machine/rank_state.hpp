@@ -74,6 +74,7 @@ struct RankState {
   uint8_t active = 0;          // BaseTuner.active_adapter (mask)
   uint8_t inference_mode = 0;  // per adapter config inference_mode (mask)
   bool disabled = false;       // inside `with disable_adapter()`
+  bool prepared = true;        // fully_shard has run (false until an explicit prepare op)
   std::vector<int> optimizer;  // param indices whose S objects the optimizer holds, in pid order
   bool has_opt_ckpt = false;
   uint8_t saved_adapters = 0;       // adapters written by the last save_adapters

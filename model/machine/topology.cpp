@@ -141,4 +141,10 @@ Topology compile_topology(const Scenario& s, int wrapped) {
   return t;
 }
 
+Topology compile_topology(const SeqFile& f) {
+  Topology t = compile_topology(f.scenario, wrapped_at_prepare(f));
+  t.explicit_prepare = prepare_index(f) >= 0;
+  return t;
+}
+
 }  // namespace fsdpsim

@@ -8,6 +8,7 @@
 
 #include "model/vocab/profile.hpp"
 #include "model/vocab/scenario.hpp"
+#include "model/vocab/seq.hpp"
 
 namespace fsdpsim {
 
@@ -55,6 +56,7 @@ struct Topology {
   Loading loading = Loading::Full;
   DType dtype = DType::F32;
   bool autocast_adapter_dtype = true;
+  bool explicit_prepare = false;  // the ops start before prepare (the parameters are whole)
 
   int n_adapters() const { return static_cast<int>(adapters.size()); }
   int group_index(const std::string& module) const;
@@ -69,5 +71,8 @@ int64_t local_rows(int64_t dim0, int world, int rank);
 // `wrapped`: adapters in the model when fully_shard runs (bit a = adapter a;
 // wrapped_at_prepare(SeqFile)); -1: the non-deferred ones.
 Topology compile_topology(const Scenario& s, int wrapped = -1);
+// The file's scenario, with the adapters its ops load before `prepare`, and
+// whether the ops start on the plain model (an explicit `prepare`).
+Topology compile_topology(const SeqFile& f);
 
 }  // namespace fsdpsim

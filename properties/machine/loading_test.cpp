@@ -32,6 +32,9 @@ TEST(Loading, UpstreamContainerCheckLeavesTheSecondAdapterOnCpuInFp32) {
   EXPECT_EQ(placed(r1, "lin0.lora_A.reference"), "meta/bf16");
   EXPECT_EQ(placed(r1, "lin0.lora_A.policy"), "cpu/fp32");  // the thread's printout on rank 1
   EXPECT_EQ(placed(r1, "lin1.lora_B.policy"), "cpu/fp32");
+  // Before prepare every tensor is whole: bf16 on rank 0, nothing on meta, policy's fp32 on rank 1.
+  EXPECT_EQ(owner_bytes_text(r0.sharded_bytes), "reference:224 policy:224 base:216");
+  EXPECT_EQ(owner_bytes_text(r1.sharded_bytes), "policy:448");
 }
 
 TEST(Loading, UpstreamPrepareMismatchesAtThePolicyBroadcast) {

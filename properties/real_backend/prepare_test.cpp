@@ -72,10 +72,10 @@ TEST(RealPrepare, Seed001UpstreamLeavesDtypesApartAndPrepareIsAMismatch) {
   EXPECT_EQ(placed(r1, "lin0.lora_B.policy"), "cpu/fp32");
   EXPECT_EQ(placed(r1, "lin1.lora_A.default"), "meta/bf16");
   EXPECT_EQ(placed(obs_at(r.observations, 1, 1), "lin0.lora_A.reference"), "meta/bf16");
-  // Before prepare each parameter counts as the chunk it will keep (bf16 on
-  // rank 0); rank 1's meta tensors count nothing, policy's fp32 tensors do.
-  EXPECT_EQ(owner_bytes_text(r0.sharded_bytes), "default:40 policy:128 reference:128 base:90");
-  EXPECT_EQ(owner_bytes_text(r1.sharded_bytes), "policy:256");
+  // Before prepare every parameter is whole (bf16 on rank 0); rank 1's meta
+  // tensors count nothing, policy's whole fp32 tensors do.
+  EXPECT_EQ(owner_bytes_text(r0.sharded_bytes), "default:80 policy:256 reference:256 base:180");
+  EXPECT_EQ(owner_bytes_text(r1.sharded_bytes), "policy:512");
   EXPECT_EQ(r1.opt_total, 2);  // the user's optimizer over default's trainable parameters
   const std::string want =
       "collective mismatch: rank 0 in broadcast(lin0.lora_A.policy, 64 bf16) at step 3; "

@@ -35,7 +35,7 @@ TEST(Generator, EverySequenceIsValidAndRunsWithoutValueErrors) {
       SeqFile f = generate_seq(rng, opt);
       ASSERT_NO_THROW(validate(f, "<generated>")) << print_seq(f);
       SeqFile back = parse_seq(print_seq(f), "<generated>");
-      Topology topo = compile_topology(back.scenario, wrapped_at_prepare(back));
+      Topology topo = compile_topology(back);
       Simulator sim(topo);
       RunResult r = sim.run(back.ops);
       for (const auto& o : r.observations) {

@@ -73,7 +73,7 @@ TEST(Simulator, SameSequenceSameTraceHash) {
 
 TEST(Simulator, RunWithoutObservationsIsDeterministicToo) {
   SeqFile f = parse_seq(seed000_header(2) + "eval\nmerge\nset_adapter other\ntrain_step\ntrain_step\n");
-  Topology topo = compile_topology(f.scenario, wrapped_at_prepare(f));
+  Topology topo = compile_topology(f);
   Simulator sim(topo);
   RunOptions fast;
   fast.observe = false;

@@ -93,7 +93,7 @@ int cmd_bench(const Args& a) {
     one.max_ops = 12;
     for (int i = 0; i < 256; ++i) {
       SeqFile f = generate_seq(rng, one);
-      cases.push_back({compile_topology(f.scenario, wrapped_at_prepare(f)), f.ops});
+      cases.push_back({compile_topology(f), f.ops});
     }
     std::vector<RankModel> models;
     for (const auto& c : cases) models.emplace_back(c.topo, 0);
@@ -121,7 +121,7 @@ int cmd_bench(const Args& a) {
       for (int k = 0; k < 64; ++k) {
         Prng rng(s++);
         SeqFile f = generate_seq(rng, opt);
-        Topology topo = compile_topology(f.scenario, wrapped_at_prepare(f));
+        Topology topo = compile_topology(f);
         Simulator sim(topo);
         RunOptions ro;
         ro.observe = observe;
