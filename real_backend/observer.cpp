@@ -57,11 +57,12 @@ Mat rows_of(const Mat& full, const ParamSpec& p, int rank) {
   return out;
 }
 
-bool close(const Mat& d, const Mat& sum) {
-  float scale = 1.0f;
-  for (float v : sum) scale = std::max(scale, std::fabs(v));
+// Within 1e-4 of the largest delta in play, plus float noise of W0 + a few
+// adds (~1e-6): a delta far below 1 (a B driven near zero) still counts.
+bool close(const Mat& d, const Mat& sum, float delta_scale) {
+  const float tol = 1e-4f * delta_scale + 2e-6f;
   for (size_t i = 0; i < d.size(); ++i)
-    if (std::fabs(d[i] - sum[i]) > 1e-4f * scale) return false;
+    if (std::fabs(d[i] - sum[i]) > tol) return false;
   return true;
 }
 
@@ -78,10 +79,13 @@ WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::ve
   uint32_t want = 0;
   for (size_t i = 0; i < deltas.size(); ++i)
     if (std::find(merged.begin(), merged.end(), deltas[i].first) != merged.end()) want |= 1u << i;
-  if (close(d, sum_of(want))) return WeightClass::Exact;
+  float scale = 0.0f;
+  for (const auto& x : deltas)
+    for (float v : x.second) scale = std::max(scale, std::fabs(v));
+  if (close(d, sum_of(want), scale)) return WeightClass::Exact;
   bool missing = false, extra = false;
   for (uint32_t m = 0; m < (1u << deltas.size()); ++m) {
-    if (m == want || !close(d, sum_of(m))) continue;
+    if (m == want || !close(d, sum_of(m), scale)) continue;
     if ((m & want) == m) missing = true;
     else if ((m & want) == want) extra = true;
   }

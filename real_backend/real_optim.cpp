@@ -22,15 +22,19 @@ void RealRank::prepare_optimizer() {
                                                                    : layout_->params[p].adapter >= 0;
     if (!take) continue;
     optimizer_.push_back(static_cast<int>(p));
-    optimizer_objects_.push_back(params_[p].s.unsafeGetTensorImpl());
+    optimizer_objects_.push_back(params_[p].s);  // held, as torch's optimizer holds its Parameters
   }
 }
 
-// torch/optim/adamw.py, in place on each held object that has a grad.
+// torch/optim/adamw.py, in place on each held object that has a grad. An
+// object the module no longer registers (its adapter deleted and added again)
+// is outside every graph: no grad, no update.
 void RealRank::op_step() {
   at::NoGradGuard ng;
-  for (int p : optimizer_) {
+  for (size_t i = 0; i < optimizer_.size(); ++i) {
+    const int p = optimizer_[i];
     RealParam& rp = params_[p];
+    if (!optimizer_objects_[i].is_same(rp.s)) continue;
     const at::Tensor& g = rp.s.grad();
     if (!g.defined()) continue;
     if (!rp.adam_m.defined()) {
@@ -64,7 +68,7 @@ int RealRank::optimizer_unregistered(int* first, std::vector<std::string>* names
   int missing = 0;
   *first = -1;
   for (size_t i = 0; i < optimizer_objects_.size(); ++i) {
-    if (live.count(optimizer_objects_[i])) continue;
+    if (live.count(optimizer_objects_[i].unsafeGetTensorImpl())) continue;
     if (*first < 0) *first = static_cast<int>(i);
     ++missing;
     if (names) names->push_back(layout_->params[optimizer_[i]].name);

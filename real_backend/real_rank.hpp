@@ -126,7 +126,7 @@ class RealRank {
   std::vector<uint8_t> layer_disabled_;
   // optimizer: S objects held (by identity) in pid order
   std::vector<int> optimizer_;
-  std::vector<at::TensorImpl*> optimizer_objects_;
+  std::vector<at::Tensor> optimizer_objects_;
   bool has_opt_ckpt_ = false;
   std::vector<std::pair<std::string, std::vector<at::Tensor>>> opt_ckpt_;
   // save_adapters: the checkpoint as rank 0 writes it; this rank keeps the

@@ -37,11 +37,12 @@ int RankModel::optimizer_missing(int* first_index) const {
   return missing;
 }
 
-// torch/optim AdamW.step: updates, in place, each held object that has a grad.
+// torch/optim AdamW.step: updates, in place, each held object that has a grad
+// (an object replaced by a re-added adapter is in no graph: no grad).
 void RankModel::op_step() {
   for (int p : st_.optimizer) {
     ParamState& ps = st_.params[p];
-    if (ps.grad_s) ps.ver_s = (ps.ver_s + 1) & 0xffffu;
+    if (ps.grad_s && !ps.recreated) ps.ver_s = (ps.ver_s + 1) & 0xffffu;
   }
 }
 
