@@ -20,5 +20,7 @@ sed -n '/^step /,$p' "$out/rank0" > "$out/a"
 sed -n '/^step /,$p' "$out/single" | grep -v '^trace hash' > "$out/b"
 if ! diff "$out/a" "$out/b"; then echo "FAIL: torchrun launch differs from run --backend real"; exit 1; fi
 if [ "$rc0" != "$rc_single" ] || [ "$rc1" != 0 ]; then echo "FAIL: exit codes rank0=$rc0 rank1=$rc1 single=$rc_single"; exit 1; fi
-grep -q "rank 1: 6 ops reported to rank 0" "$out/rank1" || { echo "FAIL: rank 1 said:"; cat "$out/rank1"; exit 1; }
+# Rank 1 reports through the store (how many ops it got through depends on the
+# sequence: a collective mismatch stops it); rank 0's table above shows them.
+grep -Eq "rank 1: [0-9]+ ops reported to rank 0" "$out/rank1" || { echo "FAIL: rank 1 said:"; cat "$out/rank1"; exit 1; }
 echo "torchrun launch matches run --backend real (exit $rc0)"
