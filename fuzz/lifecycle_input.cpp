@@ -123,13 +123,7 @@ void keep_valid(SeqFile& f) {
   };
   // One prepare at most; before it only adapter bookkeeping on every rank
   // (validate's rules); ram-efficient loading needs one, at the start if need be.
-  int prepare_at = -1;
-  for (size_t i = 0; i < f.ops.size() && prepare_at < 0; ++i)
-    if (f.ops[i].kind == OpKind::Prepare) prepare_at = static_cast<int>(i);
-  auto pre_ok = [](const Op& op) {
-    return op.rank < 0 && (op.kind == OpKind::LoadAdapter || op.kind == OpKind::AddAdapter ||
-                           op.kind == OpKind::SetAdapter || op.kind == OpKind::DeleteAdapter);
-  };
+  const int prepare_at = prepare_index(f);
   std::vector<Op> ops;
   if (prepare_at < 0 && f.scenario.loading == Loading::RamEfficient) {
     Op prep;
@@ -138,7 +132,7 @@ void keep_valid(SeqFile& f) {
   }
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& op = f.ops[i];
-    if (static_cast<int>(i) < prepare_at && !pre_ok(op)) continue;
+    if (static_cast<int>(i) < prepare_at && !allowed_before_prepare(op)) continue;
     if (op.kind == OpKind::Prepare && static_cast<int>(i) != prepare_at) continue;
     if (!known(op)) continue;
     if ((op.kind == OpKind::AddAdapter || op.kind == OpKind::LoadAdapter) &&

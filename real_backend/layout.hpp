@@ -3,6 +3,7 @@
 // Derived from the vocabulary alone (never from the model's Topology), so the
 // cross-check compares two independent readings of the same scenario.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@ struct ParamSpec {
   int group;              // -1: added after fully_shard, no FSDP group
   int64_t chunk_rows;     // ceil(rows / world): FSDP2's dim-0 chunk (_chunk_with_empty)
   int64_t chunk_numel() const { return chunk_rows * cols; }
+  // Rows of the chunk `rank` holds that are not padding (0 for a padding-only rank).
+  int64_t local_rows(int rank) const { return std::max<int64_t>(0, std::min<int64_t>(chunk_rows, rows - rank * chunk_rows)); }
 };
 
 struct GroupSpec {

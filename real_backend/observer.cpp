@@ -52,7 +52,7 @@ Mat assemble(const ParamSpec& p, const std::vector<const Mat*>& chunks) {
 Mat rows_of(const Mat& full, const ParamSpec& p, int rank) {
   Mat out(static_cast<size_t>(p.chunk_rows * p.cols), 0.0f);
   int64_t start = rank * p.chunk_rows;
-  int64_t have = std::max<int64_t>(0, std::min<int64_t>(p.chunk_rows, p.rows - start));
+  int64_t have = p.local_rows(rank);
   std::copy(full.begin() + start * p.cols, full.begin() + (start + have) * p.cols, out.begin());
   return out;
 }

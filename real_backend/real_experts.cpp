@@ -66,9 +66,7 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value) {
     b = gather_full(pb);
   } else {
     auto local = [&](int p) {
-      const ParamSpec& ps = layout_->params[p];
-      int64_t rows = std::max<int64_t>(0, std::min<int64_t>(ps.chunk_rows, ps.rows - comm_->rank() * ps.chunk_rows));
-      return params_[p].s.narrow(0, 0, rows);
+      return params_[p].s.narrow(0, 0, layout_->params[p].local_rows(comm_->rank()));
     };
     at::Tensor d;
     try {

@@ -22,10 +22,7 @@ at::Tensor RealRank::delta(int layer, int adapter) {
   bool w_sharded = !unsharded_[layout_->params[pw].group];
   bool a_managed = a_spec.group >= 0;
   if (a_managed && !unsharded_[a_spec.group]) {
-    at::Tensor a_full = comm_->all_gather(params_[pa].s.reshape({-1}), a_spec.group, step_, {pa})
-                            .narrow(0, 0, a_spec.rows * a_spec.cols)
-                            .view({a_spec.rows, a_spec.cols});
-    return at::matmul(params_[pb].s, a_full) * scale;  // B's rows line up with W's shard
+    return at::matmul(params_[pb].s, gather_full(pa)) * scale;  // B's rows line up with W's shard
   }
   at::Tensor d = at::matmul(registered(pb), registered(pa)) * scale;
   if (!w_sharded) return d;

@@ -190,18 +190,16 @@ void RealRank::op_save_adapters(const Op& op) {
     if (ps.adapter < 0 || !((names >> ps.adapter) & 1) || !registry_[p].defined()) continue;
     const at::Tensor& sv = params_[p].s;
     const bool local = !gather && ps.group >= 0 && world > 1;
-    // The unpadded local rows of a rank's padded chunk (FSDPParam._sharded_param_data).
-    auto local_rows = [&](int r) { return std::max<int64_t>(0, std::min<int64_t>(ps.chunk_rows, ps.rows - r * ps.chunk_rows)); };
     // With the gather (DCP full_state_dict) every rank all-gathers each managed
     // tensor; the file holds the full values.
-    at::Tensor mine = local ? sv.detach().narrow(0, 0, local_rows(rank))
+    // (local: the unpadded rows of this rank's padded chunk, FSDPParam._sharded_param_data)
+    at::Tensor mine = local ? sv.detach().narrow(0, 0, ps.local_rows(rank))
                       : (gather && ps.group >= 0) ? gather_full(static_cast<int>(p))
                                                   : sv.detach();
-    const DType dt = params_[p].place.scalar_type() == at::kBFloat16 ? DType::BF16 : DType::F32;
-    saved_obs_.push_back({ps.name, mine.size(0), ps.rows, dt});
+    saved_obs_.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].place)});
     saved_values_[p] = sv.detach().clone();
     saved_file_[p] = mine.clone();
-    saved_rows_[p] = local ? local_rows(0) : ps.rows;
+    saved_rows_[p] = local ? ps.local_rows(0) : ps.rows;
   }
 }
 
@@ -231,10 +229,8 @@ void RealRank::op_load_adapters() {
     const ParamSpec& ps = layout_->params[p];
     at::Tensor v = saved_file_[p];
     if (ps.group >= 0 && layout_->world > 1) {
-      at::Tensor chunk = at::zeros_like(params_[p].s.detach());
-      const int64_t lo = comm_->rank() * ps.chunk_rows, n = std::max<int64_t>(0, std::min<int64_t>(ps.chunk_rows, ps.rows - lo));
-      if (n > 0) chunk.narrow(0, 0, n).copy_(v.narrow(0, lo, n).view_as(chunk.narrow(0, 0, n)));
-      v = chunk;
+      at::Tensor flat = v.contiguous().reshape({-1});
+      v = chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);
     }
     params_[p].s.variable_data().copy_(v.view_as(params_[p].s));
     if (!at::equal(params_[p].s.detach(), saved_values_[p])) reload_diff_.push_back(ps.name);

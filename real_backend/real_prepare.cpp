@@ -8,9 +8,9 @@
 #include "real_backend/values.hpp"
 
 namespace fsdpsim::real {
-namespace {
-
 DType dtype_of(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 ? DType::BF16 : DType::F32; }
+
+namespace {
 
 // Bytes a tensor holds: none on meta (shape only, no storage).
 int64_t bytes_of(const at::Tensor& t) { return t.is_meta() ? 0 : t.numel() * static_cast<int64_t>(t.element_size()); }

@@ -41,7 +41,7 @@ RealRank::RealRank(const Layout& layout, uint64_t seed, Comm* comm) : layout_(&l
 at::Tensor RealRank::chunk_of(const std::vector<float>& full, const ParamSpec& p) const {
   const int64_t rows = p.chunk_rows, start = comm_->rank() * p.chunk_rows;
   at::Tensor out = at::zeros({rows * p.cols});
-  int64_t have = std::max<int64_t>(0, std::min<int64_t>(rows, p.rows - start));
+  const int64_t have = p.local_rows(comm_->rank());
   if (have > 0) out.narrow(0, 0, have * p.cols).copy_(at::from_blob(const_cast<float*>(full.data()) + start * p.cols, {have * p.cols}, at::kFloat));
   return out.view(param_shape(*layout_, p, rows));
 }
@@ -215,7 +215,7 @@ RankReport RealRank::report(const Op& op, int step) {
     po.rg_s = rp.s.requires_grad();
     po.rg_u = rp.u.defined() ? static_cast<int8_t>(rp.u.requires_grad()) : int8_t{-1};
     po.device = rp.place.is_meta() ? Device::Meta : Device::Cpu;
-    po.dtype = rp.place.scalar_type() == at::kBFloat16 ? DType::BF16 : DType::F32;
+    po.dtype = dtype_of(rp.place);
     r.params.push_back(po);
   }
   for (size_t l = 0; l < layout_->layers.size(); ++l) {

@@ -168,9 +168,10 @@ void Simulator::fail_collectives(bool mismatch, RunResult& res) {
       continue;
     }
     const Pending& p = queues_[r][heads_[r]];
-    std::vector<std::string> names;
-    for (int m : members_of(r)) names.push_back(topo_->params[m].name);
-    heads.push_back({true, ranks_[r].collective_of(p.coll), p.step, names});
+    Collective c = ranks_[r].collective_of(p.coll);
+    std::vector<std::string> names;  // the parts name the parameters packed
+    for (const auto& part : c.parts) names.push_back(part.param);
+    heads.push_back({true, std::move(c), p.step, std::move(names)});
   }
   const std::string desc = describe_pending(heads);
   for (size_t r = 0; r < queues_.size(); ++r) {

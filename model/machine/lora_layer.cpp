@@ -243,8 +243,7 @@ StoredSnapshot RankModel::stored_snapshot() const {
 // FSDP2 pads dim 0 to world * chunk: a rank past the last row holds padding only.
 bool RankModel::holds_rows(int param, int rank) const {
   const ParamInfo& pi = topo_->params[param];
-  int64_t chunk = (pi.dim0 + topo_->world - 1) / topo_->world;
-  return pi.group < 0 || rank * chunk < pi.dim0;
+  return pi.group < 0 || local_rows(pi.dim0, topo_->world, rank) > 0;
 }
 
 WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,

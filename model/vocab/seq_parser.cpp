@@ -516,6 +516,12 @@ SeqFile parse_seq_file(const std::string& path) {
   return parse_seq(ss.str(), path);
 }
 
+bool adapter_bookkeeping(OpKind k) {
+  return k == OpKind::LoadAdapter || k == OpKind::AddAdapter || k == OpKind::SetAdapter || k == OpKind::DeleteAdapter;
+}
+
+bool allowed_before_prepare(const Op& op) { return op.rank < 0 && adapter_bookkeeping(op.kind); }
+
 int prepare_index(const SeqFile& f) {
   for (size_t i = 0; i < f.ops.size(); ++i)
     if (f.ops[i].kind == OpKind::Prepare) return static_cast<int>(i);
@@ -578,9 +584,7 @@ void validate(const SeqFile& f, const std::string& file) {
   }
   for (int i = 0; i < prepare_at; ++i) {
     const Op& op = f.ops[i];
-    bool peft_only = op.kind == OpKind::LoadAdapter || op.kind == OpKind::AddAdapter || op.kind == OpKind::SetAdapter ||
-                     op.kind == OpKind::DeleteAdapter;
-    if (!peft_only)
+    if (!adapter_bookkeeping(op.kind))
       fail(op.pos, std::string("`") + op_name(op.kind) +
                        "` before `prepare`: only load_adapter, add_adapter, set_adapter and delete_adapter may precede it");
     if (op.rank >= 0) fail(op.pos, "ops before `prepare` run on every rank; drop the @R");
