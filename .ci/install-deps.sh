@@ -1,16 +1,50 @@
 #!/usr/bin/env bash
-# Installs the Debian packages fsdpsim needs. Idempotent, and quiet when
-# everything is already there.
+# Installs what fsdpsim needs: Debian packages (C++ toolchain, libtorch, gloo,
+# test libraries, a clang with libFuzzer) and the upstream backend's Python
+# environment in .venv (pinned torch, peft, accelerate from
+# real_backend/upstream/requirements.txt). Idempotent, and quiet when
+# everything is already there. Works on Debian 12 and 13.
 set -euo pipefail
-pkgs=(cmake make g++ clang-14 libtorch-dev libgloo-dev librapidcheck-dev libgtest-dev libgmock-dev
-      libfmt-dev libboost-graph-dev libfuzzer-14-dev libclang-rt-14-dev graphviz)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "installing: ${missing[*]}"
+cd "$(dirname "$0")/.."
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+updated=0
+apt_update() { [ $updated -eq 1 ] || { $sudo apt-get update -qq; updated=1; }; }
+
+# The clang whose libFuzzer runtime exists: 14 on Debian 12; Debian 13 ships 19.
+clang_ver="$(bash .ci/clang-version.sh 2>/dev/null || true)"
+if [ -z "$clang_ver" ]; then
+  apt_update
+  for v in 14 19 18 17 16 15; do
+    if apt-cache show "libclang-rt-$v-dev" >/dev/null 2>&1; then clang_ver=$v; break; fi
+  done
+fi
+pkgs=(cmake make g++ libtorch-dev libgloo-dev librapidcheck-dev libgtest-dev libgmock-dev
+      libfmt-dev libboost-graph-dev graphviz python3-venv
+      "clang-$clang_ver" "libfuzzer-$clang_ver-dev" "libclang-rt-$clang_ver-dev")
+missing=()
+for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  apt_update
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The upstream backend's virtual environment. torch goes first, from the CPU
+# wheel on disk: anything that pulls torch in before it would fetch a CUDA build.
+req=real_backend/upstream/requirements.txt
+stamp=.venv/.requirements.sha256
+want="$(sha256sum "$req" | cut -d' ' -f1)"
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "creating .venv from $req"
+  py=python3
+  command -v python3.11 >/dev/null 2>&1 && py=python3.11
+  "$py" -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check "$(grep '^torch==' "$req")" 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/pip install -q --disable-pip-version-check -r "$req" 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/python -c "import torch, peft, accelerate, transformers" \
+    || { echo "install-deps: the Python environment in .venv is broken" >&2; exit 1; }
+  echo "$want" > "$stamp"
+fi

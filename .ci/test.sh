@@ -7,6 +7,6 @@ bash .ci/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2
 ctest --test-dir build --output-on-failure -j2
-cmake -S . -B build-fuzz -DFSDPSIM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build-fuzz -DFSDPSIM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-"$(bash .ci/clang-version.sh)" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-fuzz -j2
 ctest --test-dir build-fuzz --output-on-failure
