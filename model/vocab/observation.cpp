@@ -193,9 +193,7 @@ std::vector<std::string> observation_diff(const Observation& a, const Observatio
   return d;
 }
 
-namespace {
-
-void json_string(std::ostream& os, const std::string& s) {
+void print_json_string(std::ostream& os, const std::string& s) {
   os << '"';
   for (char c : s) {
     if (c == '"' || c == '\\') os << '\\' << c;
@@ -204,6 +202,10 @@ void json_string(std::ostream& os, const std::string& s) {
   }
   os << '"';
 }
+
+namespace {
+
+void json_string(std::ostream& os, const std::string& s) { print_json_string(os, s); }
 
 void json_names(std::ostream& os, const std::vector<std::string>& v) {
   os << '[';

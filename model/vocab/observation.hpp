@@ -154,7 +154,8 @@ std::vector<std::string> observation_diff(const Observation& a, const Observatio
 std::string names_set_text(const std::vector<std::string>& names);  // "{a,b}"
 std::string owner_bytes_text(const std::vector<OwnerBytes>& v);  // "a:640 base:1680"
 
-void print_json(std::ostream& os, const Observation& o);  // one line, no trailing newline
+void print_json(std::ostream& os, const Observation& o);
+void print_json_string(std::ostream& os, const std::string& s);  // quoted, with JSON escapes  // one line, no trailing newline
 void print_table(std::ostream& os, const std::vector<Observation>& obs);
 
 }  // namespace fsdpsim

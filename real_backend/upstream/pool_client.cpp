@@ -1,0 +1,393 @@
+#include "real_backend/upstream/pool_client.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <sstream>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model/vocab/json_reader.hpp"
+#include "model/vocab/observation_json.hpp"
+
+extern char** environ;
+
+namespace fsdpsim::upstream {
+namespace {
+
+const char* const kInstallHint = "; run `bash .ci/install-deps.sh` to create .venv";
+
+// SIGINT/SIGTERM/SIGHUP: kill every live pool's process group, then let the
+// handler that was there before (or the default action) run. Only
+// async-signal-safe calls; the table is written before a pool starts.
+constexpr int kMaxPools = 16;
+volatile sig_atomic_t g_pgids[kMaxPools];
+struct sigaction g_previous[3];
+const int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+
+void on_signal(int sig) {
+  for (int i = 0; i < kMaxPools; ++i)
+    if (g_pgids[i] > 0) ::kill(-g_pgids[i], SIGKILL);
+  for (int i = 0; i < 3; ++i) {
+    if (kSignals[i] != sig) continue;
+    if (g_previous[i].sa_handler != SIG_DFL && g_previous[i].sa_handler != SIG_IGN && !(g_previous[i].sa_flags & SA_SIGINFO)) {
+      g_previous[i].sa_handler(sig);
+      return;
+    }
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// Installs the handler where it is not the current one (another part of the
+// program may have installed its own since: it becomes the one chained to).
+void install_signal_handlers() {
+  for (int i = 0; i < 3; ++i) {
+    struct sigaction cur {};
+    ::sigaction(kSignals[i], nullptr, &cur);
+    if (cur.sa_handler == on_signal) continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(kSignals[i], &sa, &g_previous[i]);
+  }
+  ::signal(SIGPIPE, SIG_IGN);  // a dead pool's stdin answers EPIPE instead of killing us
+}
+
+void track(pid_t pgid, bool add) {
+  for (int i = 0; i < kMaxPools; ++i)
+    if (add ? g_pgids[i] == 0 : g_pgids[i] == pgid) {
+      g_pgids[i] = add ? pgid : 0;
+      return;
+    }
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+// A command name without '/' is looked up in PATH, like execvp would.
+std::string resolve(const std::string& cmd) {
+  if (cmd.find('/') != std::string::npos) return cmd;
+  std::stringstream path(env_or("PATH", "/usr/bin:/bin"));
+  for (std::string dir; std::getline(path, dir, ':');) {
+    std::string p = (dir.empty() ? "." : dir) + "/" + cmd;
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return cmd;
+}
+
+bool write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+std::string exit_text(int status) {
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+std::string clip(const std::string& s, size_t n = 200) { return s.size() <= n ? s : s.substr(0, n) + "..."; }
+
+// The ops of a canonical .seq text: non-blank, non-comment lines after `---`.
+int count_ops(const std::string& text) {
+  std::stringstream in(text);
+  bool ops = false;
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    size_t b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    if (!ops) ops = line.compare(b, 3, "---") == 0;
+    else ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+bool diff_field_in(const std::string& diff, const std::vector<std::string>& fields) {
+  std::string name = diff.substr(0, diff.find(':'));
+  std::string base = name.substr(0, name.find('['));
+  for (const auto& f : fields)
+    if (f == name || f == base) return true;
+  return false;
+}
+
+UpstreamPool::UpstreamPool(UpstreamOptions opt) : opt_(std::move(opt)) {}
+
+UpstreamPool::~UpstreamPool() { stop(); }
+
+std::string UpstreamPool::versions_line() const {
+  std::string out = "upstream:";
+  const char* names[] = {"torch", "peft", "accelerate", "transformers"};
+  for (size_t i = 0; i < 4; ++i) {
+    auto it = versions_.find(names[i]);
+    out += std::string(i ? ", " : " ") + names[i] + " " + (it == versions_.end() ? "?" : it->second);
+  }
+  return out;
+}
+
+std::string UpstreamPool::stderr_tail() const {
+  if (err_fd_ < 0) return "";
+  struct stat st {};
+  if (::fstat(err_fd_, &st) != 0 || st.st_size == 0) return "";
+  off_t from = st.st_size > 4096 ? st.st_size - 4096 : 0;
+  std::string text(static_cast<size_t>(st.st_size - from), '\0');
+  ssize_t n = ::pread(err_fd_, text.data(), text.size(), from);
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  std::stringstream in(text);
+  std::string last;
+  for (std::string line; std::getline(in, line);)
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  return clip(last, 300);
+}
+
+bool UpstreamPool::leader_exited() const {
+  siginfo_t info{};
+  return pid_ > 0 && ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_;
+}
+
+std::string UpstreamPool::reap() {
+  if (pid_ <= 0) return "";
+  for (int i = 0; i < 200 && !leader_exited(); ++i) ::usleep(10000);
+  ::kill(-pid_, SIGKILL);  // before the leader is reaped, so its id cannot have been reused
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  track(pid_, false);
+  pid_ = -1;
+  return exit_text(status);
+}
+
+void UpstreamPool::kill_group() {
+  if (pid_ <= 0) return;
+  ::kill(-pid_, SIGKILL);
+  reap();
+}
+
+void UpstreamPool::stop() {
+  if (pid_ > 0) {
+    write_all(in_fd_, "{\"cmd\":\"quit\"}\n");
+    ::close(in_fd_);
+    in_fd_ = -1;
+    reap();  // up to 2 s for the coordinator to leave; its group is killed either way
+  }
+  for (int* fd : {&in_fd_, &out_fd_, &err_fd_})
+    if (*fd >= 0) ::close(*fd), *fd = -1;
+  buf_.clear();
+}
+
+std::string UpstreamPool::fail(const std::string& what) {
+  std::string tail = stderr_tail();
+  std::string msg = "upstream backend: " + what;
+  if (!tail.empty() && what.find(tail) == std::string::npos) msg += " (pool stderr: " + tail + ")";
+  kill_group();
+  stop();
+  return msg;
+}
+
+UpstreamPool::Read UpstreamPool::read_line(std::chrono::steady_clock::time_point deadline, std::string* line) {
+  for (;;) {
+    size_t nl = buf_.find('\n');
+    if (nl != std::string::npos) {
+      *line = buf_.substr(0, nl);
+      buf_.erase(0, nl + 1);
+      return Read::Line;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return Read::Timeout;
+    // The coordinator's children may hold its stdout open after it dies: no
+    // EOF then, so its exit is looked for too (once nothing is left to read).
+    bool exited = leader_exited();
+    pollfd p{out_fd_, POLLIN, 0};
+    int r = ::poll(&p, 1, exited ? 0 : static_cast<int>(std::min<long long>(left, 100)));
+    if (r < 0 && errno != EINTR) return Read::Eof;
+    if (r == 0 && exited) return Read::Eof;
+    if (r <= 0) continue;
+    char chunk[65536];
+    ssize_t n = ::read(out_fd_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Read::Eof;
+    buf_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+bool UpstreamPool::spawn(int world, std::string* error) {
+  auto fail_start = [&](const std::string& what) {
+    if (error) *error = fail(what) + kInstallHint;
+    return false;
+  };
+  std::string python = resolve(opt_.python.empty() ? env_or("FSDPSIM_PYTHON", std::string(FSDPSIM_SOURCE_DIR) + "/.venv/bin/python")
+                                                   : opt_.python);
+  std::string module = opt_.module.empty() ? env_or("FSDPSIM_UPSTREAM_MODULE", "fsdpsim_upstream.pool") : opt_.module;
+  if (::access(python.c_str(), X_OK) != 0) return fail_start("no Python at " + python);
+
+  // Everything the child needs is built before fork: only async-signal-safe calls after it.
+  std::string pythonpath = std::string(FSDPSIM_SOURCE_DIR) + "/real_backend/upstream";
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonpath += std::string(":") + old;
+  std::vector<std::string> env_s = {"PYTHONPATH=" + pythonpath, "PYTHONUNBUFFERED=1"};
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0 && std::strncmp(*e, "PYTHONUNBUFFERED=", 17) != 0) env_s.push_back(*e);
+  std::vector<std::string> argv_s = {python, "-u", "-m", module, "--world", std::to_string(world), "--timeout-ms",
+                                     std::to_string(opt_.rank_timeout_ms)};
+  std::vector<char*> envp, argv;
+  for (auto& s : env_s) envp.push_back(s.data());
+  for (auto& s : argv_s) argv.push_back(s.data());
+  envp.push_back(nullptr);
+  argv.push_back(nullptr);
+
+  char err_path[] = "/tmp/fsdpsim-upstream-stderr-XXXXXX";
+  int err_fd = ::mkstemp(err_path);
+  if (err_fd < 0) return fail_start(std::string("cannot create a temp file for its stderr: ") + std::strerror(errno));
+  ::unlink(err_path);
+  int to_child[2], from_child[2];
+  if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) {
+    ::close(err_fd);
+    return fail_start(std::string("pipe: ") + std::strerror(errno));
+  }
+  install_signal_handlers();
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the pool dies with fsdpsim
+    if (::getppid() != parent) _exit(127);
+    ::dup2(to_child[0], 0);
+    ::dup2(from_child[1], 1);
+    ::dup2(err_fd, 2);  // dup2 clears O_CLOEXEC on the copies
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::sigaction(s, &dfl, nullptr);
+    ::execve(argv[0], argv.data(), envp.data());
+    const char msg[] = "fsdpsim: exec of the upstream pool's python failed\n";
+    (void)!::write(2, msg, sizeof msg - 1);
+    _exit(127);
+  }
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  if (pid < 0) {
+    ::close(to_child[1]), ::close(from_child[0]), ::close(err_fd);
+    return fail_start(std::string("fork: ") + std::strerror(errno));
+  }
+  ::setpgid(pid, pid);  // also here: whichever runs first
+  pid_ = pid;
+  track(pid, true);
+  in_fd_ = to_child[1];
+  out_fd_ = from_child[0];
+  err_fd_ = err_fd;
+  world_ = world;
+  buf_.clear();
+  versions_.clear();
+  unobserved_.clear();
+
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + opt_.startup;
+  Read r = read_line(deadline, &line);
+  if (r == Read::Timeout)
+    return fail_start("no ready line from `" + python + " -m " + module + "` within " +
+                      std::to_string(opt_.startup.count() / 1000) + " s");
+  if (r == Read::Eof) {
+    std::string status = reap();
+    std::string tail = stderr_tail();
+    return fail_start("`" + python + " -m " + module + "` exited before it was ready (" + status + ")" +
+                      (tail.empty() ? "" : ": " + tail));
+  }
+  JsonValue v;
+  std::string err;
+  if (!parse_json(line, &v, &err) || v.kind != JsonValue::Kind::Object)
+    return fail_start("expected the ready line, got '" + clip(line) + "'");
+  const JsonValue* event = v.find("event");
+  std::string ev = event && event->kind == JsonValue::Kind::String ? event->text : "";
+  if (ev == "error") {
+    const JsonValue* m = v.find("message");
+    return fail_start("the pool could not start: " + (m && m->kind == JsonValue::Kind::String ? m->text : clip(line)));
+  }
+  const JsonValue* w = v.find("world");
+  if (ev != "ready" || !w || !w->integral || w->integer != world)
+    return fail_start("expected {\"event\":\"ready\",\"world\":" + std::to_string(world) + ",...}, got '" + clip(line) + "'");
+  if (const JsonValue* vs = v.find("versions"))
+    for (const auto& [k, x] : vs->members)
+      if (x.kind == JsonValue::Kind::String) versions_[k] = x.text;
+  if (const JsonValue* u = v.find("unobserved"))
+    for (const auto& x : u->items)
+      if (x.kind == JsonValue::Kind::String) unobserved_.push_back(x.text);
+  return true;
+}
+
+bool UpstreamPool::start(int world, std::string* error) {
+  if (pid_ > 0 && world == world_) return true;
+  stop();
+  return spawn(world, error);
+}
+
+UpstreamResult UpstreamPool::run(const std::string& canonical_seq_text) {
+  UpstreamResult res;
+  if (pid_ <= 0 && !start(world_, &res.error)) return res;
+  std::ostringstream req;
+  req << "{\"cmd\":\"run\",\"seq\":";
+  print_json_string(req, canonical_seq_text);
+  req << "}\n";
+  if (!write_all(in_fd_, req.str())) {
+    res.error = fail("the pool does not take requests (its stdin is closed)");
+    return res;
+  }
+  auto limit = opt_.per_run + opt_.per_op * count_ops(canonical_seq_text);
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (std::string line;;) {
+    Read r = read_line(deadline, &line);
+    if (r == Read::Timeout) {
+      res.error = fail("no answer from the pool within " + std::to_string(limit.count() / 1000) + " s; pool killed");
+      return res;
+    }
+    if (r == Read::Eof) {
+      std::string status = reap();
+      std::string tail = stderr_tail();
+      res.error = fail("the pool exited during a run (" + status + ")" + (tail.empty() ? "" : ": " + tail));
+      return res;
+    }
+    JsonValue v;
+    std::string err;
+    if (!parse_json(line, &v, &err)) {
+      res.error = fail("unreadable line from the pool (" + err + "): '" + clip(line) + "'");
+      return res;
+    }
+    const JsonValue* event = v.find("event");
+    if (!event) {
+      Observation o;
+      if (!observation_from_json(v, &o, &err)) {
+        res.error = fail("bad observation from the pool (" + err + "): '" + clip(line) + "'");
+        return res;
+      }
+      res.obs.push_back(std::move(o));
+      continue;
+    }
+    if (event->text == "done") {
+      const JsonValue* rs = v.find("restarted");
+      res.restarted = rs && rs->kind == JsonValue::Kind::Bool && rs->boolean;
+      res.ok = true;
+      return res;
+    }
+    if (event->text == "error") {
+      const JsonValue* m = v.find("message");
+      res.error = fail(m && m->kind == JsonValue::Kind::String ? m->text : "error event without a message: '" + clip(line) + "'");
+      return res;
+    }
+    res.error = fail("unexpected line from the pool: '" + clip(line) + "'");
+    return res;
+  }
+}
+
+}  // namespace fsdpsim::upstream

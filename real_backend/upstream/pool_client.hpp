@@ -1,0 +1,83 @@
+// The client side of the upstream pool (protocol.md): one Python coordinator
+// process owning W rank processes that run sequences on real PyTorch FSDP2 +
+// PEFT + accelerate. No torch here: the pool speaks observation JSON lines.
+#pragma once
+#include <chrono>
+#include <map>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "model/vocab/observation.hpp"
+
+namespace fsdpsim::upstream {
+
+struct UpstreamResult {
+  std::vector<Observation> obs;  // sorted by (step, rank), as the pool sends them
+  bool ok = false;
+  std::string error;  // one line, "upstream backend: ..." when !ok (infrastructure)
+  bool restarted = false;  // the pool restarted its ranks during the sequence (a hang)
+};
+
+struct UpstreamOptions {
+  // Empty: $FSDPSIM_PYTHON, else <source dir>/.venv/bin/python.
+  std::string python;
+  // Empty: $FSDPSIM_UPSTREAM_MODULE, else fsdpsim_upstream.pool.
+  std::string module;
+  std::chrono::milliseconds startup{120000};  // until the ready line
+  std::chrono::milliseconds per_run{30000};   // a run's deadline: this ...
+  std::chrono::milliseconds per_op{10000};    // ... plus this per op
+  int rank_timeout_ms = 5000;                 // --timeout-ms: a rank stuck in a collective
+};
+
+class UpstreamPool {
+ public:
+  explicit UpstreamPool(UpstreamOptions opt = {});
+  ~UpstreamPool();  // {"cmd":"quit"}, stdin closed, 2 s, then SIGKILL to the process group
+  UpstreamPool(const UpstreamPool&) = delete;
+  UpstreamPool& operator=(const UpstreamPool&) = delete;
+
+  // Starts the pool for `world` ranks; a no-op when it runs at that world
+  // already, a restart at another. False with *error (one line) on failure.
+  bool start(int world, std::string* error = nullptr);
+  // One canonical .seq text (its world equals the pool's). Starts the pool
+  // again first when an earlier failure killed it. Any failure kills the pool.
+  UpstreamResult run(const std::string& canonical_seq_text);
+  void stop();
+
+  bool running() const { return pid_ > 0; }
+  int world() const { return world_; }
+  pid_t pid() const { return pid_; }
+  // From the ready line: name -> version ("torch" -> "2.13.0+cpu").
+  const std::map<std::string, std::string>& versions() const { return versions_; }
+  // Observation fields the pool cannot observe (observation_diff's names).
+  const std::vector<std::string>& unobserved() const { return unobserved_; }
+  // "upstream: torch X, peft Y, accelerate Z, transformers W"
+  std::string versions_line() const;
+
+ private:
+  enum class Read { Line, Eof, Timeout };
+  Read read_line(std::chrono::steady_clock::time_point deadline, std::string* line);
+  bool spawn(int world, std::string* error);
+  std::string fail(const std::string& what);  // kills the pool, returns "upstream backend: what[: last stderr]"
+  std::string stderr_tail() const;            // the last non-empty line the pool wrote to stderr
+  void kill_group();
+  bool leader_exited() const;  // the coordinator has exited (not reaped yet)
+  std::string reap();          // waits up to 2 s for the coordinator, kills its group, reaps it: "exit 1"
+
+  UpstreamOptions opt_;
+  int world_ = 0;
+  pid_t pid_ = -1;  // the coordinator, leader of its own process group
+  int in_fd_ = -1;   // its stdin
+  int out_fd_ = -1;  // its stdout
+  int err_fd_ = -1;  // an unlinked temp file holding its stderr
+  std::string buf_;  // stdout read but not yet split into lines
+  std::map<std::string, std::string> versions_;
+  std::vector<std::string> unobserved_;
+};
+
+// True when `diff` (one observation_diff line, "param[3]: ...") is about one
+// of the `fields` ("param" matches "param[3]").
+bool diff_field_in(const std::string& diff, const std::vector<std::string>& fields);
+
+}  // namespace fsdpsim::upstream
