@@ -1,0 +1,155 @@
+"""Records the collectives FSDP2, DTensor and accelerate actually issue, and
+checks each against the peers' before it is issued, so that ranks that part
+ways report `hang` or `mismatch` instead of blocking in gloo.
+
+The wrappers replace attributes of `torch.distributed` (FSDP2 calls
+`dist.all_gather_single` / `dist.reduce_scatter_single` through the module,
+torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py::DefaultAllGather /
+DefaultReduceScatter; accelerate calls `dist.broadcast` in
+utils/fsdp_utils.py::fsdp2_load_full_state_dict). Which FSDP group and which
+parameters a collective packs comes from FSDPParamGroup's own calls to
+`foreach_all_gather` / `foreach_reduce` (_fsdp_param_group.py), wrapped to
+note their argument lists."""
+import contextlib
+import threading
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp._fully_shard import _fsdp_param_group
+
+DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+class CollectiveAbort(Exception):
+    """Raised inside an op when the peers did not issue the same collective."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Recorder:
+    """One per rank process. `check` is the channel's pre-collective check
+    (None at world 1); `names` maps an FSDPParam or a tensor to its fsdpsim name."""
+
+    def __init__(self):
+        self.log = []  # the current op's collectives, as observation dicts
+        self.check = None
+        self.step = 0
+        self.context = threading.local()
+        self.group_name = {}  # id(FSDPParamGroup) -> group name
+        self.param_name = {}  # id(FSDPParam) -> parameter name
+        self.broadcast_key = None  # the state-dict key accelerate is broadcasting
+
+    def issue(self, op, group, count, dtype, parts):
+        rec = {"op": op, "group": group, "count": int(count), "parts": parts}
+        if op == "broadcast":
+            rec["dtype"] = dtype
+        self.log.append(rec)
+        if self.check is not None:
+            self.check(rec, self.step)
+
+    def fsdp_context(self):
+        return getattr(self.context, "fsdp", None)
+
+    @contextlib.contextmanager
+    def noting(self, value):
+        prev = getattr(self.context, "fsdp", None)
+        self.context.fsdp = value
+        try:
+            yield
+        finally:
+            self.context.fsdp = prev
+
+
+REC = Recorder()
+
+
+def _parts(fsdp_params):
+    out = {}
+    for fp in fsdp_params:
+        out[REC.param_name.get(id(fp), "?")] = int(fp.padded_sharded_param_size.numel())
+    return out
+
+
+def _group_of(fsdp_params):
+    for fp in fsdp_params:
+        g = REC.group_name.get(id(fp))
+        if g is not None:
+            return g
+    return "?"
+
+
+def install():
+    orig_ag = dist.all_gather_single
+    orig_rs = dist.reduce_scatter_single
+    orig_bc = dist.broadcast
+    orig_foreach_ag = _fsdp_param_group.foreach_all_gather
+    orig_foreach_rs = _fsdp_param_group.foreach_reduce
+
+    def foreach_all_gather(fsdp_params, *a, **k):
+        with REC.noting(("all_gather", list(fsdp_params))):
+            return orig_foreach_ag(fsdp_params, *a, **k)
+
+    def foreach_reduce(fsdp_params, *a, **k):
+        with REC.noting(("reduce_scatter", list(fsdp_params))):
+            return orig_foreach_rs(fsdp_params, *a, **k)
+
+    def all_gather_single(output, input, *a, **k):
+        ctx = REC.fsdp_context()
+        params = ctx[1] if ctx and ctx[0] == "all_gather" else []
+        REC.issue("all_gather", _group_of(params), input.numel(), DTYPES.get(input.dtype, str(input.dtype)),
+                  _parts(params))
+        return orig_ag(output, input, *a, **k)
+
+    def reduce_scatter_single(output, input, *a, **k):
+        ctx = REC.fsdp_context()
+        params = ctx[1] if ctx and ctx[0] == "reduce_scatter" else []
+        # The model counts what this rank receives: the padded shard elements.
+        REC.issue("reduce_scatter", _group_of(params), output.numel(), DTYPES.get(output.dtype, str(output.dtype)),
+                  _parts(params))
+        return orig_rs(output, input, *a, **k)
+
+    def broadcast(tensor, *a, **k):
+        key = REC.broadcast_key or "?"
+        REC.issue("broadcast", key, tensor.numel(), DTYPES.get(tensor.dtype, str(tensor.dtype)),
+                  {key: int(tensor.numel())})
+        return orig_bc(tensor, *a, **k)
+
+    _fsdp_param_group.foreach_all_gather = foreach_all_gather
+    _fsdp_param_group.foreach_reduce = foreach_reduce
+    dist.all_gather_single = all_gather_single
+    dist.reduce_scatter_single = reduce_scatter_single
+    dist.broadcast = broadcast
+
+
+class FuncolRecorder:
+    """A dispatch mode that lets DTensor desugar its math into functional
+    collectives and records those (the all-gathers a merge or unmerge on the
+    shards issues, torch/distributed/tensor/_redistribute.py), checked against
+    the peers like any other. `names` maps a local shard's data_ptr to its
+    parameter (group, name)."""
+
+    def __new__(cls, names):
+        from torch.distributed.tensor import DTensor
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        funcol = torch.ops._c10d_functional
+        kinds = {funcol.all_gather_into_tensor.default: "all_gather",
+                 funcol.reduce_scatter_tensor.default: "reduce_scatter",
+                 funcol.all_reduce.default: "all_reduce",
+                 funcol.broadcast.default: "broadcast"}
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if any(t is DTensor or issubclass(t, DTensor) for t in types):
+                    return NotImplemented
+                kind = kinds.get(func)
+                if kind is not None:
+                    t = args[0]
+                    group, name = names.get(t.untyped_storage().data_ptr(), ("?", "?"))
+                    REC.issue(kind, group, t.numel(), DTYPES.get(t.dtype, str(t.dtype)), {name: int(t.numel())})
+                return func(*args, **(kwargs or {}))
+
+        return Mode()

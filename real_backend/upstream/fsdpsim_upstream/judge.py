@@ -1,0 +1,143 @@
+"""Judges what each rank's stored base weight holds (exact, missing_delta,
+extra_delta, corrupt) against W0 + the merged adapters' deltas. A rank holds
+only its rows of every adapter, so the full B @ A comes from every rank's rows
+at that point: the coordinator has them all. Same rule and tolerance as the
+C++ backend's observer (real_backend/observer.cpp)."""
+import torch
+
+
+def _chunk_rows(rows, world, rank):
+    c = (rows + world - 1) // world
+    left = rows - c * rank
+    return 0 if left <= 0 else min(left, c), c * rank
+
+
+def _view(r, j, step, init, vals):
+    """Rank j's values as rank r sees them at `step`: j's latest report at or
+    before that step, else j's initial values."""
+    best = None
+    for s in vals[j]:
+        if s <= step and (best is None or s > best):
+            best = s
+    return vals[j][best]["s"] if best is not None else init[j]["values"]["s"]
+
+
+def _full(name, shape, r, step, world, init, vals, own):
+    parts = []
+    for j in range(world):
+        src = own if j == r else _view(r, j, step, init, vals)
+        v = src.get(name)
+        if v is None:
+            return None
+        parts.extend(v)
+    rows = shape[0]
+    t = torch.tensor(parts, dtype=torch.float64)
+    if t.numel() != rows * shape[1]:
+        if t.numel() == shape[0] * shape[1] * world:  # not sharded: every rank holds it whole
+            t = torch.tensor(own[name], dtype=torch.float64)
+        else:
+            return None
+    return t.reshape(shape)
+
+
+def _close(d, s, scale):
+    return bool((d - s).abs().max() <= 1e-4 * scale + 2e-6) if d.numel() else True
+
+
+def classify(d, merged, deltas):
+    names = list(deltas)
+    want = {n for n in names if n in merged}
+
+    def total(sub):
+        s = torch.zeros_like(d)
+        for n in sub:
+            s = s + deltas[n]
+        return s
+
+    scale = max([float(x.abs().max()) for x in deltas.values()] + [0.0])
+    if _close(d, total(want), scale):
+        return "exact"
+    missing = extra = False
+    for m in range(1 << len(names)):
+        sub = {names[i] for i in range(len(names)) if (m >> i) & 1}
+        if sub == want or not _close(d, total(sub), scale):
+            continue
+        if sub <= want:
+            missing = True
+        elif sub >= want:
+            extra = True
+    return "missing_delta" if missing else "extra_delta" if extra else "corrupt"
+
+
+def judge_layers(o, r, world, init, vals):
+    step = o["step"]
+    mine = vals[r].get(step)
+    if mine is None:
+        return
+    shapes = init[r]["shapes"]
+    scaling = init[r]["scaling"]
+    for lo in o["layers"]:
+        layer = lo["name"]
+        wname = layer + ".weight"
+        if wname not in mine["s"] or mine["s"][wname] is None:
+            continue
+        out_f, in_f = shapes[wname]
+        w0 = torch.tensor(init[r]["w0"][layer], dtype=torch.float64).reshape(out_f, in_f)
+        n, start = _chunk_rows(out_f, world, r)
+        s_local = torch.tensor(mine["s"][wname], dtype=torch.float64).reshape(-1, in_f)
+        full_stored = s_local.shape[0] == out_f and world > 1 and n != out_f
+        rows = slice(0, out_f) if full_stored else slice(start, start + n)
+
+        def deltas_for(registered):
+            ds = {}
+            for a, sc in scaling.items():
+                an, bn = f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}"
+                if an not in shapes or an not in mine["s"]:
+                    continue
+                if registered and an in mine["u"]:
+                    A = torch.tensor(mine["u"][an], dtype=torch.float64).reshape(shapes[an])
+                else:
+                    A = _full(an, shapes[an], r, step, world, init, vals, mine["s"])
+                if registered and bn in mine["u"]:
+                    B = torch.tensor(mine["u"][bn], dtype=torch.float64).reshape(shapes[bn])
+                else:
+                    B = _full(bn, shapes[bn], r, step, world, init, vals, mine["s"])
+                if A is None or B is None:
+                    continue
+                ds[a] = (B @ A) * sc
+            return ds
+
+        merged = set(lo["merged"])
+        ds = deltas_for(False)
+        lo["stored"] = classify(s_local - w0[rows], merged, {a: d[rows] for a, d in ds.items()})
+        if wname in mine["u"]:
+            u = torch.tensor(mine["u"][wname], dtype=torch.float64).reshape(out_f, in_f)
+            lo["registered"] = classify(u - w0, merged, deltas_for(True))
+        else:
+            lo["registered"] = lo["stored"]
+
+
+def judge_deltas(o, r, world, init, vals):
+    """delta_weight: each active adapter's delta (this rank's rows of it when
+    PEFT returned a sharded DTensor) against the full B @ A * scaling."""
+    step = o["step"]
+    mine = vals[r].get(step)
+    if not mine or "deltas" not in mine:
+        return
+    layer = mine["delta_layer"]
+    shapes = init[r]["shapes"]
+    out_f, in_f = shapes[layer + ".weight"]
+    for a, d in mine["deltas"].items():
+        an, bn = f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}"
+        A = _full(an, shapes[an], r, step, world, init, vals, mine["s"])
+        B = _full(bn, shapes[bn], r, step, world, init, vals, mine["s"])
+        if A is None or B is None or d["v"] is None:
+            continue
+        want = (B @ A) * init[r]["scaling"][a]
+        got = torch.tensor(d["v"], dtype=torch.float64)
+        if d["rows_sharded"]:
+            n, start = _chunk_rows(out_f, world, r)
+            want = want[start:start + n]
+        ok = got.numel() == want.numel() and _close(got.reshape(-1), want.reshape(-1),
+                                                   float(want.abs().max()) if want.numel() else 0.0)
+        o["deltas"][a] = "exact" if ok else "corrupt"

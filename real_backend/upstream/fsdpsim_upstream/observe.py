@@ -1,0 +1,212 @@
+"""Reads one rank's observation off the real objects after an op: which
+object each module has registered (the DTensor shard S or the unsharded U),
+requires_grad on both, gradients on the shards, placements, the optimizer's
+objects that are not registered, and the raw values the coordinator needs to
+judge stored weights across ranks."""
+import torch
+from torch.distributed.tensor import DTensor
+
+from .collectives import DTYPES
+
+ELEM = {torch.float32: 4, torch.bfloat16: 2, torch.float16: 2}
+
+
+def model_name(peft_name):
+    """`base_model.model.lin0.lora_A.default.weight` -> `lin0.lora_A.default`;
+    `...lin0.base_layer.weight` -> `lin0.weight`."""
+    n = peft_name
+    for prefix in ("base_model.model.", "_orig_mod."):
+        if n.startswith(prefix):
+            n = n[len(prefix):]
+    n = n.replace(".base_layer.", ".")
+    if ".lora_" in n and n.endswith(".weight"):
+        n = n[: -len(".weight")]
+    return n
+
+
+def local_of(t):
+    return t._local_tensor if isinstance(t, DTensor) else t
+
+
+def flat(t):
+    t = local_of(t)
+    if t.device.type == "meta":
+        return None
+    return t.detach().float().reshape(-1).tolist()
+
+
+NO_DTENSOR_MATH = ("forward", "eval", "backward", "train_step", "step", "zero_grad")
+
+
+def funcol_mode(sess, op):
+    """Records DTensor's collectives during ops that may do math on shards."""
+    import contextlib
+    from .collectives import FuncolRecorder
+    if op.kind in NO_DTENSOR_MATH or sess.world == 1 or not sess.fsdp_param:
+        return contextlib.nullcontext()
+    names = {}
+    for name, fp in sess.fsdp_param.items():
+        names[local_of(fp.sharded_param).untyped_storage().data_ptr()] = (fp._fsdpsim_group, name)
+    return FuncolRecorder(names)
+
+
+def grad_marks(sess):
+    """Tags every shard's current grad so that after the op we can tell which
+    shards received a new or accumulated gradient."""
+    for name, s in shard_objects(sess):
+        g = s.grad
+        if g is not None:
+            g._fsdpsim_mark = local_of(g)._version
+
+
+def grads_received(sess):
+    out = set()
+    for name, s in shard_objects(sess):
+        g = s.grad
+        if g is None:
+            continue
+        if getattr(g, "_fsdpsim_mark", None) != local_of(g)._version:
+            out.add(name.split(".")[-1])
+    return out
+
+
+def shard_objects(sess):
+    """(name, S) of every adapter parameter: FSDP's sharded parameter where a
+    group manages it, else the plain registered tensor."""
+    seen = set()
+    for name, fp in sess.fsdp_param.items():
+        if ".lora_" in name and is_present(sess, name):
+            seen.add(name)
+            yield name, fp.sharded_param
+    for name, p in sess.named_adapter_params():
+        if name not in seen and name not in sess.fsdp_param:
+            yield name, p
+
+
+def is_present(sess, name):
+    """An adapter parameter is present while its adapter is in peft_config and
+    its layer still holds the module (delete_adapter removes both)."""
+    layer, _, adapter = name.split(".")
+    return adapter in sess.pm.peft_config and adapter in getattr(sess.layer(layer), "lora_A", {})
+
+
+def adapter_order(sess):
+    return {a.name: i for i, a in enumerate(sess.scen.adapters)}
+
+
+def param_sort_key(sess):
+    layers = {l.name: i for i, l in enumerate(sess.scen.layers)}
+    ad = adapter_order(sess)
+
+    def key(name):
+        layer, kind, adapter = name.split(".")
+        return (layers[layer], kind, ad.get(adapter, 99))
+
+    return key
+
+
+def registered(fp):
+    info = fp._module_info
+    return info.module._parameters.get(info.param_name)
+
+
+def local(sess, op, step, grads):
+    """The observation fields one rank can read alone, plus `values` for the
+    coordinator's judgement of stored weights."""
+    o = {"step": step, "rank": sess.rank, "op": op.text(), "status": "ok"}
+    if grads is not None:
+        o["grads"] = sorted(grads, key=lambda a: adapter_order(sess).get(a, 99))
+    ad = adapter_order(sess)
+    active = sess.pm.base_model.active_adapters
+    active = [active] if isinstance(active, str) else list(active)
+    o["active"] = sorted(active, key=lambda a: ad.get(a, 99))
+    lora = sess.lora_layers()
+    o["disabled"] = bool(lora) and any(getattr(m, "disable_adapters", False) for m in lora)
+    reg_ids = {id(p) for p in sess.pm.parameters()}
+    unreg = [n for n, p in zip(sess.opt_names, sess.opt.param_groups[0]["params"]) if id(p) not in reg_ids] if sess.opt else []
+    o["optimizer"] = {"missing": len(unreg), "total": len(sess.opt_names), "unregistered": unreg}
+    groups = []
+    for gname, _ in (sess.fsdp_modules if sess.prepared else []):
+        fps = [fp for fp in sess.fsdp_param.values() if fp._fsdpsim_group == gname]
+        u = any(registered(fp) is not fp.sharded_param for fp in fps)
+        groups.append({"name": gname, "state": "UNSHARDED" if u else "SHARDED", "registered": "U" if u else "S"})
+    o["groups"] = groups
+    params = []
+    for name, s in sorted(shard_objects(sess), key=lambda x: param_sort_key(sess)(x[0])):
+        fp = sess.fsdp_param.get(name)
+        rg_u = None
+        if fp is not None and hasattr(fp, "_unsharded_param"):
+            rg_u = bool(fp._unsharded_param.requires_grad)
+        t = local_of(s)
+        params.append({"name": name, "group": getattr(fp, "_fsdpsim_group", "") if fp else "",
+                       "S.requires_grad": bool(s.requires_grad), "U.requires_grad": rg_u,
+                       "device": t.device.type, "dtype": DTYPES.get(t.dtype, str(t.dtype))})
+    o["params"] = params
+    layers = []
+    values = {"s": {}, "u": {}}
+    for l in sess.scen.layers:
+        m = sess.layer(l.name)
+        wname = l.name + ".weight"
+        fp = sess.fsdp_param.get(wname)
+        layers.append({"name": l.name, "group": getattr(fp, "_fsdpsim_group", "") if fp else "",
+                       "merged": list(getattr(m, "merged_adapters", [])),
+                       "stored": "exact", "registered": "exact"})
+    for name, fp in sess.fsdp_param.items():
+        if name.endswith(".bias"):
+            continue  # deleted adapters' rows stay: a delta they left behind is an extra one
+        values["s"][name] = flat(fp.sharded_param)
+        reg = registered(fp)
+        if reg is not fp.sharded_param and reg is not None:
+            values["u"][name] = flat(reg)
+    for name, p in sess.named_adapter_params():
+        if name not in sess.fsdp_param:
+            values["s"][name] = flat(p)
+    o["layers"] = layers
+    o["collectives"] = []
+    if op.kind == "delta_weight" and getattr(sess, "deltas", None) is not None:
+        values["delta_layer"] = op.names[0]
+        values["deltas"] = {}
+        for a, d in sess.deltas.items():
+            sharded = isinstance(d, DTensor) and any(p.is_shard() for p in d.placements)
+            values["deltas"][a] = {"rows_sharded": sharded, "v": flat(d)}
+        o["deltas"] = {a: "exact" for a in sess.deltas}
+        sess.deltas = None
+    if op.kind == "save_adapters" and getattr(sess, "saved_obs", None) is not None:
+        o["saved"] = sess.saved_obs
+        sess.saved_obs = None
+    if op.kind == "load_adapters" and getattr(sess, "reload_expect", None) is not None:
+        diff = reload_diff(sess)
+        if diff:  # printed only when something differs, as fsdpsim prints it
+            o["reload_diff"] = diff
+        sess.reload_expect = None
+    owners = {}
+    for name, fp in sess.fsdp_param.items():
+        if ".lora_" in name and not is_present(sess, name):
+            continue
+        owner = name.split(".")[-1] if ".lora_" in name else "base"
+        t = local_of(fp.sharded_param)
+        b = 0 if t.device.type == "meta" else fp.padded_sharded_param_size.numel() * ELEM.get(t.dtype, 4)
+        owners[owner] = owners.get(owner, 0) + b
+    for name, p in sess.named_adapter_params():
+        if name in sess.fsdp_param:
+            continue
+        owner = name.split(".")[-1]
+        b = 0 if p.device.type == "meta" else p.numel() * ELEM.get(p.dtype, 4)
+        owners[owner] = owners.get(owner, 0) + b
+    o["sharded_bytes"] = {k: owners[k] for k in sorted(owners, key=lambda a: (a == "base", ad.get(a, 99)))}
+    o["peak_unsharded_bytes"] = {}
+    return o, values
+
+
+def reload_diff(sess):
+    """The adapter parameters whose values differ, after the reload, from
+    what this rank held when the adapters were saved."""
+    out = []
+    for name, s in shard_objects(sess):
+        want = sess.reload_expect.get(name)
+        if want is None:
+            continue
+        mine = local_of(s).detach().float()
+        if want.shape != mine.shape or not torch.allclose(want.float(), mine, atol=1e-6):
+            out.append(name)
+    return sorted(out, key=param_sort_key(sess))

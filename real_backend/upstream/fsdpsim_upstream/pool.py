@@ -1,0 +1,302 @@
+"""The coordinator fsdpsim starts (protocol.md): it keeps W rank processes
+(rank.py) alive across sequences, pairs up their collectives before any is
+issued (so ranks that part ways report `hang` or `mismatch` at once, as the
+model's simulator words it), kills and restarts the ranks when one is stuck
+past the timeout, and judges each rank's stored weights against the peers'
+adapter rows. Observations go to stdout as `fsdpsim run --json` prints them."""
+import argparse
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import judge
+
+UNOBSERVED = ["peak_unsharded"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def collective_text(c):
+    t = f"{c['op']}({c['group']}, {c['count']}"
+    if c["op"] == "broadcast":
+        t += f" {c.get('dtype', 'fp32')}"
+    return t + ")"
+
+
+def describe_pending(heads):
+    """Words a failed pairing as model/vocab/observation.cpp::describe_pending does."""
+    waiting = [h for h in heads if h is not None]
+    first = waiting[0] if waiting else None
+    same = len(waiting) >= 2 and all(
+        (h["coll"]["op"], h["coll"]["group"], h["coll"]["count"], h["coll"].get("dtype"))
+        == (first["coll"]["op"], first["coll"]["group"], first["coll"]["count"], first["coll"].get("dtype"))
+        for h in waiting)
+    out = []
+    for r, h in enumerate(heads):
+        if h is None:
+            out.append(f"rank {r} issues no matching collective")
+            continue
+        s = f"rank {r} in {collective_text(h['coll'])}"
+        if same:
+            members = ",".join(h["coll"]["parts"].keys())
+            s += " of " + (members or "nothing")
+        out.append(s + f" at step {h['step']}")
+    return "; ".join(out)
+
+
+def same_collective(a, b):
+    return (a["op"], a["group"], a["count"], a.get("dtype"), list(a["parts"].items())) == \
+        (b["op"], b["group"], b["count"], b.get("dtype"), list(b["parts"].items()))
+
+
+class RankProc:
+    def __init__(self, rank, world, port, log_dir):
+        self.rank = rank
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                   LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+        self.log_path = os.path.join(log_dir, f"rank{rank}.log")
+        # FSDPSIM_UPSTREAM_DEBUG=1: the ranks' stderr goes to the coordinator's
+        self.log = open(self.log_path, "w") if not os.environ.get("FSDPSIM_UPSTREAM_DEBUG") else None
+        self.proc = subprocess.Popen([sys.executable, "-u", "-m", "fsdpsim_upstream.rank"], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, bufsize=1)
+        self.buf = ""
+
+    def send(self, msg):
+        self.proc.stdin.write(json.dumps(msg, separators=(",", ":")) + "\n")
+        self.proc.stdin.flush()
+
+    def last_error(self):
+        try:
+            with open(self.log_path) as f:
+                lines = [l.strip() for l in f if l.strip()]
+            return lines[-1] if lines else ""
+        except OSError:
+            return ""
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        if self.log:
+            self.log.close()
+
+
+class Pool:
+    def __init__(self, world, timeout_ms):
+        self.world = world
+        self.timeout = timeout_ms / 1000.0
+        self.log_dir = tempfile.mkdtemp(prefix="fsdpsim-pool-")
+        self.ranks = []
+        self.versions = {}
+
+    def start(self, deadline=120.0):
+        port = free_port()
+        self.ranks = [RankProc(r, self.world, port, self.log_dir) for r in range(self.world)]
+        t0 = time.time()
+        for rp in self.ranks:
+            while True:
+                msg = self.read(rp, max(0.0, deadline - (time.time() - t0)))
+                if msg is None:
+                    raise RuntimeError(f"rank {rp.rank} did not start: {rp.last_error() or 'no answer'}")
+                if msg.get("t") == "ready":
+                    self.versions = msg.get("versions", self.versions)
+                    break
+
+    def stop(self):
+        for rp in self.ranks:
+            try:
+                rp.send({"cmd": "quit"})
+            except OSError:
+                pass
+        deadline = time.time() + 2
+        for rp in self.ranks:
+            try:
+                rp.proc.wait(timeout=max(0.01, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                pass
+            rp.kill()
+        self.ranks = []
+
+    def read(self, rp, timeout):
+        """One message from a rank, or None on timeout / exit."""
+        end = time.time() + timeout
+        while "\n" not in rp.buf:
+            left = end - time.time()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([rp.proc.stdout], [], [], left)
+            if not r:
+                return None
+            chunk = os.read(rp.proc.stdout.fileno(), 65536).decode()
+            if not chunk:
+                return None
+            rp.buf += chunk
+        line, rp.buf = rp.buf.split("\n", 1)
+        return json.loads(line)
+
+    def run(self, text, switches):
+        """Runs one sequence on every rank. Returns (observations, restarted)."""
+        import shutil
+        rundir = tempfile.mkdtemp(prefix="run-", dir=self.log_dir)
+        try:
+            return self._run(text, switches, rundir)
+        finally:
+            shutil.rmtree(rundir, ignore_errors=True)
+
+    def _run(self, text, switches, rundir):
+        for rp in self.ranks:
+            rp.send({"cmd": "run", "seq": text, "switches": switches, "dir": rundir})
+        obs = {r: [] for r in range(self.world)}
+        vals = {r: {} for r in range(self.world)}
+        init = {}
+        pending = [None] * self.world  # the collective each rank waits in
+        ended = [False] * self.world
+        last_step = [0] * self.world
+        restarted = False
+        fds = {rp.proc.stdout.fileno(): rp for rp in self.ranks}
+        last = time.time()
+        while not all(ended):
+            ready = [rp for rp in self.ranks if "\n" in rp.buf]
+            if not ready:
+                live = [rp.proc.stdout for rp in self.ranks if not ended[rp.rank]]
+                r, _, _ = select.select(live, [], [], 0.05)
+                for f in r:
+                    rp = fds[f.fileno()]
+                    chunk = os.read(f.fileno(), 1 << 20).decode()
+                    if not chunk:
+                        code = rp.proc.wait()
+                        raise RuntimeError(f"rank {rp.rank} died (exit {code}): {rp.last_error()}")
+                    rp.buf += chunk
+                    last = time.time()
+                if not r and time.time() - last > self.timeout:
+                    # a rank is stuck where no pairing check runs: kill, report, restart
+                    for rk in range(self.world):
+                        if not ended[rk]:
+                            obs[rk].append({"step": last_step[rk] + 1, "rank": rk, "op": "?", "status": "hang",
+                                            "message": f"hang: rank {rk} did not finish its op within "
+                                                       f"{int(self.timeout * 1000)} ms", "collectives": []})
+                    self.stop()
+                    self.start()
+                    restarted = True
+                    break
+                continue
+            for rp in ready:
+                line, rp.buf = rp.buf.split("\n", 1)
+                msg = json.loads(line)
+                t = msg.get("t")
+                r = rp.rank
+                if t == "init":
+                    init[r] = msg
+                elif t == "obs":
+                    obs[r].append(msg["obs"])
+                    last_step[r] = msg["obs"]["step"]
+                    if msg.get("values") is not None:
+                        vals[r][msg["obs"]["step"]] = msg["values"]
+                elif t == "coll":
+                    pending[r] = msg
+                elif t == "end":
+                    ended[r] = True
+                elif t == "fail":
+                    raise RuntimeError(f"rank {r}: {msg['message']}")
+            self.pair(pending, ended)
+        out = []
+        for r in range(self.world):
+            for o in obs[r]:
+                if "layers" in o and r in init:
+                    judge.judge_layers(o, r, self.world, init, vals)
+                if "deltas" in o and r in init:
+                    judge.judge_deltas(o, r, self.world, init, vals)
+                out.append(o)
+        out.sort(key=lambda o: (o["step"], o["rank"]))
+        return out, restarted
+
+    def pair(self, pending, ended):
+        """Pairs the collectives the ranks wait in, the model's way: the n-th
+        collective of every rank together; a rank that ended without it means
+        hang, different collectives mean mismatch."""
+        waiting = [r for r in range(self.world) if pending[r] is not None]
+        if not waiting:
+            return
+        if any(pending[r] is None and not ended[r] for r in range(self.world)):
+            return  # someone is still running
+        first = pending[waiting[0]]["coll"]
+        if len(waiting) == self.world and all(same_collective(pending[r]["coll"], first) for r in waiting):
+            for r in waiting:
+                self.ranks[r].send({"t": "go"})
+                pending[r] = None
+            return
+        mismatch = len(waiting) == self.world
+        heads = [pending[r] for r in range(self.world)]
+        desc = ("collective mismatch: " if mismatch else "hang: ") + describe_pending(heads)
+        for r in waiting:
+            self.ranks[r].send({"t": "abort", "status": "mismatch" if mismatch else "hang", "message": desc})
+            pending[r] = None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--timeout-ms", type=int, default=20000)
+    args = ap.parse_args()
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)
+    except OSError:
+        pass
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    pool = Pool(args.world, args.timeout_ms)
+
+    def emit(msg):
+        out.write(json.dumps(msg, separators=(",", ":")) + "\n")
+        out.flush()
+
+    try:
+        pool.start()
+    except Exception as e:
+        emit({"event": "error", "message": str(e)})
+        pool.stop()
+        return 4
+    emit({"event": "ready", "world": args.world, "versions": pool.versions, "unobserved": UNOBSERVED})
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            req = json.loads(line)
+            if req.get("cmd") == "quit":
+                break
+            t0 = time.time()
+            try:
+                result, restarted = pool.run(req["seq"], req.get("switches"))
+            except Exception as e:
+                emit({"event": "error", "message": str(e)})
+                pool.stop()
+                try:
+                    pool.start()
+                except Exception:
+                    return 4
+                continue
+            for o in result:
+                out.write(json.dumps(o, separators=(",", ":")) + "\n")
+            emit({"event": "done", "ms": round((time.time() - t0) * 1000, 1), "restarted": restarted})
+    finally:
+        pool.stop()
+        import shutil
+        shutil.rmtree(pool.log_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

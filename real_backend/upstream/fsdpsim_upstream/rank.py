@@ -1,0 +1,176 @@
+"""One persistent rank process: `dist.init_process_group("gloo")` and a CPU
+device mesh once, then one sequence per request from the coordinator
+(pool.py), over stdin/stdout JSON lines. Also what an exported torchrun script
+runs (`standalone`)."""
+import ctypes
+import json
+import os
+import signal
+import sys
+import tempfile
+import traceback
+import warnings
+
+
+def _die_with_parent():
+    try:
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class Channel:
+    """The rank's line protocol with the coordinator; the original stdout is
+    kept for it and sys.stdout goes to stderr so that no library print can
+    corrupt the protocol."""
+
+    def __init__(self):
+        self.out = os.fdopen(os.dup(1), "w", buffering=1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        self.inp = sys.stdin
+
+    def send(self, msg):
+        self.out.write(json.dumps(msg, separators=(",", ":")) + "\n")
+        self.out.flush()
+
+    def recv(self):
+        line = self.inp.readline()
+        if not line:
+            os._exit(0)  # the coordinator is gone
+        return json.loads(line)
+
+
+def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
+    from . import observe, profiles, seqfile
+    from .collectives import REC, CollectiveAbort
+    from .session import HarnessError, Session, classify_exception
+
+    scen, ops = seqfile.parse(text)
+    sw = profiles.resolve(scen.profile, scen.sets, switches)
+    REC.param_name.clear()
+    REC.group_name.clear()
+
+    def check(rec, step):
+        chan.send({"t": "coll", "step": step, "coll": rec})
+        reply = chan.recv()
+        if reply.get("t") != "go":
+            raise CollectiveAbort(reply["status"], reply["message"])
+
+    REC.check = check if world > 1 else None
+    sess = Session(scen, ops, rank, world, mesh, sw, tmpdir)
+    REC.log = []
+    sess.build()
+    init = {"s": {}}
+    for name, fp in sess.fsdp_param.items():
+        if not name.endswith(".bias"):
+            init["s"][name] = observe.flat(fp.sharded_param)
+    w0 = {l: t.reshape(-1).tolist() for l, t in sess.w0.items()}
+    chan.send({"t": "init", "values": init, "w0": w0, "scaling": {
+        a.name: a.alpha / a.r for a in scen.adapters}, "shapes": shapes_of(scen)})
+    for i, op in enumerate(ops):
+        if not op.runs_on(rank):
+            continue
+        step = i + 1
+        REC.log = []
+        REC.step = step
+        observe.grad_marks(sess)
+        status, message, index = "ok", "", None
+        try:
+            with observe.funcol_mode(sess, op):
+                sess.run_op(op)
+        except CollectiveAbort as e:
+            # a rank stuck in a collective: only the collectives up to that one are known
+            chan.send({"t": "obs", "obs": {"step": step, "rank": rank, "op": op.text(), "status": e.status,
+                                           "message": e.message, "active": [], "disabled": False,
+                                           "optimizer": {"missing": 0, "total": 0, "unregistered": []},
+                                           "groups": [], "params": [], "layers": [], "collectives": REC.log,
+                                           "sharded_bytes": {}, "peak_unsharded_bytes": {}}, "values": None})
+            break
+        except Exception as e:  # every other exception is that op's status
+            status, message = classify_exception(e)
+            if isinstance(e, HarnessError):
+                status, message = "value_error", str(e)
+            if status == "key_error":
+                index = key_error_index(sess, e)
+                if index is not None and not isinstance(e.args[0], int):
+                    message = f"KeyError: <sharded parameter {sess.opt_names[index]}>"
+            if status == "exception":
+                traceback.print_exc(file=sys.stderr)
+        grads = observe.grads_received(sess) if op.is_training else None
+        obs, values = observe.local(sess, op, step, grads)
+        obs["status"] = status
+        if message:
+            obs["message"] = message
+        if index is not None:
+            obs["index"] = index
+        obs["collectives"] = REC.log
+        chan.send({"t": "obs", "obs": obs, "values": values})
+    chan.send({"t": "end"})
+
+
+def key_error_index(sess, e):
+    """The optimizer position a KeyError names: DCP raises `KeyError: <pid>`
+    on save and `KeyError: <tensor>` on load."""
+    key = e.args[0] if e.args else None
+    if isinstance(key, int):
+        return key
+    if sess.opt is not None:
+        for i, p in enumerate(sess.opt.param_groups[0]["params"]):
+            if p is key:
+                return i
+    return None
+
+
+def shapes_of(scen):
+    out = {}
+    for l in scen.layers:
+        out[l.name + ".weight"] = [l.fan_out, l.fan_in]
+        for a in scen.adapters:
+            if l.name in a.targets:
+                out[f"{l.name}.lora_A.{a.name}"] = [a.r, l.fan_in]
+                out[f"{l.name}.lora_B.{a.name}"] = [l.fan_out, a.r]
+    return out
+
+
+def main():
+    _die_with_parent()
+    chan = Channel()
+    warnings.filterwarnings("ignore")
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from .collectives import install
+
+    torch.set_num_threads(1)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    mesh = init_device_mesh("cpu", (world,))
+    install()
+    tmpdir = tempfile.mkdtemp(prefix=f"fsdpsim-up-{os.getpid()}-")
+    import peft, accelerate, transformers, platform
+    chan.send({"t": "ready", "rank": rank, "versions": {
+        "torch": torch.__version__, "peft": peft.__version__, "accelerate": accelerate.__version__,
+        "transformers": transformers.__version__, "python": platform.python_version()}})
+    try:
+        while True:
+            req = chan.recv()
+            if req.get("cmd") == "quit":
+                break
+            try:
+                run_sequence(req["seq"], req.get("switches"), rank, world, mesh, chan, req.get("dir") or tmpdir)
+            except Exception as e:  # a failure outside any op: the sequence cannot run here
+                traceback.print_exc(file=sys.stderr)
+                chan.send({"t": "fail", "message": f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"})
+    finally:
+        import shutil
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        try:
+            dist.destroy_process_group()
+        except Exception:
+            pass
+
+
+if __name__ == "__main__":
+    main()

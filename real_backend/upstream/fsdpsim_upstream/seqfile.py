@@ -1,0 +1,157 @@
+"""Reads the canonical `.seq` text fsdpsim prints (model/vocab/seq_printer.cpp):
+the scenario, `---`, one op per line. Expectations are dropped: the upstream
+backend observes, the C++ side judges."""
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Layer:
+    name: str
+    fan_in: int
+    fan_out: int
+    experts: int = 0
+
+
+@dataclass
+class Adapter:
+    name: str
+    r: int
+    alpha: int
+    targets: list
+    init: str = "random"
+    inference_mode: bool = False
+    deferred: bool = False
+
+
+@dataclass
+class Shard:
+    modules: list
+    raf: str  # true | false | none
+
+    @property
+    def is_root(self):
+        return self.modules == ["root"]
+
+
+@dataclass
+class Op:
+    kind: str
+    rank: int = -1
+    names: list = field(default_factory=list)
+    list_form: bool = False
+    trainable: bool = False
+
+    def runs_on(self, r):
+        return self.rank < 0 or self.rank == r
+
+    def text(self):
+        out = f"@{self.rank} " if self.rank >= 0 else ""
+        out += self.kind
+        if self.kind == "load_adapter":
+            return out + f" {self.names[0]} " + ("trainable" if self.trainable else "frozen")
+        if self.list_form:
+            out += " [" + ",".join(self.names) + "]"
+        elif self.names:
+            out += " " + self.names[0]
+        return out
+
+    @property
+    def is_training(self):
+        return self.kind in ("backward", "train_step")
+
+
+@dataclass
+class Scenario:
+    world: int = 1
+    seed: int = 0
+    profile: str = "upstream"
+    sets: dict = field(default_factory=dict)
+    layers: list = field(default_factory=list)
+    adapters: list = field(default_factory=list)
+    shards: list = field(default_factory=list)
+    optimizer: str = "trainable"
+    loading: str = "full"
+    dtype: str = "fp32"
+    autocast_adapter_dtype: bool = True
+
+    def adapter(self, name):
+        return next(a for a in self.adapters if a.name == name)
+
+    def layer(self, name):
+        return next(l for l in self.layers if l.name == name)
+
+
+def parse(text):
+    scen = Scenario()
+    ops = []
+    body = False
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line == "---":
+            body = True
+            continue
+        if " expect" in line or line.startswith("expect"):
+            line = line.split("expect", 1)[0].strip()
+            if not line:
+                continue
+        words = line.split()
+        if body:
+            ops.append(_op(words))
+            continue
+        key, rest = words[0], words[1:]
+        if key == "world":
+            scen.world = int(rest[0])
+        elif key == "seed":
+            scen.seed = int(rest[0])
+        elif key == "profile":
+            scen.profile = rest[0]
+        elif key == "set":
+            k, v = rest[0].split("=", 1)
+            scen.sets[k] = v
+        elif key == "layer":
+            experts = 0
+            for w in rest[3:]:
+                if w.startswith("experts="):
+                    experts = int(w.split("=", 1)[1])
+            scen.layers.append(Layer(rest[0], int(rest[1]), int(rest[2]), experts))
+        elif key == "adapter":
+            kv = dict(w.split("=", 1) for w in rest[1:] if "=" in w)
+            scen.adapters.append(Adapter(rest[0], int(kv.get("r", 8)), int(kv.get("alpha", 8)),
+                                         kv.get("targets", "").split(","), kv.get("init", "random"),
+                                         "inference_mode" in rest[1:], "deferred" in rest[1:]))
+        elif key == "fully_shard":
+            raf = "none"
+            for w in rest[1:]:
+                if w.startswith("reshard_after_forward="):
+                    raf = w.split("=", 1)[1]
+            scen.shards.append(Shard(rest[0].split(","), raf))
+        elif key == "optimizer":
+            scen.optimizer = rest[0]
+        elif key == "loading":
+            scen.loading = rest[0]
+        elif key == "dtype":
+            scen.dtype = rest[0]
+            scen.autocast_adapter_dtype = "autocast_adapter_dtype=false" not in rest[1:]
+        else:
+            raise ValueError(f"unknown scenario line: {raw}")
+    return scen, ops
+
+
+def _op(words):
+    op = Op(kind="")
+    if words[0].startswith("@"):
+        op.rank = int(words[0][1:])
+        words = words[1:]
+    op.kind = words[0]
+    arg = " ".join(words[1:])
+    if op.kind == "load_adapter":
+        op.names = [words[1]]
+        op.trainable = words[2] == "trainable"
+    elif arg.startswith("["):
+        op.list_form = True
+        op.names = [n for n in arg.strip("[]").split(",") if n]
+    elif arg:
+        op.names = [arg]
+    return op

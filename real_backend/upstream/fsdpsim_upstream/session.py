@@ -1,0 +1,425 @@
+"""One sequence on one rank: builds the scenario with the real libraries
+(torch FSDP2 `fully_shard`, PEFT `get_peft_model` / `add_adapter`, AdamW),
+runs each op through the real API, and reads every observation off the real
+objects. Nothing here consults fsdpsim's model."""
+import sys
+import warnings
+
+import torch
+import torch.nn as nn
+from peft import LoraConfig, get_peft_model
+from torch.distributed.fsdp import FSDPModule, fully_shard
+
+from . import observe
+from .collectives import REC, CollectiveAbort
+
+BATCH = 4
+
+
+class Net(nn.Module):
+    """The scenario's layers in order, ReLU between them."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.order = [l.name for l in layers]
+        for l in layers:
+            setattr(self, l.name, nn.Linear(l.fan_in, l.fan_out))
+
+    def forward(self, x):
+        for i, name in enumerate(self.order):
+            x = getattr(self, name)(x)
+            if i + 1 < len(self.order):
+                x = torch.relu(x)
+        return x
+
+
+def lora_config(a, inference_mode=None):
+    # init=zero is PEFT's default (lora_B = 0); init=random draws B too.
+    return LoraConfig(r=a.r, lora_alpha=a.alpha, target_modules=list(a.targets),
+                      init_lora_weights=(a.init == "zero"),
+                      inference_mode=a.inference_mode if inference_mode is None else inference_mode)
+
+
+def classify_exception(e):
+    """(status, message) of an exception an op raised: the known classes by
+    type and torch's own text; anything else is reported as `exception` with
+    its type and text, never mapped to the nearest known status."""
+    if isinstance(e, CollectiveAbort):
+        return e.status, e.message
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    if isinstance(e, KeyError):
+        return "key_error", "KeyError: " + (text if text else "")
+    if isinstance(e, RuntimeError):
+        if "does not require grad and does not have a grad_fn" in text:
+            return "no_grad_fn", text
+        if any(k in text for k in ("shape", "size mismatch", "must match the size", "einsum", "size of tensor")):
+            return "shape_error", text
+    if isinstance(e, ValueError):
+        return "value_error", text
+    return "exception", f"{type(e).__name__}: {text}"
+
+
+class HarnessError(ValueError):
+    """An op the sequence cannot run (fsdpsim's own check, worded as the model words it)."""
+
+
+class Session:
+    def __init__(self, scen, ops, rank, world, mesh, switches, tmpdir):
+        self.scen, self.ops, self.rank, self.world, self.mesh = scen, ops, rank, world, mesh
+        self.sw = switches
+        self.tmpdir = tmpdir
+        self.pending_loss = None
+        self.disable_ctx = None
+        self.opt = None
+        self.opt_names = []
+        self.opt_ckpt = None
+        self.prepared = False
+        self.fsdp_modules = []  # (group name, module) in the model's group order
+        self.names = {}  # id(param object) -> fsdpsim name, for every object ever registered
+        self.fsdp_param = {}  # fsdpsim name -> FSDPParam
+
+    # ---- building -------------------------------------------------------
+    def build(self):
+        torch.manual_seed(self.scen.seed)
+        net = Net(self.scen.layers)
+        live = [a for a in self.scen.adapters if not a.deferred]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.pm = get_peft_model(net, lora_config(live[0]), adapter_name=live[0].name)
+            for a in live[1:]:
+                self.pm.add_adapter(a.name, lora_config(a))
+        self.w0 = {l.name: self.layer(l.name).base_layer.weight.detach().clone() for l in self.scen.layers}
+        g = torch.Generator().manual_seed(self.scen.seed + 1)
+        self.x = torch.randn(BATCH, self.scen.layers[0].fan_in, generator=g)
+        if not any(op.kind == "prepare" for op in self.ops):
+            self.prepare()
+
+    def layer(self, name):
+        return getattr(self.pm.base_model.model, name)
+
+    def module_of(self, group):
+        return self.pm if group == "root" else self.layer(group)
+
+    def prepare(self):
+        """fully_shard bottom-up as the scenario says, then the optimizer over
+        the S objects registered right after (what accelerate's
+        fsdp2_switch_optimizer_parameters leaves it holding)."""
+        raf = {"true": True, "false": False, "none": None}
+        for d in self.scen.shards:
+            if d.is_root:
+                fully_shard(self.pm, mesh=self.mesh, reshard_after_forward=self._root_raf(raf[d.raf]))
+            else:
+                mods = [self.layer(m) for m in d.modules]
+                fully_shard(mods if len(mods) > 1 else mods[0], mesh=self.mesh, reshard_after_forward=raf[d.raf])
+        self._name_fsdp_params()
+        if self.scen.optimizer == "trainable":
+            held = [(n, p) for n, p in self.named_adapter_params() if p.requires_grad]
+        else:
+            held = list(self.named_adapter_params())
+        self.opt = torch.optim.AdamW([p for _, p in held], lr=1e-2)
+        self.opt_names = [n for n, _ in held]
+        self.prepared = True
+
+    def _root_raf(self, value):
+        # root_reshard_rule=force_false mirrors torch <= 2.7 (the root never reshards).
+        return False if self.sw["root_reshard_rule"] == "force_false" else value
+
+    def _name_fsdp_params(self):
+        fqn = {id(m): n for n, m in self.pm.named_modules()}
+        groups = []
+        for d in self.scen.shards:
+            name = "root" if d.is_root else d.modules[0]
+            mod = self.module_of(name)
+            state = mod._get_fsdp_state()
+            for pg in state._fsdp_param_groups:
+                for fp in pg.fsdp_params:
+                    pname = observe.model_name(fqn[id(fp._module_info.module)] + "." + fp._module_info.param_name)
+                    REC.param_name[id(fp)] = pname
+                    REC.group_name[id(fp)] = name
+                    self.fsdp_param[pname] = fp
+                    fp._fsdpsim_group = name
+            if state._fsdp_param_groups:
+                groups.append((name, mod))
+        # the model's order: the root's group first, then the children in module order
+        order = {l.name: i for i, l in enumerate(self.scen.layers)}
+        groups.sort(key=lambda g: -1 if g[0] == "root" else order[g[0]])
+        self.fsdp_modules = groups
+
+    def named_adapter_params(self):
+        """(fsdpsim name, registered object) of every LoRA parameter, in
+        model.named_parameters() order."""
+        for n, p in self.pm.named_parameters():
+            if ".lora_" in n:
+                yield observe.model_name(n), p
+
+    # ---- ops ------------------------------------------------------------
+    def reshard_all(self):
+        for _, m in self.fsdp_modules:
+            m.reshard()
+
+    def any_merged(self):
+        return any(getattr(m, "merged", False) for m in self.lora_layers())
+
+    def lora_layers(self):
+        return [self.layer(l.name) for l in self.scen.layers]
+
+    def op_forward(self, grad):
+        with torch.set_grad_enabled(grad):
+            self.pending_loss = self.pm(self.x).float().sum()
+
+    def op_backward(self):
+        if self.pending_loss is None:
+            raise HarnessError("backward without a forward output")
+        loss, self.pending_loss = self.pending_loss, None
+        loss.backward()
+
+    def op_zero_grad(self):
+        # every shard's and every registered object's grad set to None
+        if self.opt is not None:
+            self.opt.zero_grad(set_to_none=True)
+        self.pm.zero_grad(set_to_none=True)
+        for fp in self.fsdp_param.values():
+            fp.sharded_param.grad = None
+
+    def op_step(self):
+        self.opt.step()
+
+    def op_set_adapter(self, op):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if op.list_form:
+                self.pm.base_model.set_adapter(list(op.names))
+                return
+            mode = self.sw["set_adapter_reshard"]
+            if mode == "unmerge_first":
+                if self.any_merged():
+                    self.pm.base_model.unmerge_adapter()
+                self.reshard_all()
+            elif mode == "skip_merged":
+                for g, m in self.fsdp_modules:
+                    if not any(self.layer(l.name).merged for l in self.scen.layers if self.group_of_layer(l.name) == g):
+                        m.reshard()
+            self.pm.set_adapter(op.names[0])
+
+    def group_of_layer(self, layer):
+        fp = self.fsdp_param.get(layer + ".weight")
+        return getattr(fp, "_fsdpsim_group", "")
+
+    def op_disable_enter(self):
+        if self.disable_ctx is not None:
+            raise HarnessError("disable_enter inside disable_adapter(): the context is already entered")
+        ctx = self.pm.disable_adapter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ctx.__enter__()
+        self.disable_ctx = ctx
+
+    def op_disable_exit(self):
+        if self.disable_ctx is None:
+            raise HarnessError("disable_exit outside disable_adapter(): no matching disable_enter")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if self.sw["disable_exit_reshard"] == "on":
+                if self.any_merged():
+                    self.pm.base_model.unmerge_adapter()
+                self.reshard_all()
+            ctx, self.disable_ctx = self.disable_ctx, None
+            ctx.__exit__(None, None, None)
+            if self.sw["enable_inference_mode"] == "respect":
+                # the fix of #3453: adapters whose config says inference_mode stay frozen
+                for a in self.pm.base_model.active_adapters:
+                    if self.pm.peft_config[a].inference_mode:
+                        for n, p in self.named_adapter_params():
+                            if n.endswith("." + a):
+                                p.requires_grad_(False)
+
+    def op_add_adapter(self, name, inference_mode):
+        a = self.scen.adapter(name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.pm.add_adapter(name, lora_config(a, inference_mode))
+
+    def op_load_adapter(self, name, trainable):
+        """PeftModel.load_adapter(path, name, is_trainable) from a checkpoint
+        of that adapter (its seeded initial values) written beforehand."""
+        import os
+        a = self.scen.adapter(name)
+        path = os.path.join(self.tmpdir, f"src-{self.rank}-{name}")
+        if not os.path.exists(path):
+            torch.manual_seed(self.scen.seed + 7 + self.scen.adapters.index(a))
+            src = get_peft_model(Net(self.scen.layers), lora_config(a), adapter_name=name)
+            src.save_pretrained(path, selected_adapters=[name])
+        sub = path if name == "default" else os.path.join(path, name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.pm.load_adapter(sub, adapter_name=name, is_trainable=trainable)
+
+    def op_delete_adapter(self, name):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.pm.delete_adapter(name)
+
+    def op_reshard_unshard(self, op):
+        targets = self.fsdp_modules
+        if op.names:
+            targets = [(g, m) for g, m in self.fsdp_modules if g == op.names[0]]
+        for _, m in targets:
+            if op.kind == "reshard":
+                m.reshard()
+            else:
+                m.unshard()
+
+    def op_save_optimizer(self):
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+        if self.sw["optimizer_ckpt_reshard"] == "on":
+            self.reshard_all()
+        self.opt_ckpt = get_optimizer_state_dict(self.pm, self.opt)
+
+    def op_load_optimizer(self):
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+        if self.opt_ckpt is None:
+            raise HarnessError("no optimizer checkpoint to load (save_optimizer first)")
+        if self.sw["optimizer_ckpt_reshard"] == "on":
+            self.reshard_all()
+        set_optimizer_state_dict(self.pm, self.opt, self.opt_ckpt)
+
+    # ---- adapter checkpoints ---------------------------------------------
+    def op_save_adapters(self, op):
+        """PeftModel.save_pretrained's selection (all adapters unless named;
+        adapter_save_selection=active keeps only the active one), each
+        adapter's state dict through get_peft_model_state_dict (whose
+        model.state_dict() runs FSDP's pre-hook, which reshards); rank 0
+        writes. adapter_save_gather=on makes every managed tensor full first
+        (DTensor.full_tensor, DCP's full state dict)."""
+        from peft.utils import get_peft_model_state_dict
+        from torch.distributed.tensor import DTensor
+        if op.names:
+            names = list(op.names)
+        elif self.sw["adapter_save_selection"] == "active":
+            names = list(self.pm.base_model.active_adapters)
+        else:
+            names = list(self.pm.peft_config)
+        missing = [n for n in names if n not in self.pm.peft_config]
+        if missing:
+            raise HarnessError("selected adapters are not in the model: {" + ",".join(missing) + "}")
+        sd = self.pm.state_dict()
+        if self.sw["adapter_save_gather"] == "on":
+            sd = {k: (v.full_tensor() if isinstance(v, DTensor) and ".lora_" in k and
+                      any(f".{n}." in k for n in names) else v) for k, v in sd.items()}
+        self.saved = {}
+        self.saved_obs = []
+        for a in names:
+            asd = get_peft_model_state_dict(self.pm, state_dict=sd, adapter_name=a)
+            local = {k: (v.to_local() if isinstance(v, DTensor) else v).detach().clone() for k, v in asd.items()}
+            self.saved[a] = local
+            for k, v in asd.items():
+                t = v.to_local() if isinstance(v, DTensor) else v
+                name = observe.model_name(k.replace(".lora_A.weight", f".lora_A.{a}.weight")
+                                          .replace(".lora_B.weight", f".lora_B.{a}.weight"))
+                self.saved_obs.append({"name": name, "rows": int(t.shape[0]), "full_rows": int(v.shape[0]),
+                                       "dtype": observe.DTYPES.get(t.dtype, str(t.dtype))})
+        self.saved_obs.sort(key=lambda x: observe.param_sort_key(self)(x["name"]))
+        # what this rank held at save time: a reload must restore exactly that
+        chosen = {x["name"] for x in self.saved_obs}
+        self.saved_own = {n: observe.local_of(s).detach().clone() for n, s in observe.shard_objects(self)
+                          if n in chosen}
+        if self.rank == 0:
+            import os
+            import torch as _t
+            _t.save(self.saved, os.path.join(self.tmpdir, "adapters.pt"))
+            open(os.path.join(self.tmpdir, "adapters.done"), "w").close()
+
+    def op_load_adapters(self):
+        """Every rank loads the file rank 0 wrote (set_peft_model_state_dict ->
+        load_state_dict, whose FSDP pre-hook reshards), then compares what it
+        holds with what was saved."""
+        import os
+        import time
+        from peft.utils import set_peft_model_state_dict
+        done = os.path.join(self.tmpdir, "adapters.done")
+        if getattr(self, "saved", None) is None and not os.path.exists(done):
+            raise HarnessError("no adapters were saved (save_adapters first)")
+        t0 = time.time()
+        while not os.path.exists(done):  # rank 0 may still be writing
+            if time.time() - t0 > 10:
+                raise HarnessError("no adapters were saved (save_adapters first)")
+            time.sleep(0.005)
+        saved = torch.load(os.path.join(self.tmpdir, "adapters.pt"))
+        self.reload_expect = getattr(self, "saved_own", None) or {}
+        for a, asd in saved.items():
+            res = set_peft_model_state_dict(self.pm, asd, adapter_name=a)
+            if os.environ.get("FSDPSIM_UPSTREAM_DEBUG"):
+                print("load", a, {k: tuple(v.shape) for k, v in asd.items()}, res, file=sys.stderr)
+
+    def op_delta_weight(self, layer):
+        """get_delta_weight of each active adapter of LAYER, as PEFT computes
+        it on whatever is registered; delta_weight_gather=on makes A and B
+        full first. The coordinator judges each against the full B @ A."""
+        from torch.distributed.tensor import DTensor
+        m = self.layer(layer)
+        self.deltas = {}
+        for a in self.pm.base_model.active_adapters:
+            if a not in m.lora_A:
+                continue
+            if self.sw["delta_weight_gather"] == "on":
+                A, B = m.lora_A[a].weight, m.lora_B[a].weight
+                fa = A.full_tensor() if isinstance(A, DTensor) else A
+                fb = B.full_tensor() if isinstance(B, DTensor) else B
+                d = (fb @ fa) * m.scaling[a]
+            else:
+                d = m.get_delta_weight(a)
+            self.deltas[a] = d
+
+    def run_op(self, op):
+        k = op.kind
+        if k in ("forward", "eval"):
+            self.op_forward(k == "forward")
+        elif k == "backward":
+            self.op_backward()
+        elif k == "step":
+            self.op_step()
+        elif k == "zero_grad":
+            self.op_zero_grad()
+        elif k == "train_step":
+            self.op_zero_grad()
+            self.op_forward(True)
+            self.op_backward()
+            self.op_step()
+        elif k == "merge":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.pm.base_model.merge_adapter(list(op.names) if op.names else None)
+        elif k == "unmerge":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.pm.base_model.unmerge_adapter()
+        elif k == "set_adapter":
+            self.op_set_adapter(op)
+        elif k == "disable_enter":
+            self.op_disable_enter()
+        elif k == "disable_exit":
+            self.op_disable_exit()
+        elif k == "add_adapter":
+            self.op_add_adapter(op.names[0], None)
+        elif k == "load_adapter":
+            self.op_load_adapter(op.names[0], op.trainable)
+        elif k == "delete_adapter":
+            self.op_delete_adapter(op.names[0])
+        elif k in ("reshard", "unshard"):
+            self.op_reshard_unshard(op)
+        elif k == "state_dict":
+            self.pm.state_dict()
+        elif k == "save_optimizer":
+            self.op_save_optimizer()
+        elif k == "load_optimizer":
+            self.op_load_optimizer()
+        elif k == "prepare":
+            self.prepare()
+        elif k == "save_adapters":
+            self.op_save_adapters(op)
+        elif k == "load_adapters":
+            self.op_load_adapters()
+        elif k == "delta_weight":
+            self.op_delta_weight(op.names[0])
+        else:
+            raise NotImplementedError(f"op {k} is not supported by the upstream backend yet")
