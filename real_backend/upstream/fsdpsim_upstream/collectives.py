@@ -142,13 +142,23 @@ class FuncolRecorder:
                  funcol.broadcast.default: "broadcast"}
 
         class Mode(TorchDispatchMode):
+            # the parameters among the DTensor op's arguments: a collective it
+            # desugars into gathers one of them (possibly a reshaped copy)
+            operands = []
+
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 if any(t is DTensor or issubclass(t, DTensor) for t in types):
+                    Mode.operands = [names[a._local_tensor.untyped_storage().data_ptr()] for a in args
+                                     if isinstance(a, DTensor) and
+                                     a._local_tensor.untyped_storage().data_ptr() in names]
                     return NotImplemented
                 kind = kinds.get(func)
                 if kind is not None:
                     t = args[0]
-                    group, name = names.get(t.untyped_storage().data_ptr(), ("?", "?"))
+                    known = names.get(t.untyped_storage().data_ptr())
+                    if known is None and len(Mode.operands) == 1:
+                        known = Mode.operands[0]
+                    group, name = known or ("?", "?")
                     REC.issue(kind, group, t.numel(), DTYPES.get(t.dtype, str(t.dtype)), {name: int(t.numel())})
                 return func(*args, **(kwargs or {}))
 

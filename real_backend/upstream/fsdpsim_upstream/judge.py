@@ -40,6 +40,18 @@ def _full(name, shape, r, step, world, init, vals, own):
     return t.reshape(shape)
 
 
+def delta_of(A, B, wshape):
+    """B @ A for a Linear weight (out, in); for an (E, in, out) experts weight
+    PEFT's per-expert delta (lora/layer.py::ParamWrapper.get_delta_weight):
+    A read as (E, r, in), B as (out, r, E)."""
+    if len(wshape) == 2:
+        return B @ A
+    E, fan_in, fan_out = wshape
+    a = A.reshape(E, -1, fan_in)
+    b = B.reshape(fan_out, -1, E)
+    return torch.einsum("ore,eri->eio", b, a)
+
+
 def _close(d, s, scale):
     return bool((d - s).abs().max() <= 1e-4 * scale + 2e-6) if d.numel() else True
 
@@ -54,7 +66,7 @@ def classify(d, merged, deltas):
             s = s + deltas[n]
         return s
 
-    scale = max([float(x.abs().max()) for x in deltas.values()] + [0.0])
+    scale = max([float(x.abs().max()) for x in deltas.values() if x.numel()] + [0.0])
     if _close(d, total(want), scale):
         return "exact"
     missing = extra = False
@@ -81,10 +93,11 @@ def judge_layers(o, r, world, init, vals):
         wname = layer + ".weight"
         if wname not in mine["s"] or mine["s"][wname] is None:
             continue
-        out_f, in_f = shapes[wname]
-        w0 = torch.tensor(init[r]["w0"][layer], dtype=torch.float64).reshape(out_f, in_f)
+        wshape = shapes[wname]
+        out_f = wshape[0]
+        w0 = torch.tensor(init[r]["w0"][layer], dtype=torch.float64).reshape(wshape)
         n, start = _chunk_rows(out_f, world, r)
-        s_local = torch.tensor(mine["s"][wname], dtype=torch.float64).reshape(-1, in_f)
+        s_local = torch.tensor(mine["s"][wname], dtype=torch.float64).reshape([-1] + wshape[1:])
         full_stored = s_local.shape[0] == out_f and world > 1 and n != out_f
         rows = slice(0, out_f) if full_stored else slice(start, start + n)
 
@@ -104,14 +117,14 @@ def judge_layers(o, r, world, init, vals):
                     B = _full(bn, shapes[bn], r, step, world, init, vals, mine["s"])
                 if A is None or B is None:
                     continue
-                ds[a] = (B @ A) * sc
+                ds[a] = delta_of(A, B, wshape) * sc
             return ds
 
         merged = set(lo["merged"])
         ds = deltas_for(False)
         lo["stored"] = classify(s_local - w0[rows], merged, {a: d[rows] for a, d in ds.items()})
         if wname in mine["u"]:
-            u = torch.tensor(mine["u"][wname], dtype=torch.float64).reshape(out_f, in_f)
+            u = torch.tensor(mine["u"][wname], dtype=torch.float64).reshape(wshape)
             lo["registered"] = classify(u - w0, merged, deltas_for(True))
         else:
             lo["registered"] = lo["stored"]
@@ -126,18 +139,23 @@ def judge_deltas(o, r, world, init, vals):
         return
     layer = mine["delta_layer"]
     shapes = init[r]["shapes"]
-    out_f, in_f = shapes[layer + ".weight"]
+    wshape = shapes[layer + ".weight"]
+    out_f = wshape[0]
     for a, d in mine["deltas"].items():
         an, bn = f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}"
         A = _full(an, shapes[an], r, step, world, init, vals, mine["s"])
         B = _full(bn, shapes[bn], r, step, world, init, vals, mine["s"])
         if A is None or B is None or d["v"] is None:
             continue
-        want = (B @ A) * init[r]["scaling"][a]
+        want = delta_of(A, B, wshape) * init[r]["scaling"][a]
         got = torch.tensor(d["v"], dtype=torch.float64)
-        if d["rows_sharded"]:
-            n, start = _chunk_rows(out_f, world, r)
-            want = want[start:start + n]
+        if list(want.shape) != d["shape"]:
+            o["deltas"][a] = "corrupt"
+            continue
+        if d["shard_dim"] is not None:  # this rank's chunk of a sharded DTensor
+            dim = d["shard_dim"]
+            n, start = _chunk_rows(want.shape[dim], world, r)
+            want = want.narrow(dim, start, n)
         ok = got.numel() == want.numel() and _close(got.reshape(-1), want.reshape(-1),
                                                    float(want.abs().max()) if want.numel() else 0.0)
         o["deltas"][a] = "exact" if ok else "corrupt"

@@ -167,8 +167,8 @@ def local(sess, op, step, grads):
         values["delta_layer"] = op.names[0]
         values["deltas"] = {}
         for a, d in sess.deltas.items():
-            sharded = isinstance(d, DTensor) and any(p.is_shard() for p in d.placements)
-            values["deltas"][a] = {"rows_sharded": sharded, "v": flat(d)}
+            dim = next((p.dim for p in d.placements if p.is_shard()), None) if isinstance(d, DTensor) else None
+            values["deltas"][a] = {"shard_dim": dim, "shape": list(d.shape), "v": flat(d)}
         o["deltas"] = {a: "exact" for a in sess.deltas}
         sess.deltas = None
     if op.kind == "save_adapters" and getattr(sess, "saved_obs", None) is not None:

@@ -55,6 +55,10 @@ def describe_pending(heads):
 
 
 def same_collective(a, b):
+    if "?" in (a["group"], b["group"]):
+        # a DTensor collective one rank could not attribute (a padded or
+        # reshaped copy): the peers' names settle it
+        return (a["op"], a["count"], a.get("dtype")) == (b["op"], b["count"], b.get("dtype"))
     return (a["op"], a["group"], a["count"], a.get("dtype"), list(a["parts"].items())) == \
         (b["op"], b["group"], b["count"], b.get("dtype"), list(b["parts"].items()))
 
@@ -233,8 +237,9 @@ class Pool:
             return  # someone is still running
         first = pending[waiting[0]]["coll"]
         if len(waiting) == self.world and all(same_collective(pending[r]["coll"], first) for r in waiting):
+            named = next((pending[r]["coll"] for r in waiting if pending[r]["coll"]["group"] != "?"), first)
             for r in waiting:
-                self.ranks[r].send({"t": "go"})
+                self.ranks[r].send({"t": "go", "group": named["group"], "parts": named["parts"]})
                 pending[r] = None
             return
         mismatch = len(waiting) == self.world

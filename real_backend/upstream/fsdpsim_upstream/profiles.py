@@ -18,6 +18,9 @@ NATIVE = {
 
 PROFILES = {
     "upstream": dict(NATIVE),
+    # PEFT main as the seed-000 thread (#3872) describes it: units holding no
+    # merged layer are resharded before set_adapter (not in PEFT 0.21.2)
+    "peft-main-3872": dict(NATIVE, set_adapter_reshard="skip_merged"),
     "patched": dict(NATIVE, set_adapter_reshard="unmerge_first", disable_exit_reshard="on",
                     optimizer_ckpt_reshard="on", enable_inference_mode="respect",
                     adapter_meta_check="per_adapter", delta_weight_gather="on", adapter_save_gather="on"),

@@ -56,6 +56,8 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
         reply = chan.recv()
         if reply.get("t") != "go":
             raise CollectiveAbort(reply["status"], reply["message"])
+        if rec["group"] == "?" and "group" in reply:
+            rec["group"], rec["parts"] = reply["group"], {k: rec["count"] for k in reply["parts"]}
 
     REC.check = check if world > 1 else None
     sess = Session(scen, ops, rank, world, mesh, sw, tmpdir)
@@ -125,11 +127,12 @@ def key_error_index(sess, e):
 def shapes_of(scen):
     out = {}
     for l in scen.layers:
-        out[l.name + ".weight"] = [l.fan_out, l.fan_in]
+        e = max(l.experts, 1)
+        out[l.name + ".weight"] = [l.experts, l.fan_in, l.fan_out] if l.experts else [l.fan_out, l.fan_in]
         for a in scen.adapters:
             if l.name in a.targets:
-                out[f"{l.name}.lora_A.{a.name}"] = [a.r, l.fan_in]
-                out[f"{l.name}.lora_B.{a.name}"] = [l.fan_out, a.r]
+                out[f"{l.name}.lora_A.{a.name}"] = [a.r * e, l.fan_in]
+                out[f"{l.name}.lora_B.{a.name}"] = [l.fan_out, a.r * e]
     return out
 
 

@@ -16,6 +16,22 @@ from .collectives import REC, CollectiveAbort
 BATCH = 4
 
 
+class Experts(nn.Module):
+    """A mixture-of-experts parameter (E, in, out), no bias: what PEFT's
+    ParamWrapper targets through `target_parameters` (the experts' outputs
+    are averaged)."""
+
+    def __init__(self, experts, fan_in, fan_out):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(experts, fan_in, fan_out) / fan_in ** 0.5)
+        # stored (E, in, out): peft/tuners/lora/layer.py::ParamWrapper.update_layer reads a 3-D
+        # parameter as (E, out, in) unless the module says it is transposed
+        self.is_transposed = True
+
+    def forward(self, x):
+        return torch.einsum("bi,eio->bo", x, self.weight) / self.weight.shape[0]
+
+
 class Net(nn.Module):
     """The scenario's layers in order, ReLU between them."""
 
@@ -23,7 +39,8 @@ class Net(nn.Module):
         super().__init__()
         self.order = [l.name for l in layers]
         for l in layers:
-            setattr(self, l.name, nn.Linear(l.fan_in, l.fan_out))
+            setattr(self, l.name, Experts(l.experts, l.fan_in, l.fan_out) if l.experts
+                    else nn.Linear(l.fan_in, l.fan_out))
 
     def forward(self, x):
         for i, name in enumerate(self.order):
@@ -33,9 +50,12 @@ class Net(nn.Module):
         return x
 
 
-def lora_config(a, inference_mode=None):
+def lora_config(a, inference_mode=None, layers=()):
     # init=zero is PEFT's default (lora_B = 0); init=random draws B too.
-    return LoraConfig(r=a.r, lora_alpha=a.alpha, target_modules=list(a.targets),
+    # Experts layers are ParamWrapper targets (target_parameters).
+    experts = {l.name for l in layers if l.experts}
+    return LoraConfig(r=a.r, lora_alpha=a.alpha, target_modules=[t for t in a.targets if t not in experts] or None,
+                      target_parameters=[f"{t}.weight" for t in a.targets if t in experts] or None,
                       init_lora_weights=(a.init == "zero"),
                       inference_mode=a.inference_mode if inference_mode is None else inference_mode)
 
@@ -85,9 +105,9 @@ class Session:
         live = [a for a in self.scen.adapters if not a.deferred]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self.pm = get_peft_model(net, lora_config(live[0]), adapter_name=live[0].name)
+            self.pm = get_peft_model(net, lora_config(live[0], layers=self.scen.layers), adapter_name=live[0].name)
             for a in live[1:]:
-                self.pm.add_adapter(a.name, lora_config(a))
+                self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers))
         self.w0 = {l.name: self.layer(l.name).base_layer.weight.detach().clone() for l in self.scen.layers}
         g = torch.Generator().manual_seed(self.scen.seed + 1)
         self.x = torch.randn(BATCH, self.scen.layers[0].fan_in, generator=g)
@@ -237,7 +257,7 @@ class Session:
         a = self.scen.adapter(name)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self.pm.add_adapter(name, lora_config(a, inference_mode))
+            self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers))
 
     def op_load_adapter(self, name, trainable):
         """PeftModel.load_adapter(path, name, is_trainable) from a checkpoint
@@ -247,7 +267,7 @@ class Session:
         path = os.path.join(self.tmpdir, f"src-{self.rank}-{name}")
         if not os.path.exists(path):
             torch.manual_seed(self.scen.seed + 7 + self.scen.adapters.index(a))
-            src = get_peft_model(Net(self.scen.layers), lora_config(a), adapter_name=name)
+            src = get_peft_model(Net(self.scen.layers), lora_config(a, layers=self.scen.layers), adapter_name=name)
             src.save_pretrained(path, selected_adapters=[name])
         sub = path if name == "default" else os.path.join(path, name)
         with warnings.catch_warnings():
@@ -362,13 +382,28 @@ class Session:
             if a not in m.lora_A:
                 continue
             if self.sw["delta_weight_gather"] == "on":
-                A, B = m.lora_A[a].weight, m.lora_B[a].weight
-                fa = A.full_tensor() if isinstance(A, DTensor) else A
-                fb = B.full_tensor() if isinstance(B, DTensor) else B
-                d = (fb @ fa) * m.scaling[a]
+                d = self.delta_on_full(m, a)
             else:
                 d = m.get_delta_weight(a)
             self.deltas[a] = d
+
+    @staticmethod
+    def delta_on_full(m, a):
+        """The fix #3102 proposed (summon the full parameters), for FSDP2: A
+        and B all-gathered (DTensor.full_tensor), PEFT's own get_delta_weight
+        run on them, the registered objects put back."""
+        from torch.distributed.tensor import DTensor
+        saved = {}
+        for mod in (m.lora_A[a], m.lora_B[a]):
+            w = mod._parameters["weight"]
+            saved[mod] = w
+            if isinstance(w, DTensor):
+                mod._parameters["weight"] = nn.Parameter(w.full_tensor(), requires_grad=w.requires_grad)
+        try:
+            return m.get_delta_weight(a)
+        finally:
+            for mod, w in saved.items():
+                mod._parameters["weight"] = w
 
     def run_op(self, op):
         k = op.kind
