@@ -40,7 +40,8 @@ class Recorder:
         self.context = threading.local()
         self.group_name = {}  # id(FSDPParamGroup) -> group name
         self.param_name = {}  # id(FSDPParam) -> parameter name
-        self.broadcast_key = None  # the state-dict key accelerate is broadcasting
+        self.broadcast_keys = None  # the state-dict keys accelerate broadcasts, in this rank's order
+        self.broadcast_index = 0
 
     def issue(self, op, group, count, dtype, parts):
         rec = {"op": op, "group": group, "count": int(count), "parts": parts}
@@ -112,7 +113,10 @@ def install():
         return orig_rs(output, input, *a, **k)
 
     def broadcast(tensor, *a, **k):
-        key = REC.broadcast_key or "?"
+        # fsdp2_load_full_state_dict broadcasts the entries of this rank's own state dict in order
+        keys = REC.broadcast_keys or []
+        key = keys[REC.broadcast_index] if REC.broadcast_index < len(keys) else "?"
+        REC.broadcast_index += 1
         REC.issue("broadcast", key, tensor.numel(), DTYPES.get(tensor.dtype, str(tensor.dtype)),
                   {key: int(tensor.numel())})
         return orig_bc(tensor, *a, **k)

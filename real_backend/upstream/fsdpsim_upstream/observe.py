@@ -187,13 +187,16 @@ def local(sess, op, step, grads):
         t = local_of(fp.sharded_param)
         b = 0 if t.device.type == "meta" else fp.padded_sharded_param_size.numel() * ELEM.get(t.dtype, 4)
         owners[owner] = owners.get(owner, 0) + b
-    for name, p in sess.named_adapter_params():
+    for n, p in sess.pm.named_parameters():
+        name = model_name(n)
         if name in sess.fsdp_param:
             continue
-        owner = name.split(".")[-1]
+        # not managed by FSDP (everything before prepare, adapters added later): held whole
+        owner = name.split(".")[-1] if ".lora_" in name else "base"
         b = 0 if p.device.type == "meta" else p.numel() * ELEM.get(p.dtype, 4)
         owners[owner] = owners.get(owner, 0) + b
-    o["sharded_bytes"] = {k: owners[k] for k in sorted(owners, key=lambda a: (a == "base", ad.get(a, 99)))}
+    o["sharded_bytes"] = {k: owners[k] for k in sorted(owners, key=lambda a: (a == "base", ad.get(a, 99)))
+                          if owners[k]}
     o["peak_unsharded_bytes"] = {}
     return o, values
 

@@ -162,6 +162,16 @@ def main():
             if req.get("cmd") == "quit":
                 break
             try:
+                if os.environ.get("FSDPSIM_UPSTREAM_PROFILE") and rank == 0:
+                    import cProfile
+                    prof = globals().setdefault("_prof", cProfile.Profile())
+                    prof.enable()
+                    try:
+                        run_sequence(req["seq"], req.get("switches"), rank, world, mesh, chan, req.get("dir") or tmpdir)
+                    finally:
+                        prof.disable()
+                        prof.dump_stats(os.environ["FSDPSIM_UPSTREAM_PROFILE"])
+                    continue
                 run_sequence(req["seq"], req.get("switches"), rank, world, mesh, chan, req.get("dir") or tmpdir)
             except Exception as e:  # a failure outside any op: the sequence cannot run here
                 traceback.print_exc(file=sys.stderr)

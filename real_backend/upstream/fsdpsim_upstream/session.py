@@ -35,14 +35,16 @@ class Experts(nn.Module):
 class Net(nn.Module):
     """The scenario's layers in order, ReLU between them."""
 
-    def __init__(self, layers):
+    def __init__(self, layers, dtype=torch.float32):
         super().__init__()
         self.order = [l.name for l in layers]
+        self.input_dtype = dtype
         for l in layers:
             setattr(self, l.name, Experts(l.experts, l.fan_in, l.fan_out) if l.experts
                     else nn.Linear(l.fan_in, l.fan_out))
 
     def forward(self, x):
+        x = x.to(self.input_dtype)
         for i, name in enumerate(self.order):
             x = getattr(self, name)(x)
             if i + 1 < len(self.order):
@@ -99,16 +101,34 @@ class Session:
         self.fsdp_param = {}  # fsdpsim name -> FSDPParam
 
     # ---- building -------------------------------------------------------
-    def build(self):
+    def base_net(self):
+        """The base model as loaded: in the scenario's dtype; with
+        `loading ram_efficient` only rank 0 has real weights and the others
+        hold meta tensors (transformers' loading under accelerate's
+        fsdp_cpu_ram_efficient_loading)."""
         torch.manual_seed(self.scen.seed)
-        net = Net(self.scen.layers)
+        if self.scen.loading == "ram_efficient" and self.rank > 0:
+            with torch.device("meta"):
+                net = Net(self.scen.layers, self.dtype)
+        else:
+            net = Net(self.scen.layers, self.dtype)
+        return net.to(self.dtype)
+
+    def build(self):
+        self.dtype = torch.bfloat16 if self.scen.dtype == "bf16" else torch.float32
+        net = self.base_net()
+        torch.manual_seed(self.scen.seed)
+        cpu = Net(self.scen.layers).to(self.dtype)  # W0 as every rank will hold it after prepare
+        self.w0 = {l.name: getattr(cpu, l.name).weight.detach().clone() for l in self.scen.layers}
         live = [a for a in self.scen.adapters if not a.deferred]
+        auto = self.scen.autocast_adapter_dtype
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self.pm = get_peft_model(net, lora_config(live[0], layers=self.scen.layers), adapter_name=live[0].name)
+            self.pm = get_peft_model(net, lora_config(live[0], layers=self.scen.layers), adapter_name=live[0].name,
+                                     autocast_adapter_dtype=auto)
             for a in live[1:]:
-                self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers))
-        self.w0 = {l.name: self.layer(l.name).base_layer.weight.detach().clone() for l in self.scen.layers}
+                self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers), autocast_adapter_dtype=auto)
+                self.move_per_adapter(a.name)
         g = torch.Generator().manual_seed(self.scen.seed + 1)
         self.x = torch.randn(BATCH, self.scen.layers[0].fan_in, generator=g)
         if not any(op.kind == "prepare" for op in self.ops):
@@ -125,20 +145,43 @@ class Session:
         the S objects registered right after (what accelerate's
         fsdp2_switch_optimizer_parameters leaves it holding)."""
         raf = {"true": True, "false": False, "none": None}
+        ram = self.scen.loading == "ram_efficient"
+        if ram:  # accelerate/utils/fsdp_utils.py::fsdp2_prepare_model: full state dict, then meta
+            original_sd = self.pm.state_dict()
+            self.pm.to("meta")
         for d in self.scen.shards:
             if d.is_root:
                 fully_shard(self.pm, mesh=self.mesh, reshard_after_forward=self._root_raf(raf[d.raf]))
             else:
                 mods = [self.layer(m) for m in d.modules]
                 fully_shard(mods if len(mods) > 1 else mods[0], mesh=self.mesh, reshard_after_forward=raf[d.raf])
+        if ram:
+            self.load_full_state_dict(original_sd)
         self._name_fsdp_params()
         if self.scen.optimizer == "trainable":
             held = [(n, p) for n, p in self.named_adapter_params() if p.requires_grad]
         else:
             held = list(self.named_adapter_params())
-        self.opt = torch.optim.AdamW([p for _, p in held], lr=1e-2)
+        # with nothing trainable there is no optimizer to build (torch raises
+        # "optimizer got an empty parameter list"): the run goes on without one
+        self.opt = torch.optim.AdamW([p for _, p in held], lr=1e-2) if held else None
         self.opt_names = [n for n, _ in held]
         self.prepared = True
+
+    def load_full_state_dict(self, original_sd):
+        """accelerate's own loading path: rank 0 broadcasts every state-dict
+        entry (each rank in its own entry's dtype), load_state_dict(assign=True)."""
+        from accelerate.utils.fsdp_utils import fsdp2_load_full_state_dict
+
+        class Acc:  # the one attribute fsdp2_load_full_state_dict reads
+            is_main_process = self.rank == 0
+
+        REC.broadcast_keys = [observe.model_name(k) for k in self.pm.state_dict()]
+        REC.broadcast_index = 0
+        try:
+            fsdp2_load_full_state_dict(Acc(), self.pm, original_sd)
+        finally:
+            REC.broadcast_keys = None
 
     def _root_raf(self, value):
         # root_reshard_rule=force_false mirrors torch <= 2.7 (the root never reshards).
@@ -202,7 +245,8 @@ class Session:
             fp.sharded_param.grad = None
 
     def op_step(self):
-        self.opt.step()
+        if self.opt is not None:
+            self.opt.step()
 
     def op_set_adapter(self, op):
         with warnings.catch_warnings():
@@ -257,7 +301,9 @@ class Session:
         a = self.scen.adapter(name)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers))
+            self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers),
+                                autocast_adapter_dtype=self.scen.autocast_adapter_dtype)
+        self.move_per_adapter(name)
 
     def op_load_adapter(self, name, trainable):
         """PeftModel.load_adapter(path, name, is_trainable) from a checkpoint
@@ -272,7 +318,29 @@ class Session:
         sub = path if name == "default" else os.path.join(path, name)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self.pm.load_adapter(sub, adapter_name=name, is_trainable=trainable)
+            self.pm.load_adapter(sub, adapter_name=name, is_trainable=trainable,
+                                 autocast_adapter_dtype=self.scen.autocast_adapter_dtype)
+        self.move_per_adapter(name)
+
+    def move_per_adapter(self, name):
+        """adapter_meta_check=per_adapter, the fix #2836 proposed: a new
+        adapter follows its base layer's device and dtype unless its own
+        parameters are on meta, whatever the other adapters in the container
+        hold (peft/tuners/tuners_utils.py::BaseTunerLayer._move_adapter_to_device_of_base_layer)."""
+        if self.sw["adapter_meta_check"] != "per_adapter":
+            return
+        for l in self.scen.layers:
+            m = self.layer(l.name)
+            if not hasattr(m, "lora_A") or name not in m.lora_A:
+                continue
+            base = m.get_base_layer().weight
+            for container in (m.lora_A, m.lora_B):
+                mod = container[name]
+                if mod.weight.device.type == "meta":
+                    continue
+                mod.to(device=base.device, dtype=base.dtype if base.dtype.is_floating_point else None)
+                if self.scen.autocast_adapter_dtype and mod.weight.dtype == torch.bfloat16:
+                    mod.to(dtype=torch.float32)  # peft_model.py::PeftModel._cast_adapter_dtype
 
     def op_delete_adapter(self, name):
         with warnings.catch_warnings():
