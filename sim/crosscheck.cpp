@@ -6,6 +6,54 @@
 
 namespace fsdpsim {
 
+const BackendList kModelAndReal = {Backend::Model, Backend::Real};
+
+const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::Model: return "model";
+    case Backend::Real: return "real";
+    case Backend::Upstream: return "upstream";
+  }
+  return "?";
+}
+
+bool parse_backends(const std::string& text, BackendList* out, std::string* error) {
+  if (text == "both") {
+    *out = kModelAndReal;
+    return true;
+  }
+  BackendList list;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = text.find(',', start);
+    std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    Backend b;
+    if (name == "model") b = Backend::Model;
+    else if (name == "real") b = Backend::Real;
+    else if (name == "upstream") b = Backend::Upstream;
+    else {
+      *error = name.empty() ? "an empty name" : "unknown backend '" + name + "'";
+      return false;
+    }
+    if (std::find(list.begin(), list.end(), b) != list.end()) {
+      *error = "'" + name + "' listed twice";
+      return false;
+    }
+    list.push_back(b);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::stable_partition(list.begin(), list.end(), [](Backend b) { return b == Backend::Model; });
+  *out = list;
+  return true;
+}
+
+std::string backends_text(const BackendList& b) {
+  std::string s;
+  for (Backend x : b) s += (s.empty() ? "" : ",") + std::string(backend_name(x));
+  return s;
+}
+
 real::RealRanks& RealPools::get(int world) {
   for (auto& p : pools_)
     if (p->world() == world) return *p;
@@ -13,25 +61,41 @@ real::RealRanks& RealPools::get(int world) {
   return *pools_.back();
 }
 
-std::vector<std::string> compare_observations(const std::vector<Observation>& model, const std::vector<Observation>& real) {
+upstream::UpstreamPool& RealPools::upstream() {
+  if (!upstream_) {
+    upstream::UpstreamOptions opt;
+    opt.rank_timeout_ms = static_cast<int>(timeout_.count());
+    upstream_ = std::make_unique<upstream::UpstreamPool>(opt);
+  }
+  return *upstream_;
+}
+
+std::string backend_who(Backend b) {
+  return b == Backend::Model ? "model" : std::string(backend_name(b)) + " backend";
+}
+
+std::vector<std::string> compare_observations(const std::vector<Observation>& first, const std::vector<Observation>& other,
+                                              const std::string& first_who, const std::string& other_who,
+                                              const std::vector<std::string>& skip) {
   std::vector<std::string> out;
   size_t i = 0, j = 0;
   auto key = [](const Observation& o) { return std::make_pair(o.step, o.rank); };
-  while (i < model.size() || j < real.size()) {
-    if (j >= real.size() || (i < model.size() && key(model[i]) < key(real[j]))) {
-      out.push_back("step " + std::to_string(model[i].step) + " rank " + std::to_string(model[i].rank) + " (" + model[i].op +
-                    "): observed by the model only (" + status_name(model[i].status) + ")");
-      ++i;
+  auto only = [&](const Observation& o, const std::string& who) {
+    out.push_back("step " + std::to_string(o.step) + " rank " + std::to_string(o.rank) + " (" + o.op + "): observed by the " +
+                  who + " only (" + status_name(o.status) + ")");
+  };
+  while (i < first.size() || j < other.size()) {
+    if (j >= other.size() || (i < first.size() && key(first[i]) < key(other[j]))) {
+      only(first[i++], first_who);
       continue;
     }
-    if (i >= model.size() || key(real[j]) < key(model[i])) {
-      out.push_back("step " + std::to_string(real[j].step) + " rank " + std::to_string(real[j].rank) + " (" + real[j].op +
-                    "): observed by the real backend only (" + status_name(real[j].status) + ")");
-      ++j;
+    if (i >= first.size() || key(other[j]) < key(first[i])) {
+      only(other[j++], other_who);
       continue;
     }
-    for (const auto& d : observation_diff(model[i], real[j]))
-      out.push_back("step " + std::to_string(model[i].step) + " rank " + std::to_string(model[i].rank) + " (" + model[i].op + "): " + d);
+    for (const auto& d : observation_diff(first[i], other[j]))
+      if (!upstream::diff_field_in(d, skip))
+        out.push_back("step " + std::to_string(first[i].step) + " rank " + std::to_string(first[i].rank) + " (" + first[i].op + "): " + d);
     ++i, ++j;
   }
   return out;
@@ -39,53 +103,99 @@ std::vector<std::string> compare_observations(const std::vector<Observation>& mo
 
 namespace {
 
-BackendRun run_real_checked(const SeqFile& f, RealPools& pools, bool twice) {
+BackendRun infra(const std::string& message) {
   BackendRun out;
-  real::RealRanks& ranks = pools.get(f.scenario.world);
-  real::RealResult first = ranks.run(f);
-  if (first.infra_failure) {
-    out.infra_failure = true;
-    out.infra_message = first.infra_message;
-    return out;
-  }
-  out.observations = std::move(first.observations);
-  out.trace_hash = observations_hash(out.observations);
-  out.findings = check_spec(f, out.observations);
-  if (!twice) return out;
-  real::RealResult second = ranks.run(f);
-  if (second.infra_failure) {
-    out.infra_failure = true;
-    out.infra_message = second.infra_message;
-    return out;
-  }
-  if (observations_hash(second.observations) != out.trace_hash) {
-    auto d = compare_observations(out.observations, second.observations);
-    out.findings.push_back({"S8", 0, -1, "S8: two real runs of the same sequence differ: " + (d.empty() ? std::string("?") : d[0])});
-  }
+  out.infra_failure = true;
+  out.infra_message = message;
   return out;
+}
+
+// One backend, run once or twice; a second run that differs is an S8 finding.
+// Returns false with *error on an infrastructure failure.
+template <typename RunOnce>
+bool run_twice(const SeqFile& f, bool twice, SingleRun* out, std::string* error, RunOnce run_once) {
+  if (!run_once(&out->observations, error)) return false;
+  out->trace_hash = observations_hash(out->observations);
+  out->findings = check_spec(f, out->observations);
+  if (!twice) return true;
+  std::vector<Observation> second;
+  if (!run_once(&second, error)) return false;
+  if (observations_hash(second) != out->trace_hash) {
+    auto d = compare_observations(out->observations, second, backend_who(out->backend), backend_who(out->backend));
+    out->findings.push_back({"S8", 0, -1,
+                             std::string("S8: two ") + backend_name(out->backend) + " runs of the same sequence differ: " +
+                                 (d.empty() ? std::string("?") : d[0])});
+  }
+  return true;
+}
+
+bool run_single(const SeqFile& f, Backend b, RealPools& pools, bool twice, SingleRun* out, std::string* error) {
+  out->backend = b;
+  if (b == Backend::Model) {
+    RunResult model = run_checked(f);  // always twice: the simulator is cheap
+    out->observations = std::move(model.observations);
+    out->findings = std::move(model.findings);
+    out->trace_hash = model.trace_hash;
+    return true;
+  }
+  if (b == Backend::Real) {
+    real::RealRanks& ranks = pools.get(f.scenario.world);
+    return run_twice(f, twice, out, error, [&](std::vector<Observation>* obs, std::string* err) {
+      real::RealResult r = ranks.run(f);
+      if (r.infra_failure) *err = "real backend failed: " + r.infra_message;
+      else *obs = std::move(r.observations);
+      return !r.infra_failure;
+    });
+  }
+  upstream::UpstreamPool& pool = pools.upstream();
+  if (!pool.start(f.scenario.world, error)) return false;
+  const std::string text = print_seq(f);
+  return run_twice(f, twice, out, error, [&](std::vector<Observation>* obs, std::string* err) {
+    upstream::UpstreamResult r = pool.run(text);
+    if (!r.ok) *err = r.error;
+    else *obs = std::move(r.obs);
+    return r.ok;
+  });
 }
 
 }  // namespace
 
-BackendRun run_backend(const SeqFile& f, Backend b, RealPools& pools, bool twice) {
-  if (b == Backend::Real) return run_real_checked(f, pools, twice);
-  RunResult model = run_checked(f);
+BackendRun run_backend(const SeqFile& f, const BackendList& backends, RealPools& pools, bool twice) {
   BackendRun out;
-  out.observations = model.observations;
-  out.findings = model.findings;
-  out.trace_hash = model.trace_hash;
-  if (b == Backend::Model) return out;
-  BackendRun real = run_real_checked(f, pools, twice);
-  if (real.infra_failure) return real;
-  out.model_observations = std::move(out.observations);
-  out.observations = real.observations;
-  out.divergences = compare_observations(out.model_observations, real.observations);
-  for (const auto& fd : real.findings)
-    if (std::find(out.findings.begin(), out.findings.end(), fd) == out.findings.end())
-      out.divergences.push_back("finding on the real backend only: " + fd.text);
-  for (const auto& fd : out.findings)
-    if (std::find(real.findings.begin(), real.findings.end(), fd) == real.findings.end())
-      out.divergences.push_back("finding on the model only: " + fd.text);
+  for (Backend b : backends) {
+    out.used_upstream = out.used_upstream || b == Backend::Upstream;
+    SingleRun run;
+    std::string error;
+    if (!run_single(f, b, pools, twice, &run, &error)) {
+      BackendRun bad = infra(error);
+      bad.used_upstream = out.used_upstream;
+      return bad;
+    }
+    out.runs.push_back(std::move(run));
+  }
+  const SingleRun& first = out.runs.front();
+  out.findings = first.findings;
+  out.observations = out.runs.back().observations;
+  out.trace_hash = out.runs.back().trace_hash;
+  for (size_t k = 1; k < out.runs.size(); ++k) {
+    const SingleRun& other = out.runs[k];
+    Comparison c{first.backend, other.backend, {}};
+    std::vector<std::string> skip;
+    if (other.backend == Backend::Upstream || first.backend == Backend::Upstream) skip = pools.upstream().unobserved();
+    c.divergences =
+        compare_observations(first.observations, other.observations, backend_who(first.backend), backend_who(other.backend), skip);
+    // Findings follow from the observations; with fields skipped, only S8
+    // (a backend disagreeing with itself) can differ for a reason of its own.
+    auto compared = [&](const Finding& fd) { return skip.empty() || fd.spec == "S8"; };
+    for (const auto& fd : other.findings)
+      if (compared(fd) && std::find(first.findings.begin(), first.findings.end(), fd) == first.findings.end())
+        c.divergences.push_back("finding on the " + backend_who(other.backend) + " only: " + fd.text);
+    for (const auto& fd : first.findings)
+      if (compared(fd) && std::find(other.findings.begin(), other.findings.end(), fd) == other.findings.end())
+        c.divergences.push_back("finding on the " + backend_who(first.backend) + " only: " + fd.text);
+    out.divergences.insert(out.divergences.end(), c.divergences.begin(), c.divergences.end());
+    out.comparisons.push_back(std::move(c));
+  }
   return out;
 }
 

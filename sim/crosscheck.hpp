@@ -1,5 +1,6 @@
-// Runs a sequence on the model, on the real backend, or on both, and compares
-// the two op by op and rank by rank.
+// Runs a sequence on one or more backends (the model, the real libtorch
+// backend, the upstream Python pool) and compares each with the first one op
+// by op and rank by rank.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -9,38 +10,76 @@
 #include "model/spec/spec_checks.hpp"
 #include "model/vocab/seq.hpp"
 #include "real_backend/launcher.hpp"
+#include "real_backend/upstream/pool_client.hpp"
 
 namespace fsdpsim {
 
-enum class Backend { Model, Real, Both };
+enum class Backend { Model, Real, Upstream };
+const char* backend_name(Backend b);  // "model", "real", "upstream"
+using BackendList = std::vector<Backend>;
+extern const BackendList kModelAndReal;  // `both`
 
-struct BackendRun {
-  std::vector<Observation> observations;  // the real ones under Real, the model's otherwise
-  std::vector<Observation> model_observations;  // Both: the model's, for the table
+// "model", "real", "upstream", "both" (model,real) or a comma list of distinct
+// backends ("model,upstream", "real,upstream,model"). The model, when listed,
+// comes first: the others are compared with the first. False with *error.
+bool parse_backends(const std::string& text, BackendList* out, std::string* error);
+std::string backends_text(const BackendList& b);  // "model,upstream"
+std::string backend_who(Backend b);             // "model", "real backend", "upstream backend"
+
+// One backend's run of the sequence.
+struct SingleRun {
+  Backend backend = Backend::Model;
+  std::vector<Observation> observations;
   std::vector<Finding> findings;
-  std::vector<std::string> divergences;  // Both: "step 5 rank 1 (train_step): grads: {other} vs {}"
   uint64_t trace_hash = 0;
-  bool infra_failure = false;
-  std::string infra_message;
 };
 
-// Keeps one pool of real ranks per world size, reused across sequences.
+// The divergences between the first backend and another.
+struct Comparison {
+  Backend first = Backend::Model;
+  Backend other = Backend::Real;
+  std::vector<std::string> divergences;  // "step 5 rank 1 (train_step): grads: {other} vs {}"
+};
+
+struct BackendRun {
+  std::vector<SingleRun> runs;  // one per backend, in the order compared (the first is the reference)
+  std::vector<Observation> observations;  // the last backend's
+  std::vector<Finding> findings;          // the first backend's
+  std::vector<std::string> divergences;   // every comparison's, in order
+  std::vector<Comparison> comparisons;    // one per backend after the first
+  uint64_t trace_hash = 0;                // the last backend's
+  bool infra_failure = false;
+  std::string infra_message;  // "real backend failed: ..." or "upstream backend: ..."
+  bool used_upstream = false;
+};
+
+// Keeps one pool of real ranks per world size, and the upstream pool (started
+// on first use, restarted at another world size), reused across sequences.
 class RealPools {
  public:
   RealPools(real::RankMode mode, std::chrono::milliseconds timeout) : mode_(mode), timeout_(timeout) {}
   real::RealRanks& get(int world);
+  upstream::UpstreamPool& upstream();
+  bool upstream_started() const { return upstream_ != nullptr; }
 
  private:
   real::RankMode mode_;
   std::chrono::milliseconds timeout_;
   std::vector<std::unique_ptr<real::RealRanks>> pools_;
+  std::unique_ptr<upstream::UpstreamPool> upstream_;
 };
 
-// Model: simulated twice (S8) and spec-checked. Real: run twice on the pool
-// (S8) and spec-checked. Both: both, plus the op-by-op comparison.
-BackendRun run_backend(const SeqFile& f, Backend b, RealPools& pools, bool twice = true);
+// Each backend runs the sequence twice (S8) unless !twice, and is
+// spec-checked; every backend after the first is compared with the first,
+// skipping the fields the upstream pool cannot observe.
+BackendRun run_backend(const SeqFile& f, const BackendList& backends, RealPools& pools, bool twice = true);
 
-// Field-by-field differences, "step 5 rank 1 (train_step): grads: {other} vs {}".
-std::vector<std::string> compare_observations(const std::vector<Observation>& model, const std::vector<Observation>& real);
+// Field-by-field differences, "step 5 rank 1 (train_step): grads: {other} vs {}",
+// leaving out the diffs of the fields in `skip` (observation_diff's names;
+// "param" also skips "param[3]").
+std::vector<std::string> compare_observations(const std::vector<Observation>& first, const std::vector<Observation>& other,
+                                              const std::string& first_who = "model",
+                                              const std::string& other_who = "real backend",
+                                              const std::vector<std::string>& skip = {});
 
 }  // namespace fsdpsim

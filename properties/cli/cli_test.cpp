@@ -6,23 +6,13 @@
 #include <string>
 #include <sys/wait.h>
 
+#include "properties/cli_run.hpp"
+
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-};
+using Result = fsdpsim::test::CliResult;
 
-Result run(const std::string& args) {
-  std::string cmd = std::string(FSDPSIM_BINARY_DIR) + "/fsdpsim " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Result run(const std::string& args) { return fsdpsim::test::run_cli(args); }
 
 std::string write(const std::string& name, const std::string& text) {
   std::string path = std::string(FSDPSIM_BINARY_DIR) + "/cli_test_" + name;
@@ -59,7 +49,11 @@ TEST(Cli, UsageErrorsExitThree) {
   EXPECT_NE(r.out.find("/nonexistent/x.seq: cannot open file"), std::string::npos);
   Result b = run("run x.seq --backend gpu");
   EXPECT_EQ(b.code, 3);
-  EXPECT_NE(b.out.find("--backend expects model, real or both"), std::string::npos);
+  EXPECT_NE(b.out.find("--backend expects model, real, upstream, both or a comma list of them"), std::string::npos) << b.out;
+  EXPECT_EQ(run("run x.seq --backend model,model").code, 3);
+  EXPECT_EQ(run("run x.seq --backend model,").code, 3);
+  EXPECT_EQ(run("crosscheck --seed 1 --against model").code, 3);
+  EXPECT_EQ(run("crosscheck --seed 1 --backends upstream").code, 3);
   EXPECT_EQ(run("run x.seq --ranks fibers").code, 3);
 }
 
@@ -136,4 +130,82 @@ TEST(Cli, CostPrintsPerRankPerAdapterAndBothBackendsAgree) {
   EXPECT_EQ(both.code, 0) << both.out;
   EXPECT_NE(both.out.find("real backend: the same figures"), std::string::npos) << both.out;
   EXPECT_EQ(run("cost").code, 3);
+}
+
+// The upstream backend against the fake pool (properties/real_backend/fake_pool.py)
+// replaying observation lines from a file.
+std::string fake_pool_env(const std::string& obs, const std::string& extra = "") {
+  return "FSDPSIM_PYTHON=python3 FSDPSIM_UPSTREAM_MODULE=fake_pool PYTHONPATH=" FSDPSIM_SOURCE_DIR
+         "/properties/real_backend FAKE_POOL_OBS=" + obs + " " + extra + " ";
+}
+
+Result run_env(const std::string& env, const std::string& args) { return fsdpsim::test::run_cli(args, env); }
+
+TEST(CliUpstream, ModelAndAFakePoolReplayingTheModelAgreeAndDifferOnAnAlteredField) {
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
+  const std::string seq = FSDPSIM_SOURCE_DIR "/corpus/regressions/seed000_patched_w2.seq";
+  Result model = run("run " + seq + " --json");
+  ASSERT_EQ(model.code, 0) << model.out;
+  std::string same = write("upstream_same.jsonl", model.out);
+  Result r = run_env(fake_pool_env(same), "run " + seq + " --backend model,upstream");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("backend model,upstream"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("upstream: torch 2.13.0+cpu, peft 0.21.2, accelerate 1.15.0, transformers 5.24.0"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("divergences"), std::string::npos) << r.out;
+  Result j = run_env(fake_pool_env(same), "run " + seq + " --backend upstream --json");
+  EXPECT_EQ(j.code, 0) << j.out;
+  EXPECT_NE(j.out.find("\n{\"upstream_versions\":{\"accelerate\":\"1.15.0\",\"peft\":\"0.21.2\",\"python\":\"3.11.7\","
+                       "\"torch\":\"2.13.0+cpu\",\"transformers\":\"5.24.0\"}}\n"),
+            std::string::npos)
+      << j.out;
+  EXPECT_EQ(j.out.substr(0, j.out.find("{\"upstream_versions\"")), model.out);
+
+  // Step 4 rank 1's grads altered: a divergence naming the field, exit 2.
+  std::string text = model.out;
+  size_t at = text.find("{\"step\":4,\"rank\":1,");
+  ASSERT_NE(at, std::string::npos);
+  size_t g = text.find("\"grads\":[\"other\"]", at);
+  ASSERT_NE(g, std::string::npos);
+  text.replace(g, 17, "\"grads\":[]");
+  std::string altered = write("upstream_altered.jsonl", text);
+  Result d = run_env(fake_pool_env(altered), "run " + seq + " --backend model,upstream");
+  EXPECT_EQ(d.code, 2) << d.out;
+  EXPECT_NE(d.out.find("divergences (model vs upstream): 2\n  step 4 rank 1 (train_step): grads: {other} vs {}\n  finding on the upstream backend only: S1 step 4 rank 1"),
+            std::string::npos)
+      << d.out;
+  // Three backends: the real one agrees with the model, the upstream one does not.
+  Result three = run_env(fake_pool_env(altered), "run " + seq + " --backend upstream,real,model");
+  EXPECT_EQ(three.code, 2) << three.out;
+  EXPECT_NE(three.out.find("divergences (model vs upstream): 2"), std::string::npos) << three.out;
+  EXPECT_EQ(three.out.find("divergences (model vs real)"), std::string::npos) << three.out;
+  // check: the expectation fails on the upstream backend, and the file diverges.
+  Result c = run_env(fake_pool_env(altered), "check " + seq + " --backend model,upstream");
+  EXPECT_EQ(c.code, 2) << c.out;
+  EXPECT_NE(c.out.find("  [upstream] " + seq + ":16:30: step 4 rank 1: expected grads={other}, got grads={}"), std::string::npos) << c.out;
+  EXPECT_EQ(c.out.find("[model]"), std::string::npos) << c.out;
+  Result cs = run_env(fake_pool_env(same), "check " + seq + " --backend model,upstream");
+  EXPECT_EQ(cs.code, 0) << cs.out;
+  EXPECT_NE(cs.out.find("PASS " + seq), std::string::npos) << cs.out;
+  EXPECT_NE(cs.out.find("upstream: torch 2.13.0+cpu"), std::string::npos) << cs.out;
+  // A field the pool does not observe is not compared.
+  Result skipped = run_env(fake_pool_env(altered, "FAKE_POOL_UNOBSERVED=optimizer_missing,grads"),
+                           "run " + seq + " --backend model,upstream");
+  EXPECT_EQ(skipped.code, 0) << skipped.out;
+}
+
+TEST(CliUpstream, PoolFailuresExitFour) {
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
+  const std::string seq = FSDPSIM_SOURCE_DIR "/corpus/regressions/seed000_patched_w2.seq";
+  Result missing = run_env("FSDPSIM_PYTHON=/nonexistent/python ", "run " + seq + " --backend model,upstream");
+  EXPECT_EQ(missing.code, 4) << missing.out;
+  EXPECT_EQ(missing.out, "fsdpsim: upstream backend: no Python at /nonexistent/python; run `bash .ci/install-deps.sh` to create .venv\n");
+  Result died = run_env(fake_pool_env("/dev/null", "FAKE_POOL_MODE=die"), "run " + seq + " --backend upstream");
+  EXPECT_EQ(died.code, 4) << died.out;
+  EXPECT_NE(died.out.find("fsdpsim: upstream backend: the pool exited during a run (exit 1): fake rank 1 died: boom"),
+            std::string::npos)
+      << died.out;
+  Result broke = run_env(fake_pool_env("/dev/null", "FAKE_POOL_MODE=error_event"), "check " + seq + " --backend upstream");
+  EXPECT_EQ(broke.code, 4) << broke.out;
+  EXPECT_NE(broke.out.find("BROKE " + seq + ": upstream backend: rank 1 died (exit 1): boom"), std::string::npos) << broke.out;
 }

@@ -80,7 +80,7 @@ struct OpCommand : Cmd {
     f.ops = s.ops;
     f.ops.push_back(op);
     if (b.judge == Judge::CrossCheck) {
-      BackendRun r = run_backend(f, Backend::Both, *b.pools, false);
+      BackendRun r = run_backend(f, kModelAndReal, *b.pools, false);
       RC_ASSERT(!r.infra_failure);
       RC_ASSERT(r.divergences == std::vector<std::string>{});
       return;

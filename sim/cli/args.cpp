@@ -44,9 +44,16 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
     }
     if (i + 1 >= argv.size()) usage_error(s + " expects a value");
     const std::string& v = argv[++i];
-    if (s == "--backend") {
-      if (v != "model" && v != "real" && v != "both") usage_error("--backend expects model, real or both, got '" + v + "'");
+    if (s == "--backend" || s == "--backends") {
+      std::string err;
+      if (!parse_backends(v, &a.backends, &err))
+        usage_error(s + " expects model, real, upstream, both or a comma list of them (model,upstream), got '" + v + "': " + err);
+      if (s == "--backends" && a.backends.size() < 2) usage_error("--backends expects two or three backends, got '" + v + "'");
       a.backend = v;
+    } else if (s == "--against") {
+      if (v != "real" && v != "upstream") usage_error("--against expects real or upstream, got '" + v + "'");
+      a.backends = {Backend::Model, v == "real" ? Backend::Real : Backend::Upstream};
+      a.backend = "model," + v;
     } else if (s == "--profile") {
       if (!profile_by_name(v)) usage_error("--profile expects upstream or patched, got '" + v + "'");
       a.profile = v;

@@ -1,5 +1,6 @@
 // `fsdpsim crosscheck`: generated sequences through the model and the real
-// backend, compared op by op; every divergent sequence is written out.
+// backend (or the backends --backends / --against name), compared op by op;
+// every divergent sequence is written out.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -20,27 +21,29 @@ int cmd_crosscheck(const Args& a) {
   opt.world = a.world > 0 ? a.world : 2;
   std::string out_dir = a.out.empty() ? "crosscheck-" + std::to_string(a.seed) : a.out;
   RealPools pools = pools_of(a);
+  const BackendList backends = a.backends.size() >= 2 ? a.backends : kModelAndReal;
   auto t0 = std::chrono::steady_clock::now();
   auto last = t0;
   auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
   int divergent = 0, broken = 0;
   std::map<std::string, int> findings;
-  std::cout << "crosscheck seed " << a.seed << ", " << a.count << " sequences, world " << opt.world << ", ranks " << a.ranks << "\n";
+  std::cout << "crosscheck seed " << a.seed << ", " << a.count << " sequences, world " << opt.world << ", backends " << backends_text(backends)
+            << (uses(backends, Backend::Real) ? ", ranks " + a.ranks : "") << "\n";
   for (int i = 0; i < a.count; ++i) {
     uint64_t seed = a.seed + static_cast<uint64_t>(i);
     Prng rng(seed);
     SeqFile f = generate_seq(rng, opt);
     if (!a.profile.empty()) f.scenario.profile = a.profile;
-    BackendRun res = run_backend(f, Backend::Both, pools, false);
+    BackendRun res = run_backend(f, backends, pools, false);
     if (res.infra_failure) {
       ++broken;
-      std::cout << "sequence " << seed << ": real backend failed: " << res.infra_message << "\n";
+      std::cout << "sequence " << seed << ": " << res.infra_message << "\n";
     }
     for (const auto& fd : res.findings) ++findings[fd.spec];
     if (!res.divergences.empty()) {
       ++divergent;
       std::filesystem::create_directories(out_dir);
-      f.comments = {"divergent in fsdpsim crosscheck (replay: fsdpsim run FILE --backend both)",
+      f.comments = {"divergent in fsdpsim crosscheck (replay: fsdpsim run FILE --backend " + backends_text(backends) + ")",
                     "fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world)};
       for (size_t k = 0; k < res.divergences.size() && k < 5; ++k) f.comments.push_back("  " + res.divergences[k]);
       std::ofstream(out_dir + "/divergent_" + std::to_string(seed) + ".seq") << print_seq(f);
@@ -56,13 +59,14 @@ int cmd_crosscheck(const Args& a) {
   double total = secs(std::chrono::steady_clock::now() - t0);
   std::vector<std::vector<std::string>> rows = {{"sequences", std::to_string(a.count)},
                                                 {"divergent", std::to_string(divergent) + (divergent ? " (written to " + out_dir + "/)" : "")},
-                                                {"real backend failures", std::to_string(broken)},
+                                                {"backend failures", std::to_string(broken)},
                                                 {"time", std::to_string(total) + " s"},
                                                 {"sequences/s", std::to_string(a.count / total)}};
   std::string spec;
   for (const auto& [k, v] : findings) spec += (spec.empty() ? "" : ", ") + k + " " + std::to_string(v);
   rows.push_back({"findings (model)", spec.empty() ? "none" : spec});
   print_aligned(std::cout, rows);
+  print_upstream_versions(std::cout, pools, false);
   if (broken) return kInfra;
   return divergent ? kDivergence : kClean;
 }

@@ -39,12 +39,37 @@ void print_finding_json(std::ostream& os, const Finding& f) {
   os << "{\"finding\":\"" << f.spec << "\",\"step\":" << f.step << ",\"rank\":" << f.rank << ",\"text\":\"" << t << "\"}\n";
 }
 
-void print_divergences(std::ostream& os, const std::vector<std::string>& d) {
-  if (d.empty()) return;
-  os << "divergences (model vs real): " << d.size() << "\n";
-  for (size_t i = 0; i < d.size() && i < 40; ++i) os << "  " << d[i] << "\n";
-  if (d.size() > 40) os << "  ... " << d.size() - 40 << " more\n";
+}  // namespace
+
+void print_divergences(std::ostream& os, const BackendRun& res) {
+  for (const auto& c : res.comparisons) {
+    const auto& d = c.divergences;
+    if (d.empty()) continue;
+    os << "divergences (" << backend_name(c.first) << " vs " << backend_name(c.other) << "): " << d.size() << "\n";
+    for (size_t i = 0; i < d.size() && i < 40; ++i) os << "  " << d[i] << "\n";
+    if (d.size() > 40) os << "  ... " << d.size() - 40 << " more\n";
+  }
 }
+
+void print_upstream_versions(std::ostream& os, RealPools& pools, bool json) {
+  if (!pools.upstream_started() || pools.upstream().versions().empty()) return;
+  if (!json) {
+    os << pools.upstream().versions_line() << "\n";
+    return;
+  }
+  os << "{\"upstream_versions\":{";
+  bool comma = false;
+  for (const auto& [k, v] : pools.upstream().versions()) {
+    os << (comma ? "," : "");
+    print_json_string(os, k);
+    os << ":";
+    print_json_string(os, v);
+    comma = true;
+  }
+  os << "}}\n";
+}
+
+namespace {
 
 std::vector<std::string> seq_files(const std::vector<std::string>& paths) {
   std::vector<std::string> out;
@@ -66,10 +91,6 @@ std::vector<std::string> seq_files(const std::vector<std::string>& paths) {
 
 }  // namespace
 
-Backend backend_of(const Args& a) {
-  return a.backend == "real" ? Backend::Real : a.backend == "both" ? Backend::Both : Backend::Model;
-}
-
 RealPools pools_of(const Args& a) {
   return RealPools(a.ranks == "threads" ? real::RankMode::Threads : real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));
 }
@@ -82,9 +103,9 @@ int cmd_run(const Args& a) {
   Profile profile = *profile_by_name(f.scenario.profile);
   for (const auto& o : f.scenario.overrides) apply_override(profile, o.name, o.value);
   RealPools pools = pools_of(a);
-  BackendRun res = run_backend(f, backend_of(a), pools);
+  BackendRun res = run_backend(f, a.backends, pools);
   if (res.infra_failure) {
-    std::cerr << "fsdpsim: real backend failed: " << res.infra_message << "\n";
+    std::cerr << "fsdpsim: " << res.infra_message << "\n";
     return kInfra;
   }
   if (a.json) {
@@ -93,14 +114,16 @@ int cmd_run(const Args& a) {
       std::cout << "\n";
     }
     for (const auto& fd : res.findings) print_finding_json(std::cout, fd);
+    print_upstream_versions(std::cout, pools, true);
   } else {
     std::cout << "fsdpsim run " << file << "  world " << f.scenario.world << "  seed " << f.scenario.seed << "  backend "
-              << a.backend << (a.backend != "model" ? " (" + a.ranks + ")" : "") << "\n"
+              << a.backend << (uses(a.backends, Backend::Real) ? " (" + a.ranks + ")" : "") << "\n"
               << "profile " << profile_text(profile) << "\n\n";
     print_table(std::cout, res.observations);
+    print_upstream_versions(std::cout, pools, false);
     std::cout << "\n";
     print_findings(std::cout, res.findings);
-    print_divergences(std::cout, res.divergences);
+    print_divergences(std::cout, res);
     std::cout << "trace hash " << hex(res.trace_hash) << "\n";
   }
   if (!res.divergences.empty()) return kDivergence;
@@ -115,13 +138,20 @@ int cmd_check(const Args& a) {
     try {
       SeqFile f = parse_seq_file(file);
       apply_overrides(f, a, file);
-      BackendRun res = run_backend(f, backend_of(a), pools);
+      BackendRun res = run_backend(f, a.backends, pools);
       if (res.infra_failure) {
         ++broken;
         std::cout << "BROKE " << file << ": " << res.infra_message << "\n";
         continue;
       }
-      auto failures = check_expectations(f, res.observations, res.findings, file);
+      // The expectations hold on every backend that ran; with several, each
+      // failure names its backend.
+      std::vector<ExpectFailure> failures;
+      for (const auto& run : res.runs)
+        for (auto& x : check_expectations(f, run.observations, run.findings, file)) {
+          if (res.runs.size() > 1) x.text = std::string("[") + backend_name(run.backend) + "] " + x.text;
+          failures.push_back(std::move(x));
+        }
       if (failures.empty() && res.divergences.empty()) {
         ++passed;
         std::cout << "PASS " << file << "  (" << f.ops.size() << " ops, world " << f.scenario.world << ", "
@@ -130,7 +160,7 @@ int cmd_check(const Args& a) {
       }
       std::cout << "FAIL " << file << "\n";
       for (const auto& x : failures) std::cout << "  " << x.text << "\n";
-      print_divergences(std::cout, res.divergences);
+      print_divergences(std::cout, res);
       if (!res.divergences.empty()) ++diverged;
       else ++failed;
     } catch (const SourceError& e) {
@@ -138,6 +168,7 @@ int cmd_check(const Args& a) {
       std::cout << "BAD  " << e.what() << "\n";
     }
   }
+  print_upstream_versions(std::cout, pools, false);
   std::cout << passed << " passed, " << failed + bad + diverged + broken << " failed\n";
   if (bad) return kBadInput;
   if (broken) return kInfra;

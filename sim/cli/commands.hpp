@@ -2,6 +2,7 @@
 // 0 clean, 1 finding or failed expectation, 2 model/real divergence,
 // 3 bad input or usage, 4 infrastructure failure.
 #pragma once
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,8 @@ enum Exit : int { kClean = 0, kFinding = 1, kDivergence = 2, kBadInput = 3, kInf
 // Command-line arguments after the subcommand, with the common flags parsed.
 struct Args {
   std::vector<std::string> positional;
-  std::string backend = "model";
+  std::string backend = "model";  // as written: "both", "model,upstream"
+  BackendList backends = {Backend::Model};  // --backend, --backends or --against, parsed
   std::string profile;                                       // empty: the file's own
   std::vector<std::pair<std::string, std::string>> sets;     // --set k=v
   int world = 0;                                             // 0: the file's own
@@ -36,8 +38,17 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
 // Applies --profile/--set/--world to a parsed file (throws SourceError).
 void apply_overrides(SeqFile& f, const Args& a, const std::string& file);
 
-Backend backend_of(const Args& a);
 RealPools pools_of(const Args& a);  // --ranks, --timeout
+inline bool uses(const BackendList& list, Backend b) {
+  for (Backend x : list)
+    if (x == b) return true;
+  return false;
+}
+// "divergences (model vs upstream): N" and the first 40 of each comparison.
+void print_divergences(std::ostream& os, const BackendRun& res);
+// After a run that used the upstream pool: "upstream: torch X, peft Y, ..." or,
+// with json, {"upstream_versions":{...}}. Nothing when the pool never started.
+void print_upstream_versions(std::ostream& os, RealPools& pools, bool json);
 
 int cmd_run(const Args& a);
 int cmd_check(const Args& a);

@@ -11,21 +11,24 @@ namespace {
 
 const char* kUsage =
     "usage: fsdpsim                         hunt on the built-in scenario (seed 000) under both profiles\n"
-    "       fsdpsim run FILE.seq [--backend model|real|both] [--profile P] [--set k=v] [--world N] [--json]\n"
-    "       fsdpsim check PATH... [--backend model|real|both] [--profile P] [--set k=v]\n"
+    "       fsdpsim run FILE.seq [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
+    "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v]\n"
     "       fsdpsim crosscheck --seed S [--count N] [--world W] [--profile P] [--out DIR]\n"
+    "                          [--against real|upstream | --backends B,B[,B]]   (default model,real)\n"
+    "       (B: model, real, upstream, both = model,real, or a comma list: model,upstream, model,real,upstream;\n"
+    "        the others are compared with the first, the model when listed)\n"
     "       (real backend flags: --ranks processes|threads, --timeout MS, default 5000)\n"
     "       fsdpsim worker FILE.seq [--timeout MS]   one rank of a torchrun-style launch (RANK, WORLD_SIZE,\n"
     "                                             MASTER_ADDR, MASTER_PORT); rank 0 prints the observations\n"
     "       fsdpsim shrink FILE.seq [--profile P] [--set k=v] [--world N]\n"
     "       fsdpsim expect FILE.seq [--world N]    the file with expectations from a model run\n"
-    "       fsdpsim cost FILE.seq [--backend model|real|both] [--profile P] [--set k=v] [--world N]\n"
+    "       fsdpsim cost FILE.seq [--backend B] [--profile P] [--set k=v] [--world N]\n"
     "                                             bytes per rank and adapter: sharded, gathered and reduced\n"
     "                                             per train_step, peak unsharded\n"
     "       fsdpsim profiles\n"
     "       fsdpsim random --seed S [--count N] [--world W] [--out DIR]\n"
     "       fsdpsim bench [--seconds T] [--model-only]\n"
-    "exit codes: 0 clean, 1 finding or failed expectation, 2 model/real divergence,\n"
+    "exit codes: 0 clean, 1 finding or failed expectation, 2 divergence between backends,\n"
     "            3 bad input or usage, 4 infrastructure failure\n";
 
 }  // namespace
@@ -44,7 +47,8 @@ int main(int argc, char** argv) {
       return cmd_run(parse_args(rest, {"--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
     if (cmd == "check") return cmd_check(parse_args(rest, {"--backend", "--profile", "--set", "--ranks", "--timeout"}));
     if (cmd == "crosscheck")
-      return cmd_crosscheck(parse_args(rest, {"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout"}));
+      return cmd_crosscheck(parse_args(
+          rest, {"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout", "--against", "--backends"}));
     if (cmd == "shrink") return cmd_shrink(parse_args(rest, {"--profile", "--set", "--world"}));
     if (cmd == "expect") return cmd_expect(parse_args(rest, {"--profile", "--set", "--world"}));
     if (cmd == "cost")
