@@ -46,7 +46,7 @@ void RealRank::op_set_adapter(const Op& op) {
   }
   if (!op.list_form) {
     switch (layout_->profile.get(Switch::SetAdapterReshard)) {
-      case sw::kNone:
+      case sw::kNone:  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no reshard (the upstream profile)
         break;
       case sw::kSkipMerged:  // _reshard_fsdp_modules (#3872): skips modules holding a merged layer
         for (size_t g = 0; g < layout_->groups.size(); ++g) {

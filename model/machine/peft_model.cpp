@@ -35,7 +35,7 @@ void RankModel::op_set_adapter(const Op& op) {
   }
   if (!op.list_form) {
     switch (topo_->profile.get(Switch::SetAdapterReshard)) {
-      case sw::kNone:
+      case sw::kNone:  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no reshard (the upstream profile)
         break;
       case sw::kSkipMerged:
         // _reshard_fsdp_modules as of #3872: a module holding any merged layer is skipped.

@@ -6,10 +6,10 @@ const std::array<SwitchInfo, kSwitchCount>& switch_table() {
   static const std::array<SwitchInfo, kSwitchCount> table = {{
       {"set_adapter_reshard",
        {"none", "skip_merged", "unmerge_first"},
-       sw::kSkipMerged,
+       sw::kNone,  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no _reshard_fsdp_modules step at all
        sw::kUnmergeFirst,
-       "peft/peft_model.py::PeftModel.set_adapter (_reshard_fsdp_modules, #3872 / fix #3895)",
-       "none: no reshard (pre-#3872); skip_merged: reshard every FSDP module holding no merged layer, then "
+       "peft/peft_model.py::PeftModel.set_adapter (0.21.2: no reshard; main per #3872: _reshard_fsdp_modules; fix #3895)",
+       "none: no reshard (peft 0.21.2: set active_adapter, base_model.set_adapter unmerges per layer); skip_merged: reshard every FSDP module holding no merged layer, then "
        "set_adapter (which unmerges per layer); unmerge_first: unmerge_adapter, reshard all, set_adapter"},
       {"disable_exit_reshard",
        {"off", "on"},
@@ -73,15 +73,55 @@ std::optional<Switch> switch_from_name(const std::string& name) {
   return std::nullopt;
 }
 
-std::vector<std::string> profile_names() { return {"upstream", "patched"}; }
+namespace {
+
+struct NamedProfile {
+  const char* name;
+  const char* description;
+  bool patched;               // starts from the table's patched column (else its upstream column)
+  Switch changed;             // one switch set apart from that column ...
+  int8_t changed_value = -1;  // ... to this value (-1: none)
+};
+
+const std::vector<NamedProfile>& named_profiles() {
+  static const std::vector<NamedProfile> named = {
+      {"upstream", "the pinned versions: torch 2.13.0, peft 0.21.2, accelerate 1.15.0 (every seed bug they have)", false,
+       Switch::SetAdapterReshard},
+      {"patched", "every known fix applied", true, Switch::SetAdapterReshard},
+      // peft#3872 (seed 000) describes PEFT main's PeftModel.set_adapter calling
+      // _reshard_fsdp_modules and skipping modules that hold merged layers.
+      {"peft-main-3872",
+       "upstream with PEFT main as peft#3872 describes it: set_adapter reshards every FSDP module holding no merged layer",
+       false, Switch::SetAdapterReshard, sw::kSkipMerged},
+  };
+  return named;
+}
+
+}  // namespace
+
+std::vector<std::string> profile_names() {
+  std::vector<std::string> out;
+  for (const auto& n : named_profiles()) out.push_back(n.name);
+  return out;
+}
+
+std::string profile_description(const std::string& name) {
+  for (const auto& n : named_profiles())
+    if (name == n.name) return n.description;
+  return "";
+}
 
 std::optional<Profile> profile_by_name(const std::string& name) {
-  if (name != "upstream" && name != "patched") return std::nullopt;
-  Profile p;
-  p.name = name;
-  const auto& t = switch_table();
-  for (int i = 0; i < kSwitchCount; ++i) p.values[i] = name == "upstream" ? t[i].upstream : t[i].patched;
-  return p;
+  for (const auto& n : named_profiles()) {
+    if (name != n.name) continue;
+    Profile p;
+    p.name = name;
+    const auto& t = switch_table();
+    for (int i = 0; i < kSwitchCount; ++i) p.values[i] = n.patched ? t[i].patched : t[i].upstream;
+    if (n.changed_value >= 0) p.values[static_cast<int>(n.changed)] = static_cast<uint8_t>(n.changed_value);
+    return p;
+  }
+  return std::nullopt;
 }
 
 std::string apply_override(Profile& p, const std::string& name, const std::string& value) {

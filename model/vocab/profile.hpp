@@ -51,7 +51,12 @@ struct Profile {
   bool operator==(const Profile& o) const { return name == o.name && values == o.values; }
 };
 
-std::vector<std::string> profile_names();  // "upstream", "patched"
+// The named profiles, in listing order: "upstream" (the pinned versions the
+// upstream backend runs: torch 2.13.0, peft 0.21.2, accelerate 1.15.0),
+// "patched" (every known fix), "peft-main-3872" (upstream with the PEFT main
+// revision peft#3872 describes).
+std::vector<std::string> profile_names();
+std::string profile_description(const std::string& name);  // one line; "" for an unknown name
 std::optional<Profile> profile_by_name(const std::string& name);
 // Sets one switch; returns an error text ("" on success) naming the valid choices.
 std::string apply_override(Profile& p, const std::string& name, const std::string& value);

@@ -239,7 +239,11 @@ bool parse_header_line(LineParser& lp, Scenario& s) {
     s.seed = static_cast<uint64_t>(parse_int(lp, n, n.text, 0, 999999999999999999LL, "a seed"));
   } else if (k == "profile") {
     Token n = lp.next("a profile name");
-    if (!profile_by_name(n.text)) lp.fail(n, "unknown profile '" + n.text + "' (expected upstream or patched)");
+    if (!profile_by_name(n.text)) {
+      std::string names;
+      for (const auto& name : profile_names()) names += (names.empty() ? "" : ", ") + name;
+      lp.fail(n, "unknown profile '" + n.text + "' (expected one of: " + names + ")");
+    }
     s.profile = n.text;
   } else if (k == "set") {
     Token t = lp.next("switch=value");

@@ -11,7 +11,7 @@ std::string with_switch(std::string h, const std::string& sw) { return h.insert(
 }  // namespace
 
 TEST(PeftModel, SetAdapterSkipMergedLeavesMergedGroupsUnsharded) {
-  OneRank t(seed000_header());  // upstream: skip_merged
+  OneRank t(seed000_header(1, "peft-main-3872"));  // skip_merged
   t.op("eval");
   t.op("merge");
   t.op("set_adapter other");
@@ -23,7 +23,7 @@ TEST(PeftModel, SetAdapterSkipMergedLeavesMergedGroupsUnsharded) {
 }
 
 TEST(PeftModel, SetAdapterSkipMergedReshardsGroupsWithoutMergedLayers) {
-  OneRank t(seed000_header());
+  OneRank t(seed000_header(1, "peft-main-3872"));
   t.op("eval");
   t.op("set_adapter other");
   EXPECT_EQ(t.state("root"), ShardedState::Sharded);
@@ -42,11 +42,34 @@ TEST(PeftModel, SetAdapterUnmergeFirstReachesTheShards) {
 }
 
 TEST(PeftModel, SetAdapterNoneNeverReshards) {
-  OneRank t(with_switch(seed000_header(), "set_adapter_reshard=none"));
+  OneRank t(with_switch(seed000_header(1, "patched"), "set_adapter_reshard=none"));
   t.op("eval");
   t.op("set_adapter other");
   EXPECT_EQ(t.state("root"), ShardedState::Unsharded);
   EXPECT_FALSE(t.ps("lin1.lora_A.other").rg_s);  // D2
+}
+
+// peft 0.21.2 (the upstream profile): no reshard in PeftModel.set_adapter, so
+// an unmerge first does not help: the flips land on U, as measured on real
+// torch 2.13.0 / peft 0.21.2 (corpus seed000_unmerge_first_w*.seq).
+TEST(PeftModel, UpstreamSetAdapterAfterUnmergeKeepsTheGroupsUnsharded) {
+  OneRank t(seed000_header());
+  t.op("eval");
+  t.op("merge");
+  t.op("unmerge");
+  t.op("set_adapter other");
+  EXPECT_EQ(t.state("root"), ShardedState::Unsharded);
+  EXPECT_EQ(t.state("lin0"), ShardedState::Unsharded);
+  EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_u);
+  EXPECT_FALSE(t.ps("lin0.lora_A.other").rg_s);
+  EXPECT_TRUE(t.ps("lin0.lora_A.default").rg_s);
+  EXPECT_EQ(t.op("train_step").grads, 2);  // {other}, from U
+  EXPECT_EQ(t.op("train_step").status, Status::NoGradFn);
+  // Under PEFT main as #3872 describes it, the unmerge lets the reshard happen.
+  OneRank m(seed000_header(1, "peft-main-3872"));
+  for (const char* o : {"eval", "merge", "unmerge", "set_adapter other"}) m.op(o);
+  EXPECT_EQ(m.state("lin0"), ShardedState::Sharded);
+  EXPECT_TRUE(m.ps("lin0.lora_A.other").rg_s);
 }
 
 TEST(PeftModel, ListFormSetAdapterIsTheTunerLevelCall) {

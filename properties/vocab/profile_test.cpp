@@ -9,12 +9,26 @@
 namespace fsdpsim {
 namespace {
 
-TEST(Profile, NamesAreUpstreamAndPatched) {
-  EXPECT_EQ(profile_names(), (std::vector<std::string>{"upstream", "patched"}));
+TEST(Profile, NamesAreUpstreamPatchedAndPeftMain3872) {
+  EXPECT_EQ(profile_names(), (std::vector<std::string>{"upstream", "patched", "peft-main-3872"}));
   for (const auto& n : profile_names()) {
     auto p = profile_by_name(n);
     ASSERT_TRUE(p.has_value()) << n;
     EXPECT_EQ(p->name, n);
+    EXPECT_NE(profile_description(n), "") << n;
+  }
+  EXPECT_EQ(profile_description("nightly"), "");
+  EXPECT_NE(profile_description("upstream").find("peft 0.21.2"), std::string::npos);
+}
+
+// peft-main-3872 is upstream but for PeftModel.set_adapter's reshard (#3872).
+TEST(Profile, PeftMain3872IsUpstreamWithSkipMerged) {
+  Profile up = *profile_by_name("upstream");
+  Profile pm = *profile_by_name("peft-main-3872");
+  EXPECT_EQ(pm.get(Switch::SetAdapterReshard), sw::kSkipMerged);
+  for (int i = 0; i < kSwitchCount; ++i) {
+    if (static_cast<Switch>(i) == Switch::SetAdapterReshard) continue;
+    EXPECT_EQ(pm.values[i], up.values[i]) << switch_table()[i].name;
   }
 }
 
@@ -42,7 +56,7 @@ TEST(Profile, EverySwitchMatchesTheTable) {
 TEST(Profile, DocumentedDefaults) {
   Profile up = *profile_by_name("upstream");
   Profile pa = *profile_by_name("patched");
-  EXPECT_EQ(up.get(Switch::SetAdapterReshard), sw::kSkipMerged);
+  EXPECT_EQ(up.get(Switch::SetAdapterReshard), sw::kNone);  // peft 0.21.2: no reshard in set_adapter
   EXPECT_EQ(pa.get(Switch::SetAdapterReshard), sw::kUnmergeFirst);
   EXPECT_EQ(up.get(Switch::DisableExitReshard), sw::kOff);
   EXPECT_EQ(pa.get(Switch::DisableExitReshard), sw::kOn);
@@ -118,7 +132,7 @@ TEST(Profile, ApplyOverrideBadValue) {
 
 TEST(Profile, ProfileText) {
   EXPECT_EQ(profile_text(*profile_by_name("upstream")),
-            "upstream (set_adapter_reshard=skip_merged, disable_exit_reshard=off, optimizer_ckpt_reshard=off, "
+            "upstream (set_adapter_reshard=none, disable_exit_reshard=off, optimizer_ckpt_reshard=off, "
             "enable_inference_mode=ignore, root_reshard_rule=auto, adapter_meta_check=container, delta_weight_gather=off, "
             "adapter_save_gather=off, adapter_save_selection=all)");
   EXPECT_EQ(profile_text(*profile_by_name("patched")),
@@ -127,9 +141,9 @@ TEST(Profile, ProfileText) {
             "adapter_save_gather=on, adapter_save_selection=all)");
   Profile p = *profile_by_name("upstream");
   ASSERT_EQ(apply_override(p, "root_reshard_rule", "force_false"), "");
-  ASSERT_EQ(apply_override(p, "set_adapter_reshard", "none"), "");
+  ASSERT_EQ(apply_override(p, "set_adapter_reshard", "skip_merged"), "");
   EXPECT_EQ(profile_text(p),
-            "upstream (set_adapter_reshard=none, disable_exit_reshard=off, optimizer_ckpt_reshard=off, "
+            "upstream (set_adapter_reshard=skip_merged, disable_exit_reshard=off, optimizer_ckpt_reshard=off, "
             "enable_inference_mode=ignore, root_reshard_rule=force_false, adapter_meta_check=container, "
             "delta_weight_gather=off, adapter_save_gather=off, adapter_save_selection=all)");
 }
