@@ -32,7 +32,10 @@ std::string first_line(const std::string& what) { return what.substr(0, what.fin
 // padding dropped (what FSDP.summon_full_params gives, the fix #3102 proposed).
 at::Tensor RealRank::gather_full(int p) {
   const ParamSpec& ps = layout_->params[p];
-  return comm_->all_gather(params_[p].s.reshape({-1}), ps.group, step_, {p})
+  // torch 2.13 distributed/tensor/_redistribute.py::redistribute_local_tensor: a 1-rank mesh's
+  // Shard -> Replicate is the local tensor, no all-gather.
+  at::Tensor all = layout_->world == 1 ? params_[p].s.reshape({-1}) : comm_->all_gather(params_[p].s.reshape({-1}), ps.group, step_, {p});
+  return all
       .narrow(0, 0, ps.rows * ps.cols)
       .view({ps.rows, ps.cols});
 }

@@ -19,8 +19,10 @@ void RealRank::unshard(int g) {
   const GroupSpec& gs = layout_->groups[g];
   std::vector<at::Tensor> flat;
   for (int p : gs.params) flat.push_back(params_[p].s.reshape({-1}));
-  at::Tensor gathered = comm_->all_gather(at::cat(flat), g, step_, gs.params);
   const int world = layout_->world;
+  // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.unshard / wait_for_unshard: world_size == 1
+  // initialises U from the shards directly, no all-gather.
+  at::Tensor gathered = world == 1 ? at::cat(flat) : comm_->all_gather(at::cat(flat), g, step_, gs.params);
   int64_t offset = 0;
   for (int p : gs.params) {
     const ParamSpec& ps = layout_->params[p];
@@ -96,7 +98,8 @@ void RealRank::post_backward(int g) {
     per_param.push_back(padded.view({world, ps.chunk_numel()}));
   }
   at::Tensor flat = at::cat(per_param, 1).reshape({-1});
-  at::Tensor mine = comm_->reduce_scatter_avg(flat, g, step_, with_grad);
+  // torch 2.13 _fsdp_collectives.py::foreach_reduce: no reduce-scatter at world_size == 1.
+  at::Tensor mine = world == 1 ? flat : comm_->reduce_scatter_avg(flat, g, step_, with_grad);
   int64_t offset = 0;
   for (int p : with_grad) {
     const ParamSpec& ps = layout_->params[p];

@@ -16,14 +16,18 @@ void RankModel::unshard(int g) {
   GroupState& gs = st_.groups[g];
   if (gs.sharded == ShardedState::Unsharded) return;
   const GroupInfo& gi = topo_->groups[g];
-  CollRecord c{CollOp::AllGather, g, gi.numel, CollRecord::kIntoU, g, static_cast<int>(digests_.size())};
-  c.member_begin = static_cast<int>(members_.size());
-  c.member_count = static_cast<int>(gi.params.size());
-  colls_.push_back(c);
-  for (int p : gi.params) {
-    digests_.push_back(digest_of(p));
-    gathered_versions_.push_back(holds_rows(p, rank_) ? st_.params[p].ver_s : kNoRows);
-    members_.push_back(p);
+  // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.unshard / wait_for_unshard: at world_size == 1 U is
+  // initialised from the shards directly, no all-gather.
+  if (topo_->world > 1) {
+    CollRecord c{CollOp::AllGather, g, gi.numel, CollRecord::kIntoU, g, static_cast<int>(digests_.size())};
+    c.member_begin = static_cast<int>(members_.size());
+    c.member_count = static_cast<int>(gi.params.size());
+    colls_.push_back(c);
+    for (int p : gi.params) {
+      digests_.push_back(digest_of(p));
+      gathered_versions_.push_back(holds_rows(p, rank_) ? st_.params[p].ver_s : kNoRows);
+      members_.push_back(p);
+    }
   }
   gs.has_u = true;  // _fsdp_param.py::FSDPParam.init_unsharded_param: created once, then reused
   for (int p : gi.params) {
@@ -95,11 +99,15 @@ void RankModel::post_backward(int g) {
   }
   to_sharded(g);
   if (with_grad.empty()) return;  // a group with no gradient issues no collective
-  CollRecord c{CollOp::ReduceScatter, g, count};
-  c.member_begin = static_cast<int>(members_.size());
-  c.member_count = static_cast<int>(with_grad.size());
-  colls_.push_back(c);
-  members_.insert(members_.end(), with_grad.begin(), with_grad.end());
+  // torch 2.13 _fsdp_collectives.py::foreach_reduce: at world_size == 1 the gradient is the shard's
+  // own, no reduce-scatter is issued.
+  if (topo_->world > 1) {
+    CollRecord c{CollOp::ReduceScatter, g, count};
+    c.member_begin = static_cast<int>(members_.size());
+    c.member_count = static_cast<int>(with_grad.size());
+    colls_.push_back(c);
+    members_.insert(members_.end(), with_grad.begin(), with_grad.end());
+  }
   for (int p : with_grad) {
     st_.params[p].grad_s = true;
     if (topo_->params[p].adapter >= 0) res_.grads |= static_cast<uint8_t>(1u << topo_->params[p].adapter);

@@ -76,6 +76,12 @@ void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adap
   CollRecord c{CollOp::AllGather, topo_->params[param].group, topo_->params[param].shard_numel, into, layer,
                static_cast<int>(digests_.size()), adapter};
   c.sign = static_cast<int8_t>(sign);
+  // torch 2.13 distributed/tensor/_redistribute.py::redistribute_local_tensor: on a 1-rank mesh
+  // Shard -> Replicate is the local tensor itself, no functional all-gather; the delta applies now.
+  if (topo_->world == 1) {
+    if (sign != 0) apply_gathered_delta(c, st_.params[param].ver_s);
+    return;
+  }
   gathered_versions_.push_back(holds_rows(param, rank_) ? st_.params[param].ver_s : kNoRows);
   if (sign != 0 && !deferred_merges_) apply_gathered_delta(c, st_.params[param].ver_s);
   c.member_begin = static_cast<int>(members_.size());

@@ -26,7 +26,7 @@ TEST(FsdpGroup, ParametersNotClaimedByAChildBelongToTheRoot) {
 }
 
 TEST(FsdpGroup, UnshardCreatesUOnceAndCopiesRequiresGradFromS) {
-  OneRank t(seed000_header());
+  OneRank t(seed000_header(2));
   EXPECT_FALSE(t.model->state().groups[t.group("lin0")].has_u);
   t.op("unshard lin0");
   ASSERT_EQ(t.model->collectives().size(), 1u);
@@ -121,9 +121,37 @@ TEST(FsdpGroup, AGroupWithNoGradientIssuesNoReduceScatter) {
 }
 
 TEST(FsdpGroup, ReshardAfterForwardTrueGroupsAreGatheredAgainInBackward) {
-  OneRank t(seed000_header(1, "upstream", "true"));
+  OneRank t(seed000_header(2, "upstream", "true"));
   t.op("train_step");
   int ag = 0;
   for (const auto& c : t.model->collectives()) ag += c.op == CollOp::AllGather;
   EXPECT_EQ(ag, 4);  // forward: root, lin0; backward: root, lin0 again
+}
+
+// torch 2.13 at world 1: FSDPParamGroup.unshard takes the world_size == 1 path
+// (U from the shards, no all-gather), foreach_reduce issues no reduce-scatter
+// and DTensor redistribution on a 1-rank mesh none either; every other effect
+// stays: U created at the first unshard with S's requires_grad, grads reach S.
+TEST(FsdpGroup, WorldOneIssuesNoCollectiveAndKeepsEveryOtherEffect) {
+  OneRank t(seed000_header(1));
+  t.op("unshard lin0");
+  EXPECT_TRUE(t.model->collectives().empty());
+  EXPECT_TRUE(t.model->state().groups[t.group("lin0")].has_u);
+  EXPECT_EQ(t.state("lin0"), ShardedState::Unsharded);
+  EXPECT_TRUE(t.ps("lin0.lora_A.default").rg_u);
+  EXPECT_FALSE(t.ps("lin0.lora_A.other").rg_u);
+  t.op("reshard");
+  const OpResult& r = t.op("train_step");
+  EXPECT_EQ(r.status, Status::Ok);
+  EXPECT_EQ(r.grads, 1);  // {default}, on the shards
+  EXPECT_TRUE(t.ps("lin0.lora_A.default").grad_s);
+  EXPECT_TRUE(t.model->collectives().empty());
+  // Patched: merges, deltas and the gathered adapter save on sharded layers.
+  OneRank p(seed000_header(1, "patched", "true"));
+  for (const char* op : {"eval", "merge", "delta_weight lin0", "unmerge", "set_adapter other", "train_step",
+                         "save_adapters", "load_adapters"}) {
+    EXPECT_EQ(p.op(op).status, Status::Ok) << op;
+    EXPECT_TRUE(p.model->collectives().empty()) << op;
+  }
+  EXPECT_EQ(p.model->classify_stored(p.layer("lin0")), WeightClass::Exact);
 }

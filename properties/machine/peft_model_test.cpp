@@ -108,12 +108,13 @@ TEST(PeftModel, DeleteMergedAdapterIsRefused) {
 }
 
 TEST(PeftModel, DeletingTheActiveAdapterActivatesAndTrainsTheFallback) {
-  OneRank t(seed000_header());
+  OneRank t(seed000_header(2));
   t.op("delete_adapter default");
   EXPECT_EQ(t.model->state().active, 2);
   EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_s);
   // The FSDP group still gathers the deleted parameters.
   t.op("unshard lin0");
+  ASSERT_EQ(t.model->collectives().size(), 1u);
   EXPECT_EQ(t.model->collectives()[0].count, t.topo->groups[t.group("lin0")].numel);
 }
 

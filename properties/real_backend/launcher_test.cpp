@@ -46,6 +46,9 @@ TEST(RealRanks, Seed000OnRealTensors) {
       EXPECT_EQ(s2.status, Status::NoGradFn);
       EXPECT_EQ(s2.message, "element 0 of tensors does not require grad and does not have a grad_fn");  // libtorch's own
     }
+    // torch 2.13 issues no collective at world 1 (eval, merge, set_adapter, train_step alike).
+    for (const auto& o : r.observations)
+      if (world == 1 || o.step == 1) EXPECT_EQ(o.collectives.empty(), world == 1) << "step " << o.step;
   }
 }
 

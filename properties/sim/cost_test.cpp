@@ -39,6 +39,21 @@ TEST(Cost, FrozenAdaptersAreGatheredButNotReduced) {
   }
 }
 
+// torch 2.13 issues no collective at world 1: 0 bytes gathered and reduced,
+// while the unsharded copies still take memory.
+TEST(Cost, WorldOneGathersAndReducesNothing) {
+  SeqFile f;
+  std::string text = two_adapters("train_step\n");
+  RunResult res = simulate(text.replace(0, 7, "world 1"), &f);
+  CostReport c = cost_report(f, res.observations);
+  for (const char* owner : {"a", "b", "base", "total"}) {
+    EXPECT_EQ(row(c, 0, owner).all_gather, 0) << owner;
+    EXPECT_EQ(row(c, 0, owner).reduce_scatter, 0) << owner;
+  }
+  EXPECT_GT(row(c, 0, "total").peak_unsharded, 0);
+  EXPECT_EQ(row(c, 0, "a").sharded, 112 * 4);  // the whole tensors: one rank holds every row
+}
+
 TEST(Cost, TwoActiveAdaptersBothReduceAndPeakCountsEveryGroup) {
   SeqFile f;
   RunResult res = simulate(two_adapters("set_adapter [a,b]\ntrain_step\n"), &f);
