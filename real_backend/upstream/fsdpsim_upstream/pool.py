@@ -18,6 +18,7 @@ import time
 from . import judge
 
 UNOBSERVED = ["peak_unsharded"]
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def free_port():
@@ -54,6 +55,12 @@ def describe_pending(heads):
     return "; ".join(out)
 
 
+def stuck_observation(step, rank, op, status, message):
+    return {"step": step, "rank": rank, "op": op, "status": status, "message": message, "active": [],
+            "disabled": False, "optimizer": {"missing": 0, "total": 0, "unregistered": []}, "groups": [],
+            "params": [], "layers": [], "collectives": [], "sharded_bytes": {}, "peak_unsharded_bytes": {}}
+
+
 def same_collective(a, b):
     if "?" in (a["group"], b["group"]):
         # a DTensor collective one rank could not attribute (a padded or
@@ -63,12 +70,31 @@ def same_collective(a, b):
         (b["op"], b["group"], b["count"], b.get("dtype"), list(b["parts"].items()))
 
 
+def remove_stale_dirs():
+    """Removes the directories of pools whose coordinator is gone (killed
+    before it could clean up)."""
+    import re
+    import shutil
+    base = tempfile.gettempdir()
+    for name in os.listdir(base):
+        m = re.match(r"fsdpsim-pool-(\d+)-", name)
+        if not m:
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        except PermissionError:
+            pass
+
+
 class RankProc:
     def __init__(self, rank, world, port, log_dir):
         self.rank = rank
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                    LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+                   OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", FSDPSIM_UPSTREAM_DIR=log_dir,
+                   PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
         self.log_path = os.path.join(log_dir, f"rank{rank}.log")
         # FSDPSIM_UPSTREAM_DEBUG=1: the ranks' stderr goes to the coordinator's
         self.log = open(self.log_path, "w") if not os.environ.get("FSDPSIM_UPSTREAM_DEBUG") else None
@@ -101,7 +127,9 @@ class Pool:
     def __init__(self, world, timeout_ms):
         self.world = world
         self.timeout = timeout_ms / 1000.0
-        self.log_dir = tempfile.mkdtemp(prefix="fsdpsim-pool-")
+        remove_stale_dirs()
+        # the owner's pid in the name: a later pool removes it if this one dies unclean
+        self.log_dir = tempfile.mkdtemp(prefix=f"fsdpsim-pool-{os.getpid()}-")
         self.ranks = []
         self.versions = {}
 
@@ -160,6 +188,16 @@ class Pool:
             shutil.rmtree(rundir, ignore_errors=True)
 
     def _run(self, text, switches, rundir):
+        from . import seqfile
+        _, ops = seqfile.parse(text)
+
+        def next_op(rk, after):
+            """The first op at or after step `after` that runs on rank rk."""
+            for i in range(after, len(ops)):
+                if ops[i].runs_on(rk):
+                    return i + 1, ops[i].text()
+            return after + 1, "?"
+
         for rp in self.ranks:
             rp.send({"cmd": "run", "seq": text, "switches": switches, "dir": rundir})
         obs = {r: [] for r in range(self.world)}
@@ -188,9 +226,12 @@ class Pool:
                     # a rank is stuck where no pairing check runs: kill, report, restart
                     for rk in range(self.world):
                         if not ended[rk]:
-                            obs[rk].append({"step": last_step[rk] + 1, "rank": rk, "op": "?", "status": "hang",
-                                            "message": f"hang: rank {rk} did not finish its op within "
-                                                       f"{int(self.timeout * 1000)} ms", "collectives": []})
+                            step, text_ = next_op(rk, last_step[rk])
+                            where = (f"in {collective_text(pending[rk]['coll'])}" if pending[rk]
+                                     else "outside any paired collective")
+                            obs[rk].append(stuck_observation(step, rk, text_, "hang",
+                                                             f"hang: rank {rk} stuck {where} at step {step} for "
+                                                             f"{int(self.timeout * 1000)} ms; ranks killed"))
                     self.stop()
                     self.start()
                     restarted = True

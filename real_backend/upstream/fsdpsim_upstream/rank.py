@@ -74,6 +74,7 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
         if not op.runs_on(rank):
             continue
         step = i + 1
+        inject_fault(rank, step)
         REC.log = []
         REC.step = step
         observe.grad_marks(sess)
@@ -109,6 +110,20 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
         obs["collectives"] = REC.log
         chan.send({"t": "obs", "obs": obs, "values": values})
     chan.send({"t": "end"})
+
+
+def inject_fault(rank, step):
+    """Test hooks for the harness itself: FSDPSIM_UPSTREAM_CRASH=R:S makes
+    rank R exit at step S, FSDPSIM_UPSTREAM_STALL=R:S makes it block there
+    (as a rank stuck where no pairing check runs would)."""
+    for var, act in (("FSDPSIM_UPSTREAM_CRASH", "crash"), ("FSDPSIM_UPSTREAM_STALL", "stall")):
+        spec = os.environ.get(var, "")
+        if spec and spec == f"{rank}:{step}":
+            if act == "crash":
+                os._exit(17)
+            import time
+            while True:
+                time.sleep(1)
 
 
 def key_error_index(sess, e):
@@ -151,7 +166,7 @@ def main():
     dist.init_process_group("gloo", rank=rank, world_size=world)
     mesh = init_device_mesh("cpu", (world,))
     install()
-    tmpdir = tempfile.mkdtemp(prefix=f"fsdpsim-up-{os.getpid()}-")
+    tmpdir = tempfile.mkdtemp(prefix=f"rank{rank}-", dir=os.environ.get("FSDPSIM_UPSTREAM_DIR"))
     import peft, accelerate, transformers, platform
     chan.send({"t": "ready", "rank": rank, "versions": {
         "torch": torch.__version__, "peft": peft.__version__, "accelerate": accelerate.__version__,

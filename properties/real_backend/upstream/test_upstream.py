@@ -1,0 +1,204 @@
+"""Tests of the upstream backend (real_backend/upstream/fsdpsim_upstream):
+the pool's reliability, its observations of known seed bugs on the real
+libraries, and `export --python` against the backend. Run by ctest with the
+project's .venv python (label `upstream`); `python test_upstream.py` runs them
+by hand."""
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "real_backend", "upstream"))
+
+from fsdpsim_upstream import export  # noqa: E402
+from fsdpsim_upstream.pool import Pool  # noqa: E402
+
+SEED000 = open(os.path.join(ROOT, "corpus/regressions/seed000_merged_set_adapter_w2.seq")).read()
+SEED004 = open(os.path.join(ROOT, "corpus/regressions/seed004_eval_then_save_optimizer.seq")).read()
+
+DIVERGENT = """world 2
+seed 0
+profile upstream
+layer lin0 8 8
+adapter a r=2 alpha=2 targets=lin0 init=random
+fully_shard root reshard_after_forward=true
+---
+@0 unshard
+@1 train_step
+"""
+
+
+def by(obs, step, rank=0):
+    return next(o for o in obs if o["step"] == step and o["rank"] == rank)
+
+
+def pool_pids():
+    out = subprocess.run(["pgrep", "-f", "fsdpsim_upstream.rank"], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+class PoolTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pool = Pool(2, 8000)
+        cls.pool.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.pool.stop()
+
+    def test_seed000_on_real_libraries(self):
+        obs, restarted = self.pool.run(SEED000, None)
+        self.assertFalse(restarted)
+        # set_adapter on the merged model: the flips land on the unsharded copies
+        step3 = by(obs, 3)
+        self.assertEqual([g["state"] for g in step3["groups"]], ["UNSHARDED", "UNSHARDED"])
+        p = {q["name"]: q for q in step3["params"]}
+        self.assertTrue(p["lin0.lora_A.default"]["S.requires_grad"])
+        self.assertTrue(p["lin0.lora_A.other"]["U.requires_grad"])
+        self.assertFalse(p["lin0.lora_A.other"]["S.requires_grad"])
+        # step 4 trains other; the reshard drops the flips; step 5 raises autograd's error
+        self.assertEqual(by(obs, 4)["grads"], ["other"])
+        for r in (0, 1):
+            o = by(obs, 5, r)
+            self.assertEqual(o["status"], "no_grad_fn")
+            self.assertEqual(o["message"], "element 0 of tensors does not require grad and does not have a grad_fn")
+            self.assertEqual(o["grads"], [])
+        # the merge after the no_grad eval landed on U: the stored shard misses the delta
+        self.assertEqual(by(obs, 2)["layers"][0]["stored"], "missing_delta")
+
+    def test_seed004_key_error(self):
+        obs, _ = self.pool.run(SEED004, None)
+        eval_step = next(o["step"] for o in obs if o["op"] == "eval")
+        save = next(o for o in obs if o["op"] == "save_optimizer" and o["step"] > eval_step)
+        self.assertEqual(save["status"], "key_error")
+        self.assertEqual(save["message"], "KeyError: 0")
+        self.assertEqual(save["index"], 0)
+        self.assertGreater(save["optimizer"]["missing"], 0)
+
+    def test_exception_inside_op_is_its_status(self):
+        text = SEED000.split("---")[0] + "---\nload_optimizer\ndelete_adapter default\ntrain_step\n"
+        obs, restarted = self.pool.run(text, None)
+        self.assertFalse(restarted)
+        self.assertEqual(by(obs, 1)["status"], "value_error")
+        self.assertEqual(by(obs, 1)["message"], "no optimizer checkpoint to load (save_optimizer first)")
+        self.assertEqual(by(obs, 3)["status"], "ok")  # the pool goes on
+
+    def test_rank_divergent_collective_is_a_hang_at_once(self):
+        t0 = time.time()
+        obs, restarted = self.pool.run(DIVERGENT, None)
+        self.assertFalse(restarted)
+        self.assertLess(time.time() - t0, 5)
+        o = by(obs, 2, 1)
+        self.assertEqual(o["status"], "hang")
+        self.assertEqual(o["message"], "hang: rank 0 issues no matching collective; rank 1 in all_gather(root, 52) "
+                                       "at step 2")
+        obs, _ = self.pool.run(SEED000, None)  # still usable
+        self.assertEqual(by(obs, 4)["grads"], ["other"])
+
+    def test_versions_are_the_pinned_ones(self):
+        self.assertTrue(self.pool.versions["torch"].startswith("2.13.0"))
+        self.assertEqual(self.pool.versions["peft"], "0.21.2")
+        self.assertEqual(self.pool.versions["accelerate"], "1.15.0")
+
+
+class FaultTest(unittest.TestCase):
+    def test_stuck_rank_is_killed_reported_and_pool_restarts(self):
+        os.environ["FSDPSIM_UPSTREAM_STALL"] = "1:4"
+        pool = Pool(2, 3000)
+        try:
+            pool.start()
+            del os.environ["FSDPSIM_UPSTREAM_STALL"]
+            before = pool_pids()
+            t0 = time.time()
+            obs, restarted = pool.run(SEED000, None)
+            self.assertTrue(restarted)
+            self.assertLess(time.time() - t0, 30)
+            stuck = [o for o in obs if o["status"] == "hang"]
+            self.assertTrue(any(o["rank"] == 1 and o["step"] == 4 for o in stuck), stuck)
+            self.assertTrue(before.isdisjoint(pool_pids()))  # the old ranks are gone
+            obs, restarted = pool.run(SEED000, None)  # the fresh pool works
+            self.assertFalse(restarted)
+            self.assertEqual(by(obs, 5)["status"], "no_grad_fn")
+        finally:
+            os.environ.pop("FSDPSIM_UPSTREAM_STALL", None)
+            pool.stop()
+
+    def test_crashed_rank_is_an_error_naming_it(self):
+        os.environ["FSDPSIM_UPSTREAM_CRASH"] = "1:2"
+        pool = Pool(2, 5000)
+        try:
+            pool.start()
+            with self.assertRaisesRegex(RuntimeError, r"rank 1 died \(exit 17\)"):
+                pool.run(SEED000, None)
+        finally:
+            os.environ.pop("FSDPSIM_UPSTREAM_CRASH", None)
+            pool.stop()
+
+    def test_nothing_left_behind(self):
+        tmp = tempfile.mkdtemp(prefix="fsdpsim-test-")
+        env = dict(os.environ, TMPDIR=tmp, PYTHONPATH=os.path.join(ROOT, "real_backend", "upstream"))
+        p = subprocess.Popen([sys.executable, "-u", "-m", "fsdpsim_upstream.pool", "--world", "2"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        ready = json.loads(p.stdout.readline())
+        self.assertEqual(ready["event"], "ready")
+        p.stdin.write(json.dumps({"cmd": "run", "seq": SEED000}) + "\n")
+        p.stdin.flush()
+        while "event" not in json.loads(p.stdout.readline()):
+            pass
+        p.stdin.write('{"cmd":"quit"}\n')
+        p.stdin.flush()
+        self.assertEqual(p.wait(timeout=20), 0)
+        time.sleep(0.3)
+        self.assertEqual(os.listdir(tmp), [])
+        self.assertEqual(pool_pids() & {p.pid}, set())
+        os.rmdir(tmp)
+
+    def test_stale_directory_of_a_dead_pool_is_removed(self):
+        stale = os.path.join(tempfile.gettempdir(), "fsdpsim-pool-999999-x")
+        os.makedirs(stale, exist_ok=True)
+        pool = Pool(1, 5000)
+        pool.stop()
+        self.assertFalse(os.path.exists(stale))
+        import shutil
+        shutil.rmtree(pool.log_dir, ignore_errors=True)
+
+
+class ExportTest(unittest.TestCase):
+    def test_exported_script_under_torchrun_matches_the_backend(self):
+        script = export.export(SEED000, "seed000_merged_set_adapter_w2.seq")
+        self.assertIn("model.set_adapter('other')", script)
+        self.assertLess(len(script.splitlines()), 220)  # short enough to paste into an issue
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "repro.py")
+            open(path, "w").write(script)
+            torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+            from fsdpsim_upstream.pool import free_port
+            out = subprocess.run([torchrun, "--nproc_per_node=2", f"--master_port={free_port()}", path],
+                                 capture_output=True,
+                                 text=True, timeout=180, cwd=d)
+        lines = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
+        self.assertEqual(len(lines), 12, out.stderr[-2000:])
+        pool = Pool(2, 8000)
+        pool.start()
+        try:
+            obs, _ = pool.run(SEED000, None)
+        finally:
+            pool.stop()
+        for o in obs:
+            e = next(l for l in lines if l["step"] == o["step"] and l["rank"] == o["rank"])
+            self.assertEqual(e["op"], o["op"])
+            self.assertEqual(e["status"], o["status"])
+            self.assertEqual(e.get("grads"), o.get("grads"))
+            self.assertEqual([g["state"] for g in e["groups"]], [g["state"] for g in o["groups"]])
+            self.assertEqual(e["S.requires_grad"], [p["name"] for p in o["params"] if p["S.requires_grad"]])
+            self.assertEqual(e["U.requires_grad"], [p["name"] for p in o["params"] if p["U.requires_grad"]])
+
+
+if __name__ == "__main__":
+    unittest.main()
