@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/vocab/profile.hpp"
 #include "sim/simulator.hpp"
 
 namespace fsdpsim {
@@ -150,8 +151,11 @@ bool run_single(const SeqFile& f, Backend b, RealPools& pools, bool twice, Singl
   upstream::UpstreamPool& pool = pools.upstream();
   if (!pool.start(f.scenario.world, error)) return false;
   const std::string text = print_seq(f);
+  Profile profile = *profile_by_name(f.scenario.profile);
+  for (const auto& o : f.scenario.overrides) apply_override(profile, o.name, o.value);
+  const std::string switches = switches_json(profile);
   return run_twice(f, twice, out, error, [&](std::vector<Observation>* obs, std::string* err) {
-    upstream::UpstreamResult r = pool.run(text);
+    upstream::UpstreamResult r = pool.run(text, switches);
     if (!r.ok) *err = r.error;
     else *obs = std::move(r.obs);
     return r.ok;

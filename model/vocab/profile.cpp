@@ -154,4 +154,12 @@ std::string profile_text(const Profile& p) {
   return out + ")";
 }
 
+std::string switches_json(const Profile& p) {
+  std::string out = "{";
+  const auto& t = switch_table();
+  for (int i = 0; i < kSwitchCount; ++i)
+    out += std::string(i ? "," : "") + "\"" + t[i].name + "\":\"" + t[i].values[p.values[i]] + "\"";
+  return out + "}";
+}
+
 }  // namespace fsdpsim

@@ -61,5 +61,7 @@ std::optional<Profile> profile_by_name(const std::string& name);
 // Sets one switch; returns an error text ("" on success) naming the valid choices.
 std::string apply_override(Profile& p, const std::string& name, const std::string& value);
 std::string profile_text(const Profile& p);  // "upstream (set_adapter_reshard=skip_merged, ...)"
+// {"set_adapter_reshard":"none",...}: every switch, as the upstream backend takes them.
+std::string switches_json(const Profile& p);
 
 }  // namespace fsdpsim

@@ -333,12 +333,13 @@ bool UpstreamPool::start(int world, std::string* error) {
   return spawn(world, error);
 }
 
-UpstreamResult UpstreamPool::run(const std::string& canonical_seq_text) {
+UpstreamResult UpstreamPool::run(const std::string& canonical_seq_text, const std::string& switches_json) {
   UpstreamResult res;
   if (pid_ <= 0 && !start(world_, &res.error)) return res;
   std::ostringstream req;
   req << "{\"cmd\":\"run\",\"seq\":";
   print_json_string(req, canonical_seq_text);
+  if (!switches_json.empty()) req << ",\"switches\":" << switches_json;
   req << "}\n";
   if (!write_all(in_fd_, req.str())) {
     res.error = fail("the pool does not take requests (its stdin is closed)");
@@ -388,6 +389,35 @@ UpstreamResult UpstreamPool::run(const std::string& canonical_seq_text) {
     res.error = fail("unexpected line from the pool: '" + clip(line) + "'");
     return res;
   }
+}
+
+int run_python_module(const std::string& module, const std::vector<std::string>& args, std::string* error) {
+  std::string python = resolve(env_or("FSDPSIM_PYTHON", std::string(FSDPSIM_SOURCE_DIR) + "/.venv/bin/python"));
+  if (::access(python.c_str(), X_OK) != 0) {
+    *error = "upstream backend: no Python at " + python + kInstallHint;
+    return -1;
+  }
+  std::string pythonpath = std::string(FSDPSIM_SOURCE_DIR) + "/real_backend/upstream";
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonpath += std::string(":") + old;
+  std::vector<std::string> argv_s = {python, "-m", module};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    *error = std::string("upstream backend: fork failed: ") + std::strerror(errno);
+    return -1;
+  }
+  if (pid == 0) {
+    ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
+    ::execv(python.c_str(), argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace fsdpsim::upstream

@@ -42,7 +42,9 @@ class UpstreamPool {
   bool start(int world, std::string* error = nullptr);
   // One canonical .seq text (its world equals the pool's). Starts the pool
   // again first when an earlier failure killed it. Any failure kills the pool.
-  UpstreamResult run(const std::string& canonical_seq_text);
+  // `switches_json`: the effective profile (switches_json in model/vocab/profile.hpp);
+  // empty lets the pool resolve the file's profile itself.
+  UpstreamResult run(const std::string& canonical_seq_text, const std::string& switches_json = "");
   void stop();
 
   bool running() const { return pid_ > 0; }
@@ -79,5 +81,10 @@ class UpstreamPool {
 // True when `diff` (one observation_diff line, "param[3]: ...") is about one
 // of the `fields` ("param" matches "param[3]").
 bool diff_field_in(const std::string& diff, const std::vector<std::string>& fields);
+
+// Runs `<python> -m MODULE ARGS...` (the pool's Python, the package on
+// PYTHONPATH) with the caller's stdin, stdout and stderr, and returns its exit
+// status; -1 with *error (naming the install command) when Python is missing.
+int run_python_module(const std::string& module, const std::vector<std::string>& args, std::string* error);
 
 }  // namespace fsdpsim::upstream

@@ -30,6 +30,7 @@ struct Args {
   std::string ranks = "processes";  // real backend: processes | threads
   int timeout_ms = 5000;
   bool model_only = false;  // bench: skip the real backend
+  bool python = false;      // export: a torchrun script
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.
@@ -61,5 +62,6 @@ int cmd_shrink(const Args& a);
 int cmd_expect(const Args& a);
 int cmd_cost(const Args& a);
 int cmd_main_job(const Args& a);
+int cmd_export(const Args& a);
 
 }  // namespace fsdpsim::cli

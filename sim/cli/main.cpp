@@ -28,6 +28,7 @@ const char* kUsage =
     "       fsdpsim profiles\n"
     "       fsdpsim random --seed S [--count N] [--world W] [--out DIR]\n"
     "       fsdpsim bench [--seconds T] [--model-only]\n"
+    "       fsdpsim export FILE.seq --python [--profile P] [--set k=v] [--world N]\n"
     "exit codes: 0 clean, 1 finding or failed expectation, 2 divergence between backends,\n"
     "            3 bad input or usage, 4 infrastructure failure\n";
 
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
       return cmd_cost(parse_args(rest, {"--backend", "--profile", "--set", "--world", "--ranks", "--timeout"}));
     if (cmd == "worker") return cmd_worker(parse_args(rest, {"--timeout"}));
     if (cmd == "profiles") return cmd_profiles(parse_args(rest, {}));
+    if (cmd == "export") return cmd_export(parse_args(rest, {"--python", "--profile", "--set", "--world"}));
     if (cmd == "random") return cmd_random(parse_args(rest, {"--seed", "--count", "--world", "--out"}));
     if (cmd == "bench") return cmd_bench(parse_args(rest, {"--seconds", "--model-only", "--timeout"}));
     std::cerr << "fsdpsim: unknown command '" << cmd << "'\n" << kUsage;

@@ -285,10 +285,18 @@ def export(text, path="", switches=None):
 
 
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else ""
-    text = open(path).read() if path and path != "-" else sys.stdin.read()
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m fsdpsim_upstream.export")
+    ap.add_argument("path", nargs="?", default="-", help="the .seq file (canonical text), - for stdin")
+    ap.add_argument("--switches", help="the effective profile as JSON (fsdpsim sends it)")
+    ap.add_argument("--name", help="the file name the script's header shows")
+    args = ap.parse_args()
+    path = args.path
+    text = open(path).read() if path != "-" else sys.stdin.read()
     try:
-        sys.stdout.write(export(text, path if path != "-" else ""))
+        sys.stdout.write(export(text, args.name or (path if path != "-" else ""),
+                                json.loads(args.switches) if args.switches else None))
     except ValueError as e:
         print(f"{path or '<stdin>'}: {e}", file=sys.stderr)
         return 3
