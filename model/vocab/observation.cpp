@@ -19,12 +19,13 @@ const char* status_name(Status s) {
     case Status::Hang: return "hang";
     case Status::Mismatch: return "mismatch";
     case Status::NotRun: return "not_run";
+    case Status::Exception: return "exception";
   }
   return "?";
 }
 
 bool status_from_name(const std::string& s, Status* out) {
-  for (int i = 0; i <= static_cast<int>(Status::NotRun); ++i) {
+  for (int i = 0; i < kStatusCount; ++i) {
     if (s == status_name(static_cast<Status>(i))) {
       *out = static_cast<Status>(i);
       return true;

@@ -11,7 +11,10 @@
 
 namespace fsdpsim {
 
-enum class Status : uint8_t { Ok, NoGradFn, KeyError, ShapeError, ValueError, Hang, Mismatch, NotRun };
+// Exception: an exception of any other type, reported with its type and text
+// (the upstream backend never maps one to the nearest known status).
+enum class Status : uint8_t { Ok, NoGradFn, KeyError, ShapeError, ValueError, Hang, Mismatch, NotRun, Exception };
+constexpr int kStatusCount = static_cast<int>(Status::Exception) + 1;
 const char* status_name(Status s);
 bool status_from_name(const std::string& s, Status* out);
 

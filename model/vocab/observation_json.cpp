@@ -86,7 +86,7 @@ void each_object(const JsonValue& obj, const std::string& key, bool required, F 
   }
 }
 
-constexpr int kStatuses = static_cast<int>(Status::NotRun) + 1;
+constexpr int kStatuses = kStatusCount;
 constexpr int kWeightClasses = static_cast<int>(WeightClass::Corrupt) + 1;
 constexpr int kCollOps = static_cast<int>(CollOp::Broadcast) + 1;
 constexpr int kShardedStates = 2;

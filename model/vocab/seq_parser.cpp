@@ -319,7 +319,7 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
   if (k == "error") {
     it.key = ExpectItem::Key::Error;
     if (!status_from_name(v, &it.status) || it.status == Status::Ok || it.status == Status::NotRun)
-      lp.fail(t, "expected error=no_grad_fn|key_error|shape_error|value_error|hang|mismatch, got '" + v + "'");
+      lp.fail(t, "expected error=no_grad_fn|key_error|shape_error|value_error|hang|mismatch|exception, got '" + v + "'");
   } else if (k == "grads") {
     it.key = ExpectItem::Key::Grads;
     if (v.empty() || v.front() != '{') lp.fail(t, "expected grads={a,b} (braces, possibly empty)");

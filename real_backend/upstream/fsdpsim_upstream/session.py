@@ -447,7 +447,7 @@ class Session:
         m = self.layer(layer)
         self.deltas = {}
         for a in self.pm.base_model.active_adapters:
-            if a not in m.lora_A:
+            if a not in getattr(m, "lora_A", {}):  # a layer no adapter targets has no delta
                 continue
             if self.sw["delta_weight_gather"] == "on":
                 d = self.delta_on_full(m, a)
