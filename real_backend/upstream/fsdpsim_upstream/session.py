@@ -129,6 +129,7 @@ class Session:
             for a in live[1:]:
                 self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers), autocast_adapter_dtype=auto)
                 self.move_per_adapter(a.name)
+        self.patch_delta_weight()
         g = torch.Generator().manual_seed(self.scen.seed + 1)
         self.x = torch.randn(BATCH, self.scen.layers[0].fan_in, generator=g)
         if not any(op.kind == "prepare" for op in self.ops):
@@ -449,14 +450,22 @@ class Session:
         for a in self.pm.base_model.active_adapters:
             if a not in getattr(m, "lora_A", {}):  # a layer no adapter targets has no delta
                 continue
-            if self.sw["delta_weight_gather"] == "on":
-                d = self.delta_on_full(m, a)
-            else:
-                d = m.get_delta_weight(a)
+            d = m.get_delta_weight(a)
             self.deltas[a] = d
 
+    def patch_delta_weight(self):
+        """delta_weight_gather=on: every get_delta_weight of a ParamWrapper
+        layer (delta_weight, merge, unmerge) reads the full A and B, as the
+        fix #3102 proposed."""
+        if self.sw["delta_weight_gather"] != "on":
+            return
+        for l in self.scen.layers:
+            m = self.layer(l.name)
+            if l.experts and hasattr(m, "get_delta_weight"):
+                m.get_delta_weight = lambda a, m=m: Session.delta_on_full(m, a, type(m).get_delta_weight)
+
     @staticmethod
-    def delta_on_full(m, a):
+    def delta_on_full(m, a, compute=None):
         """The fix #3102 proposed (summon the full parameters), for FSDP2: A
         and B all-gathered (DTensor.full_tensor), PEFT's own get_delta_weight
         run on them, the registered objects put back."""
@@ -468,7 +477,13 @@ class Session:
             if isinstance(w, DTensor):
                 mod._parameters["weight"] = nn.Parameter(w.full_tensor(), requires_grad=w.requires_grad)
         try:
-            return m.get_delta_weight(a)
+            d = compute(m, a) if compute else m.get_delta_weight(a)
+            w = m.get_base_layer().weight if compute is None else getattr(m.get_base_layer(), m.parameter_name)
+            if isinstance(w, DTensor) and not isinstance(d, DTensor):
+                # the delta laid out like the weight it is added to (each rank slices its own rows: no collective)
+                from torch.distributed.tensor import distribute_tensor
+                d = distribute_tensor(d.detach(), w.device_mesh, w.placements, src_data_rank=None)
+            return d
         finally:
             for mod, w in saved.items():
                 mod._parameters["weight"] = w
