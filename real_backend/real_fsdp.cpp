@@ -10,19 +10,27 @@
 
 namespace fsdpsim::real {
 
-// _fsdp_param_group.py::FSDPParamGroup.unshard + FSDPParam.to_unsharded: one
-// packed all-gather of every managed parameter (frozen ones and deleted ones
-// too), U created once then refilled, requires_grad copied S -> U only when it
-// differs, U registered. Returns at once when already unsharded.
-void RealRank::unshard(int g) {
-  if (unsharded_[g]) return;
+// _fsdp_param_group.py::FSDPParamGroup.unshard: one packed all-gather of every
+// managed parameter (frozen ones and deleted ones too), world chunks in rank order.
+at::Tensor RealRank::all_gather_group(int g) {
   const GroupSpec& gs = layout_->groups[g];
   std::vector<at::Tensor> flat;
   for (int p : gs.params) flat.push_back(params_[p].s.reshape({-1}));
-  const int world = layout_->world;
   // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.unshard / wait_for_unshard: world_size == 1
   // initialises U from the shards directly, no all-gather.
-  at::Tensor gathered = world == 1 ? at::cat(flat) : comm_->all_gather(at::cat(flat), g, step_, gs.params);
+  return layout_->world == 1 ? at::cat(flat) : comm_->all_gather(at::cat(flat), g, step_, gs.params);
+}
+
+// _fsdp_param_group.py::FSDPParamGroup.unshard + wait_for_unshard +
+// FSDPParam.to_unsharded: the all-gather (unless a backward prefetch's is
+// pending), U created once then refilled, requires_grad copied S -> U only when
+// it differs, U registered. Returns at once when already unsharded.
+void RealRank::unshard(int g) {
+  if (unsharded_[g]) return;
+  const GroupSpec& gs = layout_->groups[g];
+  const int world = layout_->world;
+  at::Tensor gathered = pending_[g].defined() ? pending_[g] : all_gather_group(g);
+  pending_[g] = at::Tensor();
   int64_t offset = 0;
   for (int p : gs.params) {
     const ParamSpec& ps = layout_->params[p];
@@ -112,6 +120,34 @@ void RealRank::post_backward(int g) {
   }
 }
 
+// torch 2.13 _fsdp_param_group.py::FSDPParamGroup._record_post_forward: every
+// post_forward (under no_grad too) appends the group to the shared order.
+void RealRank::record_post_forward(int g) {
+  post_forward_indices_[g].push_back(static_cast<int>(post_forward_order_.size()));
+  post_forward_order_.push_back(g);
+}
+
+// torch 2.13 _fsdp_param_group.py::FSDPParamGroup._backward_prefetch: pops g's
+// last post-forward index i; the group to unshard is post_forward_order[i-1]
+// (-1: none).
+int RealRank::backward_prefetch_target(int g) {
+  std::vector<int>& idx = post_forward_indices_[g];
+  if (idx.empty()) return -1;
+  const int i = idx.back();
+  idx.pop_back();
+  return i - 1 < 0 ? -1 : post_forward_order_[i - 1];
+}
+
+// torch 2.13 _fsdp_param_group.py::FSDPParamGroup._prefetch_unshard: unshard()
+// without the wait: the all-gather is issued and kept; the group's own
+// pre_backward (wait_for_unshard) registers U. A no-op when the group is
+// unsharded or has one pending.
+void RealRank::prefetch_unshard(int g) {
+  if (unsharded_[g] || pending_[g].defined()) return;
+  pending_[g] = all_gather_group(g);
+  note_unsharded_peak();
+}
+
 // PeftModel.forward under the FSDP2 hooks: the root's pre-forward first, each
 // child group unshards at its first module and reshards after its last, the
 // root's post-forward last (_fsdp_state.py::FSDPState._pre_forward/_post_forward).
@@ -143,11 +179,13 @@ void RealRank::op_forward(bool grad_enabled) {
     if (child && gs.last_layer == static_cast<int>(l)) {
       out_rg_[g] = h.requires_grad();
       reshard_in_forward(g);
+      record_post_forward(g);
     }
   }
   if (root >= 0) {
     out_rg_[root] = h.requires_grad();
     reshard_in_forward(root);
+    record_post_forward(root);
   }
   loss_ = h.sum();
   have_output_ = true;
@@ -175,15 +213,38 @@ void RealRank::op_backward() {
     if (layout_->groups[g].is_root) order.push_back(g);
   for (size_t i = forward_order_.size(); i-- > 0;)
     if (!layout_->groups[forward_order_[i]].is_root) order.push_back(forward_order_[i]);
-  // Each group's pre-backward hook fires before autograd reaches its
-  // parameters: its unshard copies requires_grad S -> U first, so a flag turned
-  // off on S since the forward stops AccumulateGrad. Apply those flags now; the
-  // all-gathers themselves are issued below, in hook order.
-  for (int g : order)
-    if (out_rg_[g] && !unsharded_[g])
-      for (int p : layout_->groups[g].params)
-        if (params_[p].u.defined() && params_[p].u.requires_grad() != params_[p].s.requires_grad())
-          params_[p].u.requires_grad_(params_[p].s.requires_grad());
+  // The hook sequence: each group's pre_backward unshards it, then prefetches
+  // post_forward_order[i-1] (torch 2.13 FSDPParamGroup.pre_backward ->
+  // _backward_prefetch); a child whose input required grad runs post_backward.
+  struct Hook {
+    enum Kind { kUnshard, kPrefetch, kPostBackward } kind;
+    int g;
+  };
+  std::vector<Hook> hooks;
+  for (int g : order) {
+    if (!out_rg_[g]) continue;
+    hooks.push_back({Hook::kUnshard, g});
+    int target = backward_prefetch_target(g);
+    if (target >= 0) hooks.push_back({Hook::kPrefetch, target});
+    if (!layout_->groups[g].is_root && in_rg_[g]) hooks.push_back({Hook::kPostBackward, g});
+  }
+  // Each group's own pre_backward (its wait_for_unshard) fires before autograd
+  // reaches its parameters: to_unsharded copies requires_grad S -> U first, so
+  // a flag turned off on S since the forward stops AccumulateGrad. Apply those
+  // flags now; the collectives themselves are issued below, in hook order.
+  std::vector<uint8_t> would = unsharded_;
+  for (const Hook& h : hooks) {
+    if (h.kind == Hook::kPrefetch) continue;
+    if (h.kind == Hook::kPostBackward) {
+      would[h.g] = 0;
+      continue;
+    }
+    if (would[h.g]) continue;
+    would[h.g] = 1;
+    for (int p : layout_->groups[h.g].params)
+      if (params_[p].u.defined() && params_[p].u.requires_grad() != params_[p].s.requires_grad())
+        params_[p].u.requires_grad_(params_[p].s.requires_grad());
+  }
   try {
     loss_.backward();
   } catch (const c10::Error& e) {
@@ -194,12 +255,14 @@ void RealRank::op_backward() {
   }
   loss_ = at::Tensor();
   std::vector<uint8_t> done(layout_->groups.size(), 0);
-  for (int g : order) {
-    if (!out_rg_[g]) continue;
-    unshard(g);  // pre_backward
-    if (!layout_->groups[g].is_root && in_rg_[g]) {
-      post_backward(g);
-      done[g] = 1;
+  for (const Hook& h : hooks) {
+    if (h.kind == Hook::kUnshard) {
+      unshard(h.g);  // pre_backward
+    } else if (h.kind == Hook::kPrefetch) {
+      prefetch_unshard(h.g);
+    } else {
+      post_backward(h.g);
+      done[h.g] = 1;
     }
   }
   for (size_t p = 0; p < params_.size(); ++p) {
@@ -209,8 +272,12 @@ void RealRank::op_backward() {
     bool fresh = before[p].first != gr.unsafeGetTensorImpl() || before[p].second != gr._version();
     if (fresh && layout_->params[p].adapter >= 0) grads_ |= 1u << layout_->params[p].adapter;
   }
-  for (size_t g = 0; g < layout_->groups.size(); ++g)
+  for (size_t g = 0; g < layout_->groups.size(); ++g) {
     if (!done[g]) post_backward(static_cast<int>(g));
+    post_forward_indices_[g].clear();  // torch 2.13 FSDPParamGroup.finalize_backward, which also
+    pending_[g] = at::Tensor();         // drops a mistargeted prefetch's all-gather output
+  }
+  post_forward_order_.clear();  // torch 2.13 _fsdp_state.py::_root_post_backward_final_callback (is_last_backward)
 }
 
 }  // namespace fsdpsim::real

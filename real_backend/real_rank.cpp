@@ -57,6 +57,9 @@ void RealRank::reset() {
   unsharded_.assign(layout_->groups.size(), 0);
   out_rg_.assign(layout_->groups.size(), 0);
   in_rg_.assign(layout_->groups.size(), 0);
+  post_forward_order_.clear();
+  post_forward_indices_.assign(layout_->groups.size(), {});
+  pending_.assign(layout_->groups.size(), at::Tensor());
   layer_active_.assign(layout_->layers.size(), 1);
   merged_.assign(layout_->layers.size(), {});
   layer_disabled_.assign(layout_->layers.size(), 0);

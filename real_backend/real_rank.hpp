@@ -53,10 +53,14 @@ class RealRank {
  private:
   void run_op(const Op& op);
   // --- FSDP2 (real_fsdp.cpp) ---
+  at::Tensor all_gather_group(int g);
   void unshard(int g);
+  void prefetch_unshard(int g);
   void to_sharded(int g);
   void reshard_in_forward(int g);
   void post_backward(int g);
+  void record_post_forward(int g);
+  int backward_prefetch_target(int g);
   void reshard_all();
   void set_registered_rg(int p, bool v);
   const at::Tensor& registered(int p) const { return registry_[p]; }
@@ -145,6 +149,10 @@ class RealRank {
   bool have_output_ = false;
   std::vector<uint8_t> out_rg_, in_rg_;
   std::vector<int> forward_order_;
+  // FSDPCommContext.post_forward_order and each FSDPParamGroup's _post_forward_indices
+  std::vector<int> post_forward_order_;
+  std::vector<std::vector<int>> post_forward_indices_;
+  std::vector<at::Tensor> pending_;  // per group: a backward prefetch's all-gather output, not yet waited for
   // this op's outcome
   Status status_ = Status::Ok;
   std::string message_;

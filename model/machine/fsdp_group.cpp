@@ -9,12 +9,9 @@ namespace fsdpsim {
 // reshard_after_forward is resolved at compile time (Topology::groups[g].raf).
 void RankModel::lazy_init(int g) { st_.groups[g].lazy_inited = true; }
 
-// _fsdp_param_group.py::FSDPParamGroup.unshard + wait_for_unshard: returns at once
-// when already UNSHARDED, so nothing is re-synced; otherwise all-gathers every
-// managed parameter (frozen ones too) and runs FSDPParam.to_unsharded.
-void RankModel::unshard(int g) {
-  GroupState& gs = st_.groups[g];
-  if (gs.sharded == ShardedState::Unsharded) return;
+// _fsdp_param_group.py::FSDPParamGroup.unshard: all-gathers every managed
+// parameter (frozen ones too) into the group's all-gather output.
+void RankModel::issue_all_gather(int g) {
   const GroupInfo& gi = topo_->groups[g];
   // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.unshard / wait_for_unshard: at world_size == 1 U is
   // initialised from the shards directly, no all-gather.
@@ -29,6 +26,19 @@ void RankModel::unshard(int g) {
       members_.push_back(p);
     }
   }
+  note_unsharded(g, true);  // the all-gather output is alive from here
+}
+
+// _fsdp_param_group.py::FSDPParamGroup.unshard + wait_for_unshard: returns at once
+// when already UNSHARDED, so nothing is re-synced; otherwise all-gathers (unless
+// a backward prefetch already did: torch 2.13 unshard returns when
+// _all_gather_result is pending) and runs FSDPParam.to_unsharded.
+void RankModel::unshard(int g) {
+  GroupState& gs = st_.groups[g];
+  if (gs.sharded == ShardedState::Unsharded) return;
+  const GroupInfo& gi = topo_->groups[g];
+  if (!gs.gather_pending) issue_all_gather(g);
+  gs.gather_pending = false;
   gs.has_u = true;  // _fsdp_param.py::FSDPParam.init_unsharded_param: created once, then reused
   for (int p : gi.params) {
     ParamState& ps = st_.params[p];
@@ -39,7 +49,6 @@ void RankModel::unshard(int g) {
     ps.grad_u = false;
   }
   gs.sharded = ShardedState::Unsharded;
-  note_unsharded(g, true);
 }
 
 // _fsdp_param.py::FSDPParam.to_sharded: registers S again and frees U's storage.
@@ -66,17 +75,45 @@ void RankModel::pre_forward(int g) {
   unshard(g);
 }
 
-// _fsdp_param_group.py::FSDPParamGroup.post_forward: reshard(), then IDLE.
+// _fsdp_param_group.py::FSDPParamGroup.post_forward: reshard(), then
+// _record_post_forward (under no_grad too), then IDLE.
 void RankModel::post_forward(int g) {
   reshard(g);
+  // torch 2.13 _fsdp_param_group.py::FSDPParamGroup._record_post_forward: append to the shared order.
+  st_.groups[g].post_forward_indices.push_back(static_cast<int>(st_.post_forward_order.size()));
+  st_.post_forward_order.push_back(g);
   st_.groups[g].training = TrainingState::Idle;
 }
 
-// _fsdp_param_group.py::FSDPParamGroup.pre_backward: unshard (a no-op when the
-// group stayed UNSHARDED after forward, so no requires_grad re-sync).
+// _fsdp_param_group.py::FSDPParamGroup.pre_backward: once per backward; unshard
+// (a no-op when the group stayed UNSHARDED after forward or was prefetched, so no
+// requires_grad re-sync), then _backward_prefetch.
 void RankModel::pre_backward(int g) {
+  if (st_.groups[g].training == TrainingState::PreBackward) return;
   st_.groups[g].training = TrainingState::PreBackward;
   unshard(g);
+  backward_prefetch(g);  // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.pre_backward(default_prefetch)
+}
+
+// torch 2.13 _fsdp_param_group.py::FSDPParamGroup._backward_prefetch /
+// _prefetch_unshard: pop this group's last post-forward index i and call
+// unshard() (the all-gather only; no wait) on the group whose post_forward ran
+// just before it (post_forward_order[i-1], maybe from an earlier eval forward),
+// unless that group is unsharded or already has a gather pending. Its own
+// pre_backward's wait_for_unshard then registers U and copies requires_grad
+// S -> U (before autograd reaches it); a group that never waits (no
+// pre_backward of its own in this backward) stays SHARDED and
+// finalize_backward drops the gathered output.
+void RankModel::backward_prefetch(int g) {
+  std::vector<int>& idx = st_.groups[g].post_forward_indices;
+  if (idx.empty()) return;
+  const int i = idx.back();
+  idx.pop_back();
+  if (i - 1 < 0) return;
+  GroupState& target = st_.groups[st_.post_forward_order[i - 1]];
+  if (target.sharded == ShardedState::Unsharded || target.gather_pending) return;
+  issue_all_gather(st_.post_forward_order[i - 1]);
+  target.gather_pending = true;
 }
 
 // _fsdp_param_group.py::FSDPParamGroup.post_backward: take the parameters whose
@@ -120,7 +157,12 @@ void RankModel::root_post_backward_final_callback(std::vector<uint8_t>& done) {
   for (size_t g = 0; g < topo_->groups.size(); ++g) {
     if (!done[g]) post_backward(static_cast<int>(g));
     st_.groups[g].training = TrainingState::Idle;
+    // torch 2.13 FSDPParamGroup.finalize_backward: a mistargeted prefetch's output is dropped.
+    if (st_.groups[g].gather_pending) note_unsharded(static_cast<int>(g), false);
+    st_.groups[g].gather_pending = false;
+    st_.groups[g].post_forward_indices.clear();
   }
+  st_.post_forward_order.clear();  // torch 2.13 _fsdp_state.py::_root_post_backward_final_callback (is_last_backward)
 }
 
 // FSDPModule.reshard() on every FSDP module (what the patched helpers call).

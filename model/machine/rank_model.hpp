@@ -102,12 +102,14 @@ class RankModel {
  private:
   // --- FSDP2 param group (fsdp_group.cpp) ---
   void lazy_init(int g);
+  void issue_all_gather(int g);
   void unshard(int g);
   void to_sharded(int g);
   void reshard(int g);
   void pre_forward(int g);
   void post_forward(int g);
   void pre_backward(int g);
+  void backward_prefetch(int g);
   void post_backward(int g);
   void root_post_backward_final_callback(std::vector<uint8_t>& done);
   void reshard_all();

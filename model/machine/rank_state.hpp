@@ -47,6 +47,10 @@ struct GroupState {
   TrainingState training = TrainingState::Idle;
   bool has_u = false;
   bool lazy_inited = false;
+  bool gather_pending = false;  // FSDPParamGroup._all_gather_result: a backward prefetch not yet waited for
+  // _fsdp_param_group.py::FSDPParamGroup._post_forward_indices: this group's
+  // positions in RankState::post_forward_order, one per post_forward since the last backward.
+  std::vector<int> post_forward_indices;
 };
 
 struct LayerPeft {
@@ -85,6 +89,9 @@ struct RankState {
   int64_t unsharded_now = 0, unsharded_peak = 0;
   uint32_t unsharded_groups = 0, peak_groups = 0;
   PendingGraph graph;
+  // _fsdp_param_group.py::FSDPCommContext.post_forward_order: the groups in
+  // post_forward order (eval forwards included) since the last backward.
+  std::vector<int> post_forward_order;
 };
 
 }  // namespace fsdpsim

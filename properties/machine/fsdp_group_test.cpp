@@ -155,3 +155,47 @@ TEST(FsdpGroup, WorldOneIssuesNoCollectiveAndKeepsEveryOtherEffect) {
   }
   EXPECT_EQ(p.model->classify_stored(p.layer("lin0")), WeightClass::Exact);
 }
+
+namespace {
+// "ag root; ag lin0; rs lin1; ..." for the collectives of the last op.
+std::string coll_names(const OneRank& t) {
+  std::string out;
+  for (const auto& c : t.model->collectives())
+    out += std::string(c.op == CollOp::AllGather ? "ag " : "rs ") + t.topo->groups[c.group].name + "; ";
+  return out;
+}
+}  // namespace
+
+// torch 2.13 FSDPParamGroup.pre_backward -> _backward_prefetch: the group whose
+// post_forward ran just before this one's is all-gathered before this one
+// reduce-scatters (measured on upstream for seed 004's topology).
+TEST(FsdpGroup, BackwardPrefetchGathersThePreviousGroupBeforeTheReduceScatter) {
+  OneRank t(
+      "world 2\nlayer vis 8 8\nlayer lin0 8 16\nlayer lin1 16 2\nadapter default r=4 alpha=8 targets=vis,lin0,lin1\n"
+      "fully_shard lin0 reshard_after_forward=true\nfully_shard lin1 reshard_after_forward=true\n"
+      "fully_shard root reshard_after_forward=none\n---\n");
+  t.op("train_step");
+  EXPECT_EQ(coll_names(t), "ag root; ag lin0; ag lin1; ag lin1; ag lin0; rs lin1; rs lin0; rs root; ");
+  EXPECT_TRUE(t.model->state().post_forward_order.empty());  // cleared by the final callback
+  for (const auto& g : t.model->state().groups) EXPECT_TRUE(g.post_forward_indices.empty());
+}
+
+// The post-forward order is only cleared by a backward, so an eval's entries
+// are still there: with no root group, the first group's prefetch targets the
+// eval's last group, which already ran post_backward. It is gathered again but
+// never waited for: it stays SHARDED (finalize_backward drops the output).
+TEST(FsdpGroup, PrefetchFromAnEarlierEvalsOrderIsGatheredButNotRegistered) {
+  OneRank t(
+      "world 2\nlayer lin0 8 8\nlayer lin1 8 4\nadapter default r=4 alpha=8 targets=lin0,lin1\n"
+      "fully_shard lin0 reshard_after_forward=true\nfully_shard lin1 reshard_after_forward=true\n"
+      "fully_shard root reshard_after_forward=true\n---\n");  // the root holds no parameter: no group
+  ASSERT_EQ(t.topo->groups.size(), 2u);
+  t.op("eval");
+  EXPECT_EQ(t.model->state().post_forward_order.size(), 2u);
+  EXPECT_EQ(t.op("train_step").status, Status::Ok);
+  EXPECT_EQ(coll_names(t), "ag lin0; ag lin1; ag lin1; ag lin0; rs lin1; ag lin1; rs lin0; ");
+  EXPECT_EQ(t.state("lin1"), ShardedState::Sharded);
+  EXPECT_EQ(t.state("lin0"), ShardedState::Sharded);
+  EXPECT_EQ(t.op("train_step").grads, 1);
+  EXPECT_EQ(coll_names(t), "ag lin0; ag lin1; ag lin1; ag lin0; rs lin1; rs lin0; ");  // no stale entry now
+}

@@ -52,6 +52,37 @@ TEST(RealRanks, Seed000OnRealTensors) {
   }
 }
 
+// torch 2.13 FSDPParamGroup._backward_prefetch on real ranks: the previous
+// group's all-gather comes before this group's reduce-scatter (seed 004's
+// topology, as measured upstream); a prefetch aimed by an earlier eval's order
+// at a group that already reduced is gathered but leaves it SHARDED.
+TEST(RealRanks, BackwardPrefetchOrderAndStaleTargets) {
+  auto names = [](const Observation& o) {
+    std::string out;
+    for (const auto& c : o.collectives) out += std::string(c.op == CollOp::AllGather ? "ag " : "rs ") + c.group + "; ";
+    return out;
+  };
+  SeqFile f = parse_seq(
+      "world 2\nlayer vis 8 8\nlayer lin0 8 16\nlayer lin1 16 2\nadapter default r=4 alpha=8 targets=vis,lin0,lin1\n"
+      "fully_shard lin0 reshard_after_forward=true\nfully_shard lin1 reshard_after_forward=true\n"
+      "fully_shard root reshard_after_forward=none\n---\ntrain_step\n");
+  real::RealResult r = real::run_real(f, real::RankMode::Threads, kTimeout);
+  ASSERT_FALSE(r.infra_failure) << r.infra_message;
+  for (int rank : {0, 1})
+    EXPECT_EQ(names(obs_at(r.observations, 1, rank)), "ag root; ag lin0; ag lin1; ag lin1; ag lin0; rs lin1; rs lin0; rs root; ");
+  SeqFile g = parse_seq(
+      "world 2\nlayer lin0 8 8\nlayer lin1 8 4\nadapter default r=4 alpha=8 targets=lin0,lin1\n"
+      "fully_shard lin0 reshard_after_forward=true\nfully_shard lin1 reshard_after_forward=true\n"
+      "fully_shard root reshard_after_forward=true\n---\neval\ntrain_step\n");
+  r = real::run_real(g, real::RankMode::Threads, kTimeout);
+  ASSERT_FALSE(r.infra_failure) << r.infra_message;
+  for (int rank : {0, 1}) {
+    const Observation& o = obs_at(r.observations, 2, rank);
+    EXPECT_EQ(names(o), "ag lin0; ag lin1; ag lin1; ag lin0; rs lin1; ag lin1; rs lin0; ");
+    for (const auto& gs : o.groups) EXPECT_EQ(gs.state, ShardedState::Sharded) << gs.name;
+  }
+}
+
 TEST(RealRanks, ThreadAndProcessRanksGiveIdenticalObservations) {
   real::RealRanks threads(2, real::RankMode::Threads, kTimeout), procs(2, real::RankMode::Processes, kTimeout);
   std::vector<SeqFile> files = {parse_seq(seed000_header(2) + kSeed000)};
