@@ -59,7 +59,11 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.backends = {Backend::Model, v == "real" ? Backend::Real : Backend::Upstream};
       a.backend = "model," + v;
     } else if (s == "--profile") {
-      if (!profile_by_name(v)) usage_error("--profile expects upstream or patched, got '" + v + "'");
+      if (!profile_by_name(v)) {
+        std::string names;
+        for (const auto& n : profile_names()) names += (names.empty() ? "" : ", ") + n;
+        usage_error("--profile expects one of " + names + ", got '" + v + "'");
+      }
       a.profile = v;
     } else if (s == "--set") {
       size_t eq = v.find('=');

@@ -15,18 +15,29 @@
 namespace fsdpsim::cli {
 
 int cmd_profiles(const Args&) {
-  std::vector<std::vector<std::string>> rows = {{"switch", "values", "upstream", "patched", "mirrors"}};
-  for (const auto& s : switch_table()) {
+  std::vector<std::string> header = {"switch", "values"};
+  std::vector<Profile> profiles;
+  for (const auto& n : profile_names()) {
+    header.push_back(n);
+    profiles.push_back(*profile_by_name(n));
+  }
+  header.push_back("mirrors");
+  std::vector<std::vector<std::string>> rows = {header};
+  for (int i = 0; i < kSwitchCount; ++i) {
+    const SwitchInfo& s = switch_table()[i];
     std::string values;
     for (const char* v : s.values) values += std::string(values.empty() ? "" : "|") + v;
-    rows.push_back({s.name, values, s.values[s.upstream], s.values[s.patched], s.mirrors});
+    std::vector<std::string> row = {s.name, values};
+    for (const auto& p : profiles) row.push_back(s.values[p.values[i]]);
+    row.push_back(s.mirrors);
+    rows.push_back(row);
   }
   print_aligned(std::cout, rows);
   std::cout << "\n";
   for (const auto& s : switch_table()) std::cout << s.name << ": " << s.doc << "\n";
-  std::cout << "\nupstream: PEFT main (Oct 2026), torch 2.11, accelerate 1.15, every seed bug present\n"
-               "patched:  every known fix applied\n"
-               "override one switch with --set switch=value\n";
+  std::cout << "\n";
+  for (const auto& n : profile_names()) std::cout << n << ": " << profile_description(n) << "\n";
+  std::cout << "override one switch with --set switch=value\n";
   return kClean;
 }
 
