@@ -8,6 +8,7 @@
 #include "model/vocab/profile.hpp"
 #include "model/vocab/table.hpp"
 #include "real_backend/bench_real.hpp"
+#include "real_backend/upstream/pool_client.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/generator.hpp"
 #include "sim/simulator.hpp"
@@ -188,6 +189,13 @@ int cmd_bench(const Args& a) {
   real::CollectiveLatency lat = real::measure_collective_latency(2, 80, 2000);
   std::cout << "all-gather of 80 floats, 2 thread ranks: bare gloo " << static_cast<int64_t>(lat.bare_us) << " us, fingerprinted "
             << static_cast<int64_t>(lat.fingerprinted_us) << " us (" << lat.fingerprinted_us / lat.bare_us << "x the floor)\n";
+  // 4. The upstream backend (real_backend/upstream/fsdpsim_upstream/bench.py): persistent pool vs a torchrun per sequence.
+  std::cout.flush();
+  std::string error;
+  int rc = upstream::run_python_module("fsdpsim_upstream.bench", {"--seconds", std::to_string(static_cast<int>(budget + 0.5))},
+                                       &error);
+  if (rc < 0) std::cout << "upstream backend: not measured (" << error << ")\n";
+  else if (rc != 0) std::cout << "upstream backend: the bench failed (exit " << rc << ")\n";
   return kClean;
 }
 

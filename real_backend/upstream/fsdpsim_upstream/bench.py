@@ -1,6 +1,6 @@
 """Upstream backend speed: ten-op sequences per second at world 2 on the
 persistent rank pool, against a fresh set of rank processes per sequence
-(what one torchrun per sequence costs), measured in one run.
+(the same sequence exported and launched with torchrun each time), measured in one run.
 `python -m fsdpsim_upstream.bench [--seconds T] [--world W]`."""
 import argparse
 import sys
@@ -49,17 +49,26 @@ def main():
         n += 1
     persistent = n / (time.time() - t0)
     pool.stop()
-    m, t0 = 0, time.time()
-    while m < 2:
-        fresh = Pool(args.world, 20000)
-        fresh.start()
-        fresh.run(text, None)
-        fresh.stop()
-        m += 1
-    per_fresh = (time.time() - t0) / m
+    # a fresh torchrun per sequence: the same sequence exported (export.py) and launched
+    import os
+    import subprocess
+    import tempfile
+    from .export import export
+    from .pool import free_port
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    with tempfile.TemporaryDirectory() as d:
+        script = os.path.join(d, "seq.py")
+        with open(script, "w") as f:
+            f.write(export(text))
+        m, t0 = 0, time.time()
+        while m < 2:
+            subprocess.run([torchrun, f"--nproc_per_node={args.world}", f"--master_port={free_port()}", script],
+                           cwd=d, check=True, capture_output=True)
+            m += 1
+        per_fresh = (time.time() - t0) / m
     print(f"upstream backend, world {args.world}, ten-op sequences:")
     print(f"  persistent ranks      {persistent:8.1f} seq/s  ({1000 / persistent:.0f} ms each; pool start {start_s:.1f} s)")
-    print(f"  fresh ranks per seq   {1 / per_fresh:8.2f} seq/s  ({per_fresh:.2f} s each)")
+    print(f"  fresh torchrun per seq{1 / per_fresh:8.2f} seq/s  ({per_fresh:.2f} s each)")
     print(f"  persistent / fresh    {persistent * per_fresh:8.1f}x")
     return 0
 

@@ -152,7 +152,7 @@ class FuncolRecorder:
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 if any(t is DTensor or issubclass(t, DTensor) for t in types):
-                    Mode.operands = [names[a._local_tensor.untyped_storage().data_ptr()] for a in args
+                    Mode.operands = [names[a._local_tensor.untyped_storage().data_ptr()][:2] for a in args
                                      if isinstance(a, DTensor) and
                                      a._local_tensor.untyped_storage().data_ptr() in names]
                     return NotImplemented
@@ -162,6 +162,10 @@ class FuncolRecorder:
                     known = names.get(t.untyped_storage().data_ptr())
                     if known is None and len(Mode.operands) == 1:
                         known = Mode.operands[0]
+                    if known is None:  # a reshaped copy: the one parameter whose local shard has this size
+                        same = [v for v in names.values() if v[2] == t.numel()]
+                        known = same[0] if len(same) == 1 else None
+                    known = known[:2] if known else None
                     group, name = known or ("?", "?")
                     REC.issue(kind, group, t.numel(), DTYPES.get(t.dtype, str(t.dtype)), {name: int(t.numel())})
                 return func(*args, **(kwargs or {}))

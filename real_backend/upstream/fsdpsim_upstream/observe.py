@@ -46,7 +46,8 @@ def funcol_mode(sess, op):
         return contextlib.nullcontext()
     names = {}
     for name, fp in sess.fsdp_param.items():
-        names[local_of(fp.sharded_param).untyped_storage().data_ptr()] = (fp._fsdpsim_group, name)
+        t = local_of(fp.sharded_param)
+        names[t.untyped_storage().data_ptr()] = (fp._fsdpsim_group, name, t.numel())
     return FuncolRecorder(names)
 
 
