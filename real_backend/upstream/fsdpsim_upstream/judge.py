@@ -6,6 +6,12 @@ C++ backend's observer (real_backend/observer.cpp)."""
 import torch
 
 
+def vec(v):
+    """Decodes observe.flat's float32 bytes to a float64 vector."""
+    import base64
+    return torch.frombuffer(bytearray(base64.b64decode(v)), dtype=torch.float32).double()
+
+
 def _chunk_rows(rows, world, rank):
     c = (rows + world - 1) // world
     left = rows - c * rank
@@ -29,12 +35,12 @@ def _full(name, shape, r, step, world, init, vals, own):
         v = src.get(name)
         if v is None:
             return None
-        parts.extend(v)
+        parts.append(vec(v))
     rows = shape[0]
-    t = torch.tensor(parts, dtype=torch.float64)
+    t = torch.cat(parts)
     if t.numel() != rows * shape[1]:
         if t.numel() == shape[0] * shape[1] * world:  # not sharded: every rank holds it whole
-            t = torch.tensor(own[name], dtype=torch.float64)
+            t = vec(own[name])
         else:
             return None
     return t.reshape(shape)
@@ -95,9 +101,9 @@ def judge_layers(o, r, world, init, vals):
             continue
         wshape = shapes[wname]
         out_f = wshape[0]
-        w0 = torch.tensor(init[r]["w0"][layer], dtype=torch.float64).reshape(wshape)
+        w0 = vec(init[r]["w0"][layer]).reshape(wshape)
         n, start = _chunk_rows(out_f, world, r)
-        s_local = torch.tensor(mine["s"][wname], dtype=torch.float64).reshape([-1] + wshape[1:])
+        s_local = vec(mine["s"][wname]).reshape([-1] + wshape[1:])
         full_stored = s_local.shape[0] == out_f and world > 1 and n != out_f
         rows = slice(0, out_f) if full_stored else slice(start, start + n)
 
@@ -108,11 +114,11 @@ def judge_layers(o, r, world, init, vals):
                 if an not in shapes or an not in mine["s"]:
                     continue
                 if registered and an in mine["u"]:
-                    A = torch.tensor(mine["u"][an], dtype=torch.float64).reshape(shapes[an])
+                    A = vec(mine["u"][an]).reshape(shapes[an])
                 else:
                     A = _full(an, shapes[an], r, step, world, init, vals, mine["s"])
                 if registered and bn in mine["u"]:
-                    B = torch.tensor(mine["u"][bn], dtype=torch.float64).reshape(shapes[bn])
+                    B = vec(mine["u"][bn]).reshape(shapes[bn])
                 else:
                     B = _full(bn, shapes[bn], r, step, world, init, vals, mine["s"])
                 if A is None or B is None:
@@ -124,7 +130,7 @@ def judge_layers(o, r, world, init, vals):
         ds = deltas_for(False)
         lo["stored"] = classify(s_local - w0[rows], merged, {a: d[rows] for a, d in ds.items()})
         if wname in mine["u"]:
-            u = torch.tensor(mine["u"][wname], dtype=torch.float64).reshape(wshape)
+            u = vec(mine["u"][wname]).reshape(wshape)
             lo["registered"] = classify(u - w0, merged, deltas_for(True))
         else:
             lo["registered"] = lo["stored"]
@@ -148,7 +154,7 @@ def judge_deltas(o, r, world, init, vals):
         if A is None or B is None or d["v"] is None:
             continue
         want = delta_of(A, B, wshape) * init[r]["scaling"][a]
-        got = torch.tensor(d["v"], dtype=torch.float64)
+        got = vec(d["v"])
         if list(want.shape) != d["shape"]:
             o["deltas"][a] = "corrupt"
             continue

@@ -29,10 +29,14 @@ def local_of(t):
 
 
 def flat(t):
+    """A tensor's (local) values for the coordinator: float32 bytes in base64,
+    far cheaper to encode than a JSON list; None for a meta tensor."""
+    import base64
     t = local_of(t)
     if t.device.type == "meta":
         return None
-    return t.detach().float().reshape(-1).tolist()
+    # a copy: numpy() on the live storage would make FSDP unable to resize it
+    return base64.b64encode(t.detach().float().clone().numpy().tobytes()).decode()
 
 
 NO_DTENSOR_MATH = ("forward", "eval", "backward", "train_step", "step", "zero_grad")
@@ -114,6 +118,14 @@ def registered(fp):
 def local(sess, op, step, grads):
     """The observation fields one rank can read alone, plus `values` for the
     coordinator's judgement of stored weights."""
+    sess.named_cache = list(sess.pm.named_parameters())
+    try:
+        return _local(sess, op, step, grads)
+    finally:
+        sess.named_cache = None
+
+
+def _local(sess, op, step, grads):
     o = {"step": step, "rank": sess.rank, "op": op.text(), "status": "ok"}
     if grads is not None:
         o["grads"] = sorted(grads, key=lambda a: adapter_order(sess).get(a, 99))
@@ -123,7 +135,7 @@ def local(sess, op, step, grads):
     o["active"] = sorted(active, key=lambda a: ad.get(a, 99))
     lora = sess.lora_layers()
     o["disabled"] = bool(lora) and any(getattr(m, "disable_adapters", False) for m in lora)
-    reg_ids = {id(p) for p in sess.pm.parameters()}
+    reg_ids = {id(p) for _, p in sess.named_cache}
     unreg = [n for n, p in zip(sess.opt_names, sess.opt.param_groups[0]["params"]) if id(p) not in reg_ids] if sess.opt else []
     o["optimizer"] = {"missing": len(unreg), "total": len(sess.opt_names), "unregistered": unreg}
     groups = []
@@ -188,7 +200,7 @@ def local(sess, op, step, grads):
         t = local_of(fp.sharded_param)
         b = 0 if t.device.type == "meta" else fp.padded_sharded_param_size.numel() * ELEM.get(t.dtype, 4)
         owners[owner] = owners.get(owner, 0) + b
-    for n, p in sess.pm.named_parameters():
+    for n, p in sess.named_cache:
         name = model_name(n)
         if name in sess.fsdp_param:
             continue

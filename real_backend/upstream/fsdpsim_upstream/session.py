@@ -99,6 +99,7 @@ class Session:
         self.fsdp_modules = []  # (group name, module) in the model's group order
         self.names = {}  # id(param object) -> fsdpsim name, for every object ever registered
         self.fsdp_param = {}  # fsdpsim name -> FSDPParam
+        self.named_cache = None  # model.named_parameters() while an observation is read
 
     # ---- building -------------------------------------------------------
     def base_net(self):
@@ -211,8 +212,8 @@ class Session:
 
     def named_adapter_params(self):
         """(fsdpsim name, registered object) of every LoRA parameter, in
-        model.named_parameters() order."""
-        for n, p in self.pm.named_parameters():
+        model.named_parameters() order (read once per observation)."""
+        for n, p in (self.named_cache if self.named_cache is not None else self.pm.named_parameters()):
             if ".lora_" in n:
                 yield observe.model_name(n), p
 
