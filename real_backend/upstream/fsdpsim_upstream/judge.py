@@ -9,7 +9,10 @@ import torch
 def vec(v):
     """Decodes observe.flat's float32 bytes to a float64 vector."""
     import base64
-    return torch.frombuffer(bytearray(base64.b64decode(v)), dtype=torch.float32).double()
+    raw = base64.b64decode(v)
+    if not raw:  # a rank that holds no rows of this parameter
+        return torch.zeros(0, dtype=torch.float64)
+    return torch.frombuffer(bytearray(raw), dtype=torch.float32).double()
 
 
 def _chunk_rows(rows, world, rank):
