@@ -101,6 +101,23 @@ class PoolTest(unittest.TestCase):
         obs, _ = self.pool.run(SEED000, None)  # still usable
         self.assertEqual(by(obs, 4)["grads"], ["other"])
 
+    def test_rank_holding_no_rows_is_judged(self):
+        # lin1's weight has one row: rank 1 holds none of it (crosscheck once failed here).
+        # Merging it on the shards is a DTensor error on torch 2.13: B @ A comes out in a
+        # placement the in-place add into the Shard(0) weight cannot keep.
+        text = ("world 2\nseed 0\nprofile upstream\nlayer lin0 6 4\nlayer lin1 4 1\n"
+                "adapter a r=1 alpha=1 targets=lin0,lin1 init=random\nfully_shard root reshard_after_forward=true\n"
+                "---\nmerge\nunmerge\ntrain_step\n")
+        obs, restarted = self.pool.run(text, None)
+        self.assertFalse(restarted)
+        for r in (0, 1):
+            m = by(obs, 1, r)
+            self.assertEqual(m["status"], "exception")
+            self.assertIn("in-place operations that require placement changes are not supported", m["message"])
+            self.assertEqual([l["merged"] for l in m["layers"]], [["a"], []])
+        self.assertEqual([o["status"] for o in obs if o["step"] > 1], ["ok"] * 4)
+        self.assertEqual([l["stored"] for l in by(obs, 3, 1)["layers"]], ["exact", "exact"])
+
     def test_versions_are_the_pinned_ones(self):
         self.assertTrue(self.pool.versions["torch"].startswith("2.13.0"))
         self.assertEqual(self.pool.versions["peft"], "0.21.2")
