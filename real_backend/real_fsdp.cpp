@@ -148,6 +148,20 @@ void RealRank::prefetch_unshard(int g) {
   note_unsharded_peak();
 }
 
+// torch 2.13 _fsdp_state.py::FSDPState._register_pre_backward_hook (from _post_forward): a
+// tensor hook on the module's output; libtorch fires it when autograd reaches that
+// tensor, hooks on one tensor in registration order. Recorded, then replayed after
+// the backward in the order they fired.
+void RealRank::register_pre_backward_hook(int g, const at::Tensor& out) {
+  if (!at::GradMode::is_enabled() || !out.requires_grad()) return;
+  // One id per output tensor: the previous hooked tensor is held until the next
+  // registration, so `is_same` cannot be fooled by a freed tensor's address.
+  if (!last_hooked_.defined() || !last_hooked_.is_same(out)) ++hooked_tensors_;
+  last_hooked_ = out;
+  const int64_t id = hooked_tensors_;
+  out.register_hook([this, g, id](const at::Tensor&) { fired_.emplace_back(g, id); });
+}
+
 // PeftModel.forward under the FSDP2 hooks: the root's pre-forward first, each
 // child group unshards at its first module and reshards after its last, the
 // root's post-forward last (_fsdp_state.py::FSDPState._pre_forward/_post_forward).
@@ -175,18 +189,21 @@ void RealRank::op_forward(bool grad_enabled) {
       forward_order_.push_back(g);
     }
     h = layer_forward(static_cast<int>(l), h);
-    if (l + 1 < layout_->layers.size()) h = at::relu(h);
     if (child && gs.last_layer == static_cast<int>(l)) {
       out_rg_[g] = h.requires_grad();
       reshard_in_forward(g);
       record_post_forward(g);
+      register_pre_backward_hook(g, h);
     }
+    if (l + 1 < layout_->layers.size()) h = at::relu(h);
   }
   if (root >= 0) {
     out_rg_[root] = h.requires_grad();
     reshard_in_forward(root);
     record_post_forward(root);
+    register_pre_backward_hook(root, h);
   }
+  last_hooked_ = at::Tensor();
   loss_ = h.sum();
   have_output_ = true;
 }
@@ -208,43 +225,18 @@ void RealRank::op_backward() {
     const at::Tensor& gr = params_[p].s.grad();
     if (gr.defined()) before[p] = {gr.unsafeGetTensorImpl(), gr._version()};
   }
-  std::vector<int> order;
-  for (int g : forward_order_)
-    if (layout_->groups[g].is_root) order.push_back(g);
-  for (size_t i = forward_order_.size(); i-- > 0;)
-    if (!layout_->groups[forward_order_[i]].is_root) order.push_back(forward_order_[i]);
-  // The hook sequence: each group's pre_backward unshards it, then prefetches
-  // post_forward_order[i-1] (torch 2.13 FSDPParamGroup.pre_backward ->
-  // _backward_prefetch); a child whose input required grad runs post_backward.
-  struct Hook {
-    enum Kind { kUnshard, kPrefetch, kPostBackward } kind;
-    int g;
-  };
-  std::vector<Hook> hooks;
-  for (int g : order) {
-    if (!out_rg_[g]) continue;
-    hooks.push_back({Hook::kUnshard, g});
-    int target = backward_prefetch_target(g);
-    if (target >= 0) hooks.push_back({Hook::kPrefetch, target});
-    if (!layout_->groups[g].is_root && in_rg_[g]) hooks.push_back({Hook::kPostBackward, g});
-  }
   // Each group's own pre_backward (its wait_for_unshard) fires before autograd
   // reaches its parameters: to_unsharded copies requires_grad S -> U first, so
   // a flag turned off on S since the forward stops AccumulateGrad. Apply those
-  // flags now; the collectives themselves are issued below, in hook order.
-  std::vector<uint8_t> would = unsharded_;
-  for (const Hook& h : hooks) {
-    if (h.kind == Hook::kPrefetch) continue;
-    if (h.kind == Hook::kPostBackward) {
-      would[h.g] = 0;
-      continue;
-    }
-    if (would[h.g]) continue;
-    would[h.g] = 1;
-    for (int p : layout_->groups[h.g].params)
+  // flags now (per group, so in any order: a hooked group still sharded gets
+  // U's flag from S); the collectives are issued below, in the order the hooks fired.
+  for (size_t g = 0; g < layout_->groups.size(); ++g) {
+    if (!out_rg_[g] || unsharded_[g]) continue;
+    for (int p : layout_->groups[g].params)
       if (params_[p].u.defined() && params_[p].u.requires_grad() != params_[p].s.requires_grad())
         params_[p].u.requires_grad_(params_[p].s.requires_grad());
   }
+  fired_.clear();
   try {
     loss_.backward();
   } catch (const c10::Error& e) {
@@ -254,6 +246,28 @@ void RealRank::op_backward() {
     return;
   }
   loss_ = at::Tensor();
+  // The hook sequence as libtorch fired it: every hook on one output tensor
+  // (pre_backward: unshard, then prefetch post_forward_order[i-1], torch 2.13
+  // FSDPParamGroup.pre_backward -> _backward_prefetch), then, once autograd is
+  // inside the module, post_backward of a child whose input required grad.
+  struct Hook {
+    enum Kind { kUnshard, kPrefetch, kPostBackward } kind;
+    int g;
+  };
+  std::vector<Hook> hooks;
+  for (size_t i = 0; i < fired_.size();) {
+    size_t j = i;
+    while (j < fired_.size() && fired_[j].second == fired_[i].second) ++j;
+    for (size_t k = i; k < j; ++k) {
+      const int g = fired_[k].first;
+      hooks.push_back({Hook::kUnshard, g});
+      int target = backward_prefetch_target(g);
+      if (target >= 0) hooks.push_back({Hook::kPrefetch, target});
+    }
+    for (size_t k = i; k < j; ++k)
+      if (!layout_->groups[fired_[k].first].is_root && in_rg_[fired_[k].first]) hooks.push_back({Hook::kPostBackward, fired_[k].first});
+    i = j;
+  }
   std::vector<uint8_t> done(layout_->groups.size(), 0);
   for (const Hook& h : hooks) {
     if (h.kind == Hook::kUnshard) {

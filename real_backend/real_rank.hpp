@@ -60,6 +60,7 @@ class RealRank {
   void reshard_in_forward(int g);
   void post_backward(int g);
   void record_post_forward(int g);
+  void register_pre_backward_hook(int g, const at::Tensor& out);
   int backward_prefetch_target(int g);
   void reshard_all();
   void set_registered_rg(int p, bool v);
@@ -149,6 +150,11 @@ class RealRank {
   bool have_output_ = false;
   std::vector<uint8_t> out_rg_, in_rg_;
   std::vector<int> forward_order_;
+  // Pre-backward hooks as libtorch fired them in the last backward: the group and
+  // an id of the output tensor the hook was registered on (same id: same tensor).
+  std::vector<std::pair<int, int64_t>> fired_;
+  at::Tensor last_hooked_;  // during forward: the last tensor a hook went on
+  int64_t hooked_tensors_ = 0;
   // FSDPCommContext.post_forward_order and each FSDPParamGroup's _post_forward_indices
   std::vector<int> post_forward_order_;
   std::vector<std::vector<int>> post_forward_indices_;

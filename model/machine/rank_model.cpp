@@ -2,6 +2,8 @@
 // (forward with FSDP hooks, backward, step).
 #include "model/machine/rank_model.hpp"
 
+#include <algorithm>
+
 namespace fsdpsim {
 
 RankModel::RankModel(const Topology& topo, int rank) : topo_(&topo), rank_(rank) { reset(); }
@@ -114,13 +116,12 @@ void RankModel::op_forward(bool grad_enabled) {
   std::fill(gr.grad.begin(), gr.grad.end(), 0);
   std::fill(gr.group_out_rg.begin(), gr.group_out_rg.end(), 0);
   std::fill(gr.group_in_rg.begin(), gr.group_in_rg.end(), 0);
-  gr.forward_order.clear();
+  gr.hooks.clear();
   int root = -1;
   for (size_t g = 0; g < topo_->groups.size(); ++g)
     if (topo_->groups[g].is_root) root = static_cast<int>(g);
   if (root >= 0) {
     pre_forward(root);
-    gr.forward_order.push_back(root);
   }
   bool path_rg = false;
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
@@ -129,26 +130,32 @@ void RankModel::op_forward(bool grad_enabled) {
     if (child && topo_->groups[g].first_layer == static_cast<int>(l)) {
       gr.group_in_rg[g] = path_rg;
       pre_forward(g);
-      gr.forward_order.push_back(g);
     }
     layer_forward(static_cast<int>(l), grad_enabled, &path_rg);
     if (child && topo_->groups[g].last_layer == static_cast<int>(l)) {
       gr.group_out_rg[g] = path_rg;
       post_forward(g);
+      gr.hooks.emplace_back(g, static_cast<int>(l));
     }
   }
   if (root >= 0) {
     gr.group_out_rg[root] = path_rg;
     post_forward(root);
+    gr.hooks.emplace_back(root, static_cast<int>(topo_->layers.size()) - 1);
   }
   gr.valid = true;
   gr.loss_rg = grad_enabled && path_rg;
 }
 
 // loss.backward(): with nothing requiring grad autograd raises before any FSDP
-// hook runs. Otherwise pre_backward fires from the root down (reverse forward
-// order), a child whose input requires grad runs post_backward as soon as its
-// gradients exist, and the root's final callback runs the rest.
+// hook runs. Otherwise the pre-backward hooks fire as autograd reaches the
+// tensors carrying them: later outputs first, and on one tensor in
+// registration order (torch 2.13 _fsdp_state.py::FSDPState._post_forward ->
+// _register_pre_backward_hook registers on the outputs; tensor hooks fire in
+// registration order), so a child group producing the model's output fires
+// before the root. All hooks on one tensor fire before autograd enters the
+// module; a child whose input requires grad then runs post_backward as soon as
+// its gradients exist, and the root's final callback runs the rest.
 void RankModel::op_backward() {
   PendingGraph& gr = st_.graph;
   if (!gr.valid) {
@@ -167,22 +174,24 @@ void RankModel::op_backward() {
     for (int p : topo_->groups[g].params)
       if (gr.grad[p] && st_.params[p].rg_u) st_.params[p].grad_u = true;
   };
-  // The root's output is the loss, so its pre-backward hook fires first; then
-  // the children in reverse forward order.
-  thread_local std::vector<int> order;
-  order.clear();
-  for (int g : gr.forward_order)
-    if (topo_->groups[g].is_root) order.push_back(g);
-  for (size_t i = gr.forward_order.size(); i-- > 0;)
-    if (!topo_->groups[gr.forward_order[i]].is_root) order.push_back(gr.forward_order[i]);
-  for (int g : order) {
-    if (!gr.group_out_rg[g]) continue;
-    pre_backward(g);
-    grads_into_u(g);
-    if (!topo_->groups[g].is_root && gr.group_in_rg[g]) {
-      post_backward(g);
-      done[g] = 1;
+  thread_local std::vector<std::pair<int, int>> order;
+  order = gr.hooks;
+  std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j < order.size() && order[j].second == order[i].second) ++j;
+    for (size_t k = i; k < j; ++k)
+      if (gr.group_out_rg[order[k].first]) pre_backward(order[k].first);
+    for (size_t k = i; k < j; ++k) {
+      const int g = order[k].first;
+      if (!gr.group_out_rg[g]) continue;
+      grads_into_u(g);
+      if (!topo_->groups[g].is_root && gr.group_in_rg[g]) {
+        post_backward(g);
+        done[g] = 1;
+      }
     }
+    i = j;
   }
   // Parameters no group manages (adapters added after fully_shard): autograd
   // writes their grad directly; nothing is reduced across ranks.

@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "model/machine/topology.hpp"
@@ -67,7 +68,9 @@ struct PendingGraph {
   std::vector<uint8_t> grad;             // per param: autograd will write a grad to its registered object
   std::vector<uint8_t> group_out_rg;     // per group: its output requires grad (pre-backward hook)
   std::vector<uint8_t> group_in_rg;      // per group: its input requires grad (post-backward node)
-  std::vector<int> forward_order;        // groups in pre-forward order
+  // Pre-backward hooks in registration (post_forward) order: the group and the
+  // layer whose output tensor carries its hook (the root's: the model's output).
+  std::vector<std::pair<int, int>> hooks;
 };
 
 struct RankState {

@@ -199,3 +199,21 @@ TEST(FsdpGroup, PrefetchFromAnEarlierEvalsOrderIsGatheredButNotRegistered) {
   EXPECT_EQ(t.op("train_step").grads, 1);
   EXPECT_EQ(coll_names(t), "ag lin0; ag lin1; ag lin1; ag lin0; rs lin1; rs lin0; ");  // no stale entry now
 }
+
+// torch 2.13 _fsdp_state.py::FSDPState._post_forward -> _register_pre_backward_hook:
+// a child group whose module produces the model's output registered its hook on
+// that tensor before the root did, so its pre_backward fires first; both fire
+// before autograd enters the child (seed 002's topology, measured upstream).
+// With the last layer in the root the root fires first.
+TEST(FsdpGroup, PreBackwardHooksFireInTensorThenRegistrationOrder) {
+  OneRank last_child(
+      "world 2\nlayer lin0 8 8\nlayer moe 8 4\nadapter default r=3 alpha=6 targets=lin0,moe\n"
+      "fully_shard moe reshard_after_forward=true\nfully_shard root reshard_after_forward=true\n---\n");
+  last_child.op("train_step");
+  EXPECT_EQ(coll_names(last_child), "ag root; ag moe; ag moe; ag root; rs moe; rs root; ");
+  OneRank last_root(
+      "world 2\nlayer lin0 8 8\nlayer lin1 8 4\nadapter default r=3 alpha=6 targets=lin0,lin1\n"
+      "fully_shard lin0 reshard_after_forward=true\nfully_shard root reshard_after_forward=true\n---\n");
+  last_root.op("train_step");
+  EXPECT_EQ(coll_names(last_root), "ag root; ag lin0; ag root; ag lin0; rs root; rs lin0; ");  // lin0: input needs no grad
+}

@@ -19,6 +19,13 @@ namespace {
 
 const std::chrono::milliseconds kTimeout(5000);
 
+// "ag root; rs lin0; ...": the collectives' ops and groups, in issue order.
+std::string names(const Observation& o) {
+  std::string out;
+  for (const auto& c : o.collectives) out += std::string(c.op == CollOp::AllGather ? "ag " : "rs ") + c.group + "; ";
+  return out;
+}
+
 std::set<std::string> entries(const std::string& dir) {
   std::set<std::string> out;
   if (DIR* d = ::opendir(dir.c_str())) {
@@ -55,13 +62,8 @@ TEST(RealRanks, Seed000OnRealTensors) {
 // torch 2.13 FSDPParamGroup._backward_prefetch on real ranks: the previous
 // group's all-gather comes before this group's reduce-scatter (seed 004's
 // topology, as measured upstream); a prefetch aimed by an earlier eval's order
-// at a group that already reduced is gathered but leaves it SHARDED.
+// at a group that already reduced is gathered but leaves it SHARDED; the hook order.
 TEST(RealRanks, BackwardPrefetchOrderAndStaleTargets) {
-  auto names = [](const Observation& o) {
-    std::string out;
-    for (const auto& c : o.collectives) out += std::string(c.op == CollOp::AllGather ? "ag " : "rs ") + c.group + "; ";
-    return out;
-  };
   SeqFile f = parse_seq(
       "world 2\nlayer vis 8 8\nlayer lin0 8 16\nlayer lin1 16 2\nadapter default r=4 alpha=8 targets=vis,lin0,lin1\n"
       "fully_shard lin0 reshard_after_forward=true\nfully_shard lin1 reshard_after_forward=true\n"
@@ -81,6 +83,15 @@ TEST(RealRanks, BackwardPrefetchOrderAndStaleTargets) {
     EXPECT_EQ(names(o), "ag lin0; ag lin1; ag lin1; ag lin0; rs lin1; ag lin1; rs lin0; ");
     for (const auto& gs : o.groups) EXPECT_EQ(gs.state, ShardedState::Sharded) << gs.name;
   }
+  // torch 2.13 FSDPState._register_pre_backward_hook: libtorch fires the hooks on the
+  // model's output in registration order, so a child group holding the last layer
+  // pre-backwards before the root (seed 002's topology, measured upstream).
+  r = real::run_real(parse_seq("world 2\nlayer lin0 8 8\nlayer moe 8 4\nadapter default r=3 alpha=6 targets=lin0,moe\n"
+                               "fully_shard moe reshard_after_forward=true\nfully_shard root reshard_after_forward=true\n"
+                               "---\ntrain_step\n"),
+                     real::RankMode::Threads, kTimeout);
+  ASSERT_FALSE(r.infra_failure) << r.infra_message;
+  for (int rank : {0, 1}) EXPECT_EQ(names(obs_at(r.observations, 1, rank)), "ag root; ag moe; ag moe; ag root; rs moe; rs root; ");
 }
 
 TEST(RealRanks, ThreadAndProcessRanksGiveIdenticalObservations) {
