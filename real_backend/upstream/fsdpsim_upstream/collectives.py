@@ -43,13 +43,13 @@ class Recorder:
         self.broadcast_keys = None  # the state-dict keys accelerate broadcasts, in this rank's order
         self.broadcast_index = 0
 
-    def issue(self, op, group, count, dtype, parts):
+    def issue(self, op, group, count, dtype, parts, dtensor=False):
         rec = {"op": op, "group": group, "count": int(count), "parts": parts}
         if op == "broadcast":
             rec["dtype"] = dtype
         self.log.append(rec)
         if self.check is not None:
-            self.check(rec, self.step)
+            self.check(rec, self.step, dtensor)
 
     def fsdp_context(self):
         return getattr(self.context, "fsdp", None)
@@ -152,22 +152,25 @@ class FuncolRecorder:
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 if any(t is DTensor or issubclass(t, DTensor) for t in types):
-                    Mode.operands = [names[a._local_tensor.untyped_storage().data_ptr()][:2] for a in args
-                                     if isinstance(a, DTensor) and
-                                     a._local_tensor.untyped_storage().data_ptr() in names]
+                    ops = [names[a._local_tensor.untyped_storage().data_ptr()] for a in args
+                           if isinstance(a, DTensor) and a._local_tensor.untyped_storage().data_ptr() in names]
+                    if ops:  # the latest DTensor op on parameters (ops on derived tensors keep it)
+                        Mode.operands = ops
                     return NotImplemented
                 kind = kinds.get(func)
                 if kind is not None:
                     t = args[0]
                     known = names.get(t.untyped_storage().data_ptr())
-                    if known is None and len(Mode.operands) == 1:
-                        known = Mode.operands[0]
-                    if known is None:  # a reshaped copy: the one parameter whose local shard has this size
+                    if known is None:  # a reshaped or padded copy: the operand of that size
+                        same = [v for v in Mode.operands if v[2] == t.numel()]
+                        known = same[0] if len(same) == 1 else (Mode.operands[0] if len(Mode.operands) == 1 else None)
+                    if known is None:  # else the one parameter whose local shard has this size
                         same = [v for v in names.values() if v[2] == t.numel()]
                         known = same[0] if len(same) == 1 else None
                     known = known[:2] if known else None
                     group, name = known or ("?", "?")
-                    REC.issue(kind, group, t.numel(), DTYPES.get(t.dtype, str(t.dtype)), {name: int(t.numel())})
+                    REC.issue(kind, group, t.numel(), DTYPES.get(t.dtype, str(t.dtype)), {name: int(t.numel())},
+                              dtensor=True)
                 return func(*args, **(kwargs or {}))
 
         return Mode()

@@ -61,8 +61,8 @@ def stuck_observation(step, rank, op, status, message):
             "params": [], "layers": [], "collectives": [], "sharded_bytes": {}, "peak_unsharded_bytes": {}}
 
 
-def same_collective(a, b):
-    if "?" in (a["group"], b["group"]):
+def same_collective(a, b, dtensor=False):
+    if dtensor or "?" in (a["group"], b["group"]):
         # a DTensor collective one rank could not attribute (a padded or
         # reshaped copy): the peers' names settle it
         return (a["op"], a["count"], a.get("dtype")) == (b["op"], b["count"], b.get("dtype"))
@@ -277,7 +277,10 @@ class Pool:
         if any(pending[r] is None and not ended[r] for r in range(self.world)):
             return  # someone is still running
         first = pending[waiting[0]]["coll"]
-        if len(waiting) == self.world and all(same_collective(pending[r]["coll"], first) for r in waiting):
+        # DTensor's collectives are named from their operands, a guess on a reshaped copy: they
+        # pair by op, size and dtype, and every rank takes the first rank's name that is known
+        dtensor = any(pending[r].get("dtensor") for r in waiting)
+        if len(waiting) == self.world and all(same_collective(pending[r]["coll"], first, dtensor) for r in waiting):
             named = next((pending[r]["coll"] for r in waiting if pending[r]["coll"]["group"] != "?"), first)
             for r in waiting:
                 self.ranks[r].send({"t": "go", "group": named["group"], "parts": named["parts"]})

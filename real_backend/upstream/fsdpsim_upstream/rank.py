@@ -51,12 +51,12 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
     REC.param_name.clear()
     REC.group_name.clear()
 
-    def check(rec, step):
-        chan.send({"t": "coll", "step": step, "coll": rec})
+    def check(rec, step, dtensor=False):
+        chan.send({"t": "coll", "step": step, "coll": rec, "dtensor": dtensor})
         reply = chan.recv()
         if reply.get("t") != "go":
             raise CollectiveAbort(reply["status"], reply["message"])
-        if rec["group"] == "?" and "group" in reply:
+        if dtensor and "group" in reply:  # the peers agree on one name for a DTensor collective
             rec["group"], rec["parts"] = reply["group"], {k: rec["count"] for k in reply["parts"]}
 
     REC.check = check if world > 1 else None
