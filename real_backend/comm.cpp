@@ -8,6 +8,7 @@ namespace {
 // Fingerprint op codes: 0 all_gather, 1 reduce_scatter, 3 broadcast.
 constexpr int64_t kFinish = 2;  // "this rank issues no more collectives"
 constexpr int64_t kBroadcast = 3;
+constexpr int64_t kFile = 4;  // read_rank0_file: the harness's stand-in for a shared file
 
 CollOp coll_op_of(int64_t code) {
   return code == 0 ? CollOp::AllGather : code == kBroadcast ? CollOp::Broadcast : CollOp::ReduceScatter;
@@ -141,6 +142,20 @@ at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int s
   std::vector<at::Tensor> t{flat.clone()};
   try {
     pg_->broadcast(t)->wait();  // BroadcastOptions: root rank 0
+  } catch (const std::exception& e) {
+    throw CommBroken(std::string("gloo: ") + e.what());
+  }
+  return t[0];
+}
+
+at::Tensor Comm::read_rank0_file(const at::Tensor& flat, int step) {
+  at::Tensor f = flat.reshape({-1}).to(at::kFloat).contiguous();
+  if (world_ == 1) return f.clone();
+  at::Tensor got = announce(static_cast<int>(kFile), 0, f.numel(), step, {}, f);
+  if (got.defined()) return got[0].clone();
+  std::vector<at::Tensor> t{f.clone()};
+  try {
+    pg_->broadcast(t)->wait();  // root rank 0
   } catch (const std::exception& e) {
     throw CommBroken(std::string("gloo: ") + e.what());
   }

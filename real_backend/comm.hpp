@@ -64,6 +64,10 @@ class Comm {
   // rather than a gloo size error. The payload travels as fp32 (1.13's gloo has
   // no bf16: "Invalid scalar type"); rank 0's `full` comes back on every rank.
   at::Tensor broadcast(const at::Tensor& full, int param, DType dtype, int step);
+  // Rank 0's `flat` on every rank, as reading a file rank 0 wrote: no
+  // collective upstream, so nothing is recorded in issued(); the fingerprint
+  // still guards the exchange.
+  at::Tensor read_rank0_file(const at::Tensor& flat, int step);
   // Tells the peers this rank has no more collectives; throws CollectiveFailure
   // when one of them is still waiting in one.
   void finish(int step);

@@ -148,7 +148,7 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           const ParamSpec& wspec = layout.params[ls.weight];
           LayerObs lo;
           lo.name = ls.name;
-          lo.group = layout.groups[ls.group].name;
+          lo.group = rep.groups.empty() ? "" : layout.groups[ls.group].name;  // no groups: before prepare
           lo.merged = rep.merged[l];
           std::vector<int> merged;
           for (const auto& name : lo.merged) merged.push_back(layout.adapter_named(name));

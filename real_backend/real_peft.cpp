@@ -1,5 +1,7 @@
 // PeftModel / BaseTuner ops on the real module (peft/peft_model.py,
 // peft/tuners/tuners_utils.py), in the order the profile switches choose.
+#include <ATen/core/grad_mode.h>
+
 #include "real_backend/real_rank.hpp"
 #include "real_backend/values.hpp"
 
@@ -105,11 +107,26 @@ void RealRank::op_disable_exit() {
   disabled_ = false;
 }
 
+// tuners_utils.py::BaseTuner.inject_adapter: set_adapter(active) with the new
+// config's inference_mode, then every parameter registered before gets back the
+// requires_grad it had (the new adapter's excluded; not on the first injection).
+void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
+  std::vector<std::pair<int, bool>> kept;  // mapping_existing_parameter_requires_grad
+  for (size_t p = 0; p < params_.size() && !first; ++p) {
+    const int a = layout_->params[p].adapter;
+    if (a >= 0 && a != adapter && registry_[p].defined()) kept.push_back({static_cast<int>(p), registry_[p].requires_grad()});
+  }
+  for (size_t l = 0; l < layout_->layers.size(); ++l)
+    if (layout_->layers[l].lora_a[adapter] >= 0) layer_tuner_[l] = 1;
+  set_adapter_module_level(active_, inference_mode);  // an unmerge that raises skips the restore
+  for (const auto& [p, rg] : kept) set_registered_rg(p, rg);
+}
+
 // PeftModel.add_adapter / load_adapter -> inject_adapter: new plain leaves (no
 // FSDP group manages them once prepared), placed by
-// _move_adapter_to_device_of_base_layer, then set_adapter(active) with the new
-// config's inference_mode.
-void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load) {
+// _move_adapter_to_device_of_base_layer; the new adapter is inactive, so frozen,
+// until load_adapter(is_trainable=True) calls PeftModel.set_requires_grad on it.
+void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
   if ((present_ >> adapter) & 1) {
     error(Status::ValueError, "Adapter with name " + layout_->adapters[adapter].name + " already exists.");
     return;
@@ -118,11 +135,19 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load) {
   if (inference_mode) inference_mode_ |= 1u << adapter;
   else inference_mode_ &= ~(1u << adapter);
   create_adapter(adapter, load);
-  set_adapter_module_level(active_, inference_mode);
+  inject_adapter(adapter, inference_mode, false);
+  if (!load || !trainable) return;
+  for (const auto& ls : layout_->layers)  // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name)
+    if (ls.lora_a[adapter] >= 0) {
+      set_registered_rg(ls.lora_a[adapter], true);
+      set_registered_rg(ls.lora_b[adapter], true);
+    }
 }
 
-// BaseTuner.delete_adapter: refuses merged adapters; a deleted active adapter
-// hands over to the fallback (made trainable). FSDP's group keeps gathering it.
+// BaseTuner.delete_adapter: refuses merged adapters; then each tuner layer's
+// BaseTunerLayer.delete_adapter: a layer whose active list held it keeps the
+// rest, or falls back to sorted(its own adapters)[0] (made trainable); the
+// model's active adapter is the first tuner layer's. FSDP's group keeps gathering it.
 void RealRank::op_delete_adapter(int adapter) {
   const std::string& name = layout_->adapters[adapter].name;
   if (!((present_ >> adapter) & 1)) {
@@ -138,16 +163,27 @@ void RealRank::op_delete_adapter(int adapter) {
   present_ &= ~(1u << adapter);
   for (const auto& ls : layout_->layers)
     if (ls.lora_a[adapter] >= 0) registry_[ls.lora_a[adapter]] = registry_[ls.lora_b[adapter]] = at::Tensor();
-  if (!((active_ >> adapter) & 1)) return;
-  uint32_t next = active_ & ~(1u << adapter);
-  if (next == 0 && present_ != 0) {
-    int best = -1;
-    for (size_t a = 0; a < layout_->adapters.size(); ++a)
-      if (((present_ >> a) & 1) && (best < 0 || layout_->adapters[a].name < layout_->adapters[best].name)) best = static_cast<int>(a);
-    next = 1u << best;
+  bool first = true;
+  uint32_t tuner_active = 0;
+  for (size_t l = 0; l < layout_->layers.size(); ++l) {
+    if (!layer_tuner_[l]) continue;
+    if ((layer_active_[l] >> adapter) & 1) {
+      uint32_t next = layer_active_[l] & ~(1u << adapter);
+      if (next == 0) {
+        const LayerSpec& ls = layout_->layers[l];
+        int best = -1;  // _all_available_adapter_names()[0]
+        for (size_t a = 0; a < layout_->adapters.size(); ++a)
+          if (ls.lora_a[a] >= 0 && registry_[ls.lora_a[a]].defined() &&
+              (best < 0 || layout_->adapters[a].name < layout_->adapters[best].name))
+            best = static_cast<int>(a);
+        next = best < 0 ? 0 : 1u << best;
+      }
+      layer_set_adapter(static_cast<int>(l), next, false);
+    }
+    if (first) tuner_active = layer_active_[l];
+    first = false;
   }
-  for (size_t l = 0; l < layout_->layers.size(); ++l) layer_set_adapter(static_cast<int>(l), next, false);
-  active_ = next;
+  active_ = tuner_active;
 }
 
 // The delta_weight op: get_delta_weight for each active adapter of the layer
@@ -204,37 +240,66 @@ void RealRank::op_save_adapters(const Op& op) {
 }
 
 // PeftModel.load_adapter -> set_peft_model_state_dict -> load_state_dict (its
-// pre-hook reshards) on rank 0's file: a tensor saved with its local rows
-// fails module.py::_load_from_state_dict's shape check and nothing is loaded;
-// else every rank copies its chunk of the saved values into S.
+// pre-hook reshards), adapter by adapter, on rank 0's file (read here through
+// Comm::read_rank0_file when it holds rank 0's local rows).
+// save_and_load.py::_reshard_dtensor_values_for_load: a managed parameter takes
+// its chunk of a tensor of the global shape, or a tensor of its own local shard
+// shape as it is (rank r > 0 then holds rank 0's rows); any other shape meets
+// module.py::_load_from_state_dict's size mismatch, raised after the adapter's
+// fitting tensors were copied. reload_diff: S against what S held at save time.
 void RealRank::op_load_adapters() {
   if (saved_adapters_ == 0) {
     error(Status::ValueError, "no adapters were saved (save_adapters first)");
     return;
   }
   reshard_all();
-  for (size_t p = 0; p < params_.size(); ++p) {
-    const ParamSpec& ps = layout_->params[p];
-    if (saved_rows_[p] < 0 || saved_rows_[p] == ps.rows || !registry_[p].defined()) continue;
-    error(Status::ShapeError, "size mismatch for " + ps.name + ": copying a param with shape [" +
-                                  std::to_string(saved_rows_[p]) + ", " + std::to_string(ps.cols) +
-                                  "] from checkpoint, the shape in current model is [" + std::to_string(ps.rows) + ", " +
-                                  std::to_string(ps.cols) + "].");
-    return;
-  }
-  for (size_t p = 0; p < params_.size(); ++p) {
-    if (saved_rows_[p] < 0 || !registry_[p].defined()) continue;
-    // This rank's padded chunk of the full tensor in the file (a plain
-    // tensor's file value is the whole tensor), compared with what S held at save.
-    const ParamSpec& ps = layout_->params[p];
-    at::Tensor v = saved_file_[p];
-    if (ps.group >= 0 && layout_->world > 1) {
-      at::Tensor flat = v.contiguous().reshape({-1});
-      v = chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);
+  const int world = layout_->world, rank = comm_->rank();
+  auto local_file = [&](size_t p) { return saved_rows_[p] >= 0 && saved_rows_[p] != layout_->params[p].rows; };
+  // Rank 0's local rows, in parameter order (the others send buffers of that size).
+  std::vector<at::Tensor> file0(params_.size());
+  std::vector<at::Tensor> mine;
+  for (size_t p = 0; p < params_.size(); ++p)
+    if (local_file(p))
+      mine.push_back(rank == 0 ? saved_file_[p].reshape({-1}) : at::zeros({saved_rows_[p] * layout_->params[p].cols}));
+  if (!mine.empty()) {
+    at::Tensor all = comm_->read_rank0_file(at::cat(mine), step_);
+    int64_t at = 0;
+    for (size_t p = 0; p < params_.size(); ++p) {
+      if (!local_file(p)) continue;
+      const int64_t n = saved_rows_[p] * layout_->params[p].cols;
+      file0[p] = all.narrow(0, at, n);
+      at += n;
     }
-    params_[p].s.variable_data().copy_(v.view_as(params_[p].s));
-    if (!at::equal(params_[p].s.detach(), saved_values_[p])) reload_diff_.push_back(ps.name);
   }
+  at::NoGradGuard ng;
+  for (size_t a = 0; a < layout_->adapters.size() && status_ == Status::Ok; ++a) {
+    for (size_t p = 0; p < params_.size(); ++p) {
+      const ParamSpec& ps = layout_->params[p];
+      if (ps.adapter != static_cast<int>(a) || saved_rows_[p] < 0 || !registry_[p].defined()) continue;
+      at::Tensor v;
+      if (!local_file(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
+        v = saved_file_[p];
+        if (ps.group >= 0 && world > 1) {
+          at::Tensor flat = v.contiguous().reshape({-1});
+          v = chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);
+        }
+      } else if (saved_rows_[p] == ps.local_rows(rank)) {  // DTensor.from_local of rank 0's rows, padded as S is
+        v = at::zeros({ps.chunk_rows * ps.cols});
+        v.narrow(0, 0, file0[p].numel()).copy_(file0[p]);
+      } else {
+        if (status_ == Status::Ok)
+          error(Status::ShapeError, "size mismatch for " + ps.name + ": copying a param with shape [" +
+                                        std::to_string(saved_rows_[p]) + ", " + std::to_string(ps.cols) +
+                                        "] from checkpoint, the shape in current model is [" + std::to_string(ps.rows) +
+                                        ", " + std::to_string(ps.cols) + "].");
+        continue;
+      }
+      params_[p].s.variable_data().copy_(v.reshape(params_[p].s.sizes()));
+    }
+  }
+  for (size_t p = 0; p < params_.size(); ++p)
+    if (saved_rows_[p] >= 0 && registry_[p].defined() && !at::equal(params_[p].s.detach(), saved_values_[p]))
+      reload_diff_.push_back(layout_->params[p].name);
 }
 
 }  // namespace fsdpsim::real

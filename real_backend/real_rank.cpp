@@ -61,6 +61,7 @@ void RealRank::reset() {
   post_forward_indices_.assign(layout_->groups.size(), {});
   pending_.assign(layout_->groups.size(), at::Tensor());
   layer_active_.assign(layout_->layers.size(), 1);
+  layer_tuner_.assign(layout_->layers.size(), 0);
   merged_.assign(layout_->layers.size(), {});
   layer_disabled_.assign(layout_->layers.size(), 0);
   present_ = 0;
@@ -82,15 +83,18 @@ void RealRank::reset() {
     create_param(static_cast<int>(p), initial_values(*layout_, seed_, static_cast<int>(p)));
     place_param(static_cast<int>(p), on_meta, dtype);
   }
+  bool first = true;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     const AdapterDecl& d = layout_->adapters[a];
     if (d.deferred) continue;
     create_adapter(static_cast<int>(a), false);
     present_ |= 1u << a;
     if (d.inference_mode) inference_mode_ |= 1u << a;
-    set_adapter_module_level(active_, d.inference_mode);  // inject_adapter's housekeeping
+    inject_adapter(static_cast<int>(a), d.inference_mode, first);  // get_peft_model, then add_adapter
+    first = false;
   }
-  prepare_optimizer();  // the user's optimizer over the plain model; prepare rebuilds it
+  optimizer_.clear();  // no optimizer before accelerate's prepare builds it
+  optimizer_objects_.clear();
   if (!layout_->explicit_prepare) prepare_model();
 }
 
@@ -133,8 +137,8 @@ void RealRank::run_op(const Op& op) {
     case OpKind::SetAdapter: op_set_adapter(op); break;
     case OpKind::DisableEnter: op_disable_enter(); break;
     case OpKind::DisableExit: op_disable_exit(); break;
-    case OpKind::AddAdapter: op_add_adapter(adapter(), layout_->adapters[adapter()].inference_mode, false); break;
-    case OpKind::LoadAdapter: op_add_adapter(adapter(), !op.trainable, true); break;
+    case OpKind::AddAdapter: op_add_adapter(adapter(), layout_->adapters[adapter()].inference_mode, false, false); break;
+    case OpKind::LoadAdapter: op_add_adapter(adapter(), !op.trainable, true, op.trainable); break;
     case OpKind::DeleteAdapter: op_delete_adapter(adapter()); break;
     case OpKind::Reshard:
     case OpKind::Unshard: {
@@ -177,7 +181,8 @@ RankReport RealRank::report(const Op& op, int step) {
   r.opt_missing = optimizer_unregistered(&first, &r.opt_unregistered);
   r.opt_total = static_cast<int>(optimizer_.size());
   // A group is UNSHARDED when its parameters' names hold their U objects.
-  for (size_t g = 0; g < layout_->groups.size(); ++g) {
+  // Before prepare there is no FSDP: no groups (and no group of a parameter or layer).
+  for (size_t g = 0; g < layout_->groups.size() && prepared_; ++g) {
     bool u = false;
     for (int p : layout_->groups[g].params)
       if (registry_[p].defined()) {
@@ -214,7 +219,7 @@ RankReport RealRank::report(const Op& op, int step) {
     if (ps.adapter < 0 || !present) continue;
     ParamObs po;
     po.name = ps.name;
-    po.group = ps.group >= 0 ? layout_->groups[ps.group].name : "";
+    po.group = ps.group >= 0 && prepared_ ? layout_->groups[ps.group].name : "";
     po.rg_s = rp.s.requires_grad();
     po.rg_u = rp.u.defined() ? static_cast<int8_t>(rp.u.requires_grad()) : int8_t{-1};
     po.device = rp.place.is_meta() ? Device::Meta : Device::Cpu;

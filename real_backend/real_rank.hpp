@@ -83,7 +83,8 @@ class RealRank {
   void unmerge_adapter();
   void op_disable_enter();
   void op_disable_exit();
-  void op_add_adapter(int adapter, bool inference_mode, bool load);
+  void inject_adapter(int adapter, bool inference_mode, bool first);
+  void op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
   void op_delete_adapter(int adapter);
   void op_delta_weight(int layer);
   void op_save_adapters(const Op& op);
@@ -130,6 +131,7 @@ class RealRank {
   uint32_t present_ = 0, active_ = 0, inference_mode_ = 0;
   bool disabled_ = false;
   std::vector<uint32_t> layer_active_;
+  std::vector<uint8_t> layer_tuner_;      // a BaseTunerLayer: some adapter targeting it was injected
   std::vector<std::vector<int>> merged_;  // per layer, LIFO
   std::vector<uint8_t> layer_disabled_;
   // optimizer: S objects held (by identity) in pid order

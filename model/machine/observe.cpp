@@ -24,14 +24,16 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
     if (!is_registered_s(p)) o.opt_unregistered.push_back(topo_->params[p].name);
   o.opt_missing = static_cast<int>(o.opt_unregistered.size());
   o.opt_total = static_cast<int>(st_.optimizer.size());
-  for (size_t g = 0; g < topo_->groups.size(); ++g) o.groups.push_back({topo_->groups[g].name, st_.groups[g].sharded});
+  // Before prepare (an explicit `prepare` op) there is no FSDP: no groups, no group of any parameter or layer.
+  const bool fsdp = st_.prepared;
+  for (size_t g = 0; g < topo_->groups.size() && fsdp; ++g) o.groups.push_back({topo_->groups[g].name, st_.groups[g].sharded});
   for (size_t p = 0; p < topo_->params.size(); ++p) {
     const ParamInfo& pi = topo_->params[p];
     const ParamState& ps = st_.params[p];
     if (pi.adapter < 0 || !ps.present) continue;
     ParamObs po;
     po.name = pi.name;
-    po.group = pi.group >= 0 ? topo_->groups[pi.group].name : "";
+    po.group = pi.group >= 0 && fsdp ? topo_->groups[pi.group].name : "";
     po.rg_s = ps.rg_s;
     po.rg_u = (pi.group >= 0 && st_.groups[pi.group].has_u) ? static_cast<int8_t>(ps.rg_u) : int8_t{-1};
     po.device = ps.device;
@@ -43,6 +45,7 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
   for (int a = 0; a < topo_->n_adapters(); ++a)
     if ((r.deltas >> a) & 1)
       o.deltas.push_back({topo_->adapters[a].name, ((r.corrupt_deltas >> a) & 1) ? WeightClass::Corrupt : WeightClass::Exact});
+  for (int p : r.reload_diff) o.reload_diff.push_back(topo_->params[p].name);
   if (op.kind == OpKind::SaveAdapters && r.status == Status::Ok) {
     for (size_t p = 0; p < topo_->params.size(); ++p) {
       if (st_.saved_rows[p] < 0) continue;
@@ -60,7 +63,7 @@ std::vector<LayerObs> RankModel::observe_layers() const {
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     LayerObs lo;
     lo.name = topo_->layers[l].name;
-    lo.group = topo_->groups[topo_->layers[l].group].name;
+    lo.group = st_.prepared ? topo_->groups[topo_->layers[l].group].name : "";
     for (int i = 0; i < st_.layers[l].n_merged; ++i) lo.merged.push_back(topo_->adapters[st_.layers[l].merged[i]].name);
     lo.stored = classify_stored(static_cast<int>(l));
     lo.registered = classify_registered(static_cast<int>(l));

@@ -106,11 +106,32 @@ void RankModel::op_disable_exit() {
   st_.disabled = false;
 }
 
+// tuners_utils.py::BaseTuner.inject_adapter: places the new adapter
+// (_move_adapter_to_device_of_base_layer), re-runs set_adapter(active) with the
+// *new* config's inference_mode (unmerging merged layers on the way), and then
+// restores the requires_grad it snapshotted of every parameter the modules
+// registered before (named_parameters(recurse=False), the new adapter's
+// excluded), except on the very first injection (get_peft_model's).
+void RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
+  std::vector<std::pair<int, bool>> kept;  // mapping_existing_parameter_requires_grad
+  if (!first)
+    for (size_t p = 0; p < topo_->params.size(); ++p) {
+      int a = topo_->params[p].adapter;
+      if (a >= 0 && a != adapter && st_.params[p].present) kept.push_back({static_cast<int>(p), registered_rg(static_cast<int>(p))});
+    }
+  for (size_t l = 0; l < topo_->layers.size(); ++l)
+    if (topo_->layers[l].A[adapter] >= 0) st_.layers[l].tuner = true;
+  place_new_adapter(adapter);
+  set_adapter_module_level(st_.active, inference_mode);
+  if (res_.status != Status::Ok) return;  // an unmerge raised: the restore is never reached
+  for (const auto& [p, rg] : kept) set_registered_rg(p, rg);
+}
+
 // peft_model.py::PeftModel.add_adapter / load_adapter -> BaseTuner.inject_adapter.
-// After fully_shard the new A, B are plain tensors no FSDP group manages.
-// inject_adapter then re-runs set_adapter(active) with the *new* config's
-// inference_mode (unmerging merged layers on the way).
-void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load) {
+// After fully_shard the new A, B are plain tensors no FSDP group manages. The
+// new adapter is inactive, so frozen; load_adapter(is_trainable=True) then calls
+// PeftModel.set_requires_grad(adapter_name), which makes it trainable.
+void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
   if ((st_.present >> adapter) & 1) {
     error(Status::ValueError, "Adapter with name " + topo_->adapters[adapter].name + " already exists.");
     return;
@@ -128,12 +149,23 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load) {
       ps.ver_s = load ? 0x100u : 0u;  // loaded weights differ from a fresh init
     }
   }
-  place_new_adapter(adapter);
-  set_adapter_module_level(st_.active, inference_mode);
+  inject_adapter(adapter, inference_mode, false);
+  if (res_.status != Status::Ok || !load || !trainable) return;
+  // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name) when is_trainable
+  for (const auto& li : topo_->layers) {
+    if (li.A[adapter] < 0) continue;
+    set_registered_rg(li.A[adapter], true);
+    set_registered_rg(li.B[adapter], true);
+  }
 }
 
-// tuners_utils.py::BaseTuner.delete_adapter: refuses merged adapters; when the
-// deleted one was active the fallback becomes active (and trainable). FSDP's
+// tuners_utils.py::BaseTuner.delete_adapter: refuses merged adapters; then
+// module-level delete_adapter calls BaseTunerLayer.delete_adapter on every
+// tuner layer: a layer whose active list held the deleted adapter keeps the
+// rest of it, or falls back to the first of ITS OWN remaining adapters in sorted
+// order (_all_available_adapter_names), made trainable by the layer's
+// set_adapter. The tuner's active adapter becomes the first tuner layer's list
+// (module order), so layers may end with different active adapters. FSDP's
 // group keeps the parameters it manages: they are still all-gathered.
 void RankModel::op_delete_adapter(int adapter) {
   const std::string& name = topo_->adapters[adapter].name;
@@ -150,16 +182,29 @@ void RankModel::op_delete_adapter(int adapter) {
   st_.present &= static_cast<uint8_t>(~(1u << adapter));
   for (const auto& li : topo_->layers)
     if (li.A[adapter] >= 0) st_.params[li.A[adapter]].present = st_.params[li.B[adapter]].present = false;
-  if (!((st_.active >> adapter) & 1)) return;
-  uint8_t next = st_.active & static_cast<uint8_t>(~(1u << adapter));
-  if (next == 0 && st_.present != 0) {
-    int best = -1;  // sorted(remaining)[0]
-    for (int a = 0; a < topo_->n_adapters(); ++a)
-      if (((st_.present >> a) & 1) && (best < 0 || topo_->adapters[a].name < topo_->adapters[best].name)) best = a;
-    next = static_cast<uint8_t>(1u << best);
+  const uint8_t bit = static_cast<uint8_t>(1u << adapter);
+  bool first = true;
+  uint8_t tuner_active = 0;
+  for (size_t l = 0; l < topo_->layers.size(); ++l) {
+    LayerPeft& lp = st_.layers[l];
+    if (!lp.tuner) continue;
+    if (lp.active & bit) {
+      uint8_t next = lp.active & static_cast<uint8_t>(~bit);
+      if (next == 0) {
+        const LayerInfo& li = topo_->layers[l];
+        int best = -1;  // sorted(this layer's own adapters)[0]
+        for (int a = 0; a < topo_->n_adapters(); ++a)
+          if (li.A[a] >= 0 && st_.params[li.A[a]].present &&
+              (best < 0 || topo_->adapters[a].name < topo_->adapters[best].name))
+            best = a;
+        next = best < 0 ? 0 : static_cast<uint8_t>(1u << best);
+      }
+      layer_set_adapter(static_cast<int>(l), next, false);
+    }
+    if (first) tuner_active = lp.active;  // module-level delete_adapter returns the first layer's active_adapters
+    first = false;
   }
-  for (size_t l = 0; l < topo_->layers.size(); ++l) layer_set_adapter(static_cast<int>(l), next, false);
-  st_.active = next;
+  st_.active = tuner_active;
 }
 
 // The delta_weight op: get_delta_weight for each active adapter of the layer
@@ -209,26 +254,44 @@ void RankModel::op_save_adapters(const Op& op) {
 }
 
 // peft_model.py::PeftModel.load_adapter -> set_peft_model_state_dict ->
-// load_state_dict: the FSDP pre-hook reshards, then every rank loads rank 0's
-// file; a tensor of the wrong size raises torch's size-mismatch error.
+// load_state_dict (its FSDP pre-hook reshards), adapter by adapter, on rank 0's
+// file. utils/save_and_load.py::_reshard_dtensor_values_for_load first turns a
+// plain tensor meant for a DTensor parameter into one: the GLOBAL shape is
+// sharded (this rank takes its chunk), this rank's LOCAL shard shape is wrapped
+// as this rank's shard as is (DTensor.from_local, no check: rank r > 0 then
+// holds rank 0's rows); any other shape meets torch's size-mismatch error,
+// raised after the adapter's fitting tensors were copied (later adapters are
+// not loaded). reload_diff: what differs from what this rank held at save time.
 void RankModel::op_load_adapters() {
   if (st_.saved_adapters == 0) {
     error(Status::ValueError, "no adapters were saved (save_adapters first)");
     return;
   }
   reshard_all();
-  for (size_t p = 0; p < topo_->params.size(); ++p) {
-    const ParamInfo& pi = topo_->params[p];
-    if (st_.saved_rows[p] < 0 || st_.saved_rows[p] == pi.dim0 || !st_.params[p].present) continue;
-    const std::string cols = std::to_string(pi.rest);
-    error(Status::ShapeError, "size mismatch for " + pi.name + ": copying a param with shape [" +
-                                  std::to_string(st_.saved_rows[p]) + ", " + cols +
-                                  "] from checkpoint, the shape in current model is [" + std::to_string(pi.dim0) + ", " +
-                                  cols + "].");
-    return;
+  for (int a = 0; a < topo_->n_adapters() && res_.status == Status::Ok; ++a) {
+    for (size_t p = 0; p < topo_->params.size(); ++p) {
+      const ParamInfo& pi = topo_->params[p];
+      ParamState& ps = st_.params[p];
+      if (pi.adapter != a || st_.saved_rows[p] < 0 || !ps.present) continue;
+      const int64_t rows0 = st_.saved_rows[p];  // rows of rank 0's saved tensor
+      if (rows0 == pi.dim0) {
+        ps.ver_s = st_.saved_ver[p];  // this rank's chunk of the full saved values
+      } else if (pi.group >= 0 && rows0 == local_rows(pi.dim0, topo_->world, rank_)) {
+        // rank 0's rows wrapped as this rank's shard: rank 0 gets its own back, the others values no rank
+        // held (except a B still exactly zero under init=zero: rank 0's rows are zeros too)
+        const bool zero_b = pi.kind == ParamKind::LoraB && st_.saved_ver[p] == 0 && topo_->adapters[a].init == LoraInit::Zero;
+        ps.ver_s = rank_ == 0 || zero_b ? st_.saved_ver[p] : ((st_.saved_ver[p] + 0x8000u + static_cast<uint32_t>(rank_)) & 0xffffu);
+      } else if (res_.status == Status::Ok) {
+        const std::string cols = std::to_string(pi.rest);
+        error(Status::ShapeError, "size mismatch for " + pi.name + ": copying a param with shape [" + std::to_string(rows0) +
+                                      ", " + cols + "] from checkpoint, the shape in current model is [" +
+                                      std::to_string(pi.dim0) + ", " + cols + "].");
+      }
+    }
   }
   for (size_t p = 0; p < topo_->params.size(); ++p)
-    if (st_.saved_rows[p] >= 0 && st_.params[p].present) st_.params[p].ver_s = st_.saved_ver[p];
+    if (st_.saved_rows[p] >= 0 && st_.params[p].present && st_.params[p].ver_s != st_.saved_ver[p])
+      res_.reload_diff.push_back(static_cast<int>(p));
 }
 
 }  // namespace fsdpsim

@@ -27,18 +27,20 @@ void RankModel::reset() {
   st_.prepared = !topo_->explicit_prepare;
   place_base_params();
   st_.active = 1;  // the first adapter (get_peft_model's) is active
-  // Each injection ends with set_adapter(active, inference_mode=<new config's>)
-  // (tuners_utils.py::BaseTuner.inject_adapter), so the last adapter's
-  // inference_mode decides whether the active one trains.
+  res_ = OpResult{};
+  // tuners_utils.py::BaseTuner.inject_adapter per declared adapter: get_peft_model's
+  // sets the active one's requires_grad from its inference_mode; each later one
+  // restores every existing flag, so only the first adapter's config counts.
+  bool first = true;
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     const AdapterDecl& d = topo_->adapters[a];
     if (d.deferred) continue;
     st_.present |= static_cast<uint8_t>(1u << a);
     if (d.inference_mode) st_.inference_mode |= static_cast<uint8_t>(1u << a);
-    place_new_adapter(a);
-    set_adapter_module_level(st_.active, d.inference_mode);
+    inject_adapter(a, d.inference_mode, first);
+    first = false;
   }
-  prepare_optimizer();
+  if (st_.prepared) prepare_optimizer();  // before prepare there is no optimizer yet
 }
 
 const OpResult& RankModel::apply(const Op& op) {
@@ -54,6 +56,7 @@ const OpResult& RankModel::apply(const Op& op) {
   res_.grads = 0;
   res_.deltas = 0;
   res_.corrupt_deltas = 0;
+  res_.reload_diff.clear();
   st_.unsharded_peak = st_.unsharded_now;  // the op's peak starts at what is alive now
   st_.peak_groups = st_.unsharded_groups;
   auto adapter = [&]() { return __builtin_ctz(mask_of(op.names)); };
@@ -74,8 +77,8 @@ const OpResult& RankModel::apply(const Op& op) {
     case OpKind::SetAdapter: op_set_adapter(op); break;
     case OpKind::DisableEnter: op_disable_enter(); break;
     case OpKind::DisableExit: op_disable_exit(); break;
-    case OpKind::AddAdapter: op_add_adapter(adapter(), topo_->adapters[adapter()].inference_mode, false); break;
-    case OpKind::LoadAdapter: op_add_adapter(adapter(), !op.trainable, true); break;
+    case OpKind::AddAdapter: op_add_adapter(adapter(), topo_->adapters[adapter()].inference_mode, false, false); break;
+    case OpKind::LoadAdapter: op_add_adapter(adapter(), !op.trainable, true, op.trainable); break;
     case OpKind::DeleteAdapter: op_delete_adapter(adapter()); break;
     case OpKind::Reshard:
     case OpKind::Unshard: {

@@ -49,6 +49,7 @@ struct OpResult {
   uint8_t grads = 0;        // adapters whose shard received a gradient
   uint8_t deltas = 0;       // delta_weight: adapters whose delta was computed
   uint8_t corrupt_deltas = 0;  // ... from one rank's rows (not the full A and B)
+  std::vector<int> reload_diff;  // load_adapters: params whose values differ from this rank's at save time
 };
 
 class RankModel {
@@ -132,7 +133,8 @@ class RankModel {
   void unmerge_adapter();
   void op_disable_enter();
   void op_disable_exit();
-  void op_add_adapter(int adapter, bool inference_mode, bool load);
+  void inject_adapter(int adapter, bool inference_mode, bool first);
+  void op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
   void op_delete_adapter(int adapter);
   void op_delta_weight(int layer);
   void op_save_adapters(const Op& op);

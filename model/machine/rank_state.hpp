@@ -59,6 +59,8 @@ struct LayerPeft {
   std::array<int8_t, kMaxAdapters> merged{};  // LIFO
   int n_merged = 0;
   bool disabled = false;
+  // A BaseTunerLayer: some adapter targeting it was injected (it stays one after a delete).
+  bool tuner = false;
 };
 
 // The autograd graph of the last grad-enabled forward (or eval: loss_rg false).

@@ -86,9 +86,10 @@ TEST(Loading, FullLoadingNeedsNoBroadcast) {
 }
 
 // Without the list form only the first (frozen) adapter is active: no_grad_fn.
-// Loading the second one trainable re-sets the active adapter with the new
-// config's inference_mode (D8), so the frozen one trains.
-TEST(Loading, FrozenAdaptersGiveNoGradFnAndATrainableLoadTrainsTheActiveOne) {
+// Loading the second one trainable (PeftModel.load_adapter -> set_requires_grad)
+// trains that inactive adapter only; inject_adapter restores the active one's
+// frozen flag, so still no_grad_fn (seed001_full_loading_trainable.seq, measured upstream).
+TEST(Loading, FrozenAdaptersGiveNoGradFnAndATrainableLoadStillDoes) {
   std::string head = "world 2\nlayer lin0 8 8\nadapter reference r=4 targets=lin0 inference_mode\n"
                      "adapter policy r=4 targets=lin0 deferred\nfully_shard root\n---\n";
   RunResult frozen = simulate(head + "load_adapter policy frozen\nprepare\ntrain_step\n");
@@ -96,9 +97,9 @@ TEST(Loading, FrozenAdaptersGiveNoGradFnAndATrainableLoadTrainsTheActiveOne) {
   EXPECT_EQ(obs_at(frozen, 3, 0).message, kNoGradFnMessage);
   EXPECT_TRUE(frozen.findings.empty());
   RunResult trainable = simulate(head + "load_adapter policy trainable\nprepare\ntrain_step\n");
-  EXPECT_EQ(*obs_at(trainable, 3, 1).grads, (std::vector<std::string>{"reference"}));
-  ASSERT_FALSE(trainable.findings.empty());
-  EXPECT_EQ(trainable.findings[0].spec, "S1");
+  EXPECT_EQ(obs_at(trainable, 3, 1).status, Status::NoGradFn);
+  EXPECT_EQ(obs_at(trainable, 3, 1).opt_total, 2);  // the optimizer holds policy's A and B
+  EXPECT_TRUE(trainable.findings.empty());
 }
 
 TEST(Loading, AdaptersLoadedBeforePrepareAreShardedAfterAreNot) {

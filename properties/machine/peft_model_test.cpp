@@ -96,7 +96,48 @@ TEST(PeftModel, AddAdapterAfterShardingIsUnmanagedAndReappliesInferenceMode) {
   t.op("add_adapter b");
   EXPECT_TRUE(t.ps("l.lora_A.b").present);
   EXPECT_EQ(t.topo->params[t.param("l.lora_A.b")].group, -1);  // D13: no FSDP group
-  EXPECT_FALSE(t.ps("l.lora_A.a").rg_s);  // D8: the new config's inference_mode froze `a`
+  // tuners_utils.py::BaseTuner.inject_adapter restores the flags of existing parameters:
+  // the new config's inference_mode does not freeze `a` (the old D8 leak), and `b` is inactive.
+  EXPECT_TRUE(t.ps("l.lora_A.a").rg_s);
+  EXPECT_FALSE(t.ps("l.lora_A.b").rg_s);
+}
+
+// peft_model.py::PeftModel.load_adapter(is_trainable=True) -> set_requires_grad:
+// the loaded, inactive adapter trains; the active one keeps its flag (seed 001).
+TEST(PeftModel, LoadAdapterTrainableKeepsOthersAndTrainsTheLoadedOne) {
+  const std::string h =
+      "world 2\nlayer l 4 2\nadapter ref r=2 alpha=2 targets=l inference_mode\n"
+      "adapter pol r=2 alpha=2 targets=l deferred\nfully_shard root\n---\nload_adapter pol trainable\nprepare\n";
+  OneRank t(h);
+  EXPECT_FALSE(t.ps("l.lora_A.ref").rg_s);
+  t.op("load_adapter pol trainable");
+  EXPECT_FALSE(t.ps("l.lora_A.ref").rg_s);
+  EXPECT_TRUE(t.ps("l.lora_A.pol").rg_s);
+  EXPECT_TRUE(t.ps("l.lora_B.pol").rg_s);
+  EXPECT_EQ(t.model->state().active, 1);
+  OneRank frozen(h);
+  frozen.op("load_adapter pol frozen");
+  EXPECT_FALSE(frozen.ps("l.lora_A.pol").rg_s);
+  // Declared adapters: only the first injection's inference_mode counts.
+  OneRank decl("world 1\nlayer l 4 2\nadapter a r=2 alpha=2 targets=l\nadapter b r=2 alpha=2 targets=l inference_mode\n"
+               "fully_shard root\n---\n");
+  EXPECT_TRUE(decl.ps("l.lora_A.a").rg_s);
+}
+
+// Before an explicit prepare there is no FSDP and no optimizer (measured upstream).
+TEST(PeftModel, BeforePrepareNoGroupsNoOptimizer) {
+  RunResult r = simulate(
+      "world 2\nlayer l 4 2\nadapter a r=2 alpha=2 targets=l\nadapter b r=2 alpha=2 targets=l deferred\n"
+      "fully_shard root\n---\nload_adapter b trainable\nprepare\n");
+  const Observation& before = obs_at(r.observations, 1, 0);
+  EXPECT_TRUE(before.groups.empty());
+  EXPECT_EQ(before.opt_total, 0);
+  for (const auto& p : before.params) EXPECT_EQ(p.group, "") << p.name;
+  for (const auto& l : before.layers) EXPECT_EQ(l.group, "") << l.name;
+  const Observation& after = obs_at(r.observations, 2, 0);
+  EXPECT_EQ(after.groups.size(), 1u);
+  EXPECT_EQ(after.opt_total, 4);
+  EXPECT_EQ(after.params[0].group, "root");
 }
 
 TEST(PeftModel, DeleteMergedAdapterIsRefused) {
@@ -116,6 +157,23 @@ TEST(PeftModel, DeletingTheActiveAdapterActivatesAndTrainsTheFallback) {
   t.op("unshard lin0");
   ASSERT_EQ(t.model->collectives().size(), 1u);
   EXPECT_EQ(t.model->collectives()[0].count, t.topo->groups[t.group("lin0")].numel);
+}
+
+// BaseTunerLayer.delete_adapter: each layer falls back to sorted(its own adapters)[0];
+// the model's active adapter is the first tuner layer's (seed003_delete_active_per_layer.seq).
+TEST(PeftModel, DeletingTheActiveAdapterFallsBackPerLayer) {
+  OneRank t("world 1\nlayer l0 4 4\nlayer l1 4 4\nlayer l2 4 2\nadapter default r=2 alpha=2 targets=l0,l1,l2\n"
+            "adapter other r=2 alpha=2 targets=l2\nadapter third r=2 alpha=2 targets=l0,l1,l2 inference_mode\n"
+            "fully_shard root\n---\n");
+  t.op("delete_adapter default");
+  EXPECT_EQ(t.model->state().active, 4);  // {third}: l0's fallback
+  EXPECT_EQ(t.model->state().layers[t.layer("l0")].active, 4);
+  EXPECT_EQ(t.model->state().layers[t.layer("l2")].active, 2);  // {other}: sorted(l2's adapters)[0]
+  EXPECT_TRUE(t.ps("l0.lora_A.third").rg_s);
+  EXPECT_TRUE(t.ps("l2.lora_A.other").rg_s);
+  EXPECT_FALSE(t.ps("l2.lora_A.third").rg_s);
+  const OpResult& r = t.op("train_step");
+  EXPECT_EQ(r.grads, 6);  // other and third train
 }
 
 TEST(PeftModel, DisableExitWithoutReshardLosesTheReenableOnTheShards) {
@@ -163,20 +221,23 @@ std::string save_header(const std::string& profile) {
          "fully_shard root reshard_after_forward=true\n---\n";
 }
 
-TEST(SaveAdapters, UpstreamSavesLocalRowsAndTheReloadRaises) {
+// save_and_load.py::_reshard_dtensor_values_for_load wraps rank 0's local rows as
+// every rank's shard: no error, rank 1 silently holds rank 0's rows (S6).
+TEST(SaveAdapters, UpstreamSavesLocalRowsAndTheReloadCorruptsRank1) {
   RunResult r = simulate(save_header("upstream") + "train_step\nsave_adapters\nload_adapters\n");
   const Observation& s1 = obs_at(r, 2, 1);
   ASSERT_EQ(s1.saved.size(), 8u);  // every adapter by default (save_pretrained(selected_adapters=None))
   EXPECT_EQ(s1.saved[0], (SavedObs{"lin0.lora_A.a", 2, 4, DType::F32}));
   EXPECT_EQ(s1.saved[1], (SavedObs{"lin0.lora_A.b", 2, 4, DType::F32}));
   const Observation& l0 = obs_at(r, 3, 0);
-  EXPECT_EQ(l0.status, Status::ShapeError);
-  EXPECT_EQ(l0.message,
-            "size mismatch for lin0.lora_A.a: copying a param with shape [2, 8] from checkpoint, the shape in current "
-            "model is [4, 8].");
+  EXPECT_EQ(l0.status, Status::Ok) << l0.message;
+  EXPECT_TRUE(l0.reload_diff.empty());
+  const Observation& l1 = obs_at(r, 3, 1);
+  EXPECT_EQ(l1.status, Status::Ok) << l1.message;
+  EXPECT_EQ(l1.reload_diff.size(), 8u);
   std::vector<std::string> specs;
-  for (const auto& f : r.findings) specs.push_back(f.spec + ":" + std::to_string(f.step));
-  EXPECT_EQ(specs, (std::vector<std::string>{"S6:2", "S6:2", "S6:3", "S6:3"}));
+  for (const auto& f : r.findings) specs.push_back(f.spec + ":" + std::to_string(f.step) + ":" + std::to_string(f.rank));
+  EXPECT_EQ(specs, (std::vector<std::string>{"S6:2:0", "S6:2:1", "S6:3:1"}));
   EXPECT_EQ(r.findings[0].text, "S6 step 2 rank 0: lin0.lora_A.a saved 2 of 4 rows (this rank's shard, not the full tensor)");
 }
 

@@ -32,14 +32,14 @@ TEST(SpecS1, PatchedSeed000HasNoFinding) {
   EXPECT_TRUE(r.findings.empty()) << r.findings[0].text;
 }
 
-TEST(SpecS1, InferenceModeOfALaterAdapterFreezesTheActiveOne) {
-  // D8: injecting `b` with inference_mode re-applies set_adapter(active) with it.
+TEST(SpecS1, InferenceModeOfALaterAdapterNoLongerFreezesTheActiveOne) {
+  // tuners_utils.py::BaseTuner.inject_adapter restores existing flags after its
+  // set_adapter(active, inference_mode=<b's>): `a` still trains (no D8 leak, PEFT 0.21.2).
   RunResult r = simulate(
       "world 1\nlayer l 4 2\nadapter a r=2 alpha=2 targets=l\nadapter b r=2 alpha=2 targets=l inference_mode\n"
       "fully_shard root\n---\ntrain_step\n");
-  auto s1 = with_spec(r, "S1");
-  ASSERT_EQ(s1.size(), 1u);
-  EXPECT_NE(s1[0].text.find("expected gradients on {a}, got no_grad_fn"), std::string::npos) << s1[0].text;
+  EXPECT_TRUE(with_spec(r, "S1").empty());
+  EXPECT_EQ(*obs_at(r, 1, 0).grads, std::vector<std::string>{"a"});
 }
 
 TEST(SpecS1, MergedOrDisabledStepsAreNotJudged) {
