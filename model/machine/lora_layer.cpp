@@ -162,8 +162,9 @@ void RankModel::layer_enable_adapters(int layer, bool enabled) {
 
 // lora/layer.py::Linear.forward: disabled and merged -> unmerge first, base
 // only; merged -> base only; otherwise base plus every active adapter.
-// Records which registered objects autograd will give a gradient.
-void RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
+// Records which registered objects autograd will give a gradient. Returns
+// false when the forward raised (an E == 1 ParamWrapper, below).
+bool RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
   const LayerInfo& li = topo_->layers[layer];
   LayerPeft& lp = st_.layers[layer];
   auto use = [&](int p) {
@@ -175,14 +176,25 @@ void RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
   use(li.bias);
   if (lp.disabled) {
     if (lp.n_merged > 0) layer_unmerge(layer);
-    return;
+    return true;
   }
-  if (lp.n_merged > 0) return;
+  if (lp.n_merged > 0) return true;
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     if (!((lp.active >> a) & 1) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
+    // peft 0.21.2 lora/layer.py::ParamWrapper._activate_lora: with E == 1 it sums
+    // get_delta_weight (Linear's (out, in) delta) and registers W + delta as the
+    // parametrization of the (1, in, out) weight: torch's broadcasting error.
+    if (li.experts == 1) {
+      std::string err = one_expert_add_error(layer, a, false);
+      if (!err.empty()) {
+        error(Status::ShapeError, err);
+        return false;
+      }
+    }
     use(li.A[a]);
     use(li.B[a]);
   }
+  return true;
 }
 
 namespace {

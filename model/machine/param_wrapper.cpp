@@ -6,11 +6,16 @@ namespace fsdpsim {
 
 // lora/layer.py::Linear.get_delta_weight: B @ A on DTensors redistributes A
 // (one all-gather of A); B's local rows meet W's local rows.
-// lora/layer.py::ParamWrapper.get_delta_weight (E experts): reads
-// lora_A[a].weight and lora_B[a].weight without calling the modules, so a
-// sharded group gives the local rows (#3080); E == 1 takes the Linear path.
-// With delta_weight_gather on (the fix #3102 proposed) A and B are gathered
-// first. sign: +1 merge, -1 unmerge, 0 delta only (the delta_weight op).
+// lora/layer.py::ParamWrapper.get_delta_weight (E experts) reads
+// lora_A[a].weight and lora_B[a].weight without calling the modules. Under
+// FSDP2 (torch 2.13) a sharded group hands it DTensors, not local rows: the
+// reshape / einsum redistribute A (one all-gather of A) and the delta is the
+// full one; a merge's in-place add into the sharded weight redistributes once
+// more (an all-gather the size of W's shard). The FSDP1 local-rows failure of
+// #3080 does not happen. E == 1 takes Linear's path: a delta (out, in) for a
+// weight stored (1, in, out). With delta_weight_gather on (the fix #3102
+// proposed) A and B are gathered first (full_tensor) and the delta is laid out
+// like the weight. sign: +1 merge, -1 unmerge, 0 delta only (the delta_weight op).
 bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
   const LayerInfo& li = topo_->layers[layer];
   const int a = li.A[adapter], b = li.B[adapter];
@@ -21,67 +26,65 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
     else if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
     return true;
   }
+  if (li.experts == 1) {
+    // peft 0.21.2 lora/layer.py::ParamWrapper.get_delta_weight -> Linear.get_delta_weight for
+    // num_experts == 1: B @ A, shape (out, in), for a weight stored (1, in, out) (is_transposed).
+    if (sharded_read && topo_->world > 1) gather_one(a, CollRecord::kNowhere, layer, adapter);
+    const std::string err = one_expert_add_error(layer, adapter, sharded_read);
+    if (sign == 0 || err.empty()) {
+      // the delta_weight op returns the (out, in) delta: not the layer's delta
+      if (sign == 0) {
+        res_.corrupt_deltas |= static_cast<uint8_t>(1u << adapter);
+        return true;
+      }
+      // a square layer adds the transposed delta: a delta of its own, which unmerge takes back
+      uint32_t v = delta_version(layer, adapter);
+      if (v != kZeroDelta) v ^= 0x40000000u;
+      registered_weight(layer).add(adapter, v, sign);
+      return true;
+    }
+    error(Status::ShapeError, err);
+    return false;
+  }
   if (!sharded_read || topo_->world == 1) {
     if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
     return true;
   }
-  if (li.experts == 1 || topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
+  if (topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
     gather_one(a, into, layer, adapter, sign);
     gather_one(b, CollRecord::kNowhere, layer, adapter);
     return true;
   }
-  std::string err = wrapper_read_error(layer, adapter);
-  if (err.empty()) {
-    // The einsum broadcast a size-1 subscript: a delta of the wrong shape, made
-    // of this rank's rows only. The delta_weight op returns it; a merge fails
-    // adding it to W's shard.
-    if (sign == 0) {
-      res_.corrupt_deltas |= static_cast<uint8_t>(1u << adapter);
-      return true;
-    }
-    err = wrapper_add_error(layer, adapter);
+  // torch 2.13 distributed/tensor/_ops/_view_ops.py::_ViewShardingPropagator._analyze_split (strict
+  // view): A.reshape(E, -1, in) of a Shard(0) A raises when E does not divide over the mesh.
+  const int64_t E = li.experts, r = topo_->adapters[adapter].r;
+  if (E % topo_->world != 0 && r > 1) {
+    error(Status::Exception, "RuntimeError: Cannot unflatten unevenly sharded tensor: output dimension 0 (size " +
+                                 std::to_string(E) + ") is not evenly divisible by mesh dimension 0 (size " +
+                                 std::to_string(topo_->world) + "). Please redistribute the tensor before this operation.");
+    return false;
   }
-  error(Status::ShapeError, err);
-  return false;
+  gather_one(a, into, layer, adapter, sign);
+  // torch 2.13 distributed/tensor/_redistribute.py: `param.data += delta` redistributes (one
+  // all-gather the size of W's shard) to add the delta into the Shard(0) weight.
+  if (sign != 0) gather_one(li.weight, CollRecord::kNowhere, layer, adapter);
+  return true;
 }
 
-// The first libtorch error the local-rows read raises, in the order PEFT calls
-// them: A.reshape(E, -1, in), B.reshape(out_local, -1, E), then
-// einsum("o r e, e r i -> e i o") (texts as libtorch 1.13 words them).
-std::string RankModel::wrapper_read_error(int layer, int adapter) const {
+// W (1, in, out) + delta (out, in): torch's broadcasting check, last dimension
+// first (aten ExpandUtils.cpp::infer_size_impl), or, for `param.data += delta`
+// on FSDP2's DTensor shard (any world size), torch 2.13
+// distributed/tensor/_ops/utils.py::infer_broadcast_dims_map's text; "" when
+// the shapes broadcast.
+std::string RankModel::one_expert_add_error(int layer, int adapter, bool dtensor) const {
   const LayerInfo& li = topo_->layers[layer];
-  const ParamInfo& pa = topo_->params[li.A[adapter]];
-  const ParamInfo& pb = topo_->params[li.B[adapter]];
-  const int64_t E = li.experts, in = pa.rest, r = topo_->adapters[adapter].r;
-  const int64_t ra = local_rows(pa.dim0, topo_->world, rank_);
-  const int64_t rb = local_rows(pb.dim0, topo_->world, rank_);
-  const std::string e = std::to_string(E);
-  if ((ra * in) % (E * in) != 0)
-    return "shape '[" + e + ", -1, " + std::to_string(in) + "]' is invalid for input of size " + std::to_string(ra * in);
-  if (rb == 0)
-    return "cannot reshape tensor of 0 elements into shape [0, -1, " + e +
-           "] because the unspecified dimension size -1 can be any value and is ambiguous";
-  const int64_t k = ra / E;
-  if (k == 1 || k == r || r == 1) return "";  // einsum broadcasts a size-1 subscript (either operand's)
-  return "einsum(): subscript r has size " + std::to_string(k) +
-         " for operand 1 which does not broadcast with previously seen size " + std::to_string(r);
-}
-
-// W.data += delta with delta (E, in, rows of B) and W's shard (padded experts
-// chunk, in, out): libtorch's in-place broadcast check, last dimension first.
-std::string RankModel::wrapper_add_error(int layer, int adapter) const {
-  const LayerInfo& li = topo_->layers[layer];
-  const ParamInfo& pb = topo_->params[li.B[adapter]];
-  const int64_t E = li.experts, in = topo_->params[li.A[adapter]].rest, out = pb.dim0;
-  const int64_t rb = local_rows(pb.dim0, topo_->world, rank_);
-  const int64_t ce = (E + topo_->world - 1) / topo_->world;
-  auto n = [](int64_t x) { return std::to_string(x); };
-  if (rb != out && rb != 1 && out != 1)
-    return "The size of tensor a (" + n(out) + ") must match the size of tensor b (" + n(rb) + ") at non-singleton dimension 2";
-  if (ce == 1)
-    return "output with shape [1, " + n(in) + ", " + n(out) + "] doesn't match the broadcast shape [" + n(E) + ", " + n(in) +
-           ", " + n(out) + "]";
-  return "The size of tensor a (" + n(ce) + ") must match the size of tensor b (" + n(E) + ") at non-singleton dimension 0";
+  const std::string in = std::to_string(topo_->params[li.A[adapter]].rest);
+  const std::string out = std::to_string(topo_->params[li.B[adapter]].dim0);
+  if (out == in || out == "1" || in == "1") return "";
+  if (dtensor)
+    return "Attempting to broadcast a dimension of length " + in + " at -1! Mismatching argument at index 1 had torch.Size([" +
+           out + ", " + in + "]); but expected shape should be broadcastable to [1, " + in + ", " + out + "]";
+  return "The size of tensor a (" + out + ") must match the size of tensor b (" + in + ") at non-singleton dimension 2";
 }
 
 }  // namespace fsdpsim

@@ -69,7 +69,7 @@ const OpResult& RankModel::apply(const Op& op) {
     case OpKind::TrainStep:
       op_zero_grad();
       op_forward(true);
-      op_backward();
+      if (res_.status == Status::Ok) op_backward();
       if (res_.status == Status::Ok) op_step();
       break;
     case OpKind::Merge: op_merge(op); break;
@@ -134,7 +134,11 @@ void RankModel::op_forward(bool grad_enabled) {
       gr.group_in_rg[g] = path_rg;
       pre_forward(g);
     }
-    layer_forward(static_cast<int>(l), grad_enabled, &path_rg);
+    // A module that raises leaves every group it entered UNSHARDED (no post_forward) and no output.
+    if (!layer_forward(static_cast<int>(l), grad_enabled, &path_rg)) {
+      gr.valid = false;
+      return;
+    }
     if (child && topo_->groups[g].last_layer == static_cast<int>(l)) {
       gr.group_out_rg[g] = path_rg;
       post_forward(g);

@@ -121,7 +121,7 @@ class RankModel {
   bool layer_unmerge(int layer);
   void layer_set_adapter(int layer, uint8_t names, bool inference_mode);
   void layer_enable_adapters(int layer, bool enabled);
-  void layer_forward(int layer, bool grad_enabled, bool* path_rg);
+  bool layer_forward(int layer, bool grad_enabled, bool* path_rg);  // false when it raised
   WeightContent& registered_weight(int layer);
   uint64_t digest_of(int param) const;
   void gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign = 0);
@@ -146,8 +146,7 @@ class RankModel {
   void op_prepare();
   // --- get_delta_weight (param_wrapper.cpp): false when it raised ---
   bool get_delta_weight(int layer, int adapter, int sign);
-  std::string wrapper_read_error(int layer, int adapter) const;  // "" when the read succeeds
-  std::string wrapper_add_error(int layer, int adapter) const;
+  std::string one_expert_add_error(int layer, int adapter, bool dtensor) const;  // "" when it broadcasts
   // --- memory (loading.cpp) ---
   bool default_placement() const;
   // Group g's all-gather output (world padded shards, fp32) comes or goes.

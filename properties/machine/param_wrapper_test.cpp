@@ -23,58 +23,51 @@ TEST(ParamWrapper, TopologyShapes) {
   EXPECT_EQ(m.topo->params[m.param("moe.lora_B.default")].rest, 6);  // out rows of r*E
 }
 
-TEST(ParamWrapper, UpstreamShardedReadRaisesLibtorchsReshapeError) {
+// Under FSDP2 (torch 2.13) the sharded read hands get_delta_weight DTensors: the
+// reshape / einsum redistribute A (one all-gather of A) and the delta is exact
+// (FSDP1's local-rows failure of #3080 does not occur).
+TEST(ParamWrapper, UpstreamShardedDeltaGathersAAndIsExact) {
   RunResult r = simulate(experts("upstream", 2, 3) + "train_step\ndelta_weight moe\n");
   for (int rank : {0, 1}) {
     const Observation& o = obs_at(r, 2, rank);
-    EXPECT_EQ(o.status, Status::ShapeError);
-    EXPECT_EQ(o.message, "shape '[2, -1, 8]' is invalid for input of size 24");  // 3 local rows of 6
-    EXPECT_TRUE(o.collectives.empty());
+    EXPECT_EQ(o.status, Status::Ok) << o.message;
+    ASSERT_EQ(o.collectives.size(), 1u);
+    EXPECT_EQ(o.collectives[0].parts, (std::vector<CollPart>{{"moe.lora_A.default", 24}}));
+    EXPECT_EQ(o.deltas, (std::vector<DeltaObs>{{"default", WeightClass::Exact}}));
   }
-  ASSERT_EQ(r.findings.size(), 2u);
-  EXPECT_EQ(r.findings[0].text, "S7 step 2 rank 0: get_delta_weight raised: shape '[2, -1, 8]' is invalid for input of size 24");
+  EXPECT_TRUE(r.findings.empty());
 }
 
-TEST(ParamWrapper, UpstreamDivisibleLocalRowsFailInEinsum) {
-  RunResult r = simulate(experts("upstream", 2, 4) + "delta_weight moe\n");
-  EXPECT_EQ(obs_at(r, 1, 0).message,
-            "einsum(): subscript r has size 2 for operand 1 which does not broadcast with previously seen size 4");
-  // E=3, r=1 over 2 ranks: rank 1 holds 1 row of 3 -> reshape fails; rank 0 holds 2.
-  RunResult e3 = simulate(experts("upstream", 3, 1) + "delta_weight moe\n");
-  EXPECT_EQ(obs_at(e3, 1, 0).message, "shape '[3, -1, 8]' is invalid for input of size 16");
-  EXPECT_EQ(obs_at(e3, 1, 1).message, "shape '[3, -1, 8]' is invalid for input of size 8");
+// A merge's `param.data += delta` redistributes once more: an all-gather named
+// after the weight, the size of its shard (1 of 2 experts: 32).
+TEST(ParamWrapper, UpstreamMergeGathersAThenTheWeight) {
+  RunResult r = simulate(experts("upstream", 2, 3) + "merge\nunmerge\n");
+  for (int step : {1, 2}) {
+    const Observation& o = obs_at(r, step, 0);
+    ASSERT_EQ(o.status, Status::Ok) << o.message;
+    ASSERT_EQ(o.collectives.size(), 3u);  // lin0's A, moe's A, moe.weight
+    EXPECT_EQ(o.collectives[1].parts, (std::vector<CollPart>{{"moe.lora_A.default", 24}}));
+    EXPECT_EQ(o.collectives[2].parts, (std::vector<CollPart>{{"moe.weight", 32}}));
+    EXPECT_EQ(o.layers[1].stored, WeightClass::Exact);
+  }
+  EXPECT_TRUE(r.findings.empty());
 }
 
-// One local row block per expert (r=2, E=2: 2 rows of A each): the einsum
-// broadcasts the size-1 subscript, so the read returns a wrong delta and the
-// merge fails adding it to W's shard.
-TEST(ParamWrapper, UpstreamSizeOneSliceBroadcastsIntoAWrongDelta) {
-  RunResult r = simulate(experts("upstream", 2, 2) + "delta_weight moe\nmerge\n");
-  const Observation& d = obs_at(r, 1, 0);
-  EXPECT_EQ(d.status, Status::Ok);
-  EXPECT_TRUE(d.collectives.empty());
-  EXPECT_EQ(d.deltas, (std::vector<DeltaObs>{{"default", WeightClass::Corrupt}}));
-  EXPECT_EQ(r.findings[0].text, "S7 step 1 rank 0: delta of default is corrupt (not the delta of the full A and B)");
-  const Observation& m = obs_at(r, 2, 1);
-  EXPECT_EQ(m.status, Status::ShapeError);
-  EXPECT_EQ(m.message, "The size of tensor a (4) must match the size of tensor b (2) at non-singleton dimension 2");
-}
-
-// r = 1: B's r dimension has size 1 and broadcasts against a rank's 0 rows of A.
-TEST(ParamWrapper, UpstreamRankOneBroadcastsAgainstAnEmptyShard) {
-  RunResult r = simulate("world 3\nlayer lin0 8 8\nlayer moe 8 20 experts=2\nadapter default r=1 targets=moe\n"
-                         "fully_shard moe\nfully_shard root\n---\ndelta_weight moe\nmerge\n");
-  EXPECT_EQ(obs_at(r, 1, 2).deltas, (std::vector<DeltaObs>{{"default", WeightClass::Corrupt}}));  // A: 0 of 2 rows
-  EXPECT_EQ(obs_at(r, 2, 2).message, "The size of tensor a (20) must match the size of tensor b (6) at non-singleton dimension 2");
-}
-
-TEST(ParamWrapper, UpstreamMergeStopsAtTheExpertsLayer) {
-  RunResult r = simulate(experts("upstream", 2, 3) + "merge\n");
-  const Observation& o = obs_at(r, 1, 0);
-  EXPECT_EQ(o.status, Status::ShapeError);
-  EXPECT_EQ(o.layers[0].merged, (std::vector<std::string>{"default"}));  // lin0 merged before moe raised
-  EXPECT_TRUE(o.layers[1].merged.empty());
-  EXPECT_EQ(o.layers[1].stored, WeightClass::Exact);
+TEST(ParamWrapper, UnevenExpertsRaiseTorchsUnflattenError) {
+  RunResult r = simulate(experts("upstream", 3, 3) + "delta_weight moe\nmerge\n");
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(obs_at(r, 1, rank).status, Status::Exception);
+    EXPECT_EQ(obs_at(r, 1, rank).message,
+              "RuntimeError: Cannot unflatten unevenly sharded tensor: output dimension 0 (size 3) is not evenly divisible "
+              "by mesh dimension 0 (size 2). Please redistribute the tensor before this operation.");
+    const Observation& m = obs_at(r, 2, rank);
+    EXPECT_EQ(m.status, Status::Exception);
+    EXPECT_EQ(m.layers[0].merged, (std::vector<std::string>{"default"}));  // lin0 merged before moe raised
+    EXPECT_TRUE(m.layers[1].merged.empty());
+  }
+  // r = 1: the reshape splits nothing, so three experts over two ranks work.
+  RunResult r1 = simulate(experts("upstream", 3, 1) + "delta_weight moe\n");
+  EXPECT_EQ(obs_at(r1, 1, 0).status, Status::Ok);
 }
 
 TEST(ParamWrapper, PatchedGathersAAndBAndTheDeltaIsExact) {
@@ -91,12 +84,24 @@ TEST(ParamWrapper, PatchedGathersAAndBAndTheDeltaIsExact) {
   EXPECT_TRUE(r.findings.empty());
 }
 
-TEST(ParamWrapper, OneExpertWorksUnderBothProfiles) {
+// E == 1 takes Linear's path: a (4, 8) delta for a (1, 8, 4) weight (PEFT 0.21.2).
+TEST(ParamWrapper, OneExpertFailsInForwardAndItsDeltaIsCorrupt) {
+  RunResult r = simulate(experts("upstream", 1, 3) + "train_step\ndelta_weight moe\n");
+  const Observation& f = obs_at(r, 1, 0);
+  EXPECT_EQ(f.status, Status::ShapeError);
+  EXPECT_EQ(f.message, "The size of tensor a (4) must match the size of tensor b (8) at non-singleton dimension 2");
+  EXPECT_EQ(obs_at(r, 2, 1).deltas, (std::vector<DeltaObs>{{"default", WeightClass::Corrupt}}));
+}
+
+TEST(ParamWrapper, OneExpertShardedMergeRaisesDTensorsBroadcastError) {
   for (const char* profile : {"upstream", "patched"}) {
-    RunResult r = simulate(experts(profile, 1, 3) + "train_step\ndelta_weight moe\nmerge\n");
-    EXPECT_EQ(obs_at(r, 2, 0).status, Status::Ok) << profile;
-    EXPECT_EQ(obs_at(r, 3, 1).layers[1].stored, WeightClass::Exact) << profile;
-    EXPECT_TRUE(r.findings.empty()) << profile;
+    RunResult r = simulate(experts(profile, 1, 3) + "merge\n");
+    const Observation& m = obs_at(r, 1, 0);
+    EXPECT_EQ(m.status, Status::ShapeError) << profile;
+    EXPECT_EQ(m.message,
+              "Attempting to broadcast a dimension of length 8 at -1! Mismatching argument at index 1 had torch.Size([4, 8]); "
+              "but expected shape should be broadcastable to [1, 8, 4]")
+        << profile;
   }
 }
 
