@@ -95,8 +95,9 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
   return at::stack(rows);
 }
 
-at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members) {
-  issued_.push_back({CollOp::AllGather, group, chunk.numel(), DType::F32, members});
+at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members,
+                            int64_t recorded_count) {
+  issued_.push_back({CollOp::AllGather, group, recorded_count >= 0 ? recorded_count : chunk.numel(), DType::F32, members});
   if (world_ == 1) return chunk.reshape({-1}).clone();
   at::Tensor got = announce(0, group, chunk.numel(), step, members, chunk);
   if (got.defined()) return got.reshape({-1});

@@ -54,7 +54,10 @@ class Comm {
 
   // All-gathers this rank's flat chunk of `members` (parameter indices); returns
   // world chunks concatenated in rank order.
-  at::Tensor all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members);
+  // recorded_count >= 0: the collective is recorded with that count (what torch's
+  // redistribute moves, named after `members`) while `chunk` is what travels here.
+  at::Tensor all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members,
+                        int64_t recorded_count = -1);
   // Reduce-scatter with AVG over a flat buffer of world equal segments: allreduce(SUM),
   // keep this rank's segment, divide by world (gloo 1.13 has no reduce_scatter, no AVG).
   at::Tensor reduce_scatter_avg(const at::Tensor& flat, int group, int step, const std::vector<int>& members);

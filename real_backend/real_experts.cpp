@@ -41,17 +41,20 @@ at::Tensor RealRank::gather_full(int p) {
 }
 
 // lora/layer.py::ParamWrapper.get_delta_weight on whatever lora_A / lora_B the
-// registry holds. It reads lora_A[a].weight without calling the module, so no
-// FSDP hook gathers it (#3080):
+// registry holds. It reads lora_A[a].weight without calling the module; under
+// FSDP2 (torch 2.13) a sharded group hands it DTensors, so:
 // - U registered, an adapter no group manages, or world 1: the full tensors;
-// - a shard with E == 1 or delta_weight_gather on: A, then B, all-gathered;
-// - a shard otherwise: libtorch's reshape / einsum on this rank's unpadded
-//   rows, which raises (shape_error with its text) unless a size-1 dimension
-//   broadcasts, and then gives a delta of the wrong shape and values.
+// - delta_weight_gather on (the fix #3102 proposed): A, then B, all-gathered;
+// - E == 1: Linear's path (see one_expert_delta);
+// - a shard otherwise: A.reshape(E, -1, in) of a Shard(0) A raises when E does
+//   not divide over the mesh (r > 1); else the einsum redistributes A (one
+//   all-gather of A) and gives the delta's columns of this rank's rows of B,
+//   exact; a merge's `param.data += delta` redistributes the delta into W's
+//   Shard(0) (one all-gather named after W, the size of W's shard).
 // Returns what merge adds to the registered weight: the whole delta, or this
 // rank's padded chunk of experts when W's shard is registered. *value: the
-// delta against the per-expert computation on the same full A and B.
-at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value) {
+// delta against the per-expert computation on the same A and B.
+at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, bool merge) {
   at::NoGradGuard ng;
   const LayerSpec& ls = layout_->layers[layer];
   const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
@@ -60,38 +63,103 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value) {
   auto holds_shard = [&](int p) {
     return layout_->params[p].group >= 0 && registered(p).unsafeGetTensorImpl() == params_[p].s.unsafeGetTensorImpl();
   };
+  if (ls.experts == 1) return one_expert_delta(layer, adapter, value, merge, holds_shard(pa) && world > 1);
+  auto chunk_of_w = [&](const at::Tensor& d) {
+    if (!holds_shard(pw)) return d;
+    const ParamSpec& ws = layout_->params[pw];
+    at::Tensor padded = at::zeros(param_shape(*layout_, ws, world * ws.chunk_rows));
+    padded.narrow(0, 0, ws.rows).copy_(d);
+    return padded.narrow(0, comm_->rank() * ws.chunk_rows, ws.chunk_rows);
+  };
+  auto classify = [&](const at::Tensor& d, const at::Tensor& a, const at::Tensor& b) {
+    if (!value) return;
+    at::Tensor check = experts_delta_per_expert(a, b, ls.experts) * scale;
+    bool same = d.sizes() == check.sizes() && at::allclose(d, check, 1e-4, 1e-6);
+    *value = same ? WeightClass::Exact : WeightClass::Corrupt;
+  };
   at::Tensor a, b;
   if (!holds_shard(pa) || world == 1) {
     a = registered(pa);
     b = registered(pb);
-  } else if (ls.experts == 1 || layout_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
+  } else if (layout_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
     a = gather_full(pa);
     b = gather_full(pb);
   } else {
-    auto local = [&](int p) {
-      return params_[p].s.narrow(0, 0, layout_->params[p].local_rows(comm_->rank()));
-    };
-    at::Tensor d;
-    try {
-      d = experts_einsum(local(pa), local(pb), ls.experts) * scale;
-    } catch (const std::exception& e) {
-      throw OpError(Status::ShapeError, first_line(e.what()));
+    const int64_t E = ls.experts, r = layout_->adapters[adapter].r;
+    // torch 2.13 distributed/tensor/_ops/_view_ops.py::_ViewShardingPropagator._analyze_split:
+    // libtorch 1.13 has no DTensor, so this text is written by fsdpsim (torch 2.13's words).
+    if (E % world != 0 && r > 1)
+      throw OpError(Status::Exception, "RuntimeError: Cannot unflatten unevenly sharded tensor: output dimension 0 (size " +
+                                           std::to_string(E) + ") is not evenly divisible by mesh dimension 0 (size " +
+                                           std::to_string(world) + "). Please redistribute the tensor before this operation.");
+    a = gather_full(pa);  // the einsum's redistribution of A
+    const ParamSpec& bs = layout_->params[pb];
+    const int64_t in = a.size(1), rows_b = bs.local_rows(comm_->rank());
+    b = params_[pb].s.narrow(0, 0, rows_b);
+    // The delta's columns for this rank's rows of B (out): (E, in, rows_b).
+    at::Tensor cols = rows_b == 0 ? at::zeros({E, in, 0}) : experts_einsum(a, b, E) * scale;
+    if (!merge) {
+      classify(cols, a, b);
+      return cols;
     }
-    // Computed from this rank's rows of A only: never the layer's delta.
-    if (value) *value = WeightClass::Corrupt;
-    return d;
+    // `param.data += delta`: the delta's Shard(out) -> W's Shard(0), one all-gather named after W
+    // (recorded with W's shard size); what travels here is each rank's padded columns.
+    const ParamSpec& ws = layout_->params[pw];
+    at::Tensor mine = at::zeros({E, in, bs.chunk_rows});
+    mine.narrow(2, 0, rows_b).copy_(cols);
+    at::Tensor all = comm_->all_gather(mine.reshape({-1}), ws.group, step_, {pw}, ws.chunk_numel());
+    std::vector<at::Tensor> parts;
+    for (int j = 0; j < world; ++j)
+      parts.push_back(all.narrow(0, j * mine.numel(), mine.numel()).view({E, in, bs.chunk_rows}).narrow(2, 0, bs.local_rows(j)));
+    return chunk_of_w(at::cat(parts, 2));
   }
   at::Tensor d = experts_einsum(a, b, ls.experts) * scale;
-  if (value) {
-    at::Tensor check = experts_delta_per_expert(a, b, ls.experts) * scale;
-    bool same = d.sizes() == check.sizes() && at::allclose(d, check, 1e-4, 1e-6);
-    *value = same ? WeightClass::Exact : WeightClass::Corrupt;
+  classify(d, a, b);
+  return chunk_of_w(d);
+}
+
+// peft 0.21.2 lora/layer.py::ParamWrapper.get_delta_weight with num_experts == 1
+// takes Linear.get_delta_weight: B @ A, shape (out, in), for a weight stored
+// (1, in, out) (is_transposed). On a shard the matmul redistributes A (one
+// all-gather of A). The delta_weight op returns that delta: never the layer's.
+// A merge adds it where the shapes broadcast (out == in, or a size-1 side): a
+// delta of its own, taken back by unmerge; else torch's broadcast error.
+at::Tensor RealRank::one_expert_delta(int layer, int adapter, WeightClass* value, bool merge, bool dtensor) {
+  const LayerSpec& ls = layout_->layers[layer];
+  const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
+  const float scale = lora_scaling(*layout_, adapter);
+  at::Tensor a, b;
+  if (dtensor) {
+    a = gather_full(pa);
+    b = params_[pb].s.narrow(0, 0, layout_->params[pb].local_rows(comm_->rank()));
+  } else {
+    a = registered(pa);
+    b = registered(pb);
   }
-  if (!holds_shard(pw)) return d;
-  const ParamSpec& ws = layout_->params[pw];
-  at::Tensor padded = at::zeros(param_shape(*layout_, ws, world * ws.chunk_rows));
-  padded.narrow(0, 0, ws.rows).copy_(d);
-  return padded.narrow(0, comm_->rank() * ws.chunk_rows, ws.chunk_rows);
+  at::Tensor d = at::matmul(b, a) * scale;  // (rows of B, in)
+  if (value) *value = WeightClass::Corrupt;
+  if (!merge) return d;
+  const int64_t in = ls.in, out = ls.out;
+  at::Tensor w = registered(pw);
+  if (out != in && out != 1 && in != 1) {
+    // torch 2.13 distributed/tensor/_ops/utils.py::infer_broadcast_dims_map: libtorch 1.13 has no
+    // DTensor, so this text is written by fsdpsim (torch 2.13's words).
+    if (dtensor)
+      throw OpError(Status::ShapeError, "Attempting to broadcast a dimension of length " + std::to_string(in) +
+                                            " at -1! Mismatching argument at index 1 had torch.Size([" + std::to_string(out) +
+                                            ", " + std::to_string(in) + "]); but expected shape should be broadcastable to [1, " +
+                                            std::to_string(in) + ", " + std::to_string(out) + "]");
+    return d;  // W.data += delta: libtorch's own broadcast error (apply_delta)
+  }
+  // The rank holding the expert adds its rows of the delta laid out as the weight.
+  at::Tensor add = at::zeros(w.sizes());
+  if (w.size(0) > 0 && (!dtensor || layout_->params[pw].local_rows(comm_->rank()) > 0)) {
+    at::Tensor full = at::zeros({out, in});
+    if (dtensor) full.narrow(0, comm_->rank() * layout_->params[pb].chunk_rows, d.size(0)).copy_(d);
+    else full.copy_(d);
+    add.narrow(0, 0, 1).copy_(full.reshape({1, in, out}));
+  }
+  return add;
 }
 
 // ParamWrapper.forward -> _activate_lora: while the module runs, the parameter
@@ -107,8 +175,15 @@ at::Tensor RealRank::experts_forward(int layer, const at::Tensor& h) {
     for (size_t a = 0; a < layout_->adapters.size(); ++a) {
       if (!((layer_active_[layer] >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
       try {
-        w = w + experts_einsum(registered(ls.lora_a[a]), registered(ls.lora_b[a]), ls.experts) *
-                    lora_scaling(*layout_, static_cast<int>(a));
+        const float scale = lora_scaling(*layout_, static_cast<int>(a));
+        if (ls.experts == 1) {
+          // _activate_lora with E == 1: W (1, in, out) + Linear's (out, in) delta; broadcasts only
+          // when out == in or a side is 1 (then the delta laid out as the weight), else torch's error.
+          at::Tensor d = at::matmul(registered(ls.lora_b[a]), registered(ls.lora_a[a])) * scale;
+          w = (ls.out == ls.in || ls.out == 1 || ls.in == 1) ? w + d.reshape(w.sizes()) : w + d;
+          continue;
+        }
+        w = w + experts_einsum(registered(ls.lora_a[a]), registered(ls.lora_b[a]), ls.experts) * scale;
       } catch (const c10::Error& e) {
         throw OpError(Status::ShapeError, first_line(e.what()));
       }

@@ -15,7 +15,7 @@ namespace fsdpsim::real {
 at::Tensor RealRank::delta(int layer, int adapter) {
   at::NoGradGuard ng;
   const LayerSpec& ls = layout_->layers[layer];
-  if (ls.experts > 0) return experts_delta(layer, adapter, nullptr);
+  if (ls.experts > 0) return experts_delta(layer, adapter, nullptr, true);
   int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   float scale = lora_scaling(*layout_, adapter);
   const ParamSpec& a_spec = layout_->params[pa];

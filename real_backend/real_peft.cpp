@@ -194,7 +194,7 @@ void RealRank::op_delta_weight(int layer) {
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (!((layer_active_[layer] >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
     WeightClass value = WeightClass::Exact;  // Linear: B @ A on whatever is registered
-    if (ls.experts > 0) experts_delta(layer, static_cast<int>(a), &value);
+    if (ls.experts > 0) experts_delta(layer, static_cast<int>(a), &value, false);
     else delta(layer, static_cast<int>(a));
     deltas_.push_back({layout_->adapters[a].name, value});
   }

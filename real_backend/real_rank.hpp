@@ -69,7 +69,8 @@ class RealRank {
   at::Tensor delta(int layer, int adapter);
   void apply_delta(int layer, const at::Tensor& d, bool add);
   // --- ParamWrapper (experts) layers (real_experts.cpp) ---
-  at::Tensor experts_delta(int layer, int adapter, WeightClass* value);
+  at::Tensor experts_delta(int layer, int adapter, WeightClass* value, bool merge);
+  at::Tensor one_expert_delta(int layer, int adapter, WeightClass* value, bool merge, bool dtensor);
   at::Tensor experts_forward(int layer, const at::Tensor& h);
   at::Tensor gather_full(int p);
   void layer_merge(int layer, int adapter);
