@@ -77,15 +77,25 @@ def grads_received(sess):
 
 def shard_objects(sess):
     """(name, S) of every adapter parameter: FSDP's sharded parameter where a
-    group manages it, else the plain registered tensor."""
-    seen = set()
-    for name, fp in sess.fsdp_param.items():
-        if ".lora_" in name and is_present(sess, name):
-            seen.add(name)
-            yield name, fp.sharded_param
+    group manages the module the layer holds now, else the plain registered
+    tensor (an adapter deleted and added again is a new module FSDP never saw;
+    its old FSDPParam still exists, on the deleted module)."""
     for name, p in sess.named_adapter_params():
-        if name not in seen and name not in sess.fsdp_param:
-            yield name, p
+        fp = managed(sess, name)
+        yield name, (fp.sharded_param if fp is not None else p)
+
+
+def managed(sess, name):
+    """The FSDPParam of `name` if it manages the module the layer holds now."""
+    fp = sess.fsdp_param.get(name)
+    if fp is None:
+        return None
+    layer, kind, adapter = name.split(".") if ".lora_" in name else (None, None, None)
+    if layer is not None:
+        container = getattr(sess.layer(layer), kind, {})
+        if adapter not in container or container[adapter] is not fp._module_info.module:
+            return None
+    return fp
 
 
 def is_present(sess, name):
@@ -146,7 +156,7 @@ def _local(sess, op, step, grads):
     o["groups"] = groups
     params = []
     for name, s in sorted(shard_objects(sess), key=lambda x: param_sort_key(sess)(x[0])):
-        fp = sess.fsdp_param.get(name)
+        fp = managed(sess, name)
         rg_u = None
         if fp is not None and hasattr(fp, "_unsharded_param"):
             rg_u = bool(fp._unsharded_param.requires_grad)
@@ -172,8 +182,9 @@ def _local(sess, op, step, grads):
         if reg is not fp.sharded_param and reg is not None:
             values["u"][name] = flat(reg)
     for name, p in sess.named_adapter_params():
-        if name not in sess.fsdp_param:
+        if managed(sess, name) is None:  # unmanaged, or re-added over a deleted managed one
             values["s"][name] = flat(p)
+            values["u"].pop(name, None)
     o["layers"] = layers
     o["collectives"] = []
     if op.kind == "delta_weight" and getattr(sess, "deltas", None) is not None:
@@ -194,7 +205,7 @@ def _local(sess, op, step, grads):
         sess.reload_expect = None
     owners = {}
     for name, fp in sess.fsdp_param.items():
-        if ".lora_" in name and not is_present(sess, name):
+        if ".lora_" in name and managed(sess, name) is None:
             continue
         owner = name.split(".")[-1] if ".lora_" in name else "base"
         t = local_of(fp.sharded_param)
@@ -202,7 +213,7 @@ def _local(sess, op, step, grads):
         owners[owner] = owners.get(owner, 0) + b
     for n, p in sess.named_cache:
         name = model_name(n)
-        if name in sess.fsdp_param:
+        if managed(sess, name) is not None:
             continue
         # not managed by FSDP (everything before prepare, adapters added later): held whole
         owner = name.split(".")[-1] if ".lora_" in name else "base"
