@@ -61,11 +61,20 @@ def delta_of(A, B, wshape):
     return torch.einsum("ore,eri->eio", b, a)
 
 
-def _close(d, s, scale):
-    return bool((d - s).abs().max() <= 1e-4 * scale + 2e-6) if d.numel() else True
+# bf16 keeps 8 bits of mantissa: a merged bf16 weight is W0 + delta rounded to that
+# (PEFT notes the bf16 round trip is not exact); fp32 keeps the real backend's tolerance.
+RELATIVE = {"fp32": 1e-4, "bf16": 1e-2}
 
 
-def classify(d, merged, deltas):
+def _close(d, s, scale, dtype="fp32", magnitude=0.0):
+    if not d.numel():
+        return True
+    if dtype == "bf16":
+        return bool((d - s).abs().max() <= RELATIVE["bf16"] * (scale + magnitude) + 2e-6)
+    return bool((d - s).abs().max() <= RELATIVE["fp32"] * scale + 2e-6)
+
+
+def classify(d, merged, deltas, dtype="fp32", magnitude=0.0):
     names = list(deltas)
     want = {n for n in names if n in merged}
 
@@ -76,12 +85,12 @@ def classify(d, merged, deltas):
         return s
 
     scale = max([float(x.abs().max()) for x in deltas.values() if x.numel()] + [0.0])
-    if _close(d, total(want), scale):
+    if _close(d, total(want), scale, dtype, magnitude):
         return "exact"
     missing = extra = False
     for m in range(1 << len(names)):
         sub = {names[i] for i in range(len(names)) if (m >> i) & 1}
-        if sub == want or not _close(d, total(sub), scale):
+        if sub == want or not _close(d, total(sub), scale, dtype, magnitude):
             continue
         if sub <= want:
             missing = True
@@ -131,10 +140,12 @@ def judge_layers(o, r, world, init, vals):
 
         merged = set(lo["merged"])
         ds = deltas_for(False)
-        lo["stored"] = classify(s_local - w0[rows], merged, {a: d[rows] for a, d in ds.items()})
+        dtype = init[r].get("dtype", "fp32")
+        mag = float(w0.abs().max()) if w0.numel() else 0.0
+        lo["stored"] = classify(s_local - w0[rows], merged, {a: d[rows] for a, d in ds.items()}, dtype, mag)
         if wname in mine["u"]:
             u = vec(mine["u"][wname]).reshape(wshape)
-            lo["registered"] = classify(u - w0, merged, deltas_for(True))
+            lo["registered"] = classify(u - w0, merged, deltas_for(True), dtype, mag)
         else:
             lo["registered"] = lo["stored"]
 
@@ -166,5 +177,6 @@ def judge_deltas(o, r, world, init, vals):
             n, start = _chunk_rows(want.shape[dim], world, r)
             want = want.narrow(dim, start, n)
         ok = got.numel() == want.numel() and _close(got.reshape(-1), want.reshape(-1),
-                                                   float(want.abs().max()) if want.numel() else 0.0)
+                                                   float(want.abs().max()) if want.numel() else 0.0,
+                                                   init[r].get("dtype", "fp32"))
         o["deltas"][a] = "exact" if ok else "corrupt"

@@ -68,7 +68,7 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
         if not name.endswith(".bias"):
             init["s"][name] = observe.flat(fp.sharded_param)
     w0 = {l: observe.flat(t) for l, t in sess.w0.items()}
-    chan.send({"t": "init", "values": init, "w0": w0, "scaling": {
+    chan.send({"t": "init", "values": init, "w0": w0, "dtype": scen.dtype, "scaling": {
         a.name: a.alpha / a.r for a in scen.adapters}, "shapes": shapes_of(scen)})
     for i, op in enumerate(ops):
         if not op.runs_on(rank):
