@@ -157,7 +157,7 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           auto value = [&](int p, bool registered) -> Mat {
             const ParamSpec& ps = layout.params[p];
             if (registered && rep.u_registered[p]) return rep.u_values[p];
-            if (ps.group < 0)  // a meta parameter reports no values
+            if (ps.group < 0 || rep.whole[p])  // a meta parameter reports no values
               return rep.s_values[p].empty() ? Mat(static_cast<size_t>(ps.rows * ps.cols), 0.0f) : rep.s_values[p];
             std::vector<const Mat*> chunks;
             for (int j = 0; j < world; ++j) chunks.push_back(j == r ? &rep.s_values[p] : &view_of(j, r, ri).s_values[p]);

@@ -139,6 +139,7 @@ void write_report(std::string& out, const RankReport& r) {
   for (size_t i = 0; i < r.present.size(); ++i) {
     w.i64(r.present[i]);
     w.i64(r.u_registered[i]);
+    w.i64(r.whole[i]);
     w.floats(r.s_values[i]);
     w.floats(r.u_values[i]);
   }
@@ -209,11 +210,13 @@ bool read_report(const std::string& in, size_t* pos, RankReport* r) {
   size_t n = static_cast<size_t>(std::max<int64_t>(0, rd.i64()));
   r->present.resize(n);
   r->u_registered.resize(n);
+  r->whole.resize(n);
   r->s_values.resize(n);
   r->u_values.resize(n);
   for (size_t i = 0; i < n && rd.ok; ++i) {
     r->present[i] = static_cast<uint8_t>(rd.i64());
     r->u_registered[i] = static_cast<uint8_t>(rd.i64());
+    r->whole[i] = static_cast<uint8_t>(rd.i64());
     r->s_values[i] = rd.floats();
     r->u_values[i] = rd.floats();
   }

@@ -34,6 +34,7 @@ struct RankReport {
   std::vector<OwnerBytes> peak_unsharded;     // at the op's peak
   std::vector<uint8_t> present;               // per param: in the module tree
   std::vector<uint8_t> u_registered;          // per param: the module holds U now
+  std::vector<uint8_t> whole;                 // per param: S is a whole unmanaged tensor under a managed name (a re-add)
   std::vector<std::vector<float>> s_values;   // per param: this rank's S (padded chunk, or full when unmanaged)
   std::vector<std::vector<float>> u_values;   // per param: U's values when registered, else empty
 };

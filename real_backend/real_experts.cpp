@@ -61,7 +61,7 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
   const int world = layout_->world;
   const float scale = lora_scaling(*layout_, adapter);
   auto holds_shard = [&](int p) {
-    return layout_->params[p].group >= 0 && registered(p).unsafeGetTensorImpl() == params_[p].s.unsafeGetTensorImpl();
+    return group_of(p) >= 0 && registered(p).unsafeGetTensorImpl() == params_[p].s.unsafeGetTensorImpl();
   };
   if (ls.experts == 1) return one_expert_delta(layer, adapter, value, merge, holds_shard(pa) && world > 1);
   auto chunk_of_w = [&](const at::Tensor& d) {

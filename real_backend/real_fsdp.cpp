@@ -15,7 +15,7 @@ namespace fsdpsim::real {
 at::Tensor RealRank::all_gather_group(int g) {
   const GroupSpec& gs = layout_->groups[g];
   std::vector<at::Tensor> flat;
-  for (int p : gs.params) flat.push_back(params_[p].s.reshape({-1}));
+  for (int p : gs.params) flat.push_back(fsdp_param(p).s.reshape({-1}));  // a ghost packs the deleted module's shard
   // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.unshard / wait_for_unshard: world_size == 1
   // initialises U from the shards directly, no all-gather.
   return layout_->world == 1 ? at::cat(flat) : comm_->all_gather(at::cat(flat), g, step_, gs.params);
@@ -38,7 +38,7 @@ void RealRank::unshard(int g) {
     for (int r = 0; r < world; ++r) chunks.push_back(gathered.narrow(0, r * gs.numel + offset, ps.chunk_numel()));
     offset += ps.chunk_numel();
     at::Tensor full = at::cat(chunks).narrow(0, 0, ps.rows * ps.cols);
-    RealParam& rp = params_[p];
+    RealParam& rp = fsdp_param(p);
     if (!rp.u.defined()) {
       // _fsdp_param.py::FSDPParam.init_unsharded_param: created with S's requires_grad.
       rp.u = at::empty(param_shape(*layout_, ps, ps.rows)).requires_grad_(rp.s.requires_grad());
@@ -47,7 +47,7 @@ void RealRank::unshard(int g) {
     }
     // Like FSDP2's copy-out, refill U without bumping its autograd version.
     rp.u.variable_data().copy_(full.view(rp.u.sizes()));
-    if (registry_[p].defined()) registry_[p] = rp.u;
+    if (registry_[p].defined() && !detached_[p]) registry_[p] = rp.u;
   }
   unsharded_[g] = 1;
   note_unsharded_peak();
@@ -59,7 +59,7 @@ void RealRank::unshard(int g) {
 void RealRank::to_sharded(int g) {
   if (!unsharded_[g]) return;
   for (int p : layout_->groups[g].params)
-    if (registry_[p].defined()) registry_[p] = params_[p].s;
+    if (registry_[p].defined() && !detached_[p]) registry_[p] = params_[p].s;
   unsharded_[g] = 0;
 }
 
@@ -88,7 +88,7 @@ void RealRank::post_backward(int g) {
   std::vector<int> with_grad;
   std::vector<at::Tensor> grads;
   for (int p : gs.params) {
-    RealParam& rp = params_[p];
+    RealParam& rp = fsdp_param(p);
     if (!rp.u.defined() || !rp.u.grad().defined()) continue;
     with_grad.push_back(p);
     grads.push_back(rp.u.grad().detach().clone());
@@ -111,9 +111,9 @@ void RealRank::post_backward(int g) {
   int64_t offset = 0;
   for (int p : with_grad) {
     const ParamSpec& ps = layout_->params[p];
-    at::Tensor part = mine.narrow(0, offset, ps.chunk_numel()).view(params_[p].s.sizes()).clone();
+    at::Tensor part = mine.narrow(0, offset, ps.chunk_numel()).view(fsdp_param(p).s.sizes()).clone();
     offset += ps.chunk_numel();
-    at::Tensor& sg = params_[p].s.mutable_grad();
+    at::Tensor& sg = fsdp_param(p).s.mutable_grad();
     if (sg.defined()) sg.add_(part);
     else sg = part;
     if (ps.adapter >= 0) grads_ |= 1u << ps.adapter;
@@ -221,7 +221,7 @@ void RealRank::op_backward() {
   // Unmanaged leaves (adapters added after fully_shard) get their grad from autograd directly.
   std::vector<std::pair<at::TensorImpl*, int64_t>> before(params_.size(), {nullptr, -1});
   for (size_t p = 0; p < params_.size(); ++p) {
-    if (layout_->params[p].group >= 0 || !params_[p].s.defined()) continue;
+    if (group_of(static_cast<int>(p)) >= 0 || !params_[p].s.defined()) continue;
     const at::Tensor& gr = params_[p].s.grad();
     if (gr.defined()) before[p] = {gr.unsafeGetTensorImpl(), gr._version()};
   }
@@ -233,7 +233,7 @@ void RealRank::op_backward() {
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
     if (!out_rg_[g] || unsharded_[g]) continue;
     for (int p : layout_->groups[g].params)
-      if (params_[p].u.defined() && params_[p].u.requires_grad() != params_[p].s.requires_grad())
+      if (!detached_[p] && params_[p].u.defined() && params_[p].u.requires_grad() != params_[p].s.requires_grad())
         params_[p].u.requires_grad_(params_[p].s.requires_grad());
   }
   fired_.clear();
@@ -280,7 +280,7 @@ void RealRank::op_backward() {
     }
   }
   for (size_t p = 0; p < params_.size(); ++p) {
-    if (layout_->params[p].group >= 0 || !params_[p].s.defined()) continue;
+    if (group_of(static_cast<int>(p)) >= 0 || !params_[p].s.defined()) continue;
     const at::Tensor& gr = params_[p].s.grad();
     if (!gr.defined()) continue;
     bool fresh = before[p].first != gr.unsafeGetTensorImpl() || before[p].second != gr._version();

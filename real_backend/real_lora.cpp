@@ -20,7 +20,7 @@ at::Tensor RealRank::delta(int layer, int adapter) {
   float scale = lora_scaling(*layout_, adapter);
   const ParamSpec& a_spec = layout_->params[pa];
   bool w_sharded = !unsharded_[layout_->params[pw].group];
-  bool a_managed = a_spec.group >= 0;
+  bool a_managed = group_of(pa) >= 0;
   if (a_managed && !unsharded_[a_spec.group]) {
     return at::matmul(params_[pb].s, gather_full(pa)) * scale;  // B's rows line up with W's shard
   }

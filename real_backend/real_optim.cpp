@@ -33,7 +33,7 @@ void RealRank::op_step() {
   at::NoGradGuard ng;
   for (size_t i = 0; i < optimizer_.size(); ++i) {
     const int p = optimizer_[i];
-    RealParam& rp = params_[p];
+    RealParam& rp = fsdp_param(p);  // torch/optim/adamw.py::AdamW.step: a ghost shard it holds is stepped too
     if (!optimizer_objects_[i].is_same(rp.s)) continue;
     const at::Tensor& g = rp.s.grad();
     if (!g.defined()) continue;
@@ -54,10 +54,11 @@ void RealRank::op_step() {
 
 // Every shard's grad set to None (the seed repro's loop), and U's.
 void RealRank::op_zero_grad() {
-  for (auto& rp : params_) {
-    if (rp.s.defined() && rp.s.grad().defined()) rp.s.mutable_grad().reset();
-    if (rp.u.defined() && rp.u.grad().defined()) rp.u.mutable_grad().reset();
-  }
+  for (auto* v : {&params_, &ghost_})
+    for (auto& rp : *v) {
+      if (rp.s.defined() && rp.s.grad().defined()) rp.s.mutable_grad().reset();
+      if (rp.u.defined() && rp.u.grad().defined()) rp.u.mutable_grad().reset();
+    }
 }
 
 // Optimizer objects not among model.named_parameters() now, compared by identity.

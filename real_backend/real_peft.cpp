@@ -225,12 +225,12 @@ void RealRank::op_save_adapters(const Op& op) {
     const ParamSpec& ps = layout_->params[p];
     if (ps.adapter < 0 || !((names >> ps.adapter) & 1) || !registry_[p].defined()) continue;
     const at::Tensor& sv = params_[p].s;
-    const bool local = !gather && ps.group >= 0 && world > 1;
+    const bool local = !gather && group_of(static_cast<int>(p)) >= 0 && world > 1;
     // With the gather (DCP full_state_dict) every rank all-gathers each managed
     // tensor; the file holds the full values.
     // (local: the unpadded rows of this rank's padded chunk, FSDPParam._sharded_param_data)
     at::Tensor mine = local ? sv.detach().narrow(0, 0, ps.local_rows(rank))
-                      : (gather && ps.group >= 0) ? gather_full(static_cast<int>(p))
+                      : (gather && group_of(static_cast<int>(p)) >= 0) ? gather_full(static_cast<int>(p))
                                                   : sv.detach();
     saved_obs_.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].place)});
     saved_values_[p] = sv.detach().clone();
@@ -279,7 +279,7 @@ void RealRank::op_load_adapters() {
       at::Tensor v;
       if (!local_file(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
         v = saved_file_[p];
-        if (ps.group >= 0 && world > 1) {
+        if (group_of(static_cast<int>(p)) >= 0 && world > 1) {
           at::Tensor flat = v.contiguous().reshape({-1});
           v = chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);
         }

@@ -80,7 +80,16 @@ void RealRank::create_adapter(int adapter, bool load) {
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     const LayerSpec& ls = layout_->layers[l];
     if (ls.lora_a[adapter] < 0) continue;
-    for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) create_param(p, initial_values(*layout_, seed_, p, load));
+    for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
+      // peft tuners/lora/layer.py::LoraLayer.update_layer: a new module; after fully_shard over a managed
+      // name the group keeps the deleted one's FSDPParam (torch _fsdp_init.py::_get_managed_states).
+      if (prepared_ && layout_->params[p].group >= 0 && !detached_[p]) {
+        ghost_[p] = std::move(params_[p]);
+        params_[p] = RealParam{};
+        detached_[p] = 1;
+      }
+      create_param(p, initial_values(*layout_, seed_, p, load));
+    }
     move_adapter_to_device_of_base_layer(static_cast<int>(l), adapter);
   }
   for (const auto& ls : layout_->layers) {
@@ -88,13 +97,6 @@ void RealRank::create_adapter(int adapter, bool load) {
     for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
       if (layout_->autocast_adapter_dtype && params_[p].place.scalar_type() == at::kBFloat16)
         place_param(p, params_[p].place.is_meta(), at::kFloat);
-      // A wrapped adapter deleted and added again after prepare: its name is
-      // still in an FSDP group, which goes on gathering that name's shard (as the model does).
-      if (!prepared_ || layout_->params[p].group < 0 || params_[p].s.is_meta()) continue;
-      at::Tensor full = params_[p].s.detach().contiguous().reshape({-1});
-      params_[p].s = chunk_of(std::vector<float>(full.data_ptr<float>(), full.data_ptr<float>() + full.numel()), layout_->params[p]);
-      params_[p].place = params_[p].s.detach().to(params_[p].place.scalar_type());
-      registry_[p] = params_[p].s;
     }
   }
 }
@@ -126,7 +128,7 @@ void RealRank::prepare_model() {
   for (size_t p = 0; p < n; ++p) {
     const ParamSpec& ps = layout_->params[p];
     RealParam& rp = params_[p];
-    if (ps.group < 0 || !registry_[p].defined()) continue;
+    if (group_of(static_cast<int>(p)) < 0 || !registry_[p].defined()) continue;
     at::Tensor full = rp.s.detach().contiguous().reshape({-1});
     std::vector<float> v(full.data_ptr<float>(), full.data_ptr<float>() + full.numel());
     const bool rg = rp.s.requires_grad();
@@ -146,7 +148,7 @@ void RealRank::note_unsharded_peak() {
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
     if (!unsharded_[g] && !pending_[g].defined()) continue;  // a prefetched all-gather output is alive too
     for (int p : layout_->groups[g].params) {
-      const RealParam& rp = params_[p];
+      const RealParam& rp = detached_[p] ? ghost_[p] : params_[p];  // the group's all-gather output holds the ghost's rows
       if (!rp.u.defined()) continue;
       int64_t b = rp.s.numel() * layout_->world * static_cast<int64_t>(rp.u.element_size());
       int a = layout_->params[p].adapter;

@@ -54,6 +54,8 @@ void RealRank::reset() {
   const size_t n = layout_->params.size();
   params_.assign(n, RealParam{});
   registry_.assign(n, at::Tensor());
+  detached_.assign(n, 0);
+  ghost_.assign(n, RealParam{});
   unsharded_.assign(layout_->groups.size(), 0);
   out_rg_.assign(layout_->groups.size(), 0);
   in_rg_.assign(layout_->groups.size(), 0);
@@ -194,6 +196,7 @@ RankReport RealRank::report(const Op& op, int step) {
   const size_t n = layout_->params.size();
   r.present.assign(n, 0);
   r.u_registered.assign(n, 0);
+  r.whole.assign(n, 0);
   r.s_values.assign(n, {});
   r.u_values.assign(n, {});
   for (size_t p = 0; p < n; ++p) {
@@ -212,6 +215,7 @@ RankReport RealRank::report(const Op& op, int step) {
     }
     bool holds_u = present && rp.u.defined() && registry_[p].unsafeGetTensorImpl() == rp.u.unsafeGetTensorImpl();
     r.u_registered[p] = holds_u;
+    r.whole[p] = detached_[p];
     if (holds_u) {
       at::Tensor u = rp.u.detach().contiguous();
       r.u_values[p].assign(u.data_ptr<float>(), u.data_ptr<float>() + u.numel());
@@ -219,7 +223,7 @@ RankReport RealRank::report(const Op& op, int step) {
     if (ps.adapter < 0 || !present) continue;
     ParamObs po;
     po.name = ps.name;
-    po.group = ps.group >= 0 && prepared_ ? layout_->groups[ps.group].name : "";
+    po.group = group_of(static_cast<int>(p)) >= 0 && prepared_ ? layout_->groups[ps.group].name : "";
     po.rg_s = rp.s.requires_grad();
     po.rg_u = rp.u.defined() ? static_cast<int8_t>(rp.u.requires_grad()) : int8_t{-1};
     po.device = rp.place.is_meta() ? Device::Meta : Device::Cpu;

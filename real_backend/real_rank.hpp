@@ -65,6 +65,10 @@ class RealRank {
   void reshard_all();
   void set_registered_rg(int p, bool v);
   const at::Tensor& registered(int p) const { return registry_[p]; }
+  // The group managing the registered object (-1: none; a re-added adapter's new module).
+  int group_of(int p) const { return detached_[p] ? -1 : layout_->params[p].group; }
+  // The FSDPParam group g holds under p's name: the deleted module's (the ghost) after a re-add.
+  RealParam& fsdp_param(int p) { return detached_[p] ? ghost_[p] : params_[p]; }
   // --- LoRA layers and PEFT ops (real_lora.cpp, real_peft.cpp) ---
   at::Tensor delta(int layer, int adapter);
   void apply_delta(int layer, const at::Tensor& d, bool add);
@@ -124,6 +128,11 @@ class RealRank {
   int step_ = 0;
   std::vector<RealParam> params_;
   std::vector<at::Tensor> registry_;      // module._parameters: what each name holds now (undefined: absent)
+  // Re-added after fully_shard over a managed name: params_[p] is the new unmanaged module's leaf
+  // (peft tuners/lora/layer.py::LoraLayer.update_layer); ghost_[p] the deleted one's FSDPParam, which
+  // its group keeps gathering (torch _fsdp_init.py::_get_managed_states ran at fully_shard).
+  std::vector<uint8_t> detached_;
+  std::vector<RealParam> ghost_;
   std::vector<uint8_t> unsharded_;        // per group: the FSDPParamGroup's sharded_state
   bool prepared_ = false;                 // fully_shard and accelerate's prepare have run
   int64_t peak_total_ = -1;               // this op's largest bytes of live U copies, per owner below

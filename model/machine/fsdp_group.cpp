@@ -22,7 +22,9 @@ void RankModel::issue_all_gather(int g) {
     colls_.push_back(c);
     for (int p : gi.params) {
       digests_.push_back(digest_of(p));
-      gathered_versions_.push_back(holds_rows(p, rank_) ? st_.params[p].ver_s : kNoRows);
+      const bool rows = local_rows(topo_->params[p].dim0, topo_->world, rank_) > 0;
+      const ParamState& ps = st_.params[p];  // a ghost packs the deleted module's shard (torch _fsdp_param_group.py::FSDPParamGroup.unshard)
+      gathered_versions_.push_back(rows ? (ps.detached ? ps.ghost_ver : ps.ver_s) : kNoRows);
       members_.push_back(p);
     }
   }
@@ -42,6 +44,7 @@ void RankModel::unshard(int g) {
   gs.has_u = true;  // _fsdp_param.py::FSDPParam.init_unsharded_param: created once, then reused
   for (int p : gi.params) {
     ParamState& ps = st_.params[p];
+    if (ps.detached) continue;  // the ghost's U is registered nowhere (the new module holds the name)
     // _fsdp_param.py::FSDPParam.to_unsharded -> set_requires_grad_if_needed(S, U): S -> U only
     ps.rg_u = ps.rg_s;
     ps.ver_u = ps.ver_s;
@@ -128,7 +131,7 @@ void RankModel::post_backward(int g) {
   with_grad.clear();
   for (int p : gi.params) {
     ParamState& ps = st_.params[p];
-    if (gs.has_u && ps.grad_u) {
+    if (gs.has_u && ps.grad_u && !ps.detached) {
       with_grad.push_back(p);
       count += topo_->params[p].shard_numel;
       ps.grad_u = false;
@@ -171,7 +174,7 @@ void RankModel::reshard_all() {
 }
 
 bool RankModel::is_registered_u(int param) const {
-  int g = topo_->params[param].group;
+  int g = group_of(param);
   return g >= 0 && st_.groups[g].sharded == ShardedState::Unsharded;
 }
 

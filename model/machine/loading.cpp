@@ -126,7 +126,7 @@ std::vector<OwnerBytes> RankModel::sharded_bytes() const {
     const ParamState& ps = st_.params[p];
     if (!ps.present || ps.device == Device::Meta) continue;
     // Until prepare runs fully_shard every parameter is whole.
-    int64_t n = pi.group >= 0 && st_.prepared ? pi.shard_numel : static_cast<int64_t>(pi.dim0) * pi.rest;
+    int64_t n = group_of(static_cast<int>(p)) >= 0 && st_.prepared ? pi.shard_numel : static_cast<int64_t>(pi.dim0) * pi.rest;
     v[pi.adapter < 0 ? kMaxAdapters : pi.adapter] += n * dtype_bytes(ps.dtype);
   }
   return by_owner(*topo_, v);

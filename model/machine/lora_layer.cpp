@@ -36,7 +36,7 @@ uint32_t RankModel::delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const 
 uint64_t RankModel::digest_of(int param) const {
   if (!holds_rows(param, rank_)) return 0;  // only padding: contributes nothing to the gathered value
   const ParamState& ps = st_.params[param];
-  uint64_t h = (static_cast<uint64_t>(param) << 20) + ps.ver_s + 1;  // which tensor, and its values
+  uint64_t h = (static_cast<uint64_t>(param) << 20) + (ps.detached ? ps.ghost_ver : ps.ver_s) + 1;  // which tensor, and its values
   if (topo_->params[param].kind != ParamKind::Weight) return h * 2;  // only base weights carry merged deltas
   for (int a = 0; a < topo_->n_adapters(); ++a) h = h * 131 + static_cast<uint64_t>(ps.w_s.coeff[a] + 2) * 7919 + ps.w_s.ver[a];
   return h * 2 + ps.w_s.corrupt;
@@ -47,6 +47,7 @@ uint64_t RankModel::digest_of(int param) const {
 void RankModel::mark_mixed(const CollRecord& c, int i) {
   if (c.into != CollRecord::kIntoU) return;  // a merge's mix is in its delta (apply_gathered_delta)
   ParamState& ps = st_.params[topo_->groups[c.target].params[i]];
+  if (ps.detached) return;  // the ghost's U: no module registers it
   ps.w_u.corrupt = true;
   ps.ver_u = kMixedVersion;
 }
@@ -261,7 +262,7 @@ StoredSnapshot RankModel::stored_snapshot() const {
 // FSDP2 pads dim 0 to world * chunk: a rank past the last row holds padding only.
 bool RankModel::holds_rows(int param, int rank) const {
   const ParamInfo& pi = topo_->params[param];
-  return pi.group < 0 || local_rows(pi.dim0, topo_->world, rank) > 0;
+  return group_of(param) < 0 || local_rows(pi.dim0, topo_->world, rank) > 0;
 }
 
 WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
@@ -272,7 +273,7 @@ WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vec
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     if (li.A[a] < 0) continue;
     uint32_t va = own.ver_s[li.A[a]];
-    if (topo_->params[li.A[a]].group >= 0) {  // the A every rank would contribute now, in rank order
+    if (group_of(li.A[a]) >= 0) {  // the A every rank would contribute now, in rank order
       std::vector<uint32_t> v(topo_->world, kNoRows);
       if (holds_rows(li.A[a], rank_)) v[rank_] = va;
       for (const auto& [rank, p] : peers)

@@ -33,9 +33,10 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
     if (pi.adapter < 0 || !ps.present) continue;
     ParamObs po;
     po.name = pi.name;
-    po.group = pi.group >= 0 && fsdp ? topo_->groups[pi.group].name : "";
+    const int g = group_of(static_cast<int>(p));
+    po.group = g >= 0 && fsdp ? topo_->groups[g].name : "";
     po.rg_s = ps.rg_s;
-    po.rg_u = (pi.group >= 0 && st_.groups[pi.group].has_u) ? static_cast<int8_t>(ps.rg_u) : int8_t{-1};
+    po.rg_u = (g >= 0 && st_.groups[g].has_u) ? static_cast<int8_t>(ps.rg_u) : int8_t{-1};
     po.device = ps.device;
     po.dtype = ps.dtype;
     o.params.push_back(po);

@@ -38,18 +38,23 @@ int RankModel::optimizer_missing(int* first_index) const {
 }
 
 // torch/optim AdamW.step: updates, in place, each held object that has a grad
-// (an object replaced by a re-added adapter is in no graph: no grad).
+// (an object replaced by a re-added adapter is in no graph; torch/optim/adamw.py::AdamW.step still
+// updates the ghost shard it holds when that kept a grad from before the delete).
 void RankModel::op_step() {
   for (int p : st_.optimizer) {
     ParamState& ps = st_.params[p];
-    if (ps.grad_s && !ps.recreated) ps.ver_s = (ps.ver_s + 1) & 0xffffu;
+    if (ps.detached) {
+      if (ps.ghost_grad) ps.ghost_ver = (ps.ghost_ver + 1) & 0xffffu;
+    } else if (ps.grad_s && !ps.recreated) {
+      ps.ver_s = (ps.ver_s + 1) & 0xffffu;
+    }
   }
 }
 
 // Every shard's grad set to None (what the seed repro does before each step;
 // optimizer.zero_grad(set_to_none=True) for the optimizer's own objects).
 void RankModel::op_zero_grad() {
-  for (auto& ps : st_.params) ps.grad_s = ps.grad_u = false;
+  for (auto& ps : st_.params) ps.grad_s = ps.grad_u = ps.ghost_grad = false;
 }
 
 // torch/distributed/checkpoint/state_dict.py::_get_optim_state_dict: maps each

@@ -19,7 +19,7 @@ namespace fsdpsim {
 bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
   const LayerInfo& li = topo_->layers[layer];
   const int a = li.A[adapter], b = li.B[adapter];
-  const bool sharded_read = topo_->params[a].group >= 0 && !is_registered_u(a);
+  const bool sharded_read = group_of(a) >= 0 && !is_registered_u(a);
   const CollRecord::Into into = sign != 0 ? CollRecord::kIntoShard : CollRecord::kNowhere;
   if (li.experts == 0) {
     if (sharded_read) gather_one(a, into, layer, adapter, sign);

@@ -143,8 +143,16 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
     if (li.A[adapter] < 0) continue;
     for (int p : {li.A[adapter], li.B[adapter]}) {
       ParamState& ps = st_.params[p];
+      // peft tuners/lora/layer.py::LoraLayer.update_layer: a new nn.Linear; torch _fsdp_init.py::_get_managed_states
+      // ran at fully_shard, so no group manages it and the group keeps the deleted module's FSDPParam.
+      if (st_.prepared && topo_->params[p].group >= 0 && !ps.detached) {
+        ps.detached = true;
+        ps.ghost_ver = ps.ver_s;
+        ps.ghost_grad = ps.grad_s;
+      }
       ps.present = true;
       ps.recreated = true;
+      ps.grad_s = ps.grad_u = false;  // a new object has no grad
       ps.rg_s = false;
       ps.ver_s = load ? 0x100u : 0u;  // loaded weights differ from a fresh init
     }
@@ -224,7 +232,7 @@ void RankModel::op_delta_weight(int layer) {
 // parameter contributes its local rows.
 int64_t RankModel::saved_rows(int p, int rank) const {
   const ParamInfo& pi = topo_->params[p];
-  bool local = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOff && pi.group >= 0 && topo_->world > 1;
+  bool local = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOff && group_of(p) >= 0 && topo_->world > 1;
   return local ? local_rows(pi.dim0, topo_->world, rank) : pi.dim0;
 }
 
@@ -249,7 +257,7 @@ void RankModel::op_save_adapters(const Op& op) {
     st_.saved_ver[p] = st_.params[p].ver_s;
     st_.saved_rows[p] = saved ? saved_rows(static_cast<int>(p), 0) : -1;
     // DCP's full state dict all-gathers each managed tensor (DTensor.full_tensor).
-    if (saved && gather && topo_->params[p].group >= 0) gather_one(static_cast<int>(p), CollRecord::kNowhere, -1, a);
+    if (saved && gather && group_of(static_cast<int>(p)) >= 0) gather_one(static_cast<int>(p), CollRecord::kNowhere, -1, a);
   }
 }
 
@@ -276,7 +284,7 @@ void RankModel::op_load_adapters() {
       const int64_t rows0 = st_.saved_rows[p];  // rows of rank 0's saved tensor
       if (rows0 == pi.dim0) {
         ps.ver_s = st_.saved_ver[p];  // this rank's chunk of the full saved values
-      } else if (pi.group >= 0 && rows0 == local_rows(pi.dim0, topo_->world, rank_)) {
+      } else if (group_of(static_cast<int>(p)) >= 0 && rows0 == local_rows(pi.dim0, topo_->world, rank_)) {
         // rank 0's rows wrapped as this rank's shard: rank 0 gets its own back, the others values no rank
         // held (except a B still exactly zero under init=zero: rank 0's rows are zeros too)
         const bool zero_b = pi.kind == ParamKind::LoraB && st_.saved_ver[p] == 0 && topo_->adapters[a].init == LoraInit::Zero;

@@ -179,7 +179,7 @@ void RankModel::op_backward() {
   // AccumulateGrad skips a leaf whose requires_grad was turned off after the forward.
   auto grads_into_u = [&](int g) {
     for (int p : topo_->groups[g].params)
-      if (gr.grad[p] && st_.params[p].rg_u) st_.params[p].grad_u = true;
+      if (gr.grad[p] && st_.params[p].rg_u && !st_.params[p].detached) st_.params[p].grad_u = true;
   };
   thread_local std::vector<std::pair<int, int>> order;
   order = gr.hooks;
@@ -203,7 +203,7 @@ void RankModel::op_backward() {
   // Parameters no group manages (adapters added after fully_shard): autograd
   // writes their grad directly; nothing is reduced across ranks.
   for (size_t p = 0; p < topo_->params.size(); ++p) {
-    if (topo_->params[p].group >= 0 || !gr.grad[p] || !st_.params[p].rg_s) continue;
+    if (group_of(static_cast<int>(p)) >= 0 || !gr.grad[p] || !st_.params[p].rg_s) continue;
     st_.params[p].grad_s = true;
     if (topo_->params[p].adapter >= 0) res_.grads |= static_cast<uint8_t>(1u << topo_->params[p].adapter);
   }

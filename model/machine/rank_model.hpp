@@ -94,6 +94,8 @@ class RankModel {
   WeightClass classify_stored(const StoredSnapshot& own, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
                               int layer) const;
   bool holds_rows(int param, int rank) const;
+  // The FSDP group managing the registered object now (-1: none; a re-added adapter's new module).
+  int group_of(int param) const { return st_.params[param].detached ? -1 : topo_->params[param].group; }
   // The vocabulary's view of a collective this rank issued (name, parts).
   Collective collective_of(const CollRecord& c) const;
   // A matched all-gather combined different values of the i-th contributed

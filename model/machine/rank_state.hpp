@@ -33,6 +33,12 @@ struct WeightContent {
 struct ParamState {
   bool present = true;  // registered in the module tree (false: deferred, or deleted)
   bool recreated = false;  // a new Parameter object since the optimizer was built (add after delete)
+  // Re-added after fully_shard over a managed name: the registered object is a new module no group
+  // manages (peft tuners/lora/layer.py::LoraLayer.update_layer); the group keeps the deleted one's
+  // FSDPParam (the ghost) and all-gathers its shard under this name (torch _fsdp_init.py::_get_managed_states).
+  bool detached = false;
+  uint32_t ghost_ver = 0;   // the ghost shard's values (frozen at the re-add, or stepped by the optimizer)
+  bool ghost_grad = false;  // the ghost shard's grad (the optimizer still holds it)
   bool rg_s = false, rg_u = false;
   bool grad_s = false, grad_u = false;
   uint32_t ver_s = 0, ver_u = 0;  // LoRA values: bumped by optimizer updates and loads

@@ -238,3 +238,35 @@ TEST(RealCost, PartsShardedBytesAndUnshardedPeak) {
   RunResult model = run_checked(parse_seq(text, "<test>"));
   EXPECT_EQ(compare_observations(model.observations, r.observations), std::vector<std::string>{});
 }
+
+// An adapter in the model at prepare, deleted and added again: PEFT's
+// LoraLayer.update_layer registers a new module no FSDP group manages (torch
+// _fsdp_init.py::_get_managed_states ran at fully_shard): group "", held whole,
+// its grads straight from autograd; the group keeps all-gathering the deleted
+// module's shard under the name (seed003_readd_after_delete.seq, as upstream measured).
+TEST(RealReaddAfterDelete, TheNewModuleIsUnmanagedAndTheGroupGathersTheGhost) {
+  std::string text =
+      "world 2\nseed 5\nprofile upstream\nlayer lin0 8 8\n"
+      "adapter default r=2 alpha=4 targets=lin0 init=random\n"
+      "adapter other r=2 alpha=4 targets=lin0 init=random deferred\n"
+      "fully_shard root reshard_after_forward=true\n---\n"
+      "load_adapter other trainable\nprepare\ndelete_adapter other\nadd_adapter other\n"
+      "set_adapter [default,other]\ntrain_step\n";
+  real::RealResult r = run(text);
+  for (int rank : {0, 1}) {
+    const Observation& o = obs_at(r.observations, 6, rank);
+    ASSERT_EQ(o.status, Status::Ok) << o.message;
+    for (const auto& p : o.params) {
+      const bool other = p.name.find(".other") != std::string::npos;
+      EXPECT_EQ(p.group, other ? "" : "root") << p.name;
+      if (other) EXPECT_EQ(p.rg_u, -1) << p.name;
+    }
+    EXPECT_EQ(o.sharded_bytes, (std::vector<OwnerBytes>{{"default", 64}, {"other", 128}, {"base", 144}}));
+    EXPECT_EQ(o.grads, (std::optional<std::vector<std::string>>{{"default", "other"}}));  // both adapters train; other's grads come from autograd, not a reduce-scatter
+    std::string c = colls_text(o);
+    EXPECT_NE(c.find("lin0.lora_A.other:8"), std::string::npos) << c;  // the ghost's shard, all-gathered
+    EXPECT_EQ(c.find("reduce_scatter(root)[lin0.lora_A.default:8,lin0.lora_A.other"), std::string::npos) << c;
+  }
+  RunResult model = run_checked(parse_seq(text, "<test>"));
+  EXPECT_EQ(compare_observations(model.observations, r.observations), std::vector<std::string>{});
+}
