@@ -3,7 +3,6 @@
 runs each op through the real API, and reads every observation off the real
 objects. Nothing here consults fsdpsim's model."""
 import sys
-import warnings
 
 import torch
 import torch.nn as nn
@@ -123,13 +122,11 @@ class Session:
         self.w0 = {l.name: getattr(cpu, l.name).weight.detach().clone() for l in self.scen.layers}
         live = [a for a in self.scen.adapters if not a.deferred]
         auto = self.scen.autocast_adapter_dtype
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.pm = get_peft_model(net, lora_config(live[0], layers=self.scen.layers), adapter_name=live[0].name,
-                                     autocast_adapter_dtype=auto)
-            for a in live[1:]:
-                self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers), autocast_adapter_dtype=auto)
-                self.move_per_adapter(a.name)
+        self.pm = get_peft_model(net, lora_config(live[0], layers=self.scen.layers), adapter_name=live[0].name,
+                                 autocast_adapter_dtype=auto)
+        for a in live[1:]:
+            self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers), autocast_adapter_dtype=auto)
+            self.move_per_adapter(a.name)
         self.patch_delta_weight()
         g = torch.Generator().manual_seed(self.scen.seed + 1)
         self.x = torch.randn(BATCH, self.scen.layers[0].fan_in, generator=g)
@@ -251,21 +248,19 @@ class Session:
             self.opt.step()
 
     def op_set_adapter(self, op):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if op.list_form:
-                self.pm.base_model.set_adapter(list(op.names))
-                return
-            mode = self.sw["set_adapter_reshard"]
-            if mode == "unmerge_first":
-                if self.any_merged():
-                    self.pm.base_model.unmerge_adapter()
-                self.reshard_all()
-            elif mode == "skip_merged":
-                for g, m in self.fsdp_modules:
-                    if not any(self.layer(l.name).merged for l in self.scen.layers if self.group_of_layer(l.name) == g):
-                        m.reshard()
-            self.pm.set_adapter(op.names[0])
+        if op.list_form:
+            self.pm.base_model.set_adapter(list(op.names))
+            return
+        mode = self.sw["set_adapter_reshard"]
+        if mode == "unmerge_first":
+            if self.any_merged():
+                self.pm.base_model.unmerge_adapter()
+            self.reshard_all()
+        elif mode == "skip_merged":
+            for g, m in self.fsdp_modules:
+                if not any(self.layer(l.name).merged for l in self.scen.layers if self.group_of_layer(l.name) == g):
+                    m.reshard()
+        self.pm.set_adapter(op.names[0])
 
     def group_of_layer(self, layer):
         fp = self.fsdp_param.get(layer + ".weight")
@@ -275,36 +270,30 @@ class Session:
         if self.disable_ctx is not None:
             raise HarnessError("disable_enter inside disable_adapter(): the context is already entered")
         ctx = self.pm.disable_adapter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ctx.__enter__()
+        ctx.__enter__()
         self.disable_ctx = ctx
 
     def op_disable_exit(self):
         if self.disable_ctx is None:
             raise HarnessError("disable_exit outside disable_adapter(): no matching disable_enter")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if self.sw["disable_exit_reshard"] == "on":
-                if self.any_merged():
-                    self.pm.base_model.unmerge_adapter()
-                self.reshard_all()
-            ctx, self.disable_ctx = self.disable_ctx, None
-            ctx.__exit__(None, None, None)
-            if self.sw["enable_inference_mode"] == "respect":
-                # the fix of #3453: adapters whose config says inference_mode stay frozen
-                for a in self.pm.base_model.active_adapters:
-                    if self.pm.peft_config[a].inference_mode:
-                        for n, p in self.named_adapter_params():
-                            if n.endswith("." + a):
-                                p.requires_grad_(False)
+        if self.sw["disable_exit_reshard"] == "on":
+            if self.any_merged():
+                self.pm.base_model.unmerge_adapter()
+            self.reshard_all()
+        ctx, self.disable_ctx = self.disable_ctx, None
+        ctx.__exit__(None, None, None)
+        if self.sw["enable_inference_mode"] == "respect":
+            # the fix of #3453: adapters whose config says inference_mode stay frozen
+            for a in self.pm.base_model.active_adapters:
+                if self.pm.peft_config[a].inference_mode:
+                    for n, p in self.named_adapter_params():
+                        if n.endswith("." + a):
+                            p.requires_grad_(False)
 
     def op_add_adapter(self, name, inference_mode):
         a = self.scen.adapter(name)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers),
-                                autocast_adapter_dtype=self.scen.autocast_adapter_dtype)
+        self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers),
+                            autocast_adapter_dtype=self.scen.autocast_adapter_dtype)
         self.move_per_adapter(name)
 
     def op_load_adapter(self, name, trainable):
@@ -318,10 +307,8 @@ class Session:
             src = get_peft_model(Net(self.scen.layers), lora_config(a, layers=self.scen.layers), adapter_name=name)
             src.save_pretrained(path, selected_adapters=[name])
         sub = path if name == "default" else os.path.join(path, name)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.pm.load_adapter(sub, adapter_name=name, is_trainable=trainable,
-                                 autocast_adapter_dtype=self.scen.autocast_adapter_dtype)
+        self.pm.load_adapter(sub, adapter_name=name, is_trainable=trainable,
+                             autocast_adapter_dtype=self.scen.autocast_adapter_dtype)
         self.move_per_adapter(name)
 
     def move_per_adapter(self, name):
@@ -345,9 +332,7 @@ class Session:
                     mod.to(dtype=torch.float32)  # peft_model.py::PeftModel._cast_adapter_dtype
 
     def op_delete_adapter(self, name):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.pm.delete_adapter(name)
+        self.pm.delete_adapter(name)
 
     def op_reshard_unshard(self, op):
         targets = self.fsdp_modules
@@ -505,13 +490,9 @@ class Session:
             self.op_backward()
             self.op_step()
         elif k == "merge":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self.pm.base_model.merge_adapter(list(op.names) if op.names else None)
+            self.pm.base_model.merge_adapter(list(op.names) if op.names else None)
         elif k == "unmerge":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self.pm.base_model.unmerge_adapter()
+            self.pm.base_model.unmerge_adapter()
         elif k == "set_adapter":
             self.op_set_adapter(op)
         elif k == "disable_enter":
