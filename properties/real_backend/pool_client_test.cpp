@@ -18,7 +18,8 @@
 namespace fsdpsim::upstream {
 namespace {
 
-const std::string kDir = std::string(FSDPSIM_BINARY_DIR) + "/pool_client_test_";
+// One set of files per test process: ctest -j2 runs two of these tests at once.
+const std::string kDir = std::string(FSDPSIM_BINARY_DIR) + "/pool_client_test_" + std::to_string(::getpid()) + "_";
 
 class PoolClient : public ::testing::Test {
  protected:
@@ -28,6 +29,9 @@ class PoolClient : public ::testing::Test {
     for (const char* v : {"FAKE_POOL_MODE", "FAKE_POOL_OBS", "FAKE_POOL_UNOBSERVED", "FAKE_POOL_PIDFILE", "FAKE_POOL_LOG"})
       ::unsetenv(v);
     std::remove((kDir + "log").c_str());
+  }
+  void TearDown() override {
+    for (const char* f : {"log", "obs.jsonl", "bad.jsonl", "pids"}) std::remove((kDir + f).c_str());
   }
   static UpstreamOptions fake(std::chrono::milliseconds startup = std::chrono::milliseconds(20000)) {
     UpstreamOptions o;
