@@ -50,7 +50,7 @@ class PoolTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.pool.stop()
+        cls.pool.close()
 
     def test_seed000_on_real_libraries(self):
         obs, restarted = self.pool.run(SEED000, None)
@@ -144,7 +144,7 @@ class FaultTest(unittest.TestCase):
             self.assertEqual(by(obs, 5)["status"], "no_grad_fn")
         finally:
             os.environ.pop("FSDPSIM_UPSTREAM_STALL", None)
-            pool.stop()
+            pool.close()
 
     def test_crashed_rank_is_an_error_naming_it(self):
         os.environ["FSDPSIM_UPSTREAM_CRASH"] = "1:2"
@@ -155,7 +155,7 @@ class FaultTest(unittest.TestCase):
                 pool.run(SEED000, None)
         finally:
             os.environ.pop("FSDPSIM_UPSTREAM_CRASH", None)
-            pool.stop()
+            pool.close()
 
     def test_nothing_left_behind(self):
         tmp = tempfile.mkdtemp(prefix="fsdpsim-test-")
@@ -180,10 +180,9 @@ class FaultTest(unittest.TestCase):
         stale = os.path.join(tempfile.gettempdir(), "fsdpsim-pool-999999-x")
         os.makedirs(stale, exist_ok=True)
         pool = Pool(1, 5000)
-        pool.stop()
         self.assertFalse(os.path.exists(stale))
-        import shutil
-        shutil.rmtree(pool.log_dir, ignore_errors=True)
+        pool.close()
+        self.assertFalse(os.path.exists(pool.log_dir))
 
 
 class ExportTest(unittest.TestCase):
@@ -206,7 +205,7 @@ class ExportTest(unittest.TestCase):
         try:
             obs, _ = pool.run(SEED000, None)
         finally:
-            pool.stop()
+            pool.close()
         for o in obs:
             e = next(l for l in lines if l["step"] == o["step"] and l["rank"] == o["rank"])
             self.assertEqual(e["op"], o["op"])

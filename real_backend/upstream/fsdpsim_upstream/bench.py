@@ -48,7 +48,7 @@ def main():
         pool.run(text, None)
         n += 1
     persistent = n / (time.time() - t0)
-    pool.stop()
+    pool.close()
     # a fresh torchrun per sequence: the same sequence exported (export.py) and launched
     import os
     import subprocess

@@ -161,6 +161,12 @@ class Pool:
             rp.kill()
         self.ranks = []
 
+    def close(self):
+        """Stops the ranks and removes the pool's directory (stop alone keeps it for a restart)."""
+        import shutil
+        self.stop()
+        shutil.rmtree(self.log_dir, ignore_errors=True)
+
     def read(self, rp, timeout):
         """One message from a rank, or None on timeout / exit."""
         end = time.time() + timeout
@@ -341,9 +347,7 @@ def main():
                 out.write(json.dumps(o, separators=(",", ":")) + "\n")
             emit({"event": "done", "ms": round((time.time() - t0) * 1000, 1), "restarted": restarted})
     finally:
-        pool.stop()
-        import shutil
-        shutil.rmtree(pool.log_dir, ignore_errors=True)
+        pool.close()
     return 0
 
 
