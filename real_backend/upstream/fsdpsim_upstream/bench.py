@@ -3,22 +3,17 @@ persistent rank pool, against a fresh set of rank processes per sequence
 (the same sequence exported and launched with torchrun each time), measured in one run.
 `python -m fsdpsim_upstream.bench [--seconds T] [--world W]`."""
 import argparse
+import os
+import re
 import sys
 import time
 
 from .pool import Pool
 
-TEN_OPS = """world {world}
-seed 0
-profile upstream
-layer lin0 10 20
-layer lin1 20 2
-adapter default r=8 alpha=8 targets=lin0,lin1 init=random
-adapter other r=8 alpha=8 targets=lin0,lin1 init=random
-fully_shard lin0 reshard_after_forward=false
-fully_shard root reshard_after_forward=false
-optimizer trainable
----
+# seed 000's scenario (the corpus file) with ten ops of every kind the pool handles most
+SCENARIO = os.path.join(os.path.dirname(__file__), "..", "..", "..", "corpus", "regressions",
+                        "seed000_merged_set_adapter_w2.seq")
+TEN_OPS = """---
 train_step
 eval
 merge
@@ -32,12 +27,18 @@ save_optimizer
 """
 
 
+def ten_op_sequence(world):
+    with open(SCENARIO) as f:
+        scenario = f.read().split("---")[0]
+    return re.sub(r"(?m)^world \d+$", f"world {world}", scenario) + TEN_OPS
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--world", type=int, default=2)
     args = ap.parse_args()
-    text = TEN_OPS.format(world=args.world)
+    text = ten_op_sequence(args.world)
     pool = Pool(args.world, 20000)
     t0 = time.time()
     pool.start()

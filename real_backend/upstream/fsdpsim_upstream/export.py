@@ -116,6 +116,11 @@ class Writer:
         self.emit(f"{ind}for _, m in FSDP_MODULES:")
         self.emit(f"{ind}    m.reshard()")
 
+    def unmerge_and_reshard_all(self, ind, why):
+        self.emit(f"{ind}# {why}")
+        self.emit(f"{ind}model.base_model.unmerge_adapter()")
+        self.reshard_all(ind)
+
     def op_body(self, op, ind):
         k, e = op.kind, self.emit
         zero = [f"{ind}opt.zero_grad(set_to_none=True)", f"{ind}model.zero_grad(set_to_none=True)",
@@ -145,9 +150,7 @@ class Writer:
             e(f"{ind}model.base_model.set_adapter({list(op.names)!r})")
         elif k == "set_adapter":
             if self.sw["set_adapter_reshard"] == "unmerge_first":
-                e(f"{ind}# the fix of peft#3895: unmerge, reshard every FSDP module, then set_adapter")
-                e(f"{ind}model.base_model.unmerge_adapter()")
-                self.reshard_all(ind)
+                self.unmerge_and_reshard_all(ind, "the fix of peft#3895: unmerge, reshard every FSDP module, then set_adapter")
             e(f"{ind}model.set_adapter({op.names[0]!r})")
         elif k == "disable_enter":
             e(f"{ind}global ctx")
@@ -155,9 +158,7 @@ class Writer:
             e(f"{ind}ctx.__enter__()")
         elif k == "disable_exit":
             if self.sw["disable_exit_reshard"] == "on":
-                e(f"{ind}# the fix of peft#3800: unmerge and reshard before the exit re-enables adapters")
-                e(f"{ind}model.base_model.unmerge_adapter()")
-                self.reshard_all(ind)
+                self.unmerge_and_reshard_all(ind, "the fix of peft#3800: unmerge and reshard before the exit re-enables adapters")
             e(f"{ind}ctx.__exit__(None, None, None)")
         elif k == "add_adapter":
             a = self.scen.adapter(op.names[0])

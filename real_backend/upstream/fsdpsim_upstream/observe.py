@@ -98,13 +98,6 @@ def managed(sess, name):
     return fp
 
 
-def is_present(sess, name):
-    """An adapter parameter is present while its adapter is in peft_config and
-    its layer still holds the module (delete_adapter removes both)."""
-    layer, _, adapter = name.split(".")
-    return adapter in sess.pm.peft_config and adapter in getattr(sess.layer(layer), "lora_A", {})
-
-
 def adapter_order(sess):
     return {a.name: i for i, a in enumerate(sess.scen.adapters)}
 

@@ -96,7 +96,6 @@ class Session:
         self.opt_ckpt = None
         self.prepared = False
         self.fsdp_modules = []  # (group name, module) in the model's group order
-        self.names = {}  # id(param object) -> fsdpsim name, for every object ever registered
         self.fsdp_param = {}  # fsdpsim name -> FSDPParam
         self.named_cache = None  # model.named_parameters() while an observation is read
 
@@ -219,6 +218,13 @@ class Session:
         for _, m in self.fsdp_modules:
             m.reshard()
 
+    def unmerge_and_reshard_all(self):
+        """The fixes of peft#3895 and #3800: unmerge what is merged, then reshard
+        every FSDP module, so the flags that follow reach the shards."""
+        if self.any_merged():
+            self.pm.base_model.unmerge_adapter()
+        self.reshard_all()
+
     def any_merged(self):
         return any(getattr(m, "merged", False) for m in self.lora_layers())
 
@@ -253,9 +259,7 @@ class Session:
             return
         mode = self.sw["set_adapter_reshard"]
         if mode == "unmerge_first":
-            if self.any_merged():
-                self.pm.base_model.unmerge_adapter()
-            self.reshard_all()
+            self.unmerge_and_reshard_all()
         elif mode == "skip_merged":
             for g, m in self.fsdp_modules:
                 if not any(self.layer(l.name).merged for l in self.scen.layers if self.group_of_layer(l.name) == g):
@@ -277,9 +281,7 @@ class Session:
         if self.disable_ctx is None:
             raise HarnessError("disable_exit outside disable_adapter(): no matching disable_enter")
         if self.sw["disable_exit_reshard"] == "on":
-            if self.any_merged():
-                self.pm.base_model.unmerge_adapter()
-            self.reshard_all()
+            self.unmerge_and_reshard_all()
         ctx, self.disable_ctx = self.disable_ctx, None
         ctx.__exit__(None, None, None)
         if self.sw["enable_inference_mode"] == "respect":
