@@ -40,6 +40,7 @@ Layout make_layout(const SeqFile& f) {
   out.autocast_adapter_dtype = s.autocast_adapter_dtype;
   out.explicit_prepare = prepare_index(f) >= 0;
   out.wrapped = wrapped_at_prepare(f);
+  const std::vector<int> order = adapter_order_at_prepare(f);  // ModuleDict insertion order
   auto prof = profile_by_name(s.profile);
   if (!prof) throw std::invalid_argument("unknown profile " + s.profile);
   out.profile = *prof;
@@ -140,6 +141,20 @@ Layout make_layout(const SeqFile& f) {
         ls.lora_b[a] = add(decl.name + ".lora_B." + s.adapters[a].name, Role::LoraB, static_cast<int>(a), decl.out,
                            s.adapters[a].r * rank_mult, (out.wrapped >> a) & 1);
     out.layers.push_back(ls);
+  }
+  // A group packs its members in named_parameters order: lora_A/lora_B are
+  // ModuleDicts in injection order (torch _fsdp_init.py::_get_managed_states).
+  for (GroupSpec& gs : out.groups) {
+    std::vector<int> members;
+    for (int l : gs.layers) {
+      const LayerSpec& ls = out.layers[l];
+      for (int p : {ls.weight, ls.bias})
+        if (p >= 0) members.push_back(p);
+      for (const auto* side : {&ls.lora_a, &ls.lora_b})
+        for (int a : order)
+          if ((*side)[a] >= 0 && out.params[(*side)[a]].group >= 0) members.push_back((*side)[a]);
+    }
+    gs.params = members;
   }
   return out;
 }

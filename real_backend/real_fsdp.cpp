@@ -14,11 +14,31 @@ namespace fsdpsim::real {
 // managed parameter (frozen ones and deleted ones too), world chunks in rank order.
 at::Tensor RealRank::all_gather_group(int g) {
   const GroupSpec& gs = layout_->groups[g];
+  const bool bytes = group_gathers_bytes(g);
   std::vector<at::Tensor> flat;
-  for (int p : gs.params) flat.push_back(fsdp_param(p).s.reshape({-1}));  // a ghost packs the deleted module's shard
+  for (int p : gs.params) {
+    at::Tensor f = fsdp_param(p).s.reshape({-1});  // a ghost packs the deleted module's shard
+    // torch 2.13 _fsdp_collectives.py::foreach_all_gather: shards of different dtypes travel as uint8.
+    flat.push_back(bytes ? f.to(param_dtype(p)).contiguous().view(at::kByte) : f);
+  }
   // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.unshard / wait_for_unshard: world_size == 1
   // initialises U from the shards directly, no all-gather.
-  return layout_->world == 1 ? at::cat(flat) : comm_->all_gather(at::cat(flat), g, step_, gs.params);
+  if (layout_->world == 1) return at::cat(flat);
+  at::Tensor got = comm_->all_gather(at::cat(flat), g, step_, gs.params);
+  return bytes ? got.to(at::kByte) : got;  // an inlined payload comes back as floats
+}
+
+// The parameter's own dtype (compute stays fp32 in S; `place` carries the dtype).
+at::ScalarType RealRank::param_dtype(int p) {
+  const RealParam& rp = fsdp_param(p);
+  return rp.place.defined() ? rp.place.scalar_type() : rp.s.scalar_type();
+}
+
+bool RealRank::group_gathers_bytes(int g) {
+  const GroupSpec& gs = layout_->groups[g];
+  for (int p : gs.params)
+    if (param_dtype(p) != param_dtype(gs.params[0])) return true;
+  return false;
 }
 
 // _fsdp_param_group.py::FSDPParamGroup.unshard + wait_for_unshard +
@@ -31,13 +51,21 @@ void RealRank::unshard(int g) {
   const int world = layout_->world;
   at::Tensor gathered = pending_[g].defined() ? pending_[g] : all_gather_group(g);
   pending_[g] = at::Tensor();
+  const bool bytes = group_gathers_bytes(g);
+  auto unit = [&](int p) {
+    return layout_->params[p].chunk_numel() * (bytes ? static_cast<int64_t>(c10::elementSize(param_dtype(p))) : 1);
+  };
+  int64_t stride = 0;
+  for (int p : gs.params) stride += unit(p);
   int64_t offset = 0;
   for (int p : gs.params) {
     const ParamSpec& ps = layout_->params[p];
     std::vector<at::Tensor> chunks;
-    for (int r = 0; r < world; ++r) chunks.push_back(gathered.narrow(0, r * gs.numel + offset, ps.chunk_numel()));
-    offset += ps.chunk_numel();
-    at::Tensor full = at::cat(chunks).narrow(0, 0, ps.rows * ps.cols);
+    for (int r = 0; r < world; ++r) chunks.push_back(gathered.narrow(0, r * stride + offset, unit(p)));
+    offset += unit(p);
+    at::Tensor full = at::cat(chunks);
+    if (bytes) full = full.view(param_dtype(p)).to(at::kFloat);
+    full = full.narrow(0, 0, ps.rows * ps.cols);
     RealParam& rp = fsdp_param(p);
     if (!rp.u.defined()) {
       // _fsdp_param.py::FSDPParam.init_unsharded_param: created with S's requires_grad.

@@ -22,11 +22,38 @@ at::Tensor RealRank::delta(int layer, int adapter) {
   bool w_sharded = !unsharded_[layout_->params[pw].group];
   bool a_managed = group_of(pa) >= 0;
   if (a_managed && !unsharded_[a_spec.group]) {
+    if (layout_->world > 1 && layout_->params[pw].rows < layout_->world) return delta_few_rows(layer, adapter);
     return at::matmul(params_[pb].s, gather_full(pa)) * scale;  // B's rows line up with W's shard
   }
   at::Tensor d = at::matmul(registered(pb), registered(pa)) * scale;
   if (!w_sharded) return d;
   return chunk_of(std::vector<float>(d.data_ptr<float>(), d.data_ptr<float>() + d.numel()), layout_->params[pw]);
+}
+
+// B @ A on DTensors whose W has fewer rows than ranks: B cannot stay Shard(0)
+// (torch 2.13 distributed/tensor/_ops/utils.py::is_tensor_shardable). With
+// r >= world, B moves to Shard(1): one all-gather of B's rows padded on dim 1
+// to a multiple of the world, and this rank's Partial product B[:, my r] @ A's
+// rows; else B and A are both gathered and the delta is replicated.
+at::Tensor RealRank::delta_few_rows(int layer, int adapter) {
+  const LayerSpec& ls = layout_->layers[layer];
+  const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter];
+  const ParamSpec& bs = layout_->params[pb];
+  const int64_t w = layout_->world, r = layout_->params[pa].rows;
+  const float scale = lora_scaling(*layout_, adapter);
+  if (r < w) {
+    at::Tensor b_full = gather_full(pb);  // B first, then A, as the matmul's redistribution does
+    return at::matmul(b_full, gather_full(pa)) * scale;
+  }
+  const int64_t cols = (r + w - 1) / w;
+  at::Tensor local = at::zeros({bs.chunk_rows, cols * w});
+  local.narrow(1, 0, r).copy_(params_[pb].s.reshape({bs.chunk_rows, r}));
+  at::Tensor all = comm_->all_gather(local.reshape({-1}), bs.group, step_, {pb});
+  at::Tensor b_full = all.view({w * bs.chunk_rows, cols * w}).narrow(0, 0, bs.rows).narrow(1, 0, r);
+  const int64_t first = std::min<int64_t>(comm_->rank() * cols, r), n = std::min<int64_t>(cols, r - first);
+  const ParamSpec& as = layout_->params[pa];
+  at::Tensor a_rows = params_[pa].s.reshape({as.chunk_rows, as.cols}).narrow(0, 0, n).to(at::kFloat);
+  return at::matmul(b_full.narrow(1, first, n), a_rows) * scale;
 }
 
 // lora/layer.py::Linear.merge: W.data += delta for each adapter not yet merged.
@@ -35,7 +62,9 @@ void RealRank::layer_merge(int layer, int adapter) {
   if (ls.lora_a[adapter] < 0 || !registry_[ls.lora_a[adapter]].defined()) return;
   for (int m : merged_[layer])
     if (m == adapter) return;
-  apply_delta(layer, delta(layer, adapter), true);
+  at::Tensor d = delta(layer, adapter);
+  check_inplace_placement(layer, adapter, true);
+  apply_delta(layer, d, true);
   merged_[layer].push_back(adapter);
 }
 
@@ -51,13 +80,30 @@ void RealRank::apply_delta(int layer, const at::Tensor& d, bool add) {
   }
 }
 
+// torch 2.13 distributed/tensor/_ops/utils.py::expand_to_full_mesh_op_strategy: on a sharded
+// Linear (A, B, W DTensors) `W.data += delta` must keep W's Shard(0), which a weight with
+// fewer rows than ranks cannot (is_tensor_shardable): the in-place op raises after the delta.
+void RealRank::check_inplace_placement(int layer, int adapter, bool add) {
+  const LayerSpec& ls = layout_->layers[layer];
+  const int pa = ls.lora_a[adapter];
+  const bool dtensors = ls.experts == 0 && group_of(pa) >= 0 && !unsharded_[layout_->params[pa].group];
+  if (!dtensors || layout_->world == 1 || layout_->params[ls.weight].rows >= layout_->world) return;
+  throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
+                                       ".Tensor: in-place operations that require placement changes are not "
+                                       "supported. The input has placement (Shard(dim=0),), but no valid strategy "
+                                       "preserves this placement. Please use the out-of-place version of this "
+                                       "operation instead.");
+}
+
 // lora/layer.py::Linear.unmerge: pop every merged adapter, LIFO, W.data -= delta
 // (the pop comes first: a delta that raises leaves the adapter unlisted).
 void RealRank::layer_unmerge(int layer) {
   while (!merged_[layer].empty()) {
     int adapter = merged_[layer].back();
     merged_[layer].pop_back();
-    apply_delta(layer, delta(layer, adapter), false);
+    at::Tensor d = delta(layer, adapter);
+    check_inplace_placement(layer, adapter, false);
+    apply_delta(layer, d, false);
   }
 }
 

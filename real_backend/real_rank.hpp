@@ -53,6 +53,10 @@ class RealRank {
  private:
   void run_op(const Op& op);
   // --- FSDP2 (real_fsdp.cpp) ---
+  at::Tensor delta_few_rows(int layer, int adapter);  // DTensor's B @ A when W has fewer rows than ranks
+  void check_inplace_placement(int layer, int adapter, bool add);  // DTensor's in-place rule
+  at::ScalarType param_dtype(int p);
+  bool group_gathers_bytes(int g);  // a group with mixed-dtype shards gathers uint8
   at::Tensor all_gather_group(int g);
   void unshard(int g);
   void prefetch_unshard(int g);

@@ -16,7 +16,16 @@ void RankModel::issue_all_gather(int g) {
   // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.unshard / wait_for_unshard: at world_size == 1 U is
   // initialised from the shards directly, no all-gather.
   if (topo_->world > 1) {
-    CollRecord c{CollOp::AllGather, g, gi.numel, CollRecord::kIntoU, g, static_cast<int>(digests_.size())};
+    // torch 2.13 _fsdp_collectives.py::foreach_all_gather: a group whose shards differ in dtype
+    // (bf16 base, fp32 adapters) is packed and gathered as uint8 bytes.
+    int64_t count = gi.numel, bytes = 0;
+    bool mixed = false;
+    for (int p : gi.params) {
+      mixed |= st_.params[p].dtype != st_.params[gi.params[0]].dtype;
+      bytes += topo_->params[p].shard_numel * dtype_bytes(st_.params[p].dtype);
+    }
+    if (mixed) count = bytes;
+    CollRecord c{CollOp::AllGather, g, count, CollRecord::kIntoU, g, static_cast<int>(digests_.size())};
     c.member_begin = static_cast<int>(members_.size());
     c.member_count = static_cast<int>(gi.params.size());
     colls_.push_back(c);

@@ -73,8 +73,9 @@ void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t a_version) {
 }
 
 // DTensor's matmul all-gathers one parameter (A) for a delta.
-void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign) {
-  CollRecord c{CollOp::AllGather, topo_->params[param].group, topo_->params[param].shard_numel, into, layer,
+void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign, int64_t count) {
+  CollRecord c{CollOp::AllGather, topo_->params[param].group, count >= 0 ? count : topo_->params[param].shard_numel,
+               into, layer,
                static_cast<int>(digests_.size()), adapter};
   c.sign = static_cast<int8_t>(sign);
   // torch 2.13 distributed/tensor/_redistribute.py::redistribute_local_tensor: on a 1-rank mesh

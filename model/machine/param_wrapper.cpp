@@ -22,6 +22,27 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
   const bool sharded_read = group_of(a) >= 0 && !is_registered_u(a);
   const CollRecord::Into into = sign != 0 ? CollRecord::kIntoShard : CollRecord::kNowhere;
   if (li.experts == 0) {
+    if (sharded_read && topo_->world > 1 && topo_->params[li.weight].dim0 < topo_->world) {
+      // Fewer rows than ranks: B @ A cannot keep B's Shard(0) (torch 2.13
+      // distributed/tensor/_ops/utils.py::is_tensor_shardable). With r >= world B moves to
+      // Shard(1) (one all-gather of B padded on dim 1, a Partial delta); else both are gathered.
+      const int64_t w = topo_->world, r = topo_->adapters[adapter].r;
+      if (r >= w) {
+        const int64_t rows = (topo_->params[b].dim0 + w - 1) / w;
+        gather_one(b, CollRecord::kNowhere, layer, adapter, 0, rows * ((r + w - 1) / w) * w);
+      } else {
+        gather_one(b, CollRecord::kNowhere, layer, adapter);
+        gather_one(a, CollRecord::kNowhere, layer, adapter);
+      }
+      if (sign == 0) return true;  // the delta_weight op: the full delta, replicated or partial
+      // _ops/utils.py::expand_to_full_mesh_op_strategy: `W.data += delta` (`-=` on unmerge) must keep
+      // W's Shard(0), which no delta placement can reach: the in-place op raises.
+      error(Status::Exception, std::string("RuntimeError: aten.") + (sign > 0 ? "add_" : "sub_") +
+                                   ".Tensor: in-place operations that require placement changes are not supported. "
+                                   "The input has placement (Shard(dim=0),), but no valid strategy preserves this "
+                                   "placement. Please use the out-of-place version of this operation instead.");
+      return false;
+    }
     if (sharded_read) gather_one(a, into, layer, adapter, sign);
     else if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
     return true;

@@ -126,7 +126,7 @@ class RankModel {
   bool layer_forward(int layer, bool grad_enabled, bool* path_rg);  // false when it raised
   WeightContent& registered_weight(int layer);
   uint64_t digest_of(int param) const;
-  void gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign = 0);
+  void gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign = 0, int64_t count = -1);
   void set_registered_rg(int param, bool value);
   // --- PEFT model (peft_model.cpp) ---
   void op_set_adapter(const Op& op);

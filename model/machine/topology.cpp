@@ -25,7 +25,9 @@ int64_t local_rows(int64_t dim0, int world, int rank) {
   return left <= 0 ? 0 : (left < c ? left : c);
 }
 
-Topology compile_topology(const Scenario& s, int wrapped) {
+Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order) {
+  if (order.empty())
+    for (size_t a = 0; a < s.adapters.size(); ++a) order.push_back(static_cast<int>(a));
   Topology t;
   t.loading = s.loading;
   t.dtype = s.dtype;
@@ -138,11 +140,26 @@ Topology compile_topology(const Scenario& s, int wrapped) {
                             static_cast<int>(a), ld.out, s.adapters[a].r * fan, ((wrapped >> a) & 1) ? g : -1);
     t.layers.push_back(li);
   }
+  // Parameters are listed in file order, but a group packs its members in
+  // named_parameters order, where lora_A/lora_B keep injection order
+  // (torch _fsdp_init.py::_get_managed_states over peft's ModuleDicts).
+  for (GroupInfo& gi : t.groups) {
+    std::vector<int> members;
+    for (int l : gi.layers) {
+      const LayerInfo& li = t.layers[l];
+      for (int p : {li.weight, li.bias})
+        if (p >= 0) members.push_back(p);
+      for (const auto* side : {&li.A, &li.B})
+        for (int a : order)
+          if ((*side)[a] >= 0 && t.params[(*side)[a]].group >= 0) members.push_back((*side)[a]);
+    }
+    gi.params = members;
+  }
   return t;
 }
 
 Topology compile_topology(const SeqFile& f) {
-  Topology t = compile_topology(f.scenario, wrapped_at_prepare(f));
+  Topology t = compile_topology(f.scenario, wrapped_at_prepare(f), adapter_order_at_prepare(f));
   t.explicit_prepare = prepare_index(f) >= 0;
   return t;
 }

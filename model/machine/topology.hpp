@@ -70,7 +70,8 @@ int64_t local_rows(int64_t dim0, int world, int rank);
 // Throws std::invalid_argument on a profile override that does not apply.
 // `wrapped`: adapters in the model when fully_shard runs (bit a = adapter a;
 // wrapped_at_prepare(SeqFile)); -1: the non-deferred ones.
-Topology compile_topology(const Scenario& s, int wrapped = -1);
+// `order`: the adapters' injection order (adapter_order_at_prepare); empty: file order.
+Topology compile_topology(const Scenario& s, int wrapped = -1, std::vector<int> order = {});
 // The file's scenario, with the adapters its ops load before `prepare`, and
 // whether the ops start on the plain model (an explicit `prepare`).
 Topology compile_topology(const SeqFile& f);

@@ -37,6 +37,12 @@ int prepare_index(const SeqFile& f);
 // ones declared without `deferred`, plus those the ops before `prepare` add or
 // load, minus those they delete. Bit a = adapter a.
 uint8_t wrapped_at_prepare(const SeqFile& f);
+// The order in which adapters were injected into each LoRA layer when prepare
+// runs: the declared ones in file order, then each one a pre-prepare op loads or
+// adds (re-adding after a delete moves it to the end), then those never present.
+// A layer's lora_A/lora_B ModuleDicts keep insertion order, so named_parameters
+// and FSDP2's group members do too (peft/tuners/lora/layer.py::LoraLayer.update_layer).
+std::vector<int> adapter_order_at_prepare(const SeqFile& f);
 
 // Semantic checks shared by the parser and by callers that build files in code
 // (the generator, --world overrides). Throws SourceError.

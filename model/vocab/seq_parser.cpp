@@ -549,6 +549,35 @@ uint8_t wrapped_at_prepare(const SeqFile& f) {
   return m;
 }
 
+std::vector<int> adapter_order_at_prepare(const SeqFile& f) {
+  const auto& ad = f.scenario.adapters;
+  std::vector<int> order;
+  for (size_t a = 0; a < ad.size(); ++a)
+    if (!ad[a].deferred) order.push_back(static_cast<int>(a));
+  auto find = [&](int a) {
+    for (size_t i = 0; i < order.size(); ++i)
+      if (order[i] == a) return static_cast<std::ptrdiff_t>(i);
+    return std::ptrdiff_t{-1};
+  };
+  int end = prepare_index(f);
+  for (int i = 0; i < end; ++i) {
+    const Op& op = f.ops[i];
+    if (op.names.empty()) continue;
+    int a = f.scenario.adapter_index(op.names[0]);
+    if (a < 0) continue;
+    std::ptrdiff_t at = find(a);
+    // Loading a name that is already there keeps its place (PEFT refuses it).
+    if ((op.kind == OpKind::LoadAdapter || op.kind == OpKind::AddAdapter) && at < 0) order.push_back(a);
+    if (op.kind == OpKind::DeleteAdapter && at >= 0) order.erase(order.begin() + at);
+  }
+  for (size_t a = 0; a < ad.size(); ++a) {
+    bool seen = false;
+    for (int o : order) seen |= o == static_cast<int>(a);
+    if (!seen) order.push_back(static_cast<int>(a));
+  }
+  return order;
+}
+
 void validate(const SeqFile& f, const std::string& file) {
   const Scenario& s = f.scenario;
   auto fail = [&](SourcePos p, const std::string& what) { throw SourceError(file, p, what); };

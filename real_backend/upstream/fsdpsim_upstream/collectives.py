@@ -149,13 +149,28 @@ class FuncolRecorder:
             # the parameters among the DTensor op's arguments: a collective it
             # desugars into gathers one of them (possibly a reshaped copy)
             operands = []
+            recent = []  # the parameters the latest DTensor ops read, with their local shapes
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 if any(t is DTensor or issubclass(t, DTensor) for t in types):
-                    ops = [names[a._local_tensor.untyped_storage().data_ptr()] for a in args
-                           if isinstance(a, DTensor) and a._local_tensor.untyped_storage().data_ptr() in names]
+                    dts = [a for a in args if isinstance(a, DTensor)]
+                    ops = [names[a._local_tensor.untyped_storage().data_ptr()] for a in dts
+                           if a._local_tensor.untyped_storage().data_ptr() in names]
                     if ops:  # the latest DTensor op on parameters (ops on derived tensors keep it)
                         Mode.operands = ops
+                        Mode.recent = ([(tuple(a._local_tensor.shape), o) for a, o in zip(dts, ops)]
+                                       + Mode.recent)[:8]
+                    elif dts:
+                        # derived copies (peft's get_delta_weight casts bf16 A and B with .float() on
+                        # CPU): matched to the parameters just read by local shape
+                        got = [next((o for shp, o in Mode.recent if shp == tuple(a._local_tensor.shape)), None)
+                               for a in dts]
+                        if all(got):
+                            Mode.operands = got
+                    if func is torch.ops.aten.mm.default and len(Mode.operands) == 2:
+                        # Shard(0) @ Shard(0) keeps the lhs rows and gathers the rhs
+                        # (torch/distributed/tensor/_ops/_matrix_ops.py::mm_single_dim_strategy)
+                        Mode.operands = [Mode.operands[1], Mode.operands[0]]
                     return NotImplemented
                 kind = kinds.get(func)
                 if kind is not None:
@@ -163,10 +178,12 @@ class FuncolRecorder:
                     known = names.get(t.untyped_storage().data_ptr())
                     if known is None:  # a reshaped or padded copy: the operand of that size
                         same = [v for v in Mode.operands if v[2] == t.numel()]
-                        known = same[0] if len(same) == 1 else (Mode.operands[0] if len(Mode.operands) == 1 else None)
+                        known = same[0] if same else (Mode.operands[0] if len(Mode.operands) == 1 else None)
                     if known is None:  # else the one parameter whose local shard has this size
                         same = [v for v in names.values() if v[2] == t.numel()]
                         known = same[0] if len(same) == 1 else None
+                    if known is None and Mode.operands:  # a padded copy (uneven shards): the op's layer
+                        known = Mode.operands[0]
                     known = known[:2] if known else None
                     group, name = known or ("?", "?")
                     REC.issue(kind, group, t.numel(), DTYPES.get(t.dtype, str(t.dtype)), {name: int(t.numel())},
