@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs what fsdpsim needs: Debian packages (C++ toolchain, libtorch, gloo,
-# test libraries, a clang with libFuzzer) and the upstream backend's Python
-# environment in .venv (pinned torch, peft, accelerate from
-# real_backend/upstream/requirements.txt). Idempotent, and quiet when
-# everything is already there. Works on Debian 12 and 13.
+# Installs what fsdpsim needs: Debian packages (C++ toolchain, gloo headers,
+# test libraries, a clang with libFuzzer) and the Python environment in .venv
+# (pinned torch, peft, accelerate from real_backend/upstream/requirements.txt),
+# whose torch wheel is also the libtorch the C++ real backend links, so CMake
+# needs .venv first. Idempotent, and quiet when everything is already there.
+# Works on Debian 12 and 13.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""
@@ -21,7 +22,10 @@ if [ -z "$clang_ver" ]; then
     if apt-cache show "libclang-rt-$v-dev" >/dev/null 2>&1; then clang_ver=$v; break; fi
   done
 fi
-pkgs=(cmake make g++ libtorch-dev libgloo-dev librapidcheck-dev libgtest-dev libgmock-dev
+# libgloo-dev: headers only. The wheel ships ProcessGroupGloo.hpp, which
+# includes <gloo/...>, but not gloo's headers (gloo is compiled into
+# libtorch_cpu.so); nothing links Debian's libgloo (README, "Which torch").
+pkgs=(cmake make g++ libgloo-dev librapidcheck-dev libgtest-dev libgmock-dev
       libfmt-dev libboost-graph-dev graphviz python3-venv
       "clang-$clang_ver" "libfuzzer-$clang_ver-dev" "libclang-rt-$clang_ver-dev")
 missing=()

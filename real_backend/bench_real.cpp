@@ -2,6 +2,7 @@
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <chrono>
 #include <thread>
@@ -12,7 +13,7 @@ namespace fsdpsim::real {
 
 CollectiveLatency measure_collective_latency(int world, int numel, int iterations) {
   auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<double> bare(world), fp(world);
+  std::vector<double> bare(world), fp(world), bare_rs(world), fp_rs(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
@@ -22,21 +23,30 @@ CollectiveLatency measure_collective_latency(int world, int numel, int iteration
       auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("bare", store), r, world, opts);
       Comm comm(c10::make_intrusive<c10d::PrefixStore>("comm", store), r, world, loopback_device(), std::chrono::milliseconds(10000));
       comm.set_names({"g"}, {"p"});
+      // The bare collective is the one Comm::all_gather issues: all-gather into one tensor.
       at::Tensor chunk = at::ones({numel});
-      std::vector<at::Tensor> in{chunk};
-      std::vector<std::vector<at::Tensor>> out(1);
-      for (int k = 0; k < world; ++k) out[0].push_back(at::empty({numel}));
-      for (int i = 0; i < 20; ++i) pg->allgather(out, in)->wait();  // warm up
+      at::Tensor out = at::empty({world * numel});
+      for (int i = 0; i < 20; ++i) pg->_allgather_base(out, chunk)->wait();  // warm up
       auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iterations; ++i) pg->allgather(out, in)->wait();
+      for (int i = 0; i < iterations; ++i) pg->_allgather_base(out, chunk)->wait();
       auto t1 = std::chrono::steady_clock::now();
       for (int i = 0; i < iterations; ++i) comm.all_gather(chunk, 0, 1, {0});
       auto t2 = std::chrono::steady_clock::now();
-      bare[r] = std::chrono::duration<double, std::micro>(t1 - t0).count() / iterations;
-      fp[r] = std::chrono::duration<double, std::micro>(t2 - t1).count() / iterations;
+      at::Tensor full = at::ones({world * numel}), seg = at::empty({numel});
+      c10d::ReduceScatterOptions avg;
+      avg.reduceOp = c10d::ReduceOp::AVG;
+      for (int i = 0; i < iterations; ++i) pg->_reduce_scatter_base(seg, full, avg)->wait();
+      auto t3 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iterations; ++i) comm.reduce_scatter_avg(full, 0, 1, {0});
+      auto t4 = std::chrono::steady_clock::now();
+      auto per_op = [&](auto a, auto b) { return std::chrono::duration<double, std::micro>(b - a).count() / iterations; };
+      bare[r] = per_op(t0, t1);
+      fp[r] = per_op(t1, t2);
+      bare_rs[r] = per_op(t2, t3);
+      fp_rs[r] = per_op(t3, t4);
     });
   for (auto& t : threads) t.join();
-  return {bare[0], fp[0]};
+  return {bare[0], fp[0], bare_rs[0], fp_rs[0]};
 }
 
 }  // namespace fsdpsim::real

@@ -1,5 +1,7 @@
 #include "real_backend/comm.hpp"
 
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
 #include <cstring>
 
 namespace fsdpsim::real {
@@ -28,6 +30,15 @@ Comm::Comm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
   opts->devices.push_back(device);
   opts->threads = 1;
   pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, opts);
+}
+
+template <class Issue>
+void Comm::run(Issue&& issue) {
+  try {
+    issue()->wait();
+  } catch (const std::exception& e) {
+    throw CommBroken(std::string("gloo: ") + e.what());
+  }
 }
 
 // A fingerprint: op, group, element count, step, dtype, then a 256-bit set of
@@ -69,19 +80,16 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
     mine[kMembers + m / 64] = static_cast<int64_t>(static_cast<uint64_t>(mine[kMembers + m / 64]) | (1ull << (m % 64)));
   const int64_t n = payload.defined() ? payload.numel() : 0;
   const bool inline_payload = payload.defined() && n <= kInline;
-  at::Tensor buf = at::zeros({kPrintFloats + kInline});
+  constexpr int64_t kBuf = kPrintFloats + kInline;
+  at::Tensor buf = at::zeros({kBuf});
   std::memcpy(buf.data_ptr<float>(), mine.data(), sizeof(int64_t) * kPrint);
   if (inline_payload) buf.narrow(0, kPrintFloats, n).copy_(payload.reshape({-1}));
-  std::vector<at::Tensor> in{buf};
-  std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < world_; ++r) out[0].push_back(at::empty_like(buf));
-  try {
-    pg_->allgather(out, in)->wait();
-  } catch (const std::exception& e) {
-    throw CommBroken(std::string("gloo: ") + e.what());
-  }
+  // All-gather into one tensor (all_gather_into_tensor): rank r's buffer is row r.
+  at::Tensor out = at::empty({world_ * kBuf});
+  run([&] { return pg_->_allgather_base(out, buf); });
+  out = out.view({world_, kBuf});
   at::Tensor prints = at::empty({world_, kPrint}, at::kLong);
-  for (int r = 0; r < world_; ++r) std::memcpy(prints[r].data_ptr<int64_t>(), out[0][r].data_ptr<float>(), sizeof(int64_t) * kPrint);
+  for (int r = 0; r < world_; ++r) std::memcpy(prints[r].data_ptr<int64_t>(), out[r].data_ptr<float>(), sizeof(int64_t) * kPrint);
   auto p = prints.accessor<int64_t, 2>();
   bool same = true, any_finished = false;
   for (int r = 0; r < world_; ++r) {
@@ -90,9 +98,7 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
   }
   if (!same) throw CollectiveFailure(any_finished ? Status::Hang : Status::Mismatch, describe(prints));
   if (!inline_payload) return at::Tensor();
-  std::vector<at::Tensor> rows;
-  for (int r = 0; r < world_; ++r) rows.push_back(out[0][r].narrow(0, kPrintFloats, n));
-  return at::stack(rows);
+  return out.narrow(1, kPrintFloats, n).clone();
 }
 
 at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members,
@@ -101,37 +107,26 @@ at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const 
   if (world_ == 1) return chunk.reshape({-1}).clone();
   at::Tensor got = announce(0, group, chunk.numel(), step, members, chunk);
   if (got.defined()) return got.reshape({-1});
-  std::vector<at::Tensor> in{chunk.contiguous()};
-  std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < world_; ++r) out[0].push_back(at::empty_like(in[0]));
-  try {
-    pg_->allgather(out, in)->wait();
-  } catch (const std::exception& e) {
-    throw CommBroken(std::string("gloo: ") + e.what());
-  }
-  return at::cat(out[0]);
+  at::Tensor in = chunk.reshape({-1}).contiguous();
+  at::Tensor out = at::empty({world_ * in.numel()}, in.options());
+  run([&] { return pg_->_allgather_base(out, in); });
+  return out;
 }
 
-// Small buffers: every rank's whole buffer comes back with the fingerprint and
-// the sum is taken locally in rank order (deterministic). Larger ones:
-// allreduce(SUM) and keep this rank's segment.
+// The fingerprint goes first (alone: the payload must not be summed from a
+// buffer whose ranks disagree), then gloo's reduce-scatter does the sum and the
+// division, so the shard is the value FSDP2 on gloo computes at any world size.
 at::Tensor Comm::reduce_scatter_avg(const at::Tensor& flat, int group, int step, const std::vector<int>& members) {
   int64_t seg = flat.numel() / world_;
   issued_.push_back({CollOp::ReduceScatter, group, seg, DType::F32, members});
   if (world_ == 1) return flat.clone();
-  at::Tensor got = announce(1, group, seg, step, members, flat);
-  if (got.defined()) {
-    at::Tensor sum = got[0].clone();
-    for (int r = 1; r < world_; ++r) sum.add_(got[r]);
-    return sum.narrow(0, rank_ * seg, seg).div(world_);
-  }
-  std::vector<at::Tensor> t{flat.contiguous().clone()};
-  try {
-    pg_->allreduce(t)->wait();
-  } catch (const std::exception& e) {
-    throw CommBroken(std::string("gloo: ") + e.what());
-  }
-  return t[0].narrow(0, rank_ * seg, seg).div(world_);
+  announce(1, group, seg, step, members, at::Tensor());
+  at::Tensor in = flat.reshape({-1}).contiguous();
+  at::Tensor out = at::empty({seg}, in.options());
+  c10d::ReduceScatterOptions opts;
+  opts.reduceOp = c10d::ReduceOp::AVG;
+  run([&] { return pg_->_reduce_scatter_base(out, in, opts); });
+  return out;
 }
 
 at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int step) {
@@ -141,11 +136,7 @@ at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int s
   at::Tensor got = announce(static_cast<int>(kBroadcast), param, full.numel(), step, {param}, flat, dtype);
   if (got.defined()) return got[0].clone();
   std::vector<at::Tensor> t{flat.clone()};
-  try {
-    pg_->broadcast(t)->wait();  // BroadcastOptions: root rank 0
-  } catch (const std::exception& e) {
-    throw CommBroken(std::string("gloo: ") + e.what());
-  }
+  run([&] { return pg_->broadcast(t); });  // BroadcastOptions: root rank 0
   return t[0];
 }
 
@@ -155,11 +146,7 @@ at::Tensor Comm::read_rank0_file(const at::Tensor& flat, int step) {
   at::Tensor got = announce(static_cast<int>(kFile), 0, f.numel(), step, {}, f);
   if (got.defined()) return got[0].clone();
   std::vector<at::Tensor> t{f.clone()};
-  try {
-    pg_->broadcast(t)->wait();  // root rank 0
-  } catch (const std::exception& e) {
-    throw CommBroken(std::string("gloo: ") + e.what());
-  }
+  run([&] { return pg_->broadcast(t); });  // root rank 0
   return t[0];
 }
 

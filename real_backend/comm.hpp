@@ -10,7 +10,15 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+// Only comm.cpp, launcher.cpp and bench_real.cpp include ProcessGroupGloo.hpp
+// (and with it gloo's headers): every other real_backend file sees a device
+// pointer and a c10d::Backend.
+namespace gloo::transport {
+class Device;
+}
 
 #include "model/vocab/observation.hpp"
 
@@ -58,14 +66,15 @@ class Comm {
   // redistribute moves, named after `members`) while `chunk` is what travels here.
   at::Tensor all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members,
                         int64_t recorded_count = -1);
-  // Reduce-scatter with AVG over a flat buffer of world equal segments: allreduce(SUM),
-  // keep this rank's segment, divide by world (gloo 1.13 has no reduce_scatter, no AVG).
+  // Reduce-scatter with AVG over a flat buffer of world equal segments: gloo's
+  // own reduce_scatter_tensor (ReduceOp::AVG), as FSDP2's foreach_reduce issues
+  // it for fp32 gradients (_fsdp_collectives.py::_get_gradient_divide_factors).
   at::Tensor reduce_scatter_avg(const at::Tensor& flat, int group, int step, const std::vector<int>& members);
   // Broadcast from rank 0 of one parameter's full value (accelerate's
   // fsdp2_load_full_state_dict): the fingerprint carries the parameter and the
   // dtype of this rank's copy, so ranks holding different dtypes get a mismatch
-  // rather than a gloo size error. The payload travels as fp32 (1.13's gloo has
-  // no bf16: "Invalid scalar type"); rank 0's `full` comes back on every rank.
+  // rather than a gloo size error. The payload travels as fp32 (it rides in the
+  // fingerprint's float buffer); rank 0's `full` comes back on every rank.
   at::Tensor broadcast(const at::Tensor& full, int param, DType dtype, int step);
   // Rank 0's `flat` on every rank, as reading a file rank 0 wrote: no
   // collective upstream, so nothing is recorded in issued(); the fingerprint
@@ -81,7 +90,10 @@ class Comm {
   at::Tensor announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload,
                       DType dtype = DType::F32);
   std::string describe(const at::Tensor& prints) const;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  // Runs one gloo collective to completion; any error kills the group.
+  template <class Issue>
+  void run(Issue&& issue);
+  c10::intrusive_ptr<c10d::Backend> pg_;
   int rank_, world_;
   std::vector<std::string> group_names_, param_names_;
   std::vector<IssuedCollective> issued_;

@@ -189,6 +189,9 @@ int cmd_bench(const Args& a) {
   real::CollectiveLatency lat = real::measure_collective_latency(2, 80, 2000);
   std::cout << "all-gather of 80 floats, 2 thread ranks: bare gloo " << static_cast<int64_t>(lat.bare_us) << " us, fingerprinted "
             << static_cast<int64_t>(lat.fingerprinted_us) << " us (" << lat.fingerprinted_us / lat.bare_us << "x the floor)\n";
+  std::cout << "reduce-scatter (AVG) to 80 floats, 2 thread ranks: bare gloo " << static_cast<int64_t>(lat.bare_rs_us)
+            << " us, fingerprinted " << static_cast<int64_t>(lat.fingerprinted_rs_us) << " us ("
+            << lat.fingerprinted_rs_us / lat.bare_rs_us << "x the floor)\n";
   // 4. The upstream backend (real_backend/upstream/fsdpsim_upstream/bench.py): persistent pool vs a torchrun per sequence.
   std::cout.flush();
   std::string error;
