@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "model/vocab/observation.hpp"
+#include "real_backend/rank_progress.hpp"
 
 namespace fsdpsim::real {
 
@@ -76,6 +77,8 @@ class Comm {
   void finish(int step);
 
   std::vector<IssuedCollective>& issued() { return issued_; }
+  // Where this rank reports the collective it waits in (process ranks; may be null).
+  void set_probe(RankProbe* probe) { probe_ = probe; }
 
  private:
   at::Tensor announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload,
@@ -85,6 +88,7 @@ class Comm {
   int rank_, world_;
   std::vector<std::string> group_names_, param_names_;
   std::vector<IssuedCollective> issued_;
+  RankProbe* probe_ = nullptr;
 };
 
 // One gloo device shared by every thread rank of a process (gloo busy-polls).

@@ -84,6 +84,8 @@ int cmd_worker(const Args& a) {
   real::TorchrunResult tr;
   try {
     tr = real::run_torchrun_rank(f, std::chrono::milliseconds(a.timeout_ms));
+  } catch (const SourceError&) {
+    throw;  // a missing or invalid launch variable: bad input, exit 3
   } catch (const std::exception& e) {
     std::cerr << "fsdpsim worker: " << e.what() << "\n";
     return kInfra;
