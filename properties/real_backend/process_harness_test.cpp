@@ -217,3 +217,48 @@ TEST(ProcessHarness, TorchrunEnvironmentIsValidated) {
   EXPECT_EQ(with("MASTER_ADDR", ""),
             "<environment>: MASTER_ADDR is not set (a torchrun-style launch sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
 }
+
+// Issue 11: with nothing moving (here the only rank is stopped) the parent said
+// "a rank did not answer", naming none. It waits while any rank makes
+// progress, then names each rank and where it is.
+TEST(ProcessHarness, ARunWhereNoRankMovesNamesEachRank) {
+  PrivateTmpdir tmp;
+  real::RealRanks ranks(1, real::RankMode::Processes, std::chrono::milliseconds(300));
+  SeqFile f = parse_seq(seed000_header(1) + kSeed000);
+  ASSERT_FALSE(ranks.run(f).infra_failure);
+  std::vector<pid_t> kids = child_pids();
+  ASSERT_EQ(kids.size(), 1u);
+  ::kill(kids[0], SIGSTOP);
+  real::RealResult r = ranks.run(f);
+  ASSERT_TRUE(r.infra_failure);
+  EXPECT_TRUE(starts_with(r.infra_message, "no rank made progress for ")) << r.infra_message;
+  EXPECT_NE(r.infra_message.find("; rank 0 too slow: stopped (SIGSTOP or a debugger) while waiting for its next sequence"),
+            std::string::npos)
+      << r.infra_message;
+  EXPECT_TRUE(tmp.entries().empty());
+}
+
+// Issue 11: `--world 16 --timeout 100` said "rank 2 died (exit 3)" in half the
+// runs: joining 16 ranks takes longer than 100 ms. The ranks' timeout grows
+// with the world, so fresh pools join every time.
+TEST(ProcessHarness, SixteenRanksJoinUnderAShortTimeout) {
+  PrivateTmpdir tmp;
+  SeqFile f = parse_seq(seed000_header(16) + kSeed000);
+  for (int i = 0; i < 3; ++i) {
+    real::RealResult r = real::run_real(f, real::RankMode::Processes, std::chrono::milliseconds(100));
+    ASSERT_FALSE(r.infra_failure) << "pool " << i << ": " << r.infra_message;
+  }
+}
+
+// Issue 11: a valid 4096x4096 layer timed out at the default timeout (the
+// parent's deadline was a fixed formula of the timeout and the op count). The
+// same at a quarter of the elements and a 100 ms timeout: the ranks' timeout
+// grows with the elements, and the parent waits while they make progress.
+TEST(ProcessHarness, ALargeLayerRunsUnderAShortTimeout) {
+  PrivateTmpdir tmp;
+  SeqFile f = parse_seq("world 2\nlayer big 2048 2048\nadapter a r=8 alpha=8 targets=big\nfully_shard root\n---\n"
+                        "train_step\ntrain_step\ntrain_step\ntrain_step\ntrain_step\ntrain_step\nmerge\neval\neval\neval\n");
+  real::RealResult r = real::run_real(f, real::RankMode::Processes, std::chrono::milliseconds(100));
+  ASSERT_FALSE(r.infra_failure) << r.infra_message;
+  EXPECT_EQ(r.observations.size(), 20u);
+}
