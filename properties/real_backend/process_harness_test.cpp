@@ -37,6 +37,19 @@ int in_child(Body body) {
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
+// A pool of `world` process ranks (300 ms timeout) runs seed 000 once; then
+// rank `stopped` gets SIGSTOP and the pool runs it again: that run's result.
+real::RealResult run_with_a_stopped_rank(int world, int stopped) {
+  real::RealRanks ranks(world, real::RankMode::Processes, std::chrono::milliseconds(300));
+  SeqFile f = parse_seq(seed000_header(world) + kSeed000);
+  real::RealResult first = ranks.run(f);
+  EXPECT_FALSE(first.infra_failure) << first.infra_message;
+  std::vector<pid_t> kids = child_pids();
+  EXPECT_EQ(kids.size(), static_cast<size_t>(world));
+  if (kids.size() == static_cast<size_t>(world)) ::kill(kids[stopped], SIGSTOP);
+  return ranks.run(f);
+}
+
 }  // namespace
 
 // Issue 11: only 4 store directories were tracked for signal cleanup, in
@@ -136,13 +149,7 @@ TEST(ProcessHarness, StaleSweepKeepsLockedAndYoungDirectories) {
 // rank 0's own error and the collective it waited in.
 TEST(ProcessHarness, AStoppedRankIsBlamedNotThePeerThatWaitedForIt) {
   PrivateTmpdir tmp;
-  real::RealRanks ranks(2, real::RankMode::Processes, std::chrono::milliseconds(300));
-  SeqFile f = parse_seq(seed000_header(2) + kSeed000);
-  ASSERT_FALSE(ranks.run(f).infra_failure);
-  std::vector<pid_t> kids = child_pids();
-  ASSERT_EQ(kids.size(), 2u);
-  ::kill(kids[1], SIGSTOP);
-  real::RealResult r = ranks.run(f);
+  real::RealResult r = run_with_a_stopped_rank(2, 1);
   ASSERT_TRUE(r.infra_failure);
   EXPECT_TRUE(starts_with(r.infra_message, "rank 1 too slow: stopped (SIGSTOP or a debugger) while ")) << r.infra_message;
   EXPECT_NE(r.infra_message.find("; rank 0: gloo: "), std::string::npos) << r.infra_message;
@@ -223,13 +230,7 @@ TEST(ProcessHarness, TorchrunEnvironmentIsValidated) {
 // progress, then names each rank and where it is.
 TEST(ProcessHarness, ARunWhereNoRankMovesNamesEachRank) {
   PrivateTmpdir tmp;
-  real::RealRanks ranks(1, real::RankMode::Processes, std::chrono::milliseconds(300));
-  SeqFile f = parse_seq(seed000_header(1) + kSeed000);
-  ASSERT_FALSE(ranks.run(f).infra_failure);
-  std::vector<pid_t> kids = child_pids();
-  ASSERT_EQ(kids.size(), 1u);
-  ::kill(kids[0], SIGSTOP);
-  real::RealResult r = ranks.run(f);
+  real::RealResult r = run_with_a_stopped_rank(1, 0);
   ASSERT_TRUE(r.infra_failure);
   EXPECT_TRUE(starts_with(r.infra_message, "no rank made progress for ")) << r.infra_message;
   EXPECT_NE(r.infra_message.find("; rank 0 too slow: stopped (SIGSTOP or a debugger) while waiting for its next sequence"),
