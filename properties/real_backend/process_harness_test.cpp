@@ -263,3 +263,40 @@ TEST(ProcessHarness, ALargeLayerRunsUnderAShortTimeout) {
   ASSERT_FALSE(r.infra_failure) << r.infra_message;
   EXPECT_EQ(r.observations.size(), 20u);
 }
+
+namespace {
+volatile sig_atomic_t g_cli_saw_sigint = 0;
+void cli_handler(int) { g_cli_saw_sigint = 1; }
+}  // namespace
+
+// A CLI that handles SIGINT itself (to print partial results) keeps its
+// handler: the harness kills the ranks, removes the store, calls it, and the
+// run that was cut short reports the interruption; the process lives on and the
+// pool starts fresh ranks for the next sequence.
+TEST(ProcessHarness, AnInterruptChainsToTheHandlerInstalledBefore) {
+  PrivateTmpdir tmp;
+  struct sigaction cli {}, saved {};
+  cli.sa_handler = cli_handler;
+  ::sigaction(SIGINT, &cli, &saved);
+  {
+    real::RealRanks ranks(2, real::RankMode::Processes, std::chrono::milliseconds(5000));
+    std::string ops;
+    for (int i = 0; i < 20; ++i) ops += "train_step\n";
+    SeqFile big = parse_seq("world 2\nlayer big 2048 2048\nadapter a r=8 alpha=8 targets=big\nfully_shard root\n---\n" + ops);
+    std::thread interrupter([] {  // once the ranks are up and busy
+      while (child_pids().size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      ::kill(::getpid(), SIGINT);
+    });
+    real::RealResult r = ranks.run(big);
+    interrupter.join();
+    EXPECT_EQ(g_cli_saw_sigint, 1);
+    ASSERT_TRUE(r.infra_failure);
+    EXPECT_TRUE(starts_with(r.infra_message, "interrupted by Interrupt; ranks killed")) << r.infra_message;
+    EXPECT_TRUE(tmp.entries().empty());
+    real::RealResult again = ranks.run(parse_seq(seed000_header(2) + kSeed000));
+    EXPECT_FALSE(again.infra_failure) << again.infra_message;
+  }
+  EXPECT_TRUE(tmp.entries().empty());
+  ::sigaction(SIGINT, &saved, nullptr);
+}
