@@ -185,6 +185,24 @@ TEST(CliUpstream, ModelAndAFakePoolReplayingTheModelAgreeAndDifferOnAnAlteredFie
             std::string::npos)
       << dj.out;
   EXPECT_NE(dj.out.find("\",\"backend\":\"model\"}\n{\"trace_hash\":\""), std::string::npos) << dj.out;
+  // A pool answering with steps the sequence does not have: exit 4 naming it, not a crash
+  // (shrink --divergence against this fake pool corrupted the heap in the spec).
+  std::string one_op = write("upstream_one_op.seq", std::string(kGood) + "train_step\n");
+  Result extra = run_env(fake_pool_env(same), "run " + one_op + " --backend model,upstream");
+  EXPECT_EQ(extra.code, 4) << extra.out;
+  EXPECT_NE(extra.out.find("fsdpsim: upstream backend: an observation for step 2 rank 0, but the sequence has 1 ops at world 2\n"),
+            std::string::npos)
+      << extra.out;
+  // shrink --divergence keeps the first difference's op and field while it drops what it can
+  // (here the layer lin1: the replayed observations still differ at step 4's grads).
+  Result sd = run_env(fake_pool_env(altered), "shrink " + seq + " --divergence --backend model,upstream");
+  EXPECT_EQ(sd.code, 2) << sd.out;
+  EXPECT_NE(sd.out.find("\n# shrunk from " + seq + " by fsdpsim shrink --divergence --backend model,upstream ("), std::string::npos) << sd.out;
+  EXPECT_NE(sd.out.find("\n# divergence (train_step): grads\n"), std::string::npos) << sd.out;
+  EXPECT_EQ(sd.out.find("layer lin1"), std::string::npos) << sd.out;
+  Result agree = run_env(fake_pool_env(same), "shrink " + seq + " --divergence --backend model,upstream");
+  EXPECT_EQ(agree.code, 3) << agree.out;
+  EXPECT_NE(agree.out.find(seq + ": no divergence to shrink (model,upstream agree on it)"), std::string::npos) << agree.out;
   // Three backends: the real one agrees with the model, the upstream one does not.
   Result three = run_env(fake_pool_env(altered), "run " + seq + " --backend upstream,real,model");
   EXPECT_EQ(three.code, 2) << three.out;
