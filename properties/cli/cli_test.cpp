@@ -327,21 +327,37 @@ TEST(CliCrosscheck, EveryRunBrokenIsNotACleanResult) {
   EXPECT_EQ(r.out.find("none"), std::string::npos) << r.out;
 }
 
+// Runs `fsdpsim ARGS > DIR/log`, waits until the log shows `ready` (at most
+// 120 s), sends SIG, and returns the exit status and the log.
+Result interrupt_when(const std::string& args, const std::string& dir, const std::string& ready, const char* sig) {
+  std::string cmd = "bash -c '" FSDPSIM_BINARY_DIR "/fsdpsim " + args + " > " + dir + "/log 2>&1 & p=$!; " +
+                    "for i in $(seq 1200); do grep -q \"" + ready + "\" " + dir + "/log && break; sleep 0.1; done; kill -" + sig +
+                    " $p; wait $p; echo $? > " + dir + "/rc'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream rc_in(dir + "/rc"), log_in(dir + "/log");
+  int rc = -1;
+  rc_in >> rc;
+  return {rc, std::string((std::istreambuf_iterator<char>(log_in)), std::istreambuf_iterator<char>())};
+}
+
 // A signal stops the loop after the sequence in progress: the partial summary
 // reaches the (redirected, so fully buffered) output and the exit is 128+signal.
 TEST(CliCrosscheck, InterruptedRunKeepsItsPartialSummary) {
-  for (const char* sig : {"INT", "TERM"}) {
+  for (const char* sig : {"INT", "TERM", "HUP"}) {
     std::string d = temp_dir(std::string("cc_sig_") + sig);
-    std::string cmd = "bash -c '" FSDPSIM_BINARY_DIR "/fsdpsim crosscheck --seed 1 --count 1000000 --out " + d + " > " + d +
-                      "/log 2>&1 & p=$!; sleep 4; kill -" + sig + " $p; wait $p; echo $? > " + d + "/rc'";
-    ASSERT_EQ(std::system(cmd.c_str()), 0);
-    std::ifstream rc_in(d + "/rc"), log_in(d + "/log");
-    int rc = -1;
-    rc_in >> rc;
-    std::string log((std::istreambuf_iterator<char>(log_in)), std::istreambuf_iterator<char>());
-    EXPECT_EQ(rc, std::string(sig) == "INT" ? 130 : 143) << log;
-    EXPECT_NE(log.find(" of 1000000\n"), std::string::npos) << log;
-    EXPECT_NE(log.find("interrupted "), std::string::npos) << log;
-    EXPECT_NE(log.find("findings (model, "), std::string::npos) << log;
+    Result r = interrupt_when("crosscheck --seed 1 --count 1000000 --out " + d, d, "crosscheck: ", sig);
+    EXPECT_EQ(r.code, std::string(sig) == "INT" ? 130 : std::string(sig) == "TERM" ? 143 : 129) << r.out;
+    EXPECT_NE(r.out.find(" of 1000000\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("interrupted "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("findings (model, "), std::string::npos) << r.out;
   }
+}
+
+// `check > log` stopped by SIGTERM: the log keeps every result line and the summary.
+TEST(CliCheck, InterruptedCheckKeepsItsOutput) {
+  std::string d = temp_dir("check_sig");
+  Result r = interrupt_when("check " FSDPSIM_SOURCE_DIR "/corpus/regressions --backend real", d, "PASS ", "TERM");
+  EXPECT_EQ(r.code, 143) << r.out;
+  EXPECT_NE(r.out.find(" bad input; interrupted by signal 15 after "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS "), std::string::npos) << r.out;
 }

@@ -24,6 +24,7 @@ int cmd_crosscheck(const Args& a) {
   opt.world = a.world > 0 ? a.world : 2;
   std::string out_dir = a.out.empty() ? "crosscheck-" + std::to_string(a.seed) : a.out;
   if (!a.out.empty()) prepare_out_dir(out_dir);  // a bad --out is exit 3 now, not at the first divergence
+  arm_interrupts();
   RealPools pools = pools_of(a);
   const BackendList backends = a.backends.size() >= 2 ? a.backends : kModelAndReal;
   auto t0 = std::chrono::steady_clock::now();
@@ -40,6 +41,7 @@ int cmd_crosscheck(const Args& a) {
     SeqFile f = generate_seq(rng, opt);
     if (!a.profile.empty()) f.scenario.profile = a.profile;
     BackendRun res = run_backend(f, backends, pools, false);
+    arm_interrupts();  // a backend started in this run installed its own handler: ours again
     if (res.infra_failure) {
       ++broken;
       std::cout << "sequence " << seed << ": " << res.infra_message << "\n";

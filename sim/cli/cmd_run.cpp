@@ -166,6 +166,7 @@ int cmd_run(const Args& a) {
 int cmd_check(const Args& a) {
   if (a.positional.empty()) throw SourceError("<command line>", {}, "check expects at least one file or directory");
   int passed = 0, failed = 0, bad = 0, diverged = 0, broken = 0;
+  arm_interrupts();
   RealPools pools = pools_of(a);
   std::vector<std::string> problems;
   const std::vector<std::string> files = seq_files(a.positional, &problems);
@@ -175,6 +176,7 @@ int cmd_check(const Args& a) {
   }
   size_t done = 0;
   for (const auto& file : files) {
+    std::cout.flush();  // the previous file's lines, also into a redirected file
     if (interrupted()) break;
     arm_interrupts();
     ++done;
@@ -182,6 +184,7 @@ int cmd_check(const Args& a) {
       SeqFile f = parse_seq_file(file);
       apply_overrides(f, a, file);
       BackendRun res = run_backend(f, a.backends, pools);
+      arm_interrupts();  // a backend started in this run installed its own handler: ours again
       if (res.infra_failure) {
         ++broken;
         std::cout << "BROKE " << file << ": " << res.infra_message << "\n";
