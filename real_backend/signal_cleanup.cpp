@@ -24,7 +24,7 @@ using Snapshot = std::vector<Entry>;
 // is freed once no handler can be reading it. A handler announces itself in
 // g_readers before loading g_current, so an updater that sees g_readers == 0
 // after its store knows no handler holds the old snapshot (sequentially
-// consistent atomics); otherwise the old one waits in g_retired for an update
+// consistent atomics); otherwise the old one waits in retired() for an update
 // that sees no reader.
 std::atomic<Snapshot*> g_current{nullptr};
 std::atomic<int> g_readers{0};

@@ -3,7 +3,8 @@
 # three ways (issue 11): SIGINT to its process group (Ctrl-C), SIGHUP to the
 # parent (a closed terminal), SIGKILL of the parent. Checks that no process of
 # it is left, that no store directory is left after the next start of a real
-# run, and, for SIGINT and SIGHUP, that partial results were printed.
+# run, and, for SIGINT and SIGHUP, that partial results were printed (exit
+# 128 + signal, the summary's `sequences N of M` and `interrupted` rows).
 set -u
 fsdpsim=$1
 seq=$2
@@ -49,15 +50,14 @@ for sig in INT HUP KILL; do
   esac
   [ "$rc" = "$want" ] || bad "exit $rc, want $want"
   if [ "$sig" != KILL ]; then
-    # The handler removed the store at once; nothing waits for a later start.
+    # Removed before exit (by the harness's handler, or by the pools' destructors
+    # after the CLI's summary); nothing waits for a later start.
     [ -z "$(ls "$TMPDIR")" ] || bad "left in TMPDIR: $(ls "$TMPDIR")"
     grep -q '^crosscheck: [0-9]*/1000000 sequences' "$work/stdout" || bad "no progress line before the signal: $(head -c 300 "$work/stdout")"
-    # COORDINATOR: the partial summary is h-rel's part (sim/cli: flush and print
-    # what was done before exiting 130/143). Set FSDPSIM_EXPECT_PARTIAL_SUMMARY=1
-    # here once it is merged; it expects the summary table's `sequences` row.
-    if [ "${FSDPSIM_EXPECT_PARTIAL_SUMMARY:-0}" = 1 ]; then
-      grep -Eq '^sequences +[0-9]+' "$work/stdout" || bad "no partial summary: $(tail -c 300 "$work/stdout")"
-    fi
+    # The partial summary is the CLI's part (sim/cli/interrupt.hpp, merged from h-rel).
+    grep -Eq '^sequences +[0-9]+ of 1000000' "$work/stdout" || bad "no partial summary: $(tail -c 300 "$work/stdout")"
+    num=$([ "$sig" = INT ] && echo 2 || echo 1)
+    grep -Eq "^interrupted +by signal $num: partial results" "$work/stdout" || bad "no 'interrupted' row: $(tail -c 300 "$work/stdout")"
   else
     ls "$TMPDIR" | grep -q '^fsdpsim-real-' || bad "SIGKILL should leave the store directory for the next start"
     "$fsdpsim" run "$seq" --backend real > "$work/next" 2>&1 || true
