@@ -16,6 +16,16 @@ CollOp coll_op_of(int64_t code) {
   return code == 0 ? CollOp::AllGather : code == kBroadcast ? CollOp::Broadcast : CollOp::ReduceScatter;
 }
 
+const char* collective_name(int64_t code) {
+  switch (code) {
+    case 0: return "all_gather";
+    case 1: return "reduce_scatter";
+    case kFinish: return "the end-of-sequence exchange";
+    case kBroadcast: return "broadcast";
+    default: return "the read of rank 0's file";
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<::gloo::transport::Device> loopback_device() {
@@ -75,6 +85,11 @@ std::string Comm::describe(const at::Tensor& prints) const {
 // trip instead of two); the ranks' payloads come back as a (world, n) tensor.
 at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload,
                           DType dtype) {
+  CollectiveMark mark(probe_, [&] {
+    const auto& names = op == kBroadcast ? param_names_ : group_names_;
+    std::string g = op == kFinish || op == kFile ? "" : group < static_cast<int>(names.size()) ? names[group] : "?";
+    return std::string(collective_name(op)) + (g.empty() ? "" : "(" + g + ", " + std::to_string(count) + " elements)");
+  });
   std::vector<int64_t> mine{op, group, count, step, static_cast<int64_t>(dtype), 0, 0, 0, 0};
   for (int m : members)
     mine[kMembers + m / 64] = static_cast<int64_t>(static_cast<uint64_t>(mine[kMembers + m / 64]) | (1ull << (m % 64)));

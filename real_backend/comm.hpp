@@ -21,6 +21,7 @@ class Device;
 }
 
 #include "model/vocab/observation.hpp"
+#include "real_backend/rank_progress.hpp"
 
 namespace fsdpsim::real {
 
@@ -85,6 +86,8 @@ class Comm {
   void finish(int step);
 
   std::vector<IssuedCollective>& issued() { return issued_; }
+  // Where this rank reports the collective it waits in (process ranks; may be null).
+  void set_probe(RankProbe* probe) { probe_ = probe; }
 
  private:
   at::Tensor announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload,
@@ -97,6 +100,7 @@ class Comm {
   int rank_, world_;
   std::vector<std::string> group_names_, param_names_;
   std::vector<IssuedCollective> issued_;
+  RankProbe* probe_ = nullptr;
 };
 
 // One gloo device shared by every thread rank of a process (gloo busy-polls).

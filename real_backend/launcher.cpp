@@ -19,27 +19,55 @@
 #include <filesystem>
 #include <thread>
 
+#include "model/vocab/source_error.hpp"
 #include "real_backend/comm.hpp"
 #include "real_backend/layout.hpp"
 #include "real_backend/observer.hpp"
+#include "real_backend/rank_failure.hpp"
+#include "real_backend/rank_progress.hpp"
 #include "real_backend/real_rank.hpp"
+#include "real_backend/signal_cleanup.hpp"
+#include "real_backend/store_dir.hpp"
 
 namespace fsdpsim::real {
 
 namespace {
 bool g_in_worker = false;  // set in forked worker processes
+int g_crash_rank = -1;     // FSDPSIM_CRASH_RANK, read by the parent before it forks
+RankProbe g_probe;         // a forked worker's slot in its pool's progress table
+
+// A decimal number of at most 9 digits and nothing else, or -1.
+long parse_count(const char* v) {
+  if (!v || !*v) return -1;
+  long n = 0;
+  for (const char* c = v; *c; ++c) {
+    if (*c < '0' || *c > '9' || c - v >= 9) return -1;
+    n = n * 10 + (*c - '0');
+  }
+  return n;
+}
+
+[[noreturn]] void bad_environment(const std::string& what) { throw SourceError("<environment>", {}, what); }
+
+std::string quoted_env(const char* v) {
+  std::string s = v ? v : "";
+  return "'" + (s.size() > 40 ? s.substr(0, 40) + "..." : s) + "'";
+}
+
 }  // namespace
 
 void run_rank(const SeqFile& f, Comm& comm, std::vector<RankReport>& out) {
   Layout layout = make_layout(f);
   RealRank rank(layout, f.scenario.seed, &comm);
-  // Test hook: FSDPSIM_CRASH_RANK=R makes worker process R die at its first op,
-  // as a crashed rank would (process mode only).
-  const char* crash = g_in_worker ? std::getenv("FSDPSIM_CRASH_RANK") : nullptr;
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& op = f.ops[i];
     if (!op.runs_on(comm.rank())) continue;
-    if (crash && std::atoi(crash) == comm.rank()) _exit(9);
+    if (g_in_worker) {
+      g_probe.running("step " + std::to_string(i + 1) + " (" + op_name(op.kind) + ")");
+      // Test hook: FSDPSIM_CRASH_RANK=R makes worker process R die at its first
+      // op, as a crashed rank would (process mode only).
+      if (g_crash_rank == comm.rank()) _exit(9);
+    }
     try {
       out.push_back(rank.apply(op, static_cast<int>(i) + 1));
     } catch (const CollectiveFailure& e) {
@@ -47,6 +75,7 @@ void run_rank(const SeqFile& f, Comm& comm, std::vector<RankReport>& out) {
       return;  // this rank is stuck in that collective
     }
   }
+  if (g_in_worker) g_probe.running("the end of the sequence");
   try {
     comm.finish(static_cast<int>(f.ops.size()) + 1);
   } catch (const CollectiveFailure&) {
@@ -93,10 +122,16 @@ bool read_frame(int fd, std::string* s) {
 
 // A worker's answer: 'R' + reports, or 'E' + what broke.
 [[noreturn]] void worker_main(int rank, int world, const std::string& store_path, std::chrono::milliseconds timeout, int in,
-                              int out) {
+                              int out, pid_t parent, RankProgress* progress) {
   g_in_worker = true;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a parent that dies takes its ranks with it
-  if (::getppid() == 1) _exit(3);
+  if (::getppid() != parent) _exit(3);
+  // The parent's handlers would clean up its pool from here: a rank just dies
+  // (Ctrl-C reaches the whole process group; the parent reports the rest).
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
+  g_probe.progress = progress;
+  g_probe.rank = rank;
+  g_probe.set(RankPhase::Joining, "");
   at::set_num_threads(1);
   std::unique_ptr<Comm> comm;
   try {
@@ -104,9 +139,11 @@ bool read_frame(int fd, std::string* s) {
     store->setTimeout(timeout);
     comm = std::make_unique<Comm>(store, rank, world, c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"), timeout);
   } catch (const std::exception& e) {
-    write_frame(out, std::string("E") + "rank " + std::to_string(rank) + " could not join the process group: " + e.what());
+    write_frame(out, "Ecould not join the process group within " + std::to_string(timeout.count()) + " ms: " + e.what());
     _exit(3);
   }
+  comm->set_probe(&g_probe);
+  g_probe.set(RankPhase::Idle, "");
   std::string job;
   while (read_frame(in, &job) && !job.empty()) {
     std::string reply = "R";
@@ -116,60 +153,13 @@ bool read_frame(int fd, std::string* s) {
       run_rank(f, *comm, reports);
       for (const auto& r : reports) write_report(reply, r);
     } catch (const std::exception& e) {
-      write_frame(out, std::string("E") + "rank " + std::to_string(rank) + ": " + e.what());
+      write_frame(out, std::string("E") + e.what());
       _exit(3);  // the process group is dead after any gloo error
     }
+    g_probe.set(RankPhase::Idle, "");
     if (!write_frame(out, reply)) _exit(3);
   }
   _exit(0);
-}
-
-// SIGINT/SIGTERM: kill every live worker and remove the stores, then leave.
-// Only async-signal-safe calls; the table is written before workers start.
-constexpr int kMaxLive = 64;
-volatile sig_atomic_t g_live_pids[kMaxLive];
-char g_live_dirs[4][64];
-
-void on_signal(int sig) {
-  for (int i = 0; i < kMaxLive; ++i)
-    if (g_live_pids[i] > 0) ::kill(g_live_pids[i], SIGKILL);
-  for (auto& d : g_live_dirs) {
-    if (!d[0]) continue;
-    char store[80];
-    size_t n = std::strlen(d);
-    std::memcpy(store, d, n);
-    std::memcpy(store + n, "/store", 7);
-    ::unlink(store);
-    ::rmdir(d);
-  }
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
-void track(pid_t pid, bool add) {
-  for (int i = 0; i < kMaxLive; ++i)
-    if (add ? g_live_pids[i] == 0 : g_live_pids[i] == pid) {
-      g_live_pids[i] = add ? pid : 0;
-      return;
-    }
-}
-
-void track_dir(const std::string& dir, bool add) {
-  for (auto& d : g_live_dirs)
-    if (add ? !d[0] : dir == d) {
-      if (add) std::snprintf(d, sizeof d, "%s", dir.c_str());
-      else d[0] = 0;
-      return;
-    }
-}
-
-void install_signal_handlers() {
-  static bool done = false;
-  if (done) return;
-  done = true;
-  ::signal(SIGINT, on_signal);
-  ::signal(SIGTERM, on_signal);
-  ::signal(SIGPIPE, SIG_IGN);  // a dead worker's pipe answers EPIPE instead of killing us
 }
 
 }  // namespace
@@ -191,6 +181,33 @@ std::vector<std::vector<RankReport>> parse_replies(const std::vector<std::string
   return out;
 }
 
+// FSDPSIM_CRASH_RANK (the crash test hook): unset or empty is none; anything
+// but a rank number is bad input naming the variable.
+int crash_rank_from_env() {
+  const char* v = std::getenv("FSDPSIM_CRASH_RANK");
+  if (!v || !*v) return -1;
+  long n = parse_count(v);
+  if (n < 0) bad_environment("FSDPSIM_CRASH_RANK expects a rank number, got " + quoted_env(v));
+  return static_cast<int>(n);
+}
+
+// How long beyond --timeout a rank may wait for a peer that is still working:
+// joining (a full mesh of connections over the FileStore: grows with the world)
+// or running an op (every op reads every parameter, and its report copies
+// them: grows with the elements a rank holds, world times that for a gathered
+// layer). The coefficients are measured on one loaded core with room to spare
+// (README, "The real backend").
+std::chrono::milliseconds work_allowance(const SeqFile& f) {
+  int64_t elements = 0;
+  for (const auto& p : make_layout(f).params) elements += p.rows * p.cols;
+  const int64_t world = f.scenario.world;
+  const int64_t join_ms = 40 * world + world * world / 2;
+  const int64_t work_ms = elements * (2 + world) / 4000;  // 4000 elements per ms per copy
+  return std::chrono::milliseconds(join_ms + work_ms);
+}
+
+using Clock = std::chrono::steady_clock;
+
 class ProcessPool : public RealRanks::Impl {
  public:
   ProcessPool(int world, std::chrono::milliseconds timeout) : world_(world), timeout_(timeout) {}
@@ -198,48 +215,72 @@ class ProcessPool : public RealRanks::Impl {
 
   RealResult run(const SeqFile& f) override {
     RealResult res;
-    if (pids_.empty()) start();
+    const std::chrono::milliseconds limit = timeout_ + work_allowance(f);
+    if (!pids_.empty() && limit > limit_) stop();  // ranks built for less work: rebuild them with a longer timeout
+    if (pids_.empty()) start(limit);
+    const int interrupts = interrupt_count();
     std::string job = print_seq(f);
-    for (int r = 0; r < world_; ++r) write_frame(to_[r], job);
-    // Every collective times out after `timeout`; allow a few of them, plus the ops' own time.
-    auto deadline = std::chrono::steady_clock::now() + 3 * timeout_ + std::chrono::milliseconds(2000 + 20 * f.ops.size());
-    std::vector<std::string> replies(world_);
-    std::vector<bool> done(world_, false);
+    for (int r = 0; r < world_; ++r) write_frame(to_[r], job);  // a dead rank's pipe: EPIPE; its EOF tells
+    std::vector<RankState> states(world_);
+    std::vector<std::string> replies(world_), buffers(world_);
+    std::vector<bool> open(world_, true), closed(world_, false);
     int remaining = world_;
-    std::vector<std::string> buffers(world_);
+    // The ranks time out in their own collectives after limit_; the parent steps
+    // in only when no rank has moved for longer than that. Once a rank broke, it
+    // waits a moment for the others' own errors (a dead peer resets their sockets).
+    const auto grace = std::chrono::milliseconds(2000), settle = std::chrono::milliseconds(1000);
+    int64_t seen = progress_->total_changes();
+    Clock::time_point moved = Clock::now(), broken_at{};
+    bool broken = false;
+    Verdict verdict = Verdict::Broken;
     while (remaining > 0) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-      if (left <= 0) return fail(res, "a rank did not answer within the timeout; all ranks killed");
+      const auto now = Clock::now();
+      if (interrupt_count() != interrupts) {
+        verdict = Verdict::Interrupted;
+        broken = true;
+        break;
+      }
+      if (int64_t c = progress_->total_changes(); c != seen) seen = c, moved = now;
+      if (broken && now - broken_at > settle) break;
+      if (!broken && now - moved > limit_ + grace) {
+        verdict = Verdict::Stalled;
+        broken = true;
+        break;
+      }
       std::vector<pollfd> fds;
       std::vector<int> who;
       for (int r = 0; r < world_; ++r)
-        if (!done[r]) fds.push_back({from_[r], POLLIN, 0}), who.push_back(r);
-      int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left, 1000)));
+        if (open[r]) fds.push_back({from_[r], POLLIN, 0}), who.push_back(r);
+      int n = ::poll(fds.data(), fds.size(), 100);
       if (n < 0 && errno != EINTR) return fail(res, std::string("poll: ") + std::strerror(errno));
-      for (size_t i = 0; i < fds.size(); ++i) {
+      for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        int r = who[i];
+        const int r = who[i];
         char buf[65536];
         ssize_t got = ::read(from_[r], buf, sizeof buf);
-        if (got <= 0) return fail(res, "rank " + std::to_string(r) + " died (exit " + exit_text(r) + ")");
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+          open[r] = false, closed[r] = true, --remaining;
+          if (!broken) broken = true, broken_at = Clock::now();
+          continue;
+        }
         buffers[r].append(buf, static_cast<size_t>(got));
-        if (buffers[r].size() >= 8) {
-          uint64_t len = 0;
-          std::memcpy(&len, buffers[r].data(), 8);
-          if (buffers[r].size() >= 8 + len) {
-            replies[r] = buffers[r].substr(8, len);
-            done[r] = true;
-            --remaining;
-            if (replies[r].empty() || replies[r][0] != 'R') {
-              // A peer that died makes the others' collectives fail too: name the cause.
-              std::string why = replies[r].empty() ? "empty reply" : replies[r].substr(1);
-              int dead = dead_peer(r);
-              if (dead >= 0) why = "rank " + std::to_string(dead) + " died (exit " + exit_text(dead) + "); " + why;
-              return fail(res, why);
-            }
-          }
+        uint64_t len = 0;
+        if (buffers[r].size() < 8 || (std::memcpy(&len, buffers[r].data(), 8), buffers[r].size() < 8 + len)) continue;
+        std::string frame = buffers[r].substr(8, len);
+        open[r] = false, --remaining;
+        if (!frame.empty() && frame[0] == 'R') {
+          replies[r] = std::move(frame);
+          states[r].answered = true;
+        } else {
+          states[r].error = frame.empty() ? "empty reply" : frame.substr(1);
+          if (!broken) broken = true, broken_at = Clock::now();
         }
       }
+    }
+    if (broken) {
+      const double stalled = std::chrono::duration<double>(Clock::now() - moved).count();
+      return fail(res, describe_failure(collect(states, closed), verdict, stalled, interrupting_signal()));
     }
     Layout layout = make_layout(f);
     res.observations = observe(layout, f.scenario.seed, parse_replies(replies));
@@ -254,102 +295,106 @@ class ProcessPool : public RealRanks::Impl {
     return res;
   }
 
-  // A rank other than `except` that has exited, waiting up to 500 ms for one
-  // (a crash reaches the peers' sockets before its parent sees it exit).
-  int dead_peer(int except) {
-    for (int i = 0; i < 500; ++i) {
-      for (int r = 0; r < world_; ++r) {
-        if (r == except || pids_.empty() || pids_[r] <= 0) continue;
-        siginfo_t info{};
-        if (::waitid(P_PID, static_cast<id_t>(pids_[r]), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0) return r;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return -1;
-  }
-
-  std::string exit_text(int r) {
-    int status = 0;
-    if (pids_.empty() || pids_[r] <= 0) return "unknown";
-    // Its pipe closed: it is exiting; give it a moment to become reapable.
-    pid_t got = 0;
-    for (int i = 0; i < 2000 && (got = ::waitpid(pids_[r], &status, WNOHANG)) == 0; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (got <= 0) return "unknown";
-    track(pids_[r], false);
-    pids_[r] = -1;
-    if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
-    return std::to_string(WEXITSTATUS(status));
-  }
-
-  void start() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/fsdpsim-XXXXXX";
-    if (tmpl.size() >= sizeof g_live_dirs[0] || !::mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a store directory " + tmpl);
-    dir_ = tmpl;
-    install_signal_handlers();
-    track_dir(dir_, true);
-    std::string store = dir_ + "/store";
+  // What each rank that did not answer is doing, or how it ended. A rank whose
+  // pipe closed is exiting: it gets a moment to become waitable.
+  std::vector<RankState> collect(std::vector<RankState> states, const std::vector<bool>& closed) {
+    const auto until = Clock::now() + std::chrono::milliseconds(500);
     for (int r = 0; r < world_; ++r) {
-      int a[2], b[2];
-      if (::pipe(a) != 0 || ::pipe(b) != 0) throw std::runtime_error("pipe failed");
-      pid_t pid = ::fork();
-      if (pid < 0) throw std::runtime_error("fork failed");
-      if (pid == 0) {
-        ::close(a[1]);
-        ::close(b[0]);
-        for (int fd : to_) ::close(fd);
-        for (int fd : from_) ::close(fd);
-        worker_main(r, world_, store, timeout_, a[0], b[1]);
+      if (states[r].answered) continue;
+      RankState& s = states[r];
+      s.progress = progress_->get(r);
+      for (;;) {
+        siginfo_t info{};
+        if (::waitid(P_PID, static_cast<id_t>(pids_[r]), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pids_[r]) {
+          s.wait_status = info.si_code == CLD_EXITED ? W_EXITCODE(info.si_status, 0) : info.si_status;
+          break;
+        }
+        if (!closed[r] || Clock::now() > until) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
-      ::close(a[0]);
-      ::close(b[1]);
-      ::fcntl(a[1], F_SETFD, FD_CLOEXEC);
-      ::fcntl(b[0], F_SETFD, FD_CLOEXEC);
-      pids_.push_back(pid);
-      track(pid, true);
-      to_.push_back(a[1]);
-      from_.push_back(b[0]);
+      s.stopped = !s.wait_status && process_stopped(pids_[r]);
+    }
+    return states;
+  }
+
+  void start(std::chrono::milliseconds limit) {
+    const int crash = crash_rank_from_env();
+    try {
+      dir_ = std::make_unique<StoreDir>();
+      progress_ = std::make_unique<RankProgress>(world_);
+      limit_ = limit;
+      g_crash_rank = crash;  // the forked ranks inherit it
+      const std::string store = dir_->store_file();
+      const pid_t parent = ::getpid();
+      for (int r = 0; r < world_; ++r) {
+        int a[2], b[2];
+        if (::pipe(a) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+        if (::pipe(b) != 0) {
+          ::close(a[0]), ::close(a[1]);
+          throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+        }
+        pid_t pid = ::fork();
+        if (pid == 0) {
+          ::close(a[1]);
+          ::close(b[0]);
+          for (int fd : to_) ::close(fd);
+          for (int fd : from_) ::close(fd);
+          worker_main(r, world_, store, limit_, a[0], b[1], parent, progress_.get());
+        }
+        ::close(a[0]);
+        ::close(b[1]);
+        ::fcntl(a[1], F_SETFD, FD_CLOEXEC);
+        ::fcntl(b[0], F_SETFD, FD_CLOEXEC);
+        to_.push_back(a[1]);
+        from_.push_back(b[0]);
+        if (pid < 0) {
+          ::close(a[1]), ::close(b[0]);
+          to_.pop_back(), from_.pop_back();
+          throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+        }
+        pids_.push_back(pid);
+        cleanup_.add_pid(pid);
+      }
+    } catch (...) {
+      stop();
+      throw;
     }
   }
 
-  // Asks the workers to leave, kills whoever does not, reaps all, removes the store.
+  // Asks the ranks to leave, kills whoever does not, reaps all, removes the store.
   void stop() {
     for (int fd : to_) {
       write_frame(fd, "");
       ::close(fd);
     }
     for (int fd : from_) ::close(fd);
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    const auto until = Clock::now() + std::chrono::milliseconds(500);
     for (pid_t pid : pids_) {
-      if (pid <= 0) continue;
-      track(pid, false);
-      int status;
-      while (::waitpid(pid, &status, WNOHANG) == 0) {
-        if (std::chrono::steady_clock::now() > until) {
-          ::kill(pid, SIGKILL);
-          ::waitpid(pid, &status, 0);
-          break;
-        }
+      siginfo_t info{};
+      while (!(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) &&
+             Clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      cleanup_.remove_pid(pid);  // out of the handler's table before it is reaped (its pid may be reused after)
+      ::kill(pid, SIGKILL);      // not reaped yet, so still ours
+      int status;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
     }
     pids_.clear();
     to_.clear();
     from_.clear();
-    if (!dir_.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(dir_, ec);
-      track_dir(dir_, false);
-      dir_.clear();
-    }
+    dir_.reset();
+    progress_.reset();
   }
 
   int world_;
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds limit_{0};  // the ranks' collective and store timeout: timeout_ + the work's allowance
   std::vector<pid_t> pids_;
   std::vector<int> to_, from_;
-  std::string dir_;
+  std::unique_ptr<StoreDir> dir_;
+  std::unique_ptr<RankProgress> progress_;
+  SignalCleanup cleanup_;
 };
 
 class ThreadPool : public RealRanks::Impl {
@@ -372,12 +417,12 @@ class ThreadPool : public RealRanks::Impl {
       });
     for (auto& t : threads) t.join();
     for (int r = 0; r < world_; ++r)
-      if (!broken[r].empty()) {
-        res.infra_failure = true;
-        res.infra_message = "rank " + std::to_string(r) + ": " + broken[r];
-        comms_.clear();  // the group is dead; build a new one next time
-        return res;
-      }
+      if (!broken[r].empty()) res.infra_message += (res.infra_message.empty() ? "rank " : "; rank ") + std::to_string(r) + ": " + broken[r];
+    if (!res.infra_message.empty()) {
+      res.infra_failure = true;
+      comms_.clear();  // the group is dead; build a new one next time
+      return res;
+    }
     Layout layout = make_layout(f);
     res.observations = observe(layout, f.scenario.seed, reports);
     return res;
@@ -429,25 +474,41 @@ RealResult RealRanks::run(const SeqFile& f) {
   return impl_->run(f);
 }
 
-TorchrunResult run_torchrun_rank(const SeqFile& f, std::chrono::milliseconds timeout) {
-  auto env = [](const char* name) {
+TorchrunEnv torchrun_env(int file_world) {
+  auto get = [](const char* name) {
     const char* v = std::getenv(name);
-    if (!v || !*v) throw std::runtime_error(std::string("torchrun launch: ") + name + " is not set");
-    return std::string(v);
+    if (!v || !*v) bad_environment(std::string(name) + " is not set (a torchrun-style launch sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
+    return v;
   };
+  auto number = [&](const char* name, long lo, long hi, const std::string& range) {
+    const char* v = get(name);
+    long n = parse_count(v);
+    if (n < lo || n > hi) bad_environment(std::string(name) + " expects " + range + ", got " + quoted_env(v));
+    return static_cast<int>(n);
+  };
+  TorchrunEnv env;
+  env.world = number("WORLD_SIZE", 1, 1 << 20, "a world size of at least 1");
+  if (env.world != file_world)
+    bad_environment("WORLD_SIZE is " + std::to_string(env.world) + " but the file says world " + std::to_string(file_world));
+  env.rank = number("RANK", 0, env.world - 1, "a rank 0.." + std::to_string(env.world - 1) + " (below WORLD_SIZE " +
+                                                  std::to_string(env.world) + ")");
+  env.master_port = number("MASTER_PORT", 1, 65535, "a port 1..65535");
+  env.master_addr = get("MASTER_ADDR");
+  return env;
+}
+
+TorchrunResult run_torchrun_rank(const SeqFile& f, std::chrono::milliseconds timeout) {
+  TorchrunEnv env = torchrun_env(f.scenario.world);
   TorchrunResult out;
-  out.rank = std::stoi(env("RANK"));
-  out.world = std::stoi(env("WORLD_SIZE"));
-  if (out.world != f.scenario.world)
-    throw std::runtime_error("torchrun launch: WORLD_SIZE " + std::to_string(out.world) + " but the file says world " +
-                             std::to_string(f.scenario.world));
+  out.rank = env.rank;
+  out.world = env.world;
   at::set_num_threads(1);
   c10d::TCPStoreOptions opts;
-  opts.port = static_cast<uint16_t>(std::stoi(env("MASTER_PORT")));
+  opts.port = static_cast<uint16_t>(env.master_port);
   opts.isServer = out.rank == 0;
   opts.numWorkers = out.world;
   opts.timeout = timeout;
-  auto store = c10::make_intrusive<c10d::TCPStore>(env("MASTER_ADDR"), opts);
+  auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
   const char* host = std::getenv("FSDPSIM_HOST");
   auto device = host ? c10d::ProcessGroupGloo::createDeviceForHostname(host) : c10d::ProcessGroupGloo::createDefaultDevice();
   Comm comm(store, out.rank, out.world, device, timeout);

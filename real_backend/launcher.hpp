@@ -1,7 +1,8 @@
 // Runs sequences on N real ranks: forked worker processes (the default) or
 // threads of this process sharing one gloo device. Process groups are created
 // once and reused across sequences, and rebuilt after an error. A rank that
-// crashes or outlives the timeout is killed and reported; nothing is left behind.
+// dies or stalls is killed and reported (rank_failure.hpp: died or too slow,
+// every rank's own error); nothing is left behind (store_dir.hpp, signal_cleanup.hpp).
 #pragma once
 #include <chrono>
 #include <memory>
@@ -47,13 +48,22 @@ RealResult run_real(const SeqFile& f, RankMode mode, std::chrono::milliseconds t
 // gloo, default: the machine's hostname): rendezvous over a TCPStore served by
 // rank 0, run this rank's ops, publish the reports in the store. Rank 0 waits
 // for every rank's and returns them all; other ranks return only their own.
-// Throws std::runtime_error on a missing variable or a failed rendezvous.
+// Throws SourceError ("<environment>: VARIABLE ...", exit 3) on a missing or
+// invalid variable, std::runtime_error on a failed rendezvous.
 struct TorchrunResult {
   int rank = 0;
   int world = 1;
   std::vector<std::vector<RankReport>> reports;  // rank 0: per rank; others: their own at [rank]
 };
 TorchrunResult run_torchrun_rank(const SeqFile& f, std::chrono::milliseconds timeout);
+
+// The launch's variables, checked: WORLD_SIZE >= 1 and equal to the file's
+// world, 0 <= RANK < WORLD_SIZE, MASTER_PORT 1..65535, MASTER_ADDR set.
+struct TorchrunEnv {
+  int rank = 0, world = 1, master_port = 0;
+  std::string master_addr;
+};
+TorchrunEnv torchrun_env(int file_world);
 
 // The ops of one rank, reports appended in order; stops at a hang or mismatch.
 // Exposed for the torchrun-style single-rank worker.

@@ -26,7 +26,8 @@ struct Writer {
   }
   void floats(const std::vector<float>& v) {
     i64(static_cast<int64_t>(v.size()));
-    o.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    // An empty vector's data() may be null: memcpy from null is undefined even for 0 bytes.
+    if (!v.empty()) o.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
   }
 };
 
@@ -69,7 +70,7 @@ struct Reader {
     int64_t n = i64();
     if (!ok || n < 0 || p + static_cast<size_t>(n) * sizeof(float) > in.size()) return ok = false, std::vector<float>();
     std::vector<float> v(static_cast<size_t>(n));
-    std::memcpy(v.data(), in.data() + p, v.size() * sizeof(float));
+    if (n > 0) std::memcpy(v.data(), in.data() + p, v.size() * sizeof(float));  // data() of an empty vector may be null
     p += v.size() * sizeof(float);
     return v;
   }

@@ -2,15 +2,11 @@
 
 #include <algorithm>
 #include <ostream>
+#include <stdexcept>
 
 #include "model/vocab/table.hpp"
 
 namespace fsdpsim {
-
-std::string owner_of(const std::string& param) {
-  if (param.find(".lora_") == std::string::npos) return "base";
-  return param.substr(param.rfind('.') + 1);
-}
 
 CostReport cost_report(const SeqFile& f, const std::vector<Observation>& obs) {
   const Scenario& s = f.scenario;
@@ -18,8 +14,12 @@ CostReport cost_report(const SeqFile& f, const std::vector<Observation>& obs) {
   for (const auto& a : s.adapters) owners.push_back(a.name);
   owners.push_back("base");
   const size_t n = owners.size();
+  // An owner the scenario does not declare (a backend reporting a name it
+  // should not) is an error, never an index past `rows`.
   auto idx = [&](const std::string& o) {
-    return static_cast<size_t>(std::find(owners.begin(), owners.end(), o) - owners.begin());
+    auto it = std::find(owners.begin(), owners.end(), o);
+    if (it == owners.end()) throw std::runtime_error("cost: observation names an undeclared owner '" + o + "'");
+    return static_cast<size_t>(it - owners.begin());
   };
   CostReport rep;
   for (int r = 0; r < s.world; ++r) {
@@ -44,8 +44,8 @@ CostReport cost_report(const SeqFile& f, const std::vector<Observation>& obs) {
       for (const auto& c : o.collectives)
         for (const auto& p : c.parts) {
           int64_t bytes = p.numel * s.world * 4;
-          if (c.op == CollOp::AllGather) rows[idx(owner_of(p.param))].all_gather += bytes;
-          else if (c.op == CollOp::ReduceScatter) rows[idx(owner_of(p.param))].reduce_scatter += bytes;
+          if (c.op == CollOp::AllGather) rows[idx(s.owner_of_param(p.param))].all_gather += bytes;
+          else if (c.op == CollOp::ReduceScatter) rows[idx(s.owner_of_param(p.param))].reduce_scatter += bytes;
         }
     }
     if (last)

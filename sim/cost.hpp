@@ -30,9 +30,6 @@ struct CostReport {
   int train_steps = 0;        // train_step ops seen on rank 0
 };
 
-// "lin0.lora_A.b" -> "b"; base parameters -> "base".
-std::string owner_of(const std::string& param);
-
 CostReport cost_report(const SeqFile& f, const std::vector<Observation>& obs);
 void print_cost(std::ostream& os, const CostReport& r);
 // "rank 0 b all_gather: 640 vs 512" for each differing cell.

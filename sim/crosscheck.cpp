@@ -113,14 +113,28 @@ BackendRun infra(const std::string& message) {
 
 // One backend, run once or twice; a second run that differs is an S8 finding.
 // Returns false with *error on an infrastructure failure.
+// A backend's observations name steps and ranks of this sequence: the spec
+// and the comparison index the ops and ranks by them. A backend that reports
+// others (a broken pool, a replayed file) is a harness failure, not a crash.
+bool observations_fit(const SeqFile& f, const std::vector<Observation>& obs, Backend b, std::string* error) {
+  for (const auto& o : obs)
+    if (o.step < 1 || o.step > static_cast<int>(f.ops.size()) || o.rank < 0 || o.rank >= f.scenario.world) {
+      *error = backend_who(b) + ": an observation for step " + std::to_string(o.step) + " rank " + std::to_string(o.rank) +
+               ", but the sequence has " + std::to_string(f.ops.size()) + " ops at world " + std::to_string(f.scenario.world);
+      return false;
+    }
+  return true;
+}
+
 template <typename RunOnce>
 bool run_twice(const SeqFile& f, bool twice, SingleRun* out, std::string* error, RunOnce run_once) {
   if (!run_once(&out->observations, error)) return false;
+  if (!observations_fit(f, out->observations, out->backend, error)) return false;
   out->trace_hash = observations_hash(out->observations);
   out->findings = check_spec(f, out->observations);
   if (!twice) return true;
   std::vector<Observation> second;
-  if (!run_once(&second, error)) return false;
+  if (!run_once(&second, error) || !observations_fit(f, second, out->backend, error)) return false;
   if (observations_hash(second) != out->trace_hash) {
     auto d = compare_observations(out->observations, second, backend_who(out->backend), backend_who(out->backend));
     out->findings.push_back({"S8", 0, -1,

@@ -12,9 +12,9 @@ const Observation* observation_at(const RunResult& r, int step, int rank) {
   return nullptr;
 }
 
-// Runs a candidate; false when it is not a valid file or loses the finding.
+// Runs a candidate; false when it is not a valid file or loses what is kept.
 struct Oracle {
-  std::string target;
+  std::function<bool(const SeqFile&)> still_fails;
   int runs = 0;
   bool keeps(const SeqFile& f) {
     try {
@@ -23,10 +23,7 @@ struct Oracle {
       return false;
     }
     ++runs;
-    RunResult r = run_checked(f);
-    for (const auto& fd : r.findings)
-      if (finding_signature(f, r, fd) == target) return true;
-    return false;
+    return still_fails(f);
   }
 };
 
@@ -148,7 +145,20 @@ std::string finding_signature(const SeqFile& f, const RunResult& r, const Findin
 bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress) {
   RunResult first = run_checked(f);
   if (first.findings.empty()) return false;
-  Oracle oracle{finding_signature(f, first, first.findings[0])};
+  const std::string target = finding_signature(f, first, first.findings[0]);
+  shrink_while(f, out, [&](const SeqFile& c) {
+    RunResult r = run_checked(c);
+    for (const auto& fd : r.findings)
+      if (finding_signature(c, r, fd) == target) return true;
+    return false;
+  }, progress);
+  out->signature = target;
+  return true;
+}
+
+void shrink_while(const SeqFile& f, ShrinkResult* out, const std::function<bool(const SeqFile&)>& still_fails,
+                  const std::function<void(const std::string&)>& progress) {
+  Oracle oracle{still_fails};
   SeqFile cur = f;
   for (auto& op : cur.ops) op.expects.clear();
   for (int round = 0; round < 20; ++round) {
@@ -164,9 +174,24 @@ bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const 
   }
   fill_expectations(cur, run_checked(cur));
   out->minimal = cur;
-  out->signature = oracle.target;
   out->runs = oracle.runs;
-  return true;
+}
+
+std::string divergence_signature(const std::string& d) {
+  // "step 5 rank 1 (train_step): grads: {other} vs {}" -> "(train_step): grads"
+  size_t open = d.find(" (");
+  if (d.rfind("step ", 0) == 0 && open != std::string::npos) {
+    size_t close = d.find("): ", open);
+    if (close != std::string::npos) {
+      size_t field_end = d.find(':', close + 3);
+      return d.substr(open + 1, field_end == std::string::npos ? std::string::npos : field_end - open - 1);
+    }
+  }
+  // "finding on the real backend only: S1 step 4 rank 1: ..." -> "finding on the real backend only: S1"
+  size_t colon = d.find(": ");
+  if (colon == std::string::npos) return d;
+  size_t word_end = d.find(' ', colon + 2);
+  return d.substr(0, word_end);
 }
 
 void fill_expectations(SeqFile& f, const RunResult& r) {

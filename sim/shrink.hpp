@@ -25,6 +25,16 @@ struct ShrinkResult {
 // Returns false when `f` has no finding. `progress` is called now and then.
 bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress = {});
 
+// The same minimization while `still_fails` holds for the candidate (a valid
+// file); `f` must fail. out->signature is left to the caller.
+void shrink_while(const SeqFile& f, ShrinkResult* out, const std::function<bool(const SeqFile&)>& still_fails,
+                  const std::function<void(const std::string&)>& progress = {});
+
+// What a divergence is, for shrinking one: the op kind and the field that
+// differ ("(train_step): grads"), or which backend alone found which spec
+// ("finding on the real backend only: S1").
+std::string divergence_signature(const std::string& divergence);
+
 // Replaces every op's expectations by what `r` observed: status (and index,
 // missing count for key_error), grads for training ops, and each finding.
 void fill_expectations(SeqFile& f, const RunResult& r);

@@ -10,7 +10,9 @@ std::string head(const char* spec, int step, int rank) {
   return std::string(spec) + " step " + std::to_string(step) + (rank >= 0 ? " rank " + std::to_string(rank) : "") + ": ";
 }
 
-std::string adapter_of(const std::string& param) { return param.substr(param.rfind('.') + 1); }
+// The owning adapter from the declarations (an exact name match, never a split:
+// adapter `c.d` used to read as `d`); "base" for a base parameter.
+std::string adapter_of(const Scenario& s, const std::string& param) { return s.owner_of_param(param); }
 
 const GroupObs* group_named(const Observation& o, const std::string& g) {
   for (const auto& x : o.groups)
@@ -43,9 +45,9 @@ struct Adapters {
   }
 };
 
-Mask present_in(const Adapters& ad, const Observation& o) {
+Mask present_in(const Scenario& s, const Adapters& ad, const Observation& o) {
   std::vector<std::string> v;
-  for (const auto& p : o.params) v.push_back(adapter_of(p.name));
+  for (const auto& p : o.params) v.push_back(adapter_of(s, p.name));
   return ad.mask(v);
 }
 
@@ -131,7 +133,7 @@ class Checker {
         ri.intended = ri.before_disable & ~ri.inference_mode;
         break;
       case OpKind::DeleteAdapter: {
-        Mask left = ri.intended & present_in(ad_, o);
+        Mask left = ri.intended & present_in(f_.scenario, ad_, o);
         ri.intended = left ? left : (ri.intended ? ad_.mask(o.active) : 0);
         break;
       }
@@ -150,14 +152,14 @@ class Checker {
     if (from_eval || o.disabled) return;  // disabled trains nothing
     for (const auto& l : o.layers)
       if (!l.merged.empty()) return;  // merged layers skip the LoRA path by design
-    Mask want = ri.intended & present_in(ad_, o);
+    Mask want = ri.intended & present_in(f_.scenario, ad_, o);
     Mask got = o.status == Status::Ok && o.grads ? ad_.mask(*o.grads) : 0;
     if (want == got) return;
     std::string text = head("S1", o.step, o.rank) + (want ? "expected gradients on " + ad_.text(want) : "expected no gradients") +
                        ", got " + (o.status == Status::NoGradFn ? std::string("no_grad_fn") : ad_.text(got));
     Mask wrong = want ^ got;
     for (const auto& p : o.params)
-      if (ad_.mask({adapter_of(p.name)}) & wrong) {
+      if (ad_.mask({adapter_of(f_.scenario, p.name)}) & wrong) {
         text += "; " + param_detail(o, p.name);
         break;
       }
@@ -202,7 +204,7 @@ class Checker {
         if (p.group != g.name) continue;
         for (const auto& q : prev.params)
           if (q.name == p.name && q.rg_u >= 0 && (q.rg_u != 0) != p.rg_s)
-            add(g.name, adapter_of(p.name) + ".requires_grad U=" + (q.rg_u ? "true" : "false") + " S=" + (p.rg_s ? "true" : "false"));
+            add(g.name, adapter_of(f_.scenario, p.name) + ".requires_grad U=" + (q.rg_u ? "true" : "false") + " S=" + (p.rg_s ? "true" : "false"));
       }
       for (size_t l = 0; l < o.layers.size() && l < prev.layers.size(); ++l) {
         const LayerObs& now = o.layers[l];
@@ -237,9 +239,9 @@ class Checker {
   void s6(const Op& op, const Observation& o, std::vector<Finding>& out) {
     std::string why;
     if (op.kind == OpKind::SaveAdapters && o.status == Status::Ok) {
-      Mask selected = op.names.empty() ? present_in(ad_, o) : ad_.mask(op.names);
+      Mask selected = op.names.empty() ? present_in(f_.scenario, ad_, o) : ad_.mask(op.names);
       std::vector<std::string> names;
-      for (const auto& sv : o.saved) names.push_back(adapter_of(sv.name));
+      for (const auto& sv : o.saved) names.push_back(adapter_of(f_.scenario, sv.name));
       Mask lost = selected & ~ad_.mask(names);
       if (lost) why = "adapters " + ad_.text(lost) + " were not saved (saved: " + ad_.text(ad_.mask(names)) + ")";
       for (const auto& sv : o.saved) {
@@ -279,7 +281,7 @@ class Checker {
       if (obs[k].status == Status::Hang || obs[k].status == Status::Mismatch) return;
     auto describe = [&](const Observation& o) {
       std::vector<std::pair<std::string, std::string>> f;
-      f.push_back({"adapters in the model", ad_.text(present_in(ad_, o))});
+      f.push_back({"adapters in the model", ad_.text(present_in(f_.scenario, ad_, o))});
       f.push_back({"active adapters", names_set_text(o.active)});
       f.push_back({"disabled", o.disabled ? "true" : "false"});
       for (const auto& l : o.layers) {

@@ -344,7 +344,7 @@ std::string groups_cell(const Observation& o) {
 
 // Adapters whose shard requires grad, and those whose registered U (group
 // unsharded now) disagrees with S.
-std::string trainable_cell(const Observation& o) {
+std::string trainable_cell(const Scenario& s, const Observation& o) {
   std::vector<std::string> on;
   std::vector<std::string> drift;
   auto unsharded = [&](const std::string& g) {
@@ -353,8 +353,7 @@ std::string trainable_cell(const Observation& o) {
     return false;
   };
   for (const auto& p : o.params) {
-    size_t dot = p.name.rfind('.');
-    std::string adapter = p.name.substr(dot + 1);
+    std::string adapter = s.owner_of_param(p.name);  // from the declarations, not by splitting the name
     if (p.rg_s && std::find(on.begin(), on.end(), adapter) == on.end()) on.push_back(adapter);
     if (p.rg_u >= 0 && (p.rg_u != 0) != p.rg_s && unsharded(p.group) && std::find(drift.begin(), drift.end(), adapter) == drift.end())
       drift.push_back(adapter);
@@ -381,12 +380,12 @@ std::string colls_cell(const Observation& o) {
 }
 
 // Adapter parameters not on cpu/fp32, grouped by placement: "meta/bf16:{a} cpu/bf16:{b}".
-std::string placement_cell(const Observation& o) {
+std::string placement_cell(const Scenario& s, const Observation& o) {
   std::vector<std::pair<std::string, std::vector<std::string>>> by;
   for (const auto& p : o.params) {
     if (p.device == Device::Cpu && p.dtype == DType::F32) continue;
     std::string key = std::string(device_name(p.device)) + "/" + dtype_name(p.dtype);
-    std::string adapter = p.name.substr(p.name.rfind('.') + 1);
+    std::string adapter = s.owner_of_param(p.name);
     auto it = std::find_if(by.begin(), by.end(), [&](const auto& e) { return e.first == key; });
     if (it == by.end()) it = by.insert(by.end(), {key, {}});
     if (std::find(it->second.begin(), it->second.end(), adapter) == it->second.end()) it->second.push_back(adapter);
@@ -418,10 +417,10 @@ std::string status_cell(const Observation& o) {
 
 }  // namespace
 
-void print_table(std::ostream& os, const std::vector<Observation>& obs) {
+void print_table(std::ostream& os, const Scenario& s, const std::vector<Observation>& obs) {
   bool placed = false, detail = false;
   for (const auto& o : obs) {
-    placed = placed || placement_cell(o) != "-";
+    placed = placed || placement_cell(s, o) != "-";
     detail = detail || detail_cell(o) != "-";
   }
   std::vector<std::string> head = {"step", "rank", "op", "status", "grads", "S.requires_grad", "groups", "merged", "collectives"};
@@ -430,9 +429,9 @@ void print_table(std::ostream& os, const std::vector<Observation>& obs) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& o : obs) {
     rows.push_back({std::to_string(o.step), std::to_string(o.rank), o.op, status_cell(o),
-                    o.grads ? names_set_text(*o.grads) : "", trainable_cell(o), groups_cell(o), layers_cell(o),
+                    o.grads ? names_set_text(*o.grads) : "", trainable_cell(s, o), groups_cell(o), layers_cell(o),
                     colls_cell(o)});
-    if (placed) rows.back().push_back(placement_cell(o));
+    if (placed) rows.back().push_back(placement_cell(s, o));
     if (detail) rows.back().push_back(detail_cell(o));
   }
   rows.insert(rows.begin(), head);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/vocab/placement.hpp"
+#include "model/vocab/scenario.hpp"
 
 namespace fsdpsim {
 
@@ -159,6 +160,7 @@ std::string owner_bytes_text(const std::vector<OwnerBytes>& v);  // "a:640 base:
 
 void print_json(std::ostream& os, const Observation& o);
 void print_json_string(std::ostream& os, const std::string& s);  // quoted, with JSON escapes  // one line, no trailing newline
-void print_table(std::ostream& os, const std::vector<Observation>& obs);
+// One row per observation; `s` names each parameter's adapter (see Scenario::owner_of_param).
+void print_table(std::ostream& os, const Scenario& s, const std::vector<Observation>& obs);
 
 }  // namespace fsdpsim

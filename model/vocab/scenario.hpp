@@ -87,6 +87,7 @@ struct Scenario {
   Loading loading = Loading::Full;
   DType dtype = DType::F32;           // the base weights' dtype as loaded
   bool autocast_adapter_dtype = true;  // PEFT casts bf16 adapter weights to fp32 when they are added
+  SourcePos loading_pos;              // the `loading` line, if any (validation errors point there)
 
   bool operator==(const Scenario& o) const {
     return world == o.world && seed == o.seed && profile == o.profile && overrides == o.overrides &&
@@ -95,7 +96,19 @@ struct Scenario {
   }
   int layer_index(const std::string& name) const;
   int adapter_index(const std::string& name) const;
+  // The adapter owning a parameter ("lin0.lora_A.b" -> index of b), by exact
+  // match against the names the declarations produce (never by splitting the
+  // name: see README "Names"); -1 for a base parameter or an unknown name.
+  int adapter_of_param(const std::string& param) const;
+  // The owner's name for per-owner tables: the adapter's name, or "base".
+  std::string owner_of_param(const std::string& param) const;
 };
+
+// Parameter names as module.named_parameters() spells them for the PEFT
+// model (peft/tuners/lora/layer.py::LoraLayer registers lora_A/lora_B as
+// ModuleDicts keyed by adapter name).
+std::string lora_a_name(const std::string& layer, const std::string& adapter);
+std::string lora_b_name(const std::string& layer, const std::string& adapter);
 
 const char* raf_name(Raf r);
 

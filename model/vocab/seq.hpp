@@ -13,6 +13,7 @@ struct SeqFile {
   std::vector<std::string> comments;  // leading `#` lines, kept verbatim (without "# ")
   Scenario scenario;
   std::vector<Op> ops;
+  SourcePos separator;  // the `---` line: where errors about the scenario as a whole point
   bool operator==(const SeqFile& o) const {
     return comments == o.comments && scenario == o.scenario && ops == o.ops;
   }

@@ -1,9 +1,12 @@
 // `.seq` parser: a line-oriented lexer (tokens split on blanks, brackets and
 // braces keep their contents together) and one small parse function per
 // directive. Every error names file:line:column and what was expected.
+#include <sys/stat.h>
+
 #include <cctype>
-#include <fstream>
-#include <sstream>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "model/vocab/placement.hpp"
 #include "model/vocab/profile.hpp"
@@ -80,12 +83,24 @@ class LineParser {
   int end_col_ = 1;
 };
 
+// NAME = [A-Za-z_][A-Za-z0-9_-]*, at most 64 characters (README "Names").
+// No '.': parameter names join names with dots ("lin0.lora_A.b"), so a dot in
+// a name would make two declarations spell the same parameter (layer
+// `x.lora_A` + adapter `weight` on `x`) and an owner unreadable from a name.
 bool is_name(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
   if (!(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
   for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
   return true;
+}
+
+// What a rejected name breaks, for the error message.
+std::string name_rule(const std::string& s) {
+  if (s.find('.') != std::string::npos)
+    return " (names may not contain '.': parameter names join names with dots, e.g. lin0.lora_A.NAME)";
+  if (s.size() > 64) return " (names are at most 64 characters)";
+  return " (names are letters, digits, '_' and '-', starting with a letter or '_')";
 }
 
 int64_t parse_int(LineParser& lp, const Token& t, const std::string& s, int64_t lo, int64_t hi, const char* what) {
@@ -118,7 +133,7 @@ std::vector<std::string> parse_names(LineParser& lp, const Token& t, std::string
   while (true) {
     size_t comma = s.find(',', start);
     std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!is_name(item)) lp.fail(t, std::string("expected ") + what + ", got '" + item + "'");
+    if (!is_name(item)) lp.fail(t, std::string("expected ") + what + ", got '" + item + "'" + (item.empty() ? "" : name_rule(item)));
     for (const auto& o : out)
       if (o == item) lp.fail(t, "duplicate name '" + item + "' in list");
     out.push_back(item);
@@ -139,7 +154,13 @@ void parse_layer(LineParser& lp, Scenario& s, const Token& kw) {
   l.pos = lp.pos(kw);
   Token name = lp.next("a layer name");
   if (name.text == "expect") lp.fail(name, "'expect' is reserved (it starts an expectation) and cannot name a layer");
-  if (!is_name(name.text) || name.text == "root") lp.fail(name, "expected a layer name (not 'root'), got '" + name.text + "'");
+  if (!is_name(name.text) || name.text == "root")
+    lp.fail(name, "expected a layer name (not 'root'), got '" + name.text + "'" + (name.text == "root" ? "" : name_rule(name.text)));
+  // PEFT keeps every state-dict key containing "lora_" as an adapter weight
+  // (peft/utils/save_and_load.py::get_peft_model_state_dict): a base layer so
+  // named would be saved with the adapters.
+  if (name.text.find("lora_") != std::string::npos)
+    lp.fail(name, "layer names may not contain 'lora_' (PEFT treats such parameters as adapter weights), got '" + name.text + "'");
   l.name = name.text;
   Token in = lp.next("the input size");
   l.in = static_cast<int>(parse_int(lp, in, in.text, 1, 4096, "the input size"));
@@ -160,7 +181,9 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
   a.pos = lp.pos(kw);
   Token name = lp.next("an adapter name");
   if (name.text == "expect") lp.fail(name, "'expect' is reserved (it starts an expectation) and cannot name an adapter");
-  if (!is_name(name.text)) lp.fail(name, "expected an adapter name, got '" + name.text + "'");
+  if (!is_name(name.text)) lp.fail(name, "expected an adapter name, got '" + name.text + "'" + name_rule(name.text));
+  if (name.text == "base" || name.text == "total")
+    lp.fail(name, "'" + name.text + "' is reserved (the cost table's base and total rows) and cannot name an adapter");
   a.name = name.text;
   if (s.adapter_index(a.name) >= 0) lp.fail(name, "adapter '" + a.name + "' is declared twice");
   bool have_targets = false;
@@ -227,10 +250,23 @@ void parse_fully_shard(LineParser& lp, Scenario& s, const Token& kw) {
   s.shards.push_back(d);
 }
 
-bool parse_header_line(LineParser& lp, Scenario& s) {
+// Directives that set one value: a second line would silently win, so it is
+// an error like a second `layer` of the same name.
+struct SeenOnce {
+  std::vector<std::pair<std::string, int>> lines;  // directive, first line
+  void note(LineParser& lp, const Token& kw, int line_no) {
+    for (const auto& [k, l] : lines)
+      if (k == kw.text) lp.fail(kw, "`" + k + "` is given twice (first at line " + std::to_string(l) + ")");
+    lines.push_back({kw.text, line_no});
+  }
+};
+
+bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no) {
   Token kw = lp.next("a directive");
   const std::string& k = kw.text;
   if (k == "---") return true;
+  if (k == "world" || k == "seed" || k == "profile" || k == "loading" || k == "dtype" || k == "optimizer")
+    once.note(lp, kw, line_no);
   if (k == "world") {
     Token n = lp.next("the world size");
     s.world = static_cast<int>(parse_int(lp, n, n.text, 1, 64, "the world size"));
@@ -259,6 +295,7 @@ bool parse_header_line(LineParser& lp, Scenario& s) {
   } else if (k == "fully_shard") {
     parse_fully_shard(lp, s, kw);
   } else if (k == "loading") {
+    s.loading_pos = lp.pos(kw);
     Token t = lp.next("full or ram_efficient");
     if (t.text == "full") s.loading = Loading::Full;
     else if (t.text == "ram_efficient") s.loading = Loading::RamEfficient;
@@ -363,8 +400,7 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
     if (sl == std::string::npos || !device_from_name(it.value.substr(0, sl), &d) ||
         !dtype_from_name(it.value.substr(sl + 1), &dt))
       lp.fail(t, "expected placed=PARAM:cpu|meta/fp32|bf16, got '" + v + "'");
-    size_t dot = it.target.find('.');
-    if (dot == std::string::npos || s.layer_index(it.target.substr(0, dot)) < 0)
+    if (s.adapter_of_param(it.target) < 0)  // one the declarations produce, matched whole
       lp.fail(t, "expected an adapter parameter such as lin0.lora_A.NAME, got '" + it.target + "'");
   } else if (k == "finding") {
     it.key = ExpectItem::Key::Finding;
@@ -471,23 +507,42 @@ Op parse_op_line(LineParser& lp, const Scenario& s) {
   return op;
 }
 
+// Lines end at "\n", "\r\n" or a lone "\r" (old Mac editors); a leading
+// UTF-8 byte-order mark is skipped (Windows editors write one).
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t p = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  std::string cur;
+  for (; p < text.size(); ++p) {
+    char c = text[p];
+    if (c == '\n' || c == '\r') {
+      lines.push_back(std::move(cur));
+      cur.clear();
+      if (c == '\r' && p + 1 < text.size() && text[p + 1] == '\n') ++p;
+      continue;
+    }
+    cur += c;
+  }
+  if (!cur.empty()) lines.push_back(std::move(cur));
+  return lines;
+}
+
 }  // namespace
 
 SeqFile parse_seq(const std::string& text, const std::string& file) {
   SeqFile f;
-  std::istringstream in(text);
-  std::string line;
   int line_no = 0;
   bool in_ops = false, seen_content = false;
-  while (std::getline(in, line)) {
+  SeenOnce once;
+  for (const std::string& line : split_lines(text)) {
     ++line_no;
-    size_t first = line.find_first_not_of(" \t\r");
+    size_t first = line.find_first_not_of(" \t");
     if (first == std::string::npos) continue;
     if (line[first] == '#') {
       if (!seen_content) {
         std::string c = line.substr(first + 1);
         if (!c.empty() && c[0] == ' ') c.erase(0, 1);
-        while (!c.empty() && (c.back() == ' ' || c.back() == '\r')) c.pop_back();
+        while (!c.empty() && c.back() == ' ') c.pop_back();
         f.comments.push_back(c);
       }
       continue;
@@ -496,8 +551,10 @@ SeqFile parse_seq(const std::string& text, const std::string& file) {
     LineParser lp(file, line_no, line);
     if (lp.done()) continue;
     if (!in_ops) {
-      in_ops = parse_header_line(lp, f.scenario);
+      SourcePos at = lp.pos(lp.peek());
+      in_ops = parse_header_line(lp, f.scenario, once, line_no);
       if (in_ops && !lp.done()) lp.fail(lp.peek(), "unexpected text after ---");
+      if (in_ops) f.separator = at;
       continue;
     }
     if (lp.peek().text == "expect") {
@@ -513,11 +570,21 @@ SeqFile parse_seq(const std::string& text, const std::string& file) {
 }
 
 SeqFile parse_seq_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SourceError(path, {}, "cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_seq(ss.str(), path);
+  // A directory or an unreadable file says so, with the system's reason.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw SourceError(path, {}, std::string("cannot open file: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw SourceError(path, {}, "is a directory (expected a .seq file; `check` takes directories)");
+  std::FILE* in = std::fopen(path.c_str(), "rb");
+  if (!in) throw SourceError(path, {}, std::string("cannot open file: ") + std::strerror(errno));
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, in)) > 0) text.append(buf, n);
+  bool failed = std::ferror(in);
+  int err = errno;
+  std::fclose(in);
+  if (failed) throw SourceError(path, {}, std::string("cannot read file: ") + std::strerror(err));
+  return parse_seq(text, path);
 }
 
 bool adapter_bookkeeping(OpKind k) {
@@ -581,13 +648,16 @@ std::vector<int> adapter_order_at_prepare(const SeqFile& f) {
 void validate(const SeqFile& f, const std::string& file) {
   const Scenario& s = f.scenario;
   auto fail = [&](SourcePos p, const std::string& what) { throw SourceError(file, p, what); };
-  if (s.layers.empty()) fail({1, 1}, "expected at least one `layer` in the scenario");
-  if (s.adapters.empty()) fail({1, 1}, "expected at least one `adapter` in the scenario");
+  // Errors about the scenario as a whole point at its `---` line (the end of
+  // what was declared), never at 1:1.
+  const SourcePos end = f.separator.line > 0 ? f.separator : SourcePos{1, 1};
+  if (s.layers.empty()) fail(end, "expected at least one `layer` in the scenario");
+  if (s.adapters.empty()) fail(end, "expected at least one `adapter` in the scenario");
   if (s.adapters.size() > 8) fail(s.adapters[8].pos, "at most 8 adapters are supported");
   if (s.layers.size() > 16) fail(s.layers[16].pos, "at most 16 layers are supported");
   if (s.adapters[0].deferred) fail(s.adapters[0].pos, "the first adapter is the active one and cannot be deferred");
   if (s.shards.empty() || !s.shards.back().is_root())
-    fail(s.shards.empty() ? SourcePos{1, 1} : s.shards.back().pos, "expected `fully_shard root` as the last fully_shard");
+    fail(s.shards.empty() ? end : s.shards.back().pos, "expected `fully_shard root` as the last fully_shard");
   size_t params = 0;  // collectives name their parameters in a 256-bit set
   for (const auto& l : s.layers) {
     params += l.experts > 0 ? 1 : 2;
@@ -623,7 +693,7 @@ void validate(const SeqFile& f, const std::string& file) {
     if (op.rank >= 0) fail(op.pos, "ops before `prepare` run on every rank; drop the @R");
   }
   if (s.loading == Loading::RamEfficient && prepare_at < 0)
-    fail({1, 1}, "`loading ram_efficient` needs a `prepare` op: its broadcasts happen there");
+    fail(s.loading_pos.line > 0 ? s.loading_pos : end, "`loading ram_efficient` needs a `prepare` op: its broadcasts happen there");
   for (const auto& op : f.ops) {
     if (op.rank >= s.world)
       fail(op.pos, "rank @" + std::to_string(op.rank) + " out of range (world " + std::to_string(s.world) + ")");

@@ -19,9 +19,18 @@ class SourceError : public std::runtime_error {
   SourcePos pos() const { return pos_; }
 
  private:
-  static std::string format(const std::string& file, SourcePos pos, const std::string& what) {
+  static std::string format(const std::string& file, SourcePos pos, const std::string& raw) {
+    const std::string what = shorten(raw);
     if (pos.line <= 0) return file + ": " + what;
     return file + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column) + ": " + what;
+  }
+  // Messages quote the offending token; a 1 MB token must not become a 1 MB
+  // message. The middle is cut, so both the start and the end stay readable.
+  static std::string shorten(const std::string& what) {
+    constexpr size_t kMax = 400, kHead = 300, kTail = 60;
+    if (what.size() <= kMax) return what;
+    return what.substr(0, kHead) + "...(" + std::to_string(what.size() - kHead - kTail) + " characters cut)..." +
+           what.substr(what.size() - kTail);
   }
   std::string file_;
   SourcePos pos_;

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <string>
 #include <sys/wait.h>
@@ -74,8 +76,9 @@ TEST(Cli, JsonPrintsOneObjectPerLine) {
   std::string f = write("json.seq", std::string(kGood) + "train_step\n");
   Result r = run("run " + f + " --json");
   EXPECT_EQ(r.code, 0);
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3);  // 2 observations, the trace hash
   EXPECT_EQ(r.out.rfind("{\"step\":1,\"rank\":0,\"op\":\"train_step\",\"status\":\"ok\",\"grads\":[\"x\"]", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\n{\"trace_hash\":\""), std::string::npos) << r.out;
 }
 
 TEST(Cli, CheckFailsOnAWrongExpectationAndPassesOnTheRightOne) {
@@ -83,7 +86,7 @@ TEST(Cli, CheckFailsOnAWrongExpectationAndPassesOnTheRightOne) {
   Result r = run("check " + bad);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find(bad + ":6:19: step 1 rank 0: expected grads={}, got grads={x}"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("0 passed, 1 failed"), std::string::npos);
+  EXPECT_NE(r.out.find("0 passed, 1 failed expectations, 0 diverged, 0 broken runs, 0 bad input\n"), std::string::npos) << r.out;
   std::string good = write("check_good.seq", std::string(kGood) + "train_step expect grads={x}\n");
   EXPECT_EQ(run("check " + good).code, 0);
 }
@@ -159,7 +162,8 @@ TEST(CliUpstream, ModelAndAFakePoolReplayingTheModelAgreeAndDifferOnAnAlteredFie
                        "\"torch\":\"2.13.0+cpu\",\"transformers\":\"5.24.0\"}}\n"),
             std::string::npos)
       << j.out;
-  EXPECT_EQ(j.out.substr(0, j.out.find("{\"upstream_versions\"")), model.out);
+  auto without_hash = [](const std::string& out) { return out.substr(0, out.find("{\"trace_hash\"")); };
+  EXPECT_EQ(without_hash(j.out), without_hash(model.out));
 
   // Step 4 rank 1's grads altered: a divergence naming the field, exit 2.
   std::string text = model.out;
@@ -174,6 +178,31 @@ TEST(CliUpstream, ModelAndAFakePoolReplayingTheModelAgreeAndDifferOnAnAlteredFie
   EXPECT_NE(d.out.find("divergences (model vs upstream): 2\n  step 4 rank 1 (train_step): grads: {other} vs {}\n  finding on the upstream backend only: S1 step 4 rank 1"),
             std::string::npos)
       << d.out;
+  // --json keeps the divergences and each backend's trace hash (they were dropped: exit 2 with no record).
+  Result dj = run_env(fake_pool_env(altered), "run " + seq + " --backend model,upstream --json");
+  EXPECT_EQ(dj.code, 2) << dj.out;
+  EXPECT_NE(dj.out.find("\n{\"divergence\":\"step 4 rank 1 (train_step): grads: {other} vs {}\",\"first\":\"model\",\"other\":\"upstream\"}\n"),
+            std::string::npos)
+      << dj.out;
+  EXPECT_NE(dj.out.find("\",\"backend\":\"model\"}\n{\"trace_hash\":\""), std::string::npos) << dj.out;
+  // A pool answering with steps the sequence does not have: exit 4 naming it, not a crash
+  // (shrink --divergence against this fake pool corrupted the heap in the spec).
+  std::string one_op = write("upstream_one_op.seq", std::string(kGood) + "train_step\n");
+  Result extra = run_env(fake_pool_env(same), "run " + one_op + " --backend model,upstream");
+  EXPECT_EQ(extra.code, 4) << extra.out;
+  EXPECT_NE(extra.out.find("fsdpsim: upstream backend: an observation for step 2 rank 0, but the sequence has 1 ops at world 2\n"),
+            std::string::npos)
+      << extra.out;
+  // shrink --divergence keeps the first difference's op and field while it drops what it can
+  // (here the layer lin1: the replayed observations still differ at step 4's grads).
+  Result sd = run_env(fake_pool_env(altered), "shrink " + seq + " --divergence --backend model,upstream");
+  EXPECT_EQ(sd.code, 2) << sd.out;
+  EXPECT_NE(sd.out.find("\n# shrunk from " + seq + " by fsdpsim shrink --divergence --backend model,upstream ("), std::string::npos) << sd.out;
+  EXPECT_NE(sd.out.find("\n# divergence (train_step): grads\n"), std::string::npos) << sd.out;
+  EXPECT_EQ(sd.out.find("layer lin1"), std::string::npos) << sd.out;
+  Result agree = run_env(fake_pool_env(same), "shrink " + seq + " --divergence --backend model,upstream");
+  EXPECT_EQ(agree.code, 3) << agree.out;
+  EXPECT_NE(agree.out.find(seq + ": no divergence to shrink (model,upstream agree on it)"), std::string::npos) << agree.out;
   // Three backends: the real one agrees with the model, the upstream one does not.
   Result three = run_env(fake_pool_env(altered), "run " + seq + " --backend upstream,real,model");
   EXPECT_EQ(three.code, 2) << three.out;
@@ -208,4 +237,127 @@ TEST(CliUpstream, PoolFailuresExitFour) {
   Result broke = run_env(fake_pool_env("/dev/null", "FAKE_POOL_MODE=error_event"), "check " + seq + " --backend upstream");
   EXPECT_EQ(broke.code, 4) << broke.out;
   EXPECT_NE(broke.out.find("BROKE " + seq + ": upstream backend: rank 1 died (exit 1): boom"), std::string::npos) << broke.out;
+}
+
+// ---- issue 11: no silent loss, clear errors --------------------------------
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  std::string d = std::string(FSDPSIM_BINARY_DIR) + "/cli_test_" + name;
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+}  // namespace
+
+// stdout to /dev/full, stderr to a file: the exit code and what stderr says.
+Result run_to_full(const std::string& args) {
+  std::string err = std::string(FSDPSIM_BINARY_DIR) + "/cli_test_full.err";
+  std::string cmd = std::string(FSDPSIM_BINARY_DIR) + "/fsdpsim " + args + " > /dev/full 2> " + err;
+  int status = std::system(cmd.c_str());
+  std::ifstream in(err);
+  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(CliOutput, AFailedWriteIsExitFourNamingThePath) {
+  std::string f = write("full.seq", std::string(kGood) + "train_step\n");
+  Result e = run_to_full("expect " + f);
+  EXPECT_EQ(e.code, 4) << e.out;
+  EXPECT_EQ(e.out, "fsdpsim: cannot write standard output: No space left on device\n");
+  Result r = run_to_full("random --seed 1 --count 200");  // more than one buffer: fails mid-run
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_EQ(r.out, "fsdpsim: cannot write standard output: No space left on device\n");
+}
+
+TEST(CliOutput, BadOutDirIsExitThreeBeforeAnythingRuns) {
+  std::string file = write("not_a_dir", "x");
+  Result r = run("random --seed 1 --count 2 --out " + file);
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_EQ(r.out, "<command line>: --out " + file + ": not a directory\n");
+  Result c = run("crosscheck --seed 1 --count 1 --backends model,model --out " + file);
+  EXPECT_EQ(c.code, 3) << c.out;  // a usage error first: the backends
+  Result x = run("crosscheck --seed 1 --count 1 --out " + file + "/sub");
+  EXPECT_EQ(x.code, 3) << x.out;
+  EXPECT_NE(x.out.find("<command line>: --out " + file + "/sub: cannot create directory: Not a directory"), std::string::npos) << x.out;
+  EXPECT_EQ(x.out.find("crosscheck seed"), std::string::npos) << "ran before checking --out: " << x.out;
+  std::string d = temp_dir("random_out");
+  Result ok = run("random --seed 1 --count 2 --out " + d);
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_TRUE(std::filesystem::exists(d + "/random_000001.seq"));
+}
+
+TEST(CliMessages, ADirectoryOrUnreadableFileSaysWhy) {
+  std::string d = temp_dir("run_dir");
+  Result r = run("run " + d);
+  EXPECT_EQ(r.code, 3);
+  EXPECT_EQ(r.out, d + ": is a directory (expected a .seq file; `check` takes directories)\n");
+  Result m = run("run " + d + "/missing.seq");
+  EXPECT_EQ(m.code, 3);
+  EXPECT_EQ(m.out, d + "/missing.seq: cannot open file: No such file or directory\n");
+}
+
+TEST(CliCheck, ReportsEachBadPathAndGoesOn) {
+  std::string d = temp_dir("check_tree");
+  std::filesystem::create_directories(d + "/empty");
+  std::filesystem::create_directories(d + "/locked");
+  std::ofstream(d + "/good.seq") << kGood << "train_step expect grads={x}\n";
+  std::ofstream(d + "/locked/hidden.seq") << kGood;
+  std::filesystem::permissions(d + "/locked", std::filesystem::perms::none);
+  bool root = std::system(("test -r " + d + "/locked").c_str()) == 0;  // root reads anything
+  Result r = run("check " + d + " " + d + "/empty");
+  std::filesystem::permissions(d + "/locked", std::filesystem::perms::owner_all);
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("PASS " + d + "/good.seq"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("BAD  " + d + "/empty: no .seq files in this directory\n"), std::string::npos) << r.out;
+  if (!root) {
+    EXPECT_NE(r.out.find("BAD  " + d + "/locked: cannot read directory: Permission denied\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1 passed, 0 failed expectations, 0 diverged, 0 broken runs, 2 bad input\n"), std::string::npos) << r.out;
+  }
+}
+
+TEST(CliCrosscheck, EveryRunBrokenIsNotACleanResult) {
+  setenv("FSDPSIM_CRASH_RANK", "1", 1);
+  Result r = run("crosscheck --seed 5 --count 2 --timeout 2000 --out " + temp_dir("cc_broken"));
+  unsetenv("FSDPSIM_CRASH_RANK");
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_NE(r.out.find("findings (model, 0 completed)  unknown: no sequence completed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("none"), std::string::npos) << r.out;
+}
+
+// Runs `fsdpsim ARGS > DIR/log`, waits until the log shows `ready` (at most
+// 120 s), sends SIG, and returns the exit status and the log.
+Result interrupt_when(const std::string& args, const std::string& dir, const std::string& ready, const char* sig) {
+  std::string cmd = "bash -c '" FSDPSIM_BINARY_DIR "/fsdpsim " + args + " > " + dir + "/log 2>&1 & p=$!; " +
+                    "for i in $(seq 1200); do grep -q \"" + ready + "\" " + dir + "/log && break; sleep 0.1; done; kill -" + sig +
+                    " $p; wait $p; echo $? > " + dir + "/rc'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream rc_in(dir + "/rc"), log_in(dir + "/log");
+  int rc = -1;
+  rc_in >> rc;
+  return {rc, std::string((std::istreambuf_iterator<char>(log_in)), std::istreambuf_iterator<char>())};
+}
+
+// A signal stops the loop after the sequence in progress: the partial summary
+// reaches the (redirected, so fully buffered) output and the exit is 128+signal.
+TEST(CliCrosscheck, InterruptedRunKeepsItsPartialSummary) {
+  for (const char* sig : {"INT", "TERM", "HUP"}) {
+    std::string d = temp_dir(std::string("cc_sig_") + sig);
+    Result r = interrupt_when("crosscheck --seed 1 --count 1000000 --out " + d, d, "crosscheck: ", sig);
+    EXPECT_EQ(r.code, std::string(sig) == "INT" ? 130 : std::string(sig) == "TERM" ? 143 : 129) << r.out;
+    EXPECT_NE(r.out.find(" of 1000000\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("interrupted "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("findings (model, "), std::string::npos) << r.out;
+  }
+}
+
+// `check > log` stopped by SIGTERM: the log keeps every result line and the summary.
+TEST(CliCheck, InterruptedCheckKeepsItsOutput) {
+  std::string d = temp_dir("check_sig");
+  Result r = interrupt_when("check " FSDPSIM_SOURCE_DIR "/corpus/regressions --backend real", d, "PASS ", "TERM");
+  EXPECT_EQ(r.code, 143) << r.out;
+  EXPECT_NE(r.out.find(" bad input; interrupted by signal 15 after "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS "), std::string::npos) << r.out;
 }

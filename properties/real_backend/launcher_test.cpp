@@ -2,12 +2,12 @@
 // ranks agree bit for bit, failures are reported, crashed ranks are cleaned up.
 #include <gtest/gtest.h>
 
-#include <dirent.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <set>
 
+#include "properties/real_backend/harness_util.hpp"
 #include "properties/test_util.hpp"
 #include "sim/crosscheck.hpp"
 #include "sim/generator.hpp"
@@ -23,16 +23,6 @@ const std::chrono::milliseconds kTimeout(5000);
 std::string names(const Observation& o) {
   std::string out;
   for (const auto& c : o.collectives) out += std::string(c.op == CollOp::AllGather ? "ag " : "rs ") + c.group + "; ";
-  return out;
-}
-
-std::set<std::string> entries(const std::string& dir) {
-  std::set<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d))
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") out.insert(e->d_name);
-    ::closedir(d);
-  }
   return out;
 }
 
@@ -154,14 +144,14 @@ TEST(RealRanks, ACrashedRankIsReportedAndNothingIsLeftBehind) {
     EXPECT_NE(r.infra_message.find("rank 1 died (exit 9)"), std::string::npos) << r.infra_message;
     // No worker process is left: every child was reaped.
     EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
-    EXPECT_TRUE(entries(tmpl).empty());
+    EXPECT_TRUE(dir_entries(tmpl).empty());
     // The pool starts fresh ranks for the next sequence.
     real::RealResult again = ranks.run(f);
     ASSERT_FALSE(again.infra_failure) << again.infra_message;
     EXPECT_EQ(again.observations.size(), 12u);
   }
   EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
-  EXPECT_TRUE(entries(tmpl).empty());
+  EXPECT_TRUE(dir_entries(tmpl).empty());
   if (saved.empty()) ::unsetenv("TMPDIR");
   else ::setenv("TMPDIR", saved.c_str(), 1);
   ::rmdir(tmpl);

@@ -28,6 +28,8 @@ TEST(Upstream, RunsSeed000OnThePoolAsJson) {
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("{\"finding\"", 0) == 0) {
       ++findings;
+    } else if (line.rfind("{\"trace_hash\"", 0) == 0) {
+      EXPECT_NE(line.find("\"backend\":\"upstream\""), std::string::npos) << line;
     } else if (line.rfind("{\"upstream_versions\"", 0) == 0) {
       ++versions;
       EXPECT_NE(line.find("\"torch\":\"2.13.0"), std::string::npos) << line;

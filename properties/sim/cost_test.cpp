@@ -86,5 +86,25 @@ TEST(Cost, CompareNamesEachDifferingCell) {
   EXPECT_TRUE(compare_cost(a, a).empty());
 }
 
+// An owner the scenario does not declare (a backend naming a parameter it
+// should not) is an error, not a row index past the table (the heap overflow
+// of issue 11, where "c.d" split to "d").
+TEST(Cost, AnUndeclaredOwnerIsAnErrorNotAnOverflow) {
+  SeqFile f;
+  RunResult res = simulate(two_adapters("train_step\n"), &f);
+  std::vector<Observation> obs = res.observations;
+  obs.back().sharded_bytes.push_back({"ghost", 64});
+  EXPECT_THROW(cost_report(f, obs), std::runtime_error);
+  // A collective part of an undeclared parameter counts for the base: only
+  // declared adapter parameters have an adapter owner.
+  obs = res.observations;
+  for (auto& o : obs)
+    for (auto& c : o.collectives)
+      for (auto& p : c.parts)
+        if (p.param == "lin0.lora_A.a") p.param = "lin0.lora_A.x.a";
+  CostReport c = cost_report(f, obs);
+  EXPECT_LT(row(c, 0, "a").all_gather, row(cost_report(f, res.observations), 0, "a").all_gather);
+}
+
 }  // namespace
 }  // namespace fsdpsim::test

@@ -54,3 +54,29 @@ TEST(Shrink, SignaturesNameHowRanksPartForS5) {
   ASSERT_FALSE(r.findings.empty());
   EXPECT_EQ(finding_signature(f, r, r.findings[0]), "S5:hang");
 }
+
+// shrink --divergence: the same minimization under any predicate, here "a
+// delete_adapter op on rank 1 remains" (what a divergence predicate looks like
+// to the shrinker: a property of the candidate, run however it likes).
+TEST(Shrink, ShrinkWhileKeepsAnyPredicate) {
+  SeqFile f = parse_seq(seed000_header(2, "upstream") + "eval\nmerge\n@1 zero_grad\nset_adapter other\ntrain_step\ntrain_step\n");
+  ShrinkResult r;
+  int calls = 0;
+  shrink_while(f, &r, [&](const SeqFile& c) {
+    ++calls;
+    for (const auto& op : c.ops)
+      if (op.kind == OpKind::ZeroGrad && op.rank == 1) return true;
+    return false;
+  });
+  ASSERT_EQ(r.minimal.ops.size(), 1u);
+  EXPECT_EQ(op_text(r.minimal.ops[0]), "@1 zero_grad");
+  EXPECT_EQ(r.minimal.scenario.world, 2);  // @1 needs two ranks
+  EXPECT_EQ(r.runs, calls);
+}
+
+TEST(Shrink, DivergenceSignatureIsTheOpAndField) {
+  EXPECT_EQ(divergence_signature("step 5 rank 1 (train_step): grads: {other} vs {}"), "(train_step): grads");
+  EXPECT_EQ(divergence_signature("step 12 rank 0 (set_adapter other): param[3]: rg_s true vs false"), "(set_adapter other): param[3]");
+  EXPECT_EQ(divergence_signature("finding on the upstream backend only: S1 step 4 rank 1: expected"),
+            "finding on the upstream backend only: S1");
+}

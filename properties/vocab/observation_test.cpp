@@ -11,6 +11,20 @@
 namespace fsdpsim {
 namespace {
 
+// lin0 and lin1, both targeted by adapters default and other: the names the
+// observations below use (the table finds each parameter's adapter from it).
+Scenario two_adapters() {
+  Scenario s;
+  s.layers = {{"lin0", 4, 4, 0, {}}, {"lin1", 4, 4, 0, {}}};
+  AdapterDecl d;
+  d.name = "default";
+  d.targets = {"lin0", "lin1"};
+  AdapterDecl o = d;
+  o.name = "other";
+  s.adapters = {d, o};
+  return s;
+}
+
 TEST(Observation, StatusNamesRoundTrip) {
   const std::vector<std::string> expected = {"ok", "hang", "mismatch", "no_grad_fn", "key_error", "not_run",
                                              "shape_error", "value_error"};
@@ -250,7 +264,7 @@ TEST(Observation, PrintTableAlignsColumns) {
       {"3", "1", "@1 train_step", "no_grad_fn", "{}", "{}", "", "-", "ag 2x15"},
   };
   std::ostringstream os;
-  print_table(os, {a, b, c});
+  print_table(os, two_adapters(), {a, b, c});
   auto lines = lines_of(os.str());
   ASSERT_EQ(lines.size(), 6u) << os.str();  // header, 3 rows, 2 message lines
   std::vector<size_t> offset;
@@ -287,7 +301,7 @@ TEST(Observation, PrintTableAlignsColumns) {
 
 TEST(Observation, PrintTableHeaderOnlyWhenEmpty) {
   std::ostringstream os;
-  print_table(os, {});
+  print_table(os, two_adapters(), {});
   EXPECT_EQ(os.str(), "step  rank  op  status  grads  S.requires_grad  groups  merged  collectives\n");
 }
 

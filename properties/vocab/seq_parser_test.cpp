@@ -311,6 +311,72 @@ TEST(SeqParser, CrlfAndTabsParseLikeLf) {
   EXPECT_EQ(b.ops[1].names, (std::vector<std::string>{"other"}));
 }
 
+TEST(SeqParser, CrOnlyLineEndingsAndByteOrderMark) {
+  std::string lf = ops("@1 eval expect @1 ok\n\tset_adapter\tother\n");
+  std::string cr;
+  for (char c : lf) cr += c == '\n' ? '\r' : c;
+  EXPECT_EQ(parse_seq(cr), parse_seq(lf));
+  EXPECT_EQ(parse_seq("\xEF\xBB\xBF" + lf), parse_seq(lf));
+  try {  // columns and lines as with LF, the BOM not counted
+    parse_seq("\xEF\xBB\xBF" + head(1, "world 0"), "bom.seq");
+    FAIL() << "no error";
+  } catch (const SourceError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("bom.seq:1:7: ", 0), 0u) << e.what();
+  }
+  try {
+    std::string bad = cr + "evalx\r";
+    parse_seq(bad, "cr.seq");
+    FAIL() << "no error";
+  } catch (const SourceError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("cr.seq:15:1: ", 0), 0u) << e.what();
+  }
+}
+
+TEST(SeqParser, HugeTokenIsCutInTheMessage) {
+  std::string token(1 << 20, 'x');
+  try {
+    parse_seq(ops(token + "\n"), "big.seq");
+    FAIL() << "no error";
+  } catch (const SourceError& e) {
+    std::string what = e.what();
+    EXPECT_LT(what.size(), 500u);
+    EXPECT_EQ(what.rfind("big.seq:13:1: unknown op 'xxx", 0), 0u) << what.substr(0, 100);
+    EXPECT_NE(what.find(" characters cut)..."), std::string::npos);
+  }
+}
+
+TEST(SeqParser, UnreadablePathsSayWhy) {
+  try {
+    parse_seq_file("/nonexistent/definitely/missing.seq");
+    FAIL() << "no error";
+  } catch (const SourceError& e) {
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/definitely/missing.seq: cannot open file: No such file or directory");
+  }
+  try {
+    parse_seq_file("/tmp");
+    FAIL() << "no error";
+  } catch (const SourceError& e) {
+    EXPECT_EQ(std::string(e.what()), "/tmp: is a directory (expected a .seq file; `check` takes directories)");
+  }
+}
+
+// Owners come from the declarations: even names the parser now rejects (dots)
+// would resolve right, where splitting at the last dot read adapter `c.d` as `d`.
+TEST(SeqParser, ParameterOwnersAreMatchedWholeNotSplit) {
+  Scenario s;
+  s.layers = {{"a.b", 4, 4, 0, {}}};
+  AdapterDecl d;
+  d.name = "c.d";
+  d.targets = {"a.b"};
+  AdapterDecl o = d;
+  o.name = "d";
+  s.adapters = {d, o};
+  EXPECT_EQ(s.owner_of_param("a.b.lora_A.c.d"), "c.d");
+  EXPECT_EQ(s.owner_of_param("a.b.lora_B.d"), "d");
+  EXPECT_EQ(s.owner_of_param("a.b.weight"), "base");
+  EXPECT_EQ(s.adapter_of_param("a.b.lora_A.e"), -1);
+}
+
 TEST(SeqParser, LeadingZerosAndCommentsAfterContent) {
   SeqFile f = parse_seq("# kept\nworld 02\n# dropped\n" + head(1, "") + "@01 eval expect @01 index=007\n");
   EXPECT_EQ(f.comments, std::vector<std::string>{"kept"});
@@ -327,7 +393,6 @@ TEST(SeqParser, FileNameInErrorsAndMissingFile) {
     EXPECT_EQ(e.file(), "dir/x.seq");
     EXPECT_EQ(std::string(e.what()).rfind("dir/x.seq:13:1: ", 0), 0u) << e.what();
   }
-  EXPECT_THROW(parse_seq_file("/nonexistent/definitely/missing.seq"), SourceError);
 }
 
 // ---- bad inputs -------------------------------------------------------------
@@ -383,7 +448,7 @@ std::vector<BadCase> bad_cases() {
       {"ShardRootTwice", head(11, "fully_shard root"), 11, 1, "fully_shard after the root"},
       {"ShardMissingRoot", head(10, "fully_shard lin1 reshard_after_forward=none"), 10, 1,
        "expected `fully_shard root` as the last fully_shard"},
-      {"ShardNone", no_shards, 1, 1, "expected `fully_shard root`"},
+      {"ShardNone", no_shards, 12, 1, "expected `fully_shard root`"},
       {"ShardRootGrouped", head(10, "fully_shard lin1,root"), 10, 13, "root cannot be grouped with layers"},
       {"ShardTwice", head(10, "fully_shard lin0"), 10, 13, "'lin0' is already sharded by an earlier fully_shard"},
       {"ShardBadRaf", head(10, "fully_shard root reshard_after_forward=sometimes"), 10, 18, "got 'sometimes'"},
@@ -391,8 +456,8 @@ std::vector<BadCase> bad_cases() {
       {"OptimizerBad", head(11, "optimizer adam"), 11, 11, "expected optimizer trainable|all, got 'adam'"},
       {"MissingSeparator", head(12, ""), 13, 1, "expected a `---` line between the scenario and the ops"},
       {"TextAfterSeparator", head(12, "--- ops"), 12, 5, "unexpected text after ---"},
-      {"NoLayers", "world 1\n---\n", 1, 1, "expected at least one `layer`"},
-      {"NoAdapters", "layer a 4 2\nfully_shard root\n---\n", 1, 1, "expected at least one `adapter`"},
+      {"NoLayers", "world 1\n---\n", 2, 1, "expected at least one `layer`"},
+      {"NoAdapters", "layer a 4 2\nfully_shard root\n---\n", 3, 1, "expected at least one `adapter`"},
       {"TooManyAdapters",
        "layer a 4 2\nadapter a0 targets=a\nadapter a1 targets=a\nadapter a2 targets=a\nadapter a3 targets=a\n"
        "adapter a4 targets=a\nadapter a5 targets=a\nadapter a6 targets=a\nadapter a7 targets=a\n"
@@ -457,6 +522,24 @@ std::vector<BadCase> bad_cases() {
       {"ShardEmptyList", head(9, "fully_shard []"), 9, 13, "at least one module"},
       {"LayerNamedExpect", head(11, "layer expect 2 2"), 11, 7, "'expect' is reserved"},
       {"AdapterNamedExpect", head(8, "adapter expect targets=lin0 deferred"), 8, 9, "'expect' is reserved"},
+      // names (README "Names"): no '.', so parameter names cannot collide
+      {"LayerDottedName", head(4, "layer a.b 10 20"), 4, 7, "names may not contain '.'"},
+      {"AdapterDottedName", head(7, "adapter c.d targets=lin1"), 7, 9, "names may not contain '.'"},
+      {"LayerLoraCollision", head(5, "layer x.lora_A 20 2"), 5, 7, "names may not contain '.'"},
+      {"TargetDottedName", head(7, "adapter other targets=lin1,a.b"), 7, 15, "names may not contain '.'"},
+      {"LayerNamedLora", head(5, "layer my_lora_layer 20 2"), 5, 7, "may not contain 'lora_'"},
+      {"AdapterNamedBase", head(7, "adapter base targets=lin1"), 7, 9, "'base' is reserved"},
+      {"NameTooLong", head(7, "adapter " + std::string(65, 'a') + " targets=lin1"), 7, 9, "at most 64 characters"},
+      {"PlacedUnknownParam", ops("eval expect placed=lin0.lora_A.nope:cpu/fp32\n"), 13, 13, "expected an adapter parameter"},
+      {"PlacedNotTargeted", ops("eval expect placed=lin0.lora_A.other:cpu/fp32\n"), 13, 13, "expected an adapter parameter"},
+      // a directive that sets one value, given twice
+      {"WorldTwice", head(2, "world 3"), 2, 1, "`world` is given twice (first at line 1)"},
+      {"SeedTwice", head(3, "seed 9"), 3, 1, "`seed` is given twice (first at line 2)"},
+      {"ProfileTwice", head(4, "profile patched") + "", 4, 1, "`profile` is given twice (first at line 3)"},
+      {"OptimizerTwice", head(12, "optimizer trainable\n---"), 12, 1, "`optimizer` is given twice (first at line 11)"},
+      {"LoadingTwice", head(11, "loading full\nloading full"), 12, 1, "`loading` is given twice (first at line 11)"},
+      {"DtypeTwice", head(11, "dtype fp32\ndtype bf16"), 12, 1, "`dtype` is given twice (first at line 11)"},
+      {"RamEfficientWithoutPrepare", head(11, "loading ram_efficient"), 11, 1, "needs a `prepare` op"},
       {"LineCountAcrossBlanks", ops("eval\n\n# note\n   \nevalx\n"), 17, 1, "unknown op 'evalx'"},
   };
 }
@@ -541,7 +624,7 @@ TEST(SeqParser, PrepareRules) {
     parse_seq("world 2\nlayer lin0 8 8\nadapter a targets=lin0\nfully_shard root\nloading ram_efficient\n---\nforward\n", "q.seq");
     ADD_FAILURE() << "ram_efficient without prepare parsed";
   } catch (const SourceError& e) {
-    EXPECT_EQ(std::string(e.what()), "q.seq:1:1: `loading ram_efficient` needs a `prepare` op: its broadcasts happen there");
+    EXPECT_EQ(std::string(e.what()), "q.seq:5:1: `loading ram_efficient` needs a `prepare` op: its broadcasts happen there");
   }
 }
 

@@ -46,6 +46,10 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.python = true;
       continue;
     }
+    if (s == "--divergence") {
+      a.divergence = true;
+      continue;
+    }
     if (i + 1 >= argv.size()) usage_error(s + " expects a value");
     const std::string& v = argv[++i];
     if (s == "--backend" || s == "--backends") {

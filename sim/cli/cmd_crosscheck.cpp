@@ -1,6 +1,7 @@
 // `fsdpsim crosscheck`: generated sequences through the model and the real
 // backend (or the backends --backends / --against name), compared op by op;
 // every divergent sequence is written out.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,8 @@
 
 #include "model/vocab/table.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/interrupt.hpp"
+#include "sim/cli/output.hpp"
 #include "real_backend/layout.hpp"
 #include "real_backend/observer.hpp"
 #include "sim/generator.hpp"
@@ -20,21 +23,25 @@ int cmd_crosscheck(const Args& a) {
   GenOptions opt;
   opt.world = a.world > 0 ? a.world : 2;
   std::string out_dir = a.out.empty() ? "crosscheck-" + std::to_string(a.seed) : a.out;
+  if (!a.out.empty()) prepare_out_dir(out_dir);  // a bad --out is exit 3 now, not at the first divergence
+  arm_interrupts();
   RealPools pools = pools_of(a);
   const BackendList backends = a.backends.size() >= 2 ? a.backends : kModelAndReal;
   auto t0 = std::chrono::steady_clock::now();
   auto last = t0;
   auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
-  int divergent = 0, broken = 0;
+  int divergent = 0, broken = 0, done = 0;
   std::map<std::string, int> findings;
   std::cout << "crosscheck seed " << a.seed << ", " << a.count << " sequences, world " << opt.world << ", backends " << backends_text(backends)
             << (uses(backends, Backend::Real) ? ", ranks " + a.ranks : "") << "\n";
-  for (int i = 0; i < a.count; ++i) {
+  for (int i = 0; i < a.count && !interrupted(); ++i, ++done) {
+    arm_interrupts();
     uint64_t seed = a.seed + static_cast<uint64_t>(i);
     Prng rng(seed);
     SeqFile f = generate_seq(rng, opt);
     if (!a.profile.empty()) f.scenario.profile = a.profile;
     BackendRun res = run_backend(f, backends, pools, false);
+    arm_interrupts();  // a backend started in this run installed its own handler: ours again
     if (res.infra_failure) {
       ++broken;
       std::cout << "sequence " << seed << ": " << res.infra_message << "\n";
@@ -42,11 +49,11 @@ int cmd_crosscheck(const Args& a) {
     for (const auto& fd : res.findings) ++findings[fd.spec];
     if (!res.divergences.empty()) {
       ++divergent;
-      std::filesystem::create_directories(out_dir);
+      if (a.out.empty() && divergent == 1) prepare_out_dir(out_dir);
       f.comments = {"divergent in fsdpsim crosscheck (replay: fsdpsim run FILE --backend " + backends_text(backends) + ")",
                     "fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world)};
       for (size_t k = 0; k < res.divergences.size() && k < 5; ++k) f.comments.push_back("  " + res.divergences[k]);
-      std::ofstream(out_dir + "/divergent_" + std::to_string(seed) + ".seq") << print_seq(f);
+      write_file(out_dir + "/divergent_" + std::to_string(seed) + ".seq", print_seq(f));
     }
     auto now = std::chrono::steady_clock::now();
     if (secs(now - last) >= 3.0) {
@@ -57,16 +64,22 @@ int cmd_crosscheck(const Args& a) {
     }
   }
   double total = secs(std::chrono::steady_clock::now() - t0);
-  std::vector<std::vector<std::string>> rows = {{"sequences", std::to_string(a.count)},
-                                                {"divergent", std::to_string(divergent) + (divergent ? " (written to " + out_dir + "/)" : "")},
-                                                {"backend failures", std::to_string(broken)},
-                                                {"time", std::to_string(total) + " s"},
-                                                {"sequences/s", std::to_string(a.count / total)}};
+  std::vector<std::vector<std::string>> rows = {
+      {"sequences", std::to_string(done) + (done < a.count ? " of " + std::to_string(a.count) : "")},
+      {"divergent", std::to_string(divergent) + (divergent ? " (written to " + out_dir + "/)" : "")},
+      {"backend failures", std::to_string(broken)},
+      {"time", std::to_string(total) + " s"},
+      {"sequences/s", std::to_string(done / std::max(total, 1e-9))}};
   std::string spec;
   for (const auto& [k, v] : findings) spec += (spec.empty() ? "" : ", ") + k + " " + std::to_string(v);
-  rows.push_back({"findings (model)", spec.empty() ? "none" : spec});
+  // Findings come from completed runs only: "none" over zero of them would claim a clean result.
+  const int completed = done - broken;
+  std::string who = std::string("findings (") + backend_name(backends[0]) + ", " + std::to_string(completed) + " completed)";
+  rows.push_back({who, completed == 0 ? "unknown: no sequence completed" : spec.empty() ? "none" : spec});
+  if (interrupted()) rows.push_back({"interrupted", "by signal " + std::to_string(interrupted()) + ": partial results"});
   print_aligned(std::cout, rows);
   print_upstream_versions(std::cout, pools, false);
+  if (interrupted()) return interrupted_exit(interrupted());
   if (broken) return kInfra;
   return divergent ? kDivergence : kClean;
 }
@@ -84,6 +97,8 @@ int cmd_worker(const Args& a) {
   real::TorchrunResult tr;
   try {
     tr = real::run_torchrun_rank(f, std::chrono::milliseconds(a.timeout_ms));
+  } catch (const SourceError&) {
+    throw;  // a missing or invalid launch variable: bad input, exit 3
   } catch (const std::exception& e) {
     std::cerr << "fsdpsim worker: " << e.what() << "\n";
     return kInfra;
@@ -95,7 +110,7 @@ int cmd_worker(const Args& a) {
   std::vector<Observation> obs = real::observe(real::make_layout(f), f.scenario.seed, tr.reports);
   std::vector<Finding> findings = check_spec(f, obs);
   std::cout << "fsdpsim worker " << file << "  world " << tr.world << "  (torchrun launch, rank 0 reporting)\n\n";
-  print_table(std::cout, obs);
+  print_table(std::cout, f.scenario, obs);
   std::cout << "\n";
   if (findings.empty()) std::cout << "findings: none\n";
   else std::cout << "findings: " << findings.size() << "\n";

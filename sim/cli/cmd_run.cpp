@@ -1,5 +1,9 @@
 // `fsdpsim run`, `fsdpsim check` and the main job (no arguments).
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -7,6 +11,7 @@
 #include "model/vocab/profile.hpp"
 #include "model/vocab/table.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/interrupt.hpp"
 #include "sim/crosscheck.hpp"
 #include "sim/default_scenario.hpp"
 #include "sim/expectations.hpp"
@@ -71,20 +76,38 @@ void print_upstream_versions(std::ostream& os, RealPools& pools, bool json) {
 
 namespace {
 
-std::vector<std::string> seq_files(const std::vector<std::string>& paths) {
+// The .seq files under each path, sorted per directory. A path that cannot
+// be read (missing, unreadable subdirectory, directory without .seq files) is
+// reported in `problems` as a BAD line and the others still run.
+std::vector<std::string> seq_files(const std::vector<std::string>& paths, std::vector<std::string>* problems) {
+  namespace fs = std::filesystem;
   std::vector<std::string> out;
   for (const auto& p : paths) {
     std::error_code ec;
-    if (std::filesystem::is_directory(p, ec)) {
-      std::vector<std::string> found;
-      for (const auto& e : std::filesystem::recursive_directory_iterator(p))
-        if (e.is_regular_file() && e.path().extension() == ".seq") found.push_back(e.path().string());
-      std::sort(found.begin(), found.end());
-      if (found.empty()) throw SourceError(p, {}, "no .seq files in this directory");
-      out.insert(out.end(), found.begin(), found.end());
-    } else {
-      out.push_back(p);
+    if (p.empty()) {
+      problems->push_back("<command line>: an empty path argument");
+      continue;
     }
+    if (!fs::is_directory(p, ec)) {
+      out.push_back(p);  // parse_seq_file says why when it cannot be read
+      continue;
+    }
+    std::vector<std::string> found;
+    fs::recursive_directory_iterator it(p, fs::directory_options::none, ec), end;
+    if (ec) problems->push_back(p + ": cannot read directory: " + ec.message());
+    for (; !ec && it != end; it.increment(ec)) {
+      std::error_code fe;
+      if (it->is_directory(fe) && ::access(it->path().c_str(), R_OK | X_OK) != 0) {
+        problems->push_back(it->path().string() + ": cannot read directory: " + std::strerror(errno));
+        it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file(fe) && it->path().extension() == ".seq") found.push_back(it->path().string());
+    }
+    if (ec) problems->push_back(p + ": cannot read directory: " + ec.message());
+    std::sort(found.begin(), found.end());
+    if (found.empty() && !ec) problems->push_back(p + ": no .seq files in this directory");
+    out.insert(out.end(), found.begin(), found.end());
   }
   return out;
 }
@@ -114,12 +137,22 @@ int cmd_run(const Args& a) {
       std::cout << "\n";
     }
     for (const auto& fd : res.findings) print_finding_json(std::cout, fd);
+    // What the text form shows, as records: each backend's trace hash, and
+    // every divergence (exit 2 must not come with nothing saying why).
+    for (const auto& run : res.runs)
+      std::cout << "{\"trace_hash\":\"" << hex(run.trace_hash) << "\",\"backend\":\"" << backend_name(run.backend) << "\"}\n";
+    for (const auto& c : res.comparisons)
+      for (const auto& d : c.divergences) {
+        std::cout << "{\"divergence\":";
+        print_json_string(std::cout, d);
+        std::cout << ",\"first\":\"" << backend_name(c.first) << "\",\"other\":\"" << backend_name(c.other) << "\"}\n";
+      }
     print_upstream_versions(std::cout, pools, true);
   } else {
     std::cout << "fsdpsim run " << file << "  world " << f.scenario.world << "  seed " << f.scenario.seed << "  backend "
               << a.backend << (uses(a.backends, Backend::Real) ? " (" + a.ranks + ")" : "") << "\n"
               << "profile " << profile_text(profile) << "\n\n";
-    print_table(std::cout, res.observations);
+    print_table(std::cout, f.scenario, res.observations);
     print_upstream_versions(std::cout, pools, false);
     std::cout << "\n";
     print_findings(std::cout, res.findings);
@@ -133,12 +166,25 @@ int cmd_run(const Args& a) {
 int cmd_check(const Args& a) {
   if (a.positional.empty()) throw SourceError("<command line>", {}, "check expects at least one file or directory");
   int passed = 0, failed = 0, bad = 0, diverged = 0, broken = 0;
+  arm_interrupts();
   RealPools pools = pools_of(a);
-  for (const auto& file : seq_files(a.positional)) {
+  std::vector<std::string> problems;
+  const std::vector<std::string> files = seq_files(a.positional, &problems);
+  for (const auto& p : problems) {
+    ++bad;
+    std::cout << "BAD  " << p << "\n";
+  }
+  size_t done = 0;
+  for (const auto& file : files) {
+    std::cout.flush();  // the previous file's lines, also into a redirected file
+    if (interrupted()) break;
+    arm_interrupts();
+    ++done;
     try {
       SeqFile f = parse_seq_file(file);
       apply_overrides(f, a, file);
       BackendRun res = run_backend(f, a.backends, pools);
+      arm_interrupts();  // a backend started in this run installed its own handler: ours again
       if (res.infra_failure) {
         ++broken;
         std::cout << "BROKE " << file << ": " << res.infra_message << "\n";
@@ -169,7 +215,13 @@ int cmd_check(const Args& a) {
     }
   }
   print_upstream_versions(std::cout, pools, false);
-  std::cout << passed << " passed, " << failed + bad + diverged + broken << " failed\n";
+  // Bad input, broken runs and failed expectations are different problems:
+  // one count each.
+  std::cout << passed << " passed, " << failed << " failed expectations, " << diverged << " diverged, " << broken
+            << " broken runs, " << bad << " bad input";
+  if (interrupted()) std::cout << "; interrupted by signal " << interrupted() << " after " << done << " of " << files.size() << " files";
+  std::cout << "\n";
+  if (interrupted()) return interrupted_exit(interrupted());
   if (bad) return kBadInput;
   if (broken) return kInfra;
   if (diverged) return kDivergence;
@@ -191,7 +243,7 @@ int cmd_main_job(const Args&) {
     f.scenario.profile = profile;
     RunResult res = run_checked(f);
     std::cout << "== seed 000 (peft#3872), world " << f.scenario.world << ", profile " << profile_text(*profile_by_name(profile)) << "\n";
-    print_table(std::cout, res.observations);
+    print_table(std::cout, f.scenario, res.observations);
     print_findings(std::cout, res.findings);
     std::cout << "trace hash " << hex(res.trace_hash) << "\n\n";
     std::string first = res.findings.empty() ? "-" : res.findings[0].text;

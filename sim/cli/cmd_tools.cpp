@@ -1,7 +1,7 @@
 // `fsdpsim profiles`, `fsdpsim random`, `fsdpsim bench`.
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "model/machine/topology.hpp"
@@ -10,6 +10,7 @@
 #include "real_backend/bench_real.hpp"
 #include "real_backend/upstream/pool_client.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/output.hpp"
 #include "sim/generator.hpp"
 #include "sim/simulator.hpp"
 
@@ -57,7 +58,7 @@ int cmd_random(const Args& a) {
   if (!a.have_seed) throw SourceError("<command line>", {}, "random expects --seed S");
   GenOptions opt;
   opt.world = a.world > 0 ? a.world : 2;
-  if (!a.out.empty()) std::filesystem::create_directories(a.out);
+  if (!a.out.empty()) prepare_out_dir(a.out);  // exit 3 before anything is generated
   double last = now_s();
   for (int i = 0; i < a.count; ++i) {
     if (!a.out.empty() && now_s() - last > 2.0) {  // progress on long runs
@@ -70,11 +71,13 @@ int cmd_random(const Args& a) {
     f.comments = {"fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world)};
     std::string text = print_seq(f);
     if (a.out.empty()) {
+      errno = 0;
       std::cout << text << (i + 1 < a.count ? "\n" : "");
+      check_stdout(errno);  // a full disk or closed pipe stops the run at once
     } else {
       char name[32];
       std::snprintf(name, sizeof name, "random_%06d.seq", i);
-      std::ofstream(std::filesystem::path(a.out) / name) << text;
+      write_file((std::filesystem::path(a.out) / name).string(), text);  // exit 4 on a failed write
     }
   }
   if (!a.out.empty()) std::cerr << "wrote " << a.count << " sequences to " << a.out << " (seed " << a.seed << ")\n";

@@ -31,6 +31,7 @@ struct Args {
   int timeout_ms = 5000;
   bool model_only = false;  // bench: skip the real backend
   bool python = false;      // export: a torchrun script
+  bool divergence = false;  // shrink: keep a divergence between backends, not a finding
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "sim/cli/commands.hpp"
+#include "sim/cli/output.hpp"
 
 using namespace fsdpsim;
 using namespace fsdpsim::cli;
@@ -21,6 +22,7 @@ const char* kUsage =
     "       fsdpsim worker FILE.seq [--timeout MS]   one rank of a torchrun-style launch (RANK, WORLD_SIZE,\n"
     "                                             MASTER_ADDR, MASTER_PORT); rank 0 prints the observations\n"
     "       fsdpsim shrink FILE.seq [--profile P] [--set k=v] [--world N]\n"
+    "       fsdpsim shrink FILE.seq --divergence [--backend B]   keep a divergence (default model,real)\n"
     "       fsdpsim expect FILE.seq [--world N]    the file with expectations from a model run\n"
     "       fsdpsim cost FILE.seq [--backend B] [--profile P] [--set k=v] [--world N]\n"
     "                                             bytes per rank and adapter: sharded, gathered and reduced\n"
@@ -34,9 +36,10 @@ const char* kUsage =
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  try {
+namespace {
+
+int dispatch(const std::vector<std::string>& args) {
+  {
     if (args.empty()) return cmd_main_job(parse_args({}, {}));
     std::string cmd = args[0];
     std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -50,7 +53,8 @@ int main(int argc, char** argv) {
     if (cmd == "crosscheck")
       return cmd_crosscheck(parse_args(
           rest, {"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout", "--against", "--backends"}));
-    if (cmd == "shrink") return cmd_shrink(parse_args(rest, {"--profile", "--set", "--world"}));
+    if (cmd == "shrink")
+      return cmd_shrink(parse_args(rest, {"--profile", "--set", "--world", "--divergence", "--backend", "--ranks", "--timeout"}));
     if (cmd == "expect") return cmd_expect(parse_args(rest, {"--profile", "--set", "--world"}));
     if (cmd == "cost")
       return cmd_cost(parse_args(rest, {"--backend", "--profile", "--set", "--world", "--ranks", "--timeout"}));
@@ -61,6 +65,20 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return cmd_bench(parse_args(rest, {"--seconds", "--model-only", "--timeout"}));
     std::cerr << "fsdpsim: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    int rc = dispatch(args);
+    flush_stdout();  // a full disk or closed pipe is exit 4, not a silent 0
+    return rc;
+  } catch (const WriteError& e) {
+    std::cerr << "fsdpsim: " << e.what() << "\n";
+    return kInfra;
   } catch (const SourceError& e) {
     std::cerr << e.what() << "\n";
     return kBadInput;

@@ -19,7 +19,7 @@ def fsdp_params():
 
 def shard_of(name):
     # name: "lin0.lora_A.default" -> the shard FSDP keeps for it (or the plain parameter)
-    layer, kind, adapter = name.split(".")
+    layer, kind, adapter = OWNERS[name]
     mod = getattr(getattr(model.base_model.model, layer), kind)[adapter]
     for fp in fsdp_params():
         if fp._module_info.module is mod:
@@ -30,8 +30,9 @@ def shard_of(name):
 def adapter_params():
     out = []
     for n, p in model.named_parameters():
-        if ".lora_" in n:
-            out.append(n.replace("base_model.model.", "").removesuffix(".weight"))
+        name = n.replace("base_model.model.", "").removesuffix(".weight")
+        if name in OWNERS:
+            out.append(name)
     return out
 
 
@@ -52,7 +53,7 @@ def observe(step, op, status="ok", message="", training=False, marks=None):
             rg_u.append(name)
         g = s.grad
         if training and g is not None and (marks or {}).get(name) != getattr(g, "_local_tensor", g)._version:
-            grads.add(name.split(".")[-1])
+            grads.add(OWNERS[name][2])
     o = {"step": step, "rank": rank, "op": op, "status": status}
     if message:
         o["message"] = message
@@ -248,6 +249,8 @@ class Writer:
         e("")
         e("")
         e(f"LAYERS = [L(*t) for t in [{layers}]]")
+        e("# adapter parameter -> (layer, lora_A|lora_B, adapter), from the declarations")
+        e(f"OWNERS = {s.param_owners()!r}")
         e('dist.init_process_group("gloo")')
         e("rank, world = dist.get_rank(), dist.get_world_size()")
         e('mesh = init_device_mesh("cpu", (world,))')

@@ -24,6 +24,15 @@ def model_name(peft_name):
     return n
 
 
+def owner_of(sess, name):
+    """(layer, kind, adapter) of an adapter parameter, None for a base one:
+    from the scenario's declarations, cached on the session."""
+    owners = getattr(sess, "_param_owners", None)
+    if owners is None:
+        owners = sess._param_owners = sess.scen.param_owners()
+    return owners.get(name)
+
+
 def local_of(t):
     return t._local_tensor if isinstance(t, DTensor) else t
 
@@ -71,7 +80,7 @@ def grads_received(sess):
         if g is None:
             continue
         if getattr(g, "_fsdpsim_mark", None) != local_of(g)._version:
-            out.add(name.split(".")[-1])
+            out.add(owner_of(sess, name)[2])
     return out
 
 
@@ -90,8 +99,9 @@ def managed(sess, name):
     fp = sess.fsdp_param.get(name)
     if fp is None:
         return None
-    layer, kind, adapter = name.split(".") if ".lora_" in name else (None, None, None)
-    if layer is not None:
+    owner = owner_of(sess, name)
+    if owner is not None:
+        layer, kind, adapter = owner
         container = getattr(sess.layer(layer), kind, {})
         if adapter not in container or container[adapter] is not fp._module_info.module:
             return None
@@ -107,7 +117,7 @@ def param_sort_key(sess):
     ad = adapter_order(sess)
 
     def key(name):
-        layer, kind, adapter = name.split(".")
+        layer, kind, adapter = owner_of(sess, name)
         return (layers[layer], kind, ad.get(adapter, 99))
 
     return key
@@ -198,9 +208,10 @@ def _local(sess, op, step, grads):
         sess.reload_expect = None
     owners = {}
     for name, fp in sess.fsdp_param.items():
-        if ".lora_" in name and managed(sess, name) is None:
+        lora = owner_of(sess, name)
+        if lora is not None and managed(sess, name) is None:
             continue
-        owner = name.split(".")[-1] if ".lora_" in name else "base"
+        owner = lora[2] if lora is not None else "base"
         t = local_of(fp.sharded_param)
         b = 0 if t.device.type == "meta" else fp.padded_sharded_param_size.numel() * ELEM.get(t.dtype, 4)
         owners[owner] = owners.get(owner, 0) + b
@@ -209,7 +220,8 @@ def _local(sess, op, step, grads):
         if managed(sess, name) is not None:
             continue
         # not managed by FSDP (everything before prepare, adapters added later): held whole
-        owner = name.split(".")[-1] if ".lora_" in name else "base"
+        lora = owner_of(sess, name)
+        owner = lora[2] if lora is not None else "base"
         b = 0 if p.device.type == "meta" else p.numel() * ELEM.get(p.dtype, 4)
         owners[owner] = owners.get(owner, 0) + b
     o["sharded_bytes"] = {k: owners[k] for k in sorted(owners, key=lambda a: (a == "base", ad.get(a, 99)))

@@ -80,6 +80,18 @@ class Scenario:
     def layer(self, name):
         return next(l for l in self.layers if l.name == name)
 
+    def param_owners(self):
+        """{"lin0.lora_A.b": ("lin0", "lora_A", "b")} for every adapter parameter
+        the declarations produce. Owners are looked up whole, never recovered by
+        splitting a name (README "Names"; sim/../scenario.cpp adapter_of_param)."""
+        owners = {}
+        for l in self.layers:
+            for a in self.adapters:
+                if l.name in a.targets:
+                    for kind in ("lora_A", "lora_B"):
+                        owners[f"{l.name}.{kind}.{a.name}"] = (l.name, kind, a.name)
+        return owners
+
 
 def parse(text):
     scen = Scenario()

@@ -1,0 +1,54 @@
+#include "sim/cli/output.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include "model/vocab/source_error.hpp"
+
+namespace fsdpsim::cli {
+
+void prepare_out_dir(const std::string& dir) {
+  auto bad = [&](const std::string& why) { throw SourceError("<command line>", {}, "--out " + dir + ": " + why); };
+  if (dir.empty()) bad("expected a directory name");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) bad("cannot create directory: " + (ec ? ec.message() : std::string(std::strerror(errno))));
+  if (!S_ISDIR(st.st_mode)) bad("not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) bad(std::string("not writable: ") + std::strerror(errno));
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  if (!out) throw WriteError(path, std::strerror(errno));
+  bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  int err = errno;
+  if (std::fflush(out) != 0 && ok) ok = false, err = errno;
+  if (std::fclose(out) != 0 && ok) ok = false, err = errno;
+  if (!ok) throw WriteError(path, std::strerror(err));
+}
+
+void check_stdout(int err) {
+  if (!std::cout || std::ferror(stdout)) {
+    std::clearerr(stdout);
+    std::cout.clear();
+    throw WriteError("standard output", err ? std::strerror(err) : "write error");
+  }
+}
+
+void flush_stdout() {
+  int err = errno;  // a write that failed before the flush left its reason here
+  errno = 0;
+  std::cout.flush();
+  if (errno) err = errno;
+  if (std::fflush(stdout) != 0) err = errno;
+  check_stdout(err);
+}
+
+}  // namespace fsdpsim::cli
