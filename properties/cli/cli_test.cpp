@@ -307,14 +307,15 @@ TEST(CliCheck, ReportsEachBadPathAndGoesOn) {
   std::ofstream(d + "/locked/hidden.seq") << kGood;
   std::filesystem::permissions(d + "/locked", std::filesystem::perms::none);
   bool root = std::system(("test -r " + d + "/locked").c_str()) == 0;  // root reads anything
-  Result r = run("check " + d + " " + d + "/empty");
+  Result r = run("check " + d + " " + d + "/empty ''");
   std::filesystem::permissions(d + "/locked", std::filesystem::perms::owner_all);
   EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("PASS " + d + "/good.seq"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("BAD  " + d + "/empty: no .seq files in this directory\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("BAD  <command line>: an empty path argument\n"), std::string::npos) << r.out;
   if (!root) {
     EXPECT_NE(r.out.find("BAD  " + d + "/locked: cannot read directory: Permission denied\n"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("1 passed, 0 failed expectations, 0 diverged, 0 broken runs, 2 bad input\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1 passed, 0 failed expectations, 0 diverged, 0 broken runs, 3 bad input\n"), std::string::npos) << r.out;
   }
 }
 

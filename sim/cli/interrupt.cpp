@@ -21,6 +21,7 @@ void arm_interrupts() {
     if (cur.sa_handler == note_signal) continue;
     struct sigaction sa {};
     sa.sa_handler = note_signal;
+    sa.sa_flags = SA_RESTART;  // the sequence in progress goes on undisturbed where it can
     sigemptyset(&sa.sa_mask);
     ::sigaction(sig, &sa, nullptr);
   }
