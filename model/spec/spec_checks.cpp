@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "model/vocab/text.hpp"
+
 namespace fsdpsim {
 namespace {
 
@@ -180,8 +182,7 @@ class Checker {
       }
       if (ri.s2_bad[l]) continue;
       ri.s2_bad[l] = 1;
-      std::string merged;
-      for (size_t i = 0; i < lo.merged.size(); ++i) merged += (i ? "," : "") + lo.merged[i];
+      const std::string merged = join(lo.merged);
       out.push_back({"S2", o.step, o.rank,
                      head("S2", o.step, o.rank) + "layer " + lo.name + " merged=[" + merged + "] but its " +
                          (unsharded(o, lo.group) ? "unsharded copy" : "shard") + " is " + weight_class_name(lo.registered) +
@@ -289,9 +290,7 @@ class Checker {
       f.push_back({"active adapters", names_set_text(o.active)});
       f.push_back({"disabled", o.disabled ? "true" : "false"});
       for (const auto& l : o.layers) {
-        std::string merged;
-        for (size_t m = 0; m < l.merged.size(); ++m) merged += (m ? "," : "") + l.merged[m];
-        f.push_back({l.name + " merged", "[" + merged + "]"});
+        f.push_back({l.name + " merged", "[" + join(l.merged) + "]"});
         f.push_back({l.name + " stored weight", weight_class_name(l.stored)});
       }
       for (const auto& p : o.params) f.push_back({p.name + " S.requires_grad", p.rg_s ? "true" : "false"});

@@ -30,7 +30,9 @@ void expect_same_layout(const SeqFile& f) {
     EXPECT_EQ(r.rows, m.dim0) << m.name;
     EXPECT_EQ(r.cols, m.rest) << m.name;
     EXPECT_EQ(r.group, m.group) << m.name << "\n" << what;
-    if (m.group >= 0) EXPECT_EQ(r.chunk_numel(), m.shard_numel) << m.name << "\n" << what;
+    if (m.group >= 0) {
+      EXPECT_EQ(r.chunk_numel(), m.shard_numel) << m.name << "\n" << what;
+    }
   }
   ASSERT_EQ(l.groups.size(), t.groups.size()) << what;
   for (size_t g = 0; g < t.groups.size(); ++g) {
