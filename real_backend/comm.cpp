@@ -1,6 +1,7 @@
 #include "real_backend/comm.hpp"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include "model/vocab/limits.hpp"
 
 #include <cstring>
 
@@ -51,10 +52,12 @@ void Comm::run(Issue&& issue) {
   }
 }
 
-// A fingerprint: op, group, element count, step, dtype, then a 256-bit set of
-// the parameters packed into the collective.
-constexpr int kPrint = 9;
+// A fingerprint: op, group, element count, step, dtype, then a bit set of the
+// parameters packed into the collective, one bit per parameter a scenario can have.
 constexpr int kMembers = 5;
+constexpr int kMemberWords = (kMaxParams + 63) / 64;
+constexpr int kPrint = kMembers + kMemberWords;
+static_assert(64 * kMemberWords >= kMaxParams, "every parameter index has its bit in the fingerprint");
 constexpr int kPrintFloats = 2 * kPrint;  // the fingerprint's bytes, in float slots
 constexpr int64_t kInline = 4096;
 
@@ -71,7 +74,7 @@ std::string Comm::describe(const at::Tensor& prints) const {
     h.coll.count = p[r][2];
     h.coll.dtype = static_cast<DType>(p[r][4]);
     h.step = static_cast<int>(p[r][3]);
-    for (int bit = 0; bit < 256; ++bit)
+    for (int bit = 0; bit < 64 * kMemberWords; ++bit)
       if ((static_cast<uint64_t>(p[r][kMembers + bit / 64]) >> (bit % 64)) & 1)
         h.members.push_back(bit < static_cast<int>(param_names_.size()) ? param_names_[bit] : "?");
   }
@@ -90,7 +93,12 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
     std::string g = op == kFinish || op == kFile ? "" : group < static_cast<int>(names.size()) ? names[group] : "?";
     return std::string(collective_name(op)) + (g.empty() ? "" : "(" + g + ", " + std::to_string(count) + " elements)");
   });
-  std::vector<int64_t> mine{op, group, count, step, static_cast<int64_t>(dtype), 0, 0, 0, 0};
+  std::vector<int64_t> mine(kPrint, 0);
+  mine[0] = op;
+  mine[1] = group;
+  mine[2] = count;
+  mine[3] = step;
+  mine[4] = static_cast<int64_t>(dtype);
   for (int m : members)
     mine[kMembers + m / 64] = static_cast<int64_t>(static_cast<uint64_t>(mine[kMembers + m / 64]) | (1ull << (m % 64)));
   const int64_t n = payload.defined() ? payload.numel() : 0;

@@ -40,7 +40,7 @@ class Simulator {
     int k;    // position of this collective among its op's
   };
   bool match();
-  std::vector<int> members_of(size_t r) const;
+  bool same_members(size_t r, size_t q) const;
   void mix_check();
   void apply_gathered_deltas();
   void refresh_observation(size_t r, const Pending& p);
@@ -53,10 +53,18 @@ class Simulator {
   std::vector<size_t> heads_;
   std::vector<Observation>* observations_ = nullptr;  // the run's, to refresh after mark_mixed
   std::vector<StoredSnapshot> snapshots_;              // per observation, before sorting
+  std::vector<StoredSnapshot> initial_;                // per rank, before the first op
+  bool fresh_ = true;                                  // no run yet: the ranks need no reset
 };
 
 // Runs the file twice (S8: same observations, same trace hash) and checks the spec.
 RunResult run_checked(const SeqFile& f);
+// The same with S8 sampled, for loops that run thousands of model sequences
+// (shrinking, fuzzing): the model is deterministic, so the second run happens
+// for one sequence in `every`, picked by the first run's trace hash (the same
+// sequence is always picked or never). The trace hash is over the op results
+// (RunOptions::hash_observations off). The real backends keep S8 in full.
+RunResult run_checked_sampled(const SeqFile& f, uint32_t every);
 
 // FNV-1a over the observations as JSON: the same for both backends.
 uint64_t observations_hash(const std::vector<Observation>& obs);

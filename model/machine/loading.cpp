@@ -84,6 +84,7 @@ Collective RankModel::collective_of(const CollRecord& c) const {
   out.op = c.op;
   out.count = c.count;
   out.dtype = c.dtype;
+  out.parts.reserve(static_cast<size_t>(c.member_count));
   for (int i = 0; i < c.member_count; ++i) {
     const ParamInfo& pi = topo_->params[members_[c.member_begin + i]];
     int64_t n = c.op == CollOp::Broadcast ? static_cast<int64_t>(pi.dim0) * pi.rest : pi.shard_numel;
@@ -112,6 +113,7 @@ void RankModel::note_unsharded(int g, bool unsharded) {
 namespace {
 std::vector<OwnerBytes> by_owner(const Topology& t, const std::array<int64_t, kMaxAdapters + 1>& v) {
   std::vector<OwnerBytes> out;
+  out.reserve(t.adapters.size() + 1);
   for (int a = 0; a < t.n_adapters(); ++a)
     if (v[a] > 0) out.push_back({t.adapters[a].name, v[a]});
   if (v[kMaxAdapters] > 0) out.push_back({"base", v[kMaxAdapters]});

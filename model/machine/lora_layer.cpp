@@ -254,6 +254,8 @@ WeightClass RankModel::classify_registered(int layer) const {
 
 StoredSnapshot RankModel::stored_snapshot() const {
   StoredSnapshot s;
+  s.ver_s.reserve(st_.params.size());
+  s.w_s.reserve(topo_->layers.size());
   for (const auto& ps : st_.params) s.ver_s.push_back(ps.ver_s);
   for (const auto& li : topo_->layers) s.w_s.push_back(st_.params[li.weight].w_s);
   s.layers = st_.layers;

@@ -15,8 +15,12 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
     std::vector<std::string> g;
     for (int a = 0; a < topo_->n_adapters(); ++a)
       if ((r.grads >> a) & 1) g.push_back(topo_->adapters[a].name);
-    o.grads = g;
+    o.grads = std::move(g);
   }
+  // Reserved up front: observe runs after every op of every rank, and growing these costs it most.
+  o.active.reserve(topo_->adapters.size());
+  o.params.reserve(topo_->params.size());
+  o.collectives.reserve(n_colls);
   for (int a = 0; a < topo_->n_adapters(); ++a)
     if ((st_.active >> a) & 1) o.active.push_back(topo_->adapters[a].name);
   o.disabled = st_.disabled;
@@ -61,6 +65,7 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
 
 std::vector<LayerObs> RankModel::observe_layers() const {
   std::vector<LayerObs> out;
+  out.reserve(topo_->layers.size());
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     LayerObs lo;
     lo.name = topo_->layers[l].name;

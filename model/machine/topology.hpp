@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "model/vocab/limits.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/scenario.hpp"
 #include "model/vocab/seq.hpp"
 
 namespace fsdpsim {
 
-constexpr int kMaxAdapters = 8;
-constexpr int kMaxLayers = 16;
+// kMaxAdapters, kMaxLayers: model/vocab/limits.hpp.
 
 enum class ParamKind : uint8_t { Weight, Bias, LoraA, LoraB };
 

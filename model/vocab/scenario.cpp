@@ -18,11 +18,19 @@ std::string lora_a_name(const std::string& layer, const std::string& adapter) { 
 std::string lora_b_name(const std::string& layer, const std::string& adapter) { return layer + ".lora_B." + adapter; }
 
 int Scenario::adapter_of_param(const std::string& param) const {
-  for (const auto& l : layers)
-    for (size_t a = 0; a < adapters.size(); ++a)
+  // Matches the whole name against the declared layer and adapter names
+  // (`<layer>.lora_A.<adapter>` or `.lora_B.`), piece by piece without building strings.
+  auto piece = [&](size_t at, const std::string& what) { return param.compare(at, what.size(), what) == 0; };
+  static const std::string kA = ".lora_A.", kB = ".lora_B.";
+  for (const auto& l : layers) {
+    if (!piece(0, l.name) || !(piece(l.name.size(), kA) || piece(l.name.size(), kB))) continue;
+    const size_t at = l.name.size() + kA.size();
+    for (size_t a = 0; a < adapters.size(); ++a) {
+      if (param.size() != at + adapters[a].name.size() || !piece(at, adapters[a].name)) continue;
       for (const auto& t : adapters[a].targets)
-        if (t == l.name && (param == lora_a_name(l.name, adapters[a].name) || param == lora_b_name(l.name, adapters[a].name)))
-          return static_cast<int>(a);
+        if (t == l.name) return static_cast<int>(a);
+    }
+  }
   return -1;
 }
 

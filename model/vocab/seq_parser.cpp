@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "model/vocab/limits.hpp"
 #include "model/vocab/placement.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/seq.hpp"
@@ -269,7 +270,7 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
     once.note(lp, kw, line_no);
   if (k == "world") {
     Token n = lp.next("the world size");
-    s.world = static_cast<int>(parse_int(lp, n, n.text, 1, 64, "the world size"));
+    s.world = static_cast<int>(parse_int(lp, n, n.text, 1, kMaxWorld, "the world size"));
   } else if (k == "seed") {
     Token n = lp.next("a seed");
     s.seed = static_cast<uint64_t>(parse_int(lp, n, n.text, 0, 999999999999999999LL, "a seed"));
@@ -653,18 +654,21 @@ void validate(const SeqFile& f, const std::string& file) {
   const SourcePos end = f.separator.line > 0 ? f.separator : SourcePos{1, 1};
   if (s.layers.empty()) fail(end, "expected at least one `layer` in the scenario");
   if (s.adapters.empty()) fail(end, "expected at least one `adapter` in the scenario");
-  if (s.adapters.size() > 8) fail(s.adapters[8].pos, "at most 8 adapters are supported");
-  if (s.layers.size() > 16) fail(s.layers[16].pos, "at most 16 layers are supported");
+  if (s.adapters.size() > static_cast<size_t>(kMaxAdapters))
+    fail(s.adapters[kMaxAdapters].pos, "at most " + std::to_string(kMaxAdapters) + " adapters are supported");
+  if (s.layers.size() > static_cast<size_t>(kMaxLayers))
+    fail(s.layers[kMaxLayers].pos, "at most " + std::to_string(kMaxLayers) + " layers are supported");
   if (s.adapters[0].deferred) fail(s.adapters[0].pos, "the first adapter is the active one and cannot be deferred");
   if (s.shards.empty() || !s.shards.back().is_root())
     fail(s.shards.empty() ? end : s.shards.back().pos, "expected `fully_shard root` as the last fully_shard");
-  size_t params = 0;  // collectives name their parameters in a 256-bit set
+  size_t params = 0;  // collectives name their parameters in a kMaxParams-bit set
   for (const auto& l : s.layers) {
     params += l.experts > 0 ? 1 : 2;
     for (const auto& a : s.adapters)
       for (const auto& t : a.targets) params += t == l.name ? 2 : 0;
   }
-  if (params > 256) fail(s.layers.back().pos, "at most 256 parameters are supported, this scenario has " + std::to_string(params));
+  if (params > static_cast<size_t>(kMaxParams))
+    fail(s.layers.back().pos, "at most " + std::to_string(kMaxParams) + " parameters are supported, this scenario has " + std::to_string(params));
   for (size_t i = 1; i < s.layers.size(); ++i)
     if (s.layers[i].in != s.layers[i - 1].out)
       fail(s.layers[i].pos, "layer '" + s.layers[i].name + "' takes " + std::to_string(s.layers[i].in) +

@@ -3,17 +3,9 @@
 #include <sstream>
 
 #include "model/vocab/seq.hpp"
+#include "model/vocab/text.hpp"
 
 namespace fsdpsim {
-namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep = ",") {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
-}
-
-}  // namespace
 
 std::string expect_item_text(const ExpectItem& it) {
   switch (it.key) {

@@ -111,13 +111,20 @@ TEST(FsdpGroup, BackwardReduceScattersOnlyParametersWithAGradient) {
 }
 
 TEST(FsdpGroup, AGroupWithNoGradientIssuesNoReduceScatter) {
+  // World 2: at world 1 no collective is issued at all, and the check below would hold vacuously.
   OneRank t(
-      "world 1\nlayer lin0 10 20\nlayer lin1 20 2\nadapter default r=8 alpha=8 targets=lin1\n"
+      "world 2\nlayer lin0 10 20\nlayer lin1 20 2\nadapter default r=8 alpha=8 targets=lin1\n"
       "fully_shard lin0\nfully_shard root\n---\n");
   t.op("set_adapter default");
-  t.op("train_step");
-  for (const auto& c : t.model->collectives())
+  ASSERT_EQ(t.op("train_step").status, Status::Ok);
+  int lin0_gathers = 0, root_reduces = 0;
+  for (const auto& c : t.model->collectives()) {
     EXPECT_FALSE(c.op == CollOp::ReduceScatter && c.group == t.group("lin0")) << "lin0 holds only frozen params";
+    lin0_gathers += c.op == CollOp::AllGather && c.group == t.group("lin0");
+    root_reduces += c.op == CollOp::ReduceScatter && c.group == t.group("root");
+  }
+  EXPECT_GE(lin0_gathers, 1) << "lin0 took part in the step";
+  EXPECT_EQ(root_reduces, 1) << "the root's trainable lin1 adapter got its gradient reduced";
 }
 
 TEST(FsdpGroup, ReshardAfterForwardTrueGroupsAreGatheredAgainInBackward) {

@@ -1,6 +1,7 @@
 // `fsdpsim profiles`, `fsdpsim random`, `fsdpsim bench`.
 #include <cerrno>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 
@@ -11,7 +12,9 @@
 #include "real_backend/upstream/pool_client.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/output.hpp"
+#include "sim/default_scenario.hpp"
 #include "sim/generator.hpp"
+#include "sim/shrink.hpp"
 #include "sim/simulator.hpp"
 
 namespace fsdpsim::cli {
@@ -131,6 +134,7 @@ int cmd_bench(const Args& a) {
   for (bool observe : {false, true}) {
     int64_t seqs = 0, rank_ops = 0, with_findings = 0;
     double t0 = now_s(), t = t0;
+    const std::clock_t c0 = std::clock();
     uint64_t s = seed;
     while (t - t0 < budget) {
       for (int k = 0; k < 64; ++k) {
@@ -151,10 +155,51 @@ int cmd_bench(const Args& a) {
     std::cout << "generated sequences/s (world 2, " << (observe ? "observations and spec checks" : "simulation only") << "):  "
               << static_cast<int64_t>(seqs / (t - t0)) << "  (" << static_cast<int64_t>(rank_ops / (t - t0)) << " rank-ops/s";
     if (observe) std::cout << ", " << (100 * with_findings / std::max<int64_t>(seqs, 1)) << "% with findings";
-    std::cout << ")\n";
+    const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+    std::cout << "; " << static_cast<int64_t>(seqs / std::max(cpu, 1e-9)) << " per CPU second)\n";
+  }
+  // 3. The lifecycle_fuzzer's work per input, without its decoding: compile,
+  // simulate with observations, spec checks, S8 on one sequence in 16
+  // (run_checked_sampled), on pre-generated world-2 sequences. Wall-clock and
+  // CPU rates: on a machine shared with other jobs the CPU one is the figure.
+  {
+    Prng rng(seed);
+    std::vector<SeqFile> files;
+    for (int i = 0; i < 256; ++i) files.push_back(generate_seq(rng, opt));
+    int64_t seqs = 0;
+    const double t0 = now_s();
+    const std::clock_t c0 = std::clock();
+    double t = t0;
+    while (t - t0 < budget) {
+      for (const SeqFile& f : files) seqs += !run_checked_sampled(f, 16).observations.empty();
+      t = now_s();
+    }
+    const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+    std::cout << "lifecycle_fuzzer work per input (world 2: observations, spec checks, S8 on 1 in 16):  "
+              << static_cast<int64_t>(seqs / (t - t0)) << "/s  (" << static_cast<int64_t>(seqs / std::max(cpu, 1e-9))
+              << " per CPU second)\n";
+  }
+  // 4. Shrinking seed 000 (the built-in scenario, 6 ops at world 2) to its 3-op minimum.
+  {
+    SeqFile f = parse_seq(kDefaultScenario, "<seed 000>");
+    int64_t shrinks = 0;
+    int runs = 0;
+    const double t0 = now_s();
+    const std::clock_t c0 = std::clock();
+    double t = t0;
+    while (t - t0 < budget || shrinks == 0) {
+      ShrinkResult r;
+      shrink(f, &r);
+      runs = r.runs;
+      ++shrinks;
+      t = now_s();
+    }
+    const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+    std::cout << "shrink seed 000 (" << f.ops.size() << " ops, world " << f.scenario.world << ", " << runs
+              << " candidates):  " << 1000 * (t - t0) / shrinks << " ms  (" << 1000 * cpu / shrinks << " ms of CPU)\n";
   }
   if (a.model_only) return kClean;
-  // 3. The real backend: 10-op generated sequences at world 2.
+  // 5. The real backend: 10-op generated sequences at world 2.
   GenOptions ten = opt;
   ten.min_ops = ten.max_ops = 10;
   auto real_rate = [&](const char* what, auto&& run_one) {
@@ -195,7 +240,7 @@ int cmd_bench(const Args& a) {
   std::cout << "reduce-scatter (AVG) to 80 floats, 2 thread ranks: bare gloo " << static_cast<int64_t>(lat.bare_rs_us)
             << " us, fingerprinted " << static_cast<int64_t>(lat.fingerprinted_rs_us) << " us ("
             << lat.fingerprinted_rs_us / lat.bare_rs_us << "x the floor)\n";
-  // 4. The upstream backend (real_backend/upstream/fsdpsim_upstream/bench.py): persistent pool vs a torchrun per sequence.
+  // 6. The upstream backend (real_backend/upstream/fsdpsim_upstream/bench.py): persistent pool vs a torchrun per sequence.
   std::cout.flush();
   std::string error;
   int rc = upstream::run_python_module("fsdpsim_upstream.bench", {"--seconds", std::to_string(static_cast<int>(budget + 0.5))},

@@ -1,0 +1,17 @@
+// Scenario limits, defined once: the parser enforces them (validate), the model
+// sizes its per-adapter arrays and bit masks by them, and the real backend's
+// collective fingerprint carries one bit per parameter (real_backend/comm.cpp).
+#pragma once
+
+namespace fsdpsim {
+
+constexpr int kMaxAdapters = 8;
+constexpr int kMaxLayers = 16;
+constexpr int kMaxWorld = 64;
+// Parameters a scenario may have: the real backend's collective fingerprint
+// names the parameters packed into a collective in a bit set this wide.
+constexpr int kMaxParams = 256;
+static_assert(kMaxAdapters <= 8, "adapter sets are uint8_t masks (OpResult::grads, RankState::present, Layout::wrapped)");
+static_assert(kMaxLayers + 1 <= 32, "FSDP groups (the root plus one per layer at most) are uint32_t bit sets");
+
+}  // namespace fsdpsim

@@ -1,0 +1,82 @@
+// The observer's classification of a stored base weight (real_backend/observer.cpp):
+// W - W0 against the sum of merged deltas B @ A * scaling, within 1e-4 of the
+// largest delta in play plus 2e-6. These tests sit on both sides of that line.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "real_backend/observer.hpp"
+#include "real_backend/values.hpp"
+
+using namespace fsdpsim;
+using namespace fsdpsim::real;
+
+namespace {
+constexpr uint64_t kSeed = 5;
+
+struct OneLayer {
+  Layout layout = make_layout(parse_seq(
+      "world 1\nlayer lin0 4 3\nadapter a r=2 alpha=4 targets=lin0 init=random\nfully_shard root\n---\nmerge\n", "<test>"));
+  std::vector<float> delta;  // B @ A * scaling, (out, in) row-major, in double then rounded
+  float tolerance = 0;
+
+  OneLayer() {
+    const LayerSpec& ls = layout.layers[0];
+    auto a = initial_values(layout, kSeed, ls.lora_a[0]);
+    auto b = initial_values(layout, kSeed, ls.lora_b[0]);
+    const double scaling = lora_scaling(layout, 0);
+    float largest = 0;
+    for (int64_t o = 0; o < ls.out; ++o)
+      for (int64_t i = 0; i < ls.in; ++i) {
+        double d = 0;
+        for (int k = 0; k < 2; ++k) d += double{b[o * 2 + k]} * a[k * ls.in + i];
+        delta.push_back(static_cast<float>(d * scaling));
+        largest = std::max(largest, std::fabs(delta.back()));
+      }
+    tolerance = 1e-4f * largest + 2e-6f;
+  }
+
+  // The report of rank 0 after `merge`, its stored weight W0 + factor * delta
+  // with `offset` added to one element.
+  WeightClass classify(float factor, float offset) const {
+    RankReport rep;
+    rep.step = 1;
+    rep.op = "merge";
+    rep.groups = {{"root", ShardedState::Sharded}};
+    rep.merged = {{"a"}};
+    const size_t n = layout.params.size();
+    rep.present.assign(n, 1);
+    rep.u_registered.assign(n, 0);
+    rep.whole.assign(n, 0);
+    rep.u_values.assign(n, {});
+    for (size_t p = 0; p < n; ++p) rep.s_values.push_back(initial_values(layout, kSeed, static_cast<int>(p)));
+    auto& w = rep.s_values[layout.layers[0].weight];
+    for (size_t i = 0; i < w.size(); ++i) w[i] += factor * delta[i];
+    w[5] += offset;
+    auto obs = observe(layout, kSeed, {{rep}});
+    return obs.at(0).layers.at(0).stored;
+  }
+};
+}  // namespace
+
+TEST(Observer, AMergedDeltaWithinTheToleranceIsExact) {
+  OneLayer t;
+  ASSERT_GT(t.tolerance, 2e-6f) << "a random-init B gives a delta to scale by";
+  EXPECT_EQ(t.classify(1, 0), WeightClass::Exact);
+  EXPECT_EQ(t.classify(1, 0.8f * t.tolerance), WeightClass::Exact);
+  EXPECT_EQ(t.classify(1, -0.8f * t.tolerance), WeightClass::Exact);
+}
+
+TEST(Observer, OneElementJustPastTheToleranceIsCorrupt) {
+  OneLayer t;
+  EXPECT_EQ(t.classify(1, 1.25f * t.tolerance), WeightClass::Corrupt);
+  EXPECT_EQ(t.classify(1, -1.25f * t.tolerance), WeightClass::Corrupt);
+}
+
+TEST(Observer, TheDeltaMissingOrTwiceIsNamedAsSuch) {
+  OneLayer t;
+  EXPECT_EQ(t.classify(0, 0), WeightClass::MissingDelta);
+  EXPECT_EQ(t.classify(0, 0.8f * t.tolerance), WeightClass::MissingDelta);
+  EXPECT_EQ(t.classify(2, 0), WeightClass::Corrupt) << "twice one adapter's delta is no subset of the adapters";
+}

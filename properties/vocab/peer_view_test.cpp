@@ -1,0 +1,47 @@
+// Which peer state goes with one rank's report (model/vocab/peer_view.cpp):
+// the rule the simulator and the real backend's observer both apply when
+// ranks run out of step.
+#include <gtest/gtest.h>
+
+#include "model/vocab/peer_view.hpp"
+
+using namespace fsdpsim;
+
+namespace {
+// marks[0] is rank r (the observer), marks[1] the peer j.
+int view(const std::vector<ReportMark>& mine, const std::vector<ReportMark>& theirs, size_t i) {
+  return peer_view({mine, theirs}, 1, 0, i);
+}
+}  // namespace
+
+TEST(PeerView, APeerThatRanTheSameStepIsSeenAfterIt) {
+  EXPECT_EQ(view({{1, 1, true}, {2, 2, true}}, {{1, 1, true}, {2, 2, true}}, 1), 1);
+  EXPECT_EQ(view({{1, 1, true}, {2, 2, true}}, {{1, 1, true}, {2, 2, true}}, 0), 0);
+}
+
+TEST(PeerView, APeerStuckInTheSameStepIsSeenAtItsLastKnownState) {
+  // The peer hangs in step 2: its state there is not observable, step 1's stands.
+  EXPECT_EQ(view({{1, 1, true}, {2, 2, true}}, {{1, 1, true}, {2, 2, false}}, 1), 0);
+  EXPECT_EQ(view({{1, 1, true}}, {{1, 1, false}}, 0), -1);  // nothing known: the initial state
+}
+
+TEST(PeerView, APartnerCollectiveInAnEarlierStepShowsThePeerAfterThatOp) {
+  // r runs `@0` step 2 alone; its 1 collective paired with the peer's step 1.
+  EXPECT_EQ(view({{2, 1, true}}, {{1, 1, true}, {3, 2, true}}, 0), 0);
+}
+
+TEST(PeerView, APartnerCollectiveInALaterStepShowsThePeerBeforeThatOp) {
+  // r's collective of step 2 pairs with the one the peer issues in step 3:
+  // the peer is seen as it was before step 3, i.e. after step 1.
+  EXPECT_EQ(view({{2, 1, true}}, {{1, 0, true}, {3, 1, true}}, 0), 0);
+  // ... or in its initial state when step 3 was its first op.
+  EXPECT_EQ(view({{2, 1, true}}, {{3, 1, true}}, 0), -1);
+  // Before that op an unknown state steps back to the last known one.
+  EXPECT_EQ(view({{4, 1, true}}, {{1, 0, true}, {2, 0, false}, {5, 1, true}}, 0), 0);
+}
+
+TEST(PeerView, WithNoCollectiveYetThePeersLatestReportUpToThatStepCounts) {
+  EXPECT_EQ(view({{2, 0, true}}, {{1, 0, true}, {3, 0, true}}, 0), 0);
+  EXPECT_EQ(view({{2, 0, true}}, {{3, 0, true}}, 0), -1);
+  EXPECT_EQ(view({{5, 0, true}}, {{1, 0, true}, {3, 0, true}, {4, 0, true}}, 0), 2);
+}
