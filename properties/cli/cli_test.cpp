@@ -88,8 +88,8 @@ TEST(Cli, CheckFailsOnAWrongExpectationAndPassesOnTheRightOne) {
   EXPECT_EQ(run("check " + good).code, 0);
 }
 
-TEST(Cli, MainJobShowsSeed000UnderBothProfiles) {
-  Result r = run("");
+TEST(Cli, DemoShowsSeed000UnderBothProfiles) {
+  Result r = run("demo");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("S1 step 5 rank 0: expected gradients on {other}, got no_grad_fn"), std::string::npos);
   EXPECT_NE(r.out.find("patched   6    0         -"), std::string::npos) << r.out;

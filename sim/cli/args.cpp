@@ -46,6 +46,14 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.python = true;
       continue;
     }
+    if (s == "--fail-on-new") {
+      a.fail_on_new = true;
+      continue;
+    }
+    if (s == "--check") {
+      a.check = true;
+      continue;
+    }
     if (i + 1 >= argv.size()) usage_error(s + " expects a value");
     const std::string& v = argv[++i];
     if (s == "--backend" || s == "--backends") {
@@ -88,6 +96,7 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.timeout_ms = static_cast<int>(to_int(s, v, 100, 600000));
     } else if (s == "--seconds") {
       a.seconds = static_cast<double>(to_int(s, v, 1, 3600));
+      a.have_seconds = true;
     }
   }
   return a;

@@ -69,8 +69,6 @@ void print_upstream_versions(std::ostream& os, RealPools& pools, bool json) {
   os << "}}\n";
 }
 
-namespace {
-
 std::vector<std::string> seq_files(const std::vector<std::string>& paths) {
   std::vector<std::string> out;
   for (const auto& p : paths) {
@@ -88,8 +86,6 @@ std::vector<std::string> seq_files(const std::vector<std::string>& paths) {
   }
   return out;
 }
-
-}  // namespace
 
 RealPools pools_of(const Args& a) {
   return RealPools(a.ranks == "threads" ? real::RankMode::Threads : real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));

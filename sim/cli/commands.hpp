@@ -24,6 +24,7 @@ struct Args {
   bool json = false;
   uint64_t seed = 0;
   bool have_seed = false;
+  bool have_seconds = false;
   int count = 1;
   std::string out;
   double seconds = 2.0;
@@ -31,6 +32,8 @@ struct Args {
   int timeout_ms = 5000;
   bool model_only = false;  // bench: skip the real backend
   bool python = false;      // export: a torchrun script
+  bool fail_on_new = false;  // hunt: exit 1 when a class has no known fix
+  bool check = false;        // triage: compare with each file's `# signature:` line
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.
@@ -39,7 +42,9 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
 // Applies --profile/--set/--world to a parsed file (throws SourceError).
 void apply_overrides(SeqFile& f, const Args& a, const std::string& file);
 
-RealPools pools_of(const Args& a);  // --ranks, --timeout
+RealPools pools_of(const Args& a);
+// Files and directories (their .seq files, recursively, sorted) as file paths.
+std::vector<std::string> seq_files(const std::vector<std::string>& paths);  // --ranks, --timeout
 inline bool uses(const BackendList& list, Backend b) {
   for (Backend x : list)
     if (x == b) return true;
@@ -61,7 +66,9 @@ int cmd_worker(const Args& a);
 int cmd_shrink(const Args& a);
 int cmd_expect(const Args& a);
 int cmd_cost(const Args& a);
-int cmd_main_job(const Args& a);
+int cmd_main_job(const Args& a);  // `fsdpsim demo`: seed 000 under both profiles
+int cmd_hunt(const Args& a);
+int cmd_triage(const Args& a);
 int cmd_export(const Args& a);
 
 }  // namespace fsdpsim::cli

@@ -10,7 +10,12 @@ using namespace fsdpsim::cli;
 namespace {
 
 const char* kUsage =
-    "usage: fsdpsim                         hunt on the built-in scenario (seed 000) under both profiles\n"
+    "usage: fsdpsim                         the hunt (below) with its defaults\n"
+    "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-new] [--profile P] [--seed S]\n"
+    "                                             explore and fuzz the built-in scenarios for T s (default 20),\n"
+    "                                             triage into classes, confirm on real (and upstream), catalogue\n"
+    "       fsdpsim triage PATH... [--check] [--out DIR] [--profile P]   each file's class signature\n"
+    "       fsdpsim demo                          seed 000 replayed under upstream and patched\n"
     "       fsdpsim run FILE.seq [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
     "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v]\n"
     "       fsdpsim crosscheck --seed S [--count N] [--world W] [--profile P] [--out DIR]\n"
@@ -37,13 +42,17 @@ const char* kUsage =
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (args.empty()) return cmd_main_job(parse_args({}, {}));
+    if (args.empty()) return cmd_hunt(parse_args({}, {}));
     std::string cmd = args[0];
     std::vector<std::string> rest(args.begin() + 1, args.end());
     if (cmd == "-h" || cmd == "--help" || cmd == "help") {
       std::cout << kUsage;
       return kClean;
     }
+    if (cmd == "hunt")
+      return cmd_hunt(parse_args(rest, {"--seconds", "--world", "--out", "--fail-on-new", "--profile", "--seed", "--ranks", "--timeout"}));
+    if (cmd == "triage") return cmd_triage(parse_args(rest, {"--check", "--out", "--profile", "--set", "--world"}));
+    if (cmd == "demo") return cmd_main_job(parse_args(rest, {}));
     if (cmd == "run")
       return cmd_run(parse_args(rest, {"--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
     if (cmd == "check") return cmd_check(parse_args(rest, {"--backend", "--profile", "--set", "--ranks", "--timeout"}));
