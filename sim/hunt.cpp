@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <future>
 #include <thread>
@@ -93,9 +94,10 @@ bool run_has_key(const SeqFile& f, const SingleRun& run, const std::string& key)
 
 // Runs the class's minimal sequence on the model and `other`; "yes" when they
 // agree and `other` shows the finding too.
-std::string confirm_on(HuntClass& c, Backend other, RealPools& pools, HuntReport& rep) {
+std::string confirm_on(HuntClass& c, Backend other, RealPools& pools, HuntReport& rep, std::mutex& mu) {
   BackendRun br = run_backend(c.t.minimal, {Backend::Model, other}, pools, false);
   if (br.infra_failure) {
+    std::lock_guard<std::mutex> lock(mu);
     rep.infra = true;
     if (rep.infra_message.empty()) rep.infra_message = br.infra_message;
     return "FAILED";
@@ -118,6 +120,63 @@ std::string confirm_on(HuntClass& c, Backend other, RealPools& pools, HuntReport
                                                     std::string("[") + backend_name(other) + "] agrees but for names it cannot observe:");
   return run_has_key(c.t.minimal, br.runs.back(), c.t.key) ? "yes" : "no finding";
 }
+
+// One thread per world owns an upstream pool from its start (while the model
+// fuzzes) to its last confirmation, so the worlds confirm side by side and
+// the pool lives as long as it is needed: it dies with the thread that
+// spawned it (PR_SET_PDEATHSIG names the thread, not the process).
+class UpstreamWorkers {
+ public:
+  using Job = std::function<void(int world, RealPools&)>;
+  void start(int world) {
+    auto w = std::make_unique<Worker>();
+    w->pools = std::make_unique<RealPools>(real::RankMode::Processes, std::chrono::milliseconds(5000));
+    Worker* p = w.get();
+    std::shared_future<void> go = go_;
+    p->thread = std::thread([p, world, go] {
+      p->pools->upstream().start(world);  // a failure shows again at the first run, as infra
+      go.wait();
+      if (p->job) p->job(world, *p->pools);
+      if (p->pools->upstream_started()) {
+        p->versions = p->pools->upstream().versions_line();
+        p->pools->upstream().stop();  // here, while its thread lives
+      }
+    });
+    workers_[world] = std::move(w);
+  }
+  bool has(int world) const { return workers_.count(world) > 0; }
+  // Runs `job` in every world's thread at once; returns when all are done.
+  void run(const Job& job) {
+    for (auto& [w, p] : workers_) p->job = job;
+    finish();
+  }
+  std::string versions_line() const {
+    for (const auto& [w, p] : workers_)
+      if (!p->versions.empty()) return p->versions;
+    return "";
+  }
+  ~UpstreamWorkers() { finish(); }
+
+ private:
+  struct Worker {
+    std::unique_ptr<RealPools> pools;
+    std::thread thread;
+    Job job;
+    std::string versions;
+  };
+  void finish() {
+    if (!released_) {
+      released_ = true;
+      release_.set_value();
+    }
+    for (auto& [w, p] : workers_)
+      if (p->thread.joinable()) p->thread.join();
+  }
+  std::promise<void> release_;
+  std::shared_future<void> go_ = release_.get_future().share();
+  bool released_ = false;
+  std::map<int, std::unique_ptr<Worker>> workers_;
+};
 
 std::string one_line(std::string s, size_t max) {
   std::replace(s.begin(), s.end(), '\n', ' ');
@@ -143,44 +202,18 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   rep.seed = o.seed;
   rep.profile = o.profile;
   rep.world = o.world;
+  std::mutex mu;  // the report's infra fields and the progress lines, from the upstream threads too
   auto say = [&](const std::string& s) {
+    std::lock_guard<std::mutex> lock(mu);
     if (o.progress) o.progress(s);
   };
   const auto t0 = Clock::now();
   // The upstream pools start now, one per likely world, in the background:
   // importing torch and PEFT in every rank takes seconds the fuzzing can use.
   rep.upstream_installed = upstream_installed();
-  std::map<int, std::unique_ptr<RealPools>> upstream_pools;
-  // Each starter thread stays alive until the hunt ends: the pool dies with
-  // the thread that spawned it (PR_SET_PDEATHSIG names the thread, not the process).
-  std::vector<std::thread> starters;
-  std::vector<std::future<void>> started;
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  auto upstream_pool = [&](int world) -> RealPools& {
-    auto& p = upstream_pools[world];
-    if (!p) p = std::make_unique<RealPools>(real::RankMode::Processes, std::chrono::milliseconds(5000));
-    return *p;
-  };
+  UpstreamWorkers upstream;
   if (o.confirm_upstream && rep.upstream_installed)
-    for (int w : std::set<int>{1, o.world}) {
-      RealPools* p = &upstream_pool(w);
-      auto ready = std::make_shared<std::promise<void>>();
-      started.push_back(ready->get_future());
-      starters.emplace_back([p, w, ready, released] {
-        p->upstream().start(w);  // a failure shows again at the first run, as infra
-        ready->set_value();
-        released.wait();
-      });
-    }
-  struct Joiner {  // releases and joins the starters on every way out
-    std::promise<void>& release;
-    std::vector<std::thread>& threads;
-    ~Joiner() {
-      release.set_value();
-      for (auto& t : threads) t.join();
-    }
-  } joiner{release, starters};
+    for (int w : std::set<int>{1, o.world}) upstream.start(w);
   std::vector<Candidate> first;  // triaged whatever the budget: the scenarios' own lifecycles, then the explorer's
   for (const auto& ns : o.scenarios) {
     SeqFile f = for_hunt(ns.file, o);
@@ -265,20 +298,36 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
         std::to_string(t.minimal.ops.size()) + " ops) from " + order[k].found_by);
   }
   rep.t_triage = since(t2);
-  // Confirm, world by world (the upstream pool restarts at another world).
+  // Confirm: the real backend here, upstream in each world's thread.
   const auto t3 = Clock::now();
   std::stable_sort(rep.classes.begin(), rep.classes.end(), [](const HuntClass& a, const HuntClass& b) {
     return std::make_pair(a.t.minimal.scenario.world, a.stem) < std::make_pair(b.t.minimal.scenario.world, b.stem);
   });
-  for (auto& f : started) f.wait();
-  for (auto& c : rep.classes) {
-    if (o.confirm_real) c.real = confirm_on(c, Backend::Real, pools, rep);
-    if (o.confirm_upstream)
-      c.upstream = rep.upstream_installed ? confirm_on(c, Backend::Upstream, upstream_pool(c.t.minimal.scenario.world), rep) : "not installed";
-    say("confirm: " + c.stem + ": real " + c.real + ", upstream " + c.upstream);
+  for (auto& c : rep.classes)
+    if (o.confirm_real) {
+      c.real = confirm_on(c, Backend::Real, pools, rep, mu);
+      say("confirm: " + c.stem + ": real " + c.real);
+    }
+  auto confirm_upstream = [&](int world, RealPools& up) {
+    for (auto& c : rep.classes)
+      if (c.t.minimal.scenario.world == world) {
+        c.upstream = confirm_on(c, Backend::Upstream, up, rep, mu);
+        say("confirm: " + c.stem + ": upstream " + c.upstream);
+      }
+  };
+  if (o.confirm_upstream && rep.upstream_installed) {
+    upstream.run(confirm_upstream);
+    std::map<int, std::unique_ptr<RealPools>> others;  // worlds no worker started (world 3 scenarios)
+    for (auto& c : rep.classes) {
+      const int w = c.t.minimal.scenario.world;
+      if (upstream.has(w) || others.count(w)) continue;
+      others[w] = std::make_unique<RealPools>(real::RankMode::Processes, std::chrono::milliseconds(5000));
+      confirm_upstream(w, *others[w]);
+    }
+    rep.upstream_versions = upstream.versions_line();
+  } else if (o.confirm_upstream) {
+    for (auto& c : rep.classes) c.upstream = "not installed";
   }
-  for (auto& [w, p] : upstream_pools)
-    if (p->upstream_started() && p->upstream().running()) rep.upstream_versions = p->upstream().versions_line();
   rep.t_confirm = since(t3);
   return rep;
 }

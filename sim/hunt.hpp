@@ -24,7 +24,7 @@ struct NamedScenario {
 using ExploreHook = std::function<std::vector<SeqFile>(const SeqFile& scenario, double seconds)>;
 
 struct HuntOptions {
-  double seconds = 15;  // model-side budget: explore, fuzz, triage (confirmation comes after)
+  double seconds = 10;  // model-side budget: explore, fuzz, triage (confirmation comes after)
   int world = 2;
   std::string profile = "upstream";
   uint64_t seed = 1;

@@ -13,7 +13,7 @@ namespace fsdpsim::cli {
 int cmd_hunt(const Args& a) {
   if (!a.positional.empty()) throw SourceError("<command line>", {}, "hunt takes no files, got '" + a.positional[0] + "'");
   HuntOptions o;
-  o.seconds = a.have_seconds ? a.seconds : 15.0;
+  o.seconds = a.have_seconds ? a.seconds : 10.0;
   o.world = a.world > 0 ? a.world : 2;
   o.profile = a.profile.empty() ? "upstream" : a.profile;
   o.seed = a.have_seed ? a.seed : 1;

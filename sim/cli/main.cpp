@@ -12,7 +12,7 @@ namespace {
 const char* kUsage =
     "usage: fsdpsim                         the hunt (below) with its defaults\n"
     "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-new] [--profile P] [--seed S]\n"
-    "                                             explore and fuzz the built-in scenarios for T s (default 20),\n"
+    "                                             explore and fuzz the built-in scenarios for T s (default 10),\n"
     "                                             triage into classes, confirm on real (and upstream), catalogue\n"
     "       fsdpsim triage PATH... [--check] [--out DIR] [--profile P]   each file's class signature\n"
     "       fsdpsim demo                          seed 000 replayed under upstream and patched\n"
