@@ -364,8 +364,13 @@ void print_catalogue(std::ostream& os, const HuntReport& r) {
     const std::string name = s.substr(0, s.find('='));
     os << "  " << s << "  " << switch_table()[static_cast<size_t>(*switch_from_name(name))].mirrors << "\n";
   }
+  bool header = false;
   for (const auto& c : r.classes)
-    for (size_t k = 0; k < c.divergences.size() && k < 3; ++k) os << "  " << c.stem << " " << c.divergences[k] << "\n";
+    for (size_t k = 0; k < c.divergences.size() && k < 3; ++k) {
+      if (!header) os << "differences (model first):\n";
+      header = true;
+      os << "  " << c.stem << " " << c.divergences[k] << "\n";
+    }
 }
 
 bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, std::string* error) {
