@@ -82,7 +82,7 @@ for f in "$out"/findings/*.seq; do
     continue
   fi
   junit_cases+="<testcase name=\"$stem\" classname=\"confirm\"/>"
-  if echo "$known" | grep -qxF "$sig"; then rows+=("$stem|$ops|confirmed ($backends)|known: $verdict"); continue; fi
+  if echo "$known" | grep -qxF "$sig"; then rows+=("$stem|$ops|confirmed ($backends)|in the corpus ($verdict)"); continue; fi
   dest="corpus/regressions/fuzz_$stem.seq"
   if [ "$promote" = 1 ]; then
     { echo "# found by the nightly lifecycle_fuzzer on $date, triaged and confirmed on $backends"
