@@ -214,11 +214,12 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   UpstreamWorkers upstream;
   if (o.confirm_upstream && rep.upstream_installed)
     for (int w : std::set<int>{1, o.world}) upstream.start(w);
-  std::vector<Candidate> first;  // triaged whatever the budget: the scenarios' own lifecycles, then the explorer's
+  std::vector<Candidate> first;  // the scenarios' own lifecycles (triaged whatever the budget), then the explorer's
   for (const auto& ns : o.scenarios) {
     SeqFile f = for_hunt(ns.file, o);
     if (valid(f) && !run_checked(f).findings.empty()) first.push_back({f, ns.name});
   }
+  const size_t lifecycles = first.size();
   // Explore: a quarter of the budget, shared by the scenarios.
   if (o.explore && !o.scenarios.empty()) {
     const double each = o.seconds * 0.25 / static_cast<double>(o.scenarios.size());
@@ -272,13 +273,13 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   rep.candidates = static_cast<int>(pool.size());
   say("fuzz: " + std::to_string(rep.sequences) + " sequences (seed " + std::to_string(o.seed) + "), " + std::to_string(rep.with_findings) +
       " with findings, " + std::to_string(pool.size()) + " kept for triage");
-  // Triage: the first candidates all, the fuzzed ones until the budget ends.
+  // Triage: the lifecycles all, then the explorer's and the fuzzed ones until the budget ends.
   const auto t2 = Clock::now();
   std::map<std::string, size_t> by_signature;
   std::vector<Candidate> order = first;
   for (auto& c : pool.round_robin()) order.push_back(std::move(c));
   for (size_t k = 0; k < order.size(); ++k) {
-    if (k >= first.size() && since(t0) >= o.seconds) break;
+    if (k >= lifecycles && since(t0) >= o.seconds) break;
     TriageResult t;
     if (!triage(order[k].file, &t)) continue;
     ++rep.triaged;
