@@ -381,6 +381,13 @@ bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, st
     *error = dir + ": " + ec.message();
     return false;
   }
+  // Class files of an earlier hunt into the same directory go: the directory
+  // holds this catalogue only (other files are left alone).
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".seq" && name.size() > 3 && name[0] == 'S' && name[1] >= '1' && name[1] <= '8' && name[2] == '-')
+      std::filesystem::remove(e.path(), ec);
+  }
   for (auto& c : r.classes) {
     c.file = dir + "/" + c.stem + ".seq";
     SeqFile f = c.t.minimal;
