@@ -31,6 +31,14 @@ struct Args {
   int timeout_ms = 5000;
   bool model_only = false;  // bench: skip the real backend
   bool python = false;      // export: a torchrun script
+  bool have_seconds = false;  // --seconds given (explore: no time limit without it)
+  // explore
+  std::string builtin;        // --builtin NAME
+  int depth = 6;              // --depth D
+  std::string dot, svg;       // --dot FILE, --svg FILE
+  bool rank_ops = false;      // --rank-ops
+  bool full_alphabet = false; // --full
+  std::vector<std::string> ops;  // --ops a,b (op kinds or op texts)
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.
@@ -63,5 +71,8 @@ int cmd_expect(const Args& a);
 int cmd_cost(const Args& a);
 int cmd_main_job(const Args& a);
 int cmd_export(const Args& a);
+int cmd_explore(const Args& a);
+// bench: each built-in scenario explored to depth 4 (at most `budget` seconds each).
+void bench_explorer(std::ostream& os, double budget);
 
 }  // namespace fsdpsim::cli
