@@ -1,5 +1,5 @@
 // What the hunt runs over: the built-in scenarios, and the explorer as the
-// hunt's ExploreHook (empty while the explorer is not built in: fuzz only).
+// hunt's ExploreHook.
 #pragma once
 #include <vector>
 

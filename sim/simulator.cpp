@@ -133,8 +133,6 @@ void Simulator::judge_against_peers(RunResult& res) {
     mine[o.rank].push_back(i);
     marks[o.rank].push_back({o.step, issued, known});
   }
-  std::vector<StoredSnapshot> initial;
-  for (int r = 0; r < world; ++r) initial.push_back(RankModel(*topo_, r).stored_snapshot());
   for (int r = 0; r < world; ++r) {
     for (size_t i = 0; i < mine[r].size(); ++i) {
       Observation& o = res.observations[mine[r][i]];
@@ -143,7 +141,7 @@ void Simulator::judge_against_peers(RunResult& res) {
       for (int j = 0; j < world; ++j) {
         if (j == r) continue;
         int m = peer_view(marks, j, r, i);
-        peers.push_back({j, m < 0 ? &initial[j] : &snapshots_[mine[j][m]]});
+        peers.push_back({j, m < 0 ? &initial_[j] : &snapshots_[mine[j][m]]});
       }
       for (size_t l = 0; l < o.layers.size(); ++l) {
         LayerObs& lo = o.layers[l];
@@ -193,12 +191,18 @@ void Simulator::fail_collectives(bool mismatch, RunResult& res) {
 }
 
 RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
+  for (auto& r : ranks_) r.reset();
+  return run_more(ops, 0, opt);
+}
+
+RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const RunOptions& opt) {
   RunResult res;
   res.trace_hash = kFnvOffset;
   observations_ = &res.observations;
   snapshots_.clear();
   const int world = topo_->world;
-  for (auto& r : ranks_) r.reset();
+  initial_.clear();
+  for (const auto& r : ranks_) initial_.push_back(r.stored_snapshot());
   queues_.assign(world, {});
   heads_.assign(world, 0);
   std::vector<int> cursor(world, 0);
@@ -224,15 +228,15 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
     int obs = -1;
     if (opt.observe) {
       obs = static_cast<int>(res.observations.size());
-      res.observations.push_back(m.observe(i + 1, op, r, colls.data(), colls.size()));
+      res.observations.push_back(m.observe(first_step + i + 1, op, r, colls.data(), colls.size()));
       snapshots_.push_back(m.stored_snapshot());
     }
-    res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
+    res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(first_step + i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
                                              (static_cast<uint64_t>(r.status) << 8) ^ r.grads);
     for (size_t k = 0; k < colls.size(); ++k) {
       const auto& c = colls[k];
       res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(c.op) << 56) ^ (static_cast<uint64_t>(c.group) << 48) ^ static_cast<uint64_t>(c.count));
-      queues_[pick].push_back({c, i + 1, obs, static_cast<int>(k)});
+      queues_[pick].push_back({c, first_step + i + 1, obs, static_cast<int>(k)});
     }
     ++cursor[pick];
     skip(pick);
@@ -250,6 +254,10 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
                      [](const Observation& a, const Observation& b) { return a.step != b.step ? a.step < b.step : a.rank < b.rank; });
     if (opt.hash_observations) res.trace_hash = observations_hash(res.observations);
   }
+  // Only this run reads them: a Simulator kept between runs (the explorer's states) stays small.
+  snapshots_.clear();
+  initial_.clear();
+  observations_ = nullptr;
   return res;
 }
 

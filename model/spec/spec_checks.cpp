@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 namespace fsdpsim {
 namespace {
@@ -61,37 +62,36 @@ struct RankIntent {
   Mask inference_mode = 0;  // per adapter config
   bool eval_output = false;  // the pending output came from an eval (no_grad)
   bool flags_since_forward = false;  // a flag-setting op ran between the forward and this backward
-  const Observation* prev = nullptr;
+  // This rank's previous observation (S3 compares against it); shared, as copies of the checker never change it.
+  std::shared_ptr<const Observation> prev;
   std::vector<uint8_t> s2_bad;
 };
 
-class Checker {
+}  // namespace
+
+// The checks with what they remember between steps (SpecChecker's state).
+class SpecChecker::Impl {
  public:
-  Checker(const SeqFile& f) : f_(f) {
-    for (const auto& a : f.scenario.adapters) ad_.names.push_back(a.name);
-    ranks_.resize(f.scenario.world);
+  explicit Impl(const Scenario& s) : world_(s.world) {
+    for (const auto& a : s.adapters) ad_.names.push_back(a.name);
+    ranks_.resize(s.world);
     for (auto& r : ranks_) {
-      r.intended = f.scenario.adapters[0].inference_mode ? 0 : 1;
-      for (size_t a = 0; a < f.scenario.adapters.size(); ++a)
-        if (f.scenario.adapters[a].inference_mode) r.inference_mode |= 1u << a;
-      r.s2_bad.assign(f.scenario.layers.size(), 0);
+      r.intended = s.adapters[0].inference_mode ? 0 : 1;
+      for (size_t a = 0; a < s.adapters.size(); ++a)
+        if (s.adapters[a].inference_mode) r.inference_mode |= 1u << a;
+      r.s2_bad.assign(s.layers.size(), 0);
     }
   }
 
-  void run(const std::vector<Observation>& obs, std::vector<Finding>& out) {
-    size_t i = 0;
-    while (i < obs.size()) {
-      size_t j = i;
-      while (j < obs.size() && obs[j].step == obs[i].step) ++j;
-      for (size_t k = i; k < j; ++k) one(obs[k], out);
-      agreement(obs, i, j, out);
-      i = j;
-    }
+  void step(const Op& op, const Observation* obs, size_t n, std::vector<Finding>& out) {
+    for (size_t k = 0; k < n; ++k) one(op, obs[k], out);
+    agreement(obs, n, out);
   }
+
+  void append_key(std::vector<uint32_t>& out) const;
 
  private:
-  void one(const Observation& o, std::vector<Finding>& out) {
-    const Op& op = f_.ops[o.step - 1];
+  void one(const Op& op, const Observation& o, std::vector<Finding>& out) {
     RankIntent& ri = ranks_[o.rank];
     if (o.status == Status::Hang || o.status == Status::Mismatch) {
       if (!s5_collective_) out.push_back({"S5", o.step, -1, head("S5", o.step, -1) + o.message});
@@ -110,7 +110,14 @@ class Checker {
       ri.flags_since_forward = false;
     }
     if (sets_flags(op.kind)) ri.flags_since_forward = true;
-    ri.prev = &o;
+    // Only what S3 reads of it is kept (the explorer holds a checker per reached state).
+    auto prev = std::make_shared<Observation>();
+    prev->step = o.step;
+    prev->rank = o.rank;
+    prev->groups = o.groups;
+    prev->params = o.params;
+    prev->layers = o.layers;
+    ri.prev = std::move(prev);
   }
 
   void track_intent(const Op& op, const Observation& o, RankIntent& ri) {
@@ -273,8 +280,9 @@ class Checker {
   }
 
   // S5: after an op every rank ran, the ranks agree on the adapter state.
-  void agreement(const std::vector<Observation>& obs, size_t i, size_t j, std::vector<Finding>& out) {
-    if (f_.scenario.world < 2 || j - i != static_cast<size_t>(f_.scenario.world)) return;
+  void agreement(const Observation* obs, size_t j, std::vector<Finding>& out) {
+    const size_t i = 0;
+    if (world_ < 2 || j != static_cast<size_t>(world_)) return;
     for (size_t k = i; k < j; ++k)
       if (obs[k].status == Status::Hang || obs[k].status == Status::Mismatch) return;
     auto describe = [&](const Observation& o) {
@@ -293,6 +301,27 @@ class Checker {
       for (const auto& sv : o.saved) f.push_back({"saved " + sv.name + " dtype", dtype_name(sv.dtype)});
       return f;
     };
+    // Ranks whose described fields are equal agree: the texts below are built only when some differ.
+    auto same = [](const Observation& a, const Observation& b) {
+      if (a.active != b.active || a.disabled != b.disabled || a.layers.size() != b.layers.size() ||
+          a.params.size() != b.params.size() || a.saved.size() != b.saved.size())
+        return false;
+      for (size_t l = 0; l < a.layers.size(); ++l)
+        if (a.layers[l].name != b.layers[l].name || a.layers[l].merged != b.layers[l].merged || a.layers[l].stored != b.layers[l].stored)
+          return false;
+      for (size_t p = 0; p < a.params.size(); ++p)
+        if (a.params[p].name != b.params[p].name || a.params[p].rg_s != b.params[p].rg_s || a.params[p].dtype != b.params[p].dtype)
+          return false;
+      for (size_t v = 0; v < a.saved.size(); ++v)
+        if (a.saved[v].name != b.saved[v].name || a.saved[v].dtype != b.saved[v].dtype) return false;
+      return true;
+    };
+    bool all_same = true;
+    for (size_t k = i + 1; k < j; ++k) all_same = all_same && same(obs[i], obs[k]);
+    if (all_same) {
+      s5_state_ = false;
+      return;
+    }
     auto base = describe(obs[i]);
     for (size_t k = i + 1; k < j; ++k) {
       auto other = describe(obs[k]);
@@ -309,13 +338,48 @@ class Checker {
     s5_state_ = false;
   }
 
-  const SeqFile& f_;
+  friend class SpecChecker;
+  int world_;
   Adapters ad_;
   std::vector<RankIntent> ranks_;
   bool s5_collective_ = false, s5_state_ = false;
 };
 
-}  // namespace
+// Every field the checks read on a later step: the intent masks and flags, S2's
+// per-layer "already reported", S5's latches, and of the previous observation
+// what S3 compares with (group states, U's requires_grad, merged lists and the
+// registered class).
+void SpecChecker::Impl::append_key(std::vector<uint32_t>& out) const {
+  out.push_back(0x5bec0000u | (s5_collective_ ? 1 : 0) | (s5_state_ ? 2 : 0));
+  for (const RankIntent& r : ranks_) {
+    out.push_back(r.intended | r.before_disable << 8 | r.inference_mode << 16 | (r.eval_output ? 1u << 24 : 0) |
+                  (r.flags_since_forward ? 1u << 25 : 0) | (r.prev ? 1u << 26 : 0));
+    for (uint8_t b : r.s2_bad) out.push_back(b);
+    if (!r.prev) continue;
+    out.push_back(static_cast<uint32_t>(r.prev->groups.size() << 20 | r.prev->params.size() << 10 | r.prev->layers.size()));
+    for (const auto& g : r.prev->groups) out.push_back(static_cast<uint32_t>(g.state));
+    for (const auto& p : r.prev->params)  // S3 reads U's flag only in groups UNSHARDED then
+      out.push_back(unsharded(*r.prev, p.group) ? static_cast<uint32_t>(p.rg_u + 1) : 0u);
+    for (const auto& l : r.prev->layers) {
+      out.push_back(static_cast<uint32_t>(l.registered) << 8 | static_cast<uint32_t>(l.merged.size()));
+      for (const auto& m : l.merged) out.push_back(ad_.mask({m}));
+    }
+  }
+}
+
+SpecChecker::SpecChecker(const Scenario& s) : impl_(std::make_unique<Impl>(s)) {}
+SpecChecker::SpecChecker(const SpecChecker& o) : impl_(std::make_unique<Impl>(*o.impl_)) {}
+SpecChecker& SpecChecker::operator=(const SpecChecker& o) {
+  impl_ = std::make_unique<Impl>(*o.impl_);
+  return *this;
+}
+SpecChecker::SpecChecker(SpecChecker&& o) noexcept = default;
+SpecChecker& SpecChecker::operator=(SpecChecker&& o) noexcept = default;
+SpecChecker::~SpecChecker() = default;
+void SpecChecker::step(const Op& op, const Observation* obs, size_t n, std::vector<Finding>& out) {
+  impl_->step(op, obs, n, out);
+}
+void SpecChecker::append_key(std::vector<uint32_t>& out) const { impl_->append_key(out); }
 
 std::string param_detail(const Observation& o, const std::string& param) {
   for (const auto& p : o.params) {
@@ -331,7 +395,14 @@ std::string param_detail(const Observation& o, const std::string& param) {
 
 std::vector<Finding> check_spec(const SeqFile& f, const std::vector<Observation>& obs) {
   std::vector<Finding> out;
-  Checker(f).run(obs, out);
+  SpecChecker checker(f.scenario);
+  size_t i = 0;
+  while (i < obs.size()) {
+    size_t j = i;
+    while (j < obs.size() && obs[j].step == obs[i].step) ++j;
+    checker.step(f.ops[obs[i].step - 1], obs.data() + i, j - i, out);
+    i = j;
+  }
   std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
     return a.step != b.step ? a.step < b.step : a.rank < b.rank;
   });

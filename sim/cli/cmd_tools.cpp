@@ -150,6 +150,8 @@ int cmd_bench(const Args& a) {
     if (observe) std::cout << ", " << (100 * with_findings / std::max<int64_t>(seqs, 1)) << "% with findings";
     std::cout << ")\n";
   }
+  // 2b. The explorer over the built-in scenarios (sim/explore.cpp).
+  bench_explorer(std::cout, budget);
   if (a.model_only) return kClean;
   // 3. The real backend: 10-op generated sequences at world 2.
   GenOptions ten = opt;

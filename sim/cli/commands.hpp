@@ -34,6 +34,13 @@ struct Args {
   bool python = false;      // export: a torchrun script
   bool fail_on_new = false;  // hunt: exit 1 when a class has no known fix
   bool check = false;        // triage: compare with each file's `# signature:` line
+  // explore
+  std::string builtin;        // --builtin NAME
+  int depth = 6;              // --depth D
+  std::string dot, svg;       // --dot FILE, --svg FILE
+  bool rank_ops = false;      // --rank-ops
+  bool full_alphabet = false; // --full
+  std::vector<std::string> ops;  // --ops a,b (op kinds or op texts)
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.
@@ -70,5 +77,8 @@ int cmd_main_job(const Args& a);  // `fsdpsim demo`: seed 000 under both profile
 int cmd_hunt(const Args& a);
 int cmd_triage(const Args& a);
 int cmd_export(const Args& a);
+int cmd_explore(const Args& a);
+// bench: each built-in scenario explored to depth 4 (at most `budget` seconds each).
+void bench_explorer(std::ostream& os, double budget);
 
 }  // namespace fsdpsim::cli

@@ -34,6 +34,10 @@ const char* kUsage =
     "       fsdpsim random --seed S [--count N] [--world W] [--out DIR]\n"
     "       fsdpsim bench [--seconds T] [--model-only]\n"
     "       fsdpsim export FILE.seq --python [--profile P] [--set k=v] [--world N]\n"
+    "       fsdpsim explore [FILE.seq | --builtin NAME] [--depth D] [--world W] [--profile P] [--set k=v]\n"
+    "                       [--rank-ops] [--full] [--ops K,K] [--seconds T] [--out DIR] [--dot FILE] [--svg FILE]\n"
+    "                                             breadth-first search over the model's states (--depth 0: until\n"
+    "                                             exhausted); the shortest sequence of each finding class\n"
     "exit codes: 0 clean, 1 finding or failed expectation, 2 divergence between backends,\n"
     "            3 bad input or usage, 4 infrastructure failure\n";
 
@@ -67,6 +71,9 @@ int main(int argc, char** argv) {
     if (cmd == "profiles") return cmd_profiles(parse_args(rest, {}));
     if (cmd == "export") return cmd_export(parse_args(rest, {"--python", "--profile", "--set", "--world"}));
     if (cmd == "random") return cmd_random(parse_args(rest, {"--seed", "--count", "--world", "--out"}));
+    if (cmd == "explore")
+      return cmd_explore(parse_args(rest, {"--builtin", "--depth", "--world", "--profile", "--set", "--rank-ops", "--full",
+                                           "--ops", "--seconds", "--out", "--dot", "--svg"}));
     if (cmd == "bench") return cmd_bench(parse_args(rest, {"--seconds", "--model-only", "--timeout"}));
     std::cerr << "fsdpsim: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
