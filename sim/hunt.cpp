@@ -224,8 +224,10 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   if (o.explore && !o.scenarios.empty()) {
     const double each = o.seconds * 0.25 / static_cast<double>(o.scenarios.size());
     for (const auto& ns : o.scenarios) {
+      const double left = o.seconds * 0.25 - since(t0);  // the explorer's share, whatever each call overran
+      if (left <= 0) break;
       SeqFile scen = for_hunt(ns.file, o);
-      for (auto& f : o.explore(scen, each)) {
+      for (auto& f : o.explore(scen, std::min(each, left))) {
         f = for_hunt(f, o);
         if (valid(f)) first.push_back({f, "explore " + ns.name}), ++rep.explored;
       }
@@ -242,7 +244,10 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   g.world = o.world;
   CandidatePool pool;
   auto last_progress = t1;
-  for (uint64_t i = 0; since(t0) < o.seconds * 0.5; ++i) {
+  // At least a quarter of the budget however long exploring took: the swarm
+  // reaches scenarios (experts, loading, dtypes) no built-in one has.
+  const double fuzz_end = std::max(o.seconds * 0.5, since(t0) + o.seconds * 0.25);
+  for (uint64_t i = 0; since(t0) < fuzz_end; ++i) {
     const uint64_t s = rng.next();
     Prng r(s);
     SeqFile f;

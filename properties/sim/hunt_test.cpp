@@ -66,8 +66,11 @@ TEST(Hunt, PatchedListsNoClassWithAKnownFix) {
   HuntOptions o = short_hunt("patched");
   o.confirm_real = false;
   HuntReport r = hunt(o, pools);
-  for (const auto& c : r.classes) EXPECT_NE(c.t.verdict, Verdict::Known) << c.t.signature;
-  EXPECT_EQ(with_key(r, "S3:train_step:ok"), nullptr);
+  EXPECT_FALSE(r.classes.empty());  // patched still has classes without a fix (the E = 1 ParamWrapper, misuse, ...)
+  for (const auto& c : r.classes) {
+    EXPECT_NE(c.t.verdict, Verdict::Known) << c.t.signature;
+    EXPECT_NE(c.t.signature, "S3:ok | unshard(S) set_adapter(U) *(U)");  // seed 000's class is fixed
+  }
 }
 
 TEST(Hunt, ExitCodes) {
