@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs, builds and runs the main job on the built-in default scenario.
+# Installs, builds and runs the main job: the hunt over the built-in scenarios
+# (catalogue on stdout, progress on stderr, files and summary.json in out/hunt/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/install-deps.sh

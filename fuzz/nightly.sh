@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The nightly loop: fuzz, shrink every new finding, confirm it on the real
-# backend at world 2 (model vs real), deduplicate by signature, promote new
-# ones to corpus/regressions/, print a summary and write JUnit XML.
+# The nightly loop: fuzz, triage every finding into its class (the hunt's
+# triage: `fsdpsim triage`), confirm it on the real backend (and upstream when
+# .venv is installed), deduplicate by class signature, promote one file per
+# new class to corpus/regressions/, print a summary and write JUnit XML.
 #
 #   fuzz/nightly.sh [--budget SECONDS] [--jobs N] [--out DIR] [--no-promote]
 #
@@ -54,42 +55,45 @@ for name in seq_parser lifecycle; do
   "$fuzzer" -merge=1 "$root/corpus/${name}_fuzzer" "$corpus" > /dev/null 2>&1
 done
 
-# Findings under upstream: shrink, confirm on the real backend, deduplicate, promote.
-known=$(grep -h "^# signature " corpus/regressions/*.seq 2>/dev/null | sed 's/^# signature //' | sort -u)
+# Findings under upstream: triage (shrink over ops and scenario, name the
+# class, attribute it to a patched switch), confirm, deduplicate by class
+# signature against the `# signature:` lines in corpus/regressions/, promote
+# one file per new class.
+known=$(grep -h "^# signature: " corpus/regressions/*.seq 2>/dev/null | sed 's/^# signature: //' | sort -u)
+backends=both
+[ -x .venv/bin/python ] && backends=model,real,upstream
 rows=()
 junit_cases=""
+seen_sigs=""
 for f in "$out"/findings/*.seq; do
   [ -e "$f" ] || break
   base=$(basename "$f" .seq)
-  min="$out/shrunk/$base.seq"
-  "$fsdpsim" shrink "$f" > "$min" 2>/dev/null
-  sig=$(grep -m1 "^# signature " "$min" | sed 's/^# signature //')
-  [ -n "$sig" ] || { rows+=("$base|-|lost on shrink|-"); continue; }
-  case " ${seen_sigs:-} " in *" $sig "*) continue ;; esac  # the same finding reached twice
-  seen_sigs="${seen_sigs:-} $sig"
+  line=$("$fsdpsim" triage "$f" --out "$out/shrunk" 2>/dev/null | head -1)
+  IFS=$'\t' read -r _ stem verdict sig <<< "$line"
+  if [ -z "${sig:-}" ] || [ "$sig" = "-" ]; then rows+=("$base|-|lost on triage|-"); continue; fi
+  case "$seen_sigs" in *"|$sig|"*) continue ;; esac  # the same class reached twice
+  seen_sigs="$seen_sigs|$sig|"
+  min="$out/shrunk/$stem.seq"
   ops=$(sed -n '/^---$/,$p' "$min" | tail -n +2 | wc -l)
-  # Confirm at world 2: model and real backend must observe the same thing.
-  "$fsdpsim" expect "$min" --world 2 > "$min.w2" 2>/dev/null || cp "$min" "$min.w2"
-  "$fsdpsim" run "$min.w2" --backend both > "$out/shrunk/$base.both" 2>&1
+  # Confirm: the model and the real backend (and upstream when installed) must agree.
+  "$fsdpsim" run "$min" --backend "$backends" > "$out/shrunk/$stem.confirm" 2>&1
   rc=$?
   if [ "$rc" = 2 ] || [ "$rc" = 4 ]; then
     failed=1
-    rows+=("$sig|$ops|DIVERGED (exit $rc)|-")
-    junit_cases+="<testcase name=\"$sig\" classname=\"confirm\"><failure message=\"model/real divergence\"/></testcase>"
+    rows+=("$stem|$ops|DIVERGED (exit $rc)|-")
+    junit_cases+="<testcase name=\"$stem\" classname=\"confirm\"><failure message=\"backend divergence\"/></testcase>"
     continue
   fi
-  junit_cases+="<testcase name=\"$sig\" classname=\"confirm\"/>"
-  if echo "$known" | grep -qxF "$sig"; then rows+=("$sig|$ops|confirmed|known"); continue; fi
-  dest="corpus/regressions/fuzz_$(echo "$sig" | tr ':' '_').seq"
+  junit_cases+="<testcase name=\"$stem\" classname=\"confirm\"/>"
+  if echo "$known" | grep -qxF "$sig"; then rows+=("$stem|$ops|confirmed ($backends)|in the corpus ($verdict)"); continue; fi
+  dest="corpus/regressions/fuzz_$stem.seq"
   if [ "$promote" = 1 ]; then
-    { echo "# found by the nightly lifecycle_fuzzer on $date, shrunk and confirmed on the real backend at world 2"
-      echo "# signature $sig"
-      echo "# profile $(grep -m1 '^profile ' "$min.w2" | cut -d' ' -f2), seed $(grep -m1 '^seed ' "$min.w2" | cut -d' ' -f2)"
-      sed '/^#/d' "$min.w2"; } > "$dest"
+    { echo "# found by the nightly lifecycle_fuzzer on $date, triaged and confirmed on $backends"
+      cat "$min"; } > "$dest"
     known=$(printf '%s\n%s' "$known" "$sig")
-    rows+=("$sig|$ops|confirmed|promoted to $dest")
+    rows+=("$stem|$ops|confirmed ($backends)|$verdict, promoted to $dest")
   else
-    rows+=("$sig|$ops|confirmed|new (not promoted)")
+    rows+=("$stem|$ops|confirmed ($backends)|$verdict (not promoted)")
   fi
 done
 
@@ -97,8 +101,8 @@ echo
 printf '%-22s %12s %8s\n' fuzzer execs crashes
 for name in seq_parser lifecycle; do printf '%-22s %12s %8s\n' "${name}_fuzzer" "${execs[$name]:-0}" "${crashes[$name]:-0}"; done
 echo
-printf '%-34s %5s %-22s %s\n' signature ops confirmation regression
-for r in "${rows[@]+"${rows[@]}"}"; do IFS='|' read -r a b c d <<< "$r"; printf '%-34s %5s %-22s %s\n' "$a" "$b" "$c" "$d"; done
+printf '%-44s %5s %-34s %s\n' class ops confirmation regression
+for r in "${rows[@]+"${rows[@]}"}"; do IFS='|' read -r a b c d <<< "$r"; printf '%-44s %5s %-34s %s\n' "$a" "$b" "$c" "$d"; done
 {
   echo '<?xml version="1.0" encoding="UTF-8"?>'
   echo "<testsuites><testsuite name=\"fsdpsim-nightly\">"

@@ -22,6 +22,9 @@ struct Oracle {
   bool keeps(const SeqFile& f) {
     try {
       validate(f, "<candidate>");
+      // What the backends and the written file get is the printed text: an
+      // edit it cannot say (an adapter left without targets) is no candidate.
+      parse_seq(print_seq(f), "<candidate>");
     } catch (const SourceError&) {
       return false;
     }
@@ -66,6 +69,28 @@ bool simplify_args(SeqFile& f, Oracle& o) {
     if (op_names_optional(f.ops[i].kind)) attempt([](Op& op) { op.names.clear(), op.list_form = false; });
     if (f.ops[i].kind == OpKind::SetAdapter && f.ops[i].names.size() > 1)
       for (const auto& n : std::vector<std::string>(f.ops[i].names)) attempt([&](Op& op) { op.names = {n}, op.list_form = false; });
+  }
+  return changed;
+}
+
+// Ops that only bring the groups into a state (an unsharded root after an
+// eval, a forward or a train_step with reshard_after_forward=false) become
+// the plain `unshard` of every group where that keeps the finding, so one
+// root cause reached through different ops (and reshard_after_forward
+// values, simplified next) shrinks to one sequence. The finding's own op never
+// changes: its kind is part of what the oracle keeps.
+bool canonical_op_kinds(SeqFile& f, Oracle& o) {
+  bool changed = false;
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const OpKind k = f.ops[i].kind;
+    if (k != OpKind::Forward && k != OpKind::TrainStep && k != OpKind::Eval && !(k == OpKind::Unshard && !f.ops[i].names.empty())) continue;
+    SeqFile c = f;
+    c.ops[i].kind = OpKind::Unshard;
+    c.ops[i].names.clear();
+    if (o.keeps(c)) {
+      f = c;
+      changed = true;
+    }
   }
   return changed;
 }
@@ -135,6 +160,69 @@ bool drop_layers_and_adapters(SeqFile& f, Oracle& o) {
   return false;
 }
 
+// One scenario edit tried on its own; kept when the finding survives it.
+bool try_scenario(SeqFile& f, Oracle& o, const std::function<bool(SeqFile&)>& edit) {
+  SeqFile c = f;
+  if (!edit(c) || c == f || !o.keeps(c)) return false;
+  f = c;
+  return true;
+}
+
+// Scenario details that do not matter go: experts layers become plain Linear,
+// loading becomes full, the dtype fp32 with PEFT's default autocast, a child
+// group merges into the root's, reshard_after_forward becomes FSDP2's default
+// (true), the optimizer holds the trainable parameters, adapters lose
+// inference_mode and deferral and start random (a zero B hides a delta until
+// a step trains it), overrides go, the values' seed becomes 0.
+bool simplify_scenario(SeqFile& f, Oracle& o) {
+  bool changed = false;
+  for (size_t l = 0; l < f.scenario.layers.size(); ++l)
+    changed = try_scenario(f, o, [&](SeqFile& c) { return c.scenario.layers[l].experts != 0 && (c.scenario.layers[l].experts = 0, true); }) || changed;
+  changed = try_scenario(f, o, [](SeqFile& c) {
+              if (c.scenario.loading == Loading::Full) return false;
+              c.scenario.loading = Loading::Full;
+              return true;
+            }) || changed;
+  changed = try_scenario(f, o, [](SeqFile& c) {
+              if (c.scenario.dtype == DType::F32 && c.scenario.autocast_adapter_dtype) return false;
+              c.scenario.dtype = DType::F32;
+              c.scenario.autocast_adapter_dtype = true;
+              return true;
+            }) || changed;
+  for (size_t d = f.scenario.shards.size(); d-- > 0;) {
+    if (d >= f.scenario.shards.size() || f.scenario.shards[d].is_root()) continue;
+    const std::string module = f.scenario.shards[d].modules[0];
+    changed = try_scenario(f, o, [&](SeqFile& c) {
+                c.scenario.shards.erase(c.scenario.shards.begin() + static_cast<long>(d));
+                // reshard/unshard of that module now name a module no group holds: drop them.
+                c.ops.erase(std::remove_if(c.ops.begin(), c.ops.end(), [&](const Op& op) {
+                              return (op.kind == OpKind::Reshard || op.kind == OpKind::Unshard) && !op.names.empty() && op.names[0] == module;
+                            }),
+                            c.ops.end());
+                return !c.ops.empty();
+              }) || changed;
+  }
+  // The root's `none` and `false` both keep it unsharded (the auto rule): false is the canonical spelling.
+  for (size_t d = 0; d < f.scenario.shards.size(); ++d) {
+    changed = try_scenario(f, o, [&](SeqFile& c) { return c.scenario.shards[d].raf != Raf::True && (c.scenario.shards[d].raf = Raf::True, true); }) || changed;
+    changed = try_scenario(f, o, [&](SeqFile& c) { return c.scenario.shards[d].raf == Raf::None && (c.scenario.shards[d].raf = Raf::False, true); }) || changed;
+  }
+  changed = try_scenario(f, o, [](SeqFile& c) {
+              return c.scenario.optimizer != OptimizerParams::Trainable && (c.scenario.optimizer = OptimizerParams::Trainable, true);
+            }) || changed;
+  for (size_t a = 0; a < f.scenario.adapters.size(); ++a) {
+    changed = try_scenario(f, o, [&](SeqFile& c) { return c.scenario.adapters[a].inference_mode && !(c.scenario.adapters[a].inference_mode = false); }) || changed;
+    changed = try_scenario(f, o, [&](SeqFile& c) { return c.scenario.adapters[a].deferred && !(c.scenario.adapters[a].deferred = false); }) || changed;
+    changed = try_scenario(f, o, [&](SeqFile& c) {
+                return c.scenario.adapters[a].init != LoraInit::Random && (c.scenario.adapters[a].init = LoraInit::Random, true);
+              }) || changed;
+  }
+  for (size_t k = f.scenario.overrides.size(); k-- > 0;)
+    changed = try_scenario(f, o, [&](SeqFile& c) { return c.scenario.overrides.erase(c.scenario.overrides.begin() + static_cast<long>(k)), true; }) || changed;
+  changed = try_scenario(f, o, [](SeqFile& c) { return c.scenario.seed != 0 && (c.scenario.seed = 0, true); }) || changed;
+  return changed;
+}
+
 }  // namespace
 
 std::string finding_signature(const SeqFile& f, const RunResult& r, const Finding& fd) {
@@ -145,7 +233,7 @@ std::string finding_signature(const SeqFile& f, const RunResult& r, const Findin
   return fd.spec + ":" + op_name(f.ops[fd.step - 1].kind) + ":" + (o ? status_name(o->status) : "?");
 }
 
-bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress) {
+bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress, bool canonical) {
   RunResult first = run_checked(f);
   if (first.findings.empty()) return false;
   const std::string target = finding_signature(f, first, first.findings[0]);
@@ -167,8 +255,10 @@ void shrink_while(const SeqFile& f, ShrinkResult* out, const std::function<bool(
   for (int round = 0; round < 20; ++round) {
     bool changed = drop_ops(cur, oracle);
     changed = simplify_args(cur, oracle) || changed;
+    if (canonical) changed = canonical_op_kinds(cur, oracle) || changed;
     changed = drop_ranks(cur, oracle) || changed;
     changed = drop_layers_and_adapters(cur, oracle) || changed;
+    changed = simplify_scenario(cur, oracle) || changed;
     if (progress)
       progress("round " + std::to_string(round + 1) + ": " + std::to_string(cur.ops.size()) + " ops, world " +
                std::to_string(cur.scenario.world) + ", " + std::to_string(cur.scenario.layers.size()) + " layers, " +

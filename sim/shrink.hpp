@@ -21,9 +21,15 @@ struct ShrinkResult {
 };
 
 // Minimizes `f` while its first finding's signature stays: drops ops, then
-// simplifies arguments (`@R`, names), then drops ranks, layers and adapters.
+// simplifies arguments (`@R`, names), then drops ranks, layers and adapters,
+// then simplifies the scenario (experts, loading, dtype, groups,
+// reshard_after_forward, optimizer, adapter options, overrides, seed).
 // Returns false when `f` has no finding. `progress` is called now and then.
-bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress = {});
+// With `canonical` (triage) ops that only bring groups into a state become
+// `unshard` where that keeps the finding, so one root cause reached through
+// different ops shrinks to one sequence; without it (`fsdpsim shrink`) the
+// user's own ops stay.
+bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress = {}, bool canonical = false);
 
 // The same minimization while `still_fails` holds for the candidate (a valid
 // file); `f` must fail. out->signature is left to the caller.

@@ -162,7 +162,6 @@ void Simulator::judge_against_peers(RunResult& res) {
     mine[o.rank].push_back(i);
     marks[o.rank].push_back({o.step, issued, known});
   }
-  const std::vector<StoredSnapshot>& initial = initial_;
   for (int r = 0; r < world; ++r) {
     std::vector<std::pair<int, const StoredSnapshot*>> peers;
     for (size_t i = 0; i < mine[r].size(); ++i) {
@@ -172,7 +171,7 @@ void Simulator::judge_against_peers(RunResult& res) {
       for (int j = 0; j < world; ++j) {
         if (j == r) continue;
         int m = peer_view(marks, j, r, i);
-        peers.push_back({j, m < 0 ? &initial[j] : &snapshots_[mine[j][m]]});
+        peers.push_back({j, m < 0 ? &initial_[j] : &snapshots_[mine[j][m]]});
       }
       for (size_t l = 0; l < o.layers.size(); ++l) {
         LayerObs& lo = o.layers[l];
@@ -222,16 +221,20 @@ void Simulator::fail_collectives(bool mismatch, RunResult& res) {
 }
 
 RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
+  if (!fresh_)  // constructed ranks are already in reset() state
+    for (auto& r : ranks_) r.reset();
+  return run_more(ops, 0, opt);
+}
+
+RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const RunOptions& opt) {
   RunResult res;
   res.trace_hash = kFnvOffset;
   observations_ = &res.observations;
   snapshots_.clear();
   const int world = topo_->world;
-  if (!fresh_)  // constructed ranks are already in reset() state
-    for (auto& r : ranks_) r.reset();
-  fresh_ = false;
-  // Each rank's state before any op (reset() is the constructor's state), for
-  // peers that have not run anything yet when an observation is judged.
+  fresh_ = false;  // run_more changes the ranks: the next run() resets them
+  // Each rank's state as this run starts, for peers that have not run
+  // anything yet when an observation is judged.
   initial_.clear();
   if (opt.observe && world > 1)
     for (const auto& r : ranks_) initial_.push_back(r.stored_snapshot());
@@ -260,15 +263,15 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
     int obs = -1;
     if (opt.observe) {
       obs = static_cast<int>(res.observations.size());
-      res.observations.push_back(m.observe(i + 1, op, r, colls.data(), colls.size()));
+      res.observations.push_back(m.observe(first_step + i + 1, op, r, colls.data(), colls.size()));
       snapshots_.push_back(m.stored_snapshot());
     }
-    res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
+    res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(first_step + i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
                                              (static_cast<uint64_t>(r.status) << 8) ^ r.grads);
     for (size_t k = 0; k < colls.size(); ++k) {
       const auto& c = colls[k];
       res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(c.op) << 56) ^ (static_cast<uint64_t>(c.group) << 48) ^ static_cast<uint64_t>(c.count));
-      queues_[pick].push_back({c, i + 1, obs, static_cast<int>(k)});
+      queues_[pick].push_back({c, first_step + i + 1, obs, static_cast<int>(k)});
     }
     ++cursor[pick];
     skip(pick);
@@ -288,6 +291,10 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
       std::stable_sort(res.observations.begin(), res.observations.end(), before);
     if (opt.hash_observations) res.trace_hash = observations_hash(res.observations);
   }
+  // Only this run reads them: a Simulator kept between runs (the explorer's states) stays small.
+  snapshots_.clear();
+  initial_.clear();
+  observations_ = nullptr;
   return res;
 }
 

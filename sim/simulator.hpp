@@ -31,6 +31,12 @@ class Simulator {
   explicit Simulator(const Topology& topo);
   // Observations and trace hash; findings are the spec's (see run_checked).
   RunResult run(const std::vector<Op>& ops, const RunOptions& opt = {});
+  // Runs more ops on the ranks as the last run left them (no reset), numbering
+  // them from first_step + 1. The explorer copies a Simulator per state and
+  // extends it one op at a time: for ops every rank runs this is the run of the
+  // whole sequence, as each op's collectives pair up before the next op.
+  RunResult run_more(const std::vector<Op>& ops, int first_step, const RunOptions& opt = {});
+  const std::vector<RankModel>& ranks() const { return ranks_; }
 
  private:
   struct Pending {
@@ -53,7 +59,7 @@ class Simulator {
   std::vector<size_t> heads_;
   std::vector<Observation>* observations_ = nullptr;  // the run's, to refresh after mark_mixed
   std::vector<StoredSnapshot> snapshots_;              // per observation, before sorting
-  std::vector<StoredSnapshot> initial_;                // per rank, before the first op
+  std::vector<StoredSnapshot> initial_;                // per rank, as the run started
   bool fresh_ = true;                                  // no run yet: the ranks need no reset
 };
 

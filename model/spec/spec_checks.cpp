@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include "model/vocab/text.hpp"
 
@@ -72,37 +73,36 @@ struct RankIntent {
   Mask inference_mode = 0;  // per adapter config
   bool eval_output = false;  // the pending output came from an eval (no_grad)
   bool flags_since_forward = false;  // a flag-setting op ran between the forward and this backward
-  const Observation* prev = nullptr;
+  // This rank's previous observation (S3 compares against it); shared, as copies of the checker never change it.
+  std::shared_ptr<const Observation> prev;
   std::vector<uint8_t> s2_bad;
 };
 
-class Checker {
+}  // namespace
+
+// The checks with what they remember between steps (SpecChecker's state).
+class SpecChecker::Impl {
  public:
-  Checker(const SeqFile& f) : f_(f) {
-    for (const auto& a : f.scenario.adapters) ad_.names.push_back(a.name);
-    ranks_.resize(f.scenario.world);
+  explicit Impl(const Scenario& s) : world_(s.world), scen_(std::make_shared<const Scenario>(s)) {
+    for (const auto& a : s.adapters) ad_.names.push_back(a.name);
+    ranks_.resize(s.world);
     for (auto& r : ranks_) {
-      r.intended = f.scenario.adapters[0].inference_mode ? 0 : 1;
-      for (size_t a = 0; a < f.scenario.adapters.size(); ++a)
-        if (f.scenario.adapters[a].inference_mode) r.inference_mode |= 1u << a;
-      r.s2_bad.assign(f.scenario.layers.size(), 0);
+      r.intended = s.adapters[0].inference_mode ? 0 : 1;
+      for (size_t a = 0; a < s.adapters.size(); ++a)
+        if (s.adapters[a].inference_mode) r.inference_mode |= 1u << a;
+      r.s2_bad.assign(s.layers.size(), 0);
     }
   }
 
-  void run(const std::vector<Observation>& obs, std::vector<Finding>& out) {
-    size_t i = 0;
-    while (i < obs.size()) {
-      size_t j = i;
-      while (j < obs.size() && obs[j].step == obs[i].step) ++j;
-      for (size_t k = i; k < j; ++k) one(obs[k], out);
-      agreement(obs, i, j, out);
-      i = j;
-    }
+  void step(const Op& op, const Observation* obs, size_t n, std::vector<Finding>& out) {
+    for (size_t k = 0; k < n; ++k) one(op, obs[k], out);
+    agreement(obs, n, out);
   }
+
+  void append_key(std::vector<uint32_t>& out) const;
 
  private:
-  void one(const Observation& o, std::vector<Finding>& out) {
-    const Op& op = f_.ops[o.step - 1];
+  void one(const Op& op, const Observation& o, std::vector<Finding>& out) {
     RankIntent& ri = ranks_[o.rank];
     if (o.status == Status::Hang || o.status == Status::Mismatch) {
       if (!s5_collective_) out.push_back({"S5", o.step, -1, head("S5", o.step, -1) + o.message});
@@ -121,7 +121,14 @@ class Checker {
       ri.flags_since_forward = false;
     }
     if (sets_flags(op.kind)) ri.flags_since_forward = true;
-    ri.prev = &o;
+    // Only what S3 reads of it is kept (the explorer holds a checker per reached state).
+    auto prev = std::make_shared<Observation>();
+    prev->step = o.step;
+    prev->rank = o.rank;
+    prev->groups = o.groups;
+    prev->params = o.params;
+    prev->layers = o.layers;
+    ri.prev = std::move(prev);
   }
 
   void track_intent(const Op& op, const Observation& o, RankIntent& ri) {
@@ -142,7 +149,7 @@ class Checker {
         ri.intended = ri.before_disable & ~ri.inference_mode;
         break;
       case OpKind::DeleteAdapter: {
-        Mask left = ri.intended & present_in(f_.scenario, ad_, o);
+        Mask left = ri.intended & present_in(*scen_, ad_, o);
         ri.intended = left ? left : (ri.intended ? ad_.mask(o.active) : 0);
         break;
       }
@@ -161,14 +168,14 @@ class Checker {
     if (from_eval || o.disabled) return;  // disabled trains nothing
     for (const auto& l : o.layers)
       if (!l.merged.empty()) return;  // merged layers skip the LoRA path by design
-    Mask want = ri.intended & present_in(f_.scenario, ad_, o);
+    Mask want = ri.intended & present_in(*scen_, ad_, o);
     Mask got = o.status == Status::Ok && o.grads ? ad_.mask(*o.grads) : 0;
     if (want == got) return;
     std::string text = head("S1", o.step, o.rank) + (want ? "expected gradients on " + ad_.text(want) : "expected no gradients") +
                        ", got " + (o.status == Status::NoGradFn ? std::string("no_grad_fn") : ad_.text(got));
     Mask wrong = want ^ got;
     for (const auto& p : o.params)
-      if (ad_.mask({adapter_of(f_.scenario, p.name)}) & wrong) {
+      if (ad_.mask({adapter_of(*scen_, p.name)}) & wrong) {
         text += "; " + param_detail(o, p.name);
         break;
       }
@@ -212,7 +219,7 @@ class Checker {
         if (p.group != g.name) continue;
         for (const auto& q : prev.params)
           if (q.name == p.name && q.rg_u >= 0 && (q.rg_u != 0) != p.rg_s)
-            add(g.name, adapter_of(f_.scenario, p.name) + ".requires_grad U=" + (q.rg_u ? "true" : "false") + " S=" + (p.rg_s ? "true" : "false"));
+            add(g.name, adapter_of(*scen_, p.name) + ".requires_grad U=" + (q.rg_u ? "true" : "false") + " S=" + (p.rg_s ? "true" : "false"));
       }
       for (size_t l = 0; l < o.layers.size() && l < prev.layers.size(); ++l) {
         const LayerObs& now = o.layers[l];
@@ -247,9 +254,9 @@ class Checker {
   void s6(const Op& op, const Observation& o, std::vector<Finding>& out) {
     std::string why;
     if (op.kind == OpKind::SaveAdapters && o.status == Status::Ok) {
-      Mask selected = op.names.empty() ? present_in(f_.scenario, ad_, o) : ad_.mask(op.names);
+      Mask selected = op.names.empty() ? present_in(*scen_, ad_, o) : ad_.mask(op.names);
       std::vector<std::string> names;
-      for (const auto& sv : o.saved) names.push_back(adapter_of(f_.scenario, sv.name));
+      for (const auto& sv : o.saved) names.push_back(adapter_of(*scen_, sv.name));
       Mask lost = selected & ~ad_.mask(names);
       if (lost) why = "adapters " + ad_.text(lost) + " were not saved (saved: " + ad_.text(ad_.mask(names)) + ")";
       for (const auto& sv : o.saved) {
@@ -283,13 +290,14 @@ class Checker {
   }
 
   // S5: after an op every rank ran, the ranks agree on the adapter state.
-  void agreement(const std::vector<Observation>& obs, size_t i, size_t j, std::vector<Finding>& out) {
-    if (f_.scenario.world < 2 || j - i != static_cast<size_t>(f_.scenario.world)) return;
+  void agreement(const Observation* obs, size_t j, std::vector<Finding>& out) {
+    const size_t i = 0;
+    if (world_ < 2 || j != static_cast<size_t>(world_)) return;
     for (size_t k = i; k < j; ++k)
       if (obs[k].status == Status::Hang || obs[k].status == Status::Mismatch) return;
     auto describe = [&](const Observation& o) {
       std::vector<std::pair<std::string, std::string>> f;
-      f.push_back({"adapters in the model", ad_.text(present_in(f_.scenario, ad_, o))});
+      f.push_back({"adapters in the model", ad_.text(present_in(*scen_, ad_, o))});
       f.push_back({"active adapters", names_set_text(o.active)});
       f.push_back({"disabled", o.disabled ? "true" : "false"});
       for (const auto& l : o.layers) {
@@ -343,13 +351,49 @@ class Checker {
     return true;
   }
 
-  const SeqFile& f_;
+  friend class SpecChecker;
+  int world_;
+  std::shared_ptr<const Scenario> scen_;  // owners of parameter names (shared by copies)
   Adapters ad_;
   std::vector<RankIntent> ranks_;
   bool s5_collective_ = false, s5_state_ = false;
 };
 
-}  // namespace
+// Every field the checks read on a later step: the intent masks and flags, S2's
+// per-layer "already reported", S5's latches, and of the previous observation
+// what S3 compares with (group states, U's requires_grad, merged lists and the
+// registered class).
+void SpecChecker::Impl::append_key(std::vector<uint32_t>& out) const {
+  out.push_back(0x5bec0000u | (s5_collective_ ? 1 : 0) | (s5_state_ ? 2 : 0));
+  for (const RankIntent& r : ranks_) {
+    out.push_back(r.intended | r.before_disable << 8 | r.inference_mode << 16 | (r.eval_output ? 1u << 24 : 0) |
+                  (r.flags_since_forward ? 1u << 25 : 0) | (r.prev ? 1u << 26 : 0));
+    for (uint8_t b : r.s2_bad) out.push_back(b);
+    if (!r.prev) continue;
+    out.push_back(static_cast<uint32_t>(r.prev->groups.size() << 20 | r.prev->params.size() << 10 | r.prev->layers.size()));
+    for (const auto& g : r.prev->groups) out.push_back(static_cast<uint32_t>(g.state));
+    for (const auto& p : r.prev->params)  // S3 reads U's flag only in groups UNSHARDED then
+      out.push_back(unsharded(*r.prev, p.group) ? static_cast<uint32_t>(p.rg_u + 1) : 0u);
+    for (const auto& l : r.prev->layers) {
+      out.push_back(static_cast<uint32_t>(l.registered) << 8 | static_cast<uint32_t>(l.merged.size()));
+      for (const auto& m : l.merged) out.push_back(ad_.mask({m}));
+    }
+  }
+}
+
+SpecChecker::SpecChecker(const Scenario& s) : impl_(std::make_unique<Impl>(s)) {}
+SpecChecker::SpecChecker(const SpecChecker& o) : impl_(std::make_unique<Impl>(*o.impl_)) {}
+SpecChecker& SpecChecker::operator=(const SpecChecker& o) {
+  impl_ = std::make_unique<Impl>(*o.impl_);
+  return *this;
+}
+SpecChecker::SpecChecker(SpecChecker&& o) noexcept = default;
+SpecChecker& SpecChecker::operator=(SpecChecker&& o) noexcept = default;
+SpecChecker::~SpecChecker() = default;
+void SpecChecker::step(const Op& op, const Observation* obs, size_t n, std::vector<Finding>& out) {
+  impl_->step(op, obs, n, out);
+}
+void SpecChecker::append_key(std::vector<uint32_t>& out) const { impl_->append_key(out); }
 
 std::string param_detail(const Observation& o, const std::string& param) {
   for (const auto& p : o.params) {
@@ -365,7 +409,14 @@ std::string param_detail(const Observation& o, const std::string& param) {
 
 std::vector<Finding> check_spec(const SeqFile& f, const std::vector<Observation>& obs) {
   std::vector<Finding> out;
-  Checker(f).run(obs, out);
+  SpecChecker checker(f.scenario);
+  size_t i = 0;
+  while (i < obs.size()) {
+    size_t j = i;
+    while (j < obs.size() && obs[j].step == obs[i].step) ++j;
+    checker.step(f.ops[obs[i].step - 1], obs.data() + i, j - i, out);
+    i = j;
+  }
   std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
     return a.step != b.step ? a.step < b.step : a.rank < b.rank;
   });

@@ -3,6 +3,8 @@
 // backend. A violation is a Finding naming the spec, the op, the rank and the
 // objects involved.
 #pragma once
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,26 @@ struct Finding {
 // S7 get_delta_weight works on sharded parameters.
 // `obs` in (step, rank) order, as the simulator and the real backend give them.
 std::vector<Finding> check_spec(const SeqFile& f, const std::vector<Observation>& obs);
+
+// The same checks fed one step at a time (the explorer's transitions): what
+// they remember between steps is copyable and can be keyed.
+class SpecChecker {
+ public:
+  explicit SpecChecker(const Scenario& s);
+  SpecChecker(const SpecChecker& o);
+  SpecChecker& operator=(const SpecChecker& o);
+  SpecChecker(SpecChecker&& o) noexcept;
+  SpecChecker& operator=(SpecChecker&& o) noexcept;
+  ~SpecChecker();
+  // One step's observations (every rank that ran `op`, in rank order).
+  void step(const Op& op, const Observation* obs, size_t n, std::vector<Finding>& out);
+  // Words covering everything the checks read on later steps.
+  void append_key(std::vector<uint32_t>& out) const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // "lin0.lora_A.other: S.requires_grad=false, U.requires_grad=true, group root UNSHARDED"
 std::string param_detail(const Observation& o, const std::string& param);

@@ -91,8 +91,8 @@ TEST(Cli, CheckFailsOnAWrongExpectationAndPassesOnTheRightOne) {
   EXPECT_EQ(run("check " + good).code, 0);
 }
 
-TEST(Cli, MainJobShowsSeed000UnderBothProfiles) {
-  Result r = run("");
+TEST(Cli, DemoShowsSeed000UnderBothProfiles) {
+  Result r = run("demo");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("S1 step 5 rank 0: expected gradients on {other}, got no_grad_fn"), std::string::npos);
   EXPECT_NE(r.out.find("patched   6    0         -"), std::string::npos) << r.out;
@@ -361,4 +361,37 @@ TEST(CliCheck, InterruptedCheckKeepsItsOutput) {
   EXPECT_EQ(r.code, 143) << r.out;
   EXPECT_NE(r.out.find(" bad input; interrupted by signal 15 after "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("PASS "), std::string::npos) << r.out;
+// The hunt, confirmed on the real backend only (no upstream Python): 0 when
+// every class is confirmed, 1 with --fail-on-new (the E = 1 ParamWrapper
+// classes have no fix), 3 on bad flags; it writes a .seq per class and summary.json.
+TEST(Cli, HuntExitCodesAndOutputs) {
+  const std::string out = std::string(FSDPSIM_BINARY_DIR) + "/cli_test_hunt";
+  std::filesystem::remove_all(out);
+  const std::string env = "FSDPSIM_PYTHON=/nonexistent ";
+  Result r = fsdpsim::test::run_cli("hunt --seconds 2 --seed 3 --out " + out, env);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("upstream: not installed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("known: set_adapter_reshard=unmerge_first"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hunt: fuzz: "), std::string::npos);  // progress on stderr
+  EXPECT_TRUE(std::filesystem::exists(out + "/summary.json"));
+  int seqs = 0;
+  for (const auto& e : std::filesystem::directory_iterator(out)) seqs += e.path().extension() == ".seq";
+  EXPECT_GT(seqs, 3);
+  Result strict = fsdpsim::test::run_cli("hunt --seconds 2 --seed 3 --fail-on-new --out " + out, env);
+  EXPECT_EQ(strict.code, 1) << strict.out;
+  EXPECT_EQ(run("hunt --seconds 0").code, 3);
+  EXPECT_EQ(run("hunt --profile nope").code, 3);
+  EXPECT_EQ(run("hunt extra").code, 3);
+  std::filesystem::remove_all(out);
+}
+
+TEST(Cli, TriageCheckComparesSignatureLines) {
+  std::string good = write("triage_good.seq", "# signature: S4:key_error | unshard(S) *(U)\n" + std::string(kGood) + "eval\nsave_optimizer\n");
+  Result r = run("triage --check " + good);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("known optimizer_ckpt_reshard=on"), std::string::npos) << r.out;
+  std::string stale = write("triage_stale.seq", "# signature: S4:save_optimizer:key_error\n" + std::string(kGood) + "eval\nsave_optimizer\n");
+  Result s = run("triage --check " + stale);
+  EXPECT_EQ(s.code, 1) << s.out;
+  EXPECT_NE(s.out.find("triage computes 'S4:key_error | unshard(S) *(U)'"), std::string::npos) << s.out;
 }

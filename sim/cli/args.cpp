@@ -50,6 +50,18 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.divergence = true;
       continue;
     }
+    if (s == "--fail-on-new") {
+      a.fail_on_new = true;
+      continue;
+    }
+    if (s == "--check") {
+      a.check = true;
+      continue;
+    }
+    if (s == "--rank-ops" || s == "--full") {
+      (s == "--rank-ops" ? a.rank_ops : a.full_alphabet) = true;
+      continue;
+    }
     if (i + 1 >= argv.size()) usage_error(s + " expects a value");
     const std::string& v = argv[++i];
     if (s == "--backend" || s == "--backends") {
@@ -92,6 +104,25 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.timeout_ms = static_cast<int>(to_int(s, v, 100, 600000));
     } else if (s == "--seconds") {
       a.seconds = static_cast<double>(to_int(s, v, 1, 3600));
+      a.have_seconds = true;
+    } else if (s == "--builtin") {
+      a.builtin = v;
+    } else if (s == "--depth") {
+      a.depth = static_cast<int>(to_int(s, v, 0, 64));
+    } else if (s == "--dot") {
+      a.dot = v;
+    } else if (s == "--svg") {
+      a.svg = v;
+    } else if (s == "--ops") {
+      size_t start = 0;
+      while (start <= v.size()) {
+        size_t comma = v.find(',', start);
+        std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (item.empty()) usage_error("--ops expects a comma list of op kinds or op texts, got '" + v + "'");
+        a.ops.push_back(item);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
     }
   }
   return a;

@@ -74,8 +74,6 @@ void print_upstream_versions(std::ostream& os, RealPools& pools, bool json) {
   os << "}}\n";
 }
 
-namespace {
-
 // The .seq files under each path, sorted per directory. A path that cannot
 // be read (missing, unreadable subdirectory, directory without .seq files) is
 // reported in `problems` as a BAD line and the others still run.
@@ -111,8 +109,6 @@ std::vector<std::string> seq_files(const std::vector<std::string>& paths, std::v
   }
   return out;
 }
-
-}  // namespace
 
 RealPools pools_of(const Args& a) {
   return RealPools(a.ranks == "threads" ? real::RankMode::Threads : real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));

@@ -198,6 +198,8 @@ int cmd_bench(const Args& a) {
     std::cout << "shrink seed 000 (" << f.ops.size() << " ops, world " << f.scenario.world << ", " << runs
               << " candidates):  " << 1000 * (t - t0) / shrinks << " ms  (" << 1000 * cpu / shrinks << " ms of CPU)\n";
   }
+  // 2b. The explorer over the built-in scenarios (sim/explore.cpp).
+  bench_explorer(std::cout, budget);
   if (a.model_only) return kClean;
   // 5. The real backend: 10-op generated sequences at world 2.
   GenOptions ten = opt;

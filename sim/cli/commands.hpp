@@ -24,6 +24,7 @@ struct Args {
   bool json = false;
   uint64_t seed = 0;
   bool have_seed = false;
+  bool have_seconds = false;
   int count = 1;
   std::string out;
   double seconds = 2.0;
@@ -32,6 +33,15 @@ struct Args {
   bool model_only = false;  // bench: skip the real backend
   bool python = false;      // export: a torchrun script
   bool divergence = false;  // shrink: keep a divergence between backends, not a finding
+  bool fail_on_new = false;  // hunt: exit 1 when a class has no known fix
+  bool check = false;        // triage: compare with each file's `# signature:` line
+  // explore
+  std::string builtin;        // --builtin NAME
+  int depth = 6;              // --depth D
+  std::string dot, svg;       // --dot FILE, --svg FILE
+  bool rank_ops = false;      // --rank-ops
+  bool full_alphabet = false; // --full
+  std::vector<std::string> ops;  // --ops a,b (op kinds or op texts)
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.
@@ -40,7 +50,10 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
 // Applies --profile/--set/--world to a parsed file (throws SourceError).
 void apply_overrides(SeqFile& f, const Args& a, const std::string& file);
 
-RealPools pools_of(const Args& a);  // --ranks, --timeout
+RealPools pools_of(const Args& a);
+// Files and directories (their .seq files, recursively, sorted) as file paths;
+// unreadable paths are reported in `problems`.
+std::vector<std::string> seq_files(const std::vector<std::string>& paths, std::vector<std::string>* problems);
 inline bool uses(const BackendList& list, Backend b) {
   for (Backend x : list)
     if (x == b) return true;
@@ -62,7 +75,12 @@ int cmd_worker(const Args& a);
 int cmd_shrink(const Args& a);
 int cmd_expect(const Args& a);
 int cmd_cost(const Args& a);
-int cmd_main_job(const Args& a);
+int cmd_main_job(const Args& a);  // `fsdpsim demo`: seed 000 under both profiles
+int cmd_hunt(const Args& a);
+int cmd_triage(const Args& a);
 int cmd_export(const Args& a);
+int cmd_explore(const Args& a);
+// bench: each built-in scenario explored to depth 4 (at most `budget` seconds each).
+void bench_explorer(std::ostream& os, double budget);
 
 }  // namespace fsdpsim::cli

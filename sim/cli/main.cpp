@@ -11,7 +11,12 @@ using namespace fsdpsim::cli;
 namespace {
 
 const char* kUsage =
-    "usage: fsdpsim                         hunt on the built-in scenario (seed 000) under both profiles\n"
+    "usage: fsdpsim                         the hunt (below) with its defaults\n"
+    "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-new] [--profile P] [--seed S]\n"
+    "                                             explore and fuzz the built-in scenarios for T s (default 10),\n"
+    "                                             triage into classes, confirm on real (and upstream), catalogue\n"
+    "       fsdpsim triage PATH... [--check] [--out DIR] [--profile P]   each file's class signature\n"
+    "       fsdpsim demo                          seed 000 replayed under upstream and patched\n"
     "       fsdpsim run FILE.seq [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
     "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v]\n"
     "       fsdpsim crosscheck --seed S [--count N] [--world W] [--profile P] [--out DIR]\n"
@@ -31,6 +36,10 @@ const char* kUsage =
     "       fsdpsim random --seed S [--count N] [--world W] [--out DIR]\n"
     "       fsdpsim bench [--seconds T] [--model-only]\n"
     "       fsdpsim export FILE.seq --python [--profile P] [--set k=v] [--world N]\n"
+    "       fsdpsim explore [FILE.seq | --builtin NAME] [--depth D] [--world W] [--profile P] [--set k=v]\n"
+    "                       [--rank-ops] [--full] [--ops K,K] [--seconds T] [--out DIR] [--dot FILE] [--svg FILE]\n"
+    "                                             breadth-first search over the model's states (--depth 0: until\n"
+    "                                             exhausted); the shortest sequence of each finding class\n"
     "exit codes: 0 clean, 1 finding or failed expectation, 2 divergence between backends,\n"
     "            3 bad input or usage, 4 infrastructure failure\n";
 
@@ -40,13 +49,17 @@ namespace {
 
 int dispatch(const std::vector<std::string>& args) {
   {
-    if (args.empty()) return cmd_main_job(parse_args({}, {}));
+    if (args.empty()) return cmd_hunt(parse_args({}, {}));
     std::string cmd = args[0];
     std::vector<std::string> rest(args.begin() + 1, args.end());
     if (cmd == "-h" || cmd == "--help" || cmd == "help") {
       std::cout << kUsage;
       return kClean;
     }
+    if (cmd == "hunt")
+      return cmd_hunt(parse_args(rest, {"--seconds", "--world", "--out", "--fail-on-new", "--profile", "--seed", "--ranks", "--timeout"}));
+    if (cmd == "triage") return cmd_triage(parse_args(rest, {"--check", "--out", "--profile", "--set", "--world"}));
+    if (cmd == "demo") return cmd_main_job(parse_args(rest, {}));
     if (cmd == "run")
       return cmd_run(parse_args(rest, {"--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
     if (cmd == "check") return cmd_check(parse_args(rest, {"--backend", "--profile", "--set", "--ranks", "--timeout"}));
@@ -62,6 +75,9 @@ int dispatch(const std::vector<std::string>& args) {
     if (cmd == "profiles") return cmd_profiles(parse_args(rest, {}));
     if (cmd == "export") return cmd_export(parse_args(rest, {"--python", "--profile", "--set", "--world"}));
     if (cmd == "random") return cmd_random(parse_args(rest, {"--seed", "--count", "--world", "--out"}));
+    if (cmd == "explore")
+      return cmd_explore(parse_args(rest, {"--builtin", "--depth", "--world", "--profile", "--set", "--rank-ops", "--full",
+                                           "--ops", "--seconds", "--out", "--dot", "--svg"}));
     if (cmd == "bench") return cmd_bench(parse_args(rest, {"--seconds", "--model-only", "--timeout"}));
     std::cerr << "fsdpsim: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;

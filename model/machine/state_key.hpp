@@ -1,0 +1,15 @@
+// A canonical key for the state of every rank: two states get the same key
+// exactly when the model cannot tell them apart by any future op. The
+// explorer (sim/explore.cpp) merges states by it.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/machine/rank_model.hpp"
+
+namespace fsdpsim {
+
+// Appends the key words of `ranks` (one RankModel per rank, same topology).
+void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>& out);
+
+}  // namespace fsdpsim

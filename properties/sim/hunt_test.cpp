@@ -1,0 +1,96 @@
+// The hunt (sim/hunt.cpp): classes from the built-in scenarios and fuzzing,
+// confirmed on the real backend; exit codes; what it writes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sim/hunt.hpp"
+#include "sim/hunt_scenarios.hpp"
+
+using namespace fsdpsim;
+
+namespace {
+
+HuntOptions short_hunt(const std::string& profile) {
+  HuntOptions o;
+  o.seconds = 2;
+  o.profile = profile;
+  o.seed = 7;
+  o.scenarios = hunt_scenarios();
+  o.explore = hunt_explore_hook();
+  o.confirm_upstream = false;
+  return o;
+}
+
+const HuntClass* with_key(const HuntReport& r, const std::string& key) {
+  for (const auto& c : r.classes)
+    if (c.t.key == key) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(Hunt, FindsSeed000ConfirmsOnRealAndWritesEveryClass) {
+  RealPools pools(real::RankMode::Processes, std::chrono::milliseconds(5000));
+  HuntReport r = hunt(short_hunt("upstream"), pools);
+  ASSERT_FALSE(r.infra) << r.infra_message;
+  EXPECT_GT(r.sequences, 0);
+  const HuntClass* s000 = with_key(r, "S3:train_step:ok");
+  ASSERT_NE(s000, nullptr);
+  EXPECT_EQ(s000->t.verdict, Verdict::Known);
+  EXPECT_LE(s000->t.minimal.ops.size(), 3u);  // the thread's repro has 6 ops
+  for (const auto& c : r.classes) EXPECT_EQ(c.real, "yes") << c.stem << ": " << (c.divergences.empty() ? "" : c.divergences[0]);
+  EXPECT_EQ(hunt_exit_code(r, false), 0);
+  const std::string dir = std::string(FSDPSIM_BINARY_DIR) + "/hunt_test_out";
+  std::filesystem::remove_all(dir);
+  std::string error;
+  ASSERT_TRUE(write_hunt_outputs(r, dir, 0, &error)) << error;
+  for (const auto& c : r.classes) {
+    SeqFile back = parse_seq_file(c.file);  // a valid .seq, with its signature
+    EXPECT_EQ(signature_comment(back), c.t.signature);
+  }
+  std::ifstream js(dir + "/summary.json");
+  std::stringstream ss;
+  ss << js.rdbuf();
+  EXPECT_NE(ss.str().find("\"signature\":\"" + s000->t.signature + "\""), std::string::npos);
+  std::ostringstream cat;
+  print_catalogue(cat, r);
+  EXPECT_NE(cat.str().find("known: set_adapter_reshard=unmerge_first"), std::string::npos) << cat.str();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Hunt, PatchedListsNoClassWithAKnownFix) {
+  RealPools pools(real::RankMode::Processes, std::chrono::milliseconds(5000));
+  HuntOptions o = short_hunt("patched");
+  o.confirm_real = false;
+  HuntReport r = hunt(o, pools);
+  EXPECT_FALSE(r.classes.empty());  // patched still has classes without a fix (the E = 1 ParamWrapper, misuse, ...)
+  for (const auto& c : r.classes) {
+    EXPECT_NE(c.t.verdict, Verdict::Known) << c.t.signature;
+    EXPECT_NE(c.t.signature, "S3:ok | unshard(S) set_adapter(U) *(U)");  // seed 000's class is fixed
+  }
+}
+
+TEST(Hunt, ExitCodes) {
+  HuntReport r;
+  HuntClass c;
+  c.t.verdict = Verdict::Known;
+  c.real = "yes";
+  c.upstream = "yes";
+  r.classes.push_back(c);
+  EXPECT_EQ(hunt_exit_code(r, true), 0);
+  r.classes[0].t.verdict = Verdict::Misuse;
+  EXPECT_EQ(hunt_exit_code(r, true), 0);  // misuse is the user's, not a library bug without a fix
+  r.classes[0].t.verdict = Verdict::New;
+  EXPECT_EQ(hunt_exit_code(r, false), 0);
+  EXPECT_EQ(hunt_exit_code(r, true), 1);
+  r.classes[0].upstream = "DIFFERS";
+  EXPECT_EQ(hunt_exit_code(r, true), 2);
+  r.classes[0].upstream = "not installed";
+  r.classes[0].real = "DIFFERS";
+  EXPECT_EQ(hunt_exit_code(r, false), 2);
+  r.infra = true;
+  EXPECT_EQ(hunt_exit_code(r, false), 4);
+}

@@ -1,0 +1,443 @@
+#include "sim/hunt.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <future>
+#include <thread>
+#include <unistd.h>
+
+#include "model/vocab/profile.hpp"
+#include "model/vocab/table.hpp"
+#include "sim/generator.hpp"
+#include "sim/shrink.hpp"
+
+namespace fsdpsim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Candidate {
+  SeqFile file;
+  std::string found_by;
+};
+
+// Generated findings by their key (spec:op:status), a few each, shortest
+// kept: triage takes them round-robin so every key gets a turn before any
+// key gets a second.
+class CandidatePool {
+ public:
+  static constexpr size_t kPerKey = 6;
+  void add(const std::string& key, Candidate c) {
+    auto& v = by_key_[key];
+    if (v.size() < kPerKey) {
+      v.push_back(std::move(c));
+      return;
+    }
+    auto longest = std::max_element(v.begin(), v.end(), [](const Candidate& a, const Candidate& b) { return a.file.ops.size() < b.file.ops.size(); });
+    if (c.file.ops.size() < longest->file.ops.size()) *longest = std::move(c);
+  }
+  std::vector<Candidate> round_robin() const {
+    std::vector<std::vector<Candidate>> lists;
+    for (const auto& [k, v] : by_key_) {
+      std::vector<Candidate> s = v;
+      std::stable_sort(s.begin(), s.end(), [](const Candidate& a, const Candidate& b) { return a.file.ops.size() < b.file.ops.size(); });
+      lists.push_back(std::move(s));
+    }
+    std::vector<Candidate> out;
+    for (size_t i = 0; i < kPerKey; ++i)
+      for (const auto& l : lists)
+        if (i < l.size()) out.push_back(l[i]);
+    return out;
+  }
+  size_t size() const {
+    size_t n = 0;
+    for (const auto& [k, v] : by_key_) n += v.size();
+    return n;
+  }
+
+ private:
+  std::map<std::string, std::vector<Candidate>> by_key_;
+};
+
+SeqFile for_hunt(SeqFile f, const HuntOptions& o) {
+  f.comments.clear();
+  f.scenario.profile = o.profile;
+  for (auto& op : f.ops) op.expects.clear();
+  return f;
+}
+
+bool valid(const SeqFile& f) {
+  try {
+    validate(f, "<hunt>");
+    return true;
+  } catch (const SourceError&) {
+    return false;
+  }
+}
+
+bool run_has_key(const SeqFile& f, const SingleRun& run, const std::string& key) {
+  RunResult r;
+  r.observations = run.observations;
+  r.findings = run.findings;
+  for (const auto& fd : r.findings)
+    if (finding_signature(f, r, fd) == key) return true;
+  return false;
+}
+
+// Runs the class's minimal sequence on the model and `other`; "yes" when they
+// agree and `other` shows the finding too.
+std::string confirm_on(HuntClass& c, Backend other, RealPools& pools, HuntReport& rep, std::mutex& mu) {
+  BackendRun br = run_backend(c.t.minimal, {Backend::Model, other}, pools, false);
+  if (br.infra_failure) {
+    std::lock_guard<std::mutex> lock(mu);
+    rep.infra = true;
+    if (rep.infra_message.empty()) rep.infra_message = br.infra_message;
+    return "FAILED";
+  }
+  // Texts alone may differ where the upstream pool cannot name what the model
+  // names (a collective's group and parameters on a DTensor copy are "?"):
+  // noted, not a disagreement.
+  auto names_only = [](const std::string& d) {
+    if (d.find("): message: ") != std::string::npos) return true;
+    const size_t vs = d.find(" vs ");
+    return d.find("): collectives: ") != std::string::npos && vs != std::string::npos && d.find('?', vs) != std::string::npos;
+  };
+  bool wording_only = true;
+  for (const auto& d : br.divergences) {
+    wording_only = wording_only && names_only(d);
+    c.divergences.push_back(std::string("[") + backend_name(other) + "] " + d);
+  }
+  if (!wording_only) return "DIFFERS";
+  if (!br.divergences.empty()) c.divergences.insert(c.divergences.begin() + static_cast<long>(c.divergences.size() - br.divergences.size()),
+                                                    std::string("[") + backend_name(other) + "] agrees but for names it cannot observe:");
+  return run_has_key(c.t.minimal, br.runs.back(), c.t.key) ? "yes" : "no finding";
+}
+
+// One thread per world owns an upstream pool from its start (while the model
+// fuzzes) to its last confirmation, so the worlds confirm side by side and
+// the pool lives as long as it is needed: it dies with the thread that
+// spawned it (PR_SET_PDEATHSIG names the thread, not the process).
+class UpstreamWorkers {
+ public:
+  using Job = std::function<void(int world, RealPools&)>;
+  void start(int world) {
+    auto w = std::make_unique<Worker>();
+    w->pools = std::make_unique<RealPools>(real::RankMode::Processes, std::chrono::milliseconds(5000));
+    Worker* p = w.get();
+    std::shared_future<void> go = go_;
+    p->thread = std::thread([p, world, go] {
+      p->pools->upstream().start(world);  // a failure shows again at the first run, as infra
+      go.wait();
+      if (p->job) p->job(world, *p->pools);
+      if (p->pools->upstream_started()) {
+        p->versions = p->pools->upstream().versions_line();
+        p->pools->upstream().stop();  // here, while its thread lives
+      }
+    });
+    workers_[world] = std::move(w);
+  }
+  bool has(int world) const { return workers_.count(world) > 0; }
+  // Runs `job` in every world's thread at once; returns when all are done.
+  void run(const Job& job) {
+    for (auto& [w, p] : workers_) p->job = job;
+    finish();
+  }
+  std::string versions_line() const {
+    for (const auto& [w, p] : workers_)
+      if (!p->versions.empty()) return p->versions;
+    return "";
+  }
+  ~UpstreamWorkers() { finish(); }
+
+ private:
+  struct Worker {
+    std::unique_ptr<RealPools> pools;
+    std::thread thread;
+    Job job;
+    std::string versions;
+  };
+  void finish() {
+    if (!released_) {
+      released_ = true;
+      release_.set_value();
+    }
+    for (auto& [w, p] : workers_)
+      if (p->thread.joinable()) p->thread.join();
+  }
+  std::promise<void> release_;
+  std::shared_future<void> go_ = release_.get_future().share();
+  bool released_ = false;
+  std::map<int, std::unique_ptr<Worker>> workers_;
+};
+
+std::string one_line(std::string s, size_t max) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  if (s.size() > max) s = s.substr(0, max - 3) + "...";
+  return s;
+}
+
+void json_field(std::ostream& os, const char* name, const std::string& v, bool comma = true) {
+  os << (comma ? "," : "") << "\"" << name << "\":";
+  print_json_string(os, v);
+}
+
+}  // namespace
+
+bool upstream_installed() {
+  const char* py = std::getenv("FSDPSIM_PYTHON");
+  std::string path = py && *py ? py : std::string(FSDPSIM_SOURCE_DIR) + "/.venv/bin/python";
+  return access(path.c_str(), X_OK) == 0;
+}
+
+HuntReport hunt(const HuntOptions& o, RealPools& pools) {
+  HuntReport rep;
+  rep.seed = o.seed;
+  rep.profile = o.profile;
+  rep.world = o.world;
+  std::mutex mu;  // the report's infra fields and the progress lines, from the upstream threads too
+  auto say = [&](const std::string& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (o.progress) o.progress(s);
+  };
+  const auto t0 = Clock::now();
+  // The upstream pools start now, one per likely world, in the background:
+  // importing torch and PEFT in every rank takes seconds the fuzzing can use.
+  rep.upstream_installed = upstream_installed();
+  UpstreamWorkers upstream;
+  if (o.confirm_upstream && rep.upstream_installed)
+    for (int w : std::set<int>{1, o.world}) upstream.start(w);
+  std::vector<Candidate> first;  // the scenarios' own lifecycles (triaged whatever the budget), then the explorer's
+  for (const auto& ns : o.scenarios) {
+    SeqFile f = for_hunt(ns.file, o);
+    if (valid(f) && !run_checked(f).findings.empty()) first.push_back({f, ns.name});
+  }
+  const size_t lifecycles = first.size();
+  // Explore: a quarter of the budget, shared by the scenarios.
+  if (o.explore && !o.scenarios.empty()) {
+    const double each = o.seconds * 0.25 / static_cast<double>(o.scenarios.size());
+    for (const auto& ns : o.scenarios) {
+      const double left = o.seconds * 0.25 - since(t0);  // the explorer's share, whatever each call overran
+      if (left <= 0) break;
+      SeqFile scen = for_hunt(ns.file, o);
+      for (auto& f : o.explore(scen, std::min(each, left))) {
+        f = for_hunt(f, o);
+        if (valid(f)) first.push_back({f, "explore " + ns.name}), ++rep.explored;
+      }
+    }
+    say("explore: " + std::to_string(rep.explored) + " shortest finding sequences from " + std::to_string(o.scenarios.size()) +
+        " scenarios in " + std::to_string(since(t0)).substr(0, 4) + " s");
+  }
+  rep.t_explore = since(t0);
+  // Fuzz until half the budget: a built-in scenario with generated ops, then a
+  // generated scenario (swarm), in turn. Sequence i is Prng(seed of i).
+  const auto t1 = Clock::now();
+  Prng rng(o.seed);
+  GenOptions g;
+  g.world = o.world;
+  CandidatePool pool;
+  auto last_progress = t1;
+  // At least a quarter of the budget however long exploring took: the swarm
+  // reaches scenarios (experts, loading, dtypes) no built-in one has.
+  const double fuzz_end = std::max(o.seconds * 0.5, since(t0) + o.seconds * 0.25);
+  for (uint64_t i = 0; since(t0) < fuzz_end; ++i) {
+    const uint64_t s = rng.next();
+    Prng r(s);
+    SeqFile f;
+    std::string by;
+    if (!o.scenarios.empty() && i % 2 == 0) {
+      const NamedScenario& ns = o.scenarios[(i / 2) % o.scenarios.size()];
+      f.scenario = ns.file.scenario;
+      f.scenario.world = o.world;
+      f.ops = generate_ops(r, f.scenario, g);
+      by = "fuzz " + ns.name + " ops " + std::to_string(s);
+    } else {
+      f = generate_seq(r, g);
+      by = "fuzz swarm " + std::to_string(s);
+    }
+    f = for_hunt(f, o);
+    if (!valid(f)) continue;
+    ++rep.sequences;
+    RunResult res = run_checked(f);
+    if (res.findings.empty()) continue;
+    ++rep.with_findings;
+    pool.add(finding_signature(f, res, res.findings[0]), {f, by});
+    if (since(last_progress) >= 2.0) {
+      last_progress = Clock::now();
+      say("fuzz: " + std::to_string(rep.sequences) + " sequences, " + std::to_string(rep.with_findings) + " with findings");
+    }
+  }
+  rep.t_fuzz = since(t1);
+  rep.candidates = static_cast<int>(pool.size());
+  say("fuzz: " + std::to_string(rep.sequences) + " sequences (seed " + std::to_string(o.seed) + "), " + std::to_string(rep.with_findings) +
+      " with findings, " + std::to_string(pool.size()) + " kept for triage");
+  // Triage: the lifecycles all, then the explorer's and the fuzzed ones until the budget ends.
+  const auto t2 = Clock::now();
+  std::map<std::string, size_t> by_signature;
+  std::vector<Candidate> order = first;
+  for (auto& c : pool.round_robin()) order.push_back(std::move(c));
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (k >= lifecycles && since(t0) >= o.seconds) break;
+    TriageResult t;
+    if (!triage(order[k].file, &t)) continue;
+    ++rep.triaged;
+    auto it = by_signature.find(t.signature);
+    if (it != by_signature.end()) {
+      ++rep.classes[it->second].hits;
+      continue;
+    }
+    by_signature[t.signature] = rep.classes.size();
+    HuntClass c;
+    c.t = t;
+    c.stem = class_file_stem(t);
+    c.found_by = order[k].found_by;
+    c.hits = 1;
+    rep.classes.push_back(std::move(c));
+    say("triage: class " + std::to_string(rep.classes.size()) + " " + rep.classes.back().stem + " (" + verdict_name(t.verdict) + ", " +
+        std::to_string(t.minimal.ops.size()) + " ops) from " + order[k].found_by);
+  }
+  rep.t_triage = since(t2);
+  // Confirm: the real backend here, upstream in each world's thread.
+  const auto t3 = Clock::now();
+  std::stable_sort(rep.classes.begin(), rep.classes.end(), [](const HuntClass& a, const HuntClass& b) {
+    return std::make_pair(a.t.minimal.scenario.world, a.stem) < std::make_pair(b.t.minimal.scenario.world, b.stem);
+  });
+  for (auto& c : rep.classes)
+    if (o.confirm_real) {
+      c.real = confirm_on(c, Backend::Real, pools, rep, mu);
+      say("confirm: " + c.stem + ": real " + c.real);
+    }
+  auto confirm_upstream = [&](int world, RealPools& up) {
+    for (auto& c : rep.classes)
+      if (c.t.minimal.scenario.world == world) {
+        c.upstream = confirm_on(c, Backend::Upstream, up, rep, mu);
+        say("confirm: " + c.stem + ": upstream " + c.upstream);
+      }
+  };
+  if (o.confirm_upstream && rep.upstream_installed) {
+    upstream.run(confirm_upstream);
+    std::map<int, std::unique_ptr<RealPools>> others;  // worlds no worker started (world 3 scenarios)
+    for (auto& c : rep.classes) {
+      const int w = c.t.minimal.scenario.world;
+      if (upstream.has(w) || others.count(w)) continue;
+      others[w] = std::make_unique<RealPools>(real::RankMode::Processes, std::chrono::milliseconds(5000));
+      confirm_upstream(w, *others[w]);
+    }
+    rep.upstream_versions = upstream.versions_line();
+  } else if (o.confirm_upstream) {
+    for (auto& c : rep.classes) c.upstream = "not installed";
+  }
+  rep.t_confirm = since(t3);
+  return rep;
+}
+
+int hunt_exit_code(const HuntReport& r, bool fail_on_new) {
+  if (r.infra) return 4;
+  for (const auto& c : r.classes)
+    if (c.real == "DIFFERS" || c.upstream == "DIFFERS" || c.real == "no finding" || c.upstream == "no finding") return 2;
+  if (fail_on_new)
+    for (const auto& c : r.classes)
+      if (c.t.verdict == Verdict::New) return 1;
+  return 0;
+}
+
+void print_catalogue(std::ostream& os, const HuntReport& r) {
+  std::vector<std::vector<std::string>> rows = {{"class", "spec", "symptom", "ops", "world", "confirmed", "verdict", "file"}};
+  std::set<std::string> switches;
+  for (const auto& c : r.classes) {
+    std::string confirmed = "model";
+    if (c.real == "yes") confirmed += ",real";
+    if (c.upstream == "yes") confirmed += ",upstream";
+    for (const auto& [who, v] : {std::make_pair("real", c.real), std::make_pair("upstream", c.upstream)})
+      if (v != "yes" && v != "-" && v != "not installed") confirmed += std::string(" ") + who + ":" + v;
+    std::string verdict = c.t.verdict == Verdict::Known ? "known: " + c.t.fix_switch : verdict_name(c.t.verdict);
+    if (c.t.verdict == Verdict::Known) switches.insert(c.t.fix_switch);
+    rows.push_back({c.stem, c.t.spec, one_line(c.t.symptom, 72), std::to_string(c.t.minimal.ops.size()),
+                    std::to_string(c.t.minimal.scenario.world), confirmed, verdict, c.file.empty() ? "-" : c.file});
+  }
+  print_aligned(os, rows);
+  os << "\nsignatures:\n";
+  for (const auto& c : r.classes) os << "  " << c.stem << "  " << c.t.signature << "\n";
+  if (!switches.empty()) os << "fixes:\n";
+  for (const auto& s : switches) {
+    const std::string name = s.substr(0, s.find('='));
+    os << "  " << s << "  " << switch_table()[static_cast<size_t>(*switch_from_name(name))].mirrors << "\n";
+  }
+  bool header = false;
+  for (const auto& c : r.classes)
+    for (size_t k = 0; k < c.divergences.size() && k < 3; ++k) {
+      if (!header) os << "differences (model first):\n";
+      header = true;
+      os << "  " << c.stem << " " << c.divergences[k] << "\n";
+    }
+}
+
+bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, std::string* error) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    *error = dir + ": " + ec.message();
+    return false;
+  }
+  // Class files of an earlier hunt into the same directory go: the directory
+  // holds this catalogue only (other files are left alone).
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".seq" && name.size() > 3 && name[0] == 'S' && name[1] >= '1' && name[1] <= '8' && name[2] == '-')
+      std::filesystem::remove(e.path(), ec);
+  }
+  for (auto& c : r.classes) {
+    c.file = dir + "/" + c.stem + ".seq";
+    SeqFile f = c.t.minimal;
+    f.comments.insert(f.comments.begin(), "found by fsdpsim hunt (seed " + std::to_string(r.seed) + ", " + c.found_by + "), confirmed: real " +
+                                              c.real + ", upstream " + c.upstream);
+    std::ofstream out(c.file);
+    out << print_seq(f);
+    if (!out) {
+      *error = c.file + ": cannot write";
+      return false;
+    }
+  }
+  std::ofstream js(dir + "/summary.json");
+  js << "{\"seed\":" << r.seed;
+  json_field(js, "profile", r.profile);
+  js << ",\"world\":" << r.world << ",\"sequences\":" << r.sequences << ",\"with_findings\":" << r.with_findings
+     << ",\"explored\":" << r.explored << ",\"triaged\":" << r.triaged << ",\"exit\":" << exit_code << ",\"seconds\":{\"explore\":" << r.t_explore
+     << ",\"fuzz\":" << r.t_fuzz << ",\"triage\":" << r.t_triage << ",\"confirm\":" << r.t_confirm << "}";
+  json_field(js, "upstream_versions", r.upstream_versions);
+  js << ",\"classes\":[";
+  for (size_t i = 0; i < r.classes.size(); ++i) {
+    const HuntClass& c = r.classes[i];
+    js << (i ? "," : "") << "{";
+    json_field(js, "class", c.stem, false);
+    json_field(js, "signature", c.t.signature);
+    json_field(js, "spec", c.t.spec);
+    json_field(js, "key", c.t.key);
+    json_field(js, "symptom", c.t.symptom);
+    js << ",\"length\":" << c.t.minimal.ops.size() << ",\"world\":" << c.t.minimal.scenario.world
+       << ",\"rank_divergent\":" << (c.t.rank_divergent ? "true" : "false") << ",\"hits\":" << c.hits;
+    json_field(js, "verdict", verdict_name(c.t.verdict));
+    json_field(js, "fix", c.t.fix_switch);
+    json_field(js, "fix_cites", c.t.fix_cites);
+    json_field(js, "real", c.real);
+    json_field(js, "upstream", c.upstream);
+    json_field(js, "found_by", c.found_by);
+    json_field(js, "file", c.file);
+    js << "}";
+  }
+  js << "]}\n";
+  if (!js) {
+    *error = dir + "/summary.json: cannot write";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace fsdpsim

@@ -1,0 +1,79 @@
+// The hunt, the main job: over the built-in scenarios, explore, then fuzz the
+// model for the rest of the budget, triage every finding into its class,
+// confirm each class's minimal sequence on the real backend and (when .venv is
+// installed) on upstream, and print the catalogue of classes.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "sim/crosscheck.hpp"
+#include "sim/triage.hpp"
+
+namespace fsdpsim {
+
+struct NamedScenario {
+  std::string name;  // "seed000"
+  SeqFile file;      // the scenario with its lifecycle's ops
+};
+
+// The explorer's hook: the shortest sequences reaching each finding class from
+// a scenario's start, within `seconds`. Empty: the hunt fuzzes only.
+using ExploreHook = std::function<std::vector<SeqFile>(const SeqFile& scenario, double seconds)>;
+
+struct HuntOptions {
+  double seconds = 10;  // model-side budget: explore, fuzz, triage (confirmation comes after)
+  int world = 2;
+  std::string profile = "upstream";
+  uint64_t seed = 1;
+  std::vector<NamedScenario> scenarios;
+  ExploreHook explore;
+  bool confirm_real = true;
+  bool confirm_upstream = true;  // only when .venv is installed
+  std::function<void(const std::string&)> progress;  // one line each
+};
+
+struct HuntClass {
+  TriageResult t;
+  std::string stem;       // class_file_stem
+  std::string found_by;   // "seed000", "explore seed004", "fuzz 1234567"
+  int hits = 0;           // candidates that triaged into it
+  std::string real = "-";      // yes | DIFFERS | no finding | -
+  std::string upstream = "-";  // yes | DIFFERS | no finding | not installed | -
+  std::vector<std::string> divergences;
+  std::string file;  // written by write_hunt_outputs
+};
+
+struct HuntReport {
+  uint64_t seed = 0;
+  std::string profile;
+  int world = 0;
+  int sequences = 0, with_findings = 0, candidates = 0, triaged = 0, explored = 0;
+  double t_explore = 0, t_fuzz = 0, t_triage = 0, t_confirm = 0;
+  std::vector<HuntClass> classes;
+  bool infra = false;
+  std::string infra_message;
+  bool upstream_installed = false;
+  std::string upstream_versions;
+};
+
+// True when the upstream backend's Python is there ($FSDPSIM_PYTHON or .venv).
+bool upstream_installed();
+
+HuntReport hunt(const HuntOptions& o, RealPools& pools);
+
+// 4 harness failure, 2 a backend disagreed, 1 with fail_on_new and a new
+// class, 0 otherwise.
+int hunt_exit_code(const HuntReport& r, bool fail_on_new);
+
+// The catalogue: one aligned row per class, then each class's signature and
+// each fixing switch's upstream citation.
+void print_catalogue(std::ostream& os, const HuntReport& r);
+
+// One `.seq` per class (signature and class comments, expectations) and
+// summary.json into `dir`; fills each class's `file`. False with *error.
+bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, std::string* error);
+
+}  // namespace fsdpsim

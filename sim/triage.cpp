@@ -1,0 +1,182 @@
+#include "sim/triage.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "model/vocab/profile.hpp"
+#include "sim/shrink.hpp"
+
+namespace fsdpsim {
+namespace {
+
+const char* const kSignaturePrefix = "signature: ";
+
+// The state of a rank's groups, one letter: S every group sharded, U every
+// group unsharded, M some of each, - no groups (before prepare).
+char groups_letter(const Observation* o) {
+  if (!o || o->groups.empty()) return '-';
+  bool s = false, u = false;
+  for (const auto& g : o->groups) (g.state == ShardedState::Sharded ? s : u) = true;
+  return s && u ? 'M' : (u ? 'U' : 'S');
+}
+
+// What the groups of `rank` were when op `step` started: after the latest
+// earlier op that ran on that rank; before any op, sharded (prepare ran
+// first) unless an explicit prepare comes later.
+char state_before(const SeqFile& f, const RunResult& r, int step, int rank) {
+  const Observation* last = nullptr;
+  for (const auto& o : r.observations)
+    if (o.rank == rank && o.step < step && (!last || o.step > last->step)) last = &o;
+  if (last) return groups_letter(last);
+  return prepare_index(f) >= 0 ? '-' : 'S';
+}
+
+// Scenario traits the shrinker could not simplify away (its defaults are
+// left out, so a trait listed is one the class needs).
+std::string traits(const Scenario& s) {
+  std::vector<std::string> t;
+  if (s.world > 1) t.push_back("world=" + std::to_string(s.world));
+  std::set<int> experts;
+  for (const auto& l : s.layers)
+    if (l.experts > 0) experts.insert(l.experts);
+  for (int e : experts) t.push_back("experts=" + std::to_string(e));
+  if (s.loading == Loading::RamEfficient) t.push_back("loading=ram_efficient");
+  if (s.dtype != DType::F32) t.push_back(std::string("dtype=") + dtype_name(s.dtype));
+  if (!s.autocast_adapter_dtype) t.push_back("autocast=false");
+  std::set<std::string> rafs;
+  for (const auto& d : s.shards)
+    if (d.raf != Raf::True) rafs.insert(std::string(d.is_root() ? "root_raf=" : "raf=") + raf_name(d.raf));
+  t.insert(t.end(), rafs.begin(), rafs.end());
+  if (s.shards.size() > 1) t.push_back("groups=" + std::to_string(s.shards.size()));
+  if (s.optimizer == OptimizerParams::AllLora) t.push_back("optimizer=all");
+  for (const auto& a : s.adapters) {
+    if (a.inference_mode) t.push_back("inference_mode");
+    if (a.deferred) t.push_back("deferred");
+  }
+  std::string out;
+  for (const auto& x : t) out += (out.empty() ? "" : " ") + x;
+  return out;
+}
+
+uint32_t fnv1a(const std::string& s) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : s) h = (h ^ c) * 16777619u;
+  return h;
+}
+
+bool has_key(const SeqFile& f, const RunResult& r, const std::string& key) {
+  for (const auto& fd : r.findings)
+    if (finding_signature(f, r, fd) == key) return true;
+  return false;
+}
+
+}  // namespace
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::Known: return "known";
+    case Verdict::Misuse: return "misuse";
+    case Verdict::New: return "new";
+  }
+  return "?";
+}
+
+std::string class_signature(const SeqFile& f, const RunResult& r, const Finding& fd) {
+  // The spec and status, not the op the finding surfaced in: the ops before it
+  // are the cause, the last one (a reshard, a step, an eval) only observes it.
+  std::string key = finding_signature(f, r, fd);
+  const size_t c1 = key.find(':'), c2 = key.rfind(':');
+  if (c1 != c2) key = key.substr(0, c1) + key.substr(c2);
+  std::string out = key + " |";
+  const int last = fd.step >= 1 ? std::min<int>(fd.step, static_cast<int>(f.ops.size())) : static_cast<int>(f.ops.size());
+  for (int i = 0; i < last; ++i) {
+    const Op& op = f.ops[i];
+    out += ' ';
+    if (op.rank >= 0) out += '@';
+    if (i + 1 == fd.step) {
+      out += '*';
+    } else {
+      out += op_name(op.kind);
+      if (op.list_form) out += "[]";
+      if (op.kind == OpKind::LoadAdapter) out += op.trainable ? ":trainable" : ":frozen";
+    }
+    out += '(';
+    out += state_before(f, r, i + 1, op.rank >= 0 ? op.rank : 0);
+    out += ')';
+  }
+  const std::string t = traits(f.scenario);
+  if (!t.empty()) out += " | " + t;
+  return out;
+}
+
+std::string fixing_switch(const SeqFile& f, const std::string& key, int* runs) {
+  std::optional<Profile> p = profile_by_name(f.scenario.profile);
+  if (!p) return "";
+  for (const auto& o : f.scenario.overrides) apply_override(*p, o.name, o.value);
+  const auto& table = switch_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (p->values[i] == table[i].patched) continue;
+    SeqFile c = f;
+    auto& ov = c.scenario.overrides;
+    ov.erase(std::remove_if(ov.begin(), ov.end(), [&](const SwitchOverride& o) { return o.name == table[i].name; }), ov.end());
+    ov.push_back({table[i].name, table[i].values[table[i].patched], {}});
+    if (runs) ++*runs;
+    if (!has_key(c, run_checked(c), key)) return std::string(table[i].name) + "=" + table[i].values[table[i].patched];
+  }
+  return "";
+}
+
+bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const std::string&)>& progress) {
+  ShrinkResult sr;
+  if (!shrink(f, &sr, progress, true)) return false;
+  SeqFile m = sr.minimal;
+  m.comments.clear();
+  RunResult r = run_checked(m);
+  const Finding* kept = nullptr;
+  for (const auto& fd : r.findings)
+    if (finding_signature(m, r, fd) == sr.signature) {
+      kept = &fd;
+      break;
+    }
+  if (!kept) return false;  // the shrinker only keeps candidates that have it
+  TriageResult t;
+  t.key = sr.signature;
+  t.spec = kept->spec;
+  t.symptom = kept->text;
+  t.signature = class_signature(m, r, *kept);
+  t.runs = sr.runs + 1;
+  for (const auto& op : m.ops) t.rank_divergent = t.rank_divergent || op.rank >= 0;
+  t.fix_switch = fixing_switch(m, t.key, &t.runs);
+  if (!t.fix_switch.empty()) {
+    t.verdict = Verdict::Known;
+    const std::string name = t.fix_switch.substr(0, t.fix_switch.find('='));
+    t.fix_cites = switch_table()[static_cast<size_t>(*switch_from_name(name))].mirrors;
+  } else {
+    t.verdict = t.rank_divergent ? Verdict::Misuse : Verdict::New;
+  }
+  std::string verdict = t.verdict == Verdict::Known    ? "known bug, removed by " + t.fix_switch + " (" + t.fix_cites + ")"
+                        : t.verdict == Verdict::Misuse ? "misuse: needs a rank-divergent @R op, no library fix"
+                                                       : "new: no single patched switch removes it";
+  m.comments = {kSignaturePrefix + t.signature, "class: " + verdict};
+  t.minimal = m;
+  *out = t;
+  return true;
+}
+
+std::string signature_comment(const SeqFile& f) {
+  const std::string prefix = kSignaturePrefix;
+  for (const auto& c : f.comments)
+    if (c.compare(0, prefix.size(), prefix) == 0) return c.substr(prefix.size());
+  return "";
+}
+
+std::string class_file_stem(const TriageResult& t) {
+  std::string stem = t.signature.substr(0, t.signature.find(' '));
+  std::replace(stem.begin(), stem.end(), ':', '-');
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", fnv1a(t.signature));
+  return stem + "-" + hex;
+}
+
+}  // namespace fsdpsim
