@@ -242,13 +242,13 @@ bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const 
     for (const auto& fd : r.findings)
       if (finding_signature(c, r, fd) == target) return true;
     return false;
-  }, progress);
+  }, progress, canonical);
   out->signature = target;
   return true;
 }
 
 void shrink_while(const SeqFile& f, ShrinkResult* out, const std::function<bool(const SeqFile&)>& still_fails,
-                  const std::function<void(const std::string&)>& progress) {
+                  const std::function<void(const std::string&)>& progress, bool canonical) {
   Oracle oracle{still_fails};
   SeqFile cur = f;
   for (auto& op : cur.ops) op.expects.clear();

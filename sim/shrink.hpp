@@ -34,7 +34,7 @@ bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const 
 // The same minimization while `still_fails` holds for the candidate (a valid
 // file); `f` must fail. out->signature is left to the caller.
 void shrink_while(const SeqFile& f, ShrinkResult* out, const std::function<bool(const SeqFile&)>& still_fails,
-                  const std::function<void(const std::string&)>& progress = {});
+                  const std::function<void(const std::string&)>& progress = {}, bool canonical = false);
 
 // What a divergence is, for shrinking one: the op kind and the field that
 // differ ("(train_step): grads"), or which backend alone found which spec

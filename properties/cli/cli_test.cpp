@@ -361,6 +361,8 @@ TEST(CliCheck, InterruptedCheckKeepsItsOutput) {
   EXPECT_EQ(r.code, 143) << r.out;
   EXPECT_NE(r.out.find(" bad input; interrupted by signal 15 after "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("PASS "), std::string::npos) << r.out;
+}
+
 // The hunt, confirmed on the real backend only (no upstream Python): 0 when
 // every class is confirmed, 1 with --fail-on-new (the E = 1 ParamWrapper
 // classes have no fix), 3 on bad flags; it writes a .seq per class and summary.json.
