@@ -115,7 +115,7 @@ save_optimizer
 load_optimizer
 )"},
     {"raf_false_groups",
-     "two adapters, every group with reshard_after_forward=false: merges and switches while groups stay unsharded",
+     "child groups with reshard_after_forward false and true under a false root; a zero-init adapter on part of the layers",
      R"(# the issue's patched-profile class: merge, an eval leaving a raf=false group unsharded, set_adapter
 world 2
 seed 5
@@ -124,9 +124,9 @@ layer lin0 8 8
 layer lin1 8 8
 layer lin2 8 4
 adapter default r=4 alpha=8 targets=lin0,lin1,lin2 init=random
-adapter other r=4 alpha=8 targets=lin0,lin1,lin2 init=random
+adapter other r=4 alpha=8 targets=lin1,lin2 init=zero
 fully_shard lin0 reshard_after_forward=false
-fully_shard lin1 reshard_after_forward=false
+fully_shard lin1 reshard_after_forward=true
 fully_shard root reshard_after_forward=false
 optimizer trainable
 ---

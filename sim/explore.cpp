@@ -180,7 +180,22 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
     return key_of(words);
   };
 
-  // The root: the state after the setup ops.
+  auto note = [&](const Finding& fd, const Op& op, int from_vertex, int alphabet_index) {
+    std::string cls = fd.spec + "|" + op_name(op.kind) + "|" + symptom_of(fd.text);
+    auto [ci, fresh] = class_index.emplace(cls, res.classes.size());
+    if (fresh) {
+      FindingClass c;
+      c.spec = fd.spec;
+      c.op = op_name(op.kind);
+      c.symptom = symptom_of(fd.text);
+      c.text = fd.text;
+      res.classes.push_back(c);
+      class_first.push_back({from_vertex, static_cast<uint16_t>(alphabet_index)});
+    }
+    ++res.classes[ci->second].transitions;
+  };
+
+  // The root: the state after the setup ops (findings there are classes of length 0).
   std::vector<Node> frontier;
   {
     Node root{Simulator(topo), SpecChecker(f.scenario), 0};
@@ -193,6 +208,7 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
       root.checker.step(res.setup[r.observations[i].step - 1], r.observations.data() + i, j - i, findings);
       i = j;
     }
+    for (const Finding& fd : findings) note(fd, res.setup[fd.step - 1], -1, 0);
     StateInfo info;
     info.stuck = r.hang || r.mismatch;
     info.violating = !findings.empty();
@@ -240,20 +256,7 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
         }
         if (!findings.empty()) res.graph[v].violating = true;
         if (v != u.vertex) boost::add_edge(u.vertex, v, TransitionInfo{static_cast<uint16_t>(a), !findings.empty()}, res.graph);
-        for (const Finding& fd : findings) {
-          std::string cls = fd.spec + "|" + op_name(op.kind) + "|" + symptom_of(fd.text);
-          auto [ci, fresh] = class_index.emplace(cls, res.classes.size());
-          if (fresh) {
-            FindingClass c;
-            c.spec = fd.spec;
-            c.op = op_name(op.kind);
-            c.symptom = symptom_of(fd.text);
-            c.text = fd.text;
-            res.classes.push_back(c);
-            class_first.push_back({u.vertex, static_cast<uint16_t>(a)});
-          }
-          ++res.classes[ci->second].transitions;
-        }
+        for (const Finding& fd : findings) note(fd, op, u.vertex, static_cast<int>(a));
         if ((res.transitions & 1023) == 0) {
           const double t = elapsed();
           if ((opt.max_seconds > 0 && t > opt.max_seconds) ||
@@ -290,9 +293,12 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
   vis.has_pred = &has_pred;
   boost::breadth_first_search(res.graph, boost::vertex(0, res.graph), boost::visitor(vis));
   for (size_t c = 0; c < res.classes.size(); ++c) {
-    std::vector<Op> path = {res.alphabet[class_first[c].op]};
-    for (auto v = static_cast<size_t>(class_first[c].vertex); v != 0 && has_pred[v]; v = boost::source(pred[v], res.graph))
-      path.insert(path.begin(), res.alphabet[res.graph[pred[v]].op]);
+    std::vector<Op> path;  // empty for a class the setup itself shows
+    if (class_first[c].vertex >= 0) {
+      path.push_back(res.alphabet[class_first[c].op]);
+      for (auto v = static_cast<size_t>(class_first[c].vertex); v != 0 && has_pred[v]; v = boost::source(pred[v], res.graph))
+        path.insert(path.begin(), res.alphabet[res.graph[pred[v]].op]);
+    }
     FindingClass& fc = res.classes[c];
     fc.file.scenario = f.scenario;
     fc.file.comments = {"explore: shortest sequence reaching " + fc.spec + " on " + fc.op + ": " + fc.symptom,
@@ -302,7 +308,7 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
     // Replayed from scratch: the class must show at the last op of a whole run.
     const int last = static_cast<int>(fc.file.ops.size());
     for (const Finding& fd : run_checked(fc.file).findings)
-      if (fd.step == last && fd.spec == fc.spec && symptom_of(fd.text) == fc.symptom) fc.replayed = true;
+      if ((fd.step == last || path.empty()) && fd.spec == fc.spec && symptom_of(fd.text) == fc.symptom) fc.replayed = true;
   }
   return res;
 }

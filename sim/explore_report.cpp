@@ -15,7 +15,7 @@ void print_explore(std::ostream& os, const ExploreResult& r, bool with_sequences
   std::ostringstream rate;
   rate << std::fixed << std::setprecision(0) << (r.seconds > 0 ? r.states / r.seconds : 0.0);
   os << "explore: " << r.states << " states, " << r.transitions << " transitions, depth " << r.depth_reached << ", "
-     << (r.exhausted ? "exhausted" : r.limited ? "stopped by a limit" : "not exhausted") << ", " << std::fixed
+     << (r.exhausted ? "exhausted (no new state)" : r.limited ? "stopped by a limit" : "complete to that depth") << ", " << std::fixed
      << std::setprecision(2) << r.seconds << " s (" << rate.str() << " states/s; CPU " << r.cpu_seconds << " s), alphabet " << r.alphabet.size()
      << " ops, setup " << r.setup.size() << " ops\n";
   // Which op kinds fired from which kinds of state: ok/error transition counts.

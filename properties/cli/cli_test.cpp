@@ -396,4 +396,22 @@ TEST(Cli, TriageCheckComparesSignatureLines) {
   Result s = run("triage --check " + stale);
   EXPECT_EQ(s.code, 1) << s.out;
   EXPECT_NE(s.out.find("triage computes 'S4:key_error | unshard(S) *(U)'"), std::string::npos) << s.out;
+// explore: bad input exits 3; a scope with findings exits 1 and writes one replayable file per class.
+TEST(Cli, ExploreExitsThreeOnBadInputAndOneOnClasses) {
+  EXPECT_EQ(run("explore").code, 3);
+  Result bad = run("explore --builtin no_such_scenario");
+  EXPECT_EQ(bad.code, 3);
+  EXPECT_NE(bad.out.find("--builtin expects one of seed000_merged_raf_false"), std::string::npos) << bad.out;
+  EXPECT_EQ(run("explore --builtin seed002_experts --ops frobnicate").code, 3);
+  std::string f = write("explore.seq", kGood);
+  EXPECT_EQ(run("explore " + f + " --builtin seed002_experts").code, 3);
+  const std::string out = std::string(FSDPSIM_BINARY_DIR) + "/cli_test_explore_out";
+  Result r = run("explore " + f + " --depth 2 --ops eval,save_optimizer --out " + out);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("S4 on save_optimizer"), std::string::npos) << r.out;
+  Result replay = run("run " + out + "/explore_001_S4_save_optimizer.seq");
+  EXPECT_EQ(replay.code, 1) << replay.out;
+  EXPECT_NE(replay.out.find("S4 step 2 rank 0"), std::string::npos) << replay.out;
+  std::remove((out + "/explore_001_S4_save_optimizer.seq").c_str());
+  std::remove(out.c_str());  // the directory, now empty
 }

@@ -66,7 +66,7 @@ void bench_explorer(std::ostream& os, double budget) {
     opt.max_seconds = budget;
     ExploreResult r = explore(f, opt);
     rows.push_back({b.name, std::to_string(f.scenario.world), std::to_string(r.states), std::to_string(r.transitions),
-                    std::to_string(static_cast<int64_t>(r.states / std::max(r.cpu_seconds, 1e-3))),
+                    r.transitions == 0 ? "-" : std::to_string(static_cast<int64_t>(r.states / std::max(r.cpu_seconds, 1e-3))),
                     r.exhausted ? "exhausted" : r.limited ? "stopped by the time limit" : "complete to depth 4"});
   }
   print_aligned(os, rows);
