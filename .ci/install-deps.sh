@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what fsdpsim needs: Debian packages (C++ toolchain, libtorch, gloo,
-# test libraries, a clang with libFuzzer) and the upstream backend's Python
+# test libraries, a clang with libFuzzer; chromium, which draws the HTML report
+# in its test; python3-yaml and zip for the CI-file tests) and the upstream backend's Python
 # environment in .venv (pinned torch, peft, accelerate from
 # real_backend/upstream/requirements.txt). Idempotent, and quiet when
 # everything is already there. Works on Debian 12 and 13.
@@ -23,6 +24,7 @@ if [ -z "$clang_ver" ]; then
 fi
 pkgs=(cmake make g++ libtorch-dev libgloo-dev librapidcheck-dev libgtest-dev libgmock-dev
       libfmt-dev libboost-graph-dev graphviz python3-venv
+      chromium python3-yaml zip unzip
       "clang-$clang_ver" "libfuzzer-$clang_ver-dev" "libclang-rt-$clang_ver-dev")
 missing=()
 for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done

@@ -6,11 +6,13 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <tuple>
 
 #include "model/vocab/table.hpp"
 #include "sim/cli/commands.hpp"
 #include "real_backend/layout.hpp"
 #include "real_backend/observer.hpp"
+#include "sim/crosscheck_results.hpp"
 #include "sim/generator.hpp"
 
 namespace fsdpsim::cli {
@@ -27,9 +29,18 @@ int cmd_crosscheck(const Args& a) {
   auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
   int divergent = 0, broken = 0;
   std::map<std::string, int> findings;
+  // --shard I/N: this job runs block I of the N blocks of the seed range.
+  CrosscheckResults results;
+  results.seed = a.seed, results.count = a.count, results.world = opt.world;
+  results.backends = backends_text(backends), results.profile = a.profile;
+  std::tie(results.first, results.end) = shard_range(a.count, a.shard_index, a.shard_count);
+  const int run_count = static_cast<int>(results.end - results.first);
   std::cout << "crosscheck seed " << a.seed << ", " << a.count << " sequences, world " << opt.world << ", backends " << backends_text(backends)
-            << (uses(backends, Backend::Real) ? ", ranks " + a.ranks : "") << "\n";
-  for (int i = 0; i < a.count; ++i) {
+            << (uses(backends, Backend::Real) ? ", ranks " + a.ranks : "");
+  if (a.shard_count > 1)
+    std::cout << ", shard " << a.shard_index << "/" << a.shard_count << " (sequences " << results.first << ".." << results.end - 1 << ")";
+  std::cout << "\n";
+  for (int i = static_cast<int>(results.first); i < results.end; ++i) {
     uint64_t seed = a.seed + static_cast<uint64_t>(i);
     Prng rng(seed);
     SeqFile f = generate_seq(rng, opt);
@@ -37,11 +48,13 @@ int cmd_crosscheck(const Args& a) {
     BackendRun res = run_backend(f, backends, pools, false);
     if (res.infra_failure) {
       ++broken;
+      results.broken.push_back(seed);
       std::cout << "sequence " << seed << ": " << res.infra_message << "\n";
     }
-    for (const auto& fd : res.findings) ++findings[fd.spec];
+    for (const auto& fd : res.findings) ++findings[fd.spec], ++results.findings[fd.spec];
     if (!res.divergences.empty()) {
       ++divergent;
+      results.divergent.push_back(seed);
       std::filesystem::create_directories(out_dir);
       f.comments = {"divergent in fsdpsim crosscheck (replay: fsdpsim run FILE --backend " + backends_text(backends) + ")",
                     "fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world)};
@@ -51,22 +64,24 @@ int cmd_crosscheck(const Args& a) {
     auto now = std::chrono::steady_clock::now();
     if (secs(now - last) >= 3.0) {
       last = now;
-      std::cout << "crosscheck: " << i + 1 << "/" << a.count << " sequences, " << divergent << " divergent, "
-                << static_cast<int>((i + 1) / secs(now - t0)) << " seq/s\n"
+      int done = i + 1 - static_cast<int>(results.first);
+      std::cout << "crosscheck: " << done << "/" << run_count << " sequences, " << divergent << " divergent, "
+                << static_cast<int>(done / secs(now - t0)) << " seq/s\n"
                 << std::flush;
     }
   }
   double total = secs(std::chrono::steady_clock::now() - t0);
-  std::vector<std::vector<std::string>> rows = {{"sequences", std::to_string(a.count)},
+  std::vector<std::vector<std::string>> rows = {{"sequences", std::to_string(run_count)},
                                                 {"divergent", std::to_string(divergent) + (divergent ? " (written to " + out_dir + "/)" : "")},
                                                 {"backend failures", std::to_string(broken)},
                                                 {"time", std::to_string(total) + " s"},
-                                                {"sequences/s", std::to_string(a.count / total)}};
+                                                {"sequences/s", std::to_string(run_count / total)}};
   std::string spec;
   for (const auto& [k, v] : findings) spec += (spec.empty() ? "" : ", ") + k + " " + std::to_string(v);
   rows.push_back({"findings (model)", spec.empty() ? "none" : spec});
   print_aligned(std::cout, rows);
   print_upstream_versions(std::cout, pools, false);
+  if (!a.results.empty()) write_results_file(a.results, results);
   if (broken) return kInfra;
   return divergent ? kDivergence : kClean;
 }

@@ -31,6 +31,10 @@ struct Args {
   int timeout_ms = 5000;
   bool model_only = false;  // bench: skip the real backend
   bool python = false;      // export: a torchrun script
+  std::string html;         // report: the page to write
+  int shard_index = 0;      // crosscheck --shard I/N: this job runs block I (0-based) of N
+  int shard_count = 1;
+  std::string results;      // crosscheck: the JSON results file (merge-results reads them)
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.
@@ -63,5 +67,7 @@ int cmd_expect(const Args& a);
 int cmd_cost(const Args& a);
 int cmd_main_job(const Args& a);
 int cmd_export(const Args& a);
+int cmd_report(const Args& a);
+int cmd_merge_results(const Args& a);
 
 }  // namespace fsdpsim::cli
