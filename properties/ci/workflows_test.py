@@ -90,7 +90,7 @@ def main():
                 m = re.search(r"fuzz/nightly\.sh(.*)", cmd)
                 if m:
                     for flag in re.findall(r"(--[a-z-]+)", m.group(1)):
-                        check(flag in usage, "%s: fuzz/nightly.sh does not accept %s (usage: %s)" % (name, flag, usage))
+                        check(re.search(re.escape(flag) + r"(?![\w-])", usage) is not None, "%s: fuzz/nightly.sh does not accept %s (usage: %s)" % (name, flag, usage))
                 # fsdpsim commands and their flags.
                 for m in re.finditer(r"(?:^|[\s/])fsdpsim\s+([a-z][a-z-]*)((?:\s+(?:\"[^\"]*\"|'[^']*'|[^\s|;&]+))*)", cmd):
                     sub, rest = m.group(1), m.group(2)
