@@ -111,7 +111,8 @@ std::string short_param(std::string name) {
 // The groups as an SVG strip: a filled box for a group holding U, an outlined
 // one for a sharded group.
 std::string groups_svg(const Observation& o, const CellMarks* m) {
-  if (o.groups.empty()) return "<div class=\"extra\">no FSDP groups yet</div>";
+  // None before prepare, and none reported by a rank stopped in a collective.
+  if (o.groups.empty()) return "<div class=\"extra\">no FSDP groups observed</div>";
   const int h = 18, pad = 4;
   std::vector<int> widths;
   int total = 0;

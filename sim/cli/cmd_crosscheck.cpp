@@ -38,7 +38,8 @@ int cmd_crosscheck(const Args& a) {
   std::cout << "crosscheck seed " << a.seed << ", " << a.count << " sequences, world " << opt.world << ", backends " << backends_text(backends)
             << (uses(backends, Backend::Real) ? ", ranks " + a.ranks : "");
   if (a.shard_count > 1)
-    std::cout << ", shard " << a.shard_index << "/" << a.shard_count << " (sequences " << results.first << ".." << results.end - 1 << ")";
+    std::cout << ", shard " << a.shard_index << "/" << a.shard_count
+              << (run_count ? " (sequences " + std::to_string(results.first) + ".." + std::to_string(results.end - 1) + ")" : " (no sequences)");
   std::cout << "\n";
   for (int i = static_cast<int>(results.first); i < results.end; ++i) {
     uint64_t seed = a.seed + static_cast<uint64_t>(i);
