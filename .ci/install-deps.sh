@@ -4,7 +4,8 @@
 # (pinned torch, peft, accelerate from real_backend/upstream/requirements.txt),
 # whose torch wheel is also the libtorch the C++ real backend links, so CMake
 # needs .venv first. Idempotent, and quiet when everything is already there.
-# Works on Debian 12 and 13.
+# Also chromium (draws the HTML report in its test), python3-yaml and zip
+# (the CI-file tests). Works on Debian 12 and 13.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""
@@ -27,6 +28,7 @@ fi
 # libtorch_cpu.so); nothing links Debian's libgloo (README, "Which torch").
 pkgs=(cmake make g++ libgloo-dev librapidcheck-dev libgtest-dev libgmock-dev
       libfmt-dev libboost-graph-dev graphviz python3-venv
+      chromium python3-yaml zip unzip
       "clang-$clang_ver" "libfuzzer-$clang_ver-dev" "libclang-rt-$clang_ver-dev")
 missing=()
 for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done

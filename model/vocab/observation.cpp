@@ -363,6 +363,8 @@ std::string trainable_cell(const Scenario& s, const Observation& o) {
   return out;
 }
 
+}  // namespace
+
 std::string colls_cell(const Observation& o) {
   int ag = 0, rs = 0, bc = 0;
   int64_t agn = 0, rsn = 0, bcn = 0;
@@ -414,8 +416,6 @@ std::string status_cell(const Observation& o) {
   if (o.status == Status::KeyError) s += " " + std::to_string(o.index) + " (" + std::to_string(o.opt_missing) + "/" + std::to_string(o.opt_total) + ")";
   return s;
 }
-
-}  // namespace
 
 void print_table(std::ostream& os, const Scenario& s, const std::vector<Observation>& obs) {
   bool placed = false, detail = false;

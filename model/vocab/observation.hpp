@@ -163,4 +163,12 @@ void print_json_string(std::ostream& os, const std::string& s);  // quoted, with
 // One row per observation; `s` names each parameter's adapter (see Scenario::owner_of_param).
 void print_table(std::ostream& os, const Scenario& s, const std::vector<Observation>& obs);
 
+// Cells of print_table's columns, shared with the HTML timeline (sim/report_html.cpp):
+// "ag 2x547 rs 2x208" ("-" when none); placements other than cpu/fp32; what
+// delta_weight and save_adapters computed ("-" when nothing); "key_error 0 (2/4)".
+std::string colls_cell(const Observation& o);
+std::string placement_cell(const Scenario& s, const Observation& o);
+std::string detail_cell(const Observation& o);
+std::string status_cell(const Observation& o);
+
 }  // namespace fsdpsim

@@ -21,6 +21,15 @@ int64_t to_int(const std::string& flag, const std::string& v, int64_t lo, int64_
   return x;
 }
 
+// "I/N": block I (0-based) of N.
+void parse_shard(const std::string& v, int* index, int* count) {
+  size_t slash = v.find('/');
+  if (slash == std::string::npos) usage_error("--shard expects I/N (0 <= I < N), got '" + v + "'");
+  *count = static_cast<int>(to_int("--shard N", v.substr(slash + 1), 1, 100000));
+  *index = static_cast<int>(to_int("--shard I", v.substr(0, slash), 0, 100000));
+  if (*index >= *count) usage_error("--shard expects I/N with 0 <= I < N, got '" + v + "'");
+}
+
 }  // namespace
 
 Args parse_args(const std::vector<std::string>& argv, const std::vector<std::string>& allowed) {
@@ -102,6 +111,10 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.ranks = v;
     } else if (s == "--timeout") {
       a.timeout_ms = static_cast<int>(to_int(s, v, 100, 600000));
+    } else if (s == "--html" || s == "--results") {
+      (s == "--html" ? a.html : a.results) = v;
+    } else if (s == "--shard") {
+      parse_shard(v, &a.shard_index, &a.shard_count);
     } else if (s == "--seconds") {
       a.seconds = static_cast<double>(to_int(s, v, 1, 3600));
       a.have_seconds = true;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <tuple>
 
 #include "model/vocab/table.hpp"
 #include "sim/cli/commands.hpp"
@@ -14,6 +15,7 @@
 #include "sim/cli/output.hpp"
 #include "real_backend/layout.hpp"
 #include "real_backend/observer.hpp"
+#include "sim/crosscheck_results.hpp"
 #include "sim/generator.hpp"
 
 namespace fsdpsim::cli {
@@ -32,9 +34,19 @@ int cmd_crosscheck(const Args& a) {
   auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
   int divergent = 0, broken = 0, done = 0;
   std::map<std::string, int> findings;
+  // --shard I/N: this job runs block I of the N blocks of the seed range.
+  CrosscheckResults results;
+  results.seed = a.seed, results.count = a.count, results.world = opt.world;
+  results.backends = backends_text(backends), results.profile = a.profile;
+  std::tie(results.first, results.end) = shard_range(a.count, a.shard_index, a.shard_count);
+  const int run_count = static_cast<int>(results.end - results.first);
   std::cout << "crosscheck seed " << a.seed << ", " << a.count << " sequences, world " << opt.world << ", backends " << backends_text(backends)
-            << (uses(backends, Backend::Real) ? ", ranks " + a.ranks : "") << "\n";
-  for (int i = 0; i < a.count && !interrupted(); ++i, ++done) {
+            << (uses(backends, Backend::Real) ? ", ranks " + a.ranks : "");
+  if (a.shard_count > 1)
+    std::cout << ", shard " << a.shard_index << "/" << a.shard_count
+              << (run_count ? " (sequences " + std::to_string(results.first) + ".." + std::to_string(results.end - 1) + ")" : " (no sequences)");
+  std::cout << "\n";
+  for (int i = static_cast<int>(results.first); i < results.end && !interrupted(); ++i, ++done) {
     arm_interrupts();
     uint64_t seed = a.seed + static_cast<uint64_t>(i);
     Prng rng(seed);
@@ -44,11 +56,13 @@ int cmd_crosscheck(const Args& a) {
     arm_interrupts();  // a backend started in this run installed its own handler: ours again
     if (res.infra_failure) {
       ++broken;
+      results.broken.push_back(seed);
       std::cout << "sequence " << seed << ": " << res.infra_message << "\n";
     }
-    for (const auto& fd : res.findings) ++findings[fd.spec];
+    for (const auto& fd : res.findings) ++findings[fd.spec], ++results.findings[fd.spec];
     if (!res.divergences.empty()) {
       ++divergent;
+      results.divergent.push_back(seed);
       if (a.out.empty() && divergent == 1) prepare_out_dir(out_dir);
       f.comments = {"divergent in fsdpsim crosscheck (replay: fsdpsim run FILE --backend " + backends_text(backends) + ")",
                     "fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world)};
@@ -58,14 +72,15 @@ int cmd_crosscheck(const Args& a) {
     auto now = std::chrono::steady_clock::now();
     if (secs(now - last) >= 3.0) {
       last = now;
-      std::cout << "crosscheck: " << i + 1 << "/" << a.count << " sequences, " << divergent << " divergent, "
-                << static_cast<int>((i + 1) / secs(now - t0)) << " seq/s\n"
+      const int so_far = i + 1 - static_cast<int>(results.first);
+      std::cout << "crosscheck: " << so_far << "/" << run_count << " sequences, " << divergent << " divergent, "
+                << so_far / secs(now - t0) << " seq/s\n"
                 << std::flush;
     }
   }
   double total = secs(std::chrono::steady_clock::now() - t0);
   std::vector<std::vector<std::string>> rows = {
-      {"sequences", std::to_string(done) + (done < a.count ? " of " + std::to_string(a.count) : "")},
+      {"sequences", std::to_string(done) + (done < run_count ? " of " + std::to_string(run_count) : "")},
       {"divergent", std::to_string(divergent) + (divergent ? " (written to " + out_dir + "/)" : "")},
       {"backend failures", std::to_string(broken)},
       {"time", std::to_string(total) + " s"},
@@ -79,7 +94,8 @@ int cmd_crosscheck(const Args& a) {
   if (interrupted()) rows.push_back({"interrupted", "by signal " + std::to_string(interrupted()) + ": partial results"});
   print_aligned(std::cout, rows);
   print_upstream_versions(std::cout, pools, false);
-  if (interrupted()) return interrupted_exit(interrupted());
+  if (interrupted()) return interrupted_exit(interrupted());  // no results file: the block is incomplete
+  if (!a.results.empty()) write_results_file(a.results, results);
   if (broken) return kInfra;
   return divergent ? kDivergence : kClean;
 }

@@ -42,6 +42,10 @@ struct Args {
   bool rank_ops = false;      // --rank-ops
   bool full_alphabet = false; // --full
   std::vector<std::string> ops;  // --ops a,b (op kinds or op texts)
+  std::string html;         // report: the page to write
+  int shard_index = 0;      // crosscheck --shard I/N: this job runs block I (0-based) of N
+  int shard_count = 1;
+  std::string results;      // crosscheck: the JSON results file (merge-results reads them)
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.
@@ -82,5 +86,7 @@ int cmd_export(const Args& a);
 int cmd_explore(const Args& a);
 // bench: each built-in scenario explored to depth 4 (at most `budget` seconds each).
 void bench_explorer(std::ostream& os, double budget);
+int cmd_report(const Args& a);
+int cmd_merge_results(const Args& a);
 
 }  // namespace fsdpsim::cli

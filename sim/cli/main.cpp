@@ -21,6 +21,9 @@ const char* kUsage =
     "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v]\n"
     "       fsdpsim crosscheck --seed S [--count N] [--world W] [--profile P] [--out DIR]\n"
     "                          [--against real|upstream | --backends B,B[,B]]   (default model,real)\n"
+    "                          [--shard I/N] [--results FILE]   block I (0-based) of N of the seed range;\n"
+    "                                             the results as JSON, for merge-results\n"
+    "       fsdpsim merge-results FILE... [--results OUT]   the shards' results as one run's\n"
     "       (B: model, real, upstream, both = model,real, or a comma list: model,upstream, model,real,upstream;\n"
     "        the others are compared with the first, the model when listed)\n"
     "       (real backend flags: --ranks processes|threads, --timeout MS, default 5000)\n"
@@ -40,6 +43,8 @@ const char* kUsage =
     "                       [--rank-ops] [--full] [--ops K,K] [--seconds T] [--out DIR] [--dot FILE] [--svg FILE]\n"
     "                                             breadth-first search over the model's states (--depth 0: until\n"
     "                                             exhausted); the shortest sequence of each finding class\n"
+    "       fsdpsim report FILE.seq --html OUT.html [--backend B] [--profile P] [--set k=v] [--world N]\n"
+    "                                             the sequence drawn as one self-contained HTML timeline\n"
     "exit codes: 0 clean, 1 finding or failed expectation, 2 divergence between backends,\n"
     "            3 bad input or usage, 4 infrastructure failure\n";
 
@@ -65,7 +70,12 @@ int dispatch(const std::vector<std::string>& args) {
     if (cmd == "check") return cmd_check(parse_args(rest, {"--backend", "--profile", "--set", "--ranks", "--timeout"}));
     if (cmd == "crosscheck")
       return cmd_crosscheck(parse_args(
-          rest, {"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout", "--against", "--backends"}));
+          rest, {"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout", "--against", "--backends",
+                 "--shard", "--results"}));
+    if (cmd == "merge-results") return cmd_merge_results(parse_args(rest, {"--results"}));
+    if (cmd == "report")
+      return cmd_report(
+          parse_args(rest, {"--html", "--backend", "--profile", "--set", "--world", "--ranks", "--timeout"}));
     if (cmd == "shrink")
       return cmd_shrink(parse_args(rest, {"--profile", "--set", "--world", "--divergence", "--backend", "--ranks", "--timeout"}));
     if (cmd == "expect") return cmd_expect(parse_args(rest, {"--profile", "--set", "--world"}));

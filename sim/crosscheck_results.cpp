@@ -1,0 +1,175 @@
+#include "sim/crosscheck_results.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "model/vocab/json_reader.hpp"
+#include "model/vocab/observation.hpp"
+#include "model/vocab/source_error.hpp"
+
+namespace fsdpsim {
+
+bool CrosscheckResults::operator==(const CrosscheckResults& o) const {
+  return seed == o.seed && count == o.count && world == o.world && backends == o.backends && profile == o.profile &&
+         first == o.first && end == o.end && divergent == o.divergent && broken == o.broken && findings == o.findings;
+}
+
+std::pair<int64_t, int64_t> shard_range(int64_t count, int index, int shards) {
+  return {count * index / shards, count * (index + 1) / shards};
+}
+
+void write_results_json(std::ostream& os, const CrosscheckResults& r) {
+  auto seeds = [&](const std::vector<uint64_t>& v) {
+    os << "[";
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+    os << "]";
+  };
+  os << "{\"crosscheck\":{\"seed\":" << r.seed << ",\"count\":" << r.count << ",\"world\":" << r.world << ",\"backends\":";
+  print_json_string(os, r.backends);
+  os << ",\"profile\":";
+  print_json_string(os, r.profile);
+  os << "},\"first\":" << r.first << ",\"end\":" << r.end << ",\"divergent\":";
+  seeds(r.divergent);
+  os << ",\"broken\":";
+  seeds(r.broken);
+  os << ",\"findings\":{";
+  bool comma = false;
+  for (const auto& [spec, n] : r.findings) {
+    os << (comma ? "," : "");
+    print_json_string(os, spec);
+    os << ":" << n;
+    comma = true;
+  }
+  os << "}}\n";
+}
+
+void write_results_file(const std::string& path, const CrosscheckResults& r) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out) write_results_json(out, r);
+  if (!out.flush()) throw SourceError("<command line>", {}, "--results: cannot write '" + path + "': " + std::strerror(errno));
+}
+
+namespace {
+
+// "offset N: expected ..." from parse_json, as line:column of text.
+SourcePos position_of(const std::string& text, const std::string& error) {
+  size_t off = error.rfind("offset ", 0) == 0 ? std::strtoull(error.c_str() + 7, nullptr, 10) : 0;
+  SourcePos pos{1, 1};
+  for (size_t i = 0; i < off && i < text.size(); ++i) {
+    if (text[i] == '\n') ++pos.line, pos.column = 1;
+    else ++pos.column;
+  }
+  return pos;
+}
+
+class Fields {
+ public:
+  Fields(const std::string& file) : file_(file) {}
+  [[noreturn]] void bad(const std::string& field, const std::string& what) const {
+    throw SourceError(file_, {}, "field '" + field + "': expected " + what);
+  }
+  const JsonValue& get(const JsonValue& obj, const std::string& key, const std::string& path) const {
+    const JsonValue* v = obj.find(key);
+    if (!v) bad(path, "to be present");
+    return *v;
+  }
+  int64_t integer(const JsonValue& obj, const std::string& key, const std::string& path, int64_t lo) const {
+    const JsonValue& v = get(obj, key, path);
+    if (v.kind != JsonValue::Kind::Number || !v.integral || v.integer < lo) bad(path, "an integer >= " + std::to_string(lo));
+    return v.integer;
+  }
+  std::string text(const JsonValue& obj, const std::string& key, const std::string& path) const {
+    const JsonValue& v = get(obj, key, path);
+    if (v.kind != JsonValue::Kind::String) bad(path, std::string("a string, got ") + json_kind_name(v.kind));
+    return v.text;
+  }
+  std::vector<uint64_t> seeds(const JsonValue& obj, const std::string& key) const {
+    const JsonValue& v = get(obj, key, key);
+    if (v.kind != JsonValue::Kind::Array) bad(key, "an array of seeds");
+    std::vector<uint64_t> out;
+    for (const auto& x : v.items) {
+      if (x.kind != JsonValue::Kind::Number || !x.integral || x.integer < 0) bad(key, "an array of seeds (integers >= 0)");
+      out.push_back(static_cast<uint64_t>(x.integer));
+    }
+    if (!std::is_sorted(out.begin(), out.end())) bad(key, "seeds in ascending order");
+    return out;
+  }
+
+ private:
+  std::string file_;
+};
+
+}  // namespace
+
+CrosscheckResults read_results_json(const std::string& text, const std::string& file) {
+  JsonValue v;
+  std::string error;
+  if (!parse_json(text, &v, &error)) {
+    std::string what = error.substr(error.find(": ") == std::string::npos ? 0 : error.find(": ") + 2);
+    throw SourceError(file, position_of(text, error), what + " (a crosscheck --results file)");
+  }
+  Fields f(file);
+  if (v.kind != JsonValue::Kind::Object) f.bad("(top level)", "an object");
+  const JsonValue& run = f.get(v, "crosscheck", "crosscheck");
+  if (run.kind != JsonValue::Kind::Object) f.bad("crosscheck", "an object");
+  CrosscheckResults r;
+  r.seed = static_cast<uint64_t>(f.integer(run, "seed", "crosscheck.seed", 0));
+  r.count = f.integer(run, "count", "crosscheck.count", 1);
+  r.world = static_cast<int>(f.integer(run, "world", "crosscheck.world", 1));
+  r.backends = f.text(run, "backends", "crosscheck.backends");
+  r.profile = f.text(run, "profile", "crosscheck.profile");
+  r.first = f.integer(v, "first", "first", 0);
+  r.end = f.integer(v, "end", "end", r.first);
+  if (r.end > r.count) f.bad("end", "at most crosscheck.count (" + std::to_string(r.count) + ")");
+  r.divergent = f.seeds(v, "divergent");
+  r.broken = f.seeds(v, "broken");
+  const JsonValue& fs = f.get(v, "findings", "findings");
+  if (fs.kind != JsonValue::Kind::Object) f.bad("findings", "an object of counts by spec");
+  for (const auto& [spec, n] : fs.members) {
+    if (n.kind != JsonValue::Kind::Number || !n.integral || n.integer < 0) f.bad("findings." + spec, "a count");
+    r.findings[spec] = n.integer;
+  }
+  for (const auto* list : {&r.divergent, &r.broken})
+    for (uint64_t s : *list)
+      if (s < r.seed + static_cast<uint64_t>(r.first) || s >= r.seed + static_cast<uint64_t>(r.end))
+        f.bad(list == &r.divergent ? "divergent" : "broken", "seeds of the range covered (" + std::to_string(r.seed + r.first) +
+                                                                 ".." + std::to_string(r.seed + r.end - 1) + "), got " + std::to_string(s));
+  return r;
+}
+
+CrosscheckResults merge_results(const std::vector<CrosscheckResults>& parts, const std::vector<std::string>& files) {
+  if (parts.empty()) throw SourceError("<command line>", {}, "merge-results expects at least one results file");
+  std::vector<size_t> order(parts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return parts[a].first < parts[b].first; });
+  const CrosscheckResults& head = parts[order[0]];
+  CrosscheckResults out = head;
+  out.divergent.clear(), out.broken.clear(), out.findings.clear();
+  out.end = head.first;
+  auto run_text = [](const CrosscheckResults& r) {
+    return "seed " + std::to_string(r.seed) + ", count " + std::to_string(r.count) + ", world " + std::to_string(r.world) +
+           ", backends " + r.backends + ", profile '" + r.profile + "'";
+  };
+  for (size_t i : order) {
+    const CrosscheckResults& p = parts[i];
+    if (p.seed != head.seed || p.count != head.count || p.world != head.world || p.backends != head.backends || p.profile != head.profile)
+      throw SourceError(files[i], {}, "results of another crosscheck: " + run_text(p) + ", expected " + run_text(head) + " (as " +
+                                          files[order[0]] + ")");
+    if (p.first < out.end)
+      throw SourceError(files[i], {}, "sequences " + std::to_string(p.first) + ".." + std::to_string(p.end - 1) +
+                                          " overlap ones already merged (up to " + std::to_string(out.end - 1) + ")");
+    if (p.first > out.end)
+      throw SourceError(files[i], {}, "sequences " + std::to_string(out.end) + ".." + std::to_string(p.first - 1) +
+                                          " are in no file: a shard is missing");
+    out.end = p.end;
+    out.divergent.insert(out.divergent.end(), p.divergent.begin(), p.divergent.end());
+    out.broken.insert(out.broken.end(), p.broken.begin(), p.broken.end());
+    for (const auto& [spec, n] : p.findings) out.findings[spec] += n;
+  }
+  return out;
+}
+
+}  // namespace fsdpsim

@@ -1,0 +1,51 @@
+// The results of `fsdpsim crosscheck` as one JSON object, so that a seed range
+// split over N jobs (`--shard I/N`) merges back (`fsdpsim merge-results`) into
+// exactly what one job over the whole range writes. Nothing in it depends on
+// timing or on the machine: only what was run and what was found.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace fsdpsim {
+
+struct CrosscheckResults {
+  // What was asked for: sequence i of the run is generated from seed + i, 0 <= i < count.
+  uint64_t seed = 0;
+  int64_t count = 0;
+  int world = 2;
+  std::string backends;  // "model,real"
+  std::string profile;   // "" = each generated sequence's own
+  // The sequences these results cover: indexes [first, end).
+  int64_t first = 0;
+  int64_t end = 0;
+  std::vector<uint64_t> divergent;        // seeds of the divergent sequences, ascending
+  std::vector<uint64_t> broken;           // seeds whose run failed (exit 4)
+  std::map<std::string, int64_t> findings;  // first backend's findings by spec
+
+  bool operator==(const CrosscheckResults& o) const;
+};
+
+// Block I of N of count sequences: [count*I/N, count*(I+1)/N). The blocks of
+// 0..N-1 are disjoint, in order, and cover [0, count).
+std::pair<int64_t, int64_t> shard_range(int64_t count, int index, int shards);
+
+// One line of JSON and a newline; fields in a fixed order, so equal results
+// print byte for byte the same.
+void write_results_json(std::ostream& os, const CrosscheckResults& r);
+
+// Writes the results to path (--results); throws SourceError when it cannot.
+void write_results_file(const std::string& path, const CrosscheckResults& r);
+
+// Reads what write_results_json wrote. Throws SourceError naming
+// file:line:column (or file: field) and what was expected.
+CrosscheckResults read_results_json(const std::string& text, const std::string& file);
+
+// Merges results of the same crosscheck (seed, count, world, backends,
+// profile) whose ranges are disjoint and leave no gap; throws SourceError
+// naming the file that does not fit. files[i] names parts[i].
+CrosscheckResults merge_results(const std::vector<CrosscheckResults>& parts, const std::vector<std::string>& files);
+
+}  // namespace fsdpsim

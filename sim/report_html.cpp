@@ -1,0 +1,397 @@
+#include "sim/report_html.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace fsdpsim {
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// One stylesheet for every page: the colours are the page's legend (and the
+// browser test reads them back), so they live in one place.
+const char* kStyle = R"CSS(
+body{font:13px/1.35 system-ui,-apple-system,"Segoe UI",sans-serif;margin:16px;color:#202124;background:#fff}
+h1{font-size:19px;margin:0 0 4px} h2{font-size:15px;margin:14px 0 4px}
+.scenario,.summary,.note{margin:2px 0;color:#3c4043}
+.mono,.op,.pn,.colls,.layers,.msg{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:11.5px}
+table.tl{border-collapse:separate;border-spacing:3px;margin-top:8px}
+table.tl>thead th{background:#f1f3f4;padding:4px 6px;font-weight:600;text-align:left}
+td.step{font-weight:700;text-align:right;vertical-align:top;padding:4px}
+td.op{vertical-align:top;padding:4px;white-space:nowrap;font-weight:600}
+td.cell{vertical-align:top;padding:4px 6px;border-left:6px solid #c8ccd2;background:#fafafa;min-width:190px}
+td.cell.finding{border-left-color:#d93025;background:#fdecea}
+td.cell.differs{outline:3px dashed #f29900;outline-offset:-3px}
+td.cell.idle{background:#fff;color:#9aa0a6;border-left-color:#eceff1}
+td.notes{vertical-align:top;padding:4px 6px;max-width:460px}
+.status{font-weight:700;margin-bottom:2px} .s-ok{color:#188038} .s-bad{color:#d93025}
+.msg{color:#a50e0e;white-space:pre-wrap;word-break:break-word;max-width:320px}
+table.params{border-collapse:collapse;margin:3px 0}
+table.params th{font-weight:500;color:#5f6368;font-size:10.5px;padding:0 3px;text-align:center}
+table.params td{padding:0 3px;text-align:center}
+table.params td.pn{text-align:left}
+td.rg-on{background:#b7e1c1;color:#0d652d} td.rg-off{background:#eceff1;color:#80868b} td.rg-none{color:#bdc1c6}
+td.reg-U{color:#1a73e8;font-weight:700} td.reg-S{color:#5f6368}
+tr.split td.pn{background:#fef7e0;color:#b06000;font-weight:700}
+.d{box-shadow:inset 0 0 0 2px #f29900}
+.grads,.extra{font-size:11.5px;color:#3c4043}
+.bad{color:#d93025;font-weight:600}
+ul.diffs{margin:3px 0 0 14px;padding:0;color:#b06000;font-size:11px}
+.fnote{border-left:4px solid #d93025;background:#fdecea;padding:3px 6px;margin-bottom:4px}
+.fnote .why{color:#5f6368;font-style:italic}
+.dnote{border-left:4px solid #f29900;background:#fef7e0;padding:3px 6px;margin-bottom:4px}
+.legend{display:flex;gap:14px;flex-wrap:wrap;align-items:center;margin:6px 0;font-size:12px}
+.legend span{display:inline-flex;gap:4px;align-items:center}
+a{color:#1a73e8;text-decoration:none}
+)CSS";
+
+}  // namespace
+
+std::string html_page(const std::string& title, const std::string& body) {
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + html_escape(title) + "</title>\n<style>" +
+         kStyle + "</style></head>\n<body>\n" + body + "</body></html>\n";
+}
+
+std::string spec_explanation(const std::string& spec) {
+  static const std::map<std::string, std::string> k = {
+      {"S1", "after set_adapter(X) every training step sends gradients to exactly X's shards"},
+      {"S2", "the weight a module holds equals W0 plus the sum of its merged deltas"},
+      {"S3", "nothing changed on an unsharded copy is lost at reshard: a group going from unsharded to sharded "
+             "keeps U's requires_grad and values"},
+      {"S4", "optimizer checkpoints save and load at any point"},
+      {"S5", "ranks issue the same collectives (no hang, no mismatch) and agree on adapter state"},
+      {"S6", "save_adapters writes every selected adapter, full size, and load_adapters restores the saved values"},
+      {"S7", "get_delta_weight works on sharded parameters and gives the delta of the full A and B"},
+      {"S8", "the same sequence gives the same observations and trace hash"},
+  };
+  auto it = k.find(spec);
+  return it == k.end() ? "" : it->second;
+}
+
+namespace {
+
+using CellKey = std::pair<int, int>;  // (step, rank)
+
+// Which parts of a cell differ from the first backend's, from
+// observation_diff's field names ("param[3]", "grads", ...).
+struct CellMarks {
+  std::vector<std::string> lines;  // "grads: {other} vs {}" (first backend's value first)
+  std::set<std::string> fields;    // "param[3]", "grads", "collectives", ...
+  bool any() const { return !lines.empty(); }
+};
+
+std::string field_of(const std::string& diff) { return diff.substr(0, diff.find(':')); }
+
+bool marked(const CellMarks* m, const std::string& field) { return m && m->fields.count(field); }
+
+// The adapter owning a parameter, from the declarations (never by splitting the name).
+std::string adapter_of(const Scenario& sc, const std::string& param) { return sc.owner_of_param(param); }
+
+std::string short_param(std::string name) {
+  for (size_t p; (p = name.find(".lora_")) != std::string::npos;) name.replace(p, 6, ".");
+  return name;
+}
+
+// The groups as an SVG strip: a filled box for a group holding U, an outlined
+// one for a sharded group.
+std::string groups_svg(const Observation& o, const CellMarks* m) {
+  // None before prepare, and none reported by a rank stopped in a collective.
+  if (o.groups.empty()) return "<div class=\"extra\">no FSDP groups observed</div>";
+  const int h = 18, pad = 4;
+  std::vector<int> widths;
+  int total = 0;
+  for (const auto& g : o.groups) {
+    widths.push_back(static_cast<int>(g.name.size() + 2) * 7 + 8);
+    total += widths.back() + pad;
+  }
+  std::ostringstream s;
+  s << "<svg class=\"groups\" width=\"" << total << "\" height=\"" << h + 2 << "\" role=\"img\" aria-label=\"groups\">";
+  int x = 1;
+  for (size_t i = 0; i < o.groups.size(); ++i) {
+    const auto& g = o.groups[i];
+    bool u = g.state == ShardedState::Unsharded;
+    bool d = marked(m, "group[" + std::to_string(i) + "]");
+    s << "<g class=\"group " << (u ? "g-U" : "g-S") << "\" data-group=\"" << html_escape(g.name) << "\"><title>group "
+      << html_escape(g.name) << ": " << sharded_state_name(g.state) << (u ? " (U registered)" : " (S registered)") << "</title>"
+      << "<rect x=\"" << x << "\" y=\"1\" rx=\"4\" width=\"" << widths[i] << "\" height=\"" << h << "\" fill=\""
+      << (u ? "#1a73e8" : "#ffffff") << "\" stroke=\"" << (d ? "#f29900" : u ? "#1a73e8" : "#9aa0a6") << "\" stroke-width=\""
+      << (d ? 3 : 1) << "\"/><text x=\"" << x + widths[i] / 2 << "\" y=\"" << h - 4 << "\" text-anchor=\"middle\" font-size=\"11\" fill=\""
+      << (u ? "#ffffff" : "#3c4043") << "\">" << html_escape(g.name) << ":" << (u ? "U" : "S") << "</text></g>";
+    x += widths[i] + pad;
+  }
+  s << "</svg>";
+  return s.str();
+}
+
+std::string params_table(const Scenario& sc, const Observation& o, const CellMarks* m) {
+  if (o.params.empty()) return "";
+  auto state_of = [&](const std::string& group) -> const char* {
+    for (const auto& g : o.groups)
+      if (g.name == group) return g.state == ShardedState::Unsharded ? "U" : "S";
+    return "-";  // no group manages it: a plain tensor
+  };
+  std::set<std::string> grads;
+  if (o.grads) grads.insert(o.grads->begin(), o.grads->end());
+  std::ostringstream s;
+  s << "<table class=\"params\"><tr><th></th><th title=\"object registered on the module: S shard, U unsharded copy\">reg</th>"
+       "<th title=\"requires_grad on the shard S\">S.rg</th><th title=\"requires_grad on the unsharded copy U\">U.rg</th>"
+    << (o.grads ? "<th title=\"the shard received a gradient\">grad</th>" : "") << "</tr>";
+  for (size_t i = 0; i < o.params.size(); ++i) {
+    const ParamObs& p = o.params[i];
+    const char* reg = state_of(p.group);
+    // U!=S on a registered U: the flip that a reshard drops (seed 000).
+    bool split = p.rg_u >= 0 && (p.rg_u != 0) != p.rg_s && std::string(reg) == "U";
+    std::vector<std::string> cls;
+    if (split) cls.push_back("split");
+    if (marked(m, "param[" + std::to_string(i) + "]")) cls.push_back("d");
+    std::string c;
+    for (const auto& x : cls) c += (c.empty() ? "" : " ") + x;
+    s << "<tr" << (c.empty() ? "" : " class=\"" + c + "\"") << " data-param=\"" << html_escape(p.name) << "\">"
+      << "<td class=\"pn\" title=\"" << html_escape(p.name + " @" + (p.group.empty() ? "(no group)" : p.group) + " " +
+                                                     device_name(p.device) + "/" + dtype_name(p.dtype))
+      << "\">" << html_escape(short_param(p.name)) << "</td>"
+      << "<td class=\"reg reg-" << reg << "\">" << reg << "</td>"
+      << "<td class=\"rg " << (p.rg_s ? "rg-on\">&#9679;" : "rg-off\">&#9675;") << "</td>"
+      << "<td class=\"rg " << (p.rg_u < 0 ? "rg-none\">&ndash;" : p.rg_u ? "rg-on\">&#9679;" : "rg-off\">&#9675;") << "</td>";
+    if (o.grads) s << "<td class=\"gr\">" << (grads.count(adapter_of(sc, p.name)) ? "&#8711;" : "") << "</td>";
+    s << "</tr>";
+  }
+  s << "</table>";
+  return s.str();
+}
+
+std::string layers_html(const Observation& o, const CellMarks* m) {
+  std::ostringstream s;
+  for (size_t i = 0; i < o.layers.size(); ++i) {
+    const LayerObs& l = o.layers[i];
+    std::string merged;
+    for (size_t j = 0; j < l.merged.size(); ++j) merged += (j ? "," : "") + l.merged[j];
+    auto wc = [](WeightClass w) {
+      std::string n = weight_class_name(w);
+      return w == WeightClass::Exact ? n : "<span class=\"bad\">" + n + "</span>";
+    };
+    s << "<div class=\"layers" << (marked(m, "layer[" + std::to_string(i) + "]") ? " d" : "") << "\" data-layer=\""
+      << html_escape(l.name) << "\">" << html_escape(l.name) << " merged [" << html_escape(merged) << "] S:" << wc(l.stored)
+      << " held:" << wc(l.registered) << "</div>";
+  }
+  return s.str();
+}
+
+std::string cell_html(const Scenario& sc, const Observation& o, const std::vector<const Finding*>& fs, const CellMarks* m,
+                      const std::string& backend) {
+  std::string specs;
+  for (const Finding* f : fs)
+    if (specs.find(f->spec) == std::string::npos) specs += (specs.empty() ? "" : " ") + f->spec;
+  bool ok = o.status == Status::Ok;
+  std::ostringstream s;
+  s << "<td class=\"cell" << (fs.empty() ? "" : " finding") << (m && m->any() ? " differs" : "") << "\" data-step=\"" << o.step
+    << "\" data-rank=\"" << o.rank << "\" data-backend=\"" << backend << "\" data-findings=\"" << specs << "\">";
+  s << "<div class=\"status " << (ok ? "s-ok" : "s-bad") << ((marked(m, "status") || marked(m, "message")) ? " d" : "") << "\">"
+    << html_escape(status_cell(o)) << (specs.empty() ? "" : " &middot; " + specs) << "</div>";
+  if (!o.message.empty() && !ok) s << "<div class=\"msg\">" << html_escape(o.message) << "</div>";
+  s << groups_svg(o, m) << params_table(sc, o, m);
+  if (o.grads) s << "<div class=\"grads" << (marked(m, "grads") ? " d" : "") << "\">grads " << html_escape(names_set_text(*o.grads)) << "</div>";
+  s << layers_html(o, m);
+  std::string colls = colls_cell(o);
+  s << "<div class=\"colls" << (marked(m, "collectives") ? " d" : "") << "\"";
+  if (!o.collectives.empty()) {
+    std::string all;
+    for (const auto& c : o.collectives) all += (all.empty() ? "" : "\n") + collective_text(c);
+    s << " title=\"" << html_escape(all) << "\"";
+  }
+  s << ">collectives " << html_escape(colls) << "</div>";
+  // The rest, shown only when it says something.
+  std::vector<std::string> extra;
+  static const std::set<std::string> drawn = {"status", "message", "grads", "collectives"};
+  bool extra_marked = false;
+  if (m)
+    for (const auto& f : m->fields)
+      if (!drawn.count(f) && f.find('[') == std::string::npos) extra_marked = true;
+  extra.push_back("active " + names_set_text(o.active) + (o.disabled ? " (disabled)" : ""));
+  if (o.opt_missing) extra.push_back("optimizer: " + std::to_string(o.opt_missing) + "/" + std::to_string(o.opt_total) + " not registered");
+  if (placement_cell(sc, o) != "-") extra.push_back("placement " + placement_cell(sc, o));
+  if (detail_cell(o) != "-") extra.push_back(detail_cell(o));
+  s << "<div class=\"extra" << (extra_marked ? " d" : "") << "\">";
+  for (size_t i = 0; i < extra.size(); ++i) s << (i ? "<br>" : "") << html_escape(extra[i]);
+  s << "</div>";
+  if (m && m->any()) {
+    s << "<ul class=\"diffs\">";
+    for (const auto& d : m->lines) s << "<li>" << html_escape(d) << "</li>";
+    s << "</ul>";
+  }
+  s << "</td>";
+  return s.str();
+}
+
+std::string scenario_line(const SeqFile& f) {
+  const Scenario& sc = f.scenario;
+  std::ostringstream s;
+  s << "world " << sc.world << " &middot; seed " << sc.seed << " &middot; profile " << html_escape(sc.profile);
+  for (const auto& o : sc.overrides) s << " &middot; set " << html_escape(o.name + "=" + o.value);
+  return s.str();
+}
+
+std::string legend() {
+  auto box = [](const char* fill, const char* stroke) {
+    return std::string("<svg width=\"18\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"16\" height=\"12\" rx=\"3\" fill=\"") + fill +
+           "\" stroke=\"" + stroke + "\"/></svg>";
+  };
+  return "<div class=\"legend\"><span>" + box("#1a73e8", "#1a73e8") + "group unsharded (U registered)</span><span>" +
+         box("#ffffff", "#9aa0a6") + "group sharded (S registered)</span><span>" + box("#b7e1c1", "#b7e1c1") +
+         "&#9679; requires_grad</span><span>" + box("#eceff1", "#eceff1") + "&#9675; no requires_grad (&ndash;: no U)</span><span>" +
+         box("#fef7e0", "#f9ab00") + "U.rg differs from S.rg on a registered U</span><span>&#8711; shard got a gradient</span><span>" +
+         box("#fdecea", "#d93025") + "finding</span><span>" + box("#ffffff", "#f29900") + "backends differ</span></div>";
+}
+
+}  // namespace
+
+std::string timeline_section(const Timeline& t, TimelineCounts* counts) {
+  const size_t nb = t.backends.size();
+  int world = t.file.scenario.world;
+  int steps = static_cast<int>(t.file.ops.size());
+  // Observations by backend and (step, rank); op text by step.
+  std::vector<std::map<CellKey, const Observation*>> obs(nb);
+  std::map<int, std::string> op_texts;
+  for (size_t b = 0; b < nb; ++b)
+    for (const auto& o : t.backends[b].observations) {
+      obs[b][{o.step, o.rank}] = &o;
+      op_texts.emplace(o.step, o.op);
+      steps = std::max(steps, o.step);
+      world = std::max(world, o.rank + 1);
+    }
+  for (int i = 0; i < static_cast<int>(t.file.ops.size()); ++i) op_texts.emplace(i + 1, op_text(t.file.ops[i]));
+
+  // Differences from the first backend, marked on both cells.
+  std::vector<std::map<CellKey, CellMarks>> marks(nb);
+  int differing = 0;
+  for (size_t b = 1; b < nb; ++b) {
+    std::set<CellKey> keys;
+    for (const auto& [k, o] : obs[0]) keys.insert(k);
+    for (const auto& [k, o] : obs[b]) keys.insert(k);
+    for (const CellKey& k : keys) {
+      auto a = obs[0].find(k), o = obs[b].find(k);
+      CellMarks m;
+      if (a == obs[0].end() || o == obs[b].end()) {
+        m.lines.push_back("observed by the " + t.backends[a == obs[0].end() ? b : 0].name + " only");
+        m.fields.insert("status");
+      } else {
+        for (const auto& d : observation_diff(*a->second, *o->second))
+          if (!t.ignored || !t.ignored(d)) {
+            m.lines.push_back(d);
+            m.fields.insert(field_of(d));
+          }
+      }
+      if (!m.any()) continue;
+      ++differing;
+      CellMarks& ref = marks[0][k];
+      ref.fields.insert(m.fields.begin(), m.fields.end());
+      ref.lines.push_back("differs on the " + t.backends[b].name + " (listed there)");
+      for (auto& l : m.lines) l = t.backends[0].name + " vs " + t.backends[b].name + ": " + l;
+      marks[b][k] = std::move(m);
+    }
+  }
+
+  // Findings by step; distinct texts with the backends that report them.
+  std::map<int, std::vector<std::pair<const Finding*, std::vector<std::string>>>> notes;
+  int nfindings = 0;
+  for (size_t b = 0; b < nb; ++b)
+    for (const auto& f : t.backends[b].findings) {
+      auto& v = notes[f.step];
+      auto it = std::find_if(v.begin(), v.end(), [&](const auto& e) { return e.first->text == f.text; });
+      if (it == v.end()) {
+        v.push_back({&f, {}});
+        it = v.end() - 1;
+        ++nfindings;
+      }
+      it->second.push_back(t.backends[b].name);
+    }
+  auto finding_note = [&](const Finding& f, const std::vector<std::string>& who) {
+    std::string w;
+    if (nb > 1) {
+      for (const auto& x : who) w += (w.empty() ? "" : ", ") + x;
+      w = " <span class=\"mono\">[" + html_escape(w) + "]</span>";
+    }
+    return "<div class=\"fnote\" data-spec=\"" + f.spec + "\"><b>" + html_escape(f.text) + "</b>" + w + "<div class=\"why\">" +
+           f.spec + ": " + html_escape(spec_explanation(f.spec)) + "</div></div>";
+  };
+
+  std::ostringstream s;
+  s << "<section class=\"timeline\">\n<h1>" << html_escape(t.title) << "</h1>\n";
+  for (const auto& c : t.file.comments) s << "<p class=\"note\">" << html_escape(c) << "</p>\n";
+  s << "<p class=\"scenario\">" << scenario_line(t.file) << "</p>\n<p class=\"summary\">backends ";
+  for (size_t b = 0; b < nb; ++b) s << (b ? ", " : "") << html_escape(t.backends[b].name);
+  s << " &middot; " << steps << " ops &middot; <span data-count=\"findings\">" << nfindings << "</span> findings";
+  if (nb > 1) s << " &middot; <span data-count=\"differing\">" << differing << "</span> cells differ from the " << html_escape(t.backends[0].name);
+  s << "</p>\n";
+  for (const auto& n : t.notes) s << "<p class=\"note\">" << html_escape(n) << "</p>\n";
+  if (notes.count(0)) {  // findings about the whole run (S8)
+    s << "<h2>whole run</h2>";
+    for (const auto& [f, who] : notes[0]) s << finding_note(*f, who);
+  }
+  if (nfindings) {
+    s << "<p class=\"summary\">findings at ";
+    bool first = true;
+    for (const auto& [step, v] : notes)
+      if (step > 0) {
+        s << (first ? "" : ", ") << "<a href=\"#step-" << step << "\">step " << step << "</a>";
+        first = false;
+      }
+    s << "</p>\n";
+  }
+  s << legend() << "\n<table class=\"tl\"><thead><tr><th rowspan=\"2\">step</th><th rowspan=\"2\">op</th>";
+  for (int r = 0; r < world; ++r) s << "<th colspan=\"" << nb << "\">rank " << r << "</th>";
+  s << "<th rowspan=\"2\">findings and differences</th></tr>\n<tr>";
+  for (int r = 0; r < world; ++r)
+    for (size_t b = 0; b < nb; ++b) s << "<th>" << html_escape(t.backends[b].name) << "</th>";
+  s << "</tr></thead>\n<tbody>\n";
+  for (int step = 1; step <= steps; ++step) {
+    s << "<tr id=\"step-" << step << "\"><td class=\"step\">" << step << "</td><td class=\"op\">" << html_escape(op_texts[step]) << "</td>";
+    std::set<int> differing_ranks;
+    for (int r = 0; r < world; ++r)
+      for (size_t b = 0; b < nb; ++b) {
+        auto it = obs[b].find({step, r});
+        auto mk = marks[b].find({step, r});
+        const CellMarks* m = mk == marks[b].end() ? nullptr : &mk->second;
+        if (m) differing_ranks.insert(r);
+        if (it == obs[b].end()) {
+          s << "<td class=\"cell idle" << (m ? " differs" : "") << "\" data-step=\"" << step << "\" data-rank=\"" << r
+            << "\" data-backend=\"" << html_escape(t.backends[b].name) << "\" data-findings=\"\">not run on this rank</td>";
+          continue;
+        }
+        std::vector<const Finding*> fs;
+        for (const auto& f : t.backends[b].findings)
+          if (f.step == step && (f.rank == r || f.rank < 0)) fs.push_back(&f);
+        s << cell_html(t.file.scenario, *it->second, fs, m, html_escape(t.backends[b].name));
+      }
+    s << "<td class=\"notes\">";
+    for (const auto& [f, who] : notes[step]) s << finding_note(*f, who);
+    if (!differing_ranks.empty()) {
+      s << "<div class=\"dnote\">backends differ on rank";
+      for (int r : differing_ranks) s << " " << r;
+      s << " (the marked cells list each field)</div>";
+    }
+    s << "</td></tr>\n";
+  }
+  s << "</tbody></table>\n</section>\n";
+  if (counts) *counts = {steps, nfindings, differing};
+  return s.str();
+}
+
+}  // namespace fsdpsim
