@@ -37,7 +37,7 @@ struct Reader {
   bool ok = true;
   int64_t i64() {
     int64_t v = 0;
-    if (p + sizeof v > in.size()) return ok = false, 0;
+    if (!ok || p + sizeof v > in.size()) return ok = false, 0;  // nothing after a failed read
     std::memcpy(&v, in.data() + p, sizeof v);
     p += sizeof v;
     return v;

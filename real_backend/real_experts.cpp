@@ -63,7 +63,8 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
   auto holds_shard = [&](int p) {
     return group_of(p) >= 0 && registered(p).unsafeGetTensorImpl() == params_[p].s.unsafeGetTensorImpl();
   };
-  if (ls.experts == 1) return one_expert_delta(layer, adapter, value, merge, holds_shard(pa) && world > 1);
+  // A 1-rank mesh still makes DTensors: the DTensor broadcast text at world 1 too (gather_full reads S there).
+  if (ls.experts == 1) return one_expert_delta(layer, adapter, value, merge, holds_shard(pa));
   auto chunk_of_w = [&](const at::Tensor& d) {
     if (!holds_shard(pw)) return d;
     const ParamSpec& ws = layout_->params[pw];

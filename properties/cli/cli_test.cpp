@@ -396,6 +396,8 @@ TEST(Cli, TriageCheckComparesSignatureLines) {
   Result s = run("triage --check " + stale);
   EXPECT_EQ(s.code, 1) << s.out;
   EXPECT_NE(s.out.find("triage computes 'S4:key_error | unshard(S) *(U)'"), std::string::npos) << s.out;
+}
+
 // explore: bad input exits 3; a scope with findings exits 1 and writes one replayable file per class.
 TEST(Cli, ExploreExitsThreeOnBadInputAndOneOnClasses) {
   EXPECT_EQ(run("explore").code, 3);
