@@ -10,7 +10,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2
 ctest --test-dir build --output-on-failure -j2
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFSDPSIM_SANITIZE=ON >/dev/null
-cmake --build build-asan -j2 --target fsdpsim vocab_tests machine_tests spec_tests sim_tests cli_tests pool_client_tests
+cmake --build build-asan -j2  # every target: `-L unit` below runs each unit-labelled test binary
 # Any report fails the test it ran in (halt_on_error; exit code 99 is no code of ours).
 ASAN_OPTIONS=halt_on_error=1:exitcode=99:detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=99 \
   ctest --test-dir build-asan -L unit --output-on-failure -j2
