@@ -205,6 +205,9 @@ void RealRank::op_forward(bool grad_enabled) {
     unshard(root);
     forward_order_.push_back(root);
   }
+  // PeftModel.has_active_enabled_adapter: peft_config[active_adapter] inside the root's forward.
+  if (!((present_ >> peft_active_) & 1))
+    throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[peft_active_].name + "'");
   std::vector<float> x = rank_input(*layout_, seed_, comm_->rank());
   at::Tensor h = at::from_blob(x.data(), {3, layout_->layers.front().in}, at::kFloat).clone();
   for (size_t l = 0; l < layout_->layers.size(); ++l) {

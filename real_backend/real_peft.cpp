@@ -46,6 +46,7 @@ void RealRank::op_set_adapter(const Op& op) {
     error(Status::ValueError, "Adapter " + op.names[0] + " not found.");
     return;
   }
+  if (!op.list_form) peft_active_ = __builtin_ctz(names);  // PeftModel.set_adapter names its own first
   if (!op.list_form) {
     switch (layout_->profile.get(Switch::SetAdapterReshard)) {
       case sw::kNone:  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no reshard (the upstream profile)
@@ -136,12 +137,16 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   else inference_mode_ &= ~(1u << adapter);
   create_adapter(adapter, load);
   inject_adapter(adapter, inference_mode, false);
-  if (!load || !trainable) return;
-  for (const auto& ls : layout_->layers)  // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name)
-    if (ls.lora_a[adapter] >= 0) {
-      set_registered_rg(ls.lora_a[adapter], true);
-      set_registered_rg(ls.lora_b[adapter], true);
-    }
+  if (!load) return;
+  if (trainable)
+    for (const auto& ls : layout_->layers)  // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name)
+      if (ls.lora_a[adapter] >= 0) {
+        set_registered_rg(ls.lora_a[adapter], true);
+        set_registered_rg(ls.lora_b[adapter], true);
+      }
+  // set_peft_model_state_dict -> load_state_dict: FSDP's load pre-hook reshards every group
+  // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks).
+  if (prepared_) reshard_all();
 }
 
 // BaseTuner.delete_adapter: refuses merged adapters; then each tuner layer's
@@ -184,6 +189,8 @@ void RealRank::op_delete_adapter(int adapter) {
     first = false;
   }
   active_ = tuner_active;
+  // PeftModel.delete_adapter follows only a single remaining active adapter.
+  if (__builtin_popcount(tuner_active) == 1) peft_active_ = __builtin_ctz(tuner_active);
 }
 
 // The delta_weight op: get_delta_weight for each active adapter of the layer

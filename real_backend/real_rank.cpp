@@ -68,6 +68,7 @@ void RealRank::reset() {
   layer_disabled_.assign(layout_->layers.size(), 0);
   present_ = 0;
   active_ = 1;
+  peft_active_ = 0;
   inference_mode_ = 0;
   disabled_ = false;
   has_opt_ckpt_ = false;
@@ -173,8 +174,8 @@ RankReport RealRank::report(const Op& op, int step) {
   r.message = message_;
   r.index = index_;
   r.has_grads = op.is_training();
-  for (size_t a = 0; a < layout_->adapters.size(); ++a)
-    if ((grads_ >> a) & 1) r.grads.push_back(layout_->adapters[a].name);
+  for (size_t a = 0; a < layout_->adapters.size(); ++a)  // a deleted adapter cannot be seen holding one
+    if ((grads_ >> a) & 1 && (present_ >> a) & 1) r.grads.push_back(layout_->adapters[a].name);
   for (size_t a = 0; a < layout_->adapters.size(); ++a)
     if ((active_ >> a) & 1) r.active.push_back(layout_->adapters[a].name);
   r.disabled = disabled_;

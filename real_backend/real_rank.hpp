@@ -178,6 +178,7 @@ class RealRank {
   // this op's outcome
   Status status_ = Status::Ok;
   std::string message_;
+  int peft_active_ = 0;  // PeftModel.active_adapter: one adapter's index
   int64_t index_ = -1;
   uint32_t grads_ = 0;
   std::vector<DeltaObs> deltas_;  // delta_weight

@@ -13,8 +13,10 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
   o.index = r.index;
   if (r.has_grads) {
     std::vector<std::string> g;
+    // Only adapters still in the model can be seen holding a gradient (a deleted
+    // one's FSDPParam may still receive its reduce-scatter).
     for (int a = 0; a < topo_->n_adapters(); ++a)
-      if ((r.grads >> a) & 1) g.push_back(topo_->adapters[a].name);
+      if ((r.grads >> a) & 1 && (st_.present >> a) & 1) g.push_back(topo_->adapters[a].name);
     o.grads = std::move(g);
   }
   // Reserved up front: observe runs after every op of every rank, and growing these costs it most.

@@ -33,6 +33,8 @@ void RankModel::op_set_adapter(const Op& op) {
     error(Status::ValueError, "Adapter " + op.names[0] + " not found.");
     return;
   }
+  // peft_model.py::PeftModel.set_adapter names its own active_adapter first.
+  if (!op.list_form) st_.peft_active = static_cast<int8_t>(__builtin_ctz(names));
   if (!op.list_form) {
     switch (topo_->profile.get(Switch::SetAdapterReshard)) {
       case sw::kNone:  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no reshard (the upstream profile)
@@ -158,13 +160,18 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
     }
   }
   inject_adapter(adapter, inference_mode, false);
-  if (res_.status != Status::Ok || !load || !trainable) return;
-  // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name) when is_trainable
-  for (const auto& li : topo_->layers) {
-    if (li.A[adapter] < 0) continue;
-    set_registered_rg(li.A[adapter], true);
-    set_registered_rg(li.B[adapter], true);
+  if (res_.status != Status::Ok || !load) return;
+  if (trainable) {
+    // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name) when is_trainable
+    for (const auto& li : topo_->layers) {
+      if (li.A[adapter] < 0) continue;
+      set_registered_rg(li.A[adapter], true);
+      set_registered_rg(li.B[adapter], true);
+    }
   }
+  // then set_peft_model_state_dict -> model.load_state_dict, whose FSDP pre-hook
+  // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks) reshards every group.
+  if (st_.prepared) reshard_all();
 }
 
 // tuners_utils.py::BaseTuner.delete_adapter: refuses merged adapters; then
@@ -213,6 +220,9 @@ void RankModel::op_delete_adapter(int adapter) {
     first = false;
   }
   st_.active = tuner_active;
+  // peft_model.py::PeftModel.delete_adapter: its own active_adapter follows only when exactly one
+  // adapter stays active; else it keeps naming the deleted one (the next forward's KeyError).
+  if (__builtin_popcount(tuner_active) == 1) st_.peft_active = static_cast<int8_t>(__builtin_ctz(tuner_active));
 }
 
 // The delta_weight op: get_delta_weight for each active adapter of the layer

@@ -27,6 +27,7 @@ void RankModel::reset() {
   st_.prepared = !topo_->explicit_prepare;
   place_base_params();
   st_.active = 1;  // the first adapter (get_peft_model's) is active
+  st_.peft_active = 0;
   res_ = OpResult{};
   // tuners_utils.py::BaseTuner.inject_adapter per declared adapter: get_peft_model's
   // sets the active one's requires_grad from its inference_mode; each later one
@@ -125,6 +126,13 @@ void RankModel::op_forward(bool grad_enabled) {
     if (topo_->groups[g].is_root) root = static_cast<int>(g);
   if (root >= 0) {
     pre_forward(root);
+  }
+  // peft_model.py::PeftModel._enable_peft_forward_hooks -> has_active_enabled_adapter reads
+  // peft_config[self.active_adapter], inside the root's forward (its pre-forward has run).
+  if (st_.peft_active >= 0 && !((st_.present >> st_.peft_active) & 1)) {
+    error(Status::KeyError, "KeyError: '" + topo_->adapters[st_.peft_active].name + "'");
+    gr.valid = false;
+    return;
   }
   bool path_rg = false;
   for (size_t l = 0; l < topo_->layers.size(); ++l) {

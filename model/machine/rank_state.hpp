@@ -87,6 +87,7 @@ struct RankState {
   std::vector<LayerPeft> layers;
   uint8_t present = 0;         // adapters in the model (mask)
   uint8_t active = 0;          // BaseTuner.active_adapter (mask)
+  int8_t peft_active = 0;      // PeftModel.active_adapter: one adapter's index (a plain attribute of its own)
   uint8_t inference_mode = 0;  // per adapter config inference_mode (mask)
   bool disabled = false;       // inside `with disable_adapter()`
   bool prepared = true;        // fully_shard has run (false until an explicit prepare op)

@@ -150,7 +150,7 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
     const RankState& st = m.state();
     out.push_back(st.present | st.active << 8 | st.inference_mode << 16 | (st.disabled ? 1u << 24 : 0) |
                   (st.prepared ? 1u << 25 : 0) | (st.has_opt_ckpt ? 1u << 26 : 0));
-    out.push_back(st.saved_adapters);
+    out.push_back(st.saved_adapters | static_cast<uint32_t>(static_cast<uint8_t>(st.peft_active)) << 8);
     for (size_t p = 0; p < st.params.size(); ++p) {
       const ParamState& ps = st.params[p];
       const bool u = u_live(m, p);
