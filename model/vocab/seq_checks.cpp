@@ -1,0 +1,126 @@
+// What a parsed `.seq` file may contain beyond its grammar: the ops allowed
+// before an explicit `prepare`, the adapters in the model when it runs (and in
+// which order), and the semantic checks shared by the parser and by callers
+// that build files in code.
+#include <algorithm>
+#include <string>
+
+#include "model/vocab/limits.hpp"
+#include "model/vocab/profile.hpp"
+#include "model/vocab/seq.hpp"
+#include "model/vocab/source_error.hpp"
+
+namespace fsdpsim {
+
+bool adapter_bookkeeping(OpKind k) {
+  return k == OpKind::LoadAdapter || k == OpKind::AddAdapter || k == OpKind::SetAdapter || k == OpKind::DeleteAdapter;
+}
+
+bool allowed_before_prepare(const Op& op) { return op.rank < 0 && adapter_bookkeeping(op.kind); }
+
+int prepare_index(const SeqFile& f) {
+  for (size_t i = 0; i < f.ops.size(); ++i)
+    if (f.ops[i].kind == OpKind::Prepare) return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+
+// The adapters in the model when prepare runs, in injection order: the declared
+// ones in file order, then each one a pre-prepare op loads or adds (loading a
+// name already there keeps its place: PEFT refuses it); a delete removes it.
+std::vector<int> present_at_prepare(const SeqFile& f) {
+  const auto& ad = f.scenario.adapters;
+  std::vector<int> order;
+  for (size_t a = 0; a < ad.size(); ++a)
+    if (!ad[a].deferred) order.push_back(static_cast<int>(a));
+  const int end = prepare_index(f);
+  for (int i = 0; i < end; ++i) {
+    const Op& op = f.ops[i];
+    if (op.names.empty()) continue;
+    const int a = f.scenario.adapter_index(op.names[0]);
+    if (a < 0) continue;
+    auto at = std::find(order.begin(), order.end(), a);
+    if ((op.kind == OpKind::LoadAdapter || op.kind == OpKind::AddAdapter) && at == order.end()) order.push_back(a);
+    if (op.kind == OpKind::DeleteAdapter && at != order.end()) order.erase(at);
+  }
+  return order;
+}
+
+}  // namespace
+
+uint8_t wrapped_at_prepare(const SeqFile& f) {
+  uint8_t m = 0;
+  for (int a : present_at_prepare(f)) m |= static_cast<uint8_t>(1u << a);
+  return m;
+}
+
+std::vector<int> adapter_order_at_prepare(const SeqFile& f) {
+  std::vector<int> order = present_at_prepare(f);
+  for (int a = 0; a < static_cast<int>(f.scenario.adapters.size()); ++a)
+    if (std::find(order.begin(), order.end(), a) == order.end()) order.push_back(a);  // never present: last
+  return order;
+}
+
+void validate(const SeqFile& f, const std::string& file) {
+  const Scenario& s = f.scenario;
+  auto fail = [&](SourcePos p, const std::string& what) { throw SourceError(file, p, what); };
+  // Errors about the scenario as a whole point at its `---` line (the end of
+  // what was declared), never at 1:1.
+  const SourcePos end = f.separator.line > 0 ? f.separator : SourcePos{1, 1};
+  if (s.layers.empty()) fail(end, "expected at least one `layer` in the scenario");
+  if (s.adapters.empty()) fail(end, "expected at least one `adapter` in the scenario");
+  if (s.adapters.size() > static_cast<size_t>(kMaxAdapters))
+    fail(s.adapters[kMaxAdapters].pos, "at most " + std::to_string(kMaxAdapters) + " adapters are supported");
+  if (s.layers.size() > static_cast<size_t>(kMaxLayers))
+    fail(s.layers[kMaxLayers].pos, "at most " + std::to_string(kMaxLayers) + " layers are supported");
+  if (s.adapters[0].deferred) fail(s.adapters[0].pos, "the first adapter is the active one and cannot be deferred");
+  if (s.shards.empty() || !s.shards.back().is_root())
+    fail(s.shards.empty() ? end : s.shards.back().pos, "expected `fully_shard root` as the last fully_shard");
+  size_t params = 0;  // collectives name their parameters in a kMaxParams-bit set
+  for (const auto& l : s.layers) {
+    params += l.experts > 0 ? 1 : 2;
+    for (const auto& a : s.adapters)
+      for (const auto& t : a.targets) params += t == l.name ? 2 : 0;
+  }
+  if (params > static_cast<size_t>(kMaxParams))
+    fail(s.layers.back().pos, "at most " + std::to_string(kMaxParams) + " parameters are supported, this scenario has " + std::to_string(params));
+  for (size_t i = 1; i < s.layers.size(); ++i)
+    if (s.layers[i].in != s.layers[i - 1].out)
+      fail(s.layers[i].pos, "layer '" + s.layers[i].name + "' takes " + std::to_string(s.layers[i].in) +
+                                " inputs but '" + s.layers[i - 1].name + "' gives " +
+                                std::to_string(s.layers[i - 1].out) + " (layers run in order)");
+  for (const auto& o : s.overrides) {
+    Profile p = *profile_by_name(s.profile);
+    std::string err = apply_override(p, o.name, o.value);
+    if (!err.empty()) fail(o.pos, err);
+  }
+  // Ops before an explicit `prepare` run on the plain (not yet sharded) PEFT
+  // model: only adapter bookkeeping happens there.
+  int prepare_at = -1;
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const Op& op = f.ops[i];
+    if (op.kind != OpKind::Prepare) continue;
+    if (prepare_at >= 0) fail(op.pos, "`prepare` appears twice (first at line " + std::to_string(f.ops[prepare_at].pos.line) + ")");
+    if (op.rank >= 0) fail(op.pos, "`prepare` runs on every rank; drop the @R");
+    prepare_at = static_cast<int>(i);
+  }
+  for (int i = 0; i < prepare_at; ++i) {
+    const Op& op = f.ops[i];
+    if (!adapter_bookkeeping(op.kind))
+      fail(op.pos, std::string("`") + op_name(op.kind) +
+                       "` before `prepare`: only load_adapter, add_adapter, set_adapter and delete_adapter may precede it");
+    if (op.rank >= 0) fail(op.pos, "ops before `prepare` run on every rank; drop the @R");
+  }
+  if (s.loading == Loading::RamEfficient && prepare_at < 0)
+    fail(s.loading_pos.line > 0 ? s.loading_pos : end, "`loading ram_efficient` needs a `prepare` op: its broadcasts happen there");
+  for (const auto& op : f.ops) {
+    if (op.rank >= s.world)
+      fail(op.pos, "rank @" + std::to_string(op.rank) + " out of range (world " + std::to_string(s.world) + ")");
+    for (const auto& e : op.expects)
+      if (e.rank >= s.world)
+        fail(e.pos, "rank @" + std::to_string(e.rank) + " out of range (world " + std::to_string(s.world) + ")");
+  }
+}
+
+}  // namespace fsdpsim
