@@ -52,9 +52,9 @@ void Comm::run(Issue&& issue) {
   }
 }
 
-// A fingerprint: op, group, element count, step, dtype, then a bit set of the
-// parameters packed into the collective, one bit per parameter a scenario can have.
-constexpr int kMembers = 5;
+// A fingerprint: op, group, element count, step, dtype, DTensor or not, then a bit set
+// of the parameters packed into the collective, one bit per parameter a scenario can have.
+constexpr int kMembers = 6;
 constexpr int kMemberWords = (kMaxParams + 63) / 64;
 constexpr int kPrint = kMembers + kMemberWords;
 static_assert(64 * kMemberWords >= kMaxParams, "every parameter index has its bit in the fingerprint");
@@ -87,7 +87,7 @@ std::string Comm::describe(const at::Tensor& prints) const {
 // A payload of up to kInline floats travels in the same all-gather (one round
 // trip instead of two); the ranks' payloads come back as a (world, n) tensor.
 at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload,
-                          DType dtype) {
+                          DType dtype, bool dtensor) {
   CollectiveMark mark(probe_, [&] {
     const auto& names = op == kBroadcast ? param_names_ : group_names_;
     std::string g = op == kFinish || op == kFile ? "" : group < static_cast<int>(names.size()) ? names[group] : "?";
@@ -99,6 +99,7 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
   mine[2] = count;
   mine[3] = step;
   mine[4] = static_cast<int64_t>(dtype);
+  mine[5] = dtensor ? 1 : 0;
   for (int m : members)
     mine[kMembers + m / 64] = static_cast<int64_t>(static_cast<uint64_t>(mine[kMembers + m / 64]) | (1ull << (m % 64)));
   const int64_t n = payload.defined() ? payload.numel() : 0;
@@ -114,9 +115,11 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
   at::Tensor prints = at::empty({world_, kPrint}, at::kLong);
   for (int r = 0; r < world_; ++r) std::memcpy(prints[r].data_ptr<int64_t>(), out[r].data_ptr<float>(), sizeof(int64_t) * kPrint);
   auto p = prints.accessor<int64_t, 2>();
-  bool same = true, any_finished = false;
+  bool same = true, any_finished = false, any_dtensor = false;
+  for (int r = 0; r < world_; ++r) any_dtensor = any_dtensor || p[r][5] == 1;
   for (int r = 0; r < world_; ++r) {
-    for (int k = 0; k < kPrint; ++k) same = same && (k == 3 || p[r][k] == p[0][k]);
+    // A DTensor collective pairs with any same-sized one: gloo sees one group, one size.
+    for (int k = 0; k < kPrint; ++k) same = same && (k == 3 || (any_dtensor && k != 0 && k != 2 && k != 4) || p[r][k] == p[0][k]);
     any_finished = any_finished || p[r][0] == kFinish;
   }
   if (!same) throw CollectiveFailure(any_finished ? Status::Hang : Status::Mismatch, describe(prints));
@@ -125,10 +128,10 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
 }
 
 at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members,
-                            int64_t recorded_count) {
+                            int64_t recorded_count, bool dtensor) {
   issued_.push_back({CollOp::AllGather, group, recorded_count >= 0 ? recorded_count : chunk.numel(), DType::F32, members});
   if (world_ == 1) return chunk.reshape({-1}).clone();
-  at::Tensor got = announce(0, group, chunk.numel(), step, members, chunk);
+  at::Tensor got = announce(0, group, chunk.numel(), step, members, chunk, DType::F32, dtensor);
   if (got.defined()) return got.reshape({-1});
   at::Tensor in = chunk.reshape({-1}).contiguous();
   at::Tensor out = at::empty({world_ * in.numel()}, in.options());

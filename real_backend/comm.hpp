@@ -65,8 +65,10 @@ class Comm {
   // world chunks concatenated in rank order.
   // recorded_count >= 0: the collective is recorded with that count (what torch's
   // redistribute moves, named after `members`) while `chunk` is what travels here.
+  // dtensor: DTensor's own redistribution (a functional collective on the mesh's group):
+  // peers pair it by size and dtype only, whatever parameter each of them packs.
   at::Tensor all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members,
-                        int64_t recorded_count = -1);
+                        int64_t recorded_count = -1, bool dtensor = false);
   // Reduce-scatter with AVG over a flat buffer of world equal segments: gloo's
   // own reduce_scatter_tensor (ReduceOp::AVG), as FSDP2's foreach_reduce issues
   // it for fp32 gradients (_fsdp_collectives.py::_get_gradient_divide_factors).
@@ -91,7 +93,7 @@ class Comm {
 
  private:
   at::Tensor announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload,
-                      DType dtype = DType::F32);
+                      DType dtype = DType::F32, bool dtensor = false);
   std::string describe(const at::Tensor& prints) const;
   // Runs one gloo collective to completion; any error kills the group.
   template <class Issue>

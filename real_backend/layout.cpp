@@ -156,6 +156,25 @@ Layout make_layout(const SeqFile& f) {
     }
     gs.params = members;
   }
+  for (size_t a = 0; a < s.adapters.size(); ++a) out.target_parameters.push_back(target_parameters_text(s, static_cast<int>(a)));
+  // peft/tuners/tuners_utils.py::BaseTuner.inject_adapter wraps a module that is not yet a
+  // LoRA layer, here a module fully_shard already made an FSDP module.
+  const uint32_t injected = injected_before_prepare(f);
+  for (LayerSpec& ls : out.layers) {
+    if (out.groups[ls.group].is_root || ls.experts > 0) continue;
+    bool early = false;
+    for (size_t a = 0; a < ls.lora_a.size(); ++a) early = early || (ls.lora_a[a] >= 0 && ((injected >> a) & 1));
+    ls.lora_after_fsdp = !early;
+  }
+  // state_dict() order: per layer the base, then lora_A and lora_B in injection
+  // order (torch nn/modules/module.py::Module.state_dict over the ModuleDicts).
+  for (const LayerSpec& ls : out.layers) {
+    for (int p : {ls.weight, ls.bias})
+      if (p >= 0) out.state_dict_order.push_back(p);
+    for (const auto* side : {&ls.lora_a, &ls.lora_b})
+      for (int a : order)
+        if ((*side)[a] >= 0) out.state_dict_order.push_back((*side)[a]);
+  }
   return out;
 }
 

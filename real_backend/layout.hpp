@@ -46,6 +46,9 @@ struct LayerSpec {
   int group = -1;
   int weight = -1, bias = -1;
   std::vector<int> lora_a, lora_b;  // per adapter, -1 when not a target
+  // No adapter targeted it at fully_shard: a later one wraps the FSDP module
+  // (BaseTuner.inject_adapter), whose hooks then see the base output only.
+  bool lora_after_fsdp = false;
 };
 
 struct Layout {
@@ -55,6 +58,8 @@ struct Layout {
   std::vector<ParamSpec> params;
   std::vector<GroupSpec> groups;  // FSDPState.all_states order: root's first, then module order
   std::vector<LayerSpec> layers;
+  std::vector<int> state_dict_order;
+  std::vector<std::string> target_parameters;  // per adapter: its LoraConfig's (target_parameters_text)  // every parameter in module.state_dict() order (injection order)
   OptimizerParams optimizer = OptimizerParams::Trainable;
   Loading loading = Loading::Full;
   DType dtype = DType::F32;  // the base weights' dtype as loaded

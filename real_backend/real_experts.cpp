@@ -34,7 +34,7 @@ at::Tensor RealRank::gather_full(int p) {
   const ParamSpec& ps = layout_->params[p];
   // torch 2.13 distributed/tensor/_redistribute.py::redistribute_local_tensor: a 1-rank mesh's
   // Shard -> Replicate is the local tensor, no all-gather.
-  at::Tensor all = layout_->world == 1 ? params_[p].s.reshape({-1}) : comm_->all_gather(params_[p].s.reshape({-1}), ps.group, step_, {p});
+  at::Tensor all = layout_->world == 1 ? params_[p].s.reshape({-1}) : comm_->all_gather(params_[p].s.reshape({-1}), ps.group, step_, {p}, -1, true);
   return all
       .narrow(0, 0, ps.rows * ps.cols)
       .view({ps.rows, ps.cols});
@@ -104,11 +104,11 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
       return cols;
     }
     // `param.data += delta`: the delta's Shard(out) -> W's Shard(0), one all-gather named after W
-    // (recorded with W's shard size); what travels here is each rank's padded columns.
+    // of each rank's padded columns (E, in, ceil(out / world)).
     const ParamSpec& ws = layout_->params[pw];
     at::Tensor mine = at::zeros({E, in, bs.chunk_rows});
     mine.narrow(2, 0, rows_b).copy_(cols);
-    at::Tensor all = comm_->all_gather(mine.reshape({-1}), ws.group, step_, {pw}, ws.chunk_numel());
+    at::Tensor all = comm_->all_gather(mine.reshape({-1}), ws.group, step_, {pw}, -1, true);
     std::vector<at::Tensor> parts;
     for (int j = 0; j < world; ++j)
       parts.push_back(all.narrow(0, j * mine.numel(), mine.numel()).view({E, in, bs.chunk_rows}).narrow(2, 0, bs.local_rows(j)));
@@ -130,14 +130,21 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, WeightClass* value
   const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   const float scale = lora_scaling(*layout_, adapter);
   at::Tensor a, b;
-  if (dtensor) {
+  // delta_weight_gather=on (the #3102 fix): the full A and B, so the full delta.
+  const bool full_b = dtensor && layout_->world > 1 && layout_->profile.get(Switch::DeltaWeightGather) == sw::kOn;
+  // B @ A with fewer out rows than ranks (Linear.get_delta_weight's matmul): B cannot stay Shard(0).
+  const bool few_rows = dtensor && !full_b && layout_->world > 1 && layout_->params[pb].rows < layout_->world;
+  at::Tensor d;
+  if (few_rows) {
+    d = delta_few_rows(layer, adapter);
+  } else if (dtensor) {
     a = gather_full(pa);
-    b = params_[pb].s.narrow(0, 0, layout_->params[pb].local_rows(comm_->rank()));
+    b = full_b ? gather_full(pb) : params_[pb].s.narrow(0, 0, layout_->params[pb].local_rows(comm_->rank()));
   } else {
     a = registered(pa);
     b = registered(pb);
   }
-  at::Tensor d = at::matmul(b, a) * scale;  // (rows of B, in)
+  if (!few_rows) d = at::matmul(b, a) * scale;  // (rows of B, in)
   if (value) *value = WeightClass::Corrupt;
   if (!merge) return d;
   const int64_t in = ls.in, out = ls.out;
@@ -156,7 +163,7 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, WeightClass* value
   at::Tensor add = at::zeros(w.sizes());
   if (w.size(0) > 0 && (!dtensor || layout_->params[pw].local_rows(comm_->rank()) > 0)) {
     at::Tensor full = at::zeros({out, in});
-    if (dtensor) full.narrow(0, comm_->rank() * layout_->params[pb].chunk_rows, d.size(0)).copy_(d);
+    if (dtensor && !full_b && !few_rows) full.narrow(0, comm_->rank() * layout_->params[pb].chunk_rows, d.size(0)).copy_(d);
     else full.copy_(d);
     add.narrow(0, 0, 1).copy_(full.reshape({1, in, out}));
   }

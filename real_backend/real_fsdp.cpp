@@ -102,6 +102,17 @@ void RealRank::reshard_all() {
   for (size_t g = 0; g < layout_->groups.size(); ++g) to_sharded(static_cast<int>(g));
 }
 
+// torch 2.13 _fsdp_param_group.py::FSDPParamGroup.reshard: a group still in FORWARD (its
+// forward raised before post_forward) without reshard_after_forward stays unsharded.
+void RealRank::module_reshard(int g) {
+  if (in_forward_[g] && !layout_->groups[g].reshard_after_forward) return;
+  to_sharded(g);
+}
+
+void RealRank::module_reshard_all() {
+  for (size_t g = 0; g < layout_->groups.size(); ++g) module_reshard(static_cast<int>(g));
+}
+
 // utils/other.py::_set_layer_requires_grad: the flag lands on the registered leaf.
 void RealRank::set_registered_rg(int p, bool v) {
   if (registry_[p].defined()) registry_[p].requires_grad_(v);
@@ -202,6 +213,7 @@ void RealRank::op_forward(bool grad_enabled) {
   std::fill(out_rg_.begin(), out_rg_.end(), 0);
   std::fill(in_rg_.begin(), in_rg_.end(), 0);
   if (root >= 0) {
+    in_forward_[root] = 1;
     unshard(root);
     forward_order_.push_back(root);
   }
@@ -215,16 +227,22 @@ void RealRank::op_forward(bool grad_enabled) {
     const GroupSpec& gs = layout_->groups[g];
     bool child = g != root;
     if (child && gs.first_layer == static_cast<int>(l)) {
-      in_rg_[g] = h.requires_grad();
+      // FSDPParamGroup.pre_forward registers the post-backward node only when entering FORWARD.
+      in_rg_[g] = h.requires_grad() && !in_forward_[g];
+      in_forward_[g] = 1;
       unshard(g);
       forward_order_.push_back(g);
     }
-    h = layer_forward(static_cast<int>(l), h);
+    at::Tensor base_out;
+    h = layer_forward(static_cast<int>(l), h, &base_out);
     if (child && gs.last_layer == static_cast<int>(l)) {
-      out_rg_[g] = h.requires_grad();
+      // A layer wrapped after fully_shard: the FSDP module is its base layer.
+      const at::Tensor& out = layout_->layers[l].lora_after_fsdp ? base_out : h;
+      out_rg_[g] = out.requires_grad();
       reshard_in_forward(g);
       record_post_forward(g);
-      register_pre_backward_hook(g, h);
+      in_forward_[g] = 0;
+      register_pre_backward_hook(g, out);
     }
     if (l + 1 < layout_->layers.size()) h = at::relu(h);
   }
@@ -232,6 +250,7 @@ void RealRank::op_forward(bool grad_enabled) {
     out_rg_[root] = h.requires_grad();
     reshard_in_forward(root);
     record_post_forward(root);
+    in_forward_[root] = 0;
     register_pre_backward_hook(root, h);
   }
   last_hooked_ = at::Tensor();
@@ -319,6 +338,7 @@ void RealRank::op_backward() {
   }
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
     if (!done[g]) post_backward(static_cast<int>(g));
+    in_forward_[g] = 0;  // the final callback leaves every group IDLE
     post_forward_indices_[g].clear();  // torch 2.13 FSDPParamGroup.finalize_backward, which also
     pending_[g] = at::Tensor();         // drops a mistargeted prefetch's all-gather output
   }

@@ -48,7 +48,7 @@ at::Tensor RealRank::delta_few_rows(int layer, int adapter) {
   const int64_t cols = (r + w - 1) / w;
   at::Tensor local = at::zeros({bs.chunk_rows, cols * w});
   local.narrow(1, 0, r).copy_(params_[pb].s.reshape({bs.chunk_rows, r}));
-  at::Tensor all = comm_->all_gather(local.reshape({-1}), bs.group, step_, {pb});
+  at::Tensor all = comm_->all_gather(local.reshape({-1}), bs.group, step_, {pb}, -1, true);
   at::Tensor b_full = all.view({w * bs.chunk_rows, cols * w}).narrow(0, 0, bs.rows).narrow(1, 0, r);
   const int64_t first = std::min<int64_t>(comm_->rank() * cols, r), n = std::min<int64_t>(cols, r - first);
   const ParamSpec& as = layout_->params[pa];
@@ -87,6 +87,13 @@ void RealRank::check_inplace_placement(int layer, int adapter, bool add) {
   const LayerSpec& ls = layout_->layers[layer];
   const int pa = ls.lora_a[adapter];
   const bool dtensors = ls.experts == 0 && group_of(pa) >= 0 && !unsharded_[layout_->params[pa].group];
+  // A plain delta (an adapter added after prepare) into W's DTensor shard: torch 2.13
+  // distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info refuses the mix.
+  const int gw = group_of(ls.weight);
+  if (ls.experts == 0 && prepared_ && group_of(pa) < 0 && gw >= 0 && !unsharded_[gw])
+    throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
+                                         ".Tensor got mixed torch.Tensor and DTensor, need to convert all torch.Tensor "
+                                         "to DTensor before calling distributed operators!");
   if (!dtensors || layout_->world == 1 || layout_->params[ls.weight].rows >= layout_->world) return;
   throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
                                        ".Tensor: in-place operations that require placement changes are not "
@@ -134,17 +141,19 @@ void RealRank::layer_enable_adapters(int layer, bool enabled) {
 }
 
 // lora/layer.py::Linear.forward.
-at::Tensor RealRank::layer_forward(int layer, const at::Tensor& h) {
+at::Tensor RealRank::layer_forward(int layer, const at::Tensor& h, at::Tensor* base_out) {
   const LayerSpec& ls = layout_->layers[layer];
-  if (ls.experts > 0) return experts_forward(layer, h);
+  if (ls.experts > 0) {
+    at::Tensor y = experts_forward(layer, h);
+    if (base_out) *base_out = y;
+    return y;
+  }
+  if (layer_disabled_[layer] && !merged_[layer].empty()) layer_unmerge(layer);
   const at::Tensor& w = registered(ls.weight);
   const at::Tensor& b = registered(ls.bias);
-  if (layer_disabled_[layer]) {
-    if (!merged_[layer].empty()) layer_unmerge(layer);
-    return at::linear(h, w, b);
-  }
-  if (!merged_[layer].empty()) return at::linear(h, w, b);
   at::Tensor y = at::linear(h, w, b);
+  if (base_out) *base_out = y;
+  if (layer_disabled_[layer] || !merged_[layer].empty()) return y;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (!((layer_active_[layer] >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
     y = y + at::linear(at::linear(h, registered(ls.lora_a[a])), registered(ls.lora_b[a])) * lora_scaling(*layout_, static_cast<int>(a));

@@ -2,6 +2,7 @@
 // checkpoints that find those objects by identity among the registered ones.
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "real_backend/real_rank.hpp"
@@ -16,7 +17,7 @@ constexpr double kLr = 1e-2, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kWeightD
 void RealRank::prepare_optimizer() {
   optimizer_.clear();
   optimizer_objects_.clear();
-  for (size_t p = 0; p < params_.size(); ++p) {
+  for (int p : layout_->state_dict_order) {  // model.parameters(): lora_A/lora_B in injection order
     if (!registry_[p].defined()) continue;
     bool take = layout_->optimizer == OptimizerParams::Trainable ? params_[p].s.requires_grad()
                                                                    : layout_->params[p].adapter >= 0;
@@ -40,6 +41,7 @@ void RealRank::op_step() {
     if (!rp.adam_m.defined()) {
       rp.adam_m = at::zeros_like(rp.s);
       rp.adam_v = at::zeros_like(rp.s);
+      rp.adam_created = ++adam_clock_;
     }
     ++rp.adam_step;
     at::Tensor w = rp.s.variable_data();
@@ -77,50 +79,108 @@ int RealRank::optimizer_unregistered(int* first, std::vector<std::string>* names
   return missing;
 }
 
+RealParam* RealRank::opt_state_of(size_t i) {
+  RealParam& rp = fsdp_param(optimizer_[i]);
+  return optimizer_objects_[i].is_same(rp.s) ? &rp : nullptr;
+}
+
+// torch/distributed/checkpoint/state_dict.py::_init_optim_state (save and load
+// start with it): no state and no grad anywhere -> one AdamW step with zero grads
+// and lr 0 on every held object that requires grad (state m = v = 0, step 1;
+// the values stay), then zero_grad(set_to_none=True).
+void RealRank::init_optim_state() {
+  for (size_t i = 0; i < optimizer_.size(); ++i) {
+    RealParam* rp = opt_state_of(i);
+    if ((rp && rp->adam_m.defined()) || optimizer_objects_[i].grad().defined()) return;
+  }
+  for (size_t i = 0; i < optimizer_.size(); ++i) {
+    RealParam* rp = opt_state_of(i);
+    if (!rp || !optimizer_objects_[i].requires_grad()) continue;
+    rp->adam_m = at::zeros_like(rp->s);
+    rp->adam_v = at::zeros_like(rp->s);
+    rp->adam_step = 1;
+    rp->adam_created = ++adam_clock_;
+  }
+}
+
 // torch/distributed/checkpoint/state_dict.py::_get_optim_state_dict: the
-// object -> FQN lookup raises a bare KeyError with the optimizer index.
+// object -> FQN lookup, over the state's keys in creation order and then over
+// the param groups, raises a bare KeyError with the optimizer index.
 void RealRank::op_save_optimizer() {
-  if (layout_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) reshard_all();
+  if (layout_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
+  init_optim_state();
   int first = -1;
-  if (optimizer_unregistered(&first, nullptr) > 0) {
+  std::vector<std::string> missing;
+  if (optimizer_unregistered(&first, &missing) > 0) {
+    int64_t oldest = 0;
+    for (size_t i = 0; i < optimizer_.size(); ++i) {
+      RealParam* rp = opt_state_of(i);
+      const bool gone = std::find(missing.begin(), missing.end(), layout_->params[optimizer_[i]].name) != missing.end();
+      if (gone && rp && rp->adam_m.defined() && (oldest == 0 || rp->adam_created < oldest)) {
+        oldest = rp->adam_created;
+        first = static_cast<int>(i);
+      }
+    }
     index_ = first;
     error(Status::KeyError, "KeyError: " + std::to_string(first));
     return;
   }
   opt_ckpt_.clear();
-  for (int p : optimizer_) {
-    const RealParam& rp = params_[p];
+  for (size_t i = 0; i < optimizer_.size(); ++i) {
+    const RealParam* rp = opt_state_of(i);
     std::vector<at::Tensor> st;
-    if (rp.adam_m.defined()) st = {rp.adam_m.clone(), rp.adam_v.clone(), at::scalar_tensor(static_cast<double>(rp.adam_step))};
-    opt_ckpt_.push_back({layout_->params[p].name, st});
+    if (rp && rp->adam_m.defined())
+      st = {rp->adam_m.clone(), rp->adam_v.clone(), at::scalar_tensor(static_cast<double>(rp->adam_step))};
+    opt_ckpt_.push_back({layout_->params[optimizer_[i]].name, st});
   }
   has_opt_ckpt_ = true;
 }
 
-// state_dict.py::_split_optim_state_dict: the same lookup; KeyError: <tensor>.
+// state_dict.py::_split_optim_state_dict: per object in param-group order the
+// same lookup (KeyError: <tensor>), and under strict=True an object that
+// requires grad with no saved state raises; a checkpoint with no state at all
+// is taken as is. Optimizer.load_state_dict keeps the saved state of the
+// objects that require grad and drops every other.
 void RealRank::op_load_optimizer() {
   if (!has_opt_ckpt_) {
     error(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
     return;
   }
-  if (layout_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) reshard_all();
+  if (layout_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
+  init_optim_state();
+  bool any_saved = false;
+  for (const auto& c : opt_ckpt_) any_saved = any_saved || !c.second.empty();
+  std::vector<std::string> missing;
   int first = -1;
-  if (optimizer_unregistered(&first, nullptr) > 0) {
-    index_ = first;
-    error(Status::KeyError, "KeyError: <sharded parameter " + layout_->params[optimizer_[first]].name + ">");
-    return;
+  optimizer_unregistered(&first, &missing);
+  for (size_t i = 0; i < optimizer_.size() && any_saved; ++i) {
+    const std::string& name = layout_->params[optimizer_[i]].name;
+    if (std::find(missing.begin(), missing.end(), name) != missing.end()) {
+      index_ = static_cast<int64_t>(i);
+      error(Status::KeyError, "KeyError: <sharded parameter " + name + ">");
+      return;
+    }
+    if (optimizer_objects_[i].requires_grad() && (i >= opt_ckpt_.size() || opt_ckpt_[i].second.empty())) {
+      error(Status::Exception, "RuntimeError: Missing optimizer state for parameter 'base_model.model." + name +
+                                   ".weight' in checkpoint. The parameter requires gradients but has no saved "
+                                   "optimizer state. To load anyway, use StateDictOptions(strict=False).");
+      return;
+    }
   }
-  for (size_t i = 0; i < optimizer_.size() && i < opt_ckpt_.size(); ++i) {
-    RealParam& rp = params_[optimizer_[i]];
-    const auto& st = opt_ckpt_[i].second;
-    if (st.empty()) {
-      rp.adam_m = rp.adam_v = at::Tensor();
-      rp.adam_step = 0;
+  for (size_t i = 0; i < optimizer_.size(); ++i) {
+    RealParam* rp = opt_state_of(i);
+    if (!rp) continue;
+    const bool keep = any_saved && i < opt_ckpt_.size() && !opt_ckpt_[i].second.empty() && optimizer_objects_[i].requires_grad();
+    if (!keep) {
+      rp->adam_m = rp->adam_v = at::Tensor();
+      rp->adam_step = 0;
       continue;
     }
-    rp.adam_m = st[0].clone();
-    rp.adam_v = st[1].clone();
-    rp.adam_step = static_cast<int64_t>(st[2].item<double>());
+    const auto& st = opt_ckpt_[i].second;
+    rp->adam_m = st[0].clone();
+    rp->adam_v = st[1].clone();
+    rp->adam_step = static_cast<int64_t>(st[2].item<double>());
+    rp->adam_created = ++adam_clock_;
   }
 }
 

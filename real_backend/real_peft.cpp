@@ -55,12 +55,12 @@ void RealRank::op_set_adapter(const Op& op) {
         for (size_t g = 0; g < layout_->groups.size(); ++g) {
           bool merged = false;
           for (int l : layout_->groups[g].layers) merged = merged || !merged_[l].empty();
-          if (!merged) to_sharded(static_cast<int>(g));
+          if (!merged) module_reshard(static_cast<int>(g));
         }
         break;
       case sw::kUnmergeFirst:  // #3895
         if (any_merged()) unmerge_adapter();
-        reshard_all();
+        module_reshard_all();
         break;
     }
   }
@@ -102,7 +102,7 @@ void RealRank::op_disable_exit() {
   }
   if (layout_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
     if (any_merged()) unmerge_adapter();
-    reshard_all();
+    module_reshard_all();
   }
   for (size_t l = 0; l < layout_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), true);
   disabled_ = false;
@@ -131,6 +131,19 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   if ((present_ >> adapter) & 1) {
     error(Status::ValueError, "Adapter with name " + layout_->adapters[adapter].name + " already exists.");
     return;
+  }
+  // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
+  const std::string conflict = target_parameters_conflict(layout_->target_parameters, layout_->adapters, adapter, present_);
+  if (!conflict.empty()) throw OpError(Status::ValueError, conflict);
+  // peft tuners_utils.py::BaseTuner._inject_parameters knows an existing ParamWrapper by its class
+  // name, which fully_shard renamed on the modules it was given: the injection raises.
+  for (size_t l = 0; l < layout_->layers.size() && prepared_; ++l) {
+    const LayerSpec& ls = layout_->layers[l];
+    if (ls.experts == 0 || ls.lora_a[adapter] < 0 || !layer_tuner_[l] || layout_->groups[ls.group].is_root) continue;
+    throw OpError(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + ls.name +
+                                          "' of type Experts, which is not a valid target. Make sure that this layer "
+                                          "is not also targeted with `target_modules`. For some models, PEFT will do "
+                                          "this automatically, try setting `target_modules=[]` to prevent it.");
   }
   present_ |= 1u << adapter;
   if (inference_mode) inference_mode_ |= 1u << adapter;
@@ -199,7 +212,9 @@ void RealRank::op_delete_adapter(int adapter) {
 void RealRank::op_delta_weight(int layer) {
   const LayerSpec& ls = layout_->layers[layer];
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-    if (!((layer_active_[layer] >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    // The tuner's active adapters (BaseTuner.active_adapters), which a delete can leave
+    // different from this layer's own list.
+    if (!((active_ >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
     WeightClass value = WeightClass::Exact;  // Linear: B @ A on whatever is registered
     if (ls.experts > 0) experts_delta(layer, static_cast<int>(a), &value, false);
     else delta(layer, static_cast<int>(a));
@@ -295,10 +310,9 @@ void RealRank::op_load_adapters() {
         v.narrow(0, 0, file0[p].numel()).copy_(file0[p]);
       } else {
         if (status_ == Status::Ok)
-          error(Status::ShapeError, "size mismatch for " + ps.name + ": copying a param with shape [" +
-                                        std::to_string(saved_rows_[p]) + ", " + std::to_string(ps.cols) +
-                                        "] from checkpoint, the shape in current model is [" + std::to_string(ps.rows) +
-                                        ", " + std::to_string(ps.cols) + "].");
+          // torch nn/modules/module.py::Module.load_state_dict: every size mismatch of the call is
+          // collected, then one RuntimeError whose first line names the module class.
+          error(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
         continue;
       }
       params_[p].s.variable_data().copy_(v.reshape(params_[p].s.sizes()));

@@ -112,7 +112,7 @@ void RealRank::prepare_model() {
   at::NoGradGuard ng;
   const size_t n = params_.size();
   if (layout_->loading == Loading::RamEfficient) {
-    for (size_t p = 0; p < n; ++p) {
+    for (int p : layout_->state_dict_order) {
       if (!registry_[p].defined()) continue;
       RealParam& rp = params_[p];
       const ParamSpec& ps = layout_->params[p];

@@ -20,7 +20,10 @@ std::vector<Collective> collectives_of(const Layout& l, const std::vector<Issued
     k.group = c.op == CollOp::Broadcast ? l.params[c.group].name : l.groups[c.group].name;
     for (int p : c.members) {
       const ParamSpec& ps = l.params[p];
-      k.parts.push_back({ps.name, c.op == CollOp::Broadcast ? ps.rows * ps.cols : ps.chunk_numel()});
+      // A one-parameter all-gather (DTensor's redistribution) carries that tensor as sent, padding included.
+      k.parts.push_back({ps.name, c.op == CollOp::Broadcast                              ? ps.rows * ps.cols
+                                  : c.op == CollOp::AllGather && c.members.size() == 1 ? c.count
+                                                                                       : ps.chunk_numel()});
     }
     out.push_back(std::move(k));
   }
@@ -59,6 +62,7 @@ void RealRank::reset() {
   unsharded_.assign(layout_->groups.size(), 0);
   out_rg_.assign(layout_->groups.size(), 0);
   in_rg_.assign(layout_->groups.size(), 0);
+  in_forward_.assign(layout_->groups.size(), 0);
   post_forward_order_.clear();
   post_forward_indices_.assign(layout_->groups.size(), {});
   pending_.assign(layout_->groups.size(), at::Tensor());
@@ -150,7 +154,7 @@ void RealRank::run_op(const Op& op) {
       if (!op.names.empty() && only < 0) break;
       for (size_t g = 0; g < layout_->groups.size(); ++g) {
         if (only >= 0 && static_cast<int>(g) != only) continue;
-        if (op.kind == OpKind::Reshard) to_sharded(static_cast<int>(g));
+        if (op.kind == OpKind::Reshard) module_reshard(static_cast<int>(g));
         else unshard(static_cast<int>(g));
       }
       break;

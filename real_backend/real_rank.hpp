@@ -29,6 +29,7 @@ struct RealParam {
   at::Tensor place;
   at::Tensor adam_m, adam_v;  // AdamW state, keyed to S
   int64_t adam_step = 0;
+  int64_t adam_created = 0;   // when the state was created (Optimizer.state's insertion order)
 };
 
 // An exception PEFT raises inside an op (a libtorch error's first line): the
@@ -66,7 +67,9 @@ class RealRank {
   void record_post_forward(int g);
   void register_pre_backward_hook(int g, const at::Tensor& out);
   int backward_prefetch_target(int g);
-  void reshard_all();
+  void reshard_all();         // the state-dict pre-hook: every group, whatever its state
+  void module_reshard(int g);  // FSDPModule.reshard(): a no-op in FORWARD without reshard_after_forward
+  void module_reshard_all();
   void set_registered_rg(int p, bool v);
   const at::Tensor& registered(int p) const { return registry_[p]; }
   // The group managing the registered object (-1: none; a re-added adapter's new module).
@@ -85,7 +88,7 @@ class RealRank {
   void layer_unmerge(int layer);
   void layer_set_adapter(int layer, uint32_t names, bool inference_mode);
   void layer_enable_adapters(int layer, bool enabled);
-  at::Tensor layer_forward(int layer, const at::Tensor& h);
+  at::Tensor layer_forward(int layer, const at::Tensor& h, at::Tensor* base_out = nullptr);  // base_out: the base layer's output
   void set_adapter_module_level(uint32_t names, bool inference_mode);
   void op_set_adapter(const Op& op);
   void op_merge(const Op& op);
@@ -116,6 +119,8 @@ class RealRank {
   void op_zero_grad();
   int optimizer_unregistered(int* first, std::vector<std::string>* names) const;
   void op_save_optimizer();
+  RealParam* opt_state_of(size_t i);  // the state slot of optimizer position i (nullptr: an object no module holds)
+  void init_optim_state();
   void op_load_optimizer();
   // --- reporting ---
   RankReport report(const Op& op, int step);
@@ -152,6 +157,7 @@ class RealRank {
   std::vector<int> optimizer_;
   std::vector<at::Tensor> optimizer_objects_;
   bool has_opt_ckpt_ = false;
+  int64_t adam_clock_ = 0;  // stamps each new AdamW state (adam_created)
   std::vector<std::pair<std::string, std::vector<at::Tensor>>> opt_ckpt_;
   // save_adapters: the checkpoint as rank 0 writes it; this rank keeps the
   // rows it can restore (its chunk of the saved full values) and rank 0's shapes
@@ -165,6 +171,7 @@ class RealRank {
   at::Tensor loss_;
   bool have_output_ = false;
   std::vector<uint8_t> out_rg_, in_rg_;
+  std::vector<uint8_t> in_forward_;  // per group: TrainingState.FORWARD (pre_forward ran, post_forward not yet)
   std::vector<int> forward_order_;
   // Pre-backward hooks as libtorch fired them in the last backward: the group and
   // an id of the output tensor the hook was registered on (same id: same tensor).

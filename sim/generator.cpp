@@ -1,5 +1,7 @@
 #include "sim/generator.hpp"
 
+#include <algorithm>
+
 namespace fsdpsim {
 
 namespace {
@@ -74,6 +76,23 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
   // Drawn last, so the fields above stay what older seeds gave.
   for (auto& l : s.layers)
     if (rng.chance(10)) l.experts = 1 + static_cast<int>(rng.below(3));
+  // PEFT builds the declared adapters only when all that target experts layers target the
+  // same ones (lora/model.py::_check_new_adapter_config): later ones take the first's.
+  const std::vector<std::string>* ref = nullptr;
+  auto is_experts = [&](const std::string& n) { return s.layers[s.layer_index(n)].experts > 0; };
+  for (auto& d : s.adapters) {
+    if (d.deferred || std::none_of(d.targets.begin(), d.targets.end(), is_experts)) continue;
+    if (!ref) {
+      ref = &d.targets;
+      continue;
+    }
+    std::vector<std::string> t;
+    for (const auto& l : s.layers)
+      if (l.experts > 0 ? std::find(ref->begin(), ref->end(), l.name) != ref->end()
+                        : std::find(d.targets.begin(), d.targets.end(), l.name) != d.targets.end())
+        t.push_back(l.name);
+    d.targets = t;
+  }
   if (rng.chance(12)) {
     s.loading = Loading::RamEfficient;
     s.dtype = rng.chance(70) ? DType::BF16 : DType::F32;

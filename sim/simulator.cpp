@@ -75,8 +75,11 @@ bool Simulator::match() {
     const CollRecord& c0 = queues_[0][heads_[0]].coll;
     for (size_t r = 1; r < queues_.size(); ++r) {
       const CollRecord& c = queues_[r][heads_[r]].coll;
-      if (c.op != c0.op || c.group != c0.group || c.count != c0.count || c.dtype != c0.dtype || !same_members(r, 0))
-        return false;
+      // DTensor's redistribution (an all-gather no FSDP group issues) goes over the mesh's one
+      // process group: it pairs with any peer collective of that size and dtype.
+      const bool dtensor = c.op == CollOp::AllGather && (c.into != CollRecord::kIntoU || c0.into != CollRecord::kIntoU);
+      if (c.op != c0.op || c.count != c0.count || c.dtype != c0.dtype) return false;
+      if (!dtensor && (c.group != c0.group || !same_members(r, 0))) return false;
     }
     if (c0.op == CollOp::AllGather) {
       mix_check();
@@ -112,6 +115,17 @@ void Simulator::mix_check() {
     return c.digest_begin < 0 ? 0 : ranks_[r].digests()[c.digest_begin + i];
   };
   const CollRecord& c0 = queues_[0][heads_[0]].coll;
+  bool same_kind = true;
+  for (size_t r = 1; r < queues_.size(); ++r) same_kind = same_kind && queues_[r][heads_[r]].coll.into == c0.into;
+  if (!same_kind) {  // a group all-gather paired with a DTensor one: every gathered value is a mix
+    for (size_t r = 0; r < queues_.size(); ++r) {
+      const Pending& p = queues_[r][heads_[r]];
+      if (p.coll.into != CollRecord::kIntoU) continue;
+      for (size_t i = 0; i < topo_->groups[p.coll.target].params.size(); ++i) ranks_[r].mark_mixed(p.coll, static_cast<int>(i));
+      refresh_observation(r, p);
+    }
+    return;
+  }
   int n = c0.into == CollRecord::kIntoU ? static_cast<int>(topo_->groups[c0.target].params.size()) : 1;
   for (int i = 0; i < n; ++i) {
     bool differ = false;  // among the ranks that hold rows (0: padding only)
@@ -135,10 +149,16 @@ void Simulator::mix_check() {
 // up: the delta is made of the rows every rank contributed.
 void Simulator::apply_gathered_deltas() {
   std::vector<uint32_t> versions;
+  bool one_param = true;
   for (size_t r = 0; r < queues_.size(); ++r) {
     const CollRecord& c = queues_[r][heads_[r]].coll;
     versions.push_back(c.digest_begin < 0 ? kNoRows : ranks_[r].gathered_versions()[c.digest_begin]);
+    one_param = one_param && c.member_count == 1 && same_members(r, 0);
   }
+  // Peers that gathered other parameters (ranks out of step) contributed rows of those:
+  // the gathered A is a mix, whatever the versions say.
+  for (size_t r = 0; r < versions.size() && !one_param; ++r)
+    if (versions[r] != kNoRows) versions[r] = (versions[r] ^ static_cast<uint32_t>(r + 1) * 0x9e37u) & 0xffffu;
   const uint32_t a_version = RankModel::global_a_version(versions);
   for (size_t r = 0; r < queues_.size(); ++r) {
     const Pending& p = queues_[r][heads_[r]];

@@ -177,9 +177,17 @@ void RankModel::root_post_backward_final_callback(std::vector<uint8_t>& done) {
   st_.post_forward_order.clear();  // torch 2.13 _fsdp_state.py::_root_post_backward_final_callback (is_last_backward)
 }
 
-// FSDPModule.reshard() on every FSDP module (what the patched helpers call).
+// The state-dict pre-hook on every group (torch 2.13 _fsdp_param_group.py::
+// FSDPParamGroup._register_state_dict_hooks -> _to_sharded): whatever the training state.
 void RankModel::reshard_all() {
   for (size_t g = 0; g < topo_->groups.size(); ++g) to_sharded(static_cast<int>(g));
+}
+
+// FSDPModule.reshard() on every FSDP module (what the patched helpers call):
+// FSDPParamGroup.reshard, a no-op for a reshard_after_forward=False group left in
+// FORWARD by a forward that raised (torch 2.13 _fsdp_param_group.py::reshard).
+void RankModel::module_reshard_all() {
+  for (size_t g = 0; g < topo_->groups.size(); ++g) reshard(static_cast<int>(g));
 }
 
 bool RankModel::is_registered_u(int param) const {

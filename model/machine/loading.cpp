@@ -56,14 +56,14 @@ void RankModel::place_new_adapter(int adapter) {
 
 // accelerate/utils/fsdp_utils.py::fsdp2_prepare_model: with ram-efficient
 // loading, fsdp2_load_full_state_dict broadcasts every state-dict entry from
-// rank 0 by call order, each rank in its own parameter's dtype (rank 0 sends
+// rank 0 in state_dict order (injection order for lora_A/lora_B), each rank in its own parameter's dtype (rank 0 sends
 // its loaded tensor, the others receive into torch.empty of their meta
 // parameter's dtype); nothing compares names or dtypes, so the collectives
 // decide. Then every parameter is real, and accelerator.py::_prepare_fsdp2
 // points the optimizer at the sharded objects.
 void RankModel::op_prepare() {
   if (topo_->loading == Loading::RamEfficient) {
-    for (size_t p = 0; p < topo_->params.size(); ++p) {
+    for (int p : topo_->state_dict_order) {
       const ParamInfo& pi = topo_->params[p];
       if (!st_.params[p].present) continue;
       CollRecord c{CollOp::Broadcast, -1, static_cast<int64_t>(pi.dim0) * pi.rest};
@@ -71,7 +71,7 @@ void RankModel::op_prepare() {
       c.member_count = 1;
       c.dtype = st_.params[p].dtype;
       colls_.push_back(c);
-      members_.push_back(static_cast<int>(p));
+      members_.push_back(p);
     }
   }
   for (auto& ps : st_.params) ps.device = Device::Cpu;
@@ -87,7 +87,10 @@ Collective RankModel::collective_of(const CollRecord& c) const {
   out.parts.reserve(static_cast<size_t>(c.member_count));
   for (int i = 0; i < c.member_count; ++i) {
     const ParamInfo& pi = topo_->params[members_[c.member_begin + i]];
-    int64_t n = c.op == CollOp::Broadcast ? static_cast<int64_t>(pi.dim0) * pi.rest : pi.shard_numel;
+    // A one-parameter all-gather (DTensor's redistribution) carries that tensor as sent, padding included.
+    int64_t n = c.op == CollOp::Broadcast ? static_cast<int64_t>(pi.dim0) * pi.rest
+                : c.op == CollOp::AllGather && c.member_count == 1 ? c.count
+                                                                    : pi.shard_numel;
     out.parts.push_back({pi.name, n});
   }
   out.group = c.op == CollOp::Broadcast ? out.parts[0].param : topo_->groups[c.group].name;

@@ -1,19 +1,30 @@
 // The optimizer's object list and DCP optimizer checkpoints.
+#include <algorithm>
+
 #include "model/machine/rank_model.hpp"
 
 namespace fsdpsim {
+
+namespace {
+// The FQN DCP names a LoRA parameter by: the lora_A/lora_B Linear's weight under the PeftModel.
+std::string fqn_of(const ParamInfo& pi) {
+  if (pi.adapter < 0) return "base_model.model." + pi.name;
+  return "base_model.model." + pi.name + ".weight";
+}
+}  // namespace
 
 // accelerate/accelerator.py::Accelerator._prepare_fsdp2 ->
 // fsdp_utils.py::fsdp2_switch_optimizer_parameters: the optimizer ends up holding
 // the S objects registered right after prepare, in model.parameters() order.
 void RankModel::prepare_optimizer() {
   st_.optimizer.clear();
-  for (size_t p = 0; p < topo_->params.size(); ++p) {
+  st_.opt_state.clear();
+  for (int p : topo_->state_dict_order) {  // model.parameters(): lora_A/lora_B in injection order
     ParamState& ps = st_.params[p];
     ps.recreated = false;
     if (!ps.present) continue;
     bool take = topo_->optimizer == OptimizerParams::Trainable ? ps.rg_s : topo_->params[p].adapter >= 0;
-    if (take) st_.optimizer.push_back(static_cast<int>(p));
+    if (take) st_.optimizer.push_back(p);
   }
 }
 
@@ -41,8 +52,12 @@ int RankModel::optimizer_missing(int* first_index) const {
 // (an object replaced by a re-added adapter is in no graph; torch/optim/adamw.py::AdamW.step still
 // updates the ghost shard it holds when that kept a grad from before the delete).
 void RankModel::op_step() {
-  for (int p : st_.optimizer) {
-    ParamState& ps = st_.params[p];
+  for (size_t i = 0; i < st_.optimizer.size(); ++i) {
+    // torch/optim/adamw.py::AdamW._init_group: state is created for each object with a grad.
+    if (opt_object_has_grad(static_cast<int>(i)) &&
+        std::find(st_.opt_state.begin(), st_.opt_state.end(), static_cast<int>(i)) == st_.opt_state.end())
+      st_.opt_state.push_back(static_cast<int>(i));
+    ParamState& ps = st_.params[st_.optimizer[i]];
     if (ps.detached) {
       if (ps.ghost_grad) ps.ghost_ver = (ps.ghost_ver + 1) & 0xffffu;
     } else if (ps.grad_s && !ps.recreated) {
@@ -57,35 +72,81 @@ void RankModel::op_zero_grad() {
   for (auto& ps : st_.params) ps.grad_s = ps.grad_u = ps.ghost_grad = false;
 }
 
+bool RankModel::opt_object_has_grad(int i) const {
+  const ParamState& ps = st_.params[st_.optimizer[i]];
+  return ps.detached ? ps.ghost_grad : ps.grad_s && !ps.recreated;
+}
+
+// torch/distributed/checkpoint/state_dict.py::_init_optim_state (save and load
+// both start with it): an optimizer with no state and no grad takes one step with
+// zero grads and lr 0 on every object that requires grad, so each gets state and
+// keeps its values; zero_grad(set_to_none=True) then drops those zero grads.
+void RankModel::init_optim_state() {
+  if (!st_.opt_state.empty()) return;
+  for (size_t i = 0; i < st_.optimizer.size(); ++i)
+    if (opt_object_has_grad(static_cast<int>(i))) return;
+  for (size_t i = 0; i < st_.optimizer.size(); ++i)
+    if (st_.params[st_.optimizer[i]].rg_s) st_.opt_state.push_back(static_cast<int>(i));
+}
+
 // torch/distributed/checkpoint/state_dict.py::_get_optim_state_dict: maps each
-// optimizer object to an FQN through model.named_parameters() at call time; an
-// object that is not registered raises a bare KeyError with its index.
+// optimizer object to an FQN through model.named_parameters() at call time,
+// first the state's keys (creation order), then every param group's; an object
+// that is not registered raises a bare KeyError with its index.
 void RankModel::op_save_optimizer() {
-  if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) reshard_all();
+  if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
+  init_optim_state();
   int first = -1;
   res_.opt_missing = optimizer_missing(&first);
   if (res_.opt_missing > 0) {
+    for (int i : st_.opt_state)
+      if (!is_registered_s(st_.optimizer[i])) {
+        first = i;
+        break;
+      }
     res_.index = first;
     error(Status::KeyError, "KeyError: " + std::to_string(first));
     return;
   }
   st_.has_opt_ckpt = true;
+  st_.saved_state.clear();
+  for (int i : st_.opt_state) st_.saved_state.push_back(st_.optimizer[i]);
 }
 
-// state_dict.py::_split_optim_state_dict: the same identity lookup through the
-// mapping captured at call entry; a missing object raises KeyError: <tensor>.
+// state_dict.py::_split_optim_state_dict: per optimizer object in param-group
+// order, the FQN through the mapping captured at call entry (a missing object
+// raises KeyError: <tensor>); an object that requires grad and has no saved state
+// raises under the default strict=True (a checkpoint with no state at all is
+// loaded as is). Optimizer.load_state_dict then keeps the saved state of the
+// objects that require grad, in param-group order.
 void RankModel::op_load_optimizer() {
   if (!st_.has_opt_ckpt) {
     error(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
     return;
   }
-  if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) reshard_all();
+  if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
+  init_optim_state();
   int first = -1;
   res_.opt_missing = optimizer_missing(&first);
-  if (res_.opt_missing > 0) {
-    res_.index = first;
-    error(Status::KeyError, "KeyError: <sharded parameter " + topo_->params[st_.optimizer[first]].name + ">");
+  // A checkpoint with no state at all is returned as is (no lookup, nothing raises).
+  auto saved = [&](int p) { return std::find(st_.saved_state.begin(), st_.saved_state.end(), p) != st_.saved_state.end(); };
+  for (size_t i = 0; i < st_.optimizer.size() && !st_.saved_state.empty(); ++i) {
+    const int p = st_.optimizer[i];
+    if (!is_registered_s(p)) {
+      res_.index = static_cast<int64_t>(i);
+      error(Status::KeyError, "KeyError: <sharded parameter " + topo_->params[p].name + ">");
+      return;
+    }
+    if (st_.params[p].rg_s && !saved(p)) {
+      error(Status::Exception, "RuntimeError: Missing optimizer state for parameter '" + fqn_of(topo_->params[p]) +
+                                   "' in checkpoint. The parameter requires gradients but has no saved optimizer "
+                                   "state. To load anyway, use StateDictOptions(strict=False).");
+      return;
+    }
   }
+  st_.opt_state.clear();
+  for (size_t i = 0; i < st_.optimizer.size(); ++i)
+    if (st_.params[st_.optimizer[i]].rg_s && saved(st_.optimizer[i])) st_.opt_state.push_back(static_cast<int>(i));
 }
 
 }  // namespace fsdpsim

@@ -43,14 +43,41 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
                                    "placement. Please use the out-of-place version of this operation instead.");
       return false;
     }
-    if (sharded_read) gather_one(a, into, layer, adapter, sign);
-    else if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
+    if (sharded_read) {
+      gather_one(a, into, layer, adapter, sign);
+      return true;
+    }
+    if (sign != 0 && group_of(li.weight) >= 0 && !is_registered_u(li.weight)) {
+      // An adapter FSDP does not manage (added after prepare) gives a plain delta, and W
+      // is the DTensor shard: torch 2.13 distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info.
+      error(Status::Exception, std::string("RuntimeError: aten.") + (sign > 0 ? "add_" : "sub_") +
+                                   ".Tensor got mixed torch.Tensor and DTensor, need to convert all "
+                                   "torch.Tensor to DTensor before calling distributed operators!");
+      return false;
+    }
+    if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
     return true;
   }
   if (li.experts == 1) {
     // peft 0.21.2 lora/layer.py::ParamWrapper.get_delta_weight -> Linear.get_delta_weight for
     // num_experts == 1: B @ A, shape (out, in), for a weight stored (1, in, out) (is_transposed).
-    if (sharded_read && topo_->world > 1) gather_one(a, CollRecord::kNowhere, layer, adapter);
+    if (sharded_read && topo_->world > 1) {
+      const int64_t w = topo_->world, r = topo_->adapters[adapter].r;
+      if (topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
+        // delta_weight_gather=on (the #3102 fix) reads the full A and B.
+        gather_one(a, CollRecord::kNowhere, layer, adapter);
+        gather_one(b, CollRecord::kNowhere, layer, adapter);
+      } else if (topo_->params[b].dim0 < w && r >= w) {
+        // B @ A with fewer out rows than ranks, as for a Linear above: B moves to Shard(1).
+        const int64_t rows = (topo_->params[b].dim0 + w - 1) / w;
+        gather_one(b, CollRecord::kNowhere, layer, adapter, 0, rows * ((r + w - 1) / w) * w);
+      } else if (topo_->params[b].dim0 < w) {
+        gather_one(b, CollRecord::kNowhere, layer, adapter);
+        gather_one(a, CollRecord::kNowhere, layer, adapter);
+      } else {
+        gather_one(a, CollRecord::kNowhere, layer, adapter);
+      }
+    }
     const std::string err = one_expert_add_error(layer, adapter, sharded_read);
     if (sign == 0 || err.empty()) {
       // the delta_weight op returns the (out, in) delta: not the layer's delta
@@ -86,9 +113,13 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
     return false;
   }
   gather_one(a, into, layer, adapter, sign);
-  // torch 2.13 distributed/tensor/_redistribute.py: `param.data += delta` redistributes (one
-  // all-gather the size of W's shard) to add the delta into the Shard(0) weight.
-  if (sign != 0) gather_one(li.weight, CollRecord::kNowhere, layer, adapter);
+  // torch 2.13 distributed/tensor/_redistribute.py: `param.data += delta` redistributes the
+  // delta, sharded on its out dimension, to W's Shard(0): one all-gather of this rank's padded
+  // (E, in, ceil(out / world)) columns, the size of W's shard when out divides evenly.
+  if (sign != 0) {
+    const int64_t out = topo_->params[b].dim0, w = topo_->world;
+    gather_one(li.weight, CollRecord::kNowhere, layer, adapter, 0, E * (topo_->params[li.weight].rest / out) * ((out + w - 1) / w));
+  }
   return true;
 }
 

@@ -44,14 +44,14 @@ void RankModel::op_set_adapter(const Op& op) {
         for (size_t g = 0; g < topo_->groups.size(); ++g) {
           bool merged = false;
           for (int l : topo_->groups[g].layers) merged = merged || st_.layers[l].n_merged > 0;
-          if (!merged) to_sharded(static_cast<int>(g));
+          if (!merged) reshard(static_cast<int>(g));  // FSDPModule.reshard
         }
         break;
       case sw::kUnmergeFirst:
         // #3895: unmerge_adapter, then reshard every FSDP module, then set_adapter.
         if (any_merged()) unmerge_adapter();
         if (res_.status != Status::Ok) return;  // get_delta_weight raised inside unmerge
-        reshard_all();
+        module_reshard_all();
         break;
     }
   }
@@ -102,7 +102,7 @@ void RankModel::op_disable_exit() {
   if (topo_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
     if (any_merged()) unmerge_adapter();
     if (res_.status != Status::Ok) return;
-    reshard_all();
+    module_reshard_all();
   }
   for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), true);
   st_.disabled = false;
@@ -136,6 +136,24 @@ void RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
 void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
   if ((st_.present >> adapter) & 1) {
     error(Status::ValueError, "Adapter with name " + topo_->adapters[adapter].name + " already exists.");
+    return;
+  }
+  // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
+  const std::string conflict = target_parameters_conflict(topo_->target_parameters, topo_->adapters, adapter, st_.present);
+  if (!conflict.empty()) {
+    error(Status::ValueError, conflict);
+    return;
+  }
+  // peft tuners_utils.py::BaseTuner._inject_parameters reuses a ParamWrapper only by its class
+  // name, which fully_shard changed (FSDPParamWrapper) on a module it was given: it raises, and
+  // PeftModel.add_adapter drops the config. (Linear targets injected before it stay: not modelled.)
+  for (size_t l = 0; l < topo_->layers.size() && st_.prepared; ++l) {
+    const LayerInfo& li = topo_->layers[l];
+    if (li.experts == 0 || li.A[adapter] < 0 || !st_.layers[l].tuner || topo_->groups[li.group].is_root) continue;
+    error(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + li.name +
+                                  "' of type Experts, which is not a valid target. Make sure that this layer is not "
+                                  "also targeted with `target_modules`. For some models, PEFT will do this "
+                                  "automatically, try setting `target_modules=[]` to prevent it.");
     return;
   }
   st_.present |= static_cast<uint8_t>(1u << adapter);
@@ -230,7 +248,9 @@ void RankModel::op_delete_adapter(int adapter) {
 void RankModel::op_delta_weight(int layer) {
   const LayerInfo& li = topo_->layers[layer];
   for (int a = 0; a < topo_->n_adapters(); ++a) {
-    if (!((st_.layers[layer].active >> a) & 1) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
+    // The tuner's active adapters (BaseTuner.active_adapters), not the layer's own list: after a
+    // delete the two can differ, and the caller asks the model which adapters are active.
+    if (!((st_.active >> a) & 1) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
     if (!get_delta_weight(layer, a, 0)) return;
     res_.deltas |= static_cast<uint8_t>(1u << a);
   }
@@ -300,10 +320,9 @@ void RankModel::op_load_adapters() {
         const bool zero_b = pi.kind == ParamKind::LoraB && st_.saved_ver[p] == 0 && topo_->adapters[a].init == LoraInit::Zero;
         ps.ver_s = rank_ == 0 || zero_b ? st_.saved_ver[p] : ((st_.saved_ver[p] + 0x8000u + static_cast<uint32_t>(rank_)) & 0xffffu);
       } else if (res_.status == Status::Ok) {
-        const std::string cols = std::to_string(pi.rest);
-        error(Status::ShapeError, "size mismatch for " + pi.name + ": copying a param with shape [" + std::to_string(rows0) +
-                                      ", " + cols + "] from checkpoint, the shape in current model is [" +
-                                      std::to_string(pi.dim0) + ", " + cols + "].");
+        // torch nn/modules/module.py::Module.load_state_dict gathers every size mismatch and raises one
+        // RuntimeError after the loop; its first line names the module (upstream: FSDPPeftModel).
+        error(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
       }
     }
   }

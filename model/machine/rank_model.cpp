@@ -90,7 +90,7 @@ const OpResult& RankModel::apply(const Op& op) {
       for (size_t g = 0; g < topo_->groups.size(); ++g) {
         if (only >= 0 && static_cast<int>(g) != only) continue;
         if (op.kind == OpKind::Reshard) {
-          to_sharded(static_cast<int>(g));
+          reshard(static_cast<int>(g));  // FSDPModule.reshard -> FSDPParamGroup.reshard
         } else {
           lazy_init(static_cast<int>(g));
           unshard(static_cast<int>(g));
@@ -139,16 +139,22 @@ void RankModel::op_forward(bool grad_enabled) {
     int g = topo_->layers[l].group;
     bool child = g != root;
     if (child && topo_->groups[g].first_layer == static_cast<int>(l)) {
-      gr.group_in_rg[g] = path_rg;
+      // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.pre_forward registers the post-backward
+      // node only when entering a forward pass: a group left in FORWARD by a raise gets none.
+      gr.group_in_rg[g] = path_rg && st_.groups[g].training != TrainingState::Forward;
       pre_forward(g);
     }
+    const LayerInfo& li = topo_->layers[l];
+    // The FSDP module of a layer wrapped after fully_shard is its base layer: its output
+    // requires grad only through the input or the base parameters.
+    const bool base_rg = path_rg || (grad_enabled && (registered_rg(li.weight) || (li.bias >= 0 && registered_rg(li.bias))));
     // A module that raises leaves every group it entered UNSHARDED (no post_forward) and no output.
     if (!layer_forward(static_cast<int>(l), grad_enabled, &path_rg)) {
       gr.valid = false;
       return;
     }
     if (child && topo_->groups[g].last_layer == static_cast<int>(l)) {
-      gr.group_out_rg[g] = path_rg;
+      gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
       post_forward(g);
       gr.hooks.emplace_back(g, static_cast<int>(l));
     }

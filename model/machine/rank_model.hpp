@@ -85,6 +85,8 @@ class RankModel {
   WeightClass classify_registered(int layer) const;
   bool any_merged() const;
   int optimizer_missing(int* first_index) const;
+  bool opt_object_has_grad(int i) const;  // optimizer position i: its object's .grad is not None
+  void init_optim_state();
   bool is_registered_s(int param) const;  // the module holds this parameter's S object now
   Observation observe(int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const;
   std::vector<LayerObs> observe_layers() const;
@@ -115,7 +117,8 @@ class RankModel {
   void backward_prefetch(int g);
   void post_backward(int g);
   void root_post_backward_final_callback(std::vector<uint8_t>& done);
-  void reshard_all();
+  void reshard_all();         // the state-dict pre-hook: _to_sharded on every group
+  void module_reshard_all();  // FSDPModule.reshard() on every FSDP module
   // --- LoRA layer (lora_layer.cpp) ---
   uint32_t delta_version(int layer, int adapter) const;
   uint32_t delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const;

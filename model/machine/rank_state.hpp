@@ -92,7 +92,11 @@ struct RankState {
   bool disabled = false;       // inside `with disable_adapter()`
   bool prepared = true;        // fully_shard has run (false until an explicit prepare op)
   std::vector<int> optimizer;  // param indices whose S objects the optimizer holds, in pid order
+  // Optimizer positions with AdamW state, in creation order (Optimizer.state's insertion
+  // order, which Optimizer.state_dict keeps).
+  std::vector<int> opt_state;
   bool has_opt_ckpt = false;
+  std::vector<int> saved_state;  // param indices whose FQN had optimizer state in the last checkpoint
   uint8_t saved_adapters = 0;       // adapters written by the last save_adapters
   std::vector<uint32_t> saved_ver;  // per param: the values saved
   std::vector<int64_t> saved_rows;  // per param: rows rank 0's checkpoint holds (-1: not saved)

@@ -35,7 +35,7 @@ static_assert(sizeof(ParamState) == 116, "ParamState changed: extend append_stat
 static_assert(sizeof(GroupState) == 32, "GroupState changed: extend append_state_key");
 static_assert(sizeof(LayerPeft) == 20, "LayerPeft changed: extend append_state_key");
 static_assert(sizeof(PendingGraph) == 104, "PendingGraph changed: extend append_state_key");
-static_assert(sizeof(RankState) == 312, "RankState changed: extend append_state_key");
+static_assert(sizeof(RankState) == 368, "RankState changed: extend append_state_key");
 
 namespace {
 
@@ -185,6 +185,10 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
     }
     out.push_back(static_cast<uint32_t>(st.optimizer.size()));
     for (int p : st.optimizer) out.push_back(static_cast<uint32_t>(p));
+    out.push_back(static_cast<uint32_t>(st.opt_state.size()));
+    for (int i : st.opt_state) out.push_back(static_cast<uint32_t>(i));
+    out.push_back(static_cast<uint32_t>(st.saved_state.size()));
+    for (int p : st.saved_state) out.push_back(static_cast<uint32_t>(p));
     out.push_back(static_cast<uint32_t>(st.unsharded_now));
     out.push_back(static_cast<uint32_t>(st.unsharded_now >> 32));
     out.push_back(st.unsharded_groups);

@@ -155,12 +155,31 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     }
     gi.params = members;
   }
+  for (size_t a = 0; a < s.adapters.size(); ++a) t.target_parameters.push_back(target_parameters_text(s, static_cast<int>(a)));
+  // state_dict() walks the same modules: per layer its base, then lora_A and
+  // lora_B in injection order (torch nn/modules/module.py::Module._save_to_state_dict).
+  for (const LayerInfo& li : t.layers) {
+    for (int p : {li.weight, li.bias})
+      if (p >= 0) t.state_dict_order.push_back(p);
+    for (const auto* side : {&li.A, &li.B})
+      for (int a : order)
+        if ((*side)[a] >= 0) t.state_dict_order.push_back((*side)[a]);
+  }
   return t;
 }
 
 Topology compile_topology(const SeqFile& f) {
   Topology t = compile_topology(f.scenario, wrapped_at_prepare(f), adapter_order_at_prepare(f));
   t.explicit_prepare = prepare_index(f) >= 0;
+  // peft/tuners/tuners_utils.py::BaseTuner.inject_adapter replaces a module not yet a
+  // LoRA layer by one whose base_layer is that module (here the FSDP module).
+  const uint8_t injected = injected_before_prepare(f);
+  for (LayerInfo& li : t.layers) {
+    if (t.groups[li.group].is_root || li.experts > 0) continue;
+    bool early = false;
+    for (int a = 0; a < t.n_adapters(); ++a) early = early || (li.A[a] >= 0 && ((injected >> a) & 1));
+    li.lora_after_fsdp = !early;
+  }
   return t;
 }
 

@@ -42,7 +42,10 @@ struct LayerInfo {
   int experts = 0;  // > 0: a ParamWrapper target of shape (E, in, out), no bias
   int group = -1;
   int weight = -1, bias = -1;
-  std::array<int, kMaxAdapters> A{}, B{};  // -1 where the adapter does not target the layer
+  std::array<int, kMaxAdapters> A{}, B{};
+  // No adapter targeted it when fully_shard ran: a later one wraps the FSDP
+  // module in a new LoRA layer, so FSDP's hooks see the base output only.
+  bool lora_after_fsdp = false;  // -1 where the adapter does not target the layer
 };
 
 struct Topology {
@@ -52,6 +55,8 @@ struct Topology {
   std::vector<ParamInfo> params;
   std::vector<GroupInfo> groups;  // all_states order: root first, then children in module order
   std::vector<LayerInfo> layers;
+  std::vector<int> state_dict_order;
+  std::vector<std::string> target_parameters;  // per adapter: its LoraConfig's (target_parameters_text)  // every parameter in module.state_dict() order (injection order)
   OptimizerParams optimizer = OptimizerParams::Trainable;
   Loading loading = Loading::Full;
   DType dtype = DType::F32;

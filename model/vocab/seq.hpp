@@ -38,6 +38,17 @@ int prepare_index(const SeqFile& f);
 // ones declared without `deferred`, plus those the ops before `prepare` add or
 // load, minus those they delete. Bit a = adapter a.
 uint8_t wrapped_at_prepare(const SeqFile& f);
+// Every adapter injected before prepare, deleted since or not: a layer one of
+// them targets is a LoRA layer when fully_shard runs (PEFT never unwraps it).
+uint8_t injected_before_prepare(const SeqFile& f);
+// The `target_parameters` of an adapter's LoraConfig as PEFT prints them, sorted
+// (`['lin0.weight', 'lin1.weight']`); "" when it targets no experts layer.
+std::string target_parameters_text(const Scenario& s, int adapter);
+// peft lora/model.py::LoraModel._check_new_adapter_config: the ValueError adding
+// `adapter` raises while the adapters in `present` (a mask) are in the model; "" if none.
+// `tp`: target_parameters_text of every adapter.
+std::string target_parameters_conflict(const std::vector<std::string>& tp, const std::vector<AdapterDecl>& adapters,
+                                       int adapter, uint32_t present);
 // The order in which adapters were injected into each LoRA layer when prepare
 // runs: the declared ones in file order, then each one a pre-prepare op loads or
 // adds (re-adding after a delete moves it to the end), then those never present.

@@ -29,11 +29,16 @@ namespace {
 // The adapters in the model when prepare runs, in injection order: the declared
 // ones in file order, then each one a pre-prepare op loads or adds (loading a
 // name already there keeps its place: PEFT refuses it); a delete removes it.
-std::vector<int> present_at_prepare(const SeqFile& f) {
+// `ever`: also every adapter present at some point before prepare (deleted since).
+std::vector<int> present_at_prepare(const SeqFile& f, uint8_t* ever = nullptr) {
   const auto& ad = f.scenario.adapters;
+  std::vector<std::string> tp;
+  for (size_t a = 0; a < ad.size(); ++a) tp.push_back(target_parameters_text(f.scenario, static_cast<int>(a)));
   std::vector<int> order;
   for (size_t a = 0; a < ad.size(); ++a)
     if (!ad[a].deferred) order.push_back(static_cast<int>(a));
+  for (int a : order)
+    if (ever) *ever |= static_cast<uint8_t>(1u << a);
   const int end = prepare_index(f);
   for (int i = 0; i < end; ++i) {
     const Op& op = f.ops[i];
@@ -41,7 +46,14 @@ std::vector<int> present_at_prepare(const SeqFile& f) {
     const int a = f.scenario.adapter_index(op.names[0]);
     if (a < 0) continue;
     auto at = std::find(order.begin(), order.end(), a);
-    if ((op.kind == OpKind::LoadAdapter || op.kind == OpKind::AddAdapter) && at == order.end()) order.push_back(a);
+    uint32_t mask = 0;
+    for (int b : order) mask |= 1u << b;
+    // A load PEFT refuses (differing target_parameters) adds nothing.
+    if ((op.kind == OpKind::LoadAdapter || op.kind == OpKind::AddAdapter) && at == order.end() &&
+        target_parameters_conflict(tp, ad, a, mask).empty()) {
+      order.push_back(a);
+      if (ever) *ever |= static_cast<uint8_t>(1u << a);
+    }
     if (op.kind == OpKind::DeleteAdapter && at != order.end()) order.erase(at);
   }
   return order;
@@ -52,6 +64,40 @@ std::vector<int> present_at_prepare(const SeqFile& f) {
 uint8_t wrapped_at_prepare(const SeqFile& f) {
   uint8_t m = 0;
   for (int a : present_at_prepare(f)) m |= static_cast<uint8_t>(1u << a);
+  return m;
+}
+
+std::string target_parameters_text(const Scenario& s, int adapter) {
+  std::vector<std::string> names;
+  for (const auto& t : s.adapters[adapter].targets) {
+    const int l = s.layer_index(t);
+    if (l >= 0 && s.layers[l].experts > 0) names.push_back(t + ".weight");
+  }
+  if (names.empty()) return "";
+  std::sort(names.begin(), names.end());
+  std::string out = "[";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  return out + "]";
+}
+
+std::string target_parameters_conflict(const std::vector<std::string>& tp, const std::vector<AdapterDecl>& adapters,
+                                       int adapter, uint32_t present) {
+  const std::string& mine = tp[adapter];
+  if (mine.empty()) return "";
+  for (size_t a = 0; a < adapters.size(); ++a) {
+    if (static_cast<int>(a) == adapter || !((present >> a) & 1)) continue;
+    const std::string& other = tp[a];
+    if (!other.empty() && other != mine)
+      return "When using multiple adapters with `target_parameters`, all adapters must target the same set of "
+             "parameters, but got " + mine + " for the new adapter and " + other + " for adapter '" +
+             adapters[a].name + "'.";
+  }
+  return "";
+}
+
+uint8_t injected_before_prepare(const SeqFile& f) {
+  uint8_t m = 0;
+  for (int a : present_at_prepare(f, &m)) m |= static_cast<uint8_t>(1u << a);
   return m;
 }
 
@@ -90,6 +136,19 @@ void validate(const SeqFile& f, const std::string& file) {
       fail(s.layers[i].pos, "layer '" + s.layers[i].name + "' takes " + std::to_string(s.layers[i].in) +
                                 " inputs but '" + s.layers[i - 1].name + "' gives " +
                                 std::to_string(s.layers[i - 1].out) + " (layers run in order)");
+  // get_peft_model and add_adapter build the declared adapters: PEFT refuses one whose
+  // target_parameters differ from an earlier one's (lora/model.py::_check_new_adapter_config).
+  uint32_t declared = 0;
+  std::vector<std::string> tp;
+  for (size_t a = 0; a < s.adapters.size(); ++a) tp.push_back(target_parameters_text(s, static_cast<int>(a)));
+  for (size_t a = 0; a < s.adapters.size(); ++a) {
+    if (s.adapters[a].deferred) continue;
+    const std::string why = target_parameters_conflict(tp, s.adapters, static_cast<int>(a), declared);
+    if (!why.empty())
+      fail(s.adapters[a].pos, "PEFT cannot build this scenario: " + why +
+                                  " (make the adapters target the same experts layers, or declare this one deferred)");
+    declared |= 1u << a;
+  }
   for (const auto& o : s.overrides) {
     Profile p = *profile_by_name(s.profile);
     std::string err = apply_override(p, o.name, o.value);

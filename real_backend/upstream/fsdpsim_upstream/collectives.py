@@ -145,11 +145,44 @@ class FuncolRecorder:
                  funcol.all_reduce.default: "all_reduce",
                  funcol.broadcast.default: "broadcast"}
 
+        from torch.distributed.tensor import _api, _dispatch
+
         class Mode(TorchDispatchMode):
             # the parameters among the DTensor op's arguments: a collective it
             # desugars into gathers one of them (possibly a reshaped copy)
             operands = []
             recent = []  # the parameters the latest DTensor ops read, with their local shapes
+            current = None  # the parameter whose local tensor is being redistributed now
+            saved = {}
+
+            def __enter__(self):
+                # DTensor redistributes one operand at a time (torch/distributed/tensor/
+                # _dispatch.py::OpDispatcher.redistribute_local_args -> _redistribute.py::
+                # redistribute_local_tensor): its local tensor names the collectives it issues.
+                for mod in (_api, _dispatch):
+                    orig = mod.redistribute_local_tensor
+                    Mode.saved[mod] = orig
+
+                    def wrapped(local_tensor, *a, _orig=orig, **k):
+                        # only a parameter's own shard names it; a derived tensor (a delta, a
+                        # .float() copy) is left to the operand heuristics below
+                        # or a cast copy of one (peft's get_delta_weight runs bf16 A and B as .float())
+                        known = names.get(local_tensor.untyped_storage().data_ptr()) or next(
+                            (o for shp, dt, o in Mode.recent
+                             if shp == tuple(local_tensor.shape) and dt != local_tensor.dtype), None)
+                        before, Mode.current = Mode.current, known
+                        try:
+                            return _orig(local_tensor, *a, **k)
+                        finally:
+                            Mode.current = before
+                    mod.redistribute_local_tensor = wrapped
+                return super().__enter__()
+
+            def __exit__(self, *exc):
+                for mod, orig in Mode.saved.items():
+                    mod.redistribute_local_tensor = orig
+                Mode.saved = {}
+                return super().__exit__(*exc)
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 if any(t is DTensor or issubclass(t, DTensor) for t in types):
@@ -158,12 +191,12 @@ class FuncolRecorder:
                            if a._local_tensor.untyped_storage().data_ptr() in names]
                     if ops:  # the latest DTensor op on parameters (ops on derived tensors keep it)
                         Mode.operands = ops
-                        Mode.recent = ([(tuple(a._local_tensor.shape), o) for a, o in zip(dts, ops)]
+                        Mode.recent = ([(tuple(a._local_tensor.shape), a._local_tensor.dtype, o) for a, o in zip(dts, ops)]
                                        + Mode.recent)[:8]
                     elif dts:
                         # derived copies (peft's get_delta_weight casts bf16 A and B with .float() on
                         # CPU): matched to the parameters just read by local shape
-                        got = [next((o for shp, o in Mode.recent if shp == tuple(a._local_tensor.shape)), None)
+                        got = [next((o for shp, _, o in Mode.recent if shp == tuple(a._local_tensor.shape)), None)
                                for a in dts]
                         if all(got):
                             Mode.operands = got
@@ -175,7 +208,8 @@ class FuncolRecorder:
                 kind = kinds.get(func)
                 if kind is not None:
                     t = args[0]
-                    known = names.get(t.untyped_storage().data_ptr())
+                    known = names.get(t.untyped_storage().data_ptr()) or Mode.current
+                    exact = known is not None  # a parameter's own shard, not a guess from sizes
                     if known is None:  # a reshaped or padded copy: the operand of that size
                         same = [v for v in Mode.operands if v[2] == t.numel()]
                         known = same[0] if same else (Mode.operands[0] if len(Mode.operands) == 1 else None)
@@ -187,7 +221,7 @@ class FuncolRecorder:
                     known = known[:2] if known else None
                     group, name = known or ("?", "?")
                     REC.issue(kind, group, t.numel(), DTYPES.get(t.dtype, str(t.dtype)), {name: int(t.numel())},
-                              dtensor=True)
+                              dtensor="exact" if exact else "guess")
                 return func(*args, **(kwargs or {}))
 
         return Mode()

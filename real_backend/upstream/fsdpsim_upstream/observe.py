@@ -195,7 +195,8 @@ def _local(sess, op, step, grads):
         values["deltas"] = {}
         for a, d in sess.deltas.items():
             dim = next((p.dim for p in d.placements if p.is_shard()), None) if isinstance(d, DTensor) else None
-            values["deltas"][a] = {"shard_dim": dim, "shape": list(d.shape), "v": flat(d)}
+            partial = isinstance(d, DTensor) and any(p.is_partial() for p in d.placements)
+            values["deltas"][a] = {"shard_dim": dim, "partial": partial, "shape": list(d.shape), "v": flat(d)}
         o["deltas"] = {a: "exact" for a in sess.deltas}
         sess.deltas = None
     if op.kind == "save_adapters" and getattr(sess, "saved_obs", None) is not None:

@@ -283,13 +283,18 @@ class Pool:
         if any(pending[r] is None and not ended[r] for r in range(self.world)):
             return  # someone is still running
         first = pending[waiting[0]]["coll"]
-        # DTensor's collectives are named from their operands, a guess on a reshaped copy: they
-        # pair by op, size and dtype, and every rank takes the first rank's name that is known
+        # DTensor's collectives pair by op, size and dtype (one process group under them); a rank
+        # that redistributed a parameter's own shard keeps its name, one that could only guess
+        # (a reshaped or padded copy) takes the first name a peer knows
         dtensor = any(pending[r].get("dtensor") for r in waiting)
         if len(waiting) == self.world and all(same_collective(pending[r]["coll"], first, dtensor) for r in waiting):
-            named = next((pending[r]["coll"] for r in waiting if pending[r]["coll"]["group"] != "?"), first)
+            named = next((pending[r]["coll"] for r in waiting if pending[r].get("dtensor") == "exact"),
+                         next((pending[r]["coll"] for r in waiting if pending[r]["coll"]["group"] != "?"), first))
             for r in waiting:
-                self.ranks[r].send({"t": "go", "group": named["group"], "parts": named["parts"]})
+                if pending[r].get("dtensor") == "exact":
+                    self.ranks[r].send({"t": "go"})
+                else:
+                    self.ranks[r].send({"t": "go", "group": named["group"], "parts": named["parts"]})
                 pending[r] = None
             return
         mismatch = len(waiting) == self.world
