@@ -58,9 +58,12 @@ Mat rows_of(const Mat& full, const ParamSpec& p, int rank) {
 }
 
 // Within 1e-4 of the largest delta in play, plus float noise of W0 + a few
-// adds (~1e-6): a delta far below 1 (a B driven near zero) still counts.
-bool close(const Mat& d, const Mat& sum, float delta_scale) {
-  const float tol = 1e-4f * delta_scale + 2e-6f;
+// adds (~1e-6): a delta far below 1 (a B driven near zero) still counts. An
+// unsharded copy all-gathered in bf16 (`magnitude` > 0: the weight's largest |W0|)
+// is W0 + delta rounded to 8 bits of mantissa (relative error <= 2^-9): that
+// rounding is allowed on top. (S keeps fp32 values here and is judged without it.)
+bool close(const Mat& d, const Mat& sum, float delta_scale, float magnitude) {
+  const float tol = 1e-4f * delta_scale + (magnitude > 0 ? 4e-3f * (magnitude + delta_scale) : 0.0f) + 2e-6f;
   for (size_t i = 0; i < d.size(); ++i)
     if (std::fabs(d[i] - sum[i]) > tol) return false;
   return true;
@@ -68,7 +71,8 @@ bool close(const Mat& d, const Mat& sum, float delta_scale) {
 
 // D = W - W0 against the merged deltas: exact; else the subset of the layer's
 // adapters D does equal decides missing (fewer) / extra (more) / corrupt.
-WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::vector<std::pair<int, Mat>>& deltas) {
+WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::vector<std::pair<int, Mat>>& deltas,
+                     float magnitude) {
   auto sum_of = [&](uint32_t mask) {
     Mat s(d.size(), 0.0f);
     for (size_t i = 0; i < deltas.size(); ++i)
@@ -82,10 +86,10 @@ WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::ve
   float scale = 0.0f;
   for (const auto& x : deltas)
     for (float v : x.second) scale = std::max(scale, std::fabs(v));
-  if (close(d, sum_of(want), scale)) return WeightClass::Exact;
+  if (close(d, sum_of(want), scale, magnitude)) return WeightClass::Exact;
   bool missing = false, extra = false;
   for (uint32_t m = 0; m < (1u << deltas.size()); ++m) {
-    if (m == want || !close(d, sum_of(m), scale)) continue;
+    if (m == want || !close(d, sum_of(m), scale, magnitude)) continue;
     if ((m & want) == m) missing = true;
     else if ((m & want) == want) extra = true;
   }
@@ -180,14 +184,17 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
             return ds;
           };
           Mat w0 = initial_values(layout, seed, ls.weight);
+          float magnitude = 0.0f;  // > 0: a bf16 base weight, whose U went through bf16
+          if (layout.dtype == DType::BF16)
+            for (float v : w0) magnitude = std::max(magnitude, std::fabs(v));
           Mat ds = rep.s_values[ls.weight];
           Mat w0_rows = rows_of(w0, wspec, r);
           for (size_t i = 0; i < ds.size(); ++i) ds[i] -= w0_rows[i];
-          lo.stored = classify(ds, merged, deltas_for(false, true));
+          lo.stored = classify(ds, merged, deltas_for(false, true), 0.0f);
           if (rep.u_registered[ls.weight]) {
             Mat du = rep.u_values[ls.weight];
             for (size_t i = 0; i < du.size(); ++i) du[i] -= w0[i];
-            lo.registered = classify(du, merged, deltas_for(true, false));
+            lo.registered = classify(du, merged, deltas_for(true, false), magnitude);
           } else {
             lo.registered = lo.stored;
           }
