@@ -59,6 +59,26 @@ TEST(Cli, UsageErrorsExitThree) {
   EXPECT_EQ(run("run x.seq --ranks fibers").code, 3);
 }
 
+// Every command answers --help with its own usage lines and the exit codes, exit 0,
+// without running anything; --version names the pinned upstream libraries.
+TEST(Cli, EveryCommandHasHelpAndTheBinaryAVersion) {
+  for (const char* cmd : {"hunt", "triage", "demo", "run", "check", "crosscheck", "merge-results", "report", "shrink",
+                          "expect", "cost", "worker", "profiles", "export", "random", "explore", "bench"}) {
+    Result r = run(std::string(cmd) + " --help");
+    EXPECT_EQ(r.code, 0) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find(std::string("fsdpsim ") + cmd), std::string::npos) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("exit codes:"), std::string::npos) << cmd;
+    EXPECT_EQ(r.out.find("fsdpsim explore") != std::string::npos, std::string(cmd) == "explore") << cmd << ": " << r.out;
+  }
+  Result b = run("check -h");
+  EXPECT_NE(b.out.find("(B: model, real, upstream"), std::string::npos) << b.out;
+  EXPECT_EQ(run("profiles --help").out.find("(B: model"), std::string::npos);
+  Result v = run("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(v.out.rfind("fsdpsim ", 0), 0u) << v.out;
+  EXPECT_NE(v.out.find("torch 2.13.0, peft 0.21.2, accelerate 1.15.0"), std::string::npos) << v.out;
+}
+
 TEST(Cli, RunExitsOneOnFindingsAndZeroWhenClean) {
   std::string f = write("clean.seq", std::string(kGood) + "train_step\ntrain_step\n");
   Result clean = run("run " + f);

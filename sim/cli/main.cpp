@@ -1,6 +1,8 @@
 // fsdpsim: the command line. Dispatches subcommands and maps every error to
 // its exit code; no exception escapes as a crash.
 #include <iostream>
+#include <sstream>
+#include <string>
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/output.hpp"
@@ -48,6 +50,50 @@ const char* kUsage =
     "exit codes: 0 clean, 1 finding or failed expectation, 2 divergence between backends,\n"
     "            3 bad input or usage, 4 infrastructure failure\n";
 
+// The usage lines of one command: its own lines and their continuations, the
+// notes on backends for the commands that take --backend, and the exit codes.
+std::string command_usage(const std::string& cmd) {
+  static const std::string with_backend = " run check crosscheck shrink cost report ";
+  const bool backend_notes = with_backend.find(" " + cmd + " ") != std::string::npos;
+  std::istringstream in(kUsage);
+  std::string line, out;
+  bool mine = false, note = false, exit_codes = false;
+  while (std::getline(in, line)) {
+    const size_t at = line.find("fsdpsim ");
+    exit_codes = exit_codes || line.rfind("exit codes:", 0) == 0;
+    if (exit_codes) {
+      out += line + "\n";
+      continue;
+    }
+    // a note, (B: ...) or (real backend flags: ...), and its continuation lines
+    note = line.rfind("       (", 0) == 0 || (note && at == std::string::npos);
+    if (note) {
+      mine = false;
+      if (backend_notes) out += line + "\n";
+      continue;
+    }
+    if (at != std::string::npos && at < 16) {
+      const std::string rest = line.substr(at + 8);
+      mine = rest == cmd || rest.rfind(cmd + " ", 0) == 0;
+    }
+    if (mine) out += line + "\n";
+  }
+  return out;
+}
+
+bool asks_for_help(const std::vector<std::string>& rest) {
+  for (const auto& a : rest)
+    if (a == "--help" || a == "-h") return true;
+  return false;
+}
+
+const char* kVersion =
+    "fsdpsim " FSDPSIM_VERSION "\n"
+    "upstream backend pins: torch 2.13.0, peft 0.21.2, accelerate 1.15.0 (real_backend/upstream/requirements.txt)\n";
+
+const char* kCommands[] = {"hunt", "triage", "demo", "run", "check", "crosscheck", "merge-results", "report", "shrink",
+                           "expect", "cost", "worker", "profiles", "export", "random", "explore", "bench"};
+
 }  // namespace
 
 namespace {
@@ -61,6 +107,15 @@ int dispatch(const std::vector<std::string>& args) {
       std::cout << kUsage;
       return kClean;
     }
+    if (cmd == "--version" || cmd == "-V" || cmd == "version") {
+      std::cout << kVersion;
+      return kClean;
+    }
+    for (const char* known : kCommands)
+      if (cmd == known && (asks_for_help(rest) || (cmd != "demo" && cmd != "profiles" && cmd != "hunt" && rest.size() == 1 && rest[0] == "help"))) {
+        std::cout << command_usage(cmd);
+        return kClean;
+      }
     if (cmd == "hunt")
       return cmd_hunt(parse_args(rest, {"--seconds", "--world", "--out", "--fail-on-new", "--profile", "--seed", "--ranks", "--timeout"}));
     if (cmd == "triage") return cmd_triage(parse_args(rest, {"--check", "--out", "--profile", "--set", "--world"}));
