@@ -159,12 +159,21 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, WeightClass* value
                                             std::to_string(in) + ", " + std::to_string(out) + "]");
     return d;  // W.data += delta: libtorch's own broadcast error (apply_delta)
   }
-  // The rank holding the expert adds its rows of the delta laid out as the weight.
+  // The broadcasting add needs the delta whole: DTensor redistributes its Shard(0) rows to
+  // Replicate (torch 2.13 _redistribute.py), one all-gather named after the weight.
+  at::Tensor full = at::zeros({out, in});
+  if (dtensor && !few_rows && layout_->world > 1) {
+    const ParamSpec& bs = layout_->params[pb];
+    const int64_t start = comm_->rank() * bs.chunk_rows, rows = bs.local_rows(comm_->rank());
+    at::Tensor mine = at::zeros({bs.chunk_rows, in});
+    if (rows > 0) mine.narrow(0, 0, rows).copy_(full_b ? d.narrow(0, start, rows) : d.narrow(0, 0, rows));
+    at::Tensor all = comm_->all_gather(mine.reshape({-1}), layout_->params[pw].group, step_, {pw}, -1, true);
+    full.copy_(all.view({layout_->world * bs.chunk_rows, in}).narrow(0, 0, out));
+  } else {
+    full.copy_(d);
+  }
   at::Tensor add = at::zeros(w.sizes());
   if (w.size(0) > 0 && (!dtensor || layout_->params[pw].local_rows(comm_->rank()) > 0)) {
-    at::Tensor full = at::zeros({out, in});
-    if (dtensor && !full_b && !few_rows) full.narrow(0, comm_->rank() * layout_->params[pb].chunk_rows, d.size(0)).copy_(d);
-    else full.copy_(d);
     add.narrow(0, 0, 1).copy_(full.reshape({1, in, out}));
   }
   return add;

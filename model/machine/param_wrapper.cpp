@@ -85,6 +85,12 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
         res_.corrupt_deltas |= static_cast<uint8_t>(1u << adapter);
         return true;
       }
+      // `param.data += delta` broadcasts (out, in) onto (1, in, out): DTensor first makes the
+      // delta, Shard(0) over its out rows, Replicate (torch 2.13 _redistribute.py): one all-gather
+      // of this rank's padded rows, named after the weight it is added to.
+      const int64_t w = topo_->world, out = topo_->params[b].dim0;
+      if (sharded_read && w > 1 && (out >= w || topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn))
+        gather_one(li.weight, CollRecord::kNowhere, layer, adapter, 0, (out + w - 1) / w * topo_->params[a].rest);
       // a square layer adds the transposed delta: a delta of its own, which unmerge takes back
       uint32_t v = delta_version(layer, adapter);
       if (v != kZeroDelta) v ^= 0x40000000u;
