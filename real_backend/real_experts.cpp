@@ -104,14 +104,18 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
       return cols;
     }
     // `param.data += delta`: the delta's Shard(out) -> W's Shard(0), one all-gather named after W
-    // of each rank's padded columns (E, in, ceil(out / world)).
+    // of each rank's columns (E, in, ceil(out / world)), padded on dim 0 to a multiple of the world.
     const ParamSpec& ws = layout_->params[pw];
-    at::Tensor mine = at::zeros({E, in, bs.chunk_rows});
-    mine.narrow(2, 0, rows_b).copy_(cols);
+    const int64_t e_pad = (E + world - 1) / world * world;  // padded on dim 0 to split into W's chunks
+    at::Tensor mine = at::zeros({e_pad, in, bs.chunk_rows});
+    mine.narrow(0, 0, E).narrow(2, 0, rows_b).copy_(cols);
     at::Tensor all = comm_->all_gather(mine.reshape({-1}), ws.group, step_, {pw}, -1, true);
     std::vector<at::Tensor> parts;
     for (int j = 0; j < world; ++j)
-      parts.push_back(all.narrow(0, j * mine.numel(), mine.numel()).view({E, in, bs.chunk_rows}).narrow(2, 0, bs.local_rows(j)));
+      parts.push_back(all.narrow(0, j * mine.numel(), mine.numel())
+                          .view({e_pad, in, bs.chunk_rows})
+                          .narrow(0, 0, E)
+                          .narrow(2, 0, bs.local_rows(j)));
     return chunk_of_w(at::cat(parts, 2));
   }
   at::Tensor d = experts_einsum(a, b, ls.experts) * scale;

@@ -120,11 +120,13 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
   }
   gather_one(a, into, layer, adapter, sign);
   // torch 2.13 distributed/tensor/_redistribute.py: `param.data += delta` redistributes the
-  // delta, sharded on its out dimension, to W's Shard(0): one all-gather of this rank's padded
-  // (E, in, ceil(out / world)) columns, the size of W's shard when out divides evenly.
+  // delta, sharded on its out dimension, to W's Shard(0): one all-gather of this rank's
+  // (E, in, ceil(out / world)) columns, padded on dim 0 to a multiple of the world so the
+  // result splits into W's chunks: the size of W's shard when E and out divide evenly.
   if (sign != 0) {
     const int64_t out = topo_->params[b].dim0, w = topo_->world;
-    gather_one(li.weight, CollRecord::kNowhere, layer, adapter, 0, E * (topo_->params[li.weight].rest / out) * ((out + w - 1) / w));
+    gather_one(li.weight, CollRecord::kNowhere, layer, adapter, 0,
+               (E + w - 1) / w * w * (topo_->params[li.weight].rest / out) * ((out + w - 1) / w));
   }
   return true;
 }
