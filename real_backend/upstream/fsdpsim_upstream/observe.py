@@ -95,7 +95,17 @@ def shard_objects(sess):
 
 
 def managed(sess, name):
-    """The FSDPParam of `name` if it manages the module the layer holds now."""
+    """The FSDPParam of `name` if it manages the module the layer holds now
+    (memoized while one observation is read: the modules do not change then)."""
+    memo = getattr(sess, "managed_memo", None)
+    if memo is not None:
+        if name not in memo:
+            memo[name] = _managed(sess, name)
+        return memo[name]
+    return _managed(sess, name)
+
+
+def _managed(sess, name):
     fp = sess.fsdp_param.get(name)
     if fp is None:
         return None
@@ -132,10 +142,12 @@ def local(sess, op, step, grads):
     """The observation fields one rank can read alone, plus `values` for the
     coordinator's judgement of stored weights."""
     sess.named_cache = list(sess.pm.named_parameters())
+    sess.managed_memo = {}
     try:
         return _local(sess, op, step, grads)
     finally:
         sess.named_cache = None
+        sess.managed_memo = None
 
 
 def _local(sess, op, step, grads):
