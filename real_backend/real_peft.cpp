@@ -42,12 +42,7 @@ void RealRank::set_adapter_module_level(uint32_t names, bool inference_mode) {
 // peft_model.py::PeftModel.set_adapter (a name) or BaseTuner.set_adapter (a list).
 void RealRank::op_set_adapter(const Op& op) {
   uint32_t names = mask_of(op.names);
-  if ((names & present_) != names) {
-    error(Status::ValueError, "Adapter " + op.names[0] + " not found.");
-    return;
-  }
-  if (!op.list_form) peft_active_ = __builtin_ctz(names);  // PeftModel.set_adapter names its own first
-  if (!op.list_form) {
+  if (!op.list_form) {  // the profile's fix runs around the call: before PeftModel.set_adapter's check
     switch (layout_->profile.get(Switch::SetAdapterReshard)) {
       case sw::kNone:  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no reshard (the upstream profile)
         break;
@@ -64,6 +59,12 @@ void RealRank::op_set_adapter(const Op& op) {
         break;
     }
   }
+  // PeftModel.set_adapter checks its peft_config; BaseTuner.set_adapter (a list) checks nothing.
+  if (!op.list_form && (names & present_) != names) {
+    error(Status::ValueError, "Adapter " + op.names[0] + " not found.");
+    return;
+  }
+  if (!op.list_form) peft_active_ = __builtin_ctz(names);  // PeftModel.set_adapter names its own first
   set_adapter_module_level(names, false);
 }
 
@@ -136,11 +137,34 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   const std::string conflict = target_parameters_conflict(layout_->target_parameters, layout_->adapters, adapter, present_);
   if (!conflict.empty()) throw OpError(Status::ValueError, conflict);
   // peft tuners_utils.py::BaseTuner._inject_parameters knows an existing ParamWrapper by its class
-  // name, which fully_shard renamed on the modules it was given: the injection raises.
-  for (size_t l = 0; l < layout_->layers.size() && prepared_; ++l) {
+  // name, which fully_shard renamed on the modules it was given: the injection raises, after
+  // inject_adapter injected the Linear targets and the experts ones before it (each layer's
+  // update_layer ran set_adapter with the new config's inference_mode; the housekeeping after
+  // never runs), and PeftModel.add_adapter drops only the config.
+  int refused = -1;
+  for (size_t l = 0; l < layout_->layers.size() && prepared_ && refused < 0; ++l) {
     const LayerSpec& ls = layout_->layers[l];
-    if (ls.experts == 0 || ls.lora_a[adapter] < 0 || !layer_tuner_[l] || layout_->groups[ls.group].is_root) continue;
-    throw OpError(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + ls.name +
+    if (ls.experts > 0 && ls.lora_a[adapter] >= 0 && layer_tuner_[l] && !layout_->groups[ls.group].is_root)
+      refused = static_cast<int>(l);
+  }
+  if (refused >= 0) {
+    auto partial = [&](int l) {
+      const LayerSpec& ls = layout_->layers[l];
+      create_adapter_in(l, adapter, load, false);  // _cast_adapter_dtype would come after: never reached
+      if (layer_tuner_[l]) {
+        layer_set_adapter(l, layer_active_[l], inference_mode);
+        return;
+      }
+      layer_tuner_[l] = 1;  // a new LoRA layer, active on the new adapter and frozen (_create_and_replace)
+      layer_set_adapter(l, 1u << adapter, inference_mode);
+      set_registered_rg(ls.lora_a[adapter], false);
+      set_registered_rg(ls.lora_b[adapter], false);
+    };
+    for (size_t l = 0; l < layout_->layers.size(); ++l)
+      if (layout_->layers[l].experts == 0 && layout_->layers[l].lora_a[adapter] >= 0) partial(static_cast<int>(l));
+    for (int l = 0; l < refused; ++l)
+      if (layout_->layers[l].experts > 0 && layout_->layers[l].lora_a[adapter] >= 0) partial(l);
+    throw OpError(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + layout_->layers[refused].name +
                                           "' of type Experts, which is not a valid target. Make sure that this layer "
                                           "is not also targeted with `target_modules`. For some models, PEFT will do "
                                           "this automatically, try setting `target_modules=[]` to prevent it.");

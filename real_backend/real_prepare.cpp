@@ -77,9 +77,14 @@ void RealRank::move_adapter_to_device_of_base_layer(int layer, int adapter) {
 // layer's device; then peft_model.py's _cast_adapter_dtype (autocast_adapter_dtype)
 // turns the adapter's bf16 parameters back to fp32, wherever they are.
 void RealRank::create_adapter(int adapter, bool load) {
-  for (size_t l = 0; l < layout_->layers.size(); ++l) {
+  for (size_t l = 0; l < layout_->layers.size(); ++l)
+    if (layout_->layers[l].lora_a[adapter] >= 0) create_adapter_in(static_cast<int>(l), adapter, load);
+}
+
+// One layer's share of create_adapter: its new A and B, placed, then cast.
+void RealRank::create_adapter_in(int l, int adapter, bool load, bool autocast) {
+  {
     const LayerSpec& ls = layout_->layers[l];
-    if (ls.lora_a[adapter] < 0) continue;
     for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
       // peft tuners/lora/layer.py::LoraLayer.update_layer: a new module; after fully_shard over a managed
       // name the group keeps the deleted one's FSDPParam (torch _fsdp_init.py::_get_managed_states).
@@ -90,15 +95,12 @@ void RealRank::create_adapter(int adapter, bool load) {
       }
       create_param(p, initial_values(*layout_, seed_, p, load));
     }
-    move_adapter_to_device_of_base_layer(static_cast<int>(l), adapter);
+    move_adapter_to_device_of_base_layer(l, adapter);
   }
-  for (const auto& ls : layout_->layers) {
-    if (ls.lora_a[adapter] < 0) continue;
-    for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
-      if (layout_->autocast_adapter_dtype && params_[p].place.scalar_type() == at::kBFloat16)
-        place_param(p, params_[p].place.is_meta(), at::kFloat);
-    }
-  }
+  const LayerSpec& ls = layout_->layers[l];
+  for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]})
+    if (autocast && layout_->autocast_adapter_dtype && params_[p].place.scalar_type() == at::kBFloat16)
+      place_param(p, params_[p].place.is_meta(), at::kFloat);
 }
 
 // accelerate/utils/fsdp_utils.py::fsdp2_prepare_model. With ram-efficient

@@ -119,6 +119,7 @@ class RealRank {
   void op_zero_grad();
   int optimizer_unregistered(int* first, std::vector<std::string>* names) const;
   void op_save_optimizer();
+  void create_adapter_in(int layer, int adapter, bool load, bool autocast = true);
   RealParam* opt_state_of(size_t i);  // the state slot of optimizer position i (nullptr: an object no module holds)
   void init_optim_state();
   void op_load_optimizer();

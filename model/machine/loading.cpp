@@ -29,7 +29,7 @@ bool RankModel::default_placement() const {
 // meta (adapter_meta_check container, #2834); per_adapter looks at this
 // adapter's own parameters only. tuners_utils.py::BaseTuner._cast_adapter_dtype
 // then casts bf16 adapter weights to fp32 unless autocast_adapter_dtype=False.
-void RankModel::place_new_adapter(int adapter) {
+void RankModel::place_new_adapter(int adapter, bool autocast) {
   if (default_placement()) return;
   const bool per_adapter = topo_->profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
   for (const auto& li : topo_->layers) {
@@ -48,7 +48,7 @@ void RankModel::place_new_adapter(int adapter) {
       ps.device = base.device;
       ps.dtype = base.dtype;
     }
-    if (!topo_->autocast_adapter_dtype) continue;
+    if (!topo_->autocast_adapter_dtype || !autocast) continue;
     for (int p : {li.A[adapter], li.B[adapter]})
       if (st_.params[p].dtype == DType::BF16) st_.params[p].dtype = DType::F32;
   }

@@ -29,12 +29,7 @@ void RankModel::set_adapter_module_level(uint8_t names, bool inference_mode) {
 // tuners_utils.py::BaseTuner.set_adapter (no FSDP handling at all).
 void RankModel::op_set_adapter(const Op& op) {
   uint8_t names = mask_of(op.names);
-  if ((names & st_.present) != names) {
-    error(Status::ValueError, "Adapter " + op.names[0] + " not found.");
-    return;
-  }
-  // peft_model.py::PeftModel.set_adapter names its own active_adapter first.
-  if (!op.list_form) st_.peft_active = static_cast<int8_t>(__builtin_ctz(names));
+  // The profile's fix runs around the call, so before PeftModel.set_adapter's own check.
   if (!op.list_form) {
     switch (topo_->profile.get(Switch::SetAdapterReshard)) {
       case sw::kNone:  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no reshard (the upstream profile)
@@ -56,6 +51,14 @@ void RankModel::op_set_adapter(const Op& op) {
     }
   }
   if (res_.status != Status::Ok) return;
+  // PeftModel.set_adapter checks its peft_config; BaseTuner.set_adapter (the list form) checks
+  // nothing: a name no layer has is simply part of the active list.
+  if (!op.list_form && (names & st_.present) != names) {
+    error(Status::ValueError, "Adapter " + op.names[0] + " not found.");
+    return;
+  }
+  // peft_model.py::PeftModel.set_adapter names its own active_adapter first.
+  if (!op.list_form) st_.peft_active = static_cast<int8_t>(__builtin_ctz(names));
   set_adapter_module_level(names, false);
 }
 
@@ -144,27 +147,12 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
     error(Status::ValueError, conflict);
     return;
   }
-  // peft tuners_utils.py::BaseTuner._inject_parameters reuses a ParamWrapper only by its class
-  // name, which fully_shard changed (FSDPParamWrapper) on a module it was given: it raises, and
-  // PeftModel.add_adapter drops the config. (Linear targets injected before it stay: not modelled.)
-  for (size_t l = 0; l < topo_->layers.size() && st_.prepared; ++l) {
-    const LayerInfo& li = topo_->layers[l];
-    if (li.experts == 0 || li.A[adapter] < 0 || !st_.layers[l].tuner || topo_->groups[li.group].is_root) continue;
-    error(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + li.name +
-                                  "' of type Experts, which is not a valid target. Make sure that this layer is not "
-                                  "also targeted with `target_modules`. For some models, PEFT will do this "
-                                  "automatically, try setting `target_modules=[]` to prevent it.");
-    return;
-  }
-  st_.present |= static_cast<uint8_t>(1u << adapter);
-  if (inference_mode) st_.inference_mode |= static_cast<uint8_t>(1u << adapter);
-  else st_.inference_mode &= static_cast<uint8_t>(~(1u << adapter));
-  for (const auto& li : topo_->layers) {
-    if (li.A[adapter] < 0) continue;
+  // peft tuners/lora/layer.py::LoraLayer.update_layer: new nn.Linear modules; torch
+  // _fsdp_init.py::_get_managed_states ran at fully_shard, so no group manages them and the
+  // group keeps the deleted module's FSDPParam.
+  auto create_in = [&](const LayerInfo& li) {
     for (int p : {li.A[adapter], li.B[adapter]}) {
       ParamState& ps = st_.params[p];
-      // peft tuners/lora/layer.py::LoraLayer.update_layer: a new nn.Linear; torch _fsdp_init.py::_get_managed_states
-      // ran at fully_shard, so no group manages it and the group keeps the deleted module's FSDPParam.
       if (st_.prepared && topo_->params[p].group >= 0 && !ps.detached) {
         ps.detached = true;
         ps.ghost_ver = ps.ver_s;
@@ -176,7 +164,51 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
       ps.rg_s = false;
       ps.ver_s = load ? 0x100u : 0u;  // loaded weights differ from a fresh init
     }
+  };
+  // peft tuners_utils.py::BaseTuner._inject_parameters reuses a ParamWrapper only by its class
+  // name, which fully_shard changed (FSDPParamWrapper) on a module it was given: it raises.
+  int refused = -1;
+  for (size_t l = 0; l < topo_->layers.size() && st_.prepared && refused < 0; ++l) {
+    const LayerInfo& li = topo_->layers[l];
+    if (li.experts > 0 && li.A[adapter] >= 0 && st_.layers[l].tuner && !topo_->groups[li.group].is_root)
+      refused = static_cast<int>(l);
   }
+  if (refused >= 0) {
+    // Not atomic: inject_adapter has already injected the Linear targets (target_modules come
+    // first) and the experts targets before this one; each LoRA layer's update_layer ran its
+    // set_adapter with the new config's inference_mode, and the housekeeping that follows
+    // (set_adapter on the model, the requires_grad restore) never runs. PeftModel.add_adapter
+    // then drops only the config: the adapter is in those layers but not in the model.
+    auto partial = [&](int l) {
+      const LayerInfo& li = topo_->layers[l];
+      create_in(li);
+      LayerPeft& lp = st_.layers[l];
+      if (lp.tuner) {
+        layer_set_adapter(l, lp.active, inference_mode);
+        return;
+      }
+      // a new LoRA layer: active on the new adapter, frozen (lora/model.py::_create_and_replace)
+      lp.tuner = true;
+      layer_set_adapter(l, static_cast<uint8_t>(1u << adapter), inference_mode);
+      set_registered_rg(li.A[adapter], false);
+      set_registered_rg(li.B[adapter], false);
+    };
+    for (size_t l = 0; l < topo_->layers.size(); ++l)
+      if (topo_->layers[l].experts == 0 && topo_->layers[l].A[adapter] >= 0) partial(static_cast<int>(l));
+    for (int l = 0; l < refused; ++l)
+      if (topo_->layers[l].experts > 0 && topo_->layers[l].A[adapter] >= 0) partial(l);
+    place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
+    error(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + topo_->layers[refused].name +
+                                  "' of type Experts, which is not a valid target. Make sure that this layer is not "
+                                  "also targeted with `target_modules`. For some models, PEFT will do this "
+                                  "automatically, try setting `target_modules=[]` to prevent it.");
+    return;
+  }
+  st_.present |= static_cast<uint8_t>(1u << adapter);
+  if (inference_mode) st_.inference_mode |= static_cast<uint8_t>(1u << adapter);
+  else st_.inference_mode &= static_cast<uint8_t>(~(1u << adapter));
+  for (const auto& li : topo_->layers)
+    if (li.A[adapter] >= 0) create_in(li);
   inject_adapter(adapter, inference_mode, false);
   if (res_.status != Status::Ok || !load) return;
   if (trainable) {

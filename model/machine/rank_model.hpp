@@ -147,7 +147,7 @@ class RankModel {
   int64_t saved_rows(int param, int rank) const;
   // --- loading and prepare (loading.cpp) ---
   void place_base_params();
-  void place_new_adapter(int adapter);
+  void place_new_adapter(int adapter, bool autocast = true);  // autocast: BaseTuner._cast_adapter_dtype ran
   void op_prepare();
   // --- get_delta_weight (param_wrapper.cpp): false when it raised ---
   bool get_delta_weight(int layer, int adapter, int sign);
