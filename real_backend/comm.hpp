@@ -88,6 +88,9 @@ class Comm {
   void finish(int step);
 
   std::vector<IssuedCollective>& issued() { return issued_; }
+  // DTensor all-gathers so far whose peers packed other parameters than this rank
+  // (ranks out of step): what came back is a mix of different tensors' rows.
+  int64_t mixed_gathers() const { return mixed_gathers_; }
   // Where this rank reports the collective it waits in (process ranks; may be null).
   void set_probe(RankProbe* probe) { probe_ = probe; }
 
@@ -99,6 +102,7 @@ class Comm {
   template <class Issue>
   void run(Issue&& issue);
   c10::intrusive_ptr<c10d::Backend> pg_;
+  int64_t mixed_gathers_ = 0;
   int rank_, world_;
   std::vector<std::string> group_names_, param_names_;
   std::vector<IssuedCollective> issued_;

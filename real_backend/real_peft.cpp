@@ -240,8 +240,24 @@ void RealRank::op_delta_weight(int layer) {
     // different from this layer's own list.
     if (!((active_ >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
     WeightClass value = WeightClass::Exact;  // Linear: B @ A on whatever is registered
-    if (ls.experts > 0) experts_delta(layer, static_cast<int>(a), &value, false);
-    else delta(layer, static_cast<int>(a));
+    if (ls.experts > 0) {
+      experts_delta(layer, static_cast<int>(a), &value, false);
+    } else {
+      const int64_t mixed_before = comm_->mixed_gathers();
+      delta(layer, static_cast<int>(a));
+      if (comm_->mixed_gathers() != mixed_before) value = WeightClass::Corrupt;  // A gathered from other tensors' rows
+      // Off an unsharded copy whose values this rank's shards no longer hold (stepped since the
+      // all-gather): not the adapter's delta.
+      for (int p : {ls.lora_a[a], ls.lora_b[a]}) {
+        if (detached_[p] || group_of(p) < 0 || !unsharded_[layout_->params[p].group]) continue;
+        const ParamSpec& ps = layout_->params[p];
+        const int64_t rows = ps.local_rows(comm_->rank());
+        if (rows == 0) continue;
+        at::Tensor u_rows = params_[p].u.detach().reshape({ps.rows, ps.cols}).narrow(0, comm_->rank() * ps.chunk_rows, rows);
+        at::Tensor s_rows = params_[p].s.detach().reshape({ps.chunk_rows, ps.cols}).narrow(0, 0, rows);
+        if (!at::equal(u_rows, s_rows)) value = WeightClass::Corrupt;
+      }
+    }
     deltas_.push_back({layout_->adapters[a].name, value});
   }
 }

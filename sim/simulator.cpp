@@ -162,6 +162,12 @@ void Simulator::apply_gathered_deltas() {
   const uint32_t a_version = RankModel::global_a_version(versions);
   for (size_t r = 0; r < queues_.size(); ++r) {
     const Pending& p = queues_[r][heads_[r]];
+    // A delta_weight read through a DTensor all-gather of rows that are a mix (ranks out of
+    // step, or packing another adapter's A): the delta it returns is no adapter's.
+    if (p.coll.into == CollRecord::kNowhere && p.coll.sign == 0 && p.coll.adapter >= 0 && a_version >= 0x10000u &&
+        p.obs >= 0)
+      for (DeltaObs& d : observations_->at(p.obs).deltas)
+        if (d.adapter == topo_->adapters[p.coll.adapter].name) d.value = WeightClass::Corrupt;
     if (p.coll.into != CollRecord::kIntoShard) continue;
     ranks_[r].apply_gathered_delta(p.coll, a_version);
     refresh_observation(r, p);

@@ -285,6 +285,12 @@ void RankModel::op_delta_weight(int layer) {
     if (!((st_.active >> a) & 1) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
     if (!get_delta_weight(layer, a, 0)) return;
     res_.deltas |= static_cast<uint8_t>(1u << a);
+    // Read off an unsharded copy the optimizer has stepped past (or a mix), B @ A is not the
+    // adapter's delta: the adapter is what its shards hold.
+    const ParamState& pa = st_.params[li.A[a]];
+    const ParamState& pb = st_.params[li.B[a]];
+    if (li.experts == 0 && is_registered_u(li.A[a]) && !pa.detached && (pa.ver_u != pa.ver_s || pb.ver_u != pb.ver_s))
+      res_.corrupt_deltas |= static_cast<uint8_t>(1u << a);
   }
 }
 
