@@ -147,7 +147,8 @@ void RankModel::op_forward(bool grad_enabled) {
     const LayerInfo& li = topo_->layers[l];
     // The FSDP module of a layer wrapped after fully_shard is its base layer: its output
     // requires grad only through the input or the base parameters.
-    const bool base_rg = path_rg || (grad_enabled && (registered_rg(li.weight) || (li.bias >= 0 && registered_rg(li.bias))));
+    const bool base_rg = li.lora_after_fsdp &&
+                         (path_rg || (grad_enabled && (registered_rg(li.weight) || (li.bias >= 0 && registered_rg(li.bias)))));
     // A module that raises leaves every group it entered UNSHARDED (no post_forward) and no output.
     if (!layer_forward(static_cast<int>(l), grad_enabled, &path_rg)) {
       gr.valid = false;

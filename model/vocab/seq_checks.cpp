@@ -37,8 +37,8 @@ std::vector<int> present_at_prepare(const SeqFile& f, uint8_t* ever = nullptr) {
   std::vector<int> order;
   for (size_t a = 0; a < ad.size(); ++a)
     if (!ad[a].deferred) order.push_back(static_cast<int>(a));
-  for (int a : order)
-    if (ever) *ever |= static_cast<uint8_t>(1u << a);
+  if (ever)
+    for (int a : order) *ever |= static_cast<uint8_t>(1u << a);
   const int end = prepare_index(f);
   for (int i = 0; i < end; ++i) {
     const Op& op = f.ops[i];
@@ -97,7 +97,7 @@ std::string target_parameters_conflict(const std::vector<std::string>& tp, const
 
 uint8_t injected_before_prepare(const SeqFile& f) {
   uint8_t m = 0;
-  for (int a : present_at_prepare(f, &m)) m |= static_cast<uint8_t>(1u << a);
+  present_at_prepare(f, &m);  // every adapter ever present includes those present at the end
   return m;
 }
 
