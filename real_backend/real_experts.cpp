@@ -93,8 +93,55 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
       throw OpError(Status::Exception, "RuntimeError: Cannot unflatten unevenly sharded tensor: output dimension 0 (size " +
                                            std::to_string(E) + ") is not evenly divisible by mesh dimension 0 (size " +
                                            std::to_string(world) + "). Please redistribute the tensor before this operation.");
-    a = gather_full(pa);  // the einsum's redistribution of A
+    // DTensor's einsum (a bmm over the experts when r > 1, a broadcasting mul when r == 1; torch
+    // 2.13 _ops/_matrix_ops.py, _ops/_pointwise_ops.py, cheapest by _collective_utils.py::
+    // redistribute_cost, a bmm sharding fewer rows than ranks dropped by _ops/utils.py::
+    // is_tensor_shardable), as measured on torch 2.13: B keeps its rows and A is gathered
+    // when r == 1 and out > 1, or out >= world (below); else with E >= world both shard on the
+    // experts, B's Shard(out) -> Shard(experts) being one all-gather of B on gloo
+    // (shard_dim_alltoall); else B, then A, are gathered. r > 1 with one out row: the bmm's
+    // view of B's sharded singleton raises first.
     const ParamSpec& bs = layout_->params[pb];
+    const ParamSpec& ws = layout_->params[pw];
+    if (r > 1 && bs.rows == 1)
+      throw OpError(Status::ShapeError, "This operation would remove or reshape sharded dimension 3, which requires "
+                                        "redistribution. Please redistribute the input first.");
+    if (!(r == 1 && bs.rows > 1) && bs.rows < world) {
+      if (E < world) {  // replicated: B, then A; a merge then raises (check_inplace_placement)
+        b = gather_full(pb);
+        a = gather_full(pa);
+        at::Tensor d = experts_einsum(a, b, E) * scale;
+        classify(d, a, b);
+        return d;
+      }
+      {  // B's Shard(out) -> Shard(experts): each rank's rows (ceil(out / w), r, E), padded on E to a
+         // multiple of the world (torch 2.13 placement_types.py::Shard._to_new_shard_dim), all-gathered
+        const int64_t rows_b = bs.local_rows(comm_->rank()), e_pad = (E + world - 1) / world * world;
+        at::Tensor mine_b = at::zeros({bs.chunk_rows, r, e_pad}, params_[pb].s.options());
+        mine_b.narrow(0, 0, rows_b).narrow(2, 0, E).copy_(params_[pb].s.narrow(0, 0, rows_b).reshape({rows_b, r, E}));
+        at::Tensor all = comm_->all_gather(mine_b.reshape({-1}), bs.group, step_, {pb}, -1, true);
+        b = all.view({world * bs.chunk_rows, r, e_pad}).narrow(0, 0, bs.rows).narrow(2, 0, E).reshape({bs.rows, r * E});
+      }
+      const ParamSpec& as = layout_->params[pa];
+      const int64_t n = ws.local_rows(comm_->rank());  // this rank's experts: its rows of A and of W
+      at::Tensor a_rows = params_[pa].s.narrow(0, 0, as.local_rows(comm_->rank()));
+      at::Tensor b_cols = b.reshape({b.size(0), -1, E}).narrow(2, comm_->rank() * ws.chunk_rows, n);
+      at::Tensor mine = n == 0 ? at::zeros({0, ws.cols / bs.rows, bs.rows})
+                               : at::einsum("ore,eri->eio", {b_cols, a_rows.reshape({n, -1, a_rows.size(-1)})}) * scale;
+      if (!merge) {  // this rank's experts of the delta, against the per-expert products of the same rows
+        if (value && n > 0) {
+          at::Tensor check = experts_delta_per_expert(a_rows, b_cols.reshape({b.size(0), -1}), n) * scale;
+          *value = at::allclose(mine, check, 1e-4, 1e-6) ? WeightClass::Exact : WeightClass::Corrupt;
+        } else if (value) {
+          *value = WeightClass::Exact;
+        }
+        return mine;
+      }
+      at::Tensor padded = at::zeros(param_shape(*layout_, ws, ws.chunk_rows));
+      padded.narrow(0, 0, n).copy_(mine);
+      return padded;
+    }
+    a = gather_full(pa);  // the einsum's redistribution of A
     const int64_t in = a.size(1), rows_b = bs.local_rows(comm_->rank());
     b = params_[pb].s.narrow(0, 0, rows_b);
     // The delta's columns for this rank's rows of B (out): (E, in, rows_b).
@@ -105,7 +152,8 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
     }
     // `param.data += delta`: the delta's Shard(out) -> W's Shard(0), one all-gather named after W
     // of each rank's columns (E, in, ceil(out / world)), padded on dim 0 to a multiple of the world.
-    const ParamSpec& ws = layout_->params[pw];
+    // W's E < world rows keep no Shard(0): the in-place add raises first (check_inplace_placement).
+    if (ws.rows < world) return cols;
     const int64_t e_pad = (E + world - 1) / world * world;  // padded on dim 0 to split into W's chunks
     at::Tensor mine = at::zeros({e_pad, in, bs.chunk_rows});
     mine.narrow(0, 0, E).narrow(2, 0, rows_b).copy_(cols);

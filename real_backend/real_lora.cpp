@@ -94,7 +94,10 @@ void RealRank::check_inplace_placement(int layer, int adapter, bool add) {
     throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
                                          ".Tensor got mixed torch.Tensor and DTensor, need to convert all torch.Tensor "
                                          "to DTensor before calling distributed operators!");
-  if (!dtensors || layout_->world == 1 || layout_->params[ls.weight].rows >= layout_->world) return;
+  // An experts weight (E, in, out) sharded on E: the same when E < world (real_experts.cpp).
+  const bool experts_dtensors = ls.experts > 1 && group_of(pa) >= 0 && !unsharded_[layout_->params[pa].group] &&
+                                layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn;
+  if ((!dtensors && !experts_dtensors) || layout_->world == 1 || layout_->params[ls.weight].rows >= layout_->world) return;
   throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
                                        ".Tensor: in-place operations that require placement changes are not "
                                        "supported. The input has placement (Shard(dim=0),), but no valid strategy "

@@ -137,9 +137,19 @@ void Simulator::mix_check() {
       differ = differ || d != first;
     }
     if (!differ) continue;
+    std::vector<const RankModel*> ranks;
+    std::vector<const CollRecord*> colls;
+    for (size_t r = 0; r < queues_.size(); ++r) {
+      ranks.push_back(&ranks_[r]);
+      colls.push_back(&queues_[r][heads_[r]].coll);
+    }
+    uint32_t ver = 0;
+    WeightContent w;
+    const bool whole = c0.into == CollRecord::kIntoU && RankModel::concatenated_u(ranks, colls, i, &ver, &w);
     for (size_t r = 0; r < queues_.size(); ++r) {
       const Pending& p = queues_[r][heads_[r]];
-      ranks_[r].mark_mixed(p.coll, i);
+      if (whole) ranks_[r].set_gathered(p.coll, i, ver, w);
+      else ranks_[r].mark_mixed(p.coll, i);
       refresh_observation(r, p);
     }
   }

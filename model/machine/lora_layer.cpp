@@ -5,7 +5,7 @@
 
 namespace fsdpsim {
 
-void WeightContent::add(int adapter, uint32_t version, int sign) {
+void WeightContent::add(int adapter, DeltaId version, int sign) {
   if (version == kZeroDelta) return;  // adding or subtracting zero changes nothing
   int8_t& c = coeff[adapter];
   if (c != 0 && ver[adapter] != version) {
@@ -18,7 +18,7 @@ void WeightContent::add(int adapter, uint32_t version, int sign) {
 
 // The delta B @ A * scaling is recomputed from the current A and B at every
 // merge and unmerge (lora/layer.py::Linear.get_delta_weight); nothing is cached.
-uint32_t RankModel::delta_version(int layer, int adapter) const {
+DeltaId RankModel::delta_version(int layer, int adapter) const {
   const LayerInfo& li = topo_->layers[layer];
   auto ver = [&](int p) { return is_registered_u(p) ? st_.params[p].ver_u : st_.params[p].ver_s; };
   return delta_id(adapter, ver(li.A[adapter]), ver(li.B[adapter]));
@@ -26,10 +26,9 @@ uint32_t RankModel::delta_version(int layer, int adapter) const {
 
 // B stays exactly zero under init=zero (PEFT's default, lora/layer.py::
 // reset_lora_parameters) until an update or a load changes it: B @ A is zero then.
-uint32_t RankModel::delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const {
+DeltaId RankModel::delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const {
   if (ver_b == 0 && topo_->adapters[adapter].init == LoraInit::Zero) return kZeroDelta;
-  if (ver_a > 0xffffu) return 0x80000000u | ((ver_a * 2654435761u ^ ver_b) & 0x7ffffffdu);  // a mixed A
-  return ((ver_a & 0xffffu) << 16) | (ver_b & 0xffffu);
+  return (static_cast<DeltaId>(ver_a & 0x7fffffffu) << 32) | ver_b;
 }
 
 // Which parameter, and what this rank's shard of it holds, as a digest.
@@ -52,6 +51,63 @@ void RankModel::mark_mixed(const CollRecord& c, int i) {
   ps.ver_u = kMixedVersion;
 }
 
+bool RankModel::concatenated_u(const std::vector<const RankModel*>& ranks, const std::vector<const CollRecord*>& colls,
+                               int i, uint32_t* ver, WeightContent* w) {
+  const RankModel& m0 = *ranks[0];
+  const int p = m0.members_[colls[0]->member_begin + i];
+  const Topology& topo = *m0.topo_;
+  const ParamInfo& pi = topo.params[p];
+  std::vector<uint32_t> vers(ranks.size(), kNoRows);
+  std::vector<const WeightContent*> rows(ranks.size(), nullptr);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankModel& m = *ranks[r];
+    const ParamState& ps = m.st_.params[p];
+    if (ps.detached || colls[r]->into != CollRecord::kIntoU) return false;
+    const uint64_t d = m.digests_[colls[r]->digest_begin + i];
+    if (d == 0) continue;  // padding only
+    // Changed since it was contributed (a later edit in the same op): not what was gathered.
+    if (m.digest_of(p) != d || ps.ver_u != ps.ver_s || ps.w_u != ps.w_s) return false;
+    vers[r] = ps.ver_s;
+    rows[r] = &ps.w_s;
+  }
+  *ver = global_a_version(vers);
+  *w = WeightContent{};
+  if (pi.kind != ParamKind::Weight) return true;
+  const LayerInfo* li = nullptr;
+  for (const auto& l : topo.layers)
+    if (l.weight == p) li = &l;
+  const WeightContent* first = nullptr;
+  for (const WeightContent* x : rows)
+    if (x && !first) first = x;
+  if (!li || !first) return false;
+  for (const WeightContent* x : rows)
+    if (x && (x->corrupt || x->coeff != first->coeff)) return false;
+  *w = *first;
+  for (int a = 0; a < topo.n_adapters(); ++a) {
+    if (first->coeff[a] == 0) continue;
+    // peft lora/layer.py::Linear.get_delta_weight on a Shard(0) B: each rank's rows are B_r @ A.
+    if (li->B[a] < 0 || topo.params[li->B[a]].dim0 != pi.dim0) return false;
+    std::vector<uint32_t> b(ranks.size(), kNoRows);
+    const DeltaId id0 = first->ver[a];
+    bool same = true;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      if (!rows[r]) continue;
+      const DeltaId id = rows[r]->ver[a];
+      same = same && id == id0;
+      if (id == kZeroDelta || (id & kTransposedDelta) || (id >> 32) != (id0 >> 32)) return false;  // no common A
+      b[r] = static_cast<uint32_t>(id);
+    }
+    if (!same) w->ver[a] = m0.delta_id(a, static_cast<uint32_t>(id0 >> 32), global_a_version(b));
+  }
+  return true;
+}
+
+void RankModel::set_gathered(const CollRecord& c, int i, uint32_t ver, const WeightContent& w) {
+  ParamState& ps = st_.params[members_[c.member_begin + i]];
+  if (topo_->params[members_[c.member_begin + i]].kind == ParamKind::Weight) ps.w_u = w;
+  else ps.ver_u = ver;
+}
+
 uint32_t RankModel::global_a_version(const std::vector<uint32_t>& v) {
   uint32_t first = kNoRows;
   bool same = true;
@@ -67,9 +123,14 @@ uint32_t RankModel::global_a_version(const std::vector<uint32_t>& v) {
   return 0x10000u + static_cast<uint32_t>(h % 0xfffe0000ull);
 }
 
-void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t a_version) {
+void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t version) {
   const LayerInfo& li = topo_->layers[c.target];
-  st_.params[li.weight].w_s.add(c.adapter, delta_id(c.adapter, a_version, st_.params[li.B[c.adapter]].ver_s), c.sign);
+  const int a = li.A[c.adapter], b = li.B[c.adapter];
+  // The experts einsum sharded on the experts gathers B and keeps this rank's A (param_wrapper.cpp).
+  const DeltaId id = members_.empty() || c.member_count == 0 || members_[c.member_begin] != b
+                         ? delta_id(c.adapter, version, st_.params[b].ver_s)
+                         : delta_id(c.adapter, st_.params[a].ver_s, version);
+  st_.params[li.weight].w_s.add(c.adapter, id, c.sign);
 }
 
 // DTensor's matmul all-gathers one parameter (A) for a delta.
@@ -80,17 +141,18 @@ void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adap
   c.sign = static_cast<int8_t>(sign);
   // torch 2.13 distributed/tensor/_redistribute.py::redistribute_local_tensor: on a 1-rank mesh
   // Shard -> Replicate is the local tensor itself, no functional all-gather; the delta applies now.
+  c.member_begin = static_cast<int>(members_.size());
+  c.member_count = 1;
+  members_.push_back(param);
   if (topo_->world == 1) {
     if (sign != 0) apply_gathered_delta(c, st_.params[param].ver_s);
+    members_.pop_back();
     return;
   }
   gathered_versions_.push_back(holds_rows(param, rank_) ? st_.params[param].ver_s : kNoRows);
   if (sign != 0 && !deferred_merges_) apply_gathered_delta(c, st_.params[param].ver_s);
-  c.member_begin = static_cast<int>(members_.size());
-  c.member_count = 1;
   colls_.push_back(c);
   digests_.push_back(digest_of(param));
-  members_.push_back(param);
 }
 
 WeightContent& RankModel::registered_weight(int layer) {
@@ -201,7 +263,7 @@ bool RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
 
 namespace {
 
-WeightClass classify(const WeightContent& c, const LayerPeft& lp, const std::array<uint32_t, kMaxAdapters>& cur, int n) {
+WeightClass classify(const WeightContent& c, const LayerPeft& lp, const std::array<DeltaId, kMaxAdapters>& cur, int n) {
   if (c.corrupt) return WeightClass::Corrupt;
   bool missing = false, extra = false, bad = false;
   for (int a = 0; a < n; ++a) {
@@ -235,7 +297,7 @@ WeightClass classify(const WeightContent& c, const LayerPeft& lp, const std::arr
 WeightClass RankModel::classify_stored(int layer) const {
   const LayerInfo& li = topo_->layers[layer];
   if (!holds_rows(li.weight, rank_)) return WeightClass::Exact;
-  std::array<uint32_t, kMaxAdapters> cur{};
+  std::array<DeltaId, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a)
     if (li.A[a] >= 0) cur[a] = delta_id(a, st_.params[li.A[a]].ver_s, st_.params[li.B[a]].ver_s);
   return classify(st_.params[li.weight].w_s, st_.layers[layer], cur, topo_->n_adapters());
@@ -244,7 +306,7 @@ WeightClass RankModel::classify_stored(int layer) const {
 // The object the module holds now (U while unsharded) against the same sum.
 WeightClass RankModel::classify_registered(int layer) const {
   const LayerInfo& li = topo_->layers[layer];
-  std::array<uint32_t, kMaxAdapters> cur{};
+  std::array<DeltaId, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a)
     if (li.A[a] >= 0) cur[a] = delta_version(layer, a);
   const ParamState& w = st_.params[li.weight];
@@ -272,18 +334,22 @@ WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vec
                                        int layer) const {
   const LayerInfo& li = topo_->layers[layer];
   if (!holds_rows(li.weight, rank_)) return WeightClass::Exact;
-  std::array<uint32_t, kMaxAdapters> cur{};
+  std::array<DeltaId, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     if (li.A[a] < 0) continue;
-    uint32_t va = own.ver_s[li.A[a]];
-    if (group_of(li.A[a]) >= 0) {  // the A every rank would contribute now, in rank order
+    // The parameter every rank would contribute now, in rank order: A, or B for an experts
+    // einsum sharded on the experts (experts_gather_b).
+    const bool b_gathered = experts_gather_b(layer, a);
+    const int gathered = b_gathered ? li.B[a] : li.A[a];
+    uint32_t v_g = own.ver_s[gathered];
+    if (group_of(gathered) >= 0) {
       std::vector<uint32_t> v(topo_->world, kNoRows);
-      if (holds_rows(li.A[a], rank_)) v[rank_] = va;
+      if (holds_rows(gathered, rank_)) v[rank_] = v_g;
       for (const auto& [rank, p] : peers)
-        if (holds_rows(li.A[a], rank)) v[rank] = p->ver_s[li.A[a]];
-      va = global_a_version(v);
+        if (holds_rows(gathered, rank)) v[rank] = p->ver_s[gathered];
+      v_g = global_a_version(v);
     }
-    cur[a] = delta_id(a, va, own.ver_s[li.B[a]]);
+    cur[a] = b_gathered ? delta_id(a, own.ver_s[li.A[a]], v_g) : delta_id(a, v_g, own.ver_s[li.B[a]]);
   }
   return classify(own.w_s[layer], own.layers[layer], cur, topo_->n_adapters());
 }

@@ -4,6 +4,49 @@
 
 namespace fsdpsim {
 
+namespace {
+
+// torch 2.13 distributed/tensor/_ops/utils.py::expand_to_full_mesh_op_strategy: an in-place
+// `W.data += delta` (`-=` on unmerge) whose input placement no strategy keeps.
+std::string inplace_placement_error(int sign) {
+  return std::string("RuntimeError: aten.") + (sign > 0 ? "add_" : "sub_") +
+         ".Tensor: in-place operations that require placement changes are not supported. The input has placement "
+         "(Shard(dim=0),), but no valid strategy preserves this placement. Please use the out-of-place version of "
+         "this operation instead.";
+}
+
+}  // namespace
+
+// How DTensor runs ParamWrapper.get_delta_weight's einsum "o r e, e r i -> e i o" on a Shard(0)
+// B (out, r, E) and A (E, r, in). torch.einsum lowers it to a bmm over the experts (r > 1) or a
+// broadcasting mul (r == 1); DTensor takes the cheapest strategy of each (torch 2.13
+// _ops/_matrix_ops.py and _ops/_pointwise_ops.py; _collective_utils.py::redistribute_cost charges
+// Shard -> Shard 1.0 more than an all-gather; _ops/utils.py::is_tensor_shardable drops a bmm
+// strategy that shards fewer rows than ranks). Measured on torch 2.13, E 2..6, r 1..4, out 1..6,
+// worlds 2 and 3:
+// - kShardOut: B keeps its rows, A is gathered, the delta is sharded on out (r == 1 and out > 1,
+//   or out >= world);
+// - kShardExperts: both shard on the experts (E >= world): B's Shard(out) -> Shard(experts) is
+//   one all-gather of B's shard padded on E (gloo has no all-to-all: shard_dim_alltoall), A stays, and the
+//   delta is W's own Shard(0);
+// - kReplicate: B, then A, gathered;
+// - kViewRaises: r > 1 with one out row: the bmm's view of B's sharded singleton raises.
+RankModel::ExpertsEinsum RankModel::experts_einsum(int layer, int adapter) const {
+  const LayerInfo& li = topo_->layers[layer];
+  const int64_t w = topo_->world, out = topo_->params[li.B[adapter]].dim0, r = topo_->adapters[adapter].r;
+  if (r > 1 && out == 1) return ExpertsEinsum::kViewRaises;
+  if ((r == 1 && out > 1) || out >= w) return ExpertsEinsum::kShardOut;
+  return li.experts >= w ? ExpertsEinsum::kShardExperts : ExpertsEinsum::kReplicate;
+}
+
+// A merge off shards whose einsum shards on the experts gathers B: this rank's rows of W get
+// its own A's experts (the simulator's apply_gathered_delta and classify_stored).
+bool RankModel::experts_gather_b(int layer, int adapter) const {
+  const LayerInfo& li = topo_->layers[layer];
+  return li.experts > 1 && topo_->world > 1 && topo_->profile.get(Switch::DeltaWeightGather) != sw::kOn &&
+         experts_einsum(layer, adapter) == ExpertsEinsum::kShardExperts;
+}
+
 // lora/layer.py::Linear.get_delta_weight: B @ A on DTensors redistributes A
 // (one all-gather of A); B's local rows meet W's local rows.
 // lora/layer.py::ParamWrapper.get_delta_weight (E experts) reads
@@ -37,10 +80,7 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
       if (sign == 0) return true;  // the delta_weight op: the full delta, replicated or partial
       // _ops/utils.py::expand_to_full_mesh_op_strategy: `W.data += delta` (`-=` on unmerge) must keep
       // W's Shard(0), which no delta placement can reach: the in-place op raises.
-      error(Status::Exception, std::string("RuntimeError: aten.") + (sign > 0 ? "add_" : "sub_") +
-                                   ".Tensor: in-place operations that require placement changes are not supported. "
-                                   "The input has placement (Shard(dim=0),), but no valid strategy preserves this "
-                                   "placement. Please use the out-of-place version of this operation instead.");
+      error(Status::Exception, inplace_placement_error(sign));
       return false;
     }
     if (sharded_read) {
@@ -92,8 +132,8 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
       if (sharded_read && w > 1 && (out >= w || topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn))
         gather_one(li.weight, CollRecord::kNowhere, layer, adapter, 0, (out + w - 1) / w * topo_->params[a].rest);
       // a square layer adds the transposed delta: a delta of its own, which unmerge takes back
-      uint32_t v = delta_version(layer, adapter);
-      if (v != kZeroDelta) v ^= 0x40000000u;
+      DeltaId v = delta_version(layer, adapter);
+      if (v != kZeroDelta) v ^= kTransposedDelta;
       registered_weight(layer).add(adapter, v, sign);
       return true;
     }
@@ -118,16 +158,37 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
                                  std::to_string(topo_->world) + "). Please redistribute the tensor before this operation.");
     return false;
   }
-  gather_one(a, into, layer, adapter, sign);
-  // torch 2.13 distributed/tensor/_redistribute.py: `param.data += delta` redistributes the
-  // delta, sharded on its out dimension, to W's Shard(0): one all-gather of this rank's
-  // (E, in, ceil(out / world)) columns, padded on dim 0 to a multiple of the world so the
-  // result splits into W's chunks: the size of W's shard when E and out divide evenly.
-  if (sign != 0) {
-    const int64_t out = topo_->params[b].dim0, w = topo_->world;
+  const int64_t out = topo_->params[b].dim0, w = topo_->world;
+  const ExpertsEinsum plan = experts_einsum(layer, adapter);  // see experts_einsum
+  if (plan == ExpertsEinsum::kViewRaises) {
+    error(Status::ShapeError, "This operation would remove or reshape sharded dimension 3, which requires "
+                              "redistribution. Please redistribute the input first.");
+    return false;
+  }
+  const bool shard_out = plan == ExpertsEinsum::kShardOut, shard_experts = plan == ExpertsEinsum::kShardExperts;
+  // `param.data += delta` must keep W's Shard(0), which W's E < world rows cannot hold: it raises.
+  const bool add_raises = sign != 0 && E < w;
+  const CollRecord::Into feed = add_raises ? CollRecord::kNowhere : into;
+  if (shard_out) {
+    gather_one(a, feed, layer, adapter, sign);
+  } else if (shard_experts) {
+    // the redistribution pads B's shard on the experts to a multiple of the world (torch 2.13
+    // placement_types.py::Shard._to_new_shard_dim): (ceil(out / w), r, ceil(E / w) * w)
+    gather_one(b, feed, layer, adapter, sign, (out + w - 1) / w * r * ((E + w - 1) / w * w));
+  } else {
+    gather_one(b, CollRecord::kNowhere, layer, adapter);
+    gather_one(a, CollRecord::kNowhere, layer, adapter);
+  }
+  if (add_raises) {
+    error(Status::Exception, inplace_placement_error(sign));
+    return false;
+  }
+  // torch 2.13 distributed/tensor/_redistribute.py: `param.data += delta` redistributes a delta
+  // sharded on out to W's Shard(0): one all-gather of this rank's (E, in, ceil(out / world))
+  // columns, padded on dim 0 to a multiple of the world so the result splits into W's chunks.
+  if (sign != 0 && shard_out)
     gather_one(li.weight, CollRecord::kNowhere, layer, adapter, 0,
                (E + w - 1) / w * w * (topo_->params[li.weight].rest / out) * ((out + w - 1) / w));
-  }
   return true;
 }
 

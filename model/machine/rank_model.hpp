@@ -66,10 +66,11 @@ class RankModel {
   const std::vector<int>& members() const { return members_; }
   // Per all-gathered parameter: its version on this rank, kNoRows for padding only.
   const std::vector<uint32_t>& gathered_versions() const { return gathered_versions_; }
-  // A merge or unmerge on a shard, once its all-gather of A is matched: the
-  // delta is B's rows times the A every rank contributed (a_version: see
+  // A merge or unmerge on a shard, once its all-gather is matched: the delta
+  // is B's rows times the A every rank contributed, or (an experts einsum
+  // sharded on the experts) this rank's A times the gathered B (version: see
   // global_a_version).
-  void apply_gathered_delta(const CollRecord& c, uint32_t a_version);
+  void apply_gathered_delta(const CollRecord& c, uint32_t version);
   // One version for a parameter whose rows live on several ranks: the common
   // version when they agree, else a mix id above 0xffff.
   static uint32_t global_a_version(const std::vector<uint32_t>& row_holder_versions);
@@ -103,6 +104,13 @@ class RankModel {
   // A matched all-gather combined different values of the i-th contributed
   // parameter from different ranks.
   void mark_mixed(const CollRecord& c, int i);
+  // The same when each rank's rows are still what it holds and fit together: LoRA
+  // rows of different versions are one tensor (version `ver`, see global_a_version);
+  // a base weight's rows, each W0 + B_r @ A for one A, are W0 + (the gathered B) @ A
+  // (content `w`). False where no such value exists: the gathered value is a mix.
+  static bool concatenated_u(const std::vector<const RankModel*>& ranks, const std::vector<const CollRecord*>& colls,
+                             int i, uint32_t* ver, WeightContent* w);
+  void set_gathered(const CollRecord& c, int i, uint32_t ver, const WeightContent& w);
 
  private:
   // --- FSDP2 param group (fsdp_group.cpp) ---
@@ -120,8 +128,11 @@ class RankModel {
   void reshard_all();         // the state-dict pre-hook: _to_sharded on every group
   void module_reshard_all();  // FSDPModule.reshard() on every FSDP module
   // --- LoRA layer (lora_layer.cpp) ---
-  uint32_t delta_version(int layer, int adapter) const;
-  uint32_t delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const;
+  DeltaId delta_version(int layer, int adapter) const;
+  enum class ExpertsEinsum : uint8_t { kShardOut, kShardExperts, kReplicate, kViewRaises };
+  ExpertsEinsum experts_einsum(int layer, int adapter) const;
+  bool experts_gather_b(int layer, int adapter) const;
+  DeltaId delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const;
   bool layer_merge(int layer, int adapter);
   bool layer_unmerge(int layer);
   void layer_set_adapter(int layer, uint8_t names, bool inference_mode);

@@ -12,7 +12,13 @@
 
 namespace fsdpsim {
 
-constexpr uint32_t kZeroDelta = 0xffffffffu;  // the delta of an adapter whose B is still zero
+// Which delta a base weight holds for an adapter: A's version in bits 32-62, B's
+// in bits 0-31 (RankModel::delta_id), bit 63 for the transposed delta a square
+// experts layer adds (param_wrapper.cpp). Kept apart so that rows merged from
+// different ranks' B can be read back (RankModel::concatenated_u).
+using DeltaId = uint64_t;
+constexpr DeltaId kZeroDelta = ~DeltaId{0};  // the delta of an adapter whose B is still zero
+constexpr DeltaId kTransposedDelta = DeltaId{1} << 63;
 constexpr uint32_t kMixedVersion = 0xfffeu;   // LoRA values gathered from ranks that disagree
 constexpr uint32_t kNoRows = 0xffffffffu;     // a rank holding only padding rows of a parameter
 
@@ -21,9 +27,9 @@ constexpr uint32_t kNoRows = 0xffffffffu;     // a rank holding only padding row
 // different version than it was added) makes it corrupt.
 struct WeightContent {
   std::array<int8_t, kMaxAdapters> coeff{};
-  std::array<uint32_t, kMaxAdapters> ver{};
+  std::array<DeltaId, kMaxAdapters> ver{};
   bool corrupt = false;
-  void add(int adapter, uint32_t version, int sign);
+  void add(int adapter, DeltaId version, int sign);
   bool operator==(const WeightContent& o) const { return coeff == o.coeff && ver == o.ver && corrupt == o.corrupt; }
   bool operator!=(const WeightContent& o) const { return !(*this == o); }
 };

@@ -21,7 +21,7 @@
 // anywhere, in either state, and the bijection extends to the successors.
 // Otherwise (a reload rewound a counter below a copy, or ranks stepped
 // differently) that parameter keeps its raw values, and a mode word records
-// which rule applied. A delta id of a mixed A (ranks contributed different
+// which rule applied. A delta id of a mixed A or B (ranks contributed different
 // rows: a hash of raw versions) keeps the whole state raw. Wrap-around at
 // 0xffff needs 65535 steps and is out of any explored depth.
 #include "model/machine/state_key.hpp"
@@ -30,8 +30,8 @@
 
 namespace fsdpsim {
 
-static_assert(sizeof(WeightContent) == 44, "WeightContent changed: extend append_state_key");
-static_assert(sizeof(ParamState) == 116, "ParamState changed: extend append_state_key");
+static_assert(sizeof(WeightContent) == 80, "WeightContent changed: extend append_state_key");
+static_assert(sizeof(ParamState) == 192, "ParamState changed: extend append_state_key");
 static_assert(sizeof(GroupState) == 32, "GroupState changed: extend append_state_key");
 static_assert(sizeof(LayerPeft) == 20, "LayerPeft changed: extend append_state_key");
 static_assert(sizeof(PendingGraph) == 104, "PendingGraph changed: extend append_state_key");
@@ -96,10 +96,11 @@ struct Renamer {
         min_counter[p] = std::min(min_counter[p], ps.ver_s);
         if (ps.detached) min_counter[p] = std::min(min_counter[p], ps.ghost_ver);
       }
-      each_delta(m, [&](int a, int b, uint32_t id) {
-        if (id & 0x80000000u) all_raw = true;
-        values[a].push_back(id >> 16);
-        values[b].push_back(id & 0xffffu);
+      each_delta(m, [&](int a, int b, DeltaId id) {
+        const uint32_t va = version_a(id), vb = static_cast<uint32_t>(id);
+        if (va > 0xffffu || vb > 0xffffu) all_raw = true;  // a mix of several ranks' rows
+        values[a].push_back(va);
+        values[b].push_back(vb);
       });
     }
     for (size_t p = 0; p < values.size(); ++p) {
@@ -119,10 +120,11 @@ struct Renamer {
     // Labels start above the constants so a label never reads as one.
     return static_cast<uint32_t>(std::lower_bound(values[p].begin(), values[p].end(), v) - values[p].begin()) + 0x10000u;
   }
-  void push_delta(int a, int b, uint32_t id, std::vector<uint32_t>& out) const {
-    if (all_raw) return out.push_back(id);
-    out.push_back(map(a, id >> 16));
-    out.push_back(map(b, id & 0xffffu));
+  static uint32_t version_a(DeltaId id) { return static_cast<uint32_t>(id >> 32) & 0x7fffffffu; }
+  void push_delta(int a, int b, DeltaId id, std::vector<uint32_t>& out) const {
+    out.push_back((id & kTransposedDelta) ? 1u : 0u);
+    out.push_back(map(a, version_a(id)));
+    out.push_back(map(b, static_cast<uint32_t>(id)));
   }
 };
 

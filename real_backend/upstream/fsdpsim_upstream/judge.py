@@ -61,20 +61,37 @@ def delta_of(A, B, wshape):
     return torch.einsum("ore,eri->eio", b, a)
 
 
-# bf16 keeps 8 bits of mantissa: a merged bf16 weight is W0 + delta rounded to that
-# (PEFT notes the bf16 round trip is not exact); fp32 keeps the real backend's tolerance.
-RELATIVE = {"fp32": 1e-4, "bf16": 1e-2}
+# fp32 keeps the real backend's tolerance: 1e-4 of the largest delta in play.
+RELATIVE_FP32 = 1e-4
+# A bf16 value rounds to within 2^-8 of itself (8 bits of mantissa). Every merge or
+# unmerge of an adapter rounds twice (lora/layer.py::Linear.get_delta_weight casts the
+# delta to the weight's dtype, then the in-place add rounds the sum), so element i
+# of a bf16 weight is off by at most 2^-8 * (|W0_i| + 2 * sum_a max|delta_a|) per such
+# event (the largest |delta_a| stands for |delta_a,i|: a square one-expert layer adds the
+# transposed delta). Judged per element of W0 and over the merged adapters only: a tolerance
+# from the largest |W0| and every delta would hide a step's change to a merged adapter (a
+# few 1e-3) under an unmerged one's size.
+BF16_ROUNDING = 2.0 ** -8
 
 
-def _close(d, s, scale, dtype="fp32", magnitude=0.0):
+def _tolerance(d, scale, dtype="fp32", bound=None):
+    """Per-element allowance: fp32 noise, and for bf16 `bound` (the rounding bound
+    per element, already scaled by the number of rounding events)."""
+    tol = RELATIVE_FP32 * scale + 2e-6
+    if dtype == "bf16" and bound is not None:
+        return bound + tol
+    return torch.full_like(d, tol)
+
+
+def _close(d, s, tol):
     if not d.numel():
         return True
-    if dtype == "bf16":
-        return bool((d - s).abs().max() <= RELATIVE["bf16"] * (scale + magnitude) + 2e-6)
-    return bool((d - s).abs().max() <= RELATIVE["fp32"] * scale + 2e-6)
+    return bool(((d - s).abs() <= tol).all())
 
 
-def classify(d, merged, deltas, dtype="fp32", magnitude=0.0):
+def classify(d, merged, deltas, dtype="fp32", w0=None, rounded=(), events=0):
+    """`rounded`: the adapters merged into this weight at some step so far; `events`:
+    how many adapter merges and unmerges it has seen (each one a bf16 rounding)."""
     names = list(deltas)
     want = {n for n in names if n in merged}
 
@@ -85,12 +102,18 @@ def classify(d, merged, deltas, dtype="fp32", magnitude=0.0):
         return s
 
     scale = max([float(x.abs().max()) for x in deltas.values() if x.numel()] + [0.0])
-    if _close(d, total(want), scale, dtype, magnitude):
+    bound = None
+    if dtype == "bf16" and w0 is not None:
+        # an adapter's largest |delta|, not its own element: a square one-expert layer adds the transpose
+        size = w0.abs() + 2 * sum(float(deltas[n].abs().max()) for n in rounded if n in deltas and deltas[n].numel())
+        bound = BF16_ROUNDING * size * max(events, 1)
+    tol = _tolerance(d, scale, dtype, bound)
+    if _close(d, total(want), tol):
         return "exact"
     missing = extra = False
     for m in range(1 << len(names)):
         sub = {names[i] for i in range(len(names)) if (m >> i) & 1}
-        if sub == want or not _close(d, total(sub), scale, dtype, magnitude):
+        if sub == want or not _close(d, total(sub), tol):
             continue
         if sub <= want:
             missing = True
@@ -99,8 +122,25 @@ def classify(d, merged, deltas, dtype="fp32", magnitude=0.0):
     return "missing_delta" if missing else "extra_delta" if extra else "corrupt"
 
 
-def judge_layers(o, r, world, init, vals):
+class RoundingLog:
+    """Per rank and layer: the adapters merged at some step so far and the number of
+    merge/unmerge events, read off the observations' merged lists in step order."""
+
+    def __init__(self):
+        self.prev, self.ever, self.events = {}, {}, {}
+
+    def note(self, r, layer, merged):
+        key = (r, layer)
+        prev = self.prev.get(key, set())
+        self.events[key] = self.events.get(key, 0) + len(prev ^ merged)
+        self.ever.setdefault(key, set()).update(merged)
+        self.prev[key] = set(merged)
+        return self.ever[key], self.events[key]
+
+
+def judge_layers(o, r, world, init, vals, log=None):
     step = o["step"]
+    log = log if log is not None else RoundingLog()
     mine = vals[r].get(step)
     if mine is None:
         return
@@ -108,6 +148,8 @@ def judge_layers(o, r, world, init, vals):
     scaling = init[r]["scaling"]
     for lo in o["layers"]:
         layer = lo["name"]
+        merged = set(lo["merged"])
+        rounded, events = log.note(r, layer, merged)
         wname = layer + ".weight"
         if wname not in mine["s"] or mine["s"][wname] is None:
             continue
@@ -138,14 +180,13 @@ def judge_layers(o, r, world, init, vals):
                 ds[a] = delta_of(A, B, wshape) * sc
             return ds
 
-        merged = set(lo["merged"])
         ds = deltas_for(False)
         dtype = init[r].get("dtype", "fp32")
-        mag = float(w0.abs().max()) if w0.numel() else 0.0
-        lo["stored"] = classify(s_local - w0[rows], merged, {a: d[rows] for a, d in ds.items()}, dtype, mag)
+        lo["stored"] = classify(s_local - w0[rows], merged, {a: d[rows] for a, d in ds.items()}, dtype,
+                                w0[rows], rounded, events)
         if wname in mine["u"]:
             u = vec(mine["u"][wname]).reshape(wshape)
-            lo["registered"] = classify(u - w0, merged, deltas_for(True), dtype, mag)
+            lo["registered"] = classify(u - w0, merged, deltas_for(True), dtype, w0, rounded, events)
         else:
             lo["registered"] = lo["stored"]
 
@@ -181,7 +222,10 @@ def judge_deltas(o, r, world, init, vals):
             dim = d["shard_dim"]
             n, start = _chunk_rows(want.shape[dim], world, r)
             want = want.narrow(dim, start, n)
-        ok = got.numel() == want.numel() and _close(got.reshape(-1), want.reshape(-1),
-                                                   float(want.abs().max()) if want.numel() else 0.0,
-                                                   init[r].get("dtype", "fp32"))
+        flat = want.reshape(-1)
+        dtype = init[r].get("dtype", "fp32")
+        # bf16: the delta itself is cast to the weight's dtype once (and a Partial sum of casts)
+        bound = BF16_ROUNDING * flat.abs() * (world if d.get("partial") else 1) if dtype == "bf16" else None
+        ok = got.numel() == want.numel() and _close(
+            got.reshape(-1), flat, _tolerance(flat, float(want.abs().max()) if want.numel() else 0.0, dtype, bound))
         o["deltas"][a] = "exact" if ok else "corrupt"

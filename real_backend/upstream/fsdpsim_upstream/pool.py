@@ -263,10 +263,11 @@ class Pool:
                     raise RuntimeError(f"rank {r}: {msg['message']}")
             self.pair(pending, ended)
         out = []
+        log = judge.RoundingLog()
         for r in range(self.world):
             for o in obs[r]:
                 if "layers" in o and r in init:
-                    judge.judge_layers(o, r, self.world, init, vals)
+                    judge.judge_layers(o, r, self.world, init, vals, log)
                 if "deltas" in o and r in init:
                     judge.judge_deltas(o, r, self.world, init, vals)
                 out.append(o)
