@@ -161,10 +161,10 @@ Layout make_layout(const SeqFile& f) {
   // LoRA layer, here a module fully_shard already made an FSDP module.
   const uint32_t injected = injected_before_prepare(f);
   for (LayerSpec& ls : out.layers) {
-    if (out.groups[ls.group].is_root || ls.experts > 0) continue;
+    if (out.groups[ls.group].is_root) continue;
     bool early = false;
     for (size_t a = 0; a < ls.lora_a.size(); ++a) early = early || (ls.lora_a[a] >= 0 && ((injected >> a) & 1));
-    ls.lora_after_fsdp = !early;
+    (ls.experts > 0 ? ls.wrapper_after_fsdp : ls.lora_after_fsdp) = !early;
   }
   // state_dict() order: per layer the base, then lora_A and lora_B in injection
   // order (torch nn/modules/module.py::Module.state_dict over the ModuleDicts).

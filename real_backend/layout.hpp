@@ -49,6 +49,9 @@ struct LayerSpec {
   // No adapter targeted it at fully_shard: a later one wraps the FSDP module
   // (BaseTuner.inject_adapter), whose hooks then see the base output only.
   bool lora_after_fsdp = false;
+  // The same for an experts layer given to fully_shard itself: the later ParamWrapper runs
+  // before the FSDP module's pre-forward, on whatever weight is registered then.
+  bool wrapper_after_fsdp = false;
 };
 
 struct Layout {

@@ -236,6 +236,27 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, WeightClass* value
 // so gradients reach A and B); the MoE module then computes
 // y[b, o] = sum_e sum_i x[b, i] * W[e, i, o]. Merged or disabled: the weight
 // alone (a disabled layer unmerges first), as lora/layer.py::Linear.forward.
+// peft lora/layer.py::ParamWrapper.forward -> _activate_lora, on a ParamWrapper created after
+// fully_shard around the experts module: it parametrizes the registered weight before that
+// module's pre-forward (torch nn/utils/parametrize.py::register_parametrization checks the
+// result once), so with the group SHARDED it meets W's DTensor shard with plain LoRA factors:
+// torch.baddbmm for one adapter on E > 1 fp32 experts (_LoraFactorsProxy), else W + delta.
+void RealRank::wrapper_forward(int layer) {
+  const LayerSpec& ls = layout_->layers[layer];
+  const int g = group_of(ls.weight);
+  if (!prepared_ || !ls.wrapper_after_fsdp || !layer_tuner_[layer] || layer_disabled_[layer] || !merged_[layer].empty() ||
+      g < 0 || unsharded_[g])
+    return;
+  int n = 0;
+  for (size_t a = 0; a < layout_->adapters.size(); ++a)
+    n += ((layer_active_[layer] >> a) & 1) && ls.lora_a[a] >= 0 && registry_[ls.lora_a[a]].defined();
+  if (n == 0) return;
+  const bool fold = n == 1 && ls.experts > 1 && params_[ls.weight].place.scalar_type() != at::kBFloat16;
+  throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (fold ? "baddbmm.default" : "add.Tensor") +
+                                       " got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor "
+                                       "before calling distributed operators!");
+}
+
 at::Tensor RealRank::experts_forward(int layer, const at::Tensor& h) {
   const LayerSpec& ls = layout_->layers[layer];
   if (layer_disabled_[layer] && !merged_[layer].empty()) layer_unmerge(layer);

@@ -227,6 +227,7 @@ void RealRank::op_forward(bool grad_enabled) {
     const GroupSpec& gs = layout_->groups[g];
     bool child = g != root;
     if (child && gs.first_layer == static_cast<int>(l)) {
+      wrapper_forward(static_cast<int>(l));
       // FSDPParamGroup.pre_forward registers the post-backward node only when entering FORWARD.
       in_rg_[g] = h.requires_grad() && !in_forward_[g];
       in_forward_[g] = 1;

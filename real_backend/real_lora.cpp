@@ -62,6 +62,7 @@ void RealRank::layer_merge(int layer, int adapter) {
   if (ls.lora_a[adapter] < 0 || !registry_[ls.lora_a[adapter]].defined()) return;
   for (int m : merged_[layer])
     if (m == adapter) return;
+  check_mixed(layer, adapter, true);
   at::Tensor d = delta(layer, adapter);
   check_inplace_placement(layer, adapter, true);
   apply_delta(layer, d, true);
@@ -80,6 +81,19 @@ void RealRank::apply_delta(int layer, const at::Tensor& d, bool add) {
   }
 }
 
+// A plain delta (an adapter added after prepare) into W's DTensor shard, Linear or ParamWrapper
+// (peft lora/layer.py merge / unmerge: `param.data += delta`): torch 2.13
+// distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info refuses the mix before any
+// shape check, so before the delta's own errors.
+void RealRank::check_mixed(int layer, int adapter, bool add) {
+  const LayerSpec& ls = layout_->layers[layer];
+  const int gw = group_of(ls.weight);
+  if (prepared_ && group_of(ls.lora_a[adapter]) < 0 && gw >= 0 && !unsharded_[gw])
+    throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
+                                         ".Tensor got mixed torch.Tensor and DTensor, need to convert all torch.Tensor "
+                                         "to DTensor before calling distributed operators!");
+}
+
 // torch 2.13 distributed/tensor/_ops/utils.py::expand_to_full_mesh_op_strategy: on a sharded
 // Linear (A, B, W DTensors) `W.data += delta` must keep W's Shard(0), which a weight with
 // fewer rows than ranks cannot (is_tensor_shardable): the in-place op raises after the delta.
@@ -87,13 +101,6 @@ void RealRank::check_inplace_placement(int layer, int adapter, bool add) {
   const LayerSpec& ls = layout_->layers[layer];
   const int pa = ls.lora_a[adapter];
   const bool dtensors = ls.experts == 0 && group_of(pa) >= 0 && !unsharded_[layout_->params[pa].group];
-  // A plain delta (an adapter added after prepare) into W's DTensor shard: torch 2.13
-  // distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info refuses the mix.
-  const int gw = group_of(ls.weight);
-  if (ls.experts == 0 && prepared_ && group_of(pa) < 0 && gw >= 0 && !unsharded_[gw])
-    throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
-                                         ".Tensor got mixed torch.Tensor and DTensor, need to convert all torch.Tensor "
-                                         "to DTensor before calling distributed operators!");
   // An experts weight (E, in, out) sharded on E: the same when E < world (real_experts.cpp).
   const bool experts_dtensors = ls.experts > 1 && group_of(pa) >= 0 && !unsharded_[layout_->params[pa].group] &&
                                 layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn;
@@ -111,6 +118,7 @@ void RealRank::layer_unmerge(int layer) {
   while (!merged_[layer].empty()) {
     int adapter = merged_[layer].back();
     merged_[layer].pop_back();
+    check_mixed(layer, adapter, false);
     at::Tensor d = delta(layer, adapter);
     check_inplace_placement(layer, adapter, false);
     apply_delta(layer, d, false);

@@ -144,7 +144,7 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   int refused = -1;
   for (size_t l = 0; l < layout_->layers.size() && prepared_ && refused < 0; ++l) {
     const LayerSpec& ls = layout_->layers[l];
-    if (ls.experts > 0 && ls.lora_a[adapter] >= 0 && layer_tuner_[l] && !layout_->groups[ls.group].is_root)
+    if (ls.experts > 0 && ls.lora_a[adapter] >= 0 && layer_tuner_[l] && !layout_->groups[ls.group].is_root && !ls.wrapper_after_fsdp)
       refused = static_cast<int>(l);
   }
   if (refused >= 0) {

@@ -55,6 +55,7 @@ class RealRank {
   void run_op(const Op& op);
   // --- FSDP2 (real_fsdp.cpp) ---
   at::Tensor delta_few_rows(int layer, int adapter);  // DTensor's B @ A when W has fewer rows than ranks
+  void check_mixed(int layer, int adapter, bool add);  // a plain delta into a DTensor shard
   void check_inplace_placement(int layer, int adapter, bool add);  // DTensor's in-place rule
   at::ScalarType param_dtype(int p);
   bool group_gathers_bytes(int g);  // a group with mixed-dtype shards gathers uint8
@@ -82,6 +83,7 @@ class RealRank {
   // --- ParamWrapper (experts) layers (real_experts.cpp) ---
   at::Tensor experts_delta(int layer, int adapter, WeightClass* value, bool merge);
   at::Tensor one_expert_delta(int layer, int adapter, WeightClass* value, bool merge, bool dtensor);
+  void wrapper_forward(int layer);  // throws where a ParamWrapper made after fully_shard meets a DTensor shard
   at::Tensor experts_forward(int layer, const at::Tensor& h);
   at::Tensor gather_full(int p);
   void layer_merge(int layer, int adapter);

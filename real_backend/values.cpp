@@ -20,8 +20,9 @@ struct Mix {
 std::vector<float> initial_values(const Layout& l, uint64_t seed, int param, bool loaded) {
   const ParamSpec& p = l.params[param];
   std::vector<float> v(static_cast<size_t>(p.rows * p.cols), 0.0f);
-  // LoRA's default init leaves B at zero (peft/tuners/lora/layer.py::LoraLayer.reset_lora_parameters).
-  bool zero = p.role == Role::LoraB && !loaded && l.adapters[p.adapter].init == LoraInit::Zero;
+  // LoRA's default init leaves B at zero (peft/tuners/lora/layer.py::LoraLayer.reset_lora_parameters);
+  // a loaded adapter's checkpoint is its own fresh init, saved, so its B is zero too.
+  bool zero = p.role == Role::LoraB && l.adapters[p.adapter].init == LoraInit::Zero;
   if (zero) return v;
   Mix m{seed * 1000003ull + static_cast<uint64_t>(param) * 7919ull + (loaded ? 0x5eedull : 0ull)};
   float scale = p.role == Role::Bias ? 0.1f : 0.5f;

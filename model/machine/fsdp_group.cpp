@@ -57,6 +57,7 @@ void RankModel::unshard(int g) {
     // _fsdp_param.py::FSDPParam.to_unsharded -> set_requires_grad_if_needed(S, U): S -> U only
     ps.rg_u = ps.rg_s;
     ps.ver_u = ps.ver_s;
+    ps.ver_s_at_gather = ps.ver_s;
     ps.w_u = ps.w_s;
     ps.grad_u = false;
   }

@@ -98,6 +98,15 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
     if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
     return true;
   }
+  if (sign != 0 && st_.prepared && group_of(a) < 0 && group_of(li.weight) >= 0 && !is_registered_u(li.weight)) {
+    // peft lora/layer.py::ParamWrapper.merge / unmerge: `param.data += delta` (`-=`) with a plain
+    // delta (an adapter added after prepare) into W's DTensor shard; DTensor checks the mix first
+    // (torch 2.13 distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info).
+    error(Status::Exception, std::string("RuntimeError: aten.") + (sign > 0 ? "add_" : "sub_") +
+                                 ".Tensor got mixed torch.Tensor and DTensor, need to convert all "
+                                 "torch.Tensor to DTensor before calling distributed operators!");
+    return false;
+  }
   if (li.experts == 1) {
     // peft 0.21.2 lora/layer.py::ParamWrapper.get_delta_weight -> Linear.get_delta_weight for
     // num_experts == 1: B @ A, shape (out, in), for a weight stored (1, in, out) (is_transposed).
@@ -197,6 +206,27 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
 // on FSDP2's DTensor shard (any world size), torch 2.13
 // distributed/tensor/_ops/utils.py::infer_broadcast_dims_map's text; "" when
 // the shapes broadcast.
+// peft lora/layer.py::ParamWrapper.forward -> _activate_lora on a ParamWrapper created after
+// fully_shard around the experts module: it runs before that module's pre-forward, so the
+// parametrization (torch nn/utils/parametrize.py::register_parametrization, checked once on
+// registration) combines plain LoRA factors with the registered weight, the DTensor shard while
+// the group is SHARDED. One adapter on E > 1 experts in fp32 folds into torch.baddbmm
+// (_LoraFactorsProxy); otherwise W + delta (_LoraParameterProxy). DTensor refuses the mix.
+bool RankModel::wrapper_forward(int layer) {
+  const LayerInfo& li = topo_->layers[layer];
+  const LayerPeft& lp = st_.layers[layer];
+  if (!st_.prepared || !li.wrapper_after_fsdp || !lp.tuner || lp.disabled || lp.n_merged > 0 || is_registered_u(li.weight)) return true;
+  int n = 0;
+  for (int a = 0; a < topo_->n_adapters(); ++a)
+    n += ((lp.active >> a) & 1) && li.A[a] >= 0 && st_.params[li.A[a]].present;
+  if (n == 0) return true;
+  const bool fold = n == 1 && li.experts > 1 && st_.params[li.weight].dtype != DType::BF16;
+  error(Status::Exception, std::string("RuntimeError: aten.") + (fold ? "baddbmm.default" : "add.Tensor") +
+                               " got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor "
+                               "before calling distributed operators!");
+  return false;
+}
+
 std::string RankModel::one_expert_add_error(int layer, int adapter, bool dtensor) const {
   const LayerInfo& li = topo_->layers[layer];
   const std::string in = std::to_string(topo_->params[li.A[adapter]].rest);

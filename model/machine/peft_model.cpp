@@ -162,15 +162,19 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
       ps.recreated = true;
       ps.grad_s = ps.grad_u = false;  // a new object has no grad
       ps.rg_s = false;
-      ps.ver_s = load ? 0x100u : 0u;  // loaded weights differ from a fresh init
+      // Loaded weights differ from a fresh init, except an init=zero B: the checkpoint is that
+      // adapter's own fresh init, saved (peft lora/layer.py::LoraLayer.reset_lora_parameters), so B is zero.
+      const bool zero_b = topo_->params[p].kind == ParamKind::LoraB && topo_->adapters[adapter].init == LoraInit::Zero;
+      ps.ver_s = load && !zero_b ? 0x100u : 0u;
     }
   };
   // peft tuners_utils.py::BaseTuner._inject_parameters reuses a ParamWrapper only by its class
-  // name, which fully_shard changed (FSDPParamWrapper) on a module it was given: it raises.
+  // name, which fully_shard changed (FSDPParamWrapper) on a module it was given: it raises. A
+  // ParamWrapper made after fully_shard (around the FSDP module) keeps its name.
   int refused = -1;
   for (size_t l = 0; l < topo_->layers.size() && st_.prepared && refused < 0; ++l) {
     const LayerInfo& li = topo_->layers[l];
-    if (li.experts > 0 && li.A[adapter] >= 0 && st_.layers[l].tuner && !topo_->groups[li.group].is_root)
+    if (li.experts > 0 && li.A[adapter] >= 0 && st_.layers[l].tuner && !topo_->groups[li.group].is_root && !li.wrapper_after_fsdp)
       refused = static_cast<int>(l);
   }
   if (refused >= 0) {
@@ -285,11 +289,13 @@ void RankModel::op_delta_weight(int layer) {
     if (!((st_.active >> a) & 1) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
     if (!get_delta_weight(layer, a, 0)) return;
     res_.deltas |= static_cast<uint8_t>(1u << a);
-    // Read off an unsharded copy the optimizer has stepped past (or a mix), B @ A is not the
-    // adapter's delta: the adapter is what its shards hold.
+    // Read off an unsharded copy the optimizer has stepped past (or rows no rank holds), B @ A
+    // is not the adapter's delta: the adapter is what its shards hold. A copy gathered from
+    // ranks whose shards differed, and unchanged since, is exactly those shards.
     const ParamState& pa = st_.params[li.A[a]];
     const ParamState& pb = st_.params[li.B[a]];
-    if (li.experts == 0 && is_registered_u(li.A[a]) && !pa.detached && (pa.ver_u != pa.ver_s || pb.ver_u != pb.ver_s))
+    auto stale = [](const ParamState& ps) { return ps.ver_u == kMixedVersion || ps.ver_s != ps.ver_s_at_gather; };
+    if (li.experts == 0 && is_registered_u(li.A[a]) && !pa.detached && (stale(pa) || stale(pb)))
       res_.corrupt_deltas |= static_cast<uint8_t>(1u << a);
   }
 }

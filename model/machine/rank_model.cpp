@@ -139,6 +139,10 @@ void RankModel::op_forward(bool grad_enabled) {
     int g = topo_->layers[l].group;
     bool child = g != root;
     if (child && topo_->groups[g].first_layer == static_cast<int>(l)) {
+      if (!wrapper_forward(static_cast<int>(l))) {
+        gr.valid = false;
+        return;
+      }
       // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.pre_forward registers the post-backward
       // node only when entering a forward pass: a group left in FORWARD by a raise gets none.
       gr.group_in_rg[g] = path_rg && st_.groups[g].training != TrainingState::Forward;

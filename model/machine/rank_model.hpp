@@ -153,6 +153,7 @@ class RankModel {
   void op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
   void op_delete_adapter(int adapter);
   void op_delta_weight(int layer);
+  bool wrapper_forward(int layer);  // param_wrapper.cpp: false when it raised
   void op_save_adapters(const Op& op);
   void op_load_adapters();
   int64_t saved_rows(int param, int rank) const;

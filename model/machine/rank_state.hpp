@@ -48,6 +48,9 @@ struct ParamState {
   bool rg_s = false, rg_u = false;
   bool grad_s = false, grad_u = false;
   uint32_t ver_s = 0, ver_u = 0;  // LoRA values: bumped by optimizer updates and loads
+  // This rank's ver_s when U was last all-gathered: U is stale once S moves past it. ver_u
+  // itself can differ from ver_s from the start (the gather of ranks' differing shards).
+  uint32_t ver_s_at_gather = 0;
   WeightContent w_s, w_u;         // base weights: merged deltas
   Device device = Device::Cpu;    // of S (before prepare: the plain parameter)
   DType dtype = DType::F32;

@@ -31,7 +31,7 @@
 namespace fsdpsim {
 
 static_assert(sizeof(WeightContent) == 80, "WeightContent changed: extend append_state_key");
-static_assert(sizeof(ParamState) == 192, "ParamState changed: extend append_state_key");
+static_assert(sizeof(ParamState) == 200, "ParamState changed: extend append_state_key");
 static_assert(sizeof(GroupState) == 32, "GroupState changed: extend append_state_key");
 static_assert(sizeof(LayerPeft) == 20, "LayerPeft changed: extend append_state_key");
 static_assert(sizeof(PendingGraph) == 104, "PendingGraph changed: extend append_state_key");
@@ -91,6 +91,7 @@ struct Renamer {
         const ParamState& ps = st.params[p];
         values[p].push_back(ps.ver_s);
         if (u_live(m, p)) values[p].push_back(ps.ver_u);
+        if (u_live(m, p)) values[p].push_back(ps.ver_s_at_gather);
         if (ps.detached) values[p].push_back(ps.ghost_ver);
         if (st.saved_rows[p] >= 0) values[p].push_back(st.saved_ver[p]);
         min_counter[p] = std::min(min_counter[p], ps.ver_s);
@@ -161,6 +162,7 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
                     static_cast<uint32_t>(ps.device) << 12 | static_cast<uint32_t>(ps.dtype) << 16);
       out.push_back(rn.map(p, ps.ver_s));
       if (u) out.push_back(rn.map(p, ps.ver_u));
+      if (u) out.push_back(rn.map(p, ps.ver_s_at_gather));
       if (ps.detached) out.push_back(rn.map(p, ps.ghost_ver));
       out.push_back(static_cast<uint32_t>(st.saved_rows[p]));
       if (st.saved_rows[p] >= 0) out.push_back(rn.map(p, st.saved_ver[p]));

@@ -175,10 +175,10 @@ Topology compile_topology(const SeqFile& f) {
   // LoRA layer by one whose base_layer is that module (here the FSDP module).
   const uint8_t injected = injected_before_prepare(f);
   for (LayerInfo& li : t.layers) {
-    if (t.groups[li.group].is_root || li.experts > 0) continue;
+    if (t.groups[li.group].is_root) continue;
     bool early = false;
     for (int a = 0; a < t.n_adapters(); ++a) early = early || (li.A[a] >= 0 && ((injected >> a) & 1));
-    li.lora_after_fsdp = !early;
+    (li.experts > 0 ? li.wrapper_after_fsdp : li.lora_after_fsdp) = !early;
   }
   return t;
 }

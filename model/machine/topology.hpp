@@ -46,6 +46,9 @@ struct LayerInfo {
   // No adapter targeted it when fully_shard ran: a later one wraps the FSDP
   // module in a new LoRA layer, so FSDP's hooks see the base output only.
   bool lora_after_fsdp = false;  // -1 where the adapter does not target the layer
+  // The same for an experts layer given to fully_shard itself: the later ParamWrapper runs
+  // before the FSDP module's pre-forward, on whatever weight is registered then.
+  bool wrapper_after_fsdp = false;
 };
 
 struct Topology {

@@ -145,7 +145,7 @@ class FuncolRecorder:
                  funcol.all_reduce.default: "all_reduce",
                  funcol.broadcast.default: "broadcast"}
 
-        from torch.distributed.tensor import _api, _dispatch
+        from torch.distributed.tensor import _api, _dispatch, _redistribute
 
         class Mode(TorchDispatchMode):
             # the parameters among the DTensor op's arguments: a collective it
@@ -159,7 +159,8 @@ class FuncolRecorder:
                 # DTensor redistributes one operand at a time (torch/distributed/tensor/
                 # _dispatch.py::OpDispatcher.redistribute_local_args -> _redistribute.py::
                 # redistribute_local_tensor): its local tensor names the collectives it issues.
-                for mod in (_api, _dispatch):
+                # DTensor.full_tensor goes through _redistribute.py::Redistribute.forward.
+                for mod in (_api, _dispatch, _redistribute):
                     orig = mod.redistribute_local_tensor
                     Mode.saved[mod] = orig
 
