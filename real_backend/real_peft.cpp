@@ -90,6 +90,9 @@ void RealRank::op_disable_enter() {
     error(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
     return;
   }
+  // peft_model.py::PeftModel.disable_adapter reads peft_config[self.active_adapter] first.
+  if (!((present_ >> peft_active_) & 1))
+    throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[peft_active_].name + "'");
   for (size_t l = 0; l < layout_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), false);
   disabled_ = true;
 }

@@ -84,10 +84,16 @@ void RankModel::unmerge_adapter() {
     if (!layer_unmerge(static_cast<int>(l))) return;
 }
 
-// peft_model.py::PeftModel.disable_adapter (enter): disable_adapter_layers, no unmerge.
+// peft_model.py::PeftModel.disable_adapter (enter): peft_config[active_adapter], then
+// disable_adapter_layers, no unmerge.
 void RankModel::op_disable_enter() {
   if (st_.disabled) {
     error(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
+    return;
+  }
+  // Its first read is peft_config[self.active_adapter]: a name a delete left behind raises.
+  if (st_.peft_active >= 0 && !((st_.present >> st_.peft_active) & 1)) {
+    error(Status::KeyError, "KeyError: '" + topo_->adapters[st_.peft_active].name + "'");
     return;
   }
   for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), false);
