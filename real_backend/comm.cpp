@@ -11,7 +11,6 @@ namespace {
 // Fingerprint op codes: 0 all_gather, 1 reduce_scatter, 3 broadcast.
 constexpr int64_t kFinish = 2;  // "this rank issues no more collectives"
 constexpr int64_t kBroadcast = 3;
-constexpr int64_t kFile = 4;  // read_rank0_file: the harness's stand-in for a shared file
 
 CollOp coll_op_of(int64_t code) {
   return code == 0 ? CollOp::AllGather : code == kBroadcast ? CollOp::Broadcast : CollOp::ReduceScatter;
@@ -23,7 +22,7 @@ const char* collective_name(int64_t code) {
     case 1: return "reduce_scatter";
     case kFinish: return "the end-of-sequence exchange";
     case kBroadcast: return "broadcast";
-    default: return "the read of rank 0's file";
+    default: return "an unknown exchange";
   }
 }
 
@@ -36,7 +35,7 @@ std::shared_ptr<::gloo::transport::Device> loopback_device() {
 
 Comm::Comm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
            const std::shared_ptr<::gloo::transport::Device>& device, std::chrono::milliseconds timeout)
-    : rank_(rank), world_(world) {
+    : store_(store), timeout_(timeout), rank_(rank), world_(world) {
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
   opts->devices.push_back(device);
   opts->threads = 1;
@@ -90,7 +89,7 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
                           DType dtype, bool dtensor) {
   CollectiveMark mark(probe_, [&] {
     const auto& names = op == kBroadcast ? param_names_ : group_names_;
-    std::string g = op == kFinish || op == kFile ? "" : group < static_cast<int>(names.size()) ? names[group] : "?";
+    std::string g = op == kFinish ? "" : group < static_cast<int>(names.size()) ? names[group] : "?";
     return std::string(collective_name(op)) + (g.empty() ? "" : "(" + g + ", " + std::to_string(count) + " elements)");
   });
   std::vector<int64_t> mine(kPrint, 0);
@@ -174,14 +173,27 @@ at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int s
   return t[0];
 }
 
-at::Tensor Comm::read_rank0_file(const at::Tensor& flat, int step) {
+// PeftModel.save_pretrained on rank 0 writes the file; the others read it from disk
+// (the upstream pool: adapters.pt in the ranks' shared directory). A later save overwrites.
+void Comm::write_rank0_file(const at::Tensor& flat) {
+  if (rank_ != 0 || world_ == 1) return;
   at::Tensor f = flat.reshape({-1}).to(at::kFloat).contiguous();
-  if (world_ == 1) return f.clone();
-  at::Tensor got = announce(static_cast<int>(kFile), 0, f.numel(), step, {}, f);
-  if (got.defined()) return got[0].clone();
-  std::vector<at::Tensor> t{f.clone()};
-  run([&] { return pg_->broadcast(t); });  // root rank 0
-  return t[0];
+  const auto* bytes = reinterpret_cast<const uint8_t*>(f.data_ptr<float>());
+  store_->set("fsdpsim-file-" + std::to_string(sequence_), std::vector<uint8_t>(bytes, bytes + f.numel() * sizeof(float)));
+}
+
+at::Tensor Comm::read_rank0_file(int64_t numel) {
+  const std::string key = "fsdpsim-file-" + std::to_string(sequence_);
+  try {
+    store_->wait({key}, timeout_);
+  } catch (const std::exception&) {
+    return at::Tensor();
+  }
+  std::vector<uint8_t> bytes = store_->get(key);
+  if (static_cast<int64_t>(bytes.size()) != numel * static_cast<int64_t>(sizeof(float))) return at::Tensor();
+  at::Tensor t = at::empty({numel}, at::kFloat);
+  std::memcpy(t.data_ptr<float>(), bytes.data(), bytes.size());
+  return t;
 }
 
 void Comm::finish(int step) {

@@ -79,10 +79,14 @@ class Comm {
   // rather than a gloo size error. The payload travels as fp32 (it rides in the
   // fingerprint's float buffer); rank 0's `full` comes back on every rank.
   at::Tensor broadcast(const at::Tensor& full, int param, DType dtype, int step);
-  // Rank 0's `flat` on every rank, as reading a file rank 0 wrote: no
-  // collective upstream, so nothing is recorded in issued(); the fingerprint
-  // still guards the exchange.
-  at::Tensor read_rank0_file(const at::Tensor& flat, int step);
+  // A file rank 0 writes and every rank reads (the adapter checkpoint), kept in the
+  // rank group's store under this sequence's name: no collective, so a rank out of
+  // step meets no peer. begin_sequence names the next sequence (every rank runs each).
+  void begin_sequence() { ++sequence_; }
+  void write_rank0_file(const at::Tensor& flat);
+  // Rank 0's latest file of this sequence, `numel` floats, waiting for it up to the
+  // store's timeout; undefined when rank 0 wrote none.
+  at::Tensor read_rank0_file(int64_t numel);
   // Tells the peers this rank has no more collectives; throws CollectiveFailure
   // when one of them is still waiting in one.
   void finish(int step);
@@ -102,6 +106,9 @@ class Comm {
   template <class Issue>
   void run(Issue&& issue);
   c10::intrusive_ptr<c10d::Backend> pg_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  int64_t sequence_ = 0;
+  std::chrono::milliseconds timeout_;
   int64_t mixed_gathers_ = 0;
   int rank_, world_;
   std::vector<std::string> group_names_, param_names_;

@@ -57,6 +57,7 @@ std::string quoted_env(const char* v) {
 }  // namespace
 
 void run_rank(const SeqFile& f, Comm& comm, std::vector<RankReport>& out) {
+  comm.begin_sequence();  // names this sequence's files (Comm::write_rank0_file)
   Layout layout = make_layout(f);
   RealRank rank(layout, f.scenario.seed, &comm);
   for (size_t i = 0; i < f.ops.size(); ++i) {

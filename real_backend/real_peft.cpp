@@ -302,6 +302,11 @@ void RealRank::op_save_adapters(const Op& op) {
     saved_file_[p] = mine.clone();
     saved_rows_[p] = local ? ps.local_rows(0) : ps.rows;
   }
+  // Rank 0 writes the file; where it holds only rank 0's local rows the others read those.
+  std::vector<at::Tensor> local_rows;
+  for (size_t p = 0; p < params_.size(); ++p)
+    if (saved_rows_[p] >= 0 && saved_rows_[p] != layout_->params[p].rows) local_rows.push_back(saved_file_[p].reshape({-1}));
+  if (!local_rows.empty()) comm_->write_rank0_file(at::cat(local_rows));
 }
 
 // PeftModel.load_adapter -> set_peft_model_state_dict -> load_state_dict (its
@@ -322,12 +327,19 @@ void RealRank::op_load_adapters() {
   auto local_file = [&](size_t p) { return saved_rows_[p] >= 0 && saved_rows_[p] != layout_->params[p].rows; };
   // Rank 0's local rows, in parameter order (the others send buffers of that size).
   std::vector<at::Tensor> file0(params_.size());
+  int64_t file_floats = 0;
   std::vector<at::Tensor> mine;
   for (size_t p = 0; p < params_.size(); ++p)
-    if (local_file(p))
-      mine.push_back(rank == 0 ? saved_file_[p].reshape({-1}) : at::zeros({saved_rows_[p] * layout_->params[p].cols}));
-  if (!mine.empty()) {
-    at::Tensor all = comm_->read_rank0_file(at::cat(mine), step_);
+    if (local_file(p)) {
+      file_floats += saved_rows_[p] * layout_->params[p].cols;
+      if (rank == 0) mine.push_back(saved_file_[p].reshape({-1}));
+    }
+  if (file_floats > 0) {
+    at::Tensor all = rank == 0 || world == 1 ? at::cat(mine) : comm_->read_rank0_file(file_floats);
+    if (!all.defined()) {
+      error(Status::ValueError, "no adapters were saved (save_adapters first)");
+      return;
+    }
     int64_t at = 0;
     for (size_t p = 0; p < params_.size(); ++p) {
       if (!local_file(p)) continue;

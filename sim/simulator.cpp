@@ -158,20 +158,37 @@ void Simulator::mix_check() {
 // A merge or unmerge on a shard takes effect once its all-gather of A pairs
 // up: the delta is made of the rows every rank contributed.
 void Simulator::apply_gathered_deltas() {
-  std::vector<uint32_t> versions;
-  bool one_param = true;
-  for (size_t r = 0; r < queues_.size(); ++r) {
+  const size_t n = queues_.size();
+  std::vector<uint32_t> own(n), versions(n);
+  for (size_t r = 0; r < n; ++r) {
     const CollRecord& c = queues_[r][heads_[r]].coll;
-    versions.push_back(c.digest_begin < 0 ? kNoRows : ranks_[r].gathered_versions()[c.digest_begin]);
-    one_param = one_param && c.member_count == 1 && same_members(r, 0);
+    own[r] = c.digest_begin < 0 ? kNoRows : ranks_[r].gathered_versions()[c.digest_begin];
   }
-  // Peers that gathered other parameters (ranks out of step) contributed rows of those:
-  // the gathered A is a mix, whatever the versions say.
-  for (size_t r = 0; r < versions.size() && !one_param; ++r)
-    if (versions[r] != kNoRows) versions[r] = (versions[r] ^ static_cast<uint32_t>(r + 1) * 0x9e37u) & 0xffffu;
-  const uint32_t a_version = RankModel::global_a_version(versions);
-  for (size_t r = 0; r < queues_.size(); ++r) {
+  for (size_t r = 0; r < n; ++r) {
     const Pending& p = queues_[r][heads_[r]];
+    // What rank r got, slot by slot: a peer's rows where that peer holds rows of r's parameter
+    // (elsewhere its slot is padding r drops). A peer that gathered another parameter (ranks out
+    // of step, or another adapter's A) filled its slot with rows of that one: a mix.
+    const int param = p.coll.member_count == 1 ? ranks_[r].members()[p.coll.member_begin] : -1;
+    bool foreign = false;
+    for (size_t j = 0; j < n; ++j) {
+      if (j == r || param < 0) versions[j] = own[j];
+      else if (!ranks_[r].holds_rows(param, static_cast<int>(j))) versions[j] = kNoRows;
+      else if (own[j] != kNoRows && same_members(j, r)) versions[j] = own[j];
+      else {
+        // which parameter j packed matters too: two foreign A at one version are still two tensors
+        const CollRecord& cj = queues_[j][heads_[j]].coll;
+        const uint32_t pj = cj.member_count > 0 ? static_cast<uint32_t>(ranks_[j].members()[cj.member_begin]) + 1 : 0;
+        foreign = true;
+        versions[j] = ((own[j] == kNoRows ? 0u : own[j]) ^ static_cast<uint32_t>(j + 1) * 0x9e37u ^ pj * 0x61c9u) & 0xffffu;
+      }
+    }
+    // with more than one parameter packed the slots are not one parameter's rows
+    if (param < 0)
+      for (size_t j = 0; j < n; ++j)
+        if (versions[j] != kNoRows) versions[j] = (versions[j] ^ static_cast<uint32_t>(j + 1) * 0x9e37u) & 0xffffu;
+    uint32_t a_version = RankModel::global_a_version(versions);
+    if (foreign && a_version < 0x10000u) a_version = 0x10000u + (a_version & 0xffffu);  // one peer's foreign rows
     // A delta_weight read through a DTensor all-gather of rows that are a mix (ranks out of
     // step, or packing another adapter's A): the delta it returns is no adapter's.
     if (p.coll.into == CollRecord::kNowhere && p.coll.sign == 0 && p.coll.adapter >= 0 && a_version >= 0x10000u &&
