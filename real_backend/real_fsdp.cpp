@@ -204,7 +204,20 @@ void RealRank::register_pre_backward_hook(int g, const at::Tensor& out) {
 // PeftModel.forward under the FSDP2 hooks: the root's pre-forward first, each
 // child group unshards at its first module and reshards after its last, the
 // root's post-forward last (_fsdp_state.py::FSDPState._pre_forward/_post_forward).
+// `loss = model(x)` that raises never assigns: a later backward runs on the previous output,
+// whose graph out_rg_ and in_rg_ describe (the FSDP state the raised forward changed stays).
 void RealRank::op_forward(bool grad_enabled) {
+  const std::vector<uint8_t> prev_out = out_rg_, prev_in = in_rg_;
+  try {
+    forward_pass(grad_enabled);
+  } catch (...) {
+    out_rg_ = prev_out;
+    in_rg_ = prev_in;
+    throw;
+  }
+}
+
+void RealRank::forward_pass(bool grad_enabled) {
   at::AutoGradMode mode(grad_enabled);
   int root = -1;
   for (size_t g = 0; g < layout_->groups.size(); ++g)

@@ -106,6 +106,7 @@ class RealRank {
   bool any_merged() const;
   // --- training (real_fsdp.cpp) ---
   void op_forward(bool grad_enabled);
+  void forward_pass(bool grad_enabled);  // op_forward's body; op_forward restores the graph flags on a raise
   void op_backward();
   // --- placement, prepare and memory (real_prepare.cpp) ---
   void create_param(int p, const std::vector<float>& full);

@@ -228,6 +228,17 @@ void RankModel::layer_enable_adapters(int layer, bool enabled) {
 // only; merged -> base only; otherwise base plus every active adapter.
 // Records which registered objects autograd will give a gradient. Returns
 // false when the forward raised (an E == 1 ParamWrapper, below).
+// peft lora/layer.py::Linear.forward: `result = result + lora_B(lora_A(x)) * scaling` for each
+// active adapter, unless disabled or merged (then the base output is the layer's output).
+bool RankModel::lora_adds_output(int layer) const {
+  const LayerInfo& li = topo_->layers[layer];
+  const LayerPeft& lp = st_.layers[layer];
+  if (!lp.tuner || lp.disabled || lp.n_merged > 0) return false;
+  for (int a = 0; a < topo_->n_adapters(); ++a)
+    if (((lp.active >> a) & 1) && li.A[a] >= 0 && st_.params[li.A[a]].present) return true;
+  return false;
+}
+
 bool RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
   const LayerInfo& li = topo_->layers[layer];
   LayerPeft& lp = st_.layers[layer];

@@ -376,8 +376,10 @@ void RankModel::op_load_adapters() {
       }
     }
   }
+  // A rank holding only padding rows of a parameter holds nothing that could differ.
   for (size_t p = 0; p < topo_->params.size(); ++p)
-    if (st_.saved_rows[p] >= 0 && st_.params[p].present && st_.params[p].ver_s != st_.saved_ver[p])
+    if (st_.saved_rows[p] >= 0 && st_.params[p].present && st_.params[p].ver_s != st_.saved_ver[p] &&
+        holds_rows(static_cast<int>(p), rank_))
       res_.reload_diff.push_back(static_cast<int>(p));
 }
 

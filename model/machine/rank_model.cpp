@@ -117,6 +117,10 @@ const OpResult& RankModel::apply(const Op& op) {
 // / _post_forward). Under no_grad no backward hooks are registered.
 void RankModel::op_forward(bool grad_enabled) {
   PendingGraph& gr = st_.graph;
+  // `loss = model(x)` that raises never assigns: the previous forward's output (and its graph)
+  // is what a later backward runs on.
+  thread_local PendingGraph previous;
+  previous = gr;
   std::fill(gr.grad.begin(), gr.grad.end(), 0);
   std::fill(gr.group_out_rg.begin(), gr.group_out_rg.end(), 0);
   std::fill(gr.group_in_rg.begin(), gr.group_in_rg.end(), 0);
@@ -131,7 +135,7 @@ void RankModel::op_forward(bool grad_enabled) {
   // peft_config[self.active_adapter], inside the root's forward (its pre-forward has run).
   if (st_.peft_active >= 0 && !((st_.present >> st_.peft_active) & 1)) {
     error(Status::KeyError, "KeyError: '" + topo_->adapters[st_.peft_active].name + "'");
-    gr.valid = false;
+    gr = previous;
     return;
   }
   bool path_rg = false;
@@ -140,7 +144,7 @@ void RankModel::op_forward(bool grad_enabled) {
     bool child = g != root;
     if (child && topo_->groups[g].first_layer == static_cast<int>(l)) {
       if (!wrapper_forward(static_cast<int>(l))) {
-        gr.valid = false;
+        gr = previous;
         return;
       }
       // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.pre_forward registers the post-backward
@@ -155,19 +159,22 @@ void RankModel::op_forward(bool grad_enabled) {
                          (path_rg || (grad_enabled && (registered_rg(li.weight) || (li.bias >= 0 && registered_rg(li.bias)))));
     // A module that raises leaves every group it entered UNSHARDED (no post_forward) and no output.
     if (!layer_forward(static_cast<int>(l), grad_enabled, &path_rg)) {
-      gr.valid = false;
+      gr = previous;
       return;
     }
     if (child && topo_->groups[g].last_layer == static_cast<int>(l)) {
       gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
       post_forward(g);
-      gr.hooks.emplace_back(g, static_cast<int>(l));
+      // A LoRA layer wrapped around the FSDP module puts the hook on the base output, which
+      // autograd reaches after the layer's own output (tensor 2l, not 2l + 1) once the LoRA
+      // layer adds a term to it (peft lora/layer.py::Linear.forward; else it returns that tensor).
+      gr.hooks.emplace_back(g, 2 * static_cast<int>(l) + (li.lora_after_fsdp && lora_adds_output(static_cast<int>(l)) ? 0 : 1));
     }
   }
   if (root >= 0) {
     gr.group_out_rg[root] = path_rg;
     post_forward(root);
-    gr.hooks.emplace_back(root, static_cast<int>(topo_->layers.size()) - 1);
+    gr.hooks.emplace_back(root, 2 * static_cast<int>(topo_->layers.size()) - 1);
   }
   gr.valid = true;
   gr.loss_rg = grad_enabled && path_rg;

@@ -86,7 +86,9 @@ struct PendingGraph {
   std::vector<uint8_t> group_out_rg;     // per group: its output requires grad (pre-backward hook)
   std::vector<uint8_t> group_in_rg;      // per group: its input requires grad (post-backward node)
   // Pre-backward hooks in registration (post_forward) order: the group and the
-  // layer whose output tensor carries its hook (the root's: the model's output).
+  // tensor carrying its hook, in autograd position: 2l + 1 for layer l's output (the
+  // root's: the model's output), 2l for the base output of a LoRA layer wrapped around
+  // layer l's FSDP module.
   std::vector<std::pair<int, int>> hooks;
 };
 
