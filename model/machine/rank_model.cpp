@@ -157,7 +157,8 @@ void RankModel::op_forward(bool grad_enabled) {
     // requires grad only through the input or the base parameters.
     const bool base_rg = li.lora_after_fsdp &&
                          (path_rg || (grad_enabled && (registered_rg(li.weight) || (li.bias >= 0 && registered_rg(li.bias)))));
-    // A module that raises leaves every group it entered UNSHARDED (no post_forward) and no output.
+    // A module that raises leaves every group it entered UNSHARDED (no post_forward); the
+    // previous forward's output stands.
     if (!layer_forward(static_cast<int>(l), grad_enabled, &path_rg)) {
       gr = previous;
       return;
