@@ -305,8 +305,13 @@ void RealRank::op_save_adapters(const Op& op) {
   // Rank 0 writes the file; where it holds only rank 0's local rows the others read those.
   std::vector<at::Tensor> local_rows;
   for (size_t p = 0; p < params_.size(); ++p)
-    if (saved_rows_[p] >= 0 && saved_rows_[p] != layout_->params[p].rows) local_rows.push_back(saved_file_[p].reshape({-1}));
+    if (saved_local_rows(p)) local_rows.push_back(saved_file_[p].reshape({-1}));
   if (!local_rows.empty()) comm_->write_rank0_file(at::cat(local_rows));
+}
+
+// The saved file holds rank 0's local rows of p, not the full tensor.
+bool RealRank::saved_local_rows(size_t p) const {
+  return saved_rows_[p] >= 0 && saved_rows_[p] != layout_->params[p].rows;
 }
 
 // PeftModel.load_adapter -> set_peft_model_state_dict -> load_state_dict (its
@@ -324,25 +329,24 @@ void RealRank::op_load_adapters() {
   }
   reshard_all();
   const int world = layout_->world, rank = comm_->rank();
-  auto local_file = [&](size_t p) { return saved_rows_[p] >= 0 && saved_rows_[p] != layout_->params[p].rows; };
   // Rank 0's local rows, in parameter order (the others send buffers of that size).
   std::vector<at::Tensor> file0(params_.size());
   int64_t file_floats = 0;
   std::vector<at::Tensor> mine;
   for (size_t p = 0; p < params_.size(); ++p)
-    if (local_file(p)) {
+    if (saved_local_rows(p)) {
       file_floats += saved_rows_[p] * layout_->params[p].cols;
       if (rank == 0) mine.push_back(saved_file_[p].reshape({-1}));
     }
   if (file_floats > 0) {
-    at::Tensor all = rank == 0 || world == 1 ? at::cat(mine) : comm_->read_rank0_file(file_floats);
+    at::Tensor all = rank == 0 ? at::cat(mine) : comm_->read_rank0_file(file_floats);
     if (!all.defined()) {
       error(Status::ValueError, "no adapters were saved (save_adapters first)");
       return;
     }
     int64_t at = 0;
     for (size_t p = 0; p < params_.size(); ++p) {
-      if (!local_file(p)) continue;
+      if (!saved_local_rows(p)) continue;
       const int64_t n = saved_rows_[p] * layout_->params[p].cols;
       file0[p] = all.narrow(0, at, n);
       at += n;
@@ -354,7 +358,7 @@ void RealRank::op_load_adapters() {
       const ParamSpec& ps = layout_->params[p];
       if (ps.adapter != static_cast<int>(a) || saved_rows_[p] < 0 || !registry_[p].defined()) continue;
       at::Tensor v;
-      if (!local_file(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
+      if (!saved_local_rows(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
         v = saved_file_[p];
         if (group_of(static_cast<int>(p)) >= 0 && world > 1) {
           at::Tensor flat = v.contiguous().reshape({-1});

@@ -103,6 +103,7 @@ class RealRank {
   void op_delta_weight(int layer);
   void op_save_adapters(const Op& op);
   void op_load_adapters();
+  bool saved_local_rows(size_t p) const;  // the saved file holds rank 0's local rows of p
   bool any_merged() const;
   // --- training (real_fsdp.cpp) ---
   void op_forward(bool grad_enabled);

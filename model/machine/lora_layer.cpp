@@ -231,12 +231,17 @@ void RankModel::layer_enable_adapters(int layer, bool enabled) {
 // peft lora/layer.py::Linear.forward: `result = result + lora_B(lora_A(x)) * scaling` for each
 // active adapter, unless disabled or merged (then the base output is the layer's output).
 bool RankModel::lora_adds_output(int layer) const {
+  const LayerPeft& lp = st_.layers[layer];
+  return lp.tuner && !lp.disabled && lp.n_merged == 0 && lora_active_count(layer) > 0;
+}
+
+// The layer's active adapters that it holds (lora_A has them).
+int RankModel::lora_active_count(int layer) const {
   const LayerInfo& li = topo_->layers[layer];
   const LayerPeft& lp = st_.layers[layer];
-  if (!lp.tuner || lp.disabled || lp.n_merged > 0) return false;
-  for (int a = 0; a < topo_->n_adapters(); ++a)
-    if (((lp.active >> a) & 1) && li.A[a] >= 0 && st_.params[li.A[a]].present) return true;
-  return false;
+  int n = 0;
+  for (int a = 0; a < topo_->n_adapters(); ++a) n += ((lp.active >> a) & 1) && li.A[a] >= 0 && st_.params[li.A[a]].present;
+  return n;
 }
 
 bool RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {

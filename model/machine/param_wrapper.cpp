@@ -15,6 +15,14 @@ std::string inplace_placement_error(int sign) {
          "this operation instead.";
 }
 
+// torch 2.13 distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info: a DTensor op
+// given a plain tensor too.
+std::string mixed_dtensor_error(const std::string& aten_op) {
+  return "RuntimeError: aten." + aten_op +
+         " got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor before calling "
+         "distributed operators!";
+}
+
 }  // namespace
 
 // How DTensor runs ParamWrapper.get_delta_weight's einsum "o r e, e r i -> e i o" on a Shard(0)
@@ -64,6 +72,13 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
   const int a = li.A[adapter], b = li.B[adapter];
   const bool sharded_read = group_of(a) >= 0 && !is_registered_u(a);
   const CollRecord::Into into = sign != 0 ? CollRecord::kIntoShard : CollRecord::kNowhere;
+  if (sign != 0 && st_.prepared && group_of(a) < 0 && group_of(li.weight) >= 0 && !is_registered_u(li.weight)) {
+    // lora/layer.py Linear / ParamWrapper merge and unmerge: `param.data += delta` (`-=`) with
+    // the plain delta of an adapter added after prepare into W's DTensor shard; DTensor checks
+    // the mix before any shape.
+    error(Status::Exception, mixed_dtensor_error(sign > 0 ? "add_.Tensor" : "sub_.Tensor"));
+    return false;
+  }
   if (li.experts == 0) {
     if (sharded_read && topo_->world > 1 && topo_->params[li.weight].dim0 < topo_->world) {
       // Fewer rows than ranks: B @ A cannot keep B's Shard(0) (torch 2.13
@@ -87,25 +102,8 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
       gather_one(a, into, layer, adapter, sign);
       return true;
     }
-    if (sign != 0 && group_of(li.weight) >= 0 && !is_registered_u(li.weight)) {
-      // An adapter FSDP does not manage (added after prepare) gives a plain delta, and W
-      // is the DTensor shard: torch 2.13 distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info.
-      error(Status::Exception, std::string("RuntimeError: aten.") + (sign > 0 ? "add_" : "sub_") +
-                                   ".Tensor got mixed torch.Tensor and DTensor, need to convert all "
-                                   "torch.Tensor to DTensor before calling distributed operators!");
-      return false;
-    }
     if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
     return true;
-  }
-  if (sign != 0 && st_.prepared && group_of(a) < 0 && group_of(li.weight) >= 0 && !is_registered_u(li.weight)) {
-    // peft lora/layer.py::ParamWrapper.merge / unmerge: `param.data += delta` (`-=`) with a plain
-    // delta (an adapter added after prepare) into W's DTensor shard; DTensor checks the mix first
-    // (torch 2.13 distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info).
-    error(Status::Exception, std::string("RuntimeError: aten.") + (sign > 0 ? "add_" : "sub_") +
-                                 ".Tensor got mixed torch.Tensor and DTensor, need to convert all "
-                                 "torch.Tensor to DTensor before calling distributed operators!");
-    return false;
   }
   if (li.experts == 1) {
     // peft 0.21.2 lora/layer.py::ParamWrapper.get_delta_weight -> Linear.get_delta_weight for
@@ -214,16 +212,9 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
 // (_LoraFactorsProxy); otherwise W + delta (_LoraParameterProxy). DTensor refuses the mix.
 bool RankModel::wrapper_forward(int layer) {
   const LayerInfo& li = topo_->layers[layer];
-  const LayerPeft& lp = st_.layers[layer];
-  if (!st_.prepared || !li.wrapper_after_fsdp || !lp.tuner || lp.disabled || lp.n_merged > 0 || is_registered_u(li.weight)) return true;
-  int n = 0;
-  for (int a = 0; a < topo_->n_adapters(); ++a)
-    n += ((lp.active >> a) & 1) && li.A[a] >= 0 && st_.params[li.A[a]].present;
-  if (n == 0) return true;
-  const bool fold = n == 1 && li.experts > 1 && st_.params[li.weight].dtype != DType::BF16;
-  error(Status::Exception, std::string("RuntimeError: aten.") + (fold ? "baddbmm.default" : "add.Tensor") +
-                               " got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor "
-                               "before calling distributed operators!");
+  if (!st_.prepared || !li.wrapper_after_fsdp || is_registered_u(li.weight) || !lora_adds_output(layer)) return true;
+  const bool fold = lora_active_count(layer) == 1 && li.experts > 1 && st_.params[li.weight].dtype != DType::BF16;
+  error(Status::Exception, mixed_dtensor_error(fold ? "baddbmm.default" : "add.Tensor"));
   return false;
 }
 

@@ -155,6 +155,7 @@ class RankModel {
   void op_delta_weight(int layer);
   bool wrapper_forward(int layer);  // param_wrapper.cpp: false when it raised
   bool lora_adds_output(int layer) const;  // lora_layer.cpp: the layer's output is not its base output
+  int lora_active_count(int layer) const;
   void op_save_adapters(const Op& op);
   void op_load_adapters();
   int64_t saved_rows(int param, int rank) const;
