@@ -129,14 +129,18 @@ void Simulator::mix_check() {
   int n = c0.into == CollRecord::kIntoU ? static_cast<int>(topo_->groups[c0.target].params.size()) : 1;
   for (int i = 0; i < n; ++i) {
     bool differ = false;  // among the ranks that hold rows (0: padding only)
+    bool padding_only = false;  // some rank contributed no rows: its U is the holders' rows
     uint64_t first = 0;
     for (size_t r = 0; r < queues_.size(); ++r) {
       uint64_t d = digest(r, i);
-      if (d == 0) continue;
+      if (d == 0) {
+        padding_only = true;
+        continue;
+      }
       if (first == 0) first = d;
       differ = differ || d != first;
     }
-    if (!differ) continue;
+    if (!differ && !(padding_only && first != 0 && c0.into == CollRecord::kIntoU)) continue;
     std::vector<const RankModel*> ranks;
     std::vector<const CollRecord*> colls;
     for (size_t r = 0; r < queues_.size(); ++r) {
@@ -146,6 +150,17 @@ void Simulator::mix_check() {
     uint32_t ver = 0;
     WeightContent w;
     const bool whole = c0.into == CollRecord::kIntoU && RankModel::concatenated_u(ranks, colls, i, &ver, &w);
+    if (!differ) {
+      // The holders agree: a rank with padding only unshards their values, not its own counter
+      // (torch _fsdp_param.py::FSDPParam.init_unsharded_param views the all-gather output).
+      if (!whole) continue;
+      for (size_t r = 0; r < queues_.size(); ++r)
+        if (digest(r, static_cast<int>(i)) == 0) {
+          ranks_[r].set_gathered(queues_[r][heads_[r]].coll, i, ver, w);
+          refresh_observation(r, queues_[r][heads_[r]]);
+        }
+      continue;
+    }
     for (size_t r = 0; r < queues_.size(); ++r) {
       const Pending& p = queues_[r][heads_[r]];
       if (whole) ranks_[r].set_gathered(p.coll, i, ver, w);
