@@ -71,8 +71,10 @@ bool close(const Mat& d, const Mat& sum, float delta_scale, float magnitude) {
 
 // D = W - W0 against the merged deltas: exact; else the subset of the layer's
 // adapters D does equal decides missing (fewer) / extra (more) / corrupt.
+// *alt: the other classes D fits as well (a delta in play that is zero on these
+// rows: a B row no step moved), which the values cannot tell from the first.
 WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::vector<std::pair<int, Mat>>& deltas,
-                     float magnitude) {
+                     float magnitude, uint8_t* alt) {
   auto sum_of = [&](uint32_t mask) {
     Mat s(d.size(), 0.0f);
     for (size_t i = 0; i < deltas.size(); ++i)
@@ -86,16 +88,21 @@ WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::ve
   float scale = 0.0f;
   for (const auto& x : deltas)
     for (float v : x.second) scale = std::max(scale, std::fabs(v));
-  if (close(d, sum_of(want), scale, magnitude)) return WeightClass::Exact;
+  const bool exact = close(d, sum_of(want), scale, magnitude);
   bool missing = false, extra = false;
   for (uint32_t m = 0; m < (1u << deltas.size()); ++m) {
     if (m == want || !close(d, sum_of(m), scale, magnitude)) continue;
     if ((m & want) == m) missing = true;
     else if ((m & want) == want) extra = true;
   }
-  if (missing) return WeightClass::MissingDelta;
-  if (extra) return WeightClass::ExtraDelta;
-  return WeightClass::Corrupt;
+  const WeightClass c = exact     ? WeightClass::Exact
+                        : missing ? WeightClass::MissingDelta
+                        : extra   ? WeightClass::ExtraDelta
+                                  : WeightClass::Corrupt;
+  auto bit = [](WeightClass w) { return static_cast<uint8_t>(1u << static_cast<int>(w)); };
+  *alt = static_cast<uint8_t>(((exact ? bit(WeightClass::Exact) : 0) | (missing ? bit(WeightClass::MissingDelta) : 0) |
+                               (extra ? bit(WeightClass::ExtraDelta) : 0)) & ~bit(c));
+  return c;
 }
 
 }  // namespace
@@ -144,6 +151,7 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
       o.deltas = rep.deltas;
       o.saved = rep.saved;
       o.reload_diff = rep.reload_diff;
+      o.reload_coincident = rep.reload_coincident;
       o.sharded_bytes = rep.sharded_bytes;
       o.peak_unsharded = rep.peak_unsharded;
       if (!rep.s_values.empty()) {
@@ -190,13 +198,14 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           Mat ds = rep.s_values[ls.weight];
           Mat w0_rows = rows_of(w0, wspec, r);
           for (size_t i = 0; i < ds.size(); ++i) ds[i] -= w0_rows[i];
-          lo.stored = classify(ds, merged, deltas_for(false, true), 0.0f);
+          lo.stored = classify(ds, merged, deltas_for(false, true), 0.0f, &lo.stored_alt);
           if (rep.u_registered[ls.weight]) {
             Mat du = rep.u_values[ls.weight];
             for (size_t i = 0; i < du.size(); ++i) du[i] -= w0[i];
-            lo.registered = classify(du, merged, deltas_for(true, false), magnitude);
+            lo.registered = classify(du, merged, deltas_for(true, false), magnitude, &lo.registered_alt);
           } else {
             lo.registered = lo.stored;
+            lo.registered_alt = lo.stored_alt;
           }
           o.layers.push_back(lo);
         }

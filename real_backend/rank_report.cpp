@@ -134,6 +134,7 @@ void write_report(std::string& out, const RankReport& r) {
     w.i64(static_cast<int64_t>(s.dtype));
   }
   w.strs(r.reload_diff);
+  w.strs(r.reload_coincident);
   w.owners(r.sharded_bytes);
   w.owners(r.peak_unsharded);
   w.i64(static_cast<int64_t>(r.present.size()));
@@ -206,6 +207,7 @@ bool read_report(const std::string& in, size_t* pos, RankReport* r) {
     if (!rd.ok) break;
   }
   r->reload_diff = rd.strs();
+  r->reload_coincident = rd.strs();
   r->sharded_bytes = rd.owners();
   r->peak_unsharded = rd.owners();
   size_t n = static_cast<size_t>(std::max<int64_t>(0, rd.i64()));

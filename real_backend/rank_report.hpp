@@ -30,6 +30,7 @@ struct RankReport {
   std::vector<DeltaObs> deltas;               // delta_weight
   std::vector<SavedObs> saved;                // save_adapters
   std::vector<std::string> reload_diff;       // load_adapters
+  std::vector<std::string> reload_coincident; // load_adapters: another rank's rows, equal values
   std::vector<OwnerBytes> sharded_bytes;      // after the op
   std::vector<OwnerBytes> peak_unsharded;     // at the op's peak
   std::vector<uint8_t> present;               // per param: in the module tree

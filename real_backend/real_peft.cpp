@@ -321,7 +321,8 @@ bool RealRank::saved_local_rows(size_t p) const {
 // its chunk of a tensor of the global shape, or a tensor of its own local shard
 // shape as it is (rank r > 0 then holds rank 0's rows); any other shape meets
 // module.py::_load_from_state_dict's size mismatch, raised after the adapter's
-// fitting tensors were copied. reload_diff: S against what S held at save time.
+// fitting tensors were copied. reload_diff: S against what S held at save time;
+// reload_coincident: rank 0's rows taken in, equal to this rank's own by value.
 void RealRank::op_load_adapters() {
   if (saved_adapters_ == 0) {
     error(Status::ValueError, "no adapters were saved (save_adapters first)");
@@ -353,6 +354,7 @@ void RealRank::op_load_adapters() {
     }
   }
   at::NoGradGuard ng;
+  std::vector<bool> foreign(params_.size(), false);  // this rank's rows of p now hold rank 0's
   for (size_t a = 0; a < layout_->adapters.size() && status_ == Status::Ok; ++a) {
     for (size_t p = 0; p < params_.size(); ++p) {
       const ParamSpec& ps = layout_->params[p];
@@ -367,6 +369,7 @@ void RealRank::op_load_adapters() {
       } else if (saved_rows_[p] == ps.local_rows(rank)) {  // DTensor.from_local of rank 0's rows, padded as S is
         v = at::zeros({ps.chunk_rows * ps.cols});
         v.narrow(0, 0, file0[p].numel()).copy_(file0[p]);
+        foreign[p] = rank != 0 && ps.local_rows(rank) > 0;
       } else {
         if (status_ == Status::Ok)
           // torch nn/modules/module.py::Module.load_state_dict: every size mismatch of the call is
@@ -377,9 +380,11 @@ void RealRank::op_load_adapters() {
       params_[p].s.variable_data().copy_(v.reshape(params_[p].s.sizes()));
     }
   }
-  for (size_t p = 0; p < params_.size(); ++p)
-    if (saved_rows_[p] >= 0 && registry_[p].defined() && !at::equal(params_[p].s.detach(), saved_values_[p]))
-      reload_diff_.push_back(layout_->params[p].name);
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (saved_rows_[p] < 0 || !registry_[p].defined()) continue;
+    if (!at::equal(params_[p].s.detach(), saved_values_[p])) reload_diff_.push_back(layout_->params[p].name);
+    else if (foreign[p]) reload_coincident_.push_back(layout_->params[p].name);
+  }
 }
 
 }  // namespace fsdpsim::real

@@ -115,6 +115,7 @@ RankReport RealRank::apply(const Op& op, int step) {
   deltas_.clear();
   saved_obs_.clear();
   reload_diff_.clear();
+  reload_coincident_.clear();
   peak_total_ = -1;
   note_unsharded_peak();  // the op's start counts
   try {
@@ -243,6 +244,7 @@ RankReport RealRank::report(const Op& op, int step) {
   r.collectives = collectives_of(*layout_, comm_->issued());
   r.saved = saved_obs_;
   r.reload_diff = reload_diff_;
+  r.reload_coincident = reload_coincident_;
   r.sharded_bytes = sharded_bytes();
   r.peak_unsharded = peak_owners_;
   return r;

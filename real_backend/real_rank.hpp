@@ -172,6 +172,7 @@ class RealRank {
   std::vector<int64_t> saved_rows_;       // per param: rows of rank 0's saved tensor (-1: not saved)
   std::vector<SavedObs> saved_obs_;       // this op's Observation.saved
   std::vector<std::string> reload_diff_;  // this op's Observation.reload_diff
+  std::vector<std::string> reload_coincident_;  // and its reload_coincident
   // the autograd graph of the last forward
   at::Tensor loss_;
   bool have_output_ = false;

@@ -325,25 +325,25 @@ void fill_expectations(SeqFile& f, const RunResult& r) {
       }
       return items;
     };
+    // A finding names its rank (or every rank, -1): each rank expects the ones it has.
+    auto all_for = [&](const Observation& o) {
+      std::vector<ExpectItem> items = items_for(o);
+      std::set<std::string> specs;
+      for (const auto& fd : r.findings)
+        if (fd.step == step && (fd.rank < 0 || fd.rank == o.rank)) specs.insert(fd.spec);
+      for (const auto& sp : specs) {
+        ExpectItem it;
+        it.key = ExpectItem::Key::Finding;
+        it.target = sp;
+        items.push_back(it);
+      }
+      return items;
+    };
     bool same = true;
-    for (const auto* o : obs) same = same && items_for(*o) == items_for(*obs[0]);
-    if (same) op.expects.push_back({-1, items_for(*obs[0]), {}});
+    for (const auto* o : obs) same = same && all_for(*o) == all_for(*obs[0]);
+    if (same) op.expects.push_back({-1, all_for(*obs[0]), {}});
     else
-      for (const auto* o : obs) op.expects.push_back({o->rank, items_for(*o), {}});
-    std::set<std::string> specs;
-    for (const auto& fd : r.findings)
-      if (fd.step == step) specs.insert(fd.spec);
-    Expect findings{-1, {}, {}};
-    for (const auto& sp : specs) {
-      ExpectItem it;
-      it.key = ExpectItem::Key::Finding;
-      it.target = sp;
-      findings.items.push_back(it);
-    }
-    if (!findings.items.empty()) {
-      if (same) op.expects[0].items.insert(op.expects[0].items.end(), findings.items.begin(), findings.items.end());
-      else op.expects.push_back(findings);
-    }
+      for (const auto* o : obs) op.expects.push_back({o->rank, all_for(*o), {}});
   }
 }
 

@@ -217,6 +217,19 @@ void json_names(std::ostream& os, const std::vector<std::string>& v) {
   os << ']';
 }
 
+// "stored_alt":["extra_delta"], only when some class is set.
+void json_alt(std::ostream& os, const char* key, uint8_t mask) {
+  if (!mask) return;
+  os << ",\"" << key << "\":[";
+  bool first = true;
+  for (int c = 0; c <= static_cast<int>(WeightClass::Corrupt); ++c)
+    if ((mask >> c) & 1) {
+      os << (first ? "" : ",") << '"' << weight_class_name(static_cast<WeightClass>(c)) << '"';
+      first = false;
+    }
+  os << ']';
+}
+
 }  // namespace
 
 void print_json(std::ostream& os, const Observation& o) {
@@ -264,7 +277,10 @@ void print_json(std::ostream& os, const Observation& o) {
     os << ",\"merged\":";
     json_names(os, o.layers[i].merged);
     os << ",\"stored\":\"" << weight_class_name(o.layers[i].stored) << "\",\"registered\":\""
-       << weight_class_name(o.layers[i].registered) << "\"}";
+       << weight_class_name(o.layers[i].registered) << "\"";
+    json_alt(os, "stored_alt", o.layers[i].stored_alt);
+    json_alt(os, "registered_alt", o.layers[i].registered_alt);
+    os << "}";
   }
   os << "],\"collectives\":[";
   for (size_t i = 0; i < o.collectives.size(); ++i) {
@@ -303,6 +319,10 @@ void print_json(std::ostream& os, const Observation& o) {
   if (!o.reload_diff.empty()) {
     os << ",\"reload_diff\":";
     json_names(os, o.reload_diff);
+  }
+  if (!o.reload_coincident.empty()) {
+    os << ",\"reload_coincident\":";
+    json_names(os, o.reload_coincident);
   }
   auto owners = [&](const char* key, const std::vector<OwnerBytes>& v) {
     os << ",\"" << key << "\":{";

@@ -119,6 +119,9 @@ struct LayerObs {
   std::vector<std::string> merged;  // LIFO order, oldest first
   WeightClass stored = WeightClass::Exact;      // the shard S
   WeightClass registered = WeightClass::Exact;  // whatever object the module holds now
+  // Value backends only: the other classes the values fit as well (bit per WeightClass), when a
+  // delta in play is zero on these rows. Not compared: see reconcile_value_blind (sim/value_blind.hpp).
+  uint8_t stored_alt = 0, registered_alt = 0;
   bool operator==(const LayerObs& o) const {
     return name == o.name && group == o.group && merged == o.merged && stored == o.stored && registered == o.registered;
   }
@@ -144,6 +147,9 @@ struct Observation {
   std::vector<DeltaObs> deltas;          // delta_weight
   std::vector<SavedObs> saved;           // save_adapters: the state dict this rank computed
   std::vector<std::string> reload_diff;  // load_adapters: parameters whose values differ from the saved ones
+  // Value backends only: parameters reloaded from another rank's rows whose values happen to equal
+  // this rank's saved ones (the values cannot show the swap). Not compared.
+  std::vector<std::string> reload_coincident;
   // Memory: the sharded parameters this rank holds after the op, and the
   // unsharded copies alive at the op's peak (both per owner, adapters in order then base).
   std::vector<OwnerBytes> sharded_bytes;

@@ -129,6 +129,15 @@ void read(const JsonValue& v, Observation& o) {
     l.merged = names(*member(x, "merged", p, true), p + "merged");
     l.stored = need_enum<WeightClass>(x, "stored", p, kWeightClasses, weight_class_name);
     l.registered = need_enum<WeightClass>(x, "registered", p, kWeightClasses, weight_class_name);
+    auto alt = [&](const char* key) {
+      uint8_t m = 0;
+      if (const JsonValue* a = member(x, key, p, false))
+        for (const auto& n : names(*a, p + key))
+          m |= static_cast<uint8_t>(1u << static_cast<int>(enum_of<WeightClass>(n, p + key, kWeightClasses, weight_class_name)));
+      return m;
+    };
+    l.stored_alt = alt("stored_alt");
+    l.registered_alt = alt("registered_alt");
     o.layers.push_back(l);
   });
   each_object(v, "collectives", true, [&](const JsonValue& x, const std::string& p) {
@@ -151,6 +160,7 @@ void read(const JsonValue& v, Observation& o) {
                        need_enum<DType>(x, "dtype", p, kDTypes, dtype_name)});
   });
   if (const JsonValue* r = member(v, "reload_diff", "", false)) o.reload_diff = names(*r, "reload_diff");
+  if (const JsonValue* r = member(v, "reload_coincident", "", false)) o.reload_coincident = names(*r, "reload_coincident");
   o.sharded_bytes = owner_bytes(v, "sharded_bytes");
   o.peak_unsharded = owner_bytes(v, "peak_unsharded_bytes");
 }

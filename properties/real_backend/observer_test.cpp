@@ -39,7 +39,7 @@ struct OneLayer {
 
   // The report of rank 0 after `merge`, its stored weight W0 + factor * delta
   // with `offset` added to one element.
-  WeightClass classify(float factor, float offset) const {
+  WeightClass classify(float factor, float offset, bool zero_b = false, uint8_t* alt = nullptr) const {
     RankReport rep;
     rep.step = 1;
     rep.op = "merge";
@@ -51,10 +51,12 @@ struct OneLayer {
     rep.whole.assign(n, 0);
     rep.u_values.assign(n, {});
     for (size_t p = 0; p < n; ++p) rep.s_values.push_back(initial_values(layout, kSeed, static_cast<int>(p)));
+    if (zero_b) std::fill(rep.s_values[layout.layers[0].lora_b[0]].begin(), rep.s_values[layout.layers[0].lora_b[0]].end(), 0.0f);
     auto& w = rep.s_values[layout.layers[0].weight];
     for (size_t i = 0; i < w.size(); ++i) w[i] += factor * delta[i];
     w[5] += offset;
     auto obs = observe(layout, kSeed, {{rep}});
+    if (alt) *alt = obs.at(0).layers.at(0).stored_alt;
     return obs.at(0).layers.at(0).stored;
   }
 };
@@ -79,4 +81,18 @@ TEST(Observer, TheDeltaMissingOrTwiceIsNamedAsSuch) {
   EXPECT_EQ(t.classify(0, 0), WeightClass::MissingDelta);
   EXPECT_EQ(t.classify(0, 0.8f * t.tolerance), WeightClass::MissingDelta);
   EXPECT_EQ(t.classify(2, 0), WeightClass::Corrupt) << "twice one adapter's delta is no subset of the adapters";
+}
+
+// A B that is zero (a row no step moved) makes every delta zero: the weight W0 is
+// exact for the merged layer and fits "the delta missing" just as well.
+TEST(Observer, AZeroDeltaNamesTheOtherClassesTheValuesFit) {
+  OneLayer t;
+  uint8_t alt = 0xff;
+  EXPECT_EQ(t.classify(0, 0, /*zero_b=*/true, &alt), WeightClass::Exact);
+  EXPECT_EQ(alt, 1u << static_cast<int>(WeightClass::MissingDelta));
+  // a nonzero delta tells them apart: no alternative
+  EXPECT_EQ(t.classify(1, 0, false, &alt), WeightClass::Exact);
+  EXPECT_EQ(alt, 0u);
+  EXPECT_EQ(t.classify(0, 0, false, &alt), WeightClass::MissingDelta);
+  EXPECT_EQ(alt, 0u);
 }

@@ -30,6 +30,7 @@ RankReport sample(int step) {
   r.deltas = {{"other", WeightClass::Corrupt}};
   r.saved = {{"lin0.lora_B.other", 10, 20, DType::BF16}};
   r.reload_diff = {"lin1.lora_A.other"};
+  r.reload_coincident = {"lin1.lora_B.other"};
   r.sharded_bytes = {{"other", 640}, {"base", 1680}};
   r.peak_unsharded = {{"base", 3360}};
   r.present = {1, 0};
@@ -67,6 +68,7 @@ TEST(RankReport, RoundTripsEveryField) {
   EXPECT_EQ(a.deltas, want.deltas);
   EXPECT_EQ(a.saved, want.saved);
   EXPECT_EQ(a.reload_diff, want.reload_diff);
+  EXPECT_EQ(a.reload_coincident, want.reload_coincident);
   EXPECT_EQ(a.sharded_bytes, want.sharded_bytes);
   EXPECT_EQ(a.peak_unsharded, want.peak_unsharded);
   EXPECT_EQ(a.present, want.present);

@@ -91,7 +91,9 @@ def _close(d, s, tol):
 
 def classify(d, merged, deltas, dtype="fp32", w0=None, rounded=(), events=0):
     """`rounded`: the adapters merged into this weight at some step so far; `events`:
-    how many adapter merges and unmerges it has seen (each one a bf16 rounding)."""
+    how many adapter merges and unmerges it has seen (each one a bf16 rounding).
+    Returns the class and the other classes `d` fits as well (a delta in play that
+    is zero on these rows), which the values cannot tell from it."""
     names = list(deltas)
     want = {n for n in names if n in merged}
 
@@ -108,8 +110,7 @@ def classify(d, merged, deltas, dtype="fp32", w0=None, rounded=(), events=0):
         size = w0.abs() + 2 * sum(float(deltas[n].abs().max()) for n in rounded if n in deltas and deltas[n].numel())
         bound = BF16_ROUNDING * size * max(events, 1)
     tol = _tolerance(d, scale, dtype, bound)
-    if _close(d, total(want), tol):
-        return "exact"
+    exact = _close(d, total(want), tol)
     missing = extra = False
     for m in range(1 << len(names)):
         sub = {names[i] for i in range(len(names)) if (m >> i) & 1}
@@ -119,7 +120,8 @@ def classify(d, merged, deltas, dtype="fp32", w0=None, rounded=(), events=0):
             missing = True
         elif sub >= want:
             extra = True
-    return "missing_delta" if missing else "extra_delta" if extra else "corrupt"
+    fits = [c for c, ok in (("exact", exact), ("missing_delta", missing), ("extra_delta", extra)) if ok]
+    return (fits[0] if fits else "corrupt"), fits[1:]
 
 
 class RoundingLog:
@@ -182,13 +184,17 @@ def judge_layers(o, r, world, init, vals, log=None):
 
         ds = deltas_for(False)
         dtype = init[r].get("dtype", "fp32")
-        lo["stored"] = classify(s_local - w0[rows], merged, {a: d[rows] for a, d in ds.items()}, dtype,
-                                w0[rows], rounded, events)
+        lo["stored"], alt = classify(s_local - w0[rows], merged, {a: d[rows] for a, d in ds.items()}, dtype,
+                                     w0[rows], rounded, events)
+        if alt:
+            lo["stored_alt"] = alt
         if wname in mine["u"]:
             u = vec(mine["u"][wname]).reshape(wshape)
-            lo["registered"] = classify(u - w0, merged, deltas_for(True), dtype, w0, rounded, events)
+            lo["registered"], alt = classify(u - w0, merged, deltas_for(True), dtype, w0, rounded, events)
         else:
             lo["registered"] = lo["stored"]
+        if alt:
+            lo["registered_alt"] = alt
 
 
 def judge_deltas(o, r, world, init, vals):

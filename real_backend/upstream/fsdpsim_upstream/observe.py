@@ -215,9 +215,11 @@ def _local(sess, op, step, grads):
         o["saved"] = sess.saved_obs
         sess.saved_obs = None
     if op.kind == "load_adapters" and getattr(sess, "reload_expect", None) is not None:
-        diff = reload_diff(sess)
+        diff, coincident = reload_diff(sess)
         if diff:  # printed only when something differs, as fsdpsim prints it
             o["reload_diff"] = diff
+        if coincident:
+            o["reload_coincident"] = coincident
         sess.reload_expect = None
     owners = {}
     for name, fp in sess.fsdp_param.items():
@@ -245,8 +247,9 @@ def _local(sess, op, step, grads):
 
 def reload_diff(sess):
     """The adapter parameters whose values differ, after the reload, from
-    what this rank held when the adapters were saved."""
-    out = []
+    what this rank held when the adapters were saved; and those that took in
+    rank 0's rows and happen to equal this rank's own (the values cannot show it)."""
+    out, same = [], []
     for name, s in shard_objects(sess):
         want = sess.reload_expect.get(name)
         if want is None:
@@ -254,4 +257,6 @@ def reload_diff(sess):
         mine = local_of(s).detach().float()
         if want.shape != mine.shape or not torch.allclose(want.float(), mine, atol=1e-6):
             out.append(name)
-    return sorted(out, key=param_sort_key(sess))
+        elif name in getattr(sess, "reload_foreign", ()):
+            same.append(name)
+    return sorted(out, key=param_sort_key(sess)), sorted(same, key=param_sort_key(sess))

@@ -396,6 +396,7 @@ class Session:
                 self.saved_obs.append({"name": name, "rows": int(t.shape[0]), "full_rows": int(v.shape[0]),
                                        "dtype": observe.DTYPES.get(t.dtype, str(t.dtype))})
         self.saved_obs.sort(key=lambda x: observe.param_sort_key(self)(x["name"]))
+        self.saved_view = list(self.saved_obs)  # kept for the reload (saved_obs goes to the observation)
         # what this rank held at save time: a reload must restore exactly that
         chosen = {x["name"] for x in self.saved_obs}
         self.saved_own = {n: observe.local_of(s).detach().clone() for n, s in observe.shard_objects(self)
@@ -423,6 +424,17 @@ class Session:
             time.sleep(0.005)
         saved = torch.load(os.path.join(self.tmpdir, "adapters.pt"))
         self.reload_expect = getattr(self, "saved_own", None) or {}
+        # rank 0's local rows, of the shape this rank holds: they land on this rank's rows
+        full = {x["name"]: x["full_rows"] for x in getattr(self, "saved_view", [])}
+        self.reload_foreign = set()
+        for a, asd in saved.items():
+            for k, v in asd.items():
+                name = observe.model_name(k.replace(".lora_A.weight", f".lora_A.{a}.weight")
+                                          .replace(".lora_B.weight", f".lora_B.{a}.weight"))
+                mine = self.reload_expect.get(name)
+                if (self.rank > 0 and mine is not None and mine.shape[0] > 0 and name in full and
+                        v.shape[0] == mine.shape[0] != full[name]):
+                    self.reload_foreign.add(name)
         for a, asd in saved.items():
             res = set_peft_model_state_dict(self.pm, asd, adapter_name=a)
             if os.environ.get("FSDPSIM_UPSTREAM_DEBUG"):

@@ -1,0 +1,88 @@
+// reconcile_value_blind: a value backend's reading takes the model's only where
+// the values fit the model's reading as well; elsewhere a difference stays.
+#include "sim/value_blind.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "model/vocab/observation_json.hpp"
+
+namespace fsdpsim {
+namespace {
+
+uint8_t bit(WeightClass c) { return static_cast<uint8_t>(1u << static_cast<int>(c)); }
+
+Observation with_layer(WeightClass stored, WeightClass registered, uint8_t stored_alt = 0, uint8_t registered_alt = 0) {
+  Observation o;
+  o.step = 9;
+  o.rank = 0;
+  o.op = "set_adapter default";
+  LayerObs l;
+  l.name = "lin1";
+  l.group = "root";
+  l.stored = stored, l.registered = registered, l.stored_alt = stored_alt, l.registered_alt = registered_alt;
+  o.layers.push_back(l);
+  return o;
+}
+
+TEST(ValueBlind, TakesTheModelsClassWhereTheValuesFitIt) {
+  // seed 21350: a B row no step moved (a dead ReLU unit) makes S - W0 zero on rank 0's rows.
+  Observation model = with_layer(WeightClass::ExtraDelta, WeightClass::Exact);
+  Observation real = with_layer(WeightClass::Exact, WeightClass::Exact, bit(WeightClass::ExtraDelta));
+  auto seen = reconcile_value_blind({model}, {real});
+  EXPECT_EQ(seen.at(0).layers.at(0).stored, WeightClass::ExtraDelta);
+  EXPECT_TRUE(observation_diff(model, seen.at(0)).empty());
+}
+
+TEST(ValueBlind, KeepsADifferenceTheValuesShow) {
+  Observation model = with_layer(WeightClass::Corrupt, WeightClass::MissingDelta);
+  Observation real = with_layer(WeightClass::Exact, WeightClass::Exact, bit(WeightClass::ExtraDelta));
+  auto seen = reconcile_value_blind({model}, {real});
+  EXPECT_EQ(seen.at(0).layers.at(0).stored, WeightClass::Exact);
+  EXPECT_EQ(seen.at(0).layers.at(0).registered, WeightClass::Exact);  // no registered_alt: values tell
+  EXPECT_EQ(observation_diff(model, seen.at(0)).size(), 1u);
+  // an observation of another rank is not matched
+  Observation other = real;
+  other.rank = 1;
+  seen = reconcile_value_blind({with_layer(WeightClass::ExtraDelta, WeightClass::Exact)}, {other});
+  EXPECT_EQ(seen.at(0).layers.at(0).stored, WeightClass::Exact);
+}
+
+Observation reload(std::vector<std::string> diff, std::vector<std::string> coincident = {}) {
+  Observation o;
+  o.step = 13, o.rank = 1, o.op = "load_adapters";
+  o.reload_diff = std::move(diff);
+  o.reload_coincident = std::move(coincident);
+  return o;
+}
+
+TEST(ValueBlind, ReloadTakesTheModelsSetOnlyOverCoincidentParameters) {
+  const std::string a = "lin0.lora_A.default", b = "lin0.lora_B.default";
+  // seed 23938: rank 1 took in rank 0's B rows, equal to its own by value.
+  EXPECT_EQ(reconcile_value_blind({reload({a, b})}, {reload({a}, {b})}).at(0).reload_diff, (std::vector<std::string>{a, b}));
+  EXPECT_EQ(reconcile_value_blind({reload({a, b})}, {reload({a})}).at(0).reload_diff, std::vector<std::string>{a});
+  // B is coincident but A is not: the values show A unchanged
+  EXPECT_EQ(reconcile_value_blind({reload({a, b})}, {reload({}, {b})}).at(0).reload_diff, std::vector<std::string>{});
+  // the values say A differs: the model's "nothing differs" is not taken
+  EXPECT_EQ(reconcile_value_blind({reload({b})}, {reload({a}, {b})}).at(0).reload_diff, std::vector<std::string>{a});
+}
+
+TEST(ValueBlind, AlternativesRoundTripThroughJson) {
+  Observation o = with_layer(WeightClass::Exact, WeightClass::MissingDelta, bit(WeightClass::ExtraDelta),
+                             bit(WeightClass::Exact) | bit(WeightClass::ExtraDelta));
+  o.reload_coincident = {"lin1.lora_B.default"};
+  std::ostringstream os;
+  print_json(os, o);
+  EXPECT_NE(os.str().find("\"stored_alt\":[\"extra_delta\"]"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("\"registered_alt\":[\"exact\",\"extra_delta\"]"), std::string::npos) << os.str();
+  Observation back;
+  std::string err;
+  ASSERT_TRUE(parse_observation_json(os.str(), &back, &err)) << err;
+  EXPECT_EQ(back.layers.at(0).stored_alt, o.layers.at(0).stored_alt);
+  EXPECT_EQ(back.layers.at(0).registered_alt, o.layers.at(0).registered_alt);
+  EXPECT_EQ(back.reload_coincident, o.reload_coincident);
+}
+
+}  // namespace
+}  // namespace fsdpsim

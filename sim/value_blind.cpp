@@ -1,0 +1,45 @@
+#include "sim/value_blind.hpp"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+namespace fsdpsim {
+namespace {
+
+void reconcile_class(WeightClass model, uint8_t alt, WeightClass* value) {
+  if (*value != model && ((alt >> static_cast<int>(model)) & 1)) *value = model;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// The model's reload_diff, if it adds to the values' only parameters the values call coincident.
+void reconcile_reload(const Observation& model, Observation* value) {
+  if (value->reload_coincident.empty() || model.reload_diff == value->reload_diff) return;
+  for (const auto& n : value->reload_diff)
+    if (!contains(model.reload_diff, n)) return;
+  for (const auto& n : model.reload_diff)
+    if (!contains(value->reload_diff, n) && !contains(value->reload_coincident, n)) return;
+  value->reload_diff = model.reload_diff;
+}
+
+}  // namespace
+
+std::vector<Observation> reconcile_value_blind(const std::vector<Observation>& model, std::vector<Observation> values) {
+  std::map<std::pair<int, int>, const Observation*> by_key;
+  for (const auto& o : model) by_key[{o.step, o.rank}] = &o;
+  for (auto& v : values) {
+    auto it = by_key.find({v.step, v.rank});
+    if (it == by_key.end()) continue;
+    const Observation& m = *it->second;
+    for (size_t i = 0; i < v.layers.size() && i < m.layers.size(); ++i) {
+      if (v.layers[i].name != m.layers[i].name) continue;
+      reconcile_class(m.layers[i].stored, v.layers[i].stored_alt, &v.layers[i].stored);
+      reconcile_class(m.layers[i].registered, v.layers[i].registered_alt, &v.layers[i].registered);
+    }
+    reconcile_reload(m, &v);
+  }
+  return values;
+}
+
+}  // namespace fsdpsim
