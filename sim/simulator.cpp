@@ -204,14 +204,23 @@ void Simulator::apply_gathered_deltas() {
         if (versions[j] != kNoRows) versions[j] = (versions[j] ^ static_cast<uint32_t>(j + 1) * 0x9e37u) & 0xffffu;
     uint32_t a_version = RankModel::global_a_version(versions);
     if (foreign && a_version < 0x10000u) a_version = 0x10000u + (a_version & 0xffffu);  // one peer's foreign rows
-    // A delta_weight read through a DTensor all-gather of rows that are a mix (ranks out of
-    // step, or packing another adapter's A): the delta it returns is no adapter's.
-    if (p.coll.into == CollRecord::kNowhere && p.coll.sign == 0 && p.coll.adapter >= 0 && a_version >= 0x10000u &&
-        p.obs >= 0)
+    // A delta_weight read through a DTensor all-gather in which a peer packed another tensor
+    // (ranks out of step, or another adapter's A): the delta it returns is no adapter's. Peers'
+    // differing shards of this A are the full A itself, so their delta is exact.
+    if (p.coll.into == CollRecord::kNowhere && p.coll.sign == 0 && p.coll.adapter >= 0 && foreign && p.obs >= 0)
       for (DeltaObs& d : observations_->at(p.obs).deltas)
         if (d.adapter == topo_->adapters[p.coll.adapter].name) d.value = WeightClass::Corrupt;
     if (p.coll.into != CollRecord::kIntoShard) continue;
-    ranks_[r].apply_gathered_delta(p.coll, a_version);
+    // An experts delta redistributed over W's experts carries every rank's B rows (param_wrapper.cpp).
+    uint32_t b_version = kNoRows;
+    if (ranks_[r].experts_full_b_delta(p.coll.target, p.coll.adapter)) {
+      const int b = topo_->layers[p.coll.target].B[p.coll.adapter];
+      std::vector<uint32_t> bv(n, kNoRows);
+      for (size_t j = 0; j < n; ++j)
+        if (ranks_[r].holds_rows(b, static_cast<int>(j))) bv[j] = ranks_[j].shard_version(b);
+      b_version = RankModel::global_a_version(bv);
+    }
+    ranks_[r].apply_gathered_delta(p.coll, a_version, b_version);
     refresh_observation(r, p);
   }
 }

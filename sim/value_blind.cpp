@@ -7,8 +7,11 @@
 namespace fsdpsim {
 namespace {
 
-void reconcile_class(WeightClass model, uint8_t alt, WeightClass* value) {
-  if (*value != model && ((alt >> static_cast<int>(model)) & 1)) *value = model;
+// Once the reading is the model's, the other readings are settled: the spec (S5) then
+// judges the ranks by that reading alone, as it judges the model's.
+void reconcile_class(WeightClass model, uint8_t* alt, WeightClass* value) {
+  if (*value != model && ((*alt >> static_cast<int>(model)) & 1)) *value = model;
+  if (*value == model) *alt = 0;
 }
 
 bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -34,8 +37,8 @@ std::vector<Observation> reconcile_value_blind(const std::vector<Observation>& m
     const Observation& m = *it->second;
     for (size_t i = 0; i < v.layers.size() && i < m.layers.size(); ++i) {
       if (v.layers[i].name != m.layers[i].name) continue;
-      reconcile_class(m.layers[i].stored, v.layers[i].stored_alt, &v.layers[i].stored);
-      reconcile_class(m.layers[i].registered, v.layers[i].registered_alt, &v.layers[i].registered);
+      reconcile_class(m.layers[i].stored, &v.layers[i].stored_alt, &v.layers[i].stored);
+      reconcile_class(m.layers[i].registered, &v.layers[i].registered_alt, &v.layers[i].registered);
     }
     reconcile_reload(m, &v);
   }

@@ -123,12 +123,12 @@ uint32_t RankModel::global_a_version(const std::vector<uint32_t>& v) {
   return 0x10000u + static_cast<uint32_t>(h % 0xfffe0000ull);
 }
 
-void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t version) {
+void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t b_version) {
   const LayerInfo& li = topo_->layers[c.target];
   const int a = li.A[c.adapter], b = li.B[c.adapter];
   // The experts einsum sharded on the experts gathers B and keeps this rank's A (param_wrapper.cpp).
   const DeltaId id = members_.empty() || c.member_count == 0 || members_[c.member_begin] != b
-                         ? delta_id(c.adapter, version, st_.params[b].ver_s)
+                         ? delta_id(c.adapter, version, b_version != kNoRows ? b_version : st_.params[b].ver_s)
                          : delta_id(c.adapter, st_.params[a].ver_s, version);
   st_.params[li.weight].w_s.add(c.adapter, id, c.sign);
 }
@@ -356,16 +356,18 @@ WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vec
     // The parameter every rank would contribute now, in rank order: A, or B for an experts
     // einsum sharded on the experts (experts_gather_b).
     const bool b_gathered = experts_gather_b(layer, a);
-    const int gathered = b_gathered ? li.B[a] : li.A[a];
-    uint32_t v_g = own.ver_s[gathered];
-    if (group_of(gathered) >= 0) {
+    auto across_ranks = [&](int param) {  // the version of the full tensor the ranks hold
+      uint32_t v_g = own.ver_s[param];
+      if (group_of(param) < 0) return v_g;
       std::vector<uint32_t> v(topo_->world, kNoRows);
-      if (holds_rows(gathered, rank_)) v[rank_] = v_g;
+      if (holds_rows(param, rank_)) v[rank_] = v_g;
       for (const auto& [rank, p] : peers)
-        if (holds_rows(gathered, rank)) v[rank] = p->ver_s[gathered];
-      v_g = global_a_version(v);
-    }
-    cur[a] = b_gathered ? delta_id(a, own.ver_s[li.A[a]], v_g) : delta_id(a, v_g, own.ver_s[li.B[a]]);
+        if (holds_rows(param, rank)) v[rank] = p->ver_s[param];
+      return global_a_version(v);
+    };
+    const uint32_t v_g = across_ranks(b_gathered ? li.B[a] : li.A[a]);
+    const uint32_t v_b = experts_full_b_delta(layer, a) ? across_ranks(li.B[a]) : own.ver_s[li.B[a]];
+    cur[a] = b_gathered ? delta_id(a, own.ver_s[li.A[a]], v_g) : delta_id(a, v_g, v_b);
   }
   return classify(own.w_s[layer], own.layers[layer], cur, topo_->n_adapters());
 }

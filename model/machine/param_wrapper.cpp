@@ -55,6 +55,11 @@ bool RankModel::experts_gather_b(int layer, int adapter) const {
          experts_einsum(layer, adapter) == ExpertsEinsum::kShardExperts;
 }
 
+bool RankModel::experts_full_b_delta(int layer, int adapter) const {
+  const LayerInfo& li = topo_->layers[layer];
+  return li.experts > 1 && topo_->world > 1 && !experts_gather_b(layer, adapter);
+}
+
 // lora/layer.py::Linear.get_delta_weight: B @ A on DTensors redistributes A
 // (one all-gather of A); B's local rows meet W's local rows.
 // lora/layer.py::ParamWrapper.get_delta_weight (E experts) reads

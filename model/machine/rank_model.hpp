@@ -70,7 +70,13 @@ class RankModel {
   // is B's rows times the A every rank contributed, or (an experts einsum
   // sharded on the experts) this rank's A times the gathered B (version: see
   // global_a_version).
-  void apply_gathered_delta(const CollRecord& c, uint32_t version);
+  // `b_version` (not kNoRows): the B version to use instead of this rank's (experts_full_b_delta).
+  void apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t b_version = 0xffffffffu);
+  // An experts (E > 1) merge off shards whose delta is sharded on out, or built from the full
+  // A and B, and redistributed to W's Shard(0) over the experts: W's rows get every rank's rows
+  // of B, so the delta is the full B's, not this rank's B rows'.
+  bool experts_full_b_delta(int layer, int adapter) const;
+  uint32_t shard_version(int param) const { return st_.params[param].ver_s; }
   // One version for a parameter whose rows live on several ranks: the common
   // version when they agree, else a mix id above 0xffff.
   static uint32_t global_a_version(const std::vector<uint32_t>& row_holder_versions);

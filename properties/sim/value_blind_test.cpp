@@ -32,7 +32,11 @@ TEST(ValueBlind, TakesTheModelsClassWhereTheValuesFitIt) {
   Observation real = with_layer(WeightClass::Exact, WeightClass::Exact, bit(WeightClass::ExtraDelta));
   auto seen = reconcile_value_blind({model}, {real});
   EXPECT_EQ(seen.at(0).layers.at(0).stored, WeightClass::ExtraDelta);
+  EXPECT_EQ(seen.at(0).layers.at(0).stored_alt, 0u) << "the reading is settled: S5 judges it alone";
   EXPECT_TRUE(observation_diff(model, seen.at(0)).empty());
+  // a reading that already is the model's is settled too
+  Observation same = with_layer(WeightClass::Exact, WeightClass::Exact, bit(WeightClass::ExtraDelta));
+  EXPECT_EQ(reconcile_value_blind({with_layer(WeightClass::Exact, WeightClass::Exact)}, {same}).at(0).layers.at(0).stored_alt, 0u);
 }
 
 TEST(ValueBlind, KeepsADifferenceTheValuesShow) {
@@ -40,6 +44,7 @@ TEST(ValueBlind, KeepsADifferenceTheValuesShow) {
   Observation real = with_layer(WeightClass::Exact, WeightClass::Exact, bit(WeightClass::ExtraDelta));
   auto seen = reconcile_value_blind({model}, {real});
   EXPECT_EQ(seen.at(0).layers.at(0).stored, WeightClass::Exact);
+  EXPECT_EQ(seen.at(0).layers.at(0).stored_alt, bit(WeightClass::ExtraDelta)) << "unsettled: kept";
   EXPECT_EQ(seen.at(0).layers.at(0).registered, WeightClass::Exact);  // no registered_alt: values tell
   EXPECT_EQ(observation_diff(model, seen.at(0)).size(), 1u);
   // an observation of another rank is not matched
