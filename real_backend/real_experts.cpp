@@ -275,7 +275,7 @@ at::Tensor RealRank::experts_forward(int layer, const at::Tensor& h) {
         }
         w = w + experts_einsum(registered(ls.lora_a[a]), registered(ls.lora_b[a]), ls.experts) * scale;
       } catch (const c10::Error& e) {
-        throw OpError(Status::ShapeError, first_line(e.what()));
+        throw OpError(Status::ShapeError, first_line(e.what_without_backtrace()));  // what() symbolizes a backtrace: slow
       }
     }
   }

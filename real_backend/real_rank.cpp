@@ -211,19 +211,21 @@ RankReport RealRank::report(const Op& op, int step) {
     bool present = registry_[p].defined();
     r.present[p] = present;
     if (rp.s.defined() && !rp.s.is_meta()) {
-      // Before prepare a managed parameter is whole: report the chunk fully_shard will keep.
-      at::Tensor s = rp.s.detach().contiguous();
-      if (!prepared_ && ps.group >= 0) {
-        std::vector<float> full(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
-        s = chunk_of(full, ps);
+      // Read in place (no detach or copy: a report is taken after every op, for every parameter).
+      at::Tensor s = rp.s.is_contiguous() ? rp.s : rp.s.detach().contiguous();
+      const float* v = s.data_ptr<float>();
+      if (!prepared_ && ps.group >= 0) {  // before prepare a managed parameter is whole: report the chunk fully_shard will keep
+        at::Tensor c = chunk_of(std::vector<float>(v, v + s.numel()), ps);
+        r.s_values[p].assign(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+      } else {
+        r.s_values[p].assign(v, v + s.numel());
       }
-      r.s_values[p].assign(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
     }
     bool holds_u = present && rp.u.defined() && registry_[p].unsafeGetTensorImpl() == rp.u.unsafeGetTensorImpl();
     r.u_registered[p] = holds_u;
     r.whole[p] = detached_[p];
     if (holds_u) {
-      at::Tensor u = rp.u.detach().contiguous();
+      at::Tensor u = rp.u.is_contiguous() ? rp.u : rp.u.detach().contiguous();
       r.u_values[p].assign(u.data_ptr<float>(), u.data_ptr<float>() + u.numel());
     }
     if (ps.adapter < 0 || !present) continue;
