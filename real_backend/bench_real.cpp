@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -26,24 +27,34 @@ CollectiveLatency measure_collective_latency(int world, int numel, int iteration
       // The bare collective is the one Comm::all_gather issues: all-gather into one tensor.
       at::Tensor chunk = at::ones({numel});
       at::Tensor out = at::empty({world * numel});
-      for (int i = 0; i < 20; ++i) pg->_allgather_base(out, chunk)->wait();  // warm up
-      auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iterations; ++i) pg->_allgather_base(out, chunk)->wait();
-      auto t1 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iterations; ++i) comm.all_gather(chunk, 0, 1, {0});
-      auto t2 = std::chrono::steady_clock::now();
       at::Tensor full = at::ones({world * numel}), seg = at::empty({numel});
       c10d::ReduceScatterOptions avg;
       avg.reduceOp = c10d::ReduceOp::AVG;
-      for (int i = 0; i < iterations; ++i) pg->_reduce_scatter_base(seg, full, avg)->wait();
-      auto t3 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iterations; ++i) comm.reduce_scatter_avg(full, 0, 1, {0});
-      auto t4 = std::chrono::steady_clock::now();
-      auto per_op = [&](auto a, auto b) { return std::chrono::duration<double, std::micro>(b - a).count() / iterations; };
-      bare[r] = per_op(t0, t1);
-      fp[r] = per_op(t1, t2);
-      bare_rs[r] = per_op(t2, t3);
-      fp_rs[r] = per_op(t3, t4);
+      for (int i = 0; i < 20; ++i) pg->_allgather_base(out, chunk)->wait();  // warm up
+      // Bare and checked collectives alternate in blocks, and each figure is the median block:
+      // a machine shared with other work slows whole stretches of time, not one kind of call.
+      constexpr int kBlocks = 15;
+      const int per_block = std::max(1, iterations / kBlocks);
+      std::vector<double> b_ag, f_ag, b_rs, f_rs;
+      auto timed = [&](std::vector<double>& into, auto&& call) {
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < per_block; ++i) call();
+        into.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / per_block);
+      };
+      for (int k = 0; k < kBlocks; ++k) {
+        timed(b_ag, [&] { pg->_allgather_base(out, chunk)->wait(); });  // the one Comm::all_gather issues
+        timed(f_ag, [&] { comm.all_gather(chunk, 0, 1, {0}); });
+        timed(b_rs, [&] { pg->_reduce_scatter_base(seg, full, avg)->wait(); });
+        timed(f_rs, [&] { comm.reduce_scatter_avg(full, 0, 1, {0}); });
+      }
+      auto median = [](std::vector<double> v) {
+        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+        return v[v.size() / 2];
+      };
+      bare[r] = median(b_ag);
+      fp[r] = median(f_ag);
+      bare_rs[r] = median(b_rs);
+      fp_rs[r] = median(f_rs);
     });
   for (auto& t : threads) t.join();
   return {bare[0], fp[0], bare_rs[0], fp_rs[0]};

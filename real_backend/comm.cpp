@@ -58,7 +58,7 @@ constexpr int kMemberWords = (kMaxParams + 63) / 64;
 constexpr int kPrint = kMembers + kMemberWords;
 static_assert(64 * kMemberWords >= kMaxParams, "every parameter index has its bit in the fingerprint");
 constexpr int kPrintFloats = 2 * kPrint;  // the fingerprint's bytes, in float slots
-constexpr int64_t kInline = 4096;
+constexpr int64_t kInline = 1024;  // every generated all-gather's chunk fits (largest seen: 960 floats)
 
 std::string Comm::describe(const at::Tensor& prints) const {
   auto p = prints.accessor<int64_t, 2>();
