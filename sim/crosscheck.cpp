@@ -209,17 +209,16 @@ BackendRun run_backend(const SeqFile& f, const BackendList& backends, RealPools&
       other.findings = check_spec(f, other.observations);
       other.findings.insert(other.findings.end(), s8.begin(), s8.end());
     }
-    const std::vector<Observation>& seen = other.observations;
-    const std::vector<Finding>& other_findings = other.findings;
-    c.divergences = compare_observations(first.observations, seen, backend_who(first.backend), backend_who(other.backend), skip);
+    c.divergences =
+        compare_observations(first.observations, other.observations, backend_who(first.backend), backend_who(other.backend), skip);
     // Findings follow from the observations; with fields skipped, only S8
     // (a backend disagreeing with itself) can differ for a reason of its own.
     auto compared = [&](const Finding& fd) { return skip.empty() || fd.spec == "S8"; };
-    for (const auto& fd : other_findings)
+    for (const auto& fd : other.findings)
       if (compared(fd) && std::find(first.findings.begin(), first.findings.end(), fd) == first.findings.end())
         c.divergences.push_back("finding on the " + backend_who(other.backend) + " only: " + fd.text);
     for (const auto& fd : first.findings)
-      if (compared(fd) && std::find(other_findings.begin(), other_findings.end(), fd) == other_findings.end())
+      if (compared(fd) && std::find(other.findings.begin(), other.findings.end(), fd) == other.findings.end())
         c.divergences.push_back("finding on the " + backend_who(first.backend) + " only: " + fd.text);
     out.divergences.insert(out.divergences.end(), c.divergences.begin(), c.divergences.end());
     out.comparisons.push_back(std::move(c));

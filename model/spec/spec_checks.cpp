@@ -295,7 +295,8 @@ class SpecChecker::Impl {
     if (world_ < 2 || j != static_cast<size_t>(world_)) return;
     for (size_t k = i; k < j; ++k)
       if (obs[k].status == Status::Hang || obs[k].status == Status::Mismatch) return;
-    // A stored weight's classes: its reading and, from a value backend, the others its values fit.
+    // Per described field, a stored weight's classes: its reading and, from a value backend, the
+    // others its values fit (0 for other fields). front(): rank i's; back(): the rank compared.
     std::vector<std::vector<uint8_t>> classes;
     auto describe = [&](const Observation& o) {
       std::vector<std::pair<std::string, std::string>> f;
