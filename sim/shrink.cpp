@@ -343,9 +343,10 @@ void fill_expectations(SeqFile& f, const RunResult& r) {
     // stopped by an earlier hang or mismatch has no observation to expect).
     int running = 0;
     for (int rk = 0; rk < f.scenario.world; ++rk) running += f.ops[i].runs_on(rk);
+    const std::vector<ExpectItem> first = all_for(*obs[0]);
     bool same = static_cast<int>(obs.size()) == running;
-    for (const auto* o : obs) same = same && all_for(*o) == all_for(*obs[0]);
-    if (same) op.expects.push_back({-1, all_for(*obs[0]), {}});
+    for (const auto* o : obs) same = same && all_for(*o) == first;
+    if (same) op.expects.push_back({-1, first, {}});
     else
       for (const auto* o : obs) op.expects.push_back({o->rank, all_for(*o), {}});
   }

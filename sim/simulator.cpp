@@ -150,18 +150,12 @@ void Simulator::mix_check() {
     uint32_t ver = 0;
     WeightContent w;
     const bool whole = c0.into == CollRecord::kIntoU && RankModel::concatenated_u(ranks, colls, i, &ver, &w);
-    if (!differ) {
-      // The holders agree: a rank with padding only unshards their values, not its own counter
-      // (torch _fsdp_param.py::FSDPParam.init_unsharded_param views the all-gather output).
-      if (!whole) continue;
-      for (size_t r = 0; r < queues_.size(); ++r)
-        if (digest(r, static_cast<int>(i)) == 0) {
-          ranks_[r].set_gathered(queues_[r][heads_[r]].coll, i, ver, w);
-          refresh_observation(r, queues_[r][heads_[r]]);
-        }
-      continue;
-    }
+    // Where the holders agree, only a rank with padding only has something to take: their values,
+    // not its own counter (torch _fsdp_param.py::FSDPParam.init_unsharded_param views the all-gather
+    // output). Without a reading of those values it is left as it is.
+    if (!differ && !whole) continue;
     for (size_t r = 0; r < queues_.size(); ++r) {
+      if (!differ && digest(r, i) != 0) continue;
       const Pending& p = queues_[r][heads_[r]];
       if (whole) ranks_[r].set_gathered(p.coll, i, ver, w);
       else ranks_[r].mark_mixed(p.coll, i);

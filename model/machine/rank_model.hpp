@@ -71,7 +71,7 @@ class RankModel {
   // sharded on the experts) this rank's A times the gathered B (version: see
   // global_a_version).
   // `b_version` (not kNoRows): the B version to use instead of this rank's (experts_full_b_delta).
-  void apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t b_version = 0xffffffffu);
+  void apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t b_version = kNoRows);
   // An experts (E > 1) merge off shards whose delta is sharded on out, or built from the full
   // A and B, and redistributed to W's Shard(0) over the experts: W's rows get every rank's rows
   // of B, so the delta is the full B's, not this rank's B rows'.

@@ -295,23 +295,22 @@ class SpecChecker::Impl {
     if (world_ < 2 || j != static_cast<size_t>(world_)) return;
     for (size_t k = i; k < j; ++k)
       if (obs[k].status == Status::Hang || obs[k].status == Status::Mismatch) return;
-    // Per described field, a stored weight's classes: its reading and, from a value backend, the
-    // others its values fit (0 for other fields). front(): rank i's; back(): the rank compared.
-    std::vector<std::vector<uint8_t>> classes;
+    // A described field; a stored weight's also carries its classes: its reading and, from a
+    // value backend, the others its values fit (0 for every other field).
+    struct Field {
+      std::string name, value;
+      uint8_t classes = 0;
+    };
     auto describe = [&](const Observation& o) {
-      std::vector<std::pair<std::string, std::string>> f;
-      std::vector<uint8_t> c;
+      std::vector<Field> f;
       f.push_back({"adapters in the model", ad_.text(present_in(*scen_, ad_, o))});
       f.push_back({"active adapters", names_set_text(o.active)});
       f.push_back({"disabled", o.disabled ? "true" : "false"});
-      c.assign(f.size(), 0);
       for (const auto& l : o.layers) {
         f.push_back({l.name + " merged", "[" + join(l.merged) + "]"});
-        f.push_back({l.name + " stored weight", weight_class_name(l.stored)});
-        c.push_back(0);
-        c.push_back(static_cast<uint8_t>((1u << static_cast<int>(l.stored)) | l.stored_alt));
+        f.push_back({l.name + " stored weight", weight_class_name(l.stored),
+                     static_cast<uint8_t>((1u << static_cast<int>(l.stored)) | l.stored_alt)});
       }
-      classes.push_back(c);
       for (const auto& p : o.params) f.push_back({p.name + " S.requires_grad", p.rg_s ? "true" : "false"});
       for (const auto& p : o.params) f.push_back({p.name + " dtype", dtype_name(p.dtype)});
       for (const auto& sv : o.saved) f.push_back({"saved " + sv.name + " dtype", dtype_name(sv.dtype)});
@@ -329,13 +328,13 @@ class SpecChecker::Impl {
     for (size_t k = i + 1; k < j; ++k) {
       auto other = describe(obs[k]);
       for (size_t x = 0; x < base.size() && x < other.size(); ++x) {
-        if (base[x].second == other[x].second) continue;
+        if (base[x].value == other[x].value) continue;
         // values that fit a common class are no proven disagreement (sim/value_blind.hpp)
-        if (x < classes.front().size() && x < classes.back().size() && (classes.front()[x] & classes.back()[x])) continue;
+        if (base[x].classes & other[x].classes) continue;
         if (!s5_state_)
           out.push_back({"S5", obs[i].step, -1,
-                         head("S5", obs[i].step, -1) + "ranks disagree on " + base[x].first + ": rank " + std::to_string(obs[i].rank) +
-                             " " + base[x].second + ", rank " + std::to_string(obs[k].rank) + " " + other[x].second});
+                         head("S5", obs[i].step, -1) + "ranks disagree on " + base[x].name + ": rank " + std::to_string(obs[i].rank) +
+                             " " + base[x].value + ", rank " + std::to_string(obs[k].rank) + " " + other[x].value});
         s5_state_ = true;
         return;
       }

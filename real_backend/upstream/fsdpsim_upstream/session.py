@@ -51,6 +51,12 @@ class Net(nn.Module):
         return x
 
 
+def saved_name(key, adapter):
+    """fsdpsim's name of an adapter state-dict key (PEFT drops the adapter name from it)."""
+    return observe.model_name(key.replace(".lora_A.weight", f".lora_A.{adapter}.weight")
+                              .replace(".lora_B.weight", f".lora_B.{adapter}.weight"))
+
+
 def lora_config(a, inference_mode=None, layers=()):
     # init=zero is PEFT's default (lora_B = 0); init=random draws B too.
     # Experts layers are ParamWrapper targets (target_parameters).
@@ -391,8 +397,7 @@ class Session:
             self.saved[a] = local
             for k, v in asd.items():
                 t = v.to_local() if isinstance(v, DTensor) else v
-                name = observe.model_name(k.replace(".lora_A.weight", f".lora_A.{a}.weight")
-                                          .replace(".lora_B.weight", f".lora_B.{a}.weight"))
+                name = saved_name(k, a)
                 self.saved_obs.append({"name": name, "rows": int(t.shape[0]), "full_rows": int(v.shape[0]),
                                        "dtype": observe.DTYPES.get(t.dtype, str(t.dtype))})
         self.saved_obs.sort(key=lambda x: observe.param_sort_key(self)(x["name"]))
@@ -429,8 +434,7 @@ class Session:
         self.reload_foreign = set()
         for a, asd in saved.items():
             for k, v in asd.items():
-                name = observe.model_name(k.replace(".lora_A.weight", f".lora_A.{a}.weight")
-                                          .replace(".lora_B.weight", f".lora_B.{a}.weight"))
+                name = saved_name(k, a)
                 mine = self.reload_expect.get(name)
                 if (self.rank > 0 and mine is not None and mine.shape[0] > 0 and name in full and
                         v.shape[0] == mine.shape[0] != full[name]):
