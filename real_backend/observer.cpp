@@ -132,28 +132,7 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
   for (int r = 0; r < world; ++r) {
     for (size_t ri = 0; ri < per_rank[r].size(); ++ri) {
       const RankReport& rep = per_rank[r][ri];
-      Observation o;
-      o.step = rep.step;
-      o.rank = rep.rank;
-      o.op = rep.op;
-      o.status = rep.status;
-      o.message = rep.message;
-      o.index = rep.index;
-      if (rep.has_grads) o.grads = rep.grads;
-      o.active = rep.active;
-      o.disabled = rep.disabled;
-      o.opt_missing = rep.opt_missing;
-      o.opt_total = rep.opt_total;
-      o.opt_unregistered = rep.opt_unregistered;
-      o.groups = rep.groups;
-      o.params = rep.params;
-      o.collectives = rep.collectives;
-      o.deltas = rep.deltas;
-      o.saved = rep.saved;
-      o.reload_diff = rep.reload_diff;
-      o.reload_coincident = rep.reload_coincident;
-      o.sharded_bytes = rep.sharded_bytes;
-      o.peak_unsharded = rep.peak_unsharded;
+      Observation o = rep;  // the fields the rank read itself; layers are judged here
       if (!rep.s_values.empty()) {
         for (size_t l = 0; l < layout.layers.size(); ++l) {
           const LayerSpec& ls = layout.layers[l];

@@ -178,9 +178,11 @@ RankReport RealRank::report(const Op& op, int step) {
   r.status = status_;
   r.message = message_;
   r.index = index_;
-  r.has_grads = op.is_training();
-  for (size_t a = 0; a < layout_->adapters.size(); ++a)  // a deleted adapter cannot be seen holding one
-    if ((grads_ >> a) & 1 && (present_ >> a) & 1) r.grads.push_back(layout_->adapters[a].name);
+  if (op.is_training()) {
+    r.grads.emplace();
+    for (size_t a = 0; a < layout_->adapters.size(); ++a)  // a deleted adapter cannot be seen holding one
+      if ((grads_ >> a) & 1 && (present_ >> a) & 1) r.grads->push_back(layout_->adapters[a].name);
+  }
   for (size_t a = 0; a < layout_->adapters.size(); ++a)
     if ((active_ >> a) & 1) r.active.push_back(layout_->adapters[a].name);
   r.disabled = disabled_;

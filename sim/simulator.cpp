@@ -1,8 +1,6 @@
 #include "sim/simulator.hpp"
 
 #include <algorithm>
-#include <ostream>
-#include <streambuf>
 
 #include "model/vocab/peer_view.hpp"
 
@@ -19,45 +17,6 @@ uint64_t mix(uint64_t h, uint64_t v) {
   return h;
 }
 }  // namespace
-
-// A stream that FNV-1a-hashes what is written to it, a buffer at a time, so
-// the JSON is never kept as a string.
-class HashingBuf : public std::streambuf {
- public:
-  HashingBuf() { setp(buf_, buf_ + sizeof buf_); }
-  uint64_t hash() {
-    consume();
-    return h_;
-  }
-
- protected:
-  int_type overflow(int_type c) override {
-    consume();
-    if (c != traits_type::eof()) {
-      *pptr() = traits_type::to_char_type(c);
-      pbump(1);
-    }
-    return traits_type::not_eof(c);
-  }
-
- private:
-  void consume() {
-    for (const char* p = pbase(); p < pptr(); ++p) {
-      h_ ^= static_cast<unsigned char>(*p);
-      h_ *= kFnvPrime;
-    }
-    setp(buf_, buf_ + sizeof buf_);
-  }
-  char buf_[512];
-  uint64_t h_ = kFnvOffset;
-};
-
-uint64_t observations_hash(const std::vector<Observation>& obs) {
-  HashingBuf buf;
-  std::ostream os(&buf);
-  for (const auto& o : obs) print_json(os, o);
-  return buf.hash();
-}
 
 Simulator::Simulator(const Topology& topo) : topo_(&topo) {
   ranks_.reserve(static_cast<size_t>(topo.world));

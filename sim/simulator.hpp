@@ -9,6 +9,7 @@
 
 #include "model/machine/rank_model.hpp"
 #include "model/spec/spec_checks.hpp"
+#include "model/vocab/observation_binary.hpp"  // observations_hash
 #include "model/vocab/seq.hpp"
 
 namespace fsdpsim {
@@ -72,7 +73,5 @@ RunResult run_checked(const SeqFile& f);
 // (RunOptions::hash_observations off). The real backends keep S8 in full.
 RunResult run_checked_sampled(const SeqFile& f, uint32_t every);
 
-// FNV-1a over the observations as JSON: the same for both backends.
-uint64_t observations_hash(const std::vector<Observation>& obs);
 
 }  // namespace fsdpsim

@@ -114,83 +114,79 @@ std::string owner_bytes_text(const std::vector<OwnerBytes>& v) {
   return s.empty() ? std::string("-") : s;
 }
 
-bool Observation::operator==(const Observation& o) const { return observation_diff(*this, o).empty(); }
+namespace {
+
+// Each value type's text in observation_diff.
+std::string diff_text(int v) { return std::to_string(v); }
+std::string diff_text(int64_t v) { return std::to_string(v); }
+std::string diff_text(bool v) { return v ? "true" : "false"; }
+std::string diff_text(const std::string& v) { return v; }
+std::string diff_text(Status v) { return status_name(v); }
+std::string diff_text(const std::vector<std::string>& v) { return names_set_text(v); }
+std::string diff_text(const std::optional<std::vector<std::string>>& v) { return v ? names_set_text(*v) : "-"; }
+std::string diff_text(const GroupObs& g) { return g.name + ":" + sharded_state_name(g.state); }
+std::string diff_text(const ParamObs& p) {
+  return p.name + "@" + p.group + " S.rg=" + (p.rg_s ? "1" : "0") + " U.rg=" + (p.rg_u < 0 ? "-" : p.rg_u ? "1" : "0") +
+         " " + device_name(p.device) + "/" + dtype_name(p.dtype);
+}
+std::string diff_text(const LayerObs& l) {
+  std::string m;
+  for (size_t j = 0; j < l.merged.size(); ++j) m += (j ? "," : "") + l.merged[j];
+  return l.name + "@" + l.group + " merged=[" + m + "] stored=" + weight_class_name(l.stored) +
+         " registered=" + weight_class_name(l.registered);
+}
+std::string diff_text(const Collective& c) {
+  std::string s = collective_text(c) + "[";
+  for (size_t i = 0; i < c.parts.size(); ++i) s += (i ? "," : "") + c.parts[i].param + ":" + std::to_string(c.parts[i].numel);
+  return s + "]";
+}
+std::string diff_text(const DeltaObs& x) { return x.adapter + ":" + weight_class_name(x.value); }
+std::string diff_text(const SavedObs& x) {
+  return x.name + ":" + std::to_string(x.rows) + "/" + std::to_string(x.full_rows) + ":" + dtype_name(x.dtype);
+}
+std::string diff_text(const std::vector<OwnerBytes>& v) { return owner_bytes_text(v); }
+template <typename T>
+std::string diff_text(const std::vector<T>& v) {  // a whole list on one line, "-" when empty
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + diff_text(x);
+  return s.empty() ? std::string("-") : s;
+}
+
+template <typename T>
+struct ElementWise : std::false_type {};  // lists compared element by element: "param[3]: ... vs ..."
+template <>
+struct ElementWise<std::vector<GroupObs>> : std::true_type {};
+template <>
+struct ElementWise<std::vector<ParamObs>> : std::true_type {};
+template <>
+struct ElementWise<std::vector<LayerObs>> : std::true_type {};
+
+}  // namespace
+
+bool Observation::operator==(const Observation& o) const {
+  bool same = true;
+  for_each_field_pair(*this, o, [&](const FieldInfo& f, const auto& x, const auto& y) {
+    if (!(f.flags & kNotCompared)) same = same && x == y;
+  });
+  return same;
+}
 
 std::vector<std::string> observation_diff(const Observation& a, const Observation& b) {
   std::vector<std::string> d;
-  auto add = [&](const std::string& field, const std::string& x, const std::string& y) {
-    if (x != y) d.push_back(field + ": " + x + " vs " + y);
+  auto add = [&](const std::string& label, const std::string& x, const std::string& y) {
+    if (x != y) d.push_back(label + ": " + x + " vs " + y);
   };
-  add("step", std::to_string(a.step), std::to_string(b.step));
-  add("rank", std::to_string(a.rank), std::to_string(b.rank));
-  add("op", a.op, b.op);
-  add("status", status_name(a.status), status_name(b.status));
-  add("message", a.message, b.message);
-  add("grads", a.grads ? names_set_text(*a.grads) : "-", b.grads ? names_set_text(*b.grads) : "-");
-  add("index", std::to_string(a.index), std::to_string(b.index));
-  add("active", names_set_text(a.active), names_set_text(b.active));
-  add("disabled", a.disabled ? "true" : "false", b.disabled ? "true" : "false");
-  std::string ua, ub;
-  for (const auto& n : a.opt_unregistered) ua += (ua.empty() ? "" : ",") + n;
-  for (const auto& n : b.opt_unregistered) ub += (ub.empty() ? "" : ",") + n;
-  add("optimizer_unregistered", ua, ub);
-  add("optimizer_missing", std::to_string(a.opt_missing) + "/" + std::to_string(a.opt_total),
-      std::to_string(b.opt_missing) + "/" + std::to_string(b.opt_total));
-  size_t n = std::max(a.groups.size(), b.groups.size());
-  for (size_t i = 0; i < n; ++i) {
-    std::string x = i < a.groups.size() ? a.groups[i].name + ":" + sharded_state_name(a.groups[i].state) : "-";
-    std::string y = i < b.groups.size() ? b.groups[i].name + ":" + sharded_state_name(b.groups[i].state) : "-";
-    add("group[" + std::to_string(i) + "]", x, y);
-  }
-  n = std::max(a.params.size(), b.params.size());
-  for (size_t i = 0; i < n; ++i) {
-    auto txt = [](const std::vector<ParamObs>& v, size_t k) {
-      if (k >= v.size()) return std::string("-");
-      const ParamObs& p = v[k];
-      return p.name + "@" + p.group + " S.rg=" + (p.rg_s ? "1" : "0") + " U.rg=" + (p.rg_u < 0 ? "-" : p.rg_u ? "1" : "0") +
-             " " + device_name(p.device) + "/" + dtype_name(p.dtype);
-    };
-    add("param[" + std::to_string(i) + "]", txt(a.params, i), txt(b.params, i));
-  }
-  n = std::max(a.layers.size(), b.layers.size());
-  for (size_t i = 0; i < n; ++i) {
-    auto txt = [](const std::vector<LayerObs>& v, size_t k) {
-      if (k >= v.size()) return std::string("-");
-      const LayerObs& l = v[k];
-      std::string m;
-      for (size_t j = 0; j < l.merged.size(); ++j) m += (j ? "," : "") + l.merged[j];
-      return l.name + "@" + l.group + " merged=[" + m + "] stored=" + weight_class_name(l.stored) +
-             " registered=" + weight_class_name(l.registered);
-    };
-    add("layer[" + std::to_string(i) + "]", txt(a.layers, i), txt(b.layers, i));
-  }
-  auto colls = [](const std::vector<Collective>& v) {
-    std::string s;
-    for (const auto& c : v) {
-      s += (s.empty() ? "" : " ") + collective_text(c) + "[";
-      for (size_t i = 0; i < c.parts.size(); ++i) s += (i ? "," : "") + c.parts[i].param + ":" + std::to_string(c.parts[i].numel);
-      s += "]";
+  for_each_field_pair(a, b, [&](const FieldInfo& f, const auto& x, const auto& y) {
+    if (f.flags & kNotCompared) return;
+    using T = std::decay_t<decltype(x)>;
+    if constexpr (ElementWise<T>::value) {
+      for (size_t i = 0; i < std::max(x.size(), y.size()); ++i)
+        add(std::string(f.label) + "[" + std::to_string(i) + "]", i < x.size() ? diff_text(x[i]) : "-",
+            i < y.size() ? diff_text(y[i]) : "-");
+    } else {
+      add(f.label, diff_text(x), diff_text(y));
     }
-    return s.empty() ? std::string("-") : s;
-  };
-  add("collectives", colls(a.collectives), colls(b.collectives));
-  auto deltas = [](const std::vector<DeltaObs>& v) {
-    std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : " ") + x.adapter + ":" + weight_class_name(x.value);
-    return s.empty() ? std::string("-") : s;
-  };
-  add("deltas", deltas(a.deltas), deltas(b.deltas));
-  auto saved = [](const std::vector<SavedObs>& v) {
-    std::string s;
-    for (const auto& x : v)
-      s += (s.empty() ? "" : " ") + x.name + ":" + std::to_string(x.rows) + "/" + std::to_string(x.full_rows) + ":" +
-           dtype_name(x.dtype);
-    return s.empty() ? std::string("-") : s;
-  };
-  add("saved", saved(a.saved), saved(b.saved));
-  add("reload_diff", names_set_text(a.reload_diff), names_set_text(b.reload_diff));
-  add("sharded_bytes", owner_bytes_text(a.sharded_bytes), owner_bytes_text(b.sharded_bytes));
-  add("peak_unsharded", owner_bytes_text(a.peak_unsharded), owner_bytes_text(b.peak_unsharded));
+  });
   return d;
 }
 
@@ -202,140 +198,6 @@ void print_json_string(std::ostream& os, const std::string& s) {
     else os << c;
   }
   os << '"';
-}
-
-namespace {
-
-void json_string(std::ostream& os, const std::string& s) { print_json_string(os, s); }
-
-void json_names(std::ostream& os, const std::vector<std::string>& v) {
-  os << '[';
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) os << ',';
-    json_string(os, v[i]);
-  }
-  os << ']';
-}
-
-// "stored_alt":["extra_delta"], only when some class is set.
-void json_alt(std::ostream& os, const char* key, uint8_t mask) {
-  if (!mask) return;
-  os << ",\"" << key << "\":[";
-  bool first = true;
-  for (int c = 0; c <= static_cast<int>(WeightClass::Corrupt); ++c)
-    if ((mask >> c) & 1) {
-      os << (first ? "" : ",") << '"' << weight_class_name(static_cast<WeightClass>(c)) << '"';
-      first = false;
-    }
-  os << ']';
-}
-
-}  // namespace
-
-void print_json(std::ostream& os, const Observation& o) {
-  os << "{\"step\":" << o.step << ",\"rank\":" << o.rank << ",\"op\":";
-  json_string(os, o.op);
-  os << ",\"status\":\"" << status_name(o.status) << "\"";
-  if (!o.message.empty()) {
-    os << ",\"message\":";
-    json_string(os, o.message);
-  }
-  if (o.grads) {
-    os << ",\"grads\":";
-    json_names(os, *o.grads);
-  }
-  if (o.index >= 0) os << ",\"index\":" << o.index;
-  os << ",\"active\":";
-  json_names(os, o.active);
-  os << ",\"disabled\":" << (o.disabled ? "true" : "false");
-  os << ",\"optimizer\":{\"missing\":" << o.opt_missing << ",\"total\":" << o.opt_total << ",\"unregistered\":";
-  json_names(os, o.opt_unregistered);
-  os << "}";
-  os << ",\"groups\":[";
-  for (size_t i = 0; i < o.groups.size(); ++i) {
-    os << (i ? "," : "") << "{\"name\":";
-    json_string(os, o.groups[i].name);
-    os << ",\"state\":\"" << sharded_state_name(o.groups[i].state) << "\",\"registered\":\""
-       << (o.groups[i].state == ShardedState::Sharded ? "S" : "U") << "\"}";
-  }
-  os << "],\"params\":[";
-  for (size_t i = 0; i < o.params.size(); ++i) {
-    os << (i ? "," : "") << "{\"name\":";
-    json_string(os, o.params[i].name);
-    os << ",\"group\":";
-    json_string(os, o.params[i].group);
-    os << ",\"S.requires_grad\":" << (o.params[i].rg_s ? "true" : "false") << ",\"U.requires_grad\":"
-       << (o.params[i].rg_u < 0 ? "null" : o.params[i].rg_u ? "true" : "false") << ",\"device\":\""
-       << device_name(o.params[i].device) << "\",\"dtype\":\"" << dtype_name(o.params[i].dtype) << "\"}";
-  }
-  os << "],\"layers\":[";
-  for (size_t i = 0; i < o.layers.size(); ++i) {
-    os << (i ? "," : "") << "{\"name\":";
-    json_string(os, o.layers[i].name);
-    os << ",\"group\":";
-    json_string(os, o.layers[i].group);
-    os << ",\"merged\":";
-    json_names(os, o.layers[i].merged);
-    os << ",\"stored\":\"" << weight_class_name(o.layers[i].stored) << "\",\"registered\":\""
-       << weight_class_name(o.layers[i].registered) << "\"";
-    json_alt(os, "stored_alt", o.layers[i].stored_alt);
-    json_alt(os, "registered_alt", o.layers[i].registered_alt);
-    os << "}";
-  }
-  os << "],\"collectives\":[";
-  for (size_t i = 0; i < o.collectives.size(); ++i) {
-    os << (i ? "," : "") << "{\"op\":\"" << coll_op_name(o.collectives[i].op) << "\",\"group\":";
-    json_string(os, o.collectives[i].group);
-    os << ",\"count\":" << o.collectives[i].count;
-    if (o.collectives[i].op == CollOp::Broadcast) os << ",\"dtype\":\"" << dtype_name(o.collectives[i].dtype) << "\"";
-    os << ",\"parts\":{";
-    for (size_t j = 0; j < o.collectives[i].parts.size(); ++j) {
-      os << (j ? "," : "");
-      json_string(os, o.collectives[i].parts[j].param);
-      os << ":" << o.collectives[i].parts[j].numel;
-    }
-    os << "}}";
-  }
-  os << "]";
-  if (!o.deltas.empty()) {
-    os << ",\"deltas\":{";
-    for (size_t i = 0; i < o.deltas.size(); ++i) {
-      os << (i ? "," : "");
-      json_string(os, o.deltas[i].adapter);
-      os << ":\"" << weight_class_name(o.deltas[i].value) << "\"";
-    }
-    os << "}";
-  }
-  if (!o.saved.empty()) {
-    os << ",\"saved\":[";
-    for (size_t i = 0; i < o.saved.size(); ++i) {
-      os << (i ? "," : "") << "{\"name\":";
-      json_string(os, o.saved[i].name);
-      os << ",\"rows\":" << o.saved[i].rows << ",\"full_rows\":" << o.saved[i].full_rows << ",\"dtype\":\""
-         << dtype_name(o.saved[i].dtype) << "\"}";
-    }
-    os << "]";
-  }
-  if (!o.reload_diff.empty()) {
-    os << ",\"reload_diff\":";
-    json_names(os, o.reload_diff);
-  }
-  if (!o.reload_coincident.empty()) {
-    os << ",\"reload_coincident\":";
-    json_names(os, o.reload_coincident);
-  }
-  auto owners = [&](const char* key, const std::vector<OwnerBytes>& v) {
-    os << ",\"" << key << "\":{";
-    for (size_t i = 0; i < v.size(); ++i) {
-      os << (i ? "," : "");
-      json_string(os, v[i].owner);
-      os << ":" << v[i].bytes;
-    }
-    os << "}";
-  };
-  owners("sharded_bytes", o.sharded_bytes);
-  owners("peak_unsharded_bytes", o.peak_unsharded);
-  os << "}";
 }
 
 namespace {

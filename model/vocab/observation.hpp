@@ -5,6 +5,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "model/vocab/placement.hpp"
@@ -127,36 +128,79 @@ struct LayerObs {
   }
 };
 
+// The one list of an observation's fields, in printing order. Every codec
+// (the struct below, equality, observation_diff, print_json and the JSON
+// reader in observation_json.cpp, the binary form a real rank sends its
+// observer in, the trace hash) walks this list through for_each_field, so a
+// field is added here and in its value type's codecs, nowhere else.
+//   X(type, member, default, json parent or nullptr, json key, diff label, flags)
+// kOmitDefault: left out of the JSON when it holds its default. kNotCompared:
+// value backends only, settled by reconcile_value_blind (sim/value_blind.hpp),
+// so neither equality nor the diff looks at it.
+#define FSDPSIM_OBSERVATION_FIELDS(X)                                                                    \
+  X(int, step, 0, nullptr, "step", "step", 0)                                                            \
+  X(int, rank, 0, nullptr, "rank", "rank", 0)                                                            \
+  X(std::string, op, , nullptr, "op", "op", 0)                         /* canonical op text */           \
+  X(Status, status, Status::Ok, nullptr, "status", "status", 0)                                          \
+  X(std::string, message, , nullptr, "message", "message", kOmitDefault)                                 \
+  /* training ops: adapters whose shards got gradients */                                                \
+  X(std::optional<std::vector<std::string>>, grads, , nullptr, "grads", "grads", kOmitDefault)           \
+  /* key_error: first optimizer index not registered */                                                  \
+  X(int64_t, index, -1, nullptr, "index", "index", kOmitDefault)                                         \
+  X(std::vector<std::string>, active, , nullptr, "active", "active", 0) /* BaseTuner.active_adapters */  \
+  X(bool, disabled, false, nullptr, "disabled", "disabled", 0)          /* inside disable_adapter() */   \
+  /* optimizer params not currently registered, of all, and their names */                              \
+  X(int, opt_missing, 0, "optimizer", "missing", "optimizer_missing", 0)                                 \
+  X(int, opt_total, 0, "optimizer", "total", "optimizer_total", 0)                                       \
+  X(std::vector<std::string>, opt_unregistered, , "optimizer", "unregistered", "optimizer_unregistered", 0) \
+  X(std::vector<GroupObs>, groups, , nullptr, "groups", "group", 0)                                      \
+  X(std::vector<ParamObs>, params, , nullptr, "params", "param", 0)                                      \
+  X(std::vector<LayerObs>, layers, , nullptr, "layers", "layer", 0)                                      \
+  X(std::vector<Collective>, collectives, , nullptr, "collectives", "collectives", 0)                    \
+  X(std::vector<DeltaObs>, deltas, , nullptr, "deltas", "deltas", kOmitDefault)     /* delta_weight */   \
+  X(std::vector<SavedObs>, saved, , nullptr, "saved", "saved", kOmitDefault)        /* save_adapters */  \
+  /* load_adapters: parameters whose values differ from the saved ones */                                \
+  X(std::vector<std::string>, reload_diff, , nullptr, "reload_diff", "reload_diff", kOmitDefault)        \
+  /* value backends: reloaded from another rank's rows whose values equal this rank's saved ones */      \
+  X(std::vector<std::string>, reload_coincident, , nullptr, "reload_coincident", "reload_coincident",    \
+    kOmitDefault | kNotCompared)                                                                         \
+  /* memory: sharded parameters held after the op, and unsharded copies alive at its peak, per owner */  \
+  X(std::vector<OwnerBytes>, sharded_bytes, , nullptr, "sharded_bytes", "sharded_bytes", 0)              \
+  X(std::vector<OwnerBytes>, peak_unsharded, , nullptr, "peak_unsharded_bytes", "peak_unsharded", 0)
+
+// What for_each_field passes beside each field.
+struct FieldInfo {
+  const char* parent;  // the JSON object the field sits in ("optimizer"), nullptr at top level
+  const char* key;     // its JSON key
+  const char* label;   // its name in observation_diff ("param" for "param[3]")
+  int flags;
+};
+constexpr int kOmitDefault = 1, kNotCompared = 2;
+
 struct Observation {
-  int step = 0;  // 1-based op index in the sequence
-  int rank = 0;
-  std::string op;  // canonical op text
-  Status status = Status::Ok;
-  std::string message;
-  std::optional<std::vector<std::string>> grads;  // training ops: adapters whose shards got gradients
-  int64_t index = -1;                             // key_error: first optimizer index not registered
-  std::vector<std::string> active;                // BaseTuner.active_adapters, in adapter order
-  bool disabled = false;                          // inside disable_adapter()
-  int opt_missing = 0;                            // optimizer params not currently registered
-  int opt_total = 0;
-  std::vector<std::string> opt_unregistered;     // names of those optimizer params
-  std::vector<GroupObs> groups;
-  std::vector<ParamObs> params;
-  std::vector<LayerObs> layers;
-  std::vector<Collective> collectives;
-  std::vector<DeltaObs> deltas;          // delta_weight
-  std::vector<SavedObs> saved;           // save_adapters: the state dict this rank computed
-  std::vector<std::string> reload_diff;  // load_adapters: parameters whose values differ from the saved ones
-  // Value backends only: parameters reloaded from another rank's rows whose values happen to equal
-  // this rank's saved ones (the values cannot show the swap). Not compared.
-  std::vector<std::string> reload_coincident;
-  // Memory: the sharded parameters this rank holds after the op, and the
-  // unsharded copies alive at the op's peak (both per owner, adapters in order then base).
-  std::vector<OwnerBytes> sharded_bytes;
-  std::vector<OwnerBytes> peak_unsharded;
+#define FSDPSIM_DECLARE_FIELD(type, member, init, parent, key, label, flags) type member{init};
+  FSDPSIM_OBSERVATION_FIELDS(FSDPSIM_DECLARE_FIELD)
+#undef FSDPSIM_DECLARE_FIELD
 
   bool operator==(const Observation& o) const;
 };
+
+// Calls f(info, field) for every field of `o` in list order; `o` may be const.
+template <typename O, typename F>
+void for_each_field(O& o, F&& f) {
+#define FSDPSIM_VISIT_FIELD(type, member, init, parent, key, label, flags) \
+  f(FieldInfo{parent, key, label, flags}, o.member);
+  FSDPSIM_OBSERVATION_FIELDS(FSDPSIM_VISIT_FIELD)
+#undef FSDPSIM_VISIT_FIELD
+}
+// The same over two observations at once: f(info, a.field, b.field).
+template <typename A, typename B, typename F>
+void for_each_field_pair(A& a, B& b, F&& f) {
+#define FSDPSIM_VISIT_PAIR(type, member, init, parent, key, label, flags) \
+  f(FieldInfo{parent, key, label, flags}, a.member, b.member);
+  FSDPSIM_OBSERVATION_FIELDS(FSDPSIM_VISIT_PAIR)
+#undef FSDPSIM_VISIT_PAIR
+}
 
 // Field-by-field difference, empty when equal: "grads: {other} vs {}".
 std::vector<std::string> observation_diff(const Observation& a, const Observation& b);

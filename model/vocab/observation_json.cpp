@@ -1,5 +1,7 @@
 #include "model/vocab/observation_json.hpp"
 
+#include <cstring>
+
 namespace fsdpsim {
 namespace {
 
@@ -67,25 +69,6 @@ void each_member(const JsonValue& v, const std::string& path, Kind k, F f) {
   for (const auto& [key, x] : typed(v, Kind::Object, path).members) f(key, typed(x, k, path + "." + key));
 }
 
-std::vector<OwnerBytes> owner_bytes(const JsonValue& obj, const std::string& key) {
-  std::vector<OwnerBytes> out;
-  each_member(need(obj, key, "", Kind::Object), key, Kind::Number,
-              [&](const std::string& owner, const JsonValue& x) { out.push_back({owner, integer(x, key + "." + owner)}); });
-  return out;
-}
-
-// Each element of an array field as an object, with its path "key[i].".
-template <typename F>
-void each_object(const JsonValue& obj, const std::string& key, bool required, F f) {
-  const JsonValue* arr = member(obj, key, "", required);
-  if (!arr) return;
-  typed(*arr, Kind::Array, key);
-  for (size_t i = 0; i < arr->items.size(); ++i) {
-    std::string path = key + "[" + std::to_string(i) + "]";
-    f(typed(arr->items[i], Kind::Object, path), path + ".");
-  }
-}
-
 constexpr int kStatuses = kStatusCount;
 constexpr int kWeightClasses = static_cast<int>(WeightClass::Corrupt) + 1;
 constexpr int kCollOps = static_cast<int>(CollOp::Broadcast) + 1;
@@ -93,25 +76,33 @@ constexpr int kShardedStates = 2;
 constexpr int kDevices = 2;
 constexpr int kDTypes = 2;
 
-void read(const JsonValue& v, Observation& o) {
-  typed(v, Kind::Object, "observation");
-  o.step = static_cast<int>(need_int(v, "step", ""));
-  o.rank = static_cast<int>(need_int(v, "rank", ""));
-  o.op = need_str(v, "op", "");
-  o.status = need_enum<Status>(v, "status", "", kStatuses, status_name);
-  if (const JsonValue* m = member(v, "message", "", false)) o.message = typed(*m, Kind::String, "message").text;
-  if (const JsonValue* g = member(v, "grads", "", false)) o.grads = names(*g, "grads");
-  if (const JsonValue* x = member(v, "index", "", false)) o.index = integer(*x, "index");
-  o.active = names(*member(v, "active", "", true), "active");
-  o.disabled = need(v, "disabled", "", Kind::Bool).boolean;
-  const JsonValue& opt = need(v, "optimizer", "", Kind::Object);
-  o.opt_missing = static_cast<int>(need_int(opt, "missing", "optimizer."));
-  o.opt_total = static_cast<int>(need_int(opt, "total", "optimizer."));
-  o.opt_unregistered = names(*member(opt, "unregistered", "optimizer.", true), "optimizer.unregistered");
-  each_object(v, "groups", true, [&](const JsonValue& g, const std::string& p) {
-    o.groups.push_back({need_str(g, "name", p), need_enum<ShardedState>(g, "state", p, kShardedStates, sharded_state_name)});
+// Each value type's JSON form, read back. `path` names the value in errors.
+void read_value(const JsonValue& v, const std::string& path, int& out) { out = static_cast<int>(integer(v, path)); }
+void read_value(const JsonValue& v, const std::string& path, int64_t& out) { out = integer(v, path); }
+void read_value(const JsonValue& v, const std::string& path, bool& out) { out = typed(v, Kind::Bool, path).boolean; }
+void read_value(const JsonValue& v, const std::string& path, std::string& out) { out = typed(v, Kind::String, path).text; }
+void read_value(const JsonValue& v, const std::string& path, Status& out) {
+  out = enum_of<Status>(typed(v, Kind::String, path).text, path, kStatuses, status_name);
+}
+void read_value(const JsonValue& v, const std::string& path, std::vector<std::string>& out) { out = names(v, path); }
+void read_value(const JsonValue& v, const std::string& path, std::optional<std::vector<std::string>>& out) {
+  out = names(v, path);
+}
+// Lists of objects: "key[i]." prefixes each member's path.
+template <typename T, typename F>
+void read_objects(const JsonValue& v, const std::string& path, std::vector<T>& out, F one) {
+  for (size_t i = 0; i < typed(v, Kind::Array, path).items.size(); ++i) {
+    std::string p = path + "[" + std::to_string(i) + "].";
+    out.push_back(one(typed(v.items[i], Kind::Object, p.substr(0, p.size() - 1)), p));
+  }
+}
+void read_value(const JsonValue& v, const std::string& path, std::vector<GroupObs>& out) {
+  read_objects(v, path, out, [](const JsonValue& g, const std::string& p) {
+    return GroupObs{need_str(g, "name", p), need_enum<ShardedState>(g, "state", p, kShardedStates, sharded_state_name)};
   });
-  each_object(v, "params", true, [&](const JsonValue& x, const std::string& p) {
+}
+void read_value(const JsonValue& v, const std::string& path, std::vector<ParamObs>& out) {
+  read_objects(v, path, out, [](const JsonValue& x, const std::string& p) {
     ParamObs po;
     po.name = need_str(x, "name", p);
     po.group = need_str(x, "group", p);
@@ -120,9 +111,11 @@ void read(const JsonValue& v, Observation& o) {
     po.rg_u = u.kind == Kind::Null ? -1 : typed(u, Kind::Bool, p + "U.requires_grad").boolean ? 1 : 0;
     po.device = need_enum<Device>(x, "device", p, kDevices, device_name);
     po.dtype = need_enum<DType>(x, "dtype", p, kDTypes, dtype_name);
-    o.params.push_back(po);
+    return po;
   });
-  each_object(v, "layers", true, [&](const JsonValue& x, const std::string& p) {
+}
+void read_value(const JsonValue& v, const std::string& path, std::vector<LayerObs>& out) {
+  read_objects(v, path, out, [](const JsonValue& x, const std::string& p) {
     LayerObs l;
     l.name = need_str(x, "name", p);
     l.group = need_str(x, "group", p);
@@ -138,9 +131,11 @@ void read(const JsonValue& v, Observation& o) {
     };
     l.stored_alt = alt("stored_alt");
     l.registered_alt = alt("registered_alt");
-    o.layers.push_back(l);
+    return l;
   });
-  each_object(v, "collectives", true, [&](const JsonValue& x, const std::string& p) {
+}
+void read_value(const JsonValue& v, const std::string& path, std::vector<Collective>& out) {
+  read_objects(v, path, out, [](const JsonValue& x, const std::string& p) {
     Collective c;
     c.op = need_enum<CollOp>(x, "op", p, kCollOps, coll_op_name);
     c.group = need_str(x, "group", p);
@@ -149,23 +144,170 @@ void read(const JsonValue& v, Observation& o) {
     each_member(need(x, "parts", p, Kind::Object), p + "parts", Kind::Number, [&](const std::string& k, const JsonValue& n) {
       c.parts.push_back({k, integer(n, p + "parts." + k)});
     });
-    o.collectives.push_back(c);
+    return c;
   });
-  if (const JsonValue* d = member(v, "deltas", "", false))
-    each_member(*d, "deltas", Kind::String, [&](const std::string& k, const JsonValue& w) {
-      o.deltas.push_back({k, enum_of<WeightClass>(w.text, "deltas." + k, kWeightClasses, weight_class_name)});
-    });
-  each_object(v, "saved", false, [&](const JsonValue& x, const std::string& p) {
-    o.saved.push_back({need_str(x, "name", p), need_int(x, "rows", p), need_int(x, "full_rows", p),
-                       need_enum<DType>(x, "dtype", p, kDTypes, dtype_name)});
+}
+void read_value(const JsonValue& v, const std::string& path, std::vector<DeltaObs>& out) {
+  each_member(v, path, Kind::String, [&](const std::string& k, const JsonValue& w) {
+    out.push_back({k, enum_of<WeightClass>(w.text, path + "." + k, kWeightClasses, weight_class_name)});
   });
-  if (const JsonValue* r = member(v, "reload_diff", "", false)) o.reload_diff = names(*r, "reload_diff");
-  if (const JsonValue* r = member(v, "reload_coincident", "", false)) o.reload_coincident = names(*r, "reload_coincident");
-  o.sharded_bytes = owner_bytes(v, "sharded_bytes");
-  o.peak_unsharded = owner_bytes(v, "peak_unsharded_bytes");
+}
+void read_value(const JsonValue& v, const std::string& path, std::vector<SavedObs>& out) {
+  read_objects(v, path, out, [](const JsonValue& x, const std::string& p) {
+    return SavedObs{need_str(x, "name", p), need_int(x, "rows", p), need_int(x, "full_rows", p),
+                    need_enum<DType>(x, "dtype", p, kDTypes, dtype_name)};
+  });
+}
+void read_value(const JsonValue& v, const std::string& path, std::vector<OwnerBytes>& out) {
+  each_member(v, path, Kind::Number, [&](const std::string& owner, const JsonValue& x) {
+    out.push_back({owner, integer(x, path + "." + owner)});
+  });
+}
+
+// The fields in FSDPSIM_OBSERVATION_FIELDS' order: those print_json always
+// writes are required, the others keep their defaults when absent.
+void read(const JsonValue& v, Observation& o) {
+  typed(v, Kind::Object, "observation");
+  for_each_field(o, [&](const FieldInfo& f, auto& field) {
+    const JsonValue* in = &v;
+    std::string prefix;
+    if (f.parent) {
+      in = &need(v, f.parent, "", Kind::Object);
+      prefix = std::string(f.parent) + ".";
+    }
+    if (const JsonValue* x = member(*in, f.key, prefix, !(f.flags & kOmitDefault))) read_value(*x, prefix + f.key, field);
+  });
+}
+
+// Each value type's JSON form, written.
+void write_value(std::ostream& os, int v) { os << v; }
+void write_value(std::ostream& os, int64_t v) { os << v; }
+void write_value(std::ostream& os, bool v) { os << (v ? "true" : "false"); }
+void write_value(std::ostream& os, const std::string& v) { print_json_string(os, v); }
+void write_value(std::ostream& os, Status v) { os << '"' << status_name(v) << '"'; }
+void write_value(std::ostream& os, const std::vector<std::string>& v) {
+  os << '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) os << ',';
+    print_json_string(os, v[i]);
+  }
+  os << ']';
+}
+void write_value(std::ostream& os, const std::optional<std::vector<std::string>>& v) {
+  if (v) write_value(os, *v);
+  else os << "null";
+}
+// "stored_alt":["extra_delta"], only when some class is set.
+void write_alt(std::ostream& os, const char* key, uint8_t mask) {
+  if (!mask) return;
+  os << ",\"" << key << "\":[";
+  bool first = true;
+  for (int c = 0; c < kWeightClasses; ++c)
+    if ((mask >> c) & 1) {
+      os << (first ? "" : ",") << '"' << weight_class_name(static_cast<WeightClass>(c)) << '"';
+      first = false;
+    }
+  os << ']';
+}
+void write_one(std::ostream& os, const GroupObs& g) {
+  os << "{\"name\":";
+  print_json_string(os, g.name);
+  os << ",\"state\":\"" << sharded_state_name(g.state) << "\",\"registered\":\""
+     << (g.state == ShardedState::Sharded ? "S" : "U") << "\"}";
+}
+void write_one(std::ostream& os, const ParamObs& p) {
+  os << "{\"name\":";
+  print_json_string(os, p.name);
+  os << ",\"group\":";
+  print_json_string(os, p.group);
+  os << ",\"S.requires_grad\":" << (p.rg_s ? "true" : "false") << ",\"U.requires_grad\":"
+     << (p.rg_u < 0 ? "null" : p.rg_u ? "true" : "false") << ",\"device\":\"" << device_name(p.device)
+     << "\",\"dtype\":\"" << dtype_name(p.dtype) << "\"}";
+}
+void write_one(std::ostream& os, const LayerObs& l) {
+  os << "{\"name\":";
+  print_json_string(os, l.name);
+  os << ",\"group\":";
+  print_json_string(os, l.group);
+  os << ",\"merged\":";
+  write_value(os, l.merged);
+  os << ",\"stored\":\"" << weight_class_name(l.stored) << "\",\"registered\":\"" << weight_class_name(l.registered) << "\"";
+  write_alt(os, "stored_alt", l.stored_alt);
+  write_alt(os, "registered_alt", l.registered_alt);
+  os << "}";
+}
+void write_one(std::ostream& os, const Collective& c) {
+  os << "{\"op\":\"" << coll_op_name(c.op) << "\",\"group\":";
+  print_json_string(os, c.group);
+  os << ",\"count\":" << c.count;
+  if (c.op == CollOp::Broadcast) os << ",\"dtype\":\"" << dtype_name(c.dtype) << "\"";
+  os << ",\"parts\":{";
+  for (size_t j = 0; j < c.parts.size(); ++j) {
+    os << (j ? "," : "");
+    print_json_string(os, c.parts[j].param);
+    os << ":" << c.parts[j].numel;
+  }
+  os << "}}";
+}
+void write_one(std::ostream& os, const SavedObs& s) {
+  os << "{\"name\":";
+  print_json_string(os, s.name);
+  os << ",\"rows\":" << s.rows << ",\"full_rows\":" << s.full_rows << ",\"dtype\":\"" << dtype_name(s.dtype) << "\"}";
+}
+template <typename T>
+void write_value(std::ostream& os, const std::vector<T>& v) {  // a list of objects
+  os << '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) os << ',';
+    write_one(os, v[i]);
+  }
+  os << ']';
+}
+// Name-keyed lists as one object: {"a":"exact"}, {"a":640,"base":1680}.
+void write_value(std::ostream& os, const std::vector<DeltaObs>& v) {
+  os << '{';
+  for (size_t i = 0; i < v.size(); ++i) {
+    os << (i ? "," : "");
+    print_json_string(os, v[i].adapter);
+    os << ":\"" << weight_class_name(v[i].value) << "\"";
+  }
+  os << '}';
+}
+void write_value(std::ostream& os, const std::vector<OwnerBytes>& v) {
+  os << '{';
+  for (size_t i = 0; i < v.size(); ++i) {
+    os << (i ? "," : "");
+    print_json_string(os, v[i].owner);
+    os << ":" << v[i].bytes;
+  }
+  os << '}';
 }
 
 }  // namespace
+
+void print_json(std::ostream& os, const Observation& o) {
+  static const Observation fresh{};
+  const char* open = nullptr;  // the nested object being written
+  bool first = true;
+  os << '{';
+  for_each_field_pair(o, fresh, [&](const FieldInfo& f, const auto& x, const auto& d) {
+    if ((f.flags & kOmitDefault) && x == d) return;
+    if (open && (!f.parent || std::strcmp(open, f.parent) != 0)) {
+      os << '}';
+      open = nullptr;
+    }
+    if (f.parent && !open) {
+      os << (first ? "" : ",") << '"' << f.parent << "\":{";
+      open = f.parent;
+      first = true;
+    }
+    os << (first ? "" : ",") << '"' << f.key << "\":";
+    first = false;
+    write_value(os, x);
+  });
+  if (open) os << '}';
+  os << '}';
+}
 
 bool observation_from_json(const JsonValue& v, Observation* out, std::string* error) {
   Observation o;
