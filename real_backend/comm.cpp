@@ -122,14 +122,6 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
     any_finished = any_finished || p[r][0] == kFinish;
   }
   if (!same) throw CollectiveFailure(any_finished ? Status::Hang : Status::Mismatch, describe(prints));
-  if (any_dtensor)
-    for (int r = 0; r < world_; ++r)
-      for (int k = kMembers; k < kPrint; ++k)
-        if (p[r][k] != p[0][k]) {
-          ++mixed_gathers_;
-          r = world_;
-          break;
-        }
   if (!inline_payload) return at::Tensor();
   return out.narrow(1, kPrintFloats, n).clone();
 }

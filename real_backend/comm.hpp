@@ -92,9 +92,6 @@ class Comm {
   void finish(int step);
 
   std::vector<IssuedCollective>& issued() { return issued_; }
-  // DTensor all-gathers so far whose peers packed other parameters than this rank
-  // (ranks out of step): what came back is a mix of different tensors' rows.
-  int64_t mixed_gathers() const { return mixed_gathers_; }
   // Where this rank reports the collective it waits in (process ranks; may be null).
   void set_probe(RankProbe* probe) { probe_ = probe; }
 
@@ -109,7 +106,6 @@ class Comm {
   c10::intrusive_ptr<c10d::Store> store_;
   int64_t sequence_ = 0;
   std::chrono::milliseconds timeout_;
-  int64_t mixed_gathers_ = 0;
   int rank_, world_;
   std::vector<std::string> group_names_, param_names_;
   std::vector<IssuedCollective> issued_;

@@ -105,6 +105,43 @@ WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::ve
   return c;
 }
 
+// delta_weight on a Linear layer: each value get_delta_weight returned against
+// the full B @ A * scaling of every rank's shards at that moment (`full(p)`),
+// compared on the rows it holds; a Partial value is the sum over the ranks'
+// (upstream's judge.py does the same). Experts layers were judged by the rank.
+template <typename Full>
+void judge_deltas(const Layout& layout, const std::vector<std::vector<RankReport>>& per_rank, int r, const RankReport& rep,
+                  Full full, Observation& o) {
+  if (rep.delta_layer < 0) return;
+  const LayerSpec& ls = layout.layers[rep.delta_layer];
+  const ParamSpec& wspec = layout.params[ls.weight];
+  for (size_t k = 0; k < rep.deltas.size() && k < rep.delta_values.size(); ++k) {
+    if (rep.delta_form[k] == kDeltaJudged) continue;
+    const int a = layout.adapter_named(rep.deltas[k].adapter);
+    const int pa = ls.lora_a[a], pb = ls.lora_b[a];
+    Mat want = matmul(full(pb), full(pa), ls.out, layout.params[pa].rows, ls.in);
+    for (auto& v : want) v *= lora_scaling(layout, a);
+    Mat got = rep.delta_values[k];
+    if (rep.delta_form[k] == kDeltaChunk) want = rows_of(want, wspec, r);
+    if (rep.delta_form[k] == kDeltaPartial) {  // every rank's local value at this step
+      got.assign(want.size(), 0.0f);
+      for (const auto& reports : per_rank) {
+        auto it = std::find_if(reports.begin(), reports.end(), [&](const RankReport& q) { return q.step == rep.step; });
+        if (it == reports.end() || k >= it->delta_values.size() || it->delta_values[k].size() != want.size()) return;
+        for (size_t i = 0; i < got.size(); ++i) got[i] += it->delta_values[k][i];
+      }
+    }
+    float scale = 0.0f;
+    for (float v : want) scale = std::max(scale, std::fabs(v));
+    // bf16 adapter weights: B @ A of bf16 values, rounded once more than this fp32 product.
+    const bool bf16 = std::any_of(rep.params.begin(), rep.params.end(), [&](const ParamObs& q) {
+      return q.dtype == DType::BF16 && (q.name == layout.params[pa].name || q.name == layout.params[pb].name);
+    });
+    const bool ok = got.size() == want.size() && close(got, want, scale, bf16 ? scale : 0.0f);
+    o.deltas[k].value = ok ? WeightClass::Exact : WeightClass::Corrupt;
+  }
+}
+
 }  // namespace
 
 std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std::vector<std::vector<RankReport>>& per_rank) {
@@ -188,6 +225,14 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           }
           o.layers.push_back(lo);
         }
+        judge_deltas(layout, per_rank, r, rep, [&](int p) {
+          const ParamSpec& ps = layout.params[p];
+          if (ps.group < 0 || rep.whole[p])
+            return rep.s_values[p].empty() ? Mat(static_cast<size_t>(ps.rows * ps.cols), 0.0f) : rep.s_values[p];
+          std::vector<const Mat*> chunks;
+          for (int j = 0; j < world; ++j) chunks.push_back(j == r ? &rep.s_values[p] : &view_of(j, r, ri).s_values[p]);
+          return assemble(ps, chunks);
+        }, o);
       }
       out.push_back(std::move(o));
     }

@@ -21,6 +21,12 @@ void write_report(std::string& out, const RankReport& r) {
     w.bytes(r.s_values[i].data(), r.s_values[i].size() * sizeof(float));
     w.bytes(r.u_values[i].data(), r.u_values[i].size() * sizeof(float));
   }
+  w.i64(r.delta_layer);
+  w.i64(static_cast<int64_t>(r.delta_values.size()));
+  for (size_t i = 0; i < r.delta_values.size(); ++i) {
+    w.i64(r.delta_form[i]);
+    w.bytes(r.delta_values[i].data(), r.delta_values[i].size() * sizeof(float));
+  }
 }
 
 bool read_report(const std::string& in, size_t* pos, RankReport* r) {
@@ -45,6 +51,14 @@ bool read_report(const std::string& in, size_t* pos, RankReport* r) {
     r->whole[i] = static_cast<uint8_t>(rd.i64());
     r->s_values[i] = rd.pod_array<float>();
     r->u_values[i] = rd.pod_array<float>();
+  }
+  r->delta_layer = static_cast<int>(rd.i64());
+  const size_t nd = rd.count(2 * sizeof(int64_t));
+  r->delta_values.resize(nd);
+  r->delta_form.resize(nd);
+  for (size_t i = 0; i < nd && rd.ok; ++i) {
+    r->delta_form[i] = static_cast<uint8_t>(rd.i64());
+    r->delta_values[i] = rd.pod_array<float>();
   }
   if (!rd.ok) return false;
   *pos = rd.p;

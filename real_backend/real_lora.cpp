@@ -12,7 +12,10 @@ namespace fsdpsim::real {
 // lora/layer.py::Linear.get_delta_weight: B @ A * scaling from the registered A
 // and B. On a sharded layer (DTensors) the matmul all-gathers A and yields this
 // rank's rows of the delta, matching W's shard.
-at::Tensor RealRank::delta(int layer, int adapter) {
+at::Tensor RealRank::delta(int layer, int adapter, DeltaForm* form) {
+  DeltaForm unused;
+  if (!form) form = &unused;
+  *form = kDeltaJudged;
   at::NoGradGuard ng;
   const LayerSpec& ls = layout_->layers[layer];
   if (ls.experts > 0) return experts_delta(layer, adapter, nullptr, true);
@@ -22,10 +25,12 @@ at::Tensor RealRank::delta(int layer, int adapter) {
   bool w_sharded = !unsharded_[layout_->params[pw].group];
   bool a_managed = group_of(pa) >= 0;
   if (a_managed && !unsharded_[a_spec.group]) {
-    if (layout_->world > 1 && layout_->params[pw].rows < layout_->world) return delta_few_rows(layer, adapter);
+    if (layout_->world > 1 && layout_->params[pw].rows < layout_->world) return delta_few_rows(layer, adapter, form);
+    *form = kDeltaChunk;
     return at::matmul(params_[pb].s, gather_full(pa)) * scale;  // B's rows line up with W's shard
   }
   at::Tensor d = at::matmul(registered(pb), registered(pa)) * scale;
+  *form = w_sharded ? kDeltaChunk : kDeltaFull;
   if (!w_sharded) return d;
   return chunk_of(std::vector<float>(d.data_ptr<float>(), d.data_ptr<float>() + d.numel()), layout_->params[pw]);
 }
@@ -35,16 +40,18 @@ at::Tensor RealRank::delta(int layer, int adapter) {
 // r >= world, B moves to Shard(1): one all-gather of B's rows padded on dim 1
 // to a multiple of the world, and this rank's Partial product B[:, my r] @ A's
 // rows; else B and A are both gathered and the delta is replicated.
-at::Tensor RealRank::delta_few_rows(int layer, int adapter) {
+at::Tensor RealRank::delta_few_rows(int layer, int adapter, DeltaForm* form) {
   const LayerSpec& ls = layout_->layers[layer];
   const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter];
   const ParamSpec& bs = layout_->params[pb];
   const int64_t w = layout_->world, r = layout_->params[pa].rows;
   const float scale = lora_scaling(*layout_, adapter);
   if (r < w) {
+    if (form) *form = kDeltaFull;
     at::Tensor b_full = gather_full(pb);  // B first, then A, as the matmul's redistribution does
     return at::matmul(b_full, gather_full(pa)) * scale;
   }
+  if (form) *form = kDeltaPartial;
   const int64_t cols = (r + w - 1) / w;
   at::Tensor local = at::zeros({bs.chunk_rows, cols * w});
   local.narrow(1, 0, r).copy_(params_[pb].s.reshape({bs.chunk_rows, r}));

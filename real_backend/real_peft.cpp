@@ -242,25 +242,21 @@ void RealRank::op_delta_weight(int layer) {
     // The tuner's active adapters (BaseTuner.active_adapters), which a delete can leave
     // different from this layer's own list.
     if (!((active_ >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
-    WeightClass value = WeightClass::Exact;  // Linear: B @ A on whatever is registered
+    WeightClass value = WeightClass::Exact;
+    DeltaForm form = kDeltaJudged;
+    std::vector<float> values;
     if (ls.experts > 0) {
       experts_delta(layer, static_cast<int>(a), &value, false);
     } else {
-      const int64_t mixed_before = comm_->mixed_gathers();
-      delta(layer, static_cast<int>(a));
-      if (comm_->mixed_gathers() != mixed_before) value = WeightClass::Corrupt;  // A gathered from other tensors' rows
-      // Off an unsharded copy whose values this rank's shards no longer hold (stepped since the
-      // all-gather): not the adapter's delta.
-      for (int p : {ls.lora_a[a], ls.lora_b[a]}) {
-        if (detached_[p] || group_of(p) < 0 || !unsharded_[layout_->params[p].group]) continue;
-        const ParamSpec& ps = layout_->params[p];
-        const int64_t rows = ps.local_rows(comm_->rank());
-        if (rows == 0) continue;
-        at::Tensor u_rows = params_[p].u.detach().reshape({ps.rows, ps.cols}).narrow(0, comm_->rank() * ps.chunk_rows, rows);
-        at::Tensor s_rows = params_[p].s.detach().reshape({ps.chunk_rows, ps.cols}).narrow(0, 0, rows);
-        if (!at::equal(u_rows, s_rows)) value = WeightClass::Corrupt;
-      }
+      // Linear: B @ A on whatever is registered, judged by the observer against the full B @ A
+      // of every rank's shards (observer.cpp): off a stale unsharded copy, or through an
+      // all-gather mixed with another tensor's rows, the values are not the adapter's delta.
+      at::Tensor d = delta(layer, static_cast<int>(a), &form).detach().to(at::kFloat).contiguous();
+      values.assign(d.data_ptr<float>(), d.data_ptr<float>() + d.numel());
     }
+    delta_layer_ = layer;
+    delta_values_.push_back(std::move(values));
+    delta_form_.push_back(form);
     deltas_.push_back({layout_->adapters[a].name, value});
   }
 }

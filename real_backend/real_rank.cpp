@@ -113,6 +113,9 @@ RankReport RealRank::apply(const Op& op, int step) {
   grads_ = 0;
   comm_->issued().clear();
   deltas_.clear();
+  delta_layer_ = -1;
+  delta_values_.clear();
+  delta_form_.clear();
   saved_obs_.clear();
   reload_diff_.clear();
   reload_coincident_.clear();
@@ -187,6 +190,9 @@ RankReport RealRank::report(const Op& op, int step) {
     if ((active_ >> a) & 1) r.active.push_back(layout_->adapters[a].name);
   r.disabled = disabled_;
   r.deltas = deltas_;
+  r.delta_layer = delta_layer_;
+  r.delta_values = delta_values_;
+  r.delta_form = delta_form_;
   int first = -1;
   r.opt_missing = optimizer_unregistered(&first, &r.opt_unregistered);
   r.opt_total = static_cast<int>(optimizer_.size());

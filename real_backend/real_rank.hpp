@@ -54,7 +54,7 @@ class RealRank {
  private:
   void run_op(const Op& op);
   // --- FSDP2 (real_fsdp.cpp) ---
-  at::Tensor delta_few_rows(int layer, int adapter);  // DTensor's B @ A when W has fewer rows than ranks
+  at::Tensor delta_few_rows(int layer, int adapter, DeltaForm* form = nullptr);  // DTensor's B @ A when W has fewer rows than ranks
   void check_mixed(int layer, int adapter, bool add);  // a plain delta into a DTensor shard
   void check_inplace_placement(int layer, int adapter, bool add);  // DTensor's in-place rule
   at::ScalarType param_dtype(int p);
@@ -78,7 +78,7 @@ class RealRank {
   // The FSDPParam group g holds under p's name: the deleted module's (the ghost) after a re-add.
   RealParam& fsdp_param(int p) { return detached_[p] ? ghost_[p] : params_[p]; }
   // --- LoRA layers and PEFT ops (real_lora.cpp, real_peft.cpp) ---
-  at::Tensor delta(int layer, int adapter);
+  at::Tensor delta(int layer, int adapter, DeltaForm* form = nullptr);  // *form: which rows it returned
   void apply_delta(int layer, const at::Tensor& d, bool add);
   // --- ParamWrapper (experts) layers (real_experts.cpp) ---
   at::Tensor experts_delta(int layer, int adapter, WeightClass* value, bool merge);
@@ -195,6 +195,9 @@ class RealRank {
   int64_t index_ = -1;
   uint32_t grads_ = 0;
   std::vector<DeltaObs> deltas_;  // delta_weight
+  int delta_layer_ = -1;          // ... its layer, and per entry of deltas_ the values and their rows
+  std::vector<std::vector<float>> delta_values_;
+  std::vector<uint8_t> delta_form_;
 };
 
 }  // namespace fsdpsim::real

@@ -96,3 +96,40 @@ TEST(Observer, AZeroDeltaNamesTheOtherClassesTheValuesFit) {
   EXPECT_EQ(t.classify(0, 0, false, &alt), WeightClass::MissingDelta);
   EXPECT_EQ(alt, 0u);
 }
+
+// delta_weight on a Linear layer: the observer judges what get_delta_weight returned
+// against the full B @ A * scaling of the ranks' shards, on the rows it holds.
+namespace {
+WeightClass judge_delta(const OneLayer& t, DeltaForm form, float factor, int world_rows_rank = 0) {
+  RankReport rep;
+  rep.step = 1;
+  rep.op = "delta_weight lin0";
+  rep.groups = {{"root", ShardedState::Sharded}};
+  rep.merged = {{}};
+  const size_t n = t.layout.params.size();
+  rep.present.assign(n, 1);
+  rep.u_registered.assign(n, 0);
+  rep.whole.assign(n, 0);
+  rep.u_values.assign(n, {});
+  for (size_t p = 0; p < n; ++p) rep.s_values.push_back(initial_values(t.layout, kSeed, static_cast<int>(p)));
+  rep.deltas = {{"a", WeightClass::Exact}};
+  rep.delta_layer = 0;
+  std::vector<float> d = t.delta;
+  for (auto& v : d) v *= factor;
+  if (form == kDeltaChunk) d.resize(d.size() / 3 * (world_rows_rank + 1));  // world 1: the chunk is every row
+  rep.delta_values = {d};
+  rep.delta_form = {static_cast<uint8_t>(form)};
+  return observe(t.layout, kSeed, {{rep}}).at(0).deltas.at(0).value;
+}
+}  // namespace
+
+TEST(Observer, ALinearDeltaIsJudgedByItsValues) {
+  OneLayer t;
+  EXPECT_EQ(judge_delta(t, kDeltaFull, 1), WeightClass::Exact);
+  EXPECT_EQ(judge_delta(t, kDeltaFull, 2), WeightClass::Corrupt) << "twice the delta is not B @ A * scaling";
+  EXPECT_EQ(judge_delta(t, kDeltaFull, 0), WeightClass::Corrupt);
+  EXPECT_EQ(judge_delta(t, kDeltaChunk, 1, 2), WeightClass::Exact) << "world 1: the rank's chunk is the whole delta";
+  EXPECT_EQ(judge_delta(t, kDeltaPartial, 1), WeightClass::Exact) << "one rank's Partial value is the sum";
+  EXPECT_EQ(judge_delta(t, kDeltaPartial, 0.5f), WeightClass::Corrupt);
+  EXPECT_EQ(judge_delta(t, kDeltaJudged, 2), WeightClass::Exact) << "an experts delta keeps the rank's own judgement";
+}
