@@ -1,0 +1,47 @@
+#include "model/spec/s1_grads_checker.hpp"
+
+namespace fsdpsim::spec {
+
+void S1GradsChecker::observe(const SpecContext& ctx, const Op& op, const Observation& o, Mask intended,
+                             std::vector<Finding>& out) {
+  RankOutput& r = ranks_[o.rank];
+  if (op.is_training()) {
+    // A backward of an eval output fails by design; one whose forward ran before
+    // the user changed adapters answers to no set_adapter in particular.
+    const bool from_eval = op.kind == OpKind::Backward && (r.eval_output || r.flags_since_forward);
+    r.eval_output = false;
+    check(ctx, o, intended, from_eval, out);
+  }
+  if (op.kind == OpKind::Forward || op.kind == OpKind::Eval) {
+    r.eval_output = op.kind == OpKind::Eval;
+    r.flags_since_forward = false;
+  }
+  if (sets_flags(op.kind)) r.flags_since_forward = true;
+}
+
+void S1GradsChecker::check(const SpecContext& ctx, const Observation& o, Mask intended, bool from_eval,
+                           std::vector<Finding>& out) const {
+  if (o.status != Status::Ok && o.status != Status::NoGradFn) return;
+  if (from_eval || o.disabled) return;  // disabled trains nothing
+  for (const auto& l : o.layers)
+    if (!l.merged.empty()) return;  // merged layers skip the LoRA path by design
+  const Mask want = intended & ctx.present_in(o);
+  const Mask got = o.status == Status::Ok && o.grads ? ctx.mask_of(*o.grads) : 0;
+  if (want == got) return;
+  std::string detail = (want ? "expected gradients on " + ctx.text(want) : "expected no gradients") + ", got " +
+                       (o.status == Status::NoGradFn ? std::string("no_grad_fn") : ctx.text(got));
+  const Mask wrong = want ^ got;
+  for (const auto& p : o.params)
+    if (ctx.owner_mask(p.name) & wrong) {
+      detail += "; " + param_detail(o, p.name);
+      break;
+    }
+  out.push_back(finding("S1", o.step, o.rank, detail));
+}
+
+uint32_t S1GradsChecker::key_bits(int rank) const {
+  const RankOutput& r = ranks_[rank];
+  return (r.eval_output ? 1u << 24 : 0) | (r.flags_since_forward ? 1u << 25 : 0);
+}
+
+}  // namespace fsdpsim::spec

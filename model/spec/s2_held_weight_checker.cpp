@@ -1,0 +1,29 @@
+#include "model/spec/s2_held_weight_checker.hpp"
+
+#include "model/vocab/text.hpp"
+
+namespace fsdpsim::spec {
+
+void S2HeldWeightChecker::observe(const Observation& o, std::vector<Finding>& out) {
+  uint32_t& reported = reported_[o.rank];
+  for (size_t l = 0; l < o.layers.size() && l < layers_; ++l) {
+    const LayerObs& lo = o.layers[l];
+    const uint32_t bit = 1u << l;
+    if (lo.registered == WeightClass::Exact) {
+      reported &= ~bit;
+      continue;
+    }
+    if (reported & bit) continue;
+    reported |= bit;
+    out.push_back(finding("S2", o.step, o.rank,
+                          "layer " + lo.name + " merged=[" + join(lo.merged) + "] but its " +
+                              (unsharded(o, lo.group) ? "unsharded copy" : "shard") + " is " +
+                              weight_class_name(lo.registered) + " (stored shard " + weight_class_name(lo.stored) + ")"));
+  }
+}
+
+void S2HeldWeightChecker::append_key(int rank, std::vector<uint32_t>& out) const {
+  for (size_t l = 0; l < layers_; ++l) out.push_back((reported_[rank] >> l) & 1);
+}
+
+}  // namespace fsdpsim::spec

@@ -1,0 +1,87 @@
+#include "model/spec/s5_agreement_checker.hpp"
+
+#include "model/vocab/text.hpp"
+
+namespace fsdpsim::spec {
+namespace {
+
+bool is_stuck(const Observation& o) { return o.status == Status::Hang || o.status == Status::Mismatch; }
+
+// A described field; a stored weight's also carries its classes: its reading and, from a
+// value backend, the others its values fit (0 for every other field).
+struct Field {
+  std::string name, value;
+  uint8_t classes = 0;
+};
+
+// Every field S5 compares, worded; built only once the ranks differ.
+std::vector<Field> describe(const SpecContext& ctx, const Observation& o) {
+  std::vector<Field> f;
+  f.push_back({"adapters in the model", ctx.text(ctx.present_in(o))});
+  f.push_back({"active adapters", names_set_text(o.active)});
+  f.push_back({"disabled", o.disabled ? "true" : "false"});
+  for (const auto& l : o.layers) {
+    f.push_back({l.name + " merged", "[" + join(l.merged) + "]"});
+    f.push_back({l.name + " stored weight", weight_class_name(l.stored),
+                 static_cast<uint8_t>((1u << static_cast<int>(l.stored)) | l.stored_alt)});
+  }
+  for (const auto& p : o.params) f.push_back({p.name + " S.requires_grad", p.rg_s ? "true" : "false"});
+  for (const auto& p : o.params) f.push_back({p.name + " dtype", dtype_name(p.dtype)});
+  for (const auto& sv : o.saved) f.push_back({"saved " + sv.name + " dtype", dtype_name(sv.dtype)});
+  return f;
+}
+
+}  // namespace
+
+bool S5AgreementChecker::stuck(const Observation& o, std::vector<Finding>& out) {
+  if (!is_stuck(o)) return false;
+  if (!collective_reported_) out.push_back(finding("S5", o.step, -1, o.message));
+  collective_reported_ = true;
+  return true;
+}
+
+void S5AgreementChecker::after_step(const SpecContext& ctx, const Observation* obs, size_t n, std::vector<Finding>& out) {
+  if (ctx.world() < 2 || n != static_cast<size_t>(ctx.world())) return;
+  for (size_t k = 0; k < n; ++k)
+    if (is_stuck(obs[k])) return;
+  bool all_same = true;
+  for (size_t k = 1; k < n && all_same; ++k) all_same = same_agreement_fields(obs[0], obs[k]);
+  if (all_same) {
+    disagreement_reported_ = false;
+    return;
+  }
+  const auto base = describe(ctx, obs[0]);
+  for (size_t k = 1; k < n; ++k) {
+    const auto other = describe(ctx, obs[k]);
+    for (size_t x = 0; x < base.size() && x < other.size(); ++x) {
+      if (base[x].value == other[x].value) continue;
+      // values that fit a common class are no proven disagreement (sim/value_blind.hpp)
+      if (base[x].classes & other[x].classes) continue;
+      if (!disagreement_reported_)
+        out.push_back(finding("S5", obs[0].step, -1,
+                              "ranks disagree on " + base[x].name + ": rank " + std::to_string(obs[0].rank) + " " +
+                                  base[x].value + ", rank " + std::to_string(obs[k].rank) + " " + other[x].value));
+      disagreement_reported_ = true;
+      return;
+    }
+  }
+  disagreement_reported_ = false;
+}
+
+bool same_agreement_fields(const Observation& a, const Observation& b) {
+  if (a.active != b.active || a.disabled != b.disabled || a.layers.size() != b.layers.size() ||
+      a.params.size() != b.params.size() || a.saved.size() != b.saved.size())
+    return false;
+  for (size_t l = 0; l < a.layers.size(); ++l)
+    if (a.layers[l].name != b.layers[l].name || a.layers[l].merged != b.layers[l].merged ||
+        a.layers[l].stored != b.layers[l].stored)
+      return false;
+  for (size_t p = 0; p < a.params.size(); ++p)
+    if (a.params[p].name != b.params[p].name || a.params[p].rg_s != b.params[p].rg_s || a.params[p].dtype != b.params[p].dtype)
+      return false;
+  for (size_t x = 0; x < a.saved.size(); ++x)
+    if (a.saved[x].dtype != b.saved[x].dtype) return false;
+  return true;
+}
+
+}  // namespace fsdpsim::spec

@@ -1,0 +1,36 @@
+#include "model/spec/s6_saved_adapters_checker.hpp"
+
+namespace fsdpsim::spec {
+namespace {
+
+// save_adapters: the selected adapters that are missing, then the first tensor
+// saved as a shard ("" when the save is whole).
+std::string save_problem(const SpecContext& ctx, const Op& op, const Observation& o) {
+  std::string why;
+  const Mask selected = op.names.empty() ? ctx.present_in(o) : ctx.mask_of(op.names);
+  Mask saved = 0;
+  for (const auto& sv : o.saved) saved |= ctx.owner_mask(sv.name);
+  const Mask lost = selected & ~saved;
+  if (lost) why = "adapters " + ctx.text(lost) + " were not saved (saved: " + ctx.text(saved) + ")";
+  for (const auto& sv : o.saved) {
+    if (sv.rows == sv.full_rows) continue;
+    why += (why.empty() ? "" : "; ") + sv.name + " saved " + std::to_string(sv.rows) + " of " +
+           std::to_string(sv.full_rows) + " rows (this rank's shard, not the full tensor)";
+    break;
+  }
+  return why;
+}
+
+}  // namespace
+
+void check_saved_adapters(const SpecContext& ctx, const Op& op, const Observation& o, std::vector<Finding>& out) {
+  std::string why;
+  if (op.kind == OpKind::SaveAdapters && o.status == Status::Ok) why = save_problem(ctx, op, o);
+  if (op.kind == OpKind::LoadAdapters && o.status != Status::Ok && o.status != Status::ValueError)
+    why = "load_adapters raised " + std::string(status_name(o.status)) + ": " + o.message;
+  if (op.kind == OpKind::LoadAdapters && !o.reload_diff.empty())
+    why = "reloaded values differ from the saved ones: " + names_set_text(o.reload_diff);
+  if (!why.empty()) out.push_back(finding("S6", o.step, o.rank, why));
+}
+
+}  // namespace fsdpsim::spec

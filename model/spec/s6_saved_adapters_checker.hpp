@@ -1,0 +1,12 @@
+// S6: saved adapters hold every selected adapter, full size, and reload equal.
+// Judged on the one observation; nothing is remembered between steps.
+#pragma once
+#include <vector>
+
+#include "model/spec/spec_context.hpp"
+
+namespace fsdpsim::spec {
+
+void check_saved_adapters(const SpecContext& ctx, const Op& op, const Observation& o, std::vector<Finding>& out);
+
+}  // namespace fsdpsim::spec

@@ -1,0 +1,82 @@
+#include "model/spec/spec_context.hpp"
+
+namespace fsdpsim::spec {
+
+SpecContext::SpecContext(std::shared_ptr<const Scenario> scenario) : scen_(std::move(scenario)) {
+  const auto& ad = scen_->adapters;
+  for (size_t a = 0; a < ad.size() && a < kMaxAdapters; ++a)
+    same_name_[a] = mask_of(ad[a].name);
+}
+
+Mask SpecContext::mask_of(const std::string& name) const {
+  Mask m = 0;
+  for (size_t a = 0; a < scen_->adapters.size(); ++a)
+    if (scen_->adapters[a].name == name) m |= 1u << a;
+  return m;
+}
+
+Mask SpecContext::mask_of(const std::vector<std::string>& names) const {
+  Mask m = 0;
+  for (const auto& n : names) m |= mask_of(n);
+  return m;
+}
+
+Mask SpecContext::owner_mask(const std::string& param) const {
+  const int a = scen_->adapter_of_param(param);
+  return a < 0 ? 0 : same_name_[a];
+}
+
+Mask SpecContext::present_in(const Observation& o) const {
+  Mask m = 0;
+  for (const auto& p : o.params) {
+    const int a = scen_->adapter_of_param(p.name);
+    if (a >= 0) m |= same_name_[a];
+  }
+  return m;
+}
+
+std::string SpecContext::text(Mask m) const {
+  std::string out = "{";
+  bool first = true;
+  for (size_t a = 0; a < scen_->adapters.size(); ++a)
+    if ((m >> a) & 1) out += (first ? "" : ",") + scen_->adapters[a].name, first = false;
+  return out + "}";
+}
+
+std::string finding_head(const char* spec, int step, int rank) {
+  return std::string(spec) + " step " + std::to_string(step) + (rank >= 0 ? " rank " + std::to_string(rank) : "") + ": ";
+}
+
+const GroupObs* group_named(const Observation& o, const std::string& group) {
+  for (const auto& x : o.groups)
+    if (x.name == group) return &x;
+  return nullptr;
+}
+
+bool unsharded(const Observation& o, const std::string& group) {
+  const GroupObs* x = group_named(o, group);
+  return x && x->state == ShardedState::Unsharded;
+}
+
+bool sets_flags(OpKind k) {
+  return k == OpKind::SetAdapter || k == OpKind::DisableEnter || k == OpKind::DisableExit || k == OpKind::AddAdapter ||
+         k == OpKind::LoadAdapter || k == OpKind::DeleteAdapter;
+}
+
+}  // namespace fsdpsim::spec
+
+namespace fsdpsim {
+
+std::string param_detail(const Observation& o, const std::string& param) {
+  for (const auto& p : o.params) {
+    if (p.name != param) continue;
+    std::string out = p.name + ": S.requires_grad=" + (p.rg_s ? "true" : "false");
+    if (p.group.empty()) return out + " (not managed by FSDP)";
+    out += std::string(", U.requires_grad=") + (p.rg_u < 0 ? "none" : p.rg_u ? "true" : "false");
+    const GroupObs* g = spec::group_named(o, p.group);
+    return out + ", group " + p.group + " " + (g ? sharded_state_name(g->state) : "?");
+  }
+  return param + ": not in the module";
+}
+
+}  // namespace fsdpsim

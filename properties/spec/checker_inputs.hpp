@@ -1,0 +1,34 @@
+// What the checker tests feed one checker directly: a scenario's context, the
+// ops of a sequence, and the observations the simulator gives for it, copied
+// so a test can edit them into what a broken backend would report.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/spec/spec_context.hpp"
+#include "properties/test_util.hpp"
+
+namespace fsdpsim::test {
+
+struct CheckerInputs {
+  SeqFile file;
+  std::vector<Observation> observations;
+  spec::SpecContext ctx;
+
+  explicit CheckerInputs(const std::string& text)
+      : file(parse_seq(text, "<test>")), ctx(std::make_shared<const Scenario>(file.scenario)) {
+    const Topology topo = compile_topology(file);
+    observations = Simulator(topo).run(file.ops).observations;
+  }
+  const Op& op(int step) const { return file.ops.at(step - 1); }
+  Observation obs(int step, int rank = 0) const { return obs_at(observations, step, rank); }
+};
+
+inline std::vector<std::string> texts(const std::vector<Finding>& v) {
+  std::vector<std::string> out;
+  for (const auto& f : v) out.push_back(f.text);
+  return out;
+}
+
+}  // namespace fsdpsim::test

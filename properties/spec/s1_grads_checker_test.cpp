@@ -1,0 +1,103 @@
+// S1GradsChecker (model/spec/s1_grads_checker.cpp) fed observations directly:
+// gradients on other shards than the intended ones are a finding; eval
+// outputs, disabled adapters and merged layers are not judged.
+#include "model/spec/s1_grads_checker.hpp"
+
+#include <gtest/gtest.h>
+
+#include "properties/spec/checker_inputs.hpp"
+
+using namespace fsdpsim;
+using namespace fsdpsim::test;
+
+namespace {
+const spec::Mask kDefault = 1, kOther = 2;  // seed 000's adapters, in declaration order
+}  // namespace
+
+TEST(S1GradsChecker, GradientsOnAnotherAdapterNameTheFirstWrongParameter) {
+  CheckerInputs in(seed000_header(1, "patched") + "train_step\n");
+  spec::S1GradsChecker s1(1);
+  std::vector<Finding> out;
+  Observation o = in.obs(1);
+  s1.observe(in.ctx, in.op(1), o, kDefault, out);
+  EXPECT_TRUE(out.empty()) << out[0].text;
+  o.grads = std::vector<std::string>{"other"};
+  s1.observe(in.ctx, in.op(1), o, kDefault, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].spec, "S1");
+  EXPECT_EQ(out[0].step, 1);
+  EXPECT_EQ(out[0].rank, 0);
+  EXPECT_EQ(out[0].text,
+            "S1 step 1 rank 0: expected gradients on {default}, got {other}; lin0.lora_A.default: S.requires_grad=true, "
+            "U.requires_grad=true, group lin0 SHARDED");
+}
+
+TEST(S1GradsChecker, NoGradFnAgainstAnIntendedAdapter) {
+  CheckerInputs in(seed000_header(1, "patched") + "train_step\n");
+  spec::S1GradsChecker s1(1);
+  std::vector<Finding> out;
+  Observation o = in.obs(1);
+  o.status = Status::NoGradFn;
+  s1.observe(in.ctx, in.op(1), o, kDefault | kOther, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].text,
+            "S1 step 1 rank 0: expected gradients on {default,other}, got no_grad_fn; lin0.lora_A.default: "
+            "S.requires_grad=true, U.requires_grad=true, group lin0 SHARDED");  // the first parameter of a wrong adapter
+}
+
+TEST(S1GradsChecker, BackwardOfAnEvalOutputOrAfterAFlagChangeIsNotJudged) {
+  CheckerInputs in(seed000_header(1, "patched") + "eval\nbackward\nforward\nset_adapter other\nbackward\nforward\nbackward\n");
+  spec::S1GradsChecker s1(1);
+  std::vector<Finding> out;
+  auto wrong = [&](int step) {
+    Observation o = in.obs(step);
+    o.status = Status::Ok;
+    o.grads = std::vector<std::string>{};
+    return o;
+  };
+  s1.observe(in.ctx, in.op(1), in.obs(1), kDefault, out);
+  EXPECT_EQ(s1.key_bits(0), 1u << 24);  // the pending output is an eval's
+  s1.observe(in.ctx, in.op(2), wrong(2), kDefault, out);
+  EXPECT_EQ(s1.key_bits(0), 0u);
+  s1.observe(in.ctx, in.op(3), in.obs(3), kDefault, out);
+  s1.observe(in.ctx, in.op(4), in.obs(4), kOther, out);
+  EXPECT_EQ(s1.key_bits(0), 1u << 25);  // a flag changed since the forward
+  s1.observe(in.ctx, in.op(5), wrong(5), kOther, out);
+  EXPECT_TRUE(out.empty()) << out[0].text;
+  s1.observe(in.ctx, in.op(6), in.obs(6), kOther, out);
+  s1.observe(in.ctx, in.op(7), wrong(7), kOther, out);  // a plain forward, backward: judged
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].step, 7);
+}
+
+TEST(S1GradsChecker, DisabledOrMergedStepsAreNotJudged) {
+  CheckerInputs in(seed000_header(1, "patched") + "train_step\n");
+  spec::S1GradsChecker s1(1);
+  std::vector<Finding> out;
+  Observation o = in.obs(1);
+  o.grads = std::vector<std::string>{};
+  o.disabled = true;
+  s1.observe(in.ctx, in.op(1), o, kDefault, out);
+  o.disabled = false;
+  o.layers[1].merged = {"default"};
+  s1.observe(in.ctx, in.op(1), o, kDefault, out);
+  EXPECT_TRUE(out.empty()) << out[0].text;
+  o.layers[1].merged.clear();
+  s1.observe(in.ctx, in.op(1), o, kDefault, out);
+  EXPECT_EQ(out.size(), 1u);
+}
+
+TEST(S1GradsChecker, OnlyPresentAdaptersAreExpected) {
+  // Intending `other` while the rank holds none of its parameters expects no gradients.
+  CheckerInputs in(seed000_header(1, "patched") + "delete_adapter other\ntrain_step\n");
+  spec::S1GradsChecker s1(1);
+  std::vector<Finding> out;
+  Observation o = in.obs(2);
+  o.grads = std::vector<std::string>{};
+  s1.observe(in.ctx, in.op(2), o, kOther, out);
+  EXPECT_TRUE(out.empty()) << out[0].text;
+  o.grads = std::vector<std::string>{"default"};
+  s1.observe(in.ctx, in.op(2), o, kOther, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].text.rfind("S1 step 2 rank 0: expected no gradients, got {default}; lin0.lora_A.default: ", 0), 0u) << out[0].text;
+}

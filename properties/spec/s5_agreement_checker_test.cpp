@@ -1,0 +1,86 @@
+// S5AgreementChecker (model/spec/s5_agreement_checker.cpp) fed observations
+// directly: a stuck rank is reported once; ranks that disagree after an op
+// they all ran are reported when the disagreement starts.
+#include "model/spec/s5_agreement_checker.hpp"
+
+#include <gtest/gtest.h>
+
+#include "properties/spec/checker_inputs.hpp"
+
+using namespace fsdpsim;
+using namespace fsdpsim::test;
+
+TEST(S5AgreementChecker, TheFirstStuckRankIsReportedOnce) {
+  CheckerInputs in(seed000_header(2, "patched") + "train_step\n");
+  spec::S5AgreementChecker s5;
+  std::vector<Finding> out;
+  Observation o = in.obs(1, 1);
+  EXPECT_FALSE(s5.stuck(o, out));
+  o.status = Status::Hang;
+  o.message = "rank 1 in all_gather(root, 8) at step 1; rank 0 issues no matching collective";
+  EXPECT_TRUE(s5.stuck(o, out));
+  o.status = Status::Mismatch;
+  EXPECT_TRUE(s5.stuck(o, out));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].spec, "S5");
+  EXPECT_EQ(out[0].rank, -1);
+  EXPECT_EQ(out[0].text, "S5 step 1: rank 1 in all_gather(root, 8) at step 1; rank 0 issues no matching collective");
+  EXPECT_EQ(s5.key_bits(), 1u);
+}
+
+TEST(S5AgreementChecker, ADisagreementIsReportedWhenItStartsAndAgainAfterAgreement) {
+  CheckerInputs in(seed000_header(2, "patched") + "train_step\n");
+  spec::S5AgreementChecker s5;
+  std::vector<Finding> out;
+  Observation same[2] = {in.obs(1, 0), in.obs(1, 1)};
+  Observation differ[2] = {same[0], same[1]};
+  differ[1].params[2].dtype = DType::BF16;
+  s5.after_step(in.ctx, same, 2, out);
+  EXPECT_TRUE(out.empty()) << out[0].text;
+  s5.after_step(in.ctx, differ, 2, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].text, "S5 step 1: ranks disagree on " + same[0].params[2].name + " dtype: rank 0 fp32, rank 1 bf16");
+  EXPECT_EQ(s5.key_bits(), 2u);
+  s5.after_step(in.ctx, differ, 2, out);
+  EXPECT_EQ(out.size(), 1u);  // still disagreeing: not again
+  s5.after_step(in.ctx, same, 2, out);
+  EXPECT_EQ(s5.key_bits(), 0u);
+  s5.after_step(in.ctx, differ, 2, out);
+  EXPECT_EQ(out.size(), 2u);
+}
+
+TEST(S5AgreementChecker, OnlyStepsEveryRankRanUnstuckAndProvenDifferentAreJudged) {
+  CheckerInputs in(seed000_header(2, "patched") + "train_step\n");
+  spec::S5AgreementChecker s5;
+  std::vector<Finding> out;
+  Observation obs[2] = {in.obs(1, 0), in.obs(1, 1)};
+  obs[1].active = {"other"};
+  s5.after_step(in.ctx, obs, 1, out);  // one rank's op
+  obs[0].status = Status::Hang;
+  s5.after_step(in.ctx, obs, 2, out);
+  obs[0].status = Status::Ok;
+  obs[1].active = obs[0].active;
+  obs[0].layers[0].stored = WeightClass::Exact;
+  obs[1].layers[0].stored = WeightClass::MissingDelta;
+  obs[1].layers[0].stored_alt = 1u << static_cast<int>(WeightClass::Exact);  // fits exact as well
+  s5.after_step(in.ctx, obs, 2, out);
+  EXPECT_TRUE(out.empty()) << out[0].text;
+  obs[1].layers[0].stored_alt = 0;
+  s5.after_step(in.ctx, obs, 2, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].text, "S5 step 1: ranks disagree on lin0 stored weight: rank 0 exact, rank 1 missing_delta");
+}
+
+TEST(S5AgreementChecker, SameAgreementFieldsComparesInPlace) {
+  CheckerInputs in(seed000_header(2, "patched") + "merge\n");
+  Observation a = in.obs(1, 0), b = in.obs(1, 1);
+  EXPECT_TRUE(spec::same_agreement_fields(a, b));
+  b.layers[0].merged.push_back("other");
+  EXPECT_FALSE(spec::same_agreement_fields(a, b));
+  b = a;
+  b.params[0].rg_s = !b.params[0].rg_s;
+  EXPECT_FALSE(spec::same_agreement_fields(a, b));
+  b = a;
+  b.collectives.clear();  // not an agreement field
+  EXPECT_TRUE(spec::same_agreement_fields(a, b));
+}
