@@ -1,9 +1,12 @@
 #include "real_backend/comm.hpp"
 
+#include <ATen/Parallel.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include "model/vocab/limits.hpp"
 
 #include <cstring>
+#include <thread>
 
 namespace fsdpsim::real {
 namespace {
@@ -31,6 +34,27 @@ const char* collective_name(int64_t code) {
 std::shared_ptr<::gloo::transport::Device> loopback_device() {
   static std::shared_ptr<::gloo::transport::Device> dev = c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   return dev;
+}
+
+std::vector<std::unique_ptr<Comm>> join_thread_ranks(int world, std::chrono::milliseconds timeout) {
+  at::set_num_threads(1);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(timeout);
+  std::vector<std::unique_ptr<Comm>> comms(world);
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        comms[r] = std::make_unique<Comm>(store, r, world, loopback_device(), timeout);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r)
+    if (!errors[r].empty()) throw std::runtime_error("rank " + std::to_string(r) + " could not join the process group: " + errors[r]);
+  return comms;
 }
 
 Comm::Comm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,

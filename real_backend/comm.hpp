@@ -115,4 +115,8 @@ class Comm {
 // One gloo device shared by every thread rank of a process (gloo busy-polls).
 std::shared_ptr<::gloo::transport::Device> loopback_device();
 
+// `world` thread ranks of this process joined in one group over an in-memory
+// store. Throws std::runtime_error("rank R could not join the process group: ...").
+std::vector<std::unique_ptr<Comm>> join_thread_ranks(int world, std::chrono::milliseconds timeout);
+
 }  // namespace fsdpsim::real

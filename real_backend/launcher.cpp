@@ -9,7 +9,6 @@
 
 #include <ATen/Parallel.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -431,28 +430,14 @@ class ThreadPool : public RealRanks::Impl {
 
  private:
   bool build(RealResult& res) {
-    at::set_num_threads(1);
-    auto store = c10::make_intrusive<c10d::HashStore>();
-    store->setTimeout(timeout_);
-    comms_.resize(world_);
-    std::vector<std::string> errors(world_);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world_; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          comms_[r] = std::make_unique<Comm>(store, r, world_, loopback_device(), timeout_);
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-        }
-      });
-    for (auto& t : threads) t.join();
-    for (int r = 0; r < world_; ++r)
-      if (!errors[r].empty()) {
-        comms_.clear();
-        res.infra_failure = true;
-        res.infra_message = "rank " + std::to_string(r) + " could not join the process group: " + errors[r];
-        return false;
-      }
+    try {
+      comms_ = join_thread_ranks(world_, timeout_);
+    } catch (const std::runtime_error& e) {
+      comms_.clear();
+      res.infra_failure = true;
+      res.infra_message = e.what();
+      return false;
+    }
     return true;
   }
 

@@ -2,9 +2,8 @@
 // Boost's write_graphviz trips GCC's -Wmaybe-uninitialized on its own edge iterator.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <boost/graph/graphviz.hpp>
-#include <iomanip>
+#include <fmt/format.h>
 #include <set>
-#include <sstream>
 
 #include "model/vocab/table.hpp"
 #include "sim/explore.hpp"
@@ -12,12 +11,11 @@
 namespace fsdpsim {
 
 void print_explore(std::ostream& os, const ExploreResult& r, bool with_sequences) {
-  std::ostringstream rate;
-  rate << std::fixed << std::setprecision(0) << (r.seconds > 0 ? r.states / r.seconds : 0.0);
-  os << "explore: " << r.states << " states, " << r.transitions << " transitions, depth " << r.depth_reached << ", "
-     << (r.exhausted ? "exhausted (no new state)" : r.limited ? "stopped by a limit" : "complete to that depth") << ", " << std::fixed
-     << std::setprecision(2) << r.seconds << " s (" << rate.str() << " states/s; CPU " << r.cpu_seconds << " s), alphabet " << r.alphabet.size()
-     << " ops, setup " << r.setup.size() << " ops\n";
+  const char* ended = r.exhausted ? "exhausted (no new state)" : r.limited ? "stopped by a limit" : "complete to that depth";
+  os << fmt::format("explore: {} states, {} transitions, depth {}, {}, {:.2f} s ({:.0f} states/s; CPU {:.2f} s), alphabet {} ops, "
+                    "setup {} ops\n",
+                    r.states, r.transitions, r.depth_reached, ended, r.seconds, r.seconds > 0 ? r.states / r.seconds : 0.0,
+                    r.cpu_seconds, r.alphabet.size(), r.setup.size());
   // Which op kinds fired from which kinds of state: ok/error transition counts.
   std::set<std::string> kinds;
   for (const auto& [op, per] : r.fired)
@@ -35,13 +33,12 @@ void print_explore(std::ostream& os, const ExploreResult& r, bool with_sequences
   os << "transitions by op and source state (ok/error; S all sharded, U some unsharded, +M merged, +G forward graph\n"
         "pending, +D adapters disabled):\n";
   print_aligned(os, rows);
-  os << "finding classes: " << r.classes.size() << "\n";
+  os << fmt::format("finding classes: {}\n", r.classes.size());
   for (const auto& c : r.classes) {
     bool divergent = false;
     for (const auto& op : c.file.ops) divergent = divergent || op.rank >= 0;
-    os << "  " << c.spec << " on " << c.op << ": " << c.symptom << "  (" << c.file.ops.size() - r.setup.size()
-       << " ops, " << c.transitions << " transitions" << (divergent ? ", rank-divergent" : "")
-       << (c.replayed ? "" : ", NOT reproduced by a replay") << ")\n";
+    os << fmt::format("  {} on {}: {}  ({} ops, {} transitions{}{})\n", c.spec, c.op, c.symptom, c.file.ops.size() - r.setup.size(),
+                      c.transitions, divergent ? ", rank-divergent" : "", c.replayed ? "" : ", NOT reproduced by a replay");
   }
   if (!with_sequences) return;
   for (const auto& c : r.classes) os << "\n" << print_seq(c.file);

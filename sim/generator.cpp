@@ -39,6 +39,24 @@ OpKind weighted_op_kind(uint32_t x) {
   return OpKind::TrainStep;
 }
 
+void share_experts_targets(Scenario& s) {
+  const std::vector<std::string>* ref = nullptr;
+  auto is_experts = [&](const std::string& n) { return s.layers[s.layer_index(n)].experts > 0; };
+  for (auto& d : s.adapters) {
+    if (d.deferred || std::none_of(d.targets.begin(), d.targets.end(), is_experts)) continue;
+    if (!ref) {
+      ref = &d.targets;
+      continue;
+    }
+    std::vector<std::string> t;
+    for (const auto& l : s.layers)
+      if (l.experts > 0 ? std::find(ref->begin(), ref->end(), l.name) != ref->end()
+                        : std::find(d.targets.begin(), d.targets.end(), l.name) != d.targets.end())
+        t.push_back(l.name);
+    d.targets = t;
+  }
+}
+
 Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
   Scenario s;
   s.world = opt.world;
@@ -76,29 +94,38 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
   // Drawn last, so the fields above stay what older seeds gave.
   for (auto& l : s.layers)
     if (rng.chance(10)) l.experts = 1 + static_cast<int>(rng.below(3));
-  // PEFT builds the declared adapters only when all that target experts layers target the
-  // same ones (lora/model.py::_check_new_adapter_config): later ones take the first's.
-  const std::vector<std::string>* ref = nullptr;
-  auto is_experts = [&](const std::string& n) { return s.layers[s.layer_index(n)].experts > 0; };
-  for (auto& d : s.adapters) {
-    if (d.deferred || std::none_of(d.targets.begin(), d.targets.end(), is_experts)) continue;
-    if (!ref) {
-      ref = &d.targets;
-      continue;
-    }
-    std::vector<std::string> t;
-    for (const auto& l : s.layers)
-      if (l.experts > 0 ? std::find(ref->begin(), ref->end(), l.name) != ref->end()
-                        : std::find(d.targets.begin(), d.targets.end(), l.name) != d.targets.end())
-        t.push_back(l.name);
-    d.targets = t;
-  }
+  share_experts_targets(s);
   if (rng.chance(12)) {
     s.loading = Loading::RamEfficient;
     s.dtype = rng.chance(70) ? DType::BF16 : DType::F32;
     s.autocast_adapter_dtype = rng.chance(40);
   }
   return s;
+}
+
+std::vector<Op> ops_before_prepare(const Scenario& s, const std::function<bool(uint32_t)>& chance, uint32_t* present) {
+  std::vector<Op> ops;
+  for (size_t a = 0; a < s.adapters.size(); ++a) {
+    if (!s.adapters[a].deferred || !chance(70)) continue;
+    Op op;
+    op.kind = OpKind::LoadAdapter;
+    op.names = {s.adapters[a].name};
+    op.trainable = chance(50);
+    *present |= 1u << a;
+    ops.push_back(op);
+  }
+  if (__builtin_popcount(*present) > 1 && chance(50)) {
+    Op op;
+    op.kind = OpKind::SetAdapter;
+    op.list_form = true;
+    for (size_t a = 0; a < s.adapters.size(); ++a)
+      if ((*present >> a) & 1) op.names.push_back(s.adapters[a].name);
+    ops.push_back(op);
+  }
+  Op prep;
+  prep.kind = OpKind::Prepare;
+  ops.push_back(prep);
+  return ops;
 }
 
 std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt) {
@@ -117,30 +144,9 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
       if ((present >> a) & 1) v.push_back(static_cast<int>(a));
     return v[rng.below(static_cast<uint32_t>(v.size()))];
   };
-  // Adapters loaded before an explicit prepare (always with ram-efficient
-  // loading, which needs one): the seed-001 lifecycle.
-  if (s.loading == Loading::RamEfficient || rng.chance(10)) {
-    for (size_t a = 0; a < s.adapters.size(); ++a) {
-      if (!s.adapters[a].deferred || !rng.chance(70)) continue;
-      Op op;
-      op.kind = OpKind::LoadAdapter;
-      op.names = {s.adapters[a].name};
-      op.trainable = rng.chance(50);
-      present |= 1u << a;
-      ops.push_back(op);
-    }
-    if (__builtin_popcount(present) > 1 && rng.chance(50)) {
-      Op op;
-      op.kind = OpKind::SetAdapter;
-      op.list_form = true;
-      for (size_t a = 0; a < s.adapters.size(); ++a)
-        if ((present >> a) & 1) op.names.push_back(s.adapters[a].name);
-      ops.push_back(op);
-    }
-    Op prep;
-    prep.kind = OpKind::Prepare;
-    ops.push_back(prep);
-  }
+  // Always with ram-efficient loading, which needs an explicit prepare.
+  if (s.loading == Loading::RamEfficient || rng.chance(10))
+    ops = ops_before_prepare(s, [&](uint32_t percent) { return rng.chance(percent); }, &present);
   int guard = 0;
   while (static_cast<int>(ops.size()) < n && guard++ < 10 * n) {
     OpKind k = weighted_op_kind(rng.below(kOpWeightTotal));

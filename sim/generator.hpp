@@ -2,6 +2,8 @@
 // sequence draws its own topology, adapters, sharding plan and profile).
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "model/vocab/seq.hpp"
 #include "sim/prng.hpp"
@@ -19,7 +21,15 @@ struct GenOptions {
 constexpr uint32_t kOpWeightTotal = 103;
 OpKind weighted_op_kind(uint32_t x);
 
+// PEFT builds the declared adapters only when all that target experts layers target the
+// same ones (lora/model.py::_check_new_adapter_config): later ones take the first's.
+void share_experts_targets(Scenario& s);
 Scenario generate_scenario(Prng& rng, const GenOptions& opt);
+// The seed-001 lifecycle: deferred adapters loaded before an explicit prepare
+// (each with chance(70), trainable with chance(50)), sometimes all made active
+// through base_model.set_adapter, then `prepare`. *present: bit a = adapter a
+// in the model (the declared ones on entry), updated.
+std::vector<Op> ops_before_prepare(const Scenario& s, const std::function<bool(uint32_t)>& chance, uint32_t* present);
 std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt);
 SeqFile generate_seq(Prng& rng, const GenOptions& opt);
 

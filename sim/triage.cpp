@@ -1,7 +1,7 @@
 #include "sim/triage.hpp"
 
 #include <algorithm>
-#include <cstdio>
+#include <fmt/format.h>
 #include <set>
 
 #include "model/vocab/profile.hpp"
@@ -174,9 +174,7 @@ std::string signature_comment(const SeqFile& f) {
 std::string class_file_stem(const TriageResult& t) {
   std::string stem = t.signature.substr(0, t.signature.find(' '));
   std::replace(stem.begin(), stem.end(), ':', '-');
-  char hex[9];
-  std::snprintf(hex, sizeof hex, "%08x", fnv1a(t.signature));
-  return stem + "-" + hex;
+  return fmt::format("{}-{:08x}", stem, fnv1a(t.signature));
 }
 
 }  // namespace fsdpsim
