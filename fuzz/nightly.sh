@@ -2,9 +2,11 @@
 # The nightly loop: fuzz, triage every finding into its class (the hunt's
 # triage: `fsdpsim triage`), confirm it on the real backend (and upstream when
 # .venv is installed), deduplicate by class signature, promote one file per
-# new class to corpus/regressions/, print a summary and write JUnit XML.
+# new class to corpus/regressions/, print a summary and write JUnit XML
+# (--junit FILE, default DIR/junit.xml: a testcase per fuzzer, failing on crash
+# artifacts, and one per confirmed class, failing with the divergences).
 #
-#   fuzz/nightly.sh [--budget SECONDS] [--jobs N] [--out DIR] [--no-promote]
+#   fuzz/nightly.sh [--budget SECONDS] [--jobs N] [--out DIR] [--junit FILE] [--no-promote]
 #
 # Exits non-zero when a fuzzer crashes (the parser, or a spec finding under
 # `patched`: a bug of the model or a new upstream problem), or when the model
@@ -13,16 +15,18 @@
 set -u
 cd "$(dirname "$0")/.."
 root=$(pwd)
-budget=600 jobs=1 out="$root/nightly-out" promote=1
+budget=600 jobs=1 out="$root/nightly-out" promote=1 junit=""
 while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --junit) junit=$2; shift 2 ;;
     --no-promote) promote=0; shift ;;
-    *) echo "usage: fuzz/nightly.sh [--budget SECONDS] [--jobs N] [--out DIR] [--no-promote]" >&2; exit 3 ;;
+    *) echo "usage: fuzz/nightly.sh [--budget SECONDS] [--jobs N] [--out DIR] [--junit FILE] [--no-promote]" >&2; exit 3 ;;
   esac
 done
+[ -n "$junit" ] || junit="$out/junit.xml"
 bash .ci/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j2 --target fsdpsim >/dev/null || exit 4
 cmake -S . -B build-fuzz -DFSDPSIM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Release >/dev/null &&
@@ -32,6 +36,9 @@ mkdir -p "$out"/{findings,artifacts,shrunk}
 date=$(date -u +%Y-%m-%d)
 failed=0
 declare -A execs crashes
+# JUnit testcases, one tab-separated line each (fuzz/junit_xml.py): class, name, seconds, outcome, message, text.
+junit_cases=""
+junit_case() { junit_cases+=$(printf '%s\t%s\t%s\t%s\t%s\t%s' "$@" | tr '\n' ' ')$'\n'; }
 per=$((budget / 2))
 for name in seq_parser lifecycle; do
   fuzzer="$root/build-fuzz/${name}_fuzzer"
@@ -43,12 +50,17 @@ for name in seq_parser lifecycle; do
   # The target's .options (OSS-Fuzz's file; libFuzzer itself does not read it) as flags:
   # without entropic=0 libFuzzer's feature bookkeeping takes 2/3 of lifecycle_fuzzer's time.
   opts=$(sed -n 's/^\([a-z_]*\) = \(.*\)$/-\1=\2/p' "$root/fuzz/${name}_fuzzer.options" | grep -v '^-dict=')
+  started=$SECONDS
   FSDPSIM_FINDINGS_DIR="$out/findings" "$fuzzer" $fork $opts -max_total_time="$per" -dict="$root/fuzz/${name}_fuzzer.dict" \
     -artifact_prefix="$out/artifacts/$name/" "$corpus" "$root/corpus/${name}_fuzzer" > "$out/${name}.log" 2>&1
   execs[$name]=$(grep -oE "Done [0-9]+ runs|stat::number_of_executed_units: [0-9]+" "$out/${name}.log" | grep -oE "[0-9]+" | tail -1)
   crashes[$name]=$(ls "$out/artifacts/$name" 2>/dev/null | wc -l)
   if [ "${crashes[$name]}" -gt 0 ]; then
     failed=1
+    junit_case fuzz "${name}_fuzzer" $((SECONDS - started)) failure "${crashes[$name]} crash artifacts" \
+      "$(ls "$out/artifacts/$name" | head -20 | sed "s|^|$out/artifacts/$name/|" | sed ':a;N;$!ba;s/\n/\\n/g')"
+  else
+    junit_case fuzz "${name}_fuzzer" $((SECONDS - started)) pass "" ""
     echo "   crash artifacts in $out/artifacts/$name/ (each prints as .seq text for the lifecycle fuzzer)"
   fi
   # Keep what the run learned: merge the new inputs into the seed corpus.
@@ -63,7 +75,6 @@ known=$(grep -h "^# signature: " corpus/regressions/*.seq 2>/dev/null | sed 's/^
 backends=both
 [ -x .venv/bin/python ] && backends=model,real,upstream
 rows=()
-junit_cases=""
 seen_sigs=""
 for f in "$out"/findings/*.seq; do
   [ -e "$f" ] || break
@@ -76,15 +87,20 @@ for f in "$out"/findings/*.seq; do
   min="$out/shrunk/$stem.seq"
   ops=$(sed -n '/^---$/,$p' "$min" | tail -n +2 | wc -l)
   # Confirm: the model and the real backend (and upstream when installed) must agree.
+  started=$SECONDS
   "$fsdpsim" run "$min" --backend "$backends" > "$out/shrunk/$stem.confirm" 2>&1
   rc=$?
   if [ "$rc" = 2 ] || [ "$rc" = 4 ]; then
     failed=1
     rows+=("$stem|$ops|DIVERGED (exit $rc)|-")
-    junit_cases+="<testcase name=\"$stem\" classname=\"confirm\"><failure message=\"backend divergence\"/></testcase>"
+    what="backend divergence"
+    [ "$rc" = 4 ] && what="backend failure"
+    # The divergence lines (or the failure message) of the confirming run, as the failure's text.
+    detail=$(grep -E "^  |^fsdpsim: |^divergences" "$out/shrunk/$stem.confirm" | head -40 | sed ':a;N;$!ba;s/\n/\\n/g')
+    junit_case confirm "$stem" $((SECONDS - started)) failure "$what (exit $rc, $backends): $sig" "$detail"
     continue
   fi
-  junit_cases+="<testcase name=\"$stem\" classname=\"confirm\"/>"
+  junit_case confirm "$stem" $((SECONDS - started)) pass "" ""
   if echo "$known" | grep -qxF "$sig"; then rows+=("$stem|$ops|confirmed ($backends)|in the corpus ($verdict)"); continue; fi
   dest="corpus/regressions/fuzz_$stem.seq"
   if [ "$promote" = 1 ]; then
@@ -103,18 +119,7 @@ for name in seq_parser lifecycle; do printf '%-22s %12s %8s\n' "${name}_fuzzer" 
 echo
 printf '%-44s %5s %-34s %s\n' class ops confirmation regression
 for r in "${rows[@]+"${rows[@]}"}"; do IFS='|' read -r a b c d <<< "$r"; printf '%-44s %5s %-34s %s\n' "$a" "$b" "$c" "$d"; done
-{
-  echo '<?xml version="1.0" encoding="UTF-8"?>'
-  echo "<testsuites><testsuite name=\"fsdpsim-nightly\">"
-  for name in seq_parser lifecycle; do
-    if [ "${crashes[$name]:-0}" -gt 0 ]; then
-      echo "<testcase name=\"${name}_fuzzer\" classname=\"fuzz\"><failure message=\"${crashes[$name]} crash artifacts\"/></testcase>"
-    else
-      echo "<testcase name=\"${name}_fuzzer\" classname=\"fuzz\"/>"
-    fi
-  done
-  echo "$junit_cases"
-  echo "</testsuite></testsuites>"
-} > "$out/junit.xml"
-echo "JUnit XML: $out/junit.xml"
+mkdir -p "$(dirname "$junit")"
+printf '%s' "$junit_cases" | python3 "$root/fuzz/junit_xml.py" "$junit" "fsdpsim-nightly" || failed=1
+echo "JUnit XML: $junit"
 exit $failed

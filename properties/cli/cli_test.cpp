@@ -179,7 +179,7 @@ TEST(CliUpstream, ModelAndAFakePoolReplayingTheModelAgreeAndDifferOnAnAlteredFie
   Result j = run_env(fake_pool_env(same), "run " + seq + " --backend upstream --json");
   EXPECT_EQ(j.code, 0) << j.out;
   EXPECT_NE(j.out.find("\n{\"upstream_versions\":{\"accelerate\":\"1.15.0\",\"peft\":\"0.21.2\",\"python\":\"3.11.7\","
-                       "\"torch\":\"2.13.0+cpu\",\"transformers\":\"5.24.0\"}}\n"),
+                       "\"torch\":\"2.13.0+cpu\",\"transformers\":\"5.24.0\"},\"type\":\"upstream_versions\"}\n"),
             std::string::npos)
       << j.out;
   auto without_hash = [](const std::string& out) { return out.substr(0, out.find("{\"trace_hash\"")); };
@@ -201,10 +201,10 @@ TEST(CliUpstream, ModelAndAFakePoolReplayingTheModelAgreeAndDifferOnAnAlteredFie
   // --json keeps the divergences and each backend's trace hash (they were dropped: exit 2 with no record).
   Result dj = run_env(fake_pool_env(altered), "run " + seq + " --backend model,upstream --json");
   EXPECT_EQ(dj.code, 2) << dj.out;
-  EXPECT_NE(dj.out.find("\n{\"divergence\":\"step 4 rank 1 (train_step): grads: {other} vs {}\",\"first\":\"model\",\"other\":\"upstream\"}\n"),
+  EXPECT_NE(dj.out.find("\n{\"divergence\":\"step 4 rank 1 (train_step): grads: {other} vs {}\",\"first\":\"model\",\"other\":\"upstream\",\"type\":\"divergence\"}\n"),
             std::string::npos)
       << dj.out;
-  EXPECT_NE(dj.out.find("\",\"backend\":\"model\"}\n{\"trace_hash\":\""), std::string::npos) << dj.out;
+  EXPECT_NE(dj.out.find("\",\"backend\":\"model\",\"type\":\"trace_hash\"}\n{\"trace_hash\":\""), std::string::npos) << dj.out;
   // A pool answering with steps the sequence does not have: exit 4 naming it, not a crash
   // (shrink --divergence against this fake pool corrupted the heap in the spec).
   std::string one_op = write("upstream_one_op.seq", std::string(kGood) + "train_step\n");
@@ -217,7 +217,7 @@ TEST(CliUpstream, ModelAndAFakePoolReplayingTheModelAgreeAndDifferOnAnAlteredFie
   // (here the layer lin1: the replayed observations still differ at step 4's grads).
   Result sd = run_env(fake_pool_env(altered), "shrink " + seq + " --divergence --backend model,upstream");
   EXPECT_EQ(sd.code, 2) << sd.out;
-  EXPECT_NE(sd.out.find("\n# shrunk from " + seq + " by fsdpsim shrink --divergence --backend model,upstream ("), std::string::npos) << sd.out;
+  EXPECT_NE(("\n" + sd.out).find("\n# shrunk from " + seq + " by fsdpsim shrink --divergence --backend model,upstream ("), std::string::npos) << sd.out;
   EXPECT_NE(sd.out.find("\n# divergence (train_step): grads\n"), std::string::npos) << sd.out;
   EXPECT_EQ(sd.out.find("layer lin1"), std::string::npos) << sd.out;
   Result agree = run_env(fake_pool_env(same), "shrink " + seq + " --divergence --backend model,upstream");

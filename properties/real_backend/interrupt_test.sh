@@ -53,7 +53,8 @@ for sig in INT HUP KILL; do
     # Removed before exit (by the harness's handler, or by the pools' destructors
     # after the CLI's summary); nothing waits for a later start.
     [ -z "$(ls "$TMPDIR")" ] || bad "left in TMPDIR: $(ls "$TMPDIR")"
-    grep -q '^crosscheck: [0-9]*/1000000 sequences' "$work/stdout" || bad "no progress line before the signal: $(head -c 300 "$work/stdout")"
+    # Progress goes to stderr (once a second), the results to stdout.
+    grep -q '^crosscheck: [0-9]*/1000000 sequences' "$work/stderr" || bad "no progress line before the signal: $(head -c 300 "$work/stderr")"
     # The partial summary is the CLI's part (sim/cli/interrupt.hpp, merged from h-rel).
     grep -Eq '^sequences +[0-9]+ of 1000000' "$work/stdout" || bad "no partial summary: $(tail -c 300 "$work/stdout")"
     num=$([ "$sig" = INT ] && echo 2 || echo 1)

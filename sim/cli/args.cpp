@@ -43,8 +43,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
     bool ok = false;
     for (const auto& f : allowed) ok = ok || f == s;
     if (!ok) usage_error("unknown flag " + s);
-    if (s == "--json") {
-      a.json = true;
+    if (s == "--json" || s == "--quiet") {
+      (s == "--json" ? a.json : a.quiet) = true;
       continue;
     }
     if (s == "--model-only") {
@@ -113,6 +113,9 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.timeout_ms = static_cast<int>(to_int(s, v, 100, 600000));
     } else if (s == "--html" || s == "--results") {
       (s == "--html" ? a.html : a.results) = v;
+    } else if (s == "--junit") {
+      if (v.empty()) usage_error("--junit expects a file name");
+      a.junit = v;
     } else if (s == "--shard") {
       parse_shard(v, &a.shard_index, &a.shard_count);
     } else if (s == "--seconds") {

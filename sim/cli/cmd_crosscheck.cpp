@@ -7,11 +7,15 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <tuple>
 
 #include "model/vocab/table.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/interrupt.hpp"
+#include "sim/cli/json_record.hpp"
+#include "sim/cli/junit.hpp"
+#include "sim/cli/progress.hpp"
 #include "sim/cli/output.hpp"
 #include "real_backend/layout.hpp"
 #include "real_backend/observer.hpp"
@@ -19,6 +23,19 @@
 #include "sim/generator.hpp"
 
 namespace fsdpsim::cli {
+
+namespace {
+
+// --json's summary: the results file's fields and what only this run knows.
+void print_summary_json(const CrosscheckResults& r, int done, int completed, double seconds, const std::string& out_dir) {
+  JsonRecord j("crosscheck_summary");
+  j.num("seed", static_cast<int64_t>(r.seed)).num("count", r.count).num("world", r.world).str("backends", r.backends).str("profile", r.profile);
+  j.num("first", r.first).num("end", r.end).num("sequences", done).num("completed", completed);
+  j.seeds("divergent", r.divergent).seeds("broken", r.broken).counts("findings", r.findings);
+  j.real("seconds", seconds).str("out", r.divergent.empty() ? "" : out_dir).num("interrupted", interrupted()).print(std::cout);
+}
+
+}  // namespace
 
 int cmd_crosscheck(const Args& a) {
   if (!a.have_seed) throw SourceError("<command line>", {}, "crosscheck expects --seed S");
@@ -30,7 +47,6 @@ int cmd_crosscheck(const Args& a) {
   RealPools pools = pools_of(a);
   const BackendList backends = a.backends.size() >= 2 ? a.backends : kModelAndReal;
   auto t0 = std::chrono::steady_clock::now();
-  auto last = t0;
   auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
   int divergent = 0, broken = 0, done = 0;
   std::map<std::string, int> findings;
@@ -40,24 +56,34 @@ int cmd_crosscheck(const Args& a) {
   results.backends = backends_text(backends), results.profile = a.profile;
   std::tie(results.first, results.end) = shard_range(a.count, a.shard_index, a.shard_count);
   const int run_count = static_cast<int>(results.end - results.first);
-  std::cout << "crosscheck seed " << a.seed << ", " << a.count << " sequences, world " << opt.world << ", backends " << backends_text(backends)
-            << (uses(backends, Backend::Real) ? ", ranks " + a.ranks : "");
+  std::ostringstream head;
+  head << "crosscheck seed " << a.seed << ", " << a.count << " sequences, world " << opt.world << ", backends " << backends_text(backends)
+       << (uses(backends, Backend::Real) ? ", ranks " + a.ranks : "");
   if (a.shard_count > 1)
-    std::cout << ", shard " << a.shard_index << "/" << a.shard_count
-              << (run_count ? " (sequences " + std::to_string(results.first) + ".." + std::to_string(results.end - 1) + ")" : " (no sequences)");
-  std::cout << "\n";
+    head << ", shard " << a.shard_index << "/" << a.shard_count
+         << (run_count ? " (sequences " + std::to_string(results.first) + ".." + std::to_string(results.end - 1) + ")" : " (no sequences)");
+  if (!a.json) std::cout << head.str() << "\n";
+  Progress progress("crosscheck", a.quiet);
+  // --junit: a testcase per sequence run, a failure for each divergent one, an error for each broken one.
+  JunitReport junit("fsdpsim " + head.str());
   for (int i = static_cast<int>(results.first); i < results.end && !interrupted(); ++i, ++done) {
     arm_interrupts();
     uint64_t seed = a.seed + static_cast<uint64_t>(i);
     Prng rng(seed);
     SeqFile f = generate_seq(rng, opt);
     if (!a.profile.empty()) f.scenario.profile = a.profile;
+    const auto t_seq = std::chrono::steady_clock::now();
     BackendRun res = run_backend(f, backends, pools, false);
     arm_interrupts();  // a backend started in this run installed its own handler: ours again
+    JunitCase jc;
+    jc.classname = "crosscheck", jc.name = "seed " + std::to_string(seed), jc.seconds = secs(std::chrono::steady_clock::now() - t_seq);
     if (res.infra_failure) {
+      progress.clear();  // a line of ours on the terminal the status line is on
       ++broken;
       results.broken.push_back(seed);
-      std::cout << "sequence " << seed << ": " << res.infra_message << "\n";
+      jc.outcome = JunitCase::Outcome::Error, jc.message = "backend failure", jc.text = res.infra_message;
+      if (a.json) JsonRecord("crosscheck_broken").num("seed", static_cast<int64_t>(seed)).str("message", res.infra_message).print(std::cout);
+      else std::cout << red("sequence " + std::to_string(seed) + ": " + res.infra_message) << "\n";
     }
     for (const auto& fd : res.findings) ++findings[fd.spec], ++results.findings[fd.spec];
     if (!res.divergences.empty()) {
@@ -67,33 +93,43 @@ int cmd_crosscheck(const Args& a) {
       f.comments = {"divergent in fsdpsim crosscheck (replay: fsdpsim run FILE --backend " + backends_text(backends) + ")",
                     "fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world)};
       for (size_t k = 0; k < res.divergences.size() && k < 5; ++k) f.comments.push_back("  " + res.divergences[k]);
-      write_file(out_dir + "/divergent_" + std::to_string(seed) + ".seq", print_seq(f));
+      const std::string file = out_dir + "/divergent_" + std::to_string(seed) + ".seq";
+      write_file(file, print_seq(f));
+      jc.outcome = JunitCase::Outcome::Failure, jc.message = std::to_string(res.divergences.size()) + " divergences (" + file + ")";
+      for (const auto& d : res.divergences) jc.text += d + "\n";
+      progress.clear();
+      if (a.json)
+        JsonRecord("crosscheck_divergent").num("seed", static_cast<int64_t>(seed)).str("file", file).strs("divergences", res.divergences)
+            .print(std::cout);
     }
-    auto now = std::chrono::steady_clock::now();
-    if (secs(now - last) >= 3.0) {
-      last = now;
-      const int so_far = i + 1 - static_cast<int>(results.first);
-      std::cout << "crosscheck: " << so_far << "/" << run_count << " sequences, " << divergent << " divergent, "
-                << so_far / secs(now - t0) << " seq/s\n"
-                << std::flush;
-    }
+    if (!a.junit.empty()) junit.add(std::move(jc));
+    const int so_far = i + 1 - static_cast<int>(results.first);
+    progress.status(std::to_string(so_far) + "/" + std::to_string(run_count) + " sequences, " + std::to_string(divergent) +
+                    " divergent, " + std::to_string(static_cast<int>(so_far / std::max(secs(std::chrono::steady_clock::now() - t0), 1e-9))) +
+                    " seq/s");
   }
+  progress.done();
   double total = secs(std::chrono::steady_clock::now() - t0);
-  std::vector<std::vector<std::string>> rows = {
-      {"sequences", std::to_string(done) + (done < run_count ? " of " + std::to_string(run_count) : "")},
-      {"divergent", std::to_string(divergent) + (divergent ? " (written to " + out_dir + "/)" : "")},
-      {"backend failures", std::to_string(broken)},
-      {"time", std::to_string(total) + " s"},
-      {"sequences/s", std::to_string(done / std::max(total, 1e-9))}};
-  std::string spec;
-  for (const auto& [k, v] : findings) spec += (spec.empty() ? "" : ", ") + k + " " + std::to_string(v);
   // Findings come from completed runs only: "none" over zero of them would claim a clean result.
   const int completed = done - broken;
-  std::string who = std::string("findings (") + backend_name(backends[0]) + ", " + std::to_string(completed) + " completed)";
-  rows.push_back({who, completed == 0 ? "unknown: no sequence completed" : spec.empty() ? "none" : spec});
-  if (interrupted()) rows.push_back({"interrupted", "by signal " + std::to_string(interrupted()) + ": partial results"});
-  print_aligned(std::cout, rows);
-  print_upstream_versions(std::cout, pools, false);
+  if (a.json) {
+    print_summary_json(results, done, completed, total, out_dir);
+  } else {
+    std::vector<std::vector<std::string>> rows = {
+        {"sequences", std::to_string(done) + (done < run_count ? " of " + std::to_string(run_count) : "")},
+        {"divergent", divergent ? red(std::to_string(divergent) + " (written to " + out_dir + "/)") : "0"},
+        {"backend failures", broken ? red(std::to_string(broken)) : "0"},
+        {"time", std::to_string(total) + " s"},
+        {"sequences/s", std::to_string(done / std::max(total, 1e-9))}};
+    std::string spec;
+    for (const auto& [k, v] : findings) spec += (spec.empty() ? "" : ", ") + k + " " + std::to_string(v);
+    std::string who = std::string("findings (") + backend_name(backends[0]) + ", " + std::to_string(completed) + " completed)";
+    rows.push_back({who, completed == 0 ? "unknown: no sequence completed" : spec.empty() ? "none" : spec});
+    if (interrupted()) rows.push_back({"interrupted", "by signal " + std::to_string(interrupted()) + ": partial results"});
+    print_aligned(std::cout, rows);
+  }
+  print_upstream_versions(std::cout, pools, a.json);
+  if (!a.junit.empty()) junit.write(a.junit, total);  // partial when interrupted: the sequences that ran
   if (interrupted()) return interrupted_exit(interrupted());  // no results file: the block is incomplete
   if (!a.results.empty()) write_results_file(a.results, results);
   if (broken) return kInfra;

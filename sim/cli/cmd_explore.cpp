@@ -12,6 +12,8 @@
 
 #include "sim/builtin_scenarios.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/json_record.hpp"
+#include "sim/cli/progress.hpp"
 #include "model/vocab/table.hpp"
 #include "sim/explore.hpp"
 
@@ -53,9 +55,26 @@ bool write_dot_file(const std::string& path, const ExploreResult& r) {
   return static_cast<bool>(out);
 }
 
+void print_explore_json(const std::string& source, const SeqFile& f, const ExploreResult& r, const std::vector<std::string>& files) {
+  JsonRecord("explore_summary")
+      .str("scenario", source).num("world", f.scenario.world).str("profile", f.scenario.profile)
+      .num("alphabet", static_cast<int64_t>(r.alphabet.size())).num("states", r.states).num("transitions", r.transitions)
+      .num("depth_reached", r.depth_reached).flag("exhausted", r.exhausted).flag("limited", r.limited).real("seconds", r.seconds)
+      .real("cpu_seconds", r.cpu_seconds).num("classes", static_cast<int64_t>(r.classes.size()))
+      .print(std::cout);
+  for (size_t i = 0; i < r.classes.size(); ++i) {
+    const FindingClass& c = r.classes[i];
+    JsonRecord("explore_class")
+        .str("spec", c.spec).str("op", c.op).str("symptom", c.symptom).str("text", c.text)
+        .num("depth", static_cast<int64_t>(c.file.ops.size()) - static_cast<int64_t>(r.setup.size())).num("transitions", c.transitions).flag("replayed", c.replayed)
+        .str("file", files[i]).str("seq", print_seq(c.file))
+        .print(std::cout);
+  }
+}
+
 }  // namespace
 
-void bench_explorer(std::ostream& os, double budget) {
+void bench_explorer(std::ostream& os, double budget, bool json) {
   std::vector<std::vector<std::string>> rows = {{"explorer (core alphabet, depth 4)", "world", "states", "transitions", "states/s (CPU)", "space"}};
   for (const auto& b : builtin_scenarios()) {
     SeqFile f = b.file;
@@ -65,11 +84,17 @@ void bench_explorer(std::ostream& os, double budget) {
     opt.depth = 4;
     opt.max_seconds = budget;
     ExploreResult r = explore(f, opt);
+    const char* space = r.exhausted ? "exhausted" : r.limited ? "stopped by the time limit" : "complete to depth 4";
+    if (json)
+      JsonRecord("bench_explorer")
+          .str("scenario", b.name).num("world", f.scenario.world).num("states", r.states).num("transitions", r.transitions)
+          .real("states_per_cpu_second", r.transitions == 0 ? 0.0 : r.states / std::max(r.cpu_seconds, 1e-3)).str("space", space)
+          .print(os);
     rows.push_back({b.name, std::to_string(f.scenario.world), std::to_string(r.states), std::to_string(r.transitions),
                     r.transitions == 0 ? "-" : std::to_string(static_cast<int64_t>(r.states / std::max(r.cpu_seconds, 1e-3))),
-                    r.exhausted ? "exhausted" : r.limited ? "stopped by the time limit" : "complete to depth 4"});
+                    space});
   }
-  print_aligned(os, rows);
+  if (!json) print_aligned(os, rows);
 }
 
 int cmd_explore(const Args& a) {
@@ -97,26 +122,31 @@ int cmd_explore(const Args& a) {
   opt.full_alphabet = a.full_alphabet;
   opt.only_ops = a.ops;
   opt.max_seconds = a.have_seconds ? a.seconds : 0;
-  opt.progress = &std::cerr;
+  Progress progress("explore", a.quiet);
+  opt.progress = &progress.as_stream();
   bool any = a.ops.empty();
   for (const Op& op : explore_alphabet(f.scenario, opt.rank_ops, opt.full_alphabet))
     for (const auto& o : a.ops) any = any || o == op_text(op) || o == op_name(op.kind);
   if (!any) usage_error("--ops matches no op of this scenario's alphabet");
   ExploreResult r = explore(f, opt);
-  std::cout << "scenario " << source << ", world " << f.scenario.world << ", profile " << f.scenario.profile << "\n";
-  print_explore(std::cout, r, true);
-
+  progress.done();
+  if (!a.json) {
+    std::cout << "scenario " << source << ", world " << f.scenario.world << ", profile " << f.scenario.profile << "\n";
+    print_explore(std::cout, r, true);
+  }
+  std::vector<std::string> class_files(r.classes.size());
   if (!a.out.empty()) {
     std::filesystem::create_directories(a.out);
     for (size_t i = 0; i < r.classes.size(); ++i) {
       const FindingClass& c = r.classes[i];
       char name[32];
       std::snprintf(name, sizeof name, "%03zu", i + 1);
-      std::string path = a.out + "/explore_" + name + "_" + c.spec + "_" + c.op + ".seq";
-      std::ofstream(path) << print_seq(c.file);
+      class_files[i] = a.out + "/explore_" + name + "_" + c.spec + "_" + c.op + ".seq";
+      std::ofstream(class_files[i]) << print_seq(c.file);
     }
-    std::cout << "wrote " << r.classes.size() << " class files to " << a.out << "\n";
+    if (!a.json) std::cout << "wrote " << r.classes.size() << " class files to " << a.out << "\n";
   }
+  if (a.json) print_explore_json(source, f, r, class_files);
   if ((!a.dot.empty() || !a.svg.empty()) && r.states > kMaxDrawnStates)
     usage_error("the state graph has " + std::to_string(r.states) + " states; --dot/--svg draw at most " +
                 std::to_string(kMaxDrawnStates) + " (lower --depth or pick ops with --ops)");

@@ -5,10 +5,61 @@
 #include <iostream>
 
 #include "sim/cli/commands.hpp"
+#include "sim/cli/json_record.hpp"
+#include "sim/cli/junit.hpp"
+#include "sim/cli/progress.hpp"
 #include "sim/hunt.hpp"
 #include "sim/hunt_scenarios.hpp"
 
 namespace fsdpsim::cli {
+
+namespace {
+
+void print_hunt_json(const HuntReport& rep, const std::string& out, int code) {
+  for (const auto& c : rep.classes)
+    JsonRecord("hunt_class")
+        .str("class", c.stem).str("signature", c.t.signature).str("spec", c.t.spec).str("symptom", c.t.symptom)
+        .num("ops", static_cast<int64_t>(c.t.minimal.ops.size())).num("world", c.t.minimal.scenario.world)
+        .str("verdict", verdict_name(c.t.verdict)).str("fix_switch", c.t.fix_switch).str("found_by", c.found_by).num("hits", c.hits)
+        .str("real", c.real).str("upstream", c.upstream).strs("divergences", c.divergences).str("file", c.file)
+        .print(std::cout);
+  JsonRecord("hunt_summary")
+      .num("seed", static_cast<int64_t>(rep.seed)).str("profile", rep.profile).num("world", rep.world).num("sequences", rep.sequences)
+      .num("with_findings", rep.with_findings).num("explored", rep.explored).num("triaged", rep.triaged)
+      .num("classes", static_cast<int64_t>(rep.classes.size())).flag("upstream_installed", rep.upstream_installed)
+      .str("upstream_versions", rep.upstream_versions).real("explore_seconds", rep.t_explore).real("fuzz_seconds", rep.t_fuzz)
+      .real("triage_seconds", rep.t_triage).real("confirm_seconds", rep.t_confirm).str("out", out).num("exit_code", code)
+      .str("infra_message", rep.infra ? rep.infra_message : "")
+      .print(std::cout);
+}
+
+// A testcase per class: a failure where a backend disagrees with the model (the
+// hunt's exit 2) or, with --fail-on-new, where the class has no known fix (exit 1).
+void write_hunt_junit(const HuntReport& rep, const Args& a) {
+  JunitReport junit("fsdpsim hunt (seed " + std::to_string(rep.seed) + ", profile " + rep.profile + ")");
+  for (const auto& c : rep.classes) {
+    JunitCase jc;
+    jc.classname = "hunt", jc.name = c.stem;
+    const bool differs = c.real == "DIFFERS" || c.upstream == "DIFFERS" || c.real == "no finding" || c.upstream == "no finding";
+    if (differs) {
+      jc.outcome = JunitCase::Outcome::Failure, jc.message = "real " + c.real + ", upstream " + c.upstream;
+      for (const auto& d : c.divergences) jc.text += d + "\n";
+    } else if (a.fail_on_new && c.t.verdict == Verdict::New) {
+      jc.outcome = JunitCase::Outcome::Failure, jc.message = "a new class: no switch of the patched profile fixes it";
+    }
+    jc.text = c.t.signature + "\n" + c.t.symptom + "\n" + jc.text;
+    junit.add(std::move(jc));
+  }
+  if (rep.infra) {
+    JunitCase jc;
+    jc.classname = "hunt", jc.name = "harness", jc.outcome = JunitCase::Outcome::Error, jc.message = "infrastructure failure";
+    jc.text = rep.infra_message;
+    junit.add(std::move(jc));
+  }
+  junit.write(a.junit, rep.t_explore + rep.t_fuzz + rep.t_triage + rep.t_confirm);
+}
+
+}  // namespace
 
 int cmd_hunt(const Args& a) {
   if (!a.positional.empty()) throw SourceError("<command line>", {}, "hunt takes no files, got '" + a.positional[0] + "'");
@@ -19,17 +70,27 @@ int cmd_hunt(const Args& a) {
   o.seed = a.have_seed ? a.seed : 1;
   o.scenarios = hunt_scenarios();
   o.explore = hunt_explore_hook();
-  o.progress = [](const std::string& line) { std::cerr << "hunt: " << line << "\n" << std::flush; };
+  // sim/hunt.cpp already spaces its lines (a phase done, fuzzing every 2 s): each one stays.
+  Progress progress("hunt", a.quiet);
+  o.progress = [&progress](const std::string& line) { progress.note(line); };
   const std::string out = a.out.empty() ? "out/hunt" : a.out;
-  std::cerr << "hunt: seed " << o.seed << ", profile " << o.profile << ", world " << o.world << ", " << o.seconds << " s model budget, "
-            << o.scenarios.size() << " built-in scenarios, explorer " << (o.explore ? "on" : "not built in") << "\n";
+  progress.note("seed " + std::to_string(o.seed) + ", profile " + o.profile + ", world " + std::to_string(o.world) + ", " +
+                std::to_string(static_cast<int>(o.seconds)) + " s model budget, " + std::to_string(o.scenarios.size()) +
+                " built-in scenarios, explorer " + (o.explore ? "on" : "not built in"));
   RealPools pools = pools_of(a);
   HuntReport rep = hunt(o, pools);
+  progress.done();
   int code = hunt_exit_code(rep, a.fail_on_new);
   std::string error;
   if (!write_hunt_outputs(rep, out, code, &error)) {
     std::cerr << "fsdpsim: " << error << "\n";
     return kInfra;
+  }
+  if (!a.junit.empty()) write_hunt_junit(rep, a);
+  if (a.json) {
+    print_hunt_json(rep, out, code);
+    if (rep.infra) std::cerr << "fsdpsim: " << rep.infra_message << "\n";
+    return code;
   }
   std::cout << "hunt (seed " << rep.seed << ", profile " << rep.profile << ", world " << rep.world << "): " << rep.sequences << " sequences fuzzed, "
             << rep.with_findings << " with findings, " << rep.explored << " from the explorer, " << rep.triaged << " triaged into "
@@ -60,16 +121,23 @@ int cmd_triage(const Args& a) {
     apply_overrides(f, a, file);
     const std::string recorded = signature_comment(f);
     TriageResult t;
-    if (!triage(f, &t)) {
-      std::cout << file << "\t-\tnone\t-\n";
+    const bool found = triage(f, &t);
+    if (a.json)
+      JsonRecord("triage")
+          .str("file", file).str("class", found ? class_file_stem(t) : "").str("verdict", found ? verdict_name(t.verdict) : "none")
+          .str("fix_switch", found ? t.fix_switch : "").str("signature", found ? t.signature : "").str("recorded", recorded)
+          .print(std::cout);
+    if (!found) {
+      if (!a.json) std::cout << file << "\t-\tnone\t-\n";
       if (a.check && !recorded.empty()) {
         std::cerr << file << ": records '" << recorded << "' but has no finding\n";
         code = kFinding;
       }
       continue;
     }
-    std::cout << file << "\t" << class_file_stem(t) << "\t" << verdict_name(t.verdict) << (t.fix_switch.empty() ? "" : " " + t.fix_switch) << "\t"
-              << t.signature << "\n";
+    if (!a.json)
+      std::cout << file << "\t" << class_file_stem(t) << "\t" << verdict_name(t.verdict) << (t.fix_switch.empty() ? "" : " " + t.fix_switch) << "\t"
+                << t.signature << "\n";
     if (a.check && recorded != t.signature) {
       std::cerr << file << ": signature line says '" << recorded << "', triage computes '" << t.signature << "'\n";
       code = kFinding;

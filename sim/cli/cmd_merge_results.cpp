@@ -7,6 +7,7 @@
 
 #include "model/vocab/table.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/json_record.hpp"
 #include "sim/crosscheck_results.hpp"
 
 namespace fsdpsim::cli {
@@ -28,6 +29,15 @@ int cmd_merge_results(const Args& a) {
     if (v.size() > 20) s += ", ...";
     return v.empty() ? s : s + ")";
   };
+  if (a.json) {
+    JsonRecord("merged_results")
+        .num("seed", static_cast<int64_t>(m.seed)).num("count", m.count).num("world", m.world).str("backends", m.backends)
+        .str("profile", m.profile).num("first", m.first).num("end", m.end).seeds("divergent", m.divergent).seeds("broken", m.broken)
+        .counts("findings", m.findings).strs("files", a.positional).print(std::cout);
+    if (!a.results.empty()) write_results_file(a.results, m);
+    if (!m.broken.empty()) return kInfra;
+    return m.divergent.empty() ? kClean : kDivergence;
+  }
   std::string spec;
   for (const auto& [k, v] : m.findings) spec += (spec.empty() ? "" : ", ") + k + " " + std::to_string(v);
   std::cout << "crosscheck seed " << m.seed << ", " << m.count << " sequences, world " << m.world << ", backends " << m.backends

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "sim/cli/commands.hpp"
+#include "sim/cli/json_record.hpp"
 #include "sim/report_html.hpp"
 
 namespace fsdpsim::cli {
@@ -37,10 +38,16 @@ int cmd_report(const Args& a) {
   std::ofstream out(a.html, std::ios::binary | std::ios::trunc);
   if (out) out << html_page("fsdpsim report " + file, section);
   if (!out.flush()) throw SourceError("<command line>", {}, "--html: cannot write '" + a.html + "': " + std::strerror(errno));
-  std::cout << "wrote " << a.html << ": " << counts.steps << " ops, world " << f.scenario.world << ", backends "
+  if (a.json) {
+    JsonRecord r("report");
+    r.str("html", a.html).str("file", file).num("ops", counts.steps).num("world", f.scenario.world).str("backends", backends_text(a.backends));
+    r.num("findings", counts.findings).num("differing_cells", res.runs.size() > 1 ? counts.differing_cells : 0).print(std::cout);
+  } else {
+    std::cout << "wrote " << a.html << ": " << counts.steps << " ops, world " << f.scenario.world << ", backends "
             << backends_text(a.backends) << ", " << counts.findings << " findings";
-  if (res.runs.size() > 1) std::cout << ", " << counts.differing_cells << " differing cells";
-  std::cout << "\n";
+    if (res.runs.size() > 1) std::cout << ", " << counts.differing_cells << " differing cells";
+    std::cout << "\n";
+  }
   if (!res.divergences.empty()) return kDivergence;
   return res.findings.empty() ? kClean : kFinding;
 }

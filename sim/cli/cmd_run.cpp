@@ -1,4 +1,4 @@
-// `fsdpsim run`, `fsdpsim check` and the main job (no arguments).
+// `fsdpsim run` and `fsdpsim demo`; the helpers `check` and the others share.
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,11 +7,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "model/vocab/profile.hpp"
 #include "model/vocab/table.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/interrupt.hpp"
+#include "sim/cli/json_record.hpp"
+#include "sim/cli/progress.hpp"
 #include "sim/crosscheck.hpp"
 #include "sim/default_scenario.hpp"
 #include "sim/expectations.hpp"
@@ -31,17 +34,15 @@ void print_findings(std::ostream& os, const std::vector<Finding>& findings) {
     os << "findings: none\n";
     return;
   }
-  os << "findings: " << findings.size() << "\n";
+  os << red("findings: " + std::to_string(findings.size())) << "\n";
   for (const auto& f : findings) os << "  " << f.text << "\n";
 }
 
 void print_finding_json(std::ostream& os, const Finding& f) {
-  std::string t;
-  for (char c : f.text) {
-    if (c == '"' || c == '\\') t += '\\';
-    t += c;
-  }
-  os << "{\"finding\":\"" << f.spec << "\",\"step\":" << f.step << ",\"rank\":" << f.rank << ",\"text\":\"" << t << "\"}\n";
+  std::ostringstream o;
+  o << "{\"finding\":\"" << f.spec << "\",\"step\":" << f.step << ",\"rank\":" << f.rank << ",\"text\":";
+  print_json_string(o, f.text);
+  os << with_type_last(o.str() + "}", "finding") << "\n";
 }
 
 }  // namespace
@@ -50,7 +51,8 @@ void print_divergences(std::ostream& os, const BackendRun& res) {
   for (const auto& c : res.comparisons) {
     const auto& d = c.divergences;
     if (d.empty()) continue;
-    os << "divergences (" << backend_name(c.first) << " vs " << backend_name(c.other) << "): " << d.size() << "\n";
+    os << red(std::string("divergences (") + backend_name(c.first) + " vs " + backend_name(c.other) + "): " + std::to_string(d.size()))
+       << "\n";
     for (size_t i = 0; i < d.size() && i < 40; ++i) os << "  " << d[i] << "\n";
     if (d.size() > 40) os << "  ... " << d.size() - 40 << " more\n";
   }
@@ -65,13 +67,10 @@ void print_upstream_versions(std::ostream& os, RealPools& pools, bool json) {
   os << "{\"upstream_versions\":{";
   bool comma = false;
   for (const auto& [k, v] : pools.upstream().versions()) {
-    os << (comma ? "," : "");
-    print_json_string(os, k);
-    os << ":";
-    print_json_string(os, v);
+    os << (comma ? "," : "") << json_quoted(k) << ":" << json_quoted(v);
     comma = true;
   }
-  os << "}}\n";
+  os << "},\"type\":\"upstream_versions\"}\n";
 }
 
 // The .seq files under each path, sorted per directory. A path that cannot
@@ -129,19 +128,22 @@ int cmd_run(const Args& a) {
   }
   if (a.json) {
     for (const auto& o : res.observations) {
-      print_json(std::cout, o);
-      std::cout << "\n";
+      std::ostringstream line;
+      print_json(line, o);
+      std::cout << with_type_last(line.str(), "observation") << "\n";
     }
     for (const auto& fd : res.findings) print_finding_json(std::cout, fd);
     // What the text form shows, as records: each backend's trace hash, and
     // every divergence (exit 2 must not come with nothing saying why).
     for (const auto& run : res.runs)
-      std::cout << "{\"trace_hash\":\"" << hex(run.trace_hash) << "\",\"backend\":\"" << backend_name(run.backend) << "\"}\n";
+      std::cout << "{\"trace_hash\":\"" << hex(run.trace_hash) << "\",\"backend\":\"" << backend_name(run.backend)
+                << "\",\"type\":\"trace_hash\"}\n";
     for (const auto& c : res.comparisons)
       for (const auto& d : c.divergences) {
         std::cout << "{\"divergence\":";
         print_json_string(std::cout, d);
-        std::cout << ",\"first\":\"" << backend_name(c.first) << "\",\"other\":\"" << backend_name(c.other) << "\"}\n";
+        std::cout << ",\"first\":\"" << backend_name(c.first) << "\",\"other\":\"" << backend_name(c.other)
+                  << "\",\"type\":\"divergence\"}\n";
       }
     print_upstream_versions(std::cout, pools, true);
   } else {
@@ -157,71 +159,6 @@ int cmd_run(const Args& a) {
   }
   if (!res.divergences.empty()) return kDivergence;
   return res.findings.empty() ? kClean : kFinding;
-}
-
-int cmd_check(const Args& a) {
-  if (a.positional.empty()) throw SourceError("<command line>", {}, "check expects at least one file or directory");
-  int passed = 0, failed = 0, bad = 0, diverged = 0, broken = 0;
-  arm_interrupts();
-  RealPools pools = pools_of(a);
-  std::vector<std::string> problems;
-  const std::vector<std::string> files = seq_files(a.positional, &problems);
-  for (const auto& p : problems) {
-    ++bad;
-    std::cout << "BAD  " << p << "\n";
-  }
-  size_t done = 0;
-  for (const auto& file : files) {
-    std::cout.flush();  // the previous file's lines, also into a redirected file
-    if (interrupted()) break;
-    arm_interrupts();
-    ++done;
-    try {
-      SeqFile f = parse_seq_file(file);
-      apply_overrides(f, a, file);
-      BackendRun res = run_backend(f, a.backends, pools);
-      arm_interrupts();  // a backend started in this run installed its own handler: ours again
-      if (res.infra_failure) {
-        ++broken;
-        std::cout << "BROKE " << file << ": " << res.infra_message << "\n";
-        continue;
-      }
-      // The expectations hold on every backend that ran; with several, each
-      // failure names its backend.
-      std::vector<ExpectFailure> failures;
-      for (const auto& run : res.runs)
-        for (auto& x : check_expectations(f, run.observations, run.findings, file)) {
-          if (res.runs.size() > 1) x.text = std::string("[") + backend_name(run.backend) + "] " + x.text;
-          failures.push_back(std::move(x));
-        }
-      if (failures.empty() && res.divergences.empty()) {
-        ++passed;
-        std::cout << "PASS " << file << "  (" << f.ops.size() << " ops, world " << f.scenario.world << ", "
-                  << f.scenario.profile << ", backend " << a.backend << ", " << res.findings.size() << " findings as expected)\n";
-        continue;
-      }
-      std::cout << "FAIL " << file << "\n";
-      for (const auto& x : failures) std::cout << "  " << x.text << "\n";
-      print_divergences(std::cout, res);
-      if (!res.divergences.empty()) ++diverged;
-      else ++failed;
-    } catch (const SourceError& e) {
-      ++bad;
-      std::cout << "BAD  " << e.what() << "\n";
-    }
-  }
-  print_upstream_versions(std::cout, pools, false);
-  // Bad input, broken runs and failed expectations are different problems:
-  // one count each.
-  std::cout << passed << " passed, " << failed << " failed expectations, " << diverged << " diverged, " << broken
-            << " broken runs, " << bad << " bad input";
-  if (interrupted()) std::cout << "; interrupted by signal " << interrupted() << " after " << done << " of " << files.size() << " files";
-  std::cout << "\n";
-  if (interrupted()) return interrupted_exit(interrupted());
-  if (bad) return kBadInput;
-  if (broken) return kInfra;
-  if (diverged) return kDivergence;
-  return failed ? kFinding : kClean;
 }
 
 // The main job. For now: the seed 000 scenario under both profiles, its

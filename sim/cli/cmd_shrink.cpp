@@ -2,11 +2,25 @@
 #include <iostream>
 
 #include "sim/cli/commands.hpp"
+#include "sim/cli/json_record.hpp"
+#include "sim/cli/progress.hpp"
 #include "sim/shrink.hpp"
 
 namespace fsdpsim::cli {
 
 namespace {
+
+// The minimal file, as text or (--json) one shrunk record.
+void print_shrunk(const Args& a, const ShrinkResult& res, const std::string& file, const char* keeps, const std::string& signature) {
+  if (!a.json) {
+    std::cout << print_seq(res.minimal);
+    return;
+  }
+  JsonRecord("shrunk")
+      .str("file", file).str("keeps", keeps).str("signature", signature).num("runs", res.runs)
+      .num("ops", static_cast<int64_t>(res.minimal.ops.size())).num("world", res.minimal.scenario.world).str("seq", print_seq(res.minimal))
+      .print(std::cout);
+}
 
 // `shrink --divergence`: the minimal sequence on which the backends still
 // differ in the same way (divergence_signature of the first difference).
@@ -22,19 +36,21 @@ int shrink_divergence(const Args& a, const SeqFile& f, const std::string& file) 
     throw SourceError(file, {}, "no divergence to shrink (" + backends_text(backends) + " agree on it)");
   const std::string target = divergence_signature(first.divergences[0]);
   ShrinkResult res;
+  Progress progress("shrink", a.quiet);
   shrink_while(f, &res, [&](const SeqFile& c) {
     BackendRun r = run_backend(c, backends, pools, false);
     if (r.infra_failure) return false;  // a broken run proves nothing
     for (const auto& d : r.divergences)
       if (divergence_signature(d) == target) return true;
     return false;
-  }, [](const std::string& line) { std::cerr << "shrink: " << line << "\n"; });
+  }, [&progress](const std::string& line) { progress.status(line); });
+  progress.done();
   BackendRun last = run_backend(res.minimal, backends, pools, false);
   res.minimal.comments = {"shrunk from " + file + " by fsdpsim shrink --divergence --backend " + backends_text(backends) + " (" +
                               std::to_string(res.runs) + " runs)",
                           "divergence " + target};
   for (size_t k = 0; k < last.divergences.size() && k < 5; ++k) res.minimal.comments.push_back("  " + last.divergences[k]);
-  std::cout << print_seq(res.minimal);
+  print_shrunk(a, res, file, "divergence", target);
   return kDivergence;
 }
 
@@ -47,13 +63,15 @@ int cmd_shrink(const Args& a) {
   apply_overrides(f, a, file);
   if (a.divergence) return shrink_divergence(a, f, file);
   ShrinkResult res;
-  bool found = shrink(f, &res, [](const std::string& line) { std::cerr << "shrink: " << line << "\n"; });
+  Progress progress("shrink", a.quiet);
+  bool found = shrink(f, &res, [&progress](const std::string& line) { progress.status(line); });
+  progress.done();
   // Nothing to keep is bad input (exit 3), not an empty minimal file:
   // `shrink x > min.seq` must not leave an empty min.seq looking like a result.
   if (!found) throw SourceError(file, {}, "no finding to shrink (the model runs it clean; shrink keeps a file's first finding)");
   res.minimal.comments = {"shrunk from " + file + " by fsdpsim shrink (" + std::to_string(res.runs) + " runs)",
                           "signature " + res.signature};
-  std::cout << print_seq(res.minimal);
+  print_shrunk(a, res, file, "finding", res.signature);
   return kFinding;
 }
 

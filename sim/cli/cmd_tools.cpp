@@ -4,6 +4,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "model/machine/topology.hpp"
 #include "model/vocab/profile.hpp"
@@ -11,7 +12,9 @@
 #include "real_backend/bench_real.hpp"
 #include "real_backend/upstream/pool_client.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/json_record.hpp"
 #include "sim/cli/output.hpp"
+#include "sim/cli/progress.hpp"
 #include "sim/default_scenario.hpp"
 #include "sim/generator.hpp"
 #include "sim/shrink.hpp"
@@ -19,7 +22,26 @@
 
 namespace fsdpsim::cli {
 
-int cmd_profiles(const Args&) {
+namespace {
+
+// profiles --json: a switch record per behaviour switch, a profile record per profile.
+void print_profiles_json(const std::vector<Profile>& profiles) {
+  const std::vector<std::string> names = profile_names();
+  for (int i = 0; i < kSwitchCount; ++i) {
+    const SwitchInfo& s = switch_table()[i];
+    std::vector<std::string> values(s.values.begin(), s.values.end());
+    std::string in_profiles = "{";
+    for (size_t k = 0; k < profiles.size(); ++k)
+      in_profiles += (k ? "," : "") + json_quoted(names[k]) + ":" + json_quoted(s.values[profiles[k].values[i]]);
+    JsonRecord("switch").str("name", s.name).strs("values", values).raw("profiles", in_profiles + "}").str("mirrors", s.mirrors)
+        .str("doc", s.doc).print(std::cout);
+  }
+  for (const auto& n : names) JsonRecord("profile").str("name", n).str("description", profile_description(n)).print(std::cout);
+}
+
+}  // namespace
+
+int cmd_profiles(const Args& a) {
   std::vector<std::string> header = {"switch", "values"};
   std::vector<Profile> profiles;
   for (const auto& n : profile_names()) {
@@ -27,6 +49,10 @@ int cmd_profiles(const Args&) {
     profiles.push_back(*profile_by_name(n));
   }
   header.push_back("mirrors");
+  if (a.json) {
+    print_profiles_json(profiles);
+    return kClean;
+  }
   std::vector<std::vector<std::string>> rows = {header};
   for (int i = 0; i < kSwitchCount; ++i) {
     const SwitchInfo& s = switch_table()[i];
@@ -62,28 +88,34 @@ int cmd_random(const Args& a) {
   GenOptions opt;
   opt.world = a.world > 0 ? a.world : 2;
   if (!a.out.empty()) prepare_out_dir(a.out);  // exit 3 before anything is generated
-  double last = now_s();
+  Progress progress("random", a.quiet);
   for (int i = 0; i < a.count; ++i) {
-    if (!a.out.empty() && now_s() - last > 2.0) {  // progress on long runs
-      last = now_s();
-      std::cerr << "random: " << i << "/" << a.count << " written\n";
-    }
+    if (!a.out.empty()) progress.status(std::to_string(i) + "/" + std::to_string(a.count) + " written");
     uint64_t seed = a.seed + static_cast<uint64_t>(i);
     Prng rng(seed);
     SeqFile f = generate_seq(rng, opt);
     f.comments = {"fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world)};
     std::string text = print_seq(f);
-    if (a.out.empty()) {
+    std::string file;
+    if (!a.out.empty()) {
+      char name[32];
+      std::snprintf(name, sizeof name, "random_%06d.seq", i);
+      file = (std::filesystem::path(a.out) / name).string();
+      write_file(file, text);  // exit 4 on a failed write
+    }
+    if (a.json) {
+      JsonRecord r("sequence");
+      r.num("seed", static_cast<int64_t>(seed)).num("world", f.scenario.world).num("ops", static_cast<int64_t>(f.ops.size()));
+      if (!file.empty()) r.str("file", file);
+      r.str("seq", text).print(std::cout);
+    } else if (a.out.empty()) {
       errno = 0;
       std::cout << text << (i + 1 < a.count ? "\n" : "");
       check_stdout(errno);  // a full disk or closed pipe stops the run at once
-    } else {
-      char name[32];
-      std::snprintf(name, sizeof name, "random_%06d.seq", i);
-      write_file((std::filesystem::path(a.out) / name).string(), text);  // exit 4 on a failed write
     }
   }
-  if (!a.out.empty()) std::cerr << "wrote " << a.count << " sequences to " << a.out << " (seed " << a.seed << ")\n";
+  progress.done();
+  if (!a.out.empty() && !a.quiet) std::cerr << "wrote " << a.count << " sequences to " << a.out << " (seed " << a.seed << ")\n";
   return kClean;
 }
 
@@ -93,7 +125,13 @@ int cmd_random(const Args& a) {
 int cmd_bench(const Args& a) {
   const double budget = a.seconds;
   const uint64_t seed = 1;
-  std::cout << "fsdpsim bench  seed " << seed << "  " << budget << " s per figure\n";
+  // --json: each figure one bench_figure record (name, value, unit) instead of the lines.
+  std::ostringstream discard;
+  std::ostream& text = a.json ? discard : std::cout;
+  auto figure = [&](const std::string& name, double value, const std::string& unit) {
+    if (a.json) JsonRecord("bench_figure").str("name", name).real("value", value).str("unit", unit).print(std::cout);
+  };
+  text << "fsdpsim bench  seed " << seed << "  " << budget << " s per figure\n";
   GenOptions opt;
   opt.world = 2;
 
@@ -128,7 +166,8 @@ int cmd_bench(const Args& a) {
       }
       t = now_s();
     }
-    std::cout << "model ops/s (1 core, 1 rank, 12-op sequences incl. reset):  " << static_cast<int64_t>(ops / (t - t0)) << "\n";
+    text << "model ops/s (1 core, 1 rank, 12-op sequences incl. reset):  " << static_cast<int64_t>(ops / (t - t0)) << "\n";
+    figure("model_ops", ops / (t - t0), "ops/s");
   }
   // 2. Generated sequences/s at world 2: generate, compile, simulate with spec checks.
   for (bool observe : {false, true}) {
@@ -152,11 +191,16 @@ int cmd_bench(const Args& a) {
       }
       t = now_s();
     }
-    std::cout << "generated sequences/s (world 2, " << (observe ? "observations and spec checks" : "simulation only") << "):  "
-              << static_cast<int64_t>(seqs / (t - t0)) << "  (" << static_cast<int64_t>(rank_ops / (t - t0)) << " rank-ops/s";
-    if (observe) std::cout << ", " << (100 * with_findings / std::max<int64_t>(seqs, 1)) << "% with findings";
+    text << "generated sequences/s (world 2, " << (observe ? "observations and spec checks" : "simulation only") << "):  "
+         << static_cast<int64_t>(seqs / (t - t0)) << "  (" << static_cast<int64_t>(rank_ops / (t - t0)) << " rank-ops/s";
+    if (observe) text << ", " << (100 * with_findings / std::max<int64_t>(seqs, 1)) << "% with findings";
     const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-    std::cout << "; " << static_cast<int64_t>(seqs / std::max(cpu, 1e-9)) << " per CPU second)\n";
+    text << "; " << static_cast<int64_t>(seqs / std::max(cpu, 1e-9)) << " per CPU second)\n";
+    const std::string what = observe ? "generated_sequences_observed" : "generated_sequences";
+    figure(what, seqs / (t - t0), "sequences/s");
+    figure(what + "_cpu", seqs / std::max(cpu, 1e-9), "sequences/CPU s");
+    figure(what + "_rank_ops", rank_ops / (t - t0), "rank-ops/s");
+    if (observe) figure(what + "_with_findings", 100.0 * with_findings / std::max<int64_t>(seqs, 1), "%");
   }
   // 3. The lifecycle_fuzzer's work per input, without its decoding: compile,
   // simulate with observations, spec checks, S8 on one sequence in 16
@@ -175,9 +219,10 @@ int cmd_bench(const Args& a) {
       t = now_s();
     }
     const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-    std::cout << "lifecycle_fuzzer work per input (world 2: observations, spec checks, S8 on 1 in 16):  "
-              << static_cast<int64_t>(seqs / (t - t0)) << "/s  (" << static_cast<int64_t>(seqs / std::max(cpu, 1e-9))
-              << " per CPU second)\n";
+    text << "lifecycle_fuzzer work per input (world 2: observations, spec checks, S8 on 1 in 16):  "
+         << static_cast<int64_t>(seqs / (t - t0)) << "/s  (" << static_cast<int64_t>(seqs / std::max(cpu, 1e-9)) << " per CPU second)\n";
+    figure("fuzzer_inputs", seqs / (t - t0), "inputs/s");
+    figure("fuzzer_inputs_cpu", seqs / std::max(cpu, 1e-9), "inputs/CPU s");
   }
   // 4. Shrinking seed 000 (the built-in scenario, 6 ops at world 2) to its 3-op minimum.
   {
@@ -195,16 +240,18 @@ int cmd_bench(const Args& a) {
       t = now_s();
     }
     const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-    std::cout << "shrink seed 000 (" << f.ops.size() << " ops, world " << f.scenario.world << ", " << runs
-              << " candidates):  " << 1000 * (t - t0) / shrinks << " ms  (" << 1000 * cpu / shrinks << " ms of CPU)\n";
+    text << "shrink seed 000 (" << f.ops.size() << " ops, world " << f.scenario.world << ", " << runs << " candidates):  "
+         << 1000 * (t - t0) / shrinks << " ms  (" << 1000 * cpu / shrinks << " ms of CPU)\n";
+    figure("shrink_seed000", 1000 * (t - t0) / shrinks, "ms");
+    figure("shrink_seed000_cpu", 1000 * cpu / shrinks, "CPU ms");
   }
   // 2b. The explorer over the built-in scenarios (sim/explore.cpp).
-  bench_explorer(std::cout, budget);
+  bench_explorer(std::cout, budget, a.json);
   if (a.model_only) return kClean;
   // 5. The real backend: 10-op generated sequences at world 2.
   GenOptions ten = opt;
   ten.min_ops = ten.max_ops = 10;
-  auto real_rate = [&](const char* what, auto&& run_one) {
+  auto real_rate = [&](const char* what, const char* name, auto&& run_one) {
     int64_t seqs = 0;
     double t0 = now_s(), t = t0;
     uint64_t s = seed;
@@ -212,36 +259,43 @@ int cmd_bench(const Args& a) {
       Prng rng(s++);
       SeqFile f = generate_seq(rng, ten);
       if (!run_one(f)) {
-        std::cout << what << ": the real backend failed\n";
+        text << what << ": the real backend failed\n";
+        if (a.json) std::cerr << "fsdpsim bench: " << what << ": the real backend failed\n";
         return 0.0;
       }
       ++seqs;
       t = now_s();
     }
     double rate = seqs / (t - t0);
-    std::cout << what << ":  " << static_cast<int64_t>(rate) << " sequences/s\n";
+    text << what << ":  " << static_cast<int64_t>(rate) << " sequences/s\n";
+    figure(name, rate, "sequences/s");
     return rate;
   };
   auto timeout = std::chrono::milliseconds(a.timeout_ms);
   double persistent, fresh;
   {
     real::RealRanks procs(2, real::RankMode::Processes, timeout);
-    persistent = real_rate("real backend, persistent process ranks (world 2, 10-op sequences)",
+    persistent = real_rate("real backend, persistent process ranks (world 2, 10-op sequences)", "real_process_ranks",
                            [&](const SeqFile& f) { return !procs.run(f).infra_failure; });
   }
   {
     real::RealRanks threads(2, real::RankMode::Threads, timeout);
-    real_rate("real backend, persistent thread ranks (world 2, 10-op sequences)", [&](const SeqFile& f) { return !threads.run(f).infra_failure; });
+    real_rate("real backend, persistent thread ranks (world 2, 10-op sequences)", "real_thread_ranks", [&](const SeqFile& f) { return !threads.run(f).infra_failure; });
   }
-  fresh = real_rate("real backend, fresh processes per sequence (world 2, 10-op sequences)",
+  fresh = real_rate("real backend, fresh processes per sequence (world 2, 10-op sequences)", "real_fresh_processes",
                     [&](const SeqFile& f) { return !real::run_real(f, real::RankMode::Processes, timeout).infra_failure; });
-  if (fresh > 0) std::cout << "persistent / fresh ranks:  " << persistent / fresh << "x\n";
+  if (fresh > 0) text << "persistent / fresh ranks:  " << persistent / fresh << "x\n";
   real::CollectiveLatency lat = real::measure_collective_latency(2, 80, 2000);
-  std::cout << "all-gather of 80 floats, 2 thread ranks: bare gloo " << static_cast<int64_t>(lat.bare_us) << " us, fingerprinted "
-            << static_cast<int64_t>(lat.fingerprinted_us) << " us (" << lat.fingerprinted_us / lat.bare_us << "x the floor)\n";
-  std::cout << "reduce-scatter (AVG) to 80 floats, 2 thread ranks: bare gloo " << static_cast<int64_t>(lat.bare_rs_us)
-            << " us, fingerprinted " << static_cast<int64_t>(lat.fingerprinted_rs_us) << " us ("
-            << lat.fingerprinted_rs_us / lat.bare_rs_us << "x the floor)\n";
+  text << "all-gather of 80 floats, 2 thread ranks: bare gloo " << static_cast<int64_t>(lat.bare_us) << " us, fingerprinted "
+       << static_cast<int64_t>(lat.fingerprinted_us) << " us (" << lat.fingerprinted_us / lat.bare_us << "x the floor)\n";
+  text << "reduce-scatter (AVG) to 80 floats, 2 thread ranks: bare gloo " << static_cast<int64_t>(lat.bare_rs_us) << " us, fingerprinted "
+       << static_cast<int64_t>(lat.fingerprinted_rs_us) << " us (" << lat.fingerprinted_rs_us / lat.bare_rs_us << "x the floor)\n";
+  figure("all_gather_bare_gloo", lat.bare_us, "us");
+  figure("all_gather_fingerprinted", lat.fingerprinted_us, "us");
+  figure("reduce_scatter_bare_gloo", lat.bare_rs_us, "us");
+  figure("reduce_scatter_fingerprinted", lat.fingerprinted_rs_us, "us");
+  // The upstream pool's bench (Python) prints text of its own: --json leaves it out.
+  if (a.json) return kClean;
   // 6. The upstream backend (real_backend/upstream/fsdpsim_upstream/bench.py): persistent pool vs a torchrun per sequence.
   std::cout.flush();
   std::string error;

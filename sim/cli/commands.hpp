@@ -21,7 +21,9 @@ struct Args {
   std::string profile;                                       // empty: the file's own
   std::vector<std::pair<std::string, std::string>> sets;     // --set k=v
   int world = 0;                                             // 0: the file's own
-  bool json = false;
+  bool json = false;   // --json: one typed JSON object per line (docs/cli-json.schema.json)
+  bool quiet = false;  // --quiet: no progress lines on stderr
+  std::string junit;   // --junit FILE: JUnit XML (check, crosscheck, hunt)
   uint64_t seed = 0;
   bool have_seed = false;
   bool have_seconds = false;
@@ -84,8 +86,9 @@ int cmd_hunt(const Args& a);
 int cmd_triage(const Args& a);
 int cmd_export(const Args& a);
 int cmd_explore(const Args& a);
-// bench: each built-in scenario explored to depth 4 (at most `budget` seconds each).
-void bench_explorer(std::ostream& os, double budget);
+// bench: each built-in scenario explored to depth 4 (at most `budget` seconds each);
+// a table, or with json one bench_explorer record per scenario.
+void bench_explorer(std::ostream& os, double budget, bool json);
 int cmd_report(const Args& a);
 int cmd_merge_results(const Args& a);
 

@@ -14,41 +14,45 @@ namespace {
 
 const char* kUsage =
     "usage: fsdpsim                         the hunt (below) with its defaults\n"
-    "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-new] [--profile P] [--seed S]\n"
+    "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-new] [--profile P] [--seed S] [--json]\n"
+    "                    [--junit FILE]     a testcase per class\n"
     "                                             explore and fuzz the built-in scenarios for T s (default 10),\n"
     "                                             triage into classes, confirm on real (and upstream), catalogue\n"
-    "       fsdpsim triage PATH... [--check] [--out DIR] [--profile P]   each file's class signature\n"
+    "       fsdpsim triage PATH... [--check] [--out DIR] [--profile P] [--json]   each file's class signature\n"
     "       fsdpsim demo                          seed 000 replayed under upstream and patched\n"
     "       fsdpsim run FILE.seq [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
-    "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v]\n"
+    "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v] [--json] [--junit FILE]   a testcase per file\n"
     "       fsdpsim crosscheck --seed S [--count N] [--world W] [--profile P] [--out DIR]\n"
     "                          [--against real|upstream | --backends B,B[,B]]   (default model,real)\n"
     "                          [--shard I/N] [--results FILE]   block I (0-based) of N of the seed range;\n"
     "                                             the results as JSON, for merge-results\n"
-    "       fsdpsim merge-results FILE... [--results OUT]   the shards' results as one run's\n"
+    "                          [--json] [--junit FILE]   a testcase per sequence, failing where it diverges\n"
+    "       fsdpsim merge-results FILE... [--results OUT] [--json]   the shards' results as one run's\n"
     "       (B: model, real, upstream, both = model,real, or a comma list: model,upstream, model,real,upstream;\n"
     "        the others are compared with the first, the model when listed)\n"
     "       (real backend flags: --ranks processes|threads, --timeout MS, default 5000)\n"
     "       fsdpsim worker FILE.seq [--timeout MS]   one rank of a torchrun-style launch (RANK, WORLD_SIZE,\n"
     "                                             MASTER_ADDR, MASTER_PORT); rank 0 prints the observations\n"
-    "       fsdpsim shrink FILE.seq [--profile P] [--set k=v] [--world N]\n"
-    "       fsdpsim shrink FILE.seq --divergence [--backend B]   keep a divergence (default model,real)\n"
+    "       fsdpsim shrink FILE.seq [--profile P] [--set k=v] [--world N] [--json]\n"
+    "       fsdpsim shrink FILE.seq --divergence [--backend B] [--json]   keep a divergence (default model,real)\n"
     "       fsdpsim expect FILE.seq [--world N]    the file with expectations from a model run\n"
-    "       fsdpsim cost FILE.seq [--backend B] [--profile P] [--set k=v] [--world N]\n"
+    "       fsdpsim cost FILE.seq [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
     "                                             bytes per rank and adapter: sharded, gathered and reduced\n"
     "                                             per train_step, peak unsharded\n"
-    "       fsdpsim profiles\n"
-    "       fsdpsim random --seed S [--count N] [--world W] [--out DIR]\n"
-    "       fsdpsim bench [--seconds T] [--model-only]\n"
+    "       fsdpsim profiles [--json]\n"
+    "       fsdpsim random --seed S [--count N] [--world W] [--out DIR] [--json]\n"
+    "       fsdpsim bench [--seconds T] [--model-only] [--json]\n"
     "       fsdpsim export FILE.seq --python [--profile P] [--set k=v] [--world N]\n"
     "       fsdpsim explore [FILE.seq | --builtin NAME] [--depth D] [--world W] [--profile P] [--set k=v]\n"
-    "                       [--rank-ops] [--full] [--ops K,K] [--seconds T] [--out DIR] [--dot FILE] [--svg FILE]\n"
+    "                       [--rank-ops] [--full] [--ops K,K] [--seconds T] [--out DIR] [--dot FILE] [--svg FILE] [--json]\n"
     "                                             breadth-first search over the model's states (--depth 0: until\n"
     "                                             exhausted); the shortest sequence of each finding class\n"
-    "       fsdpsim report FILE.seq --html OUT.html [--backend B] [--profile P] [--set k=v] [--world N]\n"
+    "       fsdpsim report FILE.seq --html OUT.html [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
     "                                             the sequence drawn as one self-contained HTML timeline\n"
     "exit codes: 0 clean, 1 finding or failed expectation, 2 divergence between backends,\n"
-    "            3 bad input or usage, 4 infrastructure failure\n";
+    "            3 bad input or usage, 4 infrastructure failure\n"
+    "every command: --quiet (no progress lines on stderr), --help; --json: one object per line, each with a\n"
+    "            \"type\" (docs/cli-json.schema.json); colours only when stdout is a terminal and NO_COLOR is unset\n";
 
 // The usage lines of one command: its own lines and their continuations, the
 // notes on backends for the commands that take --backend, and the exit codes.
@@ -116,34 +120,37 @@ int dispatch(const std::vector<std::string>& args) {
         std::cout << command_usage(cmd);
         return kClean;
       }
+    // Every command takes --quiet; the ones printing results take --json.
+    auto flags = [&](std::vector<std::string> allowed) {
+      allowed.push_back("--quiet");
+      return parse_args(rest, allowed);
+    };
     if (cmd == "hunt")
-      return cmd_hunt(parse_args(rest, {"--seconds", "--world", "--out", "--fail-on-new", "--profile", "--seed", "--ranks", "--timeout"}));
-    if (cmd == "triage") return cmd_triage(parse_args(rest, {"--check", "--out", "--profile", "--set", "--world"}));
-    if (cmd == "demo") return cmd_main_job(parse_args(rest, {}));
-    if (cmd == "run")
-      return cmd_run(parse_args(rest, {"--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
-    if (cmd == "check") return cmd_check(parse_args(rest, {"--backend", "--profile", "--set", "--ranks", "--timeout"}));
+      return cmd_hunt(flags({"--seconds", "--world", "--out", "--fail-on-new", "--profile", "--seed", "--ranks", "--timeout", "--json",
+                             "--junit"}));
+    if (cmd == "triage") return cmd_triage(flags({"--check", "--out", "--profile", "--set", "--world", "--json"}));
+    if (cmd == "demo") return cmd_main_job(flags({}));
+    if (cmd == "run") return cmd_run(flags({"--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
+    if (cmd == "check")
+      return cmd_check(flags({"--backend", "--profile", "--set", "--ranks", "--timeout", "--json", "--junit"}));
     if (cmd == "crosscheck")
-      return cmd_crosscheck(parse_args(
-          rest, {"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout", "--against", "--backends",
-                 "--shard", "--results"}));
-    if (cmd == "merge-results") return cmd_merge_results(parse_args(rest, {"--results"}));
+      return cmd_crosscheck(flags({"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout", "--against", "--backends",
+                                   "--shard", "--results", "--json", "--junit"}));
+    if (cmd == "merge-results") return cmd_merge_results(flags({"--results", "--json"}));
     if (cmd == "report")
-      return cmd_report(
-          parse_args(rest, {"--html", "--backend", "--profile", "--set", "--world", "--ranks", "--timeout"}));
+      return cmd_report(flags({"--html", "--backend", "--profile", "--set", "--world", "--ranks", "--timeout", "--json"}));
     if (cmd == "shrink")
-      return cmd_shrink(parse_args(rest, {"--profile", "--set", "--world", "--divergence", "--backend", "--ranks", "--timeout"}));
-    if (cmd == "expect") return cmd_expect(parse_args(rest, {"--profile", "--set", "--world"}));
-    if (cmd == "cost")
-      return cmd_cost(parse_args(rest, {"--backend", "--profile", "--set", "--world", "--ranks", "--timeout"}));
-    if (cmd == "worker") return cmd_worker(parse_args(rest, {"--timeout"}));
-    if (cmd == "profiles") return cmd_profiles(parse_args(rest, {}));
-    if (cmd == "export") return cmd_export(parse_args(rest, {"--python", "--profile", "--set", "--world"}));
-    if (cmd == "random") return cmd_random(parse_args(rest, {"--seed", "--count", "--world", "--out"}));
+      return cmd_shrink(flags({"--profile", "--set", "--world", "--divergence", "--backend", "--ranks", "--timeout", "--json"}));
+    if (cmd == "expect") return cmd_expect(flags({"--profile", "--set", "--world"}));
+    if (cmd == "cost") return cmd_cost(flags({"--backend", "--profile", "--set", "--world", "--ranks", "--timeout", "--json"}));
+    if (cmd == "worker") return cmd_worker(flags({"--timeout"}));
+    if (cmd == "profiles") return cmd_profiles(flags({"--json"}));
+    if (cmd == "export") return cmd_export(flags({"--python", "--profile", "--set", "--world"}));
+    if (cmd == "random") return cmd_random(flags({"--seed", "--count", "--world", "--out", "--json"}));
     if (cmd == "explore")
-      return cmd_explore(parse_args(rest, {"--builtin", "--depth", "--world", "--profile", "--set", "--rank-ops", "--full",
-                                           "--ops", "--seconds", "--out", "--dot", "--svg"}));
-    if (cmd == "bench") return cmd_bench(parse_args(rest, {"--seconds", "--model-only", "--timeout"}));
+      return cmd_explore(flags({"--builtin", "--depth", "--world", "--profile", "--set", "--rank-ops", "--full", "--ops", "--seconds",
+                                "--out", "--dot", "--svg", "--json"}));
+    if (cmd == "bench") return cmd_bench(flags({"--seconds", "--model-only", "--timeout", "--json"}));
     std::cerr << "fsdpsim: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
   }

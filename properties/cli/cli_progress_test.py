@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Progress and colours: the long commands (crosscheck, hunt, explore,
+shrink, check) print progress on stderr and nothing there with --quiet;
+output that is not a terminal holds no escape codes; on a terminal (a pty)
+check colours FAIL red and crosscheck overwrites its progress line in place,
+and NO_COLOR turns the colours off.
+
+Usage: cli_progress_test.py FSDPSIM REPO_ROOT
+"""
+import os
+import pty
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_util import Session  # noqa: E402
+
+S = Session(sys.argv[1], sys.argv[2], tempfile.mkdtemp(prefix="fsdpsim-progress-"))
+FSDPSIM, ROOT, REG, SEED000, TMP, check = S.fsdpsim, S.root, S.reg, S.seed000, S.tmp, S.check
+ENV = dict(os.environ, FSDPSIM_PYTHON="/nonexistent")  # the hunt without upstream
+ENV.pop("NO_COLOR", None)
+
+# Each runs a few seconds (check a second or less: --quiet and the escape codes are what it shows).
+LONG = {
+    "crosscheck": ["crosscheck", "--seed", "20000", "--count", "150", "--out", os.path.join(TMP, "cc")],
+    "hunt": ["hunt", "--seconds", "2", "--seed", "3", "--out", os.path.join(TMP, "hunt")],
+    "explore": ["explore", "--builtin", "seed000_merged_raf_false", "--depth", "0", "--seconds", "3"],
+    "check": ["check", REG, os.path.join(ROOT, "corpus", "divergences")],
+}
+
+
+def run(args, env=ENV):
+    return subprocess.run([FSDPSIM] + args, capture_output=True, text=True, timeout=600, env=env)
+
+
+def on_terminal(args, env, stdout_tty=True):
+    """Runs with stdout (or else stderr) on a pty; (exit code, what the pty got, the other stream)."""
+    master, slave = pty.openpty()
+    other = subprocess.PIPE
+    p = subprocess.Popen([FSDPSIM] + args, stdout=slave if stdout_tty else other, stderr=other if stdout_tty else slave, env=env)
+    os.close(slave)
+    got = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the pty
+            break
+        if not chunk:
+            break
+        got += chunk
+    rest = (p.stderr if stdout_tty else p.stdout).read()
+    p.wait(timeout=600)
+    os.close(master)
+    return p.returncode, got.decode(errors="replace"), rest.decode(errors="replace")
+
+
+def main():
+    for name, args in LONG.items():
+        t0 = time.time()
+        loud = run(args)
+        # Progress shows once a run has taken a second (the hunt's first line at once).
+        if time.time() - t0 > 1.5 or name == "hunt":
+            check(loud.stderr.startswith(name + ": "), "%s: no progress lines on stderr: %r" % (name, loud.stderr[-400:]))
+        for stream, text in (("stdout", loud.stdout), ("stderr", loud.stderr)):
+            check("\x1b" not in text and "\r" not in text, "%s: escape codes in %s, which is not a terminal" % (name, stream))
+        quiet = run(args + ["--quiet"])
+        check(quiet.stderr == "", "%s --quiet: stderr %r" % (name, quiet.stderr[:400]))
+        check(quiet.returncode == loud.returncode, "%s --quiet changed the exit code: %d vs %d" % (name, quiet.returncode, loud.returncode))
+    shrink = run(["shrink", SEED000, "--quiet"])
+    check(shrink.returncode == 1 and shrink.stderr == "", "shrink --quiet: %d %r" % (shrink.returncode, shrink.stderr[:300]))
+
+    # Colours on a terminal only, never with NO_COLOR.
+    wrong = S.wrong_seed000()
+    plain = run(["check", SEED000, wrong])
+    check("\x1b" not in plain.stdout and "\nFAIL " + wrong in "\n" + plain.stdout, "check into a pipe: %r" % plain.stdout[:300])
+    code, tty, _ = on_terminal(["check", SEED000, wrong], ENV)
+    check(code == 1 and "\x1b[31mFAIL\x1b[0m " + wrong in tty and "\x1b[32mPASS\x1b[0m " + SEED000 in tty, "check on a terminal: %r" % tty[:400])
+    code, tty, _ = on_terminal(["check", SEED000, wrong], dict(ENV, NO_COLOR="1"))
+    check(code == 1 and "\x1b" not in tty and "FAIL " + wrong in tty, "check on a terminal with NO_COLOR: %r" % tty[:400])
+    code, tty, _ = on_terminal(["run", SEED000], ENV)
+    check(code == 1 and "\x1b[31mfindings: " in tty, "run on a terminal: %r" % tty[-400:])
+    # Progress on a terminal replaces itself (\r, erase to the end of the line); stdout keeps no escapes.
+    code, err, out = on_terminal(LONG["crosscheck"], ENV, stdout_tty=False)
+    check(code == 0 and "\rcrosscheck: " in err and "\x1b[K" in err and "\x1b" not in out, "crosscheck progress on a terminal: %r" % err[-300:])
+    return S.finish("progress on stderr, --quiet, colours and escape codes only on a terminal")
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+#include "sim/cli/json_record.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "model/vocab/observation.hpp"
+#include "sim/cli/output.hpp"
+
+namespace fsdpsim::cli {
+
+std::string json_quoted(const std::string& s) {
+  std::ostringstream os;
+  print_json_string(os, s);
+  return os.str();
+}
+
+JsonRecord::JsonRecord(const std::string& type) : text_("{\"type\":" + json_quoted(type)) {}
+
+JsonRecord& JsonRecord::key(const char* k) {
+  text_ += ",";
+  text_ += json_quoted(k);
+  text_ += ":";
+  return *this;
+}
+
+JsonRecord& JsonRecord::str(const char* k, const std::string& v) {
+  key(k).text_ += json_quoted(v);
+  return *this;
+}
+
+JsonRecord& JsonRecord::num(const char* k, int64_t v) {
+  key(k).text_ += std::to_string(v);
+  return *this;
+}
+
+JsonRecord& JsonRecord::real(const char* k, double v) {
+  key(k);
+  if (!std::isfinite(v)) {
+    text_ += "null";
+    return *this;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  text_ += buf;
+  return *this;
+}
+
+JsonRecord& JsonRecord::flag(const char* k, bool v) {
+  key(k).text_ += v ? "true" : "false";
+  return *this;
+}
+
+JsonRecord& JsonRecord::strs(const char* k, const std::vector<std::string>& v) {
+  key(k).text_ += "[";
+  for (size_t i = 0; i < v.size(); ++i) text_ += (i ? "," : "") + json_quoted(v[i]);
+  text_ += "]";
+  return *this;
+}
+
+JsonRecord& JsonRecord::seeds(const char* k, const std::vector<uint64_t>& v) {
+  key(k).text_ += "[";
+  for (size_t i = 0; i < v.size(); ++i) text_ += (i ? "," : "") + std::to_string(v[i]);
+  text_ += "]";
+  return *this;
+}
+
+JsonRecord& JsonRecord::counts(const char* k, const std::map<std::string, int64_t>& v) {
+  key(k).text_ += "{";
+  bool comma = false;
+  for (const auto& [name, n] : v) {
+    text_ += (comma ? "," : "") + json_quoted(name) + ":" + std::to_string(n);
+    comma = true;
+  }
+  text_ += "}";
+  return *this;
+}
+
+JsonRecord& JsonRecord::raw(const char* k, const std::string& json) {
+  key(k).text_ += json;
+  return *this;
+}
+
+void JsonRecord::print(std::ostream& os) const {
+  errno = 0;
+  os << text_ << "}\n";
+  if (&os == &std::cout) check_stdout(errno);
+}
+
+std::string with_type_last(const std::string& json, const std::string& kind) {
+  const size_t close = json.find_last_of('}');
+  if (close == std::string::npos) return json;
+  return json.substr(0, close) + ",\"type\":" + json_quoted(kind) + json.substr(close);
+}
+
+}  // namespace fsdpsim::cli
