@@ -178,20 +178,23 @@ WeightContent& RankModel::registered_weight(int layer) {
 
 // lora/layer.py::Linear.merge (ParamWrapper.merge alike): W.data += delta for
 // each adapter not yet merged; a delta that raises leaves merged_adapters as it was.
-void RankModel::layer_merge(int layer, int adapter) {
+Raise RankModel::layer_merge(int layer, int adapter) {
   const LayerInfo& li = topo_->layers[layer];
-  if (li.A[adapter] < 0 || !st_.params[li.A[adapter]].present) return;
-  if (st_.layers[layer].is_merged(adapter)) return;  // "Already following adapters were merged"
-  get_delta_weight(layer, adapter, +1);
+  if (li.A[adapter] < 0 || !st_.params[li.A[adapter]].present) return {};
+  if (st_.layers[layer].is_merged(adapter)) return {};  // "Already following adapters were merged"
+  if (Raise r = get_delta_weight(layer, adapter, +1)) return r;
   st_.layers[layer].push_merged(adapter);
+  return {};
 }
 
 // lora/layer.py::Linear.unmerge: pops every merged adapter, LIFO, then
 // W.data -= delta; the pop happens before the delta, so a raising delta
 // leaves the adapter unlisted but still in W.
-void RankModel::layer_unmerge(int layer) {
+Raise RankModel::layer_unmerge(int layer) {
   LoraLayer& lp = st_.layers[layer];
-  while (lp.any_merged()) get_delta_weight(layer, lp.pop_merged(), -1);
+  while (lp.any_merged())
+    if (Raise r = get_delta_weight(layer, lp.pop_merged(), -1)) return r;
+  return {};
 }
 
 // tuners_utils.py::BaseTunerLayer.set_adapter: requires_grad = (a in names) and
@@ -252,7 +255,7 @@ int RankModel::lora_active_count(int layer) const {
   return n;
 }
 
-void RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
+Raise RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
   const LayerInfo& li = topo_->layers[layer];
   LoraLayer& lp = st_.layers[layer];
   auto use = [&](int p) {
@@ -264,10 +267,10 @@ void RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
   use(li.bias);
   if (lp.disabled) {
     // U is registered here (the group's pre_forward ran), so the unmerge reads no shard and cannot raise.
-    if (lp.any_merged()) layer_unmerge(layer);
-    return;
+    if (lp.any_merged()) return layer_unmerge(layer);
+    return {};
   }
-  if (lp.any_merged()) return;
+  if (lp.any_merged()) return {};
   for (int a : lp.active) {
     if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
     // peft 0.21.2 lora/layer.py::ParamWrapper._activate_lora: with E == 1 it sums
@@ -275,11 +278,12 @@ void RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
     // parametrization of the (1, in, out) weight: torch's broadcasting error.
     if (li.experts == 1) {
       std::string err = one_expert_add_error(layer, a, false);
-      if (!err.empty()) raise(Status::ShapeError, err);
+      if (!err.empty()) return raise(Status::ShapeError, err);
     }
     use(li.A[a]);
     use(li.B[a]);
   }
+  return {};
 }
 
 namespace {

@@ -84,7 +84,7 @@ void RankModel::init_optim_state() {
 // optimizer object to an FQN through model.named_parameters() at call time,
 // first the state's keys (creation order), then every param group's; an object
 // that is not registered raises a bare KeyError with its index.
-void RankModel::op_save_optimizer() {
+Raise RankModel::op_save_optimizer() {
   if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
   init_optim_state();
   int first = -1;
@@ -96,9 +96,10 @@ void RankModel::op_save_optimizer() {
         break;
       }
     res_.index = first;
-    raise(Status::KeyError, "KeyError: " + std::to_string(first));
+    return raise(Status::KeyError, "KeyError: " + std::to_string(first));
   }
   st_.optimizer.checkpoint();
+  return {};
 }
 
 // state_dict.py::_split_optim_state_dict: per optimizer object in param-group
@@ -107,9 +108,9 @@ void RankModel::op_save_optimizer() {
 // raises under the default strict=True (a checkpoint with no state at all is
 // loaded as is). Optimizer.load_state_dict then keeps the saved state of the
 // objects that require grad, in param-group order.
-void RankModel::op_load_optimizer() {
+Raise RankModel::op_load_optimizer() {
   Optimizer& opt = st_.optimizer;
-  if (!opt.has_ckpt) raise(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
+  if (!opt.has_ckpt) return raise(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
   if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
   init_optim_state();
   int first = -1;
@@ -119,16 +120,17 @@ void RankModel::op_load_optimizer() {
     const int p = opt.objects[i];
     if (!is_registered_s(p)) {
       res_.index = static_cast<int64_t>(i);
-      raise(Status::KeyError, "KeyError: <sharded parameter " + topo_->params[p].name + ">");
+      return raise(Status::KeyError, "KeyError: <sharded parameter " + topo_->params[p].name + ">");
     }
     if (st_.params[p].rg_s && !opt.saved(p))
-      raise(Status::Exception, "RuntimeError: Missing optimizer state for parameter '" + fqn_of(topo_->params[p]) +
+      return raise(Status::Exception, "RuntimeError: Missing optimizer state for parameter '" + fqn_of(topo_->params[p]) +
                                    "' in checkpoint. The parameter requires gradients but has no saved optimizer "
                                    "state. To load anyway, use StateDictOptions(strict=False).");
   }
   opt.state.clear();
   for (size_t i = 0; i < opt.objects.size(); ++i)
     if (st_.params[opt.objects[i]].rg_s && opt.saved(opt.objects[i])) opt.state.push_back(static_cast<int>(i));
+  return {};
 }
 
 }  // namespace fsdpsim

@@ -72,7 +72,7 @@ bool RankModel::experts_full_b_delta(int layer, int adapter) const {
 // weight stored (1, in, out). With delta_weight_gather on (the fix #3102
 // proposed) A and B are gathered first (full_tensor) and the delta is laid out
 // like the weight. sign: +1 merge, -1 unmerge, 0 delta only (the delta_weight op).
-void RankModel::get_delta_weight(int layer, int adapter, int sign) {
+Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
   const LayerInfo& li = topo_->layers[layer];
   const int a = li.A[adapter], b = li.B[adapter];
   const bool sharded_read = group_of(a) >= 0 && !is_registered_u(a);
@@ -81,7 +81,7 @@ void RankModel::get_delta_weight(int layer, int adapter, int sign) {
     // lora/layer.py Linear / ParamWrapper merge and unmerge: `param.data += delta` (`-=`) with
     // the plain delta of an adapter added after prepare into W's DTensor shard; DTensor checks
     // the mix before any shape.
-    raise(Status::Exception, mixed_dtensor_error(sign > 0 ? "add_.Tensor" : "sub_.Tensor"));
+    return raise(Status::Exception, mixed_dtensor_error(sign > 0 ? "add_.Tensor" : "sub_.Tensor"));
   }
   if (li.experts == 0) {
     if (sharded_read && topo_->world > 1 && topo_->params[li.weight].dim0 < topo_->world) {
@@ -96,17 +96,17 @@ void RankModel::get_delta_weight(int layer, int adapter, int sign) {
         gather_one(b, CollRecord::kNowhere, layer, adapter);
         gather_one(a, CollRecord::kNowhere, layer, adapter);
       }
-      if (sign == 0) return;  // the delta_weight op: the full delta, replicated or partial
+      if (sign == 0) return {};  // the delta_weight op: the full delta, replicated or partial
       // _ops/utils.py::expand_to_full_mesh_op_strategy: `W.data += delta` (`-=` on unmerge) must keep
       // W's Shard(0), which no delta placement can reach: the in-place op raises.
-      raise(Status::Exception, inplace_placement_error(sign));
+      return raise(Status::Exception, inplace_placement_error(sign));
     }
     if (sharded_read) {
       gather_one(a, into, layer, adapter, sign);
-      return;
+      return {};
     }
     if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
-    return;
+    return {};
   }
   if (li.experts == 1) {
     // peft 0.21.2 lora/layer.py::ParamWrapper.get_delta_weight -> Linear.get_delta_weight for
@@ -133,7 +133,7 @@ void RankModel::get_delta_weight(int layer, int adapter, int sign) {
       // the delta_weight op returns the (out, in) delta: not the layer's delta
       if (sign == 0) {
         res_.corrupt_deltas.insert(adapter);
-        return;
+        return {};
       }
       // `param.data += delta` broadcasts (out, in) onto (1, in, out): DTensor first makes the
       // delta, Shard(0) over its out rows, Replicate (torch 2.13 _redistribute.py): one all-gather
@@ -145,30 +145,30 @@ void RankModel::get_delta_weight(int layer, int adapter, int sign) {
       DeltaId v = delta_version(layer, adapter);
       if (v != kZeroDelta) v ^= kTransposedDelta;
       registered_weight(layer).add(adapter, v, sign);
-      return;
+      return {};
     }
-    raise(Status::ShapeError, err);
+    return raise(Status::ShapeError, err);
   }
   if (!sharded_read || topo_->world == 1) {
     if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
-    return;
+    return {};
   }
   if (topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
     gather_one(a, into, layer, adapter, sign);
     gather_one(b, CollRecord::kNowhere, layer, adapter);
-    return;
+    return {};
   }
   // torch 2.13 distributed/tensor/_ops/_view_ops.py::_ViewShardingPropagator._analyze_split (strict
   // view): A.reshape(E, -1, in) of a Shard(0) A raises when E does not divide over the mesh.
   const int64_t E = li.experts, r = topo_->adapters[adapter].r;
   if (E % topo_->world != 0 && r > 1)
-    raise(Status::Exception, "RuntimeError: Cannot unflatten unevenly sharded tensor: output dimension 0 (size " +
+    return raise(Status::Exception, "RuntimeError: Cannot unflatten unevenly sharded tensor: output dimension 0 (size " +
                                  std::to_string(E) + ") is not evenly divisible by mesh dimension 0 (size " +
                                  std::to_string(topo_->world) + "). Please redistribute the tensor before this operation.");
   const int64_t out = topo_->params[b].dim0, w = topo_->world;
   const ExpertsEinsum plan = experts_einsum(layer, adapter);  // see experts_einsum
   if (plan == ExpertsEinsum::kViewRaises)
-    raise(Status::ShapeError, "This operation would remove or reshape sharded dimension 3, which requires "
+    return raise(Status::ShapeError, "This operation would remove or reshape sharded dimension 3, which requires "
                               "redistribution. Please redistribute the input first.");
   const bool shard_out = plan == ExpertsEinsum::kShardOut, shard_experts = plan == ExpertsEinsum::kShardExperts;
   // `param.data += delta` must keep W's Shard(0), which W's E < world rows cannot hold: it raises.
@@ -184,13 +184,14 @@ void RankModel::get_delta_weight(int layer, int adapter, int sign) {
     gather_one(b, CollRecord::kNowhere, layer, adapter);
     gather_one(a, CollRecord::kNowhere, layer, adapter);
   }
-  if (add_raises) raise(Status::Exception, inplace_placement_error(sign));  // after its all-gathers
+  if (add_raises) return raise(Status::Exception, inplace_placement_error(sign));  // after its all-gathers
   // torch 2.13 distributed/tensor/_redistribute.py: `param.data += delta` redistributes a delta
   // sharded on out to W's Shard(0): one all-gather of this rank's (E, in, ceil(out / world))
   // columns, padded on dim 0 to a multiple of the world so the result splits into W's chunks.
   if (sign != 0 && shard_out)
     gather_one(li.weight, CollRecord::kNowhere, layer, adapter, 0,
                (E + w - 1) / w * w * (topo_->params[li.weight].rest / out) * ((out + w - 1) / w));
+  return {};
 }
 
 // W (1, in, out) + delta (out, in): torch's broadcasting check, last dimension
@@ -204,11 +205,11 @@ void RankModel::get_delta_weight(int layer, int adapter, int sign) {
 // registration) combines plain LoRA factors with the registered weight, the DTensor shard while
 // the group is SHARDED. One adapter on E > 1 experts in fp32 folds into torch.baddbmm
 // (_LoraFactorsProxy); otherwise W + delta (_LoraParameterProxy). DTensor refuses the mix.
-void RankModel::wrapper_forward(int layer) {
+Raise RankModel::wrapper_forward(int layer) {
   const LayerInfo& li = topo_->layers[layer];
-  if (!st_.prepared || !li.wrapper_after_fsdp || is_registered_u(li.weight) || !lora_adds_output(layer)) return;
+  if (!st_.prepared || !li.wrapper_after_fsdp || is_registered_u(li.weight) || !lora_adds_output(layer)) return {};
   const bool fold = lora_active_count(layer) == 1 && li.experts > 1 && st_.params[li.weight].dtype != DType::BF16;
-  raise(Status::Exception, mixed_dtensor_error(fold ? "baddbmm.default" : "add.Tensor"));
+  return raise(Status::Exception, mixed_dtensor_error(fold ? "baddbmm.default" : "add.Tensor"));
 }
 
 std::string RankModel::one_expert_add_error(int layer, int adapter, bool dtensor) const {

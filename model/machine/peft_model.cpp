@@ -9,17 +9,19 @@ namespace fsdpsim {
 // tuners_utils.py::set_adapter (module level): per layer in module order,
 // unmerge if merged ("Adapter cannot be set when the model is merged"), then
 // the layer's set_adapter.
-void RankModel::set_adapter_module_level(AdapterSet names, bool inference_mode) {
+Raise RankModel::set_adapter_module_level(AdapterSet names, bool inference_mode) {
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
-    if (st_.layers[l].any_merged()) layer_unmerge(static_cast<int>(l));
+    if (st_.layers[l].any_merged())
+      if (Raise r = layer_unmerge(static_cast<int>(l))) return r;
     layer_set_adapter(static_cast<int>(l), names, inference_mode);
   }
   st_.active = names;
+  return {};
 }
 
 // `set_adapter X`: peft_model.py::PeftModel.set_adapter. `set_adapter [..]`:
 // tuners_utils.py::BaseTuner.set_adapter (no FSDP handling at all).
-void RankModel::op_set_adapter(const Op& op) {
+Raise RankModel::op_set_adapter(const Op& op) {
   const AdapterSet names = adapters_named(op.names);
   // The profile's fix runs around the call, so before PeftModel.set_adapter's own check.
   if (!op.list_form) {
@@ -36,58 +38,67 @@ void RankModel::op_set_adapter(const Op& op) {
         break;
       case sw::kUnmergeFirst:
         // #3895: unmerge_adapter, then reshard every FSDP module, then set_adapter.
-        if (any_merged()) unmerge_adapter();  // a raising get_delta_weight ends the op here
+        if (any_merged())
+          if (Raise r = unmerge_adapter()) return r;  // get_delta_weight raised inside unmerge
         module_reshard_all();
         break;
     }
   }
   // PeftModel.set_adapter checks its peft_config; BaseTuner.set_adapter (the list form) checks
   // nothing: a name no layer has is simply part of the active list.
-  if (!op.list_form && !st_.present.includes(names)) raise(Status::ValueError, "Adapter " + op.names[0] + " not found.");
+  if (!op.list_form && !st_.present.includes(names)) return raise(Status::ValueError, "Adapter " + op.names[0] + " not found.");
   // peft_model.py::PeftModel.set_adapter names its own active_adapter first.
   if (!op.list_form) st_.peft_active = static_cast<int8_t>(names.first());
-  set_adapter_module_level(names, false);
+  return set_adapter_module_level(names, false);
 }
 
 // tuners_utils.py::BaseTuner.merge_adapter -> each layer's merge(adapter_names);
 // by default a layer merges its own active adapters.
-void RankModel::op_merge(const Op& op) {
+Raise RankModel::op_merge(const Op& op) {
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     if (op.names.empty()) {
-      for (int a : st_.layers[l].active) layer_merge(static_cast<int>(l), a);
+      for (int a : st_.layers[l].active)
+        if (Raise r = layer_merge(static_cast<int>(l), a)) return r;
     } else {
-      for (const auto& n : op.names) layer_merge(static_cast<int>(l), adapters_named({n}).first());
+      for (const auto& n : op.names)
+        if (Raise r = layer_merge(static_cast<int>(l), adapters_named({n}).first())) return r;
     }
   }
+  return {};
 }
 
 // tuners_utils.py::BaseTuner.unmerge_adapter: every layer unmerges.
-void RankModel::unmerge_adapter() {
-  for (size_t l = 0; l < topo_->layers.size(); ++l) layer_unmerge(static_cast<int>(l));
+Raise RankModel::unmerge_adapter() {
+  for (size_t l = 0; l < topo_->layers.size(); ++l)
+    if (Raise r = layer_unmerge(static_cast<int>(l))) return r;
+  return {};
 }
 
 // peft_model.py::PeftModel.disable_adapter (enter): peft_config[active_adapter], then
 // disable_adapter_layers, no unmerge.
-void RankModel::op_disable_enter() {
-  if (st_.disabled) raise(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
+Raise RankModel::op_disable_enter() {
+  if (st_.disabled) return raise(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
   // Its first read is peft_config[self.active_adapter]: a name a delete left behind raises.
   if (st_.peft_active >= 0 && !st_.present.contains(st_.peft_active))
-    raise(Status::KeyError, "KeyError: '" + topo_->adapters[st_.peft_active].name + "'");
+    return raise(Status::KeyError, "KeyError: '" + topo_->adapters[st_.peft_active].name + "'");
   for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), false);
   st_.disabled = true;
+  return {};
 }
 
 // peft_model.py::PeftModel.disable_adapter (exit): enable_adapter_layers. With
 // disable_exit_reshard on (#3800), unmerge and reshard every module first, so
 // the flips reach the shards.
-void RankModel::op_disable_exit() {
-  if (!st_.disabled) raise(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
+Raise RankModel::op_disable_exit() {
+  if (!st_.disabled) return raise(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
   if (topo_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
-    if (any_merged()) unmerge_adapter();
+    if (any_merged())
+      if (Raise r = unmerge_adapter()) return r;
     module_reshard_all();
   }
   for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), true);
   st_.disabled = false;
+  return {};
 }
 
 // tuners_utils.py::BaseTuner.inject_adapter: places the new adapter
@@ -96,7 +107,7 @@ void RankModel::op_disable_exit() {
 // restores the requires_grad it snapshotted of every parameter the modules
 // registered before (named_parameters(recurse=False), the new adapter's
 // excluded), except on the very first injection (get_peft_model's).
-void RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
+Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
   std::vector<std::pair<int, bool>> kept;  // mapping_existing_parameter_requires_grad
   if (!first)
     for (size_t p = 0; p < topo_->params.size(); ++p) {
@@ -106,19 +117,20 @@ void RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
   for (size_t l = 0; l < topo_->layers.size(); ++l)
     if (topo_->layers[l].A[adapter] >= 0) st_.layers[l].tuner = true;
   place_new_adapter(adapter);
-  set_adapter_module_level(st_.active, inference_mode);  // an unmerge that raises skips the restore
+  if (Raise r = set_adapter_module_level(st_.active, inference_mode)) return r;  // an unmerge raised: no restore
   for (const auto& [p, rg] : kept) set_registered_rg(p, rg);
+  return {};
 }
 
 // peft_model.py::PeftModel.add_adapter / load_adapter -> BaseTuner.inject_adapter.
 // After fully_shard the new A, B are plain tensors no FSDP group manages. The
 // new adapter is inactive, so frozen; load_adapter(is_trainable=True) then calls
 // PeftModel.set_requires_grad(adapter_name), which makes it trainable.
-void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
-  if (st_.present.contains(adapter)) raise(Status::ValueError, "Adapter with name " + topo_->adapters[adapter].name + " already exists.");
+Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
+  if (st_.present.contains(adapter)) return raise(Status::ValueError, "Adapter with name " + topo_->adapters[adapter].name + " already exists.");
   // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
   const std::string conflict = target_parameters_conflict(topo_->target_parameters, topo_->adapters, adapter, st_.present.bits());
-  if (!conflict.empty()) raise(Status::ValueError, conflict);
+  if (!conflict.empty()) return raise(Status::ValueError, conflict);
   // peft tuners/lora/layer.py::LoraLayer.update_layer: new nn.Linear modules; torch
   // _fsdp_init.py::_get_managed_states ran at fully_shard, so no group manages them and the
   // group keeps the deleted module's FSDPParam.
@@ -166,7 +178,7 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
     for (int l = 0; l < refused; ++l)
       if (topo_->layers[l].experts > 0 && topo_->layers[l].A[adapter] >= 0) partial(l);
     place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
-    raise(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + topo_->layers[refused].name +
+    return raise(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + topo_->layers[refused].name +
                                   "' of type Experts, which is not a valid target. Make sure that this layer is not "
                                   "also targeted with `target_modules`. For some models, PEFT will do this "
                                   "automatically, try setting `target_modules=[]` to prevent it.");
@@ -175,8 +187,8 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
   st_.inference_mode.set(adapter, inference_mode);
   for (const auto& li : topo_->layers)
     if (li.A[adapter] >= 0) create_in(li);
-  inject_adapter(adapter, inference_mode, false);
-  if (!load) return;
+  if (Raise r = inject_adapter(adapter, inference_mode, false)) return r;
+  if (!load) return {};
   if (trainable) {
     // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name) when is_trainable
     for (const auto& li : topo_->layers) {
@@ -188,6 +200,7 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
   // then set_peft_model_state_dict -> model.load_state_dict, whose FSDP pre-hook
   // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks) reshards every group.
   if (st_.prepared) reshard_all();
+  return {};
 }
 
 // tuners_utils.py::BaseTuner.delete_adapter: refuses merged adapters; then
@@ -198,12 +211,12 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
 // set_adapter. The tuner's active adapter becomes the first tuner layer's list
 // (module order), so layers may end with different active adapters. FSDP's
 // group keeps the parameters it manages: they are still all-gathered.
-void RankModel::op_delete_adapter(int adapter) {
+Raise RankModel::op_delete_adapter(int adapter) {
   const std::string& name = topo_->adapters[adapter].name;
-  if (!st_.present.contains(adapter)) raise(Status::ValueError, "Adapter " + name + " does not exist");
+  if (!st_.present.contains(adapter)) return raise(Status::ValueError, "Adapter " + name + " does not exist");
   for (const auto& lp : st_.layers)
     if (lp.is_merged(adapter))
-      raise(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
+      return raise(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
   st_.present.erase(adapter);
   for (const auto& li : topo_->layers)
     if (li.A[adapter] >= 0) st_.params[li.A[adapter]].present = st_.params[li.B[adapter]].present = false;
@@ -232,17 +245,18 @@ void RankModel::op_delete_adapter(int adapter) {
   // peft_model.py::PeftModel.delete_adapter: its own active_adapter follows only when exactly one
   // adapter stays active; else it keeps naming the deleted one (the next forward's KeyError).
   if (tuner_active.count() == 1) st_.peft_active = static_cast<int8_t>(tuner_active.first());
+  return {};
 }
 
 // The delta_weight op: get_delta_weight for each active adapter of the layer
 // (lora/layer.py::Linear / ParamWrapper.get_delta_weight).
-void RankModel::op_delta_weight(int layer) {
+Raise RankModel::op_delta_weight(int layer) {
   const LayerInfo& li = topo_->layers[layer];
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     // The tuner's active adapters (BaseTuner.active_adapters), not the layer's own list: after a
     // delete the two can differ, and the caller asks the model which adapters are active.
     if (!st_.active.contains(a) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
-    get_delta_weight(layer, a, 0);
+    if (Raise r = get_delta_weight(layer, a, 0)) return r;
     res_.deltas.insert(a);
     // Read off an unsharded copy the optimizer has stepped past (or rows no rank holds), B @ A
     // is not the adapter's delta: the adapter is what its shards hold. A copy gathered from
@@ -252,6 +266,7 @@ void RankModel::op_delta_weight(int layer) {
     if (li.experts == 0 && is_registered_u(li.A[a]) && !pa.detached && (pa.u_stale() || pb.u_stale()))
       res_.corrupt_deltas.insert(a);
   }
+  return {};
 }
 
 // Rows of parameter p in the adapter state dict rank `rank` computes:
@@ -268,12 +283,12 @@ int64_t RankModel::saved_rows(int p, int rank) const {
 // starts from model.state_dict(): its FSDP pre-hook reshards every group. With
 // no names every adapter is saved (adapter_save_selection all), or only the
 // active ones (accelerate's non-FSDP2 adapter_only path). Rank 0 writes.
-void RankModel::op_save_adapters(const Op& op) {
+Raise RankModel::op_save_adapters(const Op& op) {
   const AdapterSet names = !op.names.empty() ? adapters_named(op.names)
                            : topo_->profile.get(Switch::AdapterSaveSelection) == sw::kActive ? st_.active
                                                                                               : st_.present;
   if (!st_.present.includes(names))
-    raise(Status::ValueError, "selected adapters are not in the model: " + names.without(st_.present).text(topo_->adapters));
+    return raise(Status::ValueError, "selected adapters are not in the model: " + names.without(st_.present).text(topo_->adapters));
   reshard_all();
   st_.saved_adapters = names;
   const bool gather = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
@@ -285,6 +300,7 @@ void RankModel::op_save_adapters(const Op& op) {
     // DCP's full state dict all-gathers each managed tensor (DTensor.full_tensor).
     if (saved && gather && group_of(static_cast<int>(p)) >= 0) gather_one(static_cast<int>(p), CollRecord::kNowhere, -1, a);
   }
+  return {};
 }
 
 // peft_model.py::PeftModel.load_adapter -> set_peft_model_state_dict ->
@@ -296,8 +312,8 @@ void RankModel::op_save_adapters(const Op& op) {
 // holds rank 0's rows); any other shape meets torch's size-mismatch error,
 // raised after the adapter's fitting tensors were copied (later adapters are
 // not loaded). reload_diff: what differs from what this rank held at save time.
-void RankModel::op_load_adapters() {
-  if (st_.saved_adapters.empty()) raise(Status::ValueError, "no adapters were saved (save_adapters first)");
+Raise RankModel::op_load_adapters() {
+  if (st_.saved_adapters.empty()) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
   reshard_all();
   bool size_mismatch = false;
   for (int a = 0; a < topo_->n_adapters() && !size_mismatch; ++a) {
@@ -327,7 +343,8 @@ void RankModel::op_load_adapters() {
       res_.reload_diff.push_back(static_cast<int>(p));
   // The raise comes after reload_diff on purpose: the copies made before it are observable.
   // Its first line names the module (upstream: FSDPPeftModel).
-  if (size_mismatch) raise(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
+  if (size_mismatch) return raise(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
+  return {};
 }
 
 }  // namespace fsdpsim

@@ -2,8 +2,8 @@
 // rank's state (RankState: FsdpParam, FsdpParamGroup, LoraLayer, Optimizer) and
 // the op's CollectiveLog, and routes each op to the transitions named after the
 // upstream objects they mirror (FSDPParamGroup, LoraLayer, PeftModel, DCP), so
-// this file reads side by side with real_backend/. An op that raises throws
-// OpRaised from where upstream raises; apply() catches it into the OpResult.
+// this file reads side by side with real_backend/. A transition that may raise
+// returns a Raise (op_raised.hpp), handed up to apply() and into the OpResult.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -125,38 +125,38 @@ class RankModel {
   ExpertsEinsum experts_einsum(int layer, int adapter) const;
   bool experts_gather_b(int layer, int adapter) const;
   DeltaId delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const;
-  void layer_merge(int layer, int adapter);
-  void layer_unmerge(int layer);
+  Raise layer_merge(int layer, int adapter);
+  Raise layer_unmerge(int layer);
   void layer_set_adapter(int layer, AdapterSet names, bool inference_mode);
   void layer_enable_adapters(int layer, bool enabled);
-  void layer_forward(int layer, bool grad_enabled, bool* path_rg);
+  Raise layer_forward(int layer, bool grad_enabled, bool* path_rg);
   WeightContent& registered_weight(int layer);
   uint64_t digest_of(int param) const;
   void gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign = 0, int64_t count = -1);
   void set_registered_rg(int param, bool value);
   // --- PEFT model (peft_model.cpp) ---
-  void op_set_adapter(const Op& op);
-  void set_adapter_module_level(AdapterSet names, bool inference_mode);
-  void op_merge(const Op& op);
-  void unmerge_adapter();
-  void op_disable_enter();
-  void op_disable_exit();
-  void inject_adapter(int adapter, bool inference_mode, bool first);
-  void op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
-  void op_delete_adapter(int adapter);
-  void op_delta_weight(int layer);
-  void wrapper_forward(int layer);  // param_wrapper.cpp
+  Raise op_set_adapter(const Op& op);
+  Raise set_adapter_module_level(AdapterSet names, bool inference_mode);
+  Raise op_merge(const Op& op);
+  Raise unmerge_adapter();
+  Raise op_disable_enter();
+  Raise op_disable_exit();
+  Raise inject_adapter(int adapter, bool inference_mode, bool first);
+  Raise op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
+  Raise op_delete_adapter(int adapter);
+  Raise op_delta_weight(int layer);
+  Raise wrapper_forward(int layer);  // param_wrapper.cpp
   bool lora_adds_output(int layer) const;  // lora_layer.cpp: the layer's output is not its base output
   int lora_active_count(int layer) const;
-  void op_save_adapters(const Op& op);
-  void op_load_adapters();
+  Raise op_save_adapters(const Op& op);
+  Raise op_load_adapters();
   int64_t saved_rows(int param, int rank) const;
   // --- loading and prepare (loading.cpp) ---
   void place_base_params();
   void place_new_adapter(int adapter, bool autocast = true);  // autocast: BaseTuner._cast_adapter_dtype ran
   void op_prepare();
   // --- get_delta_weight (param_wrapper.cpp) ---
-  void get_delta_weight(int layer, int adapter, int sign);
+  Raise get_delta_weight(int layer, int adapter, int sign);
   std::string one_expert_add_error(int layer, int adapter, bool dtensor) const;  // "" when it broadcasts
   // --- memory (loading.cpp) ---
   bool default_placement() const;
@@ -165,19 +165,19 @@ class RankModel {
   std::vector<OwnerBytes> sharded_bytes() const;
   std::vector<OwnerBytes> peak_unsharded() const;
   // --- training (rank_model.cpp) ---
-  void op_forward(bool grad_enabled);
-  void forward_hooks(bool grad_enabled);  // op_forward's body; op_forward restores the graph on a raise
-  void op_backward();
-  void dispatch(const Op& op);
+  Raise op_forward(bool grad_enabled);
+  Raise forward_hooks(bool grad_enabled);  // op_forward's body; op_forward restores the graph on a raise
+  Raise op_backward();
+  Raise dispatch(const Op& op);
   void op_step();
   void op_zero_grad();
   // --- optimizer and checkpoints (optimizer.cpp) ---
   void prepare_optimizer();
-  void op_save_optimizer();
-  void op_load_optimizer();
+  Raise op_save_optimizer();
+  Raise op_load_optimizer();
 
-  // Upstream raises here: nothing after this call runs (apply catches it).
-  [[noreturn]] static void raise(Status s, std::string msg) { throw OpRaised{s, std::move(msg)}; }
+  // What upstream raises here: `return raise(...)`.
+  static Raise raise(Status s, std::string msg) { return Raise(s, std::move(msg)); }
   AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(topo_->adapters, names); }
 
   const Topology* topo_;
