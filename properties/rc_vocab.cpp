@@ -252,9 +252,9 @@ rc::Gen<std::vector<Op>> preamble(const Scenario& s) {
   return rc::gen::exec([s] {
     std::vector<Op> ops;
     if (s.loading != Loading::RamEfficient && !chance(10)) return ops;
-    uint32_t present = 0;
+    AdapterSet present;
     for (size_t a = 0; a < s.adapters.size(); ++a)
-      if (!s.adapters[a].deferred) present |= 1u << a;
+      if (!s.adapters[a].deferred) present.insert(static_cast<int>(a));
     return ops_before_prepare(s, [](uint32_t percent) { return chance(static_cast<int>(percent)); }, &present);
   });
 }

@@ -43,7 +43,7 @@ struct OneRank {
       if (topo->groups[g].name == name) return static_cast<int>(g);
     return -1;
   }
-  const ParamState& ps(const std::string& name) const { return model->state().params.at(param(name)); }
+  const FsdpParam& ps(const std::string& name) const { return model->state().params.at(param(name)); }
   ShardedState state(const std::string& g) const { return model->state().groups.at(group(g)).sharded; }
   int layer(const std::string& name) const { return topo->layer_index(name); }
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/vocab/adapter_set.hpp"
+
 namespace fsdpsim {
 
 namespace {
@@ -103,7 +105,7 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
   return s;
 }
 
-std::vector<Op> ops_before_prepare(const Scenario& s, const std::function<bool(uint32_t)>& chance, uint32_t* present) {
+std::vector<Op> ops_before_prepare(const Scenario& s, const std::function<bool(uint32_t)>& chance, AdapterSet* present) {
   std::vector<Op> ops;
   for (size_t a = 0; a < s.adapters.size(); ++a) {
     if (!s.adapters[a].deferred || !chance(70)) continue;
@@ -111,15 +113,15 @@ std::vector<Op> ops_before_prepare(const Scenario& s, const std::function<bool(u
     op.kind = OpKind::LoadAdapter;
     op.names = {s.adapters[a].name};
     op.trainable = chance(50);
-    *present |= 1u << a;
+    present->insert(static_cast<int>(a));
     ops.push_back(op);
   }
-  if (__builtin_popcount(*present) > 1 && chance(50)) {
+  if (present->count() > 1 && chance(50)) {
     Op op;
     op.kind = OpKind::SetAdapter;
     op.list_form = true;
     for (size_t a = 0; a < s.adapters.size(); ++a)
-      if ((*present >> a) & 1) op.names.push_back(s.adapters[a].name);
+      if (present->contains(static_cast<int>(a))) op.names.push_back(s.adapters[a].name);
     ops.push_back(op);
   }
   Op prep;
@@ -131,9 +133,9 @@ std::vector<Op> ops_before_prepare(const Scenario& s, const std::function<bool(u
 std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt) {
   std::vector<Op> ops;
   int n = opt.min_ops + static_cast<int>(rng.below(static_cast<uint32_t>(opt.max_ops - opt.min_ops + 1)));
-  uint32_t present = 0;
+  AdapterSet present;
   for (size_t a = 0; a < s.adapters.size(); ++a)
-    if (!s.adapters[a].deferred) present |= 1u << a;
+    if (!s.adapters[a].deferred) present.insert(static_cast<int>(a));
   bool graph = false, disabled = false, saved_opt = false, saved_adapters = false;
   std::vector<std::string> modules = {"root"};
   for (const auto& d : s.shards)
@@ -141,10 +143,11 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
   auto pick_present = [&]() {
     std::vector<int> v;
     for (size_t a = 0; a < s.adapters.size(); ++a)
-      if ((present >> a) & 1) v.push_back(static_cast<int>(a));
+      if (present.contains(static_cast<int>(a))) v.push_back(static_cast<int>(a));
     return v[rng.below(static_cast<uint32_t>(v.size()))];
   };
-  // Always with ram-efficient loading, which needs an explicit prepare.
+  // Adapters loaded before an explicit prepare (always with ram-efficient
+  // loading, which needs one): the seed-001 lifecycle.
   if (s.loading == Loading::RamEfficient || rng.chance(10))
     ops = ops_before_prepare(s, [&](uint32_t percent) { return rng.chance(percent); }, &present);
   int guard = 0;
@@ -165,10 +168,10 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
         disabled = false;
         break;
       case OpKind::SetAdapter:
-        if (rng.chance(15) && __builtin_popcount(present) > 1) {
+        if (rng.chance(15) && present.count() > 1) {
           op.list_form = true;
           for (size_t a = 0; a < s.adapters.size(); ++a)
-            if (((present >> a) & 1) && rng.chance(60)) op.names.push_back(s.adapters[a].name);
+            if (present.contains(static_cast<int>(a)) && rng.chance(60)) op.names.push_back(s.adapters[a].name);
           if (op.names.empty()) op.names.push_back(s.adapters[pick_present()].name);
         } else {
           op.names.push_back(s.adapters[pick_present()].name);
@@ -181,19 +184,19 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
       case OpKind::LoadAdapter: {
         int cand = -1;
         for (size_t a = 0; a < s.adapters.size(); ++a)
-          if (s.adapters[a].deferred && !((present >> a) & 1)) cand = static_cast<int>(a);
+          if (s.adapters[a].deferred && !present.contains(static_cast<int>(a))) cand = static_cast<int>(a);
         if (cand < 0) continue;
-        present |= 1u << cand;
+        present.insert(cand);
         op.names.push_back(s.adapters[cand].name);
         bool trainable = rng.chance(50);  // drawn for both kinds: keeps every seed's stream
         op.trainable = k == OpKind::LoadAdapter && trainable;
         break;
       }
       case OpKind::DeleteAdapter:
-        if (__builtin_popcount(present) < 2) continue;
+        if (present.count() < 2) continue;
         {
           int a = pick_present();
-          present &= ~(1u << a);
+          present.erase(a);
           op.names.push_back(s.adapters[a].name);
         }
         break;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <vector>
 
+#include "model/vocab/adapter_set.hpp"
 #include "model/vocab/seq.hpp"
 #include "sim/prng.hpp"
 
@@ -29,7 +30,7 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt);
 // (each with chance(70), trainable with chance(50)), sometimes all made active
 // through base_model.set_adapter, then `prepare`. *present: bit a = adapter a
 // in the model (the declared ones on entry), updated.
-std::vector<Op> ops_before_prepare(const Scenario& s, const std::function<bool(uint32_t)>& chance, uint32_t* present);
+std::vector<Op> ops_before_prepare(const Scenario& s, const std::function<bool(uint32_t)>& chance, AdapterSet* present);
 std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt);
 SeqFile generate_seq(Prng& rng, const GenOptions& opt);
 

@@ -297,7 +297,7 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
       snapshots_.push_back(m.stored_snapshot());
     }
     res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(first_step + i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
-                                             (static_cast<uint64_t>(r.status) << 8) ^ r.grads);
+                                             (static_cast<uint64_t>(r.status) << 8) ^ r.grads.bits());
     for (size_t k = 0; k < colls.size(); ++k) {
       const auto& c = colls[k];
       res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(c.op) << 56) ^ (static_cast<uint64_t>(c.group) << 48) ^ static_cast<uint64_t>(c.count));

@@ -5,9 +5,7 @@
 
 namespace fsdpsim {
 
-// _fsdp_param_group.py::FSDPParamGroup.lazy_init: idempotent; the root's
-// reshard_after_forward is resolved at compile time (Topology::groups[g].raf).
-void RankModel::lazy_init(int g) { st_.groups[g].lazy_inited = true; }
+void RankModel::lazy_init(int g) { st_.groups[g].lazy_init(); }
 
 // _fsdp_param_group.py::FSDPParamGroup.unshard: all-gathers every managed
 // parameter (frozen ones too) into the group's all-gather output.
@@ -25,16 +23,14 @@ void RankModel::issue_all_gather(int g) {
       bytes += topo_->params[p].shard_numel * dtype_bytes(st_.params[p].dtype);
     }
     if (mixed) count = bytes;
-    CollRecord c{CollOp::AllGather, g, count, CollRecord::kIntoU, g, static_cast<int>(digests_.size())};
-    c.member_begin = static_cast<int>(members_.size());
+    CollRecord c{CollOp::AllGather, g, count, CollRecord::kIntoU, g, log_.next_contribution()};
+    c.member_begin = log_.next_member();
     c.member_count = static_cast<int>(gi.params.size());
-    colls_.push_back(c);
+    log_.issue(c);
     for (int p : gi.params) {
-      digests_.push_back(digest_of(p));
       const bool rows = local_rows(topo_->params[p].dim0, topo_->world, rank_) > 0;
-      const ParamState& ps = st_.params[p];  // a ghost packs the deleted module's shard (torch _fsdp_param_group.py::FSDPParamGroup.unshard)
-      gathered_versions_.push_back(rows ? (ps.detached ? ps.ghost_ver : ps.ver_s) : kNoRows);
-      members_.push_back(p);
+      log_.contribute(digest_of(p), rows ? st_.params[p].packed_version() : kNoRows);
+      log_.pack(p);
     }
   }
   note_unsharded(g, true);  // the all-gather output is alive from here
@@ -45,22 +41,14 @@ void RankModel::issue_all_gather(int g) {
 // a backward prefetch already did: torch 2.13 unshard returns when
 // _all_gather_result is pending) and runs FSDPParam.to_unsharded.
 void RankModel::unshard(int g) {
-  GroupState& gs = st_.groups[g];
-  if (gs.sharded == ShardedState::Unsharded) return;
+  FsdpParamGroup& gs = st_.groups[g];
+  if (gs.unsharded()) return;
   const GroupInfo& gi = topo_->groups[g];
   if (!gs.gather_pending) issue_all_gather(g);
   gs.gather_pending = false;
   gs.has_u = true;  // _fsdp_param.py::FSDPParam.init_unsharded_param: created once, then reused
-  for (int p : gi.params) {
-    ParamState& ps = st_.params[p];
-    if (ps.detached) continue;  // the ghost's U is registered nowhere (the new module holds the name)
-    // _fsdp_param.py::FSDPParam.to_unsharded -> set_requires_grad_if_needed(S, U): S -> U only
-    ps.rg_u = ps.rg_s;
-    ps.ver_u = ps.ver_s;
-    ps.ver_s_at_gather = ps.ver_s;
-    ps.w_u = ps.w_s;
-    ps.grad_u = false;
-  }
+  for (int p : gi.params)
+    if (!st_.params[p].detached) st_.params[p].to_unsharded();  // the ghost's U is registered nowhere (the new module holds the name)
   gs.sharded = ShardedState::Unsharded;
 }
 
@@ -68,16 +56,14 @@ void RankModel::unshard(int g) {
 // Nothing is written back: a requires_grad flip or a data edit made on U since
 // the all-gather is simply dropped.
 void RankModel::to_sharded(int g) {
-  if (st_.groups[g].sharded == ShardedState::Unsharded) note_unsharded(g, false);
+  if (st_.groups[g].unsharded()) note_unsharded(g, false);
   st_.groups[g].sharded = ShardedState::Sharded;
 }
 
-// _fsdp_param_group.py::FSDPParamGroup.reshard: in FORWARD with
-// reshard_after_forward False it returns at once (that early return *is*
-// reshard_after_forward=False); otherwise it goes to SHARDED.
+// _fsdp_param_group.py::FSDPParamGroup.reshard: SHARDED, unless reshard_after_forward
+// False keeps a group in FORWARD as it is.
 void RankModel::reshard(int g) {
-  GroupState& gs = st_.groups[g];
-  if (gs.training == TrainingState::Forward && !topo_->groups[g].raf) return;
+  if (st_.groups[g].reshard_returns_early(topo_->groups[g].raf)) return;
   to_sharded(g);
 }
 
@@ -92,9 +78,7 @@ void RankModel::pre_forward(int g) {
 // _record_post_forward (under no_grad too), then IDLE.
 void RankModel::post_forward(int g) {
   reshard(g);
-  // torch 2.13 _fsdp_param_group.py::FSDPParamGroup._record_post_forward: append to the shared order.
-  st_.groups[g].post_forward_indices.push_back(static_cast<int>(st_.post_forward_order.size()));
-  st_.post_forward_order.push_back(g);
+  st_.groups[g].record_post_forward(st_.post_forward_order, g);
   st_.groups[g].training = TrainingState::Idle;
 }
 
@@ -118,13 +102,10 @@ void RankModel::pre_backward(int g) {
 // pre_backward of its own in this backward) stays SHARDED and
 // finalize_backward drops the gathered output.
 void RankModel::backward_prefetch(int g) {
-  std::vector<int>& idx = st_.groups[g].post_forward_indices;
-  if (idx.empty()) return;
-  const int i = idx.back();
-  idx.pop_back();
-  if (i - 1 < 0) return;
-  GroupState& target = st_.groups[st_.post_forward_order[i - 1]];
-  if (target.sharded == ShardedState::Unsharded || target.gather_pending) return;
+  const int i = st_.groups[g].pop_post_forward_index();
+  if (i - 1 < 0) return;  // none left (-1), or the first post_forward (0)
+  FsdpParamGroup& target = st_.groups[st_.post_forward_order[i - 1]];
+  if (!target.takes_prefetch()) return;
   issue_all_gather(st_.post_forward_order[i - 1]);
   target.gather_pending = true;
 }
@@ -133,14 +114,14 @@ void RankModel::backward_prefetch(int g) {
 // U has a gradient, clear U.grad, reshard (reshard_after_backward), then
 // reduce-scatter only those into S.grad (_fsdp_collectives.py::foreach_reduce).
 void RankModel::post_backward(int g) {
-  GroupState& gs = st_.groups[g];
+  FsdpParamGroup& gs = st_.groups[g];
   gs.training = TrainingState::PostBackward;
   const GroupInfo& gi = topo_->groups[g];
   int64_t count = 0;
   thread_local std::vector<int> with_grad;
   with_grad.clear();
   for (int p : gi.params) {
-    ParamState& ps = st_.params[p];
+    FsdpParam& ps = st_.params[p];
     if (gs.has_u && ps.grad_u && !ps.detached) {
       with_grad.push_back(p);
       count += topo_->params[p].shard_numel;
@@ -153,14 +134,14 @@ void RankModel::post_backward(int g) {
   // own, no reduce-scatter is issued.
   if (topo_->world > 1) {
     CollRecord c{CollOp::ReduceScatter, g, count};
-    c.member_begin = static_cast<int>(members_.size());
+    c.member_begin = log_.next_member();
     c.member_count = static_cast<int>(with_grad.size());
-    colls_.push_back(c);
-    members_.insert(members_.end(), with_grad.begin(), with_grad.end());
+    log_.issue(c);
+    for (int p : with_grad) log_.pack(p);
   }
   for (int p : with_grad) {
     st_.params[p].grad_s = true;
-    if (topo_->params[p].adapter >= 0) res_.grads |= static_cast<uint8_t>(1u << topo_->params[p].adapter);
+    if (topo_->params[p].adapter >= 0) res_.grads.insert(topo_->params[p].adapter);
   }
 }
 
@@ -193,20 +174,12 @@ void RankModel::module_reshard_all() {
 
 bool RankModel::is_registered_u(int param) const {
   int g = group_of(param);
-  return g >= 0 && st_.groups[g].sharded == ShardedState::Unsharded;
+  return g >= 0 && st_.groups[g].unsharded();
 }
 
-bool RankModel::registered_rg(int param) const {
-  const ParamState& ps = st_.params[param];
-  return is_registered_u(param) ? ps.rg_u : ps.rg_s;
-}
+bool RankModel::registered_rg(int param) const { return st_.params[param].registered_rg(is_registered_u(param)); }
 
-// _fsdp_param.py::FSDPParam._setattr_on_modules: a flip reaches whichever
-// object is registered now: S, or the temporary U.
-void RankModel::set_registered_rg(int param, bool value) {
-  ParamState& ps = st_.params[param];
-  if (is_registered_u(param)) ps.rg_u = value;
-  else ps.rg_s = value;
-}
+// A flip reaches whichever object is registered now: S, or the temporary U (FsdpParam::set_registered_rg).
+void RankModel::set_registered_rg(int param, bool value) { st_.params[param].set_registered_rg(is_registered_u(param), value); }
 
 }  // namespace fsdpsim

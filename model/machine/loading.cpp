@@ -8,7 +8,7 @@ namespace fsdpsim {
 // transformers + accelerate's fsdp_cpu_ram_efficient_loading: only rank 0
 // loads real base weights; the other ranks hold meta tensors until prepare.
 void RankModel::place_base_params() {
-  if (default_placement()) return;  // ParamState's defaults: cpu, fp32
+  if (default_placement()) return;  // FsdpParam's defaults: cpu, fp32
   const bool meta = topo_->loading == Loading::RamEfficient && rank_ != 0;
   for (size_t p = 0; p < topo_->params.size(); ++p) {
     if (topo_->params[p].adapter >= 0) continue;
@@ -34,9 +34,9 @@ void RankModel::place_new_adapter(int adapter, bool autocast) {
   const bool per_adapter = topo_->profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
   for (const auto& li : topo_->layers) {
     if (li.A[adapter] < 0) continue;
-    const ParamState& base = st_.params[li.weight];
+    const FsdpParam& base = st_.params[li.weight];
     for (const auto* container : {&li.A, &li.B}) {
-      ParamState& ps = st_.params[(*container)[adapter]];
+      FsdpParam& ps = st_.params[(*container)[adapter]];
       ps.device = Device::Cpu;
       ps.dtype = DType::F32;
       bool skip = false;
@@ -67,11 +67,11 @@ void RankModel::op_prepare() {
       const ParamInfo& pi = topo_->params[p];
       if (!st_.params[p].present) continue;
       CollRecord c{CollOp::Broadcast, -1, static_cast<int64_t>(pi.dim0) * pi.rest};
-      c.member_begin = static_cast<int>(members_.size());
+      c.member_begin = log_.next_member();
       c.member_count = 1;
       c.dtype = st_.params[p].dtype;
-      colls_.push_back(c);
-      members_.push_back(p);
+      log_.issue(c);
+      log_.pack(p);
     }
   }
   for (auto& ps : st_.params) ps.device = Device::Cpu;
@@ -86,7 +86,7 @@ Collective RankModel::collective_of(const CollRecord& c) const {
   out.dtype = c.dtype;
   out.parts.reserve(static_cast<size_t>(c.member_count));
   for (int i = 0; i < c.member_count; ++i) {
-    const ParamInfo& pi = topo_->params[members_[c.member_begin + i]];
+    const ParamInfo& pi = topo_->params[log_.member(c, i)];
     // A one-parameter all-gather (DTensor's redistribution) carries that tensor as sent, padding included.
     int64_t n = c.op == CollOp::Broadcast ? static_cast<int64_t>(pi.dim0) * pi.rest
                 : c.op == CollOp::AllGather && c.member_count == 1 ? c.count
@@ -100,17 +100,7 @@ Collective RankModel::collective_of(const CollRecord& c) const {
 // Only the total and which groups were unsharded are kept at a new peak; the
 // per-owner split is computed when an observation asks for it.
 void RankModel::note_unsharded(int g, bool unsharded) {
-  const int64_t bytes = topo_->groups[g].numel * topo_->world * 4;
-  if (unsharded) {
-    st_.unsharded_now += bytes;
-    st_.unsharded_groups |= 1u << g;
-  } else {
-    st_.unsharded_now -= bytes;
-    st_.unsharded_groups &= ~(1u << g);
-  }
-  if (st_.unsharded_now <= st_.unsharded_peak) return;
-  st_.unsharded_peak = st_.unsharded_now;
-  st_.peak_groups = st_.unsharded_groups;
+  st_.memory.note(g, topo_->groups[g].numel * topo_->world * 4, unsharded);
 }
 
 namespace {
@@ -128,7 +118,7 @@ std::vector<OwnerBytes> RankModel::sharded_bytes() const {
   std::array<int64_t, kMaxAdapters + 1> v{};
   for (size_t p = 0; p < topo_->params.size(); ++p) {
     const ParamInfo& pi = topo_->params[p];
-    const ParamState& ps = st_.params[p];
+    const FsdpParam& ps = st_.params[p];
     if (!ps.present || ps.device == Device::Meta) continue;
     // Until prepare runs fully_shard every parameter is whole.
     int64_t n = group_of(static_cast<int>(p)) >= 0 && st_.prepared ? pi.shard_numel : static_cast<int64_t>(pi.dim0) * pi.rest;
@@ -140,7 +130,7 @@ std::vector<OwnerBytes> RankModel::sharded_bytes() const {
 std::vector<OwnerBytes> RankModel::peak_unsharded() const {
   std::array<int64_t, kMaxAdapters + 1> v{};
   for (size_t g = 0; g < topo_->groups.size(); ++g) {
-    if (!((st_.peak_groups >> g) & 1)) continue;
+    if (!((st_.memory.peak_groups >> g) & 1)) continue;
     for (int p : topo_->groups[g].params) {
       int a = topo_->params[p].adapter;
       v[a < 0 ? kMaxAdapters : a] += topo_->params[p].shard_numel * topo_->world * 4;

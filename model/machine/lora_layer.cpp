@@ -20,7 +20,7 @@ void WeightContent::add(int adapter, DeltaId version, int sign) {
 // merge and unmerge (lora/layer.py::Linear.get_delta_weight); nothing is cached.
 DeltaId RankModel::delta_version(int layer, int adapter) const {
   const LayerInfo& li = topo_->layers[layer];
-  auto ver = [&](int p) { return is_registered_u(p) ? st_.params[p].ver_u : st_.params[p].ver_s; };
+  auto ver = [&](int p) { return st_.params[p].registered_version(is_registered_u(p)); };
   return delta_id(adapter, ver(li.A[adapter]), ver(li.B[adapter]));
 }
 
@@ -34,8 +34,8 @@ DeltaId RankModel::delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const {
 // Which parameter, and what this rank's shard of it holds, as a digest.
 uint64_t RankModel::digest_of(int param) const {
   if (!holds_rows(param, rank_)) return 0;  // only padding: contributes nothing to the gathered value
-  const ParamState& ps = st_.params[param];
-  uint64_t h = (static_cast<uint64_t>(param) << 20) + (ps.detached ? ps.ghost_ver : ps.ver_s) + 1;  // which tensor, and its values
+  const FsdpParam& ps = st_.params[param];
+  uint64_t h = (static_cast<uint64_t>(param) << 20) + ps.packed_version() + 1;  // which tensor, and its values
   if (topo_->params[param].kind != ParamKind::Weight) return h * 2;  // only base weights carry merged deltas
   for (int a = 0; a < topo_->n_adapters(); ++a) h = h * 131 + static_cast<uint64_t>(ps.w_s.coeff[a] + 2) * 7919 + ps.w_s.ver[a];
   return h * 2 + ps.w_s.corrupt;
@@ -45,25 +45,24 @@ uint64_t RankModel::digest_of(int param) const {
 // that is W0 plus no set of deltas, LoRA values no rank has.
 void RankModel::mark_mixed(const CollRecord& c, int i) {
   if (c.into != CollRecord::kIntoU) return;  // a merge's mix is in its delta (apply_gathered_delta)
-  ParamState& ps = st_.params[topo_->groups[c.target].params[i]];
+  FsdpParam& ps = st_.params[topo_->groups[c.target].params[i]];
   if (ps.detached) return;  // the ghost's U: no module registers it
-  ps.w_u.corrupt = true;
-  ps.ver_u = kMixedVersion;
+  ps.mark_u_mixed();
 }
 
 bool RankModel::concatenated_u(const std::vector<const RankModel*>& ranks, const std::vector<const CollRecord*>& colls,
                                int i, uint32_t* ver, WeightContent* w) {
   const RankModel& m0 = *ranks[0];
-  const int p = m0.members_[colls[0]->member_begin + i];
+  const int p = m0.log_.member(*colls[0], i);
   const Topology& topo = *m0.topo_;
   const ParamInfo& pi = topo.params[p];
   std::vector<uint32_t> vers(ranks.size(), kNoRows);
   std::vector<const WeightContent*> rows(ranks.size(), nullptr);
   for (size_t r = 0; r < ranks.size(); ++r) {
     const RankModel& m = *ranks[r];
-    const ParamState& ps = m.st_.params[p];
+    const FsdpParam& ps = m.st_.params[p];
     if (ps.detached || colls[r]->into != CollRecord::kIntoU) return false;
-    const uint64_t d = m.digests_[colls[r]->digest_begin + i];
+    const uint64_t d = m.log_.digest(*colls[r], i);
     if (d == 0) continue;  // padding only
     // Changed since it was contributed (a later edit in the same op): not what was gathered.
     if (m.digest_of(p) != d || ps.ver_u != ps.ver_s || ps.w_u != ps.w_s) return false;
@@ -103,8 +102,9 @@ bool RankModel::concatenated_u(const std::vector<const RankModel*>& ranks, const
 }
 
 void RankModel::set_gathered(const CollRecord& c, int i, uint32_t ver, const WeightContent& w) {
-  ParamState& ps = st_.params[members_[c.member_begin + i]];
-  if (topo_->params[members_[c.member_begin + i]].kind == ParamKind::Weight) ps.w_u = w;
+  const int p = log_.member(c, i);
+  FsdpParam& ps = st_.params[p];
+  if (topo_->params[p].kind == ParamKind::Weight) ps.w_u = w;
   else ps.ver_u = ver;
 }
 
@@ -123,11 +123,28 @@ uint32_t RankModel::global_a_version(const std::vector<uint32_t>& v) {
   return 0x10000u + static_cast<uint32_t>(h % 0xfffe0000ull);
 }
 
+// ---------------------------------------------------------------------------
+// Note: the deferred shard merge (completed by the simulator)
+//
+// A merge or unmerge while the group is SHARDED computes its delta through a
+// DTensor all-gather of A (or, for an experts einsum sharded on the experts,
+// of B): the delta is made of the rows every rank contributed, which one rank
+// cannot know alone. So gather_one records the all-gather with into =
+// kIntoShard, the adapter and the sign, and, when set_deferred_merges(true)
+// (the simulator's ranks), leaves the shard untouched. Once the simulator has
+// matched that all-gather across the ranks (sim/simulator.cpp::
+// Simulator::apply_gathered_deltas) it works out the version of the A (or B)
+// the ranks actually gathered (global_a_version: a mix id when they differ or
+// a peer packed another tensor) and calls apply_gathered_delta, which adds
+// the delta into this rank's W shard. A lone rank (unit tests, the bench) has
+// no peers: gather_one applies the delta at once, as if every rank held its
+// own values; on a 1-rank mesh there is no all-gather at all.
+// ---------------------------------------------------------------------------
 void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t b_version) {
   const LayerInfo& li = topo_->layers[c.target];
   const int a = li.A[c.adapter], b = li.B[c.adapter];
   // The experts einsum sharded on the experts gathers B and keeps this rank's A (param_wrapper.cpp).
-  const DeltaId id = members_.empty() || c.member_count == 0 || members_[c.member_begin] != b
+  const DeltaId id = log_.members().empty() || c.member_count == 0 || log_.member(c, 0) != b
                          ? delta_id(c.adapter, version, b_version != kNoRows ? b_version : st_.params[b].ver_s)
                          : delta_id(c.adapter, st_.params[a].ver_s, version);
   st_.params[li.weight].w_s.add(c.adapter, id, c.sign);
@@ -136,63 +153,58 @@ void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t version, uint
 // DTensor's matmul all-gathers one parameter (A) for a delta.
 void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign, int64_t count) {
   CollRecord c{CollOp::AllGather, topo_->params[param].group, count >= 0 ? count : topo_->params[param].shard_numel,
-               into, layer,
-               static_cast<int>(digests_.size()), adapter};
+               into, layer, log_.next_contribution(), adapter};
   c.sign = static_cast<int8_t>(sign);
   // torch 2.13 distributed/tensor/_redistribute.py::redistribute_local_tensor: on a 1-rank mesh
   // Shard -> Replicate is the local tensor itself, no functional all-gather; the delta applies now.
-  c.member_begin = static_cast<int>(members_.size());
+  c.member_begin = log_.next_member();
   c.member_count = 1;
-  members_.push_back(param);
+  log_.pack(param);
   if (topo_->world == 1) {
     if (sign != 0) apply_gathered_delta(c, st_.params[param].ver_s);
-    members_.pop_back();
+    log_.unpack_last();
     return;
   }
-  gathered_versions_.push_back(holds_rows(param, rank_) ? st_.params[param].ver_s : kNoRows);
+  // The merge below changes only the layer's weight, never the gathered A or B: its digest holds.
+  log_.contribute(digest_of(param), holds_rows(param, rank_) ? st_.params[param].ver_s : kNoRows);
   if (sign != 0 && !deferred_merges_) apply_gathered_delta(c, st_.params[param].ver_s);
-  colls_.push_back(c);
-  digests_.push_back(digest_of(param));
+  log_.issue(c);
 }
 
 WeightContent& RankModel::registered_weight(int layer) {
   int w = topo_->layers[layer].weight;
-  return is_registered_u(w) ? st_.params[w].w_u : st_.params[w].w_s;
+  return st_.params[w].registered_weight(is_registered_u(w));
 }
 
 // lora/layer.py::Linear.merge (ParamWrapper.merge alike): W.data += delta for
 // each adapter not yet merged; a delta that raises leaves merged_adapters as it was.
-bool RankModel::layer_merge(int layer, int adapter) {
+Raise RankModel::layer_merge(int layer, int adapter) {
   const LayerInfo& li = topo_->layers[layer];
-  if (li.A[adapter] < 0 || !st_.params[li.A[adapter]].present) return true;
-  LayerPeft& lp = st_.layers[layer];
-  for (int i = 0; i < lp.n_merged; ++i)
-    if (lp.merged[i] == adapter) return true;  // "Already following adapters were merged"
-  if (!get_delta_weight(layer, adapter, +1)) return false;
-  lp.merged[lp.n_merged++] = static_cast<int8_t>(adapter);
-  return true;
+  if (li.A[adapter] < 0 || !st_.params[li.A[adapter]].present) return {};
+  if (st_.layers[layer].is_merged(adapter)) return {};  // "Already following adapters were merged"
+  if (Raise r = get_delta_weight(layer, adapter, +1)) return r;
+  st_.layers[layer].push_merged(adapter);
+  return {};
 }
 
 // lora/layer.py::Linear.unmerge: pops every merged adapter, LIFO, then
 // W.data -= delta; the pop happens before the delta, so a raising delta
 // leaves the adapter unlisted but still in W.
-bool RankModel::layer_unmerge(int layer) {
-  LayerPeft& lp = st_.layers[layer];
-  while (lp.n_merged > 0) {
-    int adapter = lp.merged[--lp.n_merged];
-    if (!get_delta_weight(layer, adapter, -1)) return false;
-  }
-  return true;
+Raise RankModel::layer_unmerge(int layer) {
+  LoraLayer& lp = st_.layers[layer];
+  while (lp.any_merged())
+    if (Raise r = get_delta_weight(layer, lp.pop_merged(), -1)) return r;
+  return {};
 }
 
 // tuners_utils.py::BaseTunerLayer.set_adapter: requires_grad = (a in names) and
 // not inference_mode on every adapter's A and B, through
 // utils/other.py::_set_layer_requires_grad (which only sees registered objects).
-void RankModel::layer_set_adapter(int layer, uint8_t names, bool inference_mode) {
+void RankModel::layer_set_adapter(int layer, AdapterSet names, bool inference_mode) {
   const LayerInfo& li = topo_->layers[layer];
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
-    bool rg = ((names >> a) & 1) && !inference_mode;
+    bool rg = names.contains(a) && !inference_mode;
     set_registered_rg(li.A[a], rg);
     set_registered_rg(li.B[a], rg);
   }
@@ -204,7 +216,7 @@ void RankModel::layer_set_adapter(int layer, uint8_t names, bool inference_mode)
 // ignores inference_mode upstream (#3447) and honours it when patched (#3453).
 void RankModel::layer_enable_adapters(int layer, bool enabled) {
   const LayerInfo& li = topo_->layers[layer];
-  LayerPeft& lp = st_.layers[layer];
+  LoraLayer& lp = st_.layers[layer];
   if (!enabled) {
     for (int a = 0; a < topo_->n_adapters(); ++a) {
       if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
@@ -217,7 +229,7 @@ void RankModel::layer_enable_adapters(int layer, bool enabled) {
   bool respect = topo_->profile.get(Switch::EnableInferenceMode) == sw::kRespect;
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
-    bool rg = ((lp.active >> a) & 1) && !(respect && ((st_.inference_mode >> a) & 1));
+    bool rg = lp.active.contains(a) && !(respect && st_.inference_mode.contains(a));
     set_registered_rg(li.A[a], rg);
     set_registered_rg(li.B[a], rg);
   }
@@ -231,22 +243,21 @@ void RankModel::layer_enable_adapters(int layer, bool enabled) {
 // peft lora/layer.py::Linear.forward: `result = result + lora_B(lora_A(x)) * scaling` for each
 // active adapter, unless disabled or merged (then the base output is the layer's output).
 bool RankModel::lora_adds_output(int layer) const {
-  const LayerPeft& lp = st_.layers[layer];
-  return lp.tuner && !lp.disabled && lp.n_merged == 0 && lora_active_count(layer) > 0;
+  const LoraLayer& lp = st_.layers[layer];
+  return lp.tuner && !lp.disabled && !lp.any_merged() && lora_active_count(layer) > 0;
 }
 
 // The layer's active adapters that it holds (lora_A has them).
 int RankModel::lora_active_count(int layer) const {
   const LayerInfo& li = topo_->layers[layer];
-  const LayerPeft& lp = st_.layers[layer];
   int n = 0;
-  for (int a = 0; a < topo_->n_adapters(); ++a) n += ((lp.active >> a) & 1) && li.A[a] >= 0 && st_.params[li.A[a]].present;
+  for (int a : st_.layers[layer].active) n += li.A[a] >= 0 && st_.params[li.A[a]].present;
   return n;
 }
 
-bool RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
+Raise RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
   const LayerInfo& li = topo_->layers[layer];
-  LayerPeft& lp = st_.layers[layer];
+  LoraLayer& lp = st_.layers[layer];
   auto use = [&](int p) {
     if (p < 0 || !registered_rg(p)) return;  // p < 0: a ParamWrapper target has no bias
     *path_rg = true;
@@ -255,37 +266,33 @@ bool RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
   use(li.weight);
   use(li.bias);
   if (lp.disabled) {
-    if (lp.n_merged > 0) layer_unmerge(layer);
-    return true;
+    // U is registered here (the group's pre_forward ran), so the unmerge reads no shard and cannot raise.
+    if (lp.any_merged()) return layer_unmerge(layer);
+    return {};
   }
-  if (lp.n_merged > 0) return true;
-  for (int a = 0; a < topo_->n_adapters(); ++a) {
-    if (!((lp.active >> a) & 1) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
+  if (lp.any_merged()) return {};
+  for (int a : lp.active) {
+    if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
     // peft 0.21.2 lora/layer.py::ParamWrapper._activate_lora: with E == 1 it sums
     // get_delta_weight (Linear's (out, in) delta) and registers W + delta as the
     // parametrization of the (1, in, out) weight: torch's broadcasting error.
     if (li.experts == 1) {
       std::string err = one_expert_add_error(layer, a, false);
-      if (!err.empty()) {
-        error(Status::ShapeError, err);
-        return false;
-      }
+      if (!err.empty()) return raise(Status::ShapeError, err);
     }
     use(li.A[a]);
     use(li.B[a]);
   }
-  return true;
+  return {};
 }
 
 namespace {
 
-WeightClass classify(const WeightContent& c, const LayerPeft& lp, const std::array<DeltaId, kMaxAdapters>& cur, int n) {
+WeightClass classify(const WeightContent& c, const LoraLayer& lp, const std::array<DeltaId, kMaxAdapters>& cur, int n) {
   if (c.corrupt) return WeightClass::Corrupt;
   bool missing = false, extra = false, bad = false;
   for (int a = 0; a < n; ++a) {
-    bool merged = false;
-    for (int i = 0; i < lp.n_merged; ++i) merged = merged || lp.merged[i] == a;
-    int want = merged ? 1 : 0;
+    int want = lp.is_merged(a) ? 1 : 0;
     if (cur[a] == kZeroDelta) {
       bad = bad || c.coeff[a] != 0;  // a delta from older, non-zero values
     } else if (c.coeff[a] == want) {
@@ -325,7 +332,7 @@ WeightClass RankModel::classify_registered(int layer) const {
   std::array<DeltaId, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a)
     if (li.A[a] >= 0) cur[a] = delta_version(layer, a);
-  const ParamState& w = st_.params[li.weight];
+  const FsdpParam& w = st_.params[li.weight];
   if (!is_registered_u(li.weight) && !holds_rows(li.weight, rank_)) return WeightClass::Exact;
   return classify(is_registered_u(li.weight) ? w.w_u : w.w_s, st_.layers[layer], cur, topo_->n_adapters());
 }
@@ -374,7 +381,7 @@ WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vec
 
 bool RankModel::any_merged() const {
   for (const auto& l : st_.layers)
-    if (l.n_merged > 0) return true;
+    if (l.any_merged()) return true;
   return false;
 }
 

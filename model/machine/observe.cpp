@@ -16,7 +16,7 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
     // Only adapters still in the model can be seen holding a gradient (a deleted
     // one's FSDPParam may still receive its reduce-scatter).
     for (int a = 0; a < topo_->n_adapters(); ++a)
-      if ((r.grads >> a) & 1 && (st_.present >> a) & 1) g.push_back(topo_->adapters[a].name);
+      if (r.grads.contains(a) && st_.present.contains(a)) g.push_back(topo_->adapters[a].name);
     o.grads = std::move(g);
   }
   // Reserved up front: observe runs after every op of every rank, and growing these costs it most.
@@ -24,18 +24,18 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
   o.params.reserve(topo_->params.size());
   o.collectives.reserve(n_colls);
   for (int a = 0; a < topo_->n_adapters(); ++a)
-    if ((st_.active >> a) & 1) o.active.push_back(topo_->adapters[a].name);
+    if (st_.active.contains(a)) o.active.push_back(topo_->adapters[a].name);
   o.disabled = st_.disabled;
-  for (int p : st_.optimizer)
+  for (int p : st_.optimizer.objects)
     if (!is_registered_s(p)) o.opt_unregistered.push_back(topo_->params[p].name);
   o.opt_missing = static_cast<int>(o.opt_unregistered.size());
-  o.opt_total = static_cast<int>(st_.optimizer.size());
+  o.opt_total = static_cast<int>(st_.optimizer.objects.size());
   // Before prepare (an explicit `prepare` op) there is no FSDP: no groups, no group of any parameter or layer.
   const bool fsdp = st_.prepared;
   for (size_t g = 0; g < topo_->groups.size() && fsdp; ++g) o.groups.push_back({topo_->groups[g].name, st_.groups[g].sharded});
   for (size_t p = 0; p < topo_->params.size(); ++p) {
     const ParamInfo& pi = topo_->params[p];
-    const ParamState& ps = st_.params[p];
+    const FsdpParam& ps = st_.params[p];
     if (pi.adapter < 0 || !ps.present) continue;
     ParamObs po;
     po.name = pi.name;
@@ -50,8 +50,8 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
   o.layers = observe_layers();
   for (size_t i = 0; i < n_colls; ++i) o.collectives.push_back(collective_of(colls[i]));
   for (int a = 0; a < topo_->n_adapters(); ++a)
-    if ((r.deltas >> a) & 1)
-      o.deltas.push_back({topo_->adapters[a].name, ((r.corrupt_deltas >> a) & 1) ? WeightClass::Corrupt : WeightClass::Exact});
+    if (r.deltas.contains(a))
+      o.deltas.push_back({topo_->adapters[a].name, r.corrupt_deltas.contains(a) ? WeightClass::Corrupt : WeightClass::Exact});
   for (int p : r.reload_diff) o.reload_diff.push_back(topo_->params[p].name);
   if (op.kind == OpKind::SaveAdapters && r.status == Status::Ok) {
     for (size_t p = 0; p < topo_->params.size(); ++p) {

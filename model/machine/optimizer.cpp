@@ -1,6 +1,4 @@
 // The optimizer's object list and DCP optimizer checkpoints.
-#include <algorithm>
-
 #include "model/machine/rank_model.hpp"
 
 namespace fsdpsim {
@@ -17,14 +15,14 @@ std::string fqn_of(const ParamInfo& pi) {
 // fsdp_utils.py::fsdp2_switch_optimizer_parameters: the optimizer ends up holding
 // the S objects registered right after prepare, in model.parameters() order.
 void RankModel::prepare_optimizer() {
-  st_.optimizer.clear();
-  st_.opt_state.clear();
+  st_.optimizer.objects.clear();
+  st_.optimizer.state.clear();
   for (int p : topo_->state_dict_order) {  // model.parameters(): lora_A/lora_B in injection order
-    ParamState& ps = st_.params[p];
+    FsdpParam& ps = st_.params[p];
     ps.recreated = false;
     if (!ps.present) continue;
     bool take = topo_->optimizer == OptimizerParams::Trainable ? ps.rg_s : topo_->params[p].adapter >= 0;
-    if (take) st_.optimizer.push_back(p);
+    if (take) st_.optimizer.objects.push_back(p);
   }
 }
 
@@ -32,15 +30,15 @@ void RankModel::prepare_optimizer() {
 // while its S is the registered object; an adapter added again after a delete
 // brings new Parameter objects the optimizer never saw.
 bool RankModel::is_registered_s(int param) const {
-  const ParamState& ps = st_.params[param];
+  const FsdpParam& ps = st_.params[param];
   return ps.present && !ps.recreated && !is_registered_u(param);
 }
 
 int RankModel::optimizer_missing(int* first_index) const {
   int missing = 0;
   *first_index = -1;
-  for (size_t i = 0; i < st_.optimizer.size(); ++i) {
-    int p = st_.optimizer[i];
+  for (size_t i = 0; i < st_.optimizer.objects.size(); ++i) {
+    int p = st_.optimizer.objects[i];
     if (is_registered_s(p)) continue;
     if (*first_index < 0) *first_index = static_cast<int>(i);
     ++missing;
@@ -52,29 +50,21 @@ int RankModel::optimizer_missing(int* first_index) const {
 // (an object replaced by a re-added adapter is in no graph; torch/optim/adamw.py::AdamW.step still
 // updates the ghost shard it holds when that kept a grad from before the delete).
 void RankModel::op_step() {
-  for (size_t i = 0; i < st_.optimizer.size(); ++i) {
+  for (size_t i = 0; i < st_.optimizer.objects.size(); ++i) {
     // torch/optim/adamw.py::AdamW._init_group: state is created for each object with a grad.
-    if (opt_object_has_grad(static_cast<int>(i)) &&
-        std::find(st_.opt_state.begin(), st_.opt_state.end(), static_cast<int>(i)) == st_.opt_state.end())
-      st_.opt_state.push_back(static_cast<int>(i));
-    ParamState& ps = st_.params[st_.optimizer[i]];
-    if (ps.detached) {
-      if (ps.ghost_grad) ps.ghost_ver = (ps.ghost_ver + 1) & 0xffffu;
-    } else if (ps.grad_s && !ps.recreated) {
-      ps.ver_s = (ps.ver_s + 1) & 0xffffu;
-    }
+    if (opt_object_has_grad(static_cast<int>(i))) st_.optimizer.create_state(static_cast<int>(i));
+    st_.params[st_.optimizer.objects[i]].optimizer_update();
   }
 }
 
 // Every shard's grad set to None (what the seed repro does before each step;
 // optimizer.zero_grad(set_to_none=True) for the optimizer's own objects).
 void RankModel::op_zero_grad() {
-  for (auto& ps : st_.params) ps.grad_s = ps.grad_u = ps.ghost_grad = false;
+  for (auto& ps : st_.params) ps.zero_grad();
 }
 
 bool RankModel::opt_object_has_grad(int i) const {
-  const ParamState& ps = st_.params[st_.optimizer[i]];
-  return ps.detached ? ps.ghost_grad : ps.grad_s && !ps.recreated;
+  return st_.params[st_.optimizer.objects[i]].optimizer_grad();
 }
 
 // torch/distributed/checkpoint/state_dict.py::_init_optim_state (save and load
@@ -82,35 +72,34 @@ bool RankModel::opt_object_has_grad(int i) const {
 // zero grads and lr 0 on every object that requires grad, so each gets state and
 // keeps its values; zero_grad(set_to_none=True) then drops those zero grads.
 void RankModel::init_optim_state() {
-  if (!st_.opt_state.empty()) return;
-  for (size_t i = 0; i < st_.optimizer.size(); ++i)
+  Optimizer& opt = st_.optimizer;
+  if (!opt.state.empty()) return;
+  for (size_t i = 0; i < opt.objects.size(); ++i)
     if (opt_object_has_grad(static_cast<int>(i))) return;
-  for (size_t i = 0; i < st_.optimizer.size(); ++i)
-    if (st_.params[st_.optimizer[i]].rg_s) st_.opt_state.push_back(static_cast<int>(i));
+  for (size_t i = 0; i < opt.objects.size(); ++i)
+    if (st_.params[opt.objects[i]].rg_s) opt.state.push_back(static_cast<int>(i));
 }
 
 // torch/distributed/checkpoint/state_dict.py::_get_optim_state_dict: maps each
 // optimizer object to an FQN through model.named_parameters() at call time,
 // first the state's keys (creation order), then every param group's; an object
 // that is not registered raises a bare KeyError with its index.
-void RankModel::op_save_optimizer() {
+Raise RankModel::op_save_optimizer() {
   if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
   init_optim_state();
   int first = -1;
   res_.opt_missing = optimizer_missing(&first);
   if (res_.opt_missing > 0) {
-    for (int i : st_.opt_state)
-      if (!is_registered_s(st_.optimizer[i])) {
+    for (int i : st_.optimizer.state)
+      if (!is_registered_s(st_.optimizer.objects[i])) {
         first = i;
         break;
       }
     res_.index = first;
-    error(Status::KeyError, "KeyError: " + std::to_string(first));
-    return;
+    return raise(Status::KeyError, "KeyError: " + std::to_string(first));
   }
-  st_.has_opt_ckpt = true;
-  st_.saved_state.clear();
-  for (int i : st_.opt_state) st_.saved_state.push_back(st_.optimizer[i]);
+  st_.optimizer.checkpoint();
+  return {};
 }
 
 // state_dict.py::_split_optim_state_dict: per optimizer object in param-group
@@ -119,34 +108,29 @@ void RankModel::op_save_optimizer() {
 // raises under the default strict=True (a checkpoint with no state at all is
 // loaded as is). Optimizer.load_state_dict then keeps the saved state of the
 // objects that require grad, in param-group order.
-void RankModel::op_load_optimizer() {
-  if (!st_.has_opt_ckpt) {
-    error(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
-    return;
-  }
+Raise RankModel::op_load_optimizer() {
+  Optimizer& opt = st_.optimizer;
+  if (!opt.has_ckpt) return raise(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
   if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
   init_optim_state();
   int first = -1;
   res_.opt_missing = optimizer_missing(&first);
   // A checkpoint with no state at all is returned as is (no lookup, nothing raises).
-  auto saved = [&](int p) { return std::find(st_.saved_state.begin(), st_.saved_state.end(), p) != st_.saved_state.end(); };
-  for (size_t i = 0; i < st_.optimizer.size() && !st_.saved_state.empty(); ++i) {
-    const int p = st_.optimizer[i];
+  for (size_t i = 0; i < opt.objects.size() && !opt.saved_state.empty(); ++i) {
+    const int p = opt.objects[i];
     if (!is_registered_s(p)) {
       res_.index = static_cast<int64_t>(i);
-      error(Status::KeyError, "KeyError: <sharded parameter " + topo_->params[p].name + ">");
-      return;
+      return raise(Status::KeyError, "KeyError: <sharded parameter " + topo_->params[p].name + ">");
     }
-    if (st_.params[p].rg_s && !saved(p)) {
-      error(Status::Exception, "RuntimeError: Missing optimizer state for parameter '" + fqn_of(topo_->params[p]) +
+    if (st_.params[p].rg_s && !opt.saved(p))
+      return raise(Status::Exception, "RuntimeError: Missing optimizer state for parameter '" + fqn_of(topo_->params[p]) +
                                    "' in checkpoint. The parameter requires gradients but has no saved optimizer "
                                    "state. To load anyway, use StateDictOptions(strict=False).");
-      return;
-    }
   }
-  st_.opt_state.clear();
-  for (size_t i = 0; i < st_.optimizer.size(); ++i)
-    if (st_.params[st_.optimizer[i]].rg_s && saved(st_.optimizer[i])) st_.opt_state.push_back(static_cast<int>(i));
+  opt.state.clear();
+  for (size_t i = 0; i < opt.objects.size(); ++i)
+    if (st_.params[opt.objects[i]].rg_s && opt.saved(opt.objects[i])) opt.state.push_back(static_cast<int>(i));
+  return {};
 }
 
 }  // namespace fsdpsim

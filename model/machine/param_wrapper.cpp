@@ -72,7 +72,7 @@ bool RankModel::experts_full_b_delta(int layer, int adapter) const {
 // weight stored (1, in, out). With delta_weight_gather on (the fix #3102
 // proposed) A and B are gathered first (full_tensor) and the delta is laid out
 // like the weight. sign: +1 merge, -1 unmerge, 0 delta only (the delta_weight op).
-bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
+Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
   const LayerInfo& li = topo_->layers[layer];
   const int a = li.A[adapter], b = li.B[adapter];
   const bool sharded_read = group_of(a) >= 0 && !is_registered_u(a);
@@ -81,8 +81,7 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
     // lora/layer.py Linear / ParamWrapper merge and unmerge: `param.data += delta` (`-=`) with
     // the plain delta of an adapter added after prepare into W's DTensor shard; DTensor checks
     // the mix before any shape.
-    error(Status::Exception, mixed_dtensor_error(sign > 0 ? "add_.Tensor" : "sub_.Tensor"));
-    return false;
+    return raise(Status::Exception, mixed_dtensor_error(sign > 0 ? "add_.Tensor" : "sub_.Tensor"));
   }
   if (li.experts == 0) {
     if (sharded_read && topo_->world > 1 && topo_->params[li.weight].dim0 < topo_->world) {
@@ -97,18 +96,17 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
         gather_one(b, CollRecord::kNowhere, layer, adapter);
         gather_one(a, CollRecord::kNowhere, layer, adapter);
       }
-      if (sign == 0) return true;  // the delta_weight op: the full delta, replicated or partial
+      if (sign == 0) return {};  // the delta_weight op: the full delta, replicated or partial
       // _ops/utils.py::expand_to_full_mesh_op_strategy: `W.data += delta` (`-=` on unmerge) must keep
       // W's Shard(0), which no delta placement can reach: the in-place op raises.
-      error(Status::Exception, inplace_placement_error(sign));
-      return false;
+      return raise(Status::Exception, inplace_placement_error(sign));
     }
     if (sharded_read) {
       gather_one(a, into, layer, adapter, sign);
-      return true;
+      return {};
     }
     if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
-    return true;
+    return {};
   }
   if (li.experts == 1) {
     // peft 0.21.2 lora/layer.py::ParamWrapper.get_delta_weight -> Linear.get_delta_weight for
@@ -134,8 +132,8 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
     if (sign == 0 || err.empty()) {
       // the delta_weight op returns the (out, in) delta: not the layer's delta
       if (sign == 0) {
-        res_.corrupt_deltas |= static_cast<uint8_t>(1u << adapter);
-        return true;
+        res_.corrupt_deltas.insert(adapter);
+        return {};
       }
       // `param.data += delta` broadcasts (out, in) onto (1, in, out): DTensor first makes the
       // delta, Shard(0) over its out rows, Replicate (torch 2.13 _redistribute.py): one all-gather
@@ -147,36 +145,31 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
       DeltaId v = delta_version(layer, adapter);
       if (v != kZeroDelta) v ^= kTransposedDelta;
       registered_weight(layer).add(adapter, v, sign);
-      return true;
+      return {};
     }
-    error(Status::ShapeError, err);
-    return false;
+    return raise(Status::ShapeError, err);
   }
   if (!sharded_read || topo_->world == 1) {
     if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
-    return true;
+    return {};
   }
   if (topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
     gather_one(a, into, layer, adapter, sign);
     gather_one(b, CollRecord::kNowhere, layer, adapter);
-    return true;
+    return {};
   }
   // torch 2.13 distributed/tensor/_ops/_view_ops.py::_ViewShardingPropagator._analyze_split (strict
   // view): A.reshape(E, -1, in) of a Shard(0) A raises when E does not divide over the mesh.
   const int64_t E = li.experts, r = topo_->adapters[adapter].r;
-  if (E % topo_->world != 0 && r > 1) {
-    error(Status::Exception, "RuntimeError: Cannot unflatten unevenly sharded tensor: output dimension 0 (size " +
+  if (E % topo_->world != 0 && r > 1)
+    return raise(Status::Exception, "RuntimeError: Cannot unflatten unevenly sharded tensor: output dimension 0 (size " +
                                  std::to_string(E) + ") is not evenly divisible by mesh dimension 0 (size " +
                                  std::to_string(topo_->world) + "). Please redistribute the tensor before this operation.");
-    return false;
-  }
   const int64_t out = topo_->params[b].dim0, w = topo_->world;
   const ExpertsEinsum plan = experts_einsum(layer, adapter);  // see experts_einsum
-  if (plan == ExpertsEinsum::kViewRaises) {
-    error(Status::ShapeError, "This operation would remove or reshape sharded dimension 3, which requires "
+  if (plan == ExpertsEinsum::kViewRaises)
+    return raise(Status::ShapeError, "This operation would remove or reshape sharded dimension 3, which requires "
                               "redistribution. Please redistribute the input first.");
-    return false;
-  }
   const bool shard_out = plan == ExpertsEinsum::kShardOut, shard_experts = plan == ExpertsEinsum::kShardExperts;
   // `param.data += delta` must keep W's Shard(0), which W's E < world rows cannot hold: it raises.
   const bool add_raises = sign != 0 && E < w;
@@ -191,17 +184,14 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
     gather_one(b, CollRecord::kNowhere, layer, adapter);
     gather_one(a, CollRecord::kNowhere, layer, adapter);
   }
-  if (add_raises) {
-    error(Status::Exception, inplace_placement_error(sign));
-    return false;
-  }
+  if (add_raises) return raise(Status::Exception, inplace_placement_error(sign));  // after its all-gathers
   // torch 2.13 distributed/tensor/_redistribute.py: `param.data += delta` redistributes a delta
   // sharded on out to W's Shard(0): one all-gather of this rank's (E, in, ceil(out / world))
   // columns, padded on dim 0 to a multiple of the world so the result splits into W's chunks.
   if (sign != 0 && shard_out)
     gather_one(li.weight, CollRecord::kNowhere, layer, adapter, 0,
                (E + w - 1) / w * w * (topo_->params[li.weight].rest / out) * ((out + w - 1) / w));
-  return true;
+  return {};
 }
 
 // W (1, in, out) + delta (out, in): torch's broadcasting check, last dimension
@@ -215,12 +205,11 @@ bool RankModel::get_delta_weight(int layer, int adapter, int sign) {
 // registration) combines plain LoRA factors with the registered weight, the DTensor shard while
 // the group is SHARDED. One adapter on E > 1 experts in fp32 folds into torch.baddbmm
 // (_LoraFactorsProxy); otherwise W + delta (_LoraParameterProxy). DTensor refuses the mix.
-bool RankModel::wrapper_forward(int layer) {
+Raise RankModel::wrapper_forward(int layer) {
   const LayerInfo& li = topo_->layers[layer];
-  if (!st_.prepared || !li.wrapper_after_fsdp || is_registered_u(li.weight) || !lora_adds_output(layer)) return true;
+  if (!st_.prepared || !li.wrapper_after_fsdp || is_registered_u(li.weight) || !lora_adds_output(layer)) return {};
   const bool fold = lora_active_count(layer) == 1 && li.experts > 1 && st_.params[li.weight].dtype != DType::BF16;
-  error(Status::Exception, mixed_dtensor_error(fold ? "baddbmm.default" : "add.Tensor"));
-  return false;
+  return raise(Status::Exception, mixed_dtensor_error(fold ? "baddbmm.default" : "add.Tensor"));
 }
 
 std::string RankModel::one_expert_add_error(int layer, int adapter, bool dtensor) const {

@@ -6,29 +6,23 @@
 
 namespace fsdpsim {
 
-uint8_t RankModel::mask_of(const std::vector<std::string>& names) const {
-  uint8_t m = 0;
-  for (const auto& n : names)
-    for (int a = 0; a < topo_->n_adapters(); ++a)
-      if (topo_->adapters[a].name == n) m |= static_cast<uint8_t>(1u << a);
-  return m;
-}
-
 // tuners_utils.py::set_adapter (module level): per layer in module order,
 // unmerge if merged ("Adapter cannot be set when the model is merged"), then
 // the layer's set_adapter.
-void RankModel::set_adapter_module_level(uint8_t names, bool inference_mode) {
+Raise RankModel::set_adapter_module_level(AdapterSet names, bool inference_mode) {
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
-    if (st_.layers[l].n_merged > 0 && !layer_unmerge(static_cast<int>(l))) return;  // the exception propagates
+    if (st_.layers[l].any_merged())
+      if (Raise r = layer_unmerge(static_cast<int>(l))) return r;
     layer_set_adapter(static_cast<int>(l), names, inference_mode);
   }
   st_.active = names;
+  return {};
 }
 
 // `set_adapter X`: peft_model.py::PeftModel.set_adapter. `set_adapter [..]`:
 // tuners_utils.py::BaseTuner.set_adapter (no FSDP handling at all).
-void RankModel::op_set_adapter(const Op& op) {
-  uint8_t names = mask_of(op.names);
+Raise RankModel::op_set_adapter(const Op& op) {
+  const AdapterSet names = adapters_named(op.names);
   // The profile's fix runs around the call, so before PeftModel.set_adapter's own check.
   if (!op.list_form) {
     switch (topo_->profile.get(Switch::SetAdapterReshard)) {
@@ -38,83 +32,73 @@ void RankModel::op_set_adapter(const Op& op) {
         // _reshard_fsdp_modules as of #3872: a module holding any merged layer is skipped.
         for (size_t g = 0; g < topo_->groups.size(); ++g) {
           bool merged = false;
-          for (int l : topo_->groups[g].layers) merged = merged || st_.layers[l].n_merged > 0;
+          for (int l : topo_->groups[g].layers) merged = merged || st_.layers[l].any_merged();
           if (!merged) reshard(static_cast<int>(g));  // FSDPModule.reshard
         }
         break;
       case sw::kUnmergeFirst:
         // #3895: unmerge_adapter, then reshard every FSDP module, then set_adapter.
-        if (any_merged()) unmerge_adapter();
-        if (res_.status != Status::Ok) return;  // get_delta_weight raised inside unmerge
+        if (any_merged())
+          if (Raise r = unmerge_adapter()) return r;  // get_delta_weight raised inside unmerge
         module_reshard_all();
         break;
     }
   }
-  if (res_.status != Status::Ok) return;
   // PeftModel.set_adapter checks its peft_config; BaseTuner.set_adapter (the list form) checks
   // nothing: a name no layer has is simply part of the active list.
-  if (!op.list_form && (names & st_.present) != names) {
-    error(Status::ValueError, "Adapter " + op.names[0] + " not found.");
-    return;
-  }
+  if (!op.list_form && !st_.present.includes(names)) return raise(Status::ValueError, "Adapter " + op.names[0] + " not found.");
   // peft_model.py::PeftModel.set_adapter names its own active_adapter first.
-  if (!op.list_form) st_.peft_active = static_cast<int8_t>(__builtin_ctz(names));
-  set_adapter_module_level(names, false);
+  if (!op.list_form) st_.peft_active = static_cast<int8_t>(names.first());
+  return set_adapter_module_level(names, false);
 }
 
 // tuners_utils.py::BaseTuner.merge_adapter -> each layer's merge(adapter_names);
 // by default a layer merges its own active adapters.
-void RankModel::op_merge(const Op& op) {
-  uint8_t names = mask_of(op.names);
+Raise RankModel::op_merge(const Op& op) {
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
-    uint8_t which = op.names.empty() ? st_.layers[l].active : names;
     if (op.names.empty()) {
-      for (int a = 0; a < topo_->n_adapters(); ++a)
-        if (((which >> a) & 1) && !layer_merge(static_cast<int>(l), a)) return;
+      for (int a : st_.layers[l].active)
+        if (Raise r = layer_merge(static_cast<int>(l), a)) return r;
     } else {
       for (const auto& n : op.names)
-        if (!layer_merge(static_cast<int>(l), __builtin_ctz(mask_of({n})))) return;
+        if (Raise r = layer_merge(static_cast<int>(l), adapters_named({n}).first())) return r;
     }
   }
+  return {};
 }
 
 // tuners_utils.py::BaseTuner.unmerge_adapter: every layer unmerges.
-void RankModel::unmerge_adapter() {
+Raise RankModel::unmerge_adapter() {
   for (size_t l = 0; l < topo_->layers.size(); ++l)
-    if (!layer_unmerge(static_cast<int>(l))) return;
+    if (Raise r = layer_unmerge(static_cast<int>(l))) return r;
+  return {};
 }
 
 // peft_model.py::PeftModel.disable_adapter (enter): peft_config[active_adapter], then
 // disable_adapter_layers, no unmerge.
-void RankModel::op_disable_enter() {
-  if (st_.disabled) {
-    error(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
-    return;
-  }
+Raise RankModel::op_disable_enter() {
+  if (st_.disabled) return raise(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
   // Its first read is peft_config[self.active_adapter]: a name a delete left behind raises.
-  if (st_.peft_active >= 0 && !((st_.present >> st_.peft_active) & 1)) {
-    error(Status::KeyError, "KeyError: '" + topo_->adapters[st_.peft_active].name + "'");
-    return;
-  }
+  if (st_.peft_active >= 0 && !st_.present.contains(st_.peft_active))
+    return raise(Status::KeyError, "KeyError: '" + topo_->adapters[st_.peft_active].name + "'");
   for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), false);
   st_.disabled = true;
+  return {};
 }
 
 // peft_model.py::PeftModel.disable_adapter (exit): enable_adapter_layers. With
 // disable_exit_reshard on (#3800), unmerge and reshard every module first, so
 // the flips reach the shards.
-void RankModel::op_disable_exit() {
-  if (!st_.disabled) {
-    error(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
-    return;
-  }
+Raise RankModel::op_disable_exit() {
+  if (!st_.disabled) return raise(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
   if (topo_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
-    if (any_merged()) unmerge_adapter();
-    if (res_.status != Status::Ok) return;
+    if (any_merged())
+      if (Raise r = unmerge_adapter()) return r;
     module_reshard_all();
   }
   for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), true);
   st_.disabled = false;
+  return {};
 }
 
 // tuners_utils.py::BaseTuner.inject_adapter: places the new adapter
@@ -123,7 +107,7 @@ void RankModel::op_disable_exit() {
 // restores the requires_grad it snapshotted of every parameter the modules
 // registered before (named_parameters(recurse=False), the new adapter's
 // excluded), except on the very first injection (get_peft_model's).
-void RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
+Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
   std::vector<std::pair<int, bool>> kept;  // mapping_existing_parameter_requires_grad
   if (!first)
     for (size_t p = 0; p < topo_->params.size(); ++p) {
@@ -133,45 +117,31 @@ void RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
   for (size_t l = 0; l < topo_->layers.size(); ++l)
     if (topo_->layers[l].A[adapter] >= 0) st_.layers[l].tuner = true;
   place_new_adapter(adapter);
-  set_adapter_module_level(st_.active, inference_mode);
-  if (res_.status != Status::Ok) return;  // an unmerge raised: the restore is never reached
+  if (Raise r = set_adapter_module_level(st_.active, inference_mode)) return r;  // an unmerge raised: no restore
   for (const auto& [p, rg] : kept) set_registered_rg(p, rg);
+  return {};
 }
 
 // peft_model.py::PeftModel.add_adapter / load_adapter -> BaseTuner.inject_adapter.
 // After fully_shard the new A, B are plain tensors no FSDP group manages. The
 // new adapter is inactive, so frozen; load_adapter(is_trainable=True) then calls
 // PeftModel.set_requires_grad(adapter_name), which makes it trainable.
-void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
-  if ((st_.present >> adapter) & 1) {
-    error(Status::ValueError, "Adapter with name " + topo_->adapters[adapter].name + " already exists.");
-    return;
-  }
+Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
+  if (st_.present.contains(adapter)) return raise(Status::ValueError, "Adapter with name " + topo_->adapters[adapter].name + " already exists.");
   // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
-  const std::string conflict = target_parameters_conflict(topo_->target_parameters, topo_->adapters, adapter, st_.present);
-  if (!conflict.empty()) {
-    error(Status::ValueError, conflict);
-    return;
-  }
+  const std::string conflict = target_parameters_conflict(topo_->target_parameters, topo_->adapters, adapter, st_.present.bits());
+  if (!conflict.empty()) return raise(Status::ValueError, conflict);
   // peft tuners/lora/layer.py::LoraLayer.update_layer: new nn.Linear modules; torch
   // _fsdp_init.py::_get_managed_states ran at fully_shard, so no group manages them and the
   // group keeps the deleted module's FSDPParam.
   auto create_in = [&](const LayerInfo& li) {
     for (int p : {li.A[adapter], li.B[adapter]}) {
-      ParamState& ps = st_.params[p];
-      if (st_.prepared && topo_->params[p].group >= 0 && !ps.detached) {
-        ps.detached = true;
-        ps.ghost_ver = ps.ver_s;
-        ps.ghost_grad = ps.grad_s;
-      }
-      ps.present = true;
-      ps.recreated = true;
-      ps.grad_s = ps.grad_u = false;  // a new object has no grad
-      ps.rg_s = false;
+      FsdpParam& ps = st_.params[p];
+      if (st_.prepared && topo_->params[p].group >= 0 && !ps.detached) ps.keep_ghost();
       // Loaded weights differ from a fresh init, except an init=zero B: the checkpoint is that
       // adapter's own fresh init, saved (peft lora/layer.py::LoraLayer.reset_lora_parameters), so B is zero.
       const bool zero_b = topo_->params[p].kind == ParamKind::LoraB && topo_->adapters[adapter].init == LoraInit::Zero;
-      ps.ver_s = load && !zero_b ? 0x100u : 0u;
+      ps.recreate(load && !zero_b ? 0x100u : 0u);
     }
   };
   // peft tuners_utils.py::BaseTuner._inject_parameters reuses a ParamWrapper only by its class
@@ -192,14 +162,14 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
     auto partial = [&](int l) {
       const LayerInfo& li = topo_->layers[l];
       create_in(li);
-      LayerPeft& lp = st_.layers[l];
+      LoraLayer& lp = st_.layers[l];
       if (lp.tuner) {
         layer_set_adapter(l, lp.active, inference_mode);
         return;
       }
       // a new LoRA layer: active on the new adapter, frozen (lora/model.py::_create_and_replace)
       lp.tuner = true;
-      layer_set_adapter(l, static_cast<uint8_t>(1u << adapter), inference_mode);
+      layer_set_adapter(l, AdapterSet::of(adapter), inference_mode);
       set_registered_rg(li.A[adapter], false);
       set_registered_rg(li.B[adapter], false);
     };
@@ -208,19 +178,17 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
     for (int l = 0; l < refused; ++l)
       if (topo_->layers[l].experts > 0 && topo_->layers[l].A[adapter] >= 0) partial(l);
     place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
-    error(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + topo_->layers[refused].name +
+    return raise(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + topo_->layers[refused].name +
                                   "' of type Experts, which is not a valid target. Make sure that this layer is not "
                                   "also targeted with `target_modules`. For some models, PEFT will do this "
                                   "automatically, try setting `target_modules=[]` to prevent it.");
-    return;
   }
-  st_.present |= static_cast<uint8_t>(1u << adapter);
-  if (inference_mode) st_.inference_mode |= static_cast<uint8_t>(1u << adapter);
-  else st_.inference_mode &= static_cast<uint8_t>(~(1u << adapter));
+  st_.present.insert(adapter);
+  st_.inference_mode.set(adapter, inference_mode);
   for (const auto& li : topo_->layers)
     if (li.A[adapter] >= 0) create_in(li);
-  inject_adapter(adapter, inference_mode, false);
-  if (res_.status != Status::Ok || !load) return;
+  if (Raise r = inject_adapter(adapter, inference_mode, false)) return r;
+  if (!load) return {};
   if (trainable) {
     // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name) when is_trainable
     for (const auto& li : topo_->layers) {
@@ -232,6 +200,7 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
   // then set_peft_model_state_dict -> model.load_state_dict, whose FSDP pre-hook
   // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks) reshards every group.
   if (st_.prepared) reshard_all();
+  return {};
 }
 
 // tuners_utils.py::BaseTuner.delete_adapter: refuses merged adapters; then
@@ -242,37 +211,30 @@ void RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool
 // set_adapter. The tuner's active adapter becomes the first tuner layer's list
 // (module order), so layers may end with different active adapters. FSDP's
 // group keeps the parameters it manages: they are still all-gathered.
-void RankModel::op_delete_adapter(int adapter) {
+Raise RankModel::op_delete_adapter(int adapter) {
   const std::string& name = topo_->adapters[adapter].name;
-  if (!((st_.present >> adapter) & 1)) {
-    error(Status::ValueError, "Adapter " + name + " does not exist");
-    return;
-  }
+  if (!st_.present.contains(adapter)) return raise(Status::ValueError, "Adapter " + name + " does not exist");
   for (const auto& lp : st_.layers)
-    for (int i = 0; i < lp.n_merged; ++i)
-      if (lp.merged[i] == adapter) {
-        error(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
-        return;
-      }
-  st_.present &= static_cast<uint8_t>(~(1u << adapter));
+    if (lp.is_merged(adapter))
+      return raise(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
+  st_.present.erase(adapter);
   for (const auto& li : topo_->layers)
     if (li.A[adapter] >= 0) st_.params[li.A[adapter]].present = st_.params[li.B[adapter]].present = false;
-  const uint8_t bit = static_cast<uint8_t>(1u << adapter);
   bool first = true;
-  uint8_t tuner_active = 0;
+  AdapterSet tuner_active;
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
-    LayerPeft& lp = st_.layers[l];
+    LoraLayer& lp = st_.layers[l];
     if (!lp.tuner) continue;
-    if (lp.active & bit) {
-      uint8_t next = lp.active & static_cast<uint8_t>(~bit);
-      if (next == 0) {
+    if (lp.active.contains(adapter)) {
+      AdapterSet next = lp.active.without(AdapterSet::of(adapter));
+      if (next.empty()) {
         const LayerInfo& li = topo_->layers[l];
         int best = -1;  // sorted(this layer's own adapters)[0]
         for (int a = 0; a < topo_->n_adapters(); ++a)
           if (li.A[a] >= 0 && st_.params[li.A[a]].present &&
               (best < 0 || topo_->adapters[a].name < topo_->adapters[best].name))
             best = a;
-        next = best < 0 ? 0 : static_cast<uint8_t>(1u << best);
+        next = best < 0 ? AdapterSet{} : AdapterSet::of(best);
       }
       layer_set_adapter(static_cast<int>(l), next, false);
     }
@@ -282,28 +244,29 @@ void RankModel::op_delete_adapter(int adapter) {
   st_.active = tuner_active;
   // peft_model.py::PeftModel.delete_adapter: its own active_adapter follows only when exactly one
   // adapter stays active; else it keeps naming the deleted one (the next forward's KeyError).
-  if (__builtin_popcount(tuner_active) == 1) st_.peft_active = static_cast<int8_t>(__builtin_ctz(tuner_active));
+  if (tuner_active.count() == 1) st_.peft_active = static_cast<int8_t>(tuner_active.first());
+  return {};
 }
 
 // The delta_weight op: get_delta_weight for each active adapter of the layer
 // (lora/layer.py::Linear / ParamWrapper.get_delta_weight).
-void RankModel::op_delta_weight(int layer) {
+Raise RankModel::op_delta_weight(int layer) {
   const LayerInfo& li = topo_->layers[layer];
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     // The tuner's active adapters (BaseTuner.active_adapters), not the layer's own list: after a
     // delete the two can differ, and the caller asks the model which adapters are active.
-    if (!((st_.active >> a) & 1) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
-    if (!get_delta_weight(layer, a, 0)) return;
-    res_.deltas |= static_cast<uint8_t>(1u << a);
+    if (!st_.active.contains(a) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
+    if (Raise r = get_delta_weight(layer, a, 0)) return r;
+    res_.deltas.insert(a);
     // Read off an unsharded copy the optimizer has stepped past (or rows no rank holds), B @ A
     // is not the adapter's delta: the adapter is what its shards hold. A copy gathered from
     // ranks whose shards differed, and unchanged since, is exactly those shards.
-    const ParamState& pa = st_.params[li.A[a]];
-    const ParamState& pb = st_.params[li.B[a]];
-    auto stale = [](const ParamState& ps) { return ps.ver_u == kMixedVersion || ps.ver_s != ps.ver_s_at_gather; };
-    if (li.experts == 0 && is_registered_u(li.A[a]) && !pa.detached && (stale(pa) || stale(pb)))
-      res_.corrupt_deltas |= static_cast<uint8_t>(1u << a);
+    const FsdpParam& pa = st_.params[li.A[a]];
+    const FsdpParam& pb = st_.params[li.B[a]];
+    if (li.experts == 0 && is_registered_u(li.A[a]) && !pa.detached && (pa.u_stale() || pb.u_stale()))
+      res_.corrupt_deltas.insert(a);
   }
+  return {};
 }
 
 // Rows of parameter p in the adapter state dict rank `rank` computes:
@@ -320,25 +283,24 @@ int64_t RankModel::saved_rows(int p, int rank) const {
 // starts from model.state_dict(): its FSDP pre-hook reshards every group. With
 // no names every adapter is saved (adapter_save_selection all), or only the
 // active ones (accelerate's non-FSDP2 adapter_only path). Rank 0 writes.
-void RankModel::op_save_adapters(const Op& op) {
-  uint8_t names = !op.names.empty() ? mask_of(op.names)
-                  : topo_->profile.get(Switch::AdapterSaveSelection) == sw::kActive ? st_.active
-                                                                                     : st_.present;
-  if ((names & st_.present) != names) {
-    error(Status::ValueError, "selected adapters are not in the model: " + mask_names(*topo_, names & ~st_.present));
-    return;
-  }
+Raise RankModel::op_save_adapters(const Op& op) {
+  const AdapterSet names = !op.names.empty() ? adapters_named(op.names)
+                           : topo_->profile.get(Switch::AdapterSaveSelection) == sw::kActive ? st_.active
+                                                                                              : st_.present;
+  if (!st_.present.includes(names))
+    return raise(Status::ValueError, "selected adapters are not in the model: " + names.without(st_.present).text(topo_->adapters));
   reshard_all();
   st_.saved_adapters = names;
   const bool gather = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
   for (size_t p = 0; p < topo_->params.size(); ++p) {
     int a = topo_->params[p].adapter;
-    bool saved = a >= 0 && ((names >> a) & 1) && st_.params[p].present;
+    bool saved = a >= 0 && names.contains(a) && st_.params[p].present;
     st_.saved_ver[p] = st_.params[p].ver_s;
     st_.saved_rows[p] = saved ? saved_rows(static_cast<int>(p), 0) : -1;
     // DCP's full state dict all-gathers each managed tensor (DTensor.full_tensor).
     if (saved && gather && group_of(static_cast<int>(p)) >= 0) gather_one(static_cast<int>(p), CollRecord::kNowhere, -1, a);
   }
+  return {};
 }
 
 // peft_model.py::PeftModel.load_adapter -> set_peft_model_state_dict ->
@@ -350,16 +312,14 @@ void RankModel::op_save_adapters(const Op& op) {
 // holds rank 0's rows); any other shape meets torch's size-mismatch error,
 // raised after the adapter's fitting tensors were copied (later adapters are
 // not loaded). reload_diff: what differs from what this rank held at save time.
-void RankModel::op_load_adapters() {
-  if (st_.saved_adapters == 0) {
-    error(Status::ValueError, "no adapters were saved (save_adapters first)");
-    return;
-  }
+Raise RankModel::op_load_adapters() {
+  if (st_.saved_adapters.empty()) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
   reshard_all();
-  for (int a = 0; a < topo_->n_adapters() && res_.status == Status::Ok; ++a) {
+  bool size_mismatch = false;
+  for (int a = 0; a < topo_->n_adapters() && !size_mismatch; ++a) {
     for (size_t p = 0; p < topo_->params.size(); ++p) {
       const ParamInfo& pi = topo_->params[p];
-      ParamState& ps = st_.params[p];
+      FsdpParam& ps = st_.params[p];
       if (pi.adapter != a || st_.saved_rows[p] < 0 || !ps.present) continue;
       const int64_t rows0 = st_.saved_rows[p];  // rows of rank 0's saved tensor
       if (rows0 == pi.dim0) {
@@ -369,10 +329,10 @@ void RankModel::op_load_adapters() {
         // held (except a B still exactly zero under init=zero: rank 0's rows are zeros too)
         const bool zero_b = pi.kind == ParamKind::LoraB && st_.saved_ver[p] == 0 && topo_->adapters[a].init == LoraInit::Zero;
         ps.ver_s = rank_ == 0 || zero_b ? st_.saved_ver[p] : ((st_.saved_ver[p] + 0x8000u + static_cast<uint32_t>(rank_)) & 0xffffu);
-      } else if (res_.status == Status::Ok) {
+      } else {
         // torch nn/modules/module.py::Module.load_state_dict gathers every size mismatch and raises one
-        // RuntimeError after the loop; its first line names the module (upstream: FSDPPeftModel).
-        error(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
+        // RuntimeError after the loop (raised below): the adapter's fitting tensors are still copied.
+        size_mismatch = true;
       }
     }
   }
@@ -381,6 +341,10 @@ void RankModel::op_load_adapters() {
     if (st_.saved_rows[p] >= 0 && st_.params[p].present && st_.params[p].ver_s != st_.saved_ver[p] &&
         holds_rows(static_cast<int>(p), rank_))
       res_.reload_diff.push_back(static_cast<int>(p));
+  // The raise comes after reload_diff on purpose: the copies made before it are observable.
+  // Its first line names the module (upstream: FSDPPeftModel).
+  if (size_mismatch) return raise(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
+  return {};
 }
 
 }  // namespace fsdpsim

@@ -12,9 +12,9 @@ RankModel::RankModel(const Topology& topo, int rank) : topo_(&topo), rank_(rank)
 // accelerate's prepare: every group SHARDED, no U yet, the optimizer on S.
 void RankModel::reset() {
   st_ = RankState{};
-  st_.params.assign(topo_->params.size(), ParamState{});
-  st_.groups.assign(topo_->groups.size(), GroupState{});
-  st_.layers.assign(topo_->layers.size(), LayerPeft{});
+  st_.params.assign(topo_->params.size(), FsdpParam{});
+  st_.groups.assign(topo_->groups.size(), FsdpParamGroup{});
+  st_.layers.assign(topo_->layers.size(), LoraLayer{});
   st_.saved_ver.assign(topo_->params.size(), 0);
   st_.saved_rows.assign(topo_->params.size(), -1);
   st_.graph.grad.assign(topo_->params.size(), 0);
@@ -26,7 +26,7 @@ void RankModel::reset() {
   }
   st_.prepared = !topo_->explicit_prepare;
   place_base_params();
-  st_.active = 1;  // the first adapter (get_peft_model's) is active
+  st_.active = AdapterSet::of(0);  // the first adapter (get_peft_model's) is active
   st_.peft_active = 0;
   res_ = OpResult{};
   // tuners_utils.py::BaseTuner.inject_adapter per declared adapter: get_peft_model's
@@ -36,51 +36,57 @@ void RankModel::reset() {
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     const AdapterDecl& d = topo_->adapters[a];
     if (d.deferred) continue;
-    st_.present |= static_cast<uint8_t>(1u << a);
-    if (d.inference_mode) st_.inference_mode |= static_cast<uint8_t>(1u << a);
-    inject_adapter(a, d.inference_mode, first);
+    st_.present.insert(a);
+    if (d.inference_mode) st_.inference_mode.insert(a);
+    static_cast<void>(inject_adapter(a, d.inference_mode, first));  // nothing is merged yet: nothing raises
     first = false;
   }
   if (st_.prepared) prepare_optimizer();  // before prepare there is no optimizer yet
 }
 
 const OpResult& RankModel::apply(const Op& op) {
-  colls_.clear();
-  digests_.clear();
-  members_.clear();
-  gathered_versions_.clear();
+  log_.clear();
   res_.status = Status::Ok;
   res_.message.clear();
   res_.index = -1;
   res_.opt_missing = 0;
   res_.has_grads = false;
-  res_.grads = 0;
-  res_.deltas = 0;
-  res_.corrupt_deltas = 0;
+  res_.grads = AdapterSet{};
+  res_.deltas = AdapterSet{};
+  res_.corrupt_deltas = AdapterSet{};
   res_.reload_diff.clear();
-  st_.unsharded_peak = st_.unsharded_now;  // the op's peak starts at what is alive now
-  st_.peak_groups = st_.unsharded_groups;
-  auto adapter = [&]() { return __builtin_ctz(mask_of(op.names)); };
+  st_.memory.start_op();
+  if (Raise raised = dispatch(op)) {
+    // What ran before the raise stays (upstream undoes nothing), its collectives included.
+    res_.status = raised->status;
+    res_.message = raised->message;
+  }
+  if (op.is_training()) res_.has_grads = true;
+  return res_;
+}
+
+Raise RankModel::dispatch(const Op& op) {
+  auto adapter = [&]() { return adapters_named(op.names).first(); };
   switch (op.kind) {
-    case OpKind::Forward: op_forward(true); break;
-    case OpKind::Eval: op_forward(false); break;
-    case OpKind::Backward: op_backward(); break;
+    case OpKind::Forward: return op_forward(true);
+    case OpKind::Eval: return op_forward(false);
+    case OpKind::Backward: return op_backward();
     case OpKind::Step: op_step(); break;
     case OpKind::ZeroGrad: op_zero_grad(); break;
     case OpKind::TrainStep:
       op_zero_grad();
-      op_forward(true);
-      if (res_.status == Status::Ok) op_backward();
-      if (res_.status == Status::Ok) op_step();
+      if (Raise r = op_forward(true)) return r;
+      if (Raise r = op_backward()) return r;
+      op_step();
       break;
-    case OpKind::Merge: op_merge(op); break;
-    case OpKind::Unmerge: unmerge_adapter(); break;
-    case OpKind::SetAdapter: op_set_adapter(op); break;
-    case OpKind::DisableEnter: op_disable_enter(); break;
-    case OpKind::DisableExit: op_disable_exit(); break;
-    case OpKind::AddAdapter: op_add_adapter(adapter(), topo_->adapters[adapter()].inference_mode, false, false); break;
-    case OpKind::LoadAdapter: op_add_adapter(adapter(), !op.trainable, true, op.trainable); break;
-    case OpKind::DeleteAdapter: op_delete_adapter(adapter()); break;
+    case OpKind::Merge: return op_merge(op);
+    case OpKind::Unmerge: return unmerge_adapter();
+    case OpKind::SetAdapter: return op_set_adapter(op);
+    case OpKind::DisableEnter: return op_disable_enter();
+    case OpKind::DisableExit: return op_disable_exit();
+    case OpKind::AddAdapter: return op_add_adapter(adapter(), topo_->adapters[adapter()].inference_mode, false, false);
+    case OpKind::LoadAdapter: return op_add_adapter(adapter(), !op.trainable, true, op.trainable);
+    case OpKind::DeleteAdapter: return op_delete_adapter(adapter());
     case OpKind::Reshard:
     case OpKind::Unshard: {
       // FSDPModule.reshard() / unshard() act on one module's group (not
@@ -100,27 +106,32 @@ const OpResult& RankModel::apply(const Op& op) {
     }
     // _fsdp_state.py: the state-dict pre-hook reshards every group holding params.
     case OpKind::StateDict: reshard_all(); break;
-    case OpKind::SaveOptimizer: op_save_optimizer(); break;
-    case OpKind::LoadOptimizer: op_load_optimizer(); break;
-    case OpKind::SaveAdapters: op_save_adapters(op); break;
-    case OpKind::LoadAdapters: op_load_adapters(); break;
-    case OpKind::DeltaWeight: op_delta_weight(topo_->layer_index(op.names[0])); break;
+    case OpKind::SaveOptimizer: return op_save_optimizer();
+    case OpKind::LoadOptimizer: return op_load_optimizer();
+    case OpKind::SaveAdapters: return op_save_adapters(op);
+    case OpKind::LoadAdapters: return op_load_adapters();
+    case OpKind::DeltaWeight: return op_delta_weight(topo_->layer_index(op.names[0]));
     case OpKind::Prepare: op_prepare(); break;
   }
-  if (op.is_training()) res_.has_grads = true;
-  return res_;
+  return {};
 }
 
 // PeftModel.forward under FSDP2 hooks: the root's pre-forward runs first, each
 // child group unshards at its first module and runs post_forward after its
 // last; the root's post_forward runs last (_fsdp_state.py::FSDPState._pre_forward
 // / _post_forward). Under no_grad no backward hooks are registered.
-void RankModel::op_forward(bool grad_enabled) {
-  PendingGraph& gr = st_.graph;
+Raise RankModel::op_forward(bool grad_enabled) {
   // `loss = model(x)` that raises never assigns: the previous forward's output (and its graph)
-  // is what a later backward runs on.
+  // is what a later backward runs on. The FSDP state the raise left stays.
   thread_local PendingGraph previous;
-  previous = gr;
+  previous = st_.graph;
+  Raise r = forward_hooks(grad_enabled);
+  if (r) st_.graph = previous;
+  return r;
+}
+
+Raise RankModel::forward_hooks(bool grad_enabled) {
+  PendingGraph& gr = st_.graph;
   std::fill(gr.grad.begin(), gr.grad.end(), 0);
   std::fill(gr.group_out_rg.begin(), gr.group_out_rg.end(), 0);
   std::fill(gr.group_in_rg.begin(), gr.group_in_rg.end(), 0);
@@ -133,20 +144,14 @@ void RankModel::op_forward(bool grad_enabled) {
   }
   // peft_model.py::PeftModel._enable_peft_forward_hooks -> has_active_enabled_adapter reads
   // peft_config[self.active_adapter], inside the root's forward (its pre-forward has run).
-  if (st_.peft_active >= 0 && !((st_.present >> st_.peft_active) & 1)) {
-    error(Status::KeyError, "KeyError: '" + topo_->adapters[st_.peft_active].name + "'");
-    gr = previous;
-    return;
-  }
+  if (st_.peft_active >= 0 && !st_.present.contains(st_.peft_active))
+    return raise(Status::KeyError, "KeyError: '" + topo_->adapters[st_.peft_active].name + "'");
   bool path_rg = false;
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     int g = topo_->layers[l].group;
     bool child = g != root;
     if (child && topo_->groups[g].first_layer == static_cast<int>(l)) {
-      if (!wrapper_forward(static_cast<int>(l))) {
-        gr = previous;
-        return;
-      }
+      if (Raise r = wrapper_forward(static_cast<int>(l))) return r;
       // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.pre_forward registers the post-backward
       // node only when entering a forward pass: a group left in FORWARD by a raise gets none.
       gr.group_in_rg[g] = path_rg && st_.groups[g].training != TrainingState::Forward;
@@ -159,10 +164,7 @@ void RankModel::op_forward(bool grad_enabled) {
                          (path_rg || (grad_enabled && (registered_rg(li.weight) || (li.bias >= 0 && registered_rg(li.bias)))));
     // A module that raises leaves every group it entered UNSHARDED (no post_forward); the
     // previous forward's output stands.
-    if (!layer_forward(static_cast<int>(l), grad_enabled, &path_rg)) {
-      gr = previous;
-      return;
-    }
+    if (Raise r = layer_forward(static_cast<int>(l), grad_enabled, &path_rg)) return r;
     if (child && topo_->groups[g].last_layer == static_cast<int>(l)) {
       gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
       post_forward(g);
@@ -179,6 +181,7 @@ void RankModel::op_forward(bool grad_enabled) {
   }
   gr.valid = true;
   gr.loss_rg = grad_enabled && path_rg;
+  return {};
 }
 
 // loss.backward(): with nothing requiring grad autograd raises before any FSDP
@@ -190,17 +193,11 @@ void RankModel::op_forward(bool grad_enabled) {
 // before the root. All hooks on one tensor fire before autograd enters the
 // module; a child whose input requires grad then runs post_backward as soon as
 // its gradients exist, and the root's final callback runs the rest.
-void RankModel::op_backward() {
+Raise RankModel::op_backward() {
   PendingGraph& gr = st_.graph;
-  if (!gr.valid) {
-    error(Status::ValueError, "backward without a forward output");
-    return;
-  }
+  if (!gr.valid) return raise(Status::ValueError, "backward without a forward output");
   gr.valid = false;
-  if (!gr.loss_rg) {
-    error(Status::NoGradFn, kNoGradFnMessage);
-    return;
-  }
+  if (!gr.loss_rg) return raise(Status::NoGradFn, kNoGradFnMessage);
   thread_local std::vector<uint8_t> done;
   done.assign(topo_->groups.size(), 0);
   // AccumulateGrad skips a leaf whose requires_grad was turned off after the forward.
@@ -232,20 +229,10 @@ void RankModel::op_backward() {
   for (size_t p = 0; p < topo_->params.size(); ++p) {
     if (group_of(static_cast<int>(p)) >= 0 || !gr.grad[p] || !st_.params[p].rg_s) continue;
     st_.params[p].grad_s = true;
-    if (topo_->params[p].adapter >= 0) res_.grads |= static_cast<uint8_t>(1u << topo_->params[p].adapter);
+    if (topo_->params[p].adapter >= 0) res_.grads.insert(topo_->params[p].adapter);
   }
   root_post_backward_final_callback(done);
-}
-
-std::string mask_names(const Topology& t, uint8_t mask) {
-  std::string out = "{";
-  bool first = true;
-  for (int a = 0; a < t.n_adapters(); ++a) {
-    if (!((mask >> a) & 1)) continue;
-    out += (first ? "" : ",") + t.adapters[a].name;
-    first = false;
-  }
-  return out + "}";
+  return {};
 }
 
 }  // namespace fsdpsim

@@ -1,43 +1,28 @@
-// The abstract lifecycle machine for one rank. Method names follow the
+// The abstract lifecycle machine for one rank: the op dispatcher. It owns the
+// rank's state (RankState: FsdpParam, FsdpParamGroup, LoraLayer, Optimizer) and
+// the op's CollectiveLog, and routes each op to the transitions named after the
 // upstream objects they mirror (FSDPParamGroup, LoraLayer, PeftModel, DCP), so
-// this file reads side by side with real_backend/.
+// this file reads side by side with real_backend/. A transition that may raise
+// returns a Raise (op_raised.hpp), handed up to apply() and into the OpResult.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "model/machine/collective_log.hpp"
+#include "model/machine/op_raised.hpp"
 #include "model/machine/rank_state.hpp"
 #include "model/machine/topology.hpp"
 #include "model/vocab/op.hpp"
 
 namespace fsdpsim {
 
-// A collective this rank issued; the simulator matches them across ranks.
-struct CollRecord {
-  CollOp op;
-  int group;  // -1 for a broadcast (it names one parameter: members())
-  int64_t count;
-  // All-gathers: what the gathered value feeds (U of the group, a merge into
-  // the layer's shard, or nothing kept) and where digests() holds a digest of
-  // each contributed parameter. Ranks contributing different values make the
-  // result a mix no single rank holds (see mark_mixed).
-  enum Into : uint8_t { kIntoU, kIntoShard, kNowhere } into = kNowhere;
-  int target = -1;        // the group (kIntoU) or the layer (kIntoShard)
-  int digest_begin = -1;  // index into RankModel::digests()
-  int adapter = -1;       // kIntoShard: whose delta the gathered A makes
-  int8_t sign = 0;        // kIntoShard: +1 merge, -1 unmerge (applied once the gather is matched)
-  // The parameters packed into it (indices into members()): ranks packing
-  // different parameters into same-sized buffers mix unrelated values.
-  int member_begin = 0, member_count = 0;
-  DType dtype = DType::F32;  // broadcast: the dtype this rank sends or receives in
-};
-
 // What the stored-weight class depends on, kept per observation so the
 // simulator can judge it against the peers' shards afterwards.
 struct StoredSnapshot {
   std::vector<uint32_t> ver_s;      // per param
   std::vector<WeightContent> w_s;   // per layer
-  std::vector<LayerPeft> layers;    // per layer
+  std::vector<LoraLayer> layers;    // per layer
 };
 
 struct OpResult {
@@ -46,9 +31,9 @@ struct OpResult {
   int64_t index = -1;       // key_error: optimizer index
   int opt_missing = 0;      // save/load_optimizer: optimizer params not registered
   bool has_grads = false;   // training op reached the gradient stage
-  uint8_t grads = 0;        // adapters whose shard received a gradient
-  uint8_t deltas = 0;       // delta_weight: adapters whose delta was computed
-  uint8_t corrupt_deltas = 0;  // ... from one rank's rows (not the full A and B)
+  AdapterSet grads;         // adapters whose shard received a gradient
+  AdapterSet deltas;        // delta_weight: adapters whose delta was computed
+  AdapterSet corrupt_deltas;  // ... from one rank's rows (not the full A and B)
   std::vector<int> reload_diff;  // load_adapters: params whose values differ from this rank's at save time
 };
 
@@ -61,11 +46,12 @@ class RankModel {
   const RankState& state() const { return st_; }
   const Topology& topology() const { return *topo_; }
   int rank() const { return rank_; }
-  std::vector<CollRecord>& collectives() { return colls_; }
-  const std::vector<uint64_t>& digests() const { return digests_; }
-  const std::vector<int>& members() const { return members_; }
+  const CollectiveLog& log() const { return log_; }
+  std::vector<CollRecord>& collectives() { return log_.records(); }
+  const std::vector<uint64_t>& digests() const { return log_.digests(); }
+  const std::vector<int>& members() const { return log_.members(); }
   // Per all-gathered parameter: its version on this rank, kNoRows for padding only.
-  const std::vector<uint32_t>& gathered_versions() const { return gathered_versions_; }
+  const std::vector<uint32_t>& gathered_versions() const { return log_.gathered_versions(); }
   // A merge or unmerge on a shard, once its all-gather is matched: the delta
   // is B's rows times the A every rank contributed, or (an experts einsum
   // sharded on the experts) this rank's A times the gathered B (version: see
@@ -139,38 +125,38 @@ class RankModel {
   ExpertsEinsum experts_einsum(int layer, int adapter) const;
   bool experts_gather_b(int layer, int adapter) const;
   DeltaId delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const;
-  bool layer_merge(int layer, int adapter);
-  bool layer_unmerge(int layer);
-  void layer_set_adapter(int layer, uint8_t names, bool inference_mode);
+  Raise layer_merge(int layer, int adapter);
+  Raise layer_unmerge(int layer);
+  void layer_set_adapter(int layer, AdapterSet names, bool inference_mode);
   void layer_enable_adapters(int layer, bool enabled);
-  bool layer_forward(int layer, bool grad_enabled, bool* path_rg);  // false when it raised
+  Raise layer_forward(int layer, bool grad_enabled, bool* path_rg);
   WeightContent& registered_weight(int layer);
   uint64_t digest_of(int param) const;
   void gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign = 0, int64_t count = -1);
   void set_registered_rg(int param, bool value);
   // --- PEFT model (peft_model.cpp) ---
-  void op_set_adapter(const Op& op);
-  void set_adapter_module_level(uint8_t names, bool inference_mode);
-  void op_merge(const Op& op);
-  void unmerge_adapter();
-  void op_disable_enter();
-  void op_disable_exit();
-  void inject_adapter(int adapter, bool inference_mode, bool first);
-  void op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
-  void op_delete_adapter(int adapter);
-  void op_delta_weight(int layer);
-  bool wrapper_forward(int layer);  // param_wrapper.cpp: false when it raised
+  Raise op_set_adapter(const Op& op);
+  Raise set_adapter_module_level(AdapterSet names, bool inference_mode);
+  Raise op_merge(const Op& op);
+  Raise unmerge_adapter();
+  Raise op_disable_enter();
+  Raise op_disable_exit();
+  Raise inject_adapter(int adapter, bool inference_mode, bool first);
+  Raise op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
+  Raise op_delete_adapter(int adapter);
+  Raise op_delta_weight(int layer);
+  Raise wrapper_forward(int layer);  // param_wrapper.cpp
   bool lora_adds_output(int layer) const;  // lora_layer.cpp: the layer's output is not its base output
   int lora_active_count(int layer) const;
-  void op_save_adapters(const Op& op);
-  void op_load_adapters();
+  Raise op_save_adapters(const Op& op);
+  Raise op_load_adapters();
   int64_t saved_rows(int param, int rank) const;
   // --- loading and prepare (loading.cpp) ---
   void place_base_params();
   void place_new_adapter(int adapter, bool autocast = true);  // autocast: BaseTuner._cast_adapter_dtype ran
   void op_prepare();
-  // --- get_delta_weight (param_wrapper.cpp): false when it raised ---
-  bool get_delta_weight(int layer, int adapter, int sign);
+  // --- get_delta_weight (param_wrapper.cpp) ---
+  Raise get_delta_weight(int layer, int adapter, int sign);
   std::string one_expert_add_error(int layer, int adapter, bool dtensor) const;  // "" when it broadcasts
   // --- memory (loading.cpp) ---
   bool default_placement() const;
@@ -179,32 +165,28 @@ class RankModel {
   std::vector<OwnerBytes> sharded_bytes() const;
   std::vector<OwnerBytes> peak_unsharded() const;
   // --- training (rank_model.cpp) ---
-  void op_forward(bool grad_enabled);
-  void op_backward();
+  Raise op_forward(bool grad_enabled);
+  Raise forward_hooks(bool grad_enabled);  // op_forward's body; op_forward restores the graph on a raise
+  Raise op_backward();
+  Raise dispatch(const Op& op);
   void op_step();
   void op_zero_grad();
   // --- optimizer and checkpoints (optimizer.cpp) ---
   void prepare_optimizer();
-  void op_save_optimizer();
-  void op_load_optimizer();
+  Raise op_save_optimizer();
+  Raise op_load_optimizer();
 
-  void error(Status s, std::string msg) {
-    res_.status = s;
-    res_.message = std::move(msg);
-  }
-  uint8_t mask_of(const std::vector<std::string>& names) const;
+  // What upstream raises here: `return raise(...)`.
+  static Raise raise(Status s, std::string msg) { return Raise(s, std::move(msg)); }
+  AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(topo_->adapters, names); }
 
   const Topology* topo_;
   int rank_;
   RankState st_;
   OpResult res_;
-  std::vector<CollRecord> colls_;
-  std::vector<uint64_t> digests_;  // per all-gathered parameter, this op
-  std::vector<int> members_;       // per collective's parameters, this op
-  std::vector<uint32_t> gathered_versions_;  // per all-gathered parameter, this op
+  CollectiveLog log_;  // this op's collectives
   bool deferred_merges_ = false;
 };
 
-std::string mask_names(const Topology& t, uint8_t mask);  // "{a,b}" in adapter order
 
 }  // namespace fsdpsim

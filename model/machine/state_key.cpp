@@ -2,7 +2,7 @@
 //
 // A RankModel is its RankState plus per-op scratch (OpResult, collectives,
 // digests) that apply() clears before every op, so the key walks every field
-// of RankState except unsharded_peak/peak_groups (reset from unsharded_now at
+// of RankState except memory.peak/peak_groups (reset from memory.now at
 // the start of each op). The static_asserts below fail when a field is added
 // to the state, so this file is revisited then.
 //
@@ -31,9 +31,11 @@
 namespace fsdpsim {
 
 static_assert(sizeof(WeightContent) == 80, "WeightContent changed: extend append_state_key");
-static_assert(sizeof(ParamState) == 200, "ParamState changed: extend append_state_key");
-static_assert(sizeof(GroupState) == 32, "GroupState changed: extend append_state_key");
-static_assert(sizeof(LayerPeft) == 20, "LayerPeft changed: extend append_state_key");
+static_assert(sizeof(FsdpParam) == 200, "FsdpParam changed: extend append_state_key");
+static_assert(sizeof(FsdpParamGroup) == 32, "FsdpParamGroup changed: extend append_state_key");
+static_assert(sizeof(LoraLayer) == 20, "LoraLayer changed: extend append_state_key");
+static_assert(sizeof(Optimizer) == 80, "Optimizer changed: extend append_state_key");
+static_assert(sizeof(UnshardedMemory) == 24, "UnshardedMemory changed: extend append_state_key");
 static_assert(sizeof(PendingGraph) == 104, "PendingGraph changed: extend append_state_key");
 static_assert(sizeof(RankState) == 368, "RankState changed: extend append_state_key");
 
@@ -46,7 +48,7 @@ constexpr uint32_t kLoaded = 0x100u;
 // (RankModel::unshard), so while SHARDED they are dead and left out.
 bool u_live(const RankModel& m, size_t p) {
   const int g = m.group_of(static_cast<int>(p));
-  return g >= 0 && m.state().groups[g].sharded == ShardedState::Unsharded;
+  return g >= 0 && m.state().groups[g].unsharded();
 }
 
 struct Renamer {
@@ -88,7 +90,7 @@ struct Renamer {
     for (const auto& m : ranks) {
       const RankState& st = m.state();
       for (size_t p = 0; p < st.params.size(); ++p) {
-        const ParamState& ps = st.params[p];
+        const FsdpParam& ps = st.params[p];
         values[p].push_back(ps.ver_s);
         if (u_live(m, p)) values[p].push_back(ps.ver_u);
         if (u_live(m, p)) values[p].push_back(ps.ver_s_at_gather);
@@ -151,11 +153,11 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
   for (size_t l = 0; l < t.layers.size(); ++l) weight_layer[t.layers[l].weight] = static_cast<int>(l);
   for (const auto& m : ranks) {
     const RankState& st = m.state();
-    out.push_back(st.present | st.active << 8 | st.inference_mode << 16 | (st.disabled ? 1u << 24 : 0) |
-                  (st.prepared ? 1u << 25 : 0) | (st.has_opt_ckpt ? 1u << 26 : 0));
-    out.push_back(st.saved_adapters | static_cast<uint32_t>(static_cast<uint8_t>(st.peft_active)) << 8);
+    out.push_back(st.present.bits() | st.active.bits() << 8 | st.inference_mode.bits() << 16 | (st.disabled ? 1u << 24 : 0) |
+                  (st.prepared ? 1u << 25 : 0) | (st.optimizer.has_ckpt ? 1u << 26 : 0));
+    out.push_back(st.saved_adapters.bits() | static_cast<uint32_t>(static_cast<uint8_t>(st.peft_active)) << 8);
     for (size_t p = 0; p < st.params.size(); ++p) {
-      const ParamState& ps = st.params[p];
+      const FsdpParam& ps = st.params[p];
       const bool u = u_live(m, p);
       out.push_back(ps.present | ps.recreated << 1 | ps.detached << 2 | (ps.detached && ps.ghost_grad) << 3 | ps.rg_s << 4 |
                     (u && ps.rg_u) << 5 | ps.grad_s << 6 | (u && ps.grad_u) << 7 | u << 8 |
@@ -176,26 +178,27 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
     // appends after the order's last entry; the backward that reads them
     // clears both (RankModel::backward_prefetch, root_post_backward_final_callback).
     // So a group's entry is that predecessor, and the order its last entry.
-    for (const GroupState& g : st.groups) {
+    for (const FsdpParamGroup& g : st.groups) {
       out.push_back(static_cast<uint32_t>(g.sharded) | static_cast<uint32_t>(g.training) << 4 | g.has_u << 8 |
                     g.lazy_inited << 9 | g.gather_pending << 10);
       const auto& idx = g.post_forward_indices;
       out.push_back(idx.empty() ? 0xffffffffu : idx.back() == 0 ? 0xfffffffeu : static_cast<uint32_t>(st.post_forward_order[idx.back() - 1]));
     }
-    for (const LayerPeft& l : st.layers) {
-      uint32_t w = l.active | static_cast<uint32_t>(l.n_merged) << 8 | l.disabled << 16 | l.tuner << 17;
+    for (const LoraLayer& l : st.layers) {
+      uint32_t w = l.active.bits() | static_cast<uint32_t>(l.n_merged) << 8 | l.disabled << 16 | l.tuner << 17;
       out.push_back(w);
       for (int i = 0; i < l.n_merged; ++i) out.push_back(static_cast<uint32_t>(l.merged[i]));
     }
-    out.push_back(static_cast<uint32_t>(st.optimizer.size()));
-    for (int p : st.optimizer) out.push_back(static_cast<uint32_t>(p));
-    out.push_back(static_cast<uint32_t>(st.opt_state.size()));
-    for (int i : st.opt_state) out.push_back(static_cast<uint32_t>(i));
-    out.push_back(static_cast<uint32_t>(st.saved_state.size()));
-    for (int p : st.saved_state) out.push_back(static_cast<uint32_t>(p));
-    out.push_back(static_cast<uint32_t>(st.unsharded_now));
-    out.push_back(static_cast<uint32_t>(st.unsharded_now >> 32));
-    out.push_back(st.unsharded_groups);
+    const Optimizer& opt = st.optimizer;
+    out.push_back(static_cast<uint32_t>(opt.objects.size()));
+    for (int p : opt.objects) out.push_back(static_cast<uint32_t>(p));
+    out.push_back(static_cast<uint32_t>(opt.state.size()));
+    for (int i : opt.state) out.push_back(static_cast<uint32_t>(i));
+    out.push_back(static_cast<uint32_t>(opt.saved_state.size()));
+    for (int p : opt.saved_state) out.push_back(static_cast<uint32_t>(p));
+    out.push_back(static_cast<uint32_t>(st.memory.now));
+    out.push_back(static_cast<uint32_t>(st.memory.now >> 32));
+    out.push_back(st.memory.groups);
     const PendingGraph& gr = st.graph;
     // An invalid graph is never read again (backward checks valid first, forward rebuilds it).
     out.push_back(gr.valid ? 1u | gr.loss_rg << 1 | static_cast<uint32_t>(gr.hooks.size()) << 8 : 0u);

@@ -15,7 +15,7 @@ const char* kSeed004 =
 
 TEST(Optimizer, HoldsTheTrainableShardsInParameterOrder) {
   OneRank t(std::string(kSeed004) + "---\n");
-  const auto& opt = t.model->state().optimizer;
+  const auto& opt = t.model->state().optimizer.objects;
   ASSERT_EQ(opt.size(), 6u);
   EXPECT_EQ(t.topo->params[opt[0]].name, "vis.lora_A.default");
   EXPECT_EQ(t.topo->params[opt[5]].name, "lin1.lora_B.default");
@@ -23,7 +23,7 @@ TEST(Optimizer, HoldsTheTrainableShardsInParameterOrder) {
 
 TEST(Optimizer, AllLoraHoldsEveryAdapterParameter) {
   OneRank t(std::string(kSeed004) + "optimizer all\n---\n");
-  EXPECT_EQ(t.model->state().optimizer.size(), 8u);
+  EXPECT_EQ(t.model->state().optimizer.objects.size(), 8u);
 }
 
 TEST(Optimizer, SaveAfterNoGradEvalRaisesKeyErrorWithTheFirstMissingIndex) {

@@ -63,7 +63,7 @@ TEST(PeftModel, UpstreamSetAdapterAfterUnmergeKeepsTheGroupsUnsharded) {
   EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_u);
   EXPECT_FALSE(t.ps("lin0.lora_A.other").rg_s);
   EXPECT_TRUE(t.ps("lin0.lora_A.default").rg_s);
-  EXPECT_EQ(t.op("train_step").grads, 2);  // {other}, from U
+  EXPECT_EQ(t.op("train_step").grads.bits(), 2);  // {other}, from U
   EXPECT_EQ(t.op("train_step").status, Status::NoGradFn);
   // Under PEFT main as #3872 describes it, the unmerge lets the reshard happen.
   OneRank m(seed000_header(1, "peft-main-3872"));
@@ -77,7 +77,7 @@ TEST(PeftModel, ListFormSetAdapterIsTheTunerLevelCall) {
   t.op("eval");
   t.op("set_adapter [default,other]");
   EXPECT_EQ(t.state("root"), ShardedState::Unsharded);  // no FSDP handling at all
-  EXPECT_EQ(t.model->state().active, 3);
+  EXPECT_EQ(t.model->state().active.bits(), 3);
 }
 
 TEST(PeftModel, SetAdapterUnknownIsAValueError) {
@@ -114,7 +114,7 @@ TEST(PeftModel, LoadAdapterTrainableKeepsOthersAndTrainsTheLoadedOne) {
   EXPECT_FALSE(t.ps("l.lora_A.ref").rg_s);
   EXPECT_TRUE(t.ps("l.lora_A.pol").rg_s);
   EXPECT_TRUE(t.ps("l.lora_B.pol").rg_s);
-  EXPECT_EQ(t.model->state().active, 1);
+  EXPECT_EQ(t.model->state().active.bits(), 1);
   OneRank frozen(h);
   frozen.op("load_adapter pol frozen");
   EXPECT_FALSE(frozen.ps("l.lora_A.pol").rg_s);
@@ -151,7 +151,7 @@ TEST(PeftModel, DeleteMergedAdapterIsRefused) {
 TEST(PeftModel, DeletingTheActiveAdapterActivatesAndTrainsTheFallback) {
   OneRank t(seed000_header(2));
   t.op("delete_adapter default");
-  EXPECT_EQ(t.model->state().active, 2);
+  EXPECT_EQ(t.model->state().active.bits(), 2);
   EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_s);
   // The FSDP group still gathers the deleted parameters.
   t.op("unshard lin0");
@@ -166,14 +166,14 @@ TEST(PeftModel, DeletingTheActiveAdapterFallsBackPerLayer) {
             "adapter other r=2 alpha=2 targets=l2\nadapter third r=2 alpha=2 targets=l0,l1,l2 inference_mode\n"
             "fully_shard root\n---\n");
   t.op("delete_adapter default");
-  EXPECT_EQ(t.model->state().active, 4);  // {third}: l0's fallback
-  EXPECT_EQ(t.model->state().layers[t.layer("l0")].active, 4);
-  EXPECT_EQ(t.model->state().layers[t.layer("l2")].active, 2);  // {other}: sorted(l2's adapters)[0]
+  EXPECT_EQ(t.model->state().active.bits(), 4);  // {third}: l0's fallback
+  EXPECT_EQ(t.model->state().layers[t.layer("l0")].active.bits(), 4);
+  EXPECT_EQ(t.model->state().layers[t.layer("l2")].active.bits(), 2);  // {other}: sorted(l2's adapters)[0]
   EXPECT_TRUE(t.ps("l0.lora_A.third").rg_s);
   EXPECT_TRUE(t.ps("l2.lora_A.other").rg_s);
   EXPECT_FALSE(t.ps("l2.lora_A.third").rg_s);
   const OpResult& r = t.op("train_step");
-  EXPECT_EQ(r.grads, 6);  // other and third train
+  EXPECT_EQ(r.grads.bits(), 6);  // other and third train
 }
 
 TEST(PeftModel, DisableExitWithoutReshardLosesTheReenableOnTheShards) {
@@ -261,3 +261,21 @@ TEST(SaveAdapters, ActiveOnlySelectionLosesTheOtherAdapter) {
 
 }  // namespace
 }  // namespace fsdpsim::test
+
+namespace {
+
+// Module.load_state_dict copies every tensor that fits and raises for the size mismatches after
+// the loop: the copies made before the raise stay (the model throws OpRaised last).
+TEST(LoadAdapters, ASizeMismatchRaisesAfterTheFittingTensorsAreCopied) {
+  RunResult r = simulate(
+      "world 3\nprofile upstream\nlayer lin0 8 9\nadapter a r=4 alpha=8 targets=lin0\n"
+      "fully_shard lin0 reshard_after_forward=true\nfully_shard root reshard_after_forward=true\n---\n"
+      "train_step\nsave_adapters\nload_adapters\n");
+  const Observation& l2 = obs_at(r, 3, 2);  // rank 2: A's 2 saved rows fit no shape of its 0 rows
+  EXPECT_EQ(l2.status, Status::Exception);
+  EXPECT_EQ(l2.message, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
+  EXPECT_EQ(l2.reload_diff, std::vector<std::string>{"lin0.lora_B.a"});  // rank 0's 3 rows of B, wrapped
+  EXPECT_EQ(obs_at(r, 3, 1).status, Status::Ok);
+}
+
+}  // namespace

@@ -1,0 +1,32 @@
+// The optimizer's view on one rank: which parameter objects it holds, which have
+// AdamW state, and what the last DCP optimizer checkpoint saved. The methods that
+// look the objects up in the module tree are RankModel's (optimizer.cpp).
+#pragma once
+#include <algorithm>
+#include <vector>
+
+namespace fsdpsim {
+
+struct Optimizer {
+  std::vector<int> objects;  // param indices whose S objects the optimizer holds, in pid order
+  // Positions in `objects` with AdamW state, in creation order (Optimizer.state's insertion
+  // order, which Optimizer.state_dict keeps).
+  std::vector<int> state;
+  bool has_ckpt = false;
+  std::vector<int> saved_state;  // param indices whose FQN had optimizer state in the last checkpoint
+
+  bool has_state(int i) const { return std::find(state.begin(), state.end(), i) != state.end(); }
+  // torch/optim/adamw.py::AdamW._init_group: state is created once per object.
+  void create_state(int i) {
+    if (!has_state(i)) state.push_back(i);
+  }
+  bool saved(int param) const { return std::find(saved_state.begin(), saved_state.end(), param) != saved_state.end(); }
+  // The checkpoint keeps the FQNs of the objects with state.
+  void checkpoint() {
+    has_ckpt = true;
+    saved_state.clear();
+    for (int i : state) saved_state.push_back(objects[i]);
+  }
+};
+
+}  // namespace fsdpsim
