@@ -96,6 +96,11 @@ bool run_has_key(const SeqFile& f, const SingleRun& run, const std::string& key)
 // agree and `other` shows the finding too.
 std::string confirm_on(HuntClass& c, Backend other, RealPools& pools, HuntReport& rep, std::mutex& mu) {
   BackendRun br = run_backend(c.t.minimal, {Backend::Model, other}, pools, false);
+  if (!br.infra_failure && br.runs.size() == 2) {  // kept for the catalogue page (hunt --html)
+    std::lock_guard<std::mutex> lock(mu);
+    if (c.runs.empty()) c.runs.push_back(br.runs[0]);
+    c.runs.push_back(br.runs[1]);
+  }
   if (br.infra_failure) {
     std::lock_guard<std::mutex> lock(mu);
     rep.infra = true;

@@ -44,6 +44,7 @@ struct HuntClass {
   std::string upstream = "-";  // yes | DIFFERS | no finding | not installed | -
   std::vector<std::string> divergences;
   std::string file;  // written by write_hunt_outputs
+  std::vector<SingleRun> runs;  // the confirmations' runs of the minimal sequence: the model's, then each backend's
 };
 
 struct HuntReport {

@@ -333,7 +333,9 @@ std::string timeline_section(const Timeline& t, TimelineCounts* counts) {
   };
 
   std::ostringstream s;
-  s << "<section class=\"timeline\">\n<h1>" << html_escape(t.title) << "</h1>\n";
+  s << "<section class=\"timeline\"" << (t.id.empty() ? "" : " id=\"" + html_escape(t.id) + "\"") << ">\n<h1>"
+    << html_escape(t.title) << "</h1>\n";
+  const std::string step_id = html_escape(t.id.empty() ? "step-" : t.id + "-step-");
   for (const auto& c : t.file.comments) s << "<p class=\"note\">" << html_escape(c) << "</p>\n";
   s << "<p class=\"scenario\">" << scenario_line(t.file) << "</p>\n<p class=\"summary\">backends ";
   for (size_t b = 0; b < nb; ++b) s << (b ? ", " : "") << html_escape(t.backends[b].name);
@@ -350,7 +352,7 @@ std::string timeline_section(const Timeline& t, TimelineCounts* counts) {
     bool first = true;
     for (const auto& [step, v] : notes)
       if (step > 0) {
-        s << (first ? "" : ", ") << "<a href=\"#step-" << step << "\">step " << step << "</a>";
+        s << (first ? "" : ", ") << "<a href=\"#" << step_id << step << "\">step " << step << "</a>";
         first = false;
       }
     s << "</p>\n";
@@ -362,7 +364,7 @@ std::string timeline_section(const Timeline& t, TimelineCounts* counts) {
     for (size_t b = 0; b < nb; ++b) s << "<th>" << html_escape(t.backends[b].name) << "</th>";
   s << "</tr></thead>\n<tbody>\n";
   for (int step = 1; step <= steps; ++step) {
-    s << "<tr id=\"step-" << step << "\"><td class=\"step\">" << step << "</td><td class=\"op\">" << html_escape(op_texts[step]) << "</td>";
+    s << "<tr id=\"" << step_id << step << "\"><td class=\"step\">" << step << "</td><td class=\"op\">" << html_escape(op_texts[step]) << "</td>";
     std::set<int> differing_ranks;
     for (int r = 0; r < world; ++r)
       for (size_t b = 0; b < nb; ++b) {

@@ -34,6 +34,9 @@ struct TimelineBackend {
 
 struct Timeline {
   std::string title;  // the file's name
+  // The section's id and its steps' ("ID-step-4"), so several timelines share a page; "" for one
+  // timeline alone (steps are "step-4").
+  std::string id;
   SeqFile file;
   std::vector<TimelineBackend> backends;  // the first is the one the others are compared with
   std::vector<std::string> notes;         // extra header lines ("upstream: torch 2.13.0, ...")

@@ -1,5 +1,7 @@
 // `fsdpsim hunt` (and `fsdpsim` with no arguments): the main job. And
 // `fsdpsim triage`: one file's class, as the hunt and the nightly name it.
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -9,6 +11,7 @@
 #include "sim/cli/junit.hpp"
 #include "sim/cli/progress.hpp"
 #include "sim/hunt.hpp"
+#include "sim/hunt_html.hpp"
 #include "sim/hunt_scenarios.hpp"
 
 namespace fsdpsim::cli {
@@ -87,6 +90,14 @@ int cmd_hunt(const Args& a) {
     return kInfra;
   }
   if (!a.junit.empty()) write_hunt_junit(rep, a);
+  if (!a.html.empty()) {  // after write_hunt_outputs: the page names each class's file
+    std::ofstream page(a.html, std::ios::binary | std::ios::trunc);
+    if (page) page << hunt_html(rep);
+    if (!page.flush()) {
+      std::cerr << "fsdpsim: --html: cannot write '" << a.html << "': " << std::strerror(errno) << "\n";
+      return kInfra;
+    }
+  }
   if (a.json) {
     print_hunt_json(rep, out, code);
     if (rep.infra) std::cerr << "fsdpsim: " << rep.infra_message << "\n";
@@ -101,7 +112,7 @@ int cmd_hunt(const Args& a) {
   char times[200];
   std::snprintf(times, sizeof times, "time: explore %.1f s, fuzz %.1f s, triage %.1f s, confirm %.1f s\n", rep.t_explore, rep.t_fuzz, rep.t_triage,
                 rep.t_confirm);
-  std::cout << times << "written: " << out << "/summary.json and one .seq per class\n";
+  std::cout << times << "written: " << out << "/summary.json and one .seq per class" << (a.html.empty() ? "" : ", " + a.html) << "\n";
   if (rep.infra) std::cerr << "fsdpsim: " << rep.infra_message << "\n";
   return code;
 }

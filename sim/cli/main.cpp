@@ -16,6 +16,7 @@ const char* kUsage =
     "usage: fsdpsim                         the hunt (below) with its defaults\n"
     "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-new] [--profile P] [--seed S] [--json]\n"
     "                    [--junit FILE]     a testcase per class\n"
+    "                    [--html OUT.html]  the catalogue as one page, each class linked to its timeline\n"
     "                                             explore and fuzz the built-in scenarios for T s (default 10),\n"
     "                                             triage into classes, confirm on real (and upstream), catalogue\n"
     "       fsdpsim triage PATH... [--check] [--out DIR] [--profile P] [--json]   each file's class signature\n"
@@ -127,7 +128,7 @@ int dispatch(const std::vector<std::string>& args) {
     };
     if (cmd == "hunt")
       return cmd_hunt(flags({"--seconds", "--world", "--out", "--fail-on-new", "--profile", "--seed", "--ranks", "--timeout", "--json",
-                             "--junit"}));
+                             "--junit", "--html"}));
     if (cmd == "triage") return cmd_triage(flags({"--check", "--out", "--profile", "--set", "--world", "--json"}));
     if (cmd == "demo") return cmd_main_job(flags({}));
     if (cmd == "run") return cmd_run(flags({"--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
