@@ -171,6 +171,17 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
       const RankReport& rep = per_rank[r][ri];
       Observation o = rep;  // the fields the rank read itself; layers are judged here
       if (!rep.s_values.empty()) {
+        // The value of parameter p as the module sees it: U when registered,
+        // else S (assembled from every rank's chunk when FSDP manages it).
+        auto value = [&](int p, bool registered) -> Mat {
+          const ParamSpec& ps = layout.params[p];
+          if (registered && rep.u_registered[p]) return rep.u_values[p];
+          if (ps.group < 0 || rep.whole[p])  // a meta parameter reports no values
+            return rep.s_values[p].empty() ? Mat(static_cast<size_t>(ps.rows * ps.cols), 0.0f) : rep.s_values[p];
+          std::vector<const Mat*> chunks;
+          for (int j = 0; j < world; ++j) chunks.push_back(j == r ? &rep.s_values[p] : &view_of(j, r, ri).s_values[p]);
+          return assemble(ps, chunks);
+        };
         for (size_t l = 0; l < layout.layers.size(); ++l) {
           const LayerSpec& ls = layout.layers[l];
           const ParamSpec& wspec = layout.params[ls.weight];
@@ -180,17 +191,6 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           lo.merged = rep.merged[l];
           std::vector<int> merged;
           for (const auto& name : lo.merged) merged.push_back(layout.adapter_named(name));
-          // The value of parameter p as the module sees it: U when registered,
-          // else S (assembled from every rank's chunk when FSDP manages it).
-          auto value = [&](int p, bool registered) -> Mat {
-            const ParamSpec& ps = layout.params[p];
-            if (registered && rep.u_registered[p]) return rep.u_values[p];
-            if (ps.group < 0 || rep.whole[p])  // a meta parameter reports no values
-              return rep.s_values[p].empty() ? Mat(static_cast<size_t>(ps.rows * ps.cols), 0.0f) : rep.s_values[p];
-            std::vector<const Mat*> chunks;
-            for (int j = 0; j < world; ++j) chunks.push_back(j == r ? &rep.s_values[p] : &view_of(j, r, ri).s_values[p]);
-            return assemble(ps, chunks);
-          };
           auto deltas_for = [&](bool registered, bool local_rows) {
             std::vector<std::pair<int, Mat>> ds;
             for (size_t a = 0; a < layout.adapters.size(); ++a) {
@@ -225,14 +225,7 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           }
           o.layers.push_back(lo);
         }
-        judge_deltas(layout, per_rank, r, rep, [&](int p) {
-          const ParamSpec& ps = layout.params[p];
-          if (ps.group < 0 || rep.whole[p])
-            return rep.s_values[p].empty() ? Mat(static_cast<size_t>(ps.rows * ps.cols), 0.0f) : rep.s_values[p];
-          std::vector<const Mat*> chunks;
-          for (int j = 0; j < world; ++j) chunks.push_back(j == r ? &rep.s_values[p] : &view_of(j, r, ri).s_values[p]);
-          return assemble(ps, chunks);
-        }, o);
+        judge_deltas(layout, per_rank, r, rep, [&](int p) { return value(p, false); }, o);
       }
       out.push_back(std::move(o));
     }
