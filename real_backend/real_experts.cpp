@@ -182,8 +182,11 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, WeightClass* value
   const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   const float scale = lora_scaling(*layout_, adapter);
   at::Tensor a, b;
-  // delta_weight_gather=on (the #3102 fix): the full A and B, so the full delta.
-  const bool full_b = dtensor && layout_->world > 1 && layout_->profile.get(Switch::DeltaWeightGather) == sw::kOn;
+  // delta_weight_gather=on (the #3102 fix): the full A and B, so the full delta; an adapter added
+  // after prepare (plain A and B) has its delta laid out like W, so W meets a DTensor as well.
+  const bool gather_fix = layout_->profile.get(Switch::DeltaWeightGather) == sw::kOn;
+  const bool late_distributed = !dtensor && gather_fix && late_delta_on_shard(layer, adapter);
+  const bool full_b = (dtensor && layout_->world > 1 && gather_fix) || late_distributed;
   // B @ A with fewer out rows than ranks (Linear.get_delta_weight's matmul): B cannot stay Shard(0).
   const bool few_rows = dtensor && !full_b && layout_->world > 1 && layout_->params[pb].rows < layout_->world;
   at::Tensor d;
@@ -201,10 +204,11 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, WeightClass* value
   if (!merge) return d;
   const int64_t in = ls.in, out = ls.out;
   at::Tensor w = registered(pw);
+  const bool dtensor_add = dtensor || late_distributed;
   if (out != in && out != 1 && in != 1) {
     // torch 2.13 distributed/tensor/_ops/utils.py::infer_broadcast_dims_map: libtorch 1.13 has no
     // DTensor, so this text is written by fsdpsim (torch 2.13's words).
-    if (dtensor)
+    if (dtensor_add)
       throw OpError(Status::ShapeError, "Attempting to broadcast a dimension of length " + std::to_string(in) +
                                             " at -1! Mismatching argument at index 1 had torch.Size([" + std::to_string(out) +
                                             ", " + std::to_string(in) + "]); but expected shape should be broadcastable to [1, " +
@@ -214,7 +218,7 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, WeightClass* value
   // The broadcasting add needs the delta whole: DTensor redistributes its Shard(0) rows to
   // Replicate (torch 2.13 _redistribute.py), one all-gather named after the weight.
   at::Tensor full = at::zeros({out, in});
-  if (dtensor && !few_rows && layout_->world > 1) {
+  if (dtensor_add && !few_rows && layout_->world > 1) {
     const ParamSpec& bs = layout_->params[pb];
     const int64_t start = comm_->rank() * bs.chunk_rows, rows = bs.local_rows(comm_->rank());
     at::Tensor mine = at::zeros({bs.chunk_rows, in});
@@ -225,7 +229,7 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, WeightClass* value
     full.copy_(d);
   }
   at::Tensor add = at::zeros(w.sizes());
-  if (w.size(0) > 0 && (!dtensor || layout_->params[pw].local_rows(comm_->rank()) > 0)) {
+  if (w.size(0) > 0 && (!dtensor_add || layout_->params[pw].local_rows(comm_->rank()) > 0)) {
     add.narrow(0, 0, 1).copy_(full.reshape({1, in, out}));
   }
   return add;

@@ -92,10 +92,17 @@ void RealRank::apply_delta(int layer, const at::Tensor& d, bool add) {
 // (peft lora/layer.py merge / unmerge: `param.data += delta`): torch 2.13
 // distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info refuses the mix before any
 // shape check, so before the delta's own errors.
-void RealRank::check_mixed(int layer, int adapter, bool add) {
+bool RealRank::late_delta_on_shard(int layer, int adapter) const {
   const LayerSpec& ls = layout_->layers[layer];
   const int gw = group_of(ls.weight);
-  if (prepared_ && group_of(ls.lora_a[adapter]) < 0 && gw >= 0 && !unsharded_[gw])
+  return prepared_ && group_of(ls.lora_a[adapter]) < 0 && gw >= 0 && !unsharded_[gw];
+}
+
+void RealRank::check_mixed(int layer, int adapter, bool add) {
+  const LayerSpec& ls = layout_->layers[layer];
+  if (!late_delta_on_shard(layer, adapter)) return;
+  // delta_weight_gather=on lays a ParamWrapper's plain delta out like W (real_experts.cpp).
+  if (ls.experts == 0 || layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn)
     throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
                                          ".Tensor got mixed torch.Tensor and DTensor, need to convert all torch.Tensor "
                                          "to DTensor before calling distributed operators!");

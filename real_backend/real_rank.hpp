@@ -55,6 +55,7 @@ class RealRank {
   void run_op(const Op& op);
   // --- FSDP2 (real_fsdp.cpp) ---
   at::Tensor delta_few_rows(int layer, int adapter, DeltaForm* form = nullptr);  // DTensor's B @ A when W has fewer rows than ranks
+  bool late_delta_on_shard(int layer, int adapter) const;  // an adapter added after prepare meets W's shard
   void check_mixed(int layer, int adapter, bool add);  // a plain delta into a DTensor shard
   void check_inplace_placement(int layer, int adapter, bool add);  // DTensor's in-place rule
   at::ScalarType param_dtype(int p);

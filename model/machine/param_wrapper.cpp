@@ -77,7 +77,13 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
   const int a = li.A[adapter], b = li.B[adapter];
   const bool sharded_read = group_of(a) >= 0 && !is_registered_u(a);
   const CollRecord::Into into = sign != 0 ? CollRecord::kIntoShard : CollRecord::kNowhere;
-  if (sign != 0 && st_.prepared && group_of(a) < 0 && group_of(li.weight) >= 0 && !is_registered_u(li.weight)) {
+  const bool gather_fix = topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn;
+  // An adapter added after prepare holds plain A and B while W is still a DTensor shard.
+  const bool late_on_shard = st_.prepared && group_of(a) < 0 && group_of(li.weight) >= 0 && !is_registered_u(li.weight);
+  // delta_weight_gather=on lays a ParamWrapper's plain delta out like W (each rank slices its own
+  // rows, no collective), so only a Linear's late delta still meets W's shard as a plain tensor.
+  const bool late_distributed = late_on_shard && li.experts > 0 && gather_fix;
+  if (sign != 0 && late_on_shard && !late_distributed) {
     // lora/layer.py Linear / ParamWrapper merge and unmerge: `param.data += delta` (`-=`) with
     // the plain delta of an adapter added after prepare into W's DTensor shard; DTensor checks
     // the mix before any shape.
@@ -113,7 +119,7 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
     // num_experts == 1: B @ A, shape (out, in), for a weight stored (1, in, out) (is_transposed).
     if (sharded_read && topo_->world > 1) {
       const int64_t w = topo_->world, r = topo_->adapters[adapter].r;
-      if (topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
+      if (gather_fix) {
         // delta_weight_gather=on (the #3102 fix) reads the full A and B.
         gather_one(a, CollRecord::kNowhere, layer, adapter);
         gather_one(b, CollRecord::kNowhere, layer, adapter);
@@ -128,7 +134,8 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
         gather_one(a, CollRecord::kNowhere, layer, adapter);
       }
     }
-    const std::string err = one_expert_add_error(layer, adapter, sharded_read);
+    const bool dtensor_add = sharded_read || late_distributed;  // the delta W meets is a DTensor
+    const std::string err = one_expert_add_error(layer, adapter, dtensor_add);
     if (sign == 0 || err.empty()) {
       // the delta_weight op returns the (out, in) delta: not the layer's delta
       if (sign == 0) {
@@ -139,7 +146,7 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
       // delta, Shard(0) over its out rows, Replicate (torch 2.13 _redistribute.py): one all-gather
       // of this rank's padded rows, named after the weight it is added to.
       const int64_t w = topo_->world, out = topo_->params[b].dim0;
-      if (sharded_read && w > 1 && (out >= w || topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn))
+      if (dtensor_add && w > 1 && (out >= w || gather_fix))
         gather_one(li.weight, CollRecord::kNowhere, layer, adapter, 0, (out + w - 1) / w * topo_->params[a].rest);
       // a square layer adds the transposed delta: a delta of its own, which unmerge takes back
       DeltaId v = delta_version(layer, adapter);
