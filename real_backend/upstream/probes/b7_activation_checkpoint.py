@@ -51,12 +51,14 @@ def rank_main(case, raf, r_other, ckpt):
     fully_shard(base.lin0, mesh=mesh, reshard_after_forward=raf)
     fully_shard(pm, mesh=mesh, reshard_after_forward=raf)
     x = torch.randn(4, 10, generator=torch.Generator().manual_seed(1))
+    held = None  # the disable_adapter() context, kept alive: a dropped generator runs its exit
     try:
         loss = pm(x).sum()
         if case == "set_adapter":
             pm.base_model.set_adapter("other")
         elif case == "disable":
-            pm.disable_adapter().__enter__()
+            held = pm.disable_adapter()
+            held.__enter__()
         elif case == "merge":
             pm.merge_adapter()
         loss.backward()
