@@ -360,7 +360,8 @@ void RealRank::op_load_adapters() {
       if (ps.adapter != static_cast<int>(a) || saved_rows_[p] < 0 || !registry_[p].defined()) continue;
       at::Tensor v;
       if (!saved_local_rows(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
-        v = file0[p].reshape(saved_file_[p].sizes());
+        // an unmanaged replica takes rank 0's copy; a managed full tensor is the same on every rank
+        v = group_of(static_cast<int>(p)) < 0 ? file0[p] : saved_file_[p];
         if (group_of(static_cast<int>(p)) >= 0 && world > 1) {
           at::Tensor flat = v.contiguous().reshape({-1});
           v = chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);
