@@ -35,6 +35,7 @@ Layout make_layout(const SeqFile& f) {
   out.world = s.world;
   out.adapters = s.adapters;
   out.optimizer = s.optimizer;
+  out.data = s.data;
   out.loading = s.loading;
   out.dtype = s.dtype;
   out.autocast_adapter_dtype = s.autocast_adapter_dtype;

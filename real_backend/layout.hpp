@@ -64,6 +64,7 @@ struct Layout {
   std::vector<int> state_dict_order;
   std::vector<std::string> target_parameters;  // per adapter: its LoraConfig's (target_parameters_text)  // every parameter in module.state_dict() order (injection order)
   OptimizerParams optimizer = OptimizerParams::Trainable;
+  Data data = Data::Same;
   Loading loading = Loading::Full;
   DType dtype = DType::F32;  // the base weights' dtype as loaded
   bool autocast_adapter_dtype = true;

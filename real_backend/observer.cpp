@@ -144,6 +144,21 @@ void judge_deltas(const Layout& layout, const std::vector<std::vector<RankReport
 
 }  // namespace
 
+// replica_diff: a whole unmanaged adapter tensor (added after fully_shard: no group reduces its
+// grad) whose values differ between this rank and a peer. Managed shards differ by design.
+static void judge_replicas(const Layout& layout, const RankReport& rep, const std::vector<const RankReport*>& peers, Observation& o) {
+  if (rep.groups.empty()) return;  // before prepare every parameter is whole and nothing trains
+  for (size_t p = 0; p < layout.params.size(); ++p) {
+    const ParamSpec& ps = layout.params[p];
+    if (ps.adapter < 0 || !(ps.group < 0 || rep.whole[p]) || !rep.present[p] || rep.s_values[p].empty()) continue;
+    bool differ = false;
+    for (const RankReport* peer : peers)
+      differ = differ || (p < peer->present.size() && peer->present[p] && !peer->s_values[p].empty() &&
+                          peer->s_values[p] != rep.s_values[p]);
+    if (differ) o.replica_diff.push_back(ps.name);
+  }
+}
+
 std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std::vector<std::vector<RankReport>>& per_rank) {
   const int world = layout.world;
   // Initial chunks stand in for a rank that has not run anything yet.
@@ -226,6 +241,10 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           o.layers.push_back(lo);
         }
         judge_deltas(layout, per_rank, r, rep, [&](int p) { return value(p, false); }, o);
+        std::vector<const RankReport*> peers;
+        for (int j = 0; j < world; ++j)
+          if (j != r) peers.push_back(&view_of(j, r, ri));
+        judge_replicas(layout, rep, peers, o);
       }
       out.push_back(std::move(o));
     }

@@ -233,7 +233,8 @@ void RealRank::forward_pass(bool grad_enabled) {
   // PeftModel.has_active_enabled_adapter: peft_config[active_adapter] inside the root's forward.
   if (!((present_ >> peft_active_) & 1))
     throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[peft_active_].name + "'");
-  std::vector<float> x = rank_input(*layout_, seed_, comm_->rank());
+  // `data same`: every rank reads rank 0's batch; `per_rank`: its own (a DistributedSampler's shard).
+  std::vector<float> x = rank_input(*layout_, seed_, layout_->data == Data::PerRank ? comm_->rank() : 0);
   at::Tensor h = at::from_blob(x.data(), {3, layout_->layers.front().in}, at::kFloat).clone();
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     int g = layout_->layers[l].group;

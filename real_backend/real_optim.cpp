@@ -27,6 +27,20 @@ void RealRank::prepare_optimizer() {
   }
 }
 
+// A fresh torch.optim.AdamW built as prepare builds it: it holds the objects registered now
+// (an adapter added after fully_shard among them) and no state yet.
+void RealRank::new_optimizer() {
+  if (!prepared_) return;
+  for (auto* v : {&params_, &ghost_})
+    for (auto& rp : *v) {
+      rp.adam_m = at::Tensor();
+      rp.adam_v = at::Tensor();
+      rp.adam_step = 0;
+      rp.adam_created = 0;
+    }
+  prepare_optimizer();
+}
+
 // torch/optim/adamw.py, in place on each held object that has a grad. An
 // object the module no longer registers (its adapter deleted and added again)
 // is outside every graph: no grad, no update.

@@ -298,11 +298,12 @@ void RealRank::op_save_adapters(const Op& op) {
     saved_file_[p] = mine.clone();
     saved_rows_[p] = local ? ps.local_rows(0) : ps.rows;
   }
-  // Rank 0 writes the file; where it holds only rank 0's local rows the others read those.
-  std::vector<at::Tensor> local_rows;
+  // Rank 0 writes the file and the others read it: its local rows, and its full tensors
+  // (which differ from theirs once per-rank data trained an unmanaged replica apart).
+  std::vector<at::Tensor> file;
   for (size_t p = 0; p < params_.size(); ++p)
-    if (saved_local_rows(p)) local_rows.push_back(saved_file_[p].reshape({-1}));
-  if (!local_rows.empty()) comm_->write_rank0_file(at::cat(local_rows));
+    if (saved_rows_[p] >= 0) file.push_back(saved_file_[p].reshape({-1}).to(at::kFloat));
+  if (!file.empty()) comm_->write_rank0_file(at::cat(file));
 }
 
 // The saved file holds rank 0's local rows of p, not the full tensor.
@@ -326,14 +327,16 @@ void RealRank::op_load_adapters() {
   }
   reshard_all();
   const int world = layout_->world, rank = comm_->rank();
-  // Rank 0's local rows, in parameter order (the others send buffers of that size).
+  // Rank 0's file, in parameter order (the others send buffers of that size): its local rows,
+  // and its full tensors, which differ from this rank's own once per-rank data trained a
+  // replica no group reduces apart (beyond-seeds B1).
   std::vector<at::Tensor> file0(params_.size());
   int64_t file_floats = 0;
   std::vector<at::Tensor> mine;
   for (size_t p = 0; p < params_.size(); ++p)
-    if (saved_local_rows(p)) {
+    if (saved_rows_[p] >= 0) {
       file_floats += saved_rows_[p] * layout_->params[p].cols;
-      if (rank == 0) mine.push_back(saved_file_[p].reshape({-1}));
+      if (rank == 0) mine.push_back(saved_file_[p].reshape({-1}).to(at::kFloat));
     }
   if (file_floats > 0) {
     at::Tensor all = rank == 0 ? at::cat(mine) : comm_->read_rank0_file(file_floats);
@@ -343,7 +346,7 @@ void RealRank::op_load_adapters() {
     }
     int64_t at = 0;
     for (size_t p = 0; p < params_.size(); ++p) {
-      if (!saved_local_rows(p)) continue;
+      if (saved_rows_[p] < 0) continue;
       const int64_t n = saved_rows_[p] * layout_->params[p].cols;
       file0[p] = all.narrow(0, at, n);
       at += n;
@@ -357,7 +360,8 @@ void RealRank::op_load_adapters() {
       if (ps.adapter != static_cast<int>(a) || saved_rows_[p] < 0 || !registry_[p].defined()) continue;
       at::Tensor v;
       if (!saved_local_rows(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
-        v = saved_file_[p];
+        // an unmanaged replica takes rank 0's copy; a managed full tensor is the same on every rank
+        v = group_of(static_cast<int>(p)) < 0 ? file0[p] : saved_file_[p];
         if (group_of(static_cast<int>(p)) >= 0 && world > 1) {
           at::Tensor flat = v.contiguous().reshape({-1});
           v = chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);

@@ -170,6 +170,7 @@ void RealRank::run_op(const Op& op) {
     case OpKind::LoadAdapters: op_load_adapters(); break;
     case OpKind::DeltaWeight: op_delta_weight(layout_->layer_named(op.names[0])); break;
     case OpKind::Prepare: prepare_model(); break;
+    case OpKind::NewOptimizer: new_optimizer(); break;
   }
 }
 

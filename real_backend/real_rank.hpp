@@ -120,6 +120,7 @@ class RealRank {
   std::vector<OwnerBytes> sharded_bytes() const;
   // --- optimizer and checkpoints (real_optim.cpp) ---
   void prepare_optimizer();
+  void new_optimizer();
   void op_step();
   void op_zero_grad();
   int optimizer_unregistered(int* first, std::vector<std::string>* names) const;

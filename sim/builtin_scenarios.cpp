@@ -154,6 +154,29 @@ add_adapter late
 set_adapter late
 train_step
 )"},
+    {"late_adapter_per_rank_data",
+     "beyond-seeds B1: an adapter added after fully_shard (no group reduces its grads), trained on per-rank batches",
+     R"(# beyond the seeds B1: corpus/regressions/late_adapter_per_rank_replicas.seq
+world 2
+seed 8
+profile upstream
+layer lin0 8 8
+layer lin1 8 4
+adapter default r=4 alpha=8 targets=lin0,lin1 init=zero
+adapter late r=4 alpha=8 targets=lin0,lin1 init=zero deferred
+fully_shard lin0 reshard_after_forward=true
+fully_shard root reshard_after_forward=true
+optimizer trainable
+data per_rank
+---
+add_adapter late
+set_adapter late
+new_optimizer
+train_step
+train_step
+save_adapters
+load_adapters
+)"},
     {"three_ranks_padding",
      "three ranks, dims that do not divide by three (a rank holds padding rows), two adapters",
      R"(# beyond the seeds: world 3, uneven shards

@@ -116,6 +116,8 @@ std::vector<Op> explore_alphabet(const Scenario& s, bool rank_ops, bool full) {
     }
     lines.push_back("delete_adapter " + a.name);
   }
+  // Per-rank data: a fresh optimizer takes a late adapter's plain tensors in (beyond-seeds B1).
+  if (s.data == Data::PerRank) lines.push_back("new_optimizer");
   lines.push_back("reshard");
   if (full) {
     lines.push_back("unshard");

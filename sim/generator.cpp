@@ -102,6 +102,7 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
     s.dtype = rng.chance(70) ? DType::BF16 : DType::F32;
     s.autocast_adapter_dtype = rng.chance(40);
   }
+  if (opt.per_rank_data_percent > 0 && s.world > 1 && rng.chance(opt.per_rank_data_percent)) s.data = Data::PerRank;
   return s;
 }
 
@@ -229,6 +230,14 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
                      k == OpKind::Reshard || k == OpKind::Eval || k == OpKind::SaveOptimizer;
     if (s.world > 1 && rank_safe && rng.chance(opt.rank_op_percent)) op.rank = static_cast<int>(rng.below(static_cast<uint32_t>(s.world)));
     ops.push_back(op);
+    // An adapter added after fully_shard is trained through a fresh optimizer over
+    // model.parameters() (beyond-seeds B1); only per-rank data makes its replicas drift.
+    if (s.data == Data::PerRank && (k == OpKind::AddAdapter || k == OpKind::LoadAdapter) && rng.chance(70)) {
+      Op fresh;
+      fresh.kind = OpKind::NewOptimizer;
+      ops.push_back(fresh);
+      saved_opt = false;  // the checkpoint was the old optimizer's
+    }
   }
   return ops;
 }

@@ -16,6 +16,9 @@ struct GenOptions {
   int min_ops = 4;
   int max_ops = 14;
   int rank_op_percent = 6;  // chance of an `@R` prefix (world > 1)
+  // chance of `data per_rank` (then a late add/load is often followed by new_optimizer);
+  // 0 draws nothing, so every seed printed before this option means what it meant.
+  int per_rank_data_percent = 0;
 };
 
 // Op kinds drawn by weight: x in [0, kOpWeightTotal).

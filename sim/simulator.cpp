@@ -203,6 +203,7 @@ void Simulator::judge_against_peers(RunResult& res) {
         int m = peer_view(marks, j, r, i);
         peers.push_back({j, m < 0 ? &initial_[j] : &snapshots_[mine[j][m]]});
       }
+      judge_replicas(snapshots_[mine[r][i]], peers, o);
       for (size_t l = 0; l < o.layers.size(); ++l) {
         LayerObs& lo = o.layers[l];
         lo.stored = ranks_[r].classify_stored(snapshots_[mine[r][i]], peers, static_cast<int>(l));
@@ -212,6 +213,18 @@ void Simulator::judge_against_peers(RunResult& res) {
         if (held_shard) lo.registered = lo.stored;
       }
     }
+  }
+}
+
+// Whole unmanaged replicas (adapters added after fully_shard) whose values this rank and a
+// peer hold differently, as the real backend's observer compares them.
+void Simulator::judge_replicas(const StoredSnapshot& mine, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
+                               Observation& o) const {
+  for (size_t p = 0; p < mine.replica.size(); ++p) {
+    if (!mine.replica[p]) continue;
+    bool differ = false;
+    for (const auto& [j, snap] : peers) differ = differ || (snap->replica[p] && snap->replica[p] != mine.replica[p]);
+    if (differ) o.replica_diff.push_back(topo_->params[p].name);
   }
 }
 

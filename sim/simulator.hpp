@@ -52,6 +52,8 @@ class Simulator {
   void apply_gathered_deltas();
   void refresh_observation(size_t r, const Pending& p);
   void judge_against_peers(RunResult& res);
+  void judge_replicas(const StoredSnapshot& mine, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
+                      Observation& o) const;
   void fail_collectives(bool mismatch, RunResult& res);
 
   const Topology* topo_;

@@ -19,6 +19,7 @@ constexpr DeltaId kZeroDelta = ~DeltaId{0};  // the delta of an adapter whose B 
 constexpr DeltaId kTransposedDelta = DeltaId{1} << 63;
 constexpr uint32_t kMixedVersion = 0xfffeu;   // LoRA values gathered from ranks that disagree
 constexpr uint32_t kNoRows = 0xffffffffu;     // a rank holding only padding rows of a parameter
+constexpr uint32_t kRank0Copy = 0x7fff0000u;  // FsdpParam::drift of a replica reloaded from rank 0's drifted copy
 
 // What a base weight holds beyond W0: +coeff * delta(adapter, version) per
 // adapter. A value the symbolic form cannot express (a delta subtracted at a
@@ -46,6 +47,9 @@ struct FsdpParam {
   bool rg_s = false, rg_u = false;
   bool grad_s = false, grad_u = false;
   uint32_t ver_s = 0, ver_u = 0;  // LoRA values: bumped by optimizer updates and loads
+  // A whole unmanaged replica's lineage beyond ver_s: 0 while it holds what every rank holds,
+  // else a token of the rank-specific gradients (per-rank data) that moved it (RankModel::op_step).
+  uint32_t drift = 0;
   // This rank's ver_s when U was last all-gathered: U is stale once S moves past it. ver_u
   // itself can differ from ver_s from the start (the gather of ranks' differing shards).
   uint32_t ver_s_at_gather = 0;
@@ -90,6 +94,7 @@ struct FsdpParam {
     grad_s = grad_u = false;
     rg_s = false;
     ver_s = version;
+    drift = 0;
   }
 
   // The optimizer's object for this name has a grad (the ghost's while detached; a

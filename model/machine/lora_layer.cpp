@@ -344,6 +344,12 @@ StoredSnapshot RankModel::stored_snapshot() const {
   for (const auto& ps : st_.params) s.ver_s.push_back(ps.ver_s);
   for (const auto& li : topo_->layers) s.w_s.push_back(st_.params[li.weight].w_s);
   s.layers = st_.layers;
+  s.replica.reserve(st_.params.size());
+  for (size_t p = 0; p < st_.params.size(); ++p) {
+    const FsdpParam& ps = st_.params[p];
+    const bool whole = st_.prepared && ps.present && topo_->params[p].adapter >= 0 && group_of(static_cast<int>(p)) < 0;
+    s.replica.push_back(whole ? (uint64_t{1} << 63) | uint64_t{ps.ver_s} << 32 | ps.drift : 0);
+  }
   return s;
 }
 

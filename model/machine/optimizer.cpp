@@ -51,10 +51,29 @@ int RankModel::optimizer_missing(int* first_index) const {
 // updates the ghost shard it holds when that kept a grad from before the delete).
 void RankModel::op_step() {
   for (size_t i = 0; i < st_.optimizer.objects.size(); ++i) {
+    const int p = st_.optimizer.objects[i];
     // torch/optim/adamw.py::AdamW._init_group: state is created for each object with a grad.
-    if (opt_object_has_grad(static_cast<int>(i))) st_.optimizer.create_state(static_cast<int>(i));
-    st_.params[st_.optimizer.objects[i]].optimizer_update();
+    if (opt_object_has_grad(static_cast<int>(i))) {
+      st_.optimizer.create_state(static_cast<int>(i));
+      if (grad_is_rank_specific(p))  // a different update on each rank: the replicas part
+        st_.params[p].drift = (st_.params[p].drift * 2654435761u + 0x10000u * static_cast<uint32_t>(rank_ + 1)) | 1u;
+    }
+    st_.params[p].optimizer_update();
   }
+}
+
+// A whole unmanaged replica's grad is this rank's own: no FSDP group reduce-scatters it
+// (torch _fsdp_init.py::_get_managed_states ran at fully_shard, before the adapter existed,
+// and PEFT's BaseTuner.inject_adapter registers no hook). It differs between ranks when
+// their batches do, unless it is zero: lora_A's grad is B^T-weighted, so zero while its
+// layer's lora_B still holds PEFT's zero init (peft lora/layer.py::LoraLayer.reset_lora_parameters).
+bool RankModel::grad_is_rank_specific(int p) const {
+  const ParamInfo& pi = topo_->params[p];
+  if (topo_->data != Data::PerRank || topo_->world < 2 || pi.adapter < 0 || group_of(p) >= 0) return false;
+  if (pi.kind != ParamKind::LoraA) return true;
+  const FsdpParam& b = st_.params[topo_->layers[pi.layer].B[pi.adapter]];
+  const bool b_zero = topo_->adapters[pi.adapter].init == LoraInit::Zero && b.ver_s == 0 && b.drift == 0;
+  return !b_zero;
 }
 
 // Every shard's grad set to None (what the seed repro does before each step;

@@ -296,6 +296,7 @@ Raise RankModel::op_save_adapters(const Op& op) {
     int a = topo_->params[p].adapter;
     bool saved = a >= 0 && names.contains(a) && st_.params[p].present;
     st_.saved_ver[p] = st_.params[p].ver_s;
+    st_.saved_drift[p] = st_.params[p].drift;
     st_.saved_rows[p] = saved ? saved_rows(static_cast<int>(p), 0) : -1;
     // DCP's full state dict all-gathers each managed tensor (DTensor.full_tensor).
     if (saved && gather && group_of(static_cast<int>(p)) >= 0) gather_one(static_cast<int>(p), CollRecord::kNowhere, -1, a);
@@ -324,6 +325,8 @@ Raise RankModel::op_load_adapters() {
       const int64_t rows0 = st_.saved_rows[p];  // rows of rank 0's saved tensor
       if (rows0 == pi.dim0) {
         ps.ver_s = st_.saved_ver[p];  // this rank's chunk of the full saved values
+        // A whole replica takes rank 0's copy: every rank holds the same values again.
+        if (group_of(static_cast<int>(p)) < 0) ps.drift = st_.saved_drift[p] ? kRank0Copy : 0;
       } else if (group_of(static_cast<int>(p)) >= 0 && rows0 == local_rows(pi.dim0, topo_->world, rank_)) {
         // rank 0's rows wrapped as this rank's shard: rank 0 gets its own back, the others values no rank
         // held (except a B still exactly zero under init=zero: rank 0's rows are zeros too)
@@ -337,10 +340,14 @@ Raise RankModel::op_load_adapters() {
     }
   }
   // A rank holding only padding rows of a parameter holds nothing that could differ.
-  for (size_t p = 0; p < topo_->params.size(); ++p)
-    if (st_.saved_rows[p] >= 0 && st_.params[p].present && st_.params[p].ver_s != st_.saved_ver[p] &&
+  // A whole replica per-rank gradients moved apart differs from rank 0's copy on every other rank:
+  // what that rank trained is thrown away.
+  for (size_t p = 0; p < topo_->params.size(); ++p) {
+    const bool replaced_replica = rank_ > 0 && st_.saved_drift[p] != 0 && group_of(static_cast<int>(p)) < 0;
+    if (st_.saved_rows[p] >= 0 && st_.params[p].present && (st_.params[p].ver_s != st_.saved_ver[p] || replaced_replica) &&
         holds_rows(static_cast<int>(p), rank_))
       res_.reload_diff.push_back(static_cast<int>(p));
+  }
   // The raise comes after reload_diff on purpose: the copies made before it are observable.
   // Its first line names the module (upstream: FSDPPeftModel).
   if (size_mismatch) return raise(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");

@@ -16,6 +16,7 @@ void RankModel::reset() {
   st_.groups.assign(topo_->groups.size(), FsdpParamGroup{});
   st_.layers.assign(topo_->layers.size(), LoraLayer{});
   st_.saved_ver.assign(topo_->params.size(), 0);
+  st_.saved_drift.assign(topo_->params.size(), 0);
   st_.saved_rows.assign(topo_->params.size(), -1);
   st_.graph.grad.assign(topo_->params.size(), 0);
   st_.graph.group_out_rg.assign(topo_->groups.size(), 0);
@@ -112,6 +113,10 @@ Raise RankModel::dispatch(const Op& op) {
     case OpKind::LoadAdapters: return op_load_adapters();
     case OpKind::DeltaWeight: return op_delta_weight(topo_->layer_index(op.names[0]));
     case OpKind::Prepare: op_prepare(); break;
+    // A fresh torch.optim.AdamW built as prepare builds it, now holding the late adapters' tensors.
+    case OpKind::NewOptimizer:
+      if (st_.prepared) prepare_optimizer();
+      break;
   }
   return {};
 }

@@ -23,6 +23,8 @@ struct StoredSnapshot {
   std::vector<uint32_t> ver_s;      // per param
   std::vector<WeightContent> w_s;   // per layer
   std::vector<LoraLayer> layers;    // per layer
+  // per param: a whole unmanaged replica's value token (ver_s, drift), 0 for any other parameter
+  std::vector<uint64_t> replica;
 };
 
 struct OpResult {
@@ -151,6 +153,7 @@ class RankModel {
   Raise op_save_adapters(const Op& op);
   Raise op_load_adapters();
   int64_t saved_rows(int param, int rank) const;
+  bool grad_is_rank_specific(int param) const;
   // --- loading and prepare (loading.cpp) ---
   void place_base_params();
   void place_new_adapter(int adapter, bool autocast = true);  // autocast: BaseTuner._cast_adapter_dtype ran

@@ -37,7 +37,7 @@ static_assert(sizeof(LoraLayer) == 20, "LoraLayer changed: extend append_state_k
 static_assert(sizeof(Optimizer) == 80, "Optimizer changed: extend append_state_key");
 static_assert(sizeof(UnshardedMemory) == 24, "UnshardedMemory changed: extend append_state_key");
 static_assert(sizeof(PendingGraph) == 104, "PendingGraph changed: extend append_state_key");
-static_assert(sizeof(RankState) == 368, "RankState changed: extend append_state_key");
+static_assert(sizeof(RankState) == 392, "RankState changed: extend append_state_key");
 
 namespace {
 
@@ -163,11 +163,13 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
                     (u && ps.rg_u) << 5 | ps.grad_s << 6 | (u && ps.grad_u) << 7 | u << 8 |
                     static_cast<uint32_t>(ps.device) << 12 | static_cast<uint32_t>(ps.dtype) << 16);
       out.push_back(rn.map(p, ps.ver_s));
+      out.push_back(ps.drift);
       if (u) out.push_back(rn.map(p, ps.ver_u));
       if (u) out.push_back(rn.map(p, ps.ver_s_at_gather));
       if (ps.detached) out.push_back(rn.map(p, ps.ghost_ver));
       out.push_back(static_cast<uint32_t>(st.saved_rows[p]));
       if (st.saved_rows[p] >= 0) out.push_back(rn.map(p, st.saved_ver[p]));
+      if (st.saved_rows[p] >= 0) out.push_back(st.saved_drift[p]);
       if (weight_layer[p] >= 0) {
         push_weight(rn, t, weight_layer[p], ps.w_s, out);
         if (u) push_weight(rn, t, weight_layer[p], ps.w_u, out);

@@ -32,6 +32,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   t.loading = s.loading;
   t.dtype = s.dtype;
   t.autocast_adapter_dtype = s.autocast_adapter_dtype;
+  t.data = s.data;
   t.world = s.world;
   t.adapters = s.adapters;
   t.optimizer = s.optimizer;

@@ -64,6 +64,7 @@ struct Topology {
   Loading loading = Loading::Full;
   DType dtype = DType::F32;
   bool autocast_adapter_dtype = true;
+  Data data = Data::Same;  // `data per_rank`: each rank's forward reads its own batch
   bool explicit_prepare = false;  // the ops start before prepare (the parameters are whole)
 
   int n_adapters() const { return static_cast<int>(adapters.size()); }

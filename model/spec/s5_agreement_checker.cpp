@@ -44,6 +44,15 @@ void S5AgreementChecker::after_step(const SpecContext& ctx, const Observation* o
   if (ctx.world() < 2 || n != static_cast<size_t>(ctx.world())) return;
   for (size_t k = 0; k < n; ++k)
     if (is_stuck(obs[k])) return;
+  // Replicas no FSDP group reduces (adapters added after fully_shard) that the ranks hold apart.
+  const std::vector<std::string>* apart = nullptr;
+  for (size_t k = 0; k < n && !apart; ++k)
+    if (!obs[k].replica_diff.empty()) apart = &obs[k].replica_diff;
+  if (apart && !replica_reported_)
+    out.push_back(finding("S5", obs[0].step, -1,
+                          "ranks hold different values of " + names_set_text(*apart) +
+                              " (no FSDP group manages them: nothing reduces their gradients)"));
+  replica_reported_ = apart != nullptr;
   bool all_same = true;
   for (size_t k = 1; k < n && all_same; ++k) all_same = same_agreement_fields(obs[0], obs[k]);
   if (all_same) {

@@ -20,7 +20,7 @@ class S5AgreementChecker {
   uint32_t key_bits() const { return (collective_reported_ ? 1 : 0) | (disagreement_reported_ ? 2 : 0); }
 
  private:
-  bool collective_reported_ = false, disagreement_reported_ = false;
+  bool collective_reported_ = false, disagreement_reported_ = false, replica_reported_ = false;
 };
 
 // True only when each field S5 compares holds the same value in `a` and `b`,

@@ -26,6 +26,10 @@ std::string save_problem(const SpecContext& ctx, const Op& op, const Observation
 void check_saved_adapters(const SpecContext& ctx, const Op& op, const Observation& o, std::vector<Finding>& out) {
   std::string why;
   if (op.kind == OpKind::SaveAdapters && o.status == Status::Ok) why = save_problem(ctx, op, o);
+  // Rank 0 writes the file: of a replica the ranks trained apart, only its copy is kept.
+  if (op.kind == OpKind::SaveAdapters && o.status == Status::Ok && o.rank == 0 && !o.replica_diff.empty())
+    why += (why.empty() ? "" : "; ") + std::string("the file holds rank 0's copy of ") + names_set_text(o.replica_diff) +
+           ", which the other ranks trained differently";
   if (op.kind == OpKind::LoadAdapters && o.status != Status::Ok && o.status != Status::ValueError)
     why = "load_adapters raised " + std::string(status_name(o.status)) + ": " + o.message;
   if (op.kind == OpKind::LoadAdapters && !o.reload_diff.empty())

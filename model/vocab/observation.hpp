@@ -164,6 +164,8 @@ struct LayerObs {
   /* value backends: reloaded from another rank's rows whose values equal this rank's saved ones */      \
   X(std::vector<std::string>, reload_coincident, , nullptr, "reload_coincident", "reload_coincident",    \
     kOmitDefault | kNotCompared)                                                                         \
+  /* unmanaged adapter parameters (whole replicas on every rank) whose values differ between ranks */     \
+  X(std::vector<std::string>, replica_diff, , nullptr, "replica_diff", "replica_diff", kOmitDefault)     \
   /* memory: sharded parameters held after the op, and unsharded copies alive at its peak, per owner */  \
   X(std::vector<OwnerBytes>, sharded_bytes, , nullptr, "sharded_bytes", "sharded_bytes", 0)              \
   X(std::vector<OwnerBytes>, peak_unsharded, , nullptr, "peak_unsharded_bytes", "peak_unsharded", 0)

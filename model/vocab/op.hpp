@@ -20,14 +20,15 @@ namespace fsdpsim {
   X(Unshard, "unshard") X(StateDict, "state_dict")                         \
   X(SaveOptimizer, "save_optimizer") X(LoadOptimizer, "load_optimizer")    \
   X(SaveAdapters, "save_adapters") X(LoadAdapters, "load_adapters")        \
-  X(DeltaWeight, "delta_weight") X(Prepare, "prepare")
+  X(DeltaWeight, "delta_weight") X(Prepare, "prepare")       \
+  X(NewOptimizer, "new_optimizer")
 
 enum class OpKind : uint8_t {
 #define FSDPSIM_ENUM(e, s) e,
   FSDPSIM_OPS(FSDPSIM_ENUM)
 #undef FSDPSIM_ENUM
 };
-constexpr int kOpKindCount = 23;
+constexpr int kOpKindCount = 24;
 
 const char* op_name(OpKind k);
 std::optional<OpKind> op_from_name(const std::string& s);

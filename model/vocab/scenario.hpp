@@ -75,6 +75,11 @@ struct SwitchOverride {
 // broadcasts (accelerate's fsdp_cpu_ram_efficient_loading).
 enum class Loading : uint8_t { Full, RamEfficient };
 
+// What each rank's forward reads: one batch on every rank (same), or each
+// rank its own, as torch.utils.data.DistributedSampler gives (per_rank), so
+// gradients nothing all-reduces differ between ranks.
+enum class Data : uint8_t { Same, PerRank };
+
 struct Scenario {
   int world = 1;
   uint64_t seed = 0;  // drives the real backend's initial values and inputs
@@ -87,12 +92,14 @@ struct Scenario {
   Loading loading = Loading::Full;
   DType dtype = DType::F32;           // the base weights' dtype as loaded
   bool autocast_adapter_dtype = true;  // PEFT casts bf16 adapter weights to fp32 when they are added
+  Data data = Data::Same;
   SourcePos loading_pos;              // the `loading` line, if any (validation errors point there)
 
   bool operator==(const Scenario& o) const {
     return world == o.world && seed == o.seed && profile == o.profile && overrides == o.overrides &&
            layers == o.layers && adapters == o.adapters && shards == o.shards && optimizer == o.optimizer &&
-           loading == o.loading && dtype == o.dtype && autocast_adapter_dtype == o.autocast_adapter_dtype;
+           loading == o.loading && dtype == o.dtype && autocast_adapter_dtype == o.autocast_adapter_dtype &&
+           data == o.data;
   }
   int layer_index(const std::string& name) const;
   int adapter_index(const std::string& name) const;

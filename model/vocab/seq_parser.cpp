@@ -266,7 +266,8 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
   Token kw = lp.next("a directive");
   const std::string& k = kw.text;
   if (k == "---") return true;
-  if (k == "world" || k == "seed" || k == "profile" || k == "loading" || k == "dtype" || k == "optimizer")
+  if (k == "world" || k == "seed" || k == "profile" || k == "loading" || k == "dtype" || k == "optimizer" ||
+      k == "data")
     once.note(lp, kw, line_no);
   if (k == "world") {
     Token n = lp.next("the world size");
@@ -311,6 +312,11 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
         lp.fail(o, "expected autocast_adapter_dtype=true|false");
       s.autocast_adapter_dtype = ov == "true";
     }
+  } else if (k == "data") {
+    Token t = lp.next("same or per_rank");
+    if (t.text == "same") s.data = Data::Same;
+    else if (t.text == "per_rank") s.data = Data::PerRank;
+    else lp.fail(t, "expected data same|per_rank, got '" + t.text + "'");
   } else if (k == "optimizer") {
     Token t = lp.next("trainable or all");
     if (t.text == "trainable") s.optimizer = OptimizerParams::Trainable;
@@ -318,7 +324,7 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
     else lp.fail(t, "expected optimizer trainable|all, got '" + t.text + "'");
   } else {
     lp.fail(kw, "unknown directive '" + k +
-                    "' (expected world, seed, profile, set, layer, adapter, fully_shard, optimizer, loading, dtype or ---)");
+                    "' (expected world, seed, profile, set, layer, adapter, fully_shard, optimizer, loading, dtype, data or ---)");
   }
   if (!lp.done()) lp.fail(lp.peek(), "unexpected '" + lp.peek().text + "' at end of " + k + " line");
   return false;

@@ -41,6 +41,7 @@ TEST(BuiltinScenarios, SeedSequencesReproduceTheirFindings) {
       {"seed002_experts", {}},          // torch 2.13 redistributes: the delta is exact
       {"seed003_two_adapters", {"S5"}},
       {"seed004_eval_optimizer", {"S4"}},
+      {"late_adapter_per_rank_data", {"S5", "S6"}},  // beyond-seeds B1: replicas apart, rank 0's copy saved
   };
   for (const auto& [name, specs] : want) {
     const BuiltinScenario* b = find_builtin(name);
@@ -52,7 +53,8 @@ TEST(BuiltinScenarios, SeedSequencesReproduceTheirFindings) {
 
 // The set spans what the hunt must cover beyond one model shape.
 TEST(BuiltinScenarios, CoverExpertsLoadingDtypeReshardAndWorld) {
-  bool experts = false, ram = false, bf16 = false, raf_false_child = false, deferred = false, world3 = false;
+  bool experts = false, ram = false, bf16 = false, raf_false_child = false, deferred = false, world3 = false,
+       per_rank = false;
   for (const auto& b : builtin_scenarios()) {
     const Scenario& s = b.file.scenario;
     EXPECT_GE(s.world, 2) << b.name;
@@ -62,7 +64,8 @@ TEST(BuiltinScenarios, CoverExpertsLoadingDtypeReshardAndWorld) {
     for (const auto& d : s.shards) raf_false_child = raf_false_child || (!d.is_root() && d.raf == Raf::False);
     for (const auto& a : s.adapters) deferred = deferred || a.deferred;
     world3 = world3 || s.world == 3;
+    per_rank = per_rank || s.data == Data::PerRank;
     run_checked(b.file);  // every sequence runs to its end on the model
   }
-  EXPECT_TRUE(experts && ram && bf16 && raf_false_child && deferred && world3);
+  EXPECT_TRUE(experts && ram && bf16 && raf_false_child && deferred && world3 && per_rank);
 }

@@ -33,6 +33,7 @@ TEST(Generator, EverySequenceIsValidAndRunsWithoutValueErrors) {
       Prng rng(seed * 7 + static_cast<uint64_t>(world));
       GenOptions opt;
       opt.world = world;
+      opt.per_rank_data_percent = seed % 4 == 0 ? 100 : 0;  // new_optimizer is drawn only with per-rank data
       SeqFile f = generate_seq(rng, opt);
       ASSERT_NO_THROW(validate(f, "<generated>")) << print_seq(f);
       SeqFile back = parse_seq(print_seq(f), "<generated>");

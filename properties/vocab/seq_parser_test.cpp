@@ -58,6 +58,7 @@ fully_shard lin0 reshard_after_forward=false
 fully_shard [lin1, lin2] reshard_after_forward=true
 fully_shard root
 optimizer all
+data per_rank
 ---
 # a comment among the ops is dropped
 forward
@@ -93,6 +94,7 @@ delta_weight lin1   # comment after an op
   expect finding=S3
 eval expect stored=lin0:missing_delta merged=lin0:[default, other] state=root:UNSHARDED state=lin1:SHARDED
 expect merged=lin2:[] stored=lin2:corrupt finding=S8
+new_optimizer
 )";
 
 TEST(SeqParser, FullFileScenario) {
@@ -144,6 +146,7 @@ TEST(SeqParser, FullFileScenario) {
   EXPECT_TRUE(s.shards[2].is_root());
   EXPECT_EQ(s.shards[2].raf, Raf::None);
   EXPECT_EQ(s.optimizer, OptimizerParams::AllLora);
+  EXPECT_EQ(s.data, Data::PerRank);
 }
 
 TEST(SeqParser, FullFileCoversEveryOpKind) {
@@ -152,8 +155,8 @@ TEST(SeqParser, FullFileCoversEveryOpKind) {
   for (const auto& op : f.ops) seen.insert(op.kind);
   EXPECT_EQ(static_cast<int>(seen.size()), kOpKindCount - 1);  // all but prepare (PrepareRules)
   EXPECT_FALSE(seen.count(OpKind::Prepare));
-  EXPECT_EQ(f.ops.size(), 30u);
-  EXPECT_EQ(f.ops[0].pos.line, 24);
+  EXPECT_EQ(f.ops.size(), 31u);
+  EXPECT_EQ(f.ops[0].pos.line, 25);
   EXPECT_EQ(f.ops[0].pos.column, 1);
 }
 
@@ -247,7 +250,7 @@ TEST(SeqParser, FullFileExpects) {
   EXPECT_EQ(ops[28].expects[1].rank, -1);
   EXPECT_EQ(ops[28].expects[1].items[0].key, Key::Finding);
   EXPECT_EQ(ops[28].expects[1].items[0].target, "S3");
-  EXPECT_EQ(ops[28].expects[1].pos.line, 54);
+  EXPECT_EQ(ops[28].expects[1].pos.line, 55);
   EXPECT_EQ(ops[28].expects[1].pos.column, 3);
   // stored / merged / state, then a continuation line on the same op
   ASSERT_EQ(ops[29].expects.size(), 2u);

@@ -8,7 +8,7 @@ import sys
 
 from . import profiles, seqfile, session
 
-UNSUPPORTED = {"save_adapters", "load_adapters"}
+UNSUPPORTED = {"save_adapters", "load_adapters", "new_optimizer"}
 
 OBSERVE = '''
 def fsdp_params():
@@ -259,7 +259,8 @@ class Writer:
         e(f"model = get_peft_model(Net(LAYERS), {lora_config_text(live[0], s.layers)}, adapter_name={live[0].name!r})")
         for a in live[1:]:
             e(f"model.add_adapter({a.name!r}, {lora_config_text(a, s.layers)})")
-        e(f"x = torch.randn({session.BATCH}, {s.layers[0].fan_in}, generator=torch.Generator().manual_seed({s.seed + 1}))")
+        shift = " + 1000003 * rank" if s.data == "per_rank" else ""  # data per_rank: each rank its own batch
+        e(f"x = torch.randn({session.BATCH}, {s.layers[0].fan_in}, generator=torch.Generator().manual_seed({s.seed + 1}{shift}))")
         e("opt, ckpt, ctx, loss, FSDP_MODULES = None, None, None, None, []")
         if not any(op.kind == "prepare" for op in self.ops):
             self.prepare("")

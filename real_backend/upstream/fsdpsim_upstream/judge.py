@@ -241,3 +241,25 @@ def judge_deltas(o, r, world, init, vals):
         ok = got.numel() == want.numel() and _close(
             got.reshape(-1), flat, _tolerance(flat, float(want.abs().max()) if want.numel() else 0.0, dtype, bound))
         o["deltas"][a] = "exact" if ok else "corrupt"
+
+
+def judge_replicas(o, r, world, init, vals):
+    """replica_diff: each whole adapter tensor no FSDP group manages (added
+    after fully_shard, so nothing reduces its grad) whose values differ
+    between this rank and a peer, compared bit for bit. Managed shards
+    differ by design and are not compared. Same rule as the C++ observer."""
+    mine = vals[r].get(o["step"])
+    if not mine or not o.get("groups"):
+        return  # no values (a stuck rank), or before prepare (no FSDP yet)
+    diff = []
+    for p in o.get("params", []):
+        n = p["name"]
+        if p.get("group") or mine["s"].get(n) is None:
+            continue
+        for j in range(world):
+            theirs = None if j == r else _view(r, j, o["step"], init, vals).get(n)
+            if theirs is not None and theirs != mine["s"][n]:
+                diff.append(n)
+                break
+    if diff:
+        o["replica_diff"] = diff

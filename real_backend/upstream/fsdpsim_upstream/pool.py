@@ -270,6 +270,8 @@ class Pool:
                     judge.judge_layers(o, r, self.world, init, vals, log)
                 if "deltas" in o and r in init:
                     judge.judge_deltas(o, r, self.world, init, vals)
+                if r in init:
+                    judge.judge_replicas(o, r, self.world, init, vals)
                 out.append(o)
         out.sort(key=lambda o: (o["step"], o["rank"]))
         return out, restarted

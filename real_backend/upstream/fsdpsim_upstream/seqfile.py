@@ -73,6 +73,7 @@ class Scenario:
     loading: str = "full"
     dtype: str = "fp32"
     autocast_adapter_dtype: bool = True
+    data: str = "same"
 
     def adapter(self, name):
         return next(a for a in self.adapters if a.name == name)
@@ -143,6 +144,8 @@ def parse(text):
             scen.optimizer = rest[0]
         elif key == "loading":
             scen.loading = rest[0]
+        elif key == "data":
+            scen.data = rest[0]
         elif key == "dtype":
             scen.dtype = rest[0]
             scen.autocast_adapter_dtype = "autocast_adapter_dtype=false" not in rest[1:]

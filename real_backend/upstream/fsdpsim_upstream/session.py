@@ -133,7 +133,10 @@ class Session:
             self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers), autocast_adapter_dtype=auto)
             self.move_per_adapter(a.name)
         self.patch_delta_weight()
-        g = torch.Generator().manual_seed(self.scen.seed + 1)
+        # `data per_rank`: each rank its own batch, as a DistributedSampler hands out
+        # (rank 0's is the `same` batch every rank reads otherwise)
+        shift = self.rank * 1000003 if self.scen.data == "per_rank" else 0
+        g = torch.Generator().manual_seed(self.scen.seed + 1 + shift)
         self.x = torch.randn(BATCH, self.scen.layers[0].fan_in, generator=g)
         if not any(op.kind == "prepare" for op in self.ops):
             self.prepare()
@@ -162,15 +165,25 @@ class Session:
         if ram:
             self.load_full_state_dict(original_sd)
         self._name_fsdp_params()
-        if self.scen.optimizer == "trainable":
-            held = [(n, p) for n, p in self.named_adapter_params() if p.requires_grad]
-        else:
-            held = list(self.named_adapter_params())
+        self.build_optimizer()
+        self.prepared = True
+
+    def build_optimizer(self):
+        """AdamW over the adapter parameters' sharded objects: the trainable
+        ones, or all with `optimizer all`. A managed name's FSDPParam.sharded_param
+        (what the module registers right after fully_shard); an adapter added
+        after fully_shard is a plain tensor no FSDPParam holds, taken as it is."""
+        held = []
+        for n, p in self.named_adapter_params():
+            fp = self.fsdp_param.get(n)
+            if fp is not None and getattr(fp, "_unsharded_param", None) is p:
+                p = fp.sharded_param  # the group is unsharded now: its S object
+            if self.scen.optimizer != "trainable" or p.requires_grad:
+                held.append((n, p))
         # with nothing trainable there is no optimizer to build (torch raises
         # "optimizer got an empty parameter list"): the run goes on without one
         self.opt = torch.optim.AdamW([p for _, p in held], lr=1e-2) if held else None
         self.opt_names = [n for n, _ in held]
-        self.prepared = True
 
     def load_full_state_dict(self, original_sd):
         """accelerate's own loading path: rank 0 broadcasts every state-dict
@@ -533,6 +546,9 @@ class Session:
             self.op_load_optimizer()
         elif k == "prepare":
             self.prepare()
+        elif k == "new_optimizer":
+            if self.prepared:
+                self.build_optimizer()
         elif k == "save_adapters":
             self.op_save_adapters(op)
         elif k == "load_adapters":
