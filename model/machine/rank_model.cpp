@@ -112,6 +112,10 @@ Raise RankModel::dispatch(const Op& op) {
     case OpKind::LoadAdapters: return op_load_adapters();
     case OpKind::DeltaWeight: return op_delta_weight(topo_->layer_index(op.names[0]));
     case OpKind::Prepare: op_prepare(); break;
+    // _fully_shard.py::FSDPModule.set_requires_gradient_sync on the root (recurse=True): every group.
+    case OpKind::GradientSync:
+      for (FsdpParamGroup& gs : st_.groups) gs.reduce_grads = op.sync;
+      break;
   }
   return {};
 }
