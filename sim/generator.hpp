@@ -16,6 +16,10 @@ struct GenOptions {
   int min_ops = 4;
   int max_ops = 14;
   int rank_op_percent = 6;  // chance of an `@R` prefix (world > 1)
+  // Chance per drawn op of a `gradient_sync` toggle before it (off, then on, ...). 0 (the default)
+  // draws none and consumes nothing from the stream, so every recorded --seed keeps its sequence;
+  // the hunt sets it for a built-in scenario whose lifecycle uses gradient_sync (hazard B6).
+  int gradient_sync_percent = 0;
 };
 
 // Op kinds drawn by weight: x in [0, kOpWeightTotal).
