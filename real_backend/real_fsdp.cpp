@@ -120,8 +120,14 @@ void RealRank::set_registered_rg(int p, bool v) {
 
 // _fsdp_param_group.py::FSDPParamGroup.post_backward: the parameters whose U
 // has a grad, U.grad cleared, reshard, then one reduce-scatter (AVG) of their
-// padded grads into S.grad (_fsdp_collectives.py::foreach_reduce).
+// padded grads into S.grad (_fsdp_collectives.py::foreach_reduce). Without
+// gradient sync (reduce_grads False) only the reshard: U's grad stays, and
+// autograd adds the next micro-batch's to it, until a synced post_backward.
 void RealRank::post_backward(int g) {
+  if (!reduce_grads_[g]) {
+    to_sharded(g);
+    return;
+  }
   const GroupSpec& gs = layout_->groups[g];
   const int world = layout_->world;
   std::vector<int> with_grad;

@@ -68,12 +68,16 @@ void RealRank::op_step() {
   }
 }
 
-// Every shard's grad set to None (the seed repro's loop), and U's.
+// Every shard's grad set to None (the seed repro's loop; optimizer.zero_grad), and
+// model.zero_grad on the registered objects: U's grad only while U is registered, so an
+// unsynced micro-batch's grad on a resharded U stays (torch nn/modules/module.py::Module.zero_grad).
 void RealRank::op_zero_grad() {
   for (auto* v : {&params_, &ghost_})
-    for (auto& rp : *v) {
+    for (size_t p = 0; p < v->size(); ++p) {
+      RealParam& rp = (*v)[p];
       if (rp.s.defined() && rp.s.grad().defined()) rp.s.mutable_grad().reset();
-      if (rp.u.defined() && rp.u.grad().defined()) rp.u.mutable_grad().reset();
+      const bool u_registered = v == &params_ && registry_[p].defined() && rp.u.defined() && registry_[p].is_same(rp.u);
+      if (rp.u.defined() && rp.u.grad().defined() && (v == &ghost_ || u_registered)) rp.u.mutable_grad().reset();
     }
 }
 

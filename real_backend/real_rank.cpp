@@ -63,6 +63,7 @@ void RealRank::reset() {
   out_rg_.assign(layout_->groups.size(), 0);
   in_rg_.assign(layout_->groups.size(), 0);
   in_forward_.assign(layout_->groups.size(), 0);
+  reduce_grads_.assign(layout_->groups.size(), 1);
   post_forward_order_.clear();
   post_forward_indices_.assign(layout_->groups.size(), {});
   pending_.assign(layout_->groups.size(), at::Tensor());
@@ -171,6 +172,8 @@ void RealRank::run_op(const Op& op) {
     case OpKind::DeltaWeight: op_delta_weight(layout_->layer_named(op.names[0])); break;
     case OpKind::Prepare: prepare_model(); break;
     case OpKind::NewOptimizer: new_optimizer(); break;
+    // _fully_shard.py::FSDPModule.set_requires_gradient_sync on the root, recurse=True: every group.
+    case OpKind::GradientSync: std::fill(reduce_grads_.begin(), reduce_grads_.end(), op.sync ? 1 : 0); break;
   }
 }
 

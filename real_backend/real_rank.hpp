@@ -180,6 +180,7 @@ class RealRank {
   bool have_output_ = false;
   std::vector<uint8_t> out_rg_, in_rg_;
   std::vector<uint8_t> in_forward_;  // per group: TrainingState.FORWARD (pre_forward ran, post_forward not yet)
+  std::vector<uint8_t> reduce_grads_;  // per group: FSDPParamGroup.reduce_grads (set_requires_gradient_sync)
   std::vector<int> forward_order_;
   // Pre-backward hooks as libtorch fired them in the last backward: the group and
   // an id of the output tensor the hook was registered on (same id: same tensor).

@@ -196,6 +196,26 @@ set_adapter b
 merge
 train_step
 )"},
+    {"b6_unsynced_accumulation",
+     "hazard B6: a micro-batch with gradient sync off, set_adapter, then a synced step that also reduces the kept U grads",
+     R"(# beyond the seeds: corpus/regressions/unsynced_grad_carried_to_set_adapter.seq
+world 2
+seed 0
+profile upstream
+layer lin0 10 20
+layer lin1 20 2
+adapter default r=8 alpha=8 targets=lin0,lin1 init=random
+adapter other r=8 alpha=8 targets=lin0,lin1 init=random
+fully_shard lin0 reshard_after_forward=true
+fully_shard root reshard_after_forward=true
+optimizer trainable
+---
+gradient_sync off
+train_step
+set_adapter other
+gradient_sync on
+train_step
+)"},
 };
 
 }  // namespace

@@ -152,7 +152,15 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
   if (s.loading == Loading::RamEfficient || rng.chance(10))
     ops = ops_before_prepare(s, [&](uint32_t percent) { return rng.chance(percent); }, &present);
   int guard = 0;
+  bool sync = true;
   while (static_cast<int>(ops.size()) < n && guard++ < 10 * n) {
+    if (opt.gradient_sync_percent > 0 && rng.chance(static_cast<uint32_t>(opt.gradient_sync_percent))) {
+      Op toggle;
+      toggle.kind = OpKind::GradientSync;
+      toggle.sync = sync = !sync;
+      ops.push_back(toggle);
+      continue;
+    }
     OpKind k = weighted_op_kind(rng.below(kOpWeightTotal));
     Op op;
     op.kind = k;

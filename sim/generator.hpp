@@ -19,6 +19,10 @@ struct GenOptions {
   // chance of `data per_rank` (then a late add/load is often followed by new_optimizer);
   // 0 draws nothing, so every seed printed before this option means what it meant.
   int per_rank_data_percent = 0;
+  // Chance per drawn op of a `gradient_sync` toggle before it (off, then on, ...). 0 (the default)
+  // draws none and consumes nothing from the stream, so every recorded --seed keeps its sequence;
+  // the hunt sets it for a built-in scenario whose lifecycle uses gradient_sync (hazard B6).
+  int gradient_sync_percent = 0;
 };
 
 // Op kinds drawn by weight: x in [0, kOpWeightTotal).

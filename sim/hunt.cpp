@@ -261,7 +261,12 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
       const NamedScenario& ns = o.scenarios[(i / 2) % o.scenarios.size()];
       f.scenario = ns.file.scenario;
       f.scenario.world = o.world;
-      f.ops = generate_ops(r, f.scenario, g);
+      // A lifecycle that accumulates gradients without sync (hazard B6) is fuzzed with gradient_sync
+      // toggles drawn among its ops; the other scenarios' streams stay as they were.
+      GenOptions gs = g;
+      if (std::any_of(ns.file.ops.begin(), ns.file.ops.end(), [](const Op& op) { return op.kind == OpKind::GradientSync; }))
+        gs.gradient_sync_percent = 12;
+      f.ops = generate_ops(r, f.scenario, gs);
       by = "fuzz " + ns.name + " ops " + std::to_string(s);
     } else {
       f = generate_seq(r, g);

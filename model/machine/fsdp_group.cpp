@@ -113,9 +113,16 @@ void RankModel::backward_prefetch(int g) {
 // _fsdp_param_group.py::FSDPParamGroup.post_backward: take the parameters whose
 // U has a gradient, clear U.grad, reshard (reshard_after_backward), then
 // reduce-scatter only those into S.grad (_fsdp_collectives.py::foreach_reduce).
+// Without gradient sync (reduce_grads False) it only reshards: U keeps its grad,
+// which the next synced post_backward reduces with that backward's, whichever
+// adapter is active by then (fp32: no unsharded_accumulated_grad, U.grad itself).
 void RankModel::post_backward(int g) {
   FsdpParamGroup& gs = st_.groups[g];
   gs.training = TrainingState::PostBackward;
+  if (!gs.reduce_grads) {
+    reshard(g);
+    return;
+  }
   const GroupInfo& gi = topo_->groups[g];
   int64_t count = 0;
   thread_local std::vector<int> with_grad;

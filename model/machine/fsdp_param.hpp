@@ -72,7 +72,8 @@ struct FsdpParam {
     ver_u = ver_s;
     ver_s_at_gather = ver_s;
     w_u = w_s;
-    grad_u = false;
+    // U's grad survives the unshard: the same Parameter object is reused (FSDPParam.init_unsharded_param),
+    // and a backward without gradient sync leaves its grad there (FSDPParamGroup.post_backward).
   }
   // A matched all-gather combined different ranks' differing rows: values no rank holds.
   void mark_u_mixed() {
@@ -108,7 +109,12 @@ struct FsdpParam {
       ver_s = (ver_s + 1) & 0xffffu;
     }
   }
-  void zero_grad() { grad_s = grad_u = ghost_grad = false; }
+  // `u_registered`: module.zero_grad reaches U's grad only while U is the registered object; a
+  // pending unsynced gradient on a resharded U stays (torch nn/modules/module.py::Module.zero_grad).
+  void zero_grad(bool u_registered) {
+    grad_s = ghost_grad = false;
+    if (u_registered) grad_u = false;
+  }
 };
 
 }  // namespace fsdpsim

@@ -19,6 +19,9 @@ struct FsdpParamGroup {
   bool has_u = false;
   bool lazy_inited = false;
   bool gather_pending = false;  // FSDPParamGroup._all_gather_result: a backward prefetch not yet waited for
+  // _fsdp_param_group.py::FSDPParamGroup.reduce_grads, set by FSDPModule.set_requires_gradient_sync:
+  // false keeps each backward's gradients on U (no reduce-scatter) until a synced backward.
+  bool reduce_grads = true;
   // _fsdp_param_group.py::FSDPParamGroup._post_forward_indices: this group's
   // positions in RankState::post_forward_order, one per post_forward since the last backward.
   std::vector<int> post_forward_indices;

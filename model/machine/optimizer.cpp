@@ -79,7 +79,7 @@ bool RankModel::grad_is_rank_specific(int p) const {
 // Every shard's grad set to None (what the seed repro does before each step;
 // optimizer.zero_grad(set_to_none=True) for the optimizer's own objects).
 void RankModel::op_zero_grad() {
-  for (auto& ps : st_.params) ps.zero_grad();
+  for (size_t p = 0; p < st_.params.size(); ++p) st_.params[p].zero_grad(is_registered_u(static_cast<int>(p)));
 }
 
 bool RankModel::opt_object_has_grad(int i) const {

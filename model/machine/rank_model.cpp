@@ -117,6 +117,10 @@ Raise RankModel::dispatch(const Op& op) {
     case OpKind::NewOptimizer:
       if (st_.prepared) prepare_optimizer();
       break;
+    // _fully_shard.py::FSDPModule.set_requires_gradient_sync on the root (recurse=True): every group.
+    case OpKind::GradientSync:
+      for (FsdpParamGroup& gs : st_.groups) gs.reduce_grads = op.sync;
+      break;
   }
   return {};
 }

@@ -43,9 +43,10 @@ namespace {
 
 constexpr uint32_t kLoaded = 0x100u;
 
-// U's fields (ver_u, w_u, rg_u, grad_u) are read only while the group is
+// U's fields (ver_u, w_u, rg_u) are read only while the group is
 // UNSHARDED (is_registered_u); each unshard rewrites them from S first
-// (RankModel::unshard), so while SHARDED they are dead and left out.
+// (RankModel::unshard), so while SHARDED they are dead and left out. grad_u
+// is not: an unsynced backward leaves it on the resharded U (post_backward).
 bool u_live(const RankModel& m, size_t p) {
   const int g = m.group_of(static_cast<int>(p));
   return g >= 0 && m.state().groups[g].unsharded();
@@ -160,7 +161,7 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
       const FsdpParam& ps = st.params[p];
       const bool u = u_live(m, p);
       out.push_back(ps.present | ps.recreated << 1 | ps.detached << 2 | (ps.detached && ps.ghost_grad) << 3 | ps.rg_s << 4 |
-                    (u && ps.rg_u) << 5 | ps.grad_s << 6 | (u && ps.grad_u) << 7 | u << 8 |
+                    (u && ps.rg_u) << 5 | ps.grad_s << 6 | ps.grad_u << 7 | u << 8 |
                     static_cast<uint32_t>(ps.device) << 12 | static_cast<uint32_t>(ps.dtype) << 16);
       out.push_back(rn.map(p, ps.ver_s));
       out.push_back(ps.drift);
@@ -182,7 +183,7 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
     // So a group's entry is that predecessor, and the order its last entry.
     for (const FsdpParamGroup& g : st.groups) {
       out.push_back(static_cast<uint32_t>(g.sharded) | static_cast<uint32_t>(g.training) << 4 | g.has_u << 8 |
-                    g.lazy_inited << 9 | g.gather_pending << 10);
+                    g.lazy_inited << 9 | g.gather_pending << 10 | !g.reduce_grads << 11);
       const auto& idx = g.post_forward_indices;
       out.push_back(idx.empty() ? 0xffffffffu : idx.back() == 0 ? 0xfffffffeu : static_cast<uint32_t>(st.post_forward_order[idx.back() - 1]));
     }

@@ -5,12 +5,16 @@ namespace fsdpsim::spec {
 void S1GradsChecker::observe(const SpecContext& ctx, const Op& op, const Observation& o, Mask intended,
                              std::vector<Finding>& out) {
   RankOutput& r = ranks_[o.rank];
+  if (op.kind == OpKind::GradientSync) r.sync_off = !op.sync;
   if (op.is_training()) {
     // A backward of an eval output fails by design; one whose forward ran before
     // the user changed adapters answers to no set_adapter in particular.
     const bool from_eval = op.kind == OpKind::Backward && (r.eval_output || r.flags_since_forward);
     r.eval_output = false;
-    check(ctx, o, intended, from_eval, out);
+    // An unsynced micro-batch sends no gradient to any shard by design; the synced step after it
+    // is judged against the adapters active then, so a gradient U kept from an earlier
+    // micro-batch of another adapter is a finding there.
+    if (!r.sync_off) check(ctx, o, intended, from_eval, out);
   }
   if (op.kind == OpKind::Forward || op.kind == OpKind::Eval) {
     r.eval_output = op.kind == OpKind::Eval;
@@ -41,7 +45,7 @@ void S1GradsChecker::check(const SpecContext& ctx, const Observation& o, Mask in
 
 uint32_t S1GradsChecker::key_bits(int rank) const {
   const RankOutput& r = ranks_[rank];
-  return (r.eval_output ? 1u << 24 : 0) | (r.flags_since_forward ? 1u << 25 : 0);
+  return (r.eval_output ? 1u << 24 : 0) | (r.flags_since_forward ? 1u << 25 : 0) | (r.sync_off ? 1u << 27 : 0);
 }
 
 }  // namespace fsdpsim::spec

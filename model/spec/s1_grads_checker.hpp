@@ -12,7 +12,7 @@ class S1GradsChecker {
   explicit S1GradsChecker(int world) : ranks_(world) {}
   // After `op` ran on the observation's rank; `intended` is what the user asked to train.
   void observe(const SpecContext& ctx, const Op& op, const Observation& o, Mask intended, std::vector<Finding>& out);
-  // Key bits 24-25 of the rank's word (SpecChecker::append_key).
+  // Key bits 24, 25 and 27 of the rank's word (SpecChecker::append_key).
   uint32_t key_bits(int rank) const;
 
  private:
@@ -20,6 +20,7 @@ class S1GradsChecker {
   struct RankOutput {
     bool eval_output = false;          // the pending output came from an eval (no_grad)
     bool flags_since_forward = false;  // a flag-setting op ran between the forward and this backward
+    bool sync_off = false;             // `gradient_sync off`: a micro-batch that keeps its gradients unsent
   };
   std::vector<RankOutput> ranks_;
 };

@@ -20,15 +20,15 @@ namespace fsdpsim {
   X(Unshard, "unshard") X(StateDict, "state_dict")                         \
   X(SaveOptimizer, "save_optimizer") X(LoadOptimizer, "load_optimizer")    \
   X(SaveAdapters, "save_adapters") X(LoadAdapters, "load_adapters")        \
-  X(DeltaWeight, "delta_weight") X(Prepare, "prepare")       \
-  X(NewOptimizer, "new_optimizer")
+  X(DeltaWeight, "delta_weight") X(Prepare, "prepare")                   \
+  X(NewOptimizer, "new_optimizer") X(GradientSync, "gradient_sync")
 
 enum class OpKind : uint8_t {
 #define FSDPSIM_ENUM(e, s) e,
   FSDPSIM_OPS(FSDPSIM_ENUM)
 #undef FSDPSIM_ENUM
 };
-constexpr int kOpKindCount = 24;
+constexpr int kOpKindCount = 25;
 
 const char* op_name(OpKind k);
 std::optional<OpKind> op_from_name(const std::string& s);
@@ -63,11 +63,12 @@ struct Op {
                                     // or a module (reshard, unshard, delta_weight)
   bool list_form = false;           // `set_adapter [a]` (base_model.set_adapter) vs `set_adapter a`
   bool trainable = false;           // load_adapter NAME trainable|frozen
+  bool sync = true;                 // gradient_sync on|off (FSDPModule.set_requires_gradient_sync)
   std::vector<Expect> expects;
   SourcePos pos;
   bool operator==(const Op& o) const {
     return kind == o.kind && rank == o.rank && names == o.names && list_form == o.list_form &&
-           trainable == o.trainable && expects == o.expects;
+           trainable == o.trainable && sync == o.sync && expects == o.expects;
   }
   bool runs_on(int r) const { return rank < 0 || rank == r; }
   bool is_training() const { return kind == OpKind::Backward || kind == OpKind::TrainStep; }

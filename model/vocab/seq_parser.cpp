@@ -500,6 +500,12 @@ Op parse_op_line(LineParser& lp, const Scenario& s) {
     case OpKind::Unshard:
       if (has_arg()) op.names = {module_or_root(lp, lp.next("a module"), s)};
       break;
+    case OpKind::GradientSync: {
+      Token t = lp.next("on or off");
+      if (t.text == "off") op.sync = false;
+      else if (t.text != "on") lp.fail(t, "expected gradient_sync on|off, got '" + t.text + "'");
+      break;
+    }
     case OpKind::DeltaWeight: {
       Token t = lp.next("a layer name");  // every layer: a Linear or a ParamWrapper target
       if (s.layer_index(t.text) < 0) lp.fail(t, "unknown layer '" + t.text + "'");

@@ -47,6 +47,7 @@ std::string op_text(const Op& op) {
   if (op.rank >= 0) out = "@" + std::to_string(op.rank) + " ";
   out += op_name(op.kind);
   if (op.kind == OpKind::LoadAdapter) return out + " " + op.names[0] + (op.trainable ? " trainable" : " frozen");
+  if (op.kind == OpKind::GradientSync) return out + (op.sync ? " on" : " off");
   if (!op.names.empty() || op.list_form) {
     if (op.list_form) out += " [" + join(op.names) + "]";
     else out += " " + op.names[0];

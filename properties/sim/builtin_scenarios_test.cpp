@@ -42,6 +42,7 @@ TEST(BuiltinScenarios, SeedSequencesReproduceTheirFindings) {
       {"seed003_two_adapters", {"S5"}},
       {"seed004_eval_optimizer", {"S4"}},
       {"late_adapter_per_rank_data", {"S5", "S6"}},  // beyond-seeds B1: replicas apart, rank 0's copy saved
+      {"b6_unsynced_accumulation", {"S1"}},  // the kept U grads reach `default` at the synced step
   };
   for (const auto& [name, specs] : want) {
     const BuiltinScenario* b = find_builtin(name);

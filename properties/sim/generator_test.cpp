@@ -47,8 +47,31 @@ TEST(Generator, EverySequenceIsValidAndRunsWithoutValueErrors) {
       for (const auto& op : back.ops) kinds.insert(op.kind);
     }
   }
-  EXPECT_EQ(kinds.size(), static_cast<size_t>(kOpKindCount)) << "every op kind is generated";
+  // gradient_sync only behind GenOptions::gradient_sync_percent (GradientSyncOnlyWhenAsked).
+  EXPECT_EQ(kinds.size(), static_cast<size_t>(kOpKindCount - 1)) << "every op kind but gradient_sync is generated";
+  EXPECT_EQ(kinds.count(OpKind::GradientSync), 0u);
   EXPECT_LT(value_errors * 50, ops) << "generated sequences are mostly legal";
+}
+
+// The toggle is drawn only when asked for, alternating off/on, and the sequences stay valid.
+TEST(Generator, GradientSyncOnlyWhenAsked) {
+  int toggles = 0;
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    Prng rng(seed);
+    GenOptions opt;
+    opt.gradient_sync_percent = 20;
+    SeqFile f = generate_seq(rng, opt);
+    ASSERT_NO_THROW(validate(f, "<generated>")) << print_seq(f);
+    EXPECT_EQ(parse_seq(print_seq(f), "<generated>"), f);
+    bool sync = true;
+    for (const auto& op : f.ops) {
+      if (op.kind != OpKind::GradientSync) continue;
+      EXPECT_NE(op.sync, sync) << print_seq(f);
+      sync = op.sync;
+      ++toggles;
+    }
+  }
+  EXPECT_GT(toggles, 50);
 }
 
 // Golden values: every printed --seed means these streams. A change to the

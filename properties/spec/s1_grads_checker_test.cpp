@@ -101,3 +101,27 @@ TEST(S1GradsChecker, OnlyPresentAdaptersAreExpected) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].text.rfind("S1 step 2 rank 0: expected no gradients, got {default}; lin0.lora_A.default: ", 0), 0u) << out[0].text;
 }
+
+// Hazard B6: a micro-batch with gradient sync off sends nothing to any shard by design and is
+// not judged; the synced step after it is, so U grads kept for `default` reaching its shards
+// after set_adapter other are a finding.
+TEST(S1GradsChecker, UnsyncedMicroBatchIsNotJudgedTheSyncedStepIs) {
+  CheckerInputs in(seed000_header(1, "patched") + "gradient_sync off\ntrain_step\nset_adapter other\ngradient_sync on\ntrain_step\n");
+  spec::S1GradsChecker s1(1);
+  std::vector<Finding> out;
+  s1.observe(in.ctx, in.op(1), in.obs(1), kDefault, out);
+  EXPECT_EQ(s1.key_bits(0), 1u << 27);
+  Observation none = in.obs(2);
+  none.grads = std::vector<std::string>{};
+  s1.observe(in.ctx, in.op(2), none, kDefault, out);
+  EXPECT_TRUE(out.empty()) << out[0].text;
+  s1.observe(in.ctx, in.op(3), in.obs(3), kOther, out);
+  s1.observe(in.ctx, in.op(4), in.obs(4), kOther, out);
+  EXPECT_EQ(s1.key_bits(0) & (1u << 27), 0u);  // synced again
+  Observation both = in.obs(5);
+  both.grads = std::vector<std::string>{"default", "other"};
+  s1.observe(in.ctx, in.op(5), both, kOther, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].step, 5);
+  EXPECT_NE(out[0].text.find("expected gradients on {other}, got {default,other}"), std::string::npos) << out[0].text;
+}

@@ -95,6 +95,8 @@ delta_weight lin1   # comment after an op
 eval expect stored=lin0:missing_delta merged=lin0:[default, other] state=root:UNSHARDED state=lin1:SHARDED
 expect merged=lin2:[] stored=lin2:corrupt finding=S8
 new_optimizer
+gradient_sync off
+gradient_sync on
 )";
 
 TEST(SeqParser, FullFileScenario) {
@@ -155,7 +157,7 @@ TEST(SeqParser, FullFileCoversEveryOpKind) {
   for (const auto& op : f.ops) seen.insert(op.kind);
   EXPECT_EQ(static_cast<int>(seen.size()), kOpKindCount - 1);  // all but prepare (PrepareRules)
   EXPECT_FALSE(seen.count(OpKind::Prepare));
-  EXPECT_EQ(f.ops.size(), 31u);
+  EXPECT_EQ(f.ops.size(), 33u);
   EXPECT_EQ(f.ops[0].pos.line, 25);
   EXPECT_EQ(f.ops[0].pos.column, 1);
 }

@@ -173,6 +173,8 @@ class Writer:
               f"is_trainable={op.trainable})")
         elif k == "delete_adapter":
             e(f"{ind}model.delete_adapter({op.names[0]!r})")
+        elif k == "gradient_sync":
+            e(f"{ind}model.set_requires_gradient_sync({op.names[0] == 'on'})")
         elif k in ("reshard", "unshard"):
             call = "reshard()" if k == "reshard" else "unshard()"
             if op.names:

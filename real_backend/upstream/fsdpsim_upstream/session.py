@@ -555,5 +555,8 @@ class Session:
             self.op_load_adapters()
         elif k == "delta_weight":
             self.op_delta_weight(op.names[0])
+        elif k == "gradient_sync":
+            # the root's FSDPModule.set_requires_gradient_sync (recurse=True: every FSDP module's reduce_grads)
+            self.pm.set_requires_gradient_sync(op.names[0] == "on")
         else:
             raise NotImplementedError(f"op {k} is not supported by the upstream backend yet")
