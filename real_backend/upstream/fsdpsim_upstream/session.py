@@ -83,6 +83,8 @@ def classify_exception(e):
             return "shape_error", text
     if isinstance(e, ValueError):
         return "value_error", text
+    if isinstance(e, AssertionError):  # torch _fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes
+        return "assertion_error", text
     return "exception", f"{type(e).__name__}: {text}"
 
 
@@ -126,11 +128,11 @@ class Session:
         cpu = Net(self.scen.layers).to(self.dtype)  # W0 as every rank will hold it after prepare
         self.w0 = {l.name: getattr(cpu, l.name).weight.detach().clone() for l in self.scen.layers}
         live = [a for a in self.scen.adapters if not a.deferred]
-        auto = self.scen.autocast_adapter_dtype
         self.pm = get_peft_model(net, lora_config(live[0], layers=self.scen.layers), adapter_name=live[0].name,
-                                 autocast_adapter_dtype=auto)
+                                 autocast_adapter_dtype=self.scen.autocast(live[0]))
         for a in live[1:]:
-            self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers), autocast_adapter_dtype=auto)
+            self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers),
+                                autocast_adapter_dtype=self.scen.autocast(a))
             self.move_per_adapter(a.name)
         self.patch_delta_weight()
         g = torch.Generator().manual_seed(self.scen.seed + 1)
@@ -301,7 +303,7 @@ class Session:
     def op_add_adapter(self, name, inference_mode):
         a = self.scen.adapter(name)
         self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers),
-                            autocast_adapter_dtype=self.scen.autocast_adapter_dtype)
+                            autocast_adapter_dtype=self.scen.autocast(a))
         self.move_per_adapter(name)
 
     def op_load_adapter(self, name, trainable):
@@ -316,7 +318,7 @@ class Session:
             src.save_pretrained(path, selected_adapters=[name])
         sub = path if name == "default" else os.path.join(path, name)
         self.pm.load_adapter(sub, adapter_name=name, is_trainable=trainable,
-                             autocast_adapter_dtype=self.scen.autocast_adapter_dtype)
+                             autocast_adapter_dtype=self.scen.autocast(a))
         self.move_per_adapter(name)
 
     def move_per_adapter(self, name):
@@ -336,7 +338,7 @@ class Session:
                 if mod.weight.device.type == "meta":
                     continue
                 mod.to(device=base.device, dtype=base.dtype if base.dtype.is_floating_point else None)
-                if self.scen.autocast_adapter_dtype and mod.weight.dtype == torch.bfloat16:
+                if self.scen.autocast(self.scen.adapter(name)) and mod.weight.dtype == torch.bfloat16:
                     mod.to(dtype=torch.float32)  # peft_model.py::PeftModel._cast_adapter_dtype
 
     def op_delete_adapter(self, name):
