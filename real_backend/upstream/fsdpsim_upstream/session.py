@@ -84,7 +84,10 @@ def classify_exception(e):
     if isinstance(e, ValueError):
         return "value_error", text
     if isinstance(e, AssertionError):  # torch _fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes
-        return "assertion_error", text
+        # It prints a Python set of torch dtypes, whose order follows the objects' addresses and
+        # so differs between rank processes: the observation names them sorted.
+        import re
+        return "assertion_error", re.sub(r"\{([^{}]*)\}", lambda m: "{" + ", ".join(sorted(m.group(1).split(", "))) + "}", text)
     return "exception", f"{type(e).__name__}: {text}"
 
 
