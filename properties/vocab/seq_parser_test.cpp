@@ -631,8 +631,6 @@ TEST(SeqParser, PrepareRules) {
 }
 
 }  // namespace
-}  // namespace fsdpsim
-
 // A per-adapter autocast (the autocast_adapter_dtype its entry point takes) prints after the
 // other options only when given, and round-trips.
 TEST(SeqParser, AdapterAutocastOption) {
@@ -647,3 +645,6 @@ TEST(SeqParser, AdapterAutocastOption) {
   EXPECT_EQ(parse_seq(print_seq(f)), f);
   EXPECT_EQ(print_seq(parse_seq(print_seq(f))), print_seq(f));
 }
+
+}  // namespace fsdpsim
+
