@@ -5,6 +5,8 @@
 // _fsdp_state.py) function by function.
 #include <ATen/core/grad_mode.h>
 
+#include <set>
+
 #include "real_backend/real_rank.hpp"
 #include "real_backend/values.hpp"
 
@@ -223,8 +225,29 @@ void RealRank::op_forward(bool grad_enabled) {
   }
 }
 
+// torch 2.13 _fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes: the dtypes of the group's shards
+// that require grad, read off the tensors, must be one (frozen shards are not looked at).
+void RealRank::init_mp_dtypes(int g) {
+  std::set<at::ScalarType> dtypes;
+  for (int p : layout_->groups[g].params)
+    if (params_[p].s.defined() && params_[p].s.requires_grad()) dtypes.insert(param_dtype(p));
+  if (dtypes.size() > 1) {
+    // Python's set of the two dtypes prints bf16 first (as measured on torch 2.13).
+    std::string got;
+    for (at::ScalarType t : {at::kBFloat16, at::kFloat})
+      if (dtypes.count(t)) got += std::string(got.empty() ? "" : ", ") + (t == at::kBFloat16 ? "torch.bfloat16" : "torch.float32");
+    throw OpError(Status::AssertionError, "FSDP expects uniform original parameter dtype but got {" + got + "}");
+  }
+}
+
 void RealRank::forward_pass(bool grad_enabled) {
   at::AutoGradMode mode(grad_enabled);
+  // torch 2.13 _fsdp_state.py::FSDPState._lazy_init, from _root_pre_forward: once (the root is marked
+  // before the groups' lazy_init, so a raise is never retried), every group, root first.
+  if (prepared_ && !root_lazy_inited_) {
+    root_lazy_inited_ = true;
+    for (size_t g = 0; g < layout_->groups.size(); ++g) init_mp_dtypes(static_cast<int>(g));
+  }
   int root = -1;
   for (size_t g = 0; g < layout_->groups.size(); ++g)
     if (layout_->groups[g].is_root) root = static_cast<int>(g);

@@ -99,7 +99,8 @@ void RealRank::create_adapter_in(int l, int adapter, bool load, bool autocast) {
   }
   const LayerSpec& ls = layout_->layers[l];
   for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]})
-    if (autocast && layout_->autocast_adapter_dtype && params_[p].place.scalar_type() == at::kBFloat16)
+    if (autocast && layout_->adapters[adapter].autocast_or(layout_->autocast_adapter_dtype) &&
+        params_[p].place.scalar_type() == at::kBFloat16)
       place_param(p, params_[p].place.is_meta(), at::kFloat);
 }
 

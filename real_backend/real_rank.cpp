@@ -160,7 +160,10 @@ void RealRank::run_op(const Op& op) {
       for (size_t g = 0; g < layout_->groups.size(); ++g) {
         if (only >= 0 && static_cast<int>(g) != only) continue;
         if (op.kind == OpKind::Reshard) module_reshard(static_cast<int>(g));
-        else unshard(static_cast<int>(g));
+        else {
+          init_mp_dtypes(static_cast<int>(g));  // _fully_shard.py::FSDPModule.unshard runs the group's lazy_init each call
+          unshard(static_cast<int>(g));
+        }
       }
       break;
     }

@@ -108,6 +108,7 @@ class RealRank {
   bool any_merged() const;
   // --- training (real_fsdp.cpp) ---
   void op_forward(bool grad_enabled);
+  void init_mp_dtypes(int g);  // throws AssertionError where the group's trainable shards differ in dtype
   void forward_pass(bool grad_enabled);  // op_forward's body; op_forward restores the graph flags on a raise
   void op_backward();
   // --- placement, prepare and memory (real_prepare.cpp) ---
@@ -151,6 +152,7 @@ class RealRank {
   std::vector<RealParam> ghost_;
   std::vector<uint8_t> unsharded_;        // per group: the FSDPParamGroup's sharded_state
   bool prepared_ = false;                 // fully_shard and accelerate's prepare have run
+  bool root_lazy_inited_ = false;         // FSDPState._is_root set: the root's lazy init ran (or raised)
   int64_t peak_total_ = -1;               // this op's largest bytes of live U copies, per owner below
   std::vector<OwnerBytes> peak_owners_;
   // PEFT bookkeeping (plain Python attributes upstream)

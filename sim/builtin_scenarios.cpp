@@ -177,6 +177,24 @@ train_step
 save_adapters
 load_adapters
 )"},
+    {"mixed_dtype_adapters",
+     "beyond-seeds B2: bf16 base, an fp32 (autocast) and a bf16 (autocast=false) adapter made trainable together in one group",
+     R"(# beyond the seeds: corpus/regressions/mixed_dtype_adapters_trainable_at_lazy_init.seq
+world 2
+seed 5
+profile upstream
+layer lin0 8 6
+layer lin1 6 4
+adapter default r=2 alpha=4 targets=lin0,lin1 init=random
+adapter other r=2 alpha=4 targets=lin0,lin1 init=random autocast=false
+fully_shard lin0 reshard_after_forward=true
+fully_shard root reshard_after_forward=true
+optimizer trainable
+dtype bf16
+---
+set_adapter [default,other]
+train_step
+)"},
     {"three_ranks_padding",
      "three ranks, dims that do not divide by three (a rank holds padding rows), two adapters",
      R"(# beyond the seeds: world 3, uneven shards

@@ -7,6 +7,31 @@ namespace fsdpsim {
 
 void RankModel::lazy_init(int g) { st_.groups[g].lazy_init(); }
 
+// torch 2.13 _fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes (run by its lazy_init): the
+// original dtypes of the group's parameters whose sharded parameter requires grad must be one;
+// frozen parameters are not looked at. Python prints the set of torch dtypes.
+Raise RankModel::init_mp_dtypes(int g) {
+  bool f32 = false, bf16 = false;
+  for (int p : topo_->groups[g].params) {
+    if (!st_.params[p].rg_s) continue;
+    (st_.params[p].dtype == DType::BF16 ? bf16 : f32) = true;
+  }
+  if (f32 && bf16)
+    return raise(Status::AssertionError, "FSDP expects uniform original parameter dtype but got {torch.bfloat16, torch.float32}");
+  return {};
+}
+
+// torch 2.13 _fsdp_state.py::FSDPState._lazy_init: once, at the root's first pre-forward (it marks
+// itself root before the groups' lazy_init, so a raise there is never retried), every group in
+// all_states order (root first).
+Raise RankModel::root_lazy_init() {
+  if (st_.root_lazy_inited || !st_.prepared) return {};  // before prepare no FSDP state exists
+  st_.root_lazy_inited = true;
+  for (size_t g = 0; g < topo_->groups.size(); ++g)
+    if (Raise r = init_mp_dtypes(static_cast<int>(g))) return r;
+  return {};
+}
+
 // _fsdp_param_group.py::FSDPParamGroup.unshard: all-gathers every managed
 // parameter (frozen ones too) into the group's all-gather output.
 void RankModel::issue_all_gather(int g) {

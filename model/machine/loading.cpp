@@ -48,7 +48,7 @@ void RankModel::place_new_adapter(int adapter, bool autocast) {
       ps.device = base.device;
       ps.dtype = base.dtype;
     }
-    if (!topo_->autocast_adapter_dtype || !autocast) continue;
+    if (!topo_->adapters[adapter].autocast_or(topo_->autocast_adapter_dtype) || !autocast) continue;
     for (int p : {li.A[adapter], li.B[adapter]})
       if (st_.params[p].dtype == DType::BF16) st_.params[p].dtype = DType::F32;
   }

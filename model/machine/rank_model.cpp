@@ -99,7 +99,9 @@ Raise RankModel::dispatch(const Op& op) {
         if (op.kind == OpKind::Reshard) {
           reshard(static_cast<int>(g));  // FSDPModule.reshard -> FSDPParamGroup.reshard
         } else {
+          // _fully_shard.py::FSDPModule.unshard: the group's lazy_init (its dtype check) on every call.
           lazy_init(static_cast<int>(g));
+          if (Raise r = init_mp_dtypes(static_cast<int>(g))) return r;
           unshard(static_cast<int>(g));
         }
       }
@@ -145,6 +147,8 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   std::fill(gr.group_out_rg.begin(), gr.group_out_rg.end(), 0);
   std::fill(gr.group_in_rg.begin(), gr.group_in_rg.end(), 0);
   gr.hooks.clear();
+  // _fsdp_state.py::FSDPState._root_pre_forward: _lazy_init before anything is unsharded.
+  if (Raise r = root_lazy_init()) return r;
   int root = -1;
   for (size_t g = 0; g < topo_->groups.size(); ++g)
     if (topo_->groups[g].is_root) root = static_cast<int>(g);

@@ -109,6 +109,8 @@ class RankModel {
  private:
   // --- FSDP2 param group (fsdp_group.cpp) ---
   void lazy_init(int g);
+  [[nodiscard]] Raise init_mp_dtypes(int g);
+  [[nodiscard]] Raise root_lazy_init();
   void issue_all_gather(int g);
   void unshard(int g);
   void to_sharded(int g);

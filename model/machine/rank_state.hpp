@@ -66,6 +66,9 @@ struct RankState {
   AdapterSet inference_mode;   // per adapter config inference_mode
   bool disabled = false;       // inside `with disable_adapter()`
   bool prepared = true;        // fully_shard has run (false until an explicit prepare op)
+  // FSDPState._is_root set: the root's lazy init has run (or raised). Not in the state key: with a
+  // root group it is that group's lazy_inited.
+  bool root_lazy_inited = false;
   Optimizer optimizer;
   AdapterSet saved_adapters;        // adapters written by the last save_adapters
   std::vector<uint32_t> saved_ver;  // per param: the values saved

@@ -25,7 +25,9 @@ void S1GradsChecker::observe(const SpecContext& ctx, const Op& op, const Observa
 
 void S1GradsChecker::check(const SpecContext& ctx, const Observation& o, Mask intended, bool from_eval,
                            std::vector<Finding>& out) const {
-  if (o.status != Status::Ok && o.status != Status::NoGradFn) return;
+  // FSDP's uniform-dtype AssertionError at lazy init (beyond-seeds B2) stops a legal training
+  // step before any gradient, like no_grad_fn: X's shards get none.
+  if (o.status != Status::Ok && o.status != Status::NoGradFn && o.status != Status::AssertionError) return;
   if (from_eval || o.disabled) return;  // disabled trains nothing
   for (const auto& l : o.layers)
     if (!l.merged.empty()) return;  // merged layers skip the LoRA path by design
@@ -33,7 +35,7 @@ void S1GradsChecker::check(const SpecContext& ctx, const Observation& o, Mask in
   const Mask got = o.status == Status::Ok && o.grads ? ctx.mask_of(*o.grads) : 0;
   if (want == got) return;
   std::string detail = (want ? "expected gradients on " + ctx.text(want) : "expected no gradients") + ", got " +
-                       (o.status == Status::NoGradFn ? std::string("no_grad_fn") : ctx.text(got));
+                       (o.status != Status::Ok ? std::string(status_name(o.status)) : ctx.text(got));
   const Mask wrong = want ^ got;
   for (const auto& p : o.params)
     if (ctx.owner_mask(p.name) & wrong) {

@@ -20,6 +20,7 @@ const char* status_name(Status s) {
     case Status::Mismatch: return "mismatch";
     case Status::NotRun: return "not_run";
     case Status::Exception: return "exception";
+    case Status::AssertionError: return "assertion_error";
   }
   return "?";
 }

@@ -15,8 +15,9 @@ namespace fsdpsim {
 
 // Exception: an exception of any other type, reported with its type and text
 // (the upstream backend never maps one to the nearest known status).
-enum class Status : uint8_t { Ok, NoGradFn, KeyError, ShapeError, ValueError, Hang, Mismatch, NotRun, Exception };
-constexpr int kStatusCount = static_cast<int>(Status::Exception) + 1;
+// AssertionError last: the binary codec's existing values (and trace hashes) stay as they were.
+enum class Status : uint8_t { Ok, NoGradFn, KeyError, ShapeError, ValueError, Hang, Mismatch, NotRun, Exception, AssertionError };
+constexpr int kStatusCount = static_cast<int>(Status::AssertionError) + 1;
 const char* status_name(Status s);
 bool status_from_name(const std::string& s, Status* out);
 

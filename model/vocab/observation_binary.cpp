@@ -115,7 +115,7 @@ struct Get {
     if (r.i64()) (*this)(v.emplace());
     else v.reset();
   }
-  static Status enum_last(Status) { return Status::Exception; }
+  static Status enum_last(Status) { return Status::AssertionError; }
   static WeightClass enum_last(WeightClass) { return WeightClass::Corrupt; }
   static ShardedState enum_last(ShardedState) { return ShardedState::Unsharded; }
   static CollOp enum_last(CollOp) { return CollOp::Broadcast; }

@@ -52,11 +52,16 @@ struct AdapterDecl {
   LoraInit init = LoraInit::Random;
   bool inference_mode = false;
   bool deferred = false;
+  // The autocast_adapter_dtype this adapter's own entry point is called with (get_peft_model,
+  // PeftModel.add_adapter and load_adapter each take one: peft/peft_model.py); unset: the
+  // scenario's `dtype ... autocast_adapter_dtype=` value.
+  std::optional<bool> autocast;
   SourcePos pos;
   bool operator==(const AdapterDecl& o) const {
     return name == o.name && r == o.r && alpha == o.alpha && targets == o.targets && init == o.init &&
-           inference_mode == o.inference_mode && deferred == o.deferred;
+           inference_mode == o.inference_mode && deferred == o.deferred && autocast == o.autocast;
   }
+  bool autocast_or(bool scenario_wide) const { return autocast.value_or(scenario_wide); }
 };
 
 // Which parameters the optimizer is built over before prepare swaps in the

@@ -198,7 +198,7 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       a.deferred = true;
       continue;
     }
-    auto [k, v] = split_kv(lp, t, "r=N, alpha=N, targets=L1,L2, init=zero|random, inference_mode or deferred");
+    auto [k, v] = split_kv(lp, t, "r=N, alpha=N, targets=L1,L2, init=zero|random, autocast=true|false, inference_mode or deferred");
     if (k == "r") {
       a.r = static_cast<int>(parse_int(lp, t, v, 1, 1024, "the rank r"));
     } else if (k == "alpha") {
@@ -213,8 +213,12 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       if (v == "zero") a.init = LoraInit::Zero;
       else if (v == "random") a.init = LoraInit::Random;
       else lp.fail(t, "expected init=zero or init=random, got '" + v + "'");
+    } else if (k == "autocast") {
+      if (a.autocast) lp.fail(t, "autocast= given twice for adapter '" + a.name + "'");
+      if (v != "true" && v != "false") lp.fail(t, "expected autocast=true or autocast=false, got '" + v + "'");
+      a.autocast = v == "true";
     } else {
-      lp.fail(t, "unknown adapter option '" + k + "' (expected r, alpha, targets, init, inference_mode, deferred)");
+      lp.fail(t, "unknown adapter option '" + k + "' (expected r, alpha, targets, init, autocast, inference_mode, deferred)");
     }
   }
   if (!have_targets) lp.fail(lp.end_column(), "expected targets=L1,L2 for adapter '" + a.name + "'");
@@ -363,7 +367,7 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
   if (k == "error") {
     it.key = ExpectItem::Key::Error;
     if (!status_from_name(v, &it.status) || it.status == Status::Ok || it.status == Status::NotRun)
-      lp.fail(t, "expected error=no_grad_fn|key_error|shape_error|value_error|hang|mismatch|exception, got '" + v + "'");
+      lp.fail(t, "expected error=no_grad_fn|key_error|shape_error|value_error|assertion_error|hang|mismatch|exception, got '" + v + "'");
   } else if (k == "grads") {
     it.key = ExpectItem::Key::Grads;
     if (v.empty() || v.front() != '{') lp.fail(t, "expected grads={a,b} (braces, possibly empty)");

@@ -71,6 +71,7 @@ std::string print_scenario(const Scenario& s) {
        << " init=" << (a.init == LoraInit::Zero ? "zero" : "random");
     if (a.inference_mode) os << " inference_mode";
     if (a.deferred) os << " deferred";
+    if (a.autocast) os << " autocast=" << (*a.autocast ? "true" : "false");
     os << "\n";
   }
   for (const auto& d : s.shards)

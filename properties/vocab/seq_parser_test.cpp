@@ -280,7 +280,7 @@ TEST(SeqParser, FullFileExpects) {
 }
 
 TEST(SeqParser, EveryErrorClassAndExpectKind) {
-  const char* classes[] = {"no_grad_fn", "key_error", "shape_error", "value_error", "hang", "mismatch"};
+  const char* classes[] = {"no_grad_fn", "key_error", "shape_error", "value_error", "assertion_error", "hang", "mismatch"};
   for (const char* c : classes) {
     SeqFile f = parse_seq(ops(std::string("train_step expect error=") + c + "\n"));
     EXPECT_EQ(status_name(f.ops[0].expects[0].items[0].status), std::string(c));
@@ -530,6 +530,8 @@ std::vector<BadCase> bad_cases() {
       // names (README "Names"): no '.', so parameter names cannot collide
       {"LayerDottedName", head(4, "layer a.b 10 20"), 4, 7, "names may not contain '.'"},
       {"AdapterDottedName", head(7, "adapter c.d targets=lin1"), 7, 9, "names may not contain '.'"},
+      {"AdapterAutocastNotBool", head(7, "adapter other targets=lin1 autocast=1"), 7, 28, "expected autocast=true or autocast=false"},
+      {"AdapterAutocastTwice", head(7, "adapter other targets=lin1 autocast=true autocast=false"), 7, 42, "autocast= given twice"},
       {"LayerLoraCollision", head(5, "layer x.lora_A 20 2"), 5, 7, "names may not contain '.'"},
       {"TargetDottedName", head(7, "adapter other targets=lin1,a.b"), 7, 15, "names may not contain '.'"},
       {"LayerNamedLora", head(5, "layer my_lora_layer 20 2"), 5, 7, "may not contain 'lora_'"},
@@ -634,4 +636,20 @@ TEST(SeqParser, PrepareRules) {
 }
 
 }  // namespace
+// A per-adapter autocast (the autocast_adapter_dtype its entry point takes) prints after the
+// other options only when given, and round-trips.
+TEST(SeqParser, AdapterAutocastOption) {
+  SeqFile f = parse_seq(head(7, "adapter other r=8 alpha=8 targets=lin0,lin1 init=random autocast=false"));
+  const AdapterDecl& other = f.scenario.adapters[1];
+  ASSERT_TRUE(other.autocast.has_value());
+  EXPECT_FALSE(*other.autocast);
+  EXPECT_FALSE(other.autocast_or(true));
+  EXPECT_FALSE(f.scenario.adapters[0].autocast.has_value());
+  EXPECT_TRUE(f.scenario.adapters[0].autocast_or(true));
+  EXPECT_NE(print_seq(f).find("init=random autocast=false\n"), std::string::npos);
+  EXPECT_EQ(parse_seq(print_seq(f)), f);
+  EXPECT_EQ(print_seq(parse_seq(print_seq(f))), print_seq(f));
+}
+
 }  // namespace fsdpsim
+

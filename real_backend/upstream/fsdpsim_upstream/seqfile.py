@@ -21,6 +21,7 @@ class Adapter:
     init: str = "random"
     inference_mode: bool = False
     deferred: bool = False
+    autocast: object = None  # the autocast_adapter_dtype its entry point takes; None: the scenario's
 
 
 @dataclass
@@ -78,6 +79,10 @@ class Scenario:
     def adapter(self, name):
         return next(a for a in self.adapters if a.name == name)
 
+    def autocast(self, a):
+        """The autocast_adapter_dtype adapter a's get_peft_model / add_adapter / load_adapter call takes."""
+        return self.autocast_adapter_dtype if a.autocast is None else a.autocast
+
     def layer(self, name):
         return next(l for l in self.layers if l.name == name)
 
@@ -133,7 +138,8 @@ def parse(text):
             kv = dict(w.split("=", 1) for w in rest[1:] if "=" in w)
             scen.adapters.append(Adapter(rest[0], int(kv.get("r", 8)), int(kv.get("alpha", 8)),
                                          kv.get("targets", "").split(","), kv.get("init", "random"),
-                                         "inference_mode" in rest[1:], "deferred" in rest[1:]))
+                                         "inference_mode" in rest[1:], "deferred" in rest[1:],
+                                         {"true": True, "false": False}.get(kv.get("autocast"))))
         elif key == "fully_shard":
             raf = "none"
             for w in rest[1:]:

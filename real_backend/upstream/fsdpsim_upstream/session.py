@@ -83,6 +83,11 @@ def classify_exception(e):
             return "shape_error", text
     if isinstance(e, ValueError):
         return "value_error", text
+    if isinstance(e, AssertionError):  # torch _fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes
+        # It prints a Python set of torch dtypes, whose order follows the objects' addresses and
+        # so differs between rank processes: the observation names them sorted.
+        import re
+        return "assertion_error", re.sub(r"\{([^{}]*)\}", lambda m: "{" + ", ".join(sorted(m.group(1).split(", "))) + "}", text)
     return "exception", f"{type(e).__name__}: {text}"
 
 
@@ -126,11 +131,11 @@ class Session:
         cpu = Net(self.scen.layers).to(self.dtype)  # W0 as every rank will hold it after prepare
         self.w0 = {l.name: getattr(cpu, l.name).weight.detach().clone() for l in self.scen.layers}
         live = [a for a in self.scen.adapters if not a.deferred]
-        auto = self.scen.autocast_adapter_dtype
         self.pm = get_peft_model(net, lora_config(live[0], layers=self.scen.layers), adapter_name=live[0].name,
-                                 autocast_adapter_dtype=auto)
+                                 autocast_adapter_dtype=self.scen.autocast(live[0]))
         for a in live[1:]:
-            self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers), autocast_adapter_dtype=auto)
+            self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers),
+                                autocast_adapter_dtype=self.scen.autocast(a))
             self.move_per_adapter(a.name)
         self.patch_delta_weight()
         # `data per_rank`: each rank its own batch, as a DistributedSampler hands out
@@ -314,7 +319,7 @@ class Session:
     def op_add_adapter(self, name, inference_mode):
         a = self.scen.adapter(name)
         self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers),
-                            autocast_adapter_dtype=self.scen.autocast_adapter_dtype)
+                            autocast_adapter_dtype=self.scen.autocast(a))
         self.move_per_adapter(name)
 
     def op_load_adapter(self, name, trainable):
@@ -329,7 +334,7 @@ class Session:
             src.save_pretrained(path, selected_adapters=[name])
         sub = path if name == "default" else os.path.join(path, name)
         self.pm.load_adapter(sub, adapter_name=name, is_trainable=trainable,
-                             autocast_adapter_dtype=self.scen.autocast_adapter_dtype)
+                             autocast_adapter_dtype=self.scen.autocast(a))
         self.move_per_adapter(name)
 
     def move_per_adapter(self, name):
@@ -349,7 +354,7 @@ class Session:
                 if mod.weight.device.type == "meta":
                     continue
                 mod.to(device=base.device, dtype=base.dtype if base.dtype.is_floating_point else None)
-                if self.scen.autocast_adapter_dtype and mod.weight.dtype == torch.bfloat16:
+                if self.scen.autocast(self.scen.adapter(name)) and mod.weight.dtype == torch.bfloat16:
                     mod.to(dtype=torch.float32)  # peft_model.py::PeftModel._cast_adapter_dtype
 
     def op_delete_adapter(self, name):
