@@ -31,6 +31,7 @@ RankReport sample(int step) {
   r.deltas = {{"other", WeightClass::Corrupt}};
   r.saved = {{"lin0.lora_B.other", 10, 20, DType::BF16}};
   r.reload_diff = {"lin1.lora_A.other"};
+  r.replica_diff = {"lin0.lora_B.late"};
   r.reload_coincident = {"lin1.lora_B.other"};
   r.sharded_bytes = {{"other", 640}, {"base", 1680}};
   r.peak_unsharded = {{"base", 3360}};
