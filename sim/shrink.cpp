@@ -169,7 +169,8 @@ bool try_scenario(SeqFile& f, Oracle& o, const std::function<bool(SeqFile&)>& ed
 }
 
 // Scenario details that do not matter go: experts layers become plain Linear,
-// loading becomes full, the dtype fp32 with PEFT's default autocast, a child
+// loading becomes full, the batches the same on every rank, the dtype fp32 with
+// PEFT's default autocast (no adapter's own autocast either), a child
 // group merges into the root's, reshard_after_forward becomes FSDP2's default
 // (true), the optimizer holds the trainable parameters, adapters lose
 // inference_mode and deferral and start random (a zero B hides a delta until
@@ -189,6 +190,8 @@ bool simplify_scenario(SeqFile& f, Oracle& o) {
               c.scenario.autocast_adapter_dtype = true;
               return true;
             }) || changed;
+  changed = try_scenario(f, o, [](SeqFile& c) { return c.scenario.data != Data::Same && (c.scenario.data = Data::Same, true); }) ||
+            changed;
   for (size_t d = f.scenario.shards.size(); d-- > 0;) {
     if (d >= f.scenario.shards.size() || f.scenario.shards[d].is_root()) continue;
     const std::string module = f.scenario.shards[d].modules[0];
@@ -214,6 +217,9 @@ bool simplify_scenario(SeqFile& f, Oracle& o) {
     changed = try_scenario(f, o, [&](SeqFile& c) { return c.scenario.adapters[a].inference_mode && !(c.scenario.adapters[a].inference_mode = false); }) || changed;
     changed = try_scenario(f, o, [&](SeqFile& c) { return c.scenario.adapters[a].deferred && !(c.scenario.adapters[a].deferred = false); }) || changed;
     changed = try_scenario(f, o, [&](SeqFile& c) {
+                return c.scenario.adapters[a].autocast.has_value() && (c.scenario.adapters[a].autocast.reset(), true);
+              }) || changed;
+    changed = try_scenario(f, o, [&](SeqFile& c) {
                 return c.scenario.adapters[a].init != LoraInit::Random && (c.scenario.adapters[a].init = LoraInit::Random, true);
               }) || changed;
   }
@@ -230,7 +236,10 @@ std::string finding_signature(const SeqFile& f, const RunResult& r, const Findin
   const Observation* o = observation_at(r, fd.step, fd.rank);
   // Ranks that hang, mismatch or disagree do so whatever op the first of them was in.
   if (fd.spec == "S5") return o && (o->status == Status::Hang || o->status == Status::Mismatch) ? "S5:" + std::string(status_name(o->status)) : "S5:disagree";
-  return fd.spec + ":" + op_name(f.ops[fd.step - 1].kind) + ":" + (o ? status_name(o->status) : "?");
+  // The symptom's direction too (S1: a wrong adapter trains vs the right one does not), so a
+  // shrink cannot trade one root cause for another behind the same spec, op and status.
+  return fd.spec + ":" + op_name(f.ops[fd.step - 1].kind) + ":" + (o ? status_name(o->status) : "?") +
+         (fd.kind.empty() ? "" : ":" + fd.kind);
 }
 
 bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress, bool canonical) {

@@ -44,6 +44,12 @@ std::string traits(const Scenario& s) {
   if (s.loading == Loading::RamEfficient) t.push_back("loading=ram_efficient");
   if (s.dtype != DType::F32) t.push_back(std::string("dtype=") + dtype_name(s.dtype));
   if (!s.autocast_adapter_dtype) t.push_back("autocast=false");
+  if (s.data == Data::PerRank) t.push_back("data=per_rank");
+  for (const auto& a : s.adapters)
+    if (a.autocast_or(s.autocast_adapter_dtype) != s.autocast_adapter_dtype) {
+      t.push_back("adapter_autocast");  // one adapter's entry point cast differently (beyond-seeds B2)
+      break;
+    }
   std::set<std::string> rafs;
   for (const auto& d : s.shards)
     if (d.raf != Raf::True) rafs.insert(std::string(d.is_root() ? "root_raf=" : "raf=") + raf_name(d.raf));
@@ -85,7 +91,10 @@ const char* verdict_name(Verdict v) {
 std::string class_signature(const SeqFile& f, const RunResult& r, const Finding& fd) {
   // The spec and status, not the op the finding surfaced in: the ops before it
   // are the cause, the last one (a reshard, a step, an eval) only observes it.
-  std::string key = finding_signature(f, r, fd);
+  // (The symptom's direction only steers the shrink: the ops that remain already tell it.)
+  Finding plain = fd;
+  plain.kind.clear();
+  std::string key = finding_signature(f, r, plain);
   const size_t c1 = key.find(':'), c2 = key.rfind(':');
   if (c1 != c2) key = key.substr(0, c1) + key.substr(c2);
   std::string out = key + " |";

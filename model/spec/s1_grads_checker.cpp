@@ -43,6 +43,7 @@ void S1GradsChecker::check(const SpecContext& ctx, const Observation& o, Mask in
       break;
     }
   out.push_back(finding("S1", o.step, o.rank, detail));
+  out.back().kind = got & ~want ? "extra" : "missing";
 }
 
 uint32_t S1GradsChecker::key_bits(int rank) const {

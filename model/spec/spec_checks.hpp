@@ -18,6 +18,9 @@ struct Finding {
   int step = 0;      // 1-based op index
   int rank = -1;     // -1: not one rank's (S5, S8)
   std::string text;  // full sentence, starting with "S1 step 6 rank 0: ..."
+  // Which way the symptom goes, where a spec has more than one root ("extra": S1 gradients on an
+  // adapter not meant to train; "missing": none on one meant to): triage keeps it when shrinking.
+  std::string kind;
   bool operator==(const Finding& o) const { return spec == o.spec && step == o.step && rank == o.rank && text == o.text; }
 };
 
