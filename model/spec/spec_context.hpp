@@ -48,7 +48,7 @@ class SpecContext {
 std::string finding_head(const char* spec, int step, int rank);
 // A finding of `spec` at the observation's step, worded as head + detail.
 inline Finding finding(const char* spec, int step, int rank, const std::string& detail) {
-  return {spec, step, rank, finding_head(spec, step, rank) + detail};
+  return {spec, step, rank, finding_head(spec, step, rank) + detail, {}};
 }
 
 const GroupObs* group_named(const Observation& o, const std::string& group);
