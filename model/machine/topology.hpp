@@ -49,6 +49,8 @@ struct LayerInfo {
   // The same for an experts layer given to fully_shard itself: the later ParamWrapper runs
   // before the FSDP module's pre-forward, on whatever weight is registered then.
   bool wrapper_after_fsdp = false;
+  // `checkpoint`: wrapped in checkpoint_wrapper before fully_shard; backward recomputes its forward.
+  bool checkpoint = false;
 };
 
 struct Topology {

@@ -98,13 +98,16 @@ struct Scenario {
   DType dtype = DType::F32;           // the base weights' dtype as loaded
   bool autocast_adapter_dtype = true;  // PEFT casts bf16 adapter weights to fp32 when they are added
   Data data = Data::Same;
+  // Layers wrapped in checkpoint_wrapper before fully_shard, as accelerate's activation
+  // checkpointing wraps them (accelerate/utils/fsdp_utils.py::fsdp2_apply_ac); module order.
+  std::vector<std::string> checkpoint;
   SourcePos loading_pos;              // the `loading` line, if any (validation errors point there)
 
   bool operator==(const Scenario& o) const {
     return world == o.world && seed == o.seed && profile == o.profile && overrides == o.overrides &&
            layers == o.layers && adapters == o.adapters && shards == o.shards && optimizer == o.optimizer &&
            loading == o.loading && dtype == o.dtype && autocast_adapter_dtype == o.autocast_adapter_dtype &&
-           data == o.data;
+           data == o.data && checkpoint == o.checkpoint;
   }
   int layer_index(const std::string& name) const;
   int adapter_index(const std::string& name) const;

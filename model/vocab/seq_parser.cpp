@@ -255,6 +255,24 @@ void parse_fully_shard(LineParser& lp, Scenario& s, const Token& kw) {
   s.shards.push_back(d);
 }
 
+// `checkpoint lin0,lin1`: declared Linear layers, each once; kept in module order, the order
+// fsdp2_apply_ac meets them in.
+void parse_checkpoint(LineParser& lp, Scenario& s) {
+  Token mods = lp.next("a layer name or a list a,b");
+  std::vector<std::string> names = parse_names(lp, mods, mods.text, "layer names");
+  for (size_t i = 0; i < names.size(); ++i) {
+    int l = s.layer_index(names[i]);
+    if (l < 0) lp.fail(mods, "unknown layer '" + names[i] + "' (expected a layer declared above)");
+    if (s.layers[l].experts > 0)
+      lp.fail(mods, "layer '" + names[i] + "' is an experts layer: activation checkpointing is modelled for Linear layers only");
+    for (size_t j = 0; j < i; ++j)
+      if (names[j] == names[i]) lp.fail(mods, "layer '" + names[i] + "' is listed twice");
+  }
+  for (const auto& l : s.layers)
+    for (const auto& n : names)
+      if (n == l.name) s.checkpoint.push_back(n);
+}
+
 // Directives that set one value: a second line would silently win, so it is
 // an error like a second `layer` of the same name.
 struct SeenOnce {
@@ -271,7 +289,7 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
   const std::string& k = kw.text;
   if (k == "---") return true;
   if (k == "world" || k == "seed" || k == "profile" || k == "loading" || k == "dtype" || k == "optimizer" ||
-      k == "data")
+      k == "data" || k == "checkpoint")
     once.note(lp, kw, line_no);
   if (k == "world") {
     Token n = lp.next("the world size");
@@ -321,6 +339,8 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
     if (t.text == "same") s.data = Data::Same;
     else if (t.text == "per_rank") s.data = Data::PerRank;
     else lp.fail(t, "expected data same|per_rank, got '" + t.text + "'");
+  } else if (k == "checkpoint") {
+    parse_checkpoint(lp, s);
   } else if (k == "optimizer") {
     Token t = lp.next("trainable or all");
     if (t.text == "trainable") s.optimizer = OptimizerParams::Trainable;
@@ -328,7 +348,7 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
     else lp.fail(t, "expected optimizer trainable|all, got '" + t.text + "'");
   } else {
     lp.fail(kw, "unknown directive '" + k +
-                    "' (expected world, seed, profile, set, layer, adapter, fully_shard, optimizer, loading, dtype, data or ---)");
+                    "' (expected world, seed, profile, set, layer, adapter, fully_shard, optimizer, loading, dtype, data, checkpoint or ---)");
   }
   if (!lp.done()) lp.fail(lp.peek(), "unexpected '" + lp.peek().text + "' at end of " + k + " line");
   return false;

@@ -81,6 +81,7 @@ std::string print_scenario(const Scenario& s) {
   if (s.dtype != DType::F32 || !s.autocast_adapter_dtype)
     os << "dtype " << dtype_name(s.dtype) << (s.autocast_adapter_dtype ? "" : " autocast_adapter_dtype=false") << "\n";
   if (s.data == Data::PerRank) os << "data per_rank\n";
+  if (!s.checkpoint.empty()) os << "checkpoint " << join(s.checkpoint) << "\n";
   return os.str();
 }
 
