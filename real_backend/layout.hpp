@@ -52,6 +52,7 @@ struct LayerSpec {
   // The same for an experts layer given to fully_shard itself: the later ParamWrapper runs
   // before the FSDP module's pre-forward, on whatever weight is registered then.
   bool wrapper_after_fsdp = false;
+  bool checkpoint = false;  // `checkpoint`: in a checkpoint_wrapper, recomputed in backward
 };
 
 struct Layout {

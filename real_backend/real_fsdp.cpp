@@ -252,6 +252,10 @@ void RealRank::forward_pass(bool grad_enabled) {
   for (size_t g = 0; g < layout_->groups.size(); ++g)
     if (layout_->groups[g].is_root) root = static_cast<int>(g);
   forward_order_.clear();
+  ckpt_saved_.resize(layout_->layers.size());
+  ckpt_input_.resize(layout_->layers.size());
+  ckpt_outputs_.clear();
+  for (auto& saved : ckpt_saved_) saved.clear();
   std::fill(out_rg_.begin(), out_rg_.end(), 0);
   std::fill(in_rg_.begin(), in_rg_.end(), 0);
   if (root >= 0) {
@@ -278,7 +282,17 @@ void RealRank::forward_pass(bool grad_enabled) {
       forward_order_.push_back(g);
     }
     at::Tensor base_out;
-    h = layer_forward(static_cast<int>(l), h, &base_out);
+    const at::Tensor in = h;
+    const bool ckpt = layout_->layers[l].checkpoint;
+    if (ckpt) saving_ = &ckpt_saved_[l];
+    try {
+      h = layer_forward(static_cast<int>(l), h, &base_out);
+    } catch (...) {
+      saving_ = nullptr;
+      throw;
+    }
+    saving_ = nullptr;
+    if (ckpt) checkpoint_forward(static_cast<int>(l), in, h);
     if (child && gs.last_layer == static_cast<int>(l)) {
       // A layer wrapped after fully_shard: the FSDP module is its base layer.
       const at::Tensor& out = layout_->layers[l].lora_after_fsdp ? base_out : h;
@@ -297,6 +311,7 @@ void RealRank::forward_pass(bool grad_enabled) {
     in_forward_[root] = 0;
     register_pre_backward_hook(root, h);
   }
+  register_checkpoint_hooks();
   last_hooked_ = at::Tensor();
   loss_ = h.sum();
   have_output_ = true;
@@ -324,15 +339,24 @@ void RealRank::op_backward() {
   // a flag turned off on S since the forward stops AccumulateGrad. Apply those
   // flags now (per group, so in any order: a hooked group still sharded gets
   // U's flag from S); the collectives are issued below, in the order the hooks fired.
+  std::vector<std::pair<int, int>> copied;  // (group, param) whose U flag changed here
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
     if (!out_rg_[g] || unsharded_[g]) continue;
     for (int p : layout_->groups[g].params)
-      if (!detached_[p] && params_[p].u.defined() && params_[p].u.requires_grad() != params_[p].s.requires_grad())
+      if (!detached_[p] && params_[p].u.defined() && params_[p].u.requires_grad() != params_[p].s.requires_grad()) {
         params_[p].u.requires_grad_(params_[p].s.requires_grad());
+        copied.emplace_back(static_cast<int>(g), p);
+      }
   }
   fired_.clear();
+  // A checkpointed layer's recompute that raises stops autograd there: the hooks that fired
+  // ran, the groups above that layer finished their post_backward, the final callback never runs.
+  std::exception_ptr recompute_raised;
+  ckpt_raised_ = -1;
   try {
     loss_.backward();
+  } catch (const OpError&) {
+    recompute_raised = std::current_exception();
   } catch (const c10::Error& e) {
     std::string msg = e.what_without_backtrace();
     error(msg.find("does not require grad") != std::string::npos ? Status::NoGradFn : Status::ValueError, msg);
@@ -340,6 +364,13 @@ void RealRank::op_backward() {
     return;
   }
   loss_ = at::Tensor();
+  if (recompute_raised) {
+    // A group whose hook never fired never ran pre_backward: its U keeps the flags it had.
+    std::vector<uint8_t> fired(layout_->groups.size(), 0);
+    for (const auto& f : fired_) fired[f.first] = 1;
+    for (const auto& [g, p] : copied)
+      if (!fired[g]) params_[p].u.requires_grad_(!params_[p].u.requires_grad());
+  }
   // The hook sequence as libtorch fired it: every hook on one output tensor
   // (pre_backward: unshard, then prefetch post_forward_order[i-1], torch 2.13
   // FSDPParamGroup.pre_backward -> _backward_prefetch), then, once autograd is
@@ -358,8 +389,11 @@ void RealRank::op_backward() {
       int target = backward_prefetch_target(g);
       if (target >= 0) hooks.push_back({Hook::kPrefetch, target});
     }
-    for (size_t k = i; k < j; ++k)
-      if (!layout_->groups[fired_[k].first].is_root && in_rg_[fired_[k].first]) hooks.push_back({Hook::kPostBackward, fired_[k].first});
+    for (size_t k = i; k < j; ++k) {
+      const GroupSpec& gs = layout_->groups[fired_[k].first];
+      if (recompute_raised && gs.first_layer <= ckpt_raised_) continue;  // autograd never left it
+      if (!gs.is_root && in_rg_[fired_[k].first]) hooks.push_back({Hook::kPostBackward, fired_[k].first});
+    }
     i = j;
   }
   std::vector<uint8_t> done(layout_->groups.size(), 0);
@@ -380,6 +414,7 @@ void RealRank::op_backward() {
     bool fresh = before[p].first != gr.unsafeGetTensorImpl() || before[p].second != gr._version();
     if (fresh && layout_->params[p].adapter >= 0) grads_ |= 1u << layout_->params[p].adapter;
   }
+  if (recompute_raised) std::rethrow_exception(recompute_raised);
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
     if (!done[g]) post_backward(static_cast<int>(g));
     in_forward_[g] = 0;  // the final callback leaves every group IDLE

@@ -174,14 +174,14 @@ at::Tensor RealRank::layer_forward(int layer, const at::Tensor& h, at::Tensor* b
     return y;
   }
   if (layer_disabled_[layer] && !merged_[layer].empty()) layer_unmerge(layer);
-  const at::Tensor& w = registered(ls.weight);
-  const at::Tensor& b = registered(ls.bias);
-  at::Tensor y = at::linear(h, w, b);
+  at::Tensor y = saving_linear(h, param_dtype(ls.weight), ls.weight, ls.bias);
   if (base_out) *base_out = y;
   if (layer_disabled_[layer] || !merged_[layer].empty()) return y;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (!((layer_active_[layer] >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
-    y = y + at::linear(at::linear(h, registered(ls.lora_a[a])), registered(ls.lora_b[a])) * lora_scaling(*layout_, static_cast<int>(a));
+    // PEFT casts the input to lora_A's dtype (lora/layer.py::Linear.forward, _cast_input_dtype).
+    const at::ScalarType dt = param_dtype(ls.lora_a[a]);
+    y = y + saving_linear(saving_linear(h, dt, ls.lora_a[a]), dt, ls.lora_b[a]) * lora_scaling(*layout_, static_cast<int>(a));
   }
   return y;
 }

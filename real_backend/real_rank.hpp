@@ -106,6 +106,23 @@ class RealRank {
   void op_load_adapters();
   bool saved_local_rows(size_t p) const;  // the saved file holds rank 0's local rows of p
   bool any_merged() const;
+  // --- activation checkpointing (real_checkpoint.cpp) ---
+  // One tensor autograd saved, as torch/utils/checkpoint.py compares them: sizes and dtype.
+  struct SavedTensor {
+    std::vector<int64_t> sizes;
+    at::ScalarType dtype;
+    bool operator==(const SavedTensor& o) const { return sizes == o.sizes && dtype == o.dtype; }
+  };
+  // at::linear(x, w, b), noting in saving_ what autograd keeps for it (x is in x_dtype).
+  at::Tensor saving_linear(const at::Tensor& x, at::ScalarType x_dtype, int w, int b = -1);
+  void checkpoint_forward(int layer, const at::Tensor& in, const at::Tensor& out);
+  void register_checkpoint_hooks();
+  void checkpoint_recompute(int layer);
+  std::vector<SavedTensor>* saving_ = nullptr;  // during a checkpointed layer's forward or recompute
+  std::vector<std::vector<SavedTensor>> ckpt_saved_;  // per layer: what its last forward saved
+  std::vector<at::Tensor> ckpt_input_;               // ... and the input it keeps
+  std::vector<std::pair<int, at::Tensor>> ckpt_outputs_;  // this forward's checkpointed outputs
+  int ckpt_raised_ = -1;  // the layer whose recompute raised in this backward
   // --- training (real_fsdp.cpp) ---
   void op_forward(bool grad_enabled);
   void init_mp_dtypes(int g);  // throws AssertionError where the group's trainable shards differ in dtype

@@ -147,6 +147,9 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   std::fill(gr.group_out_rg.begin(), gr.group_out_rg.end(), 0);
   std::fill(gr.group_in_rg.begin(), gr.group_in_rg.end(), 0);
   gr.hooks.clear();
+  gr.ckpt_saved.resize(topo_->layers.size());
+  gr.ckpt_input_rg.resize(topo_->layers.size());
+  for (auto& saved : gr.ckpt_saved) saved.clear();
   // _fsdp_state.py::FSDPState._root_pre_forward: _lazy_init before anything is unsharded.
   if (Raise r = root_lazy_init()) return r;
   int root = -1;
@@ -177,7 +180,12 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
                          (path_rg || (grad_enabled && (registered_rg(li.weight) || (li.bias >= 0 && registered_rg(li.bias)))));
     // A module that raises leaves every group it entered UNSHARDED (no post_forward); the
     // previous forward's output stands.
+    const bool input_rg = path_rg;
     if (Raise r = layer_forward(static_cast<int>(l), grad_enabled, &path_rg)) return r;
+    if (li.checkpoint && grad_enabled && path_rg) {
+      checkpoint_saves(static_cast<int>(l), input_rg, &gr.ckpt_saved[l]);
+      gr.ckpt_input_rg[l] = input_rg;
+    }
     if (child && topo_->groups[g].last_layer == static_cast<int>(l)) {
       gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
       post_forward(g);
@@ -214,36 +222,80 @@ Raise RankModel::op_backward() {
   thread_local std::vector<uint8_t> done;
   done.assign(topo_->groups.size(), 0);
   // AccumulateGrad skips a leaf whose requires_grad was turned off after the forward.
+  // `fresh`: the U grads this backward wrote (a raising recompute takes back those below it).
+  thread_local std::vector<int> fresh;
+  fresh.clear();
   auto grads_into_u = [&](int g) {
     for (int p : topo_->groups[g].params)
-      if (gr.grad[p] && st_.params[p].rg_u && !st_.params[p].detached) st_.params[p].grad_u = true;
+      if (gr.grad[p] && st_.params[p].rg_u && !st_.params[p].detached && !st_.params[p].grad_u) {
+        st_.params[p].grad_u = true;
+        fresh.push_back(p);
+      }
+  };
+  // Parameters no group manages (adapters added after fully_shard): autograd
+  // writes their grad directly; nothing is reduced across ranks.
+  auto unmanaged_grads = [&](int above_layer) {
+    for (size_t p = 0; p < topo_->params.size(); ++p) {
+      if (group_of(static_cast<int>(p)) >= 0 || !gr.grad[p] || !st_.params[p].rg_s) continue;
+      if (topo_->params[p].layer <= above_layer) continue;
+      st_.params[p].grad_s = true;
+      if (topo_->params[p].adapter >= 0) res_.grads.insert(topo_->params[p].adapter);
+    }
+  };
+  // A checkpointed layer's recompute raising stops autograd there (no final callback):
+  // the layers above it have their grads, that layer and those below have none.
+  auto recompute = [&](int l) -> Raise {
+    if (gr.ckpt_saved[l].empty()) return {};
+    Raise r = checkpoint_recompute(l, gr.ckpt_input_rg[l]);
+    if (r) {
+      for (int p : fresh)
+        if (topo_->params[p].layer <= l) st_.params[p].grad_u = false;
+      unmanaged_grads(l);
+    }
+    return r;
+  };
+  // The root's own checkpointed layers, met between the child groups' hooks; descending.
+  thread_local std::vector<int> root_ckpt;
+  root_ckpt.clear();
+  for (int l = static_cast<int>(topo_->layers.size()) - 1; l >= 0; --l)
+    if (topo_->layers[l].checkpoint && topo_->groups[topo_->layers[l].group].is_root) root_ckpt.push_back(l);
+  size_t next_root = 0;
+  auto root_recomputes = [&](int t, bool including) -> Raise {
+    for (; next_root < root_ckpt.size(); ++next_root) {
+      const int at = 2 * root_ckpt[next_root] + 1;  // after its output's hooks fired
+      if (!(at > t || (including && at == t))) break;
+      if (Raise r = recompute(root_ckpt[next_root])) return r;
+    }
+    return {};
   };
   thread_local std::vector<std::pair<int, int>> order;
   order = gr.hooks;
   std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
   for (size_t i = 0; i < order.size();) {
     size_t j = i;
-    while (j < order.size() && order[j].second == order[i].second) ++j;
+    const int t = order[i].second;
+    while (j < order.size() && order[j].second == t) ++j;
+    if (Raise r = root_recomputes(t, false)) return r;
     for (size_t k = i; k < j; ++k)
       if (gr.group_out_rg[order[k].first]) pre_backward(order[k].first);
+    if (Raise r = root_recomputes(t, true)) return r;
     for (size_t k = i; k < j; ++k) {
       const int g = order[k].first;
       if (!gr.group_out_rg[g]) continue;
       grads_into_u(g);
-      if (!topo_->groups[g].is_root && gr.group_in_rg[g]) {
+      if (topo_->groups[g].is_root) continue;
+      for (auto l = topo_->groups[g].layers.rbegin(); l != topo_->groups[g].layers.rend(); ++l)
+        if (topo_->layers[*l].checkpoint)
+          if (Raise r = recompute(*l)) return r;
+      if (gr.group_in_rg[g]) {
         post_backward(g);
         done[g] = 1;
       }
     }
     i = j;
   }
-  // Parameters no group manages (adapters added after fully_shard): autograd
-  // writes their grad directly; nothing is reduced across ranks.
-  for (size_t p = 0; p < topo_->params.size(); ++p) {
-    if (group_of(static_cast<int>(p)) >= 0 || !gr.grad[p] || !st_.params[p].rg_s) continue;
-    st_.params[p].grad_s = true;
-    if (topo_->params[p].adapter >= 0) res_.grads.insert(topo_->params[p].adapter);
-  }
+  if (Raise r = root_recomputes(-1, true)) return r;
+  unmanaged_grads(-1);
   root_post_backward_final_callback(done);
   return {};
 }

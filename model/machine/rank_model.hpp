@@ -134,6 +134,9 @@ class RankModel {
   void layer_set_adapter(int layer, AdapterSet names, bool inference_mode);
   void layer_enable_adapters(int layer, bool enabled);
   Raise layer_forward(int layer, bool grad_enabled, bool* path_rg);
+  // --- activation checkpointing (activation_checkpoint.cpp) ---
+  void checkpoint_saves(int layer, bool input_rg, std::vector<SavedMeta>* out) const;
+  Raise checkpoint_recompute(int layer, bool input_rg);
   WeightContent& registered_weight(int layer);
   uint64_t digest_of(int param) const;
   void gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign = 0, int64_t count = -1);

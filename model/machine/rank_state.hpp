@@ -19,6 +19,15 @@
 namespace fsdpsim {
 
 // The autograd graph of the last grad-enabled forward (or eval: loss_rg false).
+// One tensor autograd saved for backward, as torch/utils/checkpoint.py compares them (its
+// _CheckpointFrame metadata: shape, dtype; every tensor here is on the CPU).
+struct SavedMeta {
+  int64_t d0 = 0, d1 = 0;
+  DType dtype = DType::F32;
+  bool operator==(const SavedMeta& o) const { return d0 == o.d0 && d1 == o.d1 && dtype == o.dtype; }
+  bool operator!=(const SavedMeta& o) const { return !(*this == o); }
+};
+
 struct PendingGraph {
   bool valid = false;
   bool loss_rg = false;
@@ -30,6 +39,10 @@ struct PendingGraph {
   // root's: the model's output), 2l for the base output of a LoRA layer wrapped around
   // layer l's FSDP module.
   std::vector<std::pair<int, int>> hooks;
+  // Per layer under `checkpoint`: what its forward saved (empty: its output needs no grad, so
+  // backward never recomputes it).
+  std::vector<std::vector<SavedMeta>> ckpt_saved;
+  std::vector<uint8_t> ckpt_input_rg;  // per layer: its input required grad (checkpoint keeps that flag)
 };
 
 // Bytes of unsharded copies alive now, and at the op's peak (with the groups

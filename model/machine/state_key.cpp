@@ -36,8 +36,8 @@ static_assert(sizeof(FsdpParamGroup) == 32, "FsdpParamGroup changed: extend appe
 static_assert(sizeof(LoraLayer) == 20, "LoraLayer changed: extend append_state_key");
 static_assert(sizeof(Optimizer) == 80, "Optimizer changed: extend append_state_key");
 static_assert(sizeof(UnshardedMemory) == 24, "UnshardedMemory changed: extend append_state_key");
-static_assert(sizeof(PendingGraph) == 104, "PendingGraph changed: extend append_state_key");
-static_assert(sizeof(RankState) == 392, "RankState changed: extend append_state_key");
+static_assert(sizeof(PendingGraph) == 152, "PendingGraph changed: extend append_state_key");
+static_assert(sizeof(RankState) == 440, "RankState changed: extend append_state_key");
 
 namespace {
 
@@ -209,6 +209,12 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
       for (uint8_t b : gr.grad) out.push_back(b);
       for (size_t g = 0; g < gr.group_out_rg.size(); ++g) out.push_back(gr.group_out_rg[g] | gr.group_in_rg[g] << 1);
       for (const auto& h : gr.hooks) out.push_back(static_cast<uint32_t>(h.first) << 16 | static_cast<uint32_t>(h.second));
+      for (size_t l = 0; l < gr.ckpt_saved.size(); ++l) {
+        if (gr.ckpt_saved[l].empty()) continue;
+        out.push_back(static_cast<uint32_t>(l) << 16 | gr.ckpt_input_rg[l] << 15 | static_cast<uint32_t>(gr.ckpt_saved[l].size()));
+        for (const SavedMeta& m : gr.ckpt_saved[l])
+          out.push_back(static_cast<uint32_t>(m.d0) << 20 | static_cast<uint32_t>(m.d1) << 4 | static_cast<uint32_t>(m.dtype));
+      }
     }
     out.push_back(st.post_forward_order.empty() ? 0xffffffffu : static_cast<uint32_t>(st.post_forward_order.back()));
   }

@@ -27,10 +27,15 @@ def shard_of(name):
     return None
 
 
+def model_name(n):
+    # a layer under checkpoint_wrapper has `_checkpoint_wrapped_module.` in its parameters' names
+    return n.replace("base_model.model.", "").replace("_checkpoint_wrapped_module.", "").removesuffix(".weight")
+
+
 def adapter_params():
     out = []
     for n, p in model.named_parameters():
-        name = n.replace("base_model.model.", "").removesuffix(".weight")
+        name = model_name(n)
         if name in OWNERS:
             out.append(name)
     return out
@@ -45,8 +50,7 @@ def observe(step, op, status="ok", message="", training=False, marks=None):
     rg_s, rg_u, grads = [], [], set()
     for name in adapter_params():
         fp = shard_of(name)
-        s = fp.sharded_param if fp is not None else dict(model.named_parameters())[
-            "base_model.model." + name + ".weight"]
+        s = fp.sharded_param if fp is not None else {model_name(n): p for n, p in model.named_parameters()}[name]
         if s.requires_grad:
             rg_s.append(name)
         if fp is not None and hasattr(fp, "_unsharded_param") and fp._unsharded_param.requires_grad:
@@ -81,8 +85,9 @@ def run(step, op, fn, training=False):
     except Exception as e:
         text = str(e).strip().splitlines()[0] if str(e).strip() else ""
         status = ("no_grad_fn" if "does not require grad" in text else "key_error" if isinstance(e, KeyError)
-                  else "value_error" if isinstance(e, ValueError) else "shape_error" if isinstance(e, RuntimeError)
-                  else "exception")
+                  else "value_error" if isinstance(e, ValueError)
+                  else "exception" if type(e).__name__ == "CheckpointError"  # a RuntimeError, torch.utils.checkpoint's
+                  else "shape_error" if isinstance(e, RuntimeError) else "exception")
         observe(step, op, status, f"{type(e).__name__}: {text}" if status in ("key_error", "exception") else text,
                 training=training, marks=marks)
 '''
@@ -205,6 +210,10 @@ class Writer:
         raf = {"true": "True", "false": "False", "none": "None"}
         if ind:
             self.emit(f"{ind}global opt, FSDP_MODULES")
+        for name in self.scen.checkpoint:
+            # accelerate/utils/fsdp_utils.py::fsdp2_apply_ac: each layer wrapped where it sits, before fully_shard
+            self.emit(f"{ind}model.set_submodule('base_model.model.{name}', "
+                      f"checkpoint_wrapper(model.base_model.model.{name}, preserve_rng_state=False))")
         for d in self.scen.shards:
             if d.is_root:
                 self.emit(f"{ind}fully_shard(model, mesh=mesh, reshard_after_forward={raf[d.raf]})")
@@ -235,6 +244,8 @@ class Writer:
         e("import torch.distributed as dist")
         e("import torch.nn as nn")
         e("from peft import LoraConfig, get_peft_model")
+        if s.checkpoint:
+            e("from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper")
         e("from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict")
         e("from torch.distributed.device_mesh import init_device_mesh")
         e("from torch.distributed.fsdp import fully_shard")

@@ -13,11 +13,14 @@ ELEM = {torch.float32: 4, torch.bfloat16: 2, torch.float16: 2}
 
 def model_name(peft_name):
     """`base_model.model.lin0.lora_A.default.weight` -> `lin0.lora_A.default`;
-    `...lin0.base_layer.weight` -> `lin0.weight`."""
+    `...lin0.base_layer.weight` -> `lin0.weight`;
+    `...lin0._checkpoint_wrapped_module.lora_A.default.weight` -> `lin0.lora_A.default`."""
     n = peft_name
     for prefix in ("base_model.model.", "_orig_mod."):
         if n.startswith(prefix):
             n = n[len(prefix):]
+    # a layer under checkpoint_wrapper: torch's CheckpointWrapper adds this to every name below it
+    n = n.replace("._checkpoint_wrapped_module.", ".")
     n = n.replace(".base_layer.", ".")
     if ".lora_" in n and n.endswith(".weight"):
         n = n[: -len(".weight")]

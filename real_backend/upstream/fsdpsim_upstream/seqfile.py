@@ -75,6 +75,8 @@ class Scenario:
     dtype: str = "fp32"
     autocast_adapter_dtype: bool = True
     data: str = "same"
+    # `checkpoint lin0,lin1`: layers wrapped in checkpoint_wrapper before fully_shard (hazard B7)
+    checkpoint: list = field(default_factory=list)
 
     def adapter(self, name):
         return next(a for a in self.adapters if a.name == name)
@@ -152,6 +154,8 @@ def parse(text):
             scen.loading = rest[0]
         elif key == "data":
             scen.data = rest[0]
+        elif key == "checkpoint":
+            scen.checkpoint = [n for n in rest[0].split(",") if n]
         elif key == "dtype":
             scen.dtype = rest[0]
             scen.autocast_adapter_dtype = "autocast_adapter_dtype=false" not in rest[1:]

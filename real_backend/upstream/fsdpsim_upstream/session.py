@@ -76,6 +76,9 @@ def classify_exception(e):
     text = str(e).strip().splitlines()[0] if str(e).strip() else ""
     if isinstance(e, KeyError):
         return "key_error", "KeyError: " + (text if text else "")
+    if type(e).__name__ == "CheckpointError":
+        # torch.utils.checkpoint's RuntimeError: never a shape_error, whatever its text names
+        return "exception", f"CheckpointError: {text}"
     if isinstance(e, RuntimeError):
         if "does not require grad and does not have a grad_fn" in text:
             return "no_grad_fn", text
@@ -89,6 +92,11 @@ def classify_exception(e):
         import re
         return "assertion_error", re.sub(r"\{([^{}]*)\}", lambda m: "{" + ", ".join(sorted(m.group(1).split(", "))) + "}", text)
     return "exception", f"{type(e).__name__}: {text}"
+
+
+def is_ac_wrapper(m):
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import ActivationWrapper
+    return isinstance(m, ActivationWrapper)
 
 
 class HarnessError(ValueError):
@@ -147,16 +155,32 @@ class Session:
             self.prepare()
 
     def layer(self, name):
-        return getattr(self.pm.base_model.model, name)
+        """The layer's own module (PEFT's LoRA layer, or the plain one no adapter
+        targets): under `checkpoint`, the one the CheckpointWrapper holds."""
+        m = getattr(self.pm.base_model.model, name)
+        return m._modules["_checkpoint_wrapped_module"] if name in self.scen.checkpoint and is_ac_wrapper(m) else m
 
     def module_of(self, group):
-        return self.pm if group == "root" else self.layer(group)
+        """The module at a group's path: what fully_shard was given (under
+        `checkpoint`, the CheckpointWrapper, as accelerate shards it)."""
+        return self.pm if group == "root" else getattr(self.pm.base_model.model, group)
+
+    def apply_checkpointing(self):
+        """`checkpoint L,...`: each layer wrapped where it sits, before any
+        fully_shard (accelerate/utils/fsdp_utils.py::fsdp2_apply_ac, which
+        accelerator.py::_prepare_fsdp2 runs before fsdp2_prepare_model)."""
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+        for name in self.scen.checkpoint:
+            m = getattr(self.pm.base_model.model, name)
+            if not is_ac_wrapper(m):
+                self.pm.set_submodule("base_model.model." + name, checkpoint_wrapper(m, preserve_rng_state=False))
 
     def prepare(self):
         """fully_shard bottom-up as the scenario says, then the optimizer over
         the S objects registered right after (what accelerate's
         fsdp2_switch_optimizer_parameters leaves it holding)."""
         raf = {"true": True, "false": False, "none": None}
+        self.apply_checkpointing()
         ram = self.scen.loading == "ram_efficient"
         if ram:  # accelerate/utils/fsdp_utils.py::fsdp2_prepare_model: full state dict, then meta
             original_sd = self.pm.state_dict()
@@ -165,7 +189,7 @@ class Session:
             if d.is_root:
                 fully_shard(self.pm, mesh=self.mesh, reshard_after_forward=self._root_raf(raf[d.raf]))
             else:
-                mods = [self.layer(m) for m in d.modules]
+                mods = [self.module_of(m) for m in d.modules]
                 fully_shard(mods if len(mods) > 1 else mods[0], mesh=self.mesh, reshard_after_forward=raf[d.raf])
         if ram:
             self.load_full_state_dict(original_sd)

@@ -1,10 +1,10 @@
 """Probe for hazard B7 (shared/reference/beyond-seeds.md): activation checkpointing
 under FSDP2 with a PEFT flag change between forward and backward.
 
-Not part of the upstream backend yet: fsdpsim's vocabulary has no `checkpoint`
-scenario line, so this runs the real libraries directly on seed 000's topology
-(lin0 10x20, lin1 20x2, adapters default and other r=8 on both, world 2, gloo, CPU),
-with lin0 wrapped as accelerate's fsdp2_apply_ac wraps a layer
+The backend runs the same setup from a `checkpoint LAYER` scenario line
+(session.py::Session.apply_checkpointing); this probe runs the real libraries
+directly on seed 000's topology (lin0 10x20, lin1 20x2, adapters default and
+other r=8 on both, world 2, gloo, CPU), with lin0 wrapped as accelerate's fsdp2_apply_ac wraps a layer
 (accelerate/utils/fsdp_utils.py::fsdp2_apply_ac: checkpoint_wrapper(layer,
 preserve_rng_state=False) before fully_shard), then fully_shard(lin0), fully_shard(root).
 
