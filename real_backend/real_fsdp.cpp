@@ -244,13 +244,17 @@ void RealRank::forward_pass(bool grad_enabled) {
   at::AutoGradMode mode(grad_enabled);
   // torch 2.13 _fsdp_state.py::FSDPState._lazy_init, from _root_pre_forward: once (the root is marked
   // before the groups' lazy_init, so a raise is never retried), every group, root first.
-  if (prepared_ && !root_lazy_inited_) {
-    root_lazy_inited_ = true;
-    for (size_t g = 0; g < layout_->groups.size(); ++g) init_mp_dtypes(static_cast<int>(g));
-  }
   int root = -1;
   for (size_t g = 0; g < layout_->groups.size(); ++g)
     if (layout_->groups[g].is_root) root = static_cast<int>(g);
+  // torch 2.13 _fsdp_state.py::FSDPState._pre_forward / _post_forward: a state still in
+  // PRE_BACKWARD (a backward raised before its final callback) only unshards, and its
+  // post-forward does nothing (no reshard, no hook).
+  auto stuck = [&](int g) { return state_pre_backward_[g] != 0; };
+  if (prepared_ && !root_lazy_inited_ && !(root >= 0 && stuck(root))) {
+    root_lazy_inited_ = true;
+    for (size_t g = 0; g < layout_->groups.size(); ++g) init_mp_dtypes(static_cast<int>(g));
+  }
   forward_order_.clear();
   ckpt_saved_.resize(layout_->layers.size());
   ckpt_input_.resize(layout_->layers.size());
@@ -258,7 +262,9 @@ void RealRank::forward_pass(bool grad_enabled) {
   for (auto& saved : ckpt_saved_) saved.clear();
   std::fill(out_rg_.begin(), out_rg_.end(), 0);
   std::fill(in_rg_.begin(), in_rg_.end(), 0);
-  if (root >= 0) {
+  if (root >= 0 && stuck(root)) {
+    unshard(root);
+  } else if (root >= 0) {
     in_forward_[root] = 1;
     unshard(root);
     forward_order_.push_back(root);
@@ -273,7 +279,10 @@ void RealRank::forward_pass(bool grad_enabled) {
     int g = layout_->layers[l].group;
     const GroupSpec& gs = layout_->groups[g];
     bool child = g != root;
-    if (child && gs.first_layer == static_cast<int>(l)) {
+    if (child && gs.first_layer == static_cast<int>(l) && stuck(g)) {
+      wrapper_forward(static_cast<int>(l));
+      unshard(g);
+    } else if (child && gs.first_layer == static_cast<int>(l)) {
       wrapper_forward(static_cast<int>(l));
       // FSDPParamGroup.pre_forward registers the post-backward node only when entering FORWARD.
       in_rg_[g] = h.requires_grad() && !in_forward_[g];
@@ -293,7 +302,7 @@ void RealRank::forward_pass(bool grad_enabled) {
     }
     saving_ = nullptr;
     if (ckpt) checkpoint_forward(static_cast<int>(l), in, h);
-    if (child && gs.last_layer == static_cast<int>(l)) {
+    if (child && gs.last_layer == static_cast<int>(l) && !stuck(g)) {
       // A layer wrapped after fully_shard: the FSDP module is its base layer.
       const at::Tensor& out = layout_->layers[l].lora_after_fsdp ? base_out : h;
       out_rg_[g] = out.requires_grad();
@@ -304,7 +313,7 @@ void RealRank::forward_pass(bool grad_enabled) {
     }
     if (l + 1 < layout_->layers.size()) h = at::relu(h);
   }
-  if (root >= 0) {
+  if (root >= 0 && !stuck(root)) {
     out_rg_[root] = h.requires_grad();
     reshard_in_forward(root);
     record_post_forward(root);
@@ -353,6 +362,7 @@ void RealRank::op_backward() {
   // ran, the groups above that layer finished their post_backward, the final callback never runs.
   std::exception_ptr recompute_raised;
   ckpt_raised_ = -1;
+  const bool queued_here = !final_callback_queued_;
   try {
     loss_.backward();
   } catch (const OpError&) {
@@ -399,6 +409,8 @@ void RealRank::op_backward() {
   std::vector<uint8_t> done(layout_->groups.size(), 0);
   for (const Hook& h : hooks) {
     if (h.kind == Hook::kUnshard) {
+      state_pre_backward_[h.g] = 1;  // FSDPState._pre_backward, which queues the final callback once
+      final_callback_queued_ = true;
       unshard(h.g);  // pre_backward
     } else if (h.kind == Hook::kPrefetch) {
       prefetch_unshard(h.g);
@@ -415,6 +427,10 @@ void RealRank::op_backward() {
     if (fresh && layout_->params[p].adapter >= 0) grads_ |= 1u << layout_->params[p].adapter;
   }
   if (recompute_raised) std::rethrow_exception(recompute_raised);
+  // Only a backward whose pre_backward queued the final callback runs it.
+  if (!queued_here || !final_callback_queued_) return;
+  final_callback_queued_ = false;
+  std::fill(state_pre_backward_.begin(), state_pre_backward_.end(), 0);
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
     if (!done[g]) post_backward(static_cast<int>(g));
     in_forward_[g] = 0;  // the final callback leaves every group IDLE

@@ -234,6 +234,26 @@ set_adapter other
 gradient_sync on
 train_step
 )"},
+    {"b7_activation_checkpoint",
+     "hazard B7: lin0 in checkpoint_wrapper; set_adapter to an adapter of another r between forward and backward",
+     R"(# beyond the seeds: corpus/regressions/checkpoint_error_wedges_later_training.seq
+world 2
+seed 0
+profile upstream
+layer lin0 10 20
+layer lin1 20 2
+adapter default r=8 alpha=8 targets=lin0,lin1 init=random
+adapter other r=4 alpha=8 targets=lin0,lin1 init=random
+fully_shard lin0 reshard_after_forward=true
+fully_shard root reshard_after_forward=true
+optimizer trainable
+checkpoint lin0
+---
+forward
+set_adapter other
+backward
+train_step
+)"},
 };
 
 }  // namespace

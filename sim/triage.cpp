@@ -45,6 +45,7 @@ std::string traits(const Scenario& s) {
   if (s.dtype != DType::F32) t.push_back(std::string("dtype=") + dtype_name(s.dtype));
   if (!s.autocast_adapter_dtype) t.push_back("autocast=false");
   if (s.data == Data::PerRank) t.push_back("data=per_rank");
+  if (!s.checkpoint.empty()) t.push_back("checkpoint");  // a layer in checkpoint_wrapper (beyond-seeds B7)
   for (const auto& a : s.adapters)
     if (a.autocast_or(s.autocast_adapter_dtype) != s.autocast_adapter_dtype) {
       t.push_back("adapter_autocast");  // one adapter's entry point cast differently (beyond-seeds B2)

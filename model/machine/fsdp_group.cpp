@@ -92,6 +92,12 @@ void RankModel::reshard(int g) {
   to_sharded(g);
 }
 
+// _fsdp_state.py::FSDPState._pre_forward with the state in PRE_BACKWARD (a backward that
+// raised before its final callback): unshard a group that is not unsharded, nothing else.
+void RankModel::pre_backward_state_pre_forward(int g) {
+  if (!st_.groups[g].unsharded()) unshard(g);
+}
+
 // _fsdp_param_group.py::FSDPParamGroup.pre_forward: FORWARD, unshard.
 void RankModel::pre_forward(int g) {
   lazy_init(g);
@@ -111,6 +117,10 @@ void RankModel::post_forward(int g) {
 // (a no-op when the group stayed UNSHARDED after forward or was prefetched, so no
 // requires_grad re-sync), then _backward_prefetch.
 void RankModel::pre_backward(int g) {
+  // _fsdp_state.py::FSDPState._pre_backward: the state's PRE_BACKWARD and the final callback
+  // (queued once, _register_root_post_backward_final_callback) come before the group's own.
+  st_.groups[g].state_pre_backward = true;
+  st_.final_callback_queued = true;
   if (st_.groups[g].training == TrainingState::PreBackward) return;
   st_.groups[g].training = TrainingState::PreBackward;
   unshard(g);
@@ -180,9 +190,11 @@ void RankModel::post_backward(int g) {
 // _fsdp_state.py::FSDPState._root_post_backward_final_callback: post_backward
 // for every group (all_states order) whose inputs did not require grad, then IDLE.
 void RankModel::root_post_backward_final_callback(std::vector<uint8_t>& done) {
+  st_.final_callback_queued = false;
   for (size_t g = 0; g < topo_->groups.size(); ++g) {
     if (!done[g]) post_backward(static_cast<int>(g));
     st_.groups[g].training = TrainingState::Idle;
+    st_.groups[g].state_pre_backward = false;
     // torch 2.13 FSDPParamGroup.finalize_backward: a mistargeted prefetch's output is dropped.
     if (st_.groups[g].gather_pending) note_unsharded(static_cast<int>(g), false);
     st_.groups[g].gather_pending = false;

@@ -22,6 +22,10 @@ struct FsdpParamGroup {
   // _fsdp_param_group.py::FSDPParamGroup.reduce_grads, set by FSDPModule.set_requires_gradient_sync:
   // false keeps each backward's gradients on U (no reduce-scatter) until a synced backward.
   bool reduce_grads = true;
+  // FSDPState._training_state is PRE_BACKWARD (its _pre_backward ran; only the final callback
+  // sets IDLE): its pre_forward then only unshards and its post_forward does nothing
+  // (_fsdp_state.py::FSDPState._pre_forward / _post_forward, the activation-checkpoint branch).
+  bool state_pre_backward = false;
   // _fsdp_param_group.py::FSDPParamGroup._post_forward_indices: this group's
   // positions in RankState::post_forward_order, one per post_forward since the last backward.
   std::vector<int> post_forward_indices;

@@ -150,13 +150,18 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   gr.ckpt_saved.resize(topo_->layers.size());
   gr.ckpt_input_rg.resize(topo_->layers.size());
   for (auto& saved : gr.ckpt_saved) saved.clear();
-  // _fsdp_state.py::FSDPState._root_pre_forward: _lazy_init before anything is unsharded.
-  if (Raise r = root_lazy_init()) return r;
   int root = -1;
   for (size_t g = 0; g < topo_->groups.size(); ++g)
     if (topo_->groups[g].is_root) root = static_cast<int>(g);
-  if (root >= 0) {
-    pre_forward(root);
+  // A state left in PRE_BACKWARD returns from its pre-forward before anything else, and its
+  // post-forward does nothing: no reshard, no hook (_fsdp_state.py::FSDPState._pre_forward).
+  auto stuck = [&](int g) { return st_.groups[g].state_pre_backward; };
+  if (root >= 0 && stuck(root)) {
+    pre_backward_state_pre_forward(root);
+  } else {
+    // _fsdp_state.py::FSDPState._root_pre_forward: _lazy_init before anything is unsharded.
+    if (Raise r = root_lazy_init()) return r;
+    if (root >= 0) pre_forward(root);
   }
   // peft_model.py::PeftModel._enable_peft_forward_hooks -> has_active_enabled_adapter reads
   // peft_config[self.active_adapter], inside the root's forward (its pre-forward has run).
@@ -170,8 +175,12 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
       if (Raise r = wrapper_forward(static_cast<int>(l))) return r;
       // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.pre_forward registers the post-backward
       // node only when entering a forward pass: a group left in FORWARD by a raise gets none.
-      gr.group_in_rg[g] = path_rg && st_.groups[g].training != TrainingState::Forward;
-      pre_forward(g);
+      if (stuck(g)) {
+        pre_backward_state_pre_forward(g);
+      } else {
+        gr.group_in_rg[g] = path_rg && st_.groups[g].training != TrainingState::Forward;
+        pre_forward(g);
+      }
     }
     const LayerInfo& li = topo_->layers[l];
     // The FSDP module of a layer wrapped after fully_shard is its base layer: its output
@@ -186,7 +195,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
       checkpoint_saves(static_cast<int>(l), input_rg, &gr.ckpt_saved[l]);
       gr.ckpt_input_rg[l] = input_rg;
     }
-    if (child && topo_->groups[g].last_layer == static_cast<int>(l)) {
+    if (child && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g)) {
       gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
       post_forward(g);
       // A LoRA layer wrapped around the FSDP module puts the hook on the base output, which
@@ -195,7 +204,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
       gr.hooks.emplace_back(g, 2 * static_cast<int>(l) + (li.lora_after_fsdp && lora_adds_output(static_cast<int>(l)) ? 0 : 1));
     }
   }
-  if (root >= 0) {
+  if (root >= 0 && !stuck(root)) {
     gr.group_out_rg[root] = path_rg;
     post_forward(root);
     gr.hooks.emplace_back(root, 2 * static_cast<int>(topo_->layers.size()) - 1);
@@ -219,6 +228,7 @@ Raise RankModel::op_backward() {
   if (!gr.valid) return raise(Status::ValueError, "backward without a forward output");
   gr.valid = false;
   if (!gr.loss_rg) return raise(Status::NoGradFn, kNoGradFnMessage);
+  const bool queued_here = !st_.final_callback_queued;
   thread_local std::vector<uint8_t> done;
   done.assign(topo_->groups.size(), 0);
   // AccumulateGrad skips a leaf whose requires_grad was turned off after the forward.
@@ -296,7 +306,12 @@ Raise RankModel::op_backward() {
   }
   if (Raise r = root_recomputes(-1, true)) return r;
   unmanaged_grads(-1);
-  root_post_backward_final_callback(done);
+  // A group without a hook (its state stuck in PRE_BACKWARD since a raised backward) still
+  // has its U registered: autograd writes the gradients there, and nothing reduces them.
+  for (size_t g = 0; g < topo_->groups.size(); ++g)
+    if (st_.groups[g].state_pre_backward && !gr.group_out_rg[g] && st_.groups[g].unsharded()) grads_into_u(static_cast<int>(g));
+  // Only a backward whose pre_backward queued the final callback runs it.
+  if (queued_here && st_.final_callback_queued) root_post_backward_final_callback(done);
   return {};
 }
 

@@ -116,6 +116,7 @@ class RankModel {
   void to_sharded(int g);
   void reshard(int g);
   void pre_forward(int g);
+  void pre_backward_state_pre_forward(int g);
   void post_forward(int g);
   void pre_backward(int g);
   void backward_prefetch(int g);

@@ -82,6 +82,10 @@ struct RankState {
   // FSDPState._is_root set: the root's lazy init has run (or raised). Not in the state key: with a
   // root group it is that group's lazy_inited.
   bool root_lazy_inited = false;
+  // _fsdp_state.py::FSDPStateContext.post_backward_final_callback_queued: set by the first
+  // pre_backward of a backward, cleared by the final callback; a backward that raised before
+  // the callback (a checkpointed layer's recompute) leaves it set, and no later backward queues one.
+  bool final_callback_queued = false;
   Optimizer optimizer;
   AdapterSet saved_adapters;        // adapters written by the last save_adapters
   std::vector<uint32_t> saved_ver;  // per param: the values saved

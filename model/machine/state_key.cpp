@@ -155,7 +155,8 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
   for (const auto& m : ranks) {
     const RankState& st = m.state();
     out.push_back(st.present.bits() | st.active.bits() << 8 | st.inference_mode.bits() << 16 | (st.disabled ? 1u << 24 : 0) |
-                  (st.prepared ? 1u << 25 : 0) | (st.optimizer.has_ckpt ? 1u << 26 : 0));
+                  (st.prepared ? 1u << 25 : 0) | (st.optimizer.has_ckpt ? 1u << 26 : 0) |
+                  (st.final_callback_queued ? 1u << 27 : 0));
     out.push_back(st.saved_adapters.bits() | static_cast<uint32_t>(static_cast<uint8_t>(st.peft_active)) << 8);
     for (size_t p = 0; p < st.params.size(); ++p) {
       const FsdpParam& ps = st.params[p];
@@ -183,7 +184,7 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
     // So a group's entry is that predecessor, and the order its last entry.
     for (const FsdpParamGroup& g : st.groups) {
       out.push_back(static_cast<uint32_t>(g.sharded) | static_cast<uint32_t>(g.training) << 4 | g.has_u << 8 |
-                    g.lazy_inited << 9 | g.gather_pending << 10 | !g.reduce_grads << 11);
+                    g.lazy_inited << 9 | g.gather_pending << 10 | !g.reduce_grads << 11 | g.state_pre_backward << 12);
       const auto& idx = g.post_forward_indices;
       out.push_back(idx.empty() ? 0xffffffffu : idx.back() == 0 ? 0xfffffffeu : static_cast<uint32_t>(st.post_forward_order[idx.back() - 1]));
     }
