@@ -190,16 +190,21 @@ at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int s
 }
 
 // PeftModel.save_pretrained on rank 0 writes the file; the others read it from disk
-// (the upstream pool: adapters.pt in the ranks' shared directory). A later save overwrites.
-void Comm::write_rank0_file(const at::Tensor& flat) {
+// (the upstream pool: adapters-N.pt in the ranks' shared directory). Each save has its own
+// number, so a rank 0 already at its next save never changes what a peer still loads.
+void Comm::write_rank0_file(const at::Tensor& flat, int save) {
   if (rank_ != 0 || world_ == 1) return;
   at::Tensor f = flat.reshape({-1}).to(at::kFloat).contiguous();
   const auto* bytes = reinterpret_cast<const uint8_t*>(f.data_ptr<float>());
-  store_->set("fsdpsim-file-" + std::to_string(sequence_), std::vector<uint8_t>(bytes, bytes + f.numel() * sizeof(float)));
+  store_->set(file_key(save), std::vector<uint8_t>(bytes, bytes + f.numel() * sizeof(float)));
 }
 
-at::Tensor Comm::read_rank0_file(int64_t numel) {
-  const std::string key = "fsdpsim-file-" + std::to_string(sequence_);
+std::string Comm::file_key(int save) const {
+  return "fsdpsim-file-" + std::to_string(sequence_) + "-" + std::to_string(save);
+}
+
+at::Tensor Comm::read_rank0_file(int64_t numel, int save) {
+  const std::string key = file_key(save);
   try {
     store_->wait({key}, timeout_);
   } catch (const std::exception&) {

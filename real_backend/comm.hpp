@@ -83,10 +83,11 @@ class Comm {
   // rank group's store under this sequence's name: no collective, so a rank out of
   // step meets no peer. begin_sequence names the next sequence (every rank runs each).
   void begin_sequence() { ++sequence_; }
-  void write_rank0_file(const at::Tensor& flat);
-  // Rank 0's latest file of this sequence, `numel` floats, waiting for it up to the
-  // store's timeout; undefined when rank 0 wrote none.
-  at::Tensor read_rank0_file(int64_t numel);
+  void write_rank0_file(const at::Tensor& flat, int save);  // save: the rank's save_adapters count
+  // Rank 0's file of this sequence's save number `save`, `numel` floats, waiting for it up
+  // to the store's timeout; undefined when rank 0 wrote none.
+  at::Tensor read_rank0_file(int64_t numel, int save);
+  std::string file_key(int save) const;
   // Tells the peers this rank has no more collectives; throws CollectiveFailure
   // when one of them is still waiting in one.
   void finish(int step);

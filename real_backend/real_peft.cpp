@@ -274,6 +274,7 @@ void RealRank::op_save_adapters(const Op& op) {
     error(Status::ValueError, "selected adapters are not in the model: " + names_text(*layout_, names & ~present_));
     return;
   }
+  ++saves_;
   reshard_all();
   const bool gather = layout_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
   const int world = layout_->world, rank = comm_->rank();
@@ -303,7 +304,7 @@ void RealRank::op_save_adapters(const Op& op) {
   std::vector<at::Tensor> file;
   for (size_t p = 0; p < params_.size(); ++p)
     if (saved_rows_[p] >= 0) file.push_back(saved_file_[p].reshape({-1}).to(at::kFloat));
-  if (!file.empty()) comm_->write_rank0_file(at::cat(file));
+  if (!file.empty()) comm_->write_rank0_file(at::cat(file), saves_);
 }
 
 // The saved file holds rank 0's local rows of p, not the full tensor.
@@ -325,7 +326,14 @@ void RealRank::op_load_adapters() {
     error(Status::ValueError, "no adapters were saved (save_adapters first)");
     return;
   }
-  reshard_all();
+  // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter, reads
+  // peft_config[adapter_name] first: an adapter deleted since the save raises KeyError there,
+  // after the adapters before it loaded (each load_state_dict's FSDP pre-hook reshards).
+  int missing = -1;
+  for (size_t a = 0; a < layout_->adapters.size() && missing < 0; ++a)
+    if (((saved_adapters_ >> a) & 1) && !((present_ >> a) & 1)) missing = static_cast<int>(a);
+  const uint32_t before = missing < 0 ? saved_adapters_ : saved_adapters_ & ((1u << missing) - 1);
+  if (before != 0) reshard_all();
   const int world = layout_->world, rank = comm_->rank();
   // Rank 0's file, in parameter order (the others send buffers of that size): its local rows,
   // and its full tensors, which differ from this rank's own once per-rank data trained a
@@ -339,7 +347,7 @@ void RealRank::op_load_adapters() {
       if (rank == 0) mine.push_back(saved_file_[p].reshape({-1}).to(at::kFloat));
     }
   if (file_floats > 0) {
-    at::Tensor all = rank == 0 ? at::cat(mine) : comm_->read_rank0_file(file_floats);
+    at::Tensor all = rank == 0 ? at::cat(mine) : comm_->read_rank0_file(file_floats, std::max(saves_, 1));  // a peer that never saved reads rank 0's first
     if (!all.defined()) {
       error(Status::ValueError, "no adapters were saved (save_adapters first)");
       return;
@@ -355,6 +363,10 @@ void RealRank::op_load_adapters() {
   at::NoGradGuard ng;
   std::vector<bool> foreign(params_.size(), false);  // this rank's rows of p now hold rank 0's
   for (size_t a = 0; a < layout_->adapters.size() && status_ == Status::Ok; ++a) {
+    if (static_cast<int>(a) == missing) {
+      error(Status::KeyError, "KeyError: '" + layout_->adapters[a].name + "'");
+      break;
+    }
     for (size_t p = 0; p < params_.size(); ++p) {
       const ParamSpec& ps = layout_->params[p];
       if (ps.adapter != static_cast<int>(a) || saved_rows_[p] < 0 || !registry_[p].defined()) continue;

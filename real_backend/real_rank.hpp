@@ -188,6 +188,7 @@ class RealRank {
   // save_adapters: the checkpoint as rank 0 writes it; this rank keeps the
   // rows it can restore (its chunk of the saved full values) and rank 0's shapes
   uint32_t saved_adapters_ = 0;
+  int saves_ = 0;  // save_adapters this rank ran: names rank 0's file (Comm::write_rank0_file)
   std::vector<at::Tensor> saved_values_;  // per param: this rank's S when saved, in its dtype
   std::vector<at::Tensor> saved_file_;    // per param: the tensor its state dict held (local rows or full)
   std::vector<int64_t> saved_rows_;       // per param: rows of rank 0's saved tensor (-1: not saved)
@@ -199,6 +200,11 @@ class RealRank {
   bool have_output_ = false;
   std::vector<uint8_t> out_rg_, in_rg_;
   std::vector<uint8_t> in_forward_;  // per group: TrainingState.FORWARD (pre_forward ran, post_forward not yet)
+  // per group: FSDPState._training_state PRE_BACKWARD (its pre-backward hook ran, the final
+  // callback not yet), and FSDPStateContext.post_backward_final_callback_queued: a backward that
+  // raised before its final callback leaves both set (torch 2.13 _fsdp_state.py::FSDPState._pre_backward)
+  std::vector<uint8_t> state_pre_backward_;
+  bool final_callback_queued_ = false;
   std::vector<uint8_t> reduce_grads_;  // per group: FSDPParamGroup.reduce_grads (set_requires_gradient_sync)
   std::vector<int> forward_order_;
   // Pre-backward hooks as libtorch fired them in the last backward: the group and

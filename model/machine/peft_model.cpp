@@ -315,9 +315,17 @@ Raise RankModel::op_save_adapters(const Op& op) {
 // not loaded). reload_diff: what differs from what this rank held at save time.
 Raise RankModel::op_load_adapters() {
   if (st_.saved_adapters.empty()) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
-  reshard_all();
+  // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter, reads
+  // peft_config[adapter_name] first: an adapter deleted since the save raises KeyError there,
+  // after the adapters before it loaded (each load_state_dict's FSDP pre-hook reshards).
+  int missing = -1;
+  for (int a = 0; a < topo_->n_adapters() && missing < 0; ++a)
+    if (st_.saved_adapters.contains(a) && !st_.present.contains(a)) missing = a;
+  bool loads = false;
+  for (int a = 0; a < (missing < 0 ? topo_->n_adapters() : missing); ++a) loads = loads || st_.saved_adapters.contains(a);
+  if (loads) reshard_all();
   bool size_mismatch = false;
-  for (int a = 0; a < topo_->n_adapters() && !size_mismatch; ++a) {
+  for (int a = 0; a < (missing < 0 ? topo_->n_adapters() : missing) && !size_mismatch; ++a) {
     for (size_t p = 0; p < topo_->params.size(); ++p) {
       const ParamInfo& pi = topo_->params[p];
       FsdpParam& ps = st_.params[p];
@@ -351,6 +359,7 @@ Raise RankModel::op_load_adapters() {
   // The raise comes after reload_diff on purpose: the copies made before it are observable.
   // Its first line names the module (upstream: FSDPPeftModel).
   if (size_mismatch) return raise(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
+  if (missing >= 0) return raise(Status::KeyError, "KeyError: '" + topo_->adapters[missing].name + "'");
   return {};
 }
 

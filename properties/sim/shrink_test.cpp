@@ -80,3 +80,18 @@ TEST(Shrink, DivergenceSignatureIsTheOpAndField) {
   EXPECT_EQ(divergence_signature("finding on the upstream backend only: S1 step 4 rank 1: expected"),
             "finding on the upstream backend only: S1");
 }
+
+// The filled-in expectations name an optimizer index only for the optimizer's KeyError: a
+// load_adapters KeyError (an adapter deleted since the save) carries none, and its printed
+// expectations still parse and replay.
+TEST(Shrink, FilledExpectationsGiveAnIndexOnlyToTheOptimizersKeyError) {
+  SeqFile f = parse_seq(seed000_header(1, "upstream", "none") + "save_adapters\ndelete_adapter default\nload_adapters\neval\nsave_optimizer\n");
+  RunResult r = run_checked(f);
+  fill_expectations(f, r);
+  const std::string text = print_seq(f);
+  EXPECT_NE(text.find("load_adapters         expect error=key_error finding=S6"), std::string::npos) << text;
+  EXPECT_NE(text.find("expect error=key_error index=0"), std::string::npos) << text;
+  SeqFile again = parse_seq(text);
+  RunResult rerun = run_checked(again);
+  EXPECT_TRUE(check_expectations(again, rerun.observations, rerun.findings, "f.seq").empty());
+}

@@ -398,7 +398,8 @@ class Session:
         from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
         if self.sw["optimizer_ckpt_reshard"] == "on":
             self.reshard_all()
-        self.opt_ckpt = get_optimizer_state_dict(self.pm, self.opt)
+        # no optimizer was built (nothing trainable at prepare): nothing to save, as the model has it
+        self.opt_ckpt = get_optimizer_state_dict(self.pm, self.opt) if self.opt is not None else {}
 
     def op_load_optimizer(self):
         from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
@@ -406,7 +407,8 @@ class Session:
             raise HarnessError("no optimizer checkpoint to load (save_optimizer first)")
         if self.sw["optimizer_ckpt_reshard"] == "on":
             self.reshard_all()
-        set_optimizer_state_dict(self.pm, self.opt, self.opt_ckpt)
+        if self.opt is not None:
+            set_optimizer_state_dict(self.pm, self.opt, self.opt_ckpt)
 
     # ---- adapter checkpoints ---------------------------------------------
     def op_save_adapters(self, op):
@@ -448,11 +450,14 @@ class Session:
         chosen = {x["name"] for x in self.saved_obs}
         self.saved_own = {n: observe.local_of(s).detach().clone() for n, s in observe.shard_objects(self)
                           if n in chosen}
+        # each save has its own file: a rank 0 already at its next save never changes what a
+        # peer still loads (the C++ backend's Comm::write_rank0_file numbers them the same way)
+        self.saves = getattr(self, "saves", 0) + 1
         if self.rank == 0:
             import os
             import torch as _t
-            _t.save(self.saved, os.path.join(self.tmpdir, "adapters.pt"))
-            open(os.path.join(self.tmpdir, "adapters.done"), "w").close()
+            _t.save(self.saved, os.path.join(self.tmpdir, f"adapters-{self.saves}.pt"))
+            open(os.path.join(self.tmpdir, f"adapters-{self.saves}.done"), "w").close()
 
     def op_load_adapters(self):
         """Every rank loads the file rank 0 wrote (set_peft_model_state_dict ->
@@ -461,7 +466,8 @@ class Session:
         import os
         import time
         from peft.utils import set_peft_model_state_dict
-        done = os.path.join(self.tmpdir, "adapters.done")
+        n = max(getattr(self, "saves", 0), 1)  # a peer that never saved reads rank 0's first
+        done = os.path.join(self.tmpdir, f"adapters-{n}.done")
         if getattr(self, "saved", None) is None and not os.path.exists(done):
             raise HarnessError("no adapters were saved (save_adapters first)")
         t0 = time.time()
@@ -469,7 +475,7 @@ class Session:
             if time.time() - t0 > 10:
                 raise HarnessError("no adapters were saved (save_adapters first)")
             time.sleep(0.005)
-        saved = torch.load(os.path.join(self.tmpdir, "adapters.pt"))
+        saved = torch.load(os.path.join(self.tmpdir, f"adapters-{n}.pt"))
         self.reload_expect = getattr(self, "saved_own", None) or {}
         # rank 0's local rows, of the shape this rank holds: they land on this rank's rows
         full = {x["name"]: x["full_rows"] for x in getattr(self, "saved_view", [])}
