@@ -144,6 +144,30 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   // inject_adapter injected the Linear targets and the experts ones before it (each layer's
   // update_layer ran set_adapter with the new config's inference_mode; the housekeeping after
   // never runs), and PeftModel.add_adapter drops only the config.
+  auto partial = [&](int l) {
+    const LayerSpec& ls = layout_->layers[l];
+    create_adapter_in(l, adapter, load, false);  // _cast_adapter_dtype would come after: never reached
+    if (layer_tuner_[l]) {
+      layer_set_adapter(l, layer_active_[l], inference_mode);
+      return;
+    }
+    layer_tuner_[l] = 1;  // a new LoRA layer, active on the new adapter and frozen (_create_and_replace)
+    layer_set_adapter(l, 1u << adapter, inference_mode);
+    set_registered_rg(ls.lora_a[adapter], false);
+    set_registered_rg(ls.lora_b[adapter], false);
+  };
+  // peft tuners_utils.py::BaseTuner.inject_adapter finds the targets by module path: after
+  // prepare a checkpointed layer's path holds the checkpoint_wrapper, which LoraModel's
+  // _create_new_module refuses, after the targets before it were injected.
+  for (size_t w = 0; w < layout_->layers.size() && prepared_; ++w) {
+    const LayerSpec& lw = layout_->layers[w];
+    if (!lw.checkpoint || lw.lora_a[adapter] < 0) continue;
+    for (size_t l = 0; l < w; ++l)
+      if (layout_->layers[l].experts == 0 && layout_->layers[l].lora_a[adapter] >= 0) partial(static_cast<int>(l));
+    // the first line of the message (the wrapper's repr spans lines); fully_shard renamed its class
+    throw OpError(Status::ValueError, std::string("Target module ") +
+                                          (layout_->groups[lw.group].is_root ? "CheckpointWrapper(" : "FSDPCheckpointWrapper("));
+  }
   int refused = -1;
   for (size_t l = 0; l < layout_->layers.size() && prepared_ && refused < 0; ++l) {
     const LayerSpec& ls = layout_->layers[l];
@@ -151,18 +175,6 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
       refused = static_cast<int>(l);
   }
   if (refused >= 0) {
-    auto partial = [&](int l) {
-      const LayerSpec& ls = layout_->layers[l];
-      create_adapter_in(l, adapter, load, false);  // _cast_adapter_dtype would come after: never reached
-      if (layer_tuner_[l]) {
-        layer_set_adapter(l, layer_active_[l], inference_mode);
-        return;
-      }
-      layer_tuner_[l] = 1;  // a new LoRA layer, active on the new adapter and frozen (_create_and_replace)
-      layer_set_adapter(l, 1u << adapter, inference_mode);
-      set_registered_rg(ls.lora_a[adapter], false);
-      set_registered_rg(ls.lora_b[adapter], false);
-    };
     for (size_t l = 0; l < layout_->layers.size(); ++l)
       if (layout_->layers[l].experts == 0 && layout_->layers[l].lora_a[adapter] >= 0) partial(static_cast<int>(l));
     for (int l = 0; l < refused; ++l)
@@ -294,6 +306,10 @@ void RealRank::op_save_adapters(const Op& op) {
     at::Tensor mine = local ? sv.detach().narrow(0, 0, ps.local_rows(rank))
                       : (gather && group_of(static_cast<int>(p)) >= 0) ? gather_full(static_cast<int>(p))
                                                   : sv.detach();
+    // PEFT's get_peft_model_state_dict looks the keys up by module path: under checkpoint_wrapper
+    // the path holds `_checkpoint_wrapped_module.` and the key does not, so the layer is dropped
+    // (after the full state dict's gather).
+    if (layout_->layers[ps.layer].checkpoint) continue;
     saved_obs_.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].place)});
     saved_values_[p] = sv.detach().clone();
     saved_file_[p] = mine.clone();

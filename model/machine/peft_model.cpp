@@ -144,6 +144,38 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
       ps.recreate(load && !zero_b ? 0x100u : 0u);
     }
   };
+  // A refused injection is not atomic: inject_adapter has already injected the targets before
+  // the refused one; each LoRA layer's update_layer ran its set_adapter with the new config's
+  // inference_mode, and the housekeeping that follows (set_adapter on the model, the
+  // requires_grad restore) never runs. PeftModel.add_adapter then drops only the config: the
+  // adapter is in those layers but not in the model.
+  auto partial = [&](int l) {
+    const LayerInfo& li = topo_->layers[l];
+    create_in(li);
+    LoraLayer& lp = st_.layers[l];
+    if (lp.tuner) {
+      layer_set_adapter(l, lp.active, inference_mode);
+      return;
+    }
+    // a new LoRA layer: active on the new adapter, frozen (lora/model.py::_create_and_replace)
+    lp.tuner = true;
+    layer_set_adapter(l, AdapterSet::of(adapter), inference_mode);
+    set_registered_rg(li.A[adapter], false);
+    set_registered_rg(li.B[adapter], false);
+  };
+  // peft tuners_utils.py::BaseTuner.inject_adapter matches target_modules against module paths:
+  // after prepare a checkpointed layer's path holds the checkpoint_wrapper, which
+  // lora/model.py::LoraModel._create_new_module refuses (not a supported module type).
+  for (size_t w = 0; w < topo_->layers.size() && st_.prepared; ++w) {
+    const LayerInfo& lw = topo_->layers[w];
+    if (!lw.checkpoint || lw.A[adapter] < 0) continue;
+    for (size_t l = 0; l < w; ++l)
+      if (topo_->layers[l].experts == 0 && topo_->layers[l].A[adapter] >= 0) partial(static_cast<int>(l));
+    place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
+    // The module's repr spans lines; its first line is the message. fully_shard renamed the wrapper's class.
+    return raise(Status::ValueError, std::string("Target module ") +
+                                         (topo_->groups[lw.group].is_root ? "CheckpointWrapper(" : "FSDPCheckpointWrapper("));
+  }
   // peft tuners_utils.py::BaseTuner._inject_parameters reuses a ParamWrapper only by its class
   // name, which fully_shard changed (FSDPParamWrapper) on a module it was given: it raises. A
   // ParamWrapper made after fully_shard (around the FSDP module) keeps its name.
@@ -154,25 +186,7 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
       refused = static_cast<int>(l);
   }
   if (refused >= 0) {
-    // Not atomic: inject_adapter has already injected the Linear targets (target_modules come
-    // first) and the experts targets before this one; each LoRA layer's update_layer ran its
-    // set_adapter with the new config's inference_mode, and the housekeeping that follows
-    // (set_adapter on the model, the requires_grad restore) never runs. PeftModel.add_adapter
-    // then drops only the config: the adapter is in those layers but not in the model.
-    auto partial = [&](int l) {
-      const LayerInfo& li = topo_->layers[l];
-      create_in(li);
-      LoraLayer& lp = st_.layers[l];
-      if (lp.tuner) {
-        layer_set_adapter(l, lp.active, inference_mode);
-        return;
-      }
-      // a new LoRA layer: active on the new adapter, frozen (lora/model.py::_create_and_replace)
-      lp.tuner = true;
-      layer_set_adapter(l, AdapterSet::of(adapter), inference_mode);
-      set_registered_rg(li.A[adapter], false);
-      set_registered_rg(li.B[adapter], false);
-    };
+    // Linear targets come first (target_modules), then the experts targets before this one.
     for (size_t l = 0; l < topo_->layers.size(); ++l)
       if (topo_->layers[l].experts == 0 && topo_->layers[l].A[adapter] >= 0) partial(static_cast<int>(l));
     for (int l = 0; l < refused; ++l)
@@ -294,12 +308,17 @@ Raise RankModel::op_save_adapters(const Op& op) {
   const bool gather = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
   for (size_t p = 0; p < topo_->params.size(); ++p) {
     int a = topo_->params[p].adapter;
-    bool saved = a >= 0 && names.contains(a) && st_.params[p].present;
+    // peft utils/save_and_load.py::get_peft_model_state_dict matches the state dict's keys
+    // against module paths, which under checkpoint_wrapper hold `_checkpoint_wrapped_module.`
+    // while the keys have it stripped: a checkpointed layer's tensors are silently left out.
+    // (the full state dict is gathered before that filter: the dropped tensors are gathered too)
+    const bool selected = a >= 0 && names.contains(a) && st_.params[p].present;
+    const bool saved = selected && !topo_->layers[topo_->params[p].layer].checkpoint;
     st_.saved_ver[p] = st_.params[p].ver_s;
     st_.saved_drift[p] = st_.params[p].drift;
     st_.saved_rows[p] = saved ? saved_rows(static_cast<int>(p), 0) : -1;
     // DCP's full state dict all-gathers each managed tensor (DTensor.full_tensor).
-    if (saved && gather && group_of(static_cast<int>(p)) >= 0) gather_one(static_cast<int>(p), CollRecord::kNowhere, -1, a);
+    if (selected && gather && group_of(static_cast<int>(p)) >= 0) gather_one(static_cast<int>(p), CollRecord::kNowhere, -1, a);
   }
   return {};
 }

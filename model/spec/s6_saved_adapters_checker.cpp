@@ -12,6 +12,15 @@ std::string save_problem(const SpecContext& ctx, const Op& op, const Observation
   for (const auto& sv : o.saved) saved |= ctx.owner_mask(sv.name);
   const Mask lost = selected & ~saved;
   if (lost) why = "adapters " + ctx.text(lost) + " were not saved (saved: " + ctx.text(saved) + ")";
+  // A saved adapter must be saved whole: every tensor it holds now, not some layers of it.
+  for (const auto& p : o.params) {
+    if (!(ctx.owner_mask(p.name) & selected & saved)) continue;
+    bool found = false;
+    for (const auto& sv : o.saved) found = found || sv.name == p.name;
+    if (found) continue;
+    why += (why.empty() ? "" : "; ") + p.name + " was not saved";
+    break;
+  }
   for (const auto& sv : o.saved) {
     if (sv.rows == sv.full_rows) continue;
     why += (why.empty() ? "" : "; ") + sv.name + " saved " + std::to_string(sv.rows) + " of " +

@@ -54,3 +54,17 @@ TEST(S6SavedAdaptersChecker, LoadsThatRaiseOrDifferAreFindings) {
   EXPECT_EQ(out[0].text, "S6 step 2 rank 0: load_adapters raised shape_error: size mismatch");
   EXPECT_EQ(out[1].text, "S6 step 2 rank 0: reloaded values differ from the saved ones: {lin0.lora_B.other}");
 }
+
+// A saved adapter must be saved whole: one of its tensors left out (PEFT drops the layers under
+// checkpoint_wrapper, beyond-seeds B7) is a finding even though the adapter is in the file.
+TEST(S6SavedAdaptersChecker, AnAdapterSavedWithoutOneOfItsTensorsIsAFinding) {
+  CheckerInputs in(seed000_header(1, "patched") + "save_adapters\n");
+  std::vector<Finding> out;
+  Observation o = in.obs(1);
+  ASSERT_GT(o.saved.size(), 1u);
+  const std::string dropped = o.saved[0].name;
+  o.saved.erase(o.saved.begin());
+  spec::check_saved_adapters(in.ctx, in.op(1), o, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].text, "S6 step 1 rank 0: " + dropped + " was not saved");
+}
