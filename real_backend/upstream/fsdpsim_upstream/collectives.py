@@ -42,6 +42,10 @@ class Recorder:
         self.param_name = {}  # id(FSDPParam) -> parameter name
         self.broadcast_keys = None  # the state-dict keys accelerate broadcasts, in this rank's order
         self.broadcast_index = 0
+        # ids of the FSDPParams foreach_reduce wrote a gradient into since the op began: what
+        # `grads` reports for managed parameters (a version counter cannot tell, since the
+        # shards' grads are views of one reduce output whose counter every in-place add bumps)
+        self.reduced = set()
 
     def issue(self, op, group, count, dtype, parts, dtensor=False):
         rec = {"op": op, "group": group, "count": int(count), "parts": parts}
@@ -94,6 +98,7 @@ def install():
             return orig_foreach_ag(fsdp_params, *a, **k)
 
     def foreach_reduce(fsdp_params, *a, **k):
+        REC.reduced.update(id(p) for p in fsdp_params)
         with REC.noting(("reduce_scatter", list(fsdp_params))):
             return orig_foreach_rs(fsdp_params, *a, **k)
 

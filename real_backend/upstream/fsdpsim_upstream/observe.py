@@ -70,6 +70,8 @@ def funcol_mode(sess, op):
 def grad_marks(sess):
     """Tags every shard's current grad so that after the op we can tell which
     shards received a new or accumulated gradient."""
+    from .collectives import REC
+    REC.reduced.clear()
     for name, s in shard_objects(sess):
         g = s.grad
         if g is not None:
@@ -77,8 +79,16 @@ def grad_marks(sess):
 
 
 def grads_received(sess):
+    """Adapters that received a gradient in this op: a managed shard when FSDP's
+    foreach_reduce took its FSDPParam, a plain tensor when its grad changed."""
+    from .collectives import REC
     out = set()
     for name, s in shard_objects(sess):
+        fp = managed(sess, name)
+        if fp is not None:
+            if id(fp) in REC.reduced:
+                out.add(owner_of(sess, name)[2])
+            continue
         g = s.grad
         if g is None:
             continue
