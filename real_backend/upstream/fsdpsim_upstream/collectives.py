@@ -228,6 +228,15 @@ class FuncolRecorder:
                     group, name = known or ("?", "?")
                     REC.issue(kind, group, t.numel(), DTYPES.get(t.dtype, str(t.dtype)), {name: int(t.numel())},
                               dtensor="exact" if exact else "guess")
-                return func(*args, **(kwargs or {}))
+                out = func(*args, **(kwargs or {}))
+                if (func is torch.ops.aten._to_copy.default and isinstance(out, torch.Tensor) and args
+                        and isinstance(args[0], torch.Tensor)):
+                    # a cast copy of a parameter's shard (peft's get_delta_weight runs bf16 A and B
+                    # as .float() on CPU) names that parameter exactly: shapes alone cannot tell a
+                    # square A from its B
+                    src = names.get(args[0].untyped_storage().data_ptr())
+                    if src is not None:
+                        names[out.untyped_storage().data_ptr()] = src
+                return out
 
         return Mode()
