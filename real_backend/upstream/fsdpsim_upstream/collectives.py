@@ -159,6 +159,7 @@ class FuncolRecorder:
             recent = []  # the parameters the latest DTensor ops read, with their local shapes
             current = None  # the parameter whose local tensor is being redistributed now
             saved = {}
+            casts = []  # the cast copies `names` maps, kept alive while the op runs
 
             def __enter__(self):
                 # DTensor redistributes one operand at a time (torch/distributed/tensor/
@@ -235,8 +236,10 @@ class FuncolRecorder:
                     # as .float() on CPU) names that parameter exactly: shapes alone cannot tell a
                     # square A from its B
                     src = names.get(args[0].untyped_storage().data_ptr())
-                    if src is not None:
+                    # an empty copy (a rank holding only padding) has no address of its own
+                    if src is not None and out.numel() > 0:
                         names[out.untyped_storage().data_ptr()] = src
+                        Mode.casts.append(out)  # held to the op's end: its address names only it
                 return out
 
         return Mode()
