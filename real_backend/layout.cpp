@@ -99,7 +99,7 @@ Layout make_layout(const SeqFile& f) {
     ls.in = decl.in;
     ls.out = decl.out;
     ls.experts = decl.experts;
-    for (const auto& c : s.checkpoint) ls.checkpoint = ls.checkpoint || c == decl.name;
+    ls.checkpoint = s.checkpointed(decl.name);
     ls.group = g;
     ls.lora_a.assign(s.adapters.size(), -1);
     ls.lora_b.assign(s.adapters.size(), -1);

@@ -57,17 +57,20 @@ void RealRank::checkpoint_recompute(int layer) {
     use_u(ls.lora_b[a]);
   }
   std::vector<SavedTensor> got;
-  saving_ = &got;
-  try {
+  {
+    // put back what the module held, however the recompute ends
+    struct Restore {
+      RealRank& r;
+      std::vector<std::pair<int, at::Tensor>>& swapped;
+      ~Restore() {
+        r.saving_ = nullptr;
+        for (auto& [p, t] : swapped) r.registry_[p] = t;
+      }
+    } restore{*this, swapped};
+    saving_ = &got;
     at::AutoGradMode grad(true);
     layer_forward(layer, ckpt_input_[layer]);
-  } catch (...) {
-    saving_ = nullptr;
-    for (auto& [p, t] : swapped) registry_[p] = t;
-    throw;
   }
-  saving_ = nullptr;
-  for (auto& [p, t] : swapped) registry_[p] = t;
   const std::vector<SavedTensor>& saved = ckpt_saved_[layer];
   const char* error = nullptr;
   if (got.size() < saved.size()) {

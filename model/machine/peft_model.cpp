@@ -340,11 +340,12 @@ Raise RankModel::op_load_adapters() {
   int missing = -1;
   for (int a = 0; a < topo_->n_adapters() && missing < 0; ++a)
     if (st_.saved_adapters.contains(a) && !st_.present.contains(a)) missing = a;
+  const int loaded = missing < 0 ? topo_->n_adapters() : missing;  // adapters [0, loaded) are loaded
   bool loads = false;
-  for (int a = 0; a < (missing < 0 ? topo_->n_adapters() : missing); ++a) loads = loads || st_.saved_adapters.contains(a);
+  for (int a = 0; a < loaded; ++a) loads = loads || st_.saved_adapters.contains(a);
   if (loads) reshard_all();
   bool size_mismatch = false;
-  for (int a = 0; a < (missing < 0 ? topo_->n_adapters() : missing) && !size_mismatch; ++a) {
+  for (int a = 0; a < loaded && !size_mismatch; ++a) {
     for (size_t p = 0; p < topo_->params.size(); ++p) {
       const ParamInfo& pi = topo_->params[p];
       FsdpParam& ps = st_.params[p];

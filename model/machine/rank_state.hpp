@@ -18,7 +18,6 @@
 
 namespace fsdpsim {
 
-// The autograd graph of the last grad-enabled forward (or eval: loss_rg false).
 // One tensor autograd saved for backward, as torch/utils/checkpoint.py compares them (its
 // _CheckpointFrame metadata: shape, dtype; every tensor here is on the CPU).
 struct SavedMeta {
@@ -28,6 +27,7 @@ struct SavedMeta {
   bool operator!=(const SavedMeta& o) const { return !(*this == o); }
 };
 
+// The autograd graph of the last grad-enabled forward (or eval: loss_rg false).
 struct PendingGraph {
   bool valid = false;
   bool loss_rg = false;

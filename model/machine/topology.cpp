@@ -107,7 +107,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     LayerInfo li;
     li.name = ld.name;
     li.experts = ld.experts;
-    for (const auto& c : s.checkpoint) li.checkpoint = li.checkpoint || c == ld.name;
+    li.checkpoint = s.checkpointed(ld.name);
     li.group = g;
     li.A.fill(-1);
     li.B.fill(-1);

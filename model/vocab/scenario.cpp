@@ -8,6 +8,12 @@ int Scenario::layer_index(const std::string& name) const {
   return -1;
 }
 
+bool Scenario::checkpointed(const std::string& layer) const {
+  for (const auto& c : checkpoint)
+    if (c == layer) return true;
+  return false;
+}
+
 int Scenario::adapter_index(const std::string& name) const {
   for (size_t i = 0; i < adapters.size(); ++i)
     if (adapters[i].name == name) return static_cast<int>(i);

@@ -111,6 +111,8 @@ struct Scenario {
   }
   int layer_index(const std::string& name) const;
   int adapter_index(const std::string& name) const;
+  // The layer is listed on the `checkpoint` line.
+  bool checkpointed(const std::string& layer) const;
   // The adapter owning a parameter ("lin0.lora_A.b" -> index of b), by exact
   // match against the names the declarations produce (never by splitting the
   // name: see README "Names"); -1 for a base parameter or an unknown name.

@@ -1,6 +1,7 @@
 // `.seq` parser: a line-oriented lexer (tokens split on blanks, brackets and
 // braces keep their contents together) and one small parse function per
 // directive. Every error names file:line:column and what was expected.
+#include <algorithm>
 #include <sys/stat.h>
 
 #include <cctype>
@@ -269,8 +270,7 @@ void parse_checkpoint(LineParser& lp, Scenario& s) {
       if (names[j] == names[i]) lp.fail(mods, "layer '" + names[i] + "' is listed twice");
   }
   for (const auto& l : s.layers)
-    for (const auto& n : names)
-      if (n == l.name) s.checkpoint.push_back(n);
+    if (std::find(names.begin(), names.end(), l.name) != names.end()) s.checkpoint.push_back(l.name);
 }
 
 // Directives that set one value: a second line would silently win, so it is
