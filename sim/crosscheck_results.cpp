@@ -14,7 +14,7 @@ namespace fsdpsim {
 
 bool CrosscheckResults::operator==(const CrosscheckResults& o) const {
   return seed == o.seed && count == o.count && world == o.world && backends == o.backends && profile == o.profile &&
-         first == o.first && end == o.end && divergent == o.divergent && broken == o.broken && findings == o.findings;
+         draw == o.draw && first == o.first && end == o.end && divergent == o.divergent && broken == o.broken && findings == o.findings;
 }
 
 std::pair<int64_t, int64_t> shard_range(int64_t count, int index, int shards) {
@@ -31,6 +31,10 @@ void write_results_json(std::ostream& os, const CrosscheckResults& r) {
   print_json_string(os, r.backends);
   os << ",\"profile\":";
   print_json_string(os, r.profile);
+  if (!r.draw.empty()) {  // absent without --draw, so such results print as they always did
+    os << ",\"draw\":";
+    print_json_string(os, r.draw);
+  }
   os << "},\"first\":" << r.first << ",\"end\":" << r.end << ",\"divergent\":";
   seeds(r.divergent);
   os << ",\"broken\":";
@@ -121,6 +125,8 @@ CrosscheckResults read_results_json(const std::string& text, const std::string& 
   r.world = static_cast<int>(f.integer(run, "world", "crosscheck.world", 1));
   r.backends = f.text(run, "backends", "crosscheck.backends");
   r.profile = f.text(run, "profile", "crosscheck.profile");
+  for (const auto& [key, value] : run.members)
+    if (key == "draw") r.draw = f.text(run, "draw", "crosscheck.draw");
   r.first = f.integer(v, "first", "first", 0);
   r.end = f.integer(v, "end", "end", r.first);
   if (r.end > r.count) f.bad("end", "at most crosscheck.count (" + std::to_string(r.count) + ")");
@@ -151,11 +157,13 @@ CrosscheckResults merge_results(const std::vector<CrosscheckResults>& parts, con
   out.end = head.first;
   auto run_text = [](const CrosscheckResults& r) {
     return "seed " + std::to_string(r.seed) + ", count " + std::to_string(r.count) + ", world " + std::to_string(r.world) +
-           ", backends " + r.backends + ", profile '" + r.profile + "'";
+           ", backends " + r.backends + ", profile '" + r.profile + "'" +
+           (r.draw.empty() ? "" : ", draw " + r.draw);
   };
   for (size_t i : order) {
     const CrosscheckResults& p = parts[i];
-    if (p.seed != head.seed || p.count != head.count || p.world != head.world || p.backends != head.backends || p.profile != head.profile)
+    if (p.seed != head.seed || p.count != head.count || p.world != head.world || p.backends != head.backends || p.profile != head.profile ||
+        p.draw != head.draw)
       throw SourceError(files[i], {}, "results of another crosscheck: " + run_text(p) + ", expected " + run_text(head) + " (as " +
                                           files[order[0]] + ")");
     if (p.first < out.end)

@@ -18,6 +18,7 @@ struct CrosscheckResults {
   int world = 2;
   std::string backends;  // "model,real"
   std::string profile;   // "" = each generated sequence's own
+  std::string draw;      // --draw as written ("" = none; a file without the field reads as "")
   // The sequences these results cover: indexes [first, end).
   int64_t first = 0;
   int64_t end = 0;
@@ -44,7 +45,7 @@ void write_results_file(const std::string& path, const CrosscheckResults& r);
 CrosscheckResults read_results_json(const std::string& text, const std::string& file);
 
 // Merges results of the same crosscheck (seed, count, world, backends,
-// profile) whose ranges are disjoint and leave no gap; throws SourceError
+// profile, draw) whose ranges are disjoint and leave no gap; throws SourceError
 // naming the file that does not fit. files[i] names parts[i].
 CrosscheckResults merge_results(const std::vector<CrosscheckResults>& parts, const std::vector<std::string>& files);
 

@@ -103,7 +103,42 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
     s.autocast_adapter_dtype = rng.chance(40);
   }
   if (opt.per_rank_data_percent > 0 && s.world > 1 && rng.chance(opt.per_rank_data_percent)) s.data = Data::PerRank;
+  if (opt.checkpoint_percent > 0 && rng.chance(static_cast<uint32_t>(opt.checkpoint_percent))) {
+    // accelerate's fsdp2_apply_ac wraps the layers its policy picks; only Linear ones are modelled.
+    std::vector<std::string> linear;
+    for (const auto& l : s.layers)
+      if (l.experts == 0) linear.push_back(l.name);
+    for (const auto& n : linear)
+      if (rng.chance(50)) s.checkpoint.push_back(n);
+    if (s.checkpoint.empty() && !linear.empty()) s.checkpoint.push_back(linear[rng.below(static_cast<uint32_t>(linear.size()))]);
+  }
   return s;
+}
+
+std::string apply_draws(const std::string& list, GenOptions* opt) {
+  const std::string expected = "a comma list of checkpoint=P, gradient_sync=P or per_rank_data=P (P a percentage 0..100)";
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = list.find(',', start);
+    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size() || item.size() - eq - 1 > 3)
+      return "expects " + expected + ", got '" + item + "'";
+    int p = 0;
+    for (char c : item.substr(eq + 1)) {
+      if (c < '0' || c > '9') return "expects " + expected + ", got '" + item + "'";
+      p = p * 10 + (c - '0');
+    }
+    if (p > 100) return "expects a percentage 0..100, got '" + item + "'";
+    const std::string key = item.substr(0, eq);
+    if (key == "checkpoint") opt->checkpoint_percent = p;
+    else if (key == "gradient_sync") opt->gradient_sync_percent = p;
+    else if (key == "per_rank_data") opt->per_rank_data_percent = p;
+    else return "expects " + expected + ", got unknown '" + key + "'";
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return "";
 }
 
 std::vector<Op> ops_before_prepare(const Scenario& s, const std::function<bool(uint32_t)>& chance, AdapterSet* present) {

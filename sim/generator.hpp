@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "model/vocab/adapter_set.hpp"
@@ -23,7 +24,14 @@ struct GenOptions {
   // draws none and consumes nothing from the stream, so every recorded --seed keeps its sequence;
   // the hunt sets it for a built-in scenario whose lifecycle uses gradient_sync (hazard B6).
   int gradient_sync_percent = 0;
+  // Chance of a `checkpoint` line (hazard B7): each Linear layer wrapped with chance 1/2, at least
+  // one. 0 (the default) draws nothing, so every recorded --seed keeps its scenario and ops.
+  int checkpoint_percent = 0;
 };
+
+// `--draw checkpoint=P,gradient_sync=P,per_rank_data=P` (percentages 0..100) onto opt; returns an
+// error text naming what was expected, or "" when the list is good.
+std::string apply_draws(const std::string& list, GenOptions* opt);
 
 // Op kinds drawn by weight: x in [0, kOpWeightTotal).
 constexpr uint32_t kOpWeightTotal = 103;

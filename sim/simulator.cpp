@@ -160,7 +160,10 @@ void Simulator::apply_gathered_deltas() {
     // A delta_weight read through a DTensor all-gather in which a peer packed another tensor
     // (ranks out of step, or another adapter's A): the delta it returns is no adapter's. Peers'
     // differing shards of this A are the full A itself, so their delta is exact.
-    if (p.coll.into == CollRecord::kNowhere && p.coll.sign == 0 && p.coll.adapter >= 0 && foreign && p.obs >= 0)
+    // With B's local rows still zero the product is zero whatever A's slots held (crosscheck
+    // --draw checkpoint=100 seed 410121: the real backends read such a delta as exact).
+    if (p.coll.into == CollRecord::kNowhere && p.coll.sign == 0 && p.coll.adapter >= 0 && foreign && p.obs >= 0 &&
+        !ranks_[r].local_b_is_zero(p.coll.target, p.coll.adapter))
       for (DeltaObs& d : observations_->at(p.obs).deltas)
         if (d.adapter == topo_->adapters[p.coll.adapter].name) d.value = WeightClass::Corrupt;
     if (p.coll.into != CollRecord::kIntoShard) continue;

@@ -65,6 +65,12 @@ class RankModel {
   // of B, so the delta is the full B's, not this rank's B rows'.
   bool experts_full_b_delta(int layer, int adapter) const;
   uint32_t shard_version(int param) const { return st_.params[param].ver_s; }
+  // A Linear layer's delta_weight gathers A and keeps B local (DTensor B @ A): with this rank's B
+  // rows still exactly zero (init=zero, never updated or loaded), B @ A is zero whatever A held.
+  bool local_b_is_zero(int layer, int adapter) const {
+    const LayerInfo& li = topo_->layers[layer];
+    return li.experts == 0 && li.B[adapter] >= 0 && delta_id(adapter, 0, st_.params[li.B[adapter]].ver_s) == kZeroDelta;
+  }
   // One version for a parameter whose rows live on several ranks: the common
   // version when they agree, else a mix id above 0xffff.
   static uint32_t global_a_version(const std::vector<uint32_t>& row_holder_versions);

@@ -115,8 +115,20 @@ TEST(MergeResults, RejectsGapsOverlapsAndOtherRuns) {
   EXPECT_NE(error_of(merge).find("b.json: sequences 4..9 overlap"), std::string::npos) << error_of(merge);
   b.first = 5, b.world = 3;
   EXPECT_NE(error_of(merge).find("b.json: results of another crosscheck"), std::string::npos) << error_of(merge);
-  b.world = 2;
+  b.world = 2, b.draw = "checkpoint=30";
+  EXPECT_NE(error_of(merge).find("draw checkpoint=30, expected"), std::string::npos) << error_of(merge);
+  b.draw = "";
   EXPECT_EQ(merge_results({a, b}, {"a.json", "b.json"}).end, 10);
+}
+
+// --draw is part of what was run: written only when given, read back, absent reads as "".
+TEST(ResultsJson, DrawRoundTripsOnlyWhenGiven) {
+  CrosscheckResults r = sample();
+  r.draw = "checkpoint=30";
+  std::string text = json_of(r);
+  EXPECT_NE(text.find("\"profile\":\"\",\"draw\":\"checkpoint=30\"}"), std::string::npos) << text;
+  EXPECT_EQ(read_results_json(text, "r.json"), r);
+  EXPECT_EQ(read_results_json(json_of(sample()), "r.json").draw, "");
 }
 
 // The command line: bad --shard values and bad results files exit 3.

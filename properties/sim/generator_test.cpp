@@ -74,6 +74,40 @@ TEST(Generator, GradientSyncOnlyWhenAsked) {
   EXPECT_GT(toggles, 50);
 }
 
+// `checkpoint` is drawn only when asked for: Linear layers only, at least one, in module order,
+// and the sequences stay valid and print back the same.
+TEST(Generator, CheckpointOnlyWhenAsked) {
+  int with = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    Prng plain(seed);
+    EXPECT_TRUE(generate_seq(plain, {}).scenario.checkpoint.empty());
+    Prng rng(seed);
+    GenOptions opt;
+    opt.checkpoint_percent = 100;
+    SeqFile f = generate_seq(rng, opt);
+    ASSERT_NO_THROW(validate(f, "<generated>")) << print_seq(f);
+    EXPECT_EQ(parse_seq(print_seq(f), "<generated>"), f);
+    bool linear = false;
+    for (const auto& l : f.scenario.layers) linear = linear || l.experts == 0;
+    EXPECT_EQ(f.scenario.checkpoint.empty(), !linear) << print_seq(f);
+    for (const auto& n : f.scenario.checkpoint) EXPECT_EQ(f.scenario.layers[f.scenario.layer_index(n)].experts, 0);
+    with += !f.scenario.checkpoint.empty();
+  }
+  EXPECT_GT(with, 150);
+}
+
+TEST(Generator, DrawListParsesOrNamesWhatWasExpected) {
+  GenOptions opt;
+  EXPECT_EQ(apply_draws("checkpoint=30,gradient_sync=5,per_rank_data=100", &opt), "");
+  EXPECT_EQ(opt.checkpoint_percent, 30);
+  EXPECT_EQ(opt.gradient_sync_percent, 5);
+  EXPECT_EQ(opt.per_rank_data_percent, 100);
+  EXPECT_NE(apply_draws("checkpoint=101", &opt).find("a percentage 0..100"), std::string::npos);
+  EXPECT_NE(apply_draws("checkpoint", &opt).find("got 'checkpoint'"), std::string::npos);
+  EXPECT_NE(apply_draws("experts=3", &opt).find("unknown 'experts'"), std::string::npos);
+  EXPECT_NE(apply_draws("checkpoint=3,", &opt).find("got ''"), std::string::npos);
+}
+
 // Golden values: every printed --seed means these streams. A change to the
 // PRNG or its seeding (xoshiro256** seeded through splitmix64) fails here
 // instead of silently giving every recorded seed a new meaning.

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "model/vocab/profile.hpp"
+#include "sim/generator.hpp"
 #include "sim/cli/commands.hpp"
 
 namespace fsdpsim::cli {
@@ -31,6 +32,12 @@ void parse_shard(const std::string& v, int* index, int* count) {
 }
 
 }  // namespace
+
+void apply_draws_or_default(const std::string& draw, GenOptions* opt) {
+  if (draw.empty()) return;
+  std::string err = apply_draws(draw, opt);
+  if (!err.empty()) usage_error("--draw " + err);
+}
 
 Args parse_args(const std::vector<std::string>& argv, const std::vector<std::string>& allowed) {
   Args a;
@@ -116,6 +123,11 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
     } else if (s == "--junit") {
       if (v.empty()) usage_error("--junit expects a file name");
       a.junit = v;
+    } else if (s == "--draw") {
+      GenOptions probe;
+      std::string err = apply_draws(v, &probe);
+      if (!err.empty()) usage_error("--draw " + err);
+      a.draw = v;
     } else if (s == "--shard") {
       parse_shard(v, &a.shard_index, &a.shard_count);
     } else if (s == "--seconds") {

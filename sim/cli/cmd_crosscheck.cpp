@@ -41,6 +41,7 @@ int cmd_crosscheck(const Args& a) {
   if (!a.have_seed) throw SourceError("<command line>", {}, "crosscheck expects --seed S");
   GenOptions opt;
   opt.world = a.world > 0 ? a.world : 2;
+  apply_draws_or_default(a.draw, &opt);
   std::string out_dir = a.out.empty() ? "crosscheck-" + std::to_string(a.seed) : a.out;
   if (!a.out.empty()) prepare_out_dir(out_dir);  // a bad --out is exit 3 now, not at the first divergence
   arm_interrupts();
@@ -53,12 +54,12 @@ int cmd_crosscheck(const Args& a) {
   // --shard I/N: this job runs block I of the N blocks of the seed range.
   CrosscheckResults results;
   results.seed = a.seed, results.count = a.count, results.world = opt.world;
-  results.backends = backends_text(backends), results.profile = a.profile;
+  results.backends = backends_text(backends), results.profile = a.profile, results.draw = a.draw;
   std::tie(results.first, results.end) = shard_range(a.count, a.shard_index, a.shard_count);
   const int run_count = static_cast<int>(results.end - results.first);
   std::ostringstream head;
   head << "crosscheck seed " << a.seed << ", " << a.count << " sequences, world " << opt.world << ", backends " << backends_text(backends)
-       << (uses(backends, Backend::Real) ? ", ranks " + a.ranks : "");
+       << (uses(backends, Backend::Real) ? ", ranks " + a.ranks : "") << (a.draw.empty() ? "" : ", draw " + a.draw);
   if (a.shard_count > 1)
     head << ", shard " << a.shard_index << "/" << a.shard_count
          << (run_count ? " (sequences " + std::to_string(results.first) + ".." + std::to_string(results.end - 1) + ")" : " (no sequences)");
@@ -91,7 +92,8 @@ int cmd_crosscheck(const Args& a) {
       results.divergent.push_back(seed);
       if (a.out.empty() && divergent == 1) prepare_out_dir(out_dir);
       f.comments = {"divergent in fsdpsim crosscheck (replay: fsdpsim run FILE --backend " + backends_text(backends) + ")",
-                    "fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world)};
+                    "fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world) +
+                        (a.draw.empty() ? "" : " --draw " + a.draw)};
       for (size_t k = 0; k < res.divergences.size() && k < 5; ++k) f.comments.push_back("  " + res.divergences[k]);
       const std::string file = out_dir + "/divergent_" + std::to_string(seed) + ".seq";
       write_file(file, print_seq(f));

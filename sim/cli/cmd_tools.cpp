@@ -87,6 +87,7 @@ int cmd_random(const Args& a) {
   if (!a.have_seed) throw SourceError("<command line>", {}, "random expects --seed S");
   GenOptions opt;
   opt.world = a.world > 0 ? a.world : 2;
+  apply_draws_or_default(a.draw, &opt);
   if (!a.out.empty()) prepare_out_dir(a.out);  // exit 3 before anything is generated
   Progress progress("random", a.quiet);
   for (int i = 0; i < a.count; ++i) {
@@ -94,7 +95,8 @@ int cmd_random(const Args& a) {
     uint64_t seed = a.seed + static_cast<uint64_t>(i);
     Prng rng(seed);
     SeqFile f = generate_seq(rng, opt);
-    f.comments = {"fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world)};
+    f.comments = {"fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world) +
+                  (a.draw.empty() ? "" : " --draw " + a.draw)};
     std::string text = print_seq(f);
     std::string file;
     if (!a.out.empty()) {

@@ -8,6 +8,7 @@
 
 #include "model/vocab/seq.hpp"
 #include "sim/crosscheck.hpp"
+#include "sim/generator.hpp"
 
 namespace fsdpsim::cli {
 
@@ -48,6 +49,7 @@ struct Args {
   int shard_index = 0;      // crosscheck --shard I/N: this job runs block I (0-based) of N
   int shard_count = 1;
   std::string results;      // crosscheck: the JSON results file (merge-results reads them)
+  std::string draw;         // crosscheck, random: --draw checkpoint=P,... (GenOptions' optional draws)
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.
@@ -57,6 +59,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
 void apply_overrides(SeqFile& f, const Args& a, const std::string& file);
 
 RealPools pools_of(const Args& a);
+// --draw's list onto opt (parse_args checked it; "" leaves opt as it is).
+void apply_draws_or_default(const std::string& draw, GenOptions* opt);
 // Files and directories (their .seq files, recursively, sorted) as file paths;
 // unreadable paths are reported in `problems`.
 std::vector<std::string> seq_files(const std::vector<std::string>& paths, std::vector<std::string>* problems);

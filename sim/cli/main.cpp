@@ -28,6 +28,7 @@ const char* kUsage =
     "                          [--shard I/N] [--results FILE]   block I (0-based) of N of the seed range;\n"
     "                                             the results as JSON, for merge-results\n"
     "                          [--json] [--junit FILE]   a testcase per sequence, failing where it diverges\n"
+    "                          [--draw checkpoint=P,gradient_sync=P,per_rank_data=P]   optional draws, in percent\n"
     "       fsdpsim merge-results FILE... [--results OUT] [--json]   the shards' results as one run's\n"
     "       (B: model, real, upstream, both = model,real, or a comma list: model,upstream, model,real,upstream;\n"
     "        the others are compared with the first, the model when listed)\n"
@@ -41,7 +42,7 @@ const char* kUsage =
     "                                             bytes per rank and adapter: sharded, gathered and reduced\n"
     "                                             per train_step, peak unsharded\n"
     "       fsdpsim profiles [--json]\n"
-    "       fsdpsim random --seed S [--count N] [--world W] [--out DIR] [--json]\n"
+    "       fsdpsim random --seed S [--count N] [--world W] [--draw ...] [--out DIR] [--json]\n"
     "       fsdpsim bench [--seconds T] [--model-only] [--json]\n"
     "       fsdpsim export FILE.seq --python [--profile P] [--set k=v] [--world N]\n"
     "       fsdpsim explore [FILE.seq | --builtin NAME] [--depth D] [--world W] [--profile P] [--set k=v]\n"
@@ -136,7 +137,7 @@ int dispatch(const std::vector<std::string>& args) {
       return cmd_check(flags({"--backend", "--profile", "--set", "--ranks", "--timeout", "--json", "--junit"}));
     if (cmd == "crosscheck")
       return cmd_crosscheck(flags({"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout", "--against", "--backends",
-                                   "--shard", "--results", "--json", "--junit"}));
+                                   "--shard", "--results", "--json", "--junit", "--draw"}));
     if (cmd == "merge-results") return cmd_merge_results(flags({"--results", "--json"}));
     if (cmd == "report")
       return cmd_report(flags({"--html", "--backend", "--profile", "--set", "--world", "--ranks", "--timeout", "--json"}));
@@ -147,7 +148,7 @@ int dispatch(const std::vector<std::string>& args) {
     if (cmd == "worker") return cmd_worker(flags({"--timeout"}));
     if (cmd == "profiles") return cmd_profiles(flags({"--json"}));
     if (cmd == "export") return cmd_export(flags({"--python", "--profile", "--set", "--world"}));
-    if (cmd == "random") return cmd_random(flags({"--seed", "--count", "--world", "--out", "--json"}));
+    if (cmd == "random") return cmd_random(flags({"--seed", "--count", "--world", "--out", "--json", "--draw"}));
     if (cmd == "explore")
       return cmd_explore(flags({"--builtin", "--depth", "--world", "--profile", "--set", "--rank-ops", "--full", "--ops", "--seconds",
                                 "--out", "--dot", "--svg", "--json"}));
