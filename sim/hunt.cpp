@@ -247,6 +247,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   Prng rng(o.seed);
   GenOptions g;
   g.world = o.world;
+  g.checkpoint_percent = 15;  // the swarm also draws activation checkpointing (hazard B7)
   CandidatePool pool;
   auto last_progress = t1;
   // At least a quarter of the budget however long exploring took: the swarm
