@@ -95,7 +95,8 @@ std::string Comm::describe(const at::Tensor& prints) const {
     const auto& names = h.coll.op == CollOp::Broadcast ? param_names_ : group_names_;
     h.coll.group = p[r][1] < static_cast<int64_t>(names.size()) ? names[p[r][1]] : "?";
     h.coll.count = p[r][2];
-    h.coll.dtype = static_cast<DType>(p[r][4]);
+    // as observed: a broadcast's dtype; an all-gather's wire dtype only pairs (Comm::all_gather)
+    h.coll.dtype = h.coll.op == CollOp::Broadcast ? static_cast<DType>(p[r][4]) : DType::F32;
     h.step = static_cast<int>(p[r][3]);
     for (int bit = 0; bit < 64 * kMemberWords; ++bit)
       if ((static_cast<uint64_t>(p[r][kMembers + bit / 64]) >> (bit % 64)) & 1)
@@ -151,10 +152,10 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
 }
 
 at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members,
-                            int64_t recorded_count, bool dtensor) {
+                            int64_t recorded_count, bool dtensor, DType wire) {
   issued_.push_back({CollOp::AllGather, group, recorded_count >= 0 ? recorded_count : chunk.numel(), DType::F32, members});
   if (world_ == 1) return chunk.reshape({-1}).clone();
-  at::Tensor got = announce(0, group, chunk.numel(), step, members, chunk, DType::F32, dtensor);
+  at::Tensor got = announce(0, group, chunk.numel(), step, members, chunk, wire, dtensor);
   if (got.defined()) return got.reshape({-1});
   at::Tensor in = chunk.reshape({-1}).contiguous();
   at::Tensor out = at::empty({world_ * in.numel()}, in.options());

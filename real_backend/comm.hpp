@@ -67,8 +67,10 @@ class Comm {
   // redistribute moves, named after `members`) while `chunk` is what travels here.
   // dtensor: DTensor's own redistribution (a functional collective on the mesh's group):
   // peers pair it by size and dtype only, whatever parameter each of them packs.
+  // `wire`: the dtype the fingerprint names (a DTensor gather pairs by size and dtype); what is
+  // recorded, and what travels, stays fp32.
   at::Tensor all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members,
-                        int64_t recorded_count = -1, bool dtensor = false);
+                        int64_t recorded_count = -1, bool dtensor = false, DType wire = DType::F32);
   // Reduce-scatter with AVG over a flat buffer of world equal segments: gloo's
   // own reduce_scatter_tensor (ReduceOp::AVG), as FSDP2's foreach_reduce issues
   // it for fp32 gradients (_fsdp_collectives.py::_get_gradient_divide_factors).

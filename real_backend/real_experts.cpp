@@ -30,11 +30,11 @@ std::string first_line(const std::string& what) { return what.substr(0, what.fin
 
 // The full value of a managed parameter: one all-gather of its padded shard,
 // padding dropped (what FSDP.summon_full_params gives, the fix #3102 proposed).
-at::Tensor RealRank::gather_full(int p) {
+at::Tensor RealRank::gather_full(int p, DType wire) {
   const ParamSpec& ps = layout_->params[p];
   // torch 2.13 distributed/tensor/_redistribute.py::redistribute_local_tensor: a 1-rank mesh's
   // Shard -> Replicate is the local tensor, no all-gather.
-  at::Tensor all = layout_->world == 1 ? params_[p].s.reshape({-1}) : comm_->all_gather(params_[p].s.reshape({-1}), ps.group, step_, {p}, -1, true);
+  at::Tensor all = layout_->world == 1 ? params_[p].s.reshape({-1}) : comm_->all_gather(params_[p].s.reshape({-1}), ps.group, step_, {p}, -1, true, wire);
   return all
       .narrow(0, 0, ps.rows * ps.cols)
       .view({ps.rows, ps.cols});

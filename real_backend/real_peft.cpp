@@ -294,7 +294,15 @@ void RealRank::op_save_adapters(const Op& op) {
   saved_values_.assign(params_.size(), at::Tensor());
   saved_file_.assign(params_.size(), at::Tensor());
   saved_rows_.assign(params_.size(), -1);
-  // The state dict's keys come in model.state_dict() order.
+  // DCP's full state dict gathers in model.state_dict() order: per layer lora_A then lora_B,
+  // each in injection order (torch distributed/checkpoint/state_dict.py::_get_model_state_dict).
+  std::vector<at::Tensor> full(params_.size());
+  if (gather)
+    for (int p : layout_->state_dict_order) {
+      const ParamSpec& ps = layout_->params[p];
+      if (ps.adapter >= 0 && ((names >> ps.adapter) & 1) && registry_[p].defined() && group_of(p) >= 0)
+        full[p] = gather_full(p, dtype_of(params_[p].place));  // DTensor.full_tensor: the parameter's own dtype
+    }
   for (size_t p = 0; p < params_.size(); ++p) {
     const ParamSpec& ps = layout_->params[p];
     if (ps.adapter < 0 || !((names >> ps.adapter) & 1) || !registry_[p].defined()) continue;
@@ -304,7 +312,7 @@ void RealRank::op_save_adapters(const Op& op) {
     // tensor; the file holds the full values.
     // (local: the unpadded rows of this rank's padded chunk, FSDPParam._sharded_param_data)
     at::Tensor mine = local ? sv.detach().narrow(0, 0, ps.local_rows(rank))
-                      : (gather && group_of(static_cast<int>(p)) >= 0) ? gather_full(static_cast<int>(p))
+                      : (gather && group_of(static_cast<int>(p)) >= 0) ? full[p]
                                                   : sv.detach();
     // PEFT's get_peft_model_state_dict looks the keys up by module path: under checkpoint_wrapper
     // the path holds `_checkpoint_wrapped_module.` and the key does not, so the layer is dropped

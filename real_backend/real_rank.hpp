@@ -86,7 +86,7 @@ class RealRank {
   at::Tensor one_expert_delta(int layer, int adapter, WeightClass* value, bool merge, bool dtensor);
   void wrapper_forward(int layer);  // throws where a ParamWrapper made after fully_shard meets a DTensor shard
   at::Tensor experts_forward(int layer, const at::Tensor& h);
-  at::Tensor gather_full(int p);
+  at::Tensor gather_full(int p, DType wire = DType::F32);  // wire: the dtype DTensor gathers in
   void layer_merge(int layer, int adapter);
   void layer_unmerge(int layer);
   void layer_set_adapter(int layer, uint32_t names, bool inference_mode);

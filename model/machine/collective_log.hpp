@@ -27,7 +27,9 @@ struct CollRecord {
   // The parameters packed into it (indices into members()): ranks packing
   // different parameters into same-sized buffers mix unrelated values.
   int member_begin = 0, member_count = 0;
-  DType dtype = DType::F32;  // broadcast: the dtype this rank sends or receives in
+  // broadcast: the dtype this rank sends or receives in (observed); a DTensor all-gather: the
+  // dtype on the wire, which pairing compares (not observed)
+  DType dtype = DType::F32;
 };
 
 class CollectiveLog {

@@ -83,7 +83,7 @@ Collective RankModel::collective_of(const CollRecord& c) const {
   Collective out;
   out.op = c.op;
   out.count = c.count;
-  out.dtype = c.dtype;
+  out.dtype = c.op == CollOp::Broadcast ? c.dtype : DType::F32;  // an all-gather's wire dtype is for pairing only
   out.parts.reserve(static_cast<size_t>(c.member_count));
   for (int i = 0; i < c.member_count; ++i) {
     const ParamInfo& pi = topo_->params[log_.member(c, i)];

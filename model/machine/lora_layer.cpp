@@ -151,10 +151,11 @@ void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t version, uint
 }
 
 // DTensor's matmul all-gathers one parameter (A) for a delta.
-void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign, int64_t count) {
+void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign, int64_t count, DType wire) {
   CollRecord c{CollOp::AllGather, topo_->params[param].group, count >= 0 ? count : topo_->params[param].shard_numel,
                into, layer, log_.next_contribution(), adapter};
   c.sign = static_cast<int8_t>(sign);
+  c.dtype = wire;
   // torch 2.13 distributed/tensor/_redistribute.py::redistribute_local_tensor: on a 1-rank mesh
   // Shard -> Replicate is the local tensor itself, no functional all-gather; the delta applies now.
   c.member_begin = log_.next_member();

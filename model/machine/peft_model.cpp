@@ -317,9 +317,17 @@ Raise RankModel::op_save_adapters(const Op& op) {
     st_.saved_ver[p] = st_.params[p].ver_s;
     st_.saved_drift[p] = st_.params[p].drift;
     st_.saved_rows[p] = saved ? saved_rows(static_cast<int>(p), 0) : -1;
-    // DCP's full state dict all-gathers each managed tensor (DTensor.full_tensor).
-    if (selected && gather && group_of(static_cast<int>(p)) >= 0) gather_one(static_cast<int>(p), CollRecord::kNowhere, -1, a);
   }
+  // DCP's full state dict all-gathers each managed tensor (DTensor.full_tensor) in
+  // model.state_dict() order: per layer lora_A then lora_B, each in injection order
+  // (torch distributed/checkpoint/state_dict.py::_get_model_state_dict; crosscheck seed 460440).
+  if (gather)
+    for (int p : topo_->state_dict_order) {
+      const int a = topo_->params[p].adapter;
+      // DTensor.full_tensor gathers in the parameter's own dtype (a merge gathers fp32 copies)
+      if (a >= 0 && names.contains(a) && st_.params[p].present && group_of(p) >= 0)
+        gather_one(p, CollRecord::kNowhere, -1, a, 0, -1, st_.params[p].dtype);
+    }
   return {};
 }
 

@@ -146,7 +146,7 @@ class RankModel {
   Raise checkpoint_recompute(int layer, bool input_rg);
   WeightContent& registered_weight(int layer);
   uint64_t digest_of(int param) const;
-  void gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign = 0, int64_t count = -1);
+  void gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign = 0, int64_t count = -1, DType wire = DType::F32);
   void set_registered_rg(int param, bool value);
   // --- PEFT model (peft_model.cpp) ---
   Raise op_set_adapter(const Op& op);

@@ -53,7 +53,9 @@ class Recorder:
             rec["dtype"] = dtype
         self.log.append(rec)
         if self.check is not None:
-            self.check(rec, self.step, dtensor)
+            # the dtype goes to the pairing check, not the record: DTensor pairs by op and size over
+            # one process group, and gloo aborts the rank when the peers' byte counts differ
+            self.check(rec, self.step, dtensor, dtype)
 
     def fsdp_context(self):
         return getattr(self.context, "fsdp", None)

@@ -290,7 +290,11 @@ class Pool:
         # that redistributed a parameter's own shard keeps its name, one that could only guess
         # (a reshaped or padded copy) takes the first name a peer knows
         dtensor = any(pending[r].get("dtensor") for r in waiting)
-        if len(waiting) == self.world and all(same_collective(pending[r]["coll"], first, dtensor) for r in waiting):
+        # ... and by the dtype on the wire: a merge's fp32 copy of a bf16 A against a save's bf16 A
+        # has the same count and other bytes (crosscheck seed 460488: gloo aborted the rank)
+        wire = pending[waiting[0]].get("wire")
+        if len(waiting) == self.world and all(same_collective(pending[r]["coll"], first, dtensor) and
+                                              (not dtensor or pending[r].get("wire") == wire) for r in waiting):
             named = next((pending[r]["coll"] for r in waiting if pending[r].get("dtensor") == "exact"),
                          next((pending[r]["coll"] for r in waiting if pending[r]["coll"]["group"] != "?"), first))
             for r in waiting:

@@ -51,8 +51,8 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
     REC.param_name.clear()
     REC.group_name.clear()
 
-    def check(rec, step, dtensor=False):
-        chan.send({"t": "coll", "step": step, "coll": rec, "dtensor": dtensor})
+    def check(rec, step, dtensor=False, wire=None):
+        chan.send({"t": "coll", "step": step, "coll": rec, "dtensor": dtensor, "wire": wire})
         reply = chan.recv()
         if reply.get("t") != "go":
             raise CollectiveAbort(reply["status"], reply["message"])
