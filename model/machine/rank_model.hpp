@@ -68,6 +68,7 @@ class RankModel {
   // A Linear layer's delta_weight gathers A and keeps B local (DTensor B @ A): with this rank's B
   // rows still exactly zero (init=zero, never updated or loaded), B @ A is zero whatever A held.
   bool local_b_is_zero(int layer, int adapter) const {
+    if (layer < 0) return false;  // a gather for no layer (save_adapters' full state dict)
     const LayerInfo& li = topo_->layers[layer];
     return li.experts == 0 && li.B[adapter] >= 0 && delta_id(adapter, 0, st_.params[li.B[adapter]].ver_s) == kZeroDelta;
   }
