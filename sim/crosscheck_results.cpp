@@ -125,8 +125,7 @@ CrosscheckResults read_results_json(const std::string& text, const std::string& 
   r.world = static_cast<int>(f.integer(run, "world", "crosscheck.world", 1));
   r.backends = f.text(run, "backends", "crosscheck.backends");
   r.profile = f.text(run, "profile", "crosscheck.profile");
-  for (const auto& [key, value] : run.members)
-    if (key == "draw") r.draw = f.text(run, "draw", "crosscheck.draw");
+  if (run.find("draw")) r.draw = f.text(run, "draw", "crosscheck.draw");
   r.first = f.integer(v, "first", "first", 0);
   r.end = f.integer(v, "end", "end", r.first);
   if (r.end > r.count) f.bad("end", "at most crosscheck.count (" + std::to_string(r.count) + ")");

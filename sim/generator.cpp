@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/vocab/adapter_set.hpp"
+#include "model/vocab/text.hpp"
 
 namespace fsdpsim {
 
@@ -117,10 +118,7 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
 
 std::string apply_draws(const std::string& list, GenOptions* opt) {
   const std::string expected = "a comma list of checkpoint=P, gradient_sync=P or per_rank_data=P (P a percentage 0..100)";
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t comma = list.find(',', start);
-    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string& item : split(list)) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size() || item.size() - eq - 1 > 3)
       return "expects " + expected + ", got '" + item + "'";
@@ -135,8 +133,6 @@ std::string apply_draws(const std::string& list, GenOptions* opt) {
     else if (key == "gradient_sync") opt->gradient_sync_percent = p;
     else if (key == "per_rank_data") opt->per_rank_data_percent = p;
     else return "expects " + expected + ", got unknown '" + key + "'";
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return "";
 }

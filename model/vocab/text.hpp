@@ -12,4 +12,13 @@ inline std::string join(const std::vector<std::string>& v, const char* sep = ","
   return out;
 }
 
+// join's inverse: "a,,b" gives {"a", "", "b"}, "" gives {""} (callers reject empty items).
+inline std::vector<std::string> split(const std::string& text, char sep = ',') {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t at; (at = text.find(sep, start)) != std::string::npos; start = at + 1) out.push_back(text.substr(start, at - start));
+  out.push_back(text.substr(start));
+  return out;
+}
+
 }  // namespace fsdpsim

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "model/vocab/profile.hpp"
+#include "model/vocab/text.hpp"
 #include "sim/generator.hpp"
 #include "sim/cli/commands.hpp"
 
@@ -142,14 +143,9 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
     } else if (s == "--svg") {
       a.svg = v;
     } else if (s == "--ops") {
-      size_t start = 0;
-      while (start <= v.size()) {
-        size_t comma = v.find(',', start);
-        std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      for (const std::string& item : split(v)) {
         if (item.empty()) usage_error("--ops expects a comma list of op kinds or op texts, got '" + v + "'");
         a.ops.push_back(item);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
       }
     }
   }
