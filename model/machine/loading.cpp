@@ -11,7 +11,8 @@ void RankModel::place_base_params() {
   if (default_placement()) return;  // FsdpParam's defaults: cpu, fp32
   const bool meta = topo_->loading == Loading::RamEfficient && rank_ != 0;
   for (size_t p = 0; p < topo_->params.size(); ++p) {
-    if (topo_->params[p].adapter >= 0) continue;
+    // A modules_to_save copy is a deep copy of its original (other.py::ModulesToSaveWrapper.update): placed alike.
+    if (is_lora(topo_->params[p].kind)) continue;
     st_.params[p].device = meta ? Device::Meta : Device::Cpu;
     st_.params[p].dtype = topo_->dtype;
   }

@@ -218,6 +218,7 @@ void RankModel::layer_set_adapter(int layer, AdapterSet names, bool inference_mo
 void RankModel::layer_enable_adapters(int layer, bool enabled) {
   const LayerInfo& li = topo_->layers[layer];
   LoraLayer& lp = st_.layers[layer];
+  if (lp.wrapper) return wrapper_enable_adapters(layer, enabled);
   if (!enabled) {
     for (int a = 0; a < topo_->n_adapters(); ++a) {
       if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
@@ -264,8 +265,15 @@ Raise RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
     *path_rg = true;
     if (grad_enabled) st_.graph.grad[p] = 1;
   };
+  // other.py::AuxiliaryTrainingWrapper.forward: the running adapter's copy, else original_module.
+  if (lp.wrapper && !lp.disabled && lp.copy_active >= 0 && lp.trains.contains(lp.copy_active)) {
+    use(li.SW[lp.copy_active]);
+    use(li.SB[lp.copy_active]);
+    return {};
+  }
   use(li.weight);
   use(li.bias);
+  if (lp.wrapper) return {};
   if (lp.disabled) {
     // U is registered here (the group's pre_forward ran), so the unmerge reads no shard and cannot raise.
     if (lp.any_merged()) return layer_unmerge(layer);

@@ -18,6 +18,14 @@ struct LoraLayer {
   bool disabled = false;
   // A BaseTunerLayer: some adapter targeting it was injected (it stays one after a delete).
   bool tuner = false;
+  // A ModulesToSaveWrapper (peft/utils/other.py) instead, once an adapter listing the layer in
+  // modules_to_save was injected: the adapters with a copy here (its modules_to_save
+  // ModuleDict), those it trains along with (its _adapters: the same set, except after a
+  // delete that raised between the two removals) and the one whose copy runs (-1:
+  // `_active_adapter = []`); `disabled` is its _disable_adapters.
+  bool wrapper = false;
+  AdapterSet copies, trains;
+  int8_t copy_active = -1;
 
   bool is_merged(int adapter) const {
     for (int i = 0; i < n_merged; ++i)

@@ -4,9 +4,10 @@
 namespace fsdpsim {
 
 namespace {
-// The FQN DCP names a LoRA parameter by: the lora_A/lora_B Linear's weight under the PeftModel.
+// The FQN DCP names a LoRA parameter by: the lora_A/lora_B Linear's weight under the PeftModel
+// (a modules_to_save copy's name already ends in .weight or .bias).
 std::string fqn_of(const ParamInfo& pi) {
-  if (pi.adapter < 0) return "base_model.model." + pi.name;
+  if (!is_lora(pi.kind)) return "base_model.model." + pi.name;
   return "base_model.model." + pi.name + ".weight";
 }
 }  // namespace

@@ -6,10 +6,11 @@
 
 namespace fsdpsim {
 
-// tuners_utils.py::set_adapter (module level): per layer in module order,
-// unmerge if merged ("Adapter cannot be set when the model is merged"), then
-// the layer's set_adapter.
-Raise RankModel::set_adapter_module_level(AdapterSet names, bool inference_mode) {
+// tuners_utils.py::set_adapter (module level): the modules_to_save wrappers first, then per
+// layer in module order, unmerge if merged ("Adapter cannot be set when the model is merged"),
+// then the layer's set_adapter.
+Raise RankModel::set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode) {
+  if (Raise r = wrappers_set_adapter(names, list_form, inference_mode)) return r;
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     if (st_.layers[l].any_merged())
       if (Raise r = layer_unmerge(static_cast<int>(l))) return r;
@@ -49,7 +50,7 @@ Raise RankModel::op_set_adapter(const Op& op) {
   if (!op.list_form && !st_.present.includes(names)) return raise(Status::ValueError, "Adapter " + op.names[0] + " not found.");
   // peft_model.py::PeftModel.set_adapter names its own active_adapter first.
   if (!op.list_form) st_.peft_active = static_cast<int8_t>(names.first());
-  return set_adapter_module_level(names, false);
+  return set_adapter_module_level(names, op.list_form, false);
 }
 
 // tuners_utils.py::BaseTuner.merge_adapter -> each layer's merge(adapter_names);
@@ -117,7 +118,9 @@ Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
   for (size_t l = 0; l < topo_->layers.size(); ++l)
     if (topo_->layers[l].A[adapter] >= 0) st_.layers[l].tuner = true;
   place_new_adapter(adapter);
-  if (Raise r = set_adapter_module_level(st_.active, inference_mode)) return r;  // an unmerge raised: no restore
+  // It passes its active_adapters, a list.
+  if (Raise r = set_adapter_module_level(st_.active, true, inference_mode)) return r;  // an unmerge raised: no restore
+  set_additional_trainable_modules(adapter, inference_mode);
   for (const auto& [p, rg] : kept) set_registered_rg(p, rg);
   return {};
 }
@@ -201,7 +204,11 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
   st_.inference_mode.set(adapter, inference_mode);
   for (const auto& li : topo_->layers)
     if (li.A[adapter] >= 0) create_in(li);
-  if (Raise r = inject_adapter(adapter, inference_mode, false)) return r;
+  // peft_model.py::PeftModel.add_adapter drops the config of an injection that raised.
+  if (Raise r = inject_adapter(adapter, inference_mode, false)) {
+    st_.present.erase(adapter);
+    return r;
+  }
   if (!load) return {};
   if (trainable) {
     // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name) when is_trainable
@@ -255,6 +262,7 @@ Raise RankModel::op_delete_adapter(int adapter) {
     if (first) tuner_active = lp.active;  // module-level delete_adapter returns the first layer's active_adapters
     first = false;
   }
+  if (Raise r = wrappers_delete_adapter(adapter, tuner_active)) return r;
   st_.active = tuner_active;
   // peft_model.py::PeftModel.delete_adapter: its own active_adapter follows only when exactly one
   // adapter stays active; else it keeps naming the deleted one (the next forward's KeyError).

@@ -149,9 +149,16 @@ class RankModel {
   uint64_t digest_of(int param) const;
   void gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign = 0, int64_t count = -1, DType wire = DType::F32);
   void set_registered_rg(int param, bool value);
+  // --- modules_to_save wrappers (modules_to_save.cpp) ---
+  void set_copy_rg(int layer, int adapter, bool rg);
+  void wrapper_set_adapter(int layer, int adapter, bool inference_mode);  // adapter -1: set_adapter([])
+  Raise wrappers_set_adapter(AdapterSet names, bool list_form, bool inference_mode);
+  void wrapper_enable_adapters(int layer, bool enabled);
+  void set_additional_trainable_modules(int adapter, bool inference_mode);
+  Raise wrappers_delete_adapter(int adapter, AdapterSet new_active);
   // --- PEFT model (peft_model.cpp) ---
   Raise op_set_adapter(const Op& op);
-  Raise set_adapter_module_level(AdapterSet names, bool inference_mode);
+  Raise set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode);
   Raise op_merge(const Op& op);
   Raise unmerge_adapter();
   Raise op_disable_enter();

@@ -33,7 +33,7 @@ namespace fsdpsim {
 static_assert(sizeof(WeightContent) == 80, "WeightContent changed: extend append_state_key");
 static_assert(sizeof(FsdpParam) == 200, "FsdpParam changed: extend append_state_key");
 static_assert(sizeof(FsdpParamGroup) == 32, "FsdpParamGroup changed: extend append_state_key");
-static_assert(sizeof(LoraLayer) == 20, "LoraLayer changed: extend append_state_key");
+static_assert(sizeof(LoraLayer) == 24, "LoraLayer changed: extend append_state_key");
 static_assert(sizeof(Optimizer) == 80, "Optimizer changed: extend append_state_key");
 static_assert(sizeof(UnshardedMemory) == 24, "UnshardedMemory changed: extend append_state_key");
 static_assert(sizeof(PendingGraph) == 152, "PendingGraph changed: extend append_state_key");
@@ -189,8 +189,10 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
       out.push_back(idx.empty() ? 0xffffffffu : idx.back() == 0 ? 0xfffffffeu : static_cast<uint32_t>(st.post_forward_order[idx.back() - 1]));
     }
     for (const LoraLayer& l : st.layers) {
-      uint32_t w = l.active.bits() | static_cast<uint32_t>(l.n_merged) << 8 | l.disabled << 16 | l.tuner << 17;
+      uint32_t w = l.active.bits() | static_cast<uint32_t>(l.n_merged) << 8 | l.disabled << 16 | l.tuner << 17 |
+                   l.wrapper << 18 | static_cast<uint32_t>(l.copies.bits()) << 19 | static_cast<uint32_t>(l.copy_active + 1) << 27;
       out.push_back(w);
+      if (l.wrapper) out.push_back(l.trains.bits());
       for (int i = 0; i < l.n_merged; ++i) out.push_back(static_cast<uint32_t>(l.merged[i]));
     }
     const Optimizer& opt = st.optimizer;

@@ -120,8 +120,22 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     // A ParamWrapper target is one (E, in, out) parameter; its lora_A is
     // Linear(in, r*E) and lora_B Linear(r*E, out) (peft/tuners/lora/layer.py::ParamWrapper).
     const int E = ld.experts;
+    li.SW.fill(-1);
+    li.SB.fill(-1);
+    li.saved_module = s.saved_module(ld.name);
     if (E > 0) {
       li.weight = add_param(ld.name + ".weight", ParamKind::Weight, static_cast<int>(l), -1, E, ld.in * ld.out, g);
+    } else if (li.saved_module) {
+      // peft/utils/other.py::ModulesToSaveWrapper: original_module first, then the
+      // modules_to_save ModuleDict with one deep copy per adapter, in injection order.
+      li.weight = add_param(original_module_name(ld.name, "weight"), ParamKind::Weight, static_cast<int>(l), -1, ld.out, ld.in, g);
+      li.bias = add_param(original_module_name(ld.name, "bias"), ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
+      for (int a : order) {
+        if (!s.adapters[a].saves(ld.name)) continue;
+        const int ga = ((wrapped >> a) & 1) ? g : -1;
+        li.SW[a] = add_param(saved_copy_name(ld.name, s.adapters[a].name, "weight"), ParamKind::SavedWeight, static_cast<int>(l), a, ld.out, ld.in, ga);
+        li.SB[a] = add_param(saved_copy_name(ld.name, s.adapters[a].name, "bias"), ParamKind::SavedBias, static_cast<int>(l), a, ld.out, 1, ga);
+      }
     } else {
       li.weight = add_param(ld.name + ".weight", ParamKind::Weight, static_cast<int>(l), -1, ld.out, ld.in, g);
       li.bias = add_param(ld.name + ".bias", ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
@@ -154,6 +168,9 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
       for (const auto* side : {&li.A, &li.B})
         for (int a : order)
           if ((*side)[a] >= 0 && t.params[(*side)[a]].group >= 0) members.push_back((*side)[a]);
+      for (int a : order)
+        for (int p : {li.SW[a], li.SB[a]})
+          if (p >= 0 && t.params[p].group >= 0) members.push_back(p);
     }
     gi.params = members;
   }
@@ -166,6 +183,9 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     for (const auto* side : {&li.A, &li.B})
       for (int a : order)
         if ((*side)[a] >= 0) t.state_dict_order.push_back((*side)[a]);
+    for (int a : order)
+      for (int p : {li.SW[a], li.SB[a]})
+        if (p >= 0) t.state_dict_order.push_back(p);
   }
   return t;
 }
@@ -177,7 +197,8 @@ Topology compile_topology(const SeqFile& f) {
   // LoRA layer by one whose base_layer is that module (here the FSDP module).
   const uint8_t injected = injected_before_prepare(f);
   for (LayerInfo& li : t.layers) {
-    if (t.groups[li.group].is_root) continue;
+    // A ModulesToSaveWrapper is made at get_peft_model, before fully_shard: it is the FSDP module.
+    if (t.groups[li.group].is_root || li.saved_module) continue;
     bool early = false;
     for (int a = 0; a < t.n_adapters(); ++a) early = early || (li.A[a] >= 0 && ((injected >> a) & 1));
     (li.experts > 0 ? li.wrapper_after_fsdp : li.lora_after_fsdp) = !early;

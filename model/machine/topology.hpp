@@ -15,7 +15,10 @@ namespace fsdpsim {
 
 // kMaxAdapters, kMaxLayers: model/vocab/limits.hpp.
 
-enum class ParamKind : uint8_t { Weight, Bias, LoraA, LoraB };
+// SavedWeight, SavedBias: one adapter's copy of a modules_to_save layer (its Weight and Bias
+// are then the wrapper's original_module).
+enum class ParamKind : uint8_t { Weight, Bias, LoraA, LoraB, SavedWeight, SavedBias };
+inline bool is_lora(ParamKind k) { return k == ParamKind::LoraA || k == ParamKind::LoraB; }
 
 struct ParamInfo {
   std::string name;  // "lin0.weight", "lin0.lora_A.other"
@@ -51,6 +54,10 @@ struct LayerInfo {
   bool wrapper_after_fsdp = false;
   // `checkpoint`: wrapped in checkpoint_wrapper before fully_shard; backward recomputes its forward.
   bool checkpoint = false;
+  // A modules_to_save layer: a ModulesToSaveWrapper (peft/utils/other.py) around it, with per
+  // adapter its copy's weight and bias (-1: that adapter has no copy here).
+  bool saved_module = false;
+  std::array<int, kMaxAdapters> SW{}, SB{};
 };
 
 struct Topology {

@@ -14,6 +14,12 @@ bool Scenario::checkpointed(const std::string& layer) const {
   return false;
 }
 
+bool Scenario::saved_module(const std::string& layer) const {
+  for (const auto& a : adapters)
+    if (a.saves(layer)) return true;
+  return false;
+}
+
 int Scenario::adapter_index(const std::string& name) const {
   for (size_t i = 0; i < adapters.size(); ++i)
     if (adapters[i].name == name) return static_cast<int>(i);
@@ -22,13 +28,30 @@ int Scenario::adapter_index(const std::string& name) const {
 
 std::string lora_a_name(const std::string& layer, const std::string& adapter) { return layer + ".lora_A." + adapter; }
 std::string lora_b_name(const std::string& layer, const std::string& adapter) { return layer + ".lora_B." + adapter; }
+std::string original_module_name(const std::string& layer, const std::string& what) {
+  return layer + ".original_module." + what;
+}
+std::string saved_copy_name(const std::string& layer, const std::string& adapter, const std::string& what) {
+  return layer + ".modules_to_save." + adapter + "." + what;
+}
 
 int Scenario::adapter_of_param(const std::string& param) const {
   // Matches the whole name against the declared layer and adapter names
   // (`<layer>.lora_A.<adapter>` or `.lora_B.`), piece by piece without building strings.
   auto piece = [&](size_t at, const std::string& what) { return param.compare(at, what.size(), what) == 0; };
-  static const std::string kA = ".lora_A.", kB = ".lora_B.";
+  static const std::string kA = ".lora_A.", kB = ".lora_B.", kSave = ".modules_to_save.";
   for (const auto& l : layers) {
+    // `<layer>.modules_to_save.<adapter>.weight|bias`: that adapter's copy of a saved module.
+    if (piece(0, l.name) && piece(l.name.size(), kSave)) {
+      const size_t at = l.name.size() + kSave.size();
+      for (size_t a = 0; a < adapters.size(); ++a) {
+        const size_t dot = at + adapters[a].name.size();
+        if (!adapters[a].saves(l.name) || !piece(at, adapters[a].name) || !piece(dot, ".")) continue;
+        if (param.compare(dot + 1, std::string::npos, "weight") == 0 || param.compare(dot + 1, std::string::npos, "bias") == 0)
+          return static_cast<int>(a);
+      }
+      continue;
+    }
     if (!piece(0, l.name) || !(piece(l.name.size(), kA) || piece(l.name.size(), kB))) continue;
     const size_t at = l.name.size() + kA.size();
     for (size_t a = 0; a < adapters.size(); ++a) {

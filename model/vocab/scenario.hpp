@@ -49,6 +49,9 @@ struct AdapterDecl {
   int r = 8;
   int alpha = 8;
   std::vector<std::string> targets;
+  // PEFT's modules_to_save: layers wrapped in a ModulesToSaveWrapper that keeps the layer as
+  // original_module and trains a whole copy of it per adapter (peft/utils/other.py).
+  std::vector<std::string> modules_to_save;
   LoraInit init = LoraInit::Random;
   bool inference_mode = false;
   bool deferred = false;
@@ -58,10 +61,16 @@ struct AdapterDecl {
   std::optional<bool> autocast;
   SourcePos pos;
   bool operator==(const AdapterDecl& o) const {
-    return name == o.name && r == o.r && alpha == o.alpha && targets == o.targets && init == o.init &&
+    return name == o.name && r == o.r && alpha == o.alpha && targets == o.targets &&
+           modules_to_save == o.modules_to_save && init == o.init &&
            inference_mode == o.inference_mode && deferred == o.deferred && autocast == o.autocast;
   }
   bool autocast_or(bool scenario_wide) const { return autocast.value_or(scenario_wide); }
+  bool saves(const std::string& layer) const {
+    for (const auto& m : modules_to_save)
+      if (m == layer) return true;
+    return false;
+  }
 };
 
 // Which parameters the optimizer is built over before prepare swaps in the
@@ -113,6 +122,8 @@ struct Scenario {
   int adapter_index(const std::string& name) const;
   // The layer is listed on the `checkpoint` line.
   bool checkpointed(const std::string& layer) const;
+  // Some adapter lists the layer in modules_to_save: it becomes a ModulesToSaveWrapper.
+  bool saved_module(const std::string& layer) const;
   // The adapter owning a parameter ("lin0.lora_A.b" -> index of b), by exact
   // match against the names the declarations produce (never by splitting the
   // name: see README "Names"); -1 for a base parameter or an unknown name.
@@ -126,6 +137,11 @@ struct Scenario {
 // ModuleDicts keyed by adapter name).
 std::string lora_a_name(const std::string& layer, const std::string& adapter);
 std::string lora_b_name(const std::string& layer, const std::string& adapter);
+// A ModulesToSaveWrapper's parameters (peft/utils/other.py::ModulesToSaveWrapper): the wrapped
+// layer as `original_module`, one deep copy per adapter under `modules_to_save.<adapter>`;
+// `what` is "weight" or "bias".
+std::string original_module_name(const std::string& layer, const std::string& what);
+std::string saved_copy_name(const std::string& layer, const std::string& adapter, const std::string& what);
 
 const char* raf_name(Raf r);
 

@@ -127,7 +127,7 @@ void validate(const SeqFile& f, const std::string& file) {
   for (const auto& l : s.layers) {
     params += l.experts > 0 ? 1 : 2;
     for (const auto& a : s.adapters)
-      for (const auto& t : a.targets) params += t == l.name ? 2 : 0;
+      params += (std::count(a.targets.begin(), a.targets.end(), l.name) + (a.saves(l.name) ? 1 : 0)) * 2;
   }
   if (params > static_cast<size_t>(kMaxParams))
     fail(s.layers.back().pos, "at most " + std::to_string(kMaxParams) + " parameters are supported, this scenario has " + std::to_string(params));
@@ -148,6 +148,33 @@ void validate(const SeqFile& f, const std::string& file) {
       fail(s.adapters[a].pos, "PEFT cannot build this scenario: " + why +
                                   " (make the adapters target the same experts layers, or declare this one deferred)");
     declared |= 1u << a;
+  }
+  // modules_to_save: what the model covers of PEFT's ModulesToSaveWrapper.
+  for (const auto& a : s.adapters) {
+    for (const auto& m : a.modules_to_save) {
+      const std::string why = "adapter '" + a.name + "' lists '" + m + "' in modules_to_save, ";
+      if (s.layers[s.layer_index(m)].experts > 0)
+        fail(a.pos, why + "an experts layer: a copy of a ParamWrapper target is not modelled");
+      for (const auto& b : s.adapters)
+        if (std::find(b.targets.begin(), b.targets.end(), m) != b.targets.end())
+          fail(a.pos, why + "which adapter '" + b.name + "' targets: PEFT wraps a module as a LoRA layer or as a "
+                          "ModulesToSaveWrapper, not both (peft/utils/other.py::AuxiliaryTrainingWrapper.check_module)");
+      if (a.deferred)
+        fail(a.pos, why + "but it is deferred: a copy made after fully_shard is not modelled (declare it without deferred)");
+      if (s.checkpointed(m)) fail(a.pos, why + "which is also on the `checkpoint` line: the two together are not modelled");
+      // other.py::_set_trainable wraps every module whose name ends with a listed one.
+      for (const auto& l : s.layers)
+        if (l.name != m && l.name.size() > m.size() && l.name.compare(l.name.size() - m.size(), m.size(), m) == 0)
+          fail(a.pos, why + "and PEFT would wrap layer '" + l.name + "' too (it matches names by suffix): rename one");
+    }
+  }
+  for (const auto& op : f.ops) {
+    if (op.kind != OpKind::AddAdapter && op.kind != OpKind::LoadAdapter) continue;
+    const int a = op.names.empty() ? -1 : s.adapter_index(op.names[0]);
+    if (a >= 0 && !s.adapters[a].modules_to_save.empty())
+      fail(op.pos, std::string("`") + op_name(op.kind) + " " + op.names[0] +
+                       "`: an adapter with modules_to_save is injected once, at get_peft_model; adding its copies "
+                       "again is not modelled");
   }
   for (const auto& o : s.overrides) {
     Profile p = *profile_by_name(s.profile);

@@ -199,7 +199,7 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       a.deferred = true;
       continue;
     }
-    auto [k, v] = split_kv(lp, t, "r=N, alpha=N, targets=L1,L2, init=zero|random, autocast=true|false, inference_mode or deferred");
+    auto [k, v] = split_kv(lp, t, "r=N, alpha=N, targets=L1,L2, modules_to_save=L1,L2, init=zero|random, autocast=true|false, inference_mode or deferred");
     if (k == "r") {
       a.r = static_cast<int>(parse_int(lp, t, v, 1, 1024, "the rank r"));
     } else if (k == "alpha") {
@@ -210,6 +210,11 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       for (const auto& target : a.targets)
         if (s.layer_index(target) < 0) lp.fail(t, "unknown layer '" + target + "' in targets (declare it with `layer` first)");
       have_targets = true;
+    } else if (k == "modules_to_save") {
+      a.modules_to_save = parse_names(lp, t, v, "a list of layer names");
+      if (a.modules_to_save.empty()) lp.fail(t, "expected at least one layer in modules_to_save=");
+      for (const auto& m : a.modules_to_save)
+        if (s.layer_index(m) < 0) lp.fail(t, "unknown layer '" + m + "' in modules_to_save (declare it with `layer` first)");
     } else if (k == "init") {
       if (v == "zero") a.init = LoraInit::Zero;
       else if (v == "random") a.init = LoraInit::Random;
@@ -219,7 +224,7 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       if (v != "true" && v != "false") lp.fail(t, "expected autocast=true or autocast=false, got '" + v + "'");
       a.autocast = v == "true";
     } else {
-      lp.fail(t, "unknown adapter option '" + k + "' (expected r, alpha, targets, init, autocast, inference_mode, deferred)");
+      lp.fail(t, "unknown adapter option '" + k + "' (expected r, alpha, targets, modules_to_save, init, autocast, inference_mode, deferred)");
     }
   }
   if (!have_targets) lp.fail(lp.end_column(), "expected targets=L1,L2 for adapter '" + a.name + "'");

@@ -69,6 +69,7 @@ std::string print_scenario(const Scenario& s) {
   for (const auto& a : s.adapters) {
     os << "adapter " << a.name << " r=" << a.r << " alpha=" << a.alpha << " targets=" << join(a.targets)
        << " init=" << (a.init == LoraInit::Zero ? "zero" : "random");
+    if (!a.modules_to_save.empty()) os << " modules_to_save=" << join(a.modules_to_save);
     if (a.inference_mode) os << " inference_mode";
     if (a.deferred) os << " deferred";
     if (a.autocast) os << " autocast=" << (*a.autocast ? "true" : "false");

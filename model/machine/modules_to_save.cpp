@@ -1,0 +1,122 @@
+// PEFT's ModulesToSaveWrapper (peft/utils/other.py): a modules_to_save layer kept as
+// original_module, plus a whole trainable copy per adapter. Its requires_grad flips go through
+// set_registered_rg like a LoRA layer's, so they land on whatever object FSDP has registered
+// (a flip on the unsharded copy is lost at the next reshard, as seed 000's is).
+#include "model/machine/rank_model.hpp"
+
+namespace fsdpsim {
+
+// peft utils/other.py::_set_layer_requires_grad on one adapter's copy (weight and bias).
+void RankModel::set_copy_rg(int layer, int adapter, bool rg) {
+  const LayerInfo& li = topo_->layers[layer];
+  for (int p : {li.SW[adapter], li.SB[adapter]})
+    if (p >= 0 && st_.params[p].present) set_registered_rg(p, rg);
+}
+
+// other.py::ModulesToSaveWrapper.set_adapter: freezes the copy running now, then (unless
+// inference_mode) unfreezes the new one; -1 is `set_adapter([])`, no copy runs.
+void RankModel::wrapper_set_adapter(int layer, int adapter, bool inference_mode) {
+  LoraLayer& lp = st_.layers[layer];
+  if (lp.copy_active >= 0) set_copy_rg(layer, lp.copy_active, false);
+  lp.copy_active = static_cast<int8_t>(adapter);
+  if (adapter >= 0) set_copy_rg(layer, adapter, !inference_mode);
+}
+
+// other.py::_set_adapter, which tuners_utils.py::set_adapter runs before any LoRA layer:
+// each wrapper's check_set_adapter picks its one adapter of `names` among its copies (a plain
+// name passes as it is), and a wrapper not training along with it runs none.
+Raise RankModel::wrappers_set_adapter(AdapterSet names, bool list_form, bool inference_mode) {
+  for (size_t l = 0; l < topo_->layers.size(); ++l) {
+    LoraLayer& lp = st_.layers[l];
+    if (!lp.wrapper) continue;
+    // inject_adapter passes the active list, empty after a delete left none active.
+    if (list_form && names.empty()) return raise(Status::ValueError, "Please specify at least one adapter to set");
+    const AdapterSet here = list_form ? names & lp.copies : names;
+    if (here.count() > 1) {
+      // Its text formats the module, whose repr spans lines; fully_shard renamed its class.
+      const bool renamed = st_.prepared && !topo_->groups[topo_->layers[l].group].is_root;
+      return raise(Status::ValueError, std::string("Only one adapter can be set at a time for ") +
+                                           (renamed ? "FSDPModulesToSaveWrapper(" : "ModulesToSaveWrapper("));
+    }
+    const int a = here.empty() ? -1 : here.first();
+    wrapper_set_adapter(static_cast<int>(l), a >= 0 && lp.trains.contains(a) ? a : -1, inference_mode);
+  }
+  return {};
+}
+
+// other.py::ModulesToSaveWrapper.enable_adapters: disabling freezes every copy, enabling
+// unfreezes the running one, whatever its adapter's inference_mode.
+void RankModel::wrapper_enable_adapters(int layer, bool enabled) {
+  LoraLayer& lp = st_.layers[layer];
+  lp.disabled = !enabled;
+  for (int a : lp.copies)
+    if (!enabled || a == lp.copy_active) set_copy_rg(layer, a, enabled);
+}
+
+// other.py::set_additional_trainable_modules -> _set_trainable, at the end of
+// BaseTuner.inject_adapter: a new wrapper runs the new adapter's copy when that adapter is
+// active; an existing one adds a copy (a deep copy of original_module, frozen like it:
+// ModulesToSaveWrapper.update) and re-runs set_adapter on its own active adapter.
+void RankModel::set_additional_trainable_modules(int adapter, bool inference_mode) {
+  for (size_t l = 0; l < topo_->layers.size(); ++l) {
+    const int layer = static_cast<int>(l);
+    if (topo_->layers[l].SW[adapter] < 0) continue;
+    LoraLayer& lp = st_.layers[l];
+    const bool existed = lp.wrapper;
+    lp.wrapper = true;
+    lp.copies.insert(adapter);
+    lp.trains.insert(adapter);
+    set_copy_rg(layer, adapter, false);
+    if (existed) wrapper_set_adapter(layer, lp.copy_active, inference_mode);
+    else wrapper_set_adapter(layer, st_.active.contains(adapter) ? adapter : -1, inference_mode);
+  }
+}
+
+// tuners_utils.py::_delete_auxiliary_adapter -> ModulesToSaveWrapper.delete_adapter, with the
+// first LoRA layer's active adapters after its own delete (none: no LoRA layer).
+Raise RankModel::wrappers_delete_adapter(int adapter, AdapterSet new_active) {
+  for (size_t l = 0; l < topo_->layers.size(); ++l) {
+    const int layer = static_cast<int>(l);
+    LoraLayer& lp = st_.layers[l];
+    if (!lp.wrapper || !lp.copies.contains(adapter)) continue;
+    const LayerInfo& li = topo_->layers[l];
+    auto drop = [&]() {
+      for (int p : {li.SW[adapter], li.SB[adapter]}) st_.params[p].present = false;
+    };
+    if (new_active.count() > 1) {
+      std::string list;
+      for (int a : new_active) list += (list.empty() ? "['" : ", '") + topo_->adapters[a].name + "'";
+      const bool renamed = st_.prepared && !topo_->groups[li.group].is_root;
+      return raise(Status::ValueError, "Attempted to set multiple (" + list + "]) adapters at once for " +
+                                           (renamed ? "FSDPModulesToSaveWrapper" : "ModulesToSaveWrapper") +
+                                           ", which is not allowed.");
+    }
+    lp.trains.erase(adapter);
+    const int next = new_active.empty() ? -1 : new_active.first();
+    if (next < 0 || !lp.copies.contains(next)) {
+      drop();
+      lp.copies.erase(adapter);
+      lp.copy_active = -1;
+      continue;
+    }
+    // It compares the new adapter with active_adapters[0], which a wrapper running none lacks:
+    // the copy stays in the ModuleDict, out of _adapters.
+    if (lp.copy_active < 0) return raise(Status::Exception, "IndexError: list index out of range");
+    if (next != lp.copy_active) {
+      // ModulesToSaveWrapper.set_adapter freezes the running copy before it looks the new one up.
+      if (!lp.trains.contains(next)) {
+        set_copy_rg(layer, lp.copy_active, false);
+        std::string set;
+        for (int a : lp.trains) set += (set.empty() ? "{'" : ", '") + topo_->adapters[a].name + "'";
+        return raise(Status::ValueError, "Adapter " + topo_->adapters[next].name + " not found in " +
+                                             (set.empty() ? "set()" : set + "}"));
+      }
+      wrapper_set_adapter(layer, next, false);
+    }
+    drop();
+    lp.copies.erase(adapter);
+  }
+  return {};
+}
+
+}  // namespace fsdpsim
