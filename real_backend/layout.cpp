@@ -103,6 +103,9 @@ Layout make_layout(const SeqFile& f) {
     ls.group = g;
     ls.lora_a.assign(s.adapters.size(), -1);
     ls.lora_b.assign(s.adapters.size(), -1);
+    ls.saved_w.assign(s.adapters.size(), -1);
+    ls.saved_b.assign(s.adapters.size(), -1);
+    ls.saved_module = s.saved_module(decl.name);
     GroupSpec& gs = out.groups[g];
     gs.layers.push_back(static_cast<int>(l));
     if (gs.first_layer < 0) gs.first_layer = static_cast<int>(l);
@@ -123,6 +126,17 @@ Layout make_layout(const SeqFile& f) {
     const int64_t E = decl.experts;
     if (E > 0) {
       ls.weight = add(decl.name + ".weight", Role::Weight, -1, E, int64_t{decl.in} * decl.out, true);
+    } else if (ls.saved_module) {
+      // peft/utils/other.py::ModulesToSaveWrapper registers original_module, then the
+      // modules_to_save ModuleDict: one deep copy per adapter, in injection order.
+      ls.weight = add(original_module_name(decl.name, "weight"), Role::Weight, -1, decl.out, decl.in, true);
+      ls.bias = add(original_module_name(decl.name, "bias"), Role::Bias, -1, decl.out, 1, true);
+      for (int a : order) {
+        if (!s.adapters[a].saves(decl.name)) continue;
+        const bool managed = (out.wrapped >> a) & 1;
+        ls.saved_w[a] = add(saved_copy_name(decl.name, s.adapters[a].name, "weight"), Role::SavedWeight, a, decl.out, decl.in, managed);
+        ls.saved_b[a] = add(saved_copy_name(decl.name, s.adapters[a].name, "bias"), Role::SavedBias, a, decl.out, 1, managed);
+      }
     } else {
       ls.weight = add(decl.name + ".weight", Role::Weight, -1, decl.out, decl.in, true);
       ls.bias = add(decl.name + ".bias", Role::Bias, -1, decl.out, 1, true);
@@ -155,6 +169,9 @@ Layout make_layout(const SeqFile& f) {
       for (const auto* side : {&ls.lora_a, &ls.lora_b})
         for (int a : order)
           if ((*side)[a] >= 0 && out.params[(*side)[a]].group >= 0) members.push_back((*side)[a]);
+      for (int a : order)
+        for (int p : {ls.saved_w[a], ls.saved_b[a]})
+          if (p >= 0 && out.params[p].group >= 0) members.push_back(p);
     }
     gs.params = members;
   }
@@ -166,22 +183,28 @@ Layout make_layout(const SeqFile& f) {
     if (out.groups[ls.group].is_root) continue;
     bool early = false;
     for (size_t a = 0; a < ls.lora_a.size(); ++a) early = early || (ls.lora_a[a] >= 0 && ((injected >> a) & 1));
-    (ls.experts > 0 ? ls.wrapper_after_fsdp : ls.lora_after_fsdp) = !early;
+    // A ModulesToSaveWrapper exists before fully_shard (its adapters are never deferred): it is
+    // the FSDP module itself.
+    (ls.experts > 0 ? ls.wrapper_after_fsdp : ls.lora_after_fsdp) = !early && !ls.saved_module;
   }
   // state_dict() order: per layer the base, then lora_A and lora_B in injection
-  // order (torch nn/modules/module.py::Module.state_dict over the ModuleDicts).
+  // order, then the modules_to_save copies (torch nn/modules/module.py::Module.state_dict
+  // over the ModuleDicts).
   for (const LayerSpec& ls : out.layers) {
     for (int p : {ls.weight, ls.bias})
       if (p >= 0) out.state_dict_order.push_back(p);
     for (const auto* side : {&ls.lora_a, &ls.lora_b})
       for (int a : order)
         if ((*side)[a] >= 0) out.state_dict_order.push_back((*side)[a]);
+    for (int a : order)
+      for (int p : {ls.saved_w[a], ls.saved_b[a]})
+        if (p >= 0) out.state_dict_order.push_back(p);
   }
   return out;
 }
 
 std::vector<int64_t> param_shape(const Layout& l, const ParamSpec& p, int64_t rows) {
-  if (p.role == Role::Bias) return {rows};
+  if (p.role == Role::Bias || p.role == Role::SavedBias) return {rows};
   const LayerSpec& ls = l.layers[p.layer];
   if (p.role == Role::Weight && ls.experts > 0) return {rows, ls.in, ls.out};
   return {rows, p.cols};

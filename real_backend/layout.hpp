@@ -14,7 +14,9 @@
 
 namespace fsdpsim::real {
 
-enum class Role : uint8_t { Weight, Bias, LoraA, LoraB };
+// SavedWeight, SavedBias: one adapter's copy of a modules_to_save layer, whose Weight and Bias
+// are then the ModulesToSaveWrapper's original_module (peft/utils/other.py).
+enum class Role : uint8_t { Weight, Bias, LoraA, LoraB, SavedWeight, SavedBias };
 
 struct ParamSpec {
   std::string name;  // "lin0.lora_A.other", as module.named_parameters() spells it
@@ -53,6 +55,10 @@ struct LayerSpec {
   // before the FSDP module's pre-forward, on whatever weight is registered then.
   bool wrapper_after_fsdp = false;
   bool checkpoint = false;  // `checkpoint`: in a checkpoint_wrapper, recomputed in backward
+  // Listed in some adapter's modules_to_save: a ModulesToSaveWrapper, with per adapter its
+  // copy's weight and bias (-1: that adapter has no copy here).
+  bool saved_module = false;
+  std::vector<int> saved_w, saved_b;
 };
 
 struct Layout {

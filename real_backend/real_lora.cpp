@@ -154,6 +154,7 @@ void RealRank::layer_set_adapter(int layer, uint32_t names, bool inference_mode)
 // tuners_utils.py::BaseTunerLayer.enable_adapters (inference_mode ignored
 // upstream, #3447; honoured when patched, #3453).
 void RealRank::layer_enable_adapters(int layer, bool enabled) {
+  if (layer_wrapper_[layer]) return wrapper_enable_adapters(layer, enabled);
   const LayerSpec& ls = layout_->layers[layer];
   bool respect = layout_->profile.get(Switch::EnableInferenceMode) == sw::kRespect;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
@@ -170,6 +171,11 @@ at::Tensor RealRank::layer_forward(int layer, const at::Tensor& h, at::Tensor* b
   const LayerSpec& ls = layout_->layers[layer];
   if (ls.experts > 0) {
     at::Tensor y = experts_forward(layer, h);
+    if (base_out) *base_out = y;
+    return y;
+  }
+  if (layer_wrapper_[layer]) {  // a ModulesToSaveWrapper: no LoRA, its output is the FSDP module's
+    at::Tensor y = wrapper_module_forward(layer, h);
     if (base_out) *base_out = y;
     return y;
   }

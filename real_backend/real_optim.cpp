@@ -179,8 +179,11 @@ void RealRank::op_load_optimizer() {
       return;
     }
     if (optimizer_objects_[i].requires_grad() && (i >= opt_ckpt_.size() || opt_ckpt_[i].second.empty())) {
+      // DCP's FQN: a LoRA parameter is its lora_A/lora_B Linear's weight; a modules_to_save copy's name ends in .weight/.bias.
+      const Role role = layout_->params[optimizer_[i]].role;
+      const bool lora = role == Role::LoraA || role == Role::LoraB;
       error(Status::Exception, "RuntimeError: Missing optimizer state for parameter 'base_model.model." + name +
-                                   ".weight' in checkpoint. The parameter requires gradients but has no saved "
+                                   (lora ? ".weight" : "") + "' in checkpoint. The parameter requires gradients but has no saved "
                                    "optimizer state. To load anyway, use StateDictOptions(strict=False).");
       return;
     }

@@ -30,8 +30,10 @@ uint32_t RealRank::mask_of(const std::vector<std::string>& names) const {
   return m;
 }
 
-// tuners_utils.py::set_adapter (module level): unmerge a merged layer, then flip.
-void RealRank::set_adapter_module_level(uint32_t names, bool inference_mode) {
+// tuners_utils.py::set_adapter (module level): the modules_to_save wrappers first
+// (other.py::_set_adapter), then per layer unmerge a merged layer and flip.
+void RealRank::set_adapter_module_level(uint32_t names, bool list_form, bool inference_mode) {
+  wrappers_set_adapter(names, list_form, inference_mode);
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     if (!merged_[l].empty()) layer_unmerge(static_cast<int>(l));
     layer_set_adapter(static_cast<int>(l), names, inference_mode);
@@ -65,7 +67,7 @@ void RealRank::op_set_adapter(const Op& op) {
     return;
   }
   if (!op.list_form) peft_active_ = __builtin_ctz(names);  // PeftModel.set_adapter names its own first
-  set_adapter_module_level(names, false);
+  set_adapter_module_level(names, op.list_form, false);
 }
 
 // BaseTuner.merge_adapter: each layer merges the named adapters, or its active ones.
@@ -123,7 +125,9 @@ void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
   }
   for (size_t l = 0; l < layout_->layers.size(); ++l)
     if (layout_->layers[l].lora_a[adapter] >= 0) layer_tuner_[l] = 1;
-  set_adapter_module_level(active_, inference_mode);  // an unmerge that raises skips the restore
+  // BaseTuner.inject_adapter passes its active_adapters, a list; an unmerge that raises skips the restore.
+  set_adapter_module_level(active_, true, inference_mode);
+  set_additional_trainable_modules(adapter, inference_mode);
   for (const auto& [p, rg] : kept) set_registered_rg(p, rg);
 }
 
@@ -188,7 +192,13 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   if (inference_mode) inference_mode_ |= 1u << adapter;
   else inference_mode_ &= ~(1u << adapter);
   create_adapter(adapter, load);
-  inject_adapter(adapter, inference_mode, false);
+  try {
+    inject_adapter(adapter, inference_mode, false);
+  } catch (const OpError&) {
+    // peft_model.py::PeftModel.add_adapter rolls back: `del self.peft_config[adapter_name]`, then re-raises.
+    present_ &= ~(1u << adapter);
+    throw;
+  }
   if (!load) return;
   if (trainable)
     for (const auto& ls : layout_->layers)  // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name)
@@ -204,7 +214,8 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
 // BaseTuner.delete_adapter: refuses merged adapters; then each tuner layer's
 // BaseTunerLayer.delete_adapter: a layer whose active list held it keeps the
 // rest, or falls back to sorted(its own adapters)[0] (made trainable); the
-// model's active adapter is the first tuner layer's. FSDP's group keeps gathering it.
+// model's active adapter is the first tuner layer's, which the modules_to_save
+// wrappers then follow. FSDP's group keeps gathering it.
 void RealRank::op_delete_adapter(int adapter) {
   const std::string& name = layout_->adapters[adapter].name;
   if (!((present_ >> adapter) & 1)) {
@@ -240,6 +251,7 @@ void RealRank::op_delete_adapter(int adapter) {
     if (first) tuner_active = layer_active_[l];
     first = false;
   }
+  wrappers_delete_adapter(adapter, tuner_active);
   active_ = tuner_active;
   // PeftModel.delete_adapter follows only a single remaining active adapter.
   if (__builtin_popcount(tuner_active) == 1) peft_active_ = __builtin_ctz(tuner_active);

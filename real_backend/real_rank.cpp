@@ -72,6 +72,9 @@ void RealRank::reset() {
   layer_tuner_.assign(layout_->layers.size(), 0);
   merged_.assign(layout_->layers.size(), {});
   layer_disabled_.assign(layout_->layers.size(), 0);
+  layer_wrapper_.assign(layout_->layers.size(), 0);
+  wrapper_adapters_.assign(layout_->layers.size(), 0);
+  copy_active_.assign(layout_->layers.size(), -1);
   present_ = 0;
   active_ = 1;
   peft_active_ = 0;
@@ -88,7 +91,7 @@ void RealRank::reset() {
   const bool on_meta = layout_->loading == Loading::RamEfficient && comm_->rank() != 0;
   const at::ScalarType dtype = layout_->dtype == DType::BF16 ? at::kBFloat16 : at::kFloat;
   for (size_t p = 0; p < n; ++p) {
-    if (layout_->params[p].adapter >= 0) continue;
+    if (layout_->params[p].adapter >= 0) continue;  // LoRA and modules_to_save copies come with their adapter
     create_param(static_cast<int>(p), initial_values(*layout_, seed_, static_cast<int>(p)));
     place_param(static_cast<int>(p), on_meta, dtype);
   }

@@ -92,7 +92,17 @@ class RealRank {
   void layer_set_adapter(int layer, uint32_t names, bool inference_mode);
   void layer_enable_adapters(int layer, bool enabled);
   at::Tensor layer_forward(int layer, const at::Tensor& h, at::Tensor* base_out = nullptr);  // base_out: the base layer's output
-  void set_adapter_module_level(uint32_t names, bool inference_mode);
+  void set_adapter_module_level(uint32_t names, bool list_form, bool inference_mode);
+  // --- modules_to_save wrappers (real_modules_to_save.cpp; names as model/machine/modules_to_save.cpp) ---
+  bool copy_registered(int layer, int adapter) const;  // the copy is in the wrapper's modules_to_save ModuleDict
+  void create_copy(int layer, int adapter);
+  void set_copy_rg(int layer, int adapter, bool rg);
+  void wrapper_set_adapter(int layer, int adapter, bool inference_mode);  // adapter -1: set_adapter([])
+  void wrappers_set_adapter(uint32_t names, bool list_form, bool inference_mode);
+  void wrapper_enable_adapters(int layer, bool enabled);
+  at::Tensor wrapper_module_forward(int layer, const at::Tensor& h);
+  void set_additional_trainable_modules(int adapter, bool inference_mode);
+  void wrappers_delete_adapter(int adapter, uint32_t new_active);
   void op_set_adapter(const Op& op);
   void op_merge(const Op& op);
   void unmerge_adapter();
@@ -178,7 +188,12 @@ class RealRank {
   std::vector<uint32_t> layer_active_;
   std::vector<uint8_t> layer_tuner_;      // a BaseTunerLayer: some adapter targeting it was injected
   std::vector<std::vector<int>> merged_;  // per layer, LIFO
-  std::vector<uint8_t> layer_disabled_;
+  std::vector<uint8_t> layer_disabled_;   // a LoRA layer's, or a wrapper's _disable_adapters
+  // ModulesToSaveWrapper per layer (peft/utils/other.py): wrapped yet, its _adapters, and the
+  // adapter whose copy runs (-1: `_active_adapter = []`).
+  std::vector<uint8_t> layer_wrapper_;
+  std::vector<uint32_t> wrapper_adapters_;
+  std::vector<int> copy_active_;
   // optimizer: S objects held (by identity) in pid order
   std::vector<int> optimizer_;
   std::vector<at::Tensor> optimizer_objects_;

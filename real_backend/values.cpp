@@ -19,6 +19,10 @@ struct Mix {
 
 std::vector<float> initial_values(const Layout& l, uint64_t seed, int param, bool loaded) {
   const ParamSpec& p = l.params[param];
+  // A modules_to_save copy is a deep copy of original_module made at get_peft_model, before
+  // anything changed it (peft/utils/other.py::ModulesToSaveWrapper.update).
+  if (p.role == Role::SavedWeight) return initial_values(l, seed, l.layers[p.layer].weight, false);
+  if (p.role == Role::SavedBias) return initial_values(l, seed, l.layers[p.layer].bias, false);
   std::vector<float> v(static_cast<size_t>(p.rows * p.cols), 0.0f);
   // LoRA's default init leaves B at zero (peft/tuners/lora/layer.py::LoraLayer.reset_lora_parameters);
   // a loaded adapter's checkpoint is its own fresh init, saved, so its B is zero too.

@@ -47,6 +47,7 @@ void expect_same_layout(const SeqFile& f) {
     EXPECT_EQ(r.last_layer, m.last_layer) << m.name;
     EXPECT_EQ(r.numel, m.numel) << m.name << "\n" << what;
   }
+  EXPECT_EQ(l.state_dict_order, t.state_dict_order) << what;
   ASSERT_EQ(l.layers.size(), t.layers.size()) << what;
   for (size_t i = 0; i < t.layers.size(); ++i) {
     const LayerInfo& m = t.layers[i];
@@ -59,7 +60,10 @@ void expect_same_layout(const SeqFile& f) {
     for (int a = 0; a < t.n_adapters(); ++a) {
       EXPECT_EQ(r.lora_a[a], m.A[a]) << m.name << " adapter " << a;
       EXPECT_EQ(r.lora_b[a], m.B[a]) << m.name << " adapter " << a;
+      EXPECT_EQ(r.saved_w[a], m.SW[a]) << m.name << " adapter " << a;
+      EXPECT_EQ(r.saved_b[a], m.SB[a]) << m.name << " adapter " << a;
     }
+    EXPECT_EQ(r.saved_module, m.saved_module) << m.name;
   }
 }
 }  // namespace
@@ -84,4 +88,36 @@ TEST(Layout, AgreesOnEveryCorpusRegression) {
     expect_same_layout(parse_seq_file(e.path().string()));
   }
   EXPECT_GT(files, 20);
+}
+
+// modules_to_save (peft/utils/other.py::ModulesToSaveWrapper): original_module first, then one
+// copy per listing adapter in injection order, in the wrapped layer's group (child or root),
+// uneven chunks at world 3; a deferred adapter loaded before prepare changes the order.
+TEST(Layout, AgreesOnModulesToSave) {
+  const std::string text =
+      "world 3\nseed 2\nprofile upstream\n"
+      "layer lin0 4 5\nlayer lin1 5 7\nlayer lin2 7 2\n"
+      "adapter b r=2 alpha=2 targets=lin0 modules_to_save=lin1,lin2\n"
+      "adapter a r=2 alpha=2 targets=lin0 modules_to_save=lin1\n"
+      "adapter late r=2 alpha=2 targets=lin0 deferred\n"
+      "fully_shard lin1\nfully_shard root\n---\n"
+      "load_adapter late frozen\nprepare\nforward\n";
+  const SeqFile f = parse_seq(text, "<test>");
+  expect_same_layout(f);
+  const real::Layout l = real::make_layout(f);
+  std::vector<std::string> names;
+  for (const auto& p : l.params) names.push_back(p.name);
+  const std::vector<std::string> want = {
+      "lin0.weight", "lin0.bias", "lin0.lora_A.b", "lin0.lora_A.a", "lin0.lora_A.late", "lin0.lora_B.b", "lin0.lora_B.a",
+      "lin0.lora_B.late", "lin1.original_module.weight", "lin1.original_module.bias", "lin1.modules_to_save.b.weight",
+      "lin1.modules_to_save.b.bias", "lin1.modules_to_save.a.weight", "lin1.modules_to_save.a.bias",
+      "lin2.original_module.weight", "lin2.original_module.bias", "lin2.modules_to_save.b.weight",
+      "lin2.modules_to_save.b.bias"};
+  EXPECT_EQ(names, want);
+  const int lin1 = l.group_of_module("lin1");
+  ASSERT_GE(lin1, 0);
+  EXPECT_EQ(l.params[l.layers[1].saved_w[1]].group, lin1);  // a's copy sits in the wrapper's group
+  EXPECT_EQ(l.params[l.layers[1].saved_w[1]].chunk_rows, 3);  // ceil(7 / 3)
+  EXPECT_FALSE(l.layers[1].lora_after_fsdp);                  // the wrapper is the FSDP module
+  EXPECT_EQ(real::param_shape(l, l.params[l.layers[1].saved_b[0]], 3), std::vector<int64_t>{3});  // a bias copy is 1-D
 }
