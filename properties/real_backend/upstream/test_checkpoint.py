@@ -16,6 +16,8 @@ sys.path.insert(0, os.path.join(ROOT, "real_backend", "upstream"))
 
 from fsdpsim_upstream import export, seqfile  # noqa: E402
 from fsdpsim_upstream.pool import Pool, free_port  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from upstream_test_util import run_exported, run_on_fresh_pool  # noqa: E402
 
 # seed 000's topology (corpus/regressions/seed000_*_w2.seq) with lin0 checkpointed
 HEADER = """world 2
@@ -128,20 +130,9 @@ class CheckpointExportTest(unittest.TestCase):
         text = seq(["forward", "set_adapter other", "backward", "train_step"], r=4, raf="false")
         script = export.export(text, "b7.seq")
         self.assertIn("checkpoint_wrapper(model.base_model.model.lin0, preserve_rng_state=False)", script)
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "repro.py")
-            open(path, "w").write(script)
-            torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-            out = subprocess.run([torchrun, "--nproc_per_node=2", f"--master_port={free_port()}", path],
-                                 capture_output=True, text=True, timeout=180, cwd=d)
-        lines = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
-        self.assertEqual(len(lines), 8, out.stderr[-2000:])
-        pool = Pool(2, 20000)
-        pool.start()
-        try:
-            obs, _ = pool.run(text, None)
-        finally:
-            pool.close()
+        lines, err = run_exported(script)
+        self.assertEqual(len(lines), 8, err)
+        obs = run_on_fresh_pool(text, timeout_ms=20000)
         for o in obs:
             e = next(l for l in lines if l["step"] == o["step"] and l["rank"] == o["rank"])
             self.assertEqual((e["op"], e["status"], e.get("message", "")), (o["op"], o["status"], o.get("message", "")))

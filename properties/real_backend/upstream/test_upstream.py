@@ -17,6 +17,8 @@ sys.path.insert(0, os.path.join(ROOT, "real_backend", "upstream"))
 
 from fsdpsim_upstream import export  # noqa: E402
 from fsdpsim_upstream.pool import Pool  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from upstream_test_util import run_exported, run_on_fresh_pool  # noqa: E402
 
 SEED000 = open(os.path.join(ROOT, "corpus/regressions/seed000_merged_set_adapter_w2.seq")).read()
 SEED004 = open(os.path.join(ROOT, "corpus/regressions/seed004_eval_then_save_optimizer.seq")).read()
@@ -190,22 +192,9 @@ class ExportTest(unittest.TestCase):
         script = export.export(SEED000, "seed000_merged_set_adapter_w2.seq")
         self.assertIn("model.set_adapter('other')", script)
         self.assertLess(len(script.splitlines()), 220)  # short enough to paste into an issue
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "repro.py")
-            open(path, "w").write(script)
-            torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-            from fsdpsim_upstream.pool import free_port
-            out = subprocess.run([torchrun, "--nproc_per_node=2", f"--master_port={free_port()}", path],
-                                 capture_output=True,
-                                 text=True, timeout=180, cwd=d)
-        lines = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
-        self.assertEqual(len(lines), 12, out.stderr[-2000:])
-        pool = Pool(2, 8000)
-        pool.start()
-        try:
-            obs, _ = pool.run(SEED000, None)
-        finally:
-            pool.close()
+        lines, err = run_exported(script)
+        self.assertEqual(len(lines), 12, err)
+        obs = run_on_fresh_pool(SEED000)
         for o in obs:
             e = next(l for l in lines if l["step"] == o["step"] and l["rank"] == o["rank"])
             self.assertEqual(e["op"], o["op"])
@@ -215,6 +204,89 @@ class ExportTest(unittest.TestCase):
             self.assertEqual(e["S.requires_grad"], [p["name"] for p in o["params"] if p["S.requires_grad"]])
             self.assertEqual(e["U.requires_grad"], [p["name"] for p in o["params"] if p["U.requires_grad"]])
 
+
+# PEFT's modules_to_save (ModulesToSaveWrapper, peft/utils/other.py): lin1 trained whole, one copy
+# per adapter; its own parameters become lin1.original_module.*
+MODULES_TO_SAVE = """world 2
+seed 3
+profile upstream
+layer lin0 6 8
+layer lin1 8 4
+adapter a r=2 alpha=4 targets=lin0 init=random modules_to_save=lin1
+adapter b r=2 alpha=4 targets=lin0 init=random modules_to_save=lin1
+fully_shard lin1 reshard_after_forward=true
+fully_shard root reshard_after_forward=true
+---
+train_step
+set_adapter b
+train_step
+disable_enter
+forward
+disable_exit
+set_adapter [a,b]
+"""
+
+
+class ModulesToSaveTest(unittest.TestCase):
+    def test_names_and_owners_from_the_declarations(self):
+        from fsdpsim_upstream import seqfile, session
+        scen, _ = seqfile.parse(MODULES_TO_SAVE)
+        self.assertEqual(scen.adapter("a").modules_to_save, ["lin1"])
+        owners = scen.param_owners()
+        self.assertEqual(owners["lin1.modules_to_save.b.bias"], ("lin1", "modules_to_save", "b"))
+        self.assertNotIn("lin1.original_module.weight", owners)
+        self.assertEqual(scen.base_name("lin1"), "lin1.original_module.weight")
+        self.assertEqual(scen.base_name("lin0", "bias"), "lin0.bias")
+        # get_peft_model_state_dict keys of a copy drop the wrapper's path
+        self.assertEqual(session.saved_name("base_model.model.lin1.weight", "b", scen), "lin1.modules_to_save.b.weight")
+        self.assertEqual(session.saved_name("base_model.model.lin0.lora_A.weight", "b", scen), "lin0.lora_A.b")
+        self.assertEqual(session.lora_config(scen.adapter("a"), layers=scen.layers).modules_to_save, ["lin1"])
+
+    def test_copies_follow_the_active_adapter(self):
+        obs = run_on_fresh_pool(MODULES_TO_SAVE)
+        names = [p["name"] for p in by(obs, 1)["params"]]
+        self.assertEqual(names[4:], ["lin1.modules_to_save.a.weight", "lin1.modules_to_save.a.bias",
+                                     "lin1.modules_to_save.b.weight", "lin1.modules_to_save.b.bias"])
+        colls = by(obs, 1)["collectives"]
+        self.assertIn("lin1.original_module.weight", colls[1]["parts"])
+        self.assertEqual(by(obs, 1)["layers"][1], {"name": "lin1", "group": "lin1", "merged": [],
+                                                   "stored": "exact", "registered": "exact"})
+
+        def trainable(step):
+            return [p["name"] for p in by(obs, step)["params"] if p["S.requires_grad"]]
+
+        self.assertEqual(trainable(1), ["lin0.lora_A.a", "lin0.lora_B.a", "lin1.modules_to_save.a.weight",
+                                        "lin1.modules_to_save.a.bias"])
+        self.assertEqual(by(obs, 3)["grads"], ["b"])
+        self.assertIn("lin1.modules_to_save.b.weight", trainable(3))
+        self.assertNotIn("lin1.modules_to_save.a.weight", trainable(3))
+        # disabling freezes every copy; enabling unfreezes the running one
+        self.assertEqual(trainable(4), [])
+        self.assertIn("lin1.modules_to_save.b.bias", trainable(6))
+        o = by(obs, 7)
+        self.assertEqual(o["status"], "value_error")
+        self.assertEqual(o["message"], "Only one adapter can be set at a time for FSDPModulesToSaveWrapper(")
+
+    def test_save_adapters_names_the_copies(self):
+        text = MODULES_TO_SAVE.split("---")[0] + "---\ntrain_step\nsave_adapters [a]\nload_adapters\n"
+        obs = run_on_fresh_pool(text)
+        saved = {x["name"]: (x["rows"], x["full_rows"]) for x in by(obs, 2)["saved"]}
+        self.assertEqual(saved, {"lin0.lora_A.a": (1, 2), "lin0.lora_B.a": (4, 8),
+                                 "lin1.modules_to_save.a.weight": (2, 4), "lin1.modules_to_save.a.bias": (2, 4)})
+        self.assertEqual(by(obs, 3)["status"], "ok")
+        self.assertNotIn("reload_diff", by(obs, 3, 0))
+
+    def test_exported_script_matches_the_backend(self):
+        script = export.export(MODULES_TO_SAVE, "modules_to_save.seq")
+        self.assertIn("modules_to_save=['lin1']", script)
+        lines, err = run_exported(script)
+        self.assertEqual(len(lines), 14, err)
+        obs = run_on_fresh_pool(MODULES_TO_SAVE)
+        for o in obs:
+            e = next(l for l in lines if l["step"] == o["step"] and l["rank"] == o["rank"])
+            self.assertEqual((e["op"], e["status"], e.get("grads")), (o["op"], o["status"], o.get("grads")))
+            self.assertEqual(e["S.requires_grad"], [p["name"] for p in o["params"] if p["S.requires_grad"]])
+            self.assertEqual(e["U.requires_grad"], [p["name"] for p in o["params"] if p["U.requires_grad"]])
 
 if __name__ == "__main__":
     unittest.main()

@@ -18,18 +18,21 @@ def fsdp_params():
 
 
 def shard_of(name):
-    # name: "lin0.lora_A.default" -> the shard FSDP keeps for it (or the plain parameter)
+    # name: "lin0.lora_A.default" -> the shard FSDP keeps for it (or the plain parameter);
+    # "lin1.modules_to_save.default.bias": the bias of that adapter's copy of lin1
     layer, kind, adapter = OWNERS[name]
     mod = getattr(getattr(model.base_model.model, layer), kind)[adapter]
+    leaf = "bias" if kind == "modules_to_save" and name.endswith(".bias") else "weight"
     for fp in fsdp_params():
-        if fp._module_info.module is mod:
+        if fp._module_info.module is mod and fp._module_info.param_name == leaf:
             return fp
     return None
 
 
 def model_name(n):
     # a layer under checkpoint_wrapper has `_checkpoint_wrapped_module.` in its parameters' names
-    return n.replace("base_model.model.", "").replace("_checkpoint_wrapped_module.", "").removesuffix(".weight")
+    n = n.replace("base_model.model.", "").replace("_checkpoint_wrapped_module.", "")
+    return n.removesuffix(".weight") if ".lora_" in n else n
 
 
 def adapter_params():
@@ -105,6 +108,8 @@ def lora_config_text(a, layers, inference_mode=None):
         out += f", target_parameters={params!r}"
     if a.init != "zero":
         out += ", init_lora_weights=False"
+    if a.modules_to_save:
+        out += f", modules_to_save={list(a.modules_to_save)!r}"
     if im:
         out += ", inference_mode=True"
     return out + ")"
@@ -199,8 +204,10 @@ class Writer:
                 self.reshard_all(ind)
             e(f"{ind}set_optimizer_state_dict(model, opt, ckpt)")
         elif k == "delta_weight":
+            e(f"{ind}m = model.base_model.model.{op.names[0]}")
             e(f"{ind}for a in model.base_model.active_adapters:")
-            e(f"{ind}    model.base_model.model.{op.names[0]}.get_delta_weight(a)")
+            e(f"{ind}    if a in getattr(m, 'lora_A', {{}}):  # a layer without LoRA has no delta")
+            e(f"{ind}        m.get_delta_weight(a)")
         elif k == "prepare":
             self.prepare(ind)
         else:
@@ -227,7 +234,7 @@ class Writer:
                          f"{'model' if d.is_root else 'model.base_model.model.' + d.modules[0]})"
                          for d in shards)
         self.emit(f"{ind}FSDP_MODULES = [{mods}]")
-        sel = "p.requires_grad" if self.scen.optimizer == "trainable" else "'.lora_' in n"
+        sel = "p.requires_grad" if self.scen.optimizer == "trainable" else "'.lora_' in n or '.modules_to_save.' in n"
         self.emit(f"{ind}opt = torch.optim.AdamW([p for n, p in model.named_parameters() if {sel}], lr=1e-2)")
 
     def script(self, path):
@@ -262,7 +269,7 @@ class Writer:
         e("")
         e("")
         e(f"LAYERS = [L(*t) for t in [{layers}]]")
-        e("# adapter parameter -> (layer, lora_A|lora_B, adapter), from the declarations")
+        e("# adapter parameter -> (layer, lora_A|lora_B|modules_to_save, adapter), from the declarations")
         e(f"OWNERS = {s.param_owners()!r}")
         e('dist.init_process_group("gloo")')
         e("rank, world = dist.get_rank(), dist.get_world_size()")

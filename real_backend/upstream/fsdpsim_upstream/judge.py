@@ -49,6 +49,13 @@ def _full(name, shape, r, step, world, init, vals, own):
     return t.reshape(shape)
 
 
+def weight_name(layer, shapes):
+    """The layer's own weight: `L.original_module.weight` under a ModulesToSaveWrapper
+    (rank.shapes_of names it as seqfile.Scenario.base_name does)."""
+    w = layer + ".weight"
+    return w if w in shapes else f"{layer}.original_module.weight"
+
+
 def delta_of(A, B, wshape):
     """B @ A for a Linear weight (out, in); for an (E, in, out) experts weight
     PEFT's per-expert delta (lora/layer.py::ParamWrapper.get_delta_weight):
@@ -152,7 +159,9 @@ def judge_layers(o, r, world, init, vals, log=None):
         layer = lo["name"]
         merged = set(lo["merged"])
         rounded, events = log.note(r, layer, merged)
-        wname = layer + ".weight"
+        # a modules_to_save layer's original_module is judged as any base weight: no LoRA
+        # delta exists for it, so anything but W0 is corrupt
+        wname = weight_name(layer, shapes)
         if wname not in mine["s"] or mine["s"][wname] is None:
             continue
         wshape = shapes[wname]
@@ -206,7 +215,7 @@ def judge_deltas(o, r, world, init, vals):
         return
     layer = mine["delta_layer"]
     shapes = init[r]["shapes"]
-    wshape = shapes[layer + ".weight"]
+    wshape = shapes[weight_name(layer, shapes)]
     out_f = wshape[0]
     for a, d in mine["deltas"].items():
         an, bn = f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}"

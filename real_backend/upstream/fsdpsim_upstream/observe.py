@@ -27,13 +27,19 @@ def model_name(peft_name):
     return n
 
 
+def owners(sess):
+    """The scenario's adapter parameters (seqfile.Scenario.param_owners), cached on the session."""
+    o = getattr(sess, "_param_owners", None)
+    if o is None:
+        o = sess._param_owners = sess.scen.param_owners()
+    return o
+
+
 def owner_of(sess, name):
     """(layer, kind, adapter) of an adapter parameter, None for a base one:
-    from the scenario's declarations, cached on the session."""
-    owners = getattr(sess, "_param_owners", None)
-    if owners is None:
-        owners = sess._param_owners = sess.scen.param_owners()
-    return owners.get(name)
+    from the scenario's declarations. kind `modules_to_save`: that adapter's copy of
+    the layer (the ModuleDict of peft/utils/other.py::ModulesToSaveWrapper)."""
+    return owners(sess).get(name)
 
 
 def local_of(t):
@@ -141,7 +147,8 @@ def param_sort_key(sess):
 
     def key(name):
         layer, kind, adapter = owner_of(sess, name)
-        return (layers[layer], kind, ad.get(adapter, 99))
+        # a copy's weight before its bias (named_parameters order of the copied Linear)
+        return (layers[layer], kind, ad.get(adapter, 99), name.endswith(".bias"))
 
     return key
 
@@ -197,8 +204,7 @@ def _local(sess, op, step, grads):
     values = {"s": {}, "u": {}}
     for l in sess.scen.layers:
         m = sess.layer(l.name)
-        wname = l.name + ".weight"
-        fp = sess.fsdp_param.get(wname)
+        fp = sess.fsdp_param.get(sess.scen.base_name(l.name))
         layers.append({"name": l.name, "group": getattr(fp, "_fsdpsim_group", "") if fp else "",
                        "merged": list(getattr(m, "merged_adapters", [])),
                        "stored": "exact", "registered": "exact"})

@@ -143,11 +143,13 @@ def shapes_of(scen):
     out = {}
     for l in scen.layers:
         e = max(l.experts, 1)
-        out[l.name + ".weight"] = [l.experts, l.fan_in, l.fan_out] if l.experts else [l.fan_out, l.fan_in]
+        out[scen.base_name(l.name)] = [l.experts, l.fan_in, l.fan_out] if l.experts else [l.fan_out, l.fan_in]
         for a in scen.adapters:
             if l.name in a.targets:
                 out[f"{l.name}.lora_A.{a.name}"] = [a.r * e, l.fan_in]
                 out[f"{l.name}.lora_B.{a.name}"] = [l.fan_out, a.r * e]
+            if l.name in a.modules_to_save:  # a deep copy of the Linear (other.py::ModulesToSaveWrapper.update)
+                out[f"{l.name}.modules_to_save.{a.name}.weight"] = [l.fan_out, l.fan_in]
     return out
 
 

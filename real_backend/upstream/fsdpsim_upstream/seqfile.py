@@ -22,6 +22,8 @@ class Adapter:
     inference_mode: bool = False
     deferred: bool = False
     autocast: object = None  # the autocast_adapter_dtype its entry point takes; None: the scenario's
+    # LoraConfig(modules_to_save=...): layers PEFT wraps in a ModulesToSaveWrapper (peft/utils/other.py)
+    modules_to_save: list = field(default_factory=list)
 
 
 @dataclass
@@ -88,16 +90,31 @@ class Scenario:
     def layer(self, name):
         return next(l for l in self.layers if l.name == name)
 
+    def saved(self, layer):
+        """Some adapter lists the layer in modules_to_save (model/vocab/scenario.cpp saved_module)."""
+        return any(layer in a.modules_to_save for a in self.adapters)
+
+    def base_name(self, layer, what="weight"):
+        """The layer's own parameter: `L.weight`, or `L.original_module.weight` once a
+        ModulesToSaveWrapper holds it (peft/utils/other.py::AuxiliaryTrainingWrapper.__init__)."""
+        return f"{layer}.original_module.{what}" if self.saved(layer) else f"{layer}.{what}"
+
     def param_owners(self):
-        """{"lin0.lora_A.b": ("lin0", "lora_A", "b")} for every adapter parameter
-        the declarations produce. Owners are looked up whole, never recovered by
-        splitting a name (README "Names"; sim/../scenario.cpp adapter_of_param)."""
+        """{"lin0.lora_A.b": ("lin0", "lora_A", "b"), "lin1.modules_to_save.b.weight":
+        ("lin1", "modules_to_save", "b")} for every adapter parameter the declarations
+        produce. Owners are looked up whole, never recovered by splitting a name
+        (README "Names"; model/vocab/scenario.cpp adapter_of_param)."""
         owners = {}
         for l in self.layers:
             for a in self.adapters:
                 if l.name in a.targets:
                     for kind in ("lora_A", "lora_B"):
                         owners[f"{l.name}.{kind}.{a.name}"] = (l.name, kind, a.name)
+            # ModulesToSaveWrapper.update: one deep copy of the layer per adapter listing it
+            for a in self.adapters:
+                if l.name in a.modules_to_save:
+                    for what in ("weight", "bias"):
+                        owners[f"{l.name}.modules_to_save.{a.name}.{what}"] = (l.name, "modules_to_save", a.name)
         return owners
 
 
@@ -141,7 +158,8 @@ def parse(text):
             scen.adapters.append(Adapter(rest[0], int(kv.get("r", 8)), int(kv.get("alpha", 8)),
                                          kv.get("targets", "").split(","), kv.get("init", "random"),
                                          "inference_mode" in rest[1:], "deferred" in rest[1:],
-                                         {"true": True, "false": False}.get(kv.get("autocast"))))
+                                         {"true": True, "false": False}.get(kv.get("autocast")),
+                                         [n for n in kv.get("modules_to_save", "").split(",") if n]))
         elif key == "fully_shard":
             raf = "none"
             for w in rest[1:]:

@@ -51,10 +51,19 @@ class Net(nn.Module):
         return x
 
 
-def saved_name(key, adapter):
-    """fsdpsim's name of an adapter state-dict key (PEFT drops the adapter name from it)."""
-    return observe.model_name(key.replace(".lora_A.weight", f".lora_A.{adapter}.weight")
+def saved_name(key, adapter, scen=None):
+    """fsdpsim's name of an adapter state-dict key (PEFT drops the adapter name from it).
+    A modules_to_save copy is saved as `L.weight` / `L.bias`
+    (peft/utils/other.py::ModulesToSaveWrapper.adapter_state_dict): its copy's name."""
+    name = observe.model_name(key.replace(".lora_A.weight", f".lora_A.{adapter}.weight")
                               .replace(".lora_B.weight", f".lora_B.{adapter}.weight"))
+    if scen is not None:
+        for l in scen.layers:
+            if l.name in scen.adapter(adapter).modules_to_save:
+                for what in ("weight", "bias"):
+                    if name == f"{l.name}.{what}":
+                        return f"{l.name}.modules_to_save.{adapter}.{what}"
+    return name
 
 
 def lora_config(a, inference_mode=None, layers=()):
@@ -63,7 +72,7 @@ def lora_config(a, inference_mode=None, layers=()):
     experts = {l.name for l in layers if l.experts}
     return LoraConfig(r=a.r, lora_alpha=a.alpha, target_modules=[t for t in a.targets if t not in experts] or None,
                       target_parameters=[f"{t}.weight" for t in a.targets if t in experts] or None,
-                      init_lora_weights=(a.init == "zero"),
+                      init_lora_weights=(a.init == "zero"), modules_to_save=list(a.modules_to_save) or None,
                       inference_mode=a.inference_mode if inference_mode is None else inference_mode)
 
 
@@ -255,11 +264,13 @@ class Session:
         self.fsdp_modules = groups
 
     def named_adapter_params(self):
-        """(fsdpsim name, registered object) of every LoRA parameter, in
-        model.named_parameters() order (read once per observation)."""
+        """(fsdpsim name, registered object) of every adapter parameter (LoRA and
+        modules_to_save copies), in model.named_parameters() order (read once per observation)."""
+        owners = observe.owners(self)
         for n, p in (self.named_cache if self.named_cache is not None else self.pm.named_parameters()):
-            if ".lora_" in n:
-                yield observe.model_name(n), p
+            name = observe.model_name(n)
+            if ".lora_" in n or name in owners:
+                yield name, p
 
     # ---- ops ------------------------------------------------------------
     def reshard_all(self):
@@ -274,6 +285,7 @@ class Session:
         self.reshard_all()
 
     def any_merged(self):
+        # a ModulesToSaveWrapper has no `merged`
         return any(getattr(m, "merged", False) for m in self.lora_layers())
 
     def lora_layers(self):
@@ -310,12 +322,13 @@ class Session:
             self.unmerge_and_reshard_all()
         elif mode == "skip_merged":
             for g, m in self.fsdp_modules:
-                if not any(self.layer(l.name).merged for l in self.scen.layers if self.group_of_layer(l.name) == g):
+                if not any(getattr(self.layer(l.name), "merged", False) for l in self.scen.layers
+                           if self.group_of_layer(l.name) == g):
                     m.reshard()
         self.pm.set_adapter(op.names[0])
 
     def group_of_layer(self, layer):
-        fp = self.fsdp_param.get(layer + ".weight")
+        fp = self.fsdp_param.get(self.scen.base_name(layer))
         return getattr(fp, "_fsdpsim_group", "")
 
     def op_disable_enter(self):
@@ -334,10 +347,12 @@ class Session:
         ctx.__exit__(None, None, None)
         if self.sw["enable_inference_mode"] == "respect":
             # the fix of #3453: adapters whose config says inference_mode stay frozen
+            # (LoRA layers only: ModulesToSaveWrapper.enable_adapters is not part of that fix)
             for a in self.pm.base_model.active_adapters:
                 if self.pm.peft_config[a].inference_mode:
                     for n, p in self.named_adapter_params():
-                        if n.endswith("." + a):
+                        owner = observe.owner_of(self, n)
+                        if owner is not None and owner[1] != "modules_to_save" and owner[2] == a:
                             p.requires_grad_(False)
 
     def op_add_adapter(self, name, inference_mode):
@@ -431,7 +446,7 @@ class Session:
             raise HarnessError("selected adapters are not in the model: {" + ",".join(missing) + "}")
         sd = self.pm.state_dict()
         if self.sw["adapter_save_gather"] == "on":
-            sd = {k: (v.full_tensor() if isinstance(v, DTensor) and ".lora_" in k and
+            sd = {k: (v.full_tensor() if isinstance(v, DTensor) and (".lora_" in k or ".modules_to_save." in k) and
                       any(f".{n}." in k for n in names) else v) for k, v in sd.items()}
         self.saved = {}
         self.saved_obs = []
@@ -441,7 +456,7 @@ class Session:
             self.saved[a] = local
             for k, v in asd.items():
                 t = v.to_local() if isinstance(v, DTensor) else v
-                name = saved_name(k, a)
+                name = saved_name(k, a, self.scen)
                 self.saved_obs.append({"name": name, "rows": int(t.shape[0]), "full_rows": int(v.shape[0]),
                                        "dtype": observe.DTYPES.get(t.dtype, str(t.dtype))})
         self.saved_obs.sort(key=lambda x: observe.param_sort_key(self)(x["name"]))
@@ -482,7 +497,7 @@ class Session:
         self.reload_foreign = set()
         for a, asd in saved.items():
             for k, v in asd.items():
-                name = saved_name(k, a)
+                name = saved_name(k, a, self.scen)
                 mine = self.reload_expect.get(name)
                 if (self.rank > 0 and mine is not None and mine.shape[0] > 0 and name in full and
                         v.shape[0] == mine.shape[0] != full[name]):
