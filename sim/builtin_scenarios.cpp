@@ -254,6 +254,26 @@ set_adapter other
 backward
 train_step
 )"},
+    {"b8_modules_to_save",
+     "hazard B8: lin1 in modules_to_save (a trainable copy per adapter) in a reshard_after_forward=false group, set_adapter after an eval",
+     R"(# beyond the seeds: corpus/regressions/modules_to_save_set_adapter_on_unsharded_copy.seq
+world 2
+seed 5
+profile upstream
+layer lin0 6 8
+layer lin1 8 3
+adapter a r=2 alpha=2 targets=lin0 modules_to_save=lin1
+adapter b r=2 alpha=2 targets=lin0 modules_to_save=lin1
+fully_shard lin0 reshard_after_forward=true
+fully_shard lin1 reshard_after_forward=false
+fully_shard root reshard_after_forward=true
+optimizer trainable
+---
+eval
+set_adapter b
+train_step
+train_step
+)"},
 };
 
 }  // namespace

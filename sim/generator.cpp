@@ -60,6 +60,29 @@ void share_experts_targets(Scenario& s) {
   }
 }
 
+namespace {
+// PEFT wraps a module as a LoRA layer or as a ModulesToSaveWrapper, not both: the saved layer
+// leaves every target list (an adapter left with none keeps its draw: nothing is saved).
+// A bf16 base gives a bf16 copy beside fp32 (autocast) LoRA tensors: FSDP's lazy-init dtype
+// check raises (B2), and what later steps do after it is not modelled (README, Known limits).
+void draw_modules_to_save(Prng& rng, Scenario& s) {
+  if (s.dtype != DType::F32) return;
+  std::vector<int> linear;
+  for (size_t l = 0; l < s.layers.size(); ++l)
+    if (s.layers[l].experts == 0 && !s.checkpointed(s.layers[l].name)) linear.push_back(static_cast<int>(l));
+  if (linear.empty()) return;
+  const std::string saved = s.layers[linear[rng.below(static_cast<uint32_t>(linear.size()))]].name;
+  std::vector<int> savers;
+  for (size_t a = 0; a < s.adapters.size(); ++a)
+    if (!s.adapters[a].deferred && rng.chance(75)) savers.push_back(static_cast<int>(a));
+  if (savers.empty()) savers.push_back(0);  // adapter 0 is never deferred
+  for (auto& a : s.adapters)
+    if (a.targets.size() == 1 && a.targets[0] == saved) return;
+  for (auto& a : s.adapters) a.targets.erase(std::remove(a.targets.begin(), a.targets.end(), saved), a.targets.end());
+  for (int a : savers) s.adapters[a].modules_to_save.push_back(saved);
+}
+}  // namespace
+
 Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
   Scenario s;
   s.world = opt.world;
@@ -113,11 +136,13 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
       if (rng.chance(50)) s.checkpoint.push_back(n);
     if (s.checkpoint.empty() && !linear.empty()) s.checkpoint.push_back(linear[rng.below(static_cast<uint32_t>(linear.size()))]);
   }
+  if (opt.modules_to_save_percent > 0 && rng.chance(static_cast<uint32_t>(opt.modules_to_save_percent))) draw_modules_to_save(rng, s);
   return s;
 }
 
 std::string apply_draws(const std::string& list, GenOptions* opt) {
-  const std::string expected = "a comma list of checkpoint=P, gradient_sync=P or per_rank_data=P (P a percentage 0..100)";
+  const std::string expected =
+      "a comma list of checkpoint=P, gradient_sync=P, per_rank_data=P or modules_to_save=P (P a percentage 0..100)";
   for (const std::string& item : split(list)) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size() || item.size() - eq - 1 > 3)
@@ -132,6 +157,7 @@ std::string apply_draws(const std::string& list, GenOptions* opt) {
     if (key == "checkpoint") opt->checkpoint_percent = p;
     else if (key == "gradient_sync") opt->gradient_sync_percent = p;
     else if (key == "per_rank_data") opt->per_rank_data_percent = p;
+    else if (key == "modules_to_save") opt->modules_to_save_percent = p;
     else return "expects " + expected + ", got unknown '" + key + "'";
   }
   return "";

@@ -27,9 +27,13 @@ struct GenOptions {
   // Chance of a `checkpoint` line (hazard B7): each Linear layer wrapped with chance 1/2, at least
   // one. 0 (the default) draws nothing, so every recorded --seed keeps its scenario and ops.
   int checkpoint_percent = 0;
+  // Chance of a modules_to_save layer (hazard B8): one Linear, non-checkpointed layer no adapter
+  // targets any more, saved by each non-deferred adapter with chance 3/4 (at least one). 0 (the
+  // default) draws nothing, so every recorded --seed keeps its scenario and ops.
+  int modules_to_save_percent = 0;
 };
 
-// `--draw checkpoint=P,gradient_sync=P,per_rank_data=P` (percentages 0..100) onto opt; returns an
+// `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P` (percentages 0..100) onto opt; returns an
 // error text naming what was expected, or "" when the list is good.
 std::string apply_draws(const std::string& list, GenOptions* opt);
 

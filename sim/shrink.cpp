@@ -112,7 +112,10 @@ SeqFile without_layer(const SeqFile& f, size_t l) {
   const std::string name = f.scenario.layers[l].name;
   if (l > 0 && l + 1 < c.scenario.layers.size()) c.scenario.layers[l + 1].in = c.scenario.layers[l - 1].out;
   c.scenario.layers.erase(c.scenario.layers.begin() + static_cast<long>(l));
-  for (auto& a : c.scenario.adapters) a.targets.erase(std::remove(a.targets.begin(), a.targets.end(), name), a.targets.end());
+  for (auto& a : c.scenario.adapters) {
+    a.targets.erase(std::remove(a.targets.begin(), a.targets.end(), name), a.targets.end());
+    a.modules_to_save.erase(std::remove(a.modules_to_save.begin(), a.modules_to_save.end(), name), a.modules_to_save.end());
+  }
   for (auto& d : c.scenario.shards) d.modules.erase(std::remove(d.modules.begin(), d.modules.end(), name), d.modules.end());
   auto& ckpt = c.scenario.checkpoint;
   ckpt.erase(std::remove(ckpt.begin(), ckpt.end(), name), ckpt.end());
@@ -176,7 +179,7 @@ bool try_scenario(SeqFile& f, Oracle& o, const std::function<bool(SeqFile&)>& ed
 // group merges into the root's, reshard_after_forward becomes FSDP2's default
 // (true), the optimizer holds the trainable parameters, adapters lose
 // inference_mode and deferral and start random (a zero B hides a delta until
-// a step trains it), overrides go, the values' seed becomes 0.
+// a step trains it), modules_to_save copies go, overrides go, the values' seed becomes 0.
 bool simplify_scenario(SeqFile& f, Oracle& o) {
   bool changed = false;
   for (size_t l = 0; l < f.scenario.layers.size(); ++l)
@@ -194,6 +197,15 @@ bool simplify_scenario(SeqFile& f, Oracle& o) {
             }) || changed;
   changed = try_scenario(f, o, [](SeqFile& c) { return c.scenario.data != Data::Same && (c.scenario.data = Data::Same, true); }) ||
             changed;
+  // modules_to_save: each adapter's copy of each saved layer dropped in turn (the layer stays, plain).
+  for (size_t a = 0; a < f.scenario.adapters.size(); ++a)
+    for (size_t k = f.scenario.adapters[a].modules_to_save.size(); k-- > 0;)
+      changed = try_scenario(f, o, [&](SeqFile& c) {
+                  auto& m = c.scenario.adapters[a].modules_to_save;
+                  if (k >= m.size()) return false;
+                  m.erase(m.begin() + static_cast<long>(k));
+                  return true;
+                }) || changed;
   // Activation checkpointing: each wrapped layer unwrapped in turn.
   for (size_t k = f.scenario.checkpoint.size(); k-- > 0;)
     changed = try_scenario(f, o, [&](SeqFile& c) {

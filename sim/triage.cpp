@@ -47,6 +47,11 @@ std::string traits(const Scenario& s) {
   if (s.data == Data::PerRank) t.push_back("data=per_rank");
   if (!s.checkpoint.empty()) t.push_back("checkpoint");  // a layer in checkpoint_wrapper (beyond-seeds B7)
   for (const auto& a : s.adapters)
+    if (!a.modules_to_save.empty()) {
+      t.push_back("modules_to_save");  // a ModulesToSaveWrapper's per-adapter copies (beyond-seeds B8)
+      break;
+    }
+  for (const auto& a : s.adapters)
     if (a.autocast_or(s.autocast_adapter_dtype) != s.autocast_adapter_dtype) {
       t.push_back("adapter_autocast");  // one adapter's entry point cast differently (beyond-seeds B2)
       break;
