@@ -6,6 +6,14 @@
 
 namespace fsdpsim {
 
+namespace {
+// fully_shard swaps the class of each module it is given for FSDP<name>; the root's call is on
+// the PeftModel, so a wrapper in the root's group keeps its name.
+const char* wrapper_class(const Topology& t, int layer, bool prepared) {
+  return prepared && !t.groups[t.layers[layer].group].is_root ? "FSDPModulesToSaveWrapper" : "ModulesToSaveWrapper";
+}
+}  // namespace
+
 // peft utils/other.py::_set_layer_requires_grad on one adapter's copy (weight and bias).
 void RankModel::set_copy_rg(int layer, int adapter, bool rg) {
   const LayerInfo& li = topo_->layers[layer];
@@ -33,10 +41,9 @@ Raise RankModel::wrappers_set_adapter(AdapterSet names, bool list_form, bool inf
     if (list_form && names.empty()) return raise(Status::ValueError, "Please specify at least one adapter to set");
     const AdapterSet here = list_form ? names & lp.copies : names;
     if (here.count() > 1) {
-      // Its text formats the module, whose repr spans lines; fully_shard renamed its class.
-      const bool renamed = st_.prepared && !topo_->groups[topo_->layers[l].group].is_root;
+      // Its text formats the module, whose repr spans lines: the first line ends with the class.
       return raise(Status::ValueError, std::string("Only one adapter can be set at a time for ") +
-                                           (renamed ? "FSDPModulesToSaveWrapper(" : "ModulesToSaveWrapper("));
+                                           wrapper_class(*topo_, static_cast<int>(l), st_.prepared) + "(");
     }
     const int a = here.empty() ? -1 : here.first();
     wrapper_set_adapter(static_cast<int>(l), a >= 0 && lp.trains.contains(a) ? a : -1, inference_mode);
@@ -82,39 +89,28 @@ Raise RankModel::wrappers_delete_adapter(int adapter, AdapterSet new_active) {
     const LayerInfo& li = topo_->layers[l];
     auto drop = [&]() {
       for (int p : {li.SW[adapter], li.SB[adapter]}) st_.params[p].present = false;
+      lp.copies.erase(adapter);
     };
     if (new_active.count() > 1) {
       std::string list;
       for (int a : new_active) list += (list.empty() ? "['" : ", '") + topo_->adapters[a].name + "'";
-      const bool renamed = st_.prepared && !topo_->groups[li.group].is_root;
       return raise(Status::ValueError, "Attempted to set multiple (" + list + "]) adapters at once for " +
-                                           (renamed ? "FSDPModulesToSaveWrapper" : "ModulesToSaveWrapper") +
-                                           ", which is not allowed.");
+                                           wrapper_class(*topo_, layer, st_.prepared) + ", which is not allowed.");
     }
     lp.trains.erase(adapter);
     const int next = new_active.empty() ? -1 : new_active.first();
     if (next < 0 || !lp.copies.contains(next)) {
       drop();
-      lp.copies.erase(adapter);
       lp.copy_active = -1;
       continue;
     }
     // It compares the new adapter with active_adapters[0], which a wrapper running none lacks:
     // the copy stays in the ModuleDict, out of _adapters.
     if (lp.copy_active < 0) return raise(Status::Exception, "IndexError: list index out of range");
-    if (next != lp.copy_active) {
-      // ModulesToSaveWrapper.set_adapter freezes the running copy before it looks the new one up.
-      if (!lp.trains.contains(next)) {
-        set_copy_rg(layer, lp.copy_active, false);
-        std::string set;
-        for (int a : lp.trains) set += (set.empty() ? "{'" : ", '") + topo_->adapters[a].name + "'";
-        return raise(Status::ValueError, "Adapter " + topo_->adapters[next].name + " not found in " +
-                                             (set.empty() ? "set()" : set + "}"));
-      }
-      wrapper_set_adapter(layer, next, false);
-    }
+    // ModulesToSaveWrapper.set_adapter would refuse a `next` outside _adapters, but only a
+    // deleted adapter leaves _adapters, and no LoRA layer names a deleted one as active.
+    if (next != lp.copy_active) wrapper_set_adapter(layer, next, false);
     drop();
-    lp.copies.erase(adapter);
   }
   return {};
 }

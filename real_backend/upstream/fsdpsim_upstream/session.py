@@ -57,12 +57,10 @@ def saved_name(key, adapter, scen=None):
     (peft/utils/other.py::ModulesToSaveWrapper.adapter_state_dict): its copy's name."""
     name = observe.model_name(key.replace(".lora_A.weight", f".lora_A.{adapter}.weight")
                               .replace(".lora_B.weight", f".lora_B.{adapter}.weight"))
-    if scen is not None:
-        for l in scen.layers:
-            if l.name in scen.adapter(adapter).modules_to_save:
-                for what in ("weight", "bias"):
-                    if name == f"{l.name}.{what}":
-                        return f"{l.name}.modules_to_save.{adapter}.{what}"
+    for layer in (scen.adapter(adapter).modules_to_save if scen is not None else ()):
+        for what in ("weight", "bias"):
+            if name == f"{layer}.{what}":
+                return f"{layer}.modules_to_save.{adapter}.{what}"
     return name
 
 
