@@ -96,6 +96,15 @@ def _close(d, s, tol):
     return bool(((d - s).abs() <= tol).all())
 
 
+def _bound(w0, deltas, rounded, events):
+    """The bf16 rounding bound per element after `events` merges and unmerges (None: no W0)."""
+    if w0 is None:
+        return None
+    # an adapter's largest |delta|, not its own element: a square one-expert layer adds the transpose
+    size = w0.abs() + 2 * sum(float(deltas[n].abs().max()) for n in rounded if n in deltas and deltas[n].numel())
+    return BF16_ROUNDING * size * max(events, 1)
+
+
 def classify(d, merged, deltas, dtype="fp32", w0=None, rounded=(), events=0):
     """`rounded`: the adapters merged into this weight at some step so far; `events`:
     how many adapter merges and unmerges it has seen (each one a bf16 rounding).
@@ -111,11 +120,7 @@ def classify(d, merged, deltas, dtype="fp32", w0=None, rounded=(), events=0):
         return s
 
     scale = max([float(x.abs().max()) for x in deltas.values() if x.numel()] + [0.0])
-    bound = None
-    if dtype == "bf16" and w0 is not None:
-        # an adapter's largest |delta|, not its own element: a square one-expert layer adds the transpose
-        size = w0.abs() + 2 * sum(float(deltas[n].abs().max()) for n in rounded if n in deltas and deltas[n].numel())
-        bound = BF16_ROUNDING * size * max(events, 1)
+    bound = _bound(w0, deltas, rounded, events) if dtype == "bf16" else None
     tol = _tolerance(d, scale, dtype, bound)
     exact = _close(d, total(want), tol)
     missing = extra = False
@@ -136,7 +141,7 @@ class RoundingLog:
     merge/unmerge events, read off the observations' merged lists in step order."""
 
     def __init__(self):
-        self.prev, self.ever, self.events = {}, {}, {}
+        self.prev, self.ever, self.events, self.history = {}, {}, {}, {}
 
     def note(self, r, layer, merged):
         key = (r, layer)
@@ -145,6 +150,24 @@ class RoundingLog:
         self.ever.setdefault(key, set()).update(merged)
         self.prev[key] = set(merged)
         return self.ever[key], self.events[key]
+
+    def merged_before(self, r, layer):
+        return self.prev.get((r, layer), set())
+
+    def track(self, key, prior, event, observed, tol):
+        """bf16 weights: what `observed` (weight - W0, of one object: a rank's stored rows or
+        the registered copy) holds, free of rounding: its previous history plus this step's
+        merges and unmerges (`event`, None when a delta is unknown) when they landed on it, or
+        the previous history when they did not (a merge on the copy leaves the shard alone).
+        None from the first value that fits neither (a load, a mixed gather) on."""
+        h = None
+        if prior is not None and prior.shape == observed.shape:
+            for c in ([prior + event] if event is not None else []) + [prior]:
+                if _close(observed, c, tol):
+                    h = c
+                    break
+        self.history[key] = h
+        return h
 
 
 def judge_layers(o, r, world, init, vals, log=None):
@@ -158,7 +181,6 @@ def judge_layers(o, r, world, init, vals, log=None):
     for lo in o["layers"]:
         layer = lo["name"]
         merged = set(lo["merged"])
-        rounded, events = log.note(r, layer, merged)
         # a modules_to_save layer's original_module is judged as any base weight: no LoRA
         # delta exists for it, so anything but W0 is corrupt
         wname = weight_name(layer, shapes)
@@ -193,14 +215,54 @@ def judge_layers(o, r, world, init, vals, log=None):
 
         ds = deltas_for(False)
         dtype = init[r].get("dtype", "fp32")
-        lo["stored"], alt = classify(s_local - w0[rows], merged, {a: d[rows] for a, d in ds.items()}, dtype,
-                                     w0[rows], rounded, events)
+        before = log.merged_before(r, layer)
+        rounded, events = log.note(r, layer, merged)
+        stored = {a: d[rows] for a, d in ds.items()}
+        d_s = s_local - w0[rows]
+
+        def event(deltas, shape):
+            """This step's merges minus its unmerges, of the values the edit read."""
+            e = torch.zeros(shape, dtype=torch.float64)
+            for a in merged ^ before:
+                if a not in deltas or list(deltas[a].shape) != list(shape):
+                    return None
+                e = e + deltas[a] if a in merged else e - deltas[a]
+            return e
+
+        def fit_tol(d, deltas, w0_rows):
+            scale = max([float(x.abs().max()) for x in deltas.values() if x.numel()] + [0.0])
+            return _tolerance(d, scale, dtype, _bound(w0_rows, deltas, rounded, events))
+
+        def judged(d, deltas, w0_rows, h):
+            got, alt = classify(d, merged, deltas, dtype, w0_rows, rounded, events)
+            if h is None or got == "corrupt":
+                return got, alt
+            # The bf16 bound grows with every merge and unmerge; after a few it can hide what a
+            # step while merged changed (lora/layer.py::Linear.merge adds get_delta_weight of the
+            # values at merge time, unmerge subtracts that of the values at unmerge time). The
+            # weight's tracked history is free of rounding: it says what the weight holds.
+            return classify(h, merged, deltas)
+
+        h_s = h_u = None
+        if dtype == "bf16":
+            # before the first observation the shard holds W0: no history yet is a zero one
+            prior_s = log.history[(r, layer, "s")] if (r, layer, "s") in log.history else torch.zeros_like(d_s)
+            h_s = log.track((r, layer, "s"), prior_s, event(stored, d_s.shape), d_s, fit_tol(d_s, stored, w0[rows]))
+        lo["stored"], alt = judged(d_s, stored, w0[rows], h_s)
         if alt:
             lo["stored_alt"] = alt
         if wname in mine["u"]:
             u = vec(mine["u"][wname]).reshape(wshape)
-            lo["registered"], alt = classify(u - w0, merged, deltas_for(True), dtype, w0, rounded, events)
+            dsu = deltas_for(True)
+            if dtype == "bf16":
+                # a copy gathered at this step starts from the shard's history (world 1: the shard is all of it)
+                prior_u = log.history.get((r, layer, "u"))
+                if prior_u is None and world == 1:
+                    prior_u = prior_s
+                h_u = log.track((r, layer, "u"), prior_u, event(dsu, u.shape), u - w0, fit_tol(u - w0, dsu, w0))
+            lo["registered"], alt = judged(u - w0, dsu, w0, h_u)
         else:
+            log.history.pop((r, layer, "u"), None)
             lo["registered"] = lo["stored"]
         if alt:
             lo["registered_alt"] = alt

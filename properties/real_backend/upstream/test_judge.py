@@ -1,0 +1,85 @@
+"""Tests of the upstream backend's judge (real_backend/upstream/fsdpsim_upstream/judge.py)
+on hand-made rank reports, no ranks started: a bf16 weight's class after merges and
+unmerges, where the rounding bound alone cannot see a step taken while merged. Run by
+ctest with the project's .venv python (label `upstream`)."""
+import base64
+import os
+import sys
+import unittest
+
+import torch
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "real_backend", "upstream"))
+
+from fsdpsim_upstream import judge  # noqa: E402
+
+
+def enc(t):
+    return base64.b64encode(t.to(torch.float32).contiguous().numpy().tobytes()).decode()
+
+
+def bf16(t):
+    return t.to(torch.bfloat16).to(torch.float32)
+
+
+class Bf16History(unittest.TestCase):
+    """World 1, one layer lin0 (4, 3) in bf16, one adapter `a` (r = 1, scaling 1)."""
+
+    def setUp(self):
+        g = torch.Generator().manual_seed(7)
+        self.w0 = bf16(torch.rand(4, 3, generator=g) + 0.5)
+        self.A = bf16(torch.rand(1, 3, generator=g) * 0.5)
+        self.B = bf16(torch.rand(4, 1, generator=g) * 0.5)
+        self.init = {0: {"shapes": {"lin0.weight": [4, 3], "lin0.lora_A.a": [1, 3], "lin0.lora_B.a": [4, 1]},
+                         "scaling": {"a": 1.0}, "dtype": "bf16", "w0": {"lin0": enc(self.w0)},
+                         "values": {"s": {"lin0.weight": enc(self.w0), "lin0.lora_A.a": enc(self.A),
+                                          "lin0.lora_B.a": enc(self.B)}}}}
+        self.vals = {0: {}}
+        self.log = judge.RoundingLog()
+
+    def report(self, step, w, A, B, merged):
+        """One step's observation and values; returns the stored class the judge gives."""
+        self.vals[0][step] = {"s": {"lin0.weight": enc(w), "lin0.lora_A.a": enc(A), "lin0.lora_B.a": enc(B)},
+                              "u": {}}
+        o = {"step": step, "rank": 0, "layers": [{"name": "lin0", "merged": merged}]}
+        judge.judge_layers(o, 0, 1, self.init, self.vals, self.log)
+        return o["layers"][0]["stored"]
+
+    def merge_unmerge_merge(self):
+        d = bf16(self.B @ self.A)  # lora/layer.py::Linear.get_delta_weight casts to the weight's dtype
+        w = bf16(self.w0 + d)
+        self.assertEqual(self.report(0, w, self.A, self.B, ["a"]), "exact")
+        w = bf16(w - d)
+        self.assertEqual(self.report(1, w, self.A, self.B, []), "exact")
+        w = bf16(w + d)
+        self.assertEqual(self.report(2, w, self.A, self.B, ["a"]), "exact")
+        return w
+
+    def test_step_while_merged_is_corrupt_after_three_roundings(self):
+        w = self.merge_unmerge_merge()
+        A2, B2 = bf16(self.A + 0.004), bf16(self.B - 0.004)  # an optimizer step of lr 4e-3
+        # the change is inside the bound of three rounding events, so only the history sees it
+        moved = float((B2 @ A2 - self.B @ self.A).abs().max())
+        bound = float(judge.BF16_ROUNDING * (self.w0.abs() + 2 * (self.B @ self.A).abs().max()).min() * 3)
+        self.assertLess(moved, bound)
+        self.assertEqual(self.report(3, w, A2, B2, ["a"]), "corrupt")
+        # unmerging subtracts the new values' delta: W0 + d(old) - d(new), still no set of current deltas
+        d2 = bf16(B2 @ A2)
+        self.assertEqual(self.report(4, bf16(w - d2), A2, B2, []), "corrupt")
+
+    def test_unchanged_adapter_stays_exact(self):
+        w = self.merge_unmerge_merge()
+        self.assertEqual(self.report(3, w, self.A, self.B, ["a"]), "exact")
+        self.assertEqual(self.report(4, bf16(w - bf16(self.B @ self.A)), self.A, self.B, []), "exact")
+
+    def test_a_merge_that_did_not_land_is_missing_delta(self):
+        # the merge ran on the unsharded copy and the reshard dropped it: the shard is W0
+        self.assertEqual(self.report(0, self.w0, self.A, self.B, ["a"]), "missing_delta")
+        # an unmerge that lands on the shard then leaves W0 - d: no set of current deltas
+        d = bf16(self.B @ self.A)
+        self.assertEqual(self.report(1, bf16(self.w0 - d), self.A, self.B, []), "corrupt")
+
+
+if __name__ == "__main__":
+    unittest.main()
