@@ -317,7 +317,10 @@ void RealRank::op_save_adapters(const Op& op) {
     }
   for (size_t p = 0; p < params_.size(); ++p) {
     const ParamSpec& ps = layout_->params[p];
-    if (ps.adapter < 0 || !((names >> ps.adapter) & 1) || !registry_[p].defined()) continue;
+    // save_and_load.py::_filter_state_dict_for_adapter_name drops the OTHER configured adapters'
+    // keys only: a half-added adapter's tensors (config rolled back) go into each saved state dict.
+    const bool orphan = ps.adapter >= 0 && !((present_ >> ps.adapter) & 1) && names != 0;
+    if (ps.adapter < 0 || !(((names >> ps.adapter) & 1) || orphan) || !registry_[p].defined()) continue;
     const at::Tensor& sv = params_[p].s;
     const bool local = !gather && group_of(static_cast<int>(p)) >= 0 && world > 1;
     // With the gather (DCP full_state_dict) every rank all-gathers each managed
@@ -405,6 +408,7 @@ void RealRank::op_load_adapters() {
     }
     for (size_t p = 0; p < params_.size(); ++p) {
       const ParamSpec& ps = layout_->params[p];
+      // a half-added adapter's tensors were saved too; set_peft_model_state_dict maps them back to its own
       if (ps.adapter != static_cast<int>(a) || saved_rows_[p] < 0 || !registry_[p].defined()) continue;
       at::Tensor v;
       if (!saved_local_rows(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)

@@ -184,6 +184,12 @@ void RealRank::run_op(const Op& op) {
   }
 }
 
+bool RealRank::in_some_layer(int adapter) const {
+  for (const auto& ls : layout_->layers)
+    if (ls.lora_a[adapter] >= 0 && registry_[ls.lora_a[adapter]].defined()) return true;
+  return false;
+}
+
 RankReport RealRank::report(const Op& op, int step) {
   RankReport r;
   r.step = step;
@@ -194,8 +200,8 @@ RankReport RealRank::report(const Op& op, int step) {
   r.index = index_;
   if (op.is_training()) {
     r.grads.emplace();
-    for (size_t a = 0; a < layout_->adapters.size(); ++a)  // a deleted adapter cannot be seen holding one
-      if ((grads_ >> a) & 1 && (present_ >> a) & 1) r.grads->push_back(layout_->adapters[a].name);
+    for (size_t a = 0; a < layout_->adapters.size(); ++a)  // a deleted adapter cannot be seen holding one, a half-added one can
+      if ((grads_ >> a) & 1 && in_some_layer(static_cast<int>(a))) r.grads->push_back(layout_->adapters[a].name);
   }
   for (size_t a = 0; a < layout_->adapters.size(); ++a)
     if ((active_ >> a) & 1) r.active.push_back(layout_->adapters[a].name);

@@ -76,6 +76,7 @@ class RealRank {
   const at::Tensor& registered(int p) const { return registry_[p]; }
   // The group managing the registered object (-1: none; a re-added adapter's new module).
   int group_of(int p) const { return detached_[p] ? -1 : layout_->params[p].group; }
+  bool in_some_layer(int adapter) const;  // some layer holds this adapter's tensors (PEFT's config aside)
   // The FSDPParam group g holds under p's name: the deleted module's (the ghost) after a re-add.
   RealParam& fsdp_param(int p) { return detached_[p] ? ghost_[p] : params_[p]; }
   // --- LoRA layers and PEFT ops (real_lora.cpp, real_peft.cpp) ---

@@ -3,6 +3,12 @@
 
 namespace fsdpsim {
 
+bool RankModel::in_some_layer(int adapter) const {
+  for (const auto& li : topo_->layers)
+    if (li.A[adapter] >= 0 && st_.params[li.A[adapter]].present) return true;
+  return false;
+}
+
 Observation RankModel::observe(int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const {
   Observation o;
   o.step = step;
@@ -13,10 +19,11 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
   o.index = r.index;
   if (r.has_grads) {
     std::vector<std::string> g;
-    // Only adapters still in the model can be seen holding a gradient (a deleted
-    // one's FSDPParam may still receive its reduce-scatter).
+    // Only adapters with tensors in the model's layers can be seen holding a gradient (a
+    // deleted one's FSDPParam may still receive its reduce-scatter); that includes the
+    // layers an add_adapter injected before it raised, whose config PEFT dropped.
     for (int a = 0; a < topo_->n_adapters(); ++a)
-      if (r.grads.contains(a) && st_.present.contains(a)) g.push_back(topo_->adapters[a].name);
+      if (r.grads.contains(a) && in_some_layer(a)) g.push_back(topo_->adapters[a].name);
     o.grads = std::move(g);
   }
   // Reserved up front: observe runs after every op of every rank, and growing these costs it most.

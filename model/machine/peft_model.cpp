@@ -320,7 +320,11 @@ Raise RankModel::op_save_adapters(const Op& op) {
     // against module paths, which under checkpoint_wrapper hold `_checkpoint_wrapped_module.`
     // while the keys have it stripped: a checkpointed layer's tensors are silently left out.
     // (the full state dict is gathered before that filter: the dropped tensors are gathered too)
-    const bool selected = a >= 0 && names.contains(a) && st_.params[p].present;
+    // save_and_load.py::_filter_state_dict_for_adapter_name drops the keys of the OTHER adapters
+    // in peft_config only: the tensors an add_adapter injected before it raised (its config
+    // rolled back) pass, and go into each saved adapter's state dict.
+    const bool orphan = a >= 0 && !st_.present.contains(a) && !names.empty();
+    const bool selected = a >= 0 && (names.contains(a) || orphan) && st_.params[p].present;
     const bool saved = selected && !topo_->layers[topo_->params[p].layer].checkpoint;
     st_.saved_ver[p] = st_.params[p].ver_s;
     st_.saved_drift[p] = st_.params[p].drift;
@@ -365,6 +369,8 @@ Raise RankModel::op_load_adapters() {
     for (size_t p = 0; p < topo_->params.size(); ++p) {
       const ParamInfo& pi = topo_->params[p];
       FsdpParam& ps = st_.params[p];
+      // a half-added adapter's tensors were saved under each adapter's keys; set_peft_model_state_dict
+      // maps them back to that adapter's own parameters, so they reload too
       if (pi.adapter != a || st_.saved_rows[p] < 0 || !ps.present) continue;
       const int64_t rows0 = st_.saved_rows[p];  // rows of rank 0's saved tensor
       if (rows0 == pi.dim0) {

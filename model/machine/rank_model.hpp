@@ -90,6 +90,7 @@ class RankModel {
   bool opt_object_has_grad(int i) const;  // optimizer position i: its object's .grad is not None
   void init_optim_state();
   bool is_registered_s(int param) const;  // the module holds this parameter's S object now
+  bool in_some_layer(int adapter) const;  // some layer holds this adapter's tensors (PEFT's config aside)
   Observation observe(int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const;
   std::vector<LayerObs> observe_layers() const;
   StoredSnapshot stored_snapshot() const;
