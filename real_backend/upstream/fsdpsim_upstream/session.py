@@ -355,8 +355,11 @@ class Session:
 
     def op_add_adapter(self, name, inference_mode):
         a = self.scen.adapter(name)
-        self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers),
-                            autocast_adapter_dtype=self.scen.autocast(a))
+        try:
+            self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers),
+                                autocast_adapter_dtype=self.scen.autocast(a))
+        finally:  # a ParamWrapper it made (even one left by a raise) gets the fix as the built ones did
+            self.patch_delta_weight()
         self.move_per_adapter(name)
 
     def op_load_adapter(self, name, trainable):
@@ -370,8 +373,11 @@ class Session:
             src = get_peft_model(Net(self.scen.layers), lora_config(a, layers=self.scen.layers), adapter_name=name)
             src.save_pretrained(path, selected_adapters=[name])
         sub = path if name == "default" else os.path.join(path, name)
-        self.pm.load_adapter(sub, adapter_name=name, is_trainable=trainable,
-                             autocast_adapter_dtype=self.scen.autocast(a))
+        try:
+            self.pm.load_adapter(sub, adapter_name=name, is_trainable=trainable,
+                                 autocast_adapter_dtype=self.scen.autocast(a))
+        finally:
+            self.patch_delta_weight()
         self.move_per_adapter(name)
 
     def move_per_adapter(self, name):
@@ -521,7 +527,9 @@ class Session:
     def patch_delta_weight(self):
         """delta_weight_gather=on: every get_delta_weight of a ParamWrapper
         layer (delta_weight, merge, unmerge) reads the full A and B, as the
-        fix #3102 proposed."""
+        fix #3102 proposed. Run after the build and after every add_adapter /
+        load_adapter, so a ParamWrapper made later has the fix too (a fix in
+        PEFT's class would); patching one twice changes nothing."""
         if self.sw["delta_weight_gather"] != "on":
             return
         for l in self.scen.layers:
