@@ -69,9 +69,9 @@ done
 
 # Findings under upstream: triage (shrink over ops and scenario, name the
 # class, attribute it to a patched switch), confirm, deduplicate by class
-# signature against the `# signature:` lines in corpus/regressions/, promote
+# signature against the `# signature:` lines under corpus/regressions/, promote
 # one file per new class.
-known=$(grep -h "^# signature: " corpus/regressions/*.seq 2>/dev/null | sed 's/^# signature: //' | sort -u)
+known=$(grep -rh --include="*.seq" "^# signature: " corpus/regressions 2>/dev/null | sed 's/^# signature: //' | sort -u)
 backends=both
 [ -x .venv/bin/python ] && backends=model,real,upstream
 rows=()

@@ -349,18 +349,43 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   return rep;
 }
 
-int hunt_exit_code(const HuntReport& r, bool fail_on_new) {
+std::map<std::string, std::string> corpus_signatures(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec) && it->path().extension() == ".seq") files.push_back(it->path().string());
+  std::sort(files.begin(), files.end());
+  const std::string prefix = "# signature: ";
+  std::map<std::string, std::string> out;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    for (std::string line; std::getline(in, line);) {
+      if (line.compare(0, prefix.size(), prefix) != 0) continue;
+      out.emplace(line.substr(prefix.size()), f);
+      break;
+    }
+  }
+  return out;
+}
+
+void attach_regressions(HuntReport& r, const std::map<std::string, std::string>& corpus) {
+  for (auto& c : r.classes) {
+    auto it = corpus.find(c.t.signature);
+    c.regression = it == corpus.end() ? "" : it->second;
+  }
+}
+
+int hunt_exit_code(const HuntReport& r, bool fail_on_new, bool fail_on_uncatalogued) {
   if (r.infra) return 4;
   for (const auto& c : r.classes)
     if (c.real == "DIFFERS" || c.upstream == "DIFFERS" || c.real == "no finding" || c.upstream == "no finding") return 2;
-  if (fail_on_new)
-    for (const auto& c : r.classes)
-      if (c.t.verdict == Verdict::New) return 1;
+  for (const auto& c : r.classes)
+    if ((fail_on_new && c.t.verdict == Verdict::New) || (fail_on_uncatalogued && c.regression.empty())) return 1;
   return 0;
 }
 
 void print_catalogue(std::ostream& os, const HuntReport& r) {
-  std::vector<std::vector<std::string>> rows = {{"class", "spec", "symptom", "ops", "world", "confirmed", "verdict", "file"}};
+  std::vector<std::vector<std::string>> rows = {{"class", "spec", "symptom", "ops", "world", "confirmed", "verdict", "regression", "file"}};
   std::set<std::string> switches;
   for (const auto& c : r.classes) {
     std::string confirmed = "model";
@@ -371,7 +396,8 @@ void print_catalogue(std::ostream& os, const HuntReport& r) {
     std::string verdict = c.t.verdict == Verdict::Known ? "known: " + c.t.fix_switch : verdict_name(c.t.verdict);
     if (c.t.verdict == Verdict::Known) switches.insert(c.t.fix_switch);
     rows.push_back({c.stem, c.t.spec, one_line(c.t.symptom, 72), std::to_string(c.t.minimal.ops.size()),
-                    std::to_string(c.t.minimal.scenario.world), confirmed, verdict, c.file.empty() ? "-" : c.file});
+                    std::to_string(c.t.minimal.scenario.world), confirmed, verdict, c.regression.empty() ? "-" : c.regression,
+                    c.file.empty() ? "-" : c.file});
   }
   print_aligned(os, rows);
   os << "\nsignatures:\n";
@@ -441,6 +467,7 @@ bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, st
     json_field(js, "upstream", c.upstream);
     json_field(js, "found_by", c.found_by);
     json_field(js, "file", c.file);
+    json_field(js, "regression", c.regression);
     js << "}";
   }
   js << "]}\n";

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@ struct HuntClass {
   std::string upstream = "-";  // yes | DIFFERS | no finding | not installed | -
   std::vector<std::string> divergences;
   std::string file;  // written by write_hunt_outputs
+  std::string regression;  // the corpus file whose `# signature:` is this class's ("": none), by attach_regressions
   std::vector<SingleRun> runs;  // the confirmations' runs of the minimal sequence: the model's, then each backend's
 };
 
@@ -65,9 +67,16 @@ bool upstream_installed();
 
 HuntReport hunt(const HuntOptions& o, RealPools& pools);
 
+// Each `# signature:` line of the .seq files under `dir` (recursively), with the
+// first file (in path order) that carries it: what the corpus already keeps.
+std::map<std::string, std::string> corpus_signatures(const std::string& dir);
+
+// Names each class's regression file: the corpus file with its signature.
+void attach_regressions(HuntReport& r, const std::map<std::string, std::string>& corpus);
+
 // 4 harness failure, 2 a backend disagreed, 1 with fail_on_new and a new
-// class, 0 otherwise.
-int hunt_exit_code(const HuntReport& r, bool fail_on_new);
+// class or with fail_on_uncatalogued and a class the corpus lacks, 0 otherwise.
+int hunt_exit_code(const HuntReport& r, bool fail_on_new, bool fail_on_uncatalogued = false);
 
 // The catalogue: one aligned row per class, then each class's signature and
 // each fixing switch's upstream citation.

@@ -55,14 +55,15 @@ std::string hunt_html(const HuntReport& r) {
   if (!r.upstream_versions.empty()) s << "<p class=\"note\">" << html_escape(r.upstream_versions) << "</p>\n";
   if (r.infra) s << "<p class=\"note\">harness failure: " << html_escape(r.infra_message) << "</p>\n";
   s << "<table class=\"tl\"><thead><tr><th>#</th><th>class</th><th>spec</th><th>symptom</th><th>ops</th><th>world</th>"
-       "<th>confirmed</th><th>verdict</th><th>file</th></tr></thead>\n<tbody>\n";
+       "<th>confirmed</th><th>verdict</th><th>regression</th><th>file</th></tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < r.classes.size(); ++i) {
     const HuntClass& c = r.classes[i];
     const std::string verdict = c.t.fix_switch.empty() ? "new" : "known: " + c.t.fix_switch;
     s << "<tr class=\"class-row" << (disagrees(c) ? " differs" : "") << "\" data-class=\"" << html_escape(c.stem) << "\"><td>" << i + 1
       << "</td><td><a href=\"#class-" << i + 1 << "\">" << html_escape(c.stem) << "</a></td><td>" << html_escape(c.t.spec) << "</td><td>"
       << html_escape(c.t.symptom) << "</td><td>" << c.t.minimal.ops.size() << "</td><td>" << c.t.minimal.scenario.world << "</td><td>"
-      << html_escape(confirmed_text(c)) << "</td><td>" << html_escape(verdict) << "</td><td>" << html_escape(c.file.empty() ? "-" : c.file)
+      << html_escape(confirmed_text(c)) << "</td><td>" << html_escape(verdict) << "</td><td>"
+      << html_escape(c.regression.empty() ? "-" : c.regression) << "</td><td>" << html_escape(c.file.empty() ? "-" : c.file)
       << "</td></tr>\n";
   }
   s << "</tbody></table>\n</section>\n";

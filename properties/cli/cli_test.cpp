@@ -401,6 +401,18 @@ TEST(Cli, HuntExitCodesAndOutputs) {
   EXPECT_GT(seqs, 3);
   Result strict = fsdpsim::test::run_cli("hunt --seconds 2 --seed 3 --fail-on-new --out " + out, env);
   EXPECT_EQ(strict.code, 1) << strict.out;
+  // The regression column: B2's class (every built-in scenario's own lifecycle is triaged
+  // whatever the budget) is kept in the corpus; against an empty corpus every class is uncatalogued.
+  Result cat = fsdpsim::test::run_cli("hunt --seconds 2 --seed 3 --corpus " FSDPSIM_SOURCE_DIR "/corpus/regressions --fail-on-uncatalogued --out " + out, env);
+  EXPECT_NE(cat.out.find(" regression "), std::string::npos) << cat.out;
+  EXPECT_NE(cat.out.find(FSDPSIM_SOURCE_DIR "/corpus/regressions/mixed_dtype_adapters_trainable_at_lazy_init.seq"), std::string::npos) << cat.out;
+  const std::string empty = std::string(FSDPSIM_BINARY_DIR) + "/cli_test_hunt_empty_corpus";
+  std::filesystem::create_directories(empty);
+  Result none = fsdpsim::test::run_cli("hunt --seconds 1 --seed 3 --corpus " + empty + " --fail-on-uncatalogued --out " + out, env);
+  EXPECT_EQ(none.code, 1) << none.out;
+  EXPECT_EQ(fsdpsim::test::run_cli("hunt --seconds 1 --seed 3 --corpus " + empty + " --out " + out, env).code, 0);
+  EXPECT_EQ(run("hunt --corpus /nonexistent/corpus").code, 3);
+  std::filesystem::remove_all(empty);
   EXPECT_EQ(run("hunt --seconds 0").code, 3);
   EXPECT_EQ(run("hunt --profile nope").code, 3);
   EXPECT_EQ(run("hunt extra").code, 3);

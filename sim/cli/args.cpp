@@ -67,8 +67,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.divergence = true;
       continue;
     }
-    if (s == "--fail-on-new") {
-      a.fail_on_new = true;
+    if (s == "--fail-on-new" || s == "--fail-on-uncatalogued") {
+      (s == "--fail-on-new" ? a.fail_on_new : a.fail_on_uncatalogued) = true;
       continue;
     }
     if (s == "--check") {
@@ -114,6 +114,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.count = static_cast<int>(to_int(s, v, 1, 100000000));
     } else if (s == "--out") {
       a.out = v;
+    } else if (s == "--corpus") {
+      a.corpus = v;
     } else if (s == "--ranks") {
       if (v != "processes" && v != "threads") usage_error("--ranks expects processes or threads, got '" + v + "'");
       a.ranks = v;

@@ -25,6 +25,7 @@ void print_hunt_json(const HuntReport& rep, const std::string& out, int code) {
         .num("ops", static_cast<int64_t>(c.t.minimal.ops.size())).num("world", c.t.minimal.scenario.world)
         .str("verdict", verdict_name(c.t.verdict)).str("fix_switch", c.t.fix_switch).str("found_by", c.found_by).num("hits", c.hits)
         .str("real", c.real).str("upstream", c.upstream).strs("divergences", c.divergences).str("file", c.file)
+        .str("regression", c.regression)
         .print(std::cout);
   JsonRecord("hunt_summary")
       .num("seed", static_cast<int64_t>(rep.seed)).str("profile", rep.profile).num("world", rep.world).num("sequences", rep.sequences)
@@ -49,6 +50,8 @@ void write_hunt_junit(const HuntReport& rep, const Args& a) {
       for (const auto& d : c.divergences) jc.text += d + "\n";
     } else if (a.fail_on_new && c.t.verdict == Verdict::New) {
       jc.outcome = JunitCase::Outcome::Failure, jc.message = "a new class: no switch of the patched profile fixes it";
+    } else if (a.fail_on_uncatalogued && c.regression.empty()) {
+      jc.outcome = JunitCase::Outcome::Failure, jc.message = "no regression file in the corpus carries this signature";
     }
     jc.text = c.t.signature + "\n" + c.t.symptom + "\n" + jc.text;
     junit.add(std::move(jc));
@@ -66,6 +69,10 @@ void write_hunt_junit(const HuntReport& rep, const Args& a) {
 
 int cmd_hunt(const Args& a) {
   if (!a.positional.empty()) throw SourceError("<command line>", {}, "hunt takes no files, got '" + a.positional[0] + "'");
+  // The corpus the catalogue is checked against: --corpus DIR, else corpus/regressions where it exists.
+  if (!a.corpus.empty() && !std::filesystem::is_directory(a.corpus))
+    throw SourceError("<command line>", {}, "--corpus expects a directory of .seq files, got '" + a.corpus + "'");
+  const std::string corpus = !a.corpus.empty() ? a.corpus : std::filesystem::is_directory("corpus/regressions") ? "corpus/regressions" : "";
   HuntOptions o;
   o.seconds = a.have_seconds ? a.seconds : 10.0;
   o.world = a.world > 0 ? a.world : 2;
@@ -83,7 +90,8 @@ int cmd_hunt(const Args& a) {
   RealPools pools = pools_of(a);
   HuntReport rep = hunt(o, pools);
   progress.done();
-  int code = hunt_exit_code(rep, a.fail_on_new);
+  if (!corpus.empty()) attach_regressions(rep, corpus_signatures(corpus));
+  int code = hunt_exit_code(rep, a.fail_on_new, a.fail_on_uncatalogued);
   std::string error;
   if (!write_hunt_outputs(rep, out, code, &error)) {
     std::cerr << "fsdpsim: " << error << "\n";

@@ -37,6 +37,8 @@ struct Args {
   bool python = false;      // export: a torchrun script
   bool divergence = false;  // shrink: keep a divergence between backends, not a finding
   bool fail_on_new = false;  // hunt: exit 1 when a class has no known fix
+  bool fail_on_uncatalogued = false;  // hunt: exit 1 when a class has no regression file in --corpus
+  std::string corpus;  // hunt --corpus DIR: the regressions the catalogue is checked against
   bool check = false;        // triage: compare with each file's `# signature:` line
   // explore
   std::string builtin;        // --builtin NAME

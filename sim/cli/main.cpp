@@ -15,6 +15,7 @@ namespace {
 const char* kUsage =
     "usage: fsdpsim                         the hunt (below) with its defaults\n"
     "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-new] [--profile P] [--seed S] [--json]\n"
+    "                    [--corpus DIR] [--fail-on-uncatalogued]   (default corpus/regressions: each class's regression file)\n"
     "                    [--junit FILE]     a testcase per class\n"
     "                    [--html OUT.html]  the catalogue as one page, each class linked to its timeline\n"
     "                                             explore and fuzz the built-in scenarios for T s (default 10),\n"
@@ -128,8 +129,8 @@ int dispatch(const std::vector<std::string>& args) {
       return parse_args(rest, allowed);
     };
     if (cmd == "hunt")
-      return cmd_hunt(flags({"--seconds", "--world", "--out", "--fail-on-new", "--profile", "--seed", "--ranks", "--timeout", "--json",
-                             "--junit", "--html"}));
+      return cmd_hunt(flags({"--seconds", "--world", "--out", "--fail-on-new", "--fail-on-uncatalogued", "--corpus", "--profile", "--seed",
+                             "--ranks", "--timeout", "--json", "--junit", "--html"}));
     if (cmd == "triage") return cmd_triage(flags({"--check", "--out", "--profile", "--set", "--world", "--json"}));
     if (cmd == "demo") return cmd_main_job(flags({}));
     if (cmd == "run") return cmd_run(flags({"--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
