@@ -263,10 +263,26 @@ std::string finding_signature(const SeqFile& f, const RunResult& r, const Findin
          (fd.kind.empty() ? "" : ":" + fd.kind);
 }
 
-bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress, bool canonical) {
+// "S3:ok" of "S3:unshard:ok" or "S1:train_step:ok:extra"; "S5:disagree" as it is.
+static std::string spec_and_status(const std::string& finding_sig) {
+  const size_t a = finding_sig.find(':');
+  if (a == std::string::npos || finding_sig.compare(0, a, "S5") == 0) return finding_sig;
+  const size_t b = finding_sig.find(':', a + 1);
+  if (b == std::string::npos) return finding_sig;
+  const size_t c = finding_sig.find(':', b + 1);
+  return finding_sig.substr(0, a + 1) + finding_sig.substr(b + 1, c == std::string::npos ? std::string::npos : c - b - 1);
+}
+
+bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress, bool canonical,
+            const std::string& prefer) {
   RunResult first = run_checked(f);
   if (first.findings.empty()) return false;
-  const std::string target = finding_signature(f, first, first.findings[0]);
+  std::string target = finding_signature(f, first, first.findings[0]);
+  for (const auto& fd : first.findings)
+    if (!prefer.empty() && spec_and_status(finding_signature(f, first, fd)) == prefer) {
+      target = finding_signature(f, first, fd);
+      break;
+    }
   shrink_while(f, out, [&](const SeqFile& c) {
     RunResult r = run_checked_sampled(c, kS8Every);
     for (const auto& fd : r.findings)

@@ -29,7 +29,10 @@ struct ShrinkResult {
 // `unshard` where that keeps the finding, so one root cause reached through
 // different ops shrinks to one sequence; without it (`fsdpsim shrink`) the
 // user's own ops stay.
-bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress = {}, bool canonical = false);
+// `prefer` ("S3:ok", a class signature's head) keeps the first finding of that spec and
+// status instead, where `f` has one.
+bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const std::string&)>& progress = {}, bool canonical = false,
+            const std::string& prefer = "");
 
 // The same minimization while `still_fails` holds for the candidate (a valid
 // file); `f` must fail. out->signature is left to the caller.

@@ -142,9 +142,9 @@ std::string fixing_switch(const SeqFile& f, const std::string& key, int* runs) {
   return "";
 }
 
-bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const std::string&)>& progress) {
+bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const std::string&)>& progress, const std::string& prefer) {
   ShrinkResult sr;
-  if (!shrink(f, &sr, progress, true)) return false;
+  if (!shrink(f, &sr, progress, true, prefer)) return false;
   SeqFile m = sr.minimal;
   m.comments.clear();
   RunResult r = run_checked(m);

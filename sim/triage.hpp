@@ -41,9 +41,11 @@ std::string class_signature(const SeqFile& f, const RunResult& r, const Finding&
 // in `f`, removes every finding with key `key`; "" when none does.
 std::string fixing_switch(const SeqFile& f, const std::string& key, int* runs = nullptr);
 
-// Shrinks `f` over ops and scenario keeping its first finding, then names and
-// attributes the class. False when `f` has no finding.
-bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const std::string&)>& progress = {});
+// Shrinks `f` over ops and scenario keeping its first finding (with `prefer`, "S3:ok", its
+// first of that spec and status: a file's recorded class), then names and attributes the
+// class. False when `f` has no finding.
+bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const std::string&)>& progress = {},
+            const std::string& prefer = "");
 
 // The `# signature: ...` comment of a file, "" when it has none.
 std::string signature_comment(const SeqFile& f);
