@@ -1,4 +1,4 @@
-"""Every class the patched hunt keeps in corpus/regressions/patched/ is explained in the
+"""Every class the patched hunt keeps in corpus/{regressions,divergences}/patched/ is explained in the
 README's "Findings under `patched`" section: its file's first line names a root-cause
 paragraph (a bold title there), and that paragraph lists the class id. Run by ctest
 (label unit) with the system python3; `python3 patched_catalogue_test.py` by hand."""
@@ -30,9 +30,10 @@ def problems(root=ROOT):
     section = findings_section(open(os.path.join(root, "README.md")).read())
     paras = paragraphs(section)
     bad = []
-    files = sorted(glob.glob(os.path.join(root, "corpus", "regressions", "patched", "*.seq")))
+    files = sorted(glob.glob(os.path.join(root, "corpus", "regressions", "patched", "*.seq")) +
+                   glob.glob(os.path.join(root, "corpus", "divergences", "patched", "*.seq")))
     if not files:
-        bad.append("corpus/regressions/patched/ holds no class files")
+        bad.append("corpus/regressions/patched/ and corpus/divergences/patched/ hold no class files")
     for f in files:
         stem = os.path.basename(f)[:-4]
         lines = open(f).read().split("\n")
@@ -54,6 +55,6 @@ if __name__ == "__main__":
     bad = problems()
     for b in bad:
         print("FAIL:", b)
-    n = len(glob.glob(os.path.join(ROOT, "corpus", "regressions", "patched", "*.seq")))
+    n = len(glob.glob(os.path.join(ROOT, "corpus", "*", "patched", "*.seq")))
     print(f"{n} patched class files, {len(bad)} problems")
     sys.exit(1 if bad else 0)

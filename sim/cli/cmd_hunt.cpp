@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <vector>
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
@@ -69,10 +71,14 @@ void write_hunt_junit(const HuntReport& rep, const Args& a) {
 
 int cmd_hunt(const Args& a) {
   if (!a.positional.empty()) throw SourceError("<command line>", {}, "hunt takes no files, got '" + a.positional[0] + "'");
-  // The corpus the catalogue is checked against: --corpus DIR, else corpus/regressions where it exists.
+  // The corpus the catalogue is checked against: --corpus DIR, else corpus/regressions and
+  // corpus/divergences (the cross-check regressions) where they exist.
   if (!a.corpus.empty() && !std::filesystem::is_directory(a.corpus))
     throw SourceError("<command line>", {}, "--corpus expects a directory of .seq files, got '" + a.corpus + "'");
-  const std::string corpus = !a.corpus.empty() ? a.corpus : std::filesystem::is_directory("corpus/regressions") ? "corpus/regressions" : "";
+  std::vector<std::string> corpus;
+  if (!a.corpus.empty()) corpus.push_back(a.corpus);
+  for (const char* d : {"corpus/regressions", "corpus/divergences"})
+    if (a.corpus.empty() && std::filesystem::is_directory(d)) corpus.push_back(d);
   HuntOptions o;
   o.seconds = a.have_seconds ? a.seconds : 10.0;
   o.world = a.world > 0 ? a.world : 2;
@@ -90,7 +96,9 @@ int cmd_hunt(const Args& a) {
   RealPools pools = pools_of(a);
   HuntReport rep = hunt(o, pools);
   progress.done();
-  if (!corpus.empty()) attach_regressions(rep, corpus_signatures(corpus));
+  std::map<std::string, std::string> kept;
+  for (const auto& d : corpus) kept.merge(corpus_signatures(d));  // the first directory's file wins
+  if (!corpus.empty()) attach_regressions(rep, kept);
   int code = hunt_exit_code(rep, a.fail_on_new, a.fail_on_uncatalogued);
   std::string error;
   if (!write_hunt_outputs(rep, out, code, &error)) {

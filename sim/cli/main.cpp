@@ -15,7 +15,7 @@ namespace {
 const char* kUsage =
     "usage: fsdpsim                         the hunt (below) with its defaults\n"
     "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-new] [--profile P] [--seed S] [--json]\n"
-    "                    [--corpus DIR] [--fail-on-uncatalogued]   (default corpus/regressions: each class's regression file)\n"
+    "                    [--corpus DIR] [--fail-on-uncatalogued]   (default corpus/regressions and corpus/divergences: each class's regression file)\n"
     "                    [--junit FILE]     a testcase per class\n"
     "                    [--html OUT.html]  the catalogue as one page, each class linked to its timeline\n"
     "                                             explore and fuzz the built-in scenarios for T s (default 10),\n"
