@@ -355,11 +355,8 @@ class Session:
 
     def op_add_adapter(self, name, inference_mode):
         a = self.scen.adapter(name)
-        try:
-            self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers),
-                                autocast_adapter_dtype=self.scen.autocast(a))
-        finally:  # a ParamWrapper it made (even one left by a raise) gets the fix as the built ones did
-            self.patch_delta_weight()
+        self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers),
+                            autocast_adapter_dtype=self.scen.autocast(a))
         self.move_per_adapter(name)
 
     def op_load_adapter(self, name, trainable):
@@ -373,11 +370,8 @@ class Session:
             src = get_peft_model(Net(self.scen.layers), lora_config(a, layers=self.scen.layers), adapter_name=name)
             src.save_pretrained(path, selected_adapters=[name])
         sub = path if name == "default" else os.path.join(path, name)
-        try:
-            self.pm.load_adapter(sub, adapter_name=name, is_trainable=trainable,
-                                 autocast_adapter_dtype=self.scen.autocast(a))
-        finally:
-            self.patch_delta_weight()
+        self.pm.load_adapter(sub, adapter_name=name, is_trainable=trainable,
+                             autocast_adapter_dtype=self.scen.autocast(a))
         self.move_per_adapter(name)
 
     def move_per_adapter(self, name):
@@ -524,18 +518,23 @@ class Session:
             d = m.get_delta_weight(a)
             self.deltas[a] = d
 
-    def patch_delta_weight(self):
+    def patch_delta_weight(self, late=False):
         """delta_weight_gather=on: every get_delta_weight of a ParamWrapper
         layer (delta_weight, merge, unmerge) reads the full A and B, as the
-        fix #3102 proposed. Run after the build and after every add_adapter /
-        load_adapter, so a ParamWrapper made later has the fix too (a fix in
-        PEFT's class would); patching one twice changes nothing."""
+        fix #3102 proposed. At the build, for good; with `late`, the
+        ParamWrappers an add_adapter / load_adapter made since (returned, for
+        run_op to take the fix off again after the op)."""
+        patched = []
         if self.sw["delta_weight_gather"] != "on":
-            return
+            return patched
         for l in self.scen.layers:
             m = self.layer(l.name)
             if l.experts and hasattr(m, "get_delta_weight"):
+                if late and "get_delta_weight" in vars(m):
+                    continue  # one the build patched
                 m.get_delta_weight = lambda a, m=m: Session.delta_on_full(m, a, type(m).get_delta_weight)
+                patched.append(m)
+        return patched
 
     @staticmethod
     def delta_on_full(m, a, compute=None):
@@ -562,6 +561,18 @@ class Session:
                 mod._parameters["weight"] = w
 
     def run_op(self, op):
+        """One op. A ParamWrapper made after the build gets the delta_weight_gather fix for
+        the op's merges, unmerges and deltas, as the built ones have it, but not for a
+        forward: there the model keeps _activate_lora's plain W + delta of a wrapper made
+        around an FSDP module (the mixed DTensor refusal) whatever the fix."""
+        late = [] if op.kind in ("forward", "eval", "train_step", "backward") else self.patch_delta_weight(late=True)
+        try:
+            self._run_op(op)
+        finally:
+            for m in late:
+                del m.get_delta_weight
+
+    def _run_op(self, op):
         k = op.kind
         if k in ("forward", "eval"):
             self.op_forward(k == "forward")
