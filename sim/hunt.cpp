@@ -349,12 +349,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   return rep;
 }
 
-std::map<std::string, std::string> corpus_signatures(const std::string& dir) {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (std::filesystem::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_regular_file(ec) && it->path().extension() == ".seq") files.push_back(it->path().string());
-  std::sort(files.begin(), files.end());
+std::map<std::string, std::string> corpus_signatures(const std::vector<std::string>& files) {
   const std::string prefix = "# signature: ";
   std::map<std::string, std::string> out;
   for (const auto& f : files) {

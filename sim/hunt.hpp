@@ -67,9 +67,9 @@ bool upstream_installed();
 
 HuntReport hunt(const HuntOptions& o, RealPools& pools);
 
-// Each `# signature:` line of the .seq files under `dir` (recursively), with the
-// first file (in path order) that carries it: what the corpus already keeps.
-std::map<std::string, std::string> corpus_signatures(const std::string& dir);
+// Each `# signature:` line of `files` (a corpus's .seq files, cli's seq_files), with the
+// first file that carries it: what the corpus already keeps. Read line by line, unparsed.
+std::map<std::string, std::string> corpus_signatures(const std::vector<std::string>& files);
 
 // Names each class's regression file: the corpus file with its signature.
 void attach_regressions(HuntReport& r, const std::map<std::string, std::string>& corpus);

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <vector>
 
 #include "sim/cli/commands.hpp"
@@ -96,9 +95,12 @@ int cmd_hunt(const Args& a) {
   RealPools pools = pools_of(a);
   HuntReport rep = hunt(o, pools);
   progress.done();
-  std::map<std::string, std::string> kept;
-  for (const auto& d : corpus) kept.merge(corpus_signatures(d));  // the first directory's file wins
-  if (!corpus.empty()) attach_regressions(rep, kept);
+  if (!corpus.empty()) {
+    std::vector<std::string> problems;  // an unreadable or empty corpus directory: said, not fatal
+    const std::vector<std::string> files = seq_files(corpus, &problems);  // each directory's files in order
+    for (const auto& p : problems) std::cerr << "fsdpsim: --corpus: " << p << "\n";
+    attach_regressions(rep, corpus_signatures(files));
+  }
   int code = hunt_exit_code(rep, a.fail_on_new, a.fail_on_uncatalogued);
   std::string error;
   if (!write_hunt_outputs(rep, out, code, &error)) {

@@ -246,7 +246,7 @@ def judge_layers(o, r, world, init, vals, log=None):
         h_s = h_u = None
         if dtype == "bf16":
             # before the first observation the shard holds W0: no history yet is a zero one
-            prior_s = log.history[(r, layer, "s")] if (r, layer, "s") in log.history else torch.zeros_like(d_s)
+            prior_s = log.history.get((r, layer, "s"), torch.zeros_like(d_s))
             h_s = log.track((r, layer, "s"), prior_s, event(stored, d_s.shape), d_s, fit_tol(d_s, stored, w0[rows]))
         lo["stored"], alt = judged(d_s, stored, w0[rows], h_s)
         if alt:
