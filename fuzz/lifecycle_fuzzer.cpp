@@ -53,10 +53,15 @@ std::string file_name(std::string sig) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  SeqFile f = fuzz::decode(data, size);
+  const SeqFile& f = fuzz::decode_cached(data, size);
   if (f.ops.empty()) return 0;
   // S8 on one input in 16: the model is deterministic, doubling every run would halve the speed.
   RunResult r = run_checked_sampled(f, 16);
+  // The next input's observations are written over these (sim/simulator.hpp).
+  struct Recycle {
+    RunResult& r;
+    ~Recycle() { recycle(std::move(r)); }
+  } recycle_at_return{r};
   if (r.findings.empty()) return 0;
   if (f.scenario.profile == "patched") {
     std::cerr << "spec finding under patched:\n" << r.findings[0].text << "\n" << print_seq(f);
@@ -82,7 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
-  std::string text = fuzz::mutate(fuzz::decode(data, size), seed);
+  std::string text = fuzz::mutate(fuzz::decode_cached(data, size), seed);
   if (text.size() > max_size) return size;
   std::copy(text.begin(), text.end(), data);
   return text.size();

@@ -2,6 +2,8 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <unordered_map>
+
 #include "sim/generator.hpp"
 
 namespace fsdpsim::fuzz {
@@ -180,6 +182,25 @@ SeqFile decode(const uint8_t* data, size_t size) {
   while (p.remaining_bytes() > 0 && f.ops.size() < 40) f.ops.push_back(decode_op(p, f.scenario));
   keep_valid(f);
   return f;
+}
+
+const SeqFile& decode_cached(const uint8_t* data, size_t size) {
+  struct Entry {
+    std::string text;
+    SeqFile file;
+  };
+  static std::unordered_map<uint64_t, Entry> cache;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 1099511628211ull;
+  auto it = cache.find(h);
+  if (it != cache.end() && it->second.text.size() == size &&
+      std::equal(it->second.text.begin(), it->second.text.end(), reinterpret_cast<const char*>(data)))
+    return it->second.file;
+  if (cache.size() >= 16384) cache.clear();  // bounded: a long run's corpus turns over
+  Entry& e = cache[h];  // a colliding entry is replaced
+  e.text.assign(reinterpret_cast<const char*>(data), size);
+  e.file = decode(data, size);
+  return e.file;
 }
 
 std::string mutate(const SeqFile& in, uint32_t seed) {

@@ -14,6 +14,11 @@ namespace fsdpsim::fuzz {
 // world 1-4, layers, adapters, fully_shard plan, profile and switches, ops with `@R`.
 SeqFile decode(const uint8_t* data, size_t size);
 
+// decode, remembered per input: libFuzzer hands the mutator and then the target
+// the same few thousand corpus texts over and over, and parsing one costs about
+// as much as simulating it. The reference stays valid until the next call.
+const SeqFile& decode_cached(const uint8_t* data, size_t size);
+
 // Insert, delete, swap or change one op (sometimes a scenario knob), as text.
 std::string mutate(const SeqFile& f, uint32_t seed);
 

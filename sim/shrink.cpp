@@ -285,9 +285,10 @@ bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const 
     }
   shrink_while(f, out, [&](const SeqFile& c) {
     RunResult r = run_checked_sampled(c, kS8Every);
-    for (const auto& fd : r.findings)
-      if (finding_signature(c, r, fd) == target) return true;
-    return false;
+    bool kept = false;
+    for (size_t i = 0; i < r.findings.size() && !kept; ++i) kept = finding_signature(c, r, r.findings[i]) == target;
+    recycle(std::move(r));  // candidates' observations are read once: their buffers serve the next
+    return kept;
   }, progress, canonical);
   out->signature = target;
   return true;

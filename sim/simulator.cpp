@@ -9,6 +9,28 @@ namespace fsdpsim {
 namespace {
 constexpr uint64_t kFnvOffset = 1469598103934665603ull;
 constexpr uint64_t kFnvPrime = 1099511628211ull;
+// What finished runs handed back (recycle), per thread: observations and snapshots of
+// earlier runs, whose buffers the next runs write over.
+struct Pool {
+  std::vector<Observation> observations;
+  std::vector<std::vector<Observation>> lists;  // empty, with their capacity
+  std::vector<StoredSnapshot> snapshots, initial;
+};
+thread_local Pool pool;
+constexpr size_t kPoolObservations = 4096;
+
+Observation& next_observation(std::vector<Observation>& v) {
+  if (pool.observations.empty()) return v.emplace_back();
+  v.push_back(std::move(pool.observations.back()));
+  pool.observations.pop_back();
+  return v.back();
+}
+
+StoredSnapshot& next_snapshot(std::vector<StoredSnapshot>& v, size_t& n) {
+  if (n == v.size()) v.emplace_back();
+  return v[n++];
+}
+
 uint64_t mix(uint64_t h, uint64_t v) {
   for (int i = 0; i < 8; ++i) {
     h ^= (v >> (8 * i)) & 0xff;
@@ -62,8 +84,8 @@ bool Simulator::same_members(size_t r, size_t q) const {
 // observation and snapshot are taken again.
 void Simulator::refresh_observation(size_t r, const Pending& p) {
   if (p.obs < 0) return;
-  observations_->at(p.obs).layers = ranks_[r].observe_layers();
-  snapshots_[p.obs] = ranks_[r].stored_snapshot();
+  ranks_[r].observe_layers_into(observations_->at(p.obs).layers);
+  ranks_[r].stored_snapshot_into(snapshots_[p.obs]);
 }
 
 // Matched all-gathers: where the ranks contributed different values of a
@@ -100,8 +122,10 @@ void Simulator::mix_check() {
       differ = differ || d != first;
     }
     if (!differ && !(padding_only && first != 0 && c0.into == CollRecord::kIntoU)) continue;
-    std::vector<const RankModel*> ranks;
-    std::vector<const CollRecord*> colls;
+    thread_local std::vector<const RankModel*> ranks;  // buffers: this runs per differing all-gather
+    thread_local std::vector<const CollRecord*> colls;
+    ranks.clear();
+    colls.clear();
     for (size_t r = 0; r < queues_.size(); ++r) {
       ranks.push_back(&ranks_[r]);
       colls.push_back(&queues_[r][heads_[r]].coll);
@@ -127,7 +151,9 @@ void Simulator::mix_check() {
 // up: the delta is made of the rows every rank contributed.
 void Simulator::apply_gathered_deltas() {
   const size_t n = queues_.size();
-  std::vector<uint32_t> own(n), versions(n);
+  thread_local std::vector<uint32_t> own, versions;  // buffers: this runs per matched all-gather
+  own.assign(n, 0);
+  versions.assign(n, 0);
   for (size_t r = 0; r < n; ++r) {
     const CollRecord& c = queues_[r][heads_[r]].coll;
     own[r] = c.digest_begin < 0 ? kNoRows : ranks_[r].gathered_versions()[c.digest_begin];
@@ -186,8 +212,12 @@ void Simulator::apply_gathered_deltas() {
 // those, as the real backend's observer does.
 void Simulator::judge_against_peers(RunResult& res) {
   const int world = topo_->world;
-  std::vector<std::vector<size_t>> mine(world);  // per rank: observation indices, in execution order
-  std::vector<std::vector<ReportMark>> marks(world);
+  // per rank: observation indices, in execution order (buffers kept between runs)
+  thread_local std::vector<std::vector<size_t>> mine;
+  thread_local std::vector<std::vector<ReportMark>> marks;
+  mine.resize(world);
+  marks.resize(world);
+  for (int r = 0; r < world; ++r) mine[r].clear(), marks[r].clear();
   for (size_t i = 0; i < res.observations.size(); ++i) {
     const Observation& o = res.observations[i];
     size_t issued = (marks[o.rank].empty() ? 0 : marks[o.rank].back().issued) + o.collectives.size();
@@ -195,8 +225,8 @@ void Simulator::judge_against_peers(RunResult& res) {
     mine[o.rank].push_back(i);
     marks[o.rank].push_back({o.step, issued, known});
   }
+  thread_local std::vector<std::pair<int, const StoredSnapshot*>> peers;
   for (int r = 0; r < world; ++r) {
-    std::vector<std::pair<int, const StoredSnapshot*>> peers;
     for (size_t i = 0; i < mine[r].size(); ++i) {
       Observation& o = res.observations[mine[r][i]];
       if (o.layers.empty()) continue;
@@ -275,16 +305,23 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
 RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const RunOptions& opt) {
   RunResult res;
   res.trace_hash = kFnvOffset;
+  if (opt.observe && !pool.lists.empty()) {
+    res.observations = std::move(pool.lists.back());
+    pool.lists.pop_back();
+  }
   observations_ = &res.observations;
-  snapshots_.clear();
+  snapshots_ = std::move(pool.snapshots);
+  initial_ = std::move(pool.initial);
+  n_snapshots_ = 0;
   const int world = topo_->world;
   fresh_ = false;  // run_more changes the ranks: the next run() resets them
   // Each rank's state as this run starts, for peers that have not run
   // anything yet when an observation is judged.
-  initial_.clear();
+  size_t n_initial = 0;
   if (opt.observe && world > 1)
-    for (const auto& r : ranks_) initial_.push_back(r.stored_snapshot());
-  queues_.assign(world, {});
+    for (const auto& r : ranks_) r.stored_snapshot_into(next_snapshot(initial_, n_initial));
+  queues_.resize(world);
+  for (auto& q : queues_) q.clear();
   heads_.assign(world, 0);
   std::vector<int> cursor(world, 0);
   const int n = static_cast<int>(ops.size());
@@ -309,8 +346,8 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
     int obs = -1;
     if (opt.observe) {
       obs = static_cast<int>(res.observations.size());
-      res.observations.push_back(m.observe(first_step + i + 1, op, r, colls.data(), colls.size()));
-      snapshots_.push_back(m.stored_snapshot());
+      m.observe_into(next_observation(res.observations), first_step + i + 1, op, r, colls.data(), colls.size());
+      m.stored_snapshot_into(next_snapshot(snapshots_, n_snapshots_));
     }
     res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(first_step + i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
                                              (static_cast<uint64_t>(r.status) << 8) ^ r.grads.bits());
@@ -338,8 +375,11 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
     if (opt.hash_observations) res.trace_hash = observations_hash(res.observations);
   }
   // Only this run reads them: a Simulator kept between runs (the explorer's states) stays small.
+  pool.snapshots = std::move(snapshots_);
+  pool.initial = std::move(initial_);
   snapshots_.clear();
   initial_.clear();
+  n_snapshots_ = 0;
   observations_ = nullptr;
   return res;
 }
@@ -370,6 +410,7 @@ RunResult run_checked(const SeqFile& f) {
   RunResult second = b.run(f.ops);
   first.findings = check_spec(f, first.observations);
   check_s8(first, second);
+  recycle(std::move(second));
   return first;
 }
 
@@ -380,8 +421,21 @@ RunResult run_checked_sampled(const SeqFile& f, uint32_t every) {
   light.hash_observations = false;
   RunResult first = sim.run(f.ops, light);
   first.findings = check_spec(f, first.observations);
-  if (every <= 1 || first.trace_hash % every == 0) check_s8(first, sim.run(f.ops, light));
+  if (every <= 1 || first.trace_hash % every == 0) {
+    RunResult second = sim.run(f.ops, light);
+    check_s8(first, second);
+    recycle(std::move(second));
+  }
   return first;
+}
+
+void recycle(RunResult&& r) {
+  for (auto& o : r.observations) {
+    if (pool.observations.size() >= kPoolObservations) break;
+    pool.observations.push_back(std::move(o));
+  }
+  r.observations.clear();
+  if (pool.lists.size() < 8) pool.lists.push_back(std::move(r.observations));
 }
 
 }  // namespace fsdpsim

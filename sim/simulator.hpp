@@ -61,8 +61,11 @@ class Simulator {
   std::vector<std::vector<Pending>> queues_;  // per rank: issued, not yet matched
   std::vector<size_t> heads_;
   std::vector<Observation>* observations_ = nullptr;  // the run's, to refresh after mark_mixed
+  // Both lent by the thread's pool for the run (simulator.cpp): only their first
+  // n_snapshots_ / world entries belong to it, the rest are buffers kept for later runs.
   std::vector<StoredSnapshot> snapshots_;              // per observation, before sorting
   std::vector<StoredSnapshot> initial_;                // per rank, as the run started
+  size_t n_snapshots_ = 0;
   bool fresh_ = true;                                  // no run yet: the ranks need no reset
 };
 
@@ -74,6 +77,13 @@ RunResult run_checked(const SeqFile& f);
 // sequence is always picked or never). The trace hash is over the op results
 // (RunOptions::hash_observations off). The real backends keep S8 in full.
 RunResult run_checked_sampled(const SeqFile& f, uint32_t every);
+
+// Gives a finished run's observations back to this thread's pool: the next runs
+// fill them in place (RankModel::observe_into), keeping their strings' and
+// lists' buffers, so a loop that runs many sequences and keeps none of their
+// observations hardly allocates. Optional; a result that is not handed back is
+// simply freed.
+void recycle(RunResult&& r);
 
 
 }  // namespace fsdpsim

@@ -2,6 +2,7 @@
 // prepare op with its ram-efficient broadcasts, and the memory figures the
 // cost report reads.
 #include "model/machine/rank_model.hpp"
+#include "model/vocab/refill.hpp"
 
 namespace fsdpsim {
 
@@ -82,20 +83,27 @@ void RankModel::op_prepare() {
 
 Collective RankModel::collective_of(const CollRecord& c) const {
   Collective out;
+  collective_into(c, out);
+  return out;
+}
+
+void RankModel::collective_into(const CollRecord& c, Collective& out) const {
   out.op = c.op;
   out.count = c.count;
   out.dtype = c.op == CollOp::Broadcast ? c.dtype : DType::F32;  // an all-gather's wire dtype is for pairing only
-  out.parts.reserve(static_cast<size_t>(c.member_count));
-  for (int i = 0; i < c.member_count; ++i) {
-    const ParamInfo& pi = topo_->params[log_.member(c, i)];
-    // A one-parameter all-gather (DTensor's redistribution) carries that tensor as sent, padding included.
-    int64_t n = c.op == CollOp::Broadcast ? static_cast<int64_t>(pi.dim0) * pi.rest
-                : c.op == CollOp::AllGather && c.member_count == 1 ? c.count
-                                                                    : pi.shard_numel;
-    out.parts.push_back({pi.name, n});
+  {
+    Refill<CollPart> parts(out.parts);
+    for (int i = 0; i < c.member_count; ++i) {
+      const ParamInfo& pi = topo_->params[log_.member(c, i)];
+      // A one-parameter all-gather (DTensor's redistribution) carries that tensor as sent, padding included.
+      CollPart& part = parts.next();
+      part.param = pi.name;
+      part.numel = c.op == CollOp::Broadcast                               ? static_cast<int64_t>(pi.dim0) * pi.rest
+                   : c.op == CollOp::AllGather && c.member_count == 1 ? c.count
+                                                                          : pi.shard_numel;
+    }
   }
   out.group = c.op == CollOp::Broadcast ? out.parts[0].param : topo_->groups[c.group].name;
-  return out;
 }
 
 // Only the total and which groups were unsharded are kept at a new peak; the
@@ -105,17 +113,23 @@ void RankModel::note_unsharded(int g, bool unsharded) {
 }
 
 namespace {
-std::vector<OwnerBytes> by_owner(const Topology& t, const std::array<int64_t, kMaxAdapters + 1>& v) {
-  std::vector<OwnerBytes> out;
-  out.reserve(t.adapters.size() + 1);
+void by_owner(const Topology& t, const std::array<int64_t, kMaxAdapters + 1>& v, std::vector<OwnerBytes>& out) {
+  Refill<OwnerBytes> owners(out);
   for (int a = 0; a < t.n_adapters(); ++a)
-    if (v[a] > 0) out.push_back({t.adapters[a].name, v[a]});
-  if (v[kMaxAdapters] > 0) out.push_back({"base", v[kMaxAdapters]});
-  return out;
+    if (v[a] > 0) {
+      OwnerBytes& ob = owners.next();
+      ob.owner = t.adapters[a].name;
+      ob.bytes = v[a];
+    }
+  if (v[kMaxAdapters] > 0) {
+    OwnerBytes& ob = owners.next();
+    ob.owner = "base";
+    ob.bytes = v[kMaxAdapters];
+  }
 }
 }  // namespace
 
-std::vector<OwnerBytes> RankModel::sharded_bytes() const {
+void RankModel::sharded_bytes_into(std::vector<OwnerBytes>& out) const {
   std::array<int64_t, kMaxAdapters + 1> v{};
   for (size_t p = 0; p < topo_->params.size(); ++p) {
     const ParamInfo& pi = topo_->params[p];
@@ -125,10 +139,10 @@ std::vector<OwnerBytes> RankModel::sharded_bytes() const {
     int64_t n = group_of(static_cast<int>(p)) >= 0 && st_.prepared ? pi.shard_numel : static_cast<int64_t>(pi.dim0) * pi.rest;
     v[pi.adapter < 0 ? kMaxAdapters : pi.adapter] += n * dtype_bytes(ps.dtype);
   }
-  return by_owner(*topo_, v);
+  by_owner(*topo_, v, out);
 }
 
-std::vector<OwnerBytes> RankModel::peak_unsharded() const {
+void RankModel::peak_unsharded_into(std::vector<OwnerBytes>& out) const {
   std::array<int64_t, kMaxAdapters + 1> v{};
   for (size_t g = 0; g < topo_->groups.size(); ++g) {
     if (!((st_.memory.peak_groups >> g) & 1)) continue;
@@ -137,7 +151,7 @@ std::vector<OwnerBytes> RankModel::peak_unsharded() const {
       v[a < 0 ? kMaxAdapters : a] += topo_->params[p].shard_numel * topo_->world * 4;
     }
   }
-  return by_owner(*topo_, v);
+  by_owner(*topo_, v, out);
 }
 
 }  // namespace fsdpsim

@@ -348,18 +348,24 @@ WeightClass RankModel::classify_registered(int layer) const {
 
 StoredSnapshot RankModel::stored_snapshot() const {
   StoredSnapshot s;
-  s.ver_s.reserve(st_.params.size());
-  s.w_s.reserve(topo_->layers.size());
-  for (const auto& ps : st_.params) s.ver_s.push_back(ps.ver_s);
-  for (const auto& li : topo_->layers) s.w_s.push_back(st_.params[li.weight].w_s);
-  s.layers = st_.layers;
-  s.replica.reserve(st_.params.size());
-  for (size_t p = 0; p < st_.params.size(); ++p) {
-    const FsdpParam& ps = st_.params[p];
-    const bool whole = st_.prepared && ps.present && topo_->params[p].adapter >= 0 && group_of(static_cast<int>(p)) < 0;
-    s.replica.push_back(whole ? (uint64_t{1} << 63) | uint64_t{ps.ver_s} << 32 | ps.drift : 0);
-  }
+  stored_snapshot_into(s);
   return s;
+}
+
+// Into a snapshot of an earlier run: assign keeps the lists' buffers.
+void RankModel::stored_snapshot_into(StoredSnapshot& s) const {
+  const size_t n = st_.params.size();
+  s.ver_s.resize(n);
+  s.replica.resize(n);
+  for (size_t p = 0; p < n; ++p) {
+    const FsdpParam& ps = st_.params[p];
+    s.ver_s[p] = ps.ver_s;
+    const bool whole = st_.prepared && ps.present && topo_->params[p].adapter >= 0 && group_of(static_cast<int>(p)) < 0;
+    s.replica[p] = whole ? (uint64_t{1} << 63) | uint64_t{ps.ver_s} << 32 | ps.drift : 0;
+  }
+  s.w_s.resize(topo_->layers.size());
+  for (size_t l = 0; l < topo_->layers.size(); ++l) s.w_s[l] = st_.params[topo_->layers[l].weight].w_s;
+  s.layers.assign(st_.layers.begin(), st_.layers.end());
 }
 
 // FSDP2 pads dim 0 to world * chunk: a rank past the last row holds padding only.
@@ -381,7 +387,8 @@ WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vec
     auto across_ranks = [&](int param) {  // the version of the full tensor the ranks hold
       uint32_t v_g = own.ver_s[param];
       if (group_of(param) < 0) return v_g;
-      std::vector<uint32_t> v(topo_->world, kNoRows);
+      thread_local std::vector<uint32_t> v;  // a buffer: this runs per layer, adapter and observation
+      v.assign(topo_->world, kNoRows);
       if (holds_rows(param, rank_)) v[rank_] = v_g;
       for (const auto& [rank, p] : peers)
         if (holds_rows(param, rank)) v[rank] = p->ver_s[param];

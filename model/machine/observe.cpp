@@ -1,5 +1,6 @@
 // Builds the vocabulary's Observation from one rank's abstract state.
 #include "model/machine/rank_model.hpp"
+#include "model/vocab/refill.hpp"
 
 namespace fsdpsim {
 
@@ -11,80 +12,134 @@ bool RankModel::in_some_layer(int adapter) const {
 
 Observation RankModel::observe(int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const {
   Observation o;
+  observe_into(o, step, op, r, colls, n_colls);
+  return o;
+}
+
+// Every field is written: `o` may hold an earlier observation (sim/observation_pool.hpp), whose
+// strings and lists are overwritten in place (model/vocab/refill.hpp) to keep their buffers.
+void RankModel::observe_into(Observation& o, int step, const Op& op, const OpResult& r, const CollRecord* colls,
+                             size_t n_colls) const {
+  const Topology& t = *topo_;
   o.step = step;
   o.rank = rank_;
-  o.op = op_text(op);
+  op_text_into(op, o.op);
   o.status = r.status;
   o.message = r.message;
   o.index = r.index;
   if (r.has_grads) {
-    std::vector<std::string> g;
+    if (!o.grads) o.grads.emplace();
+    Refill<std::string> g(*o.grads);
     // Only adapters with tensors in the model's layers can be seen holding a gradient (a
     // deleted one's FSDPParam may still receive its reduce-scatter); that includes the
     // layers an add_adapter injected before it raised, whose config PEFT dropped.
-    for (int a = 0; a < topo_->n_adapters(); ++a)
-      if (r.grads.contains(a) && in_some_layer(a)) g.push_back(topo_->adapters[a].name);
-    o.grads = std::move(g);
+    for (int a = 0; a < t.n_adapters(); ++a)
+      if (r.grads.contains(a) && in_some_layer(a)) g.next() = t.adapters[a].name;
+  } else {
+    o.grads.reset();
   }
-  // Reserved up front: observe runs after every op of every rank, and growing these costs it most.
-  o.active.reserve(topo_->adapters.size());
-  o.params.reserve(topo_->params.size());
-  o.collectives.reserve(n_colls);
-  for (int a = 0; a < topo_->n_adapters(); ++a)
-    if (st_.active.contains(a)) o.active.push_back(topo_->adapters[a].name);
+  {
+    Refill<std::string> active(o.active);
+    for (int a = 0; a < t.n_adapters(); ++a)
+      if (st_.active.contains(a)) active.next() = t.adapters[a].name;
+  }
   o.disabled = st_.disabled;
-  for (int p : st_.optimizer.objects)
-    if (!is_registered_s(p)) o.opt_unregistered.push_back(topo_->params[p].name);
-  o.opt_missing = static_cast<int>(o.opt_unregistered.size());
+  {
+    Refill<std::string> unregistered(o.opt_unregistered);
+    int missing = 0;
+    for (int p : st_.optimizer.objects)
+      if (!is_registered_s(p)) {
+        unregistered.next() = t.params[p].name;
+        ++missing;
+      }
+    o.opt_missing = missing;
+  }
   o.opt_total = static_cast<int>(st_.optimizer.objects.size());
   // Before prepare (an explicit `prepare` op) there is no FSDP: no groups, no group of any parameter or layer.
   const bool fsdp = st_.prepared;
-  for (size_t g = 0; g < topo_->groups.size() && fsdp; ++g) o.groups.push_back({topo_->groups[g].name, st_.groups[g].sharded});
-  for (size_t p = 0; p < topo_->params.size(); ++p) {
-    const ParamInfo& pi = topo_->params[p];
-    const FsdpParam& ps = st_.params[p];
-    if (pi.adapter < 0 || !ps.present) continue;
-    ParamObs po;
-    po.name = pi.name;
-    const int g = group_of(static_cast<int>(p));
-    po.group = g >= 0 && fsdp ? topo_->groups[g].name : "";
-    po.rg_s = ps.rg_s;
-    po.rg_u = (g >= 0 && st_.groups[g].has_u) ? static_cast<int8_t>(ps.rg_u) : int8_t{-1};
-    po.device = ps.device;
-    po.dtype = ps.dtype;
-    o.params.push_back(po);
-  }
-  o.layers = observe_layers();
-  for (size_t i = 0; i < n_colls; ++i) o.collectives.push_back(collective_of(colls[i]));
-  for (int a = 0; a < topo_->n_adapters(); ++a)
-    if (r.deltas.contains(a))
-      o.deltas.push_back({topo_->adapters[a].name, r.corrupt_deltas.contains(a) ? WeightClass::Corrupt : WeightClass::Exact});
-  for (int p : r.reload_diff) o.reload_diff.push_back(topo_->params[p].name);
-  if (op.kind == OpKind::SaveAdapters && r.status == Status::Ok) {
-    for (size_t p = 0; p < topo_->params.size(); ++p) {
-      if (st_.saved_rows[p] < 0) continue;
-      o.saved.push_back({topo_->params[p].name, saved_rows(static_cast<int>(p), rank_), topo_->params[p].dim0,
-                         st_.params[p].dtype});
+  {
+    Refill<GroupObs> groups(o.groups);
+    for (size_t g = 0; g < t.groups.size() && fsdp; ++g) {
+      GroupObs& go = groups.next();
+      go.name = t.groups[g].name;
+      go.state = st_.groups[g].sharded;
     }
   }
-  o.sharded_bytes = sharded_bytes();
-  o.peak_unsharded = peak_unsharded();
-  return o;
+  {
+    Refill<ParamObs> params(o.params);
+    for (size_t p = 0; p < t.params.size(); ++p) {
+      const ParamInfo& pi = t.params[p];
+      const FsdpParam& ps = st_.params[p];
+      if (pi.adapter < 0 || !ps.present) continue;
+      ParamObs& po = params.next();
+      po.name = pi.name;
+      const int g = group_of(static_cast<int>(p));
+      if (g >= 0 && fsdp) po.group = t.groups[g].name;
+      else po.group.clear();
+      po.rg_s = ps.rg_s;
+      po.rg_u = (g >= 0 && st_.groups[g].has_u) ? static_cast<int8_t>(ps.rg_u) : int8_t{-1};
+      po.device = ps.device;
+      po.dtype = ps.dtype;
+    }
+  }
+  observe_layers_into(o.layers);
+  {
+    Refill<Collective> collectives(o.collectives);
+    for (size_t i = 0; i < n_colls; ++i) collective_into(colls[i], collectives.next());
+  }
+  {
+    Refill<DeltaObs> deltas(o.deltas);
+    for (int a = 0; a < t.n_adapters(); ++a)
+      if (r.deltas.contains(a)) {
+        DeltaObs& d = deltas.next();
+        d.adapter = t.adapters[a].name;
+        d.value = r.corrupt_deltas.contains(a) ? WeightClass::Corrupt : WeightClass::Exact;
+      }
+  }
+  {
+    Refill<std::string> reload_diff(o.reload_diff);
+    for (int p : r.reload_diff) reload_diff.next() = t.params[p].name;
+  }
+  {
+    Refill<SavedObs> saved(o.saved);
+    if (op.kind == OpKind::SaveAdapters && r.status == Status::Ok) {
+      for (size_t p = 0; p < t.params.size(); ++p) {
+        if (st_.saved_rows[p] < 0) continue;
+        SavedObs& so = saved.next();
+        so.name = t.params[p].name;
+        so.rows = saved_rows(static_cast<int>(p), rank_);
+        so.full_rows = t.params[p].dim0;
+        so.dtype = st_.params[p].dtype;
+      }
+    }
+  }
+  o.reload_coincident.clear();  // value backends only
+  o.replica_diff.clear();       // the simulator's judge_replicas, after the run
+  sharded_bytes_into(o.sharded_bytes);
+  peak_unsharded_into(o.peak_unsharded);
 }
 
 std::vector<LayerObs> RankModel::observe_layers() const {
   std::vector<LayerObs> out;
-  out.reserve(topo_->layers.size());
+  observe_layers_into(out);
+  return out;
+}
+
+void RankModel::observe_layers_into(std::vector<LayerObs>& out) const {
+  Refill<LayerObs> layers(out);
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
-    LayerObs lo;
+    LayerObs& lo = layers.next();
     lo.name = topo_->layers[l].name;
-    lo.group = st_.prepared ? topo_->groups[topo_->layers[l].group].name : "";
-    for (int i = 0; i < st_.layers[l].n_merged; ++i) lo.merged.push_back(topo_->adapters[st_.layers[l].merged[i]].name);
+    if (st_.prepared) lo.group = topo_->groups[topo_->layers[l].group].name;
+    else lo.group.clear();
+    {
+      Refill<std::string> merged(lo.merged);
+      for (int i = 0; i < st_.layers[l].n_merged; ++i) merged.next() = topo_->adapters[st_.layers[l].merged[i]].name;
+    }
     lo.stored = classify_stored(static_cast<int>(l));
     lo.registered = classify_registered(static_cast<int>(l));
-    out.push_back(lo);
+    lo.stored_alt = lo.registered_alt = 0;
   }
-  return out;
 }
 
 }  // namespace fsdpsim

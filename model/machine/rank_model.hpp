@@ -92,8 +92,12 @@ class RankModel {
   bool is_registered_s(int param) const;  // the module holds this parameter's S object now
   bool in_some_layer(int adapter) const;  // some layer holds this adapter's tensors (PEFT's config aside)
   Observation observe(int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const;
+  // The same into an Observation that may hold an earlier one, reusing its buffers.
+  void observe_into(Observation& o, int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const;
   std::vector<LayerObs> observe_layers() const;
+  void observe_layers_into(std::vector<LayerObs>& out) const;
   StoredSnapshot stored_snapshot() const;
+  void stored_snapshot_into(StoredSnapshot& s) const;
   // The stored class of `layer` given this rank's snapshot and its peers' (a
   // peer whose A shard differs makes the full A a mix no rank computed with).
   WeightClass classify_stored(const StoredSnapshot& own, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
@@ -103,6 +107,7 @@ class RankModel {
   int group_of(int param) const { return st_.params[param].detached ? -1 : topo_->params[param].group; }
   // The vocabulary's view of a collective this rank issued (name, parts).
   Collective collective_of(const CollRecord& c) const;
+  void collective_into(const CollRecord& c, Collective& out) const;
   // A matched all-gather combined different values of the i-th contributed
   // parameter from different ranks.
   void mark_mixed(const CollRecord& c, int i);
@@ -186,8 +191,8 @@ class RankModel {
   bool default_placement() const;
   // Group g's all-gather output (world padded shards, fp32) comes or goes.
   void note_unsharded(int g, bool unsharded);
-  std::vector<OwnerBytes> sharded_bytes() const;
-  std::vector<OwnerBytes> peak_unsharded() const;
+  void sharded_bytes_into(std::vector<OwnerBytes>& out) const;
+  void peak_unsharded_into(std::vector<OwnerBytes>& out) const;
   // --- training (rank_model.cpp) ---
   Raise op_forward(bool grad_enabled);
   Raise forward_hooks(bool grad_enabled);  // op_forward's body; op_forward restores the graph on a raise

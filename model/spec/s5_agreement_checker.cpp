@@ -1,5 +1,6 @@
 #include "model/spec/s5_agreement_checker.hpp"
 
+#include "model/vocab/refill.hpp"
 #include "model/vocab/text.hpp"
 
 namespace fsdpsim::spec {
@@ -14,21 +15,35 @@ struct Field {
   uint8_t classes = 0;
 };
 
-// Every field S5 compares, worded; built only once the ranks differ.
-std::vector<Field> describe(const SpecContext& ctx, const Observation& o) {
-  std::vector<Field> f;
-  f.push_back({"adapters in the model", ctx.text(ctx.present_in(o))});
-  f.push_back({"active adapters", names_set_text(o.active)});
-  f.push_back({"disabled", o.disabled ? "true" : "false"});
+void set(Field& f, const char* name_head, const std::string& name, const char* name_tail, const std::string& value,
+         uint8_t classes = 0) {
+  f.name.assign(name_head).append(name).append(name_tail);
+  f.value.assign(value);
+  f.classes = classes;
+}
+
+// Every field S5 compares, worded; built only once the ranks differ, into `f`'s
+// buffers (Refill): ranks out of step differ at every step until they agree again.
+void describe(const SpecContext& ctx, const Observation& o, std::vector<Field>& out) {
+  Refill<Field> f(out);
+  set(f.next(), "", "adapters in the model", "", ctx.text(ctx.present_in(o)));
+  set(f.next(), "", "active adapters", "", names_set_text(o.active));
+  set(f.next(), "", "disabled", "", o.disabled ? "true" : "false");
   for (const auto& l : o.layers) {
-    f.push_back({l.name + " merged", "[" + join(l.merged) + "]"});
-    f.push_back({l.name + " stored weight", weight_class_name(l.stored),
-                 static_cast<uint8_t>((1u << static_cast<int>(l.stored)) | l.stored_alt)});
+    Field& m = f.next();
+    m.name.assign(l.name).append(" merged");
+    m.value.assign("[");
+    for (size_t i = 0; i < l.merged.size(); ++i) m.value.append(i ? "," : "").append(l.merged[i]);
+    m.value.append("]");
+    m.classes = 0;
+    Field& w = f.next();
+    w.name.assign(l.name).append(" stored weight");
+    w.value.assign(weight_class_name(l.stored));
+    w.classes = static_cast<uint8_t>((1u << static_cast<int>(l.stored)) | l.stored_alt);
   }
-  for (const auto& p : o.params) f.push_back({p.name + " S.requires_grad", p.rg_s ? "true" : "false"});
-  for (const auto& p : o.params) f.push_back({p.name + " dtype", dtype_name(p.dtype)});
-  for (const auto& sv : o.saved) f.push_back({"saved " + sv.name + " dtype", dtype_name(sv.dtype)});
-  return f;
+  for (const auto& p : o.params) set(f.next(), "", p.name, " S.requires_grad", p.rg_s ? "true" : "false");
+  for (const auto& p : o.params) set(f.next(), "", p.name, " dtype", dtype_name(p.dtype));
+  for (const auto& sv : o.saved) set(f.next(), "saved ", sv.name, " dtype", dtype_name(sv.dtype));
 }
 
 }  // namespace
@@ -59,9 +74,10 @@ void S5AgreementChecker::after_step(const SpecContext& ctx, const Observation* o
     disagreement_reported_ = false;
     return;
   }
-  const auto base = describe(ctx, obs[0]);
+  thread_local std::vector<Field> base, other;
+  describe(ctx, obs[0], base);
   for (size_t k = 1; k < n; ++k) {
-    const auto other = describe(ctx, obs[k]);
+    describe(ctx, obs[k], other);
     for (size_t x = 0; x < base.size() && x < other.size(); ++x) {
       if (base[x].value == other[x].value) continue;
       // values that fit a common class are no proven disagreement (sim/value_blind.hpp)

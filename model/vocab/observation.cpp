@@ -180,10 +180,13 @@ std::vector<std::string> observation_diff(const Observation& a, const Observatio
   for_each_field_pair(a, b, [&](const FieldInfo& f, const auto& x, const auto& y) {
     if (f.flags & kNotCompared) return;
     using T = std::decay_t<decltype(x)>;
+    // Equal values have equal texts: most fields of most pairs are equal, and their texts cost.
+    if (x == y) return;
     if constexpr (ElementWise<T>::value) {
       for (size_t i = 0; i < std::max(x.size(), y.size()); ++i)
-        add(std::string(f.label) + "[" + std::to_string(i) + "]", i < x.size() ? diff_text(x[i]) : "-",
-            i < y.size() ? diff_text(y[i]) : "-");
+        if (i >= x.size() || i >= y.size() || !(x[i] == y[i]))
+          add(std::string(f.label) + "[" + std::to_string(i) + "]", i < x.size() ? diff_text(x[i]) : "-",
+              i < y.size() ? diff_text(y[i]) : "-");
     } else {
       add(f.label, diff_text(x), diff_text(y));
     }

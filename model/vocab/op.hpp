@@ -75,5 +75,6 @@ struct Op {
 };
 
 std::string op_text(const Op& op);  // canonical op text without expects, e.g. "@1 set_adapter other"
+void op_text_into(const Op& op, std::string& out);  // the same into `out`, reusing its buffer
 
 }  // namespace fsdpsim

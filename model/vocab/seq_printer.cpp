@@ -42,16 +42,31 @@ std::optional<OpKind> op_from_name(const std::string& s) {
   return std::nullopt;
 }
 
+// Written into `out` (cleared first) so that a caller reusing one string allocates nothing.
+void op_text_into(const Op& op, std::string& out) {
+  out.clear();
+  if (op.rank >= 0) out.append("@").append(std::to_string(op.rank)).append(" ");
+  out.append(op_name(op.kind));
+  if (op.kind == OpKind::LoadAdapter) {
+    out.append(" ").append(op.names[0]).append(op.trainable ? " trainable" : " frozen");
+    return;
+  }
+  if (op.kind == OpKind::GradientSync) {
+    out.append(op.sync ? " on" : " off");
+    return;
+  }
+  if (op.list_form) {
+    out.append(" [");
+    for (size_t i = 0; i < op.names.size(); ++i) out.append(i ? "," : "").append(op.names[i]);
+    out.append("]");
+  } else if (!op.names.empty()) {
+    out.append(" ").append(op.names[0]);
+  }
+}
+
 std::string op_text(const Op& op) {
   std::string out;
-  if (op.rank >= 0) out = "@" + std::to_string(op.rank) + " ";
-  out += op_name(op.kind);
-  if (op.kind == OpKind::LoadAdapter) return out + " " + op.names[0] + (op.trainable ? " trainable" : " frozen");
-  if (op.kind == OpKind::GradientSync) return out + (op.sync ? " on" : " off");
-  if (!op.names.empty() || op.list_form) {
-    if (op.list_form) out += " [" + join(op.names) + "]";
-    else out += " " + op.names[0];
-  }
+  op_text_into(op, out);
   return out;
 }
 

@@ -190,6 +190,7 @@ int cmd_bench(const Args& a) {
         ++seqs;
         rank_ops += r.rank_ops;
         with_findings += !r.findings.empty();
+        recycle(std::move(r));  // as the fuzzer and the shrinker do: kept observations would cost their buffers
       }
       t = now_s();
     }
@@ -217,7 +218,11 @@ int cmd_bench(const Args& a) {
     const std::clock_t c0 = std::clock();
     double t = t0;
     while (t - t0 < budget) {
-      for (const SeqFile& f : files) seqs += !run_checked_sampled(f, 16).observations.empty();
+      for (const SeqFile& f : files) {
+        RunResult r = run_checked_sampled(f, 16);
+        seqs += !r.observations.empty();
+        recycle(std::move(r));
+      }
       t = now_s();
     }
     const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
