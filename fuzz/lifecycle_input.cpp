@@ -2,6 +2,7 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <string_view>
 #include <unordered_map>
 
 #include "sim/generator.hpp"
@@ -189,9 +190,8 @@ const SeqFile& decode_cached(const uint8_t* data, size_t size) {
     std::string text;
     SeqFile file;
   };
-  static std::unordered_map<uint64_t, Entry> cache;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 1099511628211ull;
+  static std::unordered_map<size_t, Entry> cache;
+  const size_t h = std::hash<std::string_view>{}(std::string_view(reinterpret_cast<const char*>(data), size));
   auto it = cache.find(h);
   if (it != cache.end() && it->second.text.size() == size &&
       std::equal(it->second.text.begin(), it->second.text.end(), reinterpret_cast<const char*>(data)))

@@ -26,9 +26,10 @@ Observation& next_observation(std::vector<Observation>& v) {
   return v.back();
 }
 
-StoredSnapshot& next_snapshot(std::vector<StoredSnapshot>& v, size_t& n) {
-  if (n == v.size()) v.emplace_back();
-  return v[n++];
+// Entry i of a lent snapshot list, grown when the pool's is too short.
+StoredSnapshot& snapshot_at(std::vector<StoredSnapshot>& v, size_t i) {
+  if (i >= v.size()) v.resize(i + 1);
+  return v[i];
 }
 
 uint64_t mix(uint64_t h, uint64_t v) {
@@ -312,14 +313,12 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
   observations_ = &res.observations;
   snapshots_ = std::move(pool.snapshots);
   initial_ = std::move(pool.initial);
-  n_snapshots_ = 0;
   const int world = topo_->world;
   fresh_ = false;  // run_more changes the ranks: the next run() resets them
   // Each rank's state as this run starts, for peers that have not run
   // anything yet when an observation is judged.
-  size_t n_initial = 0;
   if (opt.observe && world > 1)
-    for (const auto& r : ranks_) r.stored_snapshot_into(next_snapshot(initial_, n_initial));
+    for (int r = 0; r < world; ++r) ranks_[r].stored_snapshot_into(snapshot_at(initial_, r));
   queues_.resize(world);
   for (auto& q : queues_) q.clear();
   heads_.assign(world, 0);
@@ -347,7 +346,7 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
     if (opt.observe) {
       obs = static_cast<int>(res.observations.size());
       m.observe_into(next_observation(res.observations), first_step + i + 1, op, r, colls.data(), colls.size());
-      m.stored_snapshot_into(next_snapshot(snapshots_, n_snapshots_));
+      m.stored_snapshot_into(snapshot_at(snapshots_, obs));  // indexed like the observations
     }
     res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(first_step + i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
                                              (static_cast<uint64_t>(r.status) << 8) ^ r.grads.bits());
@@ -379,7 +378,6 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
   pool.initial = std::move(initial_);
   snapshots_.clear();
   initial_.clear();
-  n_snapshots_ = 0;
   observations_ = nullptr;
   return res;
 }

@@ -61,11 +61,10 @@ class Simulator {
   std::vector<std::vector<Pending>> queues_;  // per rank: issued, not yet matched
   std::vector<size_t> heads_;
   std::vector<Observation>* observations_ = nullptr;  // the run's, to refresh after mark_mixed
-  // Both lent by the thread's pool for the run (simulator.cpp): only their first
-  // n_snapshots_ / world entries belong to it, the rest are buffers kept for later runs.
+  // Both lent by the thread's pool for the run (simulator.cpp): entries past the run's
+  // observations (ranks) are buffers kept for later runs.
   std::vector<StoredSnapshot> snapshots_;              // per observation, before sorting
   std::vector<StoredSnapshot> initial_;                // per rank, as the run started
-  size_t n_snapshots_ = 0;
   bool fresh_ = true;                                  // no run yet: the ranks need no reset
 };
 

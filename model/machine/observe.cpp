@@ -16,7 +16,7 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
   return o;
 }
 
-// Every field is written: `o` may hold an earlier observation (sim/observation_pool.hpp), whose
+// Every field is written: `o` may hold an earlier observation (recycle, sim/simulator.hpp), whose
 // strings and lists are overwritten in place (model/vocab/refill.hpp) to keep their buffers.
 void RankModel::observe_into(Observation& o, int step, const Op& op, const OpResult& r, const CollRecord* colls,
                              size_t n_colls) const {
@@ -46,14 +46,10 @@ void RankModel::observe_into(Observation& o, int step, const Op& op, const OpRes
   o.disabled = st_.disabled;
   {
     Refill<std::string> unregistered(o.opt_unregistered);
-    int missing = 0;
     for (int p : st_.optimizer.objects)
-      if (!is_registered_s(p)) {
-        unregistered.next() = t.params[p].name;
-        ++missing;
-      }
-    o.opt_missing = missing;
+      if (!is_registered_s(p)) unregistered.next() = t.params[p].name;
   }
+  o.opt_missing = static_cast<int>(o.opt_unregistered.size());
   o.opt_total = static_cast<int>(st_.optimizer.objects.size());
   // Before prepare (an explicit `prepare` op) there is no FSDP: no groups, no group of any parameter or layer.
   const bool fsdp = st_.prepared;

@@ -32,9 +32,7 @@ void describe(const SpecContext& ctx, const Observation& o, std::vector<Field>& 
   for (const auto& l : o.layers) {
     Field& m = f.next();
     m.name.assign(l.name).append(" merged");
-    m.value.assign("[");
-    for (size_t i = 0; i < l.merged.size(); ++i) m.value.append(i ? "," : "").append(l.merged[i]);
-    m.value.append("]");
+    m.value.assign("[").append(join(l.merged)).append("]");
     m.classes = 0;
     Field& w = f.next();
     w.name.assign(l.name).append(" stored weight");

@@ -56,9 +56,7 @@ void op_text_into(const Op& op, std::string& out) {
     return;
   }
   if (op.list_form) {
-    out.append(" [");
-    for (size_t i = 0; i < op.names.size(); ++i) out.append(i ? "," : "").append(op.names[i]);
-    out.append("]");
+    out.append(" [").append(join(op.names)).append("]");
   } else if (!op.names.empty()) {
     out.append(" ").append(op.names[0]);
   }
