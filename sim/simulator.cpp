@@ -387,13 +387,13 @@ namespace {
 // S8: `second` (another run of the same sequence) must equal `first`.
 void check_s8(RunResult& first, const RunResult& second) {
   if (first.trace_hash != second.trace_hash || first.observations.size() != second.observations.size()) {
-    first.findings.push_back({"S8", 0, -1, "S8: two runs of the same sequence gave different traces"});
+    first.findings.push_back({"S8", 0, -1, "S8: two runs of the same sequence gave different traces", ""});
   } else {
     for (size_t i = 0; i < first.observations.size(); ++i) {
       auto d = observation_diff(first.observations[i], second.observations[i]);
       if (d.empty()) continue;
       first.findings.push_back({"S8", first.observations[i].step, first.observations[i].rank,
-                                "S8 step " + std::to_string(first.observations[i].step) + ": two runs differ: " + d[0]});
+                                "S8 step " + std::to_string(first.observations[i].step) + ": two runs differ: " + d[0], ""});
       break;
     }
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "properties/test_util.hpp"
+#include "sim/generator.hpp"
 
 using namespace fsdpsim;
 using namespace fsdpsim::test;
@@ -83,4 +84,34 @@ TEST(Simulator, RunWithoutObservationsIsDeterministicToo) {
   EXPECT_EQ(a.rank_ops, 10);
   RunResult full = sim.run(f.ops);
   EXPECT_EQ(full.observations.size(), 10u);
+}
+
+// The hunt's, the shrinker's and the fuzzer's loops run run_checked_sampled: its light run
+// (no observation hash, S8 on one sequence in 16) must see what run_checked sees.
+TEST(Simulator, SampledRunSeesWhatTheCheckedRunSees) {
+  int with_findings = 0;
+  for (int world = 1; world <= 4; ++world)
+    for (uint64_t s = 1; s <= 300; ++s) {
+      GenOptions g;
+      g.world = world;
+      g.checkpoint_percent = 15;
+      Prng rng(s * 11 + static_cast<uint64_t>(world));
+      SeqFile f = generate_seq(rng, g);
+      RunResult full = run_checked(f);
+      for (uint32_t every : {1u, 16u}) {
+        RunResult light = run_checked_sampled(f, every);
+        ASSERT_EQ(light.observations, full.observations) << print_seq(f);
+        ASSERT_EQ(light.findings.size(), full.findings.size()) << print_seq(f);
+        for (size_t i = 0; i < full.findings.size(); ++i) {
+          EXPECT_EQ(light.findings[i].spec, full.findings[i].spec);
+          EXPECT_EQ(light.findings[i].step, full.findings[i].step);
+          EXPECT_EQ(light.findings[i].rank, full.findings[i].rank);
+          EXPECT_EQ(light.findings[i].kind, full.findings[i].kind);
+          EXPECT_EQ(light.findings[i].text, full.findings[i].text);
+        }
+        recycle(std::move(light));
+      }
+      with_findings += !full.findings.empty();
+    }
+  EXPECT_GT(with_findings, 100);  // the comparison covers findings, not only clean runs
 }
