@@ -87,8 +87,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
-  std::string text = fuzz::mutate(fuzz::decode_cached(data, size), seed);
+  SeqFile decoded;
+  std::string text = fuzz::mutate(fuzz::decode_cached(data, size), seed, &decoded);
   if (text.size() > max_size) return size;
   std::copy(text.begin(), text.end(), data);
+  fuzz::remember_decoded(text, std::move(decoded));  // the target runs this text next
   return text.size();
 }

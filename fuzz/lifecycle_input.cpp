@@ -185,25 +185,50 @@ SeqFile decode(const uint8_t* data, size_t size) {
   return f;
 }
 
-const SeqFile& decode_cached(const uint8_t* data, size_t size) {
-  struct Entry {
-    std::string text;
-    SeqFile file;
-  };
-  static std::unordered_map<size_t, Entry> cache;
-  const size_t h = std::hash<std::string_view>{}(std::string_view(reinterpret_cast<const char*>(data), size));
-  auto it = cache.find(h);
-  if (it != cache.end() && it->second.text.size() == size &&
-      std::equal(it->second.text.begin(), it->second.text.end(), reinterpret_cast<const char*>(data)))
-    return it->second.file;
+namespace {
+
+struct CacheEntry {
+  std::string text;
+  SeqFile file;
+};
+
+// Keyed by the text's hash; a colliding entry is replaced, and an entry is
+// used only when its text is the input's.
+std::unordered_map<size_t, CacheEntry>& decode_cache() {
+  static std::unordered_map<size_t, CacheEntry> cache;
+  return cache;
+}
+
+size_t text_hash(const char* data, size_t size) { return std::hash<std::string_view>{}(std::string_view(data, size)); }
+
+CacheEntry& cache_slot(const char* data, size_t size) {
+  auto& cache = decode_cache();
   if (cache.size() >= 16384) cache.clear();  // bounded: a long run's corpus turns over
-  Entry& e = cache[h];  // a colliding entry is replaced
-  e.text.assign(reinterpret_cast<const char*>(data), size);
+  CacheEntry& e = cache[text_hash(data, size)];
+  e.text.assign(data, size);
+  return e;
+}
+
+}  // namespace
+
+const SeqFile& decode_cached(const uint8_t* data, size_t size) {
+  const char* text = reinterpret_cast<const char*>(data);
+  auto& cache = decode_cache();
+  auto it = cache.find(text_hash(text, size));
+  if (it != cache.end() && it->second.text.size() == size && std::equal(it->second.text.begin(), it->second.text.end(), text))
+    return it->second.file;
+  CacheEntry& e = cache_slot(text, size);
   e.file = decode(data, size);
   return e.file;
 }
 
-std::string mutate(const SeqFile& in, uint32_t seed) {
+bool remember_decoded(const std::string& text, SeqFile f) {
+  if (f.scenario.world > 4 || f.scenario.layers.size() > 3 || f.ops.size() > 40) return false;  // decode would not parse it
+  cache_slot(text.data(), text.size()).file = std::move(f);
+  return true;
+}
+
+std::string mutate(const SeqFile& in, uint32_t seed, SeqFile* decoded) {
   SeqFile f = in;
   for (auto& op : f.ops) op.expects.clear();
   f.comments.clear();
@@ -255,7 +280,9 @@ std::string mutate(const SeqFile& in, uint32_t seed) {
       }
   }
   keep_valid(f);
-  return print_seq(f);
+  std::string text = print_seq(f);
+  if (decoded) *decoded = std::move(f);
+  return text;
 }
 
 }  // namespace fsdpsim::fuzz

@@ -19,8 +19,16 @@ SeqFile decode(const uint8_t* data, size_t size);
 // as much as simulating it. The reference stays valid until the next call.
 const SeqFile& decode_cached(const uint8_t* data, size_t size);
 
-// Insert, delete, swap or change one op (sometimes a scenario knob), as text.
-std::string mutate(const SeqFile& f, uint32_t seed);
+// Insert, delete, swap or change one op (sometimes a scenario knob), as text;
+// `decoded`, when given, receives the file the text decodes to.
+std::string mutate(const SeqFile& f, uint32_t seed, SeqFile* decoded = nullptr);
+
+// Primes decode_cached with mutate's result: libFuzzer runs the mutator's text
+// next, and parsing it back costs as much as a short run. Kept only when
+// decode reads the text as `.seq` (world <= 4, <= 3 layers, <= 40 ops), where
+// keep_valid leaves mutate's valid file as it is (fuzz/lifecycle_input_test.cpp).
+// True when kept.
+bool remember_decoded(const std::string& text, SeqFile f);
 
 // Under `patched` inputs keep to the ops whose hazards have known fixes, so a
 // finding there is a bug of the model or a new upstream problem.
