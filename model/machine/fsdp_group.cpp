@@ -53,7 +53,7 @@ void RankModel::issue_all_gather(int g) {
     c.member_count = static_cast<int>(gi.params.size());
     log_.issue(c);
     for (int p : gi.params) {
-      const bool rows = local_rows(topo_->params[p].dim0, topo_->world, rank_) > 0;
+      const bool rows = topo_->params[p].rows_on(rank_);
       log_.contribute(digest_of(p), rows ? st_.params[p].packed_version() : kNoRows);
       log_.pack(p);
     }
@@ -214,11 +214,6 @@ void RankModel::reshard_all() {
 // FORWARD by a forward that raised (torch 2.13 _fsdp_param_group.py::reshard).
 void RankModel::module_reshard_all() {
   for (size_t g = 0; g < topo_->groups.size(); ++g) reshard(static_cast<int>(g));
-}
-
-bool RankModel::is_registered_u(int param) const {
-  int g = group_of(param);
-  return g >= 0 && st_.groups[g].unsharded();
 }
 
 bool RankModel::registered_rg(int param) const { return st_.params[param].registered_rg(is_registered_u(param)); }

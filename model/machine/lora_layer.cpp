@@ -368,12 +368,6 @@ void RankModel::stored_snapshot_into(StoredSnapshot& s) const {
   s.layers.assign(st_.layers.begin(), st_.layers.end());
 }
 
-// FSDP2 pads dim 0 to world * chunk: a rank past the last row holds padding only.
-bool RankModel::holds_rows(int param, int rank) const {
-  const ParamInfo& pi = topo_->params[param];
-  return group_of(param) < 0 || local_rows(pi.dim0, topo_->world, rank) > 0;
-}
-
 WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
                                        int layer) const {
   const LayerInfo& li = topo_->layers[layer];

@@ -81,7 +81,11 @@ class RankModel {
   void set_deferred_merges(bool on) { deferred_merges_ = on; }
 
   // Queries shared with the spec checks and the observation builder.
-  bool is_registered_u(int param) const;
+  // The module holds the unsharded copy U: its group is unsharded (inline: the observation reads it per parameter).
+  bool is_registered_u(int param) const {
+    const int g = group_of(param);
+    return g >= 0 && st_.groups[g].unsharded();
+  }
   bool registered_rg(int param) const;
   WeightClass classify_stored(int layer) const;
   WeightClass classify_registered(int layer) const;
@@ -102,7 +106,8 @@ class RankModel {
   // peer whose A shard differs makes the full A a mix no rank computed with).
   WeightClass classify_stored(const StoredSnapshot& own, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
                               int layer) const;
-  bool holds_rows(int param, int rank) const;
+  // A rank of an FSDP-managed parameter past its last row holds padding only (ParamInfo::rows_on).
+  bool holds_rows(int param, int rank) const { return group_of(param) < 0 || topo_->params[param].rows_on(rank); }
   // The FSDP group managing the registered object now (-1: none; a re-added adapter's new module).
   int group_of(int param) const { return st_.params[param].detached ? -1 : topo_->params[param].group; }
   // The vocabulary's view of a collective this rank issued (name, parts).

@@ -91,7 +91,8 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   }
   auto add_param = [&](const std::string& name, ParamKind kind, int layer, int adapter, int dim0, int rest, int group) {
     ParamInfo pi{name, kind, layer, adapter, dim0, rest, group, 0};
-    pi.shard_numel = static_cast<int64_t>((dim0 + s.world - 1) / s.world) * rest;
+    pi.chunk_rows = (dim0 + s.world - 1) / s.world;
+    pi.shard_numel = static_cast<int64_t>(pi.chunk_rows) * rest;
     int idx = static_cast<int>(t.params.size());
     t.params.push_back(pi);
     if (group >= 0) {

@@ -28,6 +28,9 @@ struct ParamInfo {
   int dim0, rest;
   int group;    // -1: not managed by FSDP (an adapter added after fully_shard)
   int64_t shard_numel;  // ceil(dim0 / world) * rest: what this rank holds and contributes
+  int chunk_rows = 0;   // ceil(dim0 / world): the rows of each rank's (padded) shard
+  // FSDP2 pads dim 0 to world * chunk_rows: a rank past the last row holds padding only.
+  bool rows_on(int rank) const { return dim0 - chunk_rows * rank > 0; }
 };
 
 struct GroupInfo {
