@@ -140,7 +140,8 @@ bool run_twice(const SeqFile& f, bool twice, SingleRun* out, std::string* error,
     auto d = compare_observations(out->observations, second, backend_who(out->backend), backend_who(out->backend));
     out->findings.push_back({"S8", 0, -1,
                              std::string("S8: two ") + backend_name(out->backend) + " runs of the same sequence differ: " +
-                                 (d.empty() ? std::string("?") : d[0])});
+                                 (d.empty() ? std::string("?") : d[0]),
+                             ""});
   }
   return true;
 }

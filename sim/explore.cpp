@@ -159,7 +159,7 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
   res.setup.assign(f.ops.begin(), pi < 0 ? f.ops.begin() : f.ops.begin() + pi + 1);
   for (const Op& op : explore_alphabet(f.scenario, opt.rank_ops, opt.full_alphabet))
     if (matches(op, opt.only_ops)) res.alphabet.push_back(op);
-  SeqFile setup_file{{}, f.scenario, res.setup};
+  SeqFile setup_file{{}, f.scenario, res.setup, {}};
   const Topology topo = compile_topology(setup_file);
 
   std::unordered_map<Key, int, KeyHash> seen;
@@ -317,7 +317,7 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
 
 std::vector<uint32_t> explore_state_key(const SeqFile& f) {
   const int pi = prepare_index(f);
-  SeqFile setup{{}, f.scenario, std::vector<Op>(f.ops.begin(), pi < 0 ? f.ops.begin() : f.ops.begin() + pi + 1)};
+  SeqFile setup{{}, f.scenario, std::vector<Op>(f.ops.begin(), pi < 0 ? f.ops.begin() : f.ops.begin() + pi + 1), {}};
   const Topology topo = compile_topology(setup);
   Simulator sim(topo);
   SpecChecker checker(f.scenario);

@@ -205,6 +205,31 @@ int cmd_bench(const Args& a) {
     figure(what + "_rank_ops", rank_ops / (t - t0), "rank-ops/s");
     if (observe) figure(what + "_with_findings", 100.0 * with_findings / std::max<int64_t>(seqs, 1), "%");
   }
+  // 2c. The hunt's fuzz loop (sim/hunt.cpp): generate, compile, run_checked_sampled
+  // (observations, spec checks, S8 on one sequence in 16, no observation hash), recycle.
+  {
+    int64_t seqs = 0, with_findings = 0;
+    double t0 = now_s(), t = t0;
+    const std::clock_t c0 = std::clock();
+    uint64_t s = seed;
+    while (t - t0 < budget) {
+      for (int k = 0; k < 64; ++k) {
+        Prng rng(s++);
+        SeqFile f = generate_seq(rng, opt);
+        RunResult r = run_checked_sampled(f, 16);
+        ++seqs;
+        with_findings += !r.findings.empty();
+        recycle(std::move(r));
+      }
+      t = now_s();
+    }
+    const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+    text << "generated sequences/s (world 2, the hunt's loop: observations, spec checks, S8 on 1 in 16, no trace hash):  "
+         << static_cast<int64_t>(seqs / (t - t0)) << "  (" << (100 * with_findings / std::max<int64_t>(seqs, 1)) << "% with findings; "
+         << static_cast<int64_t>(seqs / std::max(cpu, 1e-9)) << " per CPU second)\n";
+    figure("generated_sequences_hunt_loop", seqs / (t - t0), "sequences/s");
+    figure("generated_sequences_hunt_loop_cpu", seqs / std::max(cpu, 1e-9), "sequences/CPU s");
+  }
   // 3. The lifecycle_fuzzer's work per input, without its decoding: compile,
   // simulate with observations, spec checks, S8 on one sequence in 16
   // (run_checked_sampled), on pre-generated world-2 sequences. Wall-clock and
