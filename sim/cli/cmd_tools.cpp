@@ -171,8 +171,13 @@ int cmd_bench(const Args& a) {
     text << "model ops/s (1 core, 1 rank, 12-op sequences incl. reset):  " << static_cast<int64_t>(ops / (t - t0)) << "\n";
     figure("model_ops", ops / (t - t0), "ops/s");
   }
-  // 2. Generated sequences/s at world 2: generate, compile, simulate with spec checks.
-  for (bool observe : {false, true}) {
+  // 2. Generated sequences/s at world 2: generate, compile, simulate; then with
+  // observations, spec checks and the trace hash (run + check_spec); then the
+  // hunt's fuzz loop (sim/hunt.cpp: run_checked_sampled, S8 on one sequence in
+  // 16, no observation hash).
+  enum class Loop { SimulationOnly, Observed, Hunt };
+  for (Loop loop : {Loop::SimulationOnly, Loop::Observed, Loop::Hunt}) {
+    const bool observe = loop != Loop::SimulationOnly;
     int64_t seqs = 0, rank_ops = 0, with_findings = 0;
     double t0 = now_s(), t = t0;
     const std::clock_t c0 = std::clock();
@@ -181,12 +186,17 @@ int cmd_bench(const Args& a) {
       for (int k = 0; k < 64; ++k) {
         Prng rng(s++);
         SeqFile f = generate_seq(rng, opt);
-        Topology topo = compile_topology(f);
-        Simulator sim(topo);
-        RunOptions ro;
-        ro.observe = observe;
-        RunResult r = sim.run(f.ops, ro);
-        if (observe) r.findings = check_spec(f, r.observations);
+        RunResult r;
+        if (loop == Loop::Hunt) {
+          r = run_checked_sampled(f, 16);
+        } else {
+          Topology topo = compile_topology(f);
+          Simulator sim(topo);
+          RunOptions ro;
+          ro.observe = observe;
+          r = sim.run(f.ops, ro);
+          if (observe) r.findings = check_spec(f, r.observations);
+        }
         ++seqs;
         rank_ops += r.rank_ops;
         with_findings += !r.findings.empty();
@@ -194,41 +204,21 @@ int cmd_bench(const Args& a) {
       }
       t = now_s();
     }
-    text << "generated sequences/s (world 2, " << (observe ? "observations and spec checks" : "simulation only") << "):  "
-         << static_cast<int64_t>(seqs / (t - t0)) << "  (" << static_cast<int64_t>(rank_ops / (t - t0)) << " rank-ops/s";
+    const char* what_text = loop == Loop::SimulationOnly ? "simulation only"
+                            : loop == Loop::Observed    ? "observations and spec checks"
+                                                        : "the hunt's loop: observations, spec checks, S8 on 1 in 16, no trace hash";
+    text << "generated sequences/s (world 2, " << what_text << "):  " << static_cast<int64_t>(seqs / (t - t0)) << "  ("
+         << static_cast<int64_t>(rank_ops / (t - t0)) << " rank-ops/s";
     if (observe) text << ", " << (100 * with_findings / std::max<int64_t>(seqs, 1)) << "% with findings";
     const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
     text << "; " << static_cast<int64_t>(seqs / std::max(cpu, 1e-9)) << " per CPU second)\n";
-    const std::string what = observe ? "generated_sequences_observed" : "generated_sequences";
+    const std::string what = loop == Loop::SimulationOnly ? "generated_sequences"
+                             : loop == Loop::Observed    ? "generated_sequences_observed"
+                                                         : "generated_sequences_hunt_loop";
     figure(what, seqs / (t - t0), "sequences/s");
     figure(what + "_cpu", seqs / std::max(cpu, 1e-9), "sequences/CPU s");
     figure(what + "_rank_ops", rank_ops / (t - t0), "rank-ops/s");
     if (observe) figure(what + "_with_findings", 100.0 * with_findings / std::max<int64_t>(seqs, 1), "%");
-  }
-  // 2c. The hunt's fuzz loop (sim/hunt.cpp): generate, compile, run_checked_sampled
-  // (observations, spec checks, S8 on one sequence in 16, no observation hash), recycle.
-  {
-    int64_t seqs = 0, with_findings = 0;
-    double t0 = now_s(), t = t0;
-    const std::clock_t c0 = std::clock();
-    uint64_t s = seed;
-    while (t - t0 < budget) {
-      for (int k = 0; k < 64; ++k) {
-        Prng rng(s++);
-        SeqFile f = generate_seq(rng, opt);
-        RunResult r = run_checked_sampled(f, 16);
-        ++seqs;
-        with_findings += !r.findings.empty();
-        recycle(std::move(r));
-      }
-      t = now_s();
-    }
-    const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-    text << "generated sequences/s (world 2, the hunt's loop: observations, spec checks, S8 on 1 in 16, no trace hash):  "
-         << static_cast<int64_t>(seqs / (t - t0)) << "  (" << (100 * with_findings / std::max<int64_t>(seqs, 1)) << "% with findings; "
-         << static_cast<int64_t>(seqs / std::max(cpu, 1e-9)) << " per CPU second)\n";
-    figure("generated_sequences_hunt_loop", seqs / (t - t0), "sequences/s");
-    figure("generated_sequences_hunt_loop_cpu", seqs / std::max(cpu, 1e-9), "sequences/CPU s");
   }
   // 3. The lifecycle_fuzzer's work per input, without its decoding: compile,
   // simulate with observations, spec checks, S8 on one sequence in 16
