@@ -21,11 +21,19 @@ struct HashSink {
       std::memcpy(&w, c, 8);
       i64(static_cast<int64_t>(w));
     }
-    if (n) {
-      uint64_t w = 0;
-      std::memcpy(&w, c, n);
-      i64(static_cast<int64_t>(w));
-    }
+    if (n) i64(static_cast<int64_t>(tail_word(c, n)));
+  }
+  // The last 1-7 bytes as memcpy into a zeroed word would give them (little-endian), read
+  // with two overlapping loads: a memcpy of n bytes into the word's stack slot and a load of
+  // all 8 defeats store-to-load forwarding, a stall for every string.
+  static uint64_t tail_word(const char* c, size_t n) {
+    auto load = [&](size_t at, auto word) {
+      std::memcpy(&word, c + at, sizeof word);
+      return static_cast<uint64_t>(word);
+    };
+    if (n >= 4) return load(0, uint32_t{}) | load(n - 4, uint32_t{}) << (8 * (n - 4));
+    if (n >= 2) return load(0, uint16_t{}) | load(n - 2, uint16_t{}) << (8 * (n - 2));
+    return static_cast<uint8_t>(c[0]);
   }
   void str(const std::string& s) { bytes(s.data(), s.size()); }
 };
