@@ -3,6 +3,7 @@
 // which must read as "incomplete", never as a report or a crash.
 #include <gtest/gtest.h>
 
+#include "properties/every_field_observation.hpp"
 #include "real_backend/rank_report.hpp"
 
 using namespace fsdpsim;
@@ -11,30 +12,10 @@ using namespace fsdpsim::real;
 namespace {
 RankReport sample(int step) {
   RankReport r;
+  static_cast<Observation&>(r) = test::every_field_observation();
   r.step = step;
-  r.rank = 1;
-  r.op = "set_adapter other";
-  r.status = Status::KeyError;
-  r.message = "KeyError: 3";
-  r.index = 3;
-  r.grads = {"other"};
-  r.active = {"default", "other"};
-  r.disabled = true;
-  r.opt_missing = 1;
-  r.opt_total = 4;
-  r.opt_unregistered = {"lin0.lora_A.default"};
-  r.groups = {{"root", ShardedState::Unsharded}, {"lin0", ShardedState::Sharded}};
-  r.params = {{"lin0.lora_A.default", "lin0", true, 1, Device::Meta, DType::BF16}};
-  r.layers = {{"lin0", "lin0", {"default"}, WeightClass::MissingDelta, WeightClass::Exact, 1u << 2, 0}};  // a rank sends none
+  r.layers[0].stored_alt = 1u << 2;  // a rank sends none, but the codec carries them
   r.merged = {{"default"}, {}};
-  r.collectives = {{CollOp::AllGather, "lin0", 112, DType::F32, {{"lin0.weight", 100}, {"lin0.bias", 12}}}};
-  r.deltas = {{"other", WeightClass::Corrupt}};
-  r.saved = {{"lin0.lora_B.other", 10, 20, DType::BF16}};
-  r.reload_diff = {"lin1.lora_A.other"};
-  r.replica_diff = {"lin0.lora_B.late"};
-  r.reload_coincident = {"lin1.lora_B.other"};
-  r.sharded_bytes = {{"other", 640}, {"base", 1680}};
-  r.peak_unsharded = {{"base", 3360}};
   r.present = {1, 0};
   r.u_registered = {1, 0};
   r.whole = {0, 1};

@@ -8,6 +8,7 @@
 
 #include "model/vocab/observation.hpp"
 #include "model/vocab/observation_binary.hpp"
+#include "properties/every_field_observation.hpp"
 
 namespace fsdpsim {
 namespace {
@@ -309,43 +310,14 @@ TEST(Observation, PrintTableHeaderOnlyWhenEmpty) {
 // The trace hash `run` prints is pinned: the same sequence must print the same
 // hash from one version to the next, so a change to how it reads the fields (a
 // string's last partial word, say) must not change a value.
-// Strings of every length 0-17 (every tail of a word), in every field kind.
-Observation pinned_observation() {
-  Observation o;
-  o.step = 3;
-  o.rank = 1;
-  o.op = "set_adapter other";
-  o.status = Status::KeyError;
-  o.message = "0";
-  o.grads = std::vector<std::string>{"", "a", "ab"};
-  o.index = 0;
-  o.active = {"abc", "abcd", "abcde"};
-  o.opt_missing = 1;
-  o.opt_total = 4;
-  o.opt_unregistered = {"abcdef", "abcdefg", "abcdefgh"};
-  o.groups = {{"root", ShardedState::Unsharded}, {"lin1", ShardedState::Sharded}};
-  o.params = {{"lin0.lora_A.ab", "root", true, 0, Device::Cpu, DType::F32},
-              {"lin0.lora_B.abc", "", false, -1, Device::Meta, DType::BF16}};
-  o.layers = {{"lin0", "root", {"abcdefghi", "abcdefghij"}, WeightClass::MissingDelta, WeightClass::Corrupt, 0, 0}};
-  o.collectives = {{CollOp::ReduceScatter, "abcdefghijk", 212, DType::F32, {{"abcdefghijkl", 200}, {"abcdefghijklm", 12}}}};
-  o.deltas = {{"abcdefghijklmn", WeightClass::Corrupt}};
-  o.saved = {{"abcdefghijklmno", 2, 4, DType::BF16}};
-  o.reload_diff = {"abcdefghijklmnop"};
-  o.reload_coincident = {"abcdefghijklmnopq"};
-  o.replica_diff = {"lin1.lora_A.default"};
-  o.sharded_bytes = {{"default", 640}, {"base", 1680}};
-  o.peak_unsharded = {{"other", 64}};
-  return o;
-}
-
 TEST(Observation, TraceHashIsPinned) {
-  const Observation o = pinned_observation();
+  const Observation o = test::every_field_observation();
   Observation next = o;
   next.step = 4;
   next.message = kNoGradFnMessage;
   EXPECT_EQ(observations_hash({}), 0x14650fb0739d0383ull);
-  EXPECT_EQ(observations_hash({o}), 0xb55b6e0ac35a18f0ull);
-  EXPECT_EQ(observations_hash({o, next}), 0x6ae803c296e66d31ull);
+  EXPECT_EQ(observations_hash({o}), 0xa0944efc4f9769c5ull);
+  EXPECT_EQ(observations_hash({o, next}), 0x1a2b49d545aca18dull);
 }
 
 }  // namespace
