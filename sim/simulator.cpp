@@ -15,9 +15,10 @@ struct Pool {
   std::vector<Observation> observations;
   std::vector<std::vector<Observation>> lists;  // empty, with their capacity
   std::vector<StoredSnapshot> snapshots, initial;
+  std::vector<RankModel> ranks;  // left by finished simulators, their state's buffers kept
 };
 thread_local Pool pool;
-constexpr size_t kPoolObservations = 4096;
+constexpr size_t kPoolObservations = 4096, kPoolRanks = 16;
 
 Observation& next_observation(std::vector<Observation>& v) {
   if (pool.observations.empty()) return v.emplace_back();
@@ -44,8 +45,21 @@ uint64_t mix(uint64_t h, uint64_t v) {
 Simulator::Simulator(const Topology& topo) : topo_(&topo) {
   ranks_.reserve(static_cast<size_t>(topo.world));
   for (int r = 0; r < topo.world; ++r) {
-    ranks_.emplace_back(topo, r);
+    if (pool.ranks.empty()) {
+      ranks_.emplace_back(topo, r);
+    } else {  // a loop building a simulator per sequence allocates no rank state
+      ranks_.push_back(std::move(pool.ranks.back()));
+      pool.ranks.pop_back();
+      ranks_.back().rebind(topo, r);
+    }
     ranks_.back().set_deferred_merges(true);
+  }
+}
+
+Simulator::~Simulator() {
+  for (auto& r : ranks_) {
+    if (pool.ranks.size() >= kPoolRanks) break;
+    pool.ranks.push_back(std::move(r));
   }
 }
 

@@ -30,6 +30,12 @@ struct RunResult {
 class Simulator {
  public:
   explicit Simulator(const Topology& topo);
+  // The ranks go back to this thread's pool for the next simulator (rebind).
+  ~Simulator();
+  Simulator(const Simulator&) = default;
+  Simulator(Simulator&&) = default;
+  Simulator& operator=(const Simulator&) = default;
+  Simulator& operator=(Simulator&&) = default;
   // Observations and trace hash; findings are the spec's (see run_checked).
   RunResult run(const std::vector<Op>& ops, const RunOptions& opt = {});
   // Runs more ops on the ranks as the last run left them (no reset), numbering

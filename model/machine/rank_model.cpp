@@ -11,7 +11,22 @@ RankModel::RankModel(const Topology& topo, int rank) : topo_(&topo), rank_(rank)
 // get_peft_model + add_adapter for each declared adapter, fully_shard, then
 // accelerate's prepare: every group SHARDED, no U yet, the optimizer on S.
 void RankModel::reset() {
-  st_ = RankState{};
+  {
+    // A fresh state, but on the old one's buffers: what each list holds is assigned below.
+    RankState fresh;
+    auto keep = [](auto& to, auto& from) { from.clear(), to.swap(from); };
+    keep(fresh.params, st_.params);
+    keep(fresh.groups, st_.groups);
+    keep(fresh.layers, st_.layers);
+    keep(fresh.saved_ver, st_.saved_ver);
+    keep(fresh.saved_drift, st_.saved_drift);
+    keep(fresh.saved_rows, st_.saved_rows);
+    keep(fresh.graph.grad, st_.graph.grad);
+    keep(fresh.graph.group_out_rg, st_.graph.group_out_rg);
+    keep(fresh.graph.group_in_rg, st_.graph.group_in_rg);
+    st_ = std::move(fresh);
+  }
+  log_.clear();
   st_.params.assign(topo_->params.size(), FsdpParam{});
   st_.groups.assign(topo_->groups.size(), FsdpParamGroup{});
   st_.layers.assign(topo_->layers.size(), LoraLayer{});

@@ -42,7 +42,14 @@ struct OpResult {
 class RankModel {
  public:
   RankModel(const Topology& topo, int rank);
-  void reset();  // the state right after prepare
+  void reset();  // the state right after prepare (keeping the state's buffers)
+  // The same model object for another topology or rank: a simulator built per
+  // sequence takes ranks a finished one left (sim/simulator.cpp) rather than allocating.
+  void rebind(const Topology& topo, int rank) {
+    topo_ = &topo;
+    rank_ = rank;
+    reset();
+  }
   // Runs one op; collectives it issued are appended to collectives().
   const OpResult& apply(const Op& op);
   const RankState& state() const { return st_; }

@@ -124,3 +124,30 @@ TEST(ObservationPool, RefillOverwritesInPlaceAndTrimsTheRest) {
   }
   EXPECT_TRUE(v.empty());
 }
+
+// Simulators take the ranks a finished one left (RankModel::rebind): a model that ran another
+// sequence, on another topology and rank, must run each op as a new model does.
+TEST(ObservationPool, ARankModelTakenFromAnotherSequenceRunsAsANewOne) {
+  const std::vector<SeqFile> files = generated(200);
+  for (size_t i = 0; i < files.size(); ++i) {
+    const SeqFile& earlier = files[i];
+    const SeqFile& f = files[(i * 7 + 3) % files.size()];
+    Topology earlier_topo = compile_topology(earlier), topo = compile_topology(f);
+    const int earlier_rank = earlier.scenario.world - 1;
+    RankModel taken(earlier_topo, earlier_rank);
+    for (const Op& op : earlier.ops)
+      if (op.runs_on(earlier_rank)) taken.apply(op);
+    taken.rebind(topo, 0);
+    RankModel fresh(topo, 0);
+    for (size_t k = 0; k < f.ops.size(); ++k) {
+      if (!f.ops[k].runs_on(0)) continue;
+      const int step = static_cast<int>(k) + 1;
+      const OpResult& a = fresh.apply(f.ops[k]);
+      const Observation want = fresh.observe(step, f.ops[k], a, fresh.collectives().data(), fresh.collectives().size());
+      const OpResult& b = taken.apply(f.ops[k]);
+      const Observation got = taken.observe(step, f.ops[k], b, taken.collectives().data(), taken.collectives().size());
+      expect_same(want, got, print_seq(earlier) + "then\n" + print_seq(f) + "step " + std::to_string(step));
+      if (!(want == got)) return;
+    }
+  }
+}
