@@ -13,7 +13,9 @@ constexpr uint64_t kFnvPrime = 1099511628211ull;
 // earlier runs, whose buffers the next runs write over.
 struct Pool {
   std::vector<Observation> observations;
-  std::vector<std::vector<Observation>> lists;  // empty, with their capacity
+  // Whole lists of earlier runs, their observations in place: a run writes over element i
+  // where an earlier one left it (moving an Observation is not free), then trims the rest.
+  std::vector<std::vector<Observation>> lists;
   std::vector<StoredSnapshot> snapshots, initial;
   std::vector<RankModel> ranks;  // left by finished simulators, their state's buffers kept
 };
@@ -320,6 +322,7 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
 RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const RunOptions& opt) {
   RunResult res;
   res.trace_hash = kFnvOffset;
+  size_t observed = 0;  // observations written; res.observations past it are an earlier run's
   if (opt.observe && !pool.lists.empty()) {
     res.observations = std::move(pool.lists.back());
     pool.lists.pop_back();
@@ -358,8 +361,9 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
     const auto& colls = m.collectives();
     int obs = -1;
     if (opt.observe) {
-      obs = static_cast<int>(res.observations.size());
-      m.observe_into(next_observation(res.observations), first_step + i + 1, op, r, colls.data(), colls.size());
+      obs = static_cast<int>(observed++);
+      Observation& o = static_cast<size_t>(obs) < res.observations.size() ? res.observations[obs] : next_observation(res.observations);
+      m.observe_into(o, first_step + i + 1, op, r, colls.data(), colls.size());
       m.stored_snapshot_into(snapshot_at(snapshots_, obs));  // indexed like the observations
     }
     res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(first_step + i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
@@ -376,6 +380,10 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
       break;
     }
   }
+  // An earlier run's observations past this run's: back to the pool.
+  for (size_t k = observed; k < res.observations.size() && pool.observations.size() < kPoolObservations; ++k)
+    pool.observations.push_back(std::move(res.observations[k]));
+  if (res.observations.size() > observed) res.observations.resize(observed);
   bool unmatched = false;
   for (int r = 0; r < world; ++r) unmatched = unmatched || heads_[r] < queues_[r].size();
   if (unmatched && !res.mismatch) fail_collectives(false, res);
@@ -442,12 +450,14 @@ RunResult run_checked_sampled(const SeqFile& f, uint32_t every) {
 }
 
 void recycle(RunResult&& r) {
+  if (pool.lists.size() < 8) {
+    pool.lists.push_back(std::move(r.observations));  // with its observations: the next run writes over them
+    return;
+  }
   for (auto& o : r.observations) {
     if (pool.observations.size() >= kPoolObservations) break;
     pool.observations.push_back(std::move(o));
   }
-  r.observations.clear();
-  if (pool.lists.size() < 8) pool.lists.push_back(std::move(r.observations));
 }
 
 }  // namespace fsdpsim
