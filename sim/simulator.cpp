@@ -450,7 +450,7 @@ RunResult run_checked_sampled(const SeqFile& f, uint32_t every) {
 }
 
 void recycle(RunResult&& r) {
-  if (pool.lists.size() < 8) {
+  if (pool.lists.size() < 8 && r.observations.size() <= kPoolObservations) {  // bounded as the spares are
     pool.lists.push_back(std::move(r.observations));  // with its observations: the next run writes over them
     return;
   }
