@@ -298,7 +298,7 @@ Raise RankModel::op_delta_weight(int layer) {
 int64_t RankModel::saved_rows(int p, int rank) const {
   const ParamInfo& pi = topo_->params[p];
   bool local = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOff && group_of(p) >= 0 && topo_->world > 1;
-  return local ? local_rows(pi.dim0, topo_->world, rank) : pi.dim0;
+  return local ? pi.local_rows(rank) : pi.dim0;
 }
 
 // peft_model.py::PeftModel.save_pretrained -> get_peft_model_state_dict, which
@@ -377,7 +377,7 @@ Raise RankModel::op_load_adapters() {
         ps.ver_s = st_.saved_ver[p];  // this rank's chunk of the full saved values
         // A whole replica takes rank 0's copy: every rank holds the same values again.
         if (group_of(static_cast<int>(p)) < 0) ps.drift = st_.saved_drift[p] ? kRank0Copy : 0;
-      } else if (group_of(static_cast<int>(p)) >= 0 && rows0 == local_rows(pi.dim0, topo_->world, rank_)) {
+      } else if (group_of(static_cast<int>(p)) >= 0 && rows0 == pi.local_rows(rank_)) {
         // rank 0's rows wrapped as this rank's shard: rank 0 gets its own back, the others values no rank
         // held (except a B still exactly zero under init=zero: rank 0's rows are zeros too)
         const bool zero_b = pi.kind == ParamKind::LoraB && st_.saved_ver[p] == 0 && topo_->adapters[a].init == LoraInit::Zero;

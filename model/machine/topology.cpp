@@ -19,12 +19,6 @@ int Topology::layer_index(const std::string& name) const {
   return -1;
 }
 
-int64_t local_rows(int64_t dim0, int world, int rank) {
-  int64_t c = (dim0 + world - 1) / world;
-  int64_t left = dim0 - c * rank;
-  return left <= 0 ? 0 : (left < c ? left : c);
-}
-
 Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order) {
   if (order.empty())
     for (size_t a = 0; a < s.adapters.size(); ++a) order.push_back(static_cast<int>(a));

@@ -1,6 +1,7 @@
 // The scenario compiled to indices: parameters in module order, FSDP groups
 // as fully_shard assigns them, LoRA layers. Shared read-only by every rank.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -29,8 +30,13 @@ struct ParamInfo {
   int group;    // -1: not managed by FSDP (an adapter added after fully_shard)
   int64_t shard_numel;  // ceil(dim0 / world) * rest: what this rank holds and contributes
   int chunk_rows = 0;   // ceil(dim0 / world): the rows of each rank's (padded) shard
-  // FSDP2 pads dim 0 to world * chunk_rows: a rank past the last row holds padding only.
-  bool rows_on(int rank) const { return dim0 - chunk_rows * rank > 0; }
+  // The rows `rank` holds unpadded: torch.chunk over the world (FSDP2 Shard(0)); 0 for a
+  // rank past the last row, which holds padding only.
+  int64_t local_rows(int rank) const {
+    const int64_t left = static_cast<int64_t>(dim0) - static_cast<int64_t>(chunk_rows) * rank;
+    return left <= 0 ? 0 : std::min<int64_t>(left, chunk_rows);
+  }
+  bool rows_on(int rank) const { return local_rows(rank) > 0; }
 };
 
 struct GroupInfo {
@@ -83,10 +89,6 @@ struct Topology {
   int group_index(const std::string& module) const;
   int layer_index(const std::string& name) const;  // group holding that module's state, -1 if none
 };
-
-// Rows of a dim0-row parameter rank `rank` holds unpadded: torch.chunk over
-// world ranks (FSDP2 Shard(0)); 0 for a rank holding only padding.
-int64_t local_rows(int64_t dim0, int world, int rank);
 
 // Throws std::invalid_argument on a profile override that does not apply.
 // `wrapped`: adapters in the model when fully_shard runs (bit a = adapter a;
