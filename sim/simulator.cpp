@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/vocab/peer_view.hpp"
+#include "model/vocab/refill.hpp"
 
 namespace fsdpsim {
 
@@ -12,22 +13,15 @@ constexpr uint64_t kFnvPrime = 1099511628211ull;
 // What finished runs handed back (recycle), per thread: observations and snapshots of
 // earlier runs, whose buffers the next runs write over.
 struct Pool {
-  std::vector<Observation> observations;
   // Whole lists of earlier runs, their observations in place: a run writes over element i
-  // where an earlier one left it (moving an Observation is not free), then trims the rest.
+  // where an earlier one left it (Refill: moving an Observation is not free) and drops the
+  // rest into Refill's spares.
   std::vector<std::vector<Observation>> lists;
   std::vector<StoredSnapshot> snapshots, initial;
   std::vector<RankModel> ranks;  // left by finished simulators, their state's buffers kept
 };
 thread_local Pool pool;
-constexpr size_t kPoolObservations = 4096, kPoolRanks = 16;
-
-Observation& next_observation(std::vector<Observation>& v) {
-  if (pool.observations.empty()) return v.emplace_back();
-  v.push_back(std::move(pool.observations.back()));
-  pool.observations.pop_back();
-  return v.back();
-}
+constexpr size_t kPoolLists = 8, kPoolListObservations = 4096, kPoolRanks = 16;
 
 // Entry i of a lent snapshot list, grown when the pool's is too short.
 StoredSnapshot& snapshot_at(std::vector<StoredSnapshot>& v, size_t i) {
@@ -322,7 +316,6 @@ RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
 RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const RunOptions& opt) {
   RunResult res;
   res.trace_hash = kFnvOffset;
-  size_t observed = 0;  // observations written; res.observations past it are an earlier run's
   if (opt.observe && !pool.lists.empty()) {
     res.observations = std::move(pool.lists.back());
     pool.lists.pop_back();
@@ -345,45 +338,44 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
     while (cursor[r] < n && !ops[cursor[r]].runs_on(r)) ++cursor[r];
   };
   for (int r = 0; r < world; ++r) skip(r);
-  while (true) {
-    // The runnable rank (nothing unmatched) with the earliest next op, lowest rank first.
-    int pick = -1;
-    for (int r = 0; r < world; ++r) {
-      if (cursor[r] >= n || heads_[r] < queues_[r].size()) continue;
-      if (pick < 0 || cursor[r] < cursor[pick]) pick = r;
-    }
-    if (pick < 0) break;
-    const int i = cursor[pick];
-    const Op& op = ops[i];
-    RankModel& m = ranks_[pick];
-    const OpResult& r = m.apply(op);
-    ++res.rank_ops;
-    const auto& colls = m.collectives();
-    int obs = -1;
-    if (opt.observe) {
-      obs = static_cast<int>(observed++);
-      Observation& o = static_cast<size_t>(obs) < res.observations.size() ? res.observations[obs] : next_observation(res.observations);
-      m.observe_into(o, first_step + i + 1, op, r, colls.data(), colls.size());
-      m.stored_snapshot_into(snapshot_at(snapshots_, obs));  // indexed like the observations
-    }
-    res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(first_step + i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
-                                             (static_cast<uint64_t>(r.status) << 8) ^ r.grads.bits());
-    for (size_t k = 0; k < colls.size(); ++k) {
-      const auto& c = colls[k];
-      res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(c.op) << 56) ^ (static_cast<uint64_t>(c.group) << 48) ^ static_cast<uint64_t>(c.count));
-      queues_[pick].push_back({c, first_step + i + 1, obs, static_cast<int>(k)});
-    }
-    ++cursor[pick];
-    skip(pick);
-    if (!match()) {
-      fail_collectives(true, res);
-      break;
+  {
+    // Written over an earlier run's observations; those past this run's go to the spares when the loop ends.
+    Refill<Observation> observed(res.observations);
+    while (true) {
+      // The runnable rank (nothing unmatched) with the earliest next op, lowest rank first.
+      int pick = -1;
+      for (int r = 0; r < world; ++r) {
+        if (cursor[r] >= n || heads_[r] < queues_[r].size()) continue;
+        if (pick < 0 || cursor[r] < cursor[pick]) pick = r;
+      }
+      if (pick < 0) break;
+      const int i = cursor[pick];
+      const Op& op = ops[i];
+      RankModel& m = ranks_[pick];
+      const OpResult& r = m.apply(op);
+      ++res.rank_ops;
+      const auto& colls = m.collectives();
+      int obs = -1;
+      if (opt.observe) {
+        obs = static_cast<int>(observed.size());
+        m.observe_into(observed.next(), first_step + i + 1, op, r, colls.data(), colls.size());
+        m.stored_snapshot_into(snapshot_at(snapshots_, obs));  // indexed like the observations
+      }
+      res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(first_step + i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
+                                               (static_cast<uint64_t>(r.status) << 8) ^ r.grads.bits());
+      for (size_t k = 0; k < colls.size(); ++k) {
+        const auto& c = colls[k];
+        res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(c.op) << 56) ^ (static_cast<uint64_t>(c.group) << 48) ^ static_cast<uint64_t>(c.count));
+        queues_[pick].push_back({c, first_step + i + 1, obs, static_cast<int>(k)});
+      }
+      ++cursor[pick];
+      skip(pick);
+      if (!match()) {
+        fail_collectives(true, res);
+        break;
+      }
     }
   }
-  // An earlier run's observations past this run's: back to the pool.
-  for (size_t k = observed; k < res.observations.size() && pool.observations.size() < kPoolObservations; ++k)
-    pool.observations.push_back(std::move(res.observations[k]));
-  if (res.observations.size() > observed) res.observations.resize(observed);
   bool unmatched = false;
   for (int r = 0; r < world; ++r) unmatched = unmatched || heads_[r] < queues_[r].size();
   if (unmatched && !res.mismatch) fail_collectives(false, res);
@@ -450,14 +442,11 @@ RunResult run_checked_sampled(const SeqFile& f, uint32_t every) {
 }
 
 void recycle(RunResult&& r) {
-  if (pool.lists.size() < 8 && r.observations.size() <= kPoolObservations) {  // bounded as the spares are
+  if (pool.lists.size() < kPoolLists && r.observations.size() <= kPoolListObservations) {
     pool.lists.push_back(std::move(r.observations));  // with its observations: the next run writes over them
     return;
   }
-  for (auto& o : r.observations) {
-    if (pool.observations.size() >= kPoolObservations) break;
-    pool.observations.push_back(std::move(o));
-  }
+  Refill<Observation> to_spares(r.observations);  // writes none: its end keeps them as spares (bounded)
 }
 
 }  // namespace fsdpsim

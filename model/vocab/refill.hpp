@@ -43,6 +43,7 @@ class Refill {
     }
     return v_[n_++];
   }
+  size_t size() const { return n_; }  // elements written so far
 
  private:
   std::vector<T>& v_;
