@@ -18,6 +18,7 @@ struct Pool {
   // rest into Refill's spares.
   std::vector<std::vector<Observation>> lists;
   std::vector<StoredSnapshot> snapshots, initial;
+  std::vector<uint32_t> issued;
   std::vector<RankModel> ranks;  // left by finished simulators, their state's buffers kept
 };
 thread_local Pool pool;
@@ -49,6 +50,7 @@ Simulator::Simulator(const Topology& topo) : topo_(&topo) {
       ranks_.back().rebind(topo, r);
     }
     ranks_.back().set_deferred_merges(true);
+    ranks_.back().set_peer_judged(topo.world > 1);  // judge_against_peers classifies the layers
   }
 }
 
@@ -231,7 +233,7 @@ void Simulator::judge_against_peers(RunResult& res) {
   for (int r = 0; r < world; ++r) mine[r].clear(), marks[r].clear();
   for (size_t i = 0; i < res.observations.size(); ++i) {
     const Observation& o = res.observations[i];
-    size_t issued = (marks[o.rank].empty() ? 0 : marks[o.rank].back().issued) + o.collectives.size();
+    size_t issued = (marks[o.rank].empty() ? 0 : marks[o.rank].back().issued) + issued_[i];
     bool known = o.status != Status::Hang && o.status != Status::Mismatch;
     mine[o.rank].push_back(i);
     marks[o.rank].push_back({o.step, issued, known});
@@ -251,9 +253,9 @@ void Simulator::judge_against_peers(RunResult& res) {
       for (size_t l = 0; l < o.layers.size(); ++l) {
         LayerObs& lo = o.layers[l];
         lo.stored = ranks_[r].classify_stored(snapshots_[mine[r][i]], peers, static_cast<int>(l));
-        bool held_shard = true;
-        for (const auto& g : o.groups)
-          if (g.name == lo.group) held_shard = g.state == ShardedState::Sharded;
+        // The layer's group by index: o.groups lists the topology's groups once prepared, none before.
+        const int g = topo_->layers[l].group;
+        const bool held_shard = o.groups.empty() || o.groups[g].state == ShardedState::Sharded;
         if (held_shard) lo.registered = lo.stored;
       }
     }
@@ -300,7 +302,9 @@ void Simulator::fail_collectives(bool mismatch, RunResult& res) {
     stuck.op = o.op;
     stuck.status = mismatch ? Status::Mismatch : Status::Hang;
     stuck.message = (mismatch ? "collective mismatch: " : "hang: ") + desc;
-    stuck.collectives.assign(o.collectives.begin(), o.collectives.begin() + p.k + 1);
+    // The stuck op's collectives up to the one it waits in (none kept: RunOptions::spec_fields_only).
+    if (!o.collectives.empty()) stuck.collectives.assign(o.collectives.begin(), o.collectives.begin() + p.k + 1);
+    issued_[p.obs] = static_cast<uint32_t>(p.k + 1);
     o = stuck;
   }
   (mismatch ? res.mismatch : res.hang) = true;
@@ -323,6 +327,8 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
   observations_ = &res.observations;
   snapshots_ = std::move(pool.snapshots);
   initial_ = std::move(pool.initial);
+  issued_ = std::move(pool.issued);
+  issued_.clear();
   const int world = topo_->world;
   fresh_ = false;  // run_more changes the ranks: the next run() resets them
   // Each rank's state as this run starts, for peers that have not run
@@ -358,7 +364,8 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
       int obs = -1;
       if (opt.observe) {
         obs = static_cast<int>(observed.size());
-        m.observe_into(observed.next(), first_step + i + 1, op, r, colls.data(), colls.size());
+        m.observe_into(observed.next(), first_step + i + 1, op, r, colls.data(), colls.size(), opt.spec_fields_only);
+        issued_.push_back(static_cast<uint32_t>(colls.size()));
         m.stored_snapshot_into(snapshot_at(snapshots_, obs));  // indexed like the observations
       }
       res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(first_step + i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
@@ -390,8 +397,10 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
   // Only this run reads them: a Simulator kept between runs (the explorer's states) stays small.
   pool.snapshots = std::move(snapshots_);
   pool.initial = std::move(initial_);
+  pool.issued = std::move(issued_);
   snapshots_.clear();
   initial_.clear();
+  issued_.clear();
   observations_ = nullptr;
   return res;
 }
@@ -431,6 +440,7 @@ RunResult run_checked_sampled(const SeqFile& f, uint32_t every) {
   Simulator sim(topo);
   RunOptions light;
   light.hash_observations = false;
+  light.spec_fields_only = true;
   RunResult first = sim.run(f.ops, light);
   first.findings = check_spec(f, first.observations);
   if (every <= 1 || first.trace_hash % every == 0) {

@@ -17,6 +17,10 @@ namespace fsdpsim {
 struct RunOptions {
   bool observe = true;  // build Observation records (off for speed; no spec checks then)
   bool hash_observations = true;  // trace hash over the observations' JSON (off: over the op results)
+  // Observations with only the fields the spec checks read: no collectives, no memory
+  // (sharded_bytes, peak_unsharded) and no string building for them. run_checked_sampled's
+  // loops (hunt, fuzzer, shrinker) read findings and statuses only.
+  bool spec_fields_only = false;
 };
 
 struct RunResult {
@@ -71,6 +75,7 @@ class Simulator {
   // observations (ranks) are buffers kept for later runs.
   std::vector<StoredSnapshot> snapshots_;              // per observation, before sorting
   std::vector<StoredSnapshot> initial_;                // per rank, as the run started
+  std::vector<uint32_t> issued_;  // per observation, the collectives its op issued (kept without their text)
   bool fresh_ = true;                                  // no run yet: the ranks need no reset
 };
 
@@ -81,6 +86,7 @@ RunResult run_checked(const SeqFile& f);
 // for one sequence in `every`, picked by the first run's trace hash (the same
 // sequence is always picked or never). The trace hash is over the op results
 // (RunOptions::hash_observations off). The real backends keep S8 in full.
+// Its observations have the spec's fields only (RunOptions::spec_fields_only).
 RunResult run_checked_sampled(const SeqFile& f, uint32_t every);
 
 // Gives a finished run's observations back to this thread's pool: the next runs

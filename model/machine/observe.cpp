@@ -19,7 +19,7 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
 // Every field is written: `o` may hold an earlier observation (recycle, sim/simulator.hpp), whose
 // strings and lists are overwritten in place (model/vocab/refill.hpp) to keep their buffers.
 void RankModel::observe_into(Observation& o, int step, const Op& op, const OpResult& r, const CollRecord* colls,
-                             size_t n_colls) const {
+                             size_t n_colls, bool spec_fields_only) const {
   const Topology& t = *topo_;
   o.step = step;
   o.rank = rank_;
@@ -81,7 +81,7 @@ void RankModel::observe_into(Observation& o, int step, const Op& op, const OpRes
   observe_layers_into(o.layers);
   {
     Refill<Collective> collectives(o.collectives);
-    for (size_t i = 0; i < n_colls; ++i) collective_into(colls[i], collectives.next());
+    for (size_t i = 0; i < n_colls && !spec_fields_only; ++i) collective_into(colls[i], collectives.next());
   }
   {
     Refill<DeltaObs> deltas(o.deltas);
@@ -111,8 +111,13 @@ void RankModel::observe_into(Observation& o, int step, const Op& op, const OpRes
   }
   o.reload_coincident.clear();  // value backends only
   o.replica_diff.clear();       // the simulator's judge_replicas, after the run
-  sharded_bytes_into(o.sharded_bytes);
-  peak_unsharded_into(o.peak_unsharded);
+  if (spec_fields_only) {
+    o.sharded_bytes.clear();
+    o.peak_unsharded.clear();
+  } else {
+    sharded_bytes_into(o.sharded_bytes);
+    peak_unsharded_into(o.peak_unsharded);
+  }
 }
 
 std::vector<LayerObs> RankModel::observe_layers() const {
@@ -132,8 +137,14 @@ void RankModel::observe_layers_into(std::vector<LayerObs>& out) const {
       Refill<std::string> merged(lo.merged);
       for (int i = 0; i < st_.layers[l].n_merged; ++i) merged.next() = topo_->adapters[st_.layers[l].merged[i]].name;
     }
-    lo.stored = classify_stored(static_cast<int>(l));
-    lo.registered = classify_registered(static_cast<int>(l));
+    if (peer_judged_) {  // set_peer_judged: the simulator writes what is left Exact here
+      const bool held_shard = !st_.prepared || !st_.groups[topo_->layers[l].group].unsharded();
+      lo.stored = WeightClass::Exact;
+      lo.registered = held_shard ? WeightClass::Exact : classify_registered(static_cast<int>(l));
+    } else {
+      lo.stored = classify_stored(static_cast<int>(l));
+      lo.registered = classify_registered(static_cast<int>(l));
+    }
     lo.stored_alt = lo.registered_alt = 0;
   }
 }

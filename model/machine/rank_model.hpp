@@ -86,6 +86,11 @@ class RankModel {
   // all-gather to pair up (apply_gathered_delta). A lone rank (tests, benches)
   // applies it at once, as if every rank held its own values.
   void set_deferred_merges(bool on) { deferred_merges_ = on; }
+  // A simulator of two or more ranks judges every layer's stored class against the peers'
+  // shards after the run (Simulator::judge_against_peers), and takes the registered one from
+  // it where the module holds the shard: the observation leaves both to it and classifies
+  // only the unsharded copies it will keep.
+  void set_peer_judged(bool on) { peer_judged_ = on; }
 
   // Queries shared with the spec checks and the observation builder.
   // The module holds the unsharded copy U: its group is unsharded (inline: the observation reads it per parameter).
@@ -104,7 +109,9 @@ class RankModel {
   bool in_some_layer(int adapter) const;  // some layer holds this adapter's tensors (PEFT's config aside)
   Observation observe(int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const;
   // The same into an Observation that may hold an earlier one, reusing its buffers.
-  void observe_into(Observation& o, int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const;
+  // `spec_fields_only`: leaves out what no spec check reads (collectives, memory; RunOptions).
+  void observe_into(Observation& o, int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls,
+                    bool spec_fields_only = false) const;
   std::vector<LayerObs> observe_layers() const;
   void observe_layers_into(std::vector<LayerObs>& out) const;
   StoredSnapshot stored_snapshot() const;
@@ -227,6 +234,7 @@ class RankModel {
   OpResult res_;
   CollectiveLog log_;  // this op's collectives
   bool deferred_merges_ = false;
+  bool peer_judged_ = false;
 };
 
 
