@@ -26,12 +26,16 @@ Mask SpecContext::owner_mask(const std::string& param) const {
   return a < 0 ? 0 : same_name_[a];
 }
 
+Mask SpecContext::owner_at(size_t slot, const std::string& param) const {
+  if (slot < owners_.at.size() && owners_.at[slot].first == param) return owners_.at[slot].second;
+  if (slot >= owners_.at.size()) owners_.at.resize(slot + 1);
+  owners_.at[slot] = {param, owner_mask(param)};
+  return owners_.at[slot].second;
+}
+
 Mask SpecContext::present_in(const Observation& o) const {
   Mask m = 0;
-  for (const auto& p : o.params) {
-    const int a = scen_->adapter_of_param(p.name);
-    if (a >= 0) m |= same_name_[a];
-  }
+  for (size_t i = 0; i < o.params.size(); ++i) m |= owner_at(i, o.params[i].name);
   return m;
 }
 

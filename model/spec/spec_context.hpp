@@ -40,8 +40,24 @@ class SpecContext {
   std::string text(Mask m) const;
 
  private:
+  // The owners of the names last seen at each position of an observation's params: a run's
+  // observations list mostly the same names in the same order, and matching a name against
+  // the declarations compares piece by piece. A copy starts empty (the explorer copies
+  // checkers per state).
+  struct OwnerMemo {
+    std::vector<std::pair<std::string, Mask>> at;
+    OwnerMemo() = default;
+    OwnerMemo(const OwnerMemo&) {}
+    OwnerMemo& operator=(const OwnerMemo&) {
+      at.clear();
+      return *this;
+    }
+  };
+  Mask owner_at(size_t slot, const std::string& param) const;
+
   std::shared_ptr<const Scenario> scen_;
   std::array<Mask, kMaxAdapters> same_name_{};  // per adapter: every adapter declared with its name
+  mutable OwnerMemo owners_;
 };
 
 // "S1 step 6 rank 0: " ("S5 step 3: " for a finding of no one rank).
