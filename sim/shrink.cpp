@@ -284,7 +284,7 @@ bool shrink(const SeqFile& f, ShrinkResult* out, const std::function<void(const 
       break;
     }
   shrink_while(f, out, [&](const SeqFile& c) {
-    RunResult r = run_checked_sampled(c, kS8Every);
+    RunResult r = run_checked_sampled(c, compile_topology_reused(c), kS8Every);  // most candidates keep the scenario
     bool kept = false;
     for (size_t i = 0; i < r.findings.size() && !kept; ++i) kept = finding_signature(c, r, r.findings[i]) == target;
     recycle(std::move(r));  // candidates' observations are read once: their buffers serve the next

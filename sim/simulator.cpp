@@ -435,8 +435,9 @@ RunResult run_checked(const SeqFile& f) {
   return first;
 }
 
-RunResult run_checked_sampled(const SeqFile& f, uint32_t every) {
-  Topology topo = compile_topology(f);
+RunResult run_checked_sampled(const SeqFile& f, uint32_t every) { return run_checked_sampled(f, compile_topology(f), every); }
+
+RunResult run_checked_sampled(const SeqFile& f, const Topology& topo, uint32_t every) {
   Simulator sim(topo);
   RunOptions light;
   light.hash_observations = false;

@@ -88,6 +88,9 @@ RunResult run_checked(const SeqFile& f);
 // (RunOptions::hash_observations off). The real backends keep S8 in full.
 // Its observations have the spec's fields only (RunOptions::spec_fields_only).
 RunResult run_checked_sampled(const SeqFile& f, uint32_t every);
+// The same on `topo`, compile_topology(f) compiled already (compile_topology_reused: the
+// fuzzer's and the shrinker's files mostly share the last one's scenario).
+RunResult run_checked_sampled(const SeqFile& f, const Topology& topo, uint32_t every);
 
 // Gives a finished run's observations back to this thread's pool: the next runs
 // fill them in place (RankModel::observe_into), keeping their strings' and

@@ -185,6 +185,35 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   return t;
 }
 
+namespace {
+// What compile_topology(SeqFile) reads of a file.
+struct CompileKey {
+  Scenario scenario;
+  uint8_t wrapped = 0, injected = 0;
+  std::vector<int> order;
+  bool explicit_prepare = false;
+  bool same(const SeqFile& f, uint8_t w, uint8_t inj, const std::vector<int>& ord, bool explicit_prep) const {
+    return w == wrapped && inj == injected && explicit_prep == explicit_prepare && ord == order && f.scenario == scenario;
+  }
+};
+}  // namespace
+
+const Topology& compile_topology_reused(const SeqFile& f) {
+  thread_local CompileKey key;
+  thread_local Topology topo;
+  thread_local bool valid = false;
+  const uint8_t wrapped = wrapped_at_prepare(f), injected = injected_before_prepare(f);
+  std::vector<int> order = adapter_order_at_prepare(f);
+  const bool explicit_prepare = prepare_index(f) >= 0;
+  if (valid && key.same(f, wrapped, injected, order, explicit_prepare)) return topo;
+  valid = false;  // a compile that throws leaves none kept
+  topo = compile_topology(f);
+  key.scenario = f.scenario;
+  key.wrapped = wrapped, key.injected = injected, key.order = std::move(order), key.explicit_prepare = explicit_prepare;
+  valid = true;
+  return topo;
+}
+
 Topology compile_topology(const SeqFile& f) {
   Topology t = compile_topology(f.scenario, wrapped_at_prepare(f), adapter_order_at_prepare(f));
   t.explicit_prepare = prepare_index(f) >= 0;

@@ -98,5 +98,10 @@ Topology compile_topology(const Scenario& s, int wrapped = -1, std::vector<int> 
 // The file's scenario, with the adapters its ops load before `prepare`, and
 // whether the ops start on the plain model (an explicit `prepare`).
 Topology compile_topology(const SeqFile& f);
+// The same, kept per thread for the next file: a loop over many files of one scenario (the
+// fuzzer's mutations of an input's ops) compiles it once. The scenario and every property of
+// the ops compile_topology(f) reads are compared; the reference holds until this thread's
+// next call.
+const Topology& compile_topology_reused(const SeqFile& f);
 
 }  // namespace fsdpsim

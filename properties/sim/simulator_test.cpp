@@ -119,3 +119,40 @@ TEST(Simulator, SampledRunSeesWhatTheCheckedRunSees) {
     }
   EXPECT_GT(with_findings, 100);  // the comparison covers findings, not only clean runs
 }
+
+// compile_topology_reused keeps the last file's topology while the next one's scenario and the
+// ops' effects on it (adapters added before an explicit prepare, their order) are the same:
+// files that share a scenario but not those effects must each run as on a fresh compile.
+TEST(Simulator, AReusedTopologyRunsAsAFreshlyCompiledOne) {
+  int explicit_prepare = 0;
+  for (int world = 1; world <= 4; ++world)
+    for (uint64_t s = 1; s <= 60; ++s) {
+      GenOptions g;
+      g.world = world;
+      Prng rng(s * 7 + static_cast<uint64_t>(world));
+      SeqFile f = generate_seq(rng, g);
+      SeqFile other = generate_seq(rng, g);
+      for (int k = 0; k < 8; ++k) {
+        SeqFile v = f;  // the same scenario, other ops: with or without a prepare, adapters loaded before it
+        v.ops = generate_ops(rng, f.scenario, g);
+        explicit_prepare += prepare_index(v) >= 0;
+        if (k % 3 == 2) compile_topology_reused(other);  // now and then another scenario in between
+        const Topology& topo = compile_topology_reused(v);
+        RunResult a = run_checked_sampled(v, topo, 1), b = run_checked_sampled(v, 1);
+        ASSERT_EQ(a.observations, b.observations) << print_seq(v);
+        ASSERT_EQ(a.findings.size(), b.findings.size()) << print_seq(v);
+        for (size_t i = 0; i < a.findings.size(); ++i) EXPECT_EQ(a.findings[i].text, b.findings[i].text) << print_seq(v);
+      }
+    }
+  EXPECT_GT(explicit_prepare, 100);  // files whose ops change what the topology holds at prepare
+  // An adapter loaded and deleted before prepare: the same adapters at fully_shard, in the same
+  // order, but its LoRA layer was injected before FSDP wrapped lin1 (LayerInfo::lora_after_fsdp).
+  const std::string scenario =
+      "world 2\nlayer lin0 4 4\nlayer lin1 4 2\nadapter default r=2 alpha=2 targets=lin0\n"
+      "adapter other r=2 alpha=2 targets=lin1 deferred\nfully_shard lin1\nfully_shard root\n---\n";
+  const SeqFile early = parse_seq(scenario + "load_adapter other trainable\ndelete_adapter other\nprepare\n", "<early>");
+  const SeqFile late = parse_seq(scenario + "prepare\n", "<late>");
+  EXPECT_TRUE(compile_topology_reused(early).layers[1].lora_after_fsdp == compile_topology(early).layers[1].lora_after_fsdp);
+  EXPECT_TRUE(compile_topology_reused(late).layers[1].lora_after_fsdp == compile_topology(late).layers[1].lora_after_fsdp);
+  EXPECT_NE(compile_topology(early).layers[1].lora_after_fsdp, compile_topology(late).layers[1].lora_after_fsdp);
+}
