@@ -233,15 +233,19 @@ std::string mutate(const SeqFile& in, uint32_t seed, SeqFile* decoded) {
   for (auto& op : f.ops) op.expects.clear();
   f.comments.clear();
   Prng rng(seed);
-  GenOptions opt;
-  opt.world = f.scenario.world;
-  opt.min_ops = opt.max_ops = 4;
-  std::vector<Op> pool = generate_ops(rng, f.scenario, opt);
+  // Fresh ops for the scenario, drawn only by the mutations that insert or change one.
+  auto fresh_ops = [&] {
+    GenOptions opt;
+    opt.world = f.scenario.world;
+    opt.min_ops = opt.max_ops = 4;
+    return generate_ops(rng, f.scenario, opt);
+  };
   const size_t n = f.ops.size();
   switch (rng.below(6)) {
     case 0:  // insert
     case 1:
-      if (!pool.empty()) f.ops.insert(f.ops.begin() + static_cast<long>(n ? rng.below(static_cast<uint32_t>(n + 1)) : 0), pool[0]);
+      if (std::vector<Op> pool = fresh_ops(); !pool.empty())
+        f.ops.insert(f.ops.begin() + static_cast<long>(n ? rng.below(static_cast<uint32_t>(n + 1)) : 0), pool[0]);
       break;
     case 2:  // delete
       if (n) f.ops.erase(f.ops.begin() + static_cast<long>(rng.below(static_cast<uint32_t>(n))));
@@ -255,7 +259,7 @@ std::string mutate(const SeqFile& in, uint32_t seed, SeqFile* decoded) {
     case 4:  // change an op's arguments (replace it by a fresh one of the same kind when the pool has it)
       if (n) {
         size_t i = rng.below(static_cast<uint32_t>(n));
-        for (const Op& p : pool)
+        for (const Op& p : fresh_ops())
           if (p.kind == f.ops[i].kind) f.ops[i] = p;
         if (f.scenario.world > 1 && rng.chance(30)) f.ops[i].rank = f.ops[i].rank < 0 ? static_cast<int>(rng.below(f.scenario.world)) : -1;
       }

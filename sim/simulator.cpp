@@ -20,6 +20,7 @@ struct Pool {
   std::vector<StoredSnapshot> snapshots, initial;
   std::vector<uint32_t> issued;
   std::vector<RankModel> ranks;  // left by finished simulators, their state's buffers kept
+  std::vector<std::vector<RankModel>> rank_lists;  // their emptied lists, capacity kept
 };
 thread_local Pool pool;
 constexpr size_t kPoolLists = 8, kPoolListObservations = 4096, kPoolRanks = 16;
@@ -40,6 +41,10 @@ uint64_t mix(uint64_t h, uint64_t v) {
 }  // namespace
 
 Simulator::Simulator(const Topology& topo) : topo_(&topo) {
+  if (!pool.rank_lists.empty()) {
+    ranks_ = std::move(pool.rank_lists.back());
+    pool.rank_lists.pop_back();
+  }
   ranks_.reserve(static_cast<size_t>(topo.world));
   for (int r = 0; r < topo.world; ++r) {
     if (pool.ranks.empty()) {
@@ -59,6 +64,8 @@ Simulator::~Simulator() {
     if (pool.ranks.size() >= kPoolRanks) break;
     pool.ranks.push_back(std::move(r));
   }
+  ranks_.clear();
+  if (pool.rank_lists.size() < kPoolLists) pool.rank_lists.push_back(std::move(ranks_));
 }
 
 // Pops matching heads while every rank has one. Returns false on a mismatch.
