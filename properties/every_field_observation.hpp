@@ -17,7 +17,7 @@ inline Observation every_field_observation() {
   o.op = "set_adapter other";
   o.status = Status::KeyError;
   o.message = "0";
-  o.grads = std::vector<std::string>{"", "a", "ab"};
+  o.grads = std::vector<Name>{"", "a", "ab"};
   o.index = 0;
   o.active = {"abc", "abcd", "abcde"};
   o.disabled = true;

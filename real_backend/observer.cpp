@@ -155,7 +155,7 @@ static void judge_replicas(const Layout& layout, const RankReport& rep, const st
     for (const RankReport* peer : peers)
       differ = differ || (p < peer->present.size() && peer->present[p] && !peer->s_values[p].empty() &&
                           peer->s_values[p] != rep.s_values[p]);
-    if (differ) o.replica_diff.push_back(ps.name);
+    if (differ) o.replica_diff.emplace_back(ps.name);
   }
 }
 
@@ -201,9 +201,9 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           const LayerSpec& ls = layout.layers[l];
           const ParamSpec& wspec = layout.params[ls.weight];
           LayerObs lo;
-          lo.name = ls.name;
-          lo.group = rep.groups.empty() ? "" : layout.groups[ls.group].name;  // no groups: before prepare
-          lo.merged = rep.merged[l];
+          lo.name = Name(ls.name);
+          lo.group = rep.groups.empty() ? Name() : Name(layout.groups[ls.group].name);  // no groups: before prepare
+          for (const auto& a : rep.merged[l]) lo.merged.emplace_back(a);
           std::vector<int> merged;
           for (const auto& name : lo.merged) merged.push_back(layout.adapter_named(name));
           auto deltas_for = [&](bool registered, bool local_rows) {

@@ -211,7 +211,9 @@ RankReport RealRank::report(const Op& op, int step) {
   r.delta_values = delta_values_;
   r.delta_form = delta_form_;
   int first = -1;
-  r.opt_missing = optimizer_unregistered(&first, &r.opt_unregistered);
+  std::vector<std::string> unregistered;
+  r.opt_missing = optimizer_unregistered(&first, &unregistered);
+  r.opt_unregistered.assign(unregistered.begin(), unregistered.end());
   r.opt_total = static_cast<int>(optimizer_.size());
   // A group is UNSHARDED when its parameters' names hold their U objects.
   // Before prepare there is no FSDP: no groups (and no group of a parameter or layer).
@@ -270,8 +272,8 @@ RankReport RealRank::report(const Op& op, int step) {
   }
   r.collectives = collectives_of(*layout_, comm_->issued());
   r.saved = saved_obs_;
-  r.reload_diff = reload_diff_;
-  r.reload_coincident = reload_coincident_;
+  r.reload_diff.assign(reload_diff_.begin(), reload_diff_.end());
+  r.reload_coincident.assign(reload_coincident_.begin(), reload_coincident_.end());
   r.sharded_bytes = sharded_bytes();
   r.peak_unsharded = peak_owners_;
   return r;

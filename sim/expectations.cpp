@@ -29,7 +29,7 @@ std::string check_item(const ExpectItem& it, const Observation& o, const std::ve
     case ExpectItem::Key::Grads:
       if (!o.grads) return "no gradient observation (not a training op)";
       if (o.status != Status::Ok) return status_text(o);
-      return same_set(*o.grads, it.names) ? "" : "grads=" + names_set_text(*o.grads);
+      return same_set(texts_of(*o.grads), it.names) ? "" : "grads=" + names_set_text(*o.grads);
     case ExpectItem::Key::Index:
       return o.index == it.a ? "" : "index=" + std::to_string(o.index);
     case ExpectItem::Key::Missing:
@@ -41,7 +41,7 @@ std::string check_item(const ExpectItem& it, const Observation& o, const std::ve
     case ExpectItem::Key::Merged:
       for (const auto& l : o.layers) {
         if (l.name != it.target) continue;
-        if (l.merged == it.names) return "";
+        if (same_texts(l.merged, it.names)) return "";
         std::string m;
         for (size_t i = 0; i < l.merged.size(); ++i) m += (i ? "," : "") + l.merged[i];
         return "merged=" + l.name + ":[" + m + "]";

@@ -164,7 +164,7 @@ std::string params_table(const Scenario& sc, const Observation& o, const CellMar
     std::string c;
     for (const auto& x : cls) c += (c.empty() ? "" : " ") + x;
     s << "<tr" << (c.empty() ? "" : " class=\"" + c + "\"") << " data-param=\"" << html_escape(p.name) << "\">"
-      << "<td class=\"pn\" title=\"" << html_escape(p.name + " @" + (p.group.empty() ? "(no group)" : p.group) + " " +
+      << "<td class=\"pn\" title=\"" << html_escape(p.name + " @" + (p.group.empty() ? std::string("(no group)") : p.group.str()) + " " +
                                                      device_name(p.device) + "/" + dtype_name(p.dtype))
       << "\">" << html_escape(short_param(p.name)) << "</td>"
       << "<td class=\"reg reg-" << reg << "\">" << reg << "</td>"

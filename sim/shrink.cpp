@@ -368,7 +368,7 @@ void fill_expectations(SeqFile& f, const RunResult& r) {
       if (o.grads && o.status == Status::Ok) {
         ExpectItem g;
         g.key = ExpectItem::Key::Grads;
-        g.names = *o.grads;
+        g.names = texts_of(*o.grads);
         items.push_back(g);
       }
       return items;

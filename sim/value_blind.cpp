@@ -14,7 +14,7 @@ void reconcile_class(WeightClass model, uint8_t* alt, WeightClass* value) {
   if (*value == model) *alt = 0;
 }
 
-bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool contains(const std::vector<Name>& v, Name x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 // The model's reload_diff, if it adds to the values' only parameters the values call coincident.
 void reconcile_reload(const Observation& model, Observation* value) {

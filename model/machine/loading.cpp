@@ -118,12 +118,13 @@ void by_owner(const Topology& t, const std::array<int64_t, kMaxAdapters + 1>& v,
   for (int a = 0; a < t.n_adapters(); ++a)
     if (v[a] > 0) {
       OwnerBytes& ob = owners.next();
-      ob.owner = t.adapters[a].name;
+      ob.owner = t.adapter_names[a];
       ob.bytes = v[a];
     }
   if (v[kMaxAdapters] > 0) {
     OwnerBytes& ob = owners.next();
-    ob.owner = "base";
+    static const Name base("base");
+    ob.owner = base;
     ob.bytes = v[kMaxAdapters];
   }
 }

@@ -29,23 +29,23 @@ void RankModel::observe_into(Observation& o, int step, const Op& op, const OpRes
   o.index = r.index;
   if (r.has_grads) {
     if (!o.grads) o.grads.emplace();
-    Refill<std::string> g(*o.grads);
+    Refill<Name> g(*o.grads);
     // Only adapters with tensors in the model's layers can be seen holding a gradient (a
     // deleted one's FSDPParam may still receive its reduce-scatter); that includes the
     // layers an add_adapter injected before it raised, whose config PEFT dropped.
     for (int a = 0; a < t.n_adapters(); ++a)
-      if (r.grads.contains(a) && in_some_layer(a)) g.next() = t.adapters[a].name;
+      if (r.grads.contains(a) && in_some_layer(a)) g.next() = t.adapter_names[a];
   } else {
     o.grads.reset();
   }
   {
-    Refill<std::string> active(o.active);
+    Refill<Name> active(o.active);
     for (int a = 0; a < t.n_adapters(); ++a)
-      if (st_.active.contains(a)) active.next() = t.adapters[a].name;
+      if (st_.active.contains(a)) active.next() = t.adapter_names[a];
   }
   o.disabled = st_.disabled;
   {
-    Refill<std::string> unregistered(o.opt_unregistered);
+    Refill<Name> unregistered(o.opt_unregistered);
     for (int p : st_.optimizer.objects)
       if (!is_registered_s(p)) unregistered.next() = t.params[p].name;
   }
@@ -88,12 +88,12 @@ void RankModel::observe_into(Observation& o, int step, const Op& op, const OpRes
     for (int a = 0; a < t.n_adapters(); ++a)
       if (r.deltas.contains(a)) {
         DeltaObs& d = deltas.next();
-        d.adapter = t.adapters[a].name;
+        d.adapter = t.adapter_names[a];
         d.value = r.corrupt_deltas.contains(a) ? WeightClass::Corrupt : WeightClass::Exact;
       }
   }
   {
-    Refill<std::string> reload_diff(o.reload_diff);
+    Refill<Name> reload_diff(o.reload_diff);
     for (int p : r.reload_diff) reload_diff.next() = t.params[p].name;
   }
   {
@@ -134,8 +134,8 @@ void RankModel::observe_layers_into(std::vector<LayerObs>& out) const {
     if (st_.prepared) lo.group = topo_->groups[topo_->layers[l].group].name;
     else lo.group.clear();
     {
-      Refill<std::string> merged(lo.merged);
-      for (int i = 0; i < st_.layers[l].n_merged; ++i) merged.next() = topo_->adapters[st_.layers[l].merged[i]].name;
+      Refill<Name> merged(lo.merged);
+      for (int i = 0; i < st_.layers[l].n_merged; ++i) merged.next() = topo_->adapter_names[st_.layers[l].merged[i]];
     }
     if (peer_judged_) {  // set_peer_judged: the simulator writes what is left Exact here
       const bool held_shard = !st_.prepared || !st_.groups[topo_->layers[l].group].unsharded();

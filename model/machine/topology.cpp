@@ -29,6 +29,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   t.data = s.data;
   t.world = s.world;
   t.adapters = s.adapters;
+  for (const auto& a : s.adapters) t.adapter_names.emplace_back(a.name);
   t.optimizer = s.optimizer;
   if (wrapped < 0) {
     wrapped = 0;
@@ -68,7 +69,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   };
   if (root_has_params && root_shard >= 0) {
     GroupInfo g;
-    g.name = "root";
+    g.name = Name("root");
     g.is_root = true;
     g.raf = resolve_raf(s.shards[root_shard], true);
     group_of_shard[root_shard] = 0;
@@ -78,13 +79,13 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     int d = shard_of_layer[l];
     if (d < 0 || group_of_shard[d] >= 0) continue;
     GroupInfo g;
-    g.name = s.shards[d].modules[0];
+    g.name = Name(s.shards[d].modules[0]);
     g.raf = resolve_raf(s.shards[d], false);
     group_of_shard[d] = static_cast<int>(t.groups.size());
     t.groups.push_back(g);
   }
   auto add_param = [&](const std::string& name, ParamKind kind, int layer, int adapter, int dim0, int rest, int group) {
-    ParamInfo pi{name, kind, layer, adapter, dim0, rest, group, 0};
+    ParamInfo pi{Name(name), kind, layer, adapter, dim0, rest, group, 0};
     pi.chunk_rows = (dim0 + s.world - 1) / s.world;
     pi.shard_numel = static_cast<int64_t>(pi.chunk_rows) * rest;
     int idx = static_cast<int>(t.params.size());
@@ -100,7 +101,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     int d = shard_of_layer[l] >= 0 ? shard_of_layer[l] : root_shard;
     int g = group_of_shard[d];
     LayerInfo li;
-    li.name = ld.name;
+    li.name = Name(ld.name);
     li.experts = ld.experts;
     li.checkpoint = s.checkpointed(ld.name);
     li.group = g;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/vocab/limits.hpp"
+#include "model/vocab/name.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/scenario.hpp"
 #include "model/vocab/seq.hpp"
@@ -22,7 +23,7 @@ enum class ParamKind : uint8_t { Weight, Bias, LoraA, LoraB, SavedWeight, SavedB
 inline bool is_lora(ParamKind k) { return k == ParamKind::LoraA || k == ParamKind::LoraB; }
 
 struct ParamInfo {
-  std::string name;  // "lin0.weight", "lin0.lora_A.other"
+  Name name;  // "lin0.weight", "lin0.lora_A.other"
   ParamKind kind;
   int layer;
   int adapter;  // -1 for base parameters
@@ -40,7 +41,7 @@ struct ParamInfo {
 };
 
 struct GroupInfo {
-  std::string name;         // first module's name, or "root"
+  Name name;                // first module's name, or "root"
   std::vector<int> layers;  // layers whose parameters this group manages
   std::vector<int> params;  // managed parameters, in registration order
   int first_layer = -1, last_layer = -1;  // forward hooks: pre on first, post on last
@@ -50,7 +51,7 @@ struct GroupInfo {
 };
 
 struct LayerInfo {
-  std::string name;
+  Name name;
   int experts = 0;  // > 0: a ParamWrapper target of shape (E, in, out), no bias
   int group = -1;
   int weight = -1, bias = -1;
@@ -73,6 +74,7 @@ struct Topology {
   int world = 1;
   Profile profile;
   std::vector<AdapterDecl> adapters;
+  std::vector<Name> adapter_names;  // adapters[a].name, interned once for the observations
   std::vector<ParamInfo> params;
   std::vector<GroupInfo> groups;  // all_states order: root first, then children in module order
   std::vector<LayerInfo> layers;

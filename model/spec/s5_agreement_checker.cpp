@@ -58,7 +58,7 @@ void S5AgreementChecker::after_step(const SpecContext& ctx, const Observation* o
   for (size_t k = 0; k < n; ++k)
     if (is_stuck(obs[k])) return;
   // Replicas no FSDP group reduces (adapters added after fully_shard) that the ranks hold apart.
-  const std::vector<std::string>* apart = nullptr;
+  const std::vector<Name>* apart = nullptr;
   for (size_t k = 0; k < n && !apart; ++k)
     if (!obs[k].replica_diff.empty()) apart = &obs[k].replica_diff;
   if (apart && !replica_reported_)

@@ -4,6 +4,7 @@ namespace fsdpsim::spec {
 
 SpecContext::SpecContext(std::shared_ptr<const Scenario> scenario) : scen_(std::move(scenario)) {
   const auto& ad = scen_->adapters;
+  for (const auto& a : ad) names_.emplace_back(a.name);
   for (size_t a = 0; a < ad.size() && a < kMaxAdapters; ++a)
     same_name_[a] = mask_of(ad[a].name);
 }
@@ -21,12 +22,25 @@ Mask SpecContext::mask_of(const std::vector<std::string>& names) const {
   return m;
 }
 
+Mask SpecContext::mask_of(Name name) const {
+  Mask m = 0;
+  for (size_t a = 0; a < names_.size(); ++a)
+    if (names_[a] == name) m |= 1u << a;
+  return m;
+}
+
+Mask SpecContext::mask_of(const std::vector<Name>& names) const {
+  Mask m = 0;
+  for (Name n : names) m |= mask_of(n);
+  return m;
+}
+
 Mask SpecContext::owner_mask(const std::string& param) const {
   const int a = scen_->adapter_of_param(param);
   return a < 0 ? 0 : same_name_[a];
 }
 
-Mask SpecContext::owner_at(size_t slot, const std::string& param) const {
+Mask SpecContext::owner_at(size_t slot, Name param) const {
   if (slot < owners_.at.size() && owners_.at[slot].first == param) return owners_.at[slot].second;
   if (slot >= owners_.at.size()) owners_.at.resize(slot + 1);
   owners_.at[slot] = {param, owner_mask(param)};
@@ -51,13 +65,13 @@ std::string finding_head(const char* spec, int step, int rank) {
   return std::string(spec) + " step " + std::to_string(step) + (rank >= 0 ? " rank " + std::to_string(rank) : "") + ": ";
 }
 
-const GroupObs* group_named(const Observation& o, const std::string& group) {
+const GroupObs* group_named(const Observation& o, Name group) {
   for (const auto& x : o.groups)
     if (x.name == group) return &x;
   return nullptr;
 }
 
-bool unsharded(const Observation& o, const std::string& group) {
+bool unsharded(const Observation& o, Name group) {
   const GroupObs* x = group_named(o, group);
   return x && x->state == ShardedState::Unsharded;
 }

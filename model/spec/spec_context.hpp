@@ -31,6 +31,9 @@ class SpecContext {
   // Every declared adapter called `name` (or one of `names`).
   Mask mask_of(const std::string& name) const;
   Mask mask_of(const std::vector<std::string>& names) const;
+  // The same for an observation's interned names: pointer compares.
+  Mask mask_of(Name name) const;
+  Mask mask_of(const std::vector<Name>& names) const;
   // The adapter owning `param`, matched whole against the declarations (none
   // for a base parameter: "base" is no adapter's name, the parser reserves it).
   Mask owner_mask(const std::string& param) const;
@@ -45,7 +48,7 @@ class SpecContext {
   // the declarations compares piece by piece. A copy starts empty (the explorer copies
   // checkers per state).
   struct OwnerMemo {
-    std::vector<std::pair<std::string, Mask>> at;
+    std::vector<std::pair<Name, Mask>> at;
     OwnerMemo() = default;
     OwnerMemo(const OwnerMemo&) {}
     OwnerMemo& operator=(const OwnerMemo&) {
@@ -53,10 +56,11 @@ class SpecContext {
       return *this;
     }
   };
-  Mask owner_at(size_t slot, const std::string& param) const;
+  Mask owner_at(size_t slot, Name param) const;
 
   std::shared_ptr<const Scenario> scen_;
   std::array<Mask, kMaxAdapters> same_name_{};  // per adapter: every adapter declared with its name
+  std::vector<Name> names_;                     // per adapter: its declared name, interned
   mutable OwnerMemo owners_;
 };
 
@@ -67,8 +71,8 @@ inline Finding finding(const char* spec, int step, int rank, const std::string& 
   return {spec, step, rank, finding_head(spec, step, rank) + detail, {}};
 }
 
-const GroupObs* group_named(const Observation& o, const std::string& group);
-bool unsharded(const Observation& o, const std::string& group);
+const GroupObs* group_named(const Observation& o, Name group);
+bool unsharded(const Observation& o, Name group);
 
 // Ops that set adapter flags (requires_grad, active adapters).
 bool sets_flags(OpKind k);

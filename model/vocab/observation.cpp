@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "model/vocab/table.hpp"
+#include "model/vocab/text.hpp"
 
 namespace fsdpsim {
 
@@ -103,11 +104,8 @@ std::string describe_pending(const std::vector<PendingCollective>& heads) {
   return out;
 }
 
-std::string names_set_text(const std::vector<std::string>& names) {
-  std::string out = "{";
-  for (size_t i = 0; i < names.size(); ++i) out += (i ? "," : "") + names[i];
-  return out + "}";
-}
+std::string names_set_text(const std::vector<std::string>& names) { return "{" + join(names) + "}"; }
+std::string names_set_text(const std::vector<Name>& names) { return "{" + join(names) + "}"; }
 
 std::string owner_bytes_text(const std::vector<OwnerBytes>& v) {
   std::string s;
@@ -123,8 +121,8 @@ std::string diff_text(int64_t v) { return std::to_string(v); }
 std::string diff_text(bool v) { return v ? "true" : "false"; }
 std::string diff_text(const std::string& v) { return v; }
 std::string diff_text(Status v) { return status_name(v); }
-std::string diff_text(const std::vector<std::string>& v) { return names_set_text(v); }
-std::string diff_text(const std::optional<std::vector<std::string>>& v) { return v ? names_set_text(*v) : "-"; }
+std::string diff_text(const std::vector<Name>& v) { return names_set_text(v); }
+std::string diff_text(const std::optional<std::vector<Name>>& v) { return v ? names_set_text(*v) : "-"; }
 std::string diff_text(const GroupObs& g) { return g.name + ":" + sharded_state_name(g.state); }
 std::string diff_text(const ParamObs& p) {
   return p.name + "@" + p.group + " S.rg=" + (p.rg_s ? "1" : "0") + " U.rg=" + (p.rg_u < 0 ? "-" : p.rg_u ? "1" : "0") +

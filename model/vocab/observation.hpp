@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "model/vocab/name.hpp"
 #include "model/vocab/placement.hpp"
 #include "model/vocab/scenario.hpp"
 
@@ -37,14 +38,14 @@ const char* coll_op_name(CollOp c);
 
 // One parameter packed into a collective and the elements it takes there.
 struct CollPart {
-  std::string param;
+  Name param;
   int64_t numel = 0;
   bool operator==(const CollPart& o) const { return param == o.param && numel == o.numel; }
 };
 
 struct Collective {
   CollOp op = CollOp::AllGather;
-  std::string group;  // broadcast: the parameter's state-dict key
+  Name group;  // broadcast: the parameter's state-dict key
   int64_t count = 0;  // elements this rank contributes (padded shard numel); broadcast: full numel
   DType dtype = DType::F32;
   std::vector<CollPart> parts;  // in packing order; sums to count
@@ -69,7 +70,7 @@ struct PendingCollective {
 std::string describe_pending(const std::vector<PendingCollective>& heads);
 
 struct GroupObs {
-  std::string name;
+  Name name;
   ShardedState state = ShardedState::Sharded;
   bool operator==(const GroupObs& o) const { return name == o.name && state == o.state; }
 };
@@ -77,8 +78,8 @@ struct GroupObs {
 // requires_grad of one adapter parameter on the shard S and the unsharded
 // copy U, and where S lives (meta before a ram-efficient prepare on ranks > 0).
 struct ParamObs {
-  std::string name;   // "lin0.lora_A.other"
-  std::string group;  // FSDP group managing it; "" when none does
+  Name name;   // "lin0.lora_A.other"
+  Name group;  // FSDP group managing it; "" when none does
   bool rg_s = false;
   int8_t rg_u = -1;   // -1: no U (group never unsharded, or parameter not managed)
   Device device = Device::Cpu;
@@ -92,14 +93,14 @@ struct ParamObs {
 // delta_weight: one active adapter's delta against the one computed from the
 // full (gathered) A and B.
 struct DeltaObs {
-  std::string adapter;
+  Name adapter;
   WeightClass value = WeightClass::Exact;  // exact or corrupt
   bool operator==(const DeltaObs& o) const { return adapter == o.adapter && value == o.value; }
 };
 
 // save_adapters: one tensor of the adapter state dict this rank computed.
 struct SavedObs {
-  std::string name;  // "lin0.lora_A.b"
+  Name name;  // "lin0.lora_A.b"
   int64_t rows = 0;  // rows it holds
   int64_t full_rows = 0;
   DType dtype = DType::F32;
@@ -110,15 +111,15 @@ struct SavedObs {
 
 // Bytes attributed to one owner: an adapter's name, or "base".
 struct OwnerBytes {
-  std::string owner;
+  Name owner;
   int64_t bytes = 0;
   bool operator==(const OwnerBytes& o) const { return owner == o.owner && bytes == o.bytes; }
 };
 
 struct LayerObs {
-  std::string name;
-  std::string group;                // FSDP group managing the layer's base weight
-  std::vector<std::string> merged;  // LIFO order, oldest first
+  Name name;
+  Name group;                // FSDP group managing the layer's base weight
+  std::vector<Name> merged;  // LIFO order, oldest first
   WeightClass stored = WeightClass::Exact;      // the shard S
   WeightClass registered = WeightClass::Exact;  // whatever object the module holds now
   // Value backends only: the other classes the values fit as well (bit per WeightClass), when a
@@ -145,15 +146,15 @@ struct LayerObs {
   X(Status, status, Status::Ok, nullptr, "status", "status", 0)                                          \
   X(std::string, message, , nullptr, "message", "message", kOmitDefault)                                 \
   /* training ops: adapters whose shards got gradients */                                                \
-  X(std::optional<std::vector<std::string>>, grads, , nullptr, "grads", "grads", kOmitDefault)           \
+  X(std::optional<std::vector<Name>>, grads, , nullptr, "grads", "grads", kOmitDefault)           \
   /* key_error: first optimizer index not registered */                                                  \
   X(int64_t, index, -1, nullptr, "index", "index", kOmitDefault)                                         \
-  X(std::vector<std::string>, active, , nullptr, "active", "active", 0) /* BaseTuner.active_adapters */  \
+  X(std::vector<Name>, active, , nullptr, "active", "active", 0) /* BaseTuner.active_adapters */  \
   X(bool, disabled, false, nullptr, "disabled", "disabled", 0)          /* inside disable_adapter() */   \
   /* optimizer params not currently registered, of all, and their names */                              \
   X(int, opt_missing, 0, "optimizer", "missing", "optimizer_missing", 0)                                 \
   X(int, opt_total, 0, "optimizer", "total", "optimizer_total", 0)                                       \
-  X(std::vector<std::string>, opt_unregistered, , "optimizer", "unregistered", "optimizer_unregistered", 0) \
+  X(std::vector<Name>, opt_unregistered, , "optimizer", "unregistered", "optimizer_unregistered", 0) \
   X(std::vector<GroupObs>, groups, , nullptr, "groups", "group", 0)                                      \
   X(std::vector<ParamObs>, params, , nullptr, "params", "param", 0)                                      \
   X(std::vector<LayerObs>, layers, , nullptr, "layers", "layer", 0)                                      \
@@ -161,12 +162,12 @@ struct LayerObs {
   X(std::vector<DeltaObs>, deltas, , nullptr, "deltas", "deltas", kOmitDefault)     /* delta_weight */   \
   X(std::vector<SavedObs>, saved, , nullptr, "saved", "saved", kOmitDefault)        /* save_adapters */  \
   /* load_adapters: parameters whose values differ from the saved ones */                                \
-  X(std::vector<std::string>, reload_diff, , nullptr, "reload_diff", "reload_diff", kOmitDefault)        \
+  X(std::vector<Name>, reload_diff, , nullptr, "reload_diff", "reload_diff", kOmitDefault)        \
   /* value backends: reloaded from another rank's rows whose values equal this rank's saved ones */      \
-  X(std::vector<std::string>, reload_coincident, , nullptr, "reload_coincident", "reload_coincident",    \
+  X(std::vector<Name>, reload_coincident, , nullptr, "reload_coincident", "reload_coincident",    \
     kOmitDefault | kNotCompared)                                                                         \
   /* unmanaged adapter parameters (whole replicas on every rank) whose values differ between ranks */     \
-  X(std::vector<std::string>, replica_diff, , nullptr, "replica_diff", "replica_diff", kOmitDefault)     \
+  X(std::vector<Name>, replica_diff, , nullptr, "replica_diff", "replica_diff", kOmitDefault)     \
   /* memory: sharded parameters held after the op, and unsharded copies alive at its peak, per owner */  \
   X(std::vector<OwnerBytes>, sharded_bytes, , nullptr, "sharded_bytes", "sharded_bytes", 0)              \
   X(std::vector<OwnerBytes>, peak_unsharded, , nullptr, "peak_unsharded_bytes", "peak_unsharded", 0)
@@ -209,6 +210,7 @@ void for_each_field_pair(A& a, B& b, F&& f) {
 std::vector<std::string> observation_diff(const Observation& a, const Observation& b);
 
 std::string names_set_text(const std::vector<std::string>& names);  // "{a,b}"
+std::string names_set_text(const std::vector<Name>& names);
 std::string owner_bytes_text(const std::vector<OwnerBytes>& v);  // "a:640 base:1680"
 
 void print_json(std::ostream& os, const Observation& o);

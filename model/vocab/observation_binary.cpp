@@ -47,6 +47,8 @@ template <typename S>
 void put(S& s, bool v) { s.i64(v); }
 template <typename S>
 void put(S& s, const std::string& v) { s.str(v); }
+template <typename S>
+void put(S& s, Name v) { s.str(v.str()); }
 template <typename S, typename E, typename = std::enable_if_t<std::is_enum_v<E>>>
 void put(S& s, E v) { s.i64(static_cast<int64_t>(v)); }
 template <typename S>
@@ -78,7 +80,7 @@ void put(S& s, const std::vector<T>& v) {
   for (const auto& x : v) put(s, x);
 }
 template <typename S>
-void put(S& s, const std::optional<std::vector<std::string>>& v) {
+void put(S& s, const std::optional<std::vector<Name>>& v) {
   s.i64(v ? 1 : 0);
   if (v) put(s, *v);
 }
@@ -96,6 +98,7 @@ struct Get {
   void operator()(uint8_t& v) { v = static_cast<uint8_t>(r.i64()); }
   void operator()(bool& v) { v = r.i64() != 0; }
   void operator()(std::string& v) { v = r.str(); }
+  void operator()(Name& v) { v = Name(r.str()); }
   template <typename E>
   std::enable_if_t<std::is_enum_v<E>> operator()(E& v) {
     int64_t x = r.i64();
@@ -119,7 +122,7 @@ struct Get {
     v.clear();
     for (size_t i = 0; i < n && r.ok; ++i) (*this)(v.emplace_back());
   }
-  void operator()(std::optional<std::vector<std::string>>& v) {
+  void operator()(std::optional<std::vector<Name>>& v) {
     if (r.i64()) (*this)(v.emplace());
     else v.reset();
   }

@@ -84,9 +84,12 @@ void read_value(const JsonValue& v, const std::string& path, std::string& out) {
 void read_value(const JsonValue& v, const std::string& path, Status& out) {
   out = enum_of<Status>(typed(v, Kind::String, path).text, path, kStatuses, status_name);
 }
-void read_value(const JsonValue& v, const std::string& path, std::vector<std::string>& out) { out = names(v, path); }
-void read_value(const JsonValue& v, const std::string& path, std::optional<std::vector<std::string>>& out) {
-  out = names(v, path);
+void read_value(const JsonValue& v, const std::string& path, std::vector<Name>& out) {
+  out.clear();
+  for (const auto& n : names(v, path)) out.emplace_back(n);
+}
+void read_value(const JsonValue& v, const std::string& path, std::optional<std::vector<Name>>& out) {
+  read_value(v, path, out.emplace());
 }
 // Lists of objects: "key[i]." prefixes each member's path.
 template <typename T, typename F>
@@ -98,14 +101,14 @@ void read_objects(const JsonValue& v, const std::string& path, std::vector<T>& o
 }
 void read_value(const JsonValue& v, const std::string& path, std::vector<GroupObs>& out) {
   read_objects(v, path, out, [](const JsonValue& g, const std::string& p) {
-    return GroupObs{need_str(g, "name", p), need_enum<ShardedState>(g, "state", p, kShardedStates, sharded_state_name)};
+    return GroupObs{Name(need_str(g, "name", p)), need_enum<ShardedState>(g, "state", p, kShardedStates, sharded_state_name)};
   });
 }
 void read_value(const JsonValue& v, const std::string& path, std::vector<ParamObs>& out) {
   read_objects(v, path, out, [](const JsonValue& x, const std::string& p) {
     ParamObs po;
-    po.name = need_str(x, "name", p);
-    po.group = need_str(x, "group", p);
+    po.name = Name(need_str(x, "name", p));
+    po.group = Name(need_str(x, "group", p));
     po.rg_s = need(x, "S.requires_grad", p, Kind::Bool).boolean;
     const JsonValue& u = *member(x, "U.requires_grad", p, true);
     po.rg_u = u.kind == Kind::Null ? -1 : typed(u, Kind::Bool, p + "U.requires_grad").boolean ? 1 : 0;
@@ -117,9 +120,9 @@ void read_value(const JsonValue& v, const std::string& path, std::vector<ParamOb
 void read_value(const JsonValue& v, const std::string& path, std::vector<LayerObs>& out) {
   read_objects(v, path, out, [](const JsonValue& x, const std::string& p) {
     LayerObs l;
-    l.name = need_str(x, "name", p);
-    l.group = need_str(x, "group", p);
-    l.merged = names(*member(x, "merged", p, true), p + "merged");
+    l.name = Name(need_str(x, "name", p));
+    l.group = Name(need_str(x, "group", p));
+    read_value(*member(x, "merged", p, true), p + "merged", l.merged);
     l.stored = need_enum<WeightClass>(x, "stored", p, kWeightClasses, weight_class_name);
     l.registered = need_enum<WeightClass>(x, "registered", p, kWeightClasses, weight_class_name);
     auto alt = [&](const char* key) {
@@ -138,29 +141,29 @@ void read_value(const JsonValue& v, const std::string& path, std::vector<Collect
   read_objects(v, path, out, [](const JsonValue& x, const std::string& p) {
     Collective c;
     c.op = need_enum<CollOp>(x, "op", p, kCollOps, coll_op_name);
-    c.group = need_str(x, "group", p);
+    c.group = Name(need_str(x, "group", p));
     c.count = need_int(x, "count", p);
     if (x.find("dtype")) c.dtype = need_enum<DType>(x, "dtype", p, kDTypes, dtype_name);
     each_member(need(x, "parts", p, Kind::Object), p + "parts", Kind::Number, [&](const std::string& k, const JsonValue& n) {
-      c.parts.push_back({k, integer(n, p + "parts." + k)});
+      c.parts.push_back({Name(k), integer(n, p + "parts." + k)});
     });
     return c;
   });
 }
 void read_value(const JsonValue& v, const std::string& path, std::vector<DeltaObs>& out) {
   each_member(v, path, Kind::String, [&](const std::string& k, const JsonValue& w) {
-    out.push_back({k, enum_of<WeightClass>(w.text, path + "." + k, kWeightClasses, weight_class_name)});
+    out.push_back({Name(k), enum_of<WeightClass>(w.text, path + "." + k, kWeightClasses, weight_class_name)});
   });
 }
 void read_value(const JsonValue& v, const std::string& path, std::vector<SavedObs>& out) {
   read_objects(v, path, out, [](const JsonValue& x, const std::string& p) {
-    return SavedObs{need_str(x, "name", p), need_int(x, "rows", p), need_int(x, "full_rows", p),
+    return SavedObs{Name(need_str(x, "name", p)), need_int(x, "rows", p), need_int(x, "full_rows", p),
                     need_enum<DType>(x, "dtype", p, kDTypes, dtype_name)};
   });
 }
 void read_value(const JsonValue& v, const std::string& path, std::vector<OwnerBytes>& out) {
   each_member(v, path, Kind::Number, [&](const std::string& owner, const JsonValue& x) {
-    out.push_back({owner, integer(x, path + "." + owner)});
+    out.push_back({Name(owner), integer(x, path + "." + owner)});
   });
 }
 
@@ -185,7 +188,7 @@ void write_value(std::ostream& os, int64_t v) { os << v; }
 void write_value(std::ostream& os, bool v) { os << (v ? "true" : "false"); }
 void write_value(std::ostream& os, const std::string& v) { print_json_string(os, v); }
 void write_value(std::ostream& os, Status v) { os << '"' << status_name(v) << '"'; }
-void write_value(std::ostream& os, const std::vector<std::string>& v) {
+void write_value(std::ostream& os, const std::vector<Name>& v) {
   os << '[';
   for (size_t i = 0; i < v.size(); ++i) {
     if (i) os << ',';
@@ -193,7 +196,7 @@ void write_value(std::ostream& os, const std::vector<std::string>& v) {
   }
   os << ']';
 }
-void write_value(std::ostream& os, const std::optional<std::vector<std::string>>& v) {
+void write_value(std::ostream& os, const std::optional<std::vector<Name>>& v) {
   if (v) write_value(os, *v);
   else os << "null";
 }

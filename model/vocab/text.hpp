@@ -5,10 +5,14 @@
 
 namespace fsdpsim {
 
-// "a,b,c" (or with another separator); "" for no names.
-inline std::string join(const std::vector<std::string>& v, const char* sep = ",") {
+// "a,b,c" (or with another separator); "" for no names. Texts or Names (model/vocab/name.hpp).
+template <typename T>
+std::string join(const std::vector<T>& v, const char* sep = ",") {
   std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += sep;
+    out += static_cast<const std::string&>(v[i]);
+  }
   return out;
 }
 

@@ -258,7 +258,7 @@ TEST(RealReaddAfterDelete, TheNewModuleIsUnmanagedAndTheGroupGathersTheGhost) {
     const Observation& o = obs_at(r.observations, 6, rank);
     ASSERT_EQ(o.status, Status::Ok) << o.message;
     for (const auto& p : o.params) {
-      const bool other = p.name.find(".other") != std::string::npos;
+      const bool other = p.name.str().find(".other") != std::string::npos;
       EXPECT_EQ(p.group, other ? "" : "root") << p.name;
       if (other) EXPECT_EQ(p.rg_u, -1) << p.name;
     }

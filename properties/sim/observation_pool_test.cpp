@@ -17,10 +17,10 @@ Observation junk() {
   Observation o;
   o.step = 99, o.rank = 7, o.op = "a long op text that no op prints", o.status = Status::Exception;
   o.message = "an earlier observation's long message";
-  o.grads = std::vector<std::string>(9, "an.adapter.name.longer.than.sso");
+  o.grads = std::vector<Name>(9, "an.adapter.name.longer.than.sso");
   o.index = 42, o.disabled = true, o.opt_missing = 5, o.opt_total = 6;
   o.active = o.opt_unregistered = o.reload_diff = o.reload_coincident = o.replica_diff =
-      std::vector<std::string>(9, "lin9.lora_A.junk_adapter_name");
+      std::vector<Name>(9, "lin9.lora_A.junk_adapter_name");
   o.groups.assign(9, {"junk_group_name_long", ShardedState::Unsharded});
   o.params.assign(20, {"lin9.lora_B.junk_adapter_name", "junk_group", true, 1, Device::Meta, DType::BF16});
   LayerObs l{"junk_layer_name_long", "junk_group", {"a", "b", "c"}, WeightClass::Corrupt, WeightClass::ExtraDelta, 3, 5};

@@ -81,7 +81,7 @@ TEST(ReportHtml, CellsWhereBackendsDifferAreMarkedOnEveryBackend) {
   // The third backend saw no gradient and a different U flag at step 4, rank 1.
   for (auto& o : t.backends[2].observations)
     if (o.step == 4 && o.rank == 1) {
-      o.grads = std::vector<std::string>{};
+      o.grads = std::vector<Name>{};
       o.params[3].rg_u = o.params[3].rg_u == 1 ? 0 : 1;
     }
   TimelineCounts counts;

@@ -57,8 +57,8 @@ TEST(ValueBlind, KeepsADifferenceTheValuesShow) {
 Observation reload(std::vector<std::string> diff, std::vector<std::string> coincident = {}) {
   Observation o;
   o.step = 13, o.rank = 1, o.op = "load_adapters";
-  o.reload_diff = std::move(diff);
-  o.reload_coincident = std::move(coincident);
+  o.reload_diff.assign(diff.begin(), diff.end());
+  o.reload_coincident.assign(coincident.begin(), coincident.end());
   return o;
 }
 

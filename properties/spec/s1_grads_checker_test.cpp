@@ -21,7 +21,7 @@ TEST(S1GradsChecker, GradientsOnAnotherAdapterNameTheFirstWrongParameter) {
   Observation o = in.obs(1);
   s1.observe(in.ctx, in.op(1), o, kDefault, out);
   EXPECT_TRUE(out.empty()) << out[0].text;
-  o.grads = std::vector<std::string>{"other"};
+  o.grads = std::vector<Name>{"other"};
   s1.observe(in.ctx, in.op(1), o, kDefault, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].spec, "S1");
@@ -52,7 +52,7 @@ TEST(S1GradsChecker, BackwardOfAnEvalOutputOrAfterAFlagChangeIsNotJudged) {
   auto wrong = [&](int step) {
     Observation o = in.obs(step);
     o.status = Status::Ok;
-    o.grads = std::vector<std::string>{};
+    o.grads = std::vector<Name>{};
     return o;
   };
   s1.observe(in.ctx, in.op(1), in.obs(1), kDefault, out);
@@ -75,7 +75,7 @@ TEST(S1GradsChecker, DisabledOrMergedStepsAreNotJudged) {
   spec::S1GradsChecker s1(1);
   std::vector<Finding> out;
   Observation o = in.obs(1);
-  o.grads = std::vector<std::string>{};
+  o.grads = std::vector<Name>{};
   o.disabled = true;
   s1.observe(in.ctx, in.op(1), o, kDefault, out);
   o.disabled = false;
@@ -93,10 +93,10 @@ TEST(S1GradsChecker, OnlyPresentAdaptersAreExpected) {
   spec::S1GradsChecker s1(1);
   std::vector<Finding> out;
   Observation o = in.obs(2);
-  o.grads = std::vector<std::string>{};
+  o.grads = std::vector<Name>{};
   s1.observe(in.ctx, in.op(2), o, kOther, out);
   EXPECT_TRUE(out.empty()) << out[0].text;
-  o.grads = std::vector<std::string>{"default"};
+  o.grads = std::vector<Name>{"default"};
   s1.observe(in.ctx, in.op(2), o, kOther, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].text.rfind("S1 step 2 rank 0: expected no gradients, got {default}; lin0.lora_A.default: ", 0), 0u) << out[0].text;
@@ -112,14 +112,14 @@ TEST(S1GradsChecker, UnsyncedMicroBatchIsNotJudgedTheSyncedStepIs) {
   s1.observe(in.ctx, in.op(1), in.obs(1), kDefault, out);
   EXPECT_EQ(s1.key_bits(0), 1u << 27);
   Observation none = in.obs(2);
-  none.grads = std::vector<std::string>{};
+  none.grads = std::vector<Name>{};
   s1.observe(in.ctx, in.op(2), none, kDefault, out);
   EXPECT_TRUE(out.empty()) << out[0].text;
   s1.observe(in.ctx, in.op(3), in.obs(3), kOther, out);
   s1.observe(in.ctx, in.op(4), in.obs(4), kOther, out);
   EXPECT_EQ(s1.key_bits(0) & (1u << 27), 0u);  // synced again
   Observation both = in.obs(5);
-  both.grads = std::vector<std::string>{"default", "other"};
+  both.grads = std::vector<Name>{"default", "other"};
   s1.observe(in.ctx, in.op(5), both, kOther, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].step, 5);

@@ -12,7 +12,7 @@ using namespace fsdpsim::test;
 TEST(SpecContext, MasksOwnersAndTexts) {
   CheckerInputs in(seed000_header(1, "patched") + "delete_adapter other\n");
   const spec::SpecContext& c = in.ctx;
-  EXPECT_EQ(c.mask_of("other"), 2u);
+  EXPECT_EQ(c.mask_of(std::string("other")), 2u);
   EXPECT_EQ(c.mask_of(std::vector<std::string>{"other", "default", "nope"}), 3u);
   EXPECT_EQ(c.owner_mask("lin1.lora_B.other"), 2u);
   EXPECT_EQ(c.owner_mask("lin1.lora_B.oth"), 0u);  // matched whole, never split

@@ -55,7 +55,7 @@ Observation full_observation() {
   o.op = "set_adapter [a,b]";
   o.status = Status::KeyError;
   o.message = "quote \" backslash \\ newline \n tab \t";
-  o.grads = std::vector<std::string>{};
+  o.grads = std::vector<Name>{};
   o.index = 3;
   o.active = {"a", "b"};
   o.disabled = true;

@@ -71,9 +71,9 @@ TEST(Observation, SmallNameHelpers) {
   EXPECT_STREQ(coll_op_name(CollOp::ReduceScatter), "reduce_scatter");
   EXPECT_EQ(collective_text({CollOp::AllGather, "root", 212, DType::F32, {}}), "all_gather(root, 212)");
   EXPECT_EQ(collective_text({CollOp::ReduceScatter, "lin0", 0, DType::F32, {}}), "reduce_scatter(lin0, 0)");
-  EXPECT_EQ(names_set_text({}), "{}");
-  EXPECT_EQ(names_set_text({"a"}), "{a}");
-  EXPECT_EQ(names_set_text({"default", "other"}), "{default,other}");
+  EXPECT_EQ(names_set_text(std::vector<std::string>{}), "{}");
+  EXPECT_EQ(names_set_text(std::vector<std::string>{"a"}), "{a}");
+  EXPECT_EQ(names_set_text(std::vector<std::string>{"default", "other"}), "{default,other}");
 }
 
 ParamObs param(const std::string& name, const std::string& group, bool rg_s, int rg_u) {
@@ -92,7 +92,7 @@ Observation sample() {
   o.op = "set_adapter other";
   o.status = Status::KeyError;
   o.message = "say \"hi\"\n\\";
-  o.grads = std::vector<std::string>{"default", "other"};
+  o.grads = std::vector<Name>{"default", "other"};
   o.index = 4;
   o.opt_missing = 2;
   o.opt_total = 8;
@@ -122,7 +122,7 @@ TEST(Observation, DiffNamesTheField) {
   const Case cases[] = {
       {[](Observation& o) { o.status = Status::Hang; }, "status: key_error vs hang"},
       {[](Observation& o) { o.message = "x"; }, "message: say \"hi\"\n\\ vs x"},
-      {[](Observation& o) { o.grads = std::vector<std::string>{}; }, "grads: {default,other} vs {}"},
+      {[](Observation& o) { o.grads = std::vector<Name>{}; }, "grads: {default,other} vs {}"},
       {[](Observation& o) { o.grads.reset(); }, "grads: {default,other} vs -"},
       {[](Observation& o) { o.index = -1; }, "index: 4 vs -1"},
       {[](Observation& o) { o.opt_missing = 0; }, "optimizer_missing: 2 vs 0"},
@@ -222,7 +222,7 @@ TEST(Observation, PrintJsonOmitsOptionalFields) {
   EXPECT_EQ(os.str(),
             "{\"step\":0,\"rank\":0,\"op\":\"eval\",\"status\":\"ok\",\"active\":[],\"disabled\":false,\"optimizer\":{\"missing\":0,\"total\":0,\"unregistered\":[]},"
             "\"groups\":[],\"params\":[],\"layers\":[],\"collectives\":[],\"sharded_bytes\":{},\"peak_unsharded_bytes\":{}}");
-  o.grads = std::vector<std::string>{};
+  o.grads = std::vector<Name>{};
   std::ostringstream os2;
   print_json(os2, o);
   EXPECT_NE(os2.str().find(",\"grads\":[],"), std::string::npos) << os2.str();
@@ -254,7 +254,7 @@ TEST(Observation, PrintTableAlignsColumns) {
   c.op = "@1 train_step";
   c.status = Status::NoGradFn;
   c.message = kNoGradFnMessage;
-  c.grads = std::vector<std::string>{};
+  c.grads = std::vector<Name>{};
   c.collectives = {{CollOp::AllGather, "root", 10, DType::F32, {}}, {CollOp::AllGather, "lin0", 5, DType::F32, {}}};
 
   // Expected cells, per row, in header order.
