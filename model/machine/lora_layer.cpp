@@ -322,6 +322,15 @@ WeightClass classify(const WeightContent& c, const LoraLayer& lp, const std::arr
   return WeightClass::Exact;
 }
 
+// W0 itself, nothing merged: classify says exact whatever the current deltas are (every
+// coefficient is 0 and none wanted), so they need not be worked out (most layers, most ops).
+bool plain_w0(const WeightContent& c, const LoraLayer& lp) {
+  if (c.corrupt || lp.n_merged > 0) return false;
+  for (int8_t k : c.coeff)
+    if (k != 0) return false;
+  return true;
+}
+
 }  // namespace
 
 // The stored shard against W0 + sum of merged deltas computed from the shards' A, B.
@@ -329,6 +338,7 @@ WeightClass classify(const WeightContent& c, const LoraLayer& lp, const std::arr
 WeightClass RankModel::classify_stored(int layer) const {
   const LayerInfo& li = topo_->layers[layer];
   if (!holds_rows(li.weight, rank_)) return WeightClass::Exact;
+  if (plain_w0(st_.params[li.weight].w_s, st_.layers[layer])) return WeightClass::Exact;
   std::array<DeltaId, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a)
     if (li.A[a] >= 0) cur[a] = delta_id(a, st_.params[li.A[a]].ver_s, st_.params[li.B[a]].ver_s);
@@ -338,12 +348,14 @@ WeightClass RankModel::classify_stored(int layer) const {
 // The object the module holds now (U while unsharded) against the same sum.
 WeightClass RankModel::classify_registered(int layer) const {
   const LayerInfo& li = topo_->layers[layer];
+  const FsdpParam& w = st_.params[li.weight];
+  if (!is_registered_u(li.weight) && !holds_rows(li.weight, rank_)) return WeightClass::Exact;
+  const WeightContent& held = is_registered_u(li.weight) ? w.w_u : w.w_s;
+  if (plain_w0(held, st_.layers[layer])) return WeightClass::Exact;
   std::array<DeltaId, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a)
     if (li.A[a] >= 0) cur[a] = delta_version(layer, a);
-  const FsdpParam& w = st_.params[li.weight];
-  if (!is_registered_u(li.weight) && !holds_rows(li.weight, rank_)) return WeightClass::Exact;
-  return classify(is_registered_u(li.weight) ? w.w_u : w.w_s, st_.layers[layer], cur, topo_->n_adapters());
+  return classify(held, st_.layers[layer], cur, topo_->n_adapters());
 }
 
 StoredSnapshot RankModel::stored_snapshot() const {
@@ -372,6 +384,7 @@ WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vec
                                        int layer) const {
   const LayerInfo& li = topo_->layers[layer];
   if (!holds_rows(li.weight, rank_)) return WeightClass::Exact;
+  if (plain_w0(own.w_s[layer], own.layers[layer])) return WeightClass::Exact;
   std::array<DeltaId, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     if (li.A[a] < 0) continue;

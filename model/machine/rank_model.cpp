@@ -24,6 +24,12 @@ void RankModel::reset() {
     keep(fresh.graph.grad, st_.graph.grad);
     keep(fresh.graph.group_out_rg, st_.graph.group_out_rg);
     keep(fresh.graph.group_in_rg, st_.graph.group_in_rg);
+    keep(fresh.graph.hooks, st_.graph.hooks);
+    keep(fresh.graph.ckpt_input_rg, st_.graph.ckpt_input_rg);
+    keep(fresh.optimizer.objects, st_.optimizer.objects);
+    keep(fresh.optimizer.state, st_.optimizer.state);
+    keep(fresh.optimizer.saved_state, st_.optimizer.saved_state);
+    keep(fresh.post_forward_order, st_.post_forward_order);
     st_ = std::move(fresh);
   }
   log_.clear();

@@ -84,6 +84,13 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     group_of_shard[d] = static_cast<int>(t.groups.size());
     t.groups.push_back(g);
   }
+  // At most a weight, a bias and per adapter two LoRA or two saved-copy tensors per layer: the
+  // lists below are sized once.
+  const size_t max_params = s.layers.size() * (2 + 2 * s.adapters.size());
+  t.params.reserve(max_params);
+  t.layers.reserve(s.layers.size());
+  t.state_dict_order.reserve(max_params);
+  for (GroupInfo& gi : t.groups) gi.params.reserve(max_params), gi.layers.reserve(s.layers.size());
   auto add_param = [&](const std::string& name, ParamKind kind, int layer, int adapter, int dim0, int rest, int group) {
     ParamInfo pi{Name(name), kind, layer, adapter, dim0, rest, group, 0};
     pi.chunk_rows = (dim0 + s.world - 1) / s.world;
@@ -157,6 +164,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   // (torch _fsdp_init.py::_get_managed_states over peft's ModuleDicts).
   for (GroupInfo& gi : t.groups) {
     std::vector<int> members;
+    members.reserve(gi.params.size());
     for (int l : gi.layers) {
       const LayerInfo& li = t.layers[l];
       for (int p : {li.weight, li.bias})
@@ -168,9 +176,12 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
         for (int p : {li.SW[a], li.SB[a]})
           if (p >= 0 && t.params[p].group >= 0) members.push_back(p);
     }
-    gi.params = members;
+    gi.params = std::move(members);
   }
-  for (size_t a = 0; a < s.adapters.size(); ++a) t.target_parameters.push_back(target_parameters_text(s, static_cast<int>(a)));
+  // Only experts layers have target_parameters.
+  const bool experts = std::any_of(s.layers.begin(), s.layers.end(), [](const LayerDecl& l) { return l.experts > 0; });
+  for (size_t a = 0; a < s.adapters.size(); ++a)
+    t.target_parameters.push_back(experts ? target_parameters_text(s, static_cast<int>(a)) : std::string());
   // state_dict() walks the same modules: per layer its base, then lora_A and
   // lora_B in injection order (torch nn/modules/module.py::Module._save_to_state_dict).
   for (const LayerInfo& li : t.layers) {
@@ -199,36 +210,39 @@ struct CompileKey {
 };
 }  // namespace
 
-const Topology& compile_topology_reused(const SeqFile& f) {
-  thread_local CompileKey key;
-  thread_local Topology topo;
-  thread_local bool valid = false;
-  const uint8_t wrapped = wrapped_at_prepare(f), injected = injected_before_prepare(f);
-  std::vector<int> order = adapter_order_at_prepare(f);
-  const bool explicit_prepare = prepare_index(f) >= 0;
-  if (valid && key.same(f, wrapped, injected, order, explicit_prepare)) return topo;
-  valid = false;  // a compile that throws leaves none kept
-  topo = compile_topology(f);
-  key.scenario = f.scenario;
-  key.wrapped = wrapped, key.injected = injected, key.order = std::move(order), key.explicit_prepare = explicit_prepare;
-  valid = true;
-  return topo;
-}
-
-Topology compile_topology(const SeqFile& f) {
-  Topology t = compile_topology(f.scenario, wrapped_at_prepare(f), adapter_order_at_prepare(f));
+namespace {
+// compile_topology(f) given what its ops bring into the model at prepare.
+Topology compile_file(const SeqFile& f, const AdaptersAtPrepare& at) {
+  Topology t = compile_topology(f.scenario, at.wrapped, at.order);
   t.explicit_prepare = prepare_index(f) >= 0;
   // peft/tuners/tuners_utils.py::BaseTuner.inject_adapter replaces a module not yet a
   // LoRA layer by one whose base_layer is that module (here the FSDP module).
-  const uint8_t injected = injected_before_prepare(f);
   for (LayerInfo& li : t.layers) {
     // A ModulesToSaveWrapper is made at get_peft_model, before fully_shard: it is the FSDP module.
     if (t.groups[li.group].is_root || li.saved_module) continue;
     bool early = false;
-    for (int a = 0; a < t.n_adapters(); ++a) early = early || (li.A[a] >= 0 && ((injected >> a) & 1));
+    for (int a = 0; a < t.n_adapters(); ++a) early = early || (li.A[a] >= 0 && ((at.injected >> a) & 1));
     (li.experts > 0 ? li.wrapper_after_fsdp : li.lora_after_fsdp) = !early;
   }
   return t;
 }
+}  // namespace
+
+const Topology& compile_topology_reused(const SeqFile& f) {
+  thread_local CompileKey key;
+  thread_local Topology topo;
+  thread_local bool valid = false;
+  AdaptersAtPrepare at = adapters_at_prepare(f);
+  const bool explicit_prepare = prepare_index(f) >= 0;
+  if (valid && key.same(f, at.wrapped, at.injected, at.order, explicit_prepare)) return topo;
+  valid = false;  // a compile that throws leaves none kept
+  topo = compile_file(f, at);
+  key.scenario = f.scenario;
+  key.wrapped = at.wrapped, key.injected = at.injected, key.order = std::move(at.order), key.explicit_prepare = explicit_prepare;
+  valid = true;
+  return topo;
+}
+
+Topology compile_topology(const SeqFile& f) { return compile_file(f, adapters_at_prepare(f)); }
 
 }  // namespace fsdpsim

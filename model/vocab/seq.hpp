@@ -55,6 +55,12 @@ std::string target_parameters_conflict(const std::vector<std::string>& tp, const
 // A layer's lora_A/lora_B ModuleDicts keep insertion order, so named_parameters
 // and FSDP2's group members do too (peft/tuners/lora/layer.py::LoraLayer.update_layer).
 std::vector<int> adapter_order_at_prepare(const SeqFile& f);
+// The three above from one walk of the ops before prepare (compile_topology reads all of them).
+struct AdaptersAtPrepare {
+  uint8_t wrapped = 0, injected = 0;
+  std::vector<int> order;
+};
+AdaptersAtPrepare adapters_at_prepare(const SeqFile& f);
 
 // Semantic checks shared by the parser and by callers that build files in code
 // (the generator, --world overrides). Throws SourceError.

@@ -32,8 +32,7 @@ namespace {
 // `ever`: also every adapter present at some point before prepare (deleted since).
 std::vector<int> present_at_prepare(const SeqFile& f, uint8_t* ever = nullptr) {
   const auto& ad = f.scenario.adapters;
-  std::vector<std::string> tp;
-  for (size_t a = 0; a < ad.size(); ++a) tp.push_back(target_parameters_text(f.scenario, static_cast<int>(a)));
+  std::vector<std::string> tp;  // target_parameters_text per adapter, once a load or add needs it
   std::vector<int> order;
   for (size_t a = 0; a < ad.size(); ++a)
     if (!ad[a].deferred) order.push_back(static_cast<int>(a));
@@ -48,9 +47,11 @@ std::vector<int> present_at_prepare(const SeqFile& f, uint8_t* ever = nullptr) {
     auto at = std::find(order.begin(), order.end(), a);
     uint32_t mask = 0;
     for (int b : order) mask |= 1u << b;
+    const bool adds = (op.kind == OpKind::LoadAdapter || op.kind == OpKind::AddAdapter) && at == order.end();
+    if (adds && tp.empty())
+      for (size_t b = 0; b < ad.size(); ++b) tp.push_back(target_parameters_text(f.scenario, static_cast<int>(b)));
     // A load PEFT refuses (differing target_parameters) adds nothing.
-    if ((op.kind == OpKind::LoadAdapter || op.kind == OpKind::AddAdapter) && at == order.end() &&
-        target_parameters_conflict(tp, ad, a, mask).empty()) {
+    if (adds && target_parameters_conflict(tp, ad, a, mask).empty()) {
       order.push_back(a);
       if (ever) *ever |= static_cast<uint8_t>(1u << a);
     }
@@ -59,12 +60,22 @@ std::vector<int> present_at_prepare(const SeqFile& f, uint8_t* ever = nullptr) {
   return order;
 }
 
+// Those never present go last.
+void append_never_present(const SeqFile& f, std::vector<int>& order) {
+  for (int a = 0; a < static_cast<int>(f.scenario.adapters.size()); ++a)
+    if (std::find(order.begin(), order.end(), a) == order.end()) order.push_back(a);
+}
+
 }  // namespace
 
-uint8_t wrapped_at_prepare(const SeqFile& f) {
-  uint8_t m = 0;
-  for (int a : present_at_prepare(f)) m |= static_cast<uint8_t>(1u << a);
-  return m;
+uint8_t wrapped_at_prepare(const SeqFile& f) { return adapters_at_prepare(f).wrapped; }
+
+AdaptersAtPrepare adapters_at_prepare(const SeqFile& f) {
+  AdaptersAtPrepare out;
+  out.order = present_at_prepare(f, &out.injected);  // every adapter ever present includes those present at the end
+  for (int a : out.order) out.wrapped |= static_cast<uint8_t>(1u << a);
+  append_never_present(f, out.order);
+  return out;
 }
 
 std::string target_parameters_text(const Scenario& s, int adapter) {
@@ -95,18 +106,9 @@ std::string target_parameters_conflict(const std::vector<std::string>& tp, const
   return "";
 }
 
-uint8_t injected_before_prepare(const SeqFile& f) {
-  uint8_t m = 0;
-  present_at_prepare(f, &m);  // every adapter ever present includes those present at the end
-  return m;
-}
+uint8_t injected_before_prepare(const SeqFile& f) { return adapters_at_prepare(f).injected; }
 
-std::vector<int> adapter_order_at_prepare(const SeqFile& f) {
-  std::vector<int> order = present_at_prepare(f);
-  for (int a = 0; a < static_cast<int>(f.scenario.adapters.size()); ++a)
-    if (std::find(order.begin(), order.end(), a) == order.end()) order.push_back(a);  // never present: last
-  return order;
-}
+std::vector<int> adapter_order_at_prepare(const SeqFile& f) { return adapters_at_prepare(f).order; }
 
 void validate(const SeqFile& f, const std::string& file) {
   const Scenario& s = f.scenario;
