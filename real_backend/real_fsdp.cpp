@@ -163,7 +163,7 @@ void RealRank::post_backward(int g) {
     at::Tensor& sg = fsdp_param(p).s.mutable_grad();
     if (sg.defined()) sg.add_(part);
     else sg = part;
-    if (ps.adapter >= 0) grads_ |= 1u << ps.adapter;
+    if (ps.adapter >= 0) res_.grads |= 1u << ps.adapter;
   }
 }
 
@@ -424,7 +424,7 @@ void RealRank::op_backward() {
     const at::Tensor& gr = params_[p].s.grad();
     if (!gr.defined()) continue;
     bool fresh = before[p].first != gr.unsafeGetTensorImpl() || before[p].second != gr._version();
-    if (fresh && layout_->params[p].adapter >= 0) grads_ |= 1u << layout_->params[p].adapter;
+    if (fresh && layout_->params[p].adapter >= 0) res_.grads |= 1u << layout_->params[p].adapter;
   }
   if (recompute_raised) std::rethrow_exception(recompute_raised);
   // Only a backward whose pre_backward queued the final callback runs it.

@@ -139,7 +139,7 @@ void RealRank::op_save_optimizer() {
         first = static_cast<int>(i);
       }
     }
-    index_ = first;
+    res_.index = first;
     error(Status::KeyError, "KeyError: " + std::to_string(first));
     return;
   }
@@ -174,7 +174,7 @@ void RealRank::op_load_optimizer() {
   for (size_t i = 0; i < optimizer_.size() && any_saved; ++i) {
     const std::string& name = layout_->params[optimizer_[i]].name;
     if (std::find(missing.begin(), missing.end(), name) != missing.end()) {
-      index_ = static_cast<int64_t>(i);
+      res_.index = static_cast<int64_t>(i);
       error(Status::KeyError, "KeyError: <sharded parameter " + name + ">");
       return;
     }

@@ -278,10 +278,10 @@ void RealRank::op_delta_weight(int layer) {
       at::Tensor d = delta(layer, static_cast<int>(a), &form).detach().to(at::kFloat).contiguous();
       values.assign(d.data_ptr<float>(), d.data_ptr<float>() + d.numel());
     }
-    delta_layer_ = layer;
-    delta_values_.push_back(std::move(values));
-    delta_form_.push_back(form);
-    deltas_.push_back({layout_->adapters[a].name, value});
+    res_.delta_layer = layer;
+    res_.delta_values.push_back(std::move(values));
+    res_.delta_form.push_back(form);
+    res_.deltas.push_back({layout_->adapters[a].name, value});
   }
 }
 
@@ -333,7 +333,7 @@ void RealRank::op_save_adapters(const Op& op) {
     // the path holds `_checkpoint_wrapped_module.` and the key does not, so the layer is dropped
     // (after the full state dict's gather).
     if (layout_->layers[ps.layer].checkpoint) continue;
-    saved_obs_.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].place)});
+    res_.saved.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].place)});
     saved_values_[p] = sv.detach().clone();
     saved_file_[p] = mine.clone();
     saved_rows_[p] = local ? ps.local_rows(0) : ps.rows;
@@ -401,7 +401,7 @@ void RealRank::op_load_adapters() {
   }
   at::NoGradGuard ng;
   std::vector<bool> foreign(params_.size(), false);  // this rank's rows of p now hold rank 0's
-  for (size_t a = 0; a < layout_->adapters.size() && status_ == Status::Ok; ++a) {
+  for (size_t a = 0; a < layout_->adapters.size() && res_.status == Status::Ok; ++a) {
     if (static_cast<int>(a) == missing) {
       error(Status::KeyError, "KeyError: '" + layout_->adapters[a].name + "'");
       break;
@@ -423,7 +423,7 @@ void RealRank::op_load_adapters() {
         v.narrow(0, 0, file0[p].numel()).copy_(file0[p]);
         foreign[p] = rank != 0 && ps.local_rows(rank) > 0;
       } else {
-        if (status_ == Status::Ok)
+        if (res_.status == Status::Ok)
           // torch nn/modules/module.py::Module.load_state_dict: every size mismatch of the call is
           // collected, then one RuntimeError whose first line names the module class.
           error(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
@@ -434,8 +434,8 @@ void RealRank::op_load_adapters() {
   }
   for (size_t p = 0; p < params_.size(); ++p) {
     if (saved_rows_[p] < 0 || !registry_[p].defined()) continue;
-    if (!at::equal(params_[p].s.detach(), saved_values_[p])) reload_diff_.push_back(layout_->params[p].name);
-    else if (foreign[p]) reload_coincident_.push_back(layout_->params[p].name);
+    if (!at::equal(params_[p].s.detach(), saved_values_[p])) res_.reload_diff.push_back(layout_->params[p].name);
+    else if (foreign[p]) res_.reload_coincident.push_back(layout_->params[p].name);
   }
 }
 

@@ -159,9 +159,9 @@ void RealRank::note_unsharded_peak() {
       total += b;
     }
   }
-  if (total <= peak_total_) return;
-  peak_total_ = total;
-  peak_owners_ = owners(*layout_, by);
+  if (total <= res_.peak_total) return;
+  res_.peak_total = total;
+  res_.peak_owners = owners(*layout_, by);
 }
 
 // The shards this rank holds: each present parameter's S (this rank's padded

@@ -112,19 +112,8 @@ void RealRank::reset() {
 
 RankReport RealRank::apply(const Op& op, int step) {
   step_ = step;
-  status_ = Status::Ok;
-  message_.clear();
-  index_ = -1;
-  grads_ = 0;
+  res_ = OpResult{};
   comm_->issued().clear();
-  deltas_.clear();
-  delta_layer_ = -1;
-  delta_values_.clear();
-  delta_form_.clear();
-  saved_obs_.clear();
-  reload_diff_.clear();
-  reload_coincident_.clear();
-  peak_total_ = -1;
   note_unsharded_peak();  // the op's start counts
   try {
     run_op(op);
@@ -146,7 +135,7 @@ void RealRank::run_op(const Op& op) {
       op_zero_grad();
       op_forward(true);
       op_backward();
-      if (status_ == Status::Ok) op_step();
+      if (res_.status == Status::Ok) op_step();
       break;
     case OpKind::Merge: op_merge(op); break;
     case OpKind::Unmerge: unmerge_adapter(); break;
@@ -195,21 +184,21 @@ RankReport RealRank::report(const Op& op, int step) {
   r.step = step;
   r.rank = comm_->rank();
   r.op = op_text(op);
-  r.status = status_;
-  r.message = message_;
-  r.index = index_;
+  r.status = res_.status;
+  r.message = res_.message;
+  r.index = res_.index;
   if (op.is_training()) {
     r.grads.emplace();
     for (size_t a = 0; a < layout_->adapters.size(); ++a)  // a deleted adapter cannot be seen holding one, a half-added one can
-      if ((grads_ >> a) & 1 && in_some_layer(static_cast<int>(a))) r.grads->push_back(layout_->adapters[a].name);
+      if ((res_.grads >> a) & 1 && in_some_layer(static_cast<int>(a))) r.grads->push_back(layout_->adapters[a].name);
   }
   for (size_t a = 0; a < layout_->adapters.size(); ++a)
     if ((active_ >> a) & 1) r.active.push_back(layout_->adapters[a].name);
   r.disabled = disabled_;
-  r.deltas = deltas_;
-  r.delta_layer = delta_layer_;
-  r.delta_values = delta_values_;
-  r.delta_form = delta_form_;
+  r.deltas = res_.deltas;
+  r.delta_layer = res_.delta_layer;
+  r.delta_values = res_.delta_values;
+  r.delta_form = res_.delta_form;
   int first = -1;
   std::vector<std::string> unregistered;
   r.opt_missing = optimizer_unregistered(&first, &unregistered);
@@ -271,11 +260,11 @@ RankReport RealRank::report(const Op& op, int step) {
     r.merged.push_back(m);
   }
   r.collectives = collectives_of(*layout_, comm_->issued());
-  r.saved = saved_obs_;
-  r.reload_diff.assign(reload_diff_.begin(), reload_diff_.end());
-  r.reload_coincident.assign(reload_coincident_.begin(), reload_coincident_.end());
+  r.saved = res_.saved;
+  r.reload_diff.assign(res_.reload_diff.begin(), res_.reload_diff.end());
+  r.reload_coincident.assign(res_.reload_coincident.begin(), res_.reload_coincident.end());
   r.sharded_bytes = sharded_bytes();
-  r.peak_unsharded = peak_owners_;
+  r.peak_unsharded = res_.peak_owners;
   return r;
 }
 

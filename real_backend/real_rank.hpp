@@ -40,6 +40,25 @@ class OpError : public std::runtime_error {
   Status status;
 };
 
+// What one op did beside the state it left, as the model's OpResult
+// (model/machine/rank_model.hpp): apply() starts it afresh, the op's transitions
+// fill it, report() reads it into the RankReport.
+struct OpResult {
+  Status status = Status::Ok;
+  std::string message;
+  int64_t index = -1;  // key_error: the first optimizer index no module holds
+  uint32_t grads = 0;  // adapters whose shard received a gradient (bit a)
+  std::vector<DeltaObs> deltas;  // delta_weight: per active adapter, its class
+  int delta_layer = -1;          // ... its layer, and per entry of deltas the values and their rows
+  std::vector<std::vector<float>> delta_values;
+  std::vector<uint8_t> delta_form;
+  std::vector<SavedObs> saved;                      // save_adapters: the tensors rank 0's file holds
+  std::vector<std::string> reload_diff;             // load_adapters: values that differ from the save
+  std::vector<std::string> reload_coincident;       // ... reloaded from another rank's equal rows
+  int64_t peak_total = -1;                          // the largest bytes of live U copies, per owner below
+  std::vector<OwnerBytes> peak_owners;
+};
+
 class RealRank {
  public:
   RealRank(const Layout& layout, uint64_t seed, Comm* comm);
@@ -162,8 +181,8 @@ class RealRank {
   RankReport report(const Op& op, int step);
   uint32_t mask_of(const std::vector<std::string>& names) const;
   void error(Status s, std::string msg) {
-    status_ = s;
-    message_ = std::move(msg);
+    res_.status = s;
+    res_.message = std::move(msg);
   }
   at::Tensor chunk_of(const std::vector<float>& full, const ParamSpec& p) const;
 
@@ -181,8 +200,6 @@ class RealRank {
   std::vector<uint8_t> unsharded_;        // per group: the FSDPParamGroup's sharded_state
   bool prepared_ = false;                 // fully_shard and accelerate's prepare have run
   bool root_lazy_inited_ = false;         // FSDPState._is_root set: the root's lazy init ran (or raised)
-  int64_t peak_total_ = -1;               // this op's largest bytes of live U copies, per owner below
-  std::vector<OwnerBytes> peak_owners_;
   // PEFT bookkeeping (plain Python attributes upstream)
   uint32_t present_ = 0, active_ = 0, inference_mode_ = 0;
   bool disabled_ = false;
@@ -208,9 +225,6 @@ class RealRank {
   std::vector<at::Tensor> saved_values_;  // per param: this rank's S when saved, in its dtype
   std::vector<at::Tensor> saved_file_;    // per param: the tensor its state dict held (local rows or full)
   std::vector<int64_t> saved_rows_;       // per param: rows of rank 0's saved tensor (-1: not saved)
-  std::vector<SavedObs> saved_obs_;       // this op's Observation.saved
-  std::vector<std::string> reload_diff_;  // this op's Observation.reload_diff
-  std::vector<std::string> reload_coincident_;  // and its reload_coincident
   // the autograd graph of the last forward
   at::Tensor loss_;
   bool have_output_ = false;
@@ -232,16 +246,8 @@ class RealRank {
   std::vector<int> post_forward_order_;
   std::vector<std::vector<int>> post_forward_indices_;
   std::vector<at::Tensor> pending_;  // per group: a backward prefetch's all-gather output, not yet waited for
-  // this op's outcome
-  Status status_ = Status::Ok;
-  std::string message_;
   int peft_active_ = 0;  // PeftModel.active_adapter: one adapter's index
-  int64_t index_ = -1;
-  uint32_t grads_ = 0;
-  std::vector<DeltaObs> deltas_;  // delta_weight
-  int delta_layer_ = -1;          // ... its layer, and per entry of deltas_ the values and their rows
-  std::vector<std::vector<float>> delta_values_;
-  std::vector<uint8_t> delta_form_;
+  OpResult res_;         // this op's outcome (apply starts it afresh, report reads it)
 };
 
 }  // namespace fsdpsim::real
