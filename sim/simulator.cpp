@@ -1,5 +1,7 @@
 #include "sim/simulator.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "model/vocab/peer_view.hpp"
@@ -423,7 +425,7 @@ void check_s8(RunResult& first, const RunResult& second) {
       auto d = observation_diff(first.observations[i], second.observations[i]);
       if (d.empty()) continue;
       first.findings.push_back({"S8", first.observations[i].step, first.observations[i].rank,
-                                "S8 step " + std::to_string(first.observations[i].step) + ": two runs differ: " + d[0], ""});
+                                fmt::format("S8 step {}: two runs differ: {}", first.observations[i].step, d[0]), ""});
       break;
     }
   }

@@ -4,6 +4,8 @@
 // (a flip on the unsharded copy is lost at the next reshard, as seed 000's is).
 #include "model/machine/rank_model.hpp"
 
+#include <fmt/format.h>
+
 namespace fsdpsim {
 
 namespace {
@@ -42,8 +44,8 @@ Raise RankModel::wrappers_set_adapter(AdapterSet names, bool list_form, bool inf
     const AdapterSet here = list_form ? names & lp.copies : names;
     if (here.count() > 1) {
       // Its text formats the module, whose repr spans lines: the first line ends with the class.
-      return raise(Status::ValueError, std::string("Only one adapter can be set at a time for ") +
-                                           wrapper_class(*topo_, static_cast<int>(l), st_.prepared) + "(");
+      return raise(Status::ValueError,
+                   fmt::format("Only one adapter can be set at a time for {}(", wrapper_class(*topo_, static_cast<int>(l), st_.prepared)));
     }
     const int a = here.empty() ? -1 : here.first();
     wrapper_set_adapter(static_cast<int>(l), a >= 0 && lp.trains.contains(a) ? a : -1, inference_mode);
@@ -93,9 +95,9 @@ Raise RankModel::wrappers_delete_adapter(int adapter, AdapterSet new_active) {
     };
     if (new_active.count() > 1) {
       std::string list;
-      for (int a : new_active) list += (list.empty() ? "['" : ", '") + topo_->adapters[a].name + "'";
-      return raise(Status::ValueError, "Attempted to set multiple (" + list + "]) adapters at once for " +
-                                           wrapper_class(*topo_, layer, st_.prepared) + ", which is not allowed.");
+      for (int a : new_active) fmt::format_to(std::back_inserter(list), "{}'{}'", list.empty() ? "[" : ", ", topo_->adapters[a].name);
+      return raise(Status::ValueError, fmt::format("Attempted to set multiple ({}]) adapters at once for {}, which is not allowed.", list,
+                                                   wrapper_class(*topo_, layer, st_.prepared)));
     }
     lp.trains.erase(adapter);
     const int next = new_active.empty() ? -1 : new_active.first();

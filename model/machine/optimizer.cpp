@@ -1,14 +1,15 @@
 // The optimizer's object list and DCP optimizer checkpoints.
 #include "model/machine/rank_model.hpp"
 
+#include <fmt/format.h>
+
 namespace fsdpsim {
 
 namespace {
 // The FQN DCP names a LoRA parameter by: the lora_A/lora_B Linear's weight under the PeftModel
 // (a modules_to_save copy's name already ends in .weight or .bias).
 std::string fqn_of(const ParamInfo& pi) {
-  if (!is_lora(pi.kind)) return "base_model.model." + pi.name;
-  return "base_model.model." + pi.name + ".weight";
+  return fmt::format("base_model.model.{}{}", pi.name.str(), is_lora(pi.kind) ? ".weight" : "");
 }
 }  // namespace
 
@@ -116,7 +117,7 @@ Raise RankModel::op_save_optimizer() {
         break;
       }
     res_.index = first;
-    return raise(Status::KeyError, "KeyError: " + std::to_string(first));
+    return raise(Status::KeyError, fmt::format("KeyError: {}", first));
   }
   st_.optimizer.checkpoint();
   return {};
@@ -140,12 +141,13 @@ Raise RankModel::op_load_optimizer() {
     const int p = opt.objects[i];
     if (!is_registered_s(p)) {
       res_.index = static_cast<int64_t>(i);
-      return raise(Status::KeyError, "KeyError: <sharded parameter " + topo_->params[p].name + ">");
+      return raise(Status::KeyError, fmt::format("KeyError: <sharded parameter {}>", topo_->params[p].name.str()));
     }
     if (st_.params[p].rg_s && !opt.saved(p))
-      return raise(Status::Exception, "RuntimeError: Missing optimizer state for parameter '" + fqn_of(topo_->params[p]) +
-                                   "' in checkpoint. The parameter requires gradients but has no saved optimizer "
-                                   "state. To load anyway, use StateDictOptions(strict=False).");
+      return raise(Status::Exception, fmt::format("RuntimeError: Missing optimizer state for parameter '{}' in checkpoint. The "
+                                                  "parameter requires gradients but has no saved optimizer state. To load "
+                                                  "anyway, use StateDictOptions(strict=False).",
+                                                  fqn_of(topo_->params[p])));
   }
   opt.state.clear();
   for (size_t i = 0; i < opt.objects.size(); ++i)

@@ -2,6 +2,8 @@
 // from, which collectives that costs, and how a sharded read fails.
 #include "model/machine/rank_model.hpp"
 
+#include <fmt/format.h>
+
 namespace fsdpsim {
 
 namespace {
@@ -9,18 +11,18 @@ namespace {
 // torch 2.13 distributed/tensor/_ops/utils.py::expand_to_full_mesh_op_strategy: an in-place
 // `W.data += delta` (`-=` on unmerge) whose input placement no strategy keeps.
 std::string inplace_placement_error(int sign) {
-  return std::string("RuntimeError: aten.") + (sign > 0 ? "add_" : "sub_") +
-         ".Tensor: in-place operations that require placement changes are not supported. The input has placement "
-         "(Shard(dim=0),), but no valid strategy preserves this placement. Please use the out-of-place version of "
-         "this operation instead.";
+  return fmt::format("RuntimeError: aten.{}.Tensor: in-place operations that require placement changes are not supported. The "
+                     "input has placement (Shard(dim=0),), but no valid strategy preserves this placement. Please use the "
+                     "out-of-place version of this operation instead.",
+                     sign > 0 ? "add_" : "sub_");
 }
 
 // torch 2.13 distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info: a DTensor op
 // given a plain tensor too.
 std::string mixed_dtensor_error(const std::string& aten_op) {
-  return "RuntimeError: aten." + aten_op +
-         " got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor before calling "
-         "distributed operators!";
+  return fmt::format("RuntimeError: aten.{} got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor "
+                     "before calling distributed operators!",
+                     aten_op);
 }
 
 }  // namespace
@@ -169,9 +171,10 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
   // view): A.reshape(E, -1, in) of a Shard(0) A raises when E does not divide over the mesh.
   const int64_t E = li.experts, r = topo_->adapters[adapter].r;
   if (E % topo_->world != 0 && r > 1)
-    return raise(Status::Exception, "RuntimeError: Cannot unflatten unevenly sharded tensor: output dimension 0 (size " +
-                                 std::to_string(E) + ") is not evenly divisible by mesh dimension 0 (size " +
-                                 std::to_string(topo_->world) + "). Please redistribute the tensor before this operation.");
+    return raise(Status::Exception, fmt::format("RuntimeError: Cannot unflatten unevenly sharded tensor: output dimension 0 (size "
+                                                "{}) is not evenly divisible by mesh dimension 0 (size {}). Please redistribute "
+                                                "the tensor before this operation.",
+                                                E, topo_->world));
   const int64_t out = topo_->params[b].dim0, w = topo_->world;
   const ExpertsEinsum plan = experts_einsum(layer, adapter);  // see experts_einsum
   if (plan == ExpertsEinsum::kViewRaises)
@@ -221,13 +224,13 @@ Raise RankModel::wrapper_forward(int layer) {
 
 std::string RankModel::one_expert_add_error(int layer, int adapter, bool dtensor) const {
   const LayerInfo& li = topo_->layers[layer];
-  const std::string in = std::to_string(topo_->params[li.A[adapter]].rest);
-  const std::string out = std::to_string(topo_->params[li.B[adapter]].dim0);
-  if (out == in || out == "1" || in == "1") return "";
+  const int in = topo_->params[li.A[adapter]].rest, out = topo_->params[li.B[adapter]].dim0;
+  if (out == in || out == 1 || in == 1) return "";
   if (dtensor)
-    return "Attempting to broadcast a dimension of length " + in + " at -1! Mismatching argument at index 1 had torch.Size([" +
-           out + ", " + in + "]); but expected shape should be broadcastable to [1, " + in + ", " + out + "]";
-  return "The size of tensor a (" + out + ") must match the size of tensor b (" + in + ") at non-singleton dimension 2";
+    return fmt::format("Attempting to broadcast a dimension of length {0} at -1! Mismatching argument at index 1 had "
+                       "torch.Size([{1}, {0}]); but expected shape should be broadcastable to [1, {0}, {1}]",
+                       in, out);
+  return fmt::format("The size of tensor a ({}) must match the size of tensor b ({}) at non-singleton dimension 2", out, in);
 }
 
 }  // namespace fsdpsim

@@ -2,6 +2,8 @@
 // The order of reshards, unmerges and flips is what the profile switches choose.
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "model/machine/rank_model.hpp"
 
 namespace fsdpsim {
@@ -47,7 +49,7 @@ Raise RankModel::op_set_adapter(const Op& op) {
   }
   // PeftModel.set_adapter checks its peft_config; BaseTuner.set_adapter (the list form) checks
   // nothing: a name no layer has is simply part of the active list.
-  if (!op.list_form && !st_.present.includes(names)) return raise(Status::ValueError, "Adapter " + op.names[0] + " not found.");
+  if (!op.list_form && !st_.present.includes(names)) return raise(Status::ValueError, fmt::format("Adapter {} not found.", op.names[0]));
   // peft_model.py::PeftModel.set_adapter names its own active_adapter first.
   if (!op.list_form) st_.peft_active = static_cast<int8_t>(names.first());
   return set_adapter_module_level(names, op.list_form, false);
@@ -81,7 +83,7 @@ Raise RankModel::op_disable_enter() {
   if (st_.disabled) return raise(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
   // Its first read is peft_config[self.active_adapter]: a name a delete left behind raises.
   if (st_.peft_active >= 0 && !st_.present.contains(st_.peft_active))
-    return raise(Status::KeyError, "KeyError: '" + topo_->adapters[st_.peft_active].name + "'");
+    return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[st_.peft_active].name));
   for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), false);
   st_.disabled = true;
   return {};
@@ -130,7 +132,8 @@ Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
 // new adapter is inactive, so frozen; load_adapter(is_trainable=True) then calls
 // PeftModel.set_requires_grad(adapter_name), which makes it trainable.
 Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
-  if (st_.present.contains(adapter)) return raise(Status::ValueError, "Adapter with name " + topo_->adapters[adapter].name + " already exists.");
+  if (st_.present.contains(adapter))
+    return raise(Status::ValueError, fmt::format("Adapter with name {} already exists.", topo_->adapters[adapter].name));
   // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
   const std::string conflict = target_parameters_conflict(topo_->target_parameters, topo_->adapters, adapter, st_.present.bits());
   if (!conflict.empty()) return raise(Status::ValueError, conflict);
@@ -176,8 +179,8 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
       if (topo_->layers[l].experts == 0 && topo_->layers[l].A[adapter] >= 0) partial(static_cast<int>(l));
     place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
     // The module's repr spans lines; its first line is the message. fully_shard renamed the wrapper's class.
-    return raise(Status::ValueError, std::string("Target module ") +
-                                         (topo_->groups[lw.group].is_root ? "CheckpointWrapper(" : "FSDPCheckpointWrapper("));
+    return raise(Status::ValueError,
+                 fmt::format("Target module {}(", topo_->groups[lw.group].is_root ? "CheckpointWrapper" : "FSDPCheckpointWrapper"));
   }
   // peft tuners_utils.py::BaseTuner._inject_parameters reuses a ParamWrapper only by its class
   // name, which fully_shard changed (FSDPParamWrapper) on a module it was given: it raises. A
@@ -195,10 +198,11 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
     for (int l = 0; l < refused; ++l)
       if (topo_->layers[l].experts > 0 && topo_->layers[l].A[adapter] >= 0) partial(l);
     place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
-    return raise(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + topo_->layers[refused].name +
-                                  "' of type Experts, which is not a valid target. Make sure that this layer is not "
-                                  "also targeted with `target_modules`. For some models, PEFT will do this "
-                                  "automatically, try setting `target_modules=[]` to prevent it.");
+    return raise(Status::ValueError, fmt::format("Trying to wrap an `nn.Parameter` of layer '{}' of type Experts, which is not a "
+                                                 "valid target. Make sure that this layer is not also targeted with "
+                                                 "`target_modules`. For some models, PEFT will do this automatically, try setting "
+                                                 "`target_modules=[]` to prevent it.",
+                                                 topo_->layers[refused].name.str()));
   }
   st_.present.insert(adapter);
   st_.inference_mode.set(adapter, inference_mode);
@@ -234,10 +238,10 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
 // group keeps the parameters it manages: they are still all-gathered.
 Raise RankModel::op_delete_adapter(int adapter) {
   const std::string& name = topo_->adapters[adapter].name;
-  if (!st_.present.contains(adapter)) return raise(Status::ValueError, "Adapter " + name + " does not exist");
+  if (!st_.present.contains(adapter)) return raise(Status::ValueError, fmt::format("Adapter {} does not exist", name));
   for (const auto& lp : st_.layers)
     if (lp.is_merged(adapter))
-      return raise(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
+      return raise(Status::ValueError, fmt::format("Cannot delete adapter(s) ['{}'] while they are merged. Please unmerge them first.", name));
   st_.present.erase(adapter);
   for (const auto& li : topo_->layers)
     if (li.A[adapter] >= 0) st_.params[li.A[adapter]].present = st_.params[li.B[adapter]].present = false;
@@ -310,7 +314,7 @@ Raise RankModel::op_save_adapters(const Op& op) {
                            : topo_->profile.get(Switch::AdapterSaveSelection) == sw::kActive ? st_.active
                                                                                               : st_.present;
   if (!st_.present.includes(names))
-    return raise(Status::ValueError, "selected adapters are not in the model: " + names.without(st_.present).text(topo_->adapters));
+    return raise(Status::ValueError, fmt::format("selected adapters are not in the model: {}", names.without(st_.present).text(topo_->adapters)));
   reshard_all();
   st_.saved_adapters = names;
   const bool gather = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
@@ -401,7 +405,7 @@ Raise RankModel::op_load_adapters() {
   // The raise comes after reload_diff on purpose: the copies made before it are observable.
   // Its first line names the module (upstream: FSDPPeftModel).
   if (size_mismatch) return raise(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
-  if (missing >= 0) return raise(Status::KeyError, "KeyError: '" + topo_->adapters[missing].name + "'");
+  if (missing >= 0) return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[missing].name));
   return {};
 }
 

@@ -2,6 +2,8 @@
 // (forward with FSDP hooks, backward, step).
 #include "model/machine/rank_model.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace fsdpsim {
@@ -187,7 +189,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   // peft_model.py::PeftModel._enable_peft_forward_hooks -> has_active_enabled_adapter reads
   // peft_config[self.active_adapter], inside the root's forward (its pre-forward has run).
   if (st_.peft_active >= 0 && !st_.present.contains(st_.peft_active))
-    return raise(Status::KeyError, "KeyError: '" + topo_->adapters[st_.peft_active].name + "'");
+    return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[st_.peft_active].name));
   bool path_rg = false;
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     int g = topo_->layers[l].group;

@@ -1,5 +1,7 @@
 #include "model/spec/s1_grads_checker.hpp"
 
+#include <fmt/format.h>
+
 namespace fsdpsim::spec {
 
 void S1GradsChecker::observe(const SpecContext& ctx, const Op& op, const Observation& o, Mask intended,
@@ -34,12 +36,12 @@ void S1GradsChecker::check(const SpecContext& ctx, const Observation& o, Mask in
   const Mask want = intended & ctx.present_in(o);
   const Mask got = o.status == Status::Ok && o.grads ? ctx.mask_of(*o.grads) : 0;
   if (want == got) return;
-  std::string detail = (want ? "expected gradients on " + ctx.text(want) : "expected no gradients") + ", got " +
-                       (o.status != Status::Ok ? std::string(status_name(o.status)) : ctx.text(got));
+  std::string detail = fmt::format("{}, got {}", want ? "expected gradients on " + ctx.text(want) : "expected no gradients",
+                                   o.status != Status::Ok ? std::string(status_name(o.status)) : ctx.text(got));
   const Mask wrong = want ^ got;
   for (const auto& p : o.params)
     if (ctx.owner_mask(p.name) & wrong) {
-      detail += "; " + param_detail(o, p.name);
+      fmt::format_to(std::back_inserter(detail), "; {}", param_detail(o, p.name));
       break;
     }
   out.push_back(finding("S1", o.step, o.rank, detail));

@@ -1,5 +1,7 @@
 #include "model/spec/s2_held_weight_checker.hpp"
 
+#include <fmt/format.h>
+
 #include "model/vocab/text.hpp"
 
 namespace fsdpsim::spec {
@@ -16,9 +18,9 @@ void S2HeldWeightChecker::observe(const Observation& o, std::vector<Finding>& ou
     if (reported & bit) continue;
     reported |= bit;
     out.push_back(finding("S2", o.step, o.rank,
-                          "layer " + lo.name + " merged=[" + join(lo.merged) + "] but its " +
-                              (unsharded(o, lo.group) ? "unsharded copy" : "shard") + " is " +
-                              weight_class_name(lo.registered) + " (stored shard " + weight_class_name(lo.stored) + ")"));
+                          fmt::format("layer {} merged=[{}] but its {} is {} (stored shard {})", lo.name.str(), join(lo.merged),
+                                      unsharded(o, lo.group) ? "unsharded copy" : "shard", weight_class_name(lo.registered),
+                                      weight_class_name(lo.stored))));
   }
 }
 

@@ -1,5 +1,7 @@
 #include "model/spec/s3_reshard_checker.hpp"
 
+#include <fmt/format.h>
+
 namespace fsdpsim::spec {
 
 void S3ReshardChecker::observe(const SpecContext& ctx, const Op& op, const Observation& o, std::vector<Finding>& out) {
@@ -41,14 +43,14 @@ void S3ReshardChecker::check(const SpecContext& ctx, const Observation& prev, co
       if (p.group != g.name) continue;
       for (const auto& q : prev.params)
         if (q.name == p.name && q.rg_u >= 0 && (q.rg_u != 0) != p.rg_s)
-          add(g.name, ctx.scenario().owner_of_param(p.name) + ".requires_grad U=" + (q.rg_u ? "true" : "false") +
-                          " S=" + (p.rg_s ? "true" : "false"));
+          add(g.name, fmt::format("{}.requires_grad U={} S={}", ctx.scenario().owner_of_param(p.name), q.rg_u ? "true" : "false",
+                                  p.rg_s ? "true" : "false"));
     }
     for (size_t l = 0; l < o.layers.size() && l < prev.layers.size(); ++l) {
       const LayerObs& now = o.layers[l];
       const LayerObs& was = prev.layers[l];
       if (now.group == g.name && was.merged == now.merged && was.registered != now.stored)
-        add(g.name, now.name + ".weight values edited on U (merge/unmerge/load)");
+        add(g.name, fmt::format("{}.weight values edited on U (merge/unmerge/load)", now.name.str()));
     }
   }
   if (clauses.empty()) return;
@@ -56,10 +58,12 @@ void S3ReshardChecker::check(const SpecContext& ctx, const Observation& prev, co
   std::string last;
   for (size_t i = 0; i < clauses.size(); ++i) {
     const Clause& c = clauses[i];
-    if (i == 0 || c.group != last) detail += std::string(i ? "; " : " ") + "group " + c.group + ": ";
+    auto to = std::back_inserter(detail);
+    if (i == 0 || c.group != last) fmt::format_to(to, "{}group {}: ", i ? "; " : " ", c.group);
     else detail += ", ";
     last = c.group;
-    detail += c.what + (c.count > 1 ? " (" + std::to_string(c.count) + " params)" : "");
+    detail += c.what;
+    if (c.count > 1) fmt::format_to(to, " ({} params)", c.count);
   }
   out.push_back(finding("S3", o.step, o.rank, detail));
 }

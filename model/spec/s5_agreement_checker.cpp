@@ -1,5 +1,7 @@
 #include "model/spec/s5_agreement_checker.hpp"
 
+#include <fmt/format.h>
+
 #include "model/vocab/refill.hpp"
 #include "model/vocab/text.hpp"
 
@@ -63,8 +65,9 @@ void S5AgreementChecker::after_step(const SpecContext& ctx, const Observation* o
     if (!obs[k].replica_diff.empty()) apart = &obs[k].replica_diff;
   if (apart && !replica_reported_)
     out.push_back(finding("S5", obs[0].step, -1,
-                          "ranks hold different values of " + names_set_text(*apart) +
-                              " (no FSDP group manages them: nothing reduces their gradients)"));
+                          fmt::format("ranks hold different values of {} (no FSDP group manages them: nothing reduces their "
+                                      "gradients)",
+                                      names_set_text(*apart))));
   replica_reported_ = apart != nullptr;
   bool all_same = true;
   for (size_t k = 1; k < n && all_same; ++k) all_same = same_agreement_fields(obs[0], obs[k]);
@@ -82,8 +85,8 @@ void S5AgreementChecker::after_step(const SpecContext& ctx, const Observation* o
       if (base[x].classes & other[x].classes) continue;
       if (!disagreement_reported_)
         out.push_back(finding("S5", obs[0].step, -1,
-                              "ranks disagree on " + base[x].name + ": rank " + std::to_string(obs[0].rank) + " " +
-                                  base[x].value + ", rank " + std::to_string(obs[k].rank) + " " + other[x].value));
+                              fmt::format("ranks disagree on {}: rank {} {}, rank {} {}", base[x].name, obs[0].rank,
+                                          base[x].value, obs[k].rank, other[x].value)));
       disagreement_reported_ = true;
       return;
     }

@@ -1,5 +1,7 @@
 #include "model/spec/s6_saved_adapters_checker.hpp"
 
+#include <fmt/format.h>
+
 namespace fsdpsim::spec {
 namespace {
 
@@ -11,20 +13,20 @@ std::string save_problem(const SpecContext& ctx, const Op& op, const Observation
   Mask saved = 0;
   for (const auto& sv : o.saved) saved |= ctx.owner_mask(sv.name);
   const Mask lost = selected & ~saved;
-  if (lost) why = "adapters " + ctx.text(lost) + " were not saved (saved: " + ctx.text(saved) + ")";
+  if (lost) why = fmt::format("adapters {} were not saved (saved: {})", ctx.text(lost), ctx.text(saved));
   // A saved adapter must be saved whole: every tensor it holds now, not some layers of it.
   for (const auto& p : o.params) {
     if (!(ctx.owner_mask(p.name) & selected & saved)) continue;
     bool found = false;
     for (const auto& sv : o.saved) found = found || sv.name == p.name;
     if (found) continue;
-    why += (why.empty() ? "" : "; ") + p.name + " was not saved";
+    fmt::format_to(std::back_inserter(why), "{}{} was not saved", why.empty() ? "" : "; ", p.name.str());
     break;
   }
   for (const auto& sv : o.saved) {
     if (sv.rows == sv.full_rows) continue;
-    why += (why.empty() ? "" : "; ") + sv.name + " saved " + std::to_string(sv.rows) + " of " +
-           std::to_string(sv.full_rows) + " rows (this rank's shard, not the full tensor)";
+    fmt::format_to(std::back_inserter(why), "{}{} saved {} of {} rows (this rank's shard, not the full tensor)", why.empty() ? "" : "; ",
+                   sv.name.str(), sv.rows, sv.full_rows);
     break;
   }
   return why;
@@ -37,12 +39,12 @@ void check_saved_adapters(const SpecContext& ctx, const Op& op, const Observatio
   if (op.kind == OpKind::SaveAdapters && o.status == Status::Ok) why = save_problem(ctx, op, o);
   // Rank 0 writes the file: of a replica the ranks trained apart, only its copy is kept.
   if (op.kind == OpKind::SaveAdapters && o.status == Status::Ok && o.rank == 0 && !o.replica_diff.empty())
-    why += (why.empty() ? "" : "; ") + std::string("the file holds rank 0's copy of ") + names_set_text(o.replica_diff) +
-           ", which the other ranks trained differently";
+    fmt::format_to(std::back_inserter(why), "{}the file holds rank 0's copy of {}, which the other ranks trained differently",
+                   why.empty() ? "" : "; ", names_set_text(o.replica_diff));
   if (op.kind == OpKind::LoadAdapters && o.status != Status::Ok && o.status != Status::ValueError)
-    why = "load_adapters raised " + std::string(status_name(o.status)) + ": " + o.message;
+    why = fmt::format("load_adapters raised {}: {}", status_name(o.status), o.message);
   if (op.kind == OpKind::LoadAdapters && !o.reload_diff.empty())
-    why = "reloaded values differ from the saved ones: " + names_set_text(o.reload_diff);
+    why = fmt::format("reloaded values differ from the saved ones: {}", names_set_text(o.reload_diff));
   if (!why.empty()) out.push_back(finding("S6", o.step, o.rank, why));
 }
 

@@ -1,5 +1,7 @@
 #include "model/spec/spec_context.hpp"
 
+#include <fmt/format.h>
+
 namespace fsdpsim::spec {
 
 SpecContext::SpecContext(std::shared_ptr<const Scenario> scenario) : scen_(std::move(scenario)) {
@@ -57,12 +59,12 @@ std::string SpecContext::text(Mask m) const {
   std::string out = "{";
   bool first = true;
   for (size_t a = 0; a < scen_->adapters.size(); ++a)
-    if ((m >> a) & 1) out += (first ? "" : ",") + scen_->adapters[a].name, first = false;
+    if ((m >> a) & 1) fmt::format_to(std::back_inserter(out), "{}{}", first ? "" : ",", scen_->adapters[a].name), first = false;
   return out + "}";
 }
 
 std::string finding_head(const char* spec, int step, int rank) {
-  return std::string(spec) + " step " + std::to_string(step) + (rank >= 0 ? " rank " + std::to_string(rank) : "") + ": ";
+  return rank >= 0 ? fmt::format("{} step {} rank {}: ", spec, step, rank) : fmt::format("{} step {}: ", spec, step);
 }
 
 const GroupObs* group_named(const Observation& o, Name group) {
@@ -88,13 +90,13 @@ namespace fsdpsim {
 std::string param_detail(const Observation& o, const std::string& param) {
   for (const auto& p : o.params) {
     if (p.name != param) continue;
-    std::string out = p.name + ": S.requires_grad=" + (p.rg_s ? "true" : "false");
-    if (p.group.empty()) return out + " (not managed by FSDP)";
-    out += std::string(", U.requires_grad=") + (p.rg_u < 0 ? "none" : p.rg_u ? "true" : "false");
+    const char* rg_s = p.rg_s ? "true" : "false";
+    if (p.group.empty()) return fmt::format("{}: S.requires_grad={} (not managed by FSDP)", p.name.str(), rg_s);
     const GroupObs* g = spec::group_named(o, p.group);
-    return out + ", group " + p.group + " " + (g ? sharded_state_name(g->state) : "?");
+    return fmt::format("{}: S.requires_grad={}, U.requires_grad={}, group {} {}", p.name.str(), rg_s,
+                       p.rg_u < 0 ? "none" : p.rg_u ? "true" : "false", p.group.str(), g ? sharded_state_name(g->state) : "?");
   }
-  return param + ": not in the module";
+  return fmt::format("{}: not in the module", param);
 }
 
 }  // namespace fsdpsim

@@ -1,5 +1,7 @@
 #include "model/vocab/json_reader.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdlib>
 
@@ -39,7 +41,7 @@ class Reader {
     if (p_ != s_.size()) return fail("end of input after the value");
     return true;
   }
-  std::string error() const { return "offset " + std::to_string(err_at_) + ": expected " + err_; }
+  std::string error() const { return fmt::format("offset {}: expected {}", err_at_, err_); }
 
  private:
   bool fail(const std::string& what) {

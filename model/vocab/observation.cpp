@@ -1,6 +1,9 @@
 #include "model/vocab/observation.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <iterator>
 #include <sstream>
 
 #include "model/vocab/table.hpp"
@@ -68,9 +71,8 @@ const char* coll_op_name(CollOp c) {
 }
 
 std::string collective_text(const Collective& c) {
-  std::string out = std::string(coll_op_name(c.op)) + "(" + c.group + ", " + std::to_string(c.count);
-  if (c.op == CollOp::Broadcast) out += std::string(" ") + dtype_name(c.dtype);
-  return out + ")";
+  if (c.op == CollOp::Broadcast) return fmt::format("{}({}, {} {})", coll_op_name(c.op), c.group.str(), c.count, dtype_name(c.dtype));
+  return fmt::format("{}({}, {})", coll_op_name(c.op), c.group.str(), c.count);
 }
 
 std::string describe_pending(const std::vector<PendingCollective>& heads) {
@@ -86,20 +88,17 @@ std::string describe_pending(const std::vector<PendingCollective>& heads) {
   }
   same = same && waiting >= 2;
   std::string out;
+  auto to = std::back_inserter(out);
   for (size_t r = 0; r < heads.size(); ++r) {
     const PendingCollective& h = heads[r];
-    out += (r ? "; " : "") + std::string("rank ") + std::to_string(r) + " ";
+    fmt::format_to(to, "{}rank {} ", r ? "; " : "", r);
     if (!h.waiting) {
       out += "issues no matching collective";
       continue;
     }
-    out += "in " + collective_text(h.coll);
-    if (same) {
-      std::string m;
-      for (size_t i = 0; i < h.members.size(); ++i) m += (i ? "," : "") + h.members[i];
-      out += " of " + (m.empty() ? std::string("nothing") : m);
-    }
-    out += " at step " + std::to_string(h.step);
+    fmt::format_to(to, "in {}", collective_text(h.coll));
+    if (same) fmt::format_to(to, " of {}", h.members.empty() ? std::string("nothing") : join(h.members));
+    fmt::format_to(to, " at step {}", h.step);
   }
   return out;
 }
@@ -109,40 +108,36 @@ std::string names_set_text(const std::vector<Name>& names) { return "{" + join(n
 
 std::string owner_bytes_text(const std::vector<OwnerBytes>& v) {
   std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : " ") + x.owner + ":" + std::to_string(x.bytes);
+  for (const auto& x : v) fmt::format_to(std::back_inserter(s), "{}{}:{}", s.empty() ? "" : " ", x.owner.str(), x.bytes);
   return s.empty() ? std::string("-") : s;
 }
 
 namespace {
 
 // Each value type's text in observation_diff.
-std::string diff_text(int v) { return std::to_string(v); }
-std::string diff_text(int64_t v) { return std::to_string(v); }
+std::string diff_text(int v) { return fmt::format("{}", v); }
+std::string diff_text(int64_t v) { return fmt::format("{}", v); }
 std::string diff_text(bool v) { return v ? "true" : "false"; }
 std::string diff_text(const std::string& v) { return v; }
 std::string diff_text(Status v) { return status_name(v); }
 std::string diff_text(const std::vector<Name>& v) { return names_set_text(v); }
 std::string diff_text(const std::optional<std::vector<Name>>& v) { return v ? names_set_text(*v) : "-"; }
-std::string diff_text(const GroupObs& g) { return g.name + ":" + sharded_state_name(g.state); }
+std::string diff_text(const GroupObs& g) { return fmt::format("{}:{}", g.name.str(), sharded_state_name(g.state)); }
 std::string diff_text(const ParamObs& p) {
-  return p.name + "@" + p.group + " S.rg=" + (p.rg_s ? "1" : "0") + " U.rg=" + (p.rg_u < 0 ? "-" : p.rg_u ? "1" : "0") +
-         " " + device_name(p.device) + "/" + dtype_name(p.dtype);
+  return fmt::format("{}@{} S.rg={} U.rg={} {}/{}", p.name.str(), p.group.str(), p.rg_s ? "1" : "0",
+                     p.rg_u < 0 ? "-" : p.rg_u ? "1" : "0", device_name(p.device), dtype_name(p.dtype));
 }
 std::string diff_text(const LayerObs& l) {
-  std::string m;
-  for (size_t j = 0; j < l.merged.size(); ++j) m += (j ? "," : "") + l.merged[j];
-  return l.name + "@" + l.group + " merged=[" + m + "] stored=" + weight_class_name(l.stored) +
-         " registered=" + weight_class_name(l.registered);
+  return fmt::format("{}@{} merged=[{}] stored={} registered={}", l.name.str(), l.group.str(), join(l.merged),
+                     weight_class_name(l.stored), weight_class_name(l.registered));
 }
 std::string diff_text(const Collective& c) {
   std::string s = collective_text(c) + "[";
-  for (size_t i = 0; i < c.parts.size(); ++i) s += (i ? "," : "") + c.parts[i].param + ":" + std::to_string(c.parts[i].numel);
+  for (size_t i = 0; i < c.parts.size(); ++i) fmt::format_to(std::back_inserter(s), "{}{}:{}", i ? "," : "", c.parts[i].param.str(), c.parts[i].numel);
   return s + "]";
 }
-std::string diff_text(const DeltaObs& x) { return x.adapter + ":" + weight_class_name(x.value); }
-std::string diff_text(const SavedObs& x) {
-  return x.name + ":" + std::to_string(x.rows) + "/" + std::to_string(x.full_rows) + ":" + dtype_name(x.dtype);
-}
+std::string diff_text(const DeltaObs& x) { return fmt::format("{}:{}", x.adapter.str(), weight_class_name(x.value)); }
+std::string diff_text(const SavedObs& x) { return fmt::format("{}:{}/{}:{}", x.name.str(), x.rows, x.full_rows, dtype_name(x.dtype)); }
 std::string diff_text(const std::vector<OwnerBytes>& v) { return owner_bytes_text(v); }
 template <typename T>
 std::string diff_text(const std::vector<T>& v) {  // a whole list on one line, "-" when empty
@@ -173,7 +168,7 @@ bool Observation::operator==(const Observation& o) const {
 std::vector<std::string> observation_diff(const Observation& a, const Observation& b) {
   std::vector<std::string> d;
   auto add = [&](const std::string& label, const std::string& x, const std::string& y) {
-    if (x != y) d.push_back(label + ": " + x + " vs " + y);
+    if (x != y) d.push_back(fmt::format("{}: {} vs {}", label, x, y));
   };
   for_each_field_pair(a, b, [&](const FieldInfo& f, const auto& x, const auto& y) {
     if (f.flags & kNotCompared) return;
@@ -183,7 +178,7 @@ std::vector<std::string> observation_diff(const Observation& a, const Observatio
     if constexpr (ElementWise<T>::value) {
       for (size_t i = 0; i < std::max(x.size(), y.size()); ++i)
         if (i >= x.size() || i >= y.size() || !(x[i] == y[i]))
-          add(std::string(f.label) + "[" + std::to_string(i) + "]", i < x.size() ? diff_text(x[i]) : "-",
+          add(fmt::format("{}[{}]", f.label, i), i < x.size() ? diff_text(x[i]) : "-",
               i < y.size() ? diff_text(y[i]) : "-");
     } else {
       add(f.label, diff_text(x), diff_text(y));
@@ -210,11 +205,10 @@ std::string layers_cell(const Observation& o) {
   std::string out;
   for (const auto& l : o.layers) {
     if (l.merged.empty() && l.stored == WeightClass::Exact && l.registered == WeightClass::Exact) continue;
-    std::string m;
-    for (size_t j = 0; j < l.merged.size(); ++j) m += (j ? "," : "") + l.merged[j];
-    out += (out.empty() ? "" : " ") + l.name + ":[" + m + "]";
-    if (l.stored != WeightClass::Exact) out += std::string("/S=") + weight_class_name(l.stored);
-    if (l.registered != WeightClass::Exact) out += std::string("/reg=") + weight_class_name(l.registered);
+    auto to = std::back_inserter(out);
+    fmt::format_to(to, "{}{}:[{}]", out.empty() ? "" : " ", l.name.str(), join(l.merged));
+    if (l.stored != WeightClass::Exact) fmt::format_to(to, "/S={}", weight_class_name(l.stored));
+    if (l.registered != WeightClass::Exact) fmt::format_to(to, "/reg={}", weight_class_name(l.registered));
   }
   return out.empty() ? "-" : out;
 }
@@ -222,7 +216,7 @@ std::string layers_cell(const Observation& o) {
 std::string groups_cell(const Observation& o) {
   std::string out;
   for (const auto& g : o.groups)
-    out += (out.empty() ? "" : " ") + g.name + ":" + (g.state == ShardedState::Sharded ? "S" : "U");
+    fmt::format_to(std::back_inserter(out), "{}{}:{}", out.empty() ? "" : " ", g.name.str(), g.state == ShardedState::Sharded ? "S" : "U");
   return out;
 }
 
@@ -259,9 +253,10 @@ std::string colls_cell(const Observation& o) {
   }
   if (!ag && !rs && !bc) return "-";
   std::string out;
-  if (ag) out += "ag " + std::to_string(ag) + "x" + std::to_string(agn);
-  if (rs) out += std::string(out.empty() ? "" : " ") + "rs " + std::to_string(rs) + "x" + std::to_string(rsn);
-  if (bc) out += std::string(out.empty() ? "" : " ") + "bc " + std::to_string(bc) + "x" + std::to_string(bcn);
+  auto to = std::back_inserter(out);
+  if (ag) fmt::format_to(to, "ag {}x{}", ag, agn);
+  if (rs) fmt::format_to(to, "{}rs {}x{}", out.empty() ? "" : " ", rs, rsn);
+  if (bc) fmt::format_to(to, "{}bc {}x{}", out.empty() ? "" : " ", bc, bcn);
   return out;
 }
 
@@ -270,35 +265,34 @@ std::string placement_cell(const Scenario& s, const Observation& o) {
   std::vector<std::pair<std::string, std::vector<std::string>>> by;
   for (const auto& p : o.params) {
     if (p.device == Device::Cpu && p.dtype == DType::F32) continue;
-    std::string key = std::string(device_name(p.device)) + "/" + dtype_name(p.dtype);
+    std::string key = fmt::format("{}/{}", device_name(p.device), dtype_name(p.dtype));
     std::string adapter = s.owner_of_param(p.name);
     auto it = std::find_if(by.begin(), by.end(), [&](const auto& e) { return e.first == key; });
     if (it == by.end()) it = by.insert(by.end(), {key, {}});
     if (std::find(it->second.begin(), it->second.end(), adapter) == it->second.end()) it->second.push_back(adapter);
   }
   std::string out;
-  for (const auto& [k, v] : by) out += (out.empty() ? "" : " ") + k + ":" + names_set_text(v);
+  for (const auto& [k, v] : by) fmt::format_to(std::back_inserter(out), "{}{}:{}", out.empty() ? "" : " ", k, names_set_text(v));
   return out.empty() ? "-" : out;
 }
 
 // What delta_weight computed and what save_adapters wrote, when the op did.
 std::string detail_cell(const Observation& o) {
   std::string out;
-  for (const auto& d : o.deltas) out += (out.empty() ? "delta " : " ") + d.adapter + ":" + weight_class_name(d.value);
+  auto to = std::back_inserter(out);
+  for (const auto& d : o.deltas) fmt::format_to(to, "{}{}:{}", out.empty() ? "delta " : " ", d.adapter.str(), weight_class_name(d.value));
   if (!o.saved.empty()) {
     int64_t rows = 0, full = 0;
     for (const auto& sv : o.saved) rows += sv.rows, full += sv.full_rows;
-    out += (out.empty() ? "" : " ") + std::string("saved ") + std::to_string(o.saved.size()) + " tensors, " +
-           std::to_string(rows) + "/" + std::to_string(full) + " rows";
+    fmt::format_to(to, "{}saved {} tensors, {}/{} rows", out.empty() ? "" : " ", o.saved.size(), rows, full);
   }
-  if (!o.reload_diff.empty()) out += (out.empty() ? "" : " ") + std::string("reload differs: ") + names_set_text(o.reload_diff);
+  if (!o.reload_diff.empty()) fmt::format_to(to, "{}reload differs: {}", out.empty() ? "" : " ", names_set_text(o.reload_diff));
   return out.empty() ? "-" : out;
 }
 
 std::string status_cell(const Observation& o) {
-  std::string s = status_name(o.status);
-  if (o.status == Status::KeyError) s += " " + std::to_string(o.index) + " (" + std::to_string(o.opt_missing) + "/" + std::to_string(o.opt_total) + ")";
-  return s;
+  if (o.status == Status::KeyError) return fmt::format("{} {} ({}/{})", status_name(o.status), o.index, o.opt_missing, o.opt_total);
+  return status_name(o.status);
 }
 
 void print_table(std::ostream& os, const Scenario& s, const std::vector<Observation>& obs) {
@@ -312,7 +306,7 @@ void print_table(std::ostream& os, const Scenario& s, const std::vector<Observat
   if (detail) head.push_back("detail");
   std::vector<std::vector<std::string>> rows;
   for (const auto& o : obs) {
-    rows.push_back({std::to_string(o.step), std::to_string(o.rank), o.op, status_cell(o),
+    rows.push_back({fmt::format("{}", o.step), fmt::format("{}", o.rank), o.op, status_cell(o),
                     o.grads ? names_set_text(*o.grads) : "", trainable_cell(s, o), groups_cell(o), layers_cell(o),
                     colls_cell(o)});
     if (placed) rows.back().push_back(placement_cell(s, o));
@@ -321,8 +315,7 @@ void print_table(std::ostream& os, const Scenario& s, const std::vector<Observat
   rows.insert(rows.begin(), head);
   print_aligned(os, rows);
   for (const auto& o : obs)
-    if (!o.message.empty() && o.status != Status::Ok)
-      os << "  step " << o.step << " rank " << o.rank << ": " << o.message << "\n";
+    if (!o.message.empty() && o.status != Status::Ok) os << fmt::format("  step {} rank {}: {}\n", o.step, o.rank, o.message);
 }
 
 }  // namespace fsdpsim

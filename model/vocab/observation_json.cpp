@@ -1,5 +1,7 @@
 #include "model/vocab/observation_json.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 namespace fsdpsim {
@@ -43,7 +45,7 @@ std::string need_str(const JsonValue& obj, const std::string& key, const std::st
 std::vector<std::string> names(const JsonValue& v, const std::string& path) {
   std::vector<std::string> out;
   for (size_t i = 0; i < typed(v, Kind::Array, path).items.size(); ++i)
-    out.push_back(typed(v.items[i], Kind::String, path + "[" + std::to_string(i) + "]").text);
+    out.push_back(typed(v.items[i], Kind::String, fmt::format("{}[{}]", path, i)).text);
   return out;
 }
 
@@ -95,7 +97,7 @@ void read_value(const JsonValue& v, const std::string& path, std::optional<std::
 template <typename T, typename F>
 void read_objects(const JsonValue& v, const std::string& path, std::vector<T>& out, F one) {
   for (size_t i = 0; i < typed(v, Kind::Array, path).items.size(); ++i) {
-    std::string p = path + "[" + std::to_string(i) + "].";
+    std::string p = fmt::format("{}[{}].", path, i);
     out.push_back(one(typed(v.items[i], Kind::Object, p.substr(0, p.size() - 1)), p));
   }
 }
@@ -183,8 +185,13 @@ void read(const JsonValue& v, Observation& o) {
 }
 
 // Each value type's JSON form, written.
-void write_value(std::ostream& os, int v) { os << v; }
-void write_value(std::ostream& os, int64_t v) { os << v; }
+// A JSON number: fmt's integer text, written without a temporary string.
+void write_number(std::ostream& os, int64_t v) {
+  const fmt::format_int text(v);
+  os.write(text.data(), static_cast<std::streamsize>(text.size()));
+}
+void write_value(std::ostream& os, int v) { write_number(os, v); }
+void write_value(std::ostream& os, int64_t v) { write_number(os, v); }
 void write_value(std::ostream& os, bool v) { os << (v ? "true" : "false"); }
 void write_value(std::ostream& os, const std::string& v) { print_json_string(os, v); }
 void write_value(std::ostream& os, Status v) { os << '"' << status_name(v) << '"'; }
@@ -242,20 +249,26 @@ void write_one(std::ostream& os, const LayerObs& l) {
 void write_one(std::ostream& os, const Collective& c) {
   os << "{\"op\":\"" << coll_op_name(c.op) << "\",\"group\":";
   print_json_string(os, c.group);
-  os << ",\"count\":" << c.count;
+  os << ",\"count\":";
+  write_number(os, c.count);
   if (c.op == CollOp::Broadcast) os << ",\"dtype\":\"" << dtype_name(c.dtype) << "\"";
   os << ",\"parts\":{";
   for (size_t j = 0; j < c.parts.size(); ++j) {
     os << (j ? "," : "");
     print_json_string(os, c.parts[j].param);
-    os << ":" << c.parts[j].numel;
+    os << ':';
+    write_number(os, c.parts[j].numel);
   }
   os << "}}";
 }
 void write_one(std::ostream& os, const SavedObs& s) {
   os << "{\"name\":";
   print_json_string(os, s.name);
-  os << ",\"rows\":" << s.rows << ",\"full_rows\":" << s.full_rows << ",\"dtype\":\"" << dtype_name(s.dtype) << "\"}";
+  os << ",\"rows\":";
+  write_number(os, s.rows);
+  os << ",\"full_rows\":";
+  write_number(os, s.full_rows);
+  os << ",\"dtype\":\"" << dtype_name(s.dtype) << "\"}";
 }
 template <typename T>
 void write_value(std::ostream& os, const std::vector<T>& v) {  // a list of objects
@@ -281,7 +294,8 @@ void write_value(std::ostream& os, const std::vector<OwnerBytes>& v) {
   for (size_t i = 0; i < v.size(); ++i) {
     os << (i ? "," : "");
     print_json_string(os, v[i].owner);
-    os << ":" << v[i].bytes;
+    os << ':';
+    write_number(os, v[i].bytes);
   }
   os << '}';
 }

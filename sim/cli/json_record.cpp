@@ -1,9 +1,12 @@
 #include "sim/cli/json_record.hpp"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 
 #include "model/vocab/observation.hpp"
@@ -32,7 +35,7 @@ JsonRecord& JsonRecord::str(const char* k, const std::string& v) {
 }
 
 JsonRecord& JsonRecord::num(const char* k, int64_t v) {
-  key(k).text_ += std::to_string(v);
+  fmt::format_to(std::back_inserter(key(k).text_), "{}", v);
   return *this;
 }
 
@@ -42,9 +45,7 @@ JsonRecord& JsonRecord::real(const char* k, double v) {
     text_ += "null";
     return *this;
   }
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  text_ += buf;
+  fmt::format_to(std::back_inserter(text_), "{:.6g}", v);  // six significant digits, as printf's %.6g
   return *this;
 }
 
@@ -62,7 +63,7 @@ JsonRecord& JsonRecord::strs(const char* k, const std::vector<std::string>& v) {
 
 JsonRecord& JsonRecord::seeds(const char* k, const std::vector<uint64_t>& v) {
   key(k).text_ += "[";
-  for (size_t i = 0; i < v.size(); ++i) text_ += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) fmt::format_to(std::back_inserter(text_), "{}{}", i ? "," : "", v[i]);
   text_ += "]";
   return *this;
 }
@@ -71,7 +72,7 @@ JsonRecord& JsonRecord::counts(const char* k, const std::map<std::string, int64_
   key(k).text_ += "{";
   bool comma = false;
   for (const auto& [name, n] : v) {
-    text_ += (comma ? "," : "") + json_quoted(name) + ":" + std::to_string(n);
+    fmt::format_to(std::back_inserter(text_), "{}{}:{}", comma ? "," : "", json_quoted(name), n);
     comma = true;
   }
   text_ += "}";
