@@ -33,6 +33,30 @@ StoredSnapshot& snapshot_at(std::vector<StoredSnapshot>& v, size_t i) {
   return v[i];
 }
 
+// A stable sort by (step, rank) that moves each Observation once: the order is sorted as
+// indices, then applied cycle by cycle (a merge sort moves each one log n times, through a buffer).
+void sort_by_step_and_rank(std::vector<Observation>& v) {
+  thread_local std::vector<uint32_t> order;  // order[k]: the observation that goes to position k
+  order.resize(v.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return v[a].step != v[b].step ? v[a].step < v[b].step : v[a].rank < v[b].rank;
+  });
+  for (uint32_t start = 0; start < order.size(); ++start) {
+    if (order[start] == start) continue;
+    Observation held = std::move(v[start]);
+    uint32_t at = start;
+    while (order[at] != start) {
+      const uint32_t from = order[at];
+      v[at] = std::move(v[from]);  // v[at] was moved from already: nothing is freed
+      order[at] = at;
+      at = from;
+    }
+    v[at] = std::move(held);
+    order[at] = at;
+  }
+}
+
 uint64_t mix(uint64_t h, uint64_t v) {
   for (int i = 0; i < 8; ++i) {
     h ^= (v >> (8 * i)) & 0xff;
@@ -130,6 +154,8 @@ void Simulator::mix_check() {
     return;
   }
   int n = c0.into == CollRecord::kIntoU ? static_cast<int>(topo_->groups[c0.target].params.size()) : 1;
+  thread_local std::vector<uint8_t> changed;  // per rank: its gathered values were set below
+  changed.assign(queues_.size(), 0);
   for (int i = 0; i < n; ++i) {
     bool differ = false;  // among the ranks that hold rows (0: padding only)
     bool padding_only = false;  // some rank contributed no rows: its U is the holders' rows
@@ -164,9 +190,12 @@ void Simulator::mix_check() {
       const Pending& p = queues_[r][heads_[r]];
       if (whole) ranks_[r].set_gathered(p.coll, i, ver, w);
       else ranks_[r].mark_mixed(p.coll, i);
-      refresh_observation(r, p);
+      changed[r] = 1;
     }
   }
+  // Once per rank, after every parameter: refreshing reads the rank's state, which nothing above reads back.
+  for (size_t r = 0; r < queues_.size(); ++r)
+    if (changed[r]) refresh_observation(r, queues_[r][heads_[r]]);
 }
 
 // A merge or unmerge on a shard takes effect once its all-gather of A pairs
@@ -399,8 +428,7 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
     if (world > 1) judge_against_peers(res);
     auto before = [](const Observation& a, const Observation& b) { return a.step != b.step ? a.step < b.step : a.rank < b.rank; };
     // Ranks mostly run in (step, rank) order already; moving Observations is not free.
-    if (!std::is_sorted(res.observations.begin(), res.observations.end(), before))
-      std::stable_sort(res.observations.begin(), res.observations.end(), before);
+    if (!std::is_sorted(res.observations.begin(), res.observations.end(), before)) sort_by_step_and_rank(res.observations);
     if (opt.hash_observations) res.trace_hash = observations_hash(res.observations);
   }
   // Only this run reads them: a Simulator kept between runs (the explorer's states) stays small.

@@ -56,8 +56,10 @@ bool RankModel::concatenated_u(const std::vector<const RankModel*>& ranks, const
   const int p = m0.log_.member(*colls[0], i);
   const Topology& topo = *m0.topo_;
   const ParamInfo& pi = topo.params[p];
-  std::vector<uint32_t> vers(ranks.size(), kNoRows);
-  std::vector<const WeightContent*> rows(ranks.size(), nullptr);
+  thread_local std::vector<uint32_t> vers;  // buffers: this runs per differing parameter of a matched all-gather
+  thread_local std::vector<const WeightContent*> rows;
+  vers.assign(ranks.size(), kNoRows);
+  rows.assign(ranks.size(), nullptr);
   for (size_t r = 0; r < ranks.size(); ++r) {
     const RankModel& m = *ranks[r];
     const FsdpParam& ps = m.st_.params[p];
@@ -86,7 +88,8 @@ bool RankModel::concatenated_u(const std::vector<const RankModel*>& ranks, const
     if (first->coeff[a] == 0) continue;
     // peft lora/layer.py::Linear.get_delta_weight on a Shard(0) B: each rank's rows are B_r @ A.
     if (li->B[a] < 0 || topo.params[li->B[a]].dim0 != pi.dim0) return false;
-    std::vector<uint32_t> b(ranks.size(), kNoRows);
+    thread_local std::vector<uint32_t> b;
+    b.assign(ranks.size(), kNoRows);
     const DeltaId id0 = first->ver[a];
     bool same = true;
     for (size_t r = 0; r < rows.size(); ++r) {

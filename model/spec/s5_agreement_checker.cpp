@@ -5,6 +5,8 @@
 #include "model/vocab/refill.hpp"
 #include "model/vocab/text.hpp"
 
+#include <algorithm>
+
 namespace fsdpsim::spec {
 namespace {
 
@@ -46,6 +48,58 @@ void describe(const SpecContext& ctx, const Observation& o, std::vector<Field>& 
   for (const auto& sv : o.saved) set(f.next(), "saved ", sv.name, " dtype", dtype_name(sv.dtype));
 }
 
+// Field x of describe(o), as what its text depends on: compared without wording either side.
+struct FieldKey {
+  enum Kind : uint8_t { Present, Active, Disabled, Merged, Stored, RequiresGrad, DType, SavedDType } kind;
+  uint64_t value = 0;                       // a mask, a flag or an enum
+  const std::vector<Name>* names = nullptr;  // Active, Merged
+  uint8_t classes = 0;                      // Stored: the classes its values fit
+};
+
+size_t field_count(const Observation& o) { return 3 + 2 * o.layers.size() + 2 * o.params.size() + o.saved.size(); }
+
+FieldKey field_key(const SpecContext& ctx, const Observation& o, size_t x) {
+  if (x == 0) return {FieldKey::Present, ctx.present_in(o)};
+  if (x == 1) return {FieldKey::Active, 0, &o.active};
+  if (x == 2) return {FieldKey::Disabled, o.disabled};
+  x -= 3;
+  if (x < 2 * o.layers.size()) {
+    const LayerObs& l = o.layers[x / 2];
+    if (x % 2 == 0) return {FieldKey::Merged, 0, &l.merged};
+    return {FieldKey::Stored, static_cast<uint64_t>(l.stored), nullptr,
+            static_cast<uint8_t>((1u << static_cast<int>(l.stored)) | l.stored_alt)};
+  }
+  x -= 2 * o.layers.size();
+  if (x < o.params.size()) return {FieldKey::RequiresGrad, o.params[x].rg_s};
+  x -= o.params.size();
+  if (x < o.params.size()) return {FieldKey::DType, static_cast<uint64_t>(o.params[x].dtype)};
+  return {FieldKey::SavedDType, static_cast<uint64_t>(o.saved[x - o.params.size()].dtype)};
+}
+
+// describe's text of one field, for the comparisons the keys cannot settle alone.
+std::string field_text(const SpecContext& ctx, const Observation& o, size_t x) {
+  thread_local std::vector<Field> all;
+  describe(ctx, o, all);
+  return all[x].value;
+}
+
+// The first field whose texts differ between `a` and `b` and whose values fit no common class
+// (describe's order, up to the shorter list): what after_step reports. -1 when there is none.
+long first_proven_difference(const SpecContext& ctx, const Observation& a, const Observation& b) {
+  const size_t n = std::min(field_count(a), field_count(b));
+  for (size_t x = 0; x < n; ++x) {
+    const FieldKey ka = field_key(ctx, a, x), kb = field_key(ctx, b, x);
+    bool same;
+    if (ka.kind != kb.kind) same = field_text(ctx, a, x) == field_text(ctx, b, x);  // lists of other lengths
+    else if (ka.names) same = *ka.names == *kb.names || join(*ka.names) == join(*kb.names);
+    else if (ka.kind == FieldKey::Present) same = ka.value == kb.value || ctx.text(ka.value) == ctx.text(kb.value);
+    else same = ka.value == kb.value;  // flags and enums: one text per value
+    if (same || (ka.classes & kb.classes)) continue;
+    return static_cast<long>(x);
+  }
+  return -1;
+}
+
 }  // namespace
 
 bool S5AgreementChecker::stuck(const Observation& o, std::vector<Finding>& out) {
@@ -75,21 +129,20 @@ void S5AgreementChecker::after_step(const SpecContext& ctx, const Observation* o
     disagreement_reported_ = false;
     return;
   }
-  thread_local std::vector<Field> base, other;
-  describe(ctx, obs[0], base);
   for (size_t k = 1; k < n; ++k) {
-    describe(ctx, obs[k], other);
-    for (size_t x = 0; x < base.size() && x < other.size(); ++x) {
-      if (base[x].value == other[x].value) continue;
-      // values that fit a common class are no proven disagreement (sim/value_blind.hpp)
-      if (base[x].classes & other[x].classes) continue;
-      if (!disagreement_reported_)
-        out.push_back(finding("S5", obs[0].step, -1,
-                              fmt::format("ranks disagree on {}: rank {} {}, rank {} {}", base[x].name, obs[0].rank,
-                                          base[x].value, obs[k].rank, other[x].value)));
-      disagreement_reported_ = true;
-      return;
+    // values that fit a common class are no proven disagreement (sim/value_blind.hpp)
+    const long x = first_proven_difference(ctx, obs[0], obs[k]);
+    if (x < 0) continue;
+    if (!disagreement_reported_) {  // worded only when reported: ranks out of step differ at every step
+      thread_local std::vector<Field> base, other;
+      describe(ctx, obs[0], base);
+      describe(ctx, obs[k], other);
+      out.push_back(finding("S5", obs[0].step, -1,
+                            fmt::format("ranks disagree on {}: rank {} {}, rank {} {}", base[x].name, obs[0].rank,
+                                        base[x].value, obs[k].rank, other[x].value)));
     }
+    disagreement_reported_ = true;
+    return;
   }
   disagreement_reported_ = false;
 }

@@ -84,3 +84,31 @@ TEST(S5AgreementChecker, SameAgreementFieldsComparesInPlace) {
   b.collectives.clear();  // not an agreement field
   EXPECT_TRUE(spec::same_agreement_fields(a, b));
 }
+
+// A rank holding one parameter more (ranks out of step around an add): describe's lists
+// misalign, and S5 compares field texts position by position, as worded. Here rank 1's extra
+// leading parameter shifts its flags by one: the first position whose texts differ is reported.
+TEST(S5AgreementChecker, ListsOfOtherLengthsAreComparedByTheirTexts) {
+  CheckerInputs in(seed000_header(2, "patched") + "train_step\n");
+  spec::S5AgreementChecker s5;
+  std::vector<Finding> out;
+  Observation obs[2] = {in.obs(1, 0), in.obs(1, 1)};
+  ASSERT_GE(obs[0].params.size(), 2u);
+  for (auto& p : obs[0].params) p.rg_s = false;
+  obs[1].params = obs[0].params;
+  ParamObs extra = obs[0].params[0];
+  extra.rg_s = true;
+  obs[1].params.insert(obs[1].params.begin(), extra);  // rank 1: true, false, false, ...; rank 0: false, false, ...
+  s5.after_step(in.ctx, obs, 2, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].text, "S5 step 1: ranks disagree on " + obs[0].params[0].name + " S.requires_grad: rank 0 false, rank 1 true");
+  // Shifted by one, rank 0's first dtype field meets rank 1's last requires_grad field: "fp32" vs
+  // "false" differ as texts, not as kinds of field, and are reported when nothing differs before.
+  Observation flat[2] = {obs[0], obs[1]};
+  flat[1].params[0].rg_s = false;
+  spec::S5AgreementChecker fresh;
+  std::vector<Finding> out2;
+  fresh.after_step(in.ctx, flat, 2, out2);
+  ASSERT_EQ(out2.size(), 1u);
+  EXPECT_EQ(out2[0].text, "S5 step 1: ranks disagree on " + obs[0].params[0].name + " dtype: rank 0 fp32, rank 1 false");
+}
