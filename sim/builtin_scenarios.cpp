@@ -1,5 +1,7 @@
 #include "sim/builtin_scenarios.hpp"
 
+#include <fmt/format.h>
+
 #include "sim/default_scenario.hpp"
 
 namespace fsdpsim {
@@ -282,7 +284,7 @@ const std::vector<BuiltinScenario>& builtin_scenarios() {
   static const std::vector<BuiltinScenario> all = [] {
     std::vector<BuiltinScenario> v;
     for (const Source& s : kSources)
-      v.push_back({s.name, s.description, parse_seq(s.text, std::string("<built-in ") + s.name + ">")});
+      v.push_back({s.name, s.description, parse_seq(s.text, fmt::format("<built-in {}>", s.name))});
     return v;
   }();
   return all;

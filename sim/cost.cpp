@@ -1,6 +1,7 @@
 #include "sim/cost.hpp"
 
 #include <algorithm>
+#include <fmt/format.h>
 #include <ostream>
 #include <stdexcept>
 
@@ -18,7 +19,7 @@ CostReport cost_report(const SeqFile& f, const std::vector<Observation>& obs) {
   // should not) is an error, never an index past `rows`.
   auto idx = [&](const std::string& o) {
     auto it = std::find(owners.begin(), owners.end(), o);
-    if (it == owners.end()) throw std::runtime_error("cost: observation names an undeclared owner '" + o + "'");
+    if (it == owners.end()) throw std::runtime_error(fmt::format("cost: observation names an undeclared owner '{}'", o));
     return static_cast<size_t>(it - owners.begin());
   };
   CostReport rep;
@@ -72,8 +73,8 @@ void print_cost(std::ostream& os, const CostReport& r) {
   std::vector<std::vector<std::string>> t = {
       {"rank", "owner", "sharded bytes", "all_gather bytes/step", "reduce_scatter bytes/step", "peak unsharded bytes"}};
   for (const auto& row : r.rows)
-    t.push_back({std::to_string(row.rank), row.owner, std::to_string(row.sharded), std::to_string(row.all_gather),
-                 std::to_string(row.reduce_scatter), std::to_string(row.peak_unsharded)});
+    t.push_back({fmt::format("{}", row.rank), row.owner, fmt::format("{}", row.sharded), fmt::format("{}", row.all_gather),
+                 fmt::format("{}", row.reduce_scatter), fmt::format("{}", row.peak_unsharded)});
   print_aligned(os, t);
   if (r.train_steps == 0) os << "(no train_step in the sequence: per-step columns are 0)\n";
   else os << "(per-step columns: the last of " << r.train_steps << " train_step ops)\n";
@@ -81,12 +82,12 @@ void print_cost(std::ostream& os, const CostReport& r) {
 
 std::vector<std::string> compare_cost(const CostReport& model, const CostReport& real) {
   std::vector<std::string> out;
-  if (model.rows.size() != real.rows.size()) return {"row count " + std::to_string(model.rows.size()) + " vs " + std::to_string(real.rows.size())};
+  if (model.rows.size() != real.rows.size()) return {fmt::format("row count {} vs {}", model.rows.size(), real.rows.size())};
   for (size_t i = 0; i < model.rows.size(); ++i) {
     const CostRow& a = model.rows[i];
     const CostRow& b = real.rows[i];
     auto cell = [&](const char* what, int64_t x, int64_t y) {
-      if (x != y) out.push_back("rank " + std::to_string(a.rank) + " " + a.owner + " " + what + ": " + std::to_string(x) + " vs " + std::to_string(y));
+      if (x != y) out.push_back(fmt::format("rank {} {} {}: {} vs {}", a.rank, a.owner, what, x, y));
     };
     cell("sharded", a.sharded, b.sharded);
     cell("all_gather", a.all_gather, b.all_gather);

@@ -4,7 +4,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fmt/format.h>
 #include <fstream>
+#include <iterator>
 
 #include "model/vocab/json_reader.hpp"
 #include "model/vocab/observation.hpp"
@@ -53,7 +55,8 @@ void write_results_json(std::ostream& os, const CrosscheckResults& r) {
 void write_results_file(const std::string& path, const CrosscheckResults& r) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (out) write_results_json(out, r);
-  if (!out.flush()) throw SourceError("<command line>", {}, "--results: cannot write '" + path + "': " + std::strerror(errno));
+  if (!out.flush())
+    throw SourceError("<command line>", {}, fmt::format("--results: cannot write '{}': {}", path, std::strerror(errno)));
 }
 
 namespace {
@@ -73,7 +76,7 @@ class Fields {
  public:
   Fields(const std::string& file) : file_(file) {}
   [[noreturn]] void bad(const std::string& field, const std::string& what) const {
-    throw SourceError(file_, {}, "field '" + field + "': expected " + what);
+    throw SourceError(file_, {}, fmt::format("field '{}': expected {}", field, what));
   }
   const JsonValue& get(const JsonValue& obj, const std::string& key, const std::string& path) const {
     const JsonValue* v = obj.find(key);
@@ -82,12 +85,12 @@ class Fields {
   }
   int64_t integer(const JsonValue& obj, const std::string& key, const std::string& path, int64_t lo) const {
     const JsonValue& v = get(obj, key, path);
-    if (v.kind != JsonValue::Kind::Number || !v.integral || v.integer < lo) bad(path, "an integer >= " + std::to_string(lo));
+    if (v.kind != JsonValue::Kind::Number || !v.integral || v.integer < lo) bad(path, fmt::format("an integer >= {}", lo));
     return v.integer;
   }
   std::string text(const JsonValue& obj, const std::string& key, const std::string& path) const {
     const JsonValue& v = get(obj, key, path);
-    if (v.kind != JsonValue::Kind::String) bad(path, std::string("a string, got ") + json_kind_name(v.kind));
+    if (v.kind != JsonValue::Kind::String) bad(path, fmt::format("a string, got {}", json_kind_name(v.kind)));
     return v.text;
   }
   std::vector<uint64_t> seeds(const JsonValue& obj, const std::string& key) const {
@@ -128,7 +131,7 @@ CrosscheckResults read_results_json(const std::string& text, const std::string& 
   if (run.find("draw")) r.draw = f.text(run, "draw", "crosscheck.draw");
   r.first = f.integer(v, "first", "first", 0);
   r.end = f.integer(v, "end", "end", r.first);
-  if (r.end > r.count) f.bad("end", "at most crosscheck.count (" + std::to_string(r.count) + ")");
+  if (r.end > r.count) f.bad("end", fmt::format("at most crosscheck.count ({})", r.count));
   r.divergent = f.seeds(v, "divergent");
   r.broken = f.seeds(v, "broken");
   const JsonValue& fs = f.get(v, "findings", "findings");
@@ -140,8 +143,8 @@ CrosscheckResults read_results_json(const std::string& text, const std::string& 
   for (const auto* list : {&r.divergent, &r.broken})
     for (uint64_t s : *list)
       if (s < r.seed + static_cast<uint64_t>(r.first) || s >= r.seed + static_cast<uint64_t>(r.end))
-        f.bad(list == &r.divergent ? "divergent" : "broken", "seeds of the range covered (" + std::to_string(r.seed + r.first) +
-                                                                 ".." + std::to_string(r.seed + r.end - 1) + "), got " + std::to_string(s));
+        f.bad(list == &r.divergent ? "divergent" : "broken",
+              fmt::format("seeds of the range covered ({}..{}), got {}", r.seed + r.first, r.seed + r.end - 1, s));
   return r;
 }
 
@@ -155,22 +158,23 @@ CrosscheckResults merge_results(const std::vector<CrosscheckResults>& parts, con
   out.divergent.clear(), out.broken.clear(), out.findings.clear();
   out.end = head.first;
   auto run_text = [](const CrosscheckResults& r) {
-    return "seed " + std::to_string(r.seed) + ", count " + std::to_string(r.count) + ", world " + std::to_string(r.world) +
-           ", backends " + r.backends + ", profile '" + r.profile + "'" +
-           (r.draw.empty() ? "" : ", draw " + r.draw);
+    std::string text = fmt::format("seed {}, count {}, world {}, backends {}, profile '{}'", r.seed, r.count, r.world, r.backends,
+                                   r.profile);
+    if (!r.draw.empty()) fmt::format_to(std::back_inserter(text), ", draw {}", r.draw);
+    return text;
   };
   for (size_t i : order) {
     const CrosscheckResults& p = parts[i];
     if (p.seed != head.seed || p.count != head.count || p.world != head.world || p.backends != head.backends || p.profile != head.profile ||
         p.draw != head.draw)
-      throw SourceError(files[i], {}, "results of another crosscheck: " + run_text(p) + ", expected " + run_text(head) + " (as " +
-                                          files[order[0]] + ")");
+      throw SourceError(files[i], {},
+                        fmt::format("results of another crosscheck: {}, expected {} (as {})", run_text(p), run_text(head),
+                                    files[order[0]]));
     if (p.first < out.end)
-      throw SourceError(files[i], {}, "sequences " + std::to_string(p.first) + ".." + std::to_string(p.end - 1) +
-                                          " overlap ones already merged (up to " + std::to_string(out.end - 1) + ")");
+      throw SourceError(files[i], {},
+                        fmt::format("sequences {}..{} overlap ones already merged (up to {})", p.first, p.end - 1, out.end - 1));
     if (p.first > out.end)
-      throw SourceError(files[i], {}, "sequences " + std::to_string(out.end) + ".." + std::to_string(p.first - 1) +
-                                          " are in no file: a shard is missing");
+      throw SourceError(files[i], {}, fmt::format("sequences {}..{} are in no file: a shard is missing", out.end, p.first - 1));
     out.end = p.end;
     out.divergent.insert(out.divergent.end(), p.divergent.begin(), p.divergent.end());
     out.broken.insert(out.broken.end(), p.broken.begin(), p.broken.end());

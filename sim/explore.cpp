@@ -4,6 +4,8 @@
 #include <boost/graph/graphviz.hpp>
 #include <chrono>
 #include <ctime>
+#include <fmt/format.h>
+#include <iterator>
 #include <unordered_map>
 
 #include "model/machine/state_key.hpp"
@@ -103,16 +105,16 @@ std::vector<Op> explore_alphabet(const Scenario& s, bool rank_ops, bool full) {
   const bool several = s.adapters.size() > 1;
   std::string all;
   for (const auto& a : s.adapters) {
-    all += (all.empty() ? "" : ",") + a.name;
+    fmt::format_to(std::back_inserter(all), "{}{}", all.empty() ? "" : ",", a.name);
     if (several && full) lines.push_back("merge " + a.name);
     lines.push_back("set_adapter " + a.name);
   }
-  if (several && full) lines.push_back("set_adapter [" + all + "]");
+  if (several && full) lines.push_back(fmt::format("set_adapter [{}]", all));
   lines.insert(lines.end(), {"disable_enter", "disable_exit"});
   for (const auto& a : s.adapters) {
     if (a.deferred) {
       lines.push_back("add_adapter " + a.name);
-      if (full) lines.push_back("load_adapter " + a.name + " trainable");
+      if (full) lines.push_back(fmt::format("load_adapter {} trainable", a.name));
     }
     lines.push_back("delete_adapter " + a.name);
   }
@@ -138,7 +140,7 @@ std::vector<Op> explore_alphabet(const Scenario& s, bool rank_ops, bool full) {
     std::vector<std::string> local = {"merge", "unmerge", "disable_enter", "disable_exit", "zero_grad", "step"};
     for (const auto& a : s.adapters) local.push_back("set_adapter " + a.name);
     for (int r = 0; r < s.world; ++r)
-      for (const auto& l : local) lines.push_back("@" + std::to_string(r) + " " + l);
+      for (const auto& l : local) lines.push_back(fmt::format("@{} {}", r, l));
   }
   // Parsed against the scenario, so every op is one a .seq file may hold (after a
   // `prepare`, which a scenario with ram-efficient loading needs; it is dropped).
@@ -303,8 +305,8 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
     }
     FindingClass& fc = res.classes[c];
     fc.file.scenario = f.scenario;
-    fc.file.comments = {"explore: shortest sequence reaching " + fc.spec + " on " + fc.op + ": " + fc.symptom,
-                        "signature " + fc.spec + ":" + fc.op + ":" + fc.symptom, fc.text};
+    fc.file.comments = {fmt::format("explore: shortest sequence reaching {} on {}: {}", fc.spec, fc.op, fc.symptom),
+                        fmt::format("signature {}:{}:{}", fc.spec, fc.op, fc.symptom), fc.text};
     fc.file.ops = res.setup;
     fc.file.ops.insert(fc.file.ops.end(), path.begin(), path.end());
     // Replayed from scratch: the class must show at the last op of a whole run.

@@ -27,7 +27,7 @@ void print_explore(std::ostream& os, const ExploreResult& r, bool with_sequences
     rows.push_back({op});
     for (const auto& k : kinds) {
       auto it = per.find(k);
-      rows.back().push_back(it == per.end() ? "-" : std::to_string(it->second[0]) + "/" + std::to_string(it->second[1]));
+      rows.back().push_back(it == per.end() ? "-" : fmt::format("{}/{}", it->second[0], it->second[1]));
     }
   }
   os << "transitions by op and source state (ok/error; S all sharded, U some unsharded, +M merged, +G forward graph\n"
@@ -56,7 +56,7 @@ void write_state_dot(std::ostream& os, const ExploreResult& r) {
   const StateGraph& g = r.graph;
   auto vertex_writer = [&](std::ostream& out, StateGraph::vertex_descriptor v) {
     const StateInfo& s = g[v];
-    out << "[label=" << quoted(std::to_string(v) + "\\n" + s.kind);
+    out << "[label=" << quoted(fmt::format("{}\\n{}", v, s.kind));
     if (s.stuck) out << ", style=filled, fillcolor=\"#bbbbbb\"";
     else if (s.violating) out << ", style=filled, fillcolor=\"#f4a6a6\"";
     if (v == 0) out << ", shape=doublecircle";

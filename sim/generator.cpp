@@ -1,6 +1,7 @@
 #include "sim/generator.hpp"
 
 #include <algorithm>
+#include <fmt/format.h>
 
 #include "model/vocab/adapter_set.hpp"
 #include "model/vocab/text.hpp"
@@ -146,19 +147,19 @@ std::string apply_draws(const std::string& list, GenOptions* opt) {
   for (const std::string& item : split(list)) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size() || item.size() - eq - 1 > 3)
-      return "expects " + expected + ", got '" + item + "'";
+      return fmt::format("expects {}, got '{}'", expected, item);
     int p = 0;
     for (char c : item.substr(eq + 1)) {
-      if (c < '0' || c > '9') return "expects " + expected + ", got '" + item + "'";
+      if (c < '0' || c > '9') return fmt::format("expects {}, got '{}'", expected, item);
       p = p * 10 + (c - '0');
     }
-    if (p > 100) return "expects a percentage 0..100, got '" + item + "'";
+    if (p > 100) return fmt::format("expects a percentage 0..100, got '{}'", item);
     const std::string key = item.substr(0, eq);
     if (key == "checkpoint") opt->checkpoint_percent = p;
     else if (key == "gradient_sync") opt->gradient_sync_percent = p;
     else if (key == "per_rank_data") opt->per_rank_data_percent = p;
     else if (key == "modules_to_save") opt->modules_to_save_percent = p;
-    else return "expects " + expected + ", got unknown '" + key + "'";
+    else return fmt::format("expects {}, got unknown '{}'", expected, key);
   }
   return "";
 }

@@ -1,9 +1,13 @@
 #include "sim/report_html.hpp"
 
 #include <algorithm>
+#include <fmt/format.h>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
+
+#include "model/vocab/text.hpp"
 
 namespace fsdpsim {
 
@@ -65,8 +69,9 @@ a{color:#1a73e8;text-decoration:none}
 }  // namespace
 
 std::string html_page(const std::string& title, const std::string& body) {
-  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + html_escape(title) + "</title>\n<style>" +
-         kStyle + "</style></head>\n<body>\n" + body + "</body></html>\n";
+  return fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>{}</title>\n"
+                     "<style>{}</style></head>\n<body>\n{}</body></html>\n",
+                     html_escape(title), kStyle, body);
 }
 
 std::string spec_explanation(const std::string& spec) {
@@ -127,7 +132,7 @@ std::string groups_svg(const Observation& o, const CellMarks* m) {
   for (size_t i = 0; i < o.groups.size(); ++i) {
     const auto& g = o.groups[i];
     bool u = g.state == ShardedState::Unsharded;
-    bool d = marked(m, "group[" + std::to_string(i) + "]");
+    bool d = marked(m, fmt::format("group[{}]", i));
     s << "<g class=\"group " << (u ? "g-U" : "g-S") << "\" data-group=\"" << html_escape(g.name) << "\"><title>group "
       << html_escape(g.name) << ": " << sharded_state_name(g.state) << (u ? " (U registered)" : " (S registered)") << "</title>"
       << "<rect x=\"" << x << "\" y=\"1\" rx=\"4\" width=\"" << widths[i] << "\" height=\"" << h << "\" fill=\""
@@ -160,12 +165,12 @@ std::string params_table(const Scenario& sc, const Observation& o, const CellMar
     bool split = p.rg_u >= 0 && (p.rg_u != 0) != p.rg_s && std::string(reg) == "U";
     std::vector<std::string> cls;
     if (split) cls.push_back("split");
-    if (marked(m, "param[" + std::to_string(i) + "]")) cls.push_back("d");
-    std::string c;
-    for (const auto& x : cls) c += (c.empty() ? "" : " ") + x;
-    s << "<tr" << (c.empty() ? "" : " class=\"" + c + "\"") << " data-param=\"" << html_escape(p.name) << "\">"
-      << "<td class=\"pn\" title=\"" << html_escape(p.name + " @" + (p.group.empty() ? std::string("(no group)") : p.group.str()) + " " +
-                                                     device_name(p.device) + "/" + dtype_name(p.dtype))
+    if (marked(m, fmt::format("param[{}]", i))) cls.push_back("d");
+    const std::string c = join(cls, " ");
+    s << "<tr" << (c.empty() ? "" : fmt::format(" class=\"{}\"", c)) << " data-param=\"" << html_escape(p.name) << "\">"
+      << "<td class=\"pn\" title=\""
+      << html_escape(fmt::format("{} @{} {}/{}", p.name.str(), p.group.empty() ? "(no group)" : p.group.c_str(),
+                                 device_name(p.device), dtype_name(p.dtype)))
       << "\">" << html_escape(short_param(p.name)) << "</td>"
       << "<td class=\"reg reg-" << reg << "\">" << reg << "</td>"
       << "<td class=\"rg " << (p.rg_s ? "rg-on\">&#9679;" : "rg-off\">&#9675;") << "</td>"
@@ -181,13 +186,12 @@ std::string layers_html(const Observation& o, const CellMarks* m) {
   std::ostringstream s;
   for (size_t i = 0; i < o.layers.size(); ++i) {
     const LayerObs& l = o.layers[i];
-    std::string merged;
-    for (size_t j = 0; j < l.merged.size(); ++j) merged += (j ? "," : "") + l.merged[j];
+    const std::string merged = join(l.merged);
     auto wc = [](WeightClass w) {
       std::string n = weight_class_name(w);
-      return w == WeightClass::Exact ? n : "<span class=\"bad\">" + n + "</span>";
+      return w == WeightClass::Exact ? n : fmt::format("<span class=\"bad\">{}</span>", n);
     };
-    s << "<div class=\"layers" << (marked(m, "layer[" + std::to_string(i) + "]") ? " d" : "") << "\" data-layer=\""
+    s << "<div class=\"layers" << (marked(m, fmt::format("layer[{}]", i)) ? " d" : "") << "\" data-layer=\""
       << html_escape(l.name) << "\">" << html_escape(l.name) << " merged [" << html_escape(merged) << "] S:" << wc(l.stored)
       << " held:" << wc(l.registered) << "</div>";
   }
@@ -198,7 +202,8 @@ std::string cell_html(const Scenario& sc, const Observation& o, const std::vecto
                       const std::string& backend) {
   std::string specs;
   for (const Finding* f : fs)
-    if (specs.find(f->spec) == std::string::npos) specs += (specs.empty() ? "" : " ") + f->spec;
+    if (specs.find(f->spec) == std::string::npos)
+      fmt::format_to(std::back_inserter(specs), "{}{}", specs.empty() ? "" : " ", f->spec);
   bool ok = o.status == Status::Ok;
   std::ostringstream s;
   s << "<td class=\"cell" << (fs.empty() ? "" : " finding") << (m && m->any() ? " differs" : "") << "\" data-step=\"" << o.step
@@ -213,7 +218,8 @@ std::string cell_html(const Scenario& sc, const Observation& o, const std::vecto
   s << "<div class=\"colls" << (marked(m, "collectives") ? " d" : "") << "\"";
   if (!o.collectives.empty()) {
     std::string all;
-    for (const auto& c : o.collectives) all += (all.empty() ? "" : "\n") + collective_text(c);
+    for (const auto& c : o.collectives)
+      fmt::format_to(std::back_inserter(all), "{}{}", all.empty() ? "" : "\n", collective_text(c));
     s << " title=\"" << html_escape(all) << "\"";
   }
   s << ">collectives " << html_escape(colls) << "</div>";
@@ -224,9 +230,9 @@ std::string cell_html(const Scenario& sc, const Observation& o, const std::vecto
   if (m)
     for (const auto& f : m->fields)
       if (!drawn.count(f) && f.find('[') == std::string::npos) extra_marked = true;
-  extra.push_back("active " + names_set_text(o.active) + (o.disabled ? " (disabled)" : ""));
-  if (o.opt_missing) extra.push_back("optimizer: " + std::to_string(o.opt_missing) + "/" + std::to_string(o.opt_total) + " not registered");
-  if (placement_cell(sc, o) != "-") extra.push_back("placement " + placement_cell(sc, o));
+  extra.push_back(fmt::format("active {}{}", names_set_text(o.active), o.disabled ? " (disabled)" : ""));
+  if (o.opt_missing) extra.push_back(fmt::format("optimizer: {}/{} not registered", o.opt_missing, o.opt_total));
+  if (placement_cell(sc, o) != "-") extra.push_back(fmt::format("placement {}", placement_cell(sc, o)));
   if (detail_cell(o) != "-") extra.push_back(detail_cell(o));
   s << "<div class=\"extra" << (extra_marked ? " d" : "") << "\">";
   for (size_t i = 0; i < extra.size(); ++i) s << (i ? "<br>" : "") << html_escape(extra[i]);
@@ -244,20 +250,23 @@ std::string scenario_line(const SeqFile& f) {
   const Scenario& sc = f.scenario;
   std::ostringstream s;
   s << "world " << sc.world << " &middot; seed " << sc.seed << " &middot; profile " << html_escape(sc.profile);
-  for (const auto& o : sc.overrides) s << " &middot; set " << html_escape(o.name + "=" + o.value);
+  for (const auto& o : sc.overrides) s << " &middot; set " << html_escape(fmt::format("{}={}", o.name, o.value));
   return s.str();
 }
 
 std::string legend() {
   auto box = [](const char* fill, const char* stroke) {
-    return std::string("<svg width=\"18\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"16\" height=\"12\" rx=\"3\" fill=\"") + fill +
-           "\" stroke=\"" + stroke + "\"/></svg>";
+    return fmt::format("<svg width=\"18\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"16\" height=\"12\" rx=\"3\" fill=\"{}\" "
+                       "stroke=\"{}\"/></svg>",
+                       fill, stroke);
   };
-  return "<div class=\"legend\"><span>" + box("#1a73e8", "#1a73e8") + "group unsharded (U registered)</span><span>" +
-         box("#ffffff", "#9aa0a6") + "group sharded (S registered)</span><span>" + box("#b7e1c1", "#b7e1c1") +
-         "&#9679; requires_grad</span><span>" + box("#eceff1", "#eceff1") + "&#9675; no requires_grad (&ndash;: no U)</span><span>" +
-         box("#fef7e0", "#f9ab00") + "U.rg differs from S.rg on a registered U</span><span>&#8711; shard got a gradient</span><span>" +
-         box("#fdecea", "#d93025") + "finding</span><span>" + box("#ffffff", "#f29900") + "backends differ</span></div>";
+  return fmt::format(
+      "<div class=\"legend\"><span>{}group unsharded (U registered)</span><span>{}group sharded (S registered)</span>"
+      "<span>{}&#9679; requires_grad</span><span>{}&#9675; no requires_grad (&ndash;: no U)</span>"
+      "<span>{}U.rg differs from S.rg on a registered U</span><span>&#8711; shard got a gradient</span>"
+      "<span>{}finding</span><span>{}backends differ</span></div>",
+      box("#1a73e8", "#1a73e8"), box("#ffffff", "#9aa0a6"), box("#b7e1c1", "#b7e1c1"), box("#eceff1", "#eceff1"),
+      box("#fef7e0", "#f9ab00"), box("#fdecea", "#d93025"), box("#ffffff", "#f29900"));
 }
 
 }  // namespace
@@ -289,7 +298,7 @@ std::string timeline_section(const Timeline& t, TimelineCounts* counts) {
       auto a = obs[0].find(k), o = obs[b].find(k);
       CellMarks m;
       if (a == obs[0].end() || o == obs[b].end()) {
-        m.lines.push_back("observed by the " + t.backends[a == obs[0].end() ? b : 0].name + " only");
+        m.lines.push_back(fmt::format("observed by the {} only", t.backends[a == obs[0].end() ? b : 0].name));
         m.fields.insert("status");
       } else {
         for (const auto& d : observation_diff(*a->second, *o->second))
@@ -302,8 +311,8 @@ std::string timeline_section(const Timeline& t, TimelineCounts* counts) {
       ++differing;
       CellMarks& ref = marks[0][k];
       ref.fields.insert(m.fields.begin(), m.fields.end());
-      ref.lines.push_back("differs on the " + t.backends[b].name + " (listed there)");
-      for (auto& l : m.lines) l = t.backends[0].name + " vs " + t.backends[b].name + ": " + l;
+      ref.lines.push_back(fmt::format("differs on the {} (listed there)", t.backends[b].name));
+      for (auto& l : m.lines) l = fmt::format("{} vs {}: {}", t.backends[0].name, t.backends[b].name, l);
       marks[b][k] = std::move(m);
     }
   }
@@ -323,17 +332,13 @@ std::string timeline_section(const Timeline& t, TimelineCounts* counts) {
       it->second.push_back(t.backends[b].name);
     }
   auto finding_note = [&](const Finding& f, const std::vector<std::string>& who) {
-    std::string w;
-    if (nb > 1) {
-      for (const auto& x : who) w += (w.empty() ? "" : ", ") + x;
-      w = " <span class=\"mono\">[" + html_escape(w) + "]</span>";
-    }
-    return "<div class=\"fnote\" data-spec=\"" + f.spec + "\"><b>" + html_escape(f.text) + "</b>" + w + "<div class=\"why\">" +
-           f.spec + ": " + html_escape(spec_explanation(f.spec)) + "</div></div>";
+    const std::string w = nb > 1 ? fmt::format(" <span class=\"mono\">[{}]</span>", html_escape(join(who, ", "))) : "";
+    return fmt::format("<div class=\"fnote\" data-spec=\"{}\"><b>{}</b>{}<div class=\"why\">{}: {}</div></div>", f.spec,
+                       html_escape(f.text), w, f.spec, html_escape(spec_explanation(f.spec)));
   };
 
   std::ostringstream s;
-  s << "<section class=\"timeline\"" << (t.id.empty() ? "" : " id=\"" + html_escape(t.id) + "\"") << ">\n<h1>"
+  s << "<section class=\"timeline\"" << (t.id.empty() ? "" : fmt::format(" id=\"{}\"", html_escape(t.id))) << ">\n<h1>"
     << html_escape(t.title) << "</h1>\n";
   const std::string step_id = html_escape(t.id.empty() ? "step-" : t.id + "-step-");
   for (const auto& c : t.file.comments) s << "<p class=\"note\">" << html_escape(c) << "</p>\n";

@@ -1,6 +1,8 @@
 #include "sim/shrink.hpp"
 
 #include <algorithm>
+#include <fmt/format.h>
+#include <iterator>
 #include <set>
 
 namespace fsdpsim {
@@ -256,11 +258,15 @@ std::string finding_signature(const SeqFile& f, const RunResult& r, const Findin
   if (fd.step < 1 || fd.step > static_cast<int>(f.ops.size())) return fd.spec;
   const Observation* o = observation_at(r, fd.step, fd.rank);
   // Ranks that hang, mismatch or disagree do so whatever op the first of them was in.
-  if (fd.spec == "S5") return o && (o->status == Status::Hang || o->status == Status::Mismatch) ? "S5:" + std::string(status_name(o->status)) : "S5:disagree";
+  if (fd.spec == "S5") {
+    const bool stuck = o && (o->status == Status::Hang || o->status == Status::Mismatch);
+    return fmt::format("S5:{}", stuck ? status_name(o->status) : "disagree");
+  }
   // The symptom's direction too (S1: a wrong adapter trains vs the right one does not), so a
   // shrink cannot trade one root cause for another behind the same spec, op and status.
-  return fd.spec + ":" + op_name(f.ops[fd.step - 1].kind) + ":" + (o ? status_name(o->status) : "?") +
-         (fd.kind.empty() ? "" : ":" + fd.kind);
+  std::string sig = fmt::format("{}:{}:{}", fd.spec, op_name(f.ops[fd.step - 1].kind), o ? status_name(o->status) : "?");
+  if (!fd.kind.empty()) fmt::format_to(std::back_inserter(sig), ":{}", fd.kind);
+  return sig;
 }
 
 // "S3:ok" of "S3:unshard:ok" or "S1:train_step:ok:extra"; "S5:disagree" as it is.
@@ -307,9 +313,8 @@ void shrink_while(const SeqFile& f, ShrinkResult* out, const std::function<bool(
     changed = drop_layers_and_adapters(cur, oracle) || changed;
     changed = simplify_scenario(cur, oracle) || changed;
     if (progress)
-      progress("round " + std::to_string(round + 1) + ": " + std::to_string(cur.ops.size()) + " ops, world " +
-               std::to_string(cur.scenario.world) + ", " + std::to_string(cur.scenario.layers.size()) + " layers, " +
-               std::to_string(cur.scenario.adapters.size()) + " adapters, " + std::to_string(oracle.runs) + " runs");
+      progress(fmt::format("round {}: {} ops, world {}, {} layers, {} adapters, {} runs", round + 1, cur.ops.size(),
+                           cur.scenario.world, cur.scenario.layers.size(), cur.scenario.adapters.size(), oracle.runs));
     if (!changed) break;
   }
   fill_expectations(cur, run_checked(cur));

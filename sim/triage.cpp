@@ -5,6 +5,7 @@
 #include <set>
 
 #include "model/vocab/profile.hpp"
+#include "model/vocab/text.hpp"
 #include "sim/shrink.hpp"
 
 namespace fsdpsim {
@@ -36,13 +37,13 @@ char state_before(const SeqFile& f, const RunResult& r, int step, int rank) {
 // left out, so a trait listed is one the class needs).
 std::string traits(const Scenario& s) {
   std::vector<std::string> t;
-  if (s.world > 1) t.push_back("world=" + std::to_string(s.world));
+  if (s.world > 1) t.push_back(fmt::format("world={}", s.world));
   std::set<int> experts;
   for (const auto& l : s.layers)
     if (l.experts > 0) experts.insert(l.experts);
-  for (int e : experts) t.push_back("experts=" + std::to_string(e));
+  for (int e : experts) t.push_back(fmt::format("experts={}", e));
   if (s.loading == Loading::RamEfficient) t.push_back("loading=ram_efficient");
-  if (s.dtype != DType::F32) t.push_back(std::string("dtype=") + dtype_name(s.dtype));
+  if (s.dtype != DType::F32) t.push_back(fmt::format("dtype={}", dtype_name(s.dtype)));
   if (!s.autocast_adapter_dtype) t.push_back("autocast=false");
   if (s.data == Data::PerRank) t.push_back("data=per_rank");
   if (!s.checkpoint.empty()) t.push_back("checkpoint");  // a layer in checkpoint_wrapper (beyond-seeds B7)
@@ -58,17 +59,15 @@ std::string traits(const Scenario& s) {
     }
   std::set<std::string> rafs;
   for (const auto& d : s.shards)
-    if (d.raf != Raf::True) rafs.insert(std::string(d.is_root() ? "root_raf=" : "raf=") + raf_name(d.raf));
+    if (d.raf != Raf::True) rafs.insert(fmt::format("{}={}", d.is_root() ? "root_raf" : "raf", raf_name(d.raf)));
   t.insert(t.end(), rafs.begin(), rafs.end());
-  if (s.shards.size() > 1) t.push_back("groups=" + std::to_string(s.shards.size()));
+  if (s.shards.size() > 1) t.push_back(fmt::format("groups={}", s.shards.size()));
   if (s.optimizer == OptimizerParams::AllLora) t.push_back("optimizer=all");
   for (const auto& a : s.adapters) {
     if (a.inference_mode) t.push_back("inference_mode");
     if (a.deferred) t.push_back("deferred");
   }
-  std::string out;
-  for (const auto& x : t) out += (out.empty() ? "" : " ") + x;
-  return out;
+  return join(t, " ");
 }
 
 uint32_t fnv1a(const std::string& s) {
@@ -137,7 +136,7 @@ std::string fixing_switch(const SeqFile& f, const std::string& key, int* runs) {
     ov.erase(std::remove_if(ov.begin(), ov.end(), [&](const SwitchOverride& o) { return o.name == table[i].name; }), ov.end());
     ov.push_back({table[i].name, table[i].values[table[i].patched], {}});
     if (runs) ++*runs;
-    if (!has_key(c, run_checked(c), key)) return std::string(table[i].name) + "=" + table[i].values[table[i].patched];
+    if (!has_key(c, run_checked(c), key)) return fmt::format("{}={}", table[i].name, table[i].values[table[i].patched]);
   }
   return "";
 }
@@ -170,7 +169,7 @@ bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const 
   } else {
     t.verdict = t.rank_divergent ? Verdict::Misuse : Verdict::New;
   }
-  std::string verdict = t.verdict == Verdict::Known    ? "known bug, removed by " + t.fix_switch + " (" + t.fix_cites + ")"
+  std::string verdict = t.verdict == Verdict::Known    ? fmt::format("known bug, removed by {} ({})", t.fix_switch, t.fix_cites)
                         : t.verdict == Verdict::Misuse ? "misuse: needs a rank-divergent @R op, no library fix"
                                                        : "new: no single patched switch removes it";
   m.comments = {kSignaturePrefix + t.signature, "class: " + verdict};

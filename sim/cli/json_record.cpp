@@ -56,7 +56,7 @@ JsonRecord& JsonRecord::flag(const char* k, bool v) {
 
 JsonRecord& JsonRecord::strs(const char* k, const std::vector<std::string>& v) {
   key(k).text_ += "[";
-  for (size_t i = 0; i < v.size(); ++i) text_ += (i ? "," : "") + json_quoted(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) fmt::format_to(std::back_inserter(text_), "{}{}", i ? "," : "", json_quoted(v[i]));
   text_ += "]";
   return *this;
 }
@@ -93,7 +93,7 @@ void JsonRecord::print(std::ostream& os) const {
 std::string with_type_last(const std::string& json, const std::string& kind) {
   const size_t close = json.find_last_of('}');
   if (close == std::string::npos) return json;
-  return json.substr(0, close) + ",\"type\":" + json_quoted(kind) + json.substr(close);
+  return fmt::format("{},\"type\":{}{}", json.substr(0, close), json_quoted(kind), json.substr(close));
 }
 
 }  // namespace fsdpsim::cli

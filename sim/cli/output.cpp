@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fmt/format.h>
 #include <iostream>
 
 #include "model/vocab/source_error.hpp"
@@ -14,14 +15,14 @@
 namespace fsdpsim::cli {
 
 void prepare_out_dir(const std::string& dir) {
-  auto bad = [&](const std::string& why) { throw SourceError("<command line>", {}, "--out " + dir + ": " + why); };
+  auto bad = [&](const std::string& why) { throw SourceError("<command line>", {}, fmt::format("--out {}: {}", dir, why)); };
   if (dir.empty()) bad("expected a directory name");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) bad("cannot create directory: " + (ec ? ec.message() : std::string(std::strerror(errno))));
+  if (::stat(dir.c_str(), &st) != 0) bad(fmt::format("cannot create directory: {}", ec ? ec.message() : std::strerror(errno)));
   if (!S_ISDIR(st.st_mode)) bad("not a directory");
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) bad(std::string("not writable: ") + std::strerror(errno));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) bad(fmt::format("not writable: {}", std::strerror(errno)));
 }
 
 void write_file(const std::string& path, const std::string& text) {
