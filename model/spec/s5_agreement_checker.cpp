@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "model/vocab/refill.hpp"
 #include "model/vocab/text.hpp"
-
-#include <algorithm>
 
 namespace fsdpsim::spec {
 namespace {
