@@ -1,5 +1,6 @@
 #include "sim/generator.hpp"
 
+#include <array>
 #include <algorithm>
 #include <fmt/format.h>
 
@@ -200,15 +201,17 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
   for (const auto& d : s.shards)
     if (!d.is_root()) modules.push_back(d.modules[0]);
   auto pick_present = [&]() {
-    std::vector<int> v;
+    std::array<int, kMaxAdapters> v;
+    uint32_t k = 0;
     for (size_t a = 0; a < s.adapters.size(); ++a)
-      if (present.contains(static_cast<int>(a))) v.push_back(static_cast<int>(a));
-    return v[rng.below(static_cast<uint32_t>(v.size()))];
+      if (present.contains(static_cast<int>(a))) v[k++] = static_cast<int>(a);
+    return v[rng.below(k)];
   };
   // Adapters loaded before an explicit prepare (always with ram-efficient
   // loading, which needs one): the seed-001 lifecycle.
   if (s.loading == Loading::RamEfficient || rng.chance(10))
     ops = ops_before_prepare(s, [&](uint32_t percent) { return rng.chance(percent); }, &present);
+  ops.reserve(ops.size() + static_cast<size_t>(n) + 2);  // an op and a gradient_sync toggle before it
   int guard = 0;
   bool sync = true;
   while (static_cast<int>(ops.size()) < n && guard++ < 10 * n) {

@@ -23,6 +23,7 @@ struct Pool {
   std::vector<uint32_t> issued;
   std::vector<RankModel> ranks;  // left by finished simulators, their state's buffers kept
   std::vector<std::vector<RankModel>> rank_lists;  // their emptied lists, capacity kept
+  std::vector<std::vector<Simulator::Pending>> queues;  // per rank, capacity kept
 };
 thread_local Pool pool;
 constexpr size_t kPoolLists = 8, kPoolListObservations = 4096, kPoolRanks = 16;
@@ -83,6 +84,7 @@ Simulator::Simulator(const Topology& topo) : topo_(&topo) {
     ranks_.back().set_deferred_merges(true);
     ranks_.back().set_peer_judged(topo.world > 1);  // judge_against_peers classifies the layers
   }
+  queues_ = std::move(pool.queues);
 }
 
 Simulator::~Simulator() {
@@ -92,6 +94,7 @@ Simulator::~Simulator() {
   }
   ranks_.clear();
   if (pool.rank_lists.size() < kPoolLists) pool.rank_lists.push_back(std::move(ranks_));
+  if (queues_.size() > pool.queues.size()) pool.queues = std::move(queues_);
 }
 
 // Pops matching heads while every rank has one. Returns false on a mismatch.

@@ -49,13 +49,15 @@ class Simulator {
   RunResult run_more(const std::vector<Op>& ops, int first_step, const RunOptions& opt = {});
   const std::vector<RankModel>& ranks() const { return ranks_; }
 
- private:
+  // One issued collective waiting for its peers' (public for the thread's pool of queues).
   struct Pending {
     CollRecord coll;
     int step;
     int obs;  // observation to mark hang/mismatch, -1 when not observing
     int k;    // position of this collective among its op's
   };
+
+ private:
   bool match();
   bool same_members(size_t r, size_t q) const;
   void mix_check();

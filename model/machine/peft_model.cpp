@@ -111,7 +111,9 @@ Raise RankModel::op_disable_exit() {
 // registered before (named_parameters(recurse=False), the new adapter's
 // excluded), except on the very first injection (get_peft_model's).
 Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
-  std::vector<std::pair<int, bool>> kept;  // mapping_existing_parameter_requires_grad
+  // mapping_existing_parameter_requires_grad; a buffer per thread (every reset injects each adapter)
+  thread_local std::vector<std::pair<int, bool>> kept;
+  kept.clear();
   if (!first)
     for (size_t p = 0; p < topo_->params.size(); ++p) {
       int a = topo_->params[p].adapter;

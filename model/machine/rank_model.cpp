@@ -18,7 +18,9 @@ void RankModel::reset() {
     RankState fresh;
     auto keep = [](auto& to, auto& from) { from.clear(), to.swap(from); };
     keep(fresh.params, st_.params);
-    keep(fresh.groups, st_.groups);
+    // Not emptied: the assign below copies a fresh group over each kept one, which keeps the
+    // buffer of its post-forward indices (a group records one every forward).
+    fresh.groups.swap(st_.groups);
     keep(fresh.layers, st_.layers);
     keep(fresh.saved_ver, st_.saved_ver);
     keep(fresh.saved_drift, st_.saved_drift);

@@ -1,6 +1,7 @@
 #include "model/machine/topology.hpp"
 
 #include <stdexcept>
+#include <string_view>
 
 namespace fsdpsim {
 
@@ -91,7 +92,13 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   t.layers.reserve(s.layers.size());
   t.state_dict_order.reserve(max_params);
   for (GroupInfo& gi : t.groups) gi.params.reserve(max_params), gi.layers.reserve(s.layers.size());
-  auto add_param = [&](const std::string& name, ParamKind kind, int layer, int adapter, int dim0, int rest, int group) {
+  // Parameter names are joined in one buffer: interning copies each text once per process.
+  std::string joined;
+  auto dotted = [&](std::string_view a, std::string_view b, std::string_view c = {}) -> std::string_view {
+    joined.assign(a).append(b).append(c);
+    return joined;
+  };
+  auto add_param = [&](std::string_view name, ParamKind kind, int layer, int adapter, int dim0, int rest, int group) {
     ParamInfo pi{Name(name), kind, layer, adapter, dim0, rest, group, 0};
     pi.chunk_rows = (dim0 + s.world - 1) / s.world;
     pi.shard_numel = static_cast<int64_t>(pi.chunk_rows) * rest;
@@ -127,7 +134,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     li.SB.fill(-1);
     li.saved_module = s.saved_module(ld.name);
     if (E > 0) {
-      li.weight = add_param(ld.name + ".weight", ParamKind::Weight, static_cast<int>(l), -1, E, ld.in * ld.out, g);
+      li.weight = add_param(dotted(ld.name, ".weight"), ParamKind::Weight, static_cast<int>(l), -1, E, ld.in * ld.out, g);
     } else if (li.saved_module) {
       // peft/utils/other.py::ModulesToSaveWrapper: original_module first, then the
       // modules_to_save ModuleDict with one deep copy per adapter, in injection order.
@@ -140,8 +147,8 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
         li.SB[a] = add_param(saved_copy_name(ld.name, s.adapters[a].name, "bias"), ParamKind::SavedBias, static_cast<int>(l), a, ld.out, 1, ga);
       }
     } else {
-      li.weight = add_param(ld.name + ".weight", ParamKind::Weight, static_cast<int>(l), -1, ld.out, ld.in, g);
-      li.bias = add_param(ld.name + ".bias", ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
+      li.weight = add_param(dotted(ld.name, ".weight"), ParamKind::Weight, static_cast<int>(l), -1, ld.out, ld.in, g);
+      li.bias = add_param(dotted(ld.name, ".bias"), ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
     }
     const int fan = E > 0 ? E : 1;
     auto targets = [&](const AdapterDecl& a) {
@@ -151,11 +158,11 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     };
     for (size_t a = 0; a < s.adapters.size(); ++a)
       if (targets(s.adapters[a]))
-        li.A[a] = add_param(ld.name + ".lora_A." + s.adapters[a].name, ParamKind::LoraA, static_cast<int>(l),
+        li.A[a] = add_param(dotted(ld.name, ".lora_A.", s.adapters[a].name), ParamKind::LoraA, static_cast<int>(l),
                             static_cast<int>(a), s.adapters[a].r * fan, ld.in, ((wrapped >> a) & 1) ? g : -1);
     for (size_t a = 0; a < s.adapters.size(); ++a)
       if (targets(s.adapters[a]))
-        li.B[a] = add_param(ld.name + ".lora_B." + s.adapters[a].name, ParamKind::LoraB, static_cast<int>(l),
+        li.B[a] = add_param(dotted(ld.name, ".lora_B.", s.adapters[a].name), ParamKind::LoraB, static_cast<int>(l),
                             static_cast<int>(a), ld.out, s.adapters[a].r * fan, ((wrapped >> a) & 1) ? g : -1);
     t.layers.push_back(li);
   }

@@ -6,6 +6,7 @@ namespace fsdpsim::spec {
 
 SpecContext::SpecContext(std::shared_ptr<const Scenario> scenario) : scen_(std::move(scenario)) {
   const auto& ad = scen_->adapters;
+  names_.reserve(ad.size());
   for (const auto& a : ad) names_.emplace_back(a.name);
   for (size_t a = 0; a < ad.size() && a < kMaxAdapters; ++a)
     same_name_[a] = mask_of(ad[a].name);
@@ -47,6 +48,13 @@ Mask SpecContext::owner_at(size_t slot, Name param) const {
   if (slot >= owners_.at.size()) owners_.at.resize(slot + 1);
   owners_.at[slot] = {param, owner_mask(param)};
   return owners_.at[slot].second;
+}
+
+Mask SpecContext::owner_mask(Name param) const {
+  for (const auto& [name, mask] : owners_.seen)
+    if (name == param) return mask;
+  owners_.seen.emplace_back(param, owner_mask(param.str()));
+  return owners_.seen.back().second;
 }
 
 Mask SpecContext::present_in(const Observation& o) const {

@@ -37,22 +37,27 @@ class SpecContext {
   // The adapter owning `param`, matched whole against the declarations (none
   // for a base parameter: "base" is no adapter's name, the parser reserves it).
   Mask owner_mask(const std::string& param) const;
+  // The same for an interned name, worked out once per name this context sees.
+  Mask owner_mask(Name param) const;
   // The adapters whose parameters the rank holds.
   Mask present_in(const Observation& o) const;
   // "{a,b}" in declaration order.
   std::string text(Mask m) const;
 
  private:
-  // The owners of the names last seen at each position of an observation's params: a run's
-  // observations list mostly the same names in the same order, and matching a name against
-  // the declarations compares piece by piece. A copy starts empty (the explorer copies
-  // checkers per state).
+  // The owners of the names last seen at each position of an observation's params (a run's
+  // observations list mostly the same names in the same order), and of every name seen so far
+  // (an adapter added or deleted shifts the positions): matching a name against the
+  // declarations compares piece by piece, an interned name's pointer once. A copy starts empty
+  // (the explorer copies checkers per state).
   struct OwnerMemo {
     std::vector<std::pair<Name, Mask>> at;
+    std::vector<std::pair<Name, Mask>> seen;
     OwnerMemo() = default;
     OwnerMemo(const OwnerMemo&) {}
     OwnerMemo& operator=(const OwnerMemo&) {
       at.clear();
+      seen.clear();
       return *this;
     }
   };
