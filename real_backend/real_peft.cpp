@@ -333,7 +333,9 @@ void RealRank::op_save_adapters(const Op& op) {
     // the path holds `_checkpoint_wrapped_module.` and the key does not, so the layer is dropped
     // (after the full state dict's gather).
     if (layout_->layers[ps.layer].checkpoint) continue;
-    res_.saved.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].place)});
+    // ... one entry per state dict it is in (peft utils/save_and_load.py::get_peft_model_state_dict, per adapter)
+    for (int c = orphan ? __builtin_popcount(names) : 1; c > 0; --c)
+      res_.saved.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].place)});
     saved_values_[p] = sv.detach().clone();
     saved_file_[p] = mine.clone();
     saved_rows_[p] = local ? ps.local_rows(0) : ps.rows;

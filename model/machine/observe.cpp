@@ -101,11 +101,17 @@ void RankModel::observe_into(Observation& o, int step, const Op& op, const OpRes
     if (op.kind == OpKind::SaveAdapters && r.status == Status::Ok) {
       for (size_t p = 0; p < t.params.size(); ++p) {
         if (st_.saved_rows[p] < 0) continue;
-        SavedObs& so = saved.next();
-        so.name = t.params[p].name;
-        so.rows = saved_rows(static_cast<int>(p), rank_);
-        so.full_rows = t.params[p].dim0;
-        so.dtype = st_.params[p].dtype;
+        // A half-added adapter's tensor is in every saved adapter's state dict (op_save_adapters):
+        // one entry per dict (peft utils/save_and_load.py::get_peft_model_state_dict, per adapter).
+        const int a = t.params[p].adapter;
+        const int copies = a >= 0 && !st_.present.contains(a) ? st_.saved_adapters.count() : 1;
+        for (int c = 0; c < copies; ++c) {
+          SavedObs& so = saved.next();
+          so.name = t.params[p].name;
+          so.rows = saved_rows(static_cast<int>(p), rank_);
+          so.full_rows = t.params[p].dim0;
+          so.dtype = st_.params[p].dtype;
+        }
       }
     }
   }

@@ -249,6 +249,16 @@ TEST(SaveAdapters, PatchedSavesFullTensorsAndReloadsEqual) {
   EXPECT_TRUE(r.findings.empty());
 }
 
+// Tensors a refused add_adapter left are saved once per saved adapter's dict (half_added_save_seq).
+TEST(SaveAdapters, AHalfAddedAdapterIsInEverySavedAdaptersStateDict) {
+  RunResult r = simulate(half_added_save_seq());
+  ASSERT_EQ(obs_at(r, 1, 0).status, Status::ValueError);
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(obs_at(r, 2, rank).saved, half_added_saved(true)) << rank;
+    EXPECT_EQ(obs_at(r, 3, rank).saved, half_added_saved(false)) << rank;
+  }
+}
+
 TEST(SaveAdapters, ActiveOnlySelectionLosesTheOtherAdapter) {
   RunResult r = simulate("set adapter_save_selection=active\n" + save_header("patched") + "save_adapters\n");
   const Observation& o = obs_at(r, 1, 0);

@@ -197,6 +197,16 @@ TEST(RealAdapterCheckpoint, PatchedSavesFullRowsAndReloadsExactly) {
   EXPECT_EQ(compare_observations(model.observations, r.observations), std::vector<std::string>{});
 }
 
+// Tensors a refused add_adapter left are saved once per saved adapter's dict (half_added_save_seq).
+TEST(RealAdapterCheckpoint, AHalfAddedAdapterIsInEverySavedAdaptersStateDict) {
+  real::RealResult r = run(half_added_save_seq());
+  for (int rank : {0, 1}) {
+    ASSERT_EQ(obs_at(r.observations, 1, rank).status, Status::ValueError);
+    EXPECT_EQ(obs_at(r.observations, 2, rank).saved, half_added_saved(true)) << rank;
+    EXPECT_EQ(obs_at(r.observations, 3, rank).saved, half_added_saved(false)) << rank;
+  }
+}
+
 TEST(RealAdapterCheckpoint, ActiveSelectionSavesOnlyTheActiveAdapter) {
   real::RealResult r = run(ckpt("patched", "save_adapters\n", "set adapter_save_selection=active\n"));
   const Observation& s = obs_at(r.observations, 1, 0);
