@@ -150,6 +150,9 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
       // adapter's own fresh init, saved (peft lora/layer.py::LoraLayer.reset_lora_parameters), so B is zero.
       const bool zero_b = topo_->params[p].kind == ParamKind::LoraB && topo_->adapters[adapter].init == LoraInit::Zero;
       ps.recreate(load && !zero_b ? 0x100u : 0u);
+      // A graph recorded before a delete_adapter holds the deleted Parameter: the next backward
+      // writes its grad there, not into this new object (crosscheck seed 880700).
+      st_.graph.grad[p] = 0;
     }
   };
   // A refused injection is not atomic: inject_adapter has already injected the targets before

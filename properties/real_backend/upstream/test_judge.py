@@ -81,5 +81,18 @@ class Bf16History(unittest.TestCase):
         self.assertEqual(self.report(1, bf16(self.w0 - d), self.A, self.B, []), "corrupt")
 
 
+class ChunkRows(unittest.TestCase):
+    """Each rank's chunk of a dim sharded as FSDP and DTensor shard it: ceil(rows / world) per
+    rank, the last ones short or empty."""
+
+    def test_a_rank_past_the_last_row_takes_an_empty_chunk_at_the_end(self):
+        # E 2 experts at world 4 (crosscheck seed 880408): ranks 2 and 3 hold none
+        self.assertEqual([judge._chunk_rows(2, 4, r) for r in range(4)], [(1, 0), (1, 1), (0, 2), (0, 2)])
+        self.assertEqual([judge._chunk_rows(10, 4, r) for r in range(4)], [(3, 0), (3, 3), (3, 6), (1, 9)])
+        for r in range(4):
+            n, start = judge._chunk_rows(2, 4, r)
+            self.assertEqual(torch.zeros(2, 3).narrow(0, start, n).shape[0], n)
+
+
 if __name__ == "__main__":
     unittest.main()
