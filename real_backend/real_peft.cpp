@@ -95,8 +95,17 @@ void RealRank::op_disable_enter() {
   // peft_model.py::PeftModel.disable_adapter reads peft_config[self.active_adapter] first.
   if (!((present_ >> peft_active_) & 1))
     throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[peft_active_].name + "'");
+  active_without_config();  // BaseTuner.disable_adapter_layers, before any layer
   for (size_t l = 0; l < layout_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), false);
   disabled_ = true;
+}
+
+// BaseTuner.disable_adapter_layers and _mark_only_adapters_as_trainable read peft_config[name]
+// for each of the tuner's active adapters: a name a list-form set_adapter gave it without a
+// config raises KeyError (in declaration order; the list's differs only with two such names).
+void RealRank::active_without_config() const {
+  for (size_t a = 0; a < layout_->adapters.size(); ++a)
+    if (((active_ >> a) & 1) && !((present_ >> a) & 1)) throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[a].name + "'");
 }
 
 // PeftModel.disable_adapter, leaving: enable_adapter_layers; with
@@ -127,6 +136,7 @@ void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
     if (layout_->layers[l].lora_a[adapter] >= 0) layer_tuner_[l] = 1;
   // BaseTuner.inject_adapter passes its active_adapters, a list; an unmerge that raises skips the restore.
   set_adapter_module_level(active_, true, inference_mode);
+  active_without_config();  // BaseTuner._mark_only_adapters_as_trainable: a raise skips the restore
   set_additional_trainable_modules(adapter, inference_mode);
   for (const auto& [p, rg] : kept) set_registered_rg(p, rg);
 }

@@ -129,6 +129,7 @@ class RealRank {
   void op_disable_enter();
   void op_disable_exit();
   void inject_adapter(int adapter, bool inference_mode, bool first);
+  void active_without_config() const;  // throws KeyError for a tuner-active name without a config
   void op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
   void op_delete_adapter(int adapter);
   void op_delta_weight(int layer);

@@ -84,8 +84,20 @@ Raise RankModel::op_disable_enter() {
   // Its first read is peft_config[self.active_adapter]: a name a delete left behind raises.
   if (st_.peft_active >= 0 && !st_.present.contains(st_.peft_active))
     return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[st_.peft_active].name));
+  // tuners_utils.py::BaseTuner.disable_adapter_layers, before any layer
+  if (Raise r = active_without_config()) return r;
   for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), false);
   st_.disabled = true;
+  return {};
+}
+
+// tuners_utils.py::BaseTuner.disable_adapter_layers and _mark_only_adapters_as_trainable read
+// peft_config[name] (its bias) for each of the tuner's active adapters: a name a list-form
+// set_adapter gave it without a config raises (crosscheck --world 3 --against upstream, seed 900098).
+// In declaration order: the list's own order differs only with two such names.
+Raise RankModel::active_without_config() {
+  for (int a : st_.active)
+    if (!st_.present.contains(a)) return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[a].name));
   return {};
 }
 
@@ -124,6 +136,8 @@ Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
   place_new_adapter(adapter);
   // It passes its active_adapters, a list.
   if (Raise r = set_adapter_module_level(st_.active, true, inference_mode)) return r;  // an unmerge raised: no restore
+  // tuners_utils.py::BaseTuner._mark_only_adapters_as_trainable comes next: no restore either.
+  if (Raise r = active_without_config()) return r;
   set_additional_trainable_modules(adapter, inference_mode);
   for (const auto& [p, rg] : kept) set_registered_rg(p, rg);
   return {};

@@ -189,6 +189,7 @@ class RankModel {
   Raise op_disable_enter();
   Raise op_disable_exit();
   Raise inject_adapter(int adapter, bool inference_mode, bool first);
+  Raise active_without_config();  // KeyError for a tuner-active name without a config
   Raise op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
   Raise op_delete_adapter(int adapter);
   Raise op_delta_weight(int layer);
