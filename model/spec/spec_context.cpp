@@ -43,13 +43,6 @@ Mask SpecContext::owner_mask(const std::string& param) const {
   return a < 0 ? 0 : same_name_[a];
 }
 
-Mask SpecContext::owner_at(size_t slot, Name param) const {
-  if (slot < owners_.at.size() && owners_.at[slot].first == param) return owners_.at[slot].second;
-  if (slot >= owners_.at.size()) owners_.at.resize(slot + 1);
-  owners_.at[slot] = {param, owner_mask(param)};
-  return owners_.at[slot].second;
-}
-
 Mask SpecContext::owner_mask(Name param) const {
   for (const auto& [name, mask] : owners_.seen)
     if (name == param) return mask;
@@ -59,7 +52,7 @@ Mask SpecContext::owner_mask(Name param) const {
 
 Mask SpecContext::present_in(const Observation& o) const {
   Mask m = 0;
-  for (size_t i = 0; i < o.params.size(); ++i) m |= owner_at(i, o.params[i].name);
+  for (const ParamObs& p : o.params) m |= owner_mask(p.name);
   return m;
 }
 

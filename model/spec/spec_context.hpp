@@ -45,23 +45,19 @@ class SpecContext {
   std::string text(Mask m) const;
 
  private:
-  // The owners of the names last seen at each position of an observation's params (a run's
-  // observations list mostly the same names in the same order), and of every name seen so far
-  // (an adapter added or deleted shifts the positions): matching a name against the
-  // declarations compares piece by piece, an interned name's pointer once. A copy starts empty
-  // (the explorer copies checkers per state).
+  // The owner of every parameter name this context has seen: matching a name against the
+  // declarations compares piece by piece, an interned name's pointer once (a scenario names
+  // at most kMaxParams; a run usually a few dozen). A copy starts empty (the explorer copies
+  // checkers per state).
   struct OwnerMemo {
-    std::vector<std::pair<Name, Mask>> at;
     std::vector<std::pair<Name, Mask>> seen;
     OwnerMemo() = default;
     OwnerMemo(const OwnerMemo&) {}
     OwnerMemo& operator=(const OwnerMemo&) {
-      at.clear();
       seen.clear();
       return *this;
     }
   };
-  Mask owner_at(size_t slot, Name param) const;
 
   std::shared_ptr<const Scenario> scen_;
   std::array<Mask, kMaxAdapters> same_name_{};  // per adapter: every adapter declared with its name

@@ -249,9 +249,9 @@ TEST(SaveAdapters, PatchedSavesFullTensorsAndReloadsEqual) {
   EXPECT_TRUE(r.findings.empty());
 }
 
-// Tensors a refused add_adapter left are saved once per saved adapter's dict (half_added_save_seq).
+// Tensors a refused add_adapter left are saved once per saved adapter's dict (half_added_saved).
 TEST(SaveAdapters, AHalfAddedAdapterIsInEverySavedAdaptersStateDict) {
-  RunResult r = simulate(half_added_save_seq());
+  RunResult r = run_checked(parse_seq_file(FSDPSIM_SOURCE_DIR "/corpus/regressions/add_adapter_raised_half_added_saved_per_adapter.seq"));
   ASSERT_EQ(obs_at(r, 1, 0).status, Status::ValueError);
   for (int rank : {0, 1}) {
     EXPECT_EQ(obs_at(r, 2, rank).saved, half_added_saved(true)) << rank;

@@ -29,12 +29,12 @@ std::string seed001(const std::string& profile, const std::string& ops = "") {
          "load_adapter reference frozen\nload_adapter policy trainable\nprepare\n" + ops;
 }
 
-real::RealResult run(const std::string& text) {
-  SeqFile f = parse_seq(text, "<test>");
+real::RealResult run(const SeqFile& f) {
   real::RealResult r = real::run_real(f, real::RankMode::Threads, kTimeout);
   EXPECT_FALSE(r.infra_failure) << r.infra_message;
   return r;
 }
+real::RealResult run(const std::string& text) { return run(parse_seq(text, "<test>")); }
 
 // "device/dtype" of one adapter parameter in an observation.
 std::string placed(const Observation& o, const std::string& param) {
@@ -197,9 +197,9 @@ TEST(RealAdapterCheckpoint, PatchedSavesFullRowsAndReloadsExactly) {
   EXPECT_EQ(compare_observations(model.observations, r.observations), std::vector<std::string>{});
 }
 
-// Tensors a refused add_adapter left are saved once per saved adapter's dict (half_added_save_seq).
+// Tensors a refused add_adapter left are saved once per saved adapter's dict (half_added_saved).
 TEST(RealAdapterCheckpoint, AHalfAddedAdapterIsInEverySavedAdaptersStateDict) {
-  real::RealResult r = run(half_added_save_seq());
+  real::RealResult r = run(parse_seq_file(FSDPSIM_SOURCE_DIR "/corpus/regressions/add_adapter_raised_half_added_saved_per_adapter.seq"));
   for (int rank : {0, 1}) {
     ASSERT_EQ(obs_at(r.observations, 1, rank).status, Status::ValueError);
     EXPECT_EQ(obs_at(r.observations, 2, rank).saved, half_added_saved(true)) << rank;
