@@ -87,8 +87,15 @@ Simulator::Simulator(const Topology& topo) : topo_(&topo) {
   queues_ = std::move(pool.queues);
 }
 
+void Simulator::set_provenance(std::vector<Provenance>* p) {
+  if (p) p->resize(ranks_.size());
+  for (size_t r = 0; r < ranks_.size(); ++r) ranks_[r].set_provenance(p ? &(*p)[r] : nullptr);
+  fresh_ = false;  // the next run() resets the ranks, and so starts their provenance
+}
+
 Simulator::~Simulator() {
   for (auto& r : ranks_) {
+    r.set_provenance(nullptr);  // pooled ranks outlive the caller's provenance
     if (pool.ranks.size() >= kPoolRanks) break;
     pool.ranks.push_back(std::move(r));
   }
@@ -399,6 +406,7 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
       const int i = cursor[pick];
       const Op& op = ops[i];
       RankModel& m = ranks_[pick];
+      if (Provenance* pv = m.provenance()) pv->start_op(first_step + i + 1);
       const OpResult& r = m.apply(op);
       ++res.rank_ops;
       const auto& colls = m.collectives();

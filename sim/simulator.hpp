@@ -48,6 +48,9 @@ class Simulator {
   // whole sequence, as each op's collectives pair up before the next op.
   RunResult run_more(const std::vector<Op>& ops, int first_step, const RunOptions& opt = {});
   const std::vector<RankModel>& ranks() const { return ranks_; }
+  // One Provenance per rank (model/machine/provenance.hpp), recorded from the next run() on;
+  // `p` must outlive the runs (the destructor detaches it). Null detaches.
+  void set_provenance(std::vector<Provenance>* p);
 
   // One issued collective waiting for its peers' (public for the thread's pool of queues).
   struct Pending {

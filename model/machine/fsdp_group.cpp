@@ -11,6 +11,7 @@ void RankModel::lazy_init(int g) { st_.groups[g].lazy_init(); }
 // original dtypes of the group's parameters whose sharded parameter requires grad must be one;
 // frozen parameters are not looked at. Python prints the set of torch dtypes.
 Raise RankModel::init_mp_dtypes(int g) {
+  TrScope scope(*this, Tr::LazyInitDtypes);
   bool f32 = false, bf16 = false;
   for (int p : topo_->groups[g].params) {
     if (!st_.params[p].rg_s) continue;
@@ -68,6 +69,8 @@ void RankModel::issue_all_gather(int g) {
 void RankModel::unshard(int g) {
   FsdpParamGroup& gs = st_.groups[g];
   if (gs.unsharded()) return;
+  TrScope scope(*this, Tr::ToUnsharded);
+  if (prov_) prov_->group_unsharded[g] = prov_->stamp();
   const GroupInfo& gi = topo_->groups[g];
   if (!gs.gather_pending) issue_all_gather(g);
   gs.gather_pending = false;
@@ -81,6 +84,7 @@ void RankModel::unshard(int g) {
 // Nothing is written back: a requires_grad flip or a data edit made on U since
 // the all-gather is simply dropped.
 void RankModel::to_sharded(int g) {
+  note_drops(g);
   if (st_.groups[g].unsharded()) note_unsharded(g, false);
   st_.groups[g].sharded = ShardedState::Sharded;
 }
@@ -153,6 +157,7 @@ void RankModel::backward_prefetch(int g) {
 // adapter is active by then (fp32: no unsharded_accumulated_grad, U.grad itself).
 void RankModel::post_backward(int g) {
   FsdpParamGroup& gs = st_.groups[g];
+  TrScope scope(*this, gs.reduce_grads ? Tr::PostBackwardReduce : Tr::PostBackwardUnsynced);
   gs.training = TrainingState::PostBackward;
   if (!gs.reduce_grads) {
     reshard(g);

@@ -151,6 +151,7 @@ void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t version, uint
                          ? delta_id(c.adapter, version, b_version != kNoRows ? b_version : st_.params[b].ver_s)
                          : delta_id(c.adapter, st_.params[a].ver_s, version);
   st_.params[li.weight].w_s.add(c.adapter, id, c.sign);
+  note_deferred(c);
 }
 
 // DTensor's matmul all-gathers one parameter (A) for a delta.
@@ -172,6 +173,7 @@ void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adap
   // The merge below changes only the layer's weight, never the gathered A or B: its digest holds.
   log_.contribute(digest_of(param), holds_rows(param, rank_) ? st_.params[param].ver_s : kNoRows);
   if (sign != 0 && !deferred_merges_) apply_gathered_delta(c, st_.params[param].ver_s);
+  if (sign != 0 && deferred_merges_ && prov_) prov_->deferred.emplace_back(layer, prov_->stamp());
   log_.issue(c);
 }
 
@@ -231,6 +233,7 @@ void RankModel::layer_enable_adapters(int layer, bool enabled) {
     lp.disabled = true;
     return;
   }
+  TrScope scope(*this, Tr::EnableAdapters);
   bool respect = topo_->profile.get(Switch::EnableInferenceMode) == sw::kRespect;
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
@@ -279,6 +282,7 @@ Raise RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
   if (lp.wrapper) return {};
   if (lp.disabled) {
     // U is registered here (the group's pre_forward ran), so the unmerge reads no shard and cannot raise.
+    TrScope scope(*this, Tr::DisabledForwardUnmerge);
     if (lp.any_merged()) return layer_unmerge(layer);
     return {};
   }

@@ -123,6 +123,7 @@ Raise RankModel::op_disable_exit() {
 // registered before (named_parameters(recurse=False), the new adapter's
 // excluded), except on the very first injection (get_peft_model's).
 Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
+  TrScope scope(*this, Tr::InjectAdapter);
   // mapping_existing_parameter_requires_grad; a buffer per thread (every reset injects each adapter)
   thread_local std::vector<std::pair<int, bool>> kept;
   kept.clear();
@@ -279,8 +280,11 @@ Raise RankModel::op_delete_adapter(int adapter) {
               (best < 0 || topo_->adapters[a].name < topo_->adapters[best].name))
             best = a;
         next = best < 0 ? AdapterSet{} : AdapterSet::of(best);
+        TrScope fallback(*this, Tr::DeleteFallback);
+        layer_set_adapter(static_cast<int>(l), next, false);
+      } else {
+        layer_set_adapter(static_cast<int>(l), next, false);
       }
-      layer_set_adapter(static_cast<int>(l), next, false);
     }
     if (first) tuner_active = lp.active;  // module-level delete_adapter returns the first layer's active_adapters
     first = false;

@@ -13,6 +13,7 @@ RankModel::RankModel(const Topology& topo, int rank) : topo_(&topo), rank_(rank)
 // get_peft_model + add_adapter for each declared adapter, fully_shard, then
 // accelerate's prepare: every group SHARDED, no U yet, the optimizer on S.
 void RankModel::reset() {
+  if (prov_) prov_->reset(topo_->params.size(), topo_->layers.size(), topo_->groups.size());
   {
     // A fresh state, but on the old one's buffers: what each list holds is assigned below.
     RankState fresh;
@@ -82,6 +83,7 @@ const OpResult& RankModel::apply(const Op& op) {
   res_.corrupt_deltas = AdapterSet{};
   res_.reload_diff.clear();
   st_.memory.start_op();
+  TrScope scope(*this, op_transition(op));
   if (Raise raised = dispatch(op)) {
     // What ran before the raise stays (upstream undoes nothing), its collectives included.
     res_.status = raised->status;
@@ -89,6 +91,38 @@ const OpResult& RankModel::apply(const Op& op) {
   }
   if (op.is_training()) res_.has_grads = true;
   return res_;
+}
+
+// The user's call an op is (provenance.hpp).
+Tr RankModel::op_transition(const Op& op) {
+  switch (op.kind) {
+    case OpKind::Forward: return Tr::Forward;
+    case OpKind::Eval: return Tr::Eval;
+    case OpKind::Backward: return Tr::Backward;
+    case OpKind::Step: return Tr::OptimizerStep;
+    case OpKind::ZeroGrad: return Tr::ZeroGrad;
+    case OpKind::TrainStep: return Tr::Forward;  // forward, backward and step: each stamps its own below
+    case OpKind::Merge: return Tr::Merge;
+    case OpKind::Unmerge: return Tr::Unmerge;
+    case OpKind::SetAdapter: return op.list_form ? Tr::BaseSetAdapter : Tr::SetAdapter;
+    case OpKind::DisableEnter: return Tr::DisableEnter;
+    case OpKind::DisableExit: return Tr::DisableExit;
+    case OpKind::AddAdapter: return Tr::AddAdapter;
+    case OpKind::LoadAdapter: return Tr::LoadAdapter;
+    case OpKind::DeleteAdapter: return Tr::DeleteAdapter;
+    case OpKind::Reshard: return Tr::Reshard;
+    case OpKind::Unshard: return Tr::Unshard;
+    case OpKind::StateDict: return Tr::StateDict;
+    case OpKind::SaveOptimizer: return Tr::SaveOptimizer;
+    case OpKind::LoadOptimizer: return Tr::LoadOptimizer;
+    case OpKind::SaveAdapters: return Tr::SaveAdapters;
+    case OpKind::LoadAdapters: return Tr::LoadAdapters;
+    case OpKind::DeltaWeight: return Tr::DeltaWeight;
+    case OpKind::Prepare: return Tr::Prepare;
+    case OpKind::NewOptimizer: return Tr::NewOptimizer;
+    case OpKind::GradientSync: return Tr::GradientSync;
+  }
+  return Tr::None;
 }
 
 Raise RankModel::dispatch(const Op& op) {
@@ -99,12 +133,17 @@ Raise RankModel::dispatch(const Op& op) {
     case OpKind::Backward: return op_backward();
     case OpKind::Step: op_step(); break;
     case OpKind::ZeroGrad: op_zero_grad(); break;
-    case OpKind::TrainStep:
+    case OpKind::TrainStep: {
       op_zero_grad();
       if (Raise r = op_forward(true)) return r;
-      if (Raise r = op_backward()) return r;
+      {
+        TrScope backward(*this, Tr::Backward);
+        if (Raise r = op_backward()) return r;
+      }
+      TrScope step(*this, Tr::OptimizerStep);
       op_step();
       break;
+    }
     case OpKind::Merge: return op_merge(op);
     case OpKind::Unmerge: return unmerge_adapter();
     case OpKind::SetAdapter: return op_set_adapter(op);
@@ -163,6 +202,10 @@ Raise RankModel::op_forward(bool grad_enabled) {
   previous = st_.graph;
   Raise r = forward_hooks(grad_enabled);
   if (r) st_.graph = previous;
+  if (!r && grad_enabled && prov_) {
+    prov_->graph_step = prov_->step();
+    prov_->graph_merged = any_merged();
+  }
   return r;
 }
 

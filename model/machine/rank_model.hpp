@@ -11,6 +11,7 @@
 
 #include "model/machine/collective_log.hpp"
 #include "model/machine/op_raised.hpp"
+#include "model/machine/provenance.hpp"
 #include "model/machine/rank_state.hpp"
 #include "model/machine/topology.hpp"
 #include "model/vocab/op.hpp"
@@ -91,6 +92,10 @@ class RankModel {
   // it where the module holds the shard: the observation leaves both to it and classifies
   // only the unsharded copies it will keep.
   void set_peer_judged(bool on) { peer_judged_ = on; }
+  // Records which transition writes each piece a spec reads (provenance.hpp); null: none
+  // (the hunt's, the fuzzer's and the explorer's runs). reset() keeps it and restarts it.
+  void set_provenance(Provenance* p) { prov_ = p; }
+  Provenance* provenance() const { return prov_; }
 
   // Queries shared with the spec checks and the observation builder.
   // The module holds the unsharded copy U: its group is unsharded (inline: the observation reads it per parameter).
@@ -218,6 +223,7 @@ class RankModel {
   Raise forward_hooks(bool grad_enabled);  // op_forward's body; op_forward restores the graph on a raise
   Raise op_backward();
   Raise dispatch(const Op& op);
+  static Tr op_transition(const Op& op);
   void op_step();
   void op_zero_grad();
   // --- optimizer and checkpoints (optimizer.cpp) ---
@@ -225,8 +231,35 @@ class RankModel {
   Raise op_save_optimizer();
   Raise op_load_optimizer();
 
-  // What upstream raises here: `return raise(...)`.
-  static Raise raise(Status s, std::string msg) { return Raise(s, std::move(msg)); }
+  // What upstream raises here: `return raise(...)`; with provenance, the raise site is noted.
+  Raise raise(Status s, std::string msg) const {
+    if (prov_) note_raise();
+    return Raise(s, std::move(msg));
+  }
+  void note_raise() const;
+  // Provenance (provenance.cpp): a scope names the transition running; at its exit every
+  // piece it changed that no inner scope stamped is stamped with it.
+  class TrScope {
+   public:
+    TrScope(RankModel& m, Tr t) : m_(m.prov_ ? &m : nullptr), t_(t) {
+      if (m_) m_->enter_scope(t_, snap_, seq_);
+    }
+    ~TrScope() {
+      if (m_) m_->leave_scope(snap_, seq_);
+    }
+    TrScope(const TrScope&) = delete;
+    TrScope& operator=(const TrScope&) = delete;
+
+   private:
+    RankModel* m_;
+    Tr t_;
+    PieceSnapshot snap_;
+    uint32_t seq_ = 0;
+  };
+  void enter_scope(Tr t, PieceSnapshot& snap, uint32_t& seq);
+  void leave_scope(const PieceSnapshot& snap, uint32_t seq);
+  void note_drops(int g);           // to_sharded: U's edits that differ from S are lost
+  void note_deferred(const CollRecord& c);  // a shard merge applied once its gather pairs
   AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(topo_->adapters, names); }
 
   const Topology* topo_;
@@ -236,6 +269,7 @@ class RankModel {
   CollectiveLog log_;  // this op's collectives
   bool deferred_merges_ = false;
   bool peer_judged_ = false;
+  Provenance* prov_ = nullptr;
 };
 
 
