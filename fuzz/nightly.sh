@@ -80,7 +80,7 @@ for f in "$out"/findings/*.seq; do
   [ -e "$f" ] || break
   base=$(basename "$f" .seq)
   line=$("$fsdpsim" triage "$f" --out "$out/shrunk" 2>/dev/null | head -1)
-  IFS=$'\t' read -r _ stem verdict sig <<< "$line"
+  IFS=$'\t' read -r _ stem _root verdict sig <<< "$line"
   if [ -z "${sig:-}" ] || [ "$sig" = "-" ]; then rows+=("$base|-|lost on triage|-"); continue; fi
   case "$seen_sigs" in *"|$sig|"*) continue ;; esac  # the same class reached twice
   seen_sigs="$seen_sigs|$sig|"

@@ -194,6 +194,15 @@ void json_field(std::ostream& os, const char* name, const std::string& v, bool c
   print_json_string(os, v);
 }
 
+void json_strings(std::ostream& os, const char* name, const std::vector<std::string>& v) {
+  os << ",\"" << name << "\":[";
+  for (size_t k = 0; k < v.size(); ++k) {
+    os << (k ? "," : "");
+    print_json_string(os, v[k]);
+  }
+  os << "]";
+}
+
 }  // namespace
 
 bool upstream_installed() {
@@ -375,47 +384,6 @@ void attach_regressions(HuntReport& r, const std::map<std::string, std::string>&
   }
 }
 
-int hunt_exit_code(const HuntReport& r, bool fail_on_new, bool fail_on_uncatalogued) {
-  if (r.infra) return 4;
-  for (const auto& c : r.classes)
-    if (c.real == "DIFFERS" || c.upstream == "DIFFERS" || c.real == "no finding" || c.upstream == "no finding") return 2;
-  for (const auto& c : r.classes)
-    if ((fail_on_new && c.t.verdict == Verdict::New) || (fail_on_uncatalogued && c.regression.empty())) return 1;
-  return 0;
-}
-
-void print_catalogue(std::ostream& os, const HuntReport& r) {
-  std::vector<std::vector<std::string>> rows = {{"class", "spec", "symptom", "ops", "world", "confirmed", "verdict", "regression", "file"}};
-  std::set<std::string> switches;
-  for (const auto& c : r.classes) {
-    std::string confirmed = "model";
-    if (c.real == "yes") confirmed += ",real";
-    if (c.upstream == "yes") confirmed += ",upstream";
-    for (const auto& [who, v] : {std::make_pair("real", c.real), std::make_pair("upstream", c.upstream)})
-      if (v != "yes" && v != "-" && v != "not installed") confirmed += std::string(" ") + who + ":" + v;
-    std::string verdict = c.t.verdict == Verdict::Known ? "known: " + c.t.fix_switch : verdict_name(c.t.verdict);
-    if (c.t.verdict == Verdict::Known) switches.insert(c.t.fix_switch);
-    rows.push_back({c.stem, c.t.spec, one_line(c.t.symptom, 72), std::to_string(c.t.minimal.ops.size()),
-                    std::to_string(c.t.minimal.scenario.world), confirmed, verdict, c.regression.empty() ? "-" : c.regression,
-                    c.file.empty() ? "-" : c.file});
-  }
-  print_aligned(os, rows);
-  os << "\nsignatures:\n";
-  for (const auto& c : r.classes) os << "  " << c.stem << "  " << c.t.signature << "\n";
-  if (!switches.empty()) os << "fixes:\n";
-  for (const auto& s : switches) {
-    const std::string name = s.substr(0, s.find('='));
-    os << "  " << s << "  " << switch_table()[static_cast<size_t>(*switch_from_name(name))].mirrors << "\n";
-  }
-  bool header = false;
-  for (const auto& c : r.classes)
-    for (size_t k = 0; k < c.divergences.size() && k < 3; ++k) {
-      if (!header) os << "differences (model first):\n";
-      header = true;
-      os << "  " << c.stem << " " << c.divergences[k] << "\n";
-    }
-}
-
 bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, std::string* error) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -460,7 +428,8 @@ bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, st
     json_field(js, "symptom", c.t.symptom);
     js << ",\"length\":" << c.t.minimal.ops.size() << ",\"world\":" << c.t.minimal.scenario.world
        << ",\"rank_divergent\":" << (c.t.rank_divergent ? "true" : "false") << ",\"hits\":" << c.hits;
-    json_field(js, "verdict", verdict_name(c.t.verdict));
+    json_field(js, "root_cause", c.t.root_cause.id);
+    json_field(js, "verdict", root_verdict_name(root_cause_entry(c.t.root_cause.id).verdict));
     json_field(js, "fix", c.t.fix_switch);
     json_field(js, "fix_cites", c.t.fix_cites);
     json_field(js, "real", c.real);
@@ -468,6 +437,26 @@ bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, st
     json_field(js, "found_by", c.found_by);
     json_field(js, "file", c.file);
     json_field(js, "regression", c.regression);
+    js << "}";
+  }
+  js << "],\"root_causes\":[";
+  const std::vector<HuntRootCause> rcs = root_causes_of(r);
+  for (size_t i = 0; i < rcs.size(); ++i) {
+    const HuntRootCause& rc = rcs[i];
+    js << (i ? "," : "") << "{";
+    json_field(js, "id", rc.entry.id, false);
+    json_field(js, "title", rc.entry.title);
+    json_field(js, "verdict", root_verdict_name(rc.entry.verdict));
+    json_field(js, "verdict_detail", rc.entry.verdict_detail);
+    json_strings(js, "citations", rc.entry.citations);
+    json_field(js, "specs", rc.specs);
+    json_field(js, "blame", rc.how);
+    json_field(js, "confirmed", rc.confirmed);
+    json_field(js, "page", rc.page);
+    json_field(js, "repro", rc.repro);
+    std::vector<std::string> stems;
+    for (size_t k : rc.classes) stems.push_back(r.classes[k].stem);
+    json_strings(js, "classes", stems);
     js << "}";
   }
   js << "]}\n";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/crosscheck.hpp"
+#include "sim/root_cause_catalogue.hpp"
 #include "sim/triage.hpp"
 
 namespace fsdpsim {
@@ -74,13 +75,27 @@ std::map<std::string, std::string> corpus_signatures(const std::vector<std::stri
 // Names each class's regression file: the corpus file with its signature.
 void attach_regressions(HuntReport& r, const std::map<std::string, std::string>& corpus);
 
-// 4 harness failure, 2 a backend disagreed, 1 with fail_on_new and a new
-// class or with fail_on_uncatalogued and a class the corpus lacks, 0 otherwise.
-int hunt_exit_code(const HuntReport& r, bool fail_on_new, bool fail_on_uncatalogued = false);
+// One root cause of a hunt (hunt_catalogue.cpp): the classes its mechanism explains.
+struct HuntRootCause {
+  RootCauseEntry entry;         // id, verdict, citations (root_cause_catalogue.hpp)
+  std::vector<size_t> classes;  // indices into HuntReport::classes, shortest first
+  std::string specs;            // "S1,S3"
+  std::string confirmed;        // "yes" when every class was confirmed on every backend run, else what differs
+  std::string how;              // the first class's blame line
+  std::string page, repro;      // its finding page and script under `findings_dir` ("": none there)
+};
 
-// The catalogue: one aligned row per class, then each class's signature and
-// each fixing switch's upstream citation.
-void print_catalogue(std::ostream& os, const HuntReport& r);
+// The classes grouped by root cause, in catalogue order (verdict, then id). `findings_dir`:
+// where the finding pages and scripts are looked up ("docs/findings").
+std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string& findings_dir = "docs/findings");
+
+// 4 harness failure, 2 a backend disagreed, 1 with fail_on_unreported and a root
+// cause no upstream report covers (or no catalogue entry), or with fail_on_uncatalogued
+// and a class the corpus lacks, 0 otherwise.
+int hunt_exit_code(const HuntReport& r, bool fail_on_unreported, bool fail_on_uncatalogued = false);
+
+// The catalogue: counts per verdict, then one row per root cause (within 120 columns).
+void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& findings_dir = "docs/findings");
 
 // One `.seq` per class (signature and class comments, expectations) and
 // summary.json into `dir`; fills each class's `file`. False with *error.

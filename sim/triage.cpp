@@ -6,6 +6,7 @@
 
 #include "model/vocab/profile.hpp"
 #include "model/vocab/text.hpp"
+#include "sim/root_cause_catalogue.hpp"
 #include "sim/shrink.hpp"
 
 namespace fsdpsim {
@@ -159,6 +160,7 @@ bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const 
   t.spec = kept->spec;
   t.symptom = kept->text;
   t.signature = class_signature(m, r, *kept);
+  t.root_cause = attribute_root_cause(m, *kept);
   t.runs = sr.runs + 1;
   for (const auto& op : m.ops) t.rank_divergent = t.rank_divergent || op.rank >= 0;
   t.fix_switch = fixing_switch(m, t.key, &t.runs);
@@ -169,10 +171,10 @@ bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const 
   } else {
     t.verdict = t.rank_divergent ? Verdict::Misuse : Verdict::New;
   }
-  std::string verdict = t.verdict == Verdict::Known    ? fmt::format("known bug, removed by {} ({})", t.fix_switch, t.fix_cites)
-                        : t.verdict == Verdict::Misuse ? "misuse: needs a rank-divergent @R op, no library fix"
-                                                       : "new: no single patched switch removes it";
-  m.comments = {kSignaturePrefix + t.signature, "class: " + verdict};
+  const RootCauseEntry entry = root_cause_entry(t.root_cause.id);
+  std::string fix = t.fix_switch.empty() ? "no single patched switch removes it" : fmt::format("removed by {} ({})", t.fix_switch, t.fix_cites);
+  m.comments = {kSignaturePrefix + t.signature, "root-cause: " + t.root_cause.id, "verdict: " + verdict_text(entry),
+                "blame: " + t.root_cause.how, "fix: " + fix, "finding: " + t.symptom};
   t.minimal = m;
   *out = t;
   return true;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "model/vocab/seq.hpp"
+#include "sim/root_cause.hpp"
 #include "sim/simulator.hpp"
 
 namespace fsdpsim {
@@ -27,6 +28,7 @@ struct TriageResult {
   std::string fix_switch;     // "set_adapter_reshard=unmerge_first" when Known
   std::string fix_cites;      // the switch's upstream file and function / PR
   int runs = 0;               // model runs spent (shrink and attribution)
+  Blame root_cause;           // the mechanism (sim/root_cause.hpp): what the catalogue lists
 };
 
 // The class signature of finding `fd` of run `r` of `f` (which should be

@@ -66,7 +66,16 @@ def main():
     case(["random", "--seed", "1", "--count", "2", "--out", os.path.join(TMP, "random")], [0], {"sequence"})
     case(["bench", "--seconds", "1", "--model-only"], [0], {"bench_figure", "bench_explorer"})
     case(["explore", "--builtin", "seed000_merged_raf_false", "--depth", "3", "--out", os.path.join(TMP, "explore")], [1], {"explore_summary", "explore_class"})
-    case(["hunt", "--seconds", "2", "--seed", "3", "--out", os.path.join(TMP, "hunt")], [0], {"hunt_class", "hunt_summary"}, NO_UPSTREAM)
+    case(["hunt", "--seconds", "2", "--seed", "3", "--out", os.path.join(TMP, "hunt")], [0], {"hunt_class", "hunt_root_cause", "hunt_summary"},
+         NO_UPSTREAM)
+    # summary.json: each class names its root cause, and the root_causes list holds exactly those, each listing its classes.
+    summary = json.load(open(os.path.join(TMP, "hunt", "summary.json")))
+    by_class = {c["class"]: c["root_cause"] for c in summary["classes"]}
+    listed = {rc["id"]: rc for rc in summary["root_causes"]}
+    S.check(set(by_class.values()) == set(listed), "summary.json: root_causes %s vs the classes' %s" % (sorted(listed), sorted(set(by_class.values()))))
+    for rid, rc in listed.items():
+        S.check(all(by_class.get(c) == rid for c in rc["classes"]), "summary.json: root cause %s lists classes of another" % rid)
+        S.check(rc["verdict"] != "" and rc["title"] != "", "summary.json: root cause %s has no verdict or title" % rid)
     case(["report", SEED000, "--html", os.path.join(TMP, "r.html")], [1], {"report"})
 
     kinds = set(validator.root["$defs"]) - {"backend"}

@@ -60,7 +60,10 @@ TEST(Hunt, FindsSeed000ConfirmsOnRealAndWritesEveryClass) {
   EXPECT_NE(ss.str().find("\"signature\":\"" + s000->t.signature + "\""), std::string::npos);
   std::ostringstream cat;
   print_catalogue(cat, r);
-  EXPECT_NE(cat.str().find("known: set_adapter_reshard=unmerge_first"), std::string::npos) << cat.str();
+  EXPECT_NE(cat.str().find("flag-on-copy/set_adapter "), std::string::npos) << cat.str();
+  EXPECT_NE(cat.str().find("fix-proposed"), std::string::npos) << cat.str();
+  std::istringstream lines(cat.str());
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 120u) << line;
   std::filesystem::remove_all(dir);
 }
 
@@ -79,15 +82,17 @@ TEST(Hunt, PatchedListsNoClassWithAKnownFix) {
 TEST(Hunt, ExitCodes) {
   HuntReport r;
   HuntClass c;
-  c.t.verdict = Verdict::Known;
+  c.t.root_cause.id = "flag-on-copy/set_adapter";  // a fix proposed upstream
   c.real = "yes";
   c.upstream = "yes";
   r.classes.push_back(c);
   EXPECT_EQ(hunt_exit_code(r, true), 0);
-  r.classes[0].t.verdict = Verdict::Misuse;
+  r.classes[0].t.root_cause.id = "rank-divergent-op";
   EXPECT_EQ(hunt_exit_code(r, true), 0);  // misuse is the user's, not a library bug without a fix
-  r.classes[0].t.verdict = Verdict::New;
+  r.classes[0].t.root_cause.id = "flag-on-copy/base_model.set_adapter";  // unreported upstream
   EXPECT_EQ(hunt_exit_code(r, false), 0);
+  EXPECT_EQ(hunt_exit_code(r, true), 1);
+  r.classes[0].t.root_cause.id = "no-catalogue-entry";  // unreviewed counts as unreported
   EXPECT_EQ(hunt_exit_code(r, true), 1);
   r.classes[0].upstream = "DIFFERS";
   EXPECT_EQ(hunt_exit_code(r, true), 2);

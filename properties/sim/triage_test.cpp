@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "properties/sim/triage_util.hpp"
 #include "properties/test_util.hpp"
 #include "sim/triage.hpp"
 
@@ -11,14 +12,6 @@ using namespace fsdpsim;
 using namespace fsdpsim::test;
 
 namespace {
-
-SeqFile corpus(const std::string& name) { return parse_seq_file(std::string(FSDPSIM_SOURCE_DIR) + "/corpus/regressions/" + name); }
-
-TriageResult triaged(const SeqFile& f) {
-  TriageResult t;
-  EXPECT_TRUE(triage(f, &t));
-  return t;
-}
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // Flag parsing shared by the subcommands; errors are SourceErrors on
 // "<command line>" so they exit 3 like any other bad input.
 #include <cctype>
+#include <iostream>
 
 #include "model/vocab/profile.hpp"
 #include "model/vocab/text.hpp"
@@ -55,8 +56,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       (s == "--json" ? a.json : a.quiet) = true;
       continue;
     }
-    if (s == "--model-only") {
-      a.model_only = true;
+    if (s == "--model-only" || s == "--stability") {
+      (s == "--model-only" ? a.model_only : a.stability) = true;
       continue;
     }
     if (s == "--python") {
@@ -67,8 +68,13 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.divergence = true;
       continue;
     }
-    if (s == "--fail-on-new" || s == "--fail-on-uncatalogued") {
-      (s == "--fail-on-new" ? a.fail_on_new : a.fail_on_uncatalogued) = true;
+    if (s == "--fail-on-new") {  // the old name: "new" meant "no patched switch removes it"
+      std::cerr << "fsdpsim: --fail-on-new is now --fail-on-unreported (exit 1 on a root cause no upstream report covers)\n";
+      a.fail_on_unreported = true;
+      continue;
+    }
+    if (s == "--fail-on-unreported" || s == "--fail-on-uncatalogued") {
+      (s == "--fail-on-unreported" ? a.fail_on_unreported : a.fail_on_uncatalogued) = true;
       continue;
     }
     if (s == "--check") {

@@ -24,10 +24,20 @@ void print_hunt_json(const HuntReport& rep, const std::string& out, int code) {
     JsonRecord("hunt_class")
         .str("class", c.stem).str("signature", c.t.signature).str("spec", c.t.spec).str("symptom", c.t.symptom)
         .num("ops", static_cast<int64_t>(c.t.minimal.ops.size())).num("world", c.t.minimal.scenario.world)
-        .str("verdict", verdict_name(c.t.verdict)).str("fix_switch", c.t.fix_switch).str("found_by", c.found_by).num("hits", c.hits)
+        .str("root_cause", c.t.root_cause.id).str("verdict", root_verdict_name(root_cause_entry(c.t.root_cause.id).verdict))
+        .str("fix_switch", c.t.fix_switch).str("found_by", c.found_by).num("hits", c.hits)
         .str("real", c.real).str("upstream", c.upstream).strs("divergences", c.divergences).str("file", c.file)
         .str("regression", c.regression)
         .print(std::cout);
+  for (const auto& rc : root_causes_of(rep)) {
+    std::vector<std::string> classes;
+    for (size_t i : rc.classes) classes.push_back(rep.classes[i].stem);
+    JsonRecord("hunt_root_cause")
+        .str("id", rc.entry.id).str("title", rc.entry.title).str("verdict", root_verdict_name(rc.entry.verdict))
+        .str("verdict_detail", rc.entry.verdict_detail).strs("citations", rc.entry.citations).str("specs", rc.specs)
+        .str("blame", rc.how).str("confirmed", rc.confirmed).str("page", rc.page).str("repro", rc.repro).strs("classes", classes)
+        .print(std::cout);
+  }
   JsonRecord("hunt_summary")
       .num("seed", static_cast<int64_t>(rep.seed)).str("profile", rep.profile).num("world", rep.world).num("sequences", rep.sequences)
       .num("with_findings", rep.with_findings).num("explored", rep.explored).num("triaged", rep.triaged)
@@ -49,8 +59,8 @@ void write_hunt_junit(const HuntReport& rep, const Args& a) {
     if (differs) {
       jc.outcome = JunitCase::Outcome::Failure, jc.message = "real " + c.real + ", upstream " + c.upstream;
       for (const auto& d : c.divergences) jc.text += d + "\n";
-    } else if (a.fail_on_new && c.t.verdict == Verdict::New) {
-      jc.outcome = JunitCase::Outcome::Failure, jc.message = "a new class: no switch of the patched profile fixes it";
+    } else if (a.fail_on_unreported && is_unreported(root_cause_entry(c.t.root_cause.id).verdict)) {
+      jc.outcome = JunitCase::Outcome::Failure, jc.message = "root cause " + c.t.root_cause.id + ": no upstream report covers it";
     } else if (a.fail_on_uncatalogued && c.regression.empty()) {
       jc.outcome = JunitCase::Outcome::Failure, jc.message = "no regression file in the corpus carries this signature";
     }
@@ -85,6 +95,7 @@ int cmd_hunt(const Args& a) {
   o.seed = a.have_seed ? a.seed : 1;
   o.scenarios = hunt_scenarios();
   o.explore = hunt_explore_hook();
+  o.confirm_real = o.confirm_upstream = !a.model_only;
   // sim/hunt.cpp already spaces its lines (a phase done, fuzzing every 2 s): each one stays.
   Progress progress("hunt", a.quiet);
   o.progress = [&progress](const std::string& line) { progress.note(line); };
@@ -101,7 +112,7 @@ int cmd_hunt(const Args& a) {
     for (const auto& p : problems) std::cerr << "fsdpsim: --corpus: " << p << "\n";
     attach_regressions(rep, corpus_signatures(files));
   }
-  int code = hunt_exit_code(rep, a.fail_on_new, a.fail_on_uncatalogued);
+  int code = hunt_exit_code(rep, a.fail_on_unreported, a.fail_on_uncatalogued);
   std::string error;
   if (!write_hunt_outputs(rep, out, code, &error)) {
     std::cerr << "fsdpsim: " << error << "\n";
@@ -124,6 +135,7 @@ int cmd_hunt(const Args& a) {
   std::cout << "hunt (seed " << rep.seed << ", profile " << rep.profile << ", world " << rep.world << "): " << rep.sequences << " sequences fuzzed, "
             << rep.with_findings << " with findings, " << rep.explored << " from the explorer, " << rep.triaged << " triaged into "
             << rep.classes.size() << " classes\n";
+  if (a.model_only) std::cout << "not confirmed (--model-only): the model's findings only\n";
   print_catalogue(std::cout, rep);
   if (!rep.upstream_versions.empty()) std::cout << rep.upstream_versions << "\n";
   else if (!rep.upstream_installed) std::cout << "upstream: not installed (.venv missing), confirmed on the real backend only\n";
@@ -157,6 +169,7 @@ int cmd_triage(const Args& a) {
       JsonRecord("triage")
           .str("file", file).str("class", found ? class_file_stem(t) : "").str("verdict", found ? verdict_name(t.verdict) : "none")
           .str("fix_switch", found ? t.fix_switch : "").str("signature", found ? t.signature : "").str("recorded", recorded)
+          .str("root_cause", found ? t.root_cause.id : "")
           .print(std::cout);
     if (!found) {
       if (!a.json) std::cout << file << "\t-\tnone\t-\n";
@@ -167,8 +180,8 @@ int cmd_triage(const Args& a) {
       continue;
     }
     if (!a.json)
-      std::cout << file << "\t" << class_file_stem(t) << "\t" << verdict_name(t.verdict) << (t.fix_switch.empty() ? "" : " " + t.fix_switch) << "\t"
-                << t.signature << "\n";
+      std::cout << file << "\t" << class_file_stem(t) << "\t" << t.root_cause.id << "\t" << verdict_name(t.verdict)
+                << (t.fix_switch.empty() ? "" : " " + t.fix_switch) << "\t" << t.signature << "\n";
     if (a.check && recorded != t.signature) {
       std::cerr << file << ": signature line says '" << recorded << "', triage computes '" << t.signature << "'\n";
       code = kFinding;

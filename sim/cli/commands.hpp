@@ -33,10 +33,11 @@ struct Args {
   double seconds = 2.0;
   std::string ranks = "processes";  // real backend: processes | threads
   int timeout_ms = 5000;
-  bool model_only = false;  // bench: skip the real backend
+  bool model_only = false;  // bench: skip the real backend; hunt: no confirmation
+  bool stability = false;   // bench --stability: the hunts' root-cause stability figure
   bool python = false;      // export: a torchrun script
   bool divergence = false;  // shrink: keep a divergence between backends, not a finding
-  bool fail_on_new = false;  // hunt: exit 1 when a class has no known fix
+  bool fail_on_unreported = false;  // hunt: exit 1 when a root cause has no upstream report (--fail-on-new too)
   bool fail_on_uncatalogued = false;  // hunt: exit 1 when a class has no regression file in --corpus
   std::string corpus;  // hunt --corpus DIR: the regressions the catalogue is checked against
   bool check = false;        // triage: compare with each file's `# signature:` line
@@ -78,6 +79,8 @@ void print_divergences(std::ostream& os, const BackendRun& res);
 void print_upstream_versions(std::ostream& os, RealPools& pools, bool json);
 
 int cmd_run(const Args& a);
+int cmd_findings(const Args& a);
+int cmd_bench_stability(const Args& a);
 int cmd_check(const Args& a);
 int cmd_profiles(const Args& a);
 int cmd_random(const Args& a);

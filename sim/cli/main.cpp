@@ -14,13 +14,17 @@ namespace {
 
 const char* kUsage =
     "usage: fsdpsim                         the hunt (below) with its defaults\n"
-    "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-new] [--profile P] [--seed S] [--json]\n"
+    "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-unreported] [--profile P] [--seed S] [--json]\n"
+    "                    [--model-only]     no confirmation on the real and upstream backends\n"
     "                    [--corpus DIR] [--fail-on-uncatalogued]   (default corpus/regressions and corpus/divergences: each class's regression file)\n"
     "                    [--junit FILE]     a testcase per class\n"
     "                    [--html OUT.html]  the catalogue as one page, each class linked to its timeline\n"
     "                                             explore and fuzz the built-in scenarios for T s (default 10),\n"
     "                                             triage into classes, confirm on real (and upstream), catalogue\n"
-    "       fsdpsim triage PATH... [--check] [--out DIR] [--profile P] [--json]   each file's class signature\n"
+    "       fsdpsim triage PATH... [--check] [--out DIR] [--profile P] [--json]   each file's class signature and root cause\n"
+    "       fsdpsim findings [PATH...] [--out DIR] [--check]   the finding pages (default DIR docs/findings) from the\n"
+    "                                             root-cause catalogue, DIR's minimal sequences and corpus/;\n"
+    "                                             --check: exit 1 when DIR is stale\n"
     "       fsdpsim demo                          seed 000 replayed under upstream and patched\n"
     "       fsdpsim run FILE.seq [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
     "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v] [--json] [--junit FILE]   a testcase per file\n"
@@ -45,6 +49,7 @@ const char* kUsage =
     "       fsdpsim profiles [--json]\n"
     "       fsdpsim random --seed S [--count N] [--world W] [--draw ...] [--out DIR] [--json]\n"
     "       fsdpsim bench [--seconds T] [--model-only] [--json]\n"
+    "       fsdpsim bench --stability [--seconds T] [--json]   five hunts (seeds 1..5): union of root causes / largest\n"
     "       fsdpsim export FILE.seq --python [--profile P] [--set k=v] [--world N]\n"
     "       fsdpsim explore [FILE.seq | --builtin NAME] [--depth D] [--world W] [--profile P] [--set k=v]\n"
     "                       [--rank-ops] [--full] [--ops K,K] [--seconds T] [--out DIR] [--dot FILE] [--svg FILE] [--json]\n"
@@ -99,7 +104,7 @@ const char* kVersion =
     "upstream backend pins: torch 2.13.0, peft 0.21.2, accelerate 1.15.0 (real_backend/upstream/requirements.txt)\n";
 
 const char* kCommands[] = {"hunt", "triage", "demo", "run", "check", "crosscheck", "merge-results", "report", "shrink",
-                           "expect", "cost", "worker", "profiles", "export", "random", "explore", "bench"};
+                           "expect", "cost", "worker", "profiles", "export", "random", "explore", "bench", "findings"};
 
 }  // namespace
 
@@ -129,8 +134,9 @@ int dispatch(const std::vector<std::string>& args) {
       return parse_args(rest, allowed);
     };
     if (cmd == "hunt")
-      return cmd_hunt(flags({"--seconds", "--world", "--out", "--fail-on-new", "--fail-on-uncatalogued", "--corpus", "--profile", "--seed",
-                             "--ranks", "--timeout", "--json", "--junit", "--html"}));
+      return cmd_hunt(flags({"--seconds", "--world", "--out", "--fail-on-unreported", "--fail-on-new", "--fail-on-uncatalogued", "--corpus",
+                             "--profile", "--seed", "--ranks", "--timeout", "--json", "--junit", "--html", "--model-only"}));
+    if (cmd == "findings") return cmd_findings(flags({"--check", "--out"}));
     if (cmd == "triage") return cmd_triage(flags({"--check", "--out", "--profile", "--set", "--world", "--json"}));
     if (cmd == "demo") return cmd_main_job(flags({}));
     if (cmd == "run") return cmd_run(flags({"--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
@@ -153,7 +159,10 @@ int dispatch(const std::vector<std::string>& args) {
     if (cmd == "explore")
       return cmd_explore(flags({"--builtin", "--depth", "--world", "--profile", "--set", "--rank-ops", "--full", "--ops", "--seconds",
                                 "--out", "--dot", "--svg", "--json"}));
-    if (cmd == "bench") return cmd_bench(flags({"--seconds", "--model-only", "--timeout", "--json"}));
+    if (cmd == "bench") {
+      const Args a = flags({"--seconds", "--model-only", "--timeout", "--json", "--stability"});
+      return a.stability ? cmd_bench_stability(a) : cmd_bench(a);
+    }
     std::cerr << "fsdpsim: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
   }

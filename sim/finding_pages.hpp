@@ -1,0 +1,34 @@
+// The finding pages under docs/findings/: one Markdown page per root cause and
+// the index, generated from the catalogue (root_cause_catalogue.hpp), the
+// root cause's minimal sequence (docs/findings/<stem>.seq, kept in the
+// repository) and the corpus classes triage attributes to it. `fsdpsim
+// findings --write` writes them; `--check` compares them with what is there.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/triage.hpp"
+
+namespace fsdpsim {
+
+// One triaged file: where it came from and its class.
+struct TriagedFile {
+  std::string file;
+  TriageResult t;
+};
+
+struct FindingPages {
+  // File name under the findings directory -> its content: <stem>.md, <stem>.seq, README.md.
+  std::map<std::string, std::string> files;
+  // Root causes the triaged files reach that have no catalogue entry (no page: listed in the index).
+  std::vector<std::string> unreviewed;
+};
+
+// `kept`: the minimal sequences already under the findings directory (their root cause
+// keeps the same file); `corpus`: every other triaged file (classes, and a minimal sequence
+// for a root cause with none kept: the shortest). A catalogue entry reached by neither gets
+// a page without a sequence.
+FindingPages render_finding_pages(const std::vector<TriagedFile>& kept, const std::vector<TriagedFile>& corpus);
+
+}  // namespace fsdpsim

@@ -1,0 +1,124 @@
+// The hunt's catalogue: classes grouped by root cause (sim/root_cause.hpp), each
+// root cause with its verdict from the catalogue (sim/root_cause_catalogue.hpp).
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "model/vocab/table.hpp"
+#include "sim/hunt.hpp"
+
+namespace fsdpsim {
+namespace {
+
+bool differs(const HuntClass& c) {
+  return c.real == "DIFFERS" || c.upstream == "DIFFERS" || c.real == "no finding" || c.upstream == "no finding";
+}
+
+std::string cut(std::string s, size_t max) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  if (s.size() > max) s = s.substr(0, max - 3) + "...";
+  return s;
+}
+
+}  // namespace
+
+std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string& findings_dir) {
+  std::map<std::string, HuntRootCause> by_id;
+  for (size_t i = 0; i < r.classes.size(); ++i) {
+    const HuntClass& c = r.classes[i];
+    HuntRootCause& rc = by_id[c.t.root_cause.id];
+    if (rc.classes.empty()) {
+      rc.entry = root_cause_entry(c.t.root_cause.id);
+      rc.how = c.t.root_cause.how;
+    }
+    rc.classes.push_back(i);
+  }
+  std::vector<HuntRootCause> out;
+  for (auto& [id, rc] : by_id) {
+    std::stable_sort(rc.classes.begin(), rc.classes.end(), [&](size_t a, size_t b) {
+      return r.classes[a].t.minimal.ops.size() < r.classes[b].t.minimal.ops.size();
+    });
+    std::set<std::string> specs;
+    std::string what_differs;
+    bool all_real = true, all_up = true;
+    for (size_t i : rc.classes) {
+      const HuntClass& c = r.classes[i];
+      specs.insert(c.t.spec);
+      all_real = all_real && c.real == "yes";
+      all_up = all_up && c.upstream == "yes";
+      if (differs(c) && what_differs.empty()) what_differs = c.real != "yes" && c.real != "-" ? "real:" + c.real : "upstream:" + c.upstream;
+    }
+    rc.how = r.classes[rc.classes.front()].t.root_cause.how;
+    for (const auto& s : specs) rc.specs += (rc.specs.empty() ? "" : ",") + s;
+    rc.confirmed = !what_differs.empty() ? what_differs : all_real && all_up ? "real,up" : all_real ? "real" : all_up ? "upstream" : "model";
+    const std::string stem = findings_dir + "/" + finding_stem(id);
+    if (std::filesystem::exists(stem + ".md")) rc.page = stem + ".md";
+    if (std::filesystem::exists(stem + ".py")) rc.repro = stem + ".py";
+    out.push_back(std::move(rc));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const HuntRootCause& a, const HuntRootCause& b) {
+    return static_cast<int>(a.entry.verdict) < static_cast<int>(b.entry.verdict);
+  });
+  return out;
+}
+
+int hunt_exit_code(const HuntReport& r, bool fail_on_unreported, bool fail_on_uncatalogued) {
+  if (r.infra) return 4;
+  for (const auto& c : r.classes)
+    if (differs(c)) return 2;
+  for (const auto& c : r.classes) {
+    if (fail_on_unreported && is_unreported(root_cause_entry(c.t.root_cause.id).verdict)) return 1;
+    if (fail_on_uncatalogued && c.regression.empty()) return 1;
+  }
+  return 0;
+}
+
+void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& findings_dir) {
+  const std::vector<HuntRootCause> rcs = root_causes_of(r, findings_dir);
+  std::map<RootVerdict, int> counts;
+  for (const auto& rc : rcs) ++counts[rc.entry.verdict];
+  os << rcs.size() << " root causes:";
+  bool first = true;
+  for (const auto& [v, n] : counts) {
+    os << (first ? " " : ", ") << n << " " << root_verdict_word(v);
+    first = false;
+  }
+  os << "\n";
+  std::vector<std::vector<std::string>> rows = {{"root cause", "verdict", "spec", "cls", "confirmed", "repro", "symptom"}};
+  for (const auto& rc : rcs) rows.push_back({rc.entry.id, root_verdict_word(rc.entry.verdict), rc.specs, std::to_string(rc.classes.size()),
+                                             rc.confirmed, rc.repro.empty() ? "-" : "yes", ""});
+  // The symptom takes what the other columns leave of 120.
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (size_t k = 0; k < row.size(); ++k) width[k] = std::max(width[k], row[k].size());
+  size_t used = 0;
+  for (size_t k = 0; k + 1 < width.size(); ++k) used += width[k] + 2;
+  const size_t room = used + 20 < 120 ? 120 - used : 20;
+  // The shortest class's finding, without its "S1 step 3 rank 0: " (the spec column says it).
+  for (size_t i = 0; i < rcs.size(); ++i) {
+    const std::string& text = r.classes[rcs[i].classes.front()].t.symptom;
+    const size_t colon = text.find(": ");
+    rows[i + 1].back() = cut(colon == std::string::npos ? text : text.substr(colon + 2), room);
+  }
+  print_aligned(os, rows);
+  std::vector<std::string> unkept;
+  for (const auto& c : r.classes)
+    if (c.regression.empty()) unkept.push_back(c.stem);
+  if (!unkept.empty() && unkept.size() < r.classes.size()) {
+    os << unkept.size() << " of " << r.classes.size() << " classes have no regression file in the corpus:";
+    for (size_t i = 0; i < unkept.size() && i < 4; ++i) os << " " << unkept[i];
+    os << (unkept.size() > 4 ? " ...\n" : "\n");
+  }
+  os << "pages and repro scripts: " << findings_dir << "/<root cause, '/' as '.'>.md and .py; classes and details: "
+     << "summary.json, --json, --html\n";
+  bool header = false;
+  for (const auto& c : r.classes)
+    for (size_t k = 0; k < c.divergences.size() && k < 3; ++k) {
+      if (!header) os << "differences (model first):\n";
+      header = true;
+      os << "  " << c.stem << " " << cut(c.divergences[k], 110) << "\n";
+    }
+}
+
+}  // namespace fsdpsim
