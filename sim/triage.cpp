@@ -12,6 +12,8 @@ namespace fsdpsim {
 namespace {
 
 const char* const kSignaturePrefix = "signature: ";
+// The kept finding's sentence: what `export --python` checks the script against.
+const char* const kFindingPrefix = "finding: ";
 
 // The state of a rank's groups, one letter: S every group sharded, U every
 // group unsharded, M some of each, - no groups (before prepare).
@@ -172,7 +174,7 @@ bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const 
   std::string verdict = t.verdict == Verdict::Known    ? fmt::format("known bug, removed by {} ({})", t.fix_switch, t.fix_cites)
                         : t.verdict == Verdict::Misuse ? "misuse: needs a rank-divergent @R op, no library fix"
                                                        : "new: no single patched switch removes it";
-  m.comments = {kSignaturePrefix + t.signature, "class: " + verdict};
+  m.comments = {kSignaturePrefix + t.signature, "class: " + verdict, kFindingPrefix + t.symptom};
   t.minimal = m;
   *out = t;
   return true;

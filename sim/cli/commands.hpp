@@ -35,6 +35,7 @@ struct Args {
   int timeout_ms = 5000;
   bool model_only = false;  // bench: skip the real backend
   bool python = false;      // export: a torchrun script
+  bool no_shrink = false;   // export: the file as written, not its triaged minimal sequence
   bool divergence = false;  // shrink: keep a divergence between backends, not a finding
   bool fail_on_new = false;  // hunt: exit 1 when a class has no known fix
   bool fail_on_uncatalogued = false;  // hunt: exit 1 when a class has no regression file in --corpus
