@@ -13,6 +13,8 @@ namespace fsdpsim {
 namespace {
 
 const char* const kSignaturePrefix = "signature: ";
+// The kept finding's sentence: what `export --python` checks the script against.
+const char* const kFindingPrefix = "finding: ";
 
 // The state of a rank's groups, one letter: S every group sharded, U every
 // group unsharded, M some of each, - no groups (before prepare).
@@ -174,7 +176,7 @@ bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const 
   const RootCauseEntry entry = root_cause_entry(t.root_cause.id);
   std::string fix = t.fix_switch.empty() ? "no single patched switch removes it" : fmt::format("removed by {} ({})", t.fix_switch, t.fix_cites);
   m.comments = {kSignaturePrefix + t.signature, "root-cause: " + t.root_cause.id, "verdict: " + verdict_text(entry),
-                "blame: " + t.root_cause.how, "fix: " + fix, "finding: " + t.symptom};
+                "blame: " + t.root_cause.how, "fix: " + fix, kFindingPrefix + t.symptom};
   t.minimal = m;
   *out = t;
   return true;

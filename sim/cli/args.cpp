@@ -64,6 +64,10 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.python = true;
       continue;
     }
+    if (s == "--no-shrink") {
+      a.no_shrink = true;
+      continue;
+    }
     if (s == "--divergence") {
       a.divergence = true;
       continue;

@@ -1,7 +1,9 @@
-// `fsdpsim export FILE.seq --python`: the sequence as a self-contained torchrun
-// script on the real libraries, written by the upstream backend's own package
-// (real_backend/upstream/fsdpsim_upstream/export.py) from the canonical text
-// and the effective profile.
+// `fsdpsim export FILE.seq --python [--no-shrink] [--out PATH]`: the finding as a
+// self-contained torchrun script on the real libraries that checks it (exit 1
+// when it reproduces, 0 when not, 2 when it fails differently), written by the
+// upstream backend's own package (real_backend/upstream/fsdpsim_upstream/export.py)
+// from the canonical text and the effective profile. By default the file is
+// triaged first, so the script holds the minimal sequence and its class.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,8 +14,34 @@
 #include "model/vocab/profile.hpp"
 #include "real_backend/upstream/pool_client.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/triage.hpp"
 
 namespace fsdpsim::cli {
+
+namespace {
+
+// The sequence the script runs: the triaged minimal one (its comments carry
+// `# signature:`, `# class:` and `# finding:`), or with --no-shrink the file as
+// written with its first finding's signature and sentence. A file without a
+// finding is exported as written and the script checks nothing (stderr says so).
+SeqFile sequence_to_export(SeqFile f, const Args& a, const std::string& file) {
+  if (!a.no_shrink) {
+    TriageResult t;
+    if (triage(f, &t)) return t.minimal;
+  } else {
+    RunResult r = run_checked(f);
+    if (!r.findings.empty()) {
+      f.comments = {"signature: " + class_signature(f, r, r.findings[0]), "finding: " + r.findings[0].text};
+      return f;
+    }
+  }
+  std::cerr << "fsdpsim: " << file << " has no finding (the model runs it clean): exported as written; "
+            << "the script exits 0 unless an op fails\n";
+  f.comments.clear();
+  return f;
+}
+
+}  // namespace
 
 int cmd_export(const Args& a) {
   if (a.positional.size() != 1) throw SourceError("<command line>", {}, "export expects exactly one FILE.seq");
@@ -21,6 +49,7 @@ int cmd_export(const Args& a) {
   const std::string& file = a.positional[0];
   SeqFile f = parse_seq_file(file);
   apply_overrides(f, a, file);
+  f = sequence_to_export(f, a, file);
   Profile profile = *profile_by_name(f.scenario.profile);
   for (const auto& o : f.scenario.overrides) apply_override(profile, o.name, o.value);
   std::string tmp = (std::filesystem::temp_directory_path() / "fsdpsim-export-XXXXXX").string();
@@ -40,9 +69,10 @@ int cmd_export(const Args& a) {
     }
   }
   std::cout.flush();
+  std::vector<std::string> args = {tmp, "--switches", switches_json(profile), "--name", file};
+  if (!a.out.empty()) args.insert(args.end(), {"--out", a.out});
   std::string error;
-  int rc = upstream::run_python_module("fsdpsim_upstream.export", {tmp, "--switches", switches_json(profile), "--name", file},
-                                       &error);
+  int rc = upstream::run_python_module("fsdpsim_upstream.export", args, &error);
   std::remove(tmp.c_str());
   if (rc < 0) {
     std::cerr << "fsdpsim: " << error << "\n";

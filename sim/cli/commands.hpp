@@ -36,6 +36,7 @@ struct Args {
   bool model_only = false;  // bench: skip the real backend; hunt: no confirmation
   bool stability = false;   // bench --stability: the hunts' root-cause stability figure
   bool python = false;      // export: a torchrun script
+  bool no_shrink = false;   // export: the file as written, not its triaged minimal sequence
   bool divergence = false;  // shrink: keep a divergence between backends, not a finding
   bool fail_on_unreported = false;  // hunt: exit 1 when a root cause has no upstream report (--fail-on-new too)
   bool fail_on_uncatalogued = false;  // hunt: exit 1 when a class has no regression file in --corpus

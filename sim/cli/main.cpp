@@ -50,7 +50,7 @@ const char* kUsage =
     "       fsdpsim random --seed S [--count N] [--world W] [--draw ...] [--out DIR] [--json]\n"
     "       fsdpsim bench [--seconds T] [--model-only] [--json]\n"
     "       fsdpsim bench --stability [--seconds T] [--json]   five hunts (seeds 1..5): union of root causes / largest\n"
-    "       fsdpsim export FILE.seq --python [--profile P] [--set k=v] [--world N]\n"
+    "       fsdpsim export FILE.seq --python [--no-shrink] [--out PATH] [--profile P] [--set k=v] [--world N]\n"
     "       fsdpsim explore [FILE.seq | --builtin NAME] [--depth D] [--world W] [--profile P] [--set k=v]\n"
     "                       [--rank-ops] [--full] [--ops K,K] [--seconds T] [--out DIR] [--dot FILE] [--svg FILE] [--json]\n"
     "                                             breadth-first search over the model's states (--depth 0: until\n"
@@ -154,7 +154,7 @@ int dispatch(const std::vector<std::string>& args) {
     if (cmd == "cost") return cmd_cost(flags({"--backend", "--profile", "--set", "--world", "--ranks", "--timeout", "--json"}));
     if (cmd == "worker") return cmd_worker(flags({"--timeout"}));
     if (cmd == "profiles") return cmd_profiles(flags({"--json"}));
-    if (cmd == "export") return cmd_export(flags({"--python", "--profile", "--set", "--world"}));
+    if (cmd == "export") return cmd_export(flags({"--python", "--no-shrink", "--out", "--profile", "--set", "--world"}));
     if (cmd == "random") return cmd_random(flags({"--seed", "--count", "--world", "--out", "--json", "--draw"}));
     if (cmd == "explore")
       return cmd_explore(flags({"--builtin", "--depth", "--world", "--profile", "--set", "--rank-ops", "--full", "--ops", "--seconds",

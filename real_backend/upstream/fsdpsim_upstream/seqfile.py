@@ -43,6 +43,7 @@ class Op:
     names: list = field(default_factory=list)
     list_form: bool = False
     trainable: bool = False
+    error: str = ""  # `expect error=S`: the status the recorded run had (export checks it)
 
     def runs_on(self, r):
         return self.rank < 0 or self.rank == r
@@ -129,13 +130,15 @@ def parse(text):
         if line == "---":
             body = True
             continue
+        expect = ""
         if " expect" in line or line.startswith("expect"):
-            line = line.split("expect", 1)[0].strip()
+            line, expect = (w.strip() for w in line.split("expect", 1))
             if not line:
                 continue
         words = line.split()
         if body:
             ops.append(_op(words))
+            ops[-1].error = next((w.split("=", 1)[1] for w in expect.split() if w.startswith("error=")), "")
             continue
         key, rest = words[0], words[1:]
         if key == "world":

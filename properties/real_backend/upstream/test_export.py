@@ -1,0 +1,93 @@
+"""`fsdpsim export --python` end to end: the script exported from a corpus finding, run under
+torchrun on CPU, reproduces it (exit 1, with its expected/got lines); with the profile's fix, or
+changed to expect another violation, it says so (exit 0 / 2). Run by ctest (label upstream) as
+`test_export.py FSDPSIM_BINARY [unittest args]`."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_repros import run_repro  # noqa: E402
+
+FSDPSIM = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "..", "build", "fsdpsim")
+CORPUS = os.path.join(HERE, "..", "..", "..", "corpus", "regressions")
+
+
+def export(name, *flags):
+    """The script exported from a corpus file (with flags), and fsdpsim's stderr."""
+    out = subprocess.run([FSDPSIM, "export", os.path.join(CORPUS, name), "--python", *flags],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout, out.stderr
+
+
+def run_script(text):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "repro.py")
+        with open(path, "w") as f:
+            f.write(text)
+        return run_repro(path)
+
+
+class Reproduces(unittest.TestCase):
+    def assert_reproduces(self, name, expected, got):
+        script, _ = export(name)
+        code, lines, err = run_script(script)
+        self.assertEqual(code, 1, "\n".join(lines) + err)
+        self.assertEqual(len(lines), 3, lines)
+        self.assertIn(expected, lines[0])
+        self.assertIn(got, lines[1])
+        self.assertEqual(lines[2], "result: the bug reproduces (exit 1)")
+        return script
+
+    def test_seed000_set_adapter_on_the_unsharded_copy(self):
+        script = self.assert_reproduces("seed000_merged_set_adapter_w2.seq", "each shard has the requires_grad",
+                                        "lin0.lora_A.other=False (unsharded copy: True)")
+        self.assertIn("model.set_adapter('other')", script)
+        self.assertIn("S3:ok | unshard(S) set_adapter(U) *(U)", script)
+
+    def test_seed004_optimizer_checkpoint_after_eval(self):
+        self.assert_reproduces("seed004_eval_then_save_optimizer.seq", "(save_optimizer) runs without an exception",
+                               "got: key_error: 0")
+
+    def test_seed003_saved_adapters_hold_the_local_shard(self):
+        script = self.assert_reproduces("seed003_save_adapters_upstream.seq", "lin0.lora_A.a: 4 rows",
+                                        "lin0.lora_A.a: a DTensor holding 2 of 4 rows")
+        self.assertIn("torchrun --nproc_per_node=2", script)
+
+    def test_status_finding_shape_error(self):
+        self.assert_reproduces("seed002_one_expert_upstream.seq", "runs without an exception",
+                               "got: shape_error: The size of tensor a")
+
+
+class Verdicts(unittest.TestCase):
+    def test_with_the_fix_it_exits_0(self):
+        script, err = export("seed000_merged_set_adapter_w2.seq", "--set", "set_adapter_reshard=unmerge_first")
+        self.assertIn("has no finding", err)
+        self.assertIn("# fix (peft#3895", script)
+        code, lines, err = run_script(script)
+        self.assertEqual(code, 0, "\n".join(lines) + err)
+        self.assertEqual(lines[-1], "result: it does not reproduce (exit 0)")
+
+    def test_another_violation_exits_2(self):
+        script, _ = export("seed004_eval_then_save_optimizer.seq")
+        other = re.sub(r"^RECORDED_MESSAGE = .*$", "RECORDED_MESSAGE = '7'", script, flags=re.M)
+        self.assertNotEqual(other, script)
+        code, lines, err = run_script(other)
+        self.assertEqual(code, 2, "\n".join(lines) + err)
+        self.assertEqual(lines[-1], "result: it fails differently (exit 2)")
+
+    def test_public_apis_and_no_dead_code(self):
+        script, _ = export("seed000_merged_set_adapter_w2.seq", "--no-shrink")
+        for private in ("_get_fsdp_state", "_fsdp_param", "sharded_param", "warnings", "Experts"):
+            self.assertNotIn(private, script)
+        self.assertEqual(script.count("def train_step"), 1)
+        self.assertLess(len(script.splitlines()), 220)  # short enough to paste into an issue
+
+
+if __name__ == "__main__":
+    unittest.main()
