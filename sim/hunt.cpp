@@ -454,6 +454,7 @@ bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, st
     json_field(js, "confirmed", rc.confirmed);
     json_field(js, "page", rc.page);
     json_field(js, "repro", rc.repro);
+    json_field(js, "script", rc.script);
     std::vector<std::string> stems;
     for (size_t k : rc.classes) stems.push_back(r.classes[k].stem);
     json_strings(js, "classes", stems);

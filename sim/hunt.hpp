@@ -61,6 +61,9 @@ struct HuntReport {
   std::string infra_message;
   bool upstream_installed = false;
   std::string upstream_versions;
+  // --scripts: per root cause id, its shortest class exported and run under torchrun
+  // ("reproduces", "does not reproduce", "fails differently", "not exported: ...").
+  std::map<std::string, std::string> scripts;
 };
 
 // True when the upstream backend's Python is there ($FSDPSIM_PYTHON or .venv).
@@ -83,6 +86,7 @@ struct HuntRootCause {
   std::string confirmed;        // "yes" when every class was confirmed on every backend run, else what differs
   std::string how;              // the first class's blame line
   std::string page, repro;      // its finding page and script under `findings_dir` ("": none there)
+  std::string script;           // HuntReport::scripts' word for it ("": not run)
 };
 
 // The classes grouped by root cause, in catalogue order (verdict, then id). `findings_dir`:

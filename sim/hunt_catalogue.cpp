@@ -51,7 +51,11 @@ std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string
     }
     rc.how = r.classes[rc.classes.front()].t.root_cause.how;
     for (const auto& s : specs) rc.specs += (rc.specs.empty() ? "" : ",") + s;
+    auto s = r.scripts.find(id);
+    rc.script = s == r.scripts.end() ? "" : s->second;
     rc.confirmed = !what_differs.empty() ? what_differs : all_real && all_up ? "real,up" : all_real ? "real" : all_up ? "upstream" : "model";
+    if (rc.script == "reproduces") rc.confirmed += ",script";
+    else if (!rc.script.empty()) rc.confirmed += " script:" + rc.script.substr(0, rc.script.find(':'));
     const std::string stem = findings_dir + "/" + finding_stem(id);
     if (std::filesystem::exists(stem + ".md")) rc.page = stem + ".md";
     if (std::filesystem::exists(stem + ".py")) rc.repro = stem + ".py";
@@ -67,6 +71,8 @@ int hunt_exit_code(const HuntReport& r, bool fail_on_unreported, bool fail_on_un
   if (r.infra) return 4;
   for (const auto& c : r.classes)
     if (differs(c)) return 2;
+  for (const auto& [id, s] : r.scripts)  // the plain libraries under torchrun disagree with the model
+    if (s == "no-repro" || s == "differs") return 2;
   for (const auto& c : r.classes) {
     if (fail_on_unreported && is_unreported(root_cause_entry(c.t.root_cause.id).verdict)) return 1;
     if (fail_on_uncatalogued && c.regression.empty()) return 1;

@@ -56,8 +56,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       (s == "--json" ? a.json : a.quiet) = true;
       continue;
     }
-    if (s == "--model-only" || s == "--stability") {
-      (s == "--model-only" ? a.model_only : a.stability) = true;
+    if (s == "--model-only" || s == "--stability" || s == "--scripts") {
+      (s == "--model-only" ? a.model_only : s == "--stability" ? a.stability : a.scripts) = true;
       continue;
     }
     if (s == "--python") {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <vector>
 
 #include "sim/cli/commands.hpp"
@@ -14,6 +15,8 @@
 #include "sim/hunt.hpp"
 #include "sim/hunt_html.hpp"
 #include "sim/hunt_scenarios.hpp"
+#include "model/vocab/profile.hpp"
+#include "real_backend/upstream/pool_client.hpp"
 
 namespace fsdpsim::cli {
 
@@ -35,7 +38,7 @@ void print_hunt_json(const HuntReport& rep, const std::string& out, int code) {
     JsonRecord("hunt_root_cause")
         .str("id", rc.entry.id).str("title", rc.entry.title).str("verdict", root_verdict_name(rc.entry.verdict))
         .str("verdict_detail", rc.entry.verdict_detail).strs("citations", rc.entry.citations).str("specs", rc.specs)
-        .str("blame", rc.how).str("confirmed", rc.confirmed).str("page", rc.page).str("repro", rc.repro).strs("classes", classes)
+        .str("blame", rc.how).str("confirmed", rc.confirmed).str("page", rc.page).str("repro", rc.repro).str("script", rc.script).strs("classes", classes)
         .print(std::cout);
   }
   JsonRecord("hunt_summary")
@@ -74,6 +77,40 @@ void write_hunt_junit(const HuntReport& rep, const Args& a) {
     junit.add(std::move(jc));
   }
   junit.write(a.junit, rep.t_explore + rep.t_fuzz + rep.t_triage + rep.t_confirm);
+}
+
+// --scripts: each root cause's shortest class exported (fsdpsim_upstream.export) and run under
+// torchrun with real gloo (fsdpsim_upstream.repro_run, two at a time): the plain libraries' word.
+void run_scripts(HuntReport& rep, const std::string& out, Progress& progress) {
+  std::map<std::string, std::string> id_of;  // script path -> root cause id
+  std::vector<std::string> paths = {"--results", out + "/scripts.tsv"};
+  for (const auto& rc : root_causes_of(rep)) {
+    const HuntClass& c = rep.classes[rc.classes.front()];
+    Profile profile = *profile_by_name(c.t.minimal.scenario.profile);
+    for (const auto& o : c.t.minimal.scenario.overrides) apply_override(profile, o.name, o.value);
+    const std::string py = out + "/" + finding_stem(rc.entry.id) + ".py";
+    std::string error;
+    progress.note("scripts: exporting " + rc.entry.id);
+    const int code = upstream::run_python_module("fsdpsim_upstream.export", {c.file, "--switches", switches_json(profile), "--name", c.file, "--out", py},
+                                                 &error);
+    if (code != 0) {
+      rep.scripts[rc.entry.id] = code == 3 ? "unexported: the export cannot express it" : "unexported: " + (error.empty() ? "export failed" : error);
+      continue;
+    }
+    id_of[std::filesystem::absolute(py).string()] = rc.entry.id;
+    paths.push_back(py);
+  }
+  if (id_of.empty()) return;
+  progress.note("scripts: running " + std::to_string(id_of.size()) + " under torchrun, two at a time");
+  std::string error;
+  if (upstream::run_python_module("fsdpsim_upstream.repro_run", paths, &error) != 0) return;
+  std::ifstream in(out + "/scripts.tsv");
+  for (std::string line; std::getline(in, line);) {
+    const size_t t1 = line.find('\t'), t2 = line.find('\t', t1 + 1);
+    if (t1 == std::string::npos || t2 == std::string::npos || !id_of.count(line.substr(0, t1))) continue;
+    const std::string code = line.substr(t1 + 1, t2 - t1 - 1);
+    rep.scripts[id_of[line.substr(0, t1)]] = code == "1" ? "reproduces" : code == "0" ? "no-repro" : "differs";
+  }
 }
 
 }  // namespace
@@ -117,6 +154,14 @@ int cmd_hunt(const Args& a) {
   if (!write_hunt_outputs(rep, out, code, &error)) {
     std::cerr << "fsdpsim: " << error << "\n";
     return kInfra;
+  }
+  if (a.scripts && !a.model_only && rep.upstream_installed) {
+    run_scripts(rep, out, progress);
+    code = hunt_exit_code(rep, a.fail_on_unreported, a.fail_on_uncatalogued);
+    if (!write_hunt_outputs(rep, out, code, &error)) {
+      std::cerr << "fsdpsim: " << error << "\n";
+      return kInfra;
+    }
   }
   if (!a.junit.empty()) write_hunt_junit(rep, a);
   if (!a.html.empty()) {  // after write_hunt_outputs: the page names each class's file

@@ -35,6 +35,7 @@ struct Args {
   int timeout_ms = 5000;
   bool model_only = false;  // bench: skip the real backend; hunt: no confirmation
   bool stability = false;   // bench --stability: the hunts' root-cause stability figure
+  bool scripts = false;     // hunt --scripts: each root cause's repro script run under torchrun
   bool python = false;      // export: a torchrun script
   bool no_shrink = false;   // export: the file as written, not its triaged minimal sequence
   bool divergence = false;  // shrink: keep a divergence between backends, not a finding

@@ -16,6 +16,7 @@ const char* kUsage =
     "usage: fsdpsim                         the hunt (below) with its defaults\n"
     "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-unreported] [--profile P] [--seed S] [--json]\n"
     "                    [--model-only]     no confirmation on the real and upstream backends\n"
+    "                    [--scripts]        also export each root cause's shortest class and run it under torchrun\n"
     "                    [--corpus DIR] [--fail-on-uncatalogued]   (default corpus/regressions and corpus/divergences: each class's regression file)\n"
     "                    [--junit FILE]     a testcase per class\n"
     "                    [--html OUT.html]  the catalogue as one page, each class linked to its timeline\n"
@@ -135,7 +136,7 @@ int dispatch(const std::vector<std::string>& args) {
     };
     if (cmd == "hunt")
       return cmd_hunt(flags({"--seconds", "--world", "--out", "--fail-on-unreported", "--fail-on-new", "--fail-on-uncatalogued", "--corpus",
-                             "--profile", "--seed", "--ranks", "--timeout", "--json", "--junit", "--html", "--model-only"}));
+                             "--profile", "--seed", "--ranks", "--timeout", "--json", "--junit", "--html", "--model-only", "--scripts"}));
     if (cmd == "findings") return cmd_findings(flags({"--check", "--out"}));
     if (cmd == "triage") return cmd_triage(flags({"--check", "--out", "--profile", "--set", "--world", "--json"}));
     if (cmd == "demo") return cmd_main_job(flags({}));

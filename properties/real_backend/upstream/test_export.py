@@ -10,8 +10,8 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from run_repros import run_repro  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "real_backend", "upstream"))
+from fsdpsim_upstream.repro_run import run_repro  # noqa: E402
 
 FSDPSIM = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "..", "build", "fsdpsim")
 CORPUS = os.path.join(HERE, "..", "..", "..", "corpus", "regressions")

@@ -132,6 +132,8 @@ def field(model, shards):
     if FIELD_KIND == "merged":
         return sorted(getattr(model.base_model.model, FIELD_OF).merged_adapters)
     p = shards.get(FIELD_OF, registered(model).get(FIELD_OF))
+    if FIELD_KIND == "values":  # a plain (unsharded) tensor every rank should hold alike
+        return [round(v, 6) for v in p.detach().float().flatten().tolist()]
     return str(p.dtype) if FIELD_KIND == "dtype" else p.requires_grad
 
 
@@ -140,7 +142,8 @@ def check(model, shards, snap, status, message, result):
         return DIFFERENT, f"{status}: {message}"
     values = [None] * dist.get_world_size()
     dist.all_gather_object(values, field(model, shards))
-    got = ", ".join(f"rank {r} {v}" for r, v in enumerate(values))
+    got = ", ".join(f"rank {r} {v if FIELD_KIND != 'values' else 'values ' + str(v[:3])[:-1] + ', ...]'}"
+                    for r, v in enumerate(values))
     return (FIXED if all(v == values[0] for v in values) else REPRODUCED), got
 '''
 
@@ -271,6 +274,10 @@ def s5(f, rec, what):
             if fm and not field.startswith("saved "):
                 rec.update(FIELD_KIND=kind, FIELD_OF=fm.group(1) if fm.groups() else "")
                 return S5_DISAGREE, rec, f"after {what} every rank holds the same {field}"
+    m = re.match(r"ranks hold different values of \{([^,}]+)", f.detail)
+    if m:
+        rec.update(FIELD_KIND="values", FIELD_OF=m.group(1))
+        return S5_DISAGREE, rec, f"after {what} every rank holds the same values of {m.group(1)}"
     if f.status in ("hang", "mismatch"):
         return S5_STUCK, rec, f"{what} completes on every rank (no collective left waiting or mismatched)"
     raise ValueError(f"cannot check this S5 finding with the libraries yet: {f.detail}")
