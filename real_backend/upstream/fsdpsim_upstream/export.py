@@ -435,7 +435,8 @@ class Writer:
         e("def finish(code, got):")
         if stuck:
             e('    """After a timed-out collective the ranks cannot agree on a code: each reports its own."""')
-            e('    print(f"rank {dist.get_rank()} expected: {EXPECTED}\\nrank {dist.get_rank()} got: {got}", flush=True)')
+            e('    r = dist.get_rank()')
+            e('    print(f"rank {r} expected: {EXPECTED}\\nrank {r} got: {got}\\nrank {r} result: {RESULT[code]} (exit {code})", flush=True)')
             e("    sys.exit(code)")
             return
         e('    """Every rank exits with the same code: 2 if any rank failed differently, else the finding rank\'s."""')

@@ -30,9 +30,11 @@ def run_repro(path, timeout=180):
                              capture_output=True, text=True, timeout=timeout, cwd=os.path.dirname(path) or ".")
     except subprocess.TimeoutExpired:
         return 2, [], f"no verdict within {timeout} s"
-    lines = [l for l in out.stdout.splitlines() if l.startswith(("expected: ", "got: ", "result: "))]
-    m = re.search(r"^result: .* \(exit (\d)\)$", out.stdout, re.M)
-    code = int(m.group(1)) if m else (0 if out.returncode == 0 else 2)
+    lines = [l for l in out.stdout.splitlines() if re.match(r"(rank \d+ )?(expected|got|result): ", l)]
+    # One result line when the ranks agreed on a code; one per rank after a collective that could not
+    # complete (a hang or mismatch finding), where the bug reproduces if any rank saw it.
+    codes = [int(c) for c in re.findall(r"^(?:rank \d+ )?result: .* \(exit (\d)\)$", out.stdout, re.M)]
+    code = (1 if 1 in codes else 2 if 2 in codes else 0) if codes else (0 if out.returncode == 0 else 2)
     if (code == 0) != (out.returncode == 0):  # the verdict line and torchrun must agree
         code = 2
     return code, lines, out.stderr[-1500:]
@@ -51,7 +53,7 @@ def main():
         out = open(args[1], "w")
         args = args[2:]
     for path, (code, lines, _err) in run_all([os.path.abspath(p) for p in args]).items():
-        got = next((l[len("got: "):] for l in lines if l.startswith("got: ")), "")
+        got = next((l.split("got: ", 1)[1] for l in lines if "got: " in l), "")
         print(f"{path}\t{code}\t{got}", file=out, flush=True)
     return 0
 
