@@ -1,11 +1,15 @@
 #include "sim/cost.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <ostream>
 #include <stdexcept>
 
+#include "model/vocab/source_error.hpp"
 #include "model/vocab/table.hpp"
+#include "sim/simulator.hpp"
 
 namespace fsdpsim {
 
@@ -95,6 +99,37 @@ std::vector<std::string> compare_cost(const CostReport& model, const CostReport&
     cell("peak_unsharded", a.peak_unsharded, b.peak_unsharded);
   }
   return out;
+}
+
+int64_t scenario_peak_bytes(const SeqFile& f) {
+  CostReport r = cost_report(f, run_checked(f).observations);
+  int64_t sum = 0;
+  for (const auto& row : r.rows)
+    if (row.owner == "total") sum += row.sharded + row.peak_unsharded;
+  return sum;
+}
+
+int64_t default_memory_budget() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 2 : int64_t{4} << 30;
+}
+
+std::string bytes_text(int64_t bytes) {
+  if (bytes >= 1000000000) return fmt::format("{:.1f} GB", bytes / 1e9);
+  if (bytes >= 1000000) return fmt::format("{:.1f} MB", bytes / 1e6);
+  return fmt::format("{} bytes", bytes);
+}
+
+void check_memory_budget(const SeqFile& f, int64_t budget, const std::string& file) {
+  const int64_t peak = scenario_peak_bytes(f);
+  if (peak <= budget) return;
+  const LayerDecl* big = nullptr;
+  for (const auto& l : f.scenario.layers)
+    if (!big || int64_t{l.in} * l.out * std::max(l.experts, 1) > int64_t{big->in} * big->out * std::max(big->experts, 1)) big = &l;
+  throw SourceError(file, big ? big->pos : f.separator,
+                    fmt::format("this sequence needs {} at its peak ({} ranks, sharded plus unsharded bytes by `fsdpsim cost`), "
+                                "over the memory budget of {}; refused before running (--memory-budget BYTES changes the budget)",
+                                bytes_text(peak), f.scenario.world, bytes_text(budget)));
 }
 
 }  // namespace fsdpsim

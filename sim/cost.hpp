@@ -35,4 +35,18 @@ void print_cost(std::ostream& os, const CostReport& r);
 // "rank 0 b all_gather: 640 vs 512" for each differing cell.
 std::vector<std::string> compare_cost(const CostReport& model, const CostReport& real);
 
+// The memory a sequence needs on this machine by the cost model: every
+// rank's sharded bytes plus its peak unsharded bytes (the model's run of it),
+// summed over the ranks, which all run here. Tensors the model does not count
+// (gradients, optimizer state, the interpreter) come on top: the default
+// budget leaves room for them.
+int64_t scenario_peak_bytes(const SeqFile& f);
+// --memory-budget's default: half of the machine's physical memory.
+int64_t default_memory_budget();
+// "4.3 GB"
+std::string bytes_text(int64_t bytes);
+// Throws SourceError(file, the largest layer's line) naming both figures when
+// the sequence's peak is over `budget` bytes (exit 3: refused before it runs).
+void check_memory_budget(const SeqFile& f, int64_t budget, const std::string& file);
+
 }  // namespace fsdpsim

@@ -22,9 +22,19 @@ namespace {
 
 const char* const kInstallHint = "; run `bash .ci/install-deps.sh` to create .venv";
 
-// SIGINT/SIGTERM/SIGHUP: kill every live pool's process group, then let the
-// handler that was there before (or the default action) run. Only
-// async-signal-safe calls; the table is written before a pool starts.
+// How long the coordinator may take to stop its ranks and remove its
+// directory after a quit or a SIGTERM before its group is killed: its own
+// wait for the ranks is 2 s, the rest is a loaded machine's slack.
+// (UpstreamOptions::cleanup; the signal handler's own bound.)
+constexpr int kCleanupMs = 15000;
+
+// SIGINT/SIGTERM/SIGHUP: SIGTERM to every live coordinator, which stops its
+// ranks and removes its directory (pool.py's `finally`). With a handler that
+// was there before (the CLI's, which notes the signal and lets the run end),
+// that one runs next and the client reaps the pool as for any failure. With
+// none, the process is about to die: wait here, bounded, for the cleanup, kill
+// what is left, then the default action. Only async-signal-safe calls; the
+// table is written before a pool starts.
 constexpr int kMaxPools = 16;
 volatile sig_atomic_t g_pgids[kMaxPools];
 struct sigaction g_previous[3];
@@ -32,13 +42,21 @@ const int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
 
 void on_signal(int sig) {
   for (int i = 0; i < kMaxPools; ++i)
-    if (g_pgids[i] > 0) ::kill(-g_pgids[i], SIGKILL);
+    if (g_pgids[i] > 0) ::kill(g_pgids[i], SIGTERM);
   for (int i = 0; i < 3; ++i) {
     if (kSignals[i] != sig) continue;
     if (g_previous[i].sa_handler != SIG_DFL && g_previous[i].sa_handler != SIG_IGN && !(g_previous[i].sa_flags & SA_SIGINFO)) {
       g_previous[i].sa_handler(sig);
       return;
     }
+  }
+  for (int i = 0; i < kMaxPools; ++i) {
+    if (g_pgids[i] <= 0) continue;
+    for (int t = 0; t < kCleanupMs / 10 && ::waitpid(g_pgids[i], nullptr, WNOHANG) == 0; ++t) {
+      struct timespec ten_ms {0, 10000000};
+      ::nanosleep(&ten_ms, nullptr);
+    }
+    ::kill(-g_pgids[i], SIGKILL);
   }
   ::signal(sig, SIG_DFL);
   ::raise(sig);
@@ -160,9 +178,16 @@ bool UpstreamPool::leader_exited() const {
   return pid_ > 0 && ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_;
 }
 
-std::string UpstreamPool::reap() {
+bool UpstreamPool::wait_exit(int ms) const {
+  for (int i = 0; i < ms / 10 && !leader_exited(); ++i) ::usleep(10000);
+  return leader_exited();
+}
+
+std::string UpstreamPool::reap(int grace_ms, int term_ms) {
   if (pid_ <= 0) return "";
-  for (int i = 0; i < 200 && !leader_exited(); ++i) ::usleep(10000);
+  // A coordinator still running gets SIGTERM and time to stop its ranks and
+  // remove its directory; its group is killed after that whatever it did.
+  if (!wait_exit(grace_ms) && ::kill(pid_, SIGTERM) == 0) wait_exit(term_ms < 0 ? static_cast<int>(opt_.cleanup.count()) : term_ms);
   ::kill(-pid_, SIGKILL);  // before the leader is reaped, so its id cannot have been reused
   int status = 0;
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
@@ -172,18 +197,14 @@ std::string UpstreamPool::reap() {
   return exit_text(status);
 }
 
-void UpstreamPool::kill_group() {
-  if (pid_ <= 0) return;
-  ::kill(-pid_, SIGKILL);
-  reap();
-}
-
 void UpstreamPool::stop() {
   if (pid_ > 0) {
     write_all(in_fd_, "{\"cmd\":\"quit\"}\n");
     ::close(in_fd_);
     in_fd_ = -1;
-    reap();  // up to 2 s for the coordinator to leave; its group is killed either way
+    // A loaded machine's ranks take seconds to leave (the coordinator bounds its
+    // wait for them); killing it sooner would leave its directory behind.
+    reap(static_cast<int>(opt_.cleanup.count()), 2000);
   }
   for (int* fd : {&in_fd_, &out_fd_, &err_fd_})
     if (*fd >= 0) ::close(*fd), *fd = -1;
@@ -194,7 +215,7 @@ std::string UpstreamPool::fail(const std::string& what) {
   std::string tail = stderr_tail();
   std::string msg = "upstream backend: " + what;
   if (!tail.empty() && what.find(tail) == std::string::npos) msg += " (pool stderr: " + tail + ")";
-  kill_group();
+  reap(0);  // SIGTERM at once: the coordinator removes its directory
   stop();
   return msg;
 }
@@ -225,9 +246,28 @@ UpstreamPool::Read UpstreamPool::read_line(std::chrono::steady_clock::time_point
   }
 }
 
+// Whether a failed start is the Python environment's fault (reinstalling
+// .venv may help), not the machine's or the network's.
+bool environment_cause(const std::string& message) {
+  for (const char* s : {"no Python at", "exec of the upstream pool", "No module named", "ImportError", "ModuleNotFoundError",
+                        "cannot import name", "undefined symbol"})
+    if (message.find(s) != std::string::npos) return true;
+  return false;
+}
+
+// What to try after a failed start, when the message points at a cause the user set.
+std::string start_hint(const std::string& message) {
+  if (environment_cause(message)) return kInstallHint;
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (ifname && message.find(ifname) != std::string::npos)
+    return std::string("; GLOO_SOCKET_IFNAME=") + ifname + " is set: unset it or name an existing interface";
+  return "";
+}
+
 bool UpstreamPool::spawn(int world, std::string* error) {
   auto fail_start = [&](const std::string& what) {
-    if (error) *error = fail(what) + kInstallHint;
+    std::string msg = fail(what);
+    if (error) *error = msg + start_hint(msg);
     return false;
   };
   std::string python = resolve(opt_.python.empty() ? env_or("FSDPSIM_PYTHON", std::string(FSDPSIM_SOURCE_DIR) + "/.venv/bin/python")
@@ -263,7 +303,7 @@ bool UpstreamPool::spawn(int world, std::string* error) {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the pool dies with fsdpsim
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // the pool cleans up and leaves when fsdpsim dies
     if (::getppid() != parent) _exit(127);
     ::dup2(to_child[0], 0);
     ::dup2(from_child[1], 1);
@@ -373,6 +413,10 @@ UpstreamResult UpstreamPool::run(const std::string& canonical_seq_text, const st
         return res;
       }
       res.obs.push_back(std::move(o));
+      continue;
+    }
+    if (event->text == "wait") {  // a rank is slow or stopped: the coordinator waits on, and so do we
+      deadline = std::max(deadline, std::chrono::steady_clock::now() + opt_.per_run);
       continue;
     }
     if (event->text == "done") {

@@ -10,6 +10,12 @@
 
 #include "model/vocab/observation.hpp"
 
+namespace fsdpsim {
+// --timeout's default, for the real backend's ranks and the upstream pool
+// alike (pool.py's DEFAULT_TIMEOUT_MS, the README's "5 s").
+constexpr int kDefaultTimeoutMs = 5000;
+}  // namespace fsdpsim
+
 namespace fsdpsim::upstream {
 
 struct UpstreamResult {
@@ -27,13 +33,14 @@ struct UpstreamOptions {
   std::chrono::milliseconds startup{120000};  // until the ready line
   std::chrono::milliseconds per_run{30000};   // a run's deadline: this ...
   std::chrono::milliseconds per_op{10000};    // ... plus this per op
-  int rank_timeout_ms = 5000;                 // --timeout-ms: a rank stuck in a collective
+  std::chrono::milliseconds cleanup{15000};   // the coordinator's time to stop its ranks and remove its directory
+  int rank_timeout_ms = kDefaultTimeoutMs;    // --timeout-ms: no message from any rank this long: look at their processes
 };
 
 class UpstreamPool {
  public:
   explicit UpstreamPool(UpstreamOptions opt = {});
-  ~UpstreamPool();  // {"cmd":"quit"}, stdin closed, 2 s, then SIGKILL to the process group
+  ~UpstreamPool();  // {"cmd":"quit"}, stdin closed, up to opt.cleanup for it to leave, SIGTERM, 2 s, SIGKILL to the group
   UpstreamPool(const UpstreamPool&) = delete;
   UpstreamPool& operator=(const UpstreamPool&) = delete;
 
@@ -63,9 +70,12 @@ class UpstreamPool {
   bool spawn(int world, std::string* error);
   std::string fail(const std::string& what);  // kills the pool, returns "upstream backend: what[: last stderr]"
   std::string stderr_tail() const;            // the last non-empty line the pool wrote to stderr
-  void kill_group();
-  bool leader_exited() const;  // the coordinator has exited (not reaped yet)
-  std::string reap();          // waits up to 2 s for the coordinator, kills its group, reaps it: "exit 1"
+  bool leader_exited() const;       // the coordinator has exited (not reaped yet)
+  bool wait_exit(int ms) const;     // up to `ms` for it to exit; whether it did
+  // Waits up to grace_ms for the coordinator to exit, then SIGTERM and up to
+  // term_ms (< 0: opt_.cleanup) for its cleanup (ranks, directory), then kills
+  // its group and reaps it: "exit 1".
+  std::string reap(int grace_ms = 2000, int term_ms = -1);
 
   UpstreamOptions opt_;
   int world_ = 0;

@@ -24,6 +24,18 @@ int64_t to_int(const std::string& flag, const std::string& v, int64_t lo, int64_
   return x;
 }
 
+// "512M", "8G", "8000000000": decimal units (G = 10^9 bytes, as `cost` prints them).
+int64_t parse_bytes(const std::string& flag, const std::string& v) {
+  const std::string units = "KMGT";
+  size_t u = v.empty() ? std::string::npos : units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(v.back()))));
+  int64_t scale = 1;
+  for (size_t i = 0; u != std::string::npos && i <= u; ++i) scale *= 1000;
+  const std::string digits = u == std::string::npos ? v : v.substr(0, v.size() - 1);
+  int64_t n = to_int(flag, digits, 1, int64_t{1} << 50);
+  if (n > (int64_t{1} << 50) / scale) usage_error(flag + " expects at most 1125T, got '" + v + "'");
+  return n * scale;
+}
+
 // "I/N": block I (0-based) of N.
 void parse_shard(const std::string& v, int* index, int* count) {
   size_t slash = v.find('/');
@@ -129,6 +141,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
     } else if (s == "--ranks") {
       if (v != "processes" && v != "threads") usage_error("--ranks expects processes or threads, got '" + v + "'");
       a.ranks = v;
+    } else if (s == "--memory-budget") {
+      a.memory_budget = parse_bytes(s, v);
     } else if (s == "--timeout") {
       a.timeout_ms = static_cast<int>(to_int(s, v, 100, 600000));
     } else if (s == "--html" || s == "--results") {

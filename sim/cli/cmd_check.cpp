@@ -1,6 +1,6 @@
 // `fsdpsim check`: files and directories of .seq files replayed, their
 // expectations compared on every backend that ran, and the backends compared
-// with each other. Text lines (PASS/FAIL/BAD/BROKE) or, with --json, one
+// with each other. Text lines (PASS/FAIL/BAD/BROKE/INTERRUPTED) or, with --json, one
 // check_file record per file and a check_summary; --junit FILE: a testcase per file.
 #include <chrono>
 #include <iostream>
@@ -22,10 +22,10 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 // What became of one file, as every output form reports it.
 struct FileOutcome {
-  enum class Status { Pass, Fail, Diverged, Broken, Bad };
+  enum class Status { Pass, Fail, Diverged, Broken, Bad, Interrupted };
   std::string file;
   Status status = Status::Pass;
-  std::string message;  // Broken, Bad: why
+  std::string message;  // Broken, Bad, Interrupted: why
   std::vector<std::string> failures, divergences;
   int ops = -1, world = 0, findings = 0;  // ops < 0: the file did not parse
   std::string profile;
@@ -33,7 +33,7 @@ struct FileOutcome {
 };
 
 const char* status_name(FileOutcome::Status s) {
-  static const char* kNames[] = {"pass", "fail", "diverged", "broken", "bad"};
+  static const char* kNames[] = {"pass", "fail", "diverged", "broken", "bad", "interrupted"};
   return kNames[static_cast<int>(s)];
 }
 
@@ -43,11 +43,14 @@ FileOutcome check_one(const std::string& file, const Args& a, RealPools& pools) 
   try {
     SeqFile f = parse_seq_file(file);
     apply_overrides(f, a, file);
+    check_memory(f, a, file);
     out.ops = static_cast<int>(f.ops.size()), out.world = f.scenario.world, out.profile = f.scenario.profile;
     BackendRun res = run_backend(f, a.backends, pools);
     arm_interrupts();  // a backend started in this run installed its own handler: ours again
     if (res.infra_failure) {
-      out.status = FileOutcome::Status::Broken, out.message = res.infra_message;
+      // A run a signal cut short (the pool stopped for it) is not a broken backend.
+      out.status = interrupted() ? FileOutcome::Status::Interrupted : FileOutcome::Status::Broken;
+      out.message = interrupted() ? "cut short by signal " + std::to_string(interrupted()) + " (" + res.infra_message + ")" : res.infra_message;
       return out;
     }
     out.findings = static_cast<int>(res.findings.size());
@@ -78,6 +81,7 @@ void print_text(const FileOutcome& o, const Args& a) {
                 << a.backend << ", " << o.findings << " findings as expected)\n";
       break;
     case FileOutcome::Status::Broken: std::cout << red("BROKE") << " " << o.file << ": " << o.message << "\n"; break;
+    case FileOutcome::Status::Interrupted: std::cout << "INTERRUPTED " << o.file << ": " << o.message << "\n"; break;
     case FileOutcome::Status::Bad: std::cout << red("BAD") << "  " << o.message << "\n"; break;
     default: break;
   }
@@ -87,7 +91,8 @@ void print_json(const FileOutcome& o, const Args& a) {
   JsonRecord r("check_file");
   r.str("file", o.file).str("status", status_name(o.status)).str("backend", a.backend);
   if (o.ops >= 0) r.num("ops", o.ops).num("world", o.world).str("profile", o.profile);
-  if (o.status != FileOutcome::Status::Bad && o.status != FileOutcome::Status::Broken) r.num("findings", o.findings);
+  if (o.status != FileOutcome::Status::Bad && o.status != FileOutcome::Status::Broken && o.status != FileOutcome::Status::Interrupted)
+    r.num("findings", o.findings);
   r.strs("failures", o.failures).strs("divergences", o.divergences).str("message", o.message).real("seconds", o.seconds).print(std::cout);
 }
 
@@ -107,6 +112,7 @@ JunitCase junit_case(const FileOutcome& o) {
       break;
     case FileOutcome::Status::Broken: c.outcome = JunitCase::Outcome::Error, c.message = "broken run", text = o.message; break;
     case FileOutcome::Status::Bad: c.outcome = JunitCase::Outcome::Error, c.message = "bad input", text = o.message; break;
+    case FileOutcome::Status::Interrupted: c.outcome = JunitCase::Outcome::Error, c.message = "interrupted", text = o.message; break;
   }
   c.text = text;
   return c;
@@ -117,7 +123,7 @@ JunitCase junit_case(const FileOutcome& o) {
 int cmd_check(const Args& a) {
   if (a.positional.empty()) throw SourceError("<command line>", {}, "check expects at least one file or directory");
   const auto t0 = Clock::now();
-  int count[5] = {0, 0, 0, 0, 0};  // per FileOutcome::Status
+  int count[6] = {0, 0, 0, 0, 0, 0};  // per FileOutcome::Status
   arm_interrupts();
   RealPools pools = pools_of(a);
   Progress progress("check", a.quiet);
@@ -148,20 +154,21 @@ int cmd_check(const Args& a) {
     o.seconds = since(t);
     report(o);
     progress.status(std::to_string(done) + "/" + std::to_string(files.size()) + " files, " +
-                    std::to_string(count[1] + count[2] + count[3] + count[4]) + " not passing");
+                    std::to_string(count[1] + count[2] + count[3] + count[4] + count[5]) + " not passing");
   }
   progress.done();
-  const int passed = count[0], failed = count[1], diverged = count[2], broken = count[3], bad = count[4];
+  const int passed = count[0], failed = count[1], diverged = count[2], broken = count[3], bad = count[4], cut = count[5];
   print_upstream_versions(std::cout, pools, a.json);
   if (a.json) {
     JsonRecord r("check_summary");
-    r.num("passed", passed).num("failed", failed).num("diverged", diverged).num("broken", broken).num("bad", bad);
+    r.num("passed", passed).num("failed", failed).num("diverged", diverged).num("broken", broken).num("bad", bad).num("cut_short", cut);
     r.num("files", static_cast<int64_t>(files.size())).num("done", static_cast<int64_t>(done)).num("interrupted", interrupted());
     r.real("seconds", since(t0)).print(std::cout);
   } else {
     // Bad input, broken runs and failed expectations are different problems: one count each.
     std::cout << passed << " passed, " << failed << " failed expectations, " << diverged << " diverged, " << broken << " broken runs, "
               << bad << " bad input";
+    if (cut) std::cout << ", " << cut << " interrupted";
     if (interrupted()) std::cout << "; interrupted by signal " << interrupted() << " after " << done << " of " << files.size() << " files";
     std::cout << "\n";
   }

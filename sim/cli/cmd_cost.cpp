@@ -32,6 +32,7 @@ int cmd_cost(const Args& a) {
   const std::string& file = a.positional[0];
   SeqFile f = parse_seq_file(file);
   apply_overrides(f, a, file);
+  check_memory(f, a, file);
   RealPools pools = pools_of(a);
   BackendRun res = run_backend(f, a.backends, pools, false);
   if (res.infra_failure) {

@@ -27,12 +27,13 @@ namespace fsdpsim::cli {
 namespace {
 
 // --json's summary: the results file's fields and what only this run knows.
-void print_summary_json(const CrosscheckResults& r, int done, int completed, double seconds, const std::string& out_dir) {
+void print_summary_json(const CrosscheckResults& r, int done, int completed, int cut, double seconds, const std::string& out_dir) {
   JsonRecord j("crosscheck_summary");
   j.num("seed", static_cast<int64_t>(r.seed)).num("count", r.count).num("world", r.world).str("backends", r.backends).str("profile", r.profile);
   j.num("first", r.first).num("end", r.end).num("sequences", done).num("completed", completed);
   j.seeds("divergent", r.divergent).seeds("broken", r.broken).counts("findings", r.findings);
-  j.real("seconds", seconds).str("out", r.divergent.empty() ? "" : out_dir).num("interrupted", interrupted()).print(std::cout);
+  j.real("seconds", seconds).str("out", r.divergent.empty() ? "" : out_dir).num("interrupted", interrupted()).num("cut_short", cut)
+      .print(std::cout);
 }
 
 }  // namespace
@@ -49,7 +50,7 @@ int cmd_crosscheck(const Args& a) {
   const BackendList backends = a.backends.size() >= 2 ? a.backends : kModelAndReal;
   auto t0 = std::chrono::steady_clock::now();
   auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
-  int divergent = 0, broken = 0, done = 0;
+  int divergent = 0, broken = 0, done = 0, cut = 0;  // cut: the sequence a signal cut short
   std::map<std::string, int> findings;
   // --shard I/N: this job runs block I of the N blocks of the seed range.
   CrosscheckResults results;
@@ -78,6 +79,10 @@ int cmd_crosscheck(const Args& a) {
     arm_interrupts();  // a backend started in this run installed its own handler: ours again
     JunitCase jc;
     jc.classname = "crosscheck", jc.name = "seed " + std::to_string(seed), jc.seconds = secs(std::chrono::steady_clock::now() - t_seq);
+    if (res.infra_failure && interrupted()) {  // the signal stopped the backends: not a broken run
+      ++cut;
+      continue;
+    }
     if (res.infra_failure) {
       progress.clear();  // a line of ours on the terminal the status line is on
       ++broken;
@@ -113,9 +118,9 @@ int cmd_crosscheck(const Args& a) {
   progress.done();
   double total = secs(std::chrono::steady_clock::now() - t0);
   // Findings come from completed runs only: "none" over zero of them would claim a clean result.
-  const int completed = done - broken;
+  const int completed = done - broken - cut;
   if (a.json) {
-    print_summary_json(results, done, completed, total, out_dir);
+    print_summary_json(results, done, completed, cut, total, out_dir);
   } else {
     std::vector<std::vector<std::string>> rows = {
         {"sequences", std::to_string(done) + (done < run_count ? " of " + std::to_string(run_count) : "")},
@@ -127,7 +132,9 @@ int cmd_crosscheck(const Args& a) {
     for (const auto& [k, v] : findings) spec += (spec.empty() ? "" : ", ") + k + " " + std::to_string(v);
     std::string who = std::string("findings (") + backend_name(backends[0]) + ", " + std::to_string(completed) + " completed)";
     rows.push_back({who, completed == 0 ? "unknown: no sequence completed" : spec.empty() ? "none" : spec});
-    if (interrupted()) rows.push_back({"interrupted", "by signal " + std::to_string(interrupted()) + ": partial results"});
+    if (interrupted())
+      rows.push_back({"interrupted", "by signal " + std::to_string(interrupted()) + ": partial results" +
+                                         (cut ? ", the sequence in progress cut short" : "")});
     print_aligned(std::cout, rows);
   }
   print_upstream_versions(std::cout, pools, a.json);

@@ -17,6 +17,7 @@ int cmd_report(const Args& a) {
   const std::string& file = a.positional[0];
   SeqFile f = parse_seq_file(file);
   apply_overrides(f, a, file);
+  check_memory(f, a, file);
   RealPools pools = pools_of(a);
   BackendRun res = run_backend(f, a.backends, pools);
   if (res.infra_failure) {

@@ -14,7 +14,9 @@
 #include "sim/cli/commands.hpp"
 #include "sim/cli/interrupt.hpp"
 #include "sim/cli/json_record.hpp"
+#include "sim/cli/output.hpp"
 #include "sim/cli/progress.hpp"
+#include "sim/cost.hpp"
 #include "sim/crosscheck.hpp"
 #include "sim/default_scenario.hpp"
 #include "sim/expectations.hpp"
@@ -113,11 +115,23 @@ RealPools pools_of(const Args& a) {
   return RealPools(a.ranks == "threads" ? real::RankMode::Threads : real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));
 }
 
+void check_memory(const SeqFile& f, const Args& a, const std::string& file) {
+  if (uses(a.backends, Backend::Real) || uses(a.backends, Backend::Upstream))
+    check_memory_budget(f, a.memory_budget > 0 ? a.memory_budget : default_memory_budget(), file);
+}
+
+void check_output_files(const Args& a) {
+  if (!a.results.empty()) check_output_file("--results", a.results);
+  if (!a.junit.empty()) check_output_file("--junit", a.junit);
+  if (!a.html.empty()) check_output_file("--html", a.html);
+}
+
 int cmd_run(const Args& a) {
   if (a.positional.size() != 1) throw SourceError("<command line>", {}, "run expects exactly one FILE.seq");
   const std::string& file = a.positional[0];
   SeqFile f = parse_seq_file(file);
   apply_overrides(f, a, file);
+  check_memory(f, a, file);
   Profile profile = *profile_by_name(f.scenario.profile);
   for (const auto& o : f.scenario.overrides) apply_override(profile, o.name, o.value);
   RealPools pools = pools_of(a);

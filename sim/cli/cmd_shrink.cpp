@@ -26,6 +26,9 @@ void print_shrunk(const Args& a, const ShrinkResult& res, const std::string& fil
 // differ in the same way (divergence_signature of the first difference).
 int shrink_divergence(const Args& a, const SeqFile& f, const std::string& file) {
   const BackendList backends = a.backends.size() >= 2 ? a.backends : kModelAndReal;
+  Args budget = a;
+  budget.backends = backends;
+  check_memory(f, budget, file);  // the candidates are smaller: the file's peak bounds theirs
   RealPools pools = pools_of(a);
   BackendRun first = run_backend(f, backends, pools, false);
   if (first.infra_failure) {

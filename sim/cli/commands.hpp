@@ -32,7 +32,8 @@ struct Args {
   std::string out;
   double seconds = 2.0;
   std::string ranks = "processes";  // real backend: processes | threads
-  int timeout_ms = 5000;
+  int64_t memory_budget = 0;  // --memory-budget BYTES (K/M/G suffixes); 0: default_memory_budget()
+  int timeout_ms = kDefaultTimeoutMs;  // one default for the real ranks and the upstream pool
   bool model_only = false;  // bench: skip the real backend; hunt: no confirmation
   bool stability = false;   // bench --stability: the hunts' root-cause stability figure
   bool scripts = false;     // hunt --scripts: each root cause's repro script run under torchrun
@@ -64,6 +65,12 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
 void apply_overrides(SeqFile& f, const Args& a, const std::string& file);
 
 RealPools pools_of(const Args& a);
+// Before the real or upstream backend runs `f`: refuses it (SourceError, exit 3)
+// when its peak by the cost model is over --memory-budget. Nothing for the model alone.
+void check_memory(const SeqFile& f, const Args& a, const std::string& file);
+// --results, --junit, --html: each a file that can be written, before any work
+// (a SourceError on "<command line>", exit 3). Nothing is created.
+void check_output_files(const Args& a);
 // --draw's list onto opt (parse_args checked it; "" leaves opt as it is).
 void apply_draws_or_default(const std::string& draw, GenOptions* opt);
 // Files and directories (their .seq files, recursively, sorted) as file paths;

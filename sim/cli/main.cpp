@@ -38,7 +38,8 @@ const char* kUsage =
     "       fsdpsim merge-results FILE... [--results OUT] [--json]   the shards' results as one run's\n"
     "       (B: model, real, upstream, both = model,real, or a comma list: model,upstream, model,real,upstream;\n"
     "        the others are compared with the first, the model when listed)\n"
-    "       (real backend flags: --ranks processes|threads, --timeout MS, default 5000)\n"
+    "       (real backend flags: --ranks processes|threads, --timeout MS, default 5000 (the upstream pool's too),\n"
+    "        --memory-budget BYTES: 512M, 8G; default half the machine's memory)\n"
     "       fsdpsim worker FILE.seq [--timeout MS]   one rank of a torchrun-style launch (RANK, WORLD_SIZE,\n"
     "                                             MASTER_ADDR, MASTER_PORT); rank 0 prints the observations\n"
     "       fsdpsim shrink FILE.seq [--profile P] [--set k=v] [--world N] [--json]\n"
@@ -132,7 +133,9 @@ int dispatch(const std::vector<std::string>& args) {
     // Every command takes --quiet; the ones printing results take --json.
     auto flags = [&](std::vector<std::string> allowed) {
       allowed.push_back("--quiet");
-      return parse_args(rest, allowed);
+      Args a = parse_args(rest, allowed);
+      check_output_files(a);  // a bad --results or --junit is exit 3 now, not after the run
+      return a;
     };
     if (cmd == "hunt")
       return cmd_hunt(flags({"--seconds", "--world", "--out", "--fail-on-unreported", "--fail-on-new", "--fail-on-uncatalogued", "--corpus",
@@ -140,19 +143,19 @@ int dispatch(const std::vector<std::string>& args) {
     if (cmd == "findings") return cmd_findings(flags({"--check", "--out"}));
     if (cmd == "triage") return cmd_triage(flags({"--check", "--out", "--profile", "--set", "--world", "--json"}));
     if (cmd == "demo") return cmd_main_job(flags({}));
-    if (cmd == "run") return cmd_run(flags({"--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
+    if (cmd == "run") return cmd_run(flags({"--memory-budget", "--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
     if (cmd == "check")
-      return cmd_check(flags({"--backend", "--profile", "--set", "--ranks", "--timeout", "--json", "--junit"}));
+      return cmd_check(flags({"--memory-budget", "--backend", "--profile", "--set", "--ranks", "--timeout", "--json", "--junit"}));
     if (cmd == "crosscheck")
       return cmd_crosscheck(flags({"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout", "--against", "--backends",
                                    "--shard", "--results", "--json", "--junit", "--draw"}));
     if (cmd == "merge-results") return cmd_merge_results(flags({"--results", "--json"}));
     if (cmd == "report")
-      return cmd_report(flags({"--html", "--backend", "--profile", "--set", "--world", "--ranks", "--timeout", "--json"}));
+      return cmd_report(flags({"--memory-budget", "--html", "--backend", "--profile", "--set", "--world", "--ranks", "--timeout", "--json"}));
     if (cmd == "shrink")
-      return cmd_shrink(flags({"--profile", "--set", "--world", "--divergence", "--backend", "--ranks", "--timeout", "--json"}));
+      return cmd_shrink(flags({"--memory-budget", "--profile", "--set", "--world", "--divergence", "--backend", "--ranks", "--timeout", "--json"}));
     if (cmd == "expect") return cmd_expect(flags({"--profile", "--set", "--world"}));
-    if (cmd == "cost") return cmd_cost(flags({"--backend", "--profile", "--set", "--world", "--ranks", "--timeout", "--json"}));
+    if (cmd == "cost") return cmd_cost(flags({"--memory-budget", "--backend", "--profile", "--set", "--world", "--ranks", "--timeout", "--json"}));
     if (cmd == "worker") return cmd_worker(flags({"--timeout"}));
     if (cmd == "profiles") return cmd_profiles(flags({"--json"}));
     if (cmd == "export") return cmd_export(flags({"--python", "--no-shrink", "--out", "--profile", "--set", "--world"}));

@@ -19,6 +19,11 @@ class WriteError : public std::runtime_error {
 // directory; a SourceError on "<command line>" (exit 3) otherwise.
 void prepare_out_dir(const std::string& dir);
 
+// A file FLAG names (--results, --junit, --html), before the run starts: an
+// existing one must be a writable file, a new one's directory must exist and
+// be writable; a SourceError on "<command line>" (exit 3) otherwise. Creates nothing.
+void check_output_file(const std::string& flag, const std::string& path);
+
 // Writes `text` to `path` (replacing it); throws WriteError.
 void write_file(const std::string& path, const std::string& text);
 

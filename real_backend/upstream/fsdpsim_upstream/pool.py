@@ -3,7 +3,8 @@
 issued (so ranks that part ways report `hang` or `mismatch` at once, as the
 model's simulator words it), kills and restarts the ranks when one is stuck
 past the timeout, and judges each rank's stored weights against the peers'
-adapter rows. Observations go to stdout as `fsdpsim run --json` prints them."""
+adapter rows. Observations go to stdout as `fsdpsim run --json` prints them.
+A rank that makes no progress is a harness condition (liveness.py), never a `hang`."""
 import argparse
 import json
 import os
@@ -15,9 +16,12 @@ import sys
 import tempfile
 import time
 
-from . import judge
+from . import judge, liveness
 
 UNOBSERVED = ["peak_unsharded"]
+# How long a run may go without a message from any rank before the coordinator looks at
+# their processes (liveness.py); fsdpsim's --timeout, the same default (sim/cli/commands.hpp).
+DEFAULT_TIMEOUT_MS = 5000
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -53,12 +57,6 @@ def describe_pending(heads):
             s += " of " + (members or "nothing")
         out.append(s + f" at step {h['step']}")
     return "; ".join(out)
-
-
-def stuck_observation(step, rank, op, status, message):
-    return {"step": step, "rank": rank, "op": op, "status": status, "message": message, "active": [],
-            "disabled": False, "optimizer": {"missing": 0, "total": 0, "unregistered": []}, "groups": [],
-            "params": [], "layers": [], "collectives": [], "sharded_bytes": {}, "peak_unsharded_bytes": {}}
 
 
 def same_collective(a, b, dtensor=False):
@@ -104,16 +102,27 @@ class RankProc:
         self.buf = ""
 
     def send(self, msg):
-        self.proc.stdin.write(json.dumps(msg, separators=(",", ":")) + "\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(json.dumps(msg, separators=(",", ":")) + "\n")
+            self.proc.stdin.flush()
+        except OSError:  # a dead rank's pipe: say which rank and how it died, not "Broken pipe"
+            raise RuntimeError(self.death()) from None
 
-    def last_error(self):
+    def last_error(self, n=1):
         try:
             with open(self.log_path) as f:
-                lines = [l.strip() for l in f if l.strip()]
-            return lines[-1] if lines else ""
+                return " | ".join(liveness.last_lines(f.read(), n))
         except OSError:
             return ""
+
+    def death(self):
+        """'rank 1 died (signal 9, SIGKILL): its last stderr lines'."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        tail = self.last_error(3)
+        return f"rank {self.rank} died ({liveness.signal_text(code)})" + (f": {tail}" if tail else "")
 
     def kill(self):
         if self.proc.poll() is None:
@@ -132,6 +141,7 @@ class Pool:
         self.log_dir = tempfile.mkdtemp(prefix=f"fsdpsim-pool-{os.getpid()}-")
         self.ranks = []
         self.versions = {}
+        self.on_wait = None  # called with a `wait` event each time a slow rank extends a run
 
     def start(self, deadline=120.0):
         port = free_port()
@@ -141,7 +151,8 @@ class Pool:
             while True:
                 msg = self.read(rp, max(0.0, deadline - (time.time() - t0)))
                 if msg is None:
-                    raise RuntimeError(f"rank {rp.rank} did not start: {rp.last_error() or 'no answer'}")
+                    how = "" if rp.proc.poll() is None else f" ({liveness.signal_text(rp.proc.returncode)})"
+                    raise RuntimeError(f"rank {rp.rank} did not start{how}: {rp.last_error() or 'no answer'}")
                 if msg.get("t") == "ready":
                     self.versions = msg.get("versions", self.versions)
                     break
@@ -150,7 +161,7 @@ class Pool:
         for rp in self.ranks:
             try:
                 rp.send({"cmd": "quit"})
-            except OSError:
+            except RuntimeError:  # dead already
                 pass
         deadline = time.time() + 2
         for rp in self.ranks:
@@ -195,14 +206,7 @@ class Pool:
 
     def _run(self, text, switches, rundir):
         from . import seqfile
-        _, ops = seqfile.parse(text)
-
-        def next_op(rk, after):
-            """The first op at or after step `after` that runs on rank rk."""
-            for i in range(after, len(ops)):
-                if ops[i].runs_on(rk):
-                    return i + 1, ops[i].text()
-            return after + 1, "?"
+        scen, ops = seqfile.parse(text)
 
         for rp in self.ranks:
             rp.send({"cmd": "run", "seq": text, "switches": switches, "dir": rundir})
@@ -212,9 +216,10 @@ class Pool:
         pending = [None] * self.world  # the collective each rank waits in
         ended = [False] * self.world
         last_step = [0] * self.world
-        restarted = False
         fds = {rp.proc.stdout.fileno(): rp for rp in self.ranks}
-        last = time.time()
+        last = looked = time.time()  # the last message from a rank; the last look at their processes
+        watch = liveness.Watch([rp.proc.pid for rp in self.ranks])
+        limit = liveness.slow_limit(scen, len(ops))
         while not all(ended):
             ready = [rp for rp in self.ranks if "\n" in rp.buf]
             if not ready:
@@ -224,24 +229,13 @@ class Pool:
                     rp = fds[f.fileno()]
                     chunk = os.read(f.fileno(), 1 << 20).decode()
                     if not chunk:
-                        code = rp.proc.wait()
-                        raise RuntimeError(f"rank {rp.rank} died (exit {code}): {rp.last_error()}")
+                        raise RuntimeError(rp.death())
                     rp.buf += chunk
-                    last = time.time()
-                if not r and time.time() - last > self.timeout:
-                    # a rank is stuck where no pairing check runs: kill, report, restart
-                    for rk in range(self.world):
-                        if not ended[rk]:
-                            step, text_ = next_op(rk, last_step[rk])
-                            where = (f"in {collective_text(pending[rk]['coll'])}" if pending[rk]
-                                     else "outside any paired collective")
-                            obs[rk].append(stuck_observation(step, rk, text_, "hang",
-                                                             f"hang: rank {rk} stuck {where} at step {step} for "
-                                                             f"{int(self.timeout * 1000)} ms; ranks killed"))
-                    self.stop()
-                    self.start()
-                    restarted = True
-                    break
+                    last = looked = time.time()
+                if not r and time.time() - looked > self.timeout:
+                    # no message for the timeout: slow or stopped ranks extend the wait (liveness.py)
+                    self.no_progress(watch, ended, pending, time.time() - last, limit)
+                    looked = time.time()
                 continue
             for rp in ready:
                 line, rp.buf = rp.buf.split("\n", 1)
@@ -274,7 +268,26 @@ class Pool:
                     judge.judge_replicas(o, r, self.world, init, vals)
                 out.append(o)
         out.sort(key=lambda o: (o["step"], o["rank"]))
-        return out, restarted
+        return out, False  # a rank that makes no progress is an error now, never a restart mid-run
+
+    def no_progress(self, watch, ended, pending, silent, limit):
+        """No rank has said anything for the timeout: waits on while one is busy or stopped, up to
+        `limit` seconds of silence; raises (a harness failure, exit 4) past it or when every rank
+        sleeps outside the collectives the coordinator paired."""
+        live = [rp for rp in self.ranks if not ended[rp.rank]]
+        states = watch.look([rp.proc.pid for rp in live])
+        # a stopped rank first: its peers may spin in gloo waiting for it
+        moving = sorted(((rp.rank, st) for rp, st in zip(live, states) if st != "asleep"), key=lambda m: m[1] != "stopped")
+        if not moving:
+            stuck = [rp.rank for rp in live if pending[rp.rank] is None] or [rp.rank for rp in live]
+            raise RuntimeError(f"stuck rank {stuck[0]}: no progress for {silent:.0f} s, asleep outside any "
+                               f"collective the pool paired (not a proven hang); ranks restarted")
+        rank, state = moving[0]
+        if silent > limit:
+            raise RuntimeError(f"slow rank {rank}: no progress for {silent:.0f} s ({state}), past this scenario's "
+                               f"limit of {limit:.0f} s; ranks restarted")
+        if self.on_wait:
+            self.on_wait({"event": "wait", "rank": rank, "state": state, "ms": int(silent * 1000)})
 
     def pair(self, pending, ended):
         """Pairs the collectives the ranks wait in, the model's way: the n-th
@@ -312,14 +325,25 @@ class Pool:
             pending[r] = None
 
 
+def on_exit_signal(sig, _frame):
+    """SIGTERM (fsdpsim's cleanup, or its death: PR_SET_PDEATHSIG), SIGHUP, SIGINT: leave through
+    main's `finally`, which stops the ranks and removes the pool's directory. Further signals
+    are ignored so that nothing cuts the cleanup short."""
+    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(s, signal.SIG_IGN)
+    raise SystemExit(128 + sig)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, required=True)
-    ap.add_argument("--timeout-ms", type=int, default=20000)
+    ap.add_argument("--timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS)
     args = ap.parse_args()
+    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(s, on_exit_signal)
     try:
         import ctypes
-        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: clean up when fsdpsim dies
     except OSError:
         pass
     out = os.fdopen(os.dup(1), "w", buffering=1)
@@ -330,14 +354,14 @@ def main():
         out.write(json.dumps(msg, separators=(",", ":")) + "\n")
         out.flush()
 
-    try:
-        pool.start()
-    except Exception as e:
-        emit({"event": "error", "message": str(e)})
-        pool.stop()
-        return 4
-    emit({"event": "ready", "world": args.world, "versions": pool.versions, "unobserved": UNOBSERVED})
-    try:
+    pool.on_wait = emit
+    try:  # every way out, a signal during the ranks' start included, stops them and removes the directory
+        try:
+            pool.start()
+        except Exception as e:
+            emit({"event": "error", "message": str(e)})
+            return 4
+        emit({"event": "ready", "world": args.world, "versions": pool.versions, "unobserved": UNOBSERVED})
         for line in sys.stdin:
             if not line.strip():
                 continue
