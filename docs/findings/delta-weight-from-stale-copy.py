@@ -93,9 +93,15 @@ def check(model, shards, snap, status, message, result):
         code = REPRODUCED if status == RECORDED_STATUS and message.startswith(RECORDED_MESSAGE) else DIFFERENT
         return code, f"{status}: {message}"
     layer = getattr(model.base_model.model, LAYER)
+
+    def current(kind, a):
+        """The parameter's values now: its shard (what the optimizer steps), else the registered tensor."""
+        p = shards.get(f"{LAYER}.{kind}.{a}")
+        return full(p if p is not None else getattr(layer, kind)[a].weight).detach()
+
     wrong = []
     for a, d in result.items():
-        A, B = full(layer.lora_A[a].weight).detach(), full(layer.lora_B[a].weight).detach()
+        A, B = current("lora_A", a), current("lora_B", a)
         w = layer.get_base_layer().weight if hasattr(layer, "get_base_layer") else None
         shape = tuple(w.shape) if w is not None else ()
         if EXPERTS:

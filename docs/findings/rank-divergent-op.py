@@ -134,7 +134,8 @@ def main():
 
 def finish(code, got):
     """After a timed-out collective the ranks cannot agree on a code: each reports its own."""
-    print(f"rank {dist.get_rank()} expected: {EXPECTED}\nrank {dist.get_rank()} got: {got}", flush=True)
+    r = dist.get_rank()
+    print(f"rank {r} expected: {EXPECTED}\nrank {r} got: {got}\nrank {r} result: {RESULT[code]} (exit {code})", flush=True)
     sys.exit(code)
 
 
