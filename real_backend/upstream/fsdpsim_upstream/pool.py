@@ -173,10 +173,12 @@ class Pool:
         self.ranks = []
 
     def close(self):
-        """Stops the ranks and removes the pool's directory (stop alone keeps it for a restart)."""
+        """Removes the pool's directory, then stops the ranks (stop alone keeps it for a restart).
+        The directory goes first: the ranks' open logs do not keep it, and a kill of this process
+        while the ranks take their time to quit then leaves nothing on disk."""
         import shutil
-        self.stop()
         shutil.rmtree(self.log_dir, ignore_errors=True)
+        self.stop()
 
     def read(self, rp, timeout):
         """One message from a rank, or None on timeout / exit."""
@@ -348,14 +350,15 @@ def main():
         pass
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
-    pool = Pool(args.world, args.timeout_ms)
 
     def emit(msg):
         out.write(json.dumps(msg, separators=(",", ":")) + "\n")
         out.flush()
 
-    pool.on_wait = emit
-    try:  # every way out, a signal during the ranks' start included, stops them and removes the directory
+    pool = None
+    try:  # every way out, a signal while the pool makes its directory or starts its ranks included, cleans up
+        pool = Pool(args.world, args.timeout_ms)
+        pool.on_wait = emit
         try:
             pool.start()
         except Exception as e:
@@ -383,7 +386,8 @@ def main():
                 out.write(json.dumps(o, separators=(",", ":")) + "\n")
             emit({"event": "done", "ms": round((time.time() - t0) * 1000, 1), "restarted": restarted})
     finally:
-        pool.close()
+        if pool is not None:
+            pool.close()
     return 0
 
 
