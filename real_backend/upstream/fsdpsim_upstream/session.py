@@ -398,10 +398,15 @@ class Session:
         self.pm.delete_adapter(name)
 
     def op_reshard_unshard(self, op):
-        targets = self.fsdp_modules
+        """FSDPModule.reshard / unshard on the module named (every member of a grouped
+        fully_shard([...]) is an FSDPModule sharing the group's state: the whole group moves,
+        torch _fully_shard.py::FSDPModule.unshard), or on every FSDP module. A module no
+        fully_shard was given has neither method: the harness does nothing (as the model)."""
+        targets = [m for _, m in self.fsdp_modules]
         if op.names:
-            targets = [(g, m) for g, m in self.fsdp_modules if g == op.names[0]]
-        for _, m in targets:
+            m = self.module_of(op.names[0])
+            targets = [m] if isinstance(m, FSDPModule) else []
+        for m in targets:
             if op.kind == "reshard":
                 m.reshard()
             else:
