@@ -26,6 +26,13 @@ void set(Field& f, const char* name_head, const std::string& name, const char* n
   f.classes = classes;
 }
 
+// The classes a stored weight's values fit: its reading and the alternatives; every class when
+// unjudged (a value backend with no opinion proves no disagreement).
+uint8_t stored_classes(const LayerObs& l) {
+  if (l.stored == WeightClass::Unjudged) return 0xFF;
+  return static_cast<uint8_t>((1u << static_cast<int>(l.stored)) | l.stored_alt);
+}
+
 // Every field S5 compares, worded; built only once the ranks differ, into `f`'s
 // buffers (Refill): ranks out of step differ at every step until they agree again.
 void describe(const SpecContext& ctx, const Observation& o, std::vector<Field>& out) {
@@ -41,7 +48,7 @@ void describe(const SpecContext& ctx, const Observation& o, std::vector<Field>& 
     Field& w = f.next();
     w.name.assign(l.name).append(" stored weight");
     w.value.assign(weight_class_name(l.stored));
-    w.classes = static_cast<uint8_t>((1u << static_cast<int>(l.stored)) | l.stored_alt);
+    w.classes = stored_classes(l);
   }
   for (const auto& p : o.params) set(f.next(), "", p.name, " S.requires_grad", p.rg_s ? "true" : "false");
   for (const auto& p : o.params) set(f.next(), "", p.name, " dtype", dtype_name(p.dtype));
@@ -66,8 +73,7 @@ FieldKey field_key(const SpecContext& ctx, const Observation& o, size_t x) {
   if (x < 2 * o.layers.size()) {
     const LayerObs& l = o.layers[x / 2];
     if (x % 2 == 0) return {FieldKey::Merged, 0, &l.merged};
-    return {FieldKey::Stored, static_cast<uint64_t>(l.stored), nullptr,
-            static_cast<uint8_t>((1u << static_cast<int>(l.stored)) | l.stored_alt)};
+    return {FieldKey::Stored, static_cast<uint64_t>(l.stored), nullptr, stored_classes(l)};
   }
   x -= 2 * o.layers.size();
   if (x < o.params.size()) return {FieldKey::RequiresGrad, o.params[x].rg_s};

@@ -65,7 +65,11 @@ TEST(S5AgreementChecker, OnlyStepsEveryRankRanUnstuckAndProvenDifferentAreJudged
   obs[1].layers[0].stored_alt = 1u << static_cast<int>(WeightClass::Exact);  // fits exact as well
   s5.after_step(in.ctx, obs, 2, out);
   EXPECT_TRUE(out.empty()) << out[0].text;
+  obs[1].layers[0].stored = WeightClass::Unjudged;  // no opinion: no proven difference
   obs[1].layers[0].stored_alt = 0;
+  s5.after_step(in.ctx, obs, 2, out);
+  EXPECT_TRUE(out.empty()) << out[0].text;
+  obs[1].layers[0].stored = WeightClass::MissingDelta;
   s5.after_step(in.ctx, obs, 2, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].text, "S5 step 1: ranks disagree on lin0 stored weight: rank 0 exact, rank 1 missing_delta");
