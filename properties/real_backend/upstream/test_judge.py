@@ -92,15 +92,23 @@ class NoDefaultVerdicts(unittest.TestCase):
                          "values": {"s": {"lin0.weight": enc(torch.zeros(2, 3)), "lin0.lora_A.a": enc(A[:, :0]),
                                           "lin0.lora_B.a": enc(B[2 * r:2 * r + 2])}}} for r in range(2)}
 
-    def test_a_peer_without_values_leaves_the_stored_weight_unjudged(self):
-        # rank 1 reports A's rows as a tensor of another size: the full A cannot be assembled
+    def judged_stored(self):
         vals = {0: {1: {"s": {"lin0.weight": enc(torch.zeros(2, 3)), "lin0.lora_A.a": enc(torch.ones(1, 3)),
-                              "lin0.lora_B.a": enc(torch.ones(2, 1))}, "u": {}}}, 1: {}}
-        self.init[1]["values"]["s"]["lin0.lora_A.a"] = enc(torch.ones(5))
+                              "lin0.lora_B.a": enc(torch.zeros(2, 1))}, "u": {}}}, 1: {}}
         o = {"step": 1, "rank": 0, "layers": [{"name": "lin0", "merged": [], "stored": "unjudged",
                                                "registered": "unjudged"}]}
         judge.judge_layers(o, 0, 2, self.init, vals)
-        self.assertEqual(o["layers"][0]["stored"], "unjudged")
+        return o["layers"][0]["stored"]
+
+    def test_a_peer_without_values_leaves_the_stored_weight_unjudged(self):
+        # rank 1 reports B's rows as a tensor of another size: the full B cannot be assembled
+        self.init[1]["values"]["s"]["lin0.lora_B.a"] = enc(torch.ones(5))
+        self.assertEqual(self.judged_stored(), "unjudged")
+
+    def test_a_factor_this_rank_holds_whole_needs_no_peer(self):
+        # rank 0 holds every row of A (one row): a peer's A on meta (no values) changes nothing
+        self.init[1]["values"]["s"]["lin0.lora_A.a"] = None
+        self.assertEqual(self.judged_stored(), "exact")
 
     def test_a_partial_delta_sums_the_peers_locals_in_place_whatever_adapter_they_hold(self):
         # rank 1 computed adapter b's delta in the place rank 0 computed a's: the sum mixes them

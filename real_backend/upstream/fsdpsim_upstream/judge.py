@@ -34,6 +34,12 @@ def _view(r, j, step, init, vals):
 
 
 def _full(name, shape, r, step, world, init, vals, own):
+    mine = own.get(name)
+    if mine is not None and vec(mine).numel() == shape[0] * shape[1]:
+        # every row on this rank (held whole before prepare or when added after it, or a shard
+        # holding all rows): its own values are the full tensor, whatever a peer holds (meta under
+        # ram-efficient loading)
+        return vec(mine).reshape(shape)
     parts = []
     for j in range(world):
         src = own if j == r else _view(r, j, step, init, vals)
