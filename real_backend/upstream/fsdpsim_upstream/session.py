@@ -256,9 +256,11 @@ class Session:
                     fp._fsdpsim_group = name
             if state._fsdp_param_groups:
                 groups.append((name, mod))
-        # the model's order: the root's group first, then the children in module order
+        # the model's order: the root's group first, then the children in module order, a grouped
+        # fully_shard([lin2, lin0]) at its first module in the model (named_modules pre-order)
         order = {l.name: i for i, l in enumerate(self.scen.layers)}
-        groups.sort(key=lambda g: -1 if g[0] == "root" else order[g[0]])
+        first = {d.modules[0]: min(order[m] for m in d.modules) for d in self.scen.shards if not d.is_root}
+        groups.sort(key=lambda g: -1 if g[0] == "root" else first[g[0]])
         self.fsdp_modules = groups
 
     def named_adapter_params(self):
