@@ -1,5 +1,6 @@
 #include "real_backend/comm.hpp"
 
+#include <algorithm>
 #include <ATen/Parallel.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -98,8 +99,15 @@ std::string Comm::describe(const at::Tensor& prints) const {
     // as observed: a broadcast's dtype; an all-gather's wire dtype only pairs (Comm::all_gather)
     h.coll.dtype = h.coll.op == CollOp::Broadcast ? static_cast<DType>(p[r][4]) : DType::F32;
     h.step = static_cast<int>(p[r][3]);
+    auto member = [&](int bit) { return (static_cast<uint64_t>(p[r][kMembers + bit / 64]) >> (bit % 64)) & 1; };
+    // the group's packing order first (a grouped fully_shard packs as given), then any other
+    const bool packed = h.coll.op != CollOp::Broadcast && p[r][1] < static_cast<int64_t>(packing_.size());
+    const std::vector<int> none;
+    const std::vector<int>& order = packed ? packing_[p[r][1]] : none;
+    for (int bit : order)
+      if (member(bit)) h.members.push_back(bit < static_cast<int>(param_names_.size()) ? param_names_[bit] : "?");
     for (int bit = 0; bit < 64 * kMemberWords; ++bit)
-      if ((static_cast<uint64_t>(p[r][kMembers + bit / 64]) >> (bit % 64)) & 1)
+      if (member(bit) && std::find(order.begin(), order.end(), bit) == order.end())
         h.members.push_back(bit < static_cast<int>(param_names_.size()) ? param_names_[bit] : "?");
   }
   return describe_pending(heads);

@@ -56,9 +56,11 @@ class Comm {
        const std::shared_ptr<::gloo::transport::Device>& device, std::chrono::milliseconds timeout);
   int rank() const { return rank_; }
   int world() const { return world_; }
-  void set_names(std::vector<std::string> groups, std::vector<std::string> params) {
+  // `packing`: each group's parameters in the order it packs them (a failure names them so).
+  void set_names(std::vector<std::string> groups, std::vector<std::string> params, std::vector<std::vector<int>> packing = {}) {
     group_names_ = std::move(groups);
     param_names_ = std::move(params);
+    packing_ = std::move(packing);
   }
 
   // All-gathers this rank's flat chunk of `members` (parameter indices); returns
@@ -111,6 +113,7 @@ class Comm {
   std::chrono::milliseconds timeout_;
   int rank_, world_;
   std::vector<std::string> group_names_, param_names_;
+  std::vector<std::vector<int>> packing_;
   std::vector<IssuedCollective> issued_;
   RankProbe* probe_ = nullptr;
 };

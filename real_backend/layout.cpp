@@ -159,10 +159,12 @@ Layout make_layout(const SeqFile& f) {
     out.layers.push_back(ls);
   }
   // A group packs its members in named_parameters order: lora_A/lora_B are
-  // ModuleDicts in injection order (torch _fsdp_init.py::_get_managed_states).
-  for (GroupSpec& gs : out.groups) {
+  // ModuleDicts in injection order (torch _fsdp_init.py::_get_managed_states), module by module
+  // in the order fully_shard([...]) was given them (Scenario::packing_order).
+  for (const auto& [decl, g] : group_of_decl) {
+    GroupSpec& gs = out.groups[g];
     std::vector<int> members;
-    for (int l : gs.layers) {
+    for (int l : gs.is_root ? gs.layers : s.packing_order(*decl)) {
       const LayerSpec& ls = out.layers[l];
       for (int p : {ls.weight, ls.bias})
         if (p >= 0) members.push_back(p);

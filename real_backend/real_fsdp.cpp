@@ -298,6 +298,13 @@ void RealRank::forward_pass(bool grad_enabled) {
       h = layer_forward(static_cast<int>(l), h, &base_out);
     } catch (...) {
       saving_ = nullptr;
+      // the member completing a grouped fully_shard([...]) runs the group's post-forward on a raise
+      // (always_call=True, torch 2.13 _fsdp_state.py::_register_group_forward_hooks): reshard, IDLE
+      if (child && gs.layers.size() > 1 && gs.last_layer == static_cast<int>(l) && !stuck(g)) {
+        reshard_in_forward(g);
+        record_post_forward(g);
+        in_forward_[g] = 0;
+      }
       throw;
     }
     saving_ = nullptr;

@@ -34,9 +34,10 @@ std::vector<Collective> collectives_of(const Layout& l, const std::vector<Issued
 
 RealRank::RealRank(const Layout& layout, uint64_t seed, Comm* comm) : layout_(&layout), seed_(seed), comm_(comm) {
   std::vector<std::string> groups, params;
-  for (const auto& g : layout.groups) groups.push_back(g.name);
+  std::vector<std::vector<int>> packing;
+  for (const auto& g : layout.groups) groups.push_back(g.name), packing.push_back(g.params);
   for (const auto& p : layout.params) params.push_back(p.name);
-  comm_->set_names(groups, params);
+  comm_->set_names(groups, params, packing);
   reset();
 }
 

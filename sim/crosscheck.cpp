@@ -204,6 +204,7 @@ BackendRun run_backend(const SeqFile& f, const BackendList& backends, RealPools&
     // the model's way (sim/value_blind.hpp); its findings, and its expectations, follow from those.
     if (first.backend == Backend::Model && other.backend != Backend::Model) {
       other.observations = reconcile_value_blind(first.observations, std::move(other.observations));
+      c.unjudged = settle_unjudged(first.observations, &other.observations);
       std::vector<Finding> s8;
       for (const auto& fd : other.findings)
         if (fd.spec == "S8") s8.push_back(fd);
@@ -222,6 +223,7 @@ BackendRun run_backend(const SeqFile& f, const BackendList& backends, RealPools&
       if (compared(fd) && std::find(other.findings.begin(), other.findings.end(), fd) == other.findings.end())
         c.divergences.push_back("finding on the " + backend_who(first.backend) + " only: " + fd.text);
     out.divergences.insert(out.divergences.end(), c.divergences.begin(), c.divergences.end());
+    out.unjudged.insert(out.unjudged.end(), c.unjudged.begin(), c.unjudged.end());
     out.comparisons.push_back(std::move(c));
   }
   out.observations = out.runs.back().observations;

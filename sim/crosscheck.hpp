@@ -39,6 +39,7 @@ struct Comparison {
   Backend first = Backend::Model;
   Backend other = Backend::Real;
   std::vector<std::string> divergences;  // "step 5 rank 1 (train_step): grads: {other} vs {}"
+  std::vector<std::string> unjudged;     // the other backend's fields its values could not settle (settle_unjudged)
 };
 
 struct BackendRun {
@@ -46,6 +47,7 @@ struct BackendRun {
   std::vector<Observation> observations;  // the last backend's
   std::vector<Finding> findings;          // the first backend's
   std::vector<std::string> divergences;   // every comparison's, in order
+  std::vector<std::string> unjudged;      // every comparison's unjudged fields: neither agreement nor divergence
   std::vector<Comparison> comparisons;    // one per backend after the first
   uint64_t trace_hash = 0;                // the last backend's
   bool infra_failure = false;

@@ -83,6 +83,28 @@ void draw_modules_to_save(Prng& rng, Scenario& s) {
   for (auto& a : s.adapters) a.targets.erase(std::remove(a.targets.begin(), a.targets.end(), saved), a.targets.end());
   for (int a : savers) s.adapters[a].modules_to_save.push_back(saved);
 }
+// A grouped fully_shard([a, b]): two layers, adjacent or not, in either order (the order the
+// group packs them, torch _fsdp_init.py::_get_managed_modules), in place of their own lines;
+// with chance 1/3 the later layer is a one-expert ParamWrapper, whose forward raises on PEFT
+// 0.21.2, so the member completing the group raises (its always_call post-forward still runs).
+void draw_grouped(Prng& rng, Scenario& s) {
+  const uint32_t n = static_cast<uint32_t>(s.layers.size());
+  if (n < 2) return;
+  const uint32_t a = rng.below(n);
+  uint32_t b = rng.below(n - 1);
+  if (b >= a) ++b;
+  static const Raf rafs[] = {Raf::True, Raf::False, Raf::None};
+  const ShardDecl group{{s.layers[a].name, s.layers[b].name}, rafs[rng.below(3)], {}};
+  std::vector<ShardDecl> kept;
+  for (const auto& d : s.shards)
+    if (d.is_root() || (d.modules[0] != group.modules[0] && d.modules[0] != group.modules[1])) kept.push_back(d);
+  kept.insert(kept.end() - 1, group);  // the root's line stays last
+  s.shards = std::move(kept);
+  if (rng.chance(33)) {
+    s.layers[std::max(a, b)].experts = 1;
+    share_experts_targets(s);
+  }
+}
 }  // namespace
 
 Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
@@ -129,6 +151,7 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
     s.autocast_adapter_dtype = rng.chance(40);
   }
   if (opt.per_rank_data_percent > 0 && s.world > 1 && rng.chance(opt.per_rank_data_percent)) s.data = Data::PerRank;
+  if (opt.grouped_percent > 0 && rng.chance(static_cast<uint32_t>(opt.grouped_percent))) draw_grouped(rng, s);
   if (opt.checkpoint_percent > 0 && rng.chance(static_cast<uint32_t>(opt.checkpoint_percent))) {
     // accelerate's fsdp2_apply_ac wraps the layers its policy picks; only Linear ones are modelled.
     std::vector<std::string> linear;
@@ -144,7 +167,7 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
 
 std::string apply_draws(const std::string& list, GenOptions* opt) {
   const std::string expected =
-      "a comma list of checkpoint=P, gradient_sync=P, per_rank_data=P or modules_to_save=P (P a percentage 0..100)";
+      "a comma list of checkpoint=P, gradient_sync=P, per_rank_data=P, modules_to_save=P or grouped=P (P a percentage 0..100)";
   for (const std::string& item : split(list)) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size() || item.size() - eq - 1 > 3)
@@ -160,6 +183,7 @@ std::string apply_draws(const std::string& list, GenOptions* opt) {
     else if (key == "gradient_sync") opt->gradient_sync_percent = p;
     else if (key == "per_rank_data") opt->per_rank_data_percent = p;
     else if (key == "modules_to_save") opt->modules_to_save_percent = p;
+    else if (key == "grouped") opt->grouped_percent = p;
     else return fmt::format("expects {}, got unknown '{}'", expected, key);
   }
   return "";
@@ -199,7 +223,7 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
   bool graph = false, disabled = false, saved_opt = false, saved_adapters = false;
   std::vector<std::string> modules = {"root"};
   for (const auto& d : s.shards)
-    if (!d.is_root()) modules.push_back(d.modules[0]);
+    if (!d.is_root()) modules.insert(modules.end(), d.modules.begin(), d.modules.end());  // each member of a group
   auto pick_present = [&]() {
     std::array<int, kMaxAdapters> v;
     uint32_t k = 0;

@@ -31,9 +31,12 @@ struct GenOptions {
   // targets any more, saved by each non-deferred adapter with chance 3/4 (at least one). 0 (the
   // default) draws nothing, so every recorded --seed keeps its scenario and ops.
   int modules_to_save_percent = 0;
+  // Chance of a grouped `fully_shard a,b` (two layers, adjacent or not, either order; a third of
+  // them with a raising one-expert later member). 0 (the default) draws nothing.
+  int grouped_percent = 0;
 };
 
-// `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P` (percentages 0..100) onto opt; returns an
+// `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P` (percentages 0..100) onto opt; returns an
 // error text naming what was expected, or "" when the list is good.
 std::string apply_draws(const std::string& list, GenOptions* opt);
 

@@ -26,7 +26,36 @@ void reconcile_reload(const Observation& model, Observation* value) {
   value->reload_diff = model.reload_diff;
 }
 
+// Takes the model's class for an unjudged one, noting it.
+void settle(const Observation& v, const std::string& what, WeightClass model, WeightClass* value, std::vector<std::string>* notes) {
+  if (*value != WeightClass::Unjudged) return;
+  notes->push_back("step " + std::to_string(v.step) + " rank " + std::to_string(v.rank) + " (" + v.op + "): " + what +
+                   " unjudged (model: " + weight_class_name(model) + ")");
+  *value = model;
+}
+
 }  // namespace
+
+std::vector<std::string> settle_unjudged(const std::vector<Observation>& model, std::vector<Observation>* values) {
+  std::map<std::pair<int, int>, const Observation*> by_key;
+  for (const auto& o : model) by_key[{o.step, o.rank}] = &o;
+  std::vector<std::string> notes;
+  for (auto& v : *values) {
+    auto it = by_key.find({v.step, v.rank});
+    if (it == by_key.end()) continue;
+    const Observation& m = *it->second;
+    for (size_t i = 0; i < v.layers.size() && i < m.layers.size(); ++i) {
+      if (v.layers[i].name != m.layers[i].name) continue;
+      const std::string layer = v.layers[i].name.str();
+      settle(v, layer + " stored", m.layers[i].stored, &v.layers[i].stored, &notes);
+      settle(v, layer + " registered", m.layers[i].registered, &v.layers[i].registered, &notes);
+    }
+    for (size_t i = 0; i < v.deltas.size() && i < m.deltas.size(); ++i)
+      if (v.deltas[i].adapter == m.deltas[i].adapter)
+        settle(v, "delta of " + v.deltas[i].adapter.str(), m.deltas[i].value, &v.deltas[i].value, &notes);
+  }
+  return notes;
+}
 
 std::vector<Observation> reconcile_value_blind(const std::vector<Observation>& model, std::vector<Observation> values) {
   std::map<std::pair<int, int>, const Observation*> by_key;

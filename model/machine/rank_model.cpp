@@ -258,7 +258,14 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     // A module that raises leaves every group it entered UNSHARDED (no post_forward); the
     // previous forward's output stands.
     const bool input_rg = path_rg;
-    if (Raise r = layer_forward(static_cast<int>(l), grad_enabled, &path_rg)) return r;
+    if (Raise r = layer_forward(static_cast<int>(l), grad_enabled, &path_rg)) {
+      // ... except the member completing a grouped fully_shard([...]): its post-forward hook is
+      // registered with always_call=True and runs on the raise (torch 2.13
+      // _fsdp_state.py::_register_group_forward_hooks): the group reshards and goes IDLE.
+      if (child && topo_->groups[g].layers.size() > 1 && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g))
+        post_forward(g);
+      return r;
+    }
     if (li.checkpoint && grad_enabled && path_rg) {
       checkpoint_saves(static_cast<int>(l), input_rg, &gr.ckpt_saved[l]);
       gr.ckpt_input_rg[l] = input_rg;

@@ -1,5 +1,6 @@
 #include "model/machine/topology.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string_view>
 
@@ -168,11 +169,15 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   }
   // Parameters are listed in file order, but a group packs its members in
   // named_parameters order, where lora_A/lora_B keep injection order
-  // (torch _fsdp_init.py::_get_managed_states over peft's ModuleDicts).
-  for (GroupInfo& gi : t.groups) {
+  // (torch _fsdp_init.py::_get_managed_states over peft's ModuleDicts), module by module in the
+  // order fully_shard([...]) was given them (_fsdp_init.py::_get_managed_modules), not layer order.
+  for (size_t g = 0; g < t.groups.size(); ++g) {
+    GroupInfo& gi = t.groups[g];
+    const auto d = std::find(group_of_shard.begin(), group_of_shard.end(), static_cast<int>(g)) - group_of_shard.begin();
+    const std::vector<int> packing = gi.is_root ? gi.layers : s.packing_order(s.shards[d]);
     std::vector<int> members;
     members.reserve(gi.params.size());
-    for (int l : gi.layers) {
+    for (int l : packing) {
       const LayerInfo& li = t.layers[l];
       for (int p : {li.weight, li.bias})
         if (p >= 0) members.push_back(p);

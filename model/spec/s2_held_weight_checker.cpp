@@ -11,6 +11,7 @@ void S2HeldWeightChecker::observe(const Observation& o, std::vector<Finding>& ou
   for (size_t l = 0; l < o.layers.size() && l < layers_; ++l) {
     const LayerObs& lo = o.layers[l];
     const uint32_t bit = 1u << l;
+    if (lo.registered == WeightClass::Unjudged) continue;  // no opinion
     if (lo.registered == WeightClass::Exact) {
       reported &= ~bit;
       continue;

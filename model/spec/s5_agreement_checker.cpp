@@ -26,6 +26,23 @@ void set(Field& f, const char* name_head, const std::string& name, const char* n
   f.classes = classes;
 }
 
+// A rank holding only padding of layer x's managed weight (FSDP2 chunks dim 0 by ceil(rows /
+// world), torch _fsdp_param.py::FSDPParam._init_sharded_param): no rows, so no opinion on it.
+bool holds_no_rows(const SpecContext& ctx, const Observation& o, size_t x) {
+  if (o.layers[x].group.empty() || x >= ctx.layer_count()) return false;  // unmanaged: held whole
+  const LayerDecl& l = ctx.scenario().layers[x];
+  const int rows = l.experts > 0 ? l.experts : l.out, world = ctx.world();
+  return static_cast<int64_t>((rows + world - 1) / world) * o.rank >= rows;
+}
+
+// The classes a stored weight's values fit: its reading and the alternatives; every class when
+// the rank has no opinion (unjudged by a value backend, or no rows of the weight).
+uint8_t stored_classes(const SpecContext& ctx, const Observation& o, size_t x) {
+  const LayerObs& l = o.layers[x];
+  if (l.stored == WeightClass::Unjudged || holds_no_rows(ctx, o, x)) return 0xFF;
+  return static_cast<uint8_t>((1u << static_cast<int>(l.stored)) | l.stored_alt);
+}
+
 // Every field S5 compares, worded; built only once the ranks differ, into `f`'s
 // buffers (Refill): ranks out of step differ at every step until they agree again.
 void describe(const SpecContext& ctx, const Observation& o, std::vector<Field>& out) {
@@ -33,7 +50,8 @@ void describe(const SpecContext& ctx, const Observation& o, std::vector<Field>& 
   set(f.next(), "", "adapters in the model", "", ctx.text(ctx.present_in(o)));
   set(f.next(), "", "active adapters", "", names_set_text(o.active));
   set(f.next(), "", "disabled", "", o.disabled ? "true" : "false");
-  for (const auto& l : o.layers) {
+  for (size_t x = 0; x < o.layers.size(); ++x) {
+    const LayerObs& l = o.layers[x];
     Field& m = f.next();
     m.name.assign(l.name).append(" merged");
     m.value.assign("[").append(join(l.merged)).append("]");
@@ -41,7 +59,7 @@ void describe(const SpecContext& ctx, const Observation& o, std::vector<Field>& 
     Field& w = f.next();
     w.name.assign(l.name).append(" stored weight");
     w.value.assign(weight_class_name(l.stored));
-    w.classes = static_cast<uint8_t>((1u << static_cast<int>(l.stored)) | l.stored_alt);
+    w.classes = stored_classes(ctx, o, x);
   }
   for (const auto& p : o.params) set(f.next(), "", p.name, " S.requires_grad", p.rg_s ? "true" : "false");
   for (const auto& p : o.params) set(f.next(), "", p.name, " dtype", dtype_name(p.dtype));
@@ -66,8 +84,7 @@ FieldKey field_key(const SpecContext& ctx, const Observation& o, size_t x) {
   if (x < 2 * o.layers.size()) {
     const LayerObs& l = o.layers[x / 2];
     if (x % 2 == 0) return {FieldKey::Merged, 0, &l.merged};
-    return {FieldKey::Stored, static_cast<uint64_t>(l.stored), nullptr,
-            static_cast<uint8_t>((1u << static_cast<int>(l.stored)) | l.stored_alt)};
+    return {FieldKey::Stored, static_cast<uint64_t>(l.stored), nullptr, stored_classes(ctx, o, x / 2)};
   }
   x -= 2 * o.layers.size();
   if (x < o.params.size()) return {FieldKey::RequiresGrad, o.params[x].rg_s};

@@ -10,7 +10,7 @@ void check_delta_weight(const Op& op, const Observation& o, std::vector<Finding>
     return;
   }
   for (const auto& d : o.deltas)
-    if (d.value != WeightClass::Exact) {
+    if (d.value != WeightClass::Exact && d.value != WeightClass::Unjudged) {  // unjudged: no opinion
       out.push_back(finding("S7", o.step, o.rank,
                             fmt::format("delta of {} is {} (not the delta of the full A and B)", d.adapter.str(),
                                         weight_class_name(d.value))));

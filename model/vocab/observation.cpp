@@ -45,12 +45,13 @@ const char* weight_class_name(WeightClass w) {
     case WeightClass::MissingDelta: return "missing_delta";
     case WeightClass::ExtraDelta: return "extra_delta";
     case WeightClass::Corrupt: return "corrupt";
+    case WeightClass::Unjudged: return "unjudged";
   }
   return "?";
 }
 
 bool weight_class_from_name(const std::string& s, WeightClass* out) {
-  for (int i = 0; i <= static_cast<int>(WeightClass::Corrupt); ++i) {
+  for (int i = 0; i < kWeightClassCount; ++i) {
     if (s == weight_class_name(static_cast<WeightClass>(i))) {
       *out = static_cast<WeightClass>(i);
       return true;

@@ -25,8 +25,12 @@ bool status_from_name(const std::string& s, Status* out);
 // Upstream error texts the observations carry verbatim.
 extern const char* const kNoGradFnMessage;  // torch autograd, loss without grad_fn
 
-// What the stored base weight holds relative to W0 + sum of merged deltas.
-enum class WeightClass : uint8_t { Exact, MissingDelta, ExtraDelta, Corrupt };
+// What the stored base weight holds relative to W0 + sum of merged deltas. Unjudged: a value
+// backend whose values cannot settle it (a peer holds no rows of a factor, a meta tensor); no
+// opinion, never agreement (counted apart by the comparison, skipped by the spec). Last: the
+// binary codec's existing values stay as they were.
+enum class WeightClass : uint8_t { Exact, MissingDelta, ExtraDelta, Corrupt, Unjudged };
+constexpr int kWeightClassCount = static_cast<int>(WeightClass::Unjudged) + 1;
 const char* weight_class_name(WeightClass w);
 bool weight_class_from_name(const std::string& s, WeightClass* out);
 

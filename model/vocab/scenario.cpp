@@ -8,6 +8,12 @@ int Scenario::layer_index(const std::string& name) const {
   return -1;
 }
 
+std::vector<int> Scenario::packing_order(const ShardDecl& d) const {
+  std::vector<int> out;
+  for (const auto& m : d.modules) out.push_back(layer_index(m));
+  return out;
+}
+
 bool Scenario::checkpointed(const std::string& layer) const {
   for (const auto& c : checkpoint)
     if (c == layer) return true;

@@ -119,6 +119,9 @@ struct Scenario {
            data == o.data && checkpoint == o.checkpoint;
   }
   int layer_index(const std::string& name) const;
+  // The layers a child `fully_shard a,b` was given, in the order given: the order its group
+  // packs them (torch _fsdp_init.py::_get_managed_modules walks the modules in that order).
+  std::vector<int> packing_order(const ShardDecl& d) const;
   int adapter_index(const std::string& name) const;
   // The layer is listed on the `checkpoint` line.
   bool checkpointed(const std::string& layer) const;

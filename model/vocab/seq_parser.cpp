@@ -413,7 +413,7 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
     if (s.layer_index(it.target) < 0) lp.fail(t, "unknown layer '" + it.target + "'");
     WeightClass w;
     if (!weight_class_from_name(it.value, &w))
-      lp.fail(t, "expected stored=LAYER:exact|missing_delta|extra_delta|corrupt, got '" + it.value + "'");
+      lp.fail(t, "expected stored=LAYER:exact|missing_delta|extra_delta|corrupt|unjudged, got '" + it.value + "'");
   } else if (k == "merged") {
     it.key = ExpectItem::Key::Merged;
     std::string rest;

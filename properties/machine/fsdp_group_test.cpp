@@ -25,6 +25,16 @@ TEST(FsdpGroup, ParametersNotClaimedByAChildBelongToTheRoot) {
   EXPECT_EQ(t.topo->params[t.param("lin0.lora_B.other")].group, t.group("lin0"));
 }
 
+TEST(FsdpGroup, AGroupPacksItsModulesInTheOrderFullyShardWasGivenThem) {
+  // torch _fsdp_init.py::_get_managed_modules walks fully_shard([lin2, lin0]) from lin2
+  OneRank t("world 2\nlayer lin0 4 8\nlayer lin1 8 8\nlayer lin2 8 4\nadapter a r=2 alpha=4 targets=lin0,lin2\n"
+            "fully_shard lin2,lin0 reshard_after_forward=true\nfully_shard root reshard_after_forward=true\n---\n");
+  std::vector<std::string> names;
+  for (int p : t.topo->groups[t.group("lin2")].params) names.push_back(t.topo->params[p].name.str());
+  EXPECT_EQ(names, (std::vector<std::string>{"lin2.weight", "lin2.bias", "lin2.lora_A.a", "lin2.lora_B.a", "lin0.weight",
+                                              "lin0.bias", "lin0.lora_A.a", "lin0.lora_B.a"}));
+}
+
 TEST(FsdpGroup, UnshardCreatesUOnceAndCopiesRequiresGradFromS) {
   OneRank t(seed000_header(2));
   EXPECT_FALSE(t.model->state().groups[t.group("lin0")].has_u);

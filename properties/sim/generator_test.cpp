@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdlib>
 #include <set>
 
 #include "properties/test_util.hpp"
@@ -96,12 +97,42 @@ TEST(Generator, CheckpointOnlyWhenAsked) {
   EXPECT_GT(with, 150);
 }
 
+TEST(Generator, GroupedFullyShardOnlyWhenAskedInEitherOrderAndWithRaisingMembers) {
+  int grouped = 0, reversed = 0, apart = 0, raising = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    Prng plain(seed);
+    for (const auto& d : generate_seq(plain, {}).scenario.shards) EXPECT_EQ(d.modules.size(), 1u);
+    Prng rng(seed);
+    GenOptions opt;
+    opt.grouped_percent = 100;
+    opt.world = 3;
+    SeqFile f = generate_seq(rng, opt);
+    ASSERT_NO_THROW(validate(f, "<generated>")) << print_seq(f);
+    EXPECT_EQ(parse_seq(print_seq(f), "<generated>"), f);
+    EXPECT_TRUE(f.scenario.shards.back().is_root());
+    for (const auto& d : f.scenario.shards) {
+      if (d.modules.size() != 2) continue;
+      ++grouped;
+      const int a = f.scenario.layer_index(d.modules[0]), b = f.scenario.layer_index(d.modules[1]);
+      reversed += a > b;
+      apart += std::abs(a - b) > 1;
+      raising += f.scenario.layers[std::max(a, b)].experts == 1;
+    }
+  }
+  EXPECT_GT(grouped, 100);
+  EXPECT_GT(reversed, 20);
+  EXPECT_GT(apart, 10);
+  EXPECT_GT(raising, 20);
+}
+
 TEST(Generator, DrawListParsesOrNamesWhatWasExpected) {
   GenOptions opt;
   EXPECT_EQ(apply_draws("checkpoint=30,gradient_sync=5,per_rank_data=100", &opt), "");
   EXPECT_EQ(opt.checkpoint_percent, 30);
   EXPECT_EQ(opt.gradient_sync_percent, 5);
   EXPECT_EQ(opt.per_rank_data_percent, 100);
+  EXPECT_EQ(apply_draws("grouped=40", &opt), "");
+  EXPECT_EQ(opt.grouped_percent, 40);
   EXPECT_NE(apply_draws("checkpoint=101", &opt).find("a percentage 0..100"), std::string::npos);
   EXPECT_NE(apply_draws("checkpoint", &opt).find("got 'checkpoint'"), std::string::npos);
   EXPECT_NE(apply_draws("experts=3", &opt).find("unknown 'experts'"), std::string::npos);

@@ -54,6 +54,23 @@ TEST(ValueBlind, KeepsADifferenceTheValuesShow) {
   EXPECT_EQ(seen.at(0).layers.at(0).stored, WeightClass::Exact);
 }
 
+TEST(ValueBlind, AnUnjudgedClassIsNotedAndTakesTheModels) {
+  Observation model = with_layer(WeightClass::Corrupt, WeightClass::Corrupt);
+  model.deltas = {{"a", WeightClass::Corrupt}};
+  Observation up = with_layer(WeightClass::Unjudged, WeightClass::Exact);
+  up.deltas = {{"a", WeightClass::Unjudged}};
+  std::vector<Observation> seen = {up};
+  auto notes = settle_unjudged({model}, &seen);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0], "step 9 rank 0 (set_adapter default): lin1 stored unjudged (model: corrupt)");
+  EXPECT_EQ(notes[1], "step 9 rank 0 (set_adapter default): delta of a unjudged (model: corrupt)");
+  EXPECT_EQ(seen[0].layers[0].stored, WeightClass::Corrupt);
+  EXPECT_EQ(seen[0].deltas[0].value, WeightClass::Corrupt);
+  EXPECT_EQ(seen[0].layers[0].registered, WeightClass::Exact) << "a judged class stays: a difference to report";
+  std::vector<Observation> judged = {with_layer(WeightClass::Exact, WeightClass::Exact)};
+  EXPECT_TRUE(settle_unjudged({model}, &judged).empty());
+}
+
 Observation reload(std::vector<std::string> diff, std::vector<std::string> coincident = {}) {
   Observation o;
   o.step = 13, o.rank = 1, o.op = "load_adapters";

@@ -65,7 +65,11 @@ TEST(S5AgreementChecker, OnlyStepsEveryRankRanUnstuckAndProvenDifferentAreJudged
   obs[1].layers[0].stored_alt = 1u << static_cast<int>(WeightClass::Exact);  // fits exact as well
   s5.after_step(in.ctx, obs, 2, out);
   EXPECT_TRUE(out.empty()) << out[0].text;
+  obs[1].layers[0].stored = WeightClass::Unjudged;  // no opinion: no proven difference
   obs[1].layers[0].stored_alt = 0;
+  s5.after_step(in.ctx, obs, 2, out);
+  EXPECT_TRUE(out.empty()) << out[0].text;
+  obs[1].layers[0].stored = WeightClass::MissingDelta;
   s5.after_step(in.ctx, obs, 2, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].text, "S5 step 1: ranks disagree on lin0 stored weight: rank 0 exact, rank 1 missing_delta");
@@ -111,4 +115,21 @@ TEST(S5AgreementChecker, ListsOfOtherLengthsAreComparedByTheirTexts) {
   fresh.after_step(in.ctx, flat, 2, out2);
   ASSERT_EQ(out2.size(), 1u);
   EXPECT_EQ(out2[0].text, "S5 step 1: ranks disagree on " + obs[0].params[0].name + " dtype: rank 0 fp32, rank 1 false");
+}
+
+TEST(S5AgreementChecker, ARankHoldingOnlyPaddingOfAWeightHasNoOpinionOnIt) {
+  CheckerInputs in(seed000_header(3, "patched") + "train_step\n");
+  spec::S5AgreementChecker s5;
+  std::vector<Finding> out;
+  Observation obs[3] = {in.obs(1, 0), in.obs(1, 1), in.obs(1, 2)};
+  ASSERT_FALSE(obs[2].layers[1].group.empty());
+  // lin1 has 2 output rows: chunks of 1 at world 3, rank 2 holds only padding (read as exact)
+  obs[0].layers[1].stored = obs[1].layers[1].stored = WeightClass::MissingDelta;
+  s5.after_step(in.ctx, obs, 3, out);
+  EXPECT_TRUE(out.empty()) << out[0].text;
+  // lin0 has 20: rank 2 holds 6 of them, and its reading is an opinion
+  obs[0].layers[0].stored = obs[1].layers[0].stored = WeightClass::MissingDelta;
+  s5.after_step(in.ctx, obs, 3, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].text, "S5 step 1: ranks disagree on lin0 stored weight: rank 0 missing_delta, rank 2 exact");
 }

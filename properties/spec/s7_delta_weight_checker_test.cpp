@@ -16,6 +16,9 @@ TEST(S7DeltaWeightChecker, AShapeErrorOrACorruptDeltaIsAFinding) {
   Observation o = in.obs(1);
   spec::check_delta_weight(in.op(1), o, out);
   EXPECT_TRUE(out.empty()) << out[0].text;
+  o.deltas = {{"default", WeightClass::Unjudged}};  // no opinion: no finding
+  spec::check_delta_weight(in.op(1), o, out);
+  EXPECT_TRUE(out.empty());
   o.deltas = {{"default", WeightClass::Exact}, {"other", WeightClass::Corrupt}, {"third", WeightClass::Corrupt}};
   spec::check_delta_weight(in.op(1), o, out);
   ASSERT_EQ(out.size(), 1u);  // the first wrong delta only

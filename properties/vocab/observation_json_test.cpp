@@ -67,7 +67,7 @@ Observation full_observation() {
   o.layers = {{"lin0", "lin0", {"b", "a"}, WeightClass::MissingDelta, WeightClass::Corrupt}};
   o.collectives = {{CollOp::Broadcast, "lin0.weight", 40, DType::BF16, {{"lin0.weight", 40}}},
                    {CollOp::ReduceScatter, "root", 12, DType::F32, {{"z", 8}, {"a", 4}}}};
-  o.deltas = {{"b", WeightClass::Corrupt}, {"a", WeightClass::Exact}};
+  o.deltas = {{"b", WeightClass::Corrupt}, {"a", WeightClass::Exact}, {"c", WeightClass::Unjudged}};
   o.saved = {{"lin0.lora_A.a", 2, 4, DType::BF16}};
   o.reload_diff = {"lin0.lora_B.a"};
   o.sharded_bytes = {{"a", 64}, {"base", 100}};

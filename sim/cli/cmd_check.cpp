@@ -27,6 +27,7 @@ struct FileOutcome {
   Status status = Status::Pass;
   std::string message;  // Broken, Bad, Interrupted: why
   std::vector<std::string> failures, divergences;
+  std::vector<std::string> unjudged;  // fields a value backend could not settle: neither agreement nor divergence
   int ops = -1, world = 0, findings = 0;  // ops < 0: the file did not parse
   std::string profile;
   double seconds = 0;
@@ -60,6 +61,7 @@ FileOutcome check_one(const std::string& file, const Args& a, RealPools& pools) 
       for (auto& x : check_expectations(f, run.observations, run.findings, file))
         out.failures.push_back((res.runs.size() > 1 ? std::string("[") + backend_name(run.backend) + "] " : "") + x.text);
     out.divergences = res.divergences;
+    out.unjudged = res.unjudged;
     if (!res.divergences.empty()) out.status = FileOutcome::Status::Diverged;
     else if (!out.failures.empty()) out.status = FileOutcome::Status::Fail;
     if (!a.json && out.status != FileOutcome::Status::Pass) {
@@ -78,7 +80,8 @@ void print_text(const FileOutcome& o, const Args& a) {
   switch (o.status) {
     case FileOutcome::Status::Pass:
       std::cout << green("PASS") << " " << o.file << "  (" << o.ops << " ops, world " << o.world << ", " << o.profile << ", backend "
-                << a.backend << ", " << o.findings << " findings as expected)\n";
+                << a.backend << ", " << o.findings << " findings as expected"
+                << (o.unjudged.empty() ? "" : ", " + std::to_string(o.unjudged.size()) + " fields unjudged") << ")\n";
       break;
     case FileOutcome::Status::Broken: std::cout << red("BROKE") << " " << o.file << ": " << o.message << "\n"; break;
     case FileOutcome::Status::Interrupted: std::cout << "INTERRUPTED " << o.file << ": " << o.message << "\n"; break;
@@ -93,7 +96,7 @@ void print_json(const FileOutcome& o, const Args& a) {
   if (o.ops >= 0) r.num("ops", o.ops).num("world", o.world).str("profile", o.profile);
   if (o.status != FileOutcome::Status::Bad && o.status != FileOutcome::Status::Broken && o.status != FileOutcome::Status::Interrupted)
     r.num("findings", o.findings);
-  r.strs("failures", o.failures).strs("divergences", o.divergences).str("message", o.message).real("seconds", o.seconds).print(std::cout);
+  r.strs("failures", o.failures).strs("divergences", o.divergences).strs("unjudged", o.unjudged).str("message", o.message).real("seconds", o.seconds).print(std::cout);
 }
 
 JunitCase junit_case(const FileOutcome& o) {
@@ -124,13 +127,15 @@ int cmd_check(const Args& a) {
   if (a.positional.empty()) throw SourceError("<command line>", {}, "check expects at least one file or directory");
   const auto t0 = Clock::now();
   int count[6] = {0, 0, 0, 0, 0, 0};  // per FileOutcome::Status
+  int unjudged = 0;  // passing files with fields a value backend could not settle: not counted as passed
   arm_interrupts();
   RealPools pools = pools_of(a);
   Progress progress("check", a.quiet);
   JunitReport junit("fsdpsim check");
   auto report = [&](const FileOutcome& o) {
     progress.clear();
-    ++count[static_cast<int>(o.status)];
+    if (o.status == FileOutcome::Status::Pass && !o.unjudged.empty()) ++unjudged;
+    else ++count[static_cast<int>(o.status)];
     if (a.json) print_json(o, a);
     else print_text(o, a);
     junit.add(junit_case(o));
@@ -161,7 +166,8 @@ int cmd_check(const Args& a) {
   print_upstream_versions(std::cout, pools, a.json);
   if (a.json) {
     JsonRecord r("check_summary");
-    r.num("passed", passed).num("failed", failed).num("diverged", diverged).num("broken", broken).num("bad", bad).num("cut_short", cut);
+    r.num("passed", passed).num("unjudged", unjudged).num("failed", failed).num("diverged", diverged).num("broken", broken).num("bad", bad)
+        .num("cut_short", cut);
     r.num("files", static_cast<int64_t>(files.size())).num("done", static_cast<int64_t>(done)).num("interrupted", interrupted());
     r.real("seconds", since(t0)).print(std::cout);
   } else {
@@ -169,6 +175,7 @@ int cmd_check(const Args& a) {
     std::cout << passed << " passed, " << failed << " failed expectations, " << diverged << " diverged, " << broken << " broken runs, "
               << bad << " bad input";
     if (cut) std::cout << ", " << cut << " interrupted";
+    if (unjudged) std::cout << "; " << unjudged << " unjudged (no divergence, but fields the values could not settle; not passed)";
     if (interrupted()) std::cout << "; interrupted by signal " << interrupted() << " after " << done << " of " << files.size() << " files";
     std::cout << "\n";
   }

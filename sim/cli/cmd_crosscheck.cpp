@@ -27,10 +27,11 @@ namespace fsdpsim::cli {
 namespace {
 
 // --json's summary: the results file's fields and what only this run knows.
-void print_summary_json(const CrosscheckResults& r, int done, int completed, int cut, double seconds, const std::string& out_dir) {
+// `unjudged`: sequences with no divergence where a value backend could not settle some field; `cut`: the one a signal cut short.
+void print_summary_json(const CrosscheckResults& r, int done, int completed, int unjudged, int cut, double seconds, const std::string& out_dir) {
   JsonRecord j("crosscheck_summary");
   j.num("seed", static_cast<int64_t>(r.seed)).num("count", r.count).num("world", r.world).str("backends", r.backends).str("profile", r.profile);
-  j.num("first", r.first).num("end", r.end).num("sequences", done).num("completed", completed);
+  j.num("first", r.first).num("end", r.end).num("sequences", done).num("completed", completed).num("unjudged", unjudged);
   j.seeds("divergent", r.divergent).seeds("broken", r.broken).counts("findings", r.findings);
   j.real("seconds", seconds).str("out", r.divergent.empty() ? "" : out_dir).num("interrupted", interrupted()).num("cut_short", cut)
       .print(std::cout);
@@ -51,6 +52,7 @@ int cmd_crosscheck(const Args& a) {
   auto t0 = std::chrono::steady_clock::now();
   auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
   int divergent = 0, broken = 0, done = 0, cut = 0;  // cut: the sequence a signal cut short
+  int unjudged = 0, unjudged_fields = 0;  // sequences with no divergence but fields a value backend could not settle
   std::map<std::string, int> findings;
   // --shard I/N: this job runs block I of the N blocks of the seed range.
   CrosscheckResults results;
@@ -92,6 +94,8 @@ int cmd_crosscheck(const Args& a) {
       else std::cout << red("sequence " + std::to_string(seed) + ": " + res.infra_message) << "\n";
     }
     for (const auto& fd : res.findings) ++findings[fd.spec], ++results.findings[fd.spec];
+    unjudged_fields += static_cast<int>(res.unjudged.size());
+    if (res.divergences.empty() && !res.unjudged.empty() && !res.infra_failure) ++unjudged;
     if (!res.divergences.empty()) {
       ++divergent;
       results.divergent.push_back(seed);
@@ -120,11 +124,14 @@ int cmd_crosscheck(const Args& a) {
   // Findings come from completed runs only: "none" over zero of them would claim a clean result.
   const int completed = done - broken - cut;
   if (a.json) {
-    print_summary_json(results, done, completed, cut, total, out_dir);
+    print_summary_json(results, done, completed, unjudged, cut, total, out_dir);
   } else {
     std::vector<std::vector<std::string>> rows = {
         {"sequences", std::to_string(done) + (done < run_count ? " of " + std::to_string(run_count) : "")},
+        {"agree", std::to_string(done - divergent - broken - unjudged)},
         {"divergent", divergent ? red(std::to_string(divergent) + " (written to " + out_dir + "/)") : "0"},
+        {"unjudged", std::to_string(unjudged) + " (no divergence, " + std::to_string(unjudged_fields) +
+                         " fields the values could not settle: not counted as agreement)"},
         {"backend failures", broken ? red(std::to_string(broken)) : "0"},
         {"time", std::to_string(total) + " s"},
         {"sequences/s", std::to_string(done / std::max(total, 1e-9))}};

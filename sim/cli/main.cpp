@@ -34,7 +34,7 @@ const char* kUsage =
     "                          [--shard I/N] [--results FILE]   block I (0-based) of N of the seed range;\n"
     "                                             the results as JSON, for merge-results\n"
     "                          [--json] [--junit FILE]   a testcase per sequence, failing where it diverges\n"
-    "                          [--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P]   optional draws, in percent\n"
+    "                          [--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P]   optional draws, in percent\n"
     "       fsdpsim merge-results FILE... [--results OUT] [--json]   the shards' results as one run's\n"
     "       (B: model, real, upstream, both = model,real, or a comma list: model,upstream, model,real,upstream;\n"
     "        the others are compared with the first, the model when listed)\n"

@@ -81,6 +81,59 @@ class Bf16History(unittest.TestCase):
         self.assertEqual(self.report(1, bf16(self.w0 - d), self.A, self.B, []), "corrupt")
 
 
+class NoDefaultVerdicts(unittest.TestCase):
+    """A class the values cannot settle stays `unjudged` (observe.py pre-fills it so): the judge
+    never leaves a default verdict behind."""
+
+    def setUp(self):
+        A, B = torch.ones(1, 3), torch.ones(4, 1)
+        shapes = {"lin0.weight": [4, 3], "lin0.lora_A.a": [1, 3], "lin0.lora_B.a": [4, 1]}
+        self.init = {r: {"shapes": shapes, "scaling": {"a": 1.0}, "dtype": "fp32", "w0": {"lin0": enc(torch.zeros(4, 3))},
+                         "values": {"s": {"lin0.weight": enc(torch.zeros(2, 3)), "lin0.lora_A.a": enc(A[:, :0]),
+                                          "lin0.lora_B.a": enc(B[2 * r:2 * r + 2])}}} for r in range(2)}
+
+    def judged_stored(self):
+        vals = {0: {1: {"s": {"lin0.weight": enc(torch.zeros(2, 3)), "lin0.lora_A.a": enc(torch.ones(1, 3)),
+                              "lin0.lora_B.a": enc(torch.zeros(2, 1))}, "u": {}}}, 1: {}}
+        o = {"step": 1, "rank": 0, "layers": [{"name": "lin0", "merged": [], "stored": "unjudged",
+                                               "registered": "unjudged"}]}
+        judge.judge_layers(o, 0, 2, self.init, vals)
+        return o["layers"][0]["stored"]
+
+    def test_a_peer_without_values_leaves_the_stored_weight_unjudged(self):
+        # rank 1 reports B's rows as a tensor of another size: the full B cannot be assembled
+        self.init[1]["values"]["s"]["lin0.lora_B.a"] = enc(torch.ones(5))
+        self.assertEqual(self.judged_stored(), "unjudged")
+
+    def test_a_factor_this_rank_holds_whole_needs_no_peer(self):
+        # rank 0 holds every row of A (one row): a peer's A on meta (no values) changes nothing
+        self.init[1]["values"]["s"]["lin0.lora_A.a"] = None
+        self.assertEqual(self.judged_stored(), "exact")
+
+    def test_a_partial_delta_sums_the_peers_locals_in_place_whatever_adapter_they_hold(self):
+        # rank 1 computed adapter b's delta in the place rank 0 computed a's: the sum mixes them
+        B = torch.ones(4, 1)
+        half = (B @ torch.ones(1, 3)) / 2  # a's full delta is B @ A = all ones
+
+        def held(r, local):
+            s = {"lin0.weight": enc(torch.zeros(2, 3)), "lin0.lora_A.a": enc(torch.ones(1, 3)[:1 - r]),
+                 "lin0.lora_B.a": enc(B[2 * r:2 * r + 2])}
+            return {"s": s, "u": {}, "delta_layer": "lin0", "deltas": local}
+
+        def local(adapter, v):
+            return {adapter: {"shard_dim": None, "partial": True, "shape": [4, 3], "v": enc(v)}}
+
+        def judged(peer):
+            vals = {0: {1: held(0, local("a", half))}, 1: {1: held(1, peer)}}
+            o = {"step": 1, "rank": 0, "deltas": {"a": "unjudged"}}
+            judge.judge_deltas(o, 0, 2, self.init, vals)
+            return o["deltas"]["a"]
+
+        self.assertEqual(judged(local("a", half)), "exact")
+        self.assertEqual(judged(local("b", half * 3)), "corrupt")
+        self.assertEqual(judged({}), "unjudged")  # the peer computed none: nothing to sum
+
+
 class ChunkRows(unittest.TestCase):
     """Each rank's chunk of a dim sharded as FSDP and DTensor shard it: ceil(rows / world) per
     rank, the last ones short or empty."""

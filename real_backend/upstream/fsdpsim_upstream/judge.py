@@ -34,6 +34,12 @@ def _view(r, j, step, init, vals):
 
 
 def _full(name, shape, r, step, world, init, vals, own):
+    mine = own.get(name)
+    if mine is not None and vec(mine).numel() == shape[0] * shape[1]:
+        # every row on this rank (held whole before prepare or when added after it, or a shard
+        # holding all rows): its own values are the full tensor, whatever a peer holds (meta under
+        # ram-efficient loading)
+        return vec(mine).reshape(shape)
     parts = []
     for j in range(world):
         src = own if j == r else _view(r, j, step, init, vals)
@@ -197,6 +203,8 @@ def judge_layers(o, r, world, init, vals, log=None):
         rows = slice(0, out_f) if full_stored else slice(start, start + n)
 
         def deltas_for(registered):
+            """Each adapter's delta on the values; None when one cannot be assembled from
+            every rank's rows (a peer holds none, or rows of another shape): unjudged."""
             ds = {}
             for a, sc in scaling.items():
                 an, bn = f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}"
@@ -211,11 +219,13 @@ def judge_layers(o, r, world, init, vals, log=None):
                 else:
                     B = _full(bn, shapes[bn], r, step, world, init, vals, mine["s"])
                 if A is None or B is None:
-                    continue
+                    return None
                 ds[a] = delta_of(A, B, wshape) * sc
             return ds
 
         ds = deltas_for(False)
+        if ds is None:
+            continue  # stays `unjudged` (observe.py)
         dtype = init[r].get("dtype", "fp32")
         before = log.merged_before(r, layer)
         rounded, events = log.note(r, layer, merged)
@@ -262,6 +272,8 @@ def judge_layers(o, r, world, init, vals, log=None):
                 if prior_u is None and world == 1:
                     prior_u = prior_s
                 h_u = log.track((r, layer, "u"), prior_u, event(dsu, u.shape), u - w0, fit_tol(u - w0, dsu, w0))
+            if dsu is None:
+                continue
             lo["registered"], alt = judged(u - w0, dsu, w0, h_u)
         else:
             log.history.pop((r, layer, "u"), None)
@@ -281,7 +293,8 @@ def judge_deltas(o, r, world, init, vals):
     shapes = init[r]["shapes"]
     wshape = shapes[weight_name(layer, shapes)]
     out_f = wshape[0]
-    for a, d in mine["deltas"].items():
+    for i, (a, d) in enumerate(mine["deltas"].items()):
+        # left `unjudged` (observe.py) wherever the values cannot settle it
         an, bn = f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}"
         A = _full(an, shapes[an], r, step, world, init, vals, mine["s"])
         B = _full(bn, shapes[bn], r, step, world, init, vals, mine["s"])
@@ -290,9 +303,12 @@ def judge_deltas(o, r, world, init, vals):
         want = delta_of(A, B, wshape) * init[r]["scaling"][a]
         got = vec(d["v"])
         magnitude = None  # per element: what the bf16 roundings scale with
-        if d.get("partial"):  # a Partial DTensor (B @ A on uneven shards) is the sum of the ranks' locals
-            parts = [vals[q].get(step, {}).get("deltas", {}).get(a) for q in range(world)]
-            if any(p is None or p["v"] is None for p in parts):
+        if d.get("partial"):
+            # a Partial DTensor (B @ A on uneven shards) is the sum of the locals each rank holds
+            # in that place: a peer out of step holds another adapter's (its i-th delta of this op)
+            peers = [list(vals[q].get(step, {}).get("deltas", {}).values()) for q in range(world)]
+            parts = [p[i] if i < len(p) else None for p in peers]
+            if any(p is None or p["v"] is None or p["shape"] != d["shape"] for p in parts):
                 continue
             got = sum(vec(p["v"]) for p in parts)
             # each local is rounded to bf16 on its own: the error scales with the locals, which

@@ -207,7 +207,7 @@ def _local(sess, op, step, grads):
         fp = sess.fsdp_param.get(sess.scen.base_name(l.name))
         layers.append({"name": l.name, "group": getattr(fp, "_fsdpsim_group", "") if fp else "",
                        "merged": list(getattr(m, "merged_adapters", [])),
-                       "stored": "exact", "registered": "exact"})
+                       "stored": "unjudged", "registered": "unjudged"})  # judge.py reads the values
     for name, fp in sess.fsdp_param.items():
         if name.endswith(".bias"):
             continue  # deleted adapters' rows stay: a delta they left behind is an extra one
@@ -219,6 +219,10 @@ def _local(sess, op, step, grads):
         if managed(sess, name) is None:  # unmanaged, or re-added over a deleted managed one
             values["s"][name] = flat(p)
             values["u"].pop(name, None)
+    bases = {sess.scen.base_name(l.name) for l in sess.scen.layers} - set(sess.fsdp_param)
+    for n, p in (sess.named_cache if bases else ()):
+        if model_name(n) in bases:  # a base weight no group manages (before prepare): held whole
+            values["s"][model_name(n)] = flat(p)
     o["layers"] = layers
     o["collectives"] = []
     if op.kind == "delta_weight" and getattr(sess, "deltas", None) is not None:
@@ -228,7 +232,7 @@ def _local(sess, op, step, grads):
             dim = next((p.dim for p in d.placements if p.is_shard()), None) if isinstance(d, DTensor) else None
             partial = isinstance(d, DTensor) and any(p.is_partial() for p in d.placements)
             values["deltas"][a] = {"shard_dim": dim, "partial": partial, "shape": list(d.shape), "v": flat(d)}
-        o["deltas"] = {a: "exact" for a in sess.deltas}
+        o["deltas"] = {a: "unjudged" for a in sess.deltas}  # judge.py reads the values
         sess.deltas = None
     if op.kind == "save_adapters" and getattr(sess, "saved_obs", None) is not None:
         o["saved"] = sess.saved_obs

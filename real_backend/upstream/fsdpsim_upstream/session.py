@@ -256,9 +256,11 @@ class Session:
                     fp._fsdpsim_group = name
             if state._fsdp_param_groups:
                 groups.append((name, mod))
-        # the model's order: the root's group first, then the children in module order
+        # the model's order: the root's group first, then the children in module order, a grouped
+        # fully_shard([lin2, lin0]) at its first module in the model (named_modules pre-order)
         order = {l.name: i for i, l in enumerate(self.scen.layers)}
-        groups.sort(key=lambda g: -1 if g[0] == "root" else order[g[0]])
+        first = {d.modules[0]: min(order[m] for m in d.modules) for d in self.scen.shards if not d.is_root}
+        groups.sort(key=lambda g: -1 if g[0] == "root" else first[g[0]])
         self.fsdp_modules = groups
 
     def named_adapter_params(self):
@@ -398,10 +400,15 @@ class Session:
         self.pm.delete_adapter(name)
 
     def op_reshard_unshard(self, op):
-        targets = self.fsdp_modules
+        """FSDPModule.reshard / unshard on the module named (every member of a grouped
+        fully_shard([...]) is an FSDPModule sharing the group's state: the whole group moves,
+        torch _fully_shard.py::FSDPModule.unshard), or on every FSDP module. A module no
+        fully_shard was given has neither method: the harness does nothing (as the model)."""
+        targets = [m for _, m in self.fsdp_modules]
         if op.names:
-            targets = [(g, m) for g, m in self.fsdp_modules if g == op.names[0]]
-        for _, m in targets:
+            m = self.module_of(op.names[0])
+            targets = [m] if isinstance(m, FSDPModule) else []
+        for m in targets:
             if op.kind == "reshard":
                 m.reshard()
             else:
