@@ -111,8 +111,7 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "merge is lost (the shard misses the delta while the layer lists it merged) or an unmerge is (the shard keeps the "
        "delta while nothing is listed). Every caller reaches it: merge_adapter, unmerge_adapter, set_adapter's own unmerge "
        "(also with the peft#3895 fix, which unmerges before it reshards), a load's inject_adapter, the patched "
-       "disable_adapter exit. At world >= 3 a rank holding only padding rows sees nothing lost, so the same edit shows as "
-       "ranks disagreeing on the stored weight.",
+       "disable_adapter exit.",
        "Anyone merging or unmerging under FSDP2 while a group is unsharded (after an eval with "
        "reshard_after_forward=False, an explicit unshard, or mid-step).",
        "Merge and unmerge only while every FSDP group is sharded (call reshard() on every FSDP module first).",
