@@ -229,14 +229,16 @@ S7 = NOTHING_BEFORE + '''
 
 
 def check(model, shards, snap, status, message, result):
-    """Each delta get_delta_weight returned against B @ A * scaling on the full tensors."""
+    """Each delta get_delta_weight returned against B @ A * scaling of the full shards (what the optimizer
+    steps; while a group is unsharded the module registers a copy that a step does not update)."""
     if status != "ok":
         code = REPRODUCED if status == RECORDED_STATUS and message.startswith(RECORDED_MESSAGE) else DIFFERENT
         return code, f"{status}: {message}"
     layer = getattr(model.base_model.model, LAYER)
     wrong = []
     for a, d in result.items():
-        A, B = full(layer.lora_A[a].weight).detach(), full(layer.lora_B[a].weight).detach()
+        A, B = (full(shards.get(f"{LAYER}.{k}.{a}", getattr(layer, k)[a].weight)).detach()
+                for k in ("lora_A", "lora_B"))
         w = layer.get_base_layer().weight if hasattr(layer, "get_base_layer") else None
         shape = tuple(w.shape) if w is not None else ()
         if EXPERTS:
@@ -323,7 +325,8 @@ def plan(f, scen, op):
         m = re.match(r"get_delta_weight raised: (.*)", d)
         rec.update(LAYER=layer.name, RECORDED_MESSAGE=(m.group(1)[:60] if m else ""),
                    EXPERTS=(layer.experts, layer.fan_in, layer.fan_out) if layer.experts else ())
-        return S7, rec, f"{what}: get_delta_weight(a) of each active adapter equals B @ A * scaling of the full A and B"
+        return S7, rec, (f"{what}: get_delta_weight(a) of each active adapter equals B @ A * scaling "
+                         f"of the full A and B shards")
     raise ValueError(f"cannot check {f.spec} findings with the libraries yet: {d}")
 
 
