@@ -186,7 +186,8 @@ def finish(code, got):
     code = DIFFERENT if DIFFERENT in codes else max(codes)
     if dist.get_rank() == 0 or len(results) == 1:
         gots = [(r, g) for c, g, r in results if c == code]
-        shown = gots[0][1] if len({g for _, g in gots}) == 1 else "; ".join(f"rank {r}: {g}" for r, g in gots)
+        one = len({g for _, g in gots}) == 1
+        shown = gots[0][1] if one else "; ".join(f"rank {r}: {g}" for r, g in gots)
         print(f"expected: {EXPECTED}", flush=True)
         print(f"got: {shown}", flush=True)
         print(f"result: {RESULT[code]} (exit {code})", flush=True)

@@ -307,7 +307,8 @@ class Writer:
         else:
             doc += ["FSDP2 + PEFT LoRA sequence with no recorded finding (fsdpsim's model runs it clean)."]
         fixes = [f"{k}={self.sw[k]}" for k in self.applied]
-        paths = [f"{k}={v}" for k, v in self.sw.items() if v != profiles.NATIVE[k] and v != profiles.PROFILES["patched"][k]]
+        patched = profiles.PROFILES["patched"]
+        paths = [f"{k}={v}" for k, v in self.sw.items() if v not in (profiles.NATIVE[k], patched[k])]
         doc += ["", f"Sequence: {n} ops at world {s.world} (CPU, gloo): " + "; ".join(op.text() for op in self.ops)]
         if fixes:
             doc.append(f"Fix applied in this script (fsdpsim switch {', '.join(fixes)}): the lines marked `# fix`.")
@@ -415,7 +416,8 @@ class Writer:
             e("    code = DIFFERENT if DIFFERENT in codes else max(codes)")
             e("    if dist.get_rank() == 0 or len(results) == 1:")
             e("        gots = [(r, g) for c, g, r in results if c == code]")
-            e('        shown = gots[0][1] if len({g for _, g in gots}) == 1 else "; ".join(f"rank {r}: {g}" for r, g in gots)')
+            e("        one = len({g for _, g in gots}) == 1")
+            e('        shown = gots[0][1] if one else "; ".join(f"rank {r}: {g}" for r, g in gots)')
             e('        print(f"expected: {EXPECTED}", flush=True)')
             e('        print(f"got: {shown}", flush=True)')
             e('        print(f"result: {RESULT[code]} (exit {code})", flush=True)')
