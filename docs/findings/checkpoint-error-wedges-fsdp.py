@@ -5,6 +5,7 @@ Class signature: S1:ok | forward(S) set_adapter(S) backward(S) *(U) | checkpoint
 Expected: step 4 (train_step) puts gradients on the LoRA parameters of {other} and of no other adapter
 
 Sequence: 4 ops at world 1 (CPU, gloo): forward; set_adapter other; backward; train_step
+Scenario: activation checkpointing of lin0.
 Confirmed on: torch 2.13.0+cpu, peft 0.21.2, accelerate 1.15.0, transformers 5.24.0, Python 3.11.7; CPU, gloo, world 1.
 Run: torchrun --nproc_per_node=1 repro.py
 Exit: 1 the bug reproduces, 0 it does not (fixed), 2 it fails differently (an unexpected
@@ -19,7 +20,6 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from peft import LoraConfig, get_peft_model
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
@@ -87,6 +87,15 @@ def expect_status(e, status):
         raise e
 
 
+def checkpoint_layer(model, name):
+    """Activation checkpointing of one layer where it sits, before any fully_shard, as accelerate's
+    fsdp2_apply_ac does it. torch 2.13 has no public import of checkpoint_wrapper: this is the
+    private module accelerate itself imports it from."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    layer = model.base_model.model.get_submodule(name)
+    model.base_model.model.set_submodule(name, checkpoint_wrapper(layer, preserve_rng_state=False))
+
+
 def before(model, shards):
     return {n: None if p.grad is None else local(p.grad).clone() for n, p in adapter_params(model, shards)}
 
@@ -103,7 +112,7 @@ def check(model, shards, snap, status, message, result):
 
 def shard(model, mesh):
     """fully_shard bottom-up; the shards it registers (the objects gradients land on) and the optimizer."""
-    model.set_submodule('base_model.model.lin0', checkpoint_wrapper(model.base_model.model.lin0, preserve_rng_state=False))
+    checkpoint_layer(model, 'lin0')
     fully_shard(model, mesh=mesh, reshard_after_forward=True)
     shards = registered(model)
     return shards, make_optimizer(model, shards)

@@ -2,7 +2,7 @@
 
 fsdpsim finding: S7 step 1 rank 0: get_delta_weight raised: This operation would remove or reshape sharded dimension 3, which requires redistribution. Please redistribute the input first.
 Class signature: S7:shape_error | *(S) | world=2 experts=2
-Expected: step 1 (delta_weight lin1): get_delta_weight(a) of each active adapter equals B @ A * scaling of the full A and B
+Expected: step 1 (delta_weight lin1): get_delta_weight(a) of each active adapter equals B @ A * scaling of the full A and B shards
 
 Sequence: 1 ops at world 2 (CPU, gloo): delta_weight lin1
 Confirmed on: torch 2.13.0+cpu, peft 0.21.2, accelerate 1.15.0, transformers 5.24.0, Python 3.11.7; CPU, gloo, world 2.
@@ -25,7 +25,7 @@ from torch.distributed.tensor import DTensor
 
 REPRODUCED, FIXED, DIFFERENT = 1, 0, 2
 RESULT = {1: "the bug reproduces", 0: "it does not reproduce", 2: "it fails differently"}
-EXPECTED = 'step 1 (delta_weight lin1): get_delta_weight(a) of each active adapter equals B @ A * scaling of the full A and B'
+EXPECTED = 'step 1 (delta_weight lin1): get_delta_weight(a) of each active adapter equals B @ A * scaling of the full A and B shards'
 # each adapter parameter (fsdpsim's name) -> its adapter, from the scenario's declarations
 ADAPTER_OF = {'lin1.lora_A.default': 'default', 'lin1.lora_B.default': 'default'}
 RECORDED_STATUS = 'shape_error'
@@ -100,20 +100,16 @@ def before(model, shards):
 
 
 def check(model, shards, snap, status, message, result):
-    """Each delta get_delta_weight returned against B @ A * scaling on the full tensors."""
+    """Each delta get_delta_weight returned against B @ A * scaling of the full shards (what the optimizer
+    steps; while a group is unsharded the module registers a copy that a step does not update)."""
     if status != "ok":
         code = REPRODUCED if status == RECORDED_STATUS and message.startswith(RECORDED_MESSAGE) else DIFFERENT
         return code, f"{status}: {message}"
     layer = getattr(model.base_model.model, LAYER)
-
-    def current(kind, a):
-        """The parameter's values now: its shard (what the optimizer steps), else the registered tensor."""
-        p = shards.get(f"{LAYER}.{kind}.{a}")
-        return full(p if p is not None else getattr(layer, kind)[a].weight).detach()
-
     wrong = []
     for a, d in result.items():
-        A, B = current("lora_A", a), current("lora_B", a)
+        A, B = (full(shards.get(f"{LAYER}.{k}.{a}", getattr(layer, k)[a].weight)).detach()
+                for k in ("lora_A", "lora_B"))
         w = layer.get_base_layer().weight if hasattr(layer, "get_base_layer") else None
         shape = tuple(w.shape) if w is not None else ()
         if EXPERTS:

@@ -22,7 +22,6 @@ from peft import LoraConfig, get_peft_model
 from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
-from torch.distributed.tensor import DTensor
 
 REPRODUCED, FIXED, DIFFERENT = 1, 0, 2
 RESULT = {1: "the bug reproduces", 0: "it does not reproduce", 2: "it fails differently"}

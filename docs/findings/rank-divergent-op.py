@@ -22,7 +22,6 @@ import torch.nn as nn
 from peft import LoraConfig, get_peft_model
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
-from torch.distributed.tensor import DTensor
 
 REPRODUCED, FIXED, DIFFERENT = 1, 0, 2
 RESULT = {1: "the bug reproduces", 0: "it does not reproduce", 2: "it fails differently"}
@@ -133,9 +132,25 @@ def main():
 
 
 def finish(code, got):
-    """After a timed-out collective the ranks cannot agree on a code: each reports its own."""
-    r = dist.get_rank()
-    print(f"rank {r} expected: {EXPECTED}\nrank {r} got: {got}\nrank {r} result: {RESULT[code]} (exit {code})", flush=True)
+    """After a timed-out or failed collective the default group is of no more use: the ranks agree
+    over a fresh one (every rank's verdict; the bug reproduces when any rank's collective failed).
+    When even that fails, each rank reports its own code."""
+    mine = (code, got, dist.get_rank())
+    try:
+        group = dist.new_group(backend="gloo", timeout=timedelta(seconds=60))
+        results = [None] * dist.get_world_size()
+        dist.all_gather_object(results, mine, group=group)
+    except Exception as e:
+        results = [(code, f"{got} (rank {dist.get_rank()} alone: {type(e).__name__})", None)]
+    codes = [c for c, _, _ in results]
+    code = DIFFERENT if DIFFERENT in codes else max(codes)
+    if dist.get_rank() == 0 or len(results) == 1:
+        gots = [(r, g) for c, g, r in results if c == code]
+        one = len({g for _, g in gots}) == 1
+        shown = gots[0][1] if one else "; ".join(f"rank {r}: {g}" for r, g in gots)
+        print(f"expected: {EXPECTED}", flush=True)
+        print(f"got: {shown}", flush=True)
+        print(f"result: {RESULT[code]} (exit {code})", flush=True)
     sys.exit(code)
 
 

@@ -17,11 +17,16 @@ FSDPSIM = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(HERE, "..", "..
 CORPUS = os.path.join(HERE, "..", "..", "..", "corpus", "regressions")
 
 
-def export(name, *flags):
-    """The script exported from a corpus file (with flags), and fsdpsim's stderr."""
-    out = subprocess.run([FSDPSIM, "export", os.path.join(CORPUS, name), "--python", *flags],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+FINDINGS = os.path.join(HERE, "..", "..", "..", "docs", "findings")
+
+
+def export(name, *flags, rc=0):
+    """The script exported from a corpus file, or a docs/findings one given as `findings/NAME`
+    (with flags), and fsdpsim's stderr."""
+    kept = name.startswith("findings/")
+    path = os.path.join(FINDINGS, name[len("findings/"):]) if kept else os.path.join(CORPUS, name)
+    out = subprocess.run([FSDPSIM, "export", path, "--python", *flags], capture_output=True, text=True, timeout=120)
+    assert out.returncode == rc, out.stderr
     return out.stdout, out.stderr
 
 
@@ -80,6 +85,30 @@ class Verdicts(unittest.TestCase):
         code, lines, err = run_script(other)
         self.assertEqual(code, 2, "\n".join(lines) + err)
         self.assertEqual(lines[-1], "result: it fails differently (exit 2)")
+
+    def test_broadcast_mismatch_of_ram_efficient_loading_and_its_fix(self):
+        name = "findings/placement-differs-across-ranks.seq"
+        script, _ = export(name, "--no-shrink")
+        self.assertIn("fsdp2_load_full_state_dict(", script)
+        code, lines, err = run_script(script)
+        self.assertEqual(code, 1, "\n".join(lines) + err)
+        self.assertIn("broadcast(lin0.lora_A.other): rank 0 40 bf16, rank 1 40 fp32", lines[1])
+        script, _ = export(name, "--no-shrink", "--set", "adapter_meta_check=per_adapter")
+        self.assertIn("# fix (peft#2834", script)
+        code, lines, err = run_script(script)
+        self.assertEqual(code, 0, "\n".join(lines) + err)
+
+    def test_inference_mode_fix_keeps_the_adapter_frozen(self):
+        script, _ = export("findings/enable-ignores-inference-mode.seq", "--no-shrink",
+                           "--set", "enable_inference_mode=respect")
+        self.assertIn("# fix (peft#3447", script)
+        code, lines, err = run_script(script)
+        self.assertEqual(code, 0, "\n".join(lines) + err)
+
+    def test_an_unwritten_fix_is_refused(self):
+        _, err = export("findings/param-wrapper-single-expert.seq", "--no-shrink", "--set", "delta_weight_gather=on",
+                        rc=3)
+        self.assertIn("does not write the fix of delta_weight_gather=on", err)
 
     def test_public_apis_and_no_dead_code(self):
         script, _ = export("seed000_merged_set_adapter_w2.seq", "--no-shrink")

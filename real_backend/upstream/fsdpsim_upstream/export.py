@@ -9,32 +9,19 @@ import platform
 import sys
 from importlib import metadata
 
-from . import profiles, repro_checks, seqfile, session
-
-# ops a script cannot run with public APIs alone (yet): fsdpsim exits 3 naming them
-UNSUPPORTED = {"load_adapters"}
-# switch values whose fix the script does not write yet
-UNWRITTEN = {("enable_inference_mode", "respect"), ("adapter_meta_check", "per_adapter"),
-             ("delta_weight_gather", "on"), ("adapter_save_selection", "active")}
-RAF = {"true": "True", "false": "False", "none": "None"}
+from . import profiles, repro_checks, scenario_build, seqfile, session
+from .scenario_build import lora_config_text
 
 
-def lora_config_text(a, layers):
-    experts = {l.name for l in layers if l.experts}
-    mods = [t for t in a.targets if t not in experts]
-    params = [f"{t}.weight" for t in a.targets if t in experts]
-    out = f"LoraConfig(r={a.r}, lora_alpha={a.alpha}"
-    if mods:
-        out += f", target_modules={mods!r}"
-    if params:
-        out += f", target_parameters={params!r}"
-    if a.init != "zero":
-        out += ", init_lora_weights=False"
-    if a.modules_to_save:
-        out += f", modules_to_save={list(a.modules_to_save)!r}"
-    if a.inference_mode:
-        out += ", inference_mode=True"
-    return out + ")"
+
+def unwritten(sw, scen):
+    """A switch value whose fix this scenario would need and the script cannot write yet, else None.
+    delta_weight_gather=on changes ParamWrapper (experts) layers only: the fix #3102 proposed patches
+    their get_delta_weight, for good at the build and per op for wrappers added later
+    (session.patch_delta_weight), which is not written yet."""
+    if sw["delta_weight_gather"] == "on" and any(l.experts for l in scen.layers):
+        return "delta_weight_gather=on (on an experts layer)"
+    return None
 
 
 def versions():
@@ -99,7 +86,7 @@ def expect_status(e, status):
 
 def used_helpers(code):
     """The HELPERS functions the script calls (and those they call), in their order."""
-    chunks = ["def " + c for c in HELPERS.split("\ndef ")[1:]]
+    chunks = ["def " + c for c in (HELPERS + scenario_build.HELPERS).split("\ndef ")[1:]]
     names = [c[4:c.index("(")] for c in chunks]
     keep, text = set(), code
     while True:
@@ -112,23 +99,29 @@ def used_helpers(code):
 
 
 class Writer:
+    batch = session.BATCH
+
     def __init__(self, scen, ops, sw, finding):
         self.scen, self.ops, self.sw, self.f = scen, ops, sw, finding
         self.lines = []
         self.uses = {op.kind for op in ops}
+        self.applied = []  # the switches whose fix the script writes (its `# fix` lines)
+        self.last_save = 0  # the step of the latest save_adapters so far (its file is the one loaded)
 
     def emit(self, text=""):
         self.lines.append(text)
 
-    def fix(self, ind, text):
+    def fix(self, ind, text, switch):
         self.emit(f"{ind}# fix ({text})")
+        if switch not in self.applied:
+            self.applied.append(switch)
 
     def reshard_all(self, ind):
         self.emit(f"{ind}for m in groups(model).values():")
         self.emit(f"{ind}    m.reshard()")
 
-    def unmerge_and_reshard_all(self, ind, why):
-        self.fix(ind, why)
+    def unmerge_and_reshard_all(self, ind, why, switch):
+        self.fix(ind, why, switch)
         self.emit(f"{ind}model.base_model.unmerge_adapter()")
         self.reshard_all(ind)
 
@@ -156,9 +149,11 @@ class Writer:
             e(f"{ind}model.base_model.set_adapter({list(op.names)!r})")
         elif k == "set_adapter":
             if sw["set_adapter_reshard"] == "unmerge_first":
-                self.unmerge_and_reshard_all(ind, "peft#3895: unmerge, reshard every FSDP module, then set_adapter")
+                self.unmerge_and_reshard_all(ind, "peft#3895: unmerge, reshard every FSDP module, then set_adapter",
+                                             "set_adapter_reshard")
             elif sw["set_adapter_reshard"] == "skip_merged":
-                self.fix(ind, "PEFT main per peft#3872: reshard each FSDP module holding no merged layer")
+                self.fix(ind, "PEFT main per peft#3872: reshard each FSDP module holding no merged layer",
+                         "set_adapter_reshard")
                 e(f"{ind}for name, m in groups(model).items():")
                 e(f"{ind}    if not any(getattr(model.base_model.model, l).merged for l in LAYERS_OF[name]):")
                 e(f"{ind}        m.reshard()")
@@ -168,11 +163,22 @@ class Writer:
             e(f"{ind}ctx.__enter__()")
         elif k == "disable_exit":
             if sw["disable_exit_reshard"] == "on":
-                self.unmerge_and_reshard_all(ind, "peft#3800: unmerge and reshard before the exit re-enables adapters")
+                self.unmerge_and_reshard_all(ind, "peft#3800: unmerge and reshard before the exit re-enables adapters",
+                                             "disable_exit_reshard")
             e(f"{ind}ctx.__exit__(None, None, None)")
+            if sw["enable_inference_mode"] == "respect":
+                self.fix(ind, "peft#3447 / #3453: enable_adapters keeps an inference_mode adapter's LoRA parameters "
+                         "frozen", "enable_inference_mode")
+                e(f"{ind}for a in model.base_model.active_adapters:")
+                e(f"{ind}    if model.peft_config[a].inference_mode:")
+                e(f"{ind}        for n, p in registered(model).items():")
+                e(f"{ind}            if '.lora_' in n and ADAPTER_OF.get(n) == a:")
+                e(f"{ind}                p.requires_grad_(False)")
         elif k == "add_adapter":
             a = self.scen.adapter(op.names[0])
-            e(f"{ind}model.add_adapter({a.name!r}, {lora_config_text(a, self.scen.layers)})")
+            e(f"{ind}model.add_adapter({a.name!r}, {lora_config_text(a, self.scen.layers)}"
+              f"{scenario_build.autocast_arg(self.scen, a)})")
+            scenario_build.per_adapter_fix(self, ind, a.name)
         elif k == "load_adapter":
             self.load_adapter(op, ind)
         elif k == "delete_adapter":
@@ -187,17 +193,15 @@ class Writer:
             e(f"{ind}model.state_dict()")
         elif k in ("save_optimizer", "load_optimizer"):
             if sw["optimizer_ckpt_reshard"] == "on":
-                self.fix(ind, "accelerate: reshard every FSDP module before the optimizer checkpoint")
+                self.fix(ind, "accelerate: reshard every FSDP module before the optimizer checkpoint",
+                         "optimizer_ckpt_reshard")
                 self.reshard_all(ind)
             e(f"{ind}ckpt = get_optimizer_state_dict(model, opt)" if k == "save_optimizer"
               else f"{ind}set_optimizer_state_dict(model, opt, ckpt)")
         elif k == "save_adapters":
-            names = list(op.names) if op.names else None
-            e(f"{ind}saved = {{a: get_peft_model_state_dict(model, adapter_name=a) for a in {names or 'model.peft_config'}}}")
-            if sw["adapter_save_gather"] == "on":
-                self.fix(ind, "gather every DTensor the adapters' state dict holds before it is written")
-                e(f"{ind}saved = {{a: {{k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in sd.items()}}"
-                  f" for a, sd in saved.items()}}")
+            self.save_adapters(op, ind)
+        elif k == "load_adapters":
+            self.load_adapters(op, ind)
         elif k == "delta_weight":
             e(f"{ind}layer = model.base_model.model.{op.names[0]}")
             e(f"{ind}deltas = {{a: layer.get_delta_weight(a) for a in model.base_model.active_adapters "
@@ -216,96 +220,57 @@ class Writer:
         self.emit(f"{ind}src = get_peft_model(Net(), {lora_config_text(a, self.scen.layers)}, adapter_name={a.name!r})")
         self.emit(f"{ind}src.save_pretrained(f'{{tmp}}/src{{rank}}', selected_adapters=[{a.name!r}])")
         self.emit(f"{ind}model.load_adapter(f'{{tmp}}/src{{rank}}{sub}', adapter_name={a.name!r}, "
-                  f"is_trainable={op.trainable})")
+                  f"is_trainable={op.trainable}{scenario_build.autocast_arg(self.scen, a)})")
+        scenario_build.per_adapter_fix(self, ind, a.name)
+
+    def save_adapters(self, op, ind):
+        """PeftModel.save_pretrained's selection, each adapter's get_peft_model_state_dict; rank 0
+        writes the file a later load_adapters reads (one file per save)."""
+        e, sw = self.emit, self.sw
+        if op.names:
+            names = repr(list(op.names))
+        elif sw["adapter_save_selection"] == "active":
+            e(f"{ind}# adapter_save_selection=active: only the active adapter, as accelerate's non-FSDP2 "
+              f"adapter_only path saves")
+            names = "model.base_model.active_adapters"
+        else:
+            names = "model.peft_config"
+        e(f"{ind}saved = {{a: get_peft_model_state_dict(model, adapter_name=a) for a in {names}}}")
+        if sw["adapter_save_gather"] == "on":
+            self.fix(ind, "gather every DTensor the adapters' state dict holds before it is written",
+                     "adapter_save_gather")
+            e(f"{ind}saved = {{a: {{k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in sd.items()}}"
+              f" for a, sd in saved.items()}}")
+        if "load_adapters" in self.uses:
+            self.last_save = next(i for i, o in enumerate(self.ops) if o is op) + 1
+            e(f"{ind}if rank == 0:  # what a checkpoint writer gets: this rank's tensors")
+            e(f"{ind}    torch.save({{a: {{k: local(v).detach().clone() for k, v in sd.items()}} "
+              f"for a, sd in saved.items()}}, f'{{tmp}}/adapters-{self.last_save}.pt')")
+
+    def load_adapters(self, op, ind):
+        """Every rank reads the file rank 0 wrote at the latest save and loads each adapter's state
+        dict with set_peft_model_state_dict."""
+        if not self.last_save:
+            raise ValueError("load_adapters without a save_adapters before it")
+        e = self.emit
+        e(f"{ind}dist.barrier()  # rank 0 has written it")
+        e(f"{ind}loaded = torch.load(f'{{tmp}}/adapters-{self.last_save}.pt')")
+        e(f"{ind}for a, sd in loaded.items():")
+        e(f"{ind}    set_peft_model_state_dict(model, sd, adapter_name=a)")
 
     def net(self):
-        s, e = self.scen, self.emit
-        if any(l.experts for l in s.layers):
-            e("class Experts(nn.Module):")
-            e('    """A mixture-of-experts weight (E, in, out), marked transposed for PEFT\'s ParamWrapper."""')
-            e("")
-            e("    def __init__(self, experts, fan_in, fan_out):")
-            e("        super().__init__()")
-            e("        self.weight = nn.Parameter(torch.randn(experts, fan_in, fan_out) / fan_in ** 0.5)")
-            e("        self.is_transposed = True")
-            e("")
-            e("    def forward(self, x):")
-            e('        return torch.einsum("bi,eio->bo", x, self.weight) / self.weight.shape[0]')
-            e("")
-            e("")
-        e("class Net(nn.Module):")
-        e(f'    """{", ".join(l.name for l in s.layers)} in order, ReLU between them."""')
-        e("")
-        e("    def __init__(self):")
-        e("        super().__init__()")
-        for l in s.layers:
-            mod = f"Experts({l.experts}, {l.fan_in}, {l.fan_out})" if l.experts else f"nn.Linear({l.fan_in}, {l.fan_out})"
-            e(f"        self.{l.name} = {mod}")
-        e("")
-        e("    def forward(self, x):")
-        body = "x"
-        for i, l in enumerate(s.layers):
-            body = f"self.{l.name}({body})"
-            if i + 1 < len(s.layers):
-                body = f"torch.relu({body})"
-        e(f"        return {body}")
-        e("")
+        scenario_build.net(self)
 
     def shard_fn(self):
-        s, e = self.scen, self.emit
-        e("")
-        e("def shard(model, mesh):")
-        e('    """fully_shard bottom-up; the shards it registers (the objects gradients land on) and the optimizer."""')
-        for name in s.checkpoint:
-            e(f"    model.set_submodule('base_model.model.{name}', "
-              f"checkpoint_wrapper(model.base_model.model.{name}, preserve_rng_state=False))")
-        for d in s.shards:
-            raf = RAF[d.raf]
-            if d.is_root:
-                raf = "False" if self.sw["root_reshard_rule"] == "force_false" else raf
-                e(f"    fully_shard(model, mesh=mesh, reshard_after_forward={raf})")
-            else:
-                mods = [f"model.base_model.model.{m}" for m in d.modules]
-                arg = mods[0] if len(mods) == 1 else "[" + ", ".join(mods) + "]"
-                e(f"    fully_shard({arg}, mesh=mesh, reshard_after_forward={raf})")
-        e("    shards = registered(model)")
-        e("    return shards, make_optimizer(model, shards)")
-        e("")
-        e("")
-        e("def make_optimizer(model, shards):")
-        sel = "p.requires_grad" if s.optimizer == "trainable" else "True"
-        e("    params = [p for n, p in adapter_params(model, shards) if " + sel + "]")
-        e("    return torch.optim.AdamW(params, lr=1e-2) if params else None")
-        e("")
-        e("")
-        e("def groups(model):")
-        e('    """The FSDP modules by fsdpsim\'s group name."""')
-        groups = ", ".join(f"{'root' if d.is_root else d.modules[0]!r}: "
-                           f"{'model' if d.is_root else 'model.base_model.model.' + d.modules[0]}" for d in s.shards)
-        e(f"    return {{{groups}}}")
-        if self.uses & {"zero_grad", "train_step"}:
-            e("")
-            e("")
-            e("def zero_grad(model, opt, shards):")
-            e("    if opt is not None:")
-            e("        opt.zero_grad(set_to_none=True)")
-            e("    model.zero_grad(set_to_none=True)")
-            e("    for p in shards.values():")
-            e("        p.grad = None")
-        if "train_step" in self.uses:
-            e("")
-            e("")
-            e("def train_step(model, opt, shards, x):")
-            e("    zero_grad(model, opt, shards)")
-            e("    model(x).float().sum().backward()")
-            e("    if opt is not None:")
-            e("        opt.step()")
+        scenario_build.shard_fn(self)
 
     def imports(self, code):
         e = self.emit
         e("import sys")
         if "tempfile." in code:
             e("import tempfile")
+        if "SimpleNamespace(" in code:
+            e("from types import SimpleNamespace")
         if "timedelta(" in code:
             e("from datetime import timedelta")
         e("from importlib.metadata import version")
@@ -314,10 +279,11 @@ class Writer:
         e("import torch.distributed as dist")
         e("import torch.nn as nn")
         e("from peft import LoraConfig, get_peft_model")
-        if "get_peft_model_state_dict" in code:
-            e("from peft.utils import get_peft_model_state_dict")
-        if self.scen.checkpoint:
-            e("from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper")
+        peft_utils = [n for n in ("get_peft_model_state_dict", "set_peft_model_state_dict") if n + "(" in code]
+        if peft_utils:
+            e(f"from peft.utils import {', '.join(peft_utils)}")
+        if "fsdp2_load_full_state_dict(" in code:
+            e("from accelerate.utils.fsdp_utils import fsdp2_load_full_state_dict")
         if "optimizer_state_dict" in code:
             names = [n for n in ("get_optimizer_state_dict", "set_optimizer_state_dict") if n in code]
             e(f"from torch.distributed.checkpoint.state_dict import {', '.join(names)}")
@@ -340,10 +306,19 @@ class Writer:
             doc += [f"Expected: {expected}"]
         else:
             doc += ["FSDP2 + PEFT LoRA sequence with no recorded finding (fsdpsim's model runs it clean)."]
-        fixes = [f"{k}={v}" for k, v in self.sw.items() if profiles.NATIVE[k] != v]
+        fixes = [f"{k}={self.sw[k]}" for k in self.applied]
+        patched = profiles.PROFILES["patched"]
+        paths = [f"{k}={v}" for k, v in self.sw.items() if v not in (profiles.NATIVE[k], patched[k])]
         doc += ["", f"Sequence: {n} ops at world {s.world} (CPU, gloo): " + "; ".join(op.text() for op in self.ops)]
         if fixes:
             doc.append(f"Fix applied in this script (fsdpsim switch {', '.join(fixes)}): the lines marked `# fix`.")
+        if paths:
+            doc.append(f"Not the libraries' default path (fsdpsim switch {', '.join(paths)}): see its comment below.")
+        build = ([f"dtype {s.dtype}"] if s.dtype != "fp32" else []) + \
+            (["ram-efficient loading (accelerate's fsdp2_load_full_state_dict)"] if s.loading != "full" else []) + \
+            ([f"activation checkpointing of {', '.join(s.checkpoint)}"] if s.checkpoint else [])
+        if build:
+            doc.append(f"Scenario: {'; '.join(build)}.")
         doc += [f"Confirmed on: {versions_text}; CPU, gloo, world {s.world}.",
                 f"Run: torchrun --nproc_per_node={s.world} repro.py",
                 "Exit: 1 the bug reproduces, 0 it does not (fixed), 2 it fails differently (an unexpected",
@@ -365,20 +340,13 @@ class Writer:
         e('        print(", ".join(f"{p} {version(p)}" for p in ("torch", "peft", "accelerate", "transformers")) +')
         e('              f", Python {sys.version.split()[0]}", flush=True)')
         e('    mesh = init_device_mesh("cpu", (dist.get_world_size(),))')
-        if any(op.kind == "load_adapter" for op in self.ops):
+        if "load_adapters" in self.uses:
+            e("    tmp = [tempfile.mkdtemp() if rank == 0 else None]  # one directory every rank reads")
+            e("    dist.broadcast_object_list(tmp, src=0)")
+            e("    tmp = tmp[0]")
+        elif "load_adapter" in self.uses:
             e("    tmp = tempfile.mkdtemp()")
-        e(f"    torch.manual_seed({s.seed})")
-        if f and f.spec == "S2":
-            e("    net = Net()")
-            e("    W0 = {name: m.weight.detach().clone() for name, m in net.named_children()}  # noqa: N806")
-        live = [a for a in s.adapters if not a.deferred]
-        e(f"    model = get_peft_model({'net' if f and f.spec == 'S2' else 'Net()'}, "
-          f"{lora_config_text(live[0], s.layers)}, adapter_name={live[0].name!r})")
-        for a in live[1:]:
-            e(f"    model.add_adapter({a.name!r}, {lora_config_text(a, s.layers)})")
-        shift = " + 1000003 * rank" if s.data == "per_rank" else ""  # data per_rank: each rank its own batch
-        e(f"    x = torch.randn({session.BATCH}, {s.layers[0].fan_in}, "
-          f"generator=torch.Generator().manual_seed({s.seed + 1}{shift}))")
+        scenario_build.build_model(self, bool(f and f.spec == "S2"))
         if not any(op.kind == "prepare" for op in self.ops):
             e("    shards, opt = shard(model, mesh)")
         else:
@@ -434,9 +402,25 @@ class Writer:
         e("")
         e("def finish(code, got):")
         if stuck:
-            e('    """After a timed-out collective the ranks cannot agree on a code: each reports its own."""')
-            e('    r = dist.get_rank()')
-            e('    print(f"rank {r} expected: {EXPECTED}\\nrank {r} got: {got}\\nrank {r} result: {RESULT[code]} (exit {code})", flush=True)')
+            e('    """After a timed-out or failed collective the default group is of no more use: the ranks agree')
+            e("    over a fresh one (every rank's verdict; the bug reproduces when any rank's collective failed).")
+            e('    When even that fails, each rank reports its own code."""')
+            e("    mine = (code, got, dist.get_rank())")
+            e("    try:")
+            e('        group = dist.new_group(backend="gloo", timeout=timedelta(seconds=60))')
+            e("        results = [None] * dist.get_world_size()")
+            e("        dist.all_gather_object(results, mine, group=group)")
+            e("    except Exception as e:")
+            e("        results = [(code, f\"{got} (rank {dist.get_rank()} alone: {type(e).__name__})\", None)]")
+            e("    codes = [c for c, _, _ in results]")
+            e("    code = DIFFERENT if DIFFERENT in codes else max(codes)")
+            e("    if dist.get_rank() == 0 or len(results) == 1:")
+            e("        gots = [(r, g) for c, g, r in results if c == code]")
+            e("        one = len({g for _, g in gots}) == 1")
+            e('        shown = gots[0][1] if one else "; ".join(f"rank {r}: {g}" for r, g in gots)')
+            e('        print(f"expected: {EXPECTED}", flush=True)')
+            e('        print(f"got: {shown}", flush=True)')
+            e('        print(f"result: {RESULT[code]} (exit {code})", flush=True)')
             e("    sys.exit(code)")
             return
         e('    """Every rank exits with the same code: 2 if any rank failed differently, else the finding rank\'s."""')
@@ -456,12 +440,12 @@ class Writer:
     def script(self, path, versions_text, klass=None):
         self.klass = klass or {}
         s, f = self.scen, self.f
+        missing = unwritten(self.sw, s)
+        if missing:
+            raise ValueError(f"export --python does not write the fix of {missing} yet")
         for op in self.ops:
-            if op.kind in UNSUPPORTED:
-                raise ValueError(f"export --python does not support `{op.kind}` yet")
-        for k, v in self.sw.items():
-            if (k, v) in UNWRITTEN:
-                raise ValueError(f"export --python does not write the fix of {k}={v} yet")
+            if op.kind in ("save_adapters", "load_adapters") and op.rank >= 0 and "load_adapters" in self.uses:
+                raise ValueError("export --python cannot reload adapters saved or loaded on one rank only yet")
         if f:
             op = self.ops[f.step - 1]
             if op.rank >= 0 and f.spec in ("S2", "S7"):
@@ -475,8 +459,9 @@ class Writer:
         body.main_fn()
         body.finish_fn(expected)
         code = check + "\n".join(body.lines)
+        self.applied = body.applied  # the body's `# fix` lines: the header names their switches
         self.header(path, expected, versions_text)
-        self.imports(code + HELPERS)
+        self.imports(code + "\n".join(used_helpers(code)))
         self.emit("")
         self.emit("REPRODUCED, FIXED, DIFFERENT = 1, 0, 2")
         self.emit('RESULT = {1: "the bug reproduces", 0: "it does not reproduce", 2: "it fails differently"}')
@@ -501,10 +486,10 @@ class Writer:
 
 def export(text, path="", switches=None):
     scen, ops = seqfile.parse(text)
-    if scen.loading != "full" or scen.dtype != "fp32":
-        raise ValueError("export --python supports full loading in fp32 only (ram-efficient loading: not yet)")
     comments = [l[1:].strip() for l in text.splitlines() if l.startswith("#")]
     finding = repro_checks.parse(comments)
+    if finding and finding.spec in ("S2", "S7") and (scen.dtype != "fp32" or scen.loading != "full"):
+        raise ValueError(f"export --python checks {finding.spec} values in fp32 with full loading only")
     # triage's comments: the root cause, its verdict and the blamed transitions (sim/triage.cpp)
     klass = {k: c.split(": ", 1)[1] for c in comments for k in ("root-cause", "verdict", "blame") if c.startswith(k + ": ")}
     if finding:

@@ -156,6 +156,41 @@ def check(model, shards, snap, status, message, result):
     return REPRODUCED, f"{status}: {message}"
 '''
 
+S5_BROADCAST = '''
+def before(model, shards):
+    """torch.distributed.broadcast wrapped for the op to note each call's size and dtype on this rank
+    (accelerate's fsdp2_load_full_state_dict issues one per state-dict entry): gloo pairs calls by
+    order, not by name or size, so a pair that differs is a mismatch whatever it then does."""
+    calls, real = [], dist.broadcast
+
+    def noting(tensor, *args, **kwargs):
+        calls.append(f"{tensor.numel()} {DTYPES.get(str(tensor.dtype), str(tensor.dtype))}")
+        return real(tensor, *args, **kwargs)
+
+    dist.broadcast = noting
+    return calls, real
+
+
+def check(model, shards, snap, status, message, result):
+    """The i-th broadcast of every rank against the others' (over a fresh group: the default one may
+    be stuck after a timed-out collective)."""
+    calls, dist.broadcast = snap
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, (status, message, calls), group=dist.new_group(backend="gloo"))
+    failed = [f"rank {r} {s}: {m}" for r, (s, m, _) in enumerate(every) if s != "ok"]
+    n = max(len(c) for _, _, c in every)
+    first = next((i for i in range(n) if len({c[i] if i < len(c) else "none" for _, _, c in every}) > 1), None)
+    if first is None and not failed:
+        return FIXED, f"every rank issued the same {n} broadcasts"
+    if first is None:
+        return REPRODUCED, "; ".join(failed)
+    name = short(list(model.state_dict())[first])
+    got = f"broadcast({name}): " + ", ".join(f"rank {r} {c[first] if first < len(c) else 'none'}"
+                                                for r, (_, _, c) in enumerate(every))
+    return (REPRODUCED if (name, [c[first] for _, _, c in every]) == (RECORDED_TENSOR, RECORDED_CALLS)
+            else DIFFERENT), got
+'''
+
 S6 = NOTHING_BEFORE + '''
 
 def check(model, shards, snap, status, message, result):
@@ -174,24 +209,37 @@ def check(model, shards, snap, status, message, result):
     return (REPRODUCED if rows.get(TENSOR, (0, 0))[:2] == (RECORDED_ROWS, FULL_ROWS) else DIFFERENT), got
 '''
 
+S6_SELECTED = NOTHING_BEFORE + '''
+
+def check(model, shards, snap, status, message, result):
+    """Which of the adapters the save selected have tensors in their state dict (an adapter with none
+    is not in what save_pretrained writes)."""
+    if status not in ("ok", RECORDED_STATUS):
+        return DIFFERENT, f"{status}: {message}"
+    selected = SELECTED or sorted(model.peft_config)
+    saved = sorted(a for a, sd in result.items() if sd)
+    missing = [a for a in selected if a not in saved]
+    if not missing:
+        return FIXED, f"every selected adapter has tensors in its state dict: {{{','.join(saved)}}}"
+    got = f"adapters {{{','.join(missing)}}} were not saved (saved: {{{','.join(saved)}}})"
+    return (REPRODUCED if (missing, saved) == (RECORDED_MISSING, RECORDED_SAVED) else DIFFERENT), got
+'''
+
 S7 = NOTHING_BEFORE + '''
 
 
 def check(model, shards, snap, status, message, result):
-    """Each delta get_delta_weight returned against B @ A * scaling on the full tensors."""
+    """Each delta get_delta_weight returned against B @ A * scaling of the full shards (what the optimizer
+    steps; while a group is unsharded the module registers a copy that a step does not update)."""
     if status != "ok":
         code = REPRODUCED if status == RECORDED_STATUS and message.startswith(RECORDED_MESSAGE) else DIFFERENT
         return code, f"{status}: {message}"
     layer = getattr(model.base_model.model, LAYER)
 
-    def current(kind, a):
-        """The parameter's values now: its shard (what the optimizer steps), else the registered tensor."""
-        p = shards.get(f"{LAYER}.{kind}.{a}")
-        return full(p if p is not None else getattr(layer, kind)[a].weight).detach()
-
     wrong = []
     for a, d in result.items():
-        A, B = current("lora_A", a), current("lora_B", a)
+        A, B = (full(shards.get(f"{LAYER}.{k}.{a}", getattr(layer, k)[a].weight)).detach()
+                for k in ("lora_A", "lora_B"))
         w = layer.get_base_layer().weight if hasattr(layer, "get_base_layer") else None
         shape = tuple(w.shape) if w is not None else ()
         if EXPERTS:
@@ -250,6 +298,19 @@ def plan(f, scen, op):
         return STATUS, rec, f"{what} runs without an exception"
     if f.spec == "S5":
         return s5(f, rec, what)
+    if f.spec == "S6" and op.kind == "load_adapters":
+        m = re.match(r"load_adapters raised \w+: (.*)", d)
+        if not m:
+            raise ValueError(f"cannot check this S6 finding with the libraries yet (a reload raising only): {d}")
+        rec["RECORDED_MESSAGE"] = re.sub(r"^KeyError: ", "", m.group(1))  # the script's status_of drops it
+        return STATUS, rec, (f"{what}: set_peft_model_state_dict of each saved adapter's state dict "
+                             f"runs without an exception")
+    m = re.match(r"adapters (\{[^}]*\}) were not saved \(saved: (\{[^}]*\})\)", d)
+    if f.spec == "S6" and m and op.kind == "save_adapters":
+        rec.update(SELECTED=list(op.names), RECORDED_MISSING=adapters(m.group(1)), RECORDED_SAVED=adapters(m.group(2)))
+        who = "{" + ",".join(op.names) + "}" if op.names else "every adapter in peft_config"
+        return S6_SELECTED, rec, (f"{what}: get_peft_model_state_dict of {who} (what save_pretrained writes "
+                                  f"by default) holds each one's tensors")
     if f.spec == "S6":
         m = re.search(r"(\S+) saved (\d+) of (\d+) rows", d)
         if not m or op.kind != "save_adapters":
@@ -265,7 +326,8 @@ def plan(f, scen, op):
         m = re.match(r"get_delta_weight raised: (.*)", d)
         rec.update(LAYER=layer.name, RECORDED_MESSAGE=(m.group(1)[:60] if m else ""),
                    EXPERTS=(layer.experts, layer.fan_in, layer.fan_out) if layer.experts else ())
-        return S7, rec, f"{what}: get_delta_weight(a) of each active adapter equals B @ A * scaling of the full A and B"
+        return S7, rec, (f"{what}: get_delta_weight(a) of each active adapter equals B @ A * scaling "
+                         f"of the full A and B shards")
     raise ValueError(f"cannot check {f.spec} findings with the libraries yet: {d}")
 
 
@@ -284,6 +346,12 @@ def s5(f, rec, what):
     if m:
         rec.update(FIELD_KIND="values", FIELD_OF=m.group(1))
         return S5_DISAGREE, rec, f"after {what} every rank holds the same values of {m.group(1)}"
+    calls = re.findall(r"rank (\d+) in broadcast\(([^,]+), (\d+) (\w+)\)", f.detail)
+    if f.status == "mismatch" and calls:
+        rec.update(RECORDED_TENSOR=calls[0][1], RECORDED_CALLS=[f"{n} {d}" for _, _, n, d in sorted(calls)],
+                   DTYPES={"torch.bfloat16": "bf16", "torch.float32": "fp32"})
+        return S5_BROADCAST, rec, (f"{what}: every rank issues the same broadcasts (each state-dict entry of one "
+                                   f"size and dtype on every rank), {calls[0][1]} included")
     if f.status in ("hang", "mismatch"):
         return S5_STUCK, rec, f"{what} completes on every rank (no collective left waiting or mismatched)"
     raise ValueError(f"cannot check this S5 finding with the libraries yet: {f.detail}")
