@@ -106,6 +106,7 @@ def check(model, shards, snap, status, message, result):
         code = REPRODUCED if status == RECORDED_STATUS and message.startswith(RECORDED_MESSAGE) else DIFFERENT
         return code, f"{status}: {message}"
     layer = getattr(model.base_model.model, LAYER)
+
     wrong = []
     for a, d in result.items():
         A, B = (full(shards.get(f"{LAYER}.{k}.{a}", getattr(layer, k)[a].weight)).detach()
@@ -185,6 +186,7 @@ def finish(code, got):
         print(f"expected: {EXPECTED}", flush=True)
         print(f"got: {shown}", flush=True)
         print(f"result: {RESULT[code]} (exit {code})", flush=True)
+    dist.barrier()
     dist.destroy_process_group()
     sys.exit(code)
 

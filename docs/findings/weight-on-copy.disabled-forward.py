@@ -186,6 +186,7 @@ def finish(code, got):
         print(f"expected: {EXPECTED}", flush=True)
         print(f"got: {shown}", flush=True)
         print(f"result: {RESULT[code]} (exit {code})", flush=True)
+    dist.barrier()
     dist.destroy_process_group()
     sys.exit(code)
 

@@ -434,6 +434,9 @@ class Writer:
         e('        print(f"expected: {EXPECTED}", flush=True)')
         e('        print(f"got: {shown}", flush=True)')
         e('        print(f"result: {RESULT[code]} (exit {code})", flush=True)')
+        # Every rank past its last collective before any tears down: a rank whose peer closed the
+        # connection mid-collective aborts (SIGABRT), which torchrun would report over the verdict.
+        e("    dist.barrier()")
         e("    dist.destroy_process_group()")
         e("    sys.exit(code)")
 
