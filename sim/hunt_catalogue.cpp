@@ -111,19 +111,19 @@ void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& f
   std::vector<std::string> unkept;
   for (const auto& c : r.classes)
     if (c.regression.empty()) unkept.push_back(c.stem);
+  // Every line within 120 columns: the lists are cut, the details are in summary.json.
   if (!unkept.empty() && unkept.size() < r.classes.size()) {
-    os << unkept.size() << " of " << r.classes.size() << " classes have no regression file in the corpus:";
-    for (size_t i = 0; i < unkept.size() && i < 4; ++i) os << " " << unkept[i];
-    os << (unkept.size() > 4 ? " ...\n" : "\n");
+    std::string line = std::to_string(unkept.size()) + " of " + std::to_string(r.classes.size()) + " classes have no regression file:";
+    for (const auto& u : unkept) line += " " + u;
+    os << cut(line, 120) << "\n";
   }
-  os << "pages and repro scripts: " << findings_dir << "/<root cause, '/' as '.'>.md and .py; classes and details: "
-     << "summary.json, --json, --html\n";
+  os << "pages, scripts: " << findings_dir << "/<root cause, '/' as '.'>.md|.py; details: summary.json, --json, --html\n";
   bool header = false;
   for (const auto& c : r.classes)
     for (size_t k = 0; k < c.divergences.size() && k < 3; ++k) {
       if (!header) os << "differences (model first):\n";
       header = true;
-      os << "  " << c.stem << " " << cut(c.divergences[k], 110) << "\n";
+      os << cut("  " + c.stem + " " + c.divergences[k], 120) << "\n";
     }
 }
 

@@ -93,6 +93,10 @@ class RankProc:
                    LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                    OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", FSDPSIM_UPSTREAM_DIR=log_dir,
                    PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
+        # torch's compile caches (DTensor's sharding propagation can reach inductor) go inside the
+        # pool's directory, which close() removes, not into $TMPDIR/torchinductor_<user>
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(log_dir, "inductor"))
+        env.setdefault("TRITON_CACHE_DIR", os.path.join(log_dir, "triton"))
         self.log_path = os.path.join(log_dir, f"rank{rank}.log")
         # FSDPSIM_UPSTREAM_DEBUG=1: the ranks' stderr goes to the coordinator's
         self.log = open(self.log_path, "w") if not os.environ.get("FSDPSIM_UPSTREAM_DEBUG") else None
