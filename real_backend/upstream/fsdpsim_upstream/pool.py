@@ -390,6 +390,10 @@ def main():
                 out.write(json.dumps(o, separators=(",", ":")) + "\n")
             emit({"event": "done", "ms": round((time.time() - t0) * 1000, 1), "restarted": restarted})
     finally:
+        # The cleanup itself is not cut short: fsdpsim's SIGTERM often arrives right after the error
+        # event this process just wrote (a failed start), and would raise in the middle of close().
+        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(s, signal.SIG_IGN)
         if pool is not None:
             pool.close()
     return 0
