@@ -177,8 +177,9 @@ int cmd_hunt(const Args& a) {
     if (rep.infra) std::cerr << "fsdpsim: " << rep.infra_message << "\n";
     return code;
   }
-  std::cout << "hunt (seed " << rep.seed << ", profile " << rep.profile << ", world " << rep.world << "): " << rep.sequences << " sequences fuzzed, "
-            << rep.with_findings << " with findings, " << rep.explored << " from the explorer, " << rep.triaged << " triaged into "
+  // Within 120 columns, as the catalogue below.
+  std::cout << "hunt (seed " << rep.seed << ", " << rep.profile << ", world " << rep.world << "): " << rep.sequences << " fuzzed ("
+            << rep.with_findings << " with findings), " << rep.explored << " explored, " << rep.triaged << " triaged into "
             << rep.classes.size() << " classes\n";
   if (a.model_only) std::cout << "not confirmed (--model-only): the model's findings only\n";
   print_catalogue(std::cout, rep);
