@@ -183,12 +183,6 @@ class UpstreamWorkers {
   std::map<int, std::unique_ptr<Worker>> workers_;
 };
 
-std::string one_line(std::string s, size_t max) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  if (s.size() > max) s = s.substr(0, max - 3) + "...";
-  return s;
-}
-
 void json_field(std::ostream& os, const char* name, const std::string& v, bool comma = true) {
   os << (comma ? "," : "") << "\"" << name << "\":";
   print_json_string(os, v);

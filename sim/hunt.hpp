@@ -93,6 +93,9 @@ struct HuntRootCause {
 // where the finding pages and scripts are looked up ("docs/findings").
 std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string& findings_dir = "docs/findings");
 
+// A backend disagreed with the model on the class's minimal sequence (DIFFERS, or no finding there).
+bool class_disagrees(const HuntClass& c);
+
 // 4 harness failure, 2 a backend disagreed, 1 with fail_on_unreported and a root
 // cause no upstream report covers (or no catalogue entry), or with fail_on_uncatalogued
 // and a class the corpus lacks, 0 otherwise.

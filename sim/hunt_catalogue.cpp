@@ -11,10 +11,6 @@
 namespace fsdpsim {
 namespace {
 
-bool differs(const HuntClass& c) {
-  return c.real == "DIFFERS" || c.upstream == "DIFFERS" || c.real == "no finding" || c.upstream == "no finding";
-}
-
 std::string cut(std::string s, size_t max) {
   std::replace(s.begin(), s.end(), '\n', ' ');
   if (s.size() > max) s = s.substr(0, max - 3) + "...";
@@ -23,15 +19,16 @@ std::string cut(std::string s, size_t max) {
 
 }  // namespace
 
+bool class_disagrees(const HuntClass& c) {
+  return c.real == "DIFFERS" || c.upstream == "DIFFERS" || c.real == "no finding" || c.upstream == "no finding";
+}
+
 std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string& findings_dir) {
   std::map<std::string, HuntRootCause> by_id;
   for (size_t i = 0; i < r.classes.size(); ++i) {
     const HuntClass& c = r.classes[i];
     HuntRootCause& rc = by_id[c.t.root_cause.id];
-    if (rc.classes.empty()) {
-      rc.entry = root_cause_entry(c.t.root_cause.id);
-      rc.how = c.t.root_cause.how;
-    }
+    if (rc.classes.empty()) rc.entry = root_cause_entry(c.t.root_cause.id);
     rc.classes.push_back(i);
   }
   std::vector<HuntRootCause> out;
@@ -47,7 +44,7 @@ std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string
       specs.insert(c.t.spec);
       all_real = all_real && c.real == "yes";
       all_up = all_up && c.upstream == "yes";
-      if (differs(c) && what_differs.empty()) what_differs = c.real != "yes" && c.real != "-" ? "real:" + c.real : "upstream:" + c.upstream;
+      if (class_disagrees(c) && what_differs.empty()) what_differs = c.real != "yes" && c.real != "-" ? "real:" + c.real : "upstream:" + c.upstream;
     }
     rc.how = r.classes[rc.classes.front()].t.root_cause.how;
     for (const auto& s : specs) rc.specs += (rc.specs.empty() ? "" : ",") + s;
@@ -70,7 +67,7 @@ std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string
 int hunt_exit_code(const HuntReport& r, bool fail_on_unreported, bool fail_on_uncatalogued) {
   if (r.infra) return 4;
   for (const auto& c : r.classes)
-    if (differs(c)) return 2;
+    if (class_disagrees(c)) return 2;
   for (const auto& [id, s] : r.scripts)  // the plain libraries under torchrun disagree with the model
     if (s == "no-repro" || s == "differs") return 2;
   for (const auto& c : r.classes) {

@@ -19,10 +19,6 @@ std::string confirmed_text(const HuntClass& c) {
   return s;
 }
 
-bool disagrees(const HuntClass& c) {
-  return c.real == "DIFFERS" || c.upstream == "DIFFERS" || c.real == "no finding" || c.upstream == "no finding";
-}
-
 // The class's timeline: the confirmations' runs, model first; a model run of
 // its own when nothing was confirmed (--no real backend, a harness failure).
 Timeline class_timeline(const HuntClass& c, size_t i) {
@@ -69,7 +65,7 @@ std::string hunt_html(const HuntReport& r) {
   for (size_t i = 0; i < r.classes.size(); ++i) {
     const HuntClass& c = r.classes[i];
     const std::string verdict = c.t.root_cause.id;
-    s << "<tr class=\"class-row" << (disagrees(c) ? " differs" : "") << "\" data-class=\"" << html_escape(c.stem) << "\"><td>" << i + 1
+    s << "<tr class=\"class-row" << (class_disagrees(c) ? " differs" : "") << "\" data-class=\"" << html_escape(c.stem) << "\"><td>" << i + 1
       << "</td><td><a href=\"#class-" << i + 1 << "\">" << html_escape(c.stem) << "</a></td><td>" << html_escape(c.t.spec) << "</td><td>"
       << html_escape(c.t.symptom) << "</td><td>" << c.t.minimal.ops.size() << "</td><td>" << c.t.minimal.scenario.world << "</td><td>"
       << html_escape(confirmed_text(c)) << "</td><td>" << html_escape(verdict) << "</td><td>"

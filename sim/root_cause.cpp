@@ -57,9 +57,7 @@ bool inside_disable_block(const SeqFile& f, int step) {
 // weight, whichever call ran it (merge_adapter, unmerge_adapter, set_adapter's unmerge, a
 // load's inject, the patched disable exit): one fix, one id; a disabled forward's unmerge
 // runs inside forward, where no caller can reshard first: its own id.
-const char* weight_writer(Tr op, Tr mech) {
-  return mech == Tr::DisabledForwardUnmerge ? "disabled-forward" : (static_cast<void>(op), "merge-unmerge");
-}
+const char* weight_writer(Tr mech) { return mech == Tr::DisabledForwardUnmerge ? "disabled-forward" : "merge-unmerge"; }
 Tr writer_of(Tr op, Tr mech) {
   switch (mech) {
     case Tr::DeleteFallback:
@@ -123,7 +121,7 @@ bool dropped_weight(const Run& r, const Moment& m, int layer, int since, Blame* 
     const ParamTags& t = m.pv.params[static_cast<size_t>(w)];
     if (!t.w_drop.seq || t.w_drop.step < since || t.w_drop.seq < t.w_s.seq) continue;
     const Tr wr = writer_of(t.w_drop.writer_op, t.w_drop.writer);
-    *out = blame(fmt::format("weight-on-copy/{}", weight_writer(t.w_drop.writer_op, t.w_drop.writer)), {wr, Tr::GetDeltaWeight, Tr::ToSharded},
+    *out = blame(fmt::format("weight-on-copy/{}", weight_writer(t.w_drop.writer)), {wr, Tr::GetDeltaWeight, Tr::ToSharded},
                  fmt::format("{} edited on the unsharded copy by {}, dropped at step {} by {}'s reshard", r.topo.layers[l].name.str(),
                              slug(wr), t.w_drop.step, slug(t.w_drop.dropper)));
     return true;
@@ -206,7 +204,7 @@ bool edited_on_copy(const Run& r, int layer, Blame* out) {
     const Stamp& s = r.after.pv.params[static_cast<size_t>(w)].w_u;
     if (!s.seq || s.mech == Tr::ToUnsharded) continue;
     const Tr wr = writer_of(s.op, s.mech);
-    *out = blame(fmt::format("weight-on-copy/{}", weight_writer(s.op, s.mech)), {wr, Tr::GetDeltaWeight, Tr::ToSharded},
+    *out = blame(fmt::format("weight-on-copy/{}", weight_writer(s.mech)), {wr, Tr::GetDeltaWeight, Tr::ToSharded},
                  fmt::format("{} edited on the unsharded copy by {} at step {}; the shard keeps the old value", r.topo.layers[l].name.str(),
                              slug(wr), s.step));
     return true;

@@ -58,7 +58,7 @@ void write_hunt_junit(const HuntReport& rep, const Args& a) {
   for (const auto& c : rep.classes) {
     JunitCase jc;
     jc.classname = "hunt", jc.name = c.stem;
-    const bool differs = c.real == "DIFFERS" || c.upstream == "DIFFERS" || c.real == "no finding" || c.upstream == "no finding";
+    const bool differs = class_disagrees(c);
     if (differs) {
       jc.outcome = JunitCase::Outcome::Failure, jc.message = "real " + c.real + ", upstream " + c.upstream;
       for (const auto& d : c.divergences) jc.text += d + "\n";
