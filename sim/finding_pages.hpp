@@ -2,7 +2,7 @@
 // the index, generated from the catalogue (root_cause_catalogue.hpp), the
 // root cause's minimal sequence (docs/findings/<stem>.seq, kept in the
 // repository) and the corpus classes triage attributes to it. `fsdpsim
-// findings --write` writes them; `--check` compares them with what is there.
+// findings` writes them; `--check` compares them with what is there.
 #pragma once
 #include <map>
 #include <string>

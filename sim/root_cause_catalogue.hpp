@@ -3,7 +3,7 @@
 // verdict, the upstream issues and PRs, who is affected, a workaround and the
 // fix. The data lives in root_cause_catalogue.cpp, kept by hand from upstream
 // threads and source; the finding pages under docs/findings/ are generated
-// from it (`fsdpsim findings --write`), never edited.
+// from it (`fsdpsim findings`), never edited.
 #pragma once
 #include <string>
 #include <vector>

@@ -12,6 +12,7 @@ exception, or the check violated another way); every rank exits with the same co
 torchrun reports a rank's non-zero code as its own exit 1 (the code is in its summary).
 Exported by fsdpsim export --python from docs/findings/flag-on-copy.disable_adapter-enter.seq.
 """
+import os
 import sys
 from importlib.metadata import version
 
@@ -171,7 +172,15 @@ def finish(code, got):
         print(f"result: {RESULT[code]} (exit {code})", flush=True)
     dist.barrier()
     dist.destroy_process_group()
-    sys.exit(code)
+    leave(code)
+
+
+def leave(code):
+    """Exit with the verdict, skipping interpreter teardown: with FSDP2 and PEFT loaded it sometimes
+    aborts after the verdict is printed (terminate called without an active exception)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-// `fsdpsim findings [--write DIR | --check DIR] [PATH...]`: the finding pages
+// `fsdpsim findings [--out DIR] [--check] [PATH...]`: the finding pages
 // (sim/finding_pages.hpp) from the catalogue, the minimal sequences kept in DIR
 // and the corpus (corpus/regressions, corpus/divergences and any PATH given).
-// --write writes them; --check (ctest findings_pages) exits 1 when DIR differs.
+// Without --check it writes them; --check (ctest findings_pages) exits 1 when DIR differs.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -55,15 +55,16 @@ int cmd_findings(const Args& a) {
   }
   const FindingPages pages = render_finding_pages(kept, corpus);
   int code = kClean;
+  const std::string rerun = a.out.empty() ? "fsdpsim findings" : "fsdpsim findings --out " + dir;
   if (!check) std::filesystem::create_directories(dir);
   for (const auto& [name, text] : pages.files) {
     const std::string path = dir + "/" + name;
     if (check) {
       if (!std::filesystem::exists(path)) {
-        std::cerr << path << ": missing (run `fsdpsim findings --write " << dir << "`)\n";
+        std::cerr << path << ": missing (run `" << rerun << "`)\n";
         code = kFinding;
       } else if (read_file(path) != text) {
-        std::cerr << path << ": stale (run `fsdpsim findings --write " << dir << "`)\n";
+        std::cerr << path << ": stale (run `" << rerun << "`)\n";
         code = kFinding;
       }
       continue;
