@@ -223,13 +223,13 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   if (o.confirm_upstream && rep.upstream_installed)
     for (int w : std::set<int>{1, o.world}) upstream.start(w);
   std::vector<Candidate> first;  // the scenarios' own lifecycles (triaged whatever the budget), then the explorer's
-  for (const auto& ns : o.scenarios) {
+  for (const auto& ns : o.fuzz_only ? std::vector<NamedScenario>{} : o.scenarios) {
     SeqFile f = for_hunt(ns.file, o);
     if (valid(f) && !run_checked(f).findings.empty()) first.push_back({f, ns.name});
   }
   const size_t lifecycles = first.size();
   // Explore: a quarter of the budget, shared by the scenarios.
-  if (o.explore && !o.scenarios.empty()) {
+  if (o.explore && !o.scenarios.empty() && !o.fuzz_only) {
     const double each = o.seconds * 0.25 / static_cast<double>(o.scenarios.size());
     for (const auto& ns : o.scenarios) {
       const double left = o.seconds * 0.25 - since(t0);  // the explorer's share, whatever each call overran
@@ -255,7 +255,8 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   auto last_progress = t1;
   // At least a quarter of the budget however long exploring took: the swarm
   // reaches scenarios (experts, loading, dtypes) no built-in one has.
-  const double fuzz_end = std::max(o.seconds * 0.5, since(t0) + o.seconds * 0.25);
+  const double fuzz_end = o.fuzz_only ? o.seconds : std::max(o.seconds * 0.5, since(t0) + o.seconds * 0.25);
+  std::set<std::string> keys;  // on_new_key's
   for (uint64_t i = 0; since(t0) < fuzz_end; ++i) {
     const uint64_t s = rng.next();
     Prng r(s);
@@ -283,7 +284,11 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     // and every kept candidate is run twice in full again by triage.
     RunResult res = run_checked_sampled(f, 16);
     const bool found = !res.findings.empty();
-    if (found) pool.add(finding_signature(f, res, res.findings[0]), {f, by});
+    if (found) {
+      std::string key = finding_signature(f, res, res.findings[0]);
+      if (o.on_new_key && keys.insert(key).second) o.on_new_key(f, since(t1));
+      pool.add(std::move(key), {f, by});
+    }
     recycle(std::move(res));  // its observations' buffers serve the next sequence
     if (!found) continue;
     ++rep.with_findings;
@@ -294,6 +299,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   }
   rep.t_fuzz = since(t1);
   rep.candidates = static_cast<int>(pool.size());
+  if (o.fuzz_only) return rep;
   say("fuzz: " + std::to_string(rep.sequences) + " sequences (seed " + std::to_string(o.seed) + ", " +
       std::to_string(static_cast<int64_t>(rep.sequences / std::max(rep.t_fuzz, 1e-9))) + "/s), " + std::to_string(rep.with_findings) +
       " with findings, " + std::to_string(pool.size()) + " kept for triage");

@@ -35,6 +35,11 @@ struct HuntOptions {
   bool confirm_real = true;
   bool confirm_upstream = true;  // only when .venv is installed
   std::function<void(const std::string&)> progress;  // one line each
+  // bench --discovery: called with each fuzzed sequence whose first finding's key (spec:op:status)
+  // is new, and the seconds since the fuzz loop began; with fuzz_only the hunt returns after the
+  // fuzz loop (no lifecycles, triage or confirmation), which then runs for `seconds` whole.
+  std::function<void(const SeqFile&, double)> on_new_key;
+  bool fuzz_only = false;
 };
 
 struct HuntClass {

@@ -269,8 +269,7 @@ std::string finding_signature(const SeqFile& f, const RunResult& r, const Findin
   return sig;
 }
 
-// "S3:ok" of "S3:unshard:ok" or "S1:train_step:ok:extra"; "S5:disagree" as it is.
-static std::string spec_and_status(const std::string& finding_sig) {
+std::string spec_and_status(const std::string& finding_sig) {
   const size_t a = finding_sig.find(':');
   if (a == std::string::npos || finding_sig.compare(0, a, "S5") == 0) return finding_sig;
   const size_t b = finding_sig.find(':', a + 1);

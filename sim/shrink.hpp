@@ -13,6 +13,9 @@ namespace fsdpsim {
 // op it fired on, and that op's status ("S1:train_step:no_grad_fn"); for S5
 // only how the ranks part ("S5:hang", "S5:mismatch", "S5:disagree").
 std::string finding_signature(const SeqFile& f, const RunResult& r, const Finding& fd);
+// "S3:ok" of "S3:unshard:ok" or "S1:train_step:ok:extra"; "S5:disagree" as it is: what
+// shrink's and triage's `prefer` names.
+std::string spec_and_status(const std::string& finding_sig);
 
 struct ShrinkResult {
   SeqFile minimal;        // with expectations filled in

@@ -68,8 +68,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       (s == "--json" ? a.json : a.quiet) = true;
       continue;
     }
-    if (s == "--model-only" || s == "--stability" || s == "--scripts") {
-      (s == "--model-only" ? a.model_only : s == "--stability" ? a.stability : a.scripts) = true;
+    if (s == "--model-only" || s == "--stability" || s == "--scripts" || s == "--discovery") {
+      (s == "--model-only" ? a.model_only : s == "--stability" ? a.stability : s == "--scripts" ? a.scripts : a.discovery) = true;
       continue;
     }
     if (s == "--python") {
@@ -136,6 +136,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.count = static_cast<int>(to_int(s, v, 1, 100000000));
     } else if (s == "--out") {
       a.out = v;
+    } else if (s == "--fuzzer") {
+      a.fuzzer = v;
     } else if (s == "--corpus") {
       a.corpus = v;
     } else if (s == "--ranks") {

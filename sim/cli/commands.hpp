@@ -36,6 +36,8 @@ struct Args {
   int timeout_ms = kDefaultTimeoutMs;  // one default for the real ranks and the upstream pool
   bool model_only = false;  // bench: skip the real backend; hunt: no confirmation
   bool stability = false;   // bench --stability: the hunts' root-cause stability figure
+  bool discovery = false;   // bench --discovery: time to each seed's root cause, root causes in 10 s and T s
+  std::string fuzzer;       // bench --discovery --fuzzer PATH: the lifecycle_fuzzer binary to measure too
   bool scripts = false;     // hunt --scripts: each root cause's repro script run under torchrun
   bool python = false;      // export: a torchrun script
   bool no_shrink = false;   // export: the file as written, not its triaged minimal sequence
@@ -90,6 +92,7 @@ void print_upstream_versions(std::ostream& os, RealPools& pools, bool json);
 int cmd_run(const Args& a);
 int cmd_findings(const Args& a);
 int cmd_bench_stability(const Args& a);
+int cmd_bench_discovery(const Args& a);
 int cmd_check(const Args& a);
 int cmd_profiles(const Args& a);
 int cmd_random(const Args& a);

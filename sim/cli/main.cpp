@@ -52,6 +52,9 @@ const char* kUsage =
     "       fsdpsim random --seed S [--count N] [--world W] [--draw ...] [--out DIR] [--json]\n"
     "       fsdpsim bench [--seconds T] [--model-only] [--json]\n"
     "       fsdpsim bench --stability [--seconds T] [--json]   five hunts (seeds 1..5): union of root causes / largest\n"
+    "       fsdpsim bench --discovery [--seconds T] [--fuzzer PATH] [--json]   the hunt's fuzz loop (and lifecycle_fuzzer)\n"
+    "                                             over seeds 1..5, T s each (default 60): median time to each seed\n"
+    "                                             scenario's root cause, root causes reached in 10 s and in T s\n"
     "       fsdpsim export FILE.seq --python [--no-shrink] [--out PATH] [--profile P] [--set k=v] [--world N]\n"
     "       fsdpsim explore [FILE.seq | --builtin NAME] [--depth D] [--world W] [--profile P] [--set k=v]\n"
     "                       [--rank-ops] [--full] [--ops K,K] [--seconds T] [--out DIR] [--dot FILE] [--svg FILE] [--json]\n"
@@ -164,8 +167,10 @@ int dispatch(const std::vector<std::string>& args) {
       return cmd_explore(flags({"--builtin", "--depth", "--world", "--profile", "--set", "--rank-ops", "--full", "--ops", "--seconds",
                                 "--out", "--dot", "--svg", "--json"}));
     if (cmd == "bench") {
-      const Args a = flags({"--seconds", "--model-only", "--timeout", "--json", "--stability"});
-      return a.stability ? cmd_bench_stability(a) : cmd_bench(a);
+      const Args a = flags({"--seconds", "--model-only", "--timeout", "--json", "--stability", "--discovery", "--fuzzer"});
+      if (a.stability && a.discovery) throw SourceError("<command line>", {}, "bench takes --stability or --discovery, not both");
+      if (!a.fuzzer.empty() && !a.discovery) throw SourceError("<command line>", {}, "--fuzzer goes with bench --discovery");
+      return a.stability ? cmd_bench_stability(a) : a.discovery ? cmd_bench_discovery(a) : cmd_bench(a);
     }
     std::cerr << "fsdpsim: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;
