@@ -1,0 +1,128 @@
+"""Tests of the upstream backend's `prepare` op (fsdpsim_upstream/prepare.py): that it goes
+through accelerate's own Accelerator.prepare with an FSDP2 plugin where the scenario lets it,
+and the measured reasons it does not elsewhere. Two gloo ranks spawned on CPU, each building a
+Session; `.venv/bin/python properties/real_backend/upstream/test_prepare.py` runs them by hand."""
+import json
+import os
+import socket
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "real_backend", "upstream"))
+
+SCEN = """world 2
+seed 0
+profile upstream
+layer lin0 10 20
+layer lin1 20 2
+adapter default r=8 alpha=8 targets=lin0,lin1 init=random
+fully_shard lin0 reshard_after_forward=false
+fully_shard root reshard_after_forward={raf}
+optimizer trainable
+{extra}---
+forward
+"""
+
+
+def rank_main(rank, world, text, out):
+    """One rank: the raw Accelerator's choice on CPU, then a Session built with a spy on
+    Accelerator.prepare; what it saw is written to out-<rank>.json."""
+    import torch
+    import torch.distributed as dist
+    from accelerate import Accelerator
+    from accelerate.optimizer import AcceleratedOptimizer
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from fsdpsim_upstream import prepare, profiles, seqfile
+    from fsdpsim_upstream.session import Session
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))  # as pool.py starts a rank
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    res = {}
+    # accelerate's own choice on CPU with an FSDP2 plugin, before the harness sets the state
+    raw = Accelerator(cpu=True, fsdp_plugin=FullyShardedDataParallelPlugin(fsdp_version=2))
+    res["raw_type"] = str(raw.state.distributed_type)
+    seen = []
+    real = Accelerator.prepare
+
+    def spy(self, *args, **kwargs):
+        got = real(self, *args, **kwargs)
+        seen.append(got)
+        return got
+
+    Accelerator.prepare = spy
+    scen, ops = seqfile.parse(text)
+    sess = Session(scen, ops, rank, world, init_device_mesh("cpu", (world,)),
+                   profiles.resolve(scen.profile, scen.sets), tempfile.mkdtemp())
+    sess.build()
+    res["prepared_by"] = sess.prepared_by
+    res["calls"] = len(seen)
+    if seen:
+        res["model_is_returned"] = sess.pm is seen[0][0]
+        res["opt_is_returned"] = sess.opt is seen[0][1]
+    res["accelerated_optimizer"] = isinstance(sess.opt, AcceleratedOptimizer)
+    registered = {id(p) for p in sess.pm.parameters()}
+    res["opt_registered"] = all(id(p) in registered for p in sess.opt.param_groups[0]["params"])
+    res["opt_distinct"] = len({id(p) for p in sess.opt.param_groups[0]["params"]}) == len(sess.opt_names)
+    sess.run_op(ops[0])  # a forward: FSDP's lazy init settles the root's reshard_after_forward
+    res["root_reshards"] = sess.pm._get_fsdp_state()._fsdp_param_group.post_forward_mesh_info is not None
+    try:  # under FSDP2 accelerate takes no model without its optimizer (the reason `new_optimizer` is direct)
+        prepare.accelerator().prepare(torch.nn.Linear(2, 2))
+        res["model_alone"] = "ok"
+    except ValueError as e:
+        res["model_alone"] = str(e)
+    with open(os.path.join(out, f"out-{rank}.json"), "w") as f:
+        json.dump(res, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def run(text, world=2):
+    import torch.multiprocessing as mp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    out = tempfile.mkdtemp()
+    mp.spawn(rank_main, args=(world, text, out), nprocs=world)
+    res = []
+    for r in range(world):
+        with open(os.path.join(out, f"out-{r}.json")) as f:
+            res.append(json.load(f))
+    return res
+
+
+class PrepareTest(unittest.TestCase):
+    def test_prepare_goes_through_accelerate(self):
+        for res in run(SCEN.format(raf="true", extra="")):
+            # measured: on CPU accelerate settles on DDP, whatever the plugin (the README's reason
+            # for setting the state; red the day accelerate picks FSDP on CPU by itself)
+            self.assertEqual(res["raw_type"], "DistributedType.MULTI_CPU")
+            self.assertEqual(res["prepared_by"], "accelerate")
+            self.assertEqual(res["calls"], 1)
+            self.assertTrue(res["model_is_returned"])
+            self.assertTrue(res["opt_is_returned"])
+            self.assertTrue(res["accelerated_optimizer"])
+            self.assertTrue(res["opt_registered"])
+            self.assertTrue(res["opt_distinct"])
+            self.assertTrue(res["root_reshards"])  # the scenario's root =true, set after accelerate's None
+            self.assertIn("a model and optimizer must be passed together", res["model_alone"])
+
+    def test_root_none_is_accelerates_own(self):
+        for res in run(SCEN.format(raf="none", extra="")):
+            self.assertEqual(res["prepared_by"], "accelerate")
+            self.assertFalse(res["root_reshards"])  # torch's None resolves to False at the root
+
+    def test_ram_efficient_loading_stays_direct(self):
+        for res in run(SCEN.format(raf="true", extra="loading ram_efficient\n")):
+            self.assertTrue(res["prepared_by"].startswith("direct: loading ram_efficient"), res["prepared_by"])
+            self.assertEqual(res["calls"], 0)
+            self.assertFalse(res["accelerated_optimizer"])
+            self.assertTrue(res["opt_registered"])
+
+
+if __name__ == "__main__":
+    unittest.main()
