@@ -124,5 +124,23 @@ class PrepareTest(unittest.TestCase):
             self.assertTrue(res["opt_registered"])
 
 
+class ExportTest(unittest.TestCase):
+    """`export --python` writes the same path into the script's shard()."""
+
+    def test_script_prepares_through_accelerate(self):
+        from fsdpsim_upstream.export import export
+        script = export(SCEN.format(raf="true", extra=""))
+        self.assertIn("model, opt = accelerator().prepare(model, torch.optim.AdamW(params, lr=1e-2))", script)
+        self.assertIn("model.set_reshard_after_forward(True, recurse=False)", script)
+        self.assertIn("acc.state.distributed_type = DistributedType.FSDP", script)
+        self.assertNotIn("fully_shard(model, mesh=mesh, reshard_after_forward=True)\n    shards", script)
+
+    def test_ram_efficient_script_stays_direct(self):
+        from fsdpsim_upstream.export import export
+        script = export(SCEN.format(raf="true", extra="loading ram_efficient\n"))
+        self.assertNotIn("accelerator()", script)
+        self.assertIn("fsdp2_load_full_state_dict(", script)
+
+
 if __name__ == "__main__":
     unittest.main()
