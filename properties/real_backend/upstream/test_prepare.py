@@ -80,14 +80,42 @@ def rank_main(rank, world, text, out):
     dist.destroy_process_group()
 
 
-def run(text, world=2):
+def rank_meta_probe(rank, world, text, out):
+    """accelerate's own ram-efficient path on a PEFT model whose ranks > 0 hold meta tensors
+    (as the session's `loading ram_efficient` builds them): which parameters the optimizer it
+    returns holds. Writes out-<rank>.json like rank_main."""
+    import torch
+    import torch.distributed as dist
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from peft import LoraConfig, get_peft_model
+
+    from fsdpsim_upstream import prepare
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    with torch.device("meta" if rank > 0 else "cpu"):
+        net = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Linear(6, 4))
+    model = get_peft_model(net, LoraConfig(r=2, lora_alpha=4, target_modules=["0", "2"]))
+    acc = prepare.accelerator()
+    acc.state.fsdp_plugin = FullyShardedDataParallelPlugin(fsdp_version=2, cpu_ram_efficient_loading=True)
+    params = [p for p in model.parameters() if p.requires_grad]
+    model, opt = acc.prepare(model, torch.optim.AdamW(params, lr=1e-2))
+    held = opt.param_groups[0]["params"]
+    with open(os.path.join(out, f"out-{rank}.json"), "w") as f:
+        json.dump({"held": len(held), "distinct": len({id(p) for p in held})}, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def run(text, world=2, target=rank_main):
     import torch.multiprocessing as mp
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         os.environ["MASTER_PORT"] = str(s.getsockname()[1])
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     out = tempfile.mkdtemp()
-    mp.spawn(rank_main, args=(world, text, out), nprocs=world)
+    mp.spawn(target, args=(world, text, out), nprocs=world)
     res = []
     for r in range(world):
         with open(os.path.join(out, f"out-{r}.json")) as f:
@@ -122,6 +150,14 @@ class PrepareTest(unittest.TestCase):
             self.assertEqual(res["calls"], 0)
             self.assertFalse(res["accelerated_optimizer"])
             self.assertTrue(res["opt_registered"])
+
+    def test_accelerate_on_meta_ranks_mixes_the_optimizer_up(self):
+        """The measured reason `loading ram_efficient` stays direct: every meta parameter's
+        data_ptr() is 0, so _prepare_fsdp2's map gives rank 1's optimizer one parameter four
+        times (red the day accelerate maps them apart: then that path can go through it)."""
+        rank0, rank1 = run("", target=rank_meta_probe)
+        self.assertEqual((rank0["held"], rank0["distinct"]), (4, 4))
+        self.assertEqual((rank1["held"], rank1["distinct"]), (4, 1))
 
 
 class ExportTest(unittest.TestCase):

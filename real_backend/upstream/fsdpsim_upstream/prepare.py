@@ -48,8 +48,9 @@ def blocker(sess, held):
                 "a model and optimizer must be passed together'")
     if sess.world > 1 and any(empty_rows(r, sess.world) for d in s.shards[:-1] for m in d.modules
                               for r in child_rows(s, m)):
+        # (one such parameter alone maps to itself; the rule stays on the safe side of two)
         return ("a child sharded before prepare holds no row on some rank: its empty local tensor's "
-                "data_ptr() is 0, and _prepare_fsdp2's data_ptr mapping mixes such parameters up")
+                "data_ptr() is 0, and _prepare_fsdp2's data_ptr mapping mixes two such parameters up")
     return None
 
 
