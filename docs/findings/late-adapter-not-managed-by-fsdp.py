@@ -76,6 +76,19 @@ def status_of(e):
     return "exception", f"{type(e).__name__}: {text}"
 
 
+def accelerator():
+    """accelerate's Accelerator with an FSDP2 plugin. On CPU its AcceleratorState settles on MULTI_CPU
+    (prepare would wrap the model in DistributedDataParallel) whatever the plugin: the state is set
+    to FSDP, from where Accelerator.prepare runs its own FSDP2 path (_prepare_fsdp2) on gloo."""
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+    plugin = FullyShardedDataParallelPlugin(fsdp_version=2)
+    acc = Accelerator(cpu=True, fsdp_plugin=plugin)
+    acc.state.distributed_type = DistributedType.FSDP
+    acc.state.fsdp_plugin = plugin
+    return acc
+
+
 def before(model, shards):
     return None
 
@@ -103,15 +116,25 @@ def check(model, shards, snap, status, message, result):
 
 
 def shard(model, mesh):
-    """fully_shard bottom-up; the shards it registers (the objects gradients land on) and the optimizer."""
-    fully_shard(model, mesh=mesh, reshard_after_forward=True)
-    shards = registered(model)
-    return shards, make_optimizer(model, shards)
+    """The children's fully_shard as the scenario says, then accelerate's Accelerator.prepare with
+    an FSDP2 plugin: the root's fully_shard, the optimizer switched to the shards and wrapped.
+    The shards the model registers and the optimizer."""
+    params = optimizer_params(model, registered(model))
+    if not params:  # under FSDP2 Accelerator.prepare takes no model without its optimizer
+        fully_shard(model, mesh=mesh, reshard_after_forward=True)
+        return registered(model), None
+    model, opt = accelerator().prepare(model, torch.optim.AdamW(params, lr=1e-2))
+    model.set_reshard_after_forward(True, recurse=False)
+    return registered(model), opt
 
 
 def make_optimizer(model, shards):
-    params = [p for n, p in adapter_params(model, shards) if p.requires_grad]
+    params = optimizer_params(model, shards)
     return torch.optim.AdamW(params, lr=1e-2) if params else None
+
+
+def optimizer_params(model, shards):
+    return [p for n, p in adapter_params(model, shards) if p.requires_grad]
 
 
 def groups(model):

@@ -129,8 +129,12 @@ def shard(model, mesh):
 
 
 def make_optimizer(model, shards):
-    params = [p for n, p in adapter_params(model, shards) if p.requires_grad]
+    params = optimizer_params(model, shards)
     return torch.optim.AdamW(params, lr=1e-2) if params else None
+
+
+def optimizer_params(model, shards):
+    return [p for n, p in adapter_params(model, shards) if p.requires_grad]
 
 
 def groups(model):

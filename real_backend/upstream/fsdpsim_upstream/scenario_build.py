@@ -104,12 +104,29 @@ def build_model(w, s2):
       f"generator=torch.Generator().manual_seed({s.seed + 1}{shift})){cast}")
 
 
+def through_accelerate(w):
+    """Whether the script's prepare goes through Accelerator.prepare, as the session's does
+    (prepare.py::blocker: the reasons that hold for the whole scenario; nothing trainable is
+    the script's own branch at run time)."""
+    from types import SimpleNamespace
+    from . import prepare
+    if sum(op.kind == "prepare" for op in w.ops) > 1:
+        return False
+    return prepare.blocker(SimpleNamespace(scen=w.scen, world=w.scen.world, prepared=False), [None]) is None
+
+
 def shard_fn(w):
     s, e = w.scen, w.emit
     ram = s.loading == "ram_efficient"
+    acc = through_accelerate(w)
     e("")
     e("def shard(model, mesh):")
-    e('    """fully_shard bottom-up; the shards it registers (the objects gradients land on) and the optimizer."""')
+    if acc:
+        e('    """The children\'s fully_shard as the scenario says, then accelerate\'s Accelerator.prepare with')
+        e("    an FSDP2 plugin: the root's fully_shard, the optimizer switched to the shards and wrapped.")
+        e('    The shards the model registers and the optimizer."""')
+    else:
+        e('    """fully_shard bottom-up; the shards it registers (the objects gradients land on) and the optimizer."""')
     for name in s.checkpoint:
         e(f"    checkpoint_layer(model, {name!r})")
     if ram:
@@ -121,22 +138,39 @@ def shard_fn(w):
         raf = RAF[d.raf]
         if d.is_root:
             raf = "False" if w.sw["root_reshard_rule"] == "force_false" else raf
+            if acc:
+                e("    params = optimizer_params(model, registered(model))")
+                e("    if not params:  # under FSDP2 Accelerator.prepare takes no model without its optimizer")
+                e(f"        fully_shard(model, mesh=mesh, reshard_after_forward={raf})")
+                e("        return registered(model), None")
+                e("    model, opt = accelerator().prepare(model, torch.optim.AdamW(params, lr=1e-2))")
+                if raf != "None":  # accelerate gives the root none: torch's documented way to set it
+                    e(f"    model.set_reshard_after_forward({raf}, recurse=False)")
+                e("    return registered(model), opt")
+                e("")
+                e("")
+                break
             e(f"    fully_shard(model, mesh=mesh, reshard_after_forward={raf})")
         else:
             mods = [f"model.base_model.model.{m}" for m in d.modules]
             arg = mods[0] if len(mods) == 1 else "[" + ", ".join(mods) + "]"
             e(f"    fully_shard({arg}, mesh=mesh, reshard_after_forward={raf})")
-    if ram:
-        e("    # the one attribute of the Accelerator that fsdp2_load_full_state_dict reads")
-        e("    fsdp2_load_full_state_dict(SimpleNamespace(is_main_process=dist.get_rank() == 0), model, full_sd)")
-    e("    shards = registered(model)")
-    e("    return shards, make_optimizer(model, shards)")
-    e("")
-    e("")
+    if not acc:
+        if ram:
+            e("    # the one attribute of the Accelerator that fsdp2_load_full_state_dict reads")
+            e("    fsdp2_load_full_state_dict(SimpleNamespace(is_main_process=dist.get_rank() == 0), model, full_sd)")
+        e("    shards = registered(model)")
+        e("    return shards, make_optimizer(model, shards)")
+        e("")
+        e("")
     e("def make_optimizer(model, shards):")
-    sel = "p.requires_grad" if s.optimizer == "trainable" else "True"
-    e("    params = [p for n, p in adapter_params(model, shards) if " + sel + "]")
+    e("    params = optimizer_params(model, shards)")
     e("    return torch.optim.AdamW(params, lr=1e-2) if params else None")
+    e("")
+    e("")
+    e("def optimizer_params(model, shards):")
+    sel = "p.requires_grad" if s.optimizer == "trainable" else "True"
+    e("    return [p for n, p in adapter_params(model, shards) if " + sel + "]")
     e("")
     e("")
     e("def groups(model):")
@@ -172,6 +206,19 @@ def checkpoint_layer(model, name):
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
     layer = model.base_model.model.get_submodule(name)
     model.base_model.model.set_submodule(name, checkpoint_wrapper(layer, preserve_rng_state=False))
+
+
+def accelerator():
+    """accelerate's Accelerator with an FSDP2 plugin. On CPU its AcceleratorState settles on MULTI_CPU
+    (prepare would wrap the model in DistributedDataParallel) whatever the plugin: the state is set
+    to FSDP, from where Accelerator.prepare runs its own FSDP2 path (_prepare_fsdp2) on gloo."""
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+    plugin = FullyShardedDataParallelPlugin(fsdp_version=2)
+    acc = Accelerator(cpu=True, fsdp_plugin=plugin)
+    acc.state.distributed_type = DistributedType.FSDP
+    acc.state.fsdp_plugin = plugin
+    return acc
 
 
 def move_adapter_to_base(model, name, autocast):

@@ -1,5 +1,6 @@
 """One sequence on one rank: builds the scenario with the real libraries
-(torch FSDP2 `fully_shard`, PEFT `get_peft_model` / `add_adapter`, AdamW),
+(torch FSDP2 `fully_shard` and accelerate's `Accelerator.prepare` (prepare.py), PEFT
+`get_peft_model` / `add_adapter`, AdamW),
 runs each op through the real API, and reads every observation off the real
 objects. Nothing here consults fsdpsim's model."""
 import sys
@@ -7,9 +8,9 @@ import sys
 import torch
 import torch.nn as nn
 from peft import LoraConfig, get_peft_model
-from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.fsdp import FSDPModule
 
-from . import observe
+from . import observe, prepare
 from .collectives import REC, CollectiveAbort
 
 BATCH = 4
@@ -121,6 +122,7 @@ class Session:
         self.opt_names = []
         self.opt_ckpt = None
         self.prepared = False
+        self.prepared_by = None  # "accelerate", or "direct: " and why not (prepare.py)
         self.fsdp_modules = []  # (group name, module) in the model's group order
         self.fsdp_param = {}  # fsdpsim name -> FSDPParam
         self.named_cache = None  # model.named_parameters() while an observation is read
@@ -183,60 +185,13 @@ class Session:
                 self.pm.set_submodule("base_model.model." + name, checkpoint_wrapper(m, preserve_rng_state=False))
 
     def prepare(self):
-        """fully_shard bottom-up as the scenario says, then the optimizer over
-        the S objects registered right after (what accelerate's
-        fsdp2_switch_optimizer_parameters leaves it holding)."""
-        raf = {"true": True, "false": False, "none": None}
-        self.apply_checkpointing()
-        ram = self.scen.loading == "ram_efficient"
-        if ram:  # accelerate/utils/fsdp_utils.py::fsdp2_prepare_model: full state dict, then meta
-            original_sd = self.pm.state_dict()
-            self.pm.to("meta")
-        for d in self.scen.shards:
-            if d.is_root:
-                fully_shard(self.pm, mesh=self.mesh, reshard_after_forward=self._root_raf(raf[d.raf]))
-            else:
-                mods = [self.module_of(m) for m in d.modules]
-                fully_shard(mods if len(mods) > 1 else mods[0], mesh=self.mesh, reshard_after_forward=raf[d.raf])
-        if ram:
-            self.load_full_state_dict(original_sd)
-        self._name_fsdp_params()
-        self.build_optimizer()
-        self.prepared = True
+        """The prepare op (prepare.py: accelerate's Accelerator.prepare where it runs)."""
+        prepare.run(self)
 
     def build_optimizer(self):
-        """AdamW over the adapter parameters' sharded objects: the trainable
-        ones, or all with `optimizer all`. A managed name's FSDPParam.sharded_param
-        (what the module registers right after fully_shard); an adapter added
-        after fully_shard is a plain tensor no FSDPParam holds, taken as it is."""
-        held = []
-        for n, p in self.named_adapter_params():
-            fp = self.fsdp_param.get(n)
-            if fp is not None and getattr(fp, "_unsharded_param", None) is p:
-                p = fp.sharded_param  # the group is unsharded now: its S object
-            if self.scen.optimizer != "trainable" or p.requires_grad:
-                held.append((n, p))
-        # with nothing trainable there is no optimizer to build (torch raises
-        # "optimizer got an empty parameter list"): the run goes on without one
-        self.opt = torch.optim.AdamW([p for _, p in held], lr=1e-2) if held else None
-        self.opt_names = [n for n, _ in held]
+        prepare.build_optimizer(self)
 
-    def load_full_state_dict(self, original_sd):
-        """accelerate's own loading path: rank 0 broadcasts every state-dict
-        entry (each rank in its own entry's dtype), load_state_dict(assign=True)."""
-        from accelerate.utils.fsdp_utils import fsdp2_load_full_state_dict
-
-        class Acc:  # the one attribute fsdp2_load_full_state_dict reads
-            is_main_process = self.rank == 0
-
-        REC.broadcast_keys = [observe.model_name(k) for k in self.pm.state_dict()]
-        REC.broadcast_index = 0
-        try:
-            fsdp2_load_full_state_dict(Acc(), self.pm, original_sd)
-        finally:
-            REC.broadcast_keys = None
-
-    def _root_raf(self, value):
+    def root_raf(self, value):
         # root_reshard_rule=force_false mirrors torch <= 2.7 (the root never reshards).
         return False if self.sw["root_reshard_rule"] == "force_false" else value
 

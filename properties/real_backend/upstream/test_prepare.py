@@ -1,0 +1,182 @@
+"""Tests of the upstream backend's `prepare` op (fsdpsim_upstream/prepare.py): that it goes
+through accelerate's own Accelerator.prepare with an FSDP2 plugin where the scenario lets it,
+and the measured reasons it does not elsewhere. Two gloo ranks spawned on CPU, each building a
+Session; `.venv/bin/python properties/real_backend/upstream/test_prepare.py` runs them by hand."""
+import json
+import os
+import socket
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "real_backend", "upstream"))
+
+SCEN = """world 2
+seed 0
+profile upstream
+layer lin0 10 20
+layer lin1 20 2
+adapter default r=8 alpha=8 targets=lin0,lin1 init=random
+fully_shard lin0 reshard_after_forward=false
+fully_shard root reshard_after_forward={raf}
+optimizer trainable
+{extra}---
+forward
+"""
+
+
+def rank_main(rank, world, text, out):
+    """One rank: the raw Accelerator's choice on CPU, then a Session built with a spy on
+    Accelerator.prepare; what it saw is written to out-<rank>.json."""
+    import torch
+    import torch.distributed as dist
+    from accelerate import Accelerator
+    from accelerate.optimizer import AcceleratedOptimizer
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from fsdpsim_upstream import prepare, profiles, seqfile
+    from fsdpsim_upstream.session import Session
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))  # as pool.py starts a rank
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    res = {}
+    # accelerate's own choice on CPU with an FSDP2 plugin, before the harness sets the state
+    raw = Accelerator(cpu=True, fsdp_plugin=FullyShardedDataParallelPlugin(fsdp_version=2))
+    res["raw_type"] = str(raw.state.distributed_type)
+    seen = []
+    real = Accelerator.prepare
+
+    def spy(self, *args, **kwargs):
+        got = real(self, *args, **kwargs)
+        seen.append(got)
+        return got
+
+    Accelerator.prepare = spy
+    scen, ops = seqfile.parse(text)
+    sess = Session(scen, ops, rank, world, init_device_mesh("cpu", (world,)),
+                   profiles.resolve(scen.profile, scen.sets), tempfile.mkdtemp())
+    sess.build()
+    res["prepared_by"] = sess.prepared_by
+    res["calls"] = len(seen)
+    if seen:
+        res["model_is_returned"] = sess.pm is seen[0][0]
+        res["opt_is_returned"] = sess.opt is seen[0][1]
+    res["accelerated_optimizer"] = isinstance(sess.opt, AcceleratedOptimizer)
+    registered = {id(p) for p in sess.pm.parameters()}
+    res["opt_registered"] = all(id(p) in registered for p in sess.opt.param_groups[0]["params"])
+    res["opt_distinct"] = len({id(p) for p in sess.opt.param_groups[0]["params"]}) == len(sess.opt_names)
+    sess.run_op(ops[0])  # a forward: FSDP's lazy init settles the root's reshard_after_forward
+    res["root_reshards"] = sess.pm._get_fsdp_state()._fsdp_param_group.post_forward_mesh_info is not None
+    try:  # under FSDP2 accelerate takes no model without its optimizer (the reason `new_optimizer` is direct)
+        prepare.accelerator().prepare(torch.nn.Linear(2, 2))
+        res["model_alone"] = "ok"
+    except ValueError as e:
+        res["model_alone"] = str(e)
+    with open(os.path.join(out, f"out-{rank}.json"), "w") as f:
+        json.dump(res, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def rank_meta_probe(rank, world, text, out):
+    """accelerate's own ram-efficient path on a PEFT model whose ranks > 0 hold meta tensors
+    (as the session's `loading ram_efficient` builds them): which parameters the optimizer it
+    returns holds. Writes out-<rank>.json like rank_main."""
+    import torch
+    import torch.distributed as dist
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from peft import LoraConfig, get_peft_model
+
+    from fsdpsim_upstream import prepare
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    with torch.device("meta" if rank > 0 else "cpu"):
+        net = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Linear(6, 4))
+    model = get_peft_model(net, LoraConfig(r=2, lora_alpha=4, target_modules=["0", "2"]))
+    acc = prepare.accelerator()
+    acc.state.fsdp_plugin = FullyShardedDataParallelPlugin(fsdp_version=2, cpu_ram_efficient_loading=True)
+    params = [p for p in model.parameters() if p.requires_grad]
+    model, opt = acc.prepare(model, torch.optim.AdamW(params, lr=1e-2))
+    held = opt.param_groups[0]["params"]
+    with open(os.path.join(out, f"out-{rank}.json"), "w") as f:
+        json.dump({"held": len(held), "distinct": len({id(p) for p in held})}, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def run(text, world=2, target=rank_main):
+    import torch.multiprocessing as mp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    out = tempfile.mkdtemp()
+    mp.spawn(target, args=(world, text, out), nprocs=world)
+    res = []
+    for r in range(world):
+        with open(os.path.join(out, f"out-{r}.json")) as f:
+            res.append(json.load(f))
+    return res
+
+
+class PrepareTest(unittest.TestCase):
+    def test_prepare_goes_through_accelerate(self):
+        for res in run(SCEN.format(raf="true", extra="")):
+            # measured: on CPU accelerate settles on DDP, whatever the plugin (the README's reason
+            # for setting the state; red the day accelerate picks FSDP on CPU by itself)
+            self.assertEqual(res["raw_type"], "DistributedType.MULTI_CPU")
+            self.assertEqual(res["prepared_by"], "accelerate")
+            self.assertEqual(res["calls"], 1)
+            self.assertTrue(res["model_is_returned"])
+            self.assertTrue(res["opt_is_returned"])
+            self.assertTrue(res["accelerated_optimizer"])
+            self.assertTrue(res["opt_registered"])
+            self.assertTrue(res["opt_distinct"])
+            self.assertTrue(res["root_reshards"])  # the scenario's root =true, set after accelerate's None
+            self.assertIn("a model and optimizer must be passed together", res["model_alone"])
+
+    def test_root_none_is_accelerates_own(self):
+        for res in run(SCEN.format(raf="none", extra="")):
+            self.assertEqual(res["prepared_by"], "accelerate")
+            self.assertFalse(res["root_reshards"])  # torch's None resolves to False at the root
+
+    def test_ram_efficient_loading_stays_direct(self):
+        for res in run(SCEN.format(raf="true", extra="loading ram_efficient\n")):
+            self.assertTrue(res["prepared_by"].startswith("direct: loading ram_efficient"), res["prepared_by"])
+            self.assertEqual(res["calls"], 0)
+            self.assertFalse(res["accelerated_optimizer"])
+            self.assertTrue(res["opt_registered"])
+
+    def test_accelerate_on_meta_ranks_mixes_the_optimizer_up(self):
+        """The measured reason `loading ram_efficient` stays direct: every meta parameter's
+        data_ptr() is 0, so _prepare_fsdp2's map gives rank 1's optimizer one parameter four
+        times (red the day accelerate maps them apart: then that path can go through it)."""
+        rank0, rank1 = run("", target=rank_meta_probe)
+        self.assertEqual((rank0["held"], rank0["distinct"]), (4, 4))
+        self.assertEqual((rank1["held"], rank1["distinct"]), (4, 1))
+
+
+class ExportTest(unittest.TestCase):
+    """`export --python` writes the same path into the script's shard()."""
+
+    def test_script_prepares_through_accelerate(self):
+        from fsdpsim_upstream.export import export
+        script = export(SCEN.format(raf="true", extra=""))
+        self.assertIn("model, opt = accelerator().prepare(model, torch.optim.AdamW(params, lr=1e-2))", script)
+        self.assertIn("model.set_reshard_after_forward(True, recurse=False)", script)
+        self.assertIn("acc.state.distributed_type = DistributedType.FSDP", script)
+        self.assertNotIn("fully_shard(model, mesh=mesh, reshard_after_forward=True)\n    shards", script)
+
+    def test_ram_efficient_script_stays_direct(self):
+        from fsdpsim_upstream.export import export
+        script = export(SCEN.format(raf="true", extra="loading ram_efficient\n"))
+        self.assertNotIn("accelerator()", script)
+        self.assertIn("fsdp2_load_full_state_dict(", script)
+
+
+if __name__ == "__main__":
+    unittest.main()
