@@ -1,19 +1,105 @@
 #!/usr/bin/env bash
 # Installs, builds and runs the whole test suite through ctest: the main build
-# (labels unit and real), the sanitizer build (ASan + UBSan, label unit: parser,
-# model, spec, simulator, CLI with the bad-input corpus, the corpus replay),
-# then the clang fuzzing build (label fuzz_smoke).
+# (labels unit, real and upstream), the sanitizer build (ASan + UBSan, label
+# unit: parser, model, spec, simulator, CLI with the bad-input corpus, the corpus
+# replay), then the clang fuzzing build (label fuzz_smoke). ClusterFuzzLite's
+# image build runs in its own job of .github/workflows/ci.yml, not here.
+#
+# Order (README "Tests and figures", "Test tiers"): the
+# sanitizer and fuzzing trees build at nice 19 while the main ctest runs, whose
+# longest tests (the upstream corpus) spend most of their time waiting on rank
+# processes; the tests keep the CPU whenever they want it. Each phase's wall
+# time is printed in one table at the end, also when a phase fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+phases=()      # "name|seconds|status", in the order they ended
+phase=""       # the foreground phase running now
+start=0
+bg=""          # the background builds' process group (setsid), while they run
+bg_log=build/asan-fuzz-build.log
+bg_times=build/phase-times.txt
+begin() { phase=$1; start=$SECONDS; }
+end() { phases+=("$phase|$((SECONDS - start))|ok"); phase=""; }
+table() {
+  local rc=$1 total=$SECONDS line
+  [ -n "$phase" ] && phases+=("$phase|$((SECONDS - start))|FAILED (exit $rc)")
+  echo
+  row "phase" "seconds" "m:ss" "status"
+  for line in "${phases[@]}"; do
+    row_of "$line"
+    # The background builds ran from the end of "build main" on.
+    if [ "${line%%|*}" = "build main" ] && [ -f "$bg_times" ]; then
+      while IFS= read -r line; do row_of "$line"; done < "$bg_times"
+    fi
+  done
+  row_of "total (wall)|$total|$([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)")"
+}
+row() { printf '%-34s %8s %7s  %s\n' "$@"; }
+row_of() {
+  local name secs status
+  IFS='|' read -r name secs status <<<"$1"
+  row "$name" "$secs" "$((secs / 60)):$(printf %02d $((secs % 60)))" "$status"
+}
+on_exit() {
+  local rc=$?
+  # A failure while the background builds run: stop them (their own process group).
+  [ -n "$bg" ] && { kill -TERM -- "-$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true; }
+  table "$rc"
+  rm -f "$bg_times"
+  exit "$rc"
+}
+trap on_exit EXIT
+rm -f "$bg_times"
+
+begin "install"
 bash .ci/install-deps.sh
+FSDPSIM_CLANG="clang++-$(bash .ci/clang-version.sh)"
+end
+
+begin "build main"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2
+end
+
+# The sanitizer tree builds only what `ctest -L unit` runs there (target unit_tests:
+# fsdpsim and the unit test binaries, not the real backend's test binaries),
+# then the fuzzing tree; each records its wall time for the table.
+side_builds() {
+  set -euo pipefail
+  cur="" s=0
+  trap '[ -z "$cur" ] || echo "$cur (beside ctest main)|$((SECONDS - s))|FAILED" >> "$bg_times"' EXIT
+  trap 'echo "$cur (beside ctest main)|$((SECONDS - s))|stopped (a phase failed)" >> "$bg_times"; cur=""; exit 143' TERM
+  cur="build asan" s=$SECONDS
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFSDPSIM_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j2 --target unit_tests
+  echo "$cur (beside ctest main)|$((SECONDS - s))|ok" >> "$bg_times"
+  cur="build fuzz" s=$SECONDS
+  cmake -S . -B build-fuzz -DFSDPSIM_FUZZ=ON -DCMAKE_CXX_COMPILER="$FSDPSIM_CLANG" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build-fuzz -j2
+  echo "$cur (beside ctest main)|$((SECONDS - s))|ok" >> "$bg_times"
+  cur=""
+}
+export -f side_builds
+export FSDPSIM_CLANG bg_times
+setsid nice -n 19 bash -c side_builds > "$bg_log" 2>&1 &
+bg=$!
+
+begin "ctest main"
 ctest --test-dir build --output-on-failure -j2
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFSDPSIM_SANITIZE=ON >/dev/null
-cmake --build build-asan -j2  # every target: `-L unit` below runs each unit-labelled test binary
+end
+
+begin "wait for the asan, fuzz builds"
+wait "$bg" || { rc=$?; bg=""; tail -60 "$bg_log"; echo "the sanitizer or fuzzing build failed (whole log: $bg_log)" >&2; exit "$rc"; }
+bg=""
+end
+
+begin "ctest asan"
 # Any report fails the test it ran in (halt_on_error; exit code 99 is no code of ours).
 ASAN_OPTIONS=halt_on_error=1:exitcode=99:detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=99 \
   ctest --test-dir build-asan -L unit --output-on-failure -j2
-cmake -S . -B build-fuzz -DFSDPSIM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-"$(bash .ci/clang-version.sh)" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-fuzz -j2
+end
+
+begin "ctest fuzz"
 ctest --test-dir build-fuzz --output-on-failure
+end

@@ -8,7 +8,8 @@
 - every `fsdpsim COMMAND` they call is a command the built binary knows, and
   every flag given to it is one that command accepts (asked of the binary:
   an unknown command or flag is exit 3 naming it);
-- ci.yml runs the README's test command; nightly.yml uploads findings, shrunk
+- ci.yml runs the README's test command and ClusterFuzzLite's full build
+  (clusterfuzzlite_build_test.sh); nightly.yml uploads findings, shrunk
   sequences and the JUnit XML, and merges what the crosscheck shards wrote;
   the crosscheck matrix has as many shards as SHARDS says.
 
@@ -106,6 +107,9 @@ def main():
         all_runs[name] = "\n".join(runs)
 
     check("bash .ci/test.sh" in all_runs["ci.yml"], "ci.yml does not run the README's test command (bash .ci/test.sh)")
+    # The ClusterFuzzLite image build left the test command for a job of its own: it must stay there.
+    check(re.search(r"(?m)^bash properties/ci/clusterfuzzlite_build_test\.sh\s*$", all_runs["ci.yml"]) is not None,
+          "ci.yml does not run properties/ci/clusterfuzzlite_build_test.sh (the full build, without --no-compile)")
     readme = open(os.path.join(root, "README.md")).read()
     check("bash .ci/test.sh" in readme, "the README no longer names bash .ci/test.sh as its test command")
     n = docs["nightly.yml"]
