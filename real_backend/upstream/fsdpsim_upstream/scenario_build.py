@@ -104,6 +104,12 @@ def build_model(w, s2):
       f"generator=torch.Generator().manual_seed({s.seed + 1}{shift})){cast}")
 
 
+def module_expr(name):
+    """The script's expression for the module `name` (a layer or "root"): after fully_shard, every
+    member of a grouped fully_shard([...]) is an FSDPModule of its own, sharing the group's state."""
+    return "model" if name == "root" else f"model.base_model.model.{name}"
+
+
 def shard_fn(w):
     s, e = w.scen, w.emit
     ram = s.loading == "ram_efficient"
@@ -123,7 +129,7 @@ def shard_fn(w):
             raf = "False" if w.sw["root_reshard_rule"] == "force_false" else raf
             e(f"    fully_shard(model, mesh=mesh, reshard_after_forward={raf})")
         else:
-            mods = [f"model.base_model.model.{m}" for m in d.modules]
+            mods = [module_expr(m) for m in d.modules]
             arg = mods[0] if len(mods) == 1 else "[" + ", ".join(mods) + "]"
             e(f"    fully_shard({arg}, mesh=mesh, reshard_after_forward={raf})")
     if ram:
@@ -141,8 +147,7 @@ def shard_fn(w):
     e("")
     e("def groups(model):")
     e('    """The FSDP modules by fsdpsim\'s group name."""')
-    groups = ", ".join(f"{'root' if d.is_root else d.modules[0]!r}: "
-                       f"{'model' if d.is_root else 'model.base_model.model.' + d.modules[0]}" for d in s.shards)
+    groups = ", ".join(f"{d.modules[0]!r}: {module_expr(d.modules[0])}" for d in s.shards)
     e(f"    return {{{groups}}}")
     if w.uses & {"zero_grad", "train_step"}:
         e("")
