@@ -47,8 +47,9 @@ std::string apply_draws(const std::string& list, GenOptions* opt);
 void group_layers(Scenario& s, int a, int b, Raf raf, bool raising);
 
 // The hunt's swarm, per sequence: a generated scenario at `world` with checkpoint and grouped
-// draws; at world 2 a quarter of the sequences go to world 3 or 4 (padding-only ranks).
-GenOptions swarm_options(Prng& rng, int world);
+// draws; with `wide_worlds` at world 2 a quarter of the sequences go to world 3 or 4
+// (padding-only ranks).
+GenOptions swarm_options(Prng& rng, int world, bool wide_worlds);
 
 // What files hold of issue 36's draws, counted over many (the tests of the generator, the hunt's
 // swarm and the fuzzer's mutator): grouped fully_shard lines over adjacent and apart layers, in

@@ -272,8 +272,10 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
       f.ops = generate_ops(r, f.scenario, gs);
       by = "fuzz " + ns.name + " ops " + std::to_string(s);
     } else {
-      // checkpointing (B7), grouped fully_shard and, at world 2, some worlds 3-4 (sim/generator.hpp)
-      f = generate_seq(r, swarm_options(r, o.world));
+      // checkpointing (B7) and grouped fully_shard (sim/generator.hpp); not yet worlds 3-4: there the
+      // model still judges a padding-only rank's delta_weight (README Known limits), and the
+      // default hunt would list that gap as a class the backends contradict
+      f = generate_seq(r, swarm_options(r, o.world, false));
       by = "fuzz swarm " + std::to_string(s);
     }
     f = for_hunt(f, o);

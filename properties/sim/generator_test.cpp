@@ -118,21 +118,23 @@ TEST(Generator, GroupedFullyShardOnlyWhenAskedInEitherOrderAndWithRaisingMembers
   EXPECT_GT(r.raising, 20);
 }
 
-// The hunt's swarm (sim/hunt.cpp draws each generated sequence with swarm_options): at its
-// default world 2 it reaches grouped fully_shard lines of every shape and worlds 3-4 with
-// padding-only ranks, each valid and running; at another world it stays there.
+// The hunt's swarm (sim/hunt.cpp draws each generated sequence with swarm_options): at world 2
+// it reaches grouped fully_shard lines of every shape and, with wide worlds, worlds 3-4 with
+// padding-only ranks, each valid and running; at another world, or without, it stays there.
 TEST(Generator, HuntSwarmDrawsGroupedFullyShardAndPaddedWorlds) {
   DrawsReached r;
   int wide = 0;
   for (uint64_t seed = 0; seed < 400; ++seed) {
     Prng rng(seed);
-    SeqFile f = generate_seq(rng, swarm_options(rng, 2));
+    SeqFile f = generate_seq(rng, swarm_options(rng, 2, true));
     ASSERT_NO_THROW(validate(f, "<swarm>")) << print_seq(f);
     ASSERT_NO_THROW(run_checked(f)) << print_seq(f);
     wide += f.scenario.world > 2;
     r.count(f);
     Prng one(seed);
-    EXPECT_EQ(swarm_options(one, 1).world, 1);
+    EXPECT_EQ(swarm_options(one, 1, true).world, 1);
+    Prng two(seed);
+    EXPECT_EQ(swarm_options(two, 2, false).world, 2);
   }
   EXPECT_TRUE(r.all_of_issue_36()) << r.grouped << " grouped, " << r.adjacent << " adjacent, " << r.apart << " apart, "
                                    << r.reversed << " reversed, " << r.raising << " raising, " << r.padded << " padded";
