@@ -5,6 +5,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "model/machine/topology.hpp"
 #include "sim/generator.hpp"
 
 namespace fsdpsim::fuzz {
@@ -66,6 +67,12 @@ Scenario decode_scenario(FuzzedDataProvider& p) {
     s.dtype = p.ConsumeBool() ? DType::BF16 : DType::F32;
     s.autocast_adapter_dtype = p.ConsumeBool();
   }
+  // A grouped fully_shard of two layers, adjacent or not, either order, sometimes a raising member.
+  if (n_layers > 1 && p.ConsumeIntegralInRange<int>(0, 3) == 0) {
+    const int a = p.ConsumeIntegralInRange<int>(0, n_layers - 1);
+    const int b = (a + p.ConsumeIntegralInRange<int>(1, n_layers - 1)) % n_layers;
+    group_layers(s, a, b, rafs[p.ConsumeIntegralInRange<int>(0, 2)], p.ConsumeIntegralInRange<int>(0, 2) == 0);
+  }
   return s;
 }
 
@@ -94,9 +101,10 @@ Op decode_op(FuzzedDataProvider& p, const Scenario& s) {
       break;
     case OpKind::Reshard:
     case OpKind::Unshard:
-      if (p.ConsumeBool()) {
-        size_t d = p.ConsumeIntegralInRange<size_t>(0, s.shards.size() - 1);
-        op.names = {s.shards[d].modules[0]};
+      if (p.ConsumeBool()) {  // any member of a fully_shard line (each member of a group moves it)
+        std::vector<std::string> members;
+        for (const auto& d : s.shards) members.insert(members.end(), d.modules.begin(), d.modules.end());
+        op.names = {members[p.ConsumeIntegralInRange<size_t>(0, members.size() - 1)]};
       }
       break;
     case OpKind::DeltaWeight:
@@ -160,6 +168,31 @@ void keep_valid(SeqFile& f) {
     f.ops.clear();  // a combination the rules above miss: run the scenario alone
     f.scenario.loading = Loading::Full;
   }
+}
+
+// Splits a grouped fully_shard into its members' own lines, or groups two layers (adjacent or
+// not, either order; a third of them with a raising later member: group_layers).
+void regroup(Prng& rng, Scenario& s) {
+  for (size_t i = 0; i < s.shards.size(); ++i) {
+    if (s.shards[i].modules.size() < 2) continue;
+    const ShardDecl group = s.shards[i];
+    s.shards.erase(s.shards.begin() + static_cast<long>(i));
+    for (size_t m = 0; m < group.modules.size(); ++m)
+      s.shards.insert(s.shards.begin() + static_cast<long>(i + m), ShardDecl{{group.modules[m]}, group.raf, {}});
+    return;
+  }
+  const uint32_t n = static_cast<uint32_t>(s.layers.size());
+  if (n < 2) return;
+  const uint32_t a = rng.below(n), b = (a + 1 + rng.below(n - 1)) % n;
+  group_layers(s, static_cast<int>(a), static_cast<int>(b), static_cast<Raf>(rng.below(3)), rng.chance(33));
+}
+
+// World 3 or 4 with a rank holding only padding rows of some managed tensor (torch.chunk over
+// the ranks, FSDP2 Shard(0): ceil(rows / world) rows each): when no tensor has so few rows,
+// the first adapter's rank goes to 1, so its lora_A has one row.
+void padded_world(Prng& rng, Scenario& s) {
+  s.world = 3 + static_cast<int>(rng.below(2));
+  if (!has_padding_only_rank(compile_topology(s))) s.adapters[0].r = 1;
 }
 
 }  // namespace
@@ -265,10 +298,13 @@ std::string mutate(const SeqFile& in, uint32_t seed, SeqFile* decoded) {
       }
       break;
     default:  // a scenario knob
-      switch (rng.below(4)) {
+      switch (rng.below(6)) {
+        case 5: regroup(rng, f.scenario); break;
+        case 4: padded_world(rng, f.scenario); break;
         case 3: {  // another topology, adapters and sharding plan; the ops that still apply stay
           GenOptions g;
           g.world = f.scenario.world;
+          g.grouped_percent = 25;
           std::string profile = f.scenario.profile;
           f.scenario = generate_scenario(rng, g);
           f.scenario.profile = profile;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fuzz/lifecycle_input.hpp"
+#include "sim/generator.hpp"
 #include "model/vocab/observation.hpp"
 #include "sim/simulator.hpp"
 
@@ -28,9 +29,6 @@ const uint8_t* bytes(const std::string& s) { return reinterpret_cast<const uint8
 extern "C" __attribute__((weak)) void __sanitizer_cov_8bit_counters_init(uint8_t*, uint8_t*) {}
 extern "C" __attribute__((weak)) void __sanitizer_cov_pcs_init(const uintptr_t*, const uintptr_t*) {}
 
-namespace {
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -41,6 +39,7 @@ int main(int argc, char** argv) {
   for (const auto& e : std::filesystem::directory_iterator(argv[1])) inputs.push_back(e.path());
   std::sort(inputs.begin(), inputs.end());
   int mutations = 0, primed = 0, runs = 0;
+  DrawsReached reached;
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::ifstream in(inputs[i], std::ios::binary);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -66,11 +65,18 @@ int main(int argc, char** argv) {
         }
         ++runs;
       }
+      if (!fresh.ops.empty()) reached.count(fresh);  // a file to replay
       cur = fresh;
     }
   }
   std::printf("lifecycle_input_test: %d mutations from %zu inputs, %d primed (%.1f%%), %d run on both\n", mutations,
               inputs.size(), primed, 100.0 * primed / std::max(mutations, 1), runs);
+  std::printf("reached: grouped adjacent %d, apart %d, reversed %d, with a raising member %d; world 3-4 with a padding-only rank %d\n",
+              reached.adjacent, reached.apart, reached.reversed, reached.raising, reached.padded);
+  if (!reached.all_of_issue_36()) {
+    std::fprintf(stderr, "FAIL: the mutations never reached one of the scenarios counted above\n");
+    return 1;
+  }
   // Nearly every mutation must be primed, or the test compares almost nothing.
   if (primed * 10 < mutations * 9) {
     std::fprintf(stderr, "FAIL: only %d of %d mutations primed\n", primed, mutations);

@@ -2,8 +2,10 @@
 
 #include <array>
 #include <algorithm>
+#include <cstdlib>
 #include <fmt/format.h>
 
+#include "model/machine/topology.hpp"
 #include "model/vocab/adapter_set.hpp"
 #include "model/vocab/text.hpp"
 
@@ -83,10 +85,8 @@ void draw_modules_to_save(Prng& rng, Scenario& s) {
   for (auto& a : s.adapters) a.targets.erase(std::remove(a.targets.begin(), a.targets.end(), saved), a.targets.end());
   for (int a : savers) s.adapters[a].modules_to_save.push_back(saved);
 }
-// A grouped fully_shard([a, b]): two layers, adjacent or not, in either order (the order the
-// group packs them, torch _fsdp_init.py::_get_managed_modules), in place of their own lines;
-// with chance 1/3 the later layer is a one-expert ParamWrapper, whose forward raises on PEFT
-// 0.21.2, so the member completing the group raises (its always_call post-forward still runs).
+// A grouped fully_shard([a, b]): two layers, adjacent or not, in either order; with chance 1/3
+// the later layer raises (group_layers).
 void draw_grouped(Prng& rng, Scenario& s) {
   const uint32_t n = static_cast<uint32_t>(s.layers.size());
   if (n < 2) return;
@@ -94,18 +94,50 @@ void draw_grouped(Prng& rng, Scenario& s) {
   uint32_t b = rng.below(n - 1);
   if (b >= a) ++b;
   static const Raf rafs[] = {Raf::True, Raf::False, Raf::None};
-  const ShardDecl group{{s.layers[a].name, s.layers[b].name}, rafs[rng.below(3)], {}};
+  const Raf raf = rafs[rng.below(3)];
+  group_layers(s, static_cast<int>(a), static_cast<int>(b), raf, rng.chance(33));
+}
+}  // namespace
+
+// In the order the group packs them (torch _fsdp_init.py::_get_managed_modules), in place of
+// their own lines; a raising later layer is a one-expert ParamWrapper, whose forward raises on
+// PEFT 0.21.2, so the member completing the group raises (its always_call post-forward still runs).
+void group_layers(Scenario& s, int a, int b, Raf raf, bool raising) {
+  const ShardDecl group{{s.layers[a].name, s.layers[b].name}, raf, {}};
   std::vector<ShardDecl> kept;
   for (const auto& d : s.shards)
     if (d.is_root() || (d.modules[0] != group.modules[0] && d.modules[0] != group.modules[1])) kept.push_back(d);
   kept.insert(kept.end() - 1, group);  // the root's line stays last
   s.shards = std::move(kept);
-  if (rng.chance(33)) {
+  if (raising) {
     s.layers[std::max(a, b)].experts = 1;
     share_experts_targets(s);
   }
 }
-}  // namespace
+
+void DrawsReached::count(const SeqFile& f) {
+  const Scenario& s = f.scenario;
+  for (const auto& d : s.shards) {
+    if (d.modules.size() != 2) continue;
+    const int a = s.layer_index(d.modules[0]), b = s.layer_index(d.modules[1]);
+    ++grouped;
+    ++(std::abs(a - b) == 1 ? adjacent : apart);
+    reversed += a > b;
+    raising += s.layers[std::max(a, b)].experts == 1;
+  }
+  padded += s.world >= 3 && has_padding_only_rank(compile_topology(f));
+}
+
+GenOptions swarm_options(Prng& rng, int world, bool wide_worlds) {
+  GenOptions g;
+  g.world = world;
+  g.checkpoint_percent = 15;  // activation checkpointing (hazard B7)
+  g.grouped_percent = 15;     // grouped fully_shard, a third of them with a raising member (issue 36)
+  // wide_worlds at world 2: a quarter of the sequences at world 3 or 4, where the small layers
+  // (the last one's 2 rows, r < world) leave a rank holding only padding rows.
+  if (wide_worlds && world == 2 && rng.chance(25)) g.world = 3 + static_cast<int>(rng.below(2));
+  return g;
+}
 
 Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
   Scenario s;

@@ -40,6 +40,27 @@ struct GenOptions {
 // error text naming what was expected, or "" when the list is good.
 std::string apply_draws(const std::string& list, GenOptions* opt);
 
+// Replaces the own fully_shard lines of layers a and b (a != b, not the root's) by one grouped
+// `fully_shard a,b`, packed in that order, before the root's line; `raising`: the later layer of
+// the two becomes a one-expert ParamWrapper, whose forward raises (the generator, the fuzzer's
+// mutator and its byte decoder draw it).
+void group_layers(Scenario& s, int a, int b, Raf raf, bool raising);
+
+// The hunt's swarm, per sequence: a generated scenario at `world` with checkpoint and grouped
+// draws; with `wide_worlds` at world 2 a quarter of the sequences go to world 3 or 4
+// (padding-only ranks).
+GenOptions swarm_options(Prng& rng, int world, bool wide_worlds);
+
+// What files hold of issue 36's draws, counted over many (the tests of the generator, the hunt's
+// swarm and the fuzzer's mutator): grouped fully_shard lines over adjacent and apart layers, in
+// either order, with a raising (one-expert) later member; worlds 3-4 where a rank holds only
+// padding rows of a managed tensor.
+struct DrawsReached {
+  int grouped = 0, adjacent = 0, apart = 0, reversed = 0, raising = 0, padded = 0;
+  void count(const SeqFile& f);
+  bool all_of_issue_36() const { return adjacent && apart && reversed && raising && padded; }
+};
+
 // Op kinds drawn by weight: x in [0, kOpWeightTotal).
 constexpr uint32_t kOpWeightTotal = 103;
 OpKind weighted_op_kind(uint32_t x);

@@ -250,7 +250,6 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   Prng rng(o.seed);
   GenOptions g;
   g.world = o.world;
-  g.checkpoint_percent = 15;  // the swarm also draws activation checkpointing (hazard B7)
   CandidatePool pool;
   auto last_progress = t1;
   // At least a quarter of the budget however long exploring took: the swarm
@@ -274,7 +273,10 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
       f.ops = generate_ops(r, f.scenario, gs);
       by = "fuzz " + ns.name + " ops " + std::to_string(s);
     } else {
-      f = generate_seq(r, g);
+      // checkpointing (B7) and grouped fully_shard (sim/generator.hpp); not yet worlds 3-4: there the
+      // model still judges a padding-only rank's delta_weight (README Known limits), and the
+      // default hunt would list that gap as a class the backends contradict
+      f = generate_seq(r, swarm_options(r, o.world, false));
       by = "fuzz swarm " + std::to_string(s);
     }
     f = for_hunt(f, o);

@@ -257,4 +257,10 @@ const Topology& compile_topology_reused(const SeqFile& f) {
 
 Topology compile_topology(const SeqFile& f) { return compile_file(f, adapters_at_prepare(f)); }
 
+bool has_padding_only_rank(const Topology& t) {
+  for (const auto& p : t.params)
+    if (p.group >= 0 && !p.rows_on(t.world - 1)) return true;  // the last rank is the first to run out of rows
+  return false;
+}
+
 }  // namespace fsdpsim

@@ -106,4 +106,7 @@ Topology compile_topology(const SeqFile& f);
 // next call.
 const Topology& compile_topology_reused(const SeqFile& f);
 
+// Some rank holds only padding rows of an FSDP-managed parameter (ParamInfo::rows_on).
+bool has_padding_only_rank(const Topology& t);
+
 }  // namespace fsdpsim

@@ -98,7 +98,7 @@ TEST(Generator, CheckpointOnlyWhenAsked) {
 }
 
 TEST(Generator, GroupedFullyShardOnlyWhenAskedInEitherOrderAndWithRaisingMembers) {
-  int grouped = 0, reversed = 0, apart = 0, raising = 0;
+  DrawsReached r;
   for (uint64_t seed = 0; seed < 300; ++seed) {
     Prng plain(seed);
     for (const auto& d : generate_seq(plain, {}).scenario.shards) EXPECT_EQ(d.modules.size(), 1u);
@@ -110,19 +110,37 @@ TEST(Generator, GroupedFullyShardOnlyWhenAskedInEitherOrderAndWithRaisingMembers
     ASSERT_NO_THROW(validate(f, "<generated>")) << print_seq(f);
     EXPECT_EQ(parse_seq(print_seq(f), "<generated>"), f);
     EXPECT_TRUE(f.scenario.shards.back().is_root());
-    for (const auto& d : f.scenario.shards) {
-      if (d.modules.size() != 2) continue;
-      ++grouped;
-      const int a = f.scenario.layer_index(d.modules[0]), b = f.scenario.layer_index(d.modules[1]);
-      reversed += a > b;
-      apart += std::abs(a - b) > 1;
-      raising += f.scenario.layers[std::max(a, b)].experts == 1;
-    }
+    r.count(f);
   }
-  EXPECT_GT(grouped, 100);
-  EXPECT_GT(reversed, 20);
-  EXPECT_GT(apart, 10);
-  EXPECT_GT(raising, 20);
+  EXPECT_GT(r.grouped, 100);
+  EXPECT_GT(r.reversed, 20);
+  EXPECT_GT(r.apart, 10);
+  EXPECT_GT(r.raising, 20);
+}
+
+// The hunt's swarm (sim/hunt.cpp draws each generated sequence with swarm_options): at world 2
+// it reaches grouped fully_shard lines of every shape and, with wide worlds, worlds 3-4 with
+// padding-only ranks, each valid and running; at another world, or without, it stays there.
+TEST(Generator, HuntSwarmDrawsGroupedFullyShardAndPaddedWorlds) {
+  DrawsReached r;
+  int wide = 0;
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    Prng rng(seed);
+    SeqFile f = generate_seq(rng, swarm_options(rng, 2, true));
+    ASSERT_NO_THROW(validate(f, "<swarm>")) << print_seq(f);
+    ASSERT_NO_THROW(run_checked(f)) << print_seq(f);
+    wide += f.scenario.world > 2;
+    r.count(f);
+    Prng one(seed);
+    EXPECT_EQ(swarm_options(one, 1, true).world, 1);
+    Prng two(seed);
+    EXPECT_EQ(swarm_options(two, 2, false).world, 2);
+  }
+  EXPECT_TRUE(r.all_of_issue_36()) << r.grouped << " grouped, " << r.adjacent << " adjacent, " << r.apart << " apart, "
+                                   << r.reversed << " reversed, " << r.raising << " raising, " << r.padded << " padded";
+  EXPECT_GT(r.grouped, 30);
+  EXPECT_GT(wide, 60);
+  EXPECT_LT(wide, 140);
 }
 
 TEST(Generator, DrawListParsesOrNamesWhatWasExpected) {

@@ -69,6 +69,42 @@ class Reproduces(unittest.TestCase):
                                "got: shape_error: The size of tensor a")
 
 
+# `unshard lin2` on the second member of fully_shard([lin0, lin2]), then set_adapter on the group's
+# unsharded copy: the next train_step trains nothing, reached only if lin2.unshard() unshards the whole group.
+GROUPED_MEMBER_SEQ = """world 2
+seed 0
+profile upstream
+layer lin0 10 20
+layer lin1 20 8
+layer lin2 8 2
+adapter default r=8 alpha=8 targets=lin0,lin2 init=random
+adapter other r=8 alpha=8 targets=lin0,lin2 init=random
+fully_shard lin0,lin2 reshard_after_forward=true
+fully_shard root reshard_after_forward=true
+optimizer trainable
+---
+unshard lin2
+set_adapter other
+train_step
+"""
+
+
+class GroupedMember(unittest.TestCase):
+    def test_grouped_member_unshard_calls_the_members_own_method(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "grouped.seq")
+            with open(path, "w") as f:
+                f.write(GROUPED_MEMBER_SEQ)
+            out = subprocess.run([FSDPSIM, "export", path, "--python", "--no-shrink"], capture_output=True, text=True,
+                                 timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("model.base_model.model.lin2.unshard()", out.stdout)
+        code, lines, err = run_script(out.stdout)
+        self.assertEqual(code, 1, "\n".join(lines) + err)
+        self.assertIn("puts gradients on the LoRA parameters of {other}", lines[0])
+        self.assertEqual(lines[-1], "result: the bug reproduces (exit 1)")
+
+
 class Verdicts(unittest.TestCase):
     def test_with_the_fix_it_exits_0(self):
         script, err = export("seed000_merged_set_adapter_w2.seq", "--set", "set_adapter_reshard=unmerge_first")

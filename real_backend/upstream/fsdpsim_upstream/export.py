@@ -185,9 +185,15 @@ class Writer:
             e(f"{ind}model.delete_adapter({op.names[0]!r})")
         elif k == "gradient_sync":
             e(f"{ind}model.set_requires_gradient_sync({op.names[0] == 'on'})")
+        elif k in ("reshard", "unshard") and op.names:
+            # the named module's own FSDPModule method: on any member of a grouped fully_shard([...])
+            # it moves the whole group (torch _fully_shard.py::FSDPModule.unshard / reshard)
+            if any(op.names[0] in d.modules for d in self.scen.shards):
+                e(f"{ind}{scenario_build.module_expr(op.names[0])}.{k}()")
+            else:  # no fully_shard was given it: no FSDPModule method to call (the model does nothing too)
+                e(f"{ind}pass  # {op.names[0]} was given to no fully_shard: nothing to {k}")
         elif k in ("reshard", "unshard"):
-            target = f"[groups(model)[{op.names[0]!r}]]" if op.names else "groups(model).values()"
-            e(f"{ind}for m in {target}:")
+            e(f"{ind}for m in groups(model).values():")
             e(f"{ind}    m.{k}()")
         elif k == "state_dict":
             e(f"{ind}model.state_dict()")

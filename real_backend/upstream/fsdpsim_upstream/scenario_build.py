@@ -115,6 +115,12 @@ def through_accelerate(w):
     return prepare.blocker(SimpleNamespace(scen=w.scen, world=w.scen.world, prepared=False), [None]) is None
 
 
+def module_expr(name):
+    """The script's expression for the module `name` (a layer or "root"): after fully_shard, every
+    member of a grouped fully_shard([...]) is an FSDPModule of its own, sharing the group's state."""
+    return "model" if name == "root" else f"model.base_model.model.{name}"
+
+
 def shard_fn(w):
     s, e = w.scen, w.emit
     ram = s.loading == "ram_efficient"
@@ -152,7 +158,7 @@ def shard_fn(w):
                 break
             e(f"    fully_shard(model, mesh=mesh, reshard_after_forward={raf})")
         else:
-            mods = [f"model.base_model.model.{m}" for m in d.modules]
+            mods = [module_expr(m) for m in d.modules]
             arg = mods[0] if len(mods) == 1 else "[" + ", ".join(mods) + "]"
             e(f"    fully_shard({arg}, mesh=mesh, reshard_after_forward={raf})")
     if not acc:
@@ -175,8 +181,7 @@ def shard_fn(w):
     e("")
     e("def groups(model):")
     e('    """The FSDP modules by fsdpsim\'s group name."""')
-    groups = ", ".join(f"{'root' if d.is_root else d.modules[0]!r}: "
-                       f"{'model' if d.is_root else 'model.base_model.model.' + d.modules[0]}" for d in s.shards)
+    groups = ", ".join(f"{d.modules[0]!r}: {module_expr(d.modules[0])}" for d in s.shards)
     e(f"    return {{{groups}}}")
     if w.uses & {"zero_grad", "train_step"}:
         e("")
