@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include "model/vocab/cross_paired.hpp"
 #include "model/vocab/limits.hpp"
 
 #include <cstring>
@@ -85,7 +86,7 @@ static_assert(64 * kMemberWords >= kMaxParams, "every parameter index has its bi
 constexpr int kPrintFloats = 2 * kPrint;  // the fingerprint's bytes, in float slots
 constexpr int64_t kInline = 1024;  // every generated all-gather's chunk fits (largest seen: 960 floats)
 
-std::string Comm::describe(const at::Tensor& prints) const {
+std::vector<PendingCollective> Comm::heads(const at::Tensor& prints) const {
   auto p = prints.accessor<int64_t, 2>();
   std::vector<PendingCollective> heads(world_);
   for (int r = 0; r < world_; ++r) {
@@ -110,7 +111,7 @@ std::string Comm::describe(const at::Tensor& prints) const {
       if (member(bit) && std::find(order.begin(), order.end(), bit) == order.end())
         h.members.push_back(bit < static_cast<int>(param_names_.size()) ? param_names_[bit] : "?");
   }
-  return describe_pending(heads);
+  return heads;
 }
 
 // Every collective is announced first: an all-gather of a fixed-size
@@ -147,14 +148,23 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
   at::Tensor prints = at::empty({world_, kPrint}, at::kLong);
   for (int r = 0; r < world_; ++r) std::memcpy(prints[r].data_ptr<int64_t>(), out[r].data_ptr<float>(), sizeof(int64_t) * kPrint);
   auto p = prints.accessor<int64_t, 2>();
-  bool same = true, any_finished = false, any_dtensor = false;
+  bool paired = true, same = true, any_finished = false, any_dtensor = false;
   for (int r = 0; r < world_; ++r) any_dtensor = any_dtensor || p[r][5] == 1;
   for (int r = 0; r < world_; ++r) {
+    // gloo pairs the n-th call of every rank by op and bytes (ProcessGroupGloo.cpp::
+    // AsyncAllgatherWork / AsyncReduceScatterWork send flat buffers): op, size and dtype.
+    paired = paired && p[r][0] == p[0][0] && p[r][2] == p[0][2] && p[r][4] == p[0][4];
     // A DTensor collective pairs with any same-sized one: gloo sees one group, one size.
     for (int k = 0; k < kPrint; ++k) same = same && (k == 3 || (any_dtensor && k != 0 && k != 2 && k != 4) || p[r][k] == p[0][k]);
     any_finished = any_finished || p[r][0] == kFinish;
   }
-  if (!same) throw CollectiveFailure(any_finished ? Status::Hang : Status::Mismatch, describe(prints));
+  // Another group or other parameters of the same bytes: it goes through, each rank getting its
+  // peers' bytes of another tensor. A broadcast of another key is still refused (not yet let through).
+  if (!same && paired && !any_finished && op != kBroadcast) {
+    if (crossed_.empty()) crossed_ = describe_cross_paired(heads(prints));
+    same = true;
+  }
+  if (!same) throw CollectiveFailure(any_finished ? Status::Hang : Status::Mismatch, describe_pending(heads(prints)));
   if (!inline_payload) return at::Tensor();
   return out.narrow(1, kPrintFloats, n).clone();
 }

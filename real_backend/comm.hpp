@@ -1,6 +1,8 @@
 // Collectives over one gloo process group, each preceded by a fingerprint
 // exchange so that a size mismatch (which makes gloo abort the process) or a
-// rank that never joins (which makes gloo block) is reported instead.
+// rank that never joins (which makes gloo block) is reported instead. Peers that
+// issue the same op, size and dtype of another group or other parameters go
+// ahead, as gloo lets them: the fingerprints only tell that it was cross-paired.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -97,13 +99,16 @@ class Comm {
   void finish(int step);
 
   std::vector<IssuedCollective>& issued() { return issued_; }
+  // The first collective since the caller cleared it that gloo paired with peers' of another group
+  // or other parameters (model/vocab/cross_paired.hpp's text; empty when none was).
+  std::string& crossed() { return crossed_; }
   // Where this rank reports the collective it waits in (process ranks; may be null).
   void set_probe(RankProbe* probe) { probe_ = probe; }
 
  private:
   at::Tensor announce(int op, int group, int64_t count, int step, const std::vector<int>& members, const at::Tensor& payload,
                       DType dtype = DType::F32, bool dtensor = false);
-  std::string describe(const at::Tensor& prints) const;
+  std::vector<PendingCollective> heads(const at::Tensor& prints) const;
   // Runs one gloo collective to completion; any error kills the group.
   template <class Issue>
   void run(Issue&& issue);
@@ -115,6 +120,7 @@ class Comm {
   std::vector<std::string> group_names_, param_names_;
   std::vector<std::vector<int>> packing_;
   std::vector<IssuedCollective> issued_;
+  std::string crossed_;
   RankProbe* probe_ = nullptr;
 };
 

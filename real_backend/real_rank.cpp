@@ -115,6 +115,7 @@ RankReport RealRank::apply(const Op& op, int step) {
   step_ = step;
   res_ = OpResult{};
   comm_->issued().clear();
+  comm_->crossed().clear();
   note_unsharded_peak();  // the op's start counts
   try {
     run_op(op);
@@ -187,6 +188,8 @@ RankReport RealRank::report(const Op& op, int step) {
   r.op = op_text(op);
   r.status = res_.status;
   r.message = res_.message;
+  // an op that went on after a cross-paired collective says so, as the model's simulator does
+  if (r.status == Status::Ok && r.message.empty()) r.message = comm_->crossed();
   r.index = res_.index;
   if (op.is_training()) {
     r.grads.emplace();

@@ -78,7 +78,7 @@ reshard
 unmerge
 )"},
     {"seed003_two_adapters",
-     "seed 003: two adapters trained in turn, saved and reloaded; a switch on one rank only mismatches collectives",
+     "seed 003: two adapters trained in turn, saved and reloaded; a switch on one rank only cross-pairs collectives",
      R"(# seed 003: corpus/regressions/seed003_rank_divergent_switch.seq
 world 2
 seed 3

@@ -340,8 +340,10 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        V::Misuse, "every rank must run the same adapter ops in the same order",
        {},
        "An op run on one rank (`@R`) leaves the ranks with different adapters, merges or flags; the next collective "
-       "hangs or pairs different parameters (NCCL would hang or silently mix). No library fix applies: fsdpsim names "
-       "the op that made the ranks diverge.",
+       "hangs, or pairs with a peer's of another size (gloo aborts a rank), or, of the same size and dtype, pairs "
+       "with another group or other parameters: gloo completes it cross-paired and each rank goes on with its peers' "
+       "bytes of another tensor (silent corruption). No library fix applies: fsdpsim names the op that made the "
+       "ranks diverge.",
        "Distributed code that switches adapters under a rank condition.",
        "Run adapter ops on every rank.", "None.", ""},
   };

@@ -5,6 +5,8 @@
 #include <iterator>
 #include <set>
 
+#include "model/vocab/cross_paired.hpp"
+
 namespace fsdpsim {
 namespace {
 
@@ -260,6 +262,7 @@ std::string finding_signature(const SeqFile& f, const RunResult& r, const Findin
   // Ranks that hang, mismatch or disagree do so whatever op the first of them was in.
   if (fd.spec == "S5") {
     const bool stuck = o && (o->status == Status::Hang || o->status == Status::Mismatch);
+    if (o && is_cross_paired(*o)) return "S5:cross_paired";  // completed with another tensor's bytes
     return fmt::format("S5:{}", stuck ? status_name(o->status) : "disagree");
   }
   // The symptom's direction too (S1: a wrong adapter trains vs the right one does not), so a

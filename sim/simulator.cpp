@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "model/vocab/cross_paired.hpp"
 #include "model/vocab/peer_view.hpp"
 #include "model/vocab/refill.hpp"
 
@@ -110,19 +111,60 @@ bool Simulator::match() {
     for (size_t r = 0; r < queues_.size(); ++r)
       if (heads_[r] >= queues_[r].size()) return true;
     const CollRecord& c0 = queues_[0][heads_[0]].coll;
+    bool crossed = false;
     for (size_t r = 1; r < queues_.size(); ++r) {
       const CollRecord& c = queues_[r][heads_[r]].coll;
       // DTensor's redistribution (an all-gather no FSDP group issues) goes over the mesh's one
       // process group: it pairs with any peer collective of that size and dtype.
       const bool dtensor = c.op == CollOp::AllGather && (c.into != CollRecord::kIntoU || c0.into != CollRecord::kIntoU);
       if (c.op != c0.op || c.count != c0.count || c.dtype != c0.dtype) return false;
-      if (!dtensor && (c.group != c0.group || !same_members(r, 0))) return false;
+      // gloo pairs the n-th call of every rank by op and bytes alone (torch ProcessGroupGloo.cpp::
+      // AsyncAllgatherWork / AsyncReduceScatterWork send flat buffers): another group's or other
+      // parameters' bytes of the same size go through. A broadcast of another key is still refused.
+      if (!dtensor && (c.group != c0.group || !same_members(r, 0))) {
+        if (c.op == CollOp::Broadcast) return false;
+        crossed = true;
+      }
     }
-    if (c0.op == CollOp::AllGather) {
+    if (crossed) {
+      cross_pair();
+    } else if (c0.op == CollOp::AllGather) {
       mix_check();
       apply_gathered_deltas();
     }
     for (size_t r = 0; r < queues_.size(); ++r) ++heads_[r];
+  }
+}
+
+// Every rank's head collective as describe_pending and describe_cross_paired word it.
+std::vector<PendingCollective> Simulator::pending_heads() const {
+  std::vector<PendingCollective> heads;
+  for (size_t r = 0; r < queues_.size(); ++r) {
+    if (heads_[r] >= queues_[r].size()) {
+      heads.push_back({false, {}, 0, {}});
+      continue;
+    }
+    const Pending& p = queues_[r][heads_[r]];
+    Collective c = ranks_[r].collective_of(p.coll);
+    std::vector<std::string> names;  // the parts name the parameters packed
+    for (const auto& part : c.parts) names.push_back(part.param);
+    heads.push_back({true, std::move(c), p.step, std::move(names)});
+  }
+  return heads;
+}
+
+// The heads completed cross-paired: each rank's op goes on with peers' bytes of another tensor.
+// An all-gather's unsharded copies hold them (torch _fsdp_collectives.py::foreach_all_gather_copy_out
+// splits the output by this rank's own packing), so every gathered value is a mix; a
+// reduce-scatter's gradients are sums of unrelated gradients, which nothing observed judges.
+void Simulator::cross_pair() {
+  const std::string desc = describe_cross_paired(pending_heads());
+  for (size_t r = 0; r < queues_.size(); ++r) {
+    const Pending& p = queues_[r][heads_[r]];
+    if (p.obs >= 0 && (crossed_.empty() || crossed_.back().first != p.obs)) crossed_.push_back({p.obs, desc});
+    if (p.coll.op != CollOp::AllGather || p.coll.into != CollRecord::kIntoU) continue;
+    for (size_t i = 0; i < topo_->groups[p.coll.target].params.size(); ++i) ranks_[r].mark_mixed(p.coll, static_cast<int>(i));
+    refresh_observation(r, p);
   }
 }
 
@@ -326,19 +368,7 @@ void Simulator::judge_replicas(const StoredSnapshot& mine, const std::vector<std
 // waits in. A rank stuck inside an op shows only the collectives it issued up
 // to that one; its state is not observable.
 void Simulator::fail_collectives(bool mismatch, RunResult& res) {
-  std::vector<PendingCollective> heads;
-  for (size_t r = 0; r < queues_.size(); ++r) {
-    if (heads_[r] >= queues_[r].size()) {
-      heads.push_back({false, {}, 0, {}});
-      continue;
-    }
-    const Pending& p = queues_[r][heads_[r]];
-    Collective c = ranks_[r].collective_of(p.coll);
-    std::vector<std::string> names;  // the parts name the parameters packed
-    for (const auto& part : c.parts) names.push_back(part.param);
-    heads.push_back({true, std::move(c), p.step, std::move(names)});
-  }
-  const std::string desc = describe_pending(heads);
+  const std::string desc = describe_pending(pending_heads());
   for (size_t r = 0; r < queues_.size(); ++r) {
     if (heads_[r] >= queues_[r].size()) continue;
     const Pending& p = queues_[r][heads_[r]];
@@ -377,6 +407,7 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
   initial_ = std::move(pool.initial);
   issued_ = std::move(pool.issued);
   issued_.clear();
+  crossed_.clear();
   const int world = topo_->world;
   fresh_ = false;  // run_more changes the ranks: the next run() resets them
   // Each rank's state as this run starts, for peers that have not run
@@ -435,6 +466,12 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
   bool unmatched = false;
   for (int r = 0; r < world; ++r) unmatched = unmatched || heads_[r] < queues_[r].size();
   if (unmatched && !res.mismatch) fail_collectives(false, res);
+  // An op that ended ok after a cross-pairing says so (one that raised keeps its error's text).
+  for (const auto& [obs, desc] : crossed_) {
+    Observation& o = res.observations[obs];
+    if (o.status == Status::Ok && o.message.empty()) o.message = desc;
+  }
+  crossed_.clear();
   if (opt.observe) {
     if (world > 1) judge_against_peers(res);
     auto before = [](const Observation& a, const Observation& b) { return a.step != b.step ? a.step < b.step : a.rank < b.rank; };

@@ -70,6 +70,8 @@ class Simulator {
   void judge_replicas(const StoredSnapshot& mine, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
                       Observation& o) const;
   void fail_collectives(bool mismatch, RunResult& res);
+  std::vector<PendingCollective> pending_heads() const;
+  void cross_pair();
 
   const Topology* topo_;
   std::vector<RankModel> ranks_;
@@ -81,6 +83,7 @@ class Simulator {
   std::vector<StoredSnapshot> snapshots_;              // per observation, before sorting
   std::vector<StoredSnapshot> initial_;                // per rank, as the run started
   std::vector<uint32_t> issued_;  // per observation, the collectives its op issued (kept without their text)
+  std::vector<std::pair<int, std::string>> crossed_;  // (observation, its op's first cross-pairing)
   bool fresh_ = true;                                  // no run yet: the ranks need no reset
 };
 

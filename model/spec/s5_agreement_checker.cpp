@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "model/vocab/cross_paired.hpp"
 #include "model/vocab/refill.hpp"
 #include "model/vocab/text.hpp"
 
@@ -120,6 +121,13 @@ long first_proven_difference(const SpecContext& ctx, const Observation& a, const
 }  // namespace
 
 bool S5AgreementChecker::stuck(const Observation& o, std::vector<Finding>& out) {
+  // A cross-paired collective completed: the ranks exchanged bytes of different tensors. The op
+  // went on, so the rank is not stuck; the first such pairing (or hang, or mismatch) is reported.
+  if (is_cross_paired(o)) {
+    if (!collective_reported_) out.push_back(finding("S5", o.step, -1, o.message));
+    collective_reported_ = true;
+    return false;
+  }
   if (!is_stuck(o)) return false;
   if (!collective_reported_) out.push_back(finding("S5", o.step, -1, o.message));
   collective_reported_ = true;

@@ -1,4 +1,4 @@
-// S5: no hang or mismatch, and after an op every rank ran, the ranks agree on
+// S5: no hang, mismatch or cross-paired collective, and after an op every rank ran, the ranks agree on
 // the adapter state (adapters, merges, stored weights, requires_grad, dtypes).
 // It remembers whether each is already reported, so a lasting disagreement is
 // one finding, not one a step.

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "model/vocab/cross_paired.hpp"
 #include "model/vocab/table.hpp"
 #include "model/vocab/text.hpp"
 
@@ -103,6 +104,21 @@ std::string describe_pending(const std::vector<PendingCollective>& heads) {
   }
   return out;
 }
+
+const char* const kCrossPaired = "cross-paired: ";
+
+std::string describe_cross_paired(const std::vector<PendingCollective>& heads) {
+  std::string out = kCrossPaired;
+  auto to = std::back_inserter(out);
+  for (size_t r = 0; r < heads.size(); ++r) {
+    const PendingCollective& h = heads[r];
+    fmt::format_to(to, "{}rank {} in {} of {} at step {}", r ? "; " : "", r, collective_text(h.coll),
+                   h.members.empty() ? std::string("nothing") : join(h.members), h.step);
+  }
+  return out;
+}
+
+bool is_cross_paired(const Observation& o) { return o.status == Status::Ok && o.message.rfind(kCrossPaired, 0) == 0; }
 
 std::string names_set_text(const std::vector<std::string>& names) { return "{" + join(names) + "}"; }
 std::string names_set_text(const std::vector<Name>& names) { return "{" + join(names) + "}"; }

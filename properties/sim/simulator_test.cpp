@@ -54,6 +54,30 @@ TEST(Simulator, DifferentReduceSetsAreAMismatch) {
   for (const auto& o : r.observations) EXPECT_LT(o.step, 3);
 }
 
+TEST(Simulator, SameSizeOfAnotherGroupIsCrossPaired) {
+  // gloo pairs by op and bytes: both all-gathers complete, each copy holding the peer's other layer.
+  const std::string head =
+      "world 2\nlayer lin0 8 8\nlayer lin1 8 8\nadapter a r=2 alpha=4 targets=lin0,lin1\n"
+      "fully_shard lin0\nfully_shard lin1\nfully_shard root\n---\n";
+  RunResult r = simulate(head + "@0 unshard lin0\n@1 unshard lin1\n");
+  EXPECT_FALSE(r.mismatch);
+  const Observation& o0 = obs_at(r, 1, 0);
+  EXPECT_EQ(o0.status, Status::Ok);
+  EXPECT_EQ(o0.message.rfind("cross-paired: rank 0 in all_gather(lin0, 52) of lin0.weight,", 0), 0u) << o0.message;
+  EXPECT_NE(o0.message.find("rank 1 in all_gather(lin1, 52) of lin1.weight,"), std::string::npos) << o0.message;
+  EXPECT_EQ(obs_at(r, 2, 1).message, o0.message);
+  EXPECT_EQ(o0.layers[0].registered, WeightClass::Corrupt);  // the unsharded copy holds lin1's rows
+  EXPECT_EQ(o0.layers[0].stored, WeightClass::Exact);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].spec, "S5");
+  // Another size is still refused before gloo (which aborts a rank on it).
+  std::string other = head;
+  other.replace(other.find("layer lin1 8 8"), 14, "layer lin1 8 6");
+  RunResult m = simulate(other + "@0 unshard lin0\n@1 unshard lin1\n");
+  EXPECT_TRUE(m.mismatch);
+  EXPECT_EQ(obs_at(m, 1, 0).status, Status::Mismatch);
+}
+
 TEST(Simulator, AFailingRankLeavesItsPeerWaitingInTheReduceScatter) {
   // Rank 1 freezes everything (disable), so its backward raises no_grad_fn and
   // never joins the reduce-scatter rank 0 issues.

@@ -46,6 +46,10 @@ class Recorder:
         # `grads` reports for managed parameters (a version counter cannot tell, since the
         # shards' grads are views of one reduce output whose counter every in-place add bumps)
         self.reduced = set()
+        # set by `check` when the coordinator let a collective through cross-paired: after it,
+        # `received(id, sent, got)` tells the coordinator what this rank's output holds
+        self.observe_next = None
+        self.received = None
 
     def issue(self, op, group, count, dtype, parts, dtensor=False):
         rec = {"op": op, "group": group, "count": int(count), "parts": parts}
@@ -107,9 +111,18 @@ def install():
     def all_gather_single(output, input, *a, **k):
         ctx = REC.fsdp_context()
         params = ctx[1] if ctx and ctx[0] == "all_gather" else []
+        REC.observe_next = None
         REC.issue("all_gather", _group_of(params), input.numel(), DTYPES.get(input.dtype, str(input.dtype)),
                   _parts(params))
-        return orig_ag(output, input, *a, **k)
+        work = orig_ag(output, input, *a, **k)
+        observe, REC.observe_next = REC.observe_next, None
+        # a cross-paired all-gather: what arrived is read once it is there (FSDP2 issues it
+        # synchronously on CPU; an async one is waited for here)
+        if observe is not None and REC.received is not None:
+            if work is not None:
+                work.wait()
+            REC.received(observe, input, output)
+        return work
 
     def reduce_scatter_single(output, input, *a, **k):
         ctx = REC.fsdp_context()

@@ -1,7 +1,8 @@
 """The coordinator fsdpsim starts (protocol.md): it keeps W rank processes
 (rank.py) alive across sequences, pairs up their collectives before any is
 issued (so ranks that part ways report `hang` or `mismatch` at once, as the
-model's simulator words it), kills and restarts the ranks when one is stuck
+model's simulator words it; the same op, size and dtype of other tensors go
+to gloo as issued and come back `cross-paired`), kills and restarts the ranks when one is stuck
 past the timeout, and judges each rank's stored weights against the peers'
 adapter rows. Observations go to stdout as `fsdpsim run --json` prints them.
 A rank that makes no progress is a harness condition (liveness.py), never a `hang`."""
@@ -22,6 +23,7 @@ UNOBSERVED = ["peak_unsharded"]
 # How long a run may go without a message from any rank before the coordinator looks at
 # their processes (liveness.py); fsdpsim's --timeout, the same default (sim/cli/commands.hpp).
 DEFAULT_TIMEOUT_MS = 5000
+CROSS_PAIRED = "cross-paired: "  # model/vocab/cross_paired.hpp::kCrossPaired
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -57,6 +59,13 @@ def describe_pending(heads):
             s += " of " + (members or "nothing")
         out.append(s + f" at step {h['step']}")
     return "; ".join(out)
+
+
+def describe_cross_paired(heads):
+    """Words a completed cross-pairing as model/vocab/cross_paired.cpp::describe_cross_paired does."""
+    return CROSS_PAIRED + "; ".join(
+        f"rank {r} in {collective_text(h['coll'])} of {','.join(h['coll']['parts'].keys()) or 'nothing'} at step {h['step']}"
+        for r, h in enumerate(heads))
 
 
 def same_collective(a, b, dtensor=False):
@@ -218,6 +227,8 @@ class Pool:
             rp.send({"cmd": "run", "seq": text, "switches": switches, "dir": rundir})
         obs = {r: [] for r in range(self.world)}
         vals = {r: {} for r in range(self.world)}
+        self.cross = {}  # (rank, step) -> the op's first cross-pairing, as judge_crossed words it
+        self.crossed = []  # per cross-paired collective, in order: its text, each rank's step, an all-gather's `recv` reports
         init = {}
         pending = [None] * self.world  # the collective each rank waits in
         ended = [False] * self.world
@@ -257,11 +268,14 @@ class Pool:
                         vals[r][msg["obs"]["step"]] = msg["values"]
                 elif t == "coll":
                     pending[r] = msg
+                elif t == "recv":
+                    self.crossed[msg["id"]]["recv"][r] = msg
                 elif t == "end":
                     ended[r] = True
                 elif t == "fail":
                     raise RuntimeError(f"rank {r}: {msg['message']}")
             self.pair(pending, ended)
+        self.judge_crossed()
         out = []
         log = judge.RoundingLog()
         for r in range(self.world):
@@ -272,6 +286,10 @@ class Pool:
                     judge.judge_deltas(o, r, self.world, init, vals)
                 if r in init:
                     judge.judge_replicas(o, r, self.world, init, vals)
+                # an op that went on after gloo cross-paired one of its collectives (an op that
+                # raised keeps its exception's text, as the model's simulator does)
+                if o.get("status") == "ok" and not o.get("message") and (r, o["step"]) in self.cross:
+                    o["message"] = self.cross[(r, o["step"])]
                 out.append(o)
         out.sort(key=lambda o: (o["step"], o["rank"]))
         return out, False  # a rank that makes no progress is an error now, never a restart mid-run
@@ -295,10 +313,22 @@ class Pool:
         if self.on_wait:
             self.on_wait({"event": "wait", "rank": rank, "state": state, "ms": int(silent * 1000)})
 
+    def judge_crossed(self):
+        """A cross-paired all-gather is one when every rank's slot j of its output holds the bytes
+        rank j sent (what gloo delivered, not what was issued); otherwise the ops say `unjudged`."""
+        for c in self.crossed:
+            got = c["recv"]
+            seen = not c["observed"] or len(got) == self.world and all(
+                got[r]["got"][j] == got[j]["sent"] for r in range(self.world) for j in range(self.world))
+            text = c["desc"] if seen else "unjudged: the bytes this cross-pairing delivered were not observed: " + c["desc"]
+            for r, step in c["steps"].items():
+                self.cross.setdefault((r, step), text)
+
     def pair(self, pending, ended):
         """Pairs the collectives the ranks wait in, the model's way: the n-th
         collective of every rank together; a rank that ended without it means
-        hang, different collectives mean mismatch."""
+        hang, another op, size or dtype means mismatch, the same ones of another
+        group or other parameters run cross-paired."""
         waiting = [r for r in range(self.world) if pending[r] is not None]
         if not waiting:
             return
@@ -321,6 +351,23 @@ class Pool:
                     self.ranks[r].send({"t": "go"})
                 else:
                     self.ranks[r].send({"t": "go", "group": named["group"], "parts": named["parts"]})
+                pending[r] = None
+            return
+        # ProcessGroupGloo pairs the n-th call of every rank by op and bytes alone (gloo's allgather
+        # and reduce_scatter send flat buffers): another group's or other parameters' bytes of that
+        # size and dtype go through, and each rank goes on with its peers' (issue 36). The ranks
+        # run it as issued; a broadcast of another key still stops here (not yet let through).
+        if (len(waiting) == self.world and not dtensor and first["op"] != "broadcast" and all(
+                (pending[r]["coll"]["op"], pending[r]["coll"]["count"], pending[r].get("wire"))
+                == (first["op"], first["count"], wire) for r in waiting)):
+            desc = describe_cross_paired([pending[r] for r in range(self.world)])
+            ident = len(self.crossed)
+            # an all-gather's ranks report what arrived (judge_crossed); a reduce-scatter's sum
+            # cannot be told apart, so the issued records say it
+            self.crossed.append({"desc": desc, "steps": {r: pending[r]["step"] for r in waiting}, "recv": {},
+                                 "observed": first["op"] == "all_gather"})
+            for r in waiting:
+                self.ranks[r].send({"t": "go", "observe": ident if first["op"] == "all_gather" else None})
                 pending[r] = None
             return
         mismatch = len(waiting) == self.world
