@@ -72,7 +72,8 @@ bool close(const Mat& d, const Mat& sum, float delta_scale, float magnitude) {
 // D = W - W0 against the merged deltas: exact; else the subset of the layer's
 // adapters D does equal decides missing (fewer) / extra (more) / corrupt.
 // *alt: the other classes D fits as well (a delta in play that is zero on these
-// rows: a B row no step moved), which the values cannot tell from the first.
+// rows: a B row no step moved), which the values cannot tell from the first;
+// `corrupt` among them when a merged adapter's delta is zero on these rows.
 WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::vector<std::pair<int, Mat>>& deltas,
                      float magnitude, uint8_t* alt) {
   auto sum_of = [&](uint32_t mask) {
@@ -95,13 +96,19 @@ WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::ve
     if ((m & want) == m) missing = true;
     else if ((m & want) == want) extra = true;
   }
+  // A merged adapter whose delta is zero on these rows (a B row no step moved, as a ReLU unit
+  // dead for the whole batch leaves it): a change of that adapter since its merge is zero here
+  // too, so the values cannot rule out the stale-merge reading, `corrupt`.
+  const Mat zero(d.size(), 0.0f);
+  bool blind = false;
+  for (size_t i = 0; i < deltas.size(); ++i) blind = blind || (((want >> i) & 1) && close(deltas[i].second, zero, scale, magnitude));
   const WeightClass c = exact     ? WeightClass::Exact
                         : missing ? WeightClass::MissingDelta
                         : extra   ? WeightClass::ExtraDelta
                                   : WeightClass::Corrupt;
   auto bit = [](WeightClass w) { return static_cast<uint8_t>(1u << static_cast<int>(w)); };
   *alt = static_cast<uint8_t>(((exact ? bit(WeightClass::Exact) : 0) | (missing ? bit(WeightClass::MissingDelta) : 0) |
-                               (extra ? bit(WeightClass::ExtraDelta) : 0)) & ~bit(c));
+                               (extra ? bit(WeightClass::ExtraDelta) : 0) | (blind ? bit(WeightClass::Corrupt) : 0)) & ~bit(c));
   return c;
 }
 

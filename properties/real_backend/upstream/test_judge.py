@@ -147,5 +147,21 @@ class ChunkRows(unittest.TestCase):
             self.assertEqual(torch.zeros(2, 3).narrow(0, start, n).shape[0], n)
 
 
+class ZeroRows(unittest.TestCase):
+    """judge.classify where a merged adapter's delta is zero on the rows judged (a B row no step
+    moved): the values fit the stale-merge reading too, so `corrupt` is among the other readings."""
+
+    def test_a_merged_delta_zero_on_these_rows_also_fits_corrupt(self):
+        zero, other = torch.zeros(1, 3), torch.full((1, 3), 0.5)
+        got, alt = judge.classify(torch.zeros(1, 3), {"a"}, {"a": zero, "b": other})
+        self.assertEqual(got, "exact")
+        self.assertEqual(alt, ["missing_delta", "corrupt"])
+
+    def test_a_merged_delta_that_is_not_zero_does_not(self):
+        d = torch.full((1, 3), 0.25)
+        got, alt = judge.classify(d, {"a"}, {"a": d, "b": torch.full((1, 3), 0.5)})
+        self.assertEqual((got, alt), ("exact", []))
+
+
 if __name__ == "__main__":
     unittest.main()
