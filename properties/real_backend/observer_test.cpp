@@ -84,12 +84,13 @@ TEST(Observer, TheDeltaMissingOrTwiceIsNamedAsSuch) {
 }
 
 // A B that is zero (a row no step moved) makes every delta zero: the weight W0 is
-// exact for the merged layer and fits "the delta missing" just as well.
+// exact for the merged layer and fits "the delta missing" just as well, and a stale
+// merge (the adapter changed since, by zero on these rows) too.
 TEST(Observer, AZeroDeltaNamesTheOtherClassesTheValuesFit) {
   OneLayer t;
   uint8_t alt = 0xff;
   EXPECT_EQ(t.classify(0, 0, /*zero_b=*/true, &alt), WeightClass::Exact);
-  EXPECT_EQ(alt, 1u << static_cast<int>(WeightClass::MissingDelta));
+  EXPECT_EQ(alt, (1u << static_cast<int>(WeightClass::MissingDelta)) | (1u << static_cast<int>(WeightClass::Corrupt)));
   // a nonzero delta tells them apart: no alternative
   EXPECT_EQ(t.classify(1, 0, false, &alt), WeightClass::Exact);
   EXPECT_EQ(alt, 0u);
