@@ -291,8 +291,18 @@ void Simulator::apply_gathered_deltas() {
     // differing shards of this A are the full A itself, so their delta is exact.
     // With B's local rows still zero the product is zero whatever A's slots held (crosscheck
     // --draw checkpoint=100 seed 410121: the real backends read such a delta as exact).
+    // A rank that holds no rows of a Linear's B (its out rows all on lower ranks) returns an empty
+    // delta: Shard(0) on rows it has none of (peft lora/layer.py::Linear.get_delta_weight, B @ A
+    // keeping B's Shard(0)), no opinion whatever A's slots held (crosscheck seed 36920976).
+    auto no_rows = [&] {
+      if (p.coll.target < 0) return false;  // a gather for no layer (save_adapters' full state dict)
+      const LayerInfo& li = topo_->layers[p.coll.target];
+      const int b = li.B[p.coll.adapter];
+      return li.experts == 0 && b >= 0 && topo_->params[li.weight].dim0 >= topo_->world &&
+             !ranks_[r].holds_rows(b, static_cast<int>(r));
+    };
     if (p.coll.into == CollRecord::kNowhere && p.coll.sign == 0 && p.coll.adapter >= 0 && foreign && p.obs >= 0 &&
-        !ranks_[r].local_b_is_zero(p.coll.target, p.coll.adapter))
+        !ranks_[r].local_b_is_zero(p.coll.target, p.coll.adapter) && !no_rows())
       for (DeltaObs& d : observations_->at(p.obs).deltas)
         if (d.adapter == topo_->adapters[p.coll.adapter].name) d.value = WeightClass::Corrupt;
     if (p.coll.into != CollRecord::kIntoShard) continue;
