@@ -301,8 +301,20 @@ void Simulator::apply_gathered_deltas() {
       return li.experts == 0 && b >= 0 && topo_->params[li.weight].dim0 >= topo_->world &&
              !ranks_[r].holds_rows(b, static_cast<int>(r));
     };
+    // B @ A with fewer out rows than ranks gathers B too (param_wrapper.cpp): the product reads every
+    // rank's packed B, so only B zero on every rank makes it zero (crosscheck seed 37010510).
+    auto b_zero = [&] {
+      if (p.coll.target < 0) return false;
+      const LayerInfo& li = topo_->layers[p.coll.target];
+      if (li.experts != 0 || topo_->params[li.weight].dim0 >= topo_->world) return ranks_[r].local_b_is_zero(p.coll.target, p.coll.adapter);
+      for (size_t j = 0; j < n; ++j) {
+        const CollRecord& cj = queues_[j][heads_[j]].coll;
+        if (cj.into != CollRecord::kNowhere || cj.adapter < 0 || !ranks_[j].local_b_is_zero(cj.target, cj.adapter)) return false;
+      }
+      return true;
+    };
     if (p.coll.into == CollRecord::kNowhere && p.coll.sign == 0 && p.coll.adapter >= 0 && foreign && p.obs >= 0 &&
-        !ranks_[r].local_b_is_zero(p.coll.target, p.coll.adapter) && !no_rows())
+        !b_zero() && !no_rows())
       for (DeltaObs& d : observations_->at(p.obs).deltas)
         if (d.adapter == topo_->adapters[p.coll.adapter].name) d.value = WeightClass::Corrupt;
     if (p.coll.into != CollRecord::kIntoShard) continue;
