@@ -223,10 +223,11 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   if (o.confirm_upstream && rep.upstream_installed)
     for (int w : std::set<int>{1, o.world}) upstream.start(w);
   std::vector<Candidate> first;  // the scenarios' own lifecycles (triaged whatever the budget), then the explorer's
-  for (const auto& ns : o.fuzz_only ? std::vector<NamedScenario>{} : o.scenarios) {
-    SeqFile f = for_hunt(ns.file, o);
-    if (valid(f) && !run_checked(f).findings.empty()) first.push_back({f, ns.name});
-  }
+  if (!o.fuzz_only)
+    for (const auto& ns : o.scenarios) {
+      SeqFile f = for_hunt(ns.file, o);
+      if (valid(f) && !run_checked(f).findings.empty()) first.push_back({f, ns.name});
+    }
   const size_t lifecycles = first.size();
   // Explore: a quarter of the budget, shared by the scenarios.
   if (o.explore && !o.scenarios.empty() && !o.fuzz_only) {

@@ -291,22 +291,20 @@ void Simulator::apply_gathered_deltas() {
     // differing shards of this A are the full A itself, so their delta is exact.
     // With B's local rows still zero the product is zero whatever A's slots held (crosscheck
     // --draw checkpoint=100 seed 410121: the real backends read such a delta as exact).
-    // A rank that holds no rows of a Linear's B (its out rows all on lower ranks) returns an empty
-    // delta: Shard(0) on rows it has none of (peft lora/layer.py::Linear.get_delta_weight, B @ A
-    // keeping B's Shard(0)), no opinion whatever A's slots held (crosscheck seed 36920976).
-    auto no_rows = [&] {
+    // Whether the delta this rank returns cannot show the foreign slots. A Linear whose B keeps
+    // Shard(0) reads only this rank's B rows: zero rows give a zero delta, and a rank holding none
+    // (its out rows all on lower ranks) an empty one, no opinion (peft lora/layer.py::
+    // Linear.get_delta_weight; crosscheck seed 36920976). With fewer out rows than ranks B is
+    // gathered too (param_wrapper.cpp): the product reads every rank's packed B, so only B zero on
+    // every rank makes it zero (crosscheck seed 37010510).
+    auto blind_to_slots = [&] {
       if (p.coll.target < 0) return false;  // a gather for no layer (save_adapters' full state dict)
       const LayerInfo& li = topo_->layers[p.coll.target];
-      const int b = li.B[p.coll.adapter];
-      return li.experts == 0 && b >= 0 && topo_->params[li.weight].dim0 >= topo_->world &&
-             !ranks_[r].holds_rows(b, static_cast<int>(r));
-    };
-    // B @ A with fewer out rows than ranks gathers B too (param_wrapper.cpp): the product reads every
-    // rank's packed B, so only B zero on every rank makes it zero (crosscheck seed 37010510).
-    auto b_zero = [&] {
-      if (p.coll.target < 0) return false;
-      const LayerInfo& li = topo_->layers[p.coll.target];
-      if (li.experts != 0 || topo_->params[li.weight].dim0 >= topo_->world) return ranks_[r].local_b_is_zero(p.coll.target, p.coll.adapter);
+      if (li.experts != 0) return false;
+      if (topo_->params[li.weight].dim0 >= topo_->world) {
+        const int b = li.B[p.coll.adapter];
+        return ranks_[r].local_b_is_zero(p.coll.target, p.coll.adapter) || (b >= 0 && !ranks_[r].holds_rows(b, static_cast<int>(r)));
+      }
       for (size_t j = 0; j < n; ++j) {
         const CollRecord& cj = queues_[j][heads_[j]].coll;
         if (cj.into != CollRecord::kNowhere || cj.adapter < 0 || !ranks_[j].local_b_is_zero(cj.target, cj.adapter)) return false;
@@ -314,7 +312,7 @@ void Simulator::apply_gathered_deltas() {
       return true;
     };
     if (p.coll.into == CollRecord::kNowhere && p.coll.sign == 0 && p.coll.adapter >= 0 && foreign && p.obs >= 0 &&
-        !b_zero() && !no_rows())
+        !blind_to_slots())
       for (DeltaObs& d : observations_->at(p.obs).deltas)
         if (d.adapter == topo_->adapters[p.coll.adapter].name) d.value = WeightClass::Corrupt;
     if (p.coll.into != CollRecord::kIntoShard) continue;
