@@ -25,7 +25,7 @@ if [ -z "$clang_ver" ]; then
 fi
 # libgloo-dev: headers only. The wheel ships ProcessGroupGloo.hpp, which
 # includes <gloo/...>, but not gloo's headers (gloo is compiled into
-# libtorch_cpu.so); nothing links Debian's libgloo (README, "Which torch").
+# libtorch_cpu.so); nothing links Debian's libgloo (docs/guide/install-and-platforms.md).
 pkgs=(cmake make g++ libgloo-dev librapidcheck-dev libgtest-dev libgmock-dev
       libfmt-dev libboost-graph-dev graphviz python3-venv
       chromium python3-yaml zip unzip

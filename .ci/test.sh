@@ -5,7 +5,7 @@
 # replay), then the clang fuzzing build (label fuzz_smoke). ClusterFuzzLite's
 # image build runs in its own job of .github/workflows/ci.yml, not here.
 #
-# Order (README "Tests and figures", "Test tiers"): the
+# Order (docs/testing.md, "Test tiers"): the
 # sanitizer and fuzzing trees build at nice 19 while the main ctest runs, whose
 # longest tests (the upstream corpus) spend most of their time waiting on rank
 # processes; the tests keep the CPU whenever they want it. Each phase's wall

@@ -196,7 +196,7 @@ int crash_rank_from_env() {
 // or running an op (every op reads every parameter, and its report copies
 // them: grows with the elements a rank holds, world times that for a gathered
 // layer). The coefficients are measured on one loaded core with room to spare
-// (README, "The real backend").
+// (docs/design/cpp-backend.md, "How ranks fail and are reported").
 std::chrono::milliseconds work_allowance(const SeqFile& f) {
   int64_t elements = 0;
   for (const auto& p : make_layout(f).params) elements += p.rows * p.cols;

@@ -85,7 +85,7 @@ void RealRank::unshard(int g) {
 
 // _fsdp_param.py::FSDPParam.to_sharded: S registered again, no write-back.
 // (U keeps its values here rather than being resized to 0: a backward that FSDP2
-// would serve by re-gathering reads them instead; see real_backend/README.md.)
+// would serve by re-gathering reads them instead; see docs/design/cpp-backend.md, "What is emulated".)
 void RealRank::to_sharded(int g) {
   if (!unsharded_[g]) return;
   for (int p : layout_->groups[g].params)

@@ -68,7 +68,7 @@ namespace {
 // PEFT wraps a module as a LoRA layer or as a ModulesToSaveWrapper, not both: the saved layer
 // leaves every target list (an adapter left with none keeps its draw: nothing is saved).
 // A bf16 base gives a bf16 copy beside fp32 (autocast) LoRA tensors: FSDP's lazy-init dtype
-// check raises (B2), and what later steps do after it is not modelled (README, Known limits).
+// check raises (B2), and what later steps do after it is not modelled (docs/design/known-limits.md).
 void draw_modules_to_save(Prng& rng, Scenario& s) {
   if (s.dtype != DType::F32) return;
   std::vector<int> linear;

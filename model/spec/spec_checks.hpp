@@ -1,4 +1,4 @@
-// The spec (DESIGN.md): what a PEFT + FSDP2 user expects, judged on
+// The spec (docs/design/spec.md): what a PEFT + FSDP2 user expects, judged on
 // observations alone, so the same checks apply to the model and to the real
 // backend. A violation is a Finding naming the spec, the op, the rank and the
 // objects involved.

@@ -129,7 +129,7 @@ struct Scenario {
   bool saved_module(const std::string& layer) const;
   // The adapter owning a parameter ("lin0.lora_A.b" -> index of b), by exact
   // match against the names the declarations produce (never by splitting the
-  // name: see README "Names"); -1 for a base parameter or an unknown name.
+  // name: see docs/guide/seq-format.md "Names"); -1 for a base parameter or an unknown name.
   int adapter_of_param(const std::string& param) const;
   // The owner's name for per-owner tables: the adapter's name, or "base".
   std::string owner_of_param(const std::string& param) const;

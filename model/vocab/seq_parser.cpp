@@ -85,7 +85,7 @@ class LineParser {
   int end_col_ = 1;
 };
 
-// NAME = [A-Za-z_][A-Za-z0-9_-]*, at most 64 characters (README "Names").
+// NAME = [A-Za-z_][A-Za-z0-9_-]*, at most 64 characters (docs/guide/seq-format.md, "Names").
 // No '.': parameter names join names with dots ("lin0.lora_A.b"), so a dot in
 // a name would make two declarations spell the same parameter (layer
 // `x.lora_A` + adapter `weight` on `x`) and an owner unreadable from a name.

@@ -527,7 +527,7 @@ std::vector<BadCase> bad_cases() {
       {"ShardEmptyList", head(9, "fully_shard []"), 9, 13, "at least one module"},
       {"LayerNamedExpect", head(11, "layer expect 2 2"), 11, 7, "'expect' is reserved"},
       {"AdapterNamedExpect", head(8, "adapter expect targets=lin0 deferred"), 8, 9, "'expect' is reserved"},
-      // names (README "Names"): no '.', so parameter names cannot collide
+      // names (docs/guide/seq-format.md, "Names"): no '.', so parameter names cannot collide
       {"LayerDottedName", head(4, "layer a.b 10 20"), 4, 7, "names may not contain '.'"},
       {"AdapterDottedName", head(7, "adapter c.d targets=lin1"), 7, 9, "names may not contain '.'"},
       {"AdapterAutocastNotBool", head(7, "adapter other targets=lin1 autocast=1"), 7, 28, "expected autocast=true or autocast=false"},

@@ -1,4 +1,4 @@
-"""Prints the README's corpus table: every regression file, whether its
+"""Prints the corpus table (docs/design/upstream-backend.md): every regression file, whether its
 expectations hold on the model and on the upstream backend, and whether the
 two agree op by op. Three whole-directory runs of `fsdpsim check`.
 Usage: python3 real_backend/upstream/corpus_table.py build/fsdpsim corpus/regressions"""

@@ -12,7 +12,7 @@
 
 namespace fsdpsim {
 // --timeout's default, for the real backend's ranks and the upstream pool
-// alike (pool.py's DEFAULT_TIMEOUT_MS, the README's "5 s").
+// alike (pool.py's DEFAULT_TIMEOUT_MS; docs/design/upstream-backend.md's "5 s").
 constexpr int kDefaultTimeoutMs = 5000;
 }  // namespace fsdpsim
 

@@ -126,7 +126,7 @@ def run(text, world=2, target=rank_main):
 class PrepareTest(unittest.TestCase):
     def test_prepare_goes_through_accelerate(self):
         for res in run(SCEN.format(raf="true", extra="")):
-            # measured: on CPU accelerate settles on DDP, whatever the plugin (the README's reason
+            # measured: on CPU accelerate settles on DDP, whatever the plugin (docs/design/upstream-backend.md's reason
             # for setting the state; red the day accelerate picks FSDP on CPU by itself)
             self.assertEqual(res["raw_type"], "DistributedType.MULTI_CPU")
             self.assertEqual(res["prepared_by"], "accelerate")

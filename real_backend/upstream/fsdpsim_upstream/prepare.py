@@ -3,7 +3,7 @@ with an FSDP2 plugin where the scenario lets it run, the direct
 `fully_shard` + AdamW path (what accelerate's steps do, one by one) where it
 cannot. Which one ran, and why not accelerate, is kept on the session
 (`prepared_by`) for the tests. The reasons are measured on CPU gloo with
-accelerate 1.15.0 / torch 2.13 (README, upstream backend)."""
+accelerate 1.15.0 / torch 2.13 (docs/design/upstream-backend.md)."""
 import torch
 from torch.distributed.fsdp import fully_shard
 

@@ -104,7 +104,7 @@ class Scenario:
         """{"lin0.lora_A.b": ("lin0", "lora_A", "b"), "lin1.modules_to_save.b.weight":
         ("lin1", "modules_to_save", "b")} for every adapter parameter the declarations
         produce. Owners are looked up whole, never recovered by splitting a name
-        (README "Names"; model/vocab/scenario.cpp adapter_of_param)."""
+        (docs/guide/seq-format.md "Names"; model/vocab/scenario.cpp adapter_of_param)."""
         owners = {}
         for l in self.layers:
             for a in self.adapters:

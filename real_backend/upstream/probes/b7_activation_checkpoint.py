@@ -1,4 +1,4 @@
-"""Probe for hazard B7 (shared/reference/beyond-seeds.md): activation checkpointing
+"""Probe for hazard B7 (docs/design/known-limits.md, "Beyond the seeds"): activation checkpointing
 under FSDP2 with a PEFT flag change between forward and backward.
 
 The backend runs the same setup from a `checkpoint LAYER` scenario line
