@@ -63,13 +63,63 @@ real::RealRanks& RealPools::get(int world) {
   return *pools_.back();
 }
 
-upstream::UpstreamPool& RealPools::upstream() {
-  if (!upstream_) {
-    upstream::UpstreamOptions opt;
-    opt.rank_timeout_ms = static_cast<int>(timeout_.count());
-    upstream_ = std::make_unique<upstream::UpstreamPool>(opt);
-  }
-  return *upstream_;
+upstream::UpstreamPool& RealPools::upstream(int world) {
+  for (size_t k = 0; k < upstream_.size(); ++k)
+    if (upstream_[k]->world() == world || (!upstream_[k]->running() && upstream_[k]->world() == 0)) {
+      std::rotate(upstream_.begin() + static_cast<long>(k), upstream_.begin() + static_cast<long>(k) + 1, upstream_.end());
+      return *upstream_.back();
+    }
+  int ranks = world;
+  for (const auto& p : upstream_) ranks += p->running() ? p->world() : 0;
+  for (auto& p : upstream_)  // least recently used first
+    if (ranks > kUpstreamRanks && p->running()) {
+      ranks -= p->world();
+      p->stop();
+    }
+  for (const auto& p : upstream_)
+    if (!p->running()) retired_starts_ += p->starts(), retired_start_seconds_ += p->start_seconds();
+  upstream_.erase(std::remove_if(upstream_.begin(), upstream_.end(), [](const auto& p) { return !p->running(); }), upstream_.end());
+  upstream::UpstreamOptions opt;
+  opt.rank_timeout_ms = static_cast<int>(timeout_.count());
+  upstream_.push_back(std::make_unique<upstream::UpstreamPool>(opt));
+  return *upstream_.back();
+}
+
+const upstream::UpstreamPool* RealPools::upstream_spoken() const {
+  for (const auto& p : upstream_)
+    if (!p->versions().empty()) return p.get();
+  return upstream_.empty() ? nullptr : upstream_.front().get();
+}
+
+std::vector<std::string> RealPools::upstream_unobserved() const {
+  const upstream::UpstreamPool* p = upstream_spoken();
+  return p ? p->unobserved() : std::vector<std::string>{};
+}
+
+std::map<std::string, std::string> RealPools::upstream_versions() const {
+  const upstream::UpstreamPool* p = upstream_spoken();
+  return p ? p->versions() : std::map<std::string, std::string>{};
+}
+
+std::string RealPools::upstream_versions_line() const {
+  const upstream::UpstreamPool* p = upstream_spoken();
+  return p ? p->versions_line() : "";
+}
+
+int RealPools::upstream_starts() const {
+  int n = retired_starts_;
+  for (const auto& p : upstream_) n += p->starts();
+  return n;
+}
+
+double RealPools::upstream_start_seconds() const {
+  double s = retired_start_seconds_;
+  for (const auto& p : upstream_) s += p->start_seconds();
+  return s;
+}
+
+void RealPools::stop_upstream() {
+  for (auto& p : upstream_) p->stop();
 }
 
 std::string backend_who(Backend b) {
@@ -164,7 +214,7 @@ bool run_single(const SeqFile& f, Backend b, RealPools& pools, bool twice, Singl
       return !r.infra_failure;
     });
   }
-  upstream::UpstreamPool& pool = pools.upstream();
+  upstream::UpstreamPool& pool = pools.upstream(f.scenario.world);
   if (!pool.start(f.scenario.world, error)) return false;
   const std::string text = print_seq(f);
   Profile profile = *profile_by_name(f.scenario.profile);
@@ -199,7 +249,7 @@ BackendRun run_backend(const SeqFile& f, const BackendList& backends, RealPools&
     SingleRun& other = out.runs[k];
     Comparison c{first.backend, other.backend, {}};
     std::vector<std::string> skip;
-    if (other.backend == Backend::Upstream || first.backend == Backend::Upstream) skip = pools.upstream().unobserved();
+    if (other.backend == Backend::Upstream || first.backend == Backend::Upstream) skip = pools.upstream_unobserved();
     // Against the model, a value backend's readings the values cannot tell apart are taken
     // the model's way (sim/value_blind.hpp); its findings, and its expectations, follow from those.
     if (first.backend == Backend::Model && other.backend != Backend::Model) {

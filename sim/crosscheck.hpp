@@ -3,6 +3,7 @@
 // by op and rank by rank.
 #pragma once
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,20 +56,37 @@ struct BackendRun {
   bool used_upstream = false;
 };
 
-// Keeps one pool of real ranks per world size, and the upstream pool (started
-// on first use, restarted at another world size), reused across sequences.
+// Keeps one pool of real ranks per world size, and one upstream pool per
+// world size (each started on first use), reused across sequences: a corpus
+// mixes worlds, and an upstream pool's start (torch and PEFT imported in every
+// rank) costs seconds where one of its runs costs tens of milliseconds. At most
+// kUpstreamRanks upstream ranks live at once: a world that would pass it stops
+// the pools used least recently first.
 class RealPools {
  public:
+  static constexpr int kUpstreamRanks = 10;  // worlds 1-4 side by side (~0.35 GB a rank)
   RealPools(real::RankMode mode, std::chrono::milliseconds timeout) : mode_(mode), timeout_(timeout) {}
   real::RealRanks& get(int world);
-  upstream::UpstreamPool& upstream();
-  bool upstream_started() const { return upstream_ != nullptr; }
+  upstream::UpstreamPool& upstream(int world);  // not started yet when new
+  bool upstream_started() const { return !upstream_.empty(); }
+  // From any pool that has said them (every pool runs the same Python).
+  std::vector<std::string> upstream_unobserved() const;
+  std::map<std::string, std::string> upstream_versions() const;
+  std::string upstream_versions_line() const;
+  void stop_upstream();
+  // Upstream pools started (and restarted) so far, the pools stopped to stay under
+  // kUpstreamRanks included, and the seconds they took to get ready.
+  int upstream_starts() const;
+  double upstream_start_seconds() const;  // every upstream pool, in the calling thread (PR_SET_PDEATHSIG names it)
 
  private:
+  const upstream::UpstreamPool* upstream_spoken() const;
   real::RankMode mode_;
   std::chrono::milliseconds timeout_;
   std::vector<std::unique_ptr<real::RealRanks>> pools_;
-  std::unique_ptr<upstream::UpstreamPool> upstream_;
+  std::vector<std::unique_ptr<upstream::UpstreamPool>> upstream_;  // most recently used last
+  int retired_starts_ = 0;
+  double retired_start_seconds_ = 0;
 };
 
 // Each backend runs the sequence twice (S8) unless !twice, and is

@@ -139,13 +139,11 @@ class UpstreamWorkers {
     Worker* p = w.get();
     std::shared_future<void> go = go_;
     p->thread = std::thread([p, world, go] {
-      p->pools->upstream().start(world);  // a failure shows again at the first run, as infra
+      p->pools->upstream(world).start(world);  // a failure shows again at the first run, as infra
       go.wait();
       if (p->job) p->job(world, *p->pools);
-      if (p->pools->upstream_started()) {
-        p->versions = p->pools->upstream().versions_line();
-        p->pools->upstream().stop();  // here, while its thread lives
-      }
+      p->versions = p->pools->upstream_versions_line();
+      p->pools->stop_upstream();  // here, while its thread lives
     });
     workers_[world] = std::move(w);
   }

@@ -334,7 +334,9 @@ bool UpstreamPool::spawn(int world, std::string* error) {
   unobserved_.clear();
 
   std::string line;
-  auto deadline = std::chrono::steady_clock::now() + opt_.startup;
+  const auto spawned = std::chrono::steady_clock::now();
+  ++starts_;
+  auto deadline = spawned + opt_.startup;
   Read r = read_line(deadline, &line);
   if (r == Read::Timeout)
     return fail_start("no ready line from `" + python + " -m " + module + "` within " +
@@ -364,6 +366,7 @@ bool UpstreamPool::spawn(int world, std::string* error) {
   if (const JsonValue* u = v.find("unobserved"))
     for (const auto& x : u->items)
       if (x.kind == JsonValue::Kind::String) unobserved_.push_back(x.text);
+  start_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - spawned).count();
   return true;
 }
 

@@ -61,6 +61,10 @@ class UpstreamPool {
   const std::map<std::string, std::string>& versions() const { return versions_; }
   // Observation fields the pool cannot observe (observation_diff's names).
   const std::vector<std::string>& unobserved() const { return unobserved_; }
+  // Coordinators spawned so far (a restart after a failure counts), and the seconds
+  // the ones that got ready took from spawn to their ready line.
+  int starts() const { return starts_; }
+  double start_seconds() const { return start_seconds_; }
   // "upstream: torch X, peft Y, accelerate Z, transformers W"
   std::string versions_line() const;
 
@@ -86,6 +90,8 @@ class UpstreamPool {
   std::string buf_;  // stdout read but not yet split into lines
   std::map<std::string, std::string> versions_;
   std::vector<std::string> unobserved_;
+  int starts_ = 0;
+  double start_seconds_ = 0;
 };
 
 // True when `diff` (one observation_diff line, "param[3]: ...") is about one

@@ -3,6 +3,7 @@
 // with each other. Text lines (PASS/FAIL/BAD/BROKE/INTERRUPTED) or, with --json, one
 // check_file record per file and a check_summary; --junit FILE: a testcase per file.
 #include <chrono>
+#include <iomanip>
 #include <iostream>
 
 #include "sim/cli/commands.hpp"
@@ -169,6 +170,7 @@ int cmd_check(const Args& a) {
     r.num("passed", passed).num("unjudged", unjudged).num("failed", failed).num("diverged", diverged).num("broken", broken).num("bad", bad)
         .num("cut_short", cut);
     r.num("files", static_cast<int64_t>(files.size())).num("done", static_cast<int64_t>(done)).num("interrupted", interrupted());
+    if (pools.upstream_started()) r.num("upstream_starts", pools.upstream_starts()).real("upstream_start_seconds", pools.upstream_start_seconds());
     r.real("seconds", since(t0)).print(std::cout);
   } else {
     // Bad input, broken runs and failed expectations are different problems: one count each.
@@ -178,6 +180,9 @@ int cmd_check(const Args& a) {
     if (unjudged) std::cout << "; " << unjudged << " unjudged (no divergence, but fields the values could not settle; not passed)";
     if (interrupted()) std::cout << "; interrupted by signal " << interrupted() << " after " << done << " of " << files.size() << " files";
     std::cout << "\n";
+    if (pools.upstream_started())
+      std::cout << "upstream pools: " << pools.upstream_starts() << " started, " << std::fixed << std::setprecision(1)
+                << pools.upstream_start_seconds() << " s to get ready, of " << since(t0) << " s\n" << std::defaultfloat;
   }
   if (!a.junit.empty()) junit.write(a.junit, since(t0));
   if (interrupted()) return interrupted_exit(interrupted());

@@ -58,7 +58,7 @@ int cmd_cost(const Args& a) {
     std::string who = backend_who(other.backend);
     if (other.backend == Backend::Upstream) {
       std::string missing;
-      for (const auto& u : pools.upstream().unobserved())
+      for (const auto& u : pools.upstream_unobserved())
         if (u == "collectives" || u == "sharded_bytes" || u == "peak_unsharded") missing += (missing.empty() ? "" : ", ") + u;
       if (!missing.empty()) {
         if (a.json) {

@@ -30,9 +30,9 @@ int cmd_report(const Args& a) {
   for (const auto& run : res.runs) t.backends.push_back({backend_name(run.backend), run.observations, run.findings});
   if (pools.upstream_started()) {
     // The same fields run_backend leaves out of its comparison.
-    const std::vector<std::string> skip = pools.upstream().unobserved();
+    const std::vector<std::string> skip = pools.upstream_unobserved();
     if (res.runs.size() > 1 && !skip.empty()) t.ignored = [skip](const std::string& d) { return upstream::diff_field_in(d, skip); };
-    if (!pools.upstream().versions().empty()) t.notes.push_back(pools.upstream().versions_line());
+    if (!pools.upstream_versions().empty()) t.notes.push_back(pools.upstream_versions_line());
   }
   TimelineCounts counts;
   std::string section = timeline_section(t, &counts);

@@ -61,14 +61,14 @@ void print_divergences(std::ostream& os, const BackendRun& res) {
 }
 
 void print_upstream_versions(std::ostream& os, RealPools& pools, bool json) {
-  if (!pools.upstream_started() || pools.upstream().versions().empty()) return;
+  if (!pools.upstream_started() || pools.upstream_versions().empty()) return;
   if (!json) {
-    os << pools.upstream().versions_line() << "\n";
+    os << pools.upstream_versions_line() << "\n";
     return;
   }
   os << "{\"upstream_versions\":{";
   bool comma = false;
-  for (const auto& [k, v] : pools.upstream().versions()) {
+  for (const auto& [k, v] : pools.upstream_versions()) {
     os << (comma ? "," : "") << json_quoted(k) << ":" << json_quoted(v);
     comma = true;
   }

@@ -17,14 +17,14 @@ import sys
 import tempfile
 import time
 
-from . import judge, liveness
+from . import judge, liveness, rank_spawn
 
 UNOBSERVED = ["peak_unsharded"]
 # How long a run may go without a message from any rank before the coordinator looks at
 # their processes (liveness.py); fsdpsim's --timeout, the same default (sim/cli/commands.hpp).
 DEFAULT_TIMEOUT_MS = 5000
 CROSS_PAIRED = "cross-paired: "  # model/vocab/cross_paired.hpp::kCrossPaired
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE_ROOT = rank_spawn.PACKAGE_ROOT
 
 
 def free_port():
@@ -109,9 +109,7 @@ class RankProc:
         self.log_path = os.path.join(log_dir, f"rank{rank}.log")
         # FSDPSIM_UPSTREAM_DEBUG=1: the ranks' stderr goes to the coordinator's
         self.log = open(self.log_path, "w") if not os.environ.get("FSDPSIM_UPSTREAM_DEBUG") else None
-        self.proc = subprocess.Popen([sys.executable, "-u", "-m", "fsdpsim_upstream.rank"], env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     text=True, bufsize=1)
+        self.proc = rank_spawn.spawn(env, self.log)
         self.buf = ""
 
     def send(self, msg):
@@ -157,6 +155,8 @@ class Pool:
         self.on_wait = None  # called with a `wait` event each time a slow rank extends a run
 
     def start(self, deadline=120.0):
+        if rank_spawn.fork_mode():
+            rank_spawn.preload(self.log_dir)  # once: the ranks are forked with every library loaded
         port = free_port()
         self.ranks = [RankProc(r, self.world, port, self.log_dir) for r in range(self.world)]
         t0 = time.time()
