@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <unistd.h>
 
 #include "model/machine/topology.hpp"
 #include "model/vocab/profile.hpp"
@@ -316,15 +317,20 @@ int cmd_bench(const Args& a) {
   figure("all_gather_fingerprinted", lat.fingerprinted_us, "us");
   figure("reduce_scatter_bare_gloo", lat.bare_rs_us, "us");
   figure("reduce_scatter_fingerprinted", lat.fingerprinted_rs_us, "us");
-  // The upstream pool's bench (Python) prints text of its own: --json leaves it out.
-  if (a.json) return kClean;
-  // 6. The upstream backend (real_backend/upstream/fsdpsim_upstream/bench.py): persistent pool vs a torchrun per sequence.
+  // 6. The upstream backend (real_backend/upstream/fsdpsim_upstream/bench.py): a pool's start,
+  // a sequence and a corpus file on started pools, this binary's `run --backend upstream` end
+  // to end, and a torchrun per sequence; with --json its own bench_figure lines.
   std::cout.flush();
   std::string error;
-  int rc = upstream::run_python_module("fsdpsim_upstream.bench", {"--seconds", std::to_string(static_cast<int>(budget + 0.5))},
-                                       &error);
-  if (rc < 0) std::cout << "upstream backend: not measured (" << error << ")\n";
-  else if (rc != 0) std::cout << "upstream backend: the bench failed (exit " << rc << ")\n";
+  std::vector<std::string> args = {"--seconds", std::to_string(static_cast<int>(budget + 0.5))};
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) args.insert(args.end(), {"--fsdpsim", std::string(self, static_cast<size_t>(n))});
+  if (a.json) args.push_back("--json");
+  int rc = upstream::run_python_module("fsdpsim_upstream.bench", args, &error);
+  std::ostream& say = a.json ? std::cerr : std::cout;  // --json: stdout holds records only
+  if (rc < 0) say << "upstream backend: not measured (" << error << ")\n";
+  else if (rc != 0) say << "upstream backend: the bench failed (exit " << rc << ")\n";
   return kClean;
 }
 

@@ -1,18 +1,28 @@
-"""Upstream backend speed: ten-op sequences per second at world 2 on the
-persistent rank pool, against a fresh set of rank processes per sequence
-(the same sequence exported and launched with torchrun each time), measured in one run.
-`python -m fsdpsim_upstream.bench [--seconds T] [--world W]`."""
+"""Upstream backend speed, where a person waits (`fsdpsim bench` runs this):
+- a pool's start at world 2 (the coordinator ready with its ranks), ranks forked from the
+  coordinator that imported the libraries once against ranks in fresh interpreters;
+- a ten-op sequence on a started pool (per sequence), and a corpus file (per file, one pool
+  per world started beforehand, as `check` keeps them);
+- `fsdpsim run FILE --backend upstream` end to end (given --fsdpsim);
+- a fresh torchrun per sequence (the same sequence exported), against the started pool.
+`python -m fsdpsim_upstream.bench [--seconds T] [--world W] [--fsdpsim PATH] [--corpus DIR] [--json]`."""
 import argparse
+import glob
+import json
 import os
 import re
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
-from .pool import Pool
+from .pool import Pool, free_port
 
-# seed 000's scenario (the corpus file) with ten ops of every kind the pool handles most
-SCENARIO = os.path.join(os.path.dirname(__file__), "..", "..", "..", "corpus", "regressions",
-                        "seed000_merged_set_adapter_w2.seq")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+SEED000 = os.path.join(ROOT, "corpus", "regressions", "seed000_merged_set_adapter_w2.seq")
+# seed 000's scenario with ten ops of every kind the pool handles most
 TEN_OPS = """---
 train_step
 eval
@@ -28,49 +38,132 @@ save_optimizer
 
 
 def ten_op_sequence(world):
-    with open(SCENARIO) as f:
+    with open(SEED000) as f:
         scenario = f.read().split("---")[0]
     return re.sub(r"(?m)^world \d+$", f"world {world}", scenario) + TEN_OPS
+
+
+def world_of(text):
+    m = re.search(r"(?m)^world (\d+)", text)
+    return int(m.group(1)) if m else 1
+
+
+def pool_start_seconds(world, spawn):
+    """A coordinator process started as fsdpsim starts it, until its ready line."""
+    env = dict(os.environ, FSDPSIM_UPSTREAM_SPAWN=spawn,
+               PYTHONPATH=os.pathsep.join(filter(None, [os.path.dirname(HERE), os.environ.get("PYTHONPATH")])))
+    t0 = time.time()
+    p = subprocess.Popen([sys.executable, "-m", "fsdpsim_upstream.pool", "--world", str(world)], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        for line in p.stdout:
+            if '"event":"ready"' in line:
+                return time.time() - t0
+        raise RuntimeError(f"the pool ({spawn}) exited before it was ready")
+    finally:
+        p.stdin.write('{"cmd":"quit"}\n')
+        p.stdin.close()
+        p.wait()
+
+
+def corpus_files(corpus, seconds):
+    """Per-file seconds of the corpus files (sorted), one started pool per world, until `seconds`."""
+    pools, per_file = {}, []
+    try:
+        t_end = None
+        for path in sorted(glob.glob(os.path.join(corpus, "*.seq"))):
+            with open(path) as f:
+                text = f.read()
+            w = world_of(text)
+            if w not in pools:
+                pools[w] = Pool(w, 20000)
+                pools[w].start()
+            t0 = time.time()
+            pools[w].run(text, None)
+            per_file.append(time.time() - t0)
+            t_end = t_end or time.time() + seconds
+            if time.time() > t_end:
+                break
+    finally:
+        for p in pools.values():
+            p.close()
+    return per_file
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--world", type=int, default=2)
+    ap.add_argument("--fsdpsim", default="")
+    ap.add_argument("--corpus", default=os.path.join(ROOT, "corpus", "regressions"))
+    ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    lines, figures = [], []
+
+    def figure(name, value, unit, text):
+        figures.append({"type": "bench_figure", "name": name, "value": round(value, 4), "unit": unit})
+        lines.append(text)
+
+    fork_s = min(pool_start_seconds(args.world, "fork") for _ in range(2))
+    exec_s = min(pool_start_seconds(args.world, "exec") for _ in range(2))
+    figure("upstream_pool_start", fork_s, "s",
+           f"  pool start, world {args.world}     {fork_s:6.2f} s  (ranks forked from the coordinator; "
+           f"fresh interpreters {exec_s:.2f} s, {exec_s / fork_s:.1f}x)")
+    figures.append({"type": "bench_figure", "name": "upstream_pool_start_exec", "value": round(exec_s, 4), "unit": "s"})
+
     text = ten_op_sequence(args.world)
     pool = Pool(args.world, 20000)
-    t0 = time.time()
     pool.start()
-    start_s = time.time() - t0
-    pool.run(text, None)  # warm-up
-    n, t0 = 0, time.time()
-    while time.time() - t0 < args.seconds or n < 3:
-        pool.run(text, None)
-        n += 1
-    persistent = n / (time.time() - t0)
-    pool.close()
+    try:
+        pool.run(text, None)  # warm-up
+        n, t0 = 0, time.time()
+        while time.time() - t0 < args.seconds or n < 3:
+            pool.run(text, None)
+            n += 1
+        per_seq = (time.time() - t0) / n
+    finally:
+        pool.close()
+    figure("upstream_sequence", per_seq * 1000, "ms",
+           f"  ten-op sequence         {per_seq * 1000:6.0f} ms  ({1 / per_seq:.1f} seq/s on a started pool)")
+
+    per_file = corpus_files(args.corpus, args.seconds)
+    med = statistics.median(per_file)
+    figure("upstream_corpus_file", med * 1000, "ms",
+           f"  corpus file             {med * 1000:6.0f} ms  (median of {len(per_file)} files of {args.corpus}, "
+           f"mean {statistics.mean(per_file) * 1000:.0f} ms, max {max(per_file) * 1000:.0f} ms; one run, `check` runs each twice)")
+
+    if args.fsdpsim:
+        walls = []
+        for _ in range(2):
+            t0 = time.time()
+            subprocess.run([args.fsdpsim, "run", SEED000, "--backend", "upstream"], capture_output=True)
+            walls.append(time.time() - t0)
+        figure("upstream_run_command", min(walls), "s",
+               f"  fsdpsim run --backend upstream {min(walls):5.2f} s  (seed 000's file end to end, pool start "
+               f"included; {' / '.join(f'{w:.2f}' for w in walls)} s)")
+
     # a fresh torchrun per sequence: the same sequence exported (export.py) and launched
-    import os
-    import subprocess
-    import tempfile
     from .export import export
-    from .pool import free_port
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     with tempfile.TemporaryDirectory() as d:
         script = os.path.join(d, "seq.py")
         with open(script, "w") as f:
             f.write(export(text))
-        m, t0 = 0, time.time()
-        while m < 2:
-            subprocess.run([torchrun, f"--nproc_per_node={args.world}", f"--master_port={free_port()}", script],
-                           cwd=d, check=True, capture_output=True)
-            m += 1
-        per_fresh = (time.time() - t0) / m
-    print(f"upstream backend, world {args.world}, ten-op sequences:")
-    print(f"  persistent ranks      {persistent:8.1f} seq/s  ({1000 / persistent:.0f} ms each; pool start {start_s:.1f} s)")
-    print(f"  fresh torchrun per seq{1 / per_fresh:8.2f} seq/s  ({per_fresh:.2f} s each)")
-    print(f"  persistent / fresh    {persistent * per_fresh:8.1f}x")
+        t0 = time.time()
+        for _ in range(2):
+            r = subprocess.run([torchrun, f"--nproc_per_node={args.world}", f"--master_port={free_port()}", script],
+                               cwd=d, capture_output=True)
+            if r.returncode not in (0, 1, 2):  # the script's verdicts: fixed, reproduced, otherwise
+                raise RuntimeError(f"torchrun exited {r.returncode}: {r.stderr.decode()[-300:]}")
+        per_fresh = (time.time() - t0) / 2
+    figure("upstream_fresh_torchrun", per_fresh, "s",
+           f"  fresh torchrun per seq  {per_fresh:6.2f} s  ({per_fresh / per_seq:.0f}x the started pool's sequence)")
+    if args.json:
+        for fgr in figures:
+            print(json.dumps(fgr, separators=(",", ":")))
+    else:
+        print(f"upstream backend (world {args.world}):")
+        print("\n".join(lines))
     return 0
 
 

@@ -447,4 +447,9 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # past the cleanup nothing is left to do: the interpreter's own teardown of torch, PEFT and
+    # transformers (a second or more) would only hold fsdpsim's wait for this process
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
