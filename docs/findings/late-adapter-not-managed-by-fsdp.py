@@ -21,7 +21,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from peft import LoraConfig, get_peft_model
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FSDPModule, fully_shard
 
 REPRODUCED, FIXED, DIFFERENT = 1, 0, 2
 RESULT = {1: "the bug reproduces", 0: "it does not reproduce", 2: "it fails differently"}
@@ -137,9 +137,17 @@ def optimizer_params(model, shards):
     return [p for n, p in adapter_params(model, shards) if p.requires_grad]
 
 
+def fsdp_module(m):
+    """The module fully_shard was given: an adapter injected after fully_shard wraps it and keeps
+    it as its base_layer (peft tuners_utils.py BaseTunerLayer.get_base_layer)."""
+    while not isinstance(m, FSDPModule) and hasattr(m, "base_layer"):
+        m = m.base_layer
+    return m
+
+
 def groups(model):
     """The FSDP modules by fsdpsim's group name."""
-    return {'root': model}
+    return {'root': fsdp_module(model)}
 
 
 def zero_grad(model, opt, shards):

@@ -104,6 +104,15 @@ class GroupedMember(unittest.TestCase):
         self.assertIn("puts gradients on the LoRA parameters of {other}", lines[0])
         self.assertEqual(lines[-1], "result: the bug reproduces (exit 1)")
 
+    def test_unshard_of_a_layer_a_later_adapter_wraps_reaches_its_fsdp_module(self):
+        # a deferred adapter wraps lin0 after fully_shard: `model...lin0` is PEFT's LoRA layer, and
+        # the FSDPModule its base_layer; calling unshard on the wrapper raised AttributeError (exit 2)
+        script, _ = export("unshard_of_a_layer_a_later_adapter_wraps.seq", "--no-shrink")
+        self.assertIn("fsdp_module(model.base_model.model.lin0).unshard()", script)
+        code, lines, err = run_script(script)
+        self.assertEqual(code, 0, "\n".join(lines) + err)
+        self.assertEqual(lines[-1], "result: it does not reproduce (exit 0)")
+
 
 class Verdicts(unittest.TestCase):
     def test_with_the_fix_it_exits_0(self):

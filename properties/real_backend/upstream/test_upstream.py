@@ -40,9 +40,13 @@ def by(obs, step, rank=0):
     return next(o for o in obs if o["step"] == step and o["rank"] == rank)
 
 
-def pool_pids():
-    out = subprocess.run(["pgrep", "-f", "fsdpsim_upstream.rank"], capture_output=True, text=True).stdout
+def children(pid):
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
     return {int(p) for p in out.split()}
+
+
+def alive(pids):
+    return {p for p in pids if os.path.exists(f"/proc/{p}") and "Z" not in open(f"/proc/{p}/stat").read().split(")")[1][:3]}
 
 
 class PoolTest(unittest.TestCase):
@@ -197,6 +201,8 @@ class FaultTest(unittest.TestCase):
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         ready = json.loads(p.stdout.readline())
         self.assertEqual(ready["event"], "ready")
+        ranks = children(p.pid)
+        self.assertEqual(len(ranks), 2)
         p.stdin.write(json.dumps({"cmd": "run", "seq": SEED000}) + "\n")
         p.stdin.flush()
         while "event" not in json.loads(p.stdout.readline()):
@@ -206,7 +212,7 @@ class FaultTest(unittest.TestCase):
         self.assertEqual(p.wait(timeout=20), 0)
         time.sleep(0.3)
         self.assertEqual(os.listdir(tmp), [])
-        self.assertEqual(pool_pids() & {p.pid}, set())
+        self.assertEqual(alive(ranks), set())
         os.rmdir(tmp)
 
     def test_stale_directory_of_a_dead_pool_is_removed(self):

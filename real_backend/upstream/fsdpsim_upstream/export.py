@@ -189,7 +189,7 @@ class Writer:
             # the named module's own FSDPModule method: on any member of a grouped fully_shard([...])
             # it moves the whole group (torch _fully_shard.py::FSDPModule.unshard / reshard)
             if any(op.names[0] in d.modules for d in self.scen.shards):
-                e(f"{ind}{scenario_build.module_expr(op.names[0])}.{k}()")
+                e(f"{ind}{scenario_build.fsdp_module_expr(self.scen, op.names[0])}.{k}()")
             else:  # no fully_shard was given it: no FSDPModule method to call (the model does nothing too)
                 e(f"{ind}pass  # {op.names[0]} was given to no fully_shard: nothing to {k}")
         elif k in ("reshard", "unshard"):
@@ -295,7 +295,7 @@ class Writer:
             names = [n for n in ("get_optimizer_state_dict", "set_optimizer_state_dict") if n in code]
             e(f"from torch.distributed.checkpoint.state_dict import {', '.join(names)}")
         e("from torch.distributed.device_mesh import init_device_mesh")
-        e("from torch.distributed.fsdp import fully_shard")
+        e("from torch.distributed.fsdp import FSDPModule, fully_shard" if "isinstance(m, FSDPModule)" in code else "from torch.distributed.fsdp import fully_shard")
         if "DTensor" in code:
             e("from torch.distributed.tensor import DTensor")
 

@@ -87,6 +87,11 @@ def _child(env, in_r, out_w, err_fd):
     environment replaced by a rank's, then rank.main; never returns into the coordinator."""
     code = 1
     try:
+        try:  # `ps`/`pgrep fsdpsim-rank` tell it from the coordinator, whose command line it keeps
+            import ctypes
+            ctypes.CDLL("libc.so.6").prctl(15, f"fsdpsim-rank{env.get('RANK', '')}".encode(), 0, 0, 0)  # PR_SET_NAME
+        except OSError:
+            pass
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for s in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, signal.SIG_DFL)

@@ -121,6 +121,11 @@ def module_expr(name):
     return "model" if name == "root" else f"model.base_model.model.{name}"
 
 
+def fsdp_module_expr(scen, name):
+    """module_expr for the module fully_shard was given, where a deferred adapter may wrap it later."""
+    return f"fsdp_module({module_expr(name)})" if any(a.deferred for a in scen.adapters) else module_expr(name)
+
+
 def shard_fn(w):
     s, e = w.scen, w.emit
     ram = s.loading == "ram_efficient"
@@ -179,9 +184,18 @@ def shard_fn(w):
     e("    return [p for n, p in adapter_params(model, shards) if " + sel + "]")
     e("")
     e("")
+    if any(a.deferred for a in s.adapters):
+        e("def fsdp_module(m):")
+        e('    """The module fully_shard was given: an adapter injected after fully_shard wraps it and keeps')
+        e('    it as its base_layer (peft tuners_utils.py BaseTunerLayer.get_base_layer)."""')
+        e("    while not isinstance(m, FSDPModule) and hasattr(m, \"base_layer\"):")
+        e("        m = m.base_layer")
+        e("    return m")
+        e("")
+        e("")
     e("def groups(model):")
     e('    """The FSDP modules by fsdpsim\'s group name."""')
-    groups = ", ".join(f"{d.modules[0]!r}: {module_expr(d.modules[0])}" for d in s.shards)
+    groups = ", ".join(f"{d.modules[0]!r}: {fsdp_module_expr(s, d.modules[0])}" for d in s.shards)
     e(f"    return {{{groups}}}")
     if w.uses & {"zero_grad", "train_step"}:
         e("")

@@ -124,6 +124,7 @@ class Session:
         self.prepared = False
         self.prepared_by = None  # "accelerate", or "direct: " and why not (prepare.py)
         self.fsdp_modules = []  # (group name, module) in the model's group order
+        self.fsdp_module_of = {}  # every module fully_shard was given, by layer name ("root": the model)
         self.fsdp_param = {}  # fsdpsim name -> FSDPParam
         self.named_cache = None  # model.named_parameters() while an observation is read
 
@@ -201,6 +202,8 @@ class Session:
         for d in self.scen.shards:
             name = "root" if d.is_root else d.modules[0]
             mod = self.module_of(name)
+            for member in (["root"] if d.is_root else d.modules):
+                self.fsdp_module_of[member] = self.module_of(member)
             state = mod._get_fsdp_state()
             for pg in state._fsdp_param_groups:
                 for fp in pg.fsdp_params:
@@ -357,11 +360,13 @@ class Session:
     def op_reshard_unshard(self, op):
         """FSDPModule.reshard / unshard on the module named (every member of a grouped
         fully_shard([...]) is an FSDPModule sharing the group's state: the whole group moves,
-        torch _fully_shard.py::FSDPModule.unshard), or on every FSDP module. A module no
-        fully_shard was given has neither method: the harness does nothing (as the model)."""
+        torch _fully_shard.py::FSDPModule.unshard), or on every FSDP module. The module is the one
+        fully_shard was given, wherever PEFT has moved it since: an adapter injected later wraps it
+        as its base_layer (peft tuners/lora/layer.py LoraLayer, tuners_utils.py get_base_layer).
+        A module no fully_shard was given has neither method: the harness does nothing (as the model)."""
         targets = [m for _, m in self.fsdp_modules]
         if op.names:
-            m = self.module_of(op.names[0])
+            m = self.fsdp_module_of.get(op.names[0])
             targets = [m] if isinstance(m, FSDPModule) else []
         for m in targets:
             if op.kind == "reshard":
