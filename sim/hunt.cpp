@@ -272,10 +272,9 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
       f.ops = generate_ops(r, f.scenario, gs);
       by = "fuzz " + ns.name + " ops " + std::to_string(s);
     } else {
-      // checkpointing (B7) and grouped fully_shard (sim/generator.hpp); not yet worlds 3-4: there the
-      // model still judges a padding-only rank's delta_weight (README Known limits), and the
-      // default hunt would list that gap as a class the backends contradict
-      f = generate_seq(r, swarm_options(r, o.world, false));
+      // checkpointing (B7), grouped fully_shard and, at world 2, a quarter at worlds 3-4 where a
+      // rank holds only padding rows (sim/generator.hpp)
+      f = generate_seq(r, swarm_options(r, o.world, true));
       by = "fuzz swarm " + std::to_string(s);
     }
     f = for_hunt(f, o);
@@ -286,6 +285,8 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     RunResult res = run_checked_sampled(f, 16);
     const bool found = !res.findings.empty();
     if (found) {
+      // a world the hunt started no upstream pool for: its pool starts now, beside the fuzzing
+      if (o.confirm_upstream && rep.upstream_installed && !upstream.has(f.scenario.world)) upstream.start(f.scenario.world);
       std::string key = finding_signature(f, res, res.findings[0]);
       if (o.on_new_key && keys.insert(key).second) o.on_new_key(f, since(t1));
       pool.add(std::move(key), {f, by});

@@ -67,6 +67,22 @@ TEST(Hunt, FindsSeed000ConfirmsOnRealAndWritesEveryClass) {
   std::filesystem::remove_all(dir);
 }
 
+// The swarm draws worlds 3-4 beside world 2 (a rank holding only padding rows), and their
+// classes confirm on the C++ backend like the others (issue 36: generate what was missing).
+TEST(Hunt, SwarmReachesPaddedWorldsAndConfirmsThem) {
+  RealPools pools(real::RankMode::Processes, std::chrono::milliseconds(5000));
+  HuntOptions o = short_hunt("upstream");
+  o.fuzz_only = true;
+  int wide = 0;  // findings first met at world 3 or 4 (triage's shrinking may take the world down)
+  int keys = 0;
+  o.on_new_key = [&](const SeqFile& f, double) { wide += f.scenario.world >= 3; ++keys; };
+  HuntReport r = hunt(o, pools);
+  ASSERT_FALSE(r.infra) << r.infra_message;
+  EXPECT_GT(wide, 0) << keys << " new keys in " << r.sequences << " sequences";
+  for (const auto& c : r.classes)
+    if (c.t.minimal.scenario.world >= 3) EXPECT_EQ(c.real, "yes") << c.stem << ": " << (c.divergences.empty() ? "" : c.divergences[0]);
+}
+
 TEST(Hunt, PatchedListsNoClassWithAKnownFix) {
   RealPools pools(real::RankMode::Processes, std::chrono::milliseconds(5000));
   HuntOptions o = short_hunt("patched");
