@@ -73,7 +73,7 @@ bool close(const Mat& d, const Mat& sum, float delta_scale, float magnitude) {
 // adapters D does equal decides missing (fewer) / extra (more) / corrupt.
 // *alt: the other classes D fits as well (a delta in play that is zero on these
 // rows: a B row no step moved), which the values cannot tell from the first;
-// `corrupt` among them when a merged adapter's delta is zero on these rows.
+// `corrupt` among them when any adapter's delta is zero on these rows.
 WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::vector<std::pair<int, Mat>>& deltas,
                      float magnitude, uint8_t* alt) {
   auto sum_of = [&](uint32_t mask) {
@@ -96,12 +96,13 @@ WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::ve
     if ((m & want) == m) missing = true;
     else if ((m & want) == want) extra = true;
   }
-  // A merged adapter whose delta is zero on these rows (a B row no step moved, as a ReLU unit
-  // dead for the whole batch leaves it): a change of that adapter since its merge is zero here
-  // too, so the values cannot rule out the stale-merge reading, `corrupt`.
+  // An adapter whose delta is zero on these rows (a B row no step moved, as a ReLU unit dead for
+  // the whole batch leaves it): a copy of it W kept from an earlier merge, stale since, is zero
+  // here too, merged or not (an unmerge a reshard dropped), so the values cannot rule out the
+  // stale-merge reading, `corrupt`.
   const Mat zero(d.size(), 0.0f);
   bool blind = false;
-  for (size_t i = 0; i < deltas.size(); ++i) blind = blind || (((want >> i) & 1) && close(deltas[i].second, zero, scale, magnitude));
+  for (const auto& x : deltas) blind = blind || close(x.second, zero, scale, magnitude);
   const WeightClass c = exact     ? WeightClass::Exact
                         : missing ? WeightClass::MissingDelta
                         : extra   ? WeightClass::ExtraDelta

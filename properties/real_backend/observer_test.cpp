@@ -39,12 +39,12 @@ struct OneLayer {
 
   // The report of rank 0 after `merge`, its stored weight W0 + factor * delta
   // with `offset` added to one element.
-  WeightClass classify(float factor, float offset, bool zero_b = false, uint8_t* alt = nullptr) const {
+  WeightClass classify(float factor, float offset, bool zero_b = false, uint8_t* alt = nullptr, bool merged = true) const {
     RankReport rep;
     rep.step = 1;
     rep.op = "merge";
     rep.groups = {{"root", ShardedState::Sharded}};
-    rep.merged = {{"a"}};
+    rep.merged = {merged ? std::vector<std::string>{"a"} : std::vector<std::string>{}};
     const size_t n = layout.params.size();
     rep.present.assign(n, 1);
     rep.u_registered.assign(n, 0);
@@ -96,6 +96,11 @@ TEST(Observer, AZeroDeltaNamesTheOtherClassesTheValuesFit) {
   EXPECT_EQ(alt, 0u);
   EXPECT_EQ(t.classify(0, 0, false, &alt), WeightClass::MissingDelta);
   EXPECT_EQ(alt, 0u);
+  // no adapter merged, its delta zero on these rows: W0 is exact, and fits the delta kept by
+  // mistake (extra) and a stale copy of it (an unmerge dropped at a reshard, the adapter trained
+  // since) as well (crosscheck seed 39200252, world 3)
+  EXPECT_EQ(t.classify(0, 0, /*zero_b=*/true, &alt, /*merged=*/false), WeightClass::Exact);
+  EXPECT_EQ(alt, (1u << static_cast<int>(WeightClass::ExtraDelta)) | (1u << static_cast<int>(WeightClass::Corrupt)));
 }
 
 // delta_weight on a Linear layer: the observer judges what get_delta_weight returned

@@ -148,14 +148,20 @@ class ChunkRows(unittest.TestCase):
 
 
 class ZeroRows(unittest.TestCase):
-    """judge.classify where a merged adapter's delta is zero on the rows judged (a B row no step
-    moved): the values fit the stale-merge reading too, so `corrupt` is among the other readings."""
+    """judge.classify where an adapter's delta is zero on the rows judged (a B row no step moved):
+    the values fit the stale-merge reading too, so `corrupt` is among the other readings."""
 
     def test_a_merged_delta_zero_on_these_rows_also_fits_corrupt(self):
         zero, other = torch.zeros(1, 3), torch.full((1, 3), 0.5)
         got, alt = judge.classify(torch.zeros(1, 3), {"a"}, {"a": zero, "b": other})
         self.assertEqual(got, "exact")
         self.assertEqual(alt, ["missing_delta", "corrupt"])
+
+    def test_an_unmerged_delta_zero_on_these_rows_also_fits_corrupt(self):
+        # W0 with nothing merged: exact, and a kept copy of `a` (extra) or a stale one (corrupt: an
+        # unmerge a reshard dropped, `a` trained since) fit too (crosscheck seed 39200252, world 3)
+        got, alt = judge.classify(torch.zeros(1, 3), set(), {"a": torch.zeros(1, 3)})
+        self.assertEqual((got, alt), ("exact", ["extra_delta", "corrupt"]))
 
     def test_a_merged_delta_that_is_not_zero_does_not(self):
         d = torch.full((1, 3), 0.25)

@@ -117,7 +117,7 @@ def classify(d, merged, deltas, dtype="fp32", w0=None, rounded=(), events=0):
     """`rounded`: the adapters merged into this weight at some step so far; `events`:
     how many adapter merges and unmerges it has seen (each one a bf16 rounding).
     Returns the class and the other classes `d` fits as well (a delta in play that
-    is zero on these rows; corrupt when a merged one is), which the values cannot tell from it."""
+    is zero on these rows; corrupt when any is), which the values cannot tell from it."""
     names = list(deltas)
     want = {n for n in names if n in merged}
 
@@ -140,10 +140,11 @@ def classify(d, merged, deltas, dtype="fp32", w0=None, rounded=(), events=0):
             missing = True
         elif sub >= want:
             extra = True
-    # A merged adapter whose delta is zero on these rows (a B row no step moved, as a ReLU unit dead
-    # for the whole batch leaves it): a change since its merge is zero here too, so the values
-    # cannot rule out the stale-merge reading, corrupt.
-    blind = any(_close(deltas[n], torch.zeros_like(deltas[n]), tol) for n in want)
+    # An adapter whose delta is zero on these rows (a B row no step moved, as a ReLU unit dead for
+    # the whole batch leaves it): a copy of it the weight kept from an earlier merge, stale since,
+    # is zero here too, merged or not (an unmerge a reshard dropped), so the values cannot rule out
+    # the stale-merge reading, corrupt.
+    blind = any(_close(deltas[n], torch.zeros_like(deltas[n]), tol) for n in names)
     fits = [c for c, ok in (("exact", exact), ("missing_delta", missing), ("extra_delta", extra)) if ok]
     got = fits[0] if fits else "corrupt"
     return got, fits[1:] + (["corrupt"] if blind and got != "corrupt" else [])
