@@ -102,7 +102,7 @@ WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::ve
   // stale-merge reading, `corrupt`.
   const Mat zero(d.size(), 0.0f);
   bool blind = false;
-  for (const auto& x : deltas) blind = blind || close(x.second, zero, scale, magnitude);
+  for (const auto& x : deltas) blind = blind || close(zero, x.second, scale, magnitude);  // over D's elements, as sum_of
   const WeightClass c = exact     ? WeightClass::Exact
                         : missing ? WeightClass::MissingDelta
                         : extra   ? WeightClass::ExtraDelta
