@@ -6,9 +6,8 @@
 # image build runs in its own job of .github/workflows/ci.yml, not here.
 #
 # Order (docs/testing.md, "Test tiers"): the
-# sanitizer and fuzzing trees build at nice 19 while the main ctest runs, whose
-# longest tests (the upstream corpus) spend most of their time waiting on rank
-# processes; the tests keep the CPU whenever they want it. Each phase's wall
+# sanitizer and fuzzing trees build at nice 19 while the main ctest runs; the
+# tests keep the CPU whenever they want it. Each phase's wall
 # time is printed in one table at the end, also when a phase fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
