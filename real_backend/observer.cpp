@@ -116,7 +116,9 @@ WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::ve
 // delta_weight on a Linear layer: each value get_delta_weight returned against
 // the full B @ A * scaling of every rank's shards at that moment (`full(p)`),
 // compared on the rows it holds; a Partial value is the sum over the ranks'
-// (upstream's judge.py does the same). Experts layers were judged by the rank.
+// (upstream's judge.py does the same). An experts layer's delta read off whole
+// registered tensors comes the same way, in (E, in, out); its sharded paths are
+// judged by the rank (real_experts.cpp).
 template <typename Full>
 void judge_deltas(const Layout& layout, const std::vector<std::vector<RankReport>>& per_rank, int r, const RankReport& rep,
                   Full full, Observation& o) {
@@ -127,7 +129,8 @@ void judge_deltas(const Layout& layout, const std::vector<std::vector<RankReport
     if (rep.delta_form[k] == kDeltaJudged) continue;
     const int a = layout.adapter_named(rep.deltas[k].adapter);
     const int pa = ls.lora_a[a], pb = ls.lora_b[a];
-    Mat want = matmul(full(pb), full(pa), ls.out, layout.params[pa].rows, ls.in);
+    Mat want = ls.experts > 0 ? experts_delta(full(pb), full(pa), ls.experts, layout.params[pa].rows / ls.experts, ls.in, ls.out)
+                              : matmul(full(pb), full(pa), ls.out, layout.params[pa].rows, ls.in);
     for (auto& v : want) v *= lora_scaling(layout, a);
     Mat got = rep.delta_values[k];
     if (rep.delta_form[k] == kDeltaChunk) want = rows_of(want, wspec, r);

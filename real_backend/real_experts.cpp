@@ -53,8 +53,11 @@ at::Tensor RealRank::gather_full(int p, DType wire) {
 //   Shard(0) (one all-gather named after W, the size of W's shard).
 // Returns what merge adds to the registered weight: the whole delta, or this
 // rank's padded chunk of experts when W's shard is registered. *value: the
-// delta against the per-expert computation on the same A and B.
-at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, bool merge) {
+// delta against the per-expert computation on the same A and B; read off the
+// whole registered tensors (U, an unmanaged adapter, world 1) the delta itself
+// goes to the observer instead (*form kDeltaFull), which judges it against every
+// rank's shards: off a copy the optimizer stepped past it is not the adapter's.
+at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, bool merge, DeltaForm* form) {
   at::NoGradGuard ng;
   const LayerSpec& ls = layout_->layers[layer];
   const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
@@ -82,6 +85,10 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
   if (!holds_shard(pa) || world == 1) {
     a = registered(pa);
     b = registered(pb);
+    if (!merge && form) {
+      *form = kDeltaFull;
+      return experts_einsum(a, b, ls.experts) * scale;
+    }
   } else if (layout_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
     a = gather_full(pa);
     b = gather_full(pb);

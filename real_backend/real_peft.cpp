@@ -280,7 +280,11 @@ void RealRank::op_delta_weight(int layer) {
     DeltaForm form = kDeltaJudged;
     std::vector<float> values;
     if (ls.experts > 0) {
-      experts_delta(layer, static_cast<int>(a), &value, false);
+      at::Tensor d = experts_delta(layer, static_cast<int>(a), &value, false, &form);
+      if (form == kDeltaFull) {
+        d = d.detach().to(at::kFloat).contiguous();
+        values.assign(d.data_ptr<float>(), d.data_ptr<float>() + d.numel());
+      }
     } else {
       // Linear: B @ A on whatever is registered, judged by the observer against the full B @ A
       // of every rank's shards (observer.cpp): off a stale unsharded copy, or through an

@@ -102,7 +102,7 @@ class RealRank {
   at::Tensor delta(int layer, int adapter, DeltaForm* form = nullptr);  // *form: which rows it returned
   void apply_delta(int layer, const at::Tensor& d, bool add);
   // --- ParamWrapper (experts) layers (real_experts.cpp) ---
-  at::Tensor experts_delta(int layer, int adapter, WeightClass* value, bool merge);
+  at::Tensor experts_delta(int layer, int adapter, WeightClass* value, bool merge, DeltaForm* form = nullptr);
   at::Tensor one_expert_delta(int layer, int adapter, WeightClass* value, bool merge, bool dtensor);
   void wrapper_forward(int layer);  // throws where a ParamWrapper made after fully_shard meets a DTensor shard
   at::Tensor experts_forward(int layer, const at::Tensor& h);

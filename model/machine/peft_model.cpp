@@ -309,10 +309,12 @@ Raise RankModel::op_delta_weight(int layer) {
     res_.deltas.insert(a);
     // Read off an unsharded copy the optimizer has stepped past (or rows no rank holds), B @ A
     // is not the adapter's delta: the adapter is what its shards hold. A copy gathered from
-    // ranks whose shards differed, and unchanged since, is exactly those shards.
+    // ranks whose shards differed, and unchanged since, is exactly those shards. ParamWrapper's
+    // einsum reads the same registered lora_A / lora_B weights (lora/layer.py::ParamWrapper.
+    // get_delta_weight; crosscheck seed 39500015, world 1).
     const FsdpParam& pa = st_.params[li.A[a]];
     const FsdpParam& pb = st_.params[li.B[a]];
-    if (li.experts == 0 && is_registered_u(li.A[a]) && !pa.detached && (pa.u_stale() || pb.u_stale()))
+    if (is_registered_u(li.A[a]) && !pa.detached && (pa.u_stale() || pb.u_stale()))
       res_.corrupt_deltas.insert(a);
   }
   return {};
