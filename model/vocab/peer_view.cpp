@@ -18,8 +18,18 @@ int peer_view(const std::vector<std::vector<ReportMark>>& marks, int j, int r, s
     if (theirs[m].step == mine.step) return known_at_or_before(theirs, static_cast<int>(m));
   if (mine.issued > 0)
     for (size_t m = 0; m < theirs.size(); ++m)
-      if (theirs[m].issued >= mine.issued)
-        return known_at_or_before(theirs, theirs[m].step <= mine.step ? static_cast<int>(m) : static_cast<int>(m) - 1);
+      if (theirs[m].issued >= mine.issued) {
+        if (theirs[m].step > mine.step) return known_at_or_before(theirs, static_cast<int>(m) - 1);
+        // Past that op j waits for no one until its next collective: its later ops up to this
+        // step that issue none have run too (a rank blocks only in a collective's wait,
+        // torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py::foreach_all_gather). Else a
+        // report after a peer's hang saw the peer back before ops it had already run.
+        size_t x = m;
+        while (theirs[x].issued == mine.issued && x + 1 < theirs.size() && theirs[x + 1].step <= mine.step &&
+               theirs[x + 1].issued == mine.issued)
+          ++x;
+        return known_at_or_before(theirs, static_cast<int>(x));
+      }
   int best = -1;
   for (size_t m = 0; m < theirs.size(); ++m)
     if (theirs[m].step <= mine.step) best = static_cast<int>(m);

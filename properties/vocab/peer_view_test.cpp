@@ -30,6 +30,16 @@ TEST(PeerView, APartnerCollectiveInAnEarlierStepShowsThePeerAfterThatOp) {
   EXPECT_EQ(view({{2, 1, true}}, {{1, 1, true}, {3, 2, true}}, 0), 0);
 }
 
+TEST(PeerView, APeerPastThePartnerOpHasRunItsLaterOpsWithoutCollectives) {
+  // fsdpsim random --seed 5700071 --world 2, shrunk: r's step 6 report (4 collectives) after
+  // the peer's step-3 op paired its 4th; the peer then ran steps 4 (a reload) and hung in
+  // step 5. It holds step 4's state: r saw it at step 5 and must not see step 3's again.
+  EXPECT_EQ(view({{2, 2, true}, {5, 4, true}, {6, 4, true}}, {{1, 0, true}, {2, 2, true}, {3, 4, true}, {4, 4, true}, {5, 5, false}}, 2), 3);
+  // an op past r's step, or one that issues a collective r has not yet paired, is not run
+  EXPECT_EQ(view({{2, 1, true}, {3, 1, true}}, {{1, 1, true}, {3, 1, true}, {4, 1, true}}, 0), 0);
+  EXPECT_EQ(view({{3, 1, true}}, {{1, 1, true}, {2, 2, true}}, 0), 0);
+}
+
 TEST(PeerView, APartnerCollectiveInALaterStepShowsThePeerBeforeThatOp) {
   // r's collective of step 2 pairs with the one the peer issues in step 3:
   // the peer is seen as it was before step 3, i.e. after step 1.

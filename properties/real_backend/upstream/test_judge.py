@@ -169,5 +169,29 @@ class ZeroRows(unittest.TestCase):
         self.assertEqual((got, alt), ("exact", []))
 
 
+class PeerViews(unittest.TestCase):
+    """Which peer report goes with a rank's: model/vocab/peer_view.cpp's rule, as the model
+    and the C++ observer apply it (merged_experts_eval_waits_for_peer_step.seq's shape)."""
+
+    @staticmethod
+    def obs(*ops):
+        return [{"step": s, "collectives": [{}] * n, "status": st} for s, n, st in ops]
+
+    def test_an_extra_op_waiting_for_a_later_peer_op_sees_the_peer_just_before_it(self):
+        # rank 1's @1 eval (step 4) pairs with rank 0's eval of step 7: rank 0 has stepped
+        judge.set_peer_views([self.obs((3, 2, "ok"), (5, 0, "ok"), (6, 0, "ok"), (7, 2, "ok"), (8, 0, "ok")),
+                              self.obs((3, 2, "ok"), (4, 2, "ok"), (5, 0, "ok"), (7, 1, "hang"))], 2)
+        self.assertEqual(judge._PEERS[(1, 4)][0], 6)
+        # past its partner op a peer has run its ops without collectives; a hung one is not seen
+        self.assertEqual(judge._PEERS[(0, 7)][1], 5)
+        self.assertEqual(judge._PEERS[(0, 8)][1], 5)
+        self.assertEqual(judge._PEERS[(0, 3)][1], 3)
+
+    def test_nothing_yet_is_the_initial_state(self):
+        judge.set_peer_views([self.obs((1, 0, "ok")), self.obs((2, 0, "ok"))], 2)
+        self.assertIsNone(judge._PEERS[(0, 1)][1])
+        self.assertEqual(judge._PEERS[(1, 2)][0], 1)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -175,6 +175,14 @@ class FuncolRecorder:
             current = None  # the parameter whose local tensor is being redistributed now
             saved = {}
             casts = []  # the cast copies `names` maps, kept alive while the op runs
+            # id(cast copy) -> its parameter: an empty copy (a rank holding only padding) has
+            # no address of its own, but DTensor wraps and redistributes that very object
+            # (torch/distributed/tensor/_dispatch.py::OpDispatcher.wrap, redistribute_local_args)
+            cast_ids = {}
+
+            @staticmethod
+            def origin(t):
+                return Mode.cast_ids.get(id(t)) or names.get(t.untyped_storage().data_ptr())
 
             def __enter__(self):
                 # DTensor redistributes one operand at a time (torch/distributed/tensor/
@@ -186,12 +194,12 @@ class FuncolRecorder:
                     Mode.saved[mod] = orig
 
                     def wrapped(local_tensor, *a, _orig=orig, **k):
-                        # only a parameter's own shard names it; a derived tensor (a delta, a
-                        # .float() copy) is left to the operand heuristics below
-                        # or a cast copy of one (peft's get_delta_weight runs bf16 A and B as .float())
-                        known = names.get(local_tensor.untyped_storage().data_ptr()) or next(
-                            (o for shp, dt, o in Mode.recent
-                             if shp == tuple(local_tensor.shape) and dt != local_tensor.dtype), None)
+                        # only a parameter's own shard, or a cast copy of one (peft's
+                        # get_delta_weight runs bf16 A and B as .float()), names it; a derived
+                        # tensor (a delta) is left to the operand heuristics below. No guess
+                        # from shapes here: a rank holding only padding has empty A and B
+                        # copies of one shape, and what this sets counts as exact.
+                        known = Mode.origin(local_tensor)
                         before, Mode.current = Mode.current, known
                         try:
                             return _orig(local_tensor, *a, **k)
@@ -218,8 +226,9 @@ class FuncolRecorder:
                     elif dts:
                         # derived copies (peft's get_delta_weight casts bf16 A and B with .float() on
                         # CPU): matched to the parameters just read by local shape
-                        got = [next((o for shp, _, o in Mode.recent if shp == tuple(a._local_tensor.shape)), None)
-                               for a in dts]
+                        got = [Mode.cast_ids.get(id(a._local_tensor)) or next(
+                            (o for shp, _, o in Mode.recent if shp == tuple(a._local_tensor.shape)), None)
+                            for a in dts]
                         if all(got):
                             Mode.operands = got
                     if func is torch.ops.aten.mm.default and len(Mode.operands) == 2:
@@ -250,11 +259,13 @@ class FuncolRecorder:
                     # a cast copy of a parameter's shard (peft's get_delta_weight runs bf16 A and B
                     # as .float() on CPU) names that parameter exactly: shapes alone cannot tell a
                     # square A from its B
-                    src = names.get(args[0].untyped_storage().data_ptr())
-                    # an empty copy (a rank holding only padding) has no address of its own
-                    if src is not None and out.numel() > 0:
-                        names[out.untyped_storage().data_ptr()] = src
-                        Mode.casts.append(out)  # held to the op's end: its address names only it
+                    src = Mode.origin(args[0])
+                    if src is not None:
+                        Mode.cast_ids[id(out)] = src
+                        Mode.casts.append(out)  # held to the op's end: its id and address name only it
+                        # an empty copy's address is shared by every empty tensor
+                        if out.numel() > 0:
+                            names[out.untyped_storage().data_ptr()] = src
                 return out
 
         return Mode()

@@ -23,9 +23,69 @@ def _chunk_rows(rows, world, rank):
     return (0, rows) if left <= 0 else (min(left, c), c * rank)
 
 
+# (r, step) -> {j: the step of j's report that r's report at `step` sees, or None for j's
+# initial state}; set by set_peer_views before a run's reports are judged
+_PEERS = {}
+
+
+def _peer_index(marks, j, r, i):
+    """model/vocab/peer_view.cpp::peer_view, the rule the model and the C++ observer judge by:
+    marks[q] is rank q's reports as (step, collectives issued so far, state known)."""
+    def known_at_or_before(idx):
+        while idx >= 0 and not marks[j][idx][2]:
+            idx -= 1
+        return idx
+    step, issued, _ = marks[r][i]
+    theirs = marks[j]
+    for m, t in enumerate(theirs):
+        if t[0] == step:
+            return known_at_or_before(m)
+    if issued > 0:
+        for m, t in enumerate(theirs):
+            if t[1] >= issued:
+                if t[0] > step:
+                    return known_at_or_before(m - 1)
+                x = m  # past its partner op, j runs on through ops that issue no collective
+                while theirs[x][1] == issued and x + 1 < len(theirs) and theirs[x + 1][0] <= step \
+                        and theirs[x + 1][1] == issued:
+                    x += 1
+                return known_at_or_before(x)
+    best = -1
+    for m, t in enumerate(theirs):
+        if t[0] <= step:
+            best = m
+    return known_at_or_before(best)
+
+
+def set_peer_views(obs, world):
+    """Which report of each peer goes with each report: ranks out of step see each other where
+    their collectives pair (issue order), not at the same step number."""
+    _PEERS.clear()
+    marks = []
+    for r in range(world):
+        n, mine = 0, []
+        for o in obs[r]:
+            n += len(o.get("collectives") or [])
+            mine.append((o["step"], n, o.get("status") not in ("hang", "mismatch")))
+        marks.append(mine)
+    for r in range(world):
+        for i, (step, _, _) in enumerate(marks[r]):
+            seen = {}
+            for j in range(world):
+                if j != r:
+                    m = _peer_index(marks, j, r, i)
+                    seen[j] = marks[j][m][0] if m >= 0 else None
+            _PEERS[(r, step)] = seen
+
+
 def _view(r, j, step, init, vals):
     """Rank j's values as rank r sees them at `step`: j's latest report at or
-    before that step, else j's initial values."""
+    before the step of the report set_peer_views pairs with r's, else j's
+    initial values."""
+    if (r, step) in _PEERS:
+        step = _PEERS[(r, step)].get(j, step)
+        if step is None:
+            return init[j]["values"]["s"]
     best = None
     for s in vals[j]:
         if s <= step and (best is None or s > best):

@@ -278,6 +278,7 @@ class Pool:
         self.judge_crossed()
         out = []
         log = judge.RoundingLog()
+        judge.set_peer_views(obs, self.world)
         for r in range(self.world):
             for o in obs[r]:
                 if "layers" in o and r in init:
