@@ -502,7 +502,7 @@ int release_python(const std::string& set, std::string* python, std::string* mes
     return -1;
   }
   int rc = spawn_module("fsdpsim_upstream.release_env", {set}, fileno(out), fileno(err), message);
-  if (rc == 0) *python = last_line_of(out);
+  if (rc == 0) *python = last_line_of(out) == "-" ? "" : last_line_of(out);  // "-": the pinned set, the default Python
   else if (rc > 0) *message = last_line_of(err);
   std::fclose(out);
   std::fclose(err);

@@ -10,7 +10,7 @@ downloads another. Usage:
 
     python -m fsdpsim_upstream.release_env SET [--root DIR] [--check]
 
-prints the set's Python on stdout (the last line); exit 3 on a malformed set
+prints the set's Python on stdout (the last line; "-" for .venv's own pins); exit 3 on a malformed set
 (`<set>:1:COL: ...`), exit 1 with "cannot run: <reason>" when the set cannot be
 installed or imported.
 """
@@ -192,7 +192,8 @@ def main(argv=None):
         print(f"cannot run: {args.set}: {e}", file=sys.stderr)
         return 1
     print(json.dumps(record), file=sys.stderr)
-    print(python)
+    # "-": the pinned set, whatever Python the caller runs by default ($FSDPSIM_PYTHON or .venv)
+    print("-" if record.get("shared") else python)
     return 0
 
 
