@@ -8,6 +8,14 @@
 # (the CI-file tests). Works on Debian 12 and 13.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# `--release SET` (after the rest is installed): the environment of one PEFT release set
+# (peft==X[,accelerate==Y,transformers==Z]) in .venv-releases/, sharing .venv's torch;
+# fsdpsim makes it by itself on first use (--upstream, versions). Prints its Python.
+release=""
+if [ "${1:-}" = "--release" ]; then
+  [ -n "${2:-}" ] || { echo "install-deps: --release expects a set, peft==X[,accelerate==Y,transformers==Z]" >&2; exit 3; }
+  release="$2"
+fi
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
 
@@ -53,4 +61,7 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   .venv/bin/python -c "import torch, peft, accelerate, transformers" \
     || { echo "install-deps: the Python environment in .venv is broken" >&2; exit 1; }
   echo "$want" > "$stamp"
+fi
+if [ -n "$release" ]; then
+  PYTHONPATH=real_backend/upstream exec .venv/bin/python -m fsdpsim_upstream.release_env "$release"
 fi

@@ -81,6 +81,7 @@ upstream::UpstreamPool& RealPools::upstream(int world) {
   upstream_.erase(std::remove_if(upstream_.begin(), upstream_.end(), [](const auto& p) { return !p->running(); }), upstream_.end());
   upstream::UpstreamOptions opt;
   opt.rank_timeout_ms = static_cast<int>(timeout_.count());
+  opt.python = upstream_python_;
   upstream_.push_back(std::make_unique<upstream::UpstreamPool>(opt));
   return *upstream_.back();
 }

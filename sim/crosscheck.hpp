@@ -74,6 +74,9 @@ class RealPools {
   std::map<std::string, std::string> upstream_versions() const;
   std::string upstream_versions_line() const;
   void stop_upstream();
+  // The Python the upstream pools started from now on run (a release set's, --upstream);
+  // empty: UpstreamOptions' default (.venv's).
+  void set_upstream_python(const std::string& python) { upstream_python_ = python; }
   // Upstream pools started (and restarted) so far, the pools stopped to stay under
   // kUpstreamRanks included, and the seconds they took to get ready.
   int upstream_starts() const;
@@ -83,6 +86,7 @@ class RealPools {
   const upstream::UpstreamPool* upstream_spoken() const;
   real::RankMode mode_;
   std::chrono::milliseconds timeout_;
+  std::string upstream_python_;
   std::vector<std::unique_ptr<real::RealRanks>> pools_;
   std::vector<std::unique_ptr<upstream::UpstreamPool>> upstream_;  // most recently used last
   int retired_starts_ = 0;

@@ -18,6 +18,19 @@ struct TriagedFile {
   TriageResult t;
 };
 
+// One cell of `fsdpsim versions --json` (a versions_cell record): a root cause's
+// minimal sequence on one release set. The findings directory keeps the
+// default matrix's run in versions.jsonl; the pages show it.
+struct ReleaseVerdict {
+  std::string stem;     // the sequence's file stem, finding_stem(root cause)
+  std::string release;  // "peft==0.17.1"
+  std::string verdict;  // "reproduces", "does not reproduce", "cannot run", "broken"
+  std::string detail;
+};
+// The versions_cell records of a --json run (other records skipped); SourceError
+// (file:line:1) on a line that is not a JSON object.
+std::vector<ReleaseVerdict> parse_release_verdicts(const std::string& jsonl, const std::string& file);
+
 struct FindingPages {
   // File name under the findings directory -> its content: <stem>.md, <stem>.seq, README.md.
   std::map<std::string, std::string> files;
@@ -29,6 +42,8 @@ struct FindingPages {
 // keeps the same file); `corpus`: every other triaged file (classes, and a minimal sequence
 // for a root cause with none kept: the shortest). A catalogue entry reached by neither gets
 // a page without a sequence.
-FindingPages render_finding_pages(const std::vector<TriagedFile>& kept, const std::vector<TriagedFile>& corpus);
+// `releases`: versions.jsonl's cells (empty: no release section).
+FindingPages render_finding_pages(const std::vector<TriagedFile>& kept, const std::vector<TriagedFile>& corpus,
+                                  const std::vector<ReleaseVerdict>& releases = {});
 
 }  // namespace fsdpsim

@@ -55,6 +55,8 @@ def main():
          {"crosscheck_broken", "crosscheck_summary"}, {"FSDPSIM_CRASH_RANK": "1"})
     case(["crosscheck", "--seed", "7", "--count", "1", "--against", "upstream", "--out", os.path.join(TMP, "cc_div")], [2],
          {"crosscheck_divergent", "crosscheck_summary", "upstream_versions"}, S.divergent_seed7_pool())
+    # the pinned release set is the default Python: here the fake pool
+    case(["versions", patched, "--matrix", "pinned"], [0], {"versions_cell", "versions_summary"}, S.fake_pool(os.path.join(TMP, "patched.jsonl")))
     case(["merge-results", results], [0], {"merged_results"})
     case(["shrink", SEED000], [1], {"shrunk"})
     case(["shrink", patched, "--divergence", "--backend", "model,upstream"], [2], {"shrunk"},

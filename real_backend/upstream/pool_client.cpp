@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -438,7 +439,11 @@ UpstreamResult UpstreamPool::run(const std::string& canonical_seq_text, const st
   }
 }
 
-int run_python_module(const std::string& module, const std::vector<std::string>& args, std::string* error) {
+namespace {
+
+// `<python> -m MODULE ARGS...` with the package on PYTHONPATH; its stdout and
+// stderr go to out_fd and err_fd when >= 0, else to the caller's.
+int spawn_module(const std::string& module, const std::vector<std::string>& args, int out_fd, int err_fd, std::string* error) {
   std::string python = resolve(env_or("FSDPSIM_PYTHON", std::string(FSDPSIM_SOURCE_DIR) + "/.venv/bin/python"));
   if (::access(python.c_str(), X_OK) != 0) {
     *error = "upstream backend: no Python at " + python + kInstallHint;
@@ -458,6 +463,8 @@ int run_python_module(const std::string& module, const std::vector<std::string>&
   }
   if (pid == 0) {
     ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
+    if (out_fd >= 0) ::dup2(out_fd, 1);
+    if (err_fd >= 0) ::dup2(err_fd, 2);
     ::execv(python.c_str(), argv.data());
     ::_exit(127);
   }
@@ -465,6 +472,41 @@ int run_python_module(const std::string& module, const std::vector<std::string>&
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string last_line_of(FILE* f) {
+  std::string text, line, last;
+  std::rewind(f);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  std::istringstream in(text);
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+}  // namespace
+
+int run_python_module(const std::string& module, const std::vector<std::string>& args, std::string* error) {
+  return spawn_module(module, args, -1, -1, error);
+}
+
+int release_python(const std::string& set, std::string* python, std::string* message) {
+  FILE* out = std::tmpfile();
+  FILE* err = std::tmpfile();
+  if (!out || !err) {
+    if (out) std::fclose(out);
+    if (err) std::fclose(err);
+    *message = std::string("cannot create a temp file: ") + std::strerror(errno);
+    return -1;
+  }
+  int rc = spawn_module("fsdpsim_upstream.release_env", {set}, fileno(out), fileno(err), message);
+  if (rc == 0) *python = last_line_of(out) == "-" ? "" : last_line_of(out);  // "-": the pinned set, the default Python
+  else if (rc > 0) *message = last_line_of(err);
+  std::fclose(out);
+  std::fclose(err);
+  return rc;
 }
 
 }  // namespace fsdpsim::upstream

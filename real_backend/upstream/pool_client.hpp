@@ -103,4 +103,11 @@ bool diff_field_in(const std::string& diff, const std::vector<std::string>& fiel
 // status; -1 with *error (naming the install command) when Python is missing.
 int run_python_module(const std::string& module, const std::vector<std::string>& args, std::string* error);
 
+// The Python of a release set's environment (release_env.py builds it on first
+// use, cached in .venv-releases/): 0 with *python (empty for the pinned set:
+// the default Python, $FSDPSIM_PYTHON or .venv's); 3 (a malformed set) or 1
+// (cannot be installed or imported: "cannot run: ...") with *message; -1 when
+// .venv's Python is missing.
+int release_python(const std::string& set, std::string* python, std::string* message);
+
 }  // namespace fsdpsim::upstream

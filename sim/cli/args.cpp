@@ -6,6 +6,7 @@
 #include "model/vocab/profile.hpp"
 #include "model/vocab/text.hpp"
 #include "sim/generator.hpp"
+#include "sim/release_matrix.hpp"
 #include "sim/cli/commands.hpp"
 
 namespace fsdpsim::cli {
@@ -157,6 +158,10 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       std::string err = apply_draws(v, &probe);
       if (!err.empty()) usage_error("--draw " + err);
       a.draw = v;
+    } else if (s == "--upstream") {
+      a.upstream_set = parse_release_set(v, "<command line>", {1, 1}).text();
+    } else if (s == "--matrix") {
+      a.matrix = v;
     } else if (s == "--shard") {
       parse_shard(v, &a.shard_index, &a.shard_count);
     } else if (s == "--seconds") {

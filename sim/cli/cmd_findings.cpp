@@ -53,7 +53,10 @@ int cmd_findings(const Args& a) {
     TriagedFile t;
     if (triage_file(f, &t)) corpus.push_back(std::move(t));
   }
-  const FindingPages pages = render_finding_pages(kept, corpus);
+  // The default matrix's run (`fsdpsim versions DIR --json > DIR/versions.jsonl`), when kept.
+  std::vector<ReleaseVerdict> releases;
+  if (std::filesystem::exists(dir + "/versions.jsonl")) releases = parse_release_verdicts(read_file(dir + "/versions.jsonl"), dir + "/versions.jsonl");
+  const FindingPages pages = render_finding_pages(kept, corpus, releases);
   int code = kClean;
   const std::string rerun = a.out.empty() ? "fsdpsim findings" : "fsdpsim findings --out " + dir;
   if (!check) std::filesystem::create_directories(dir);

@@ -112,7 +112,15 @@ std::vector<std::string> seq_files(const std::vector<std::string>& paths, std::v
 }
 
 RealPools pools_of(const Args& a) {
-  return RealPools(a.ranks == "threads" ? real::RankMode::Threads : real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));
+  RealPools pools(a.ranks == "threads" ? real::RankMode::Threads : real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));
+  if (!a.upstream_set.empty()) {
+    std::string python, message;
+    const int rc = upstream::release_python(a.upstream_set, &python, &message);
+    if (rc == 3) throw SourceError("<command line>", {}, "--upstream: " + message);
+    if (rc != 0) throw InfraError(message.empty() ? "cannot run: " + a.upstream_set + ": release_env exit " + std::to_string(rc) : message);
+    pools.set_upstream_python(python);
+  }
+  return pools;
 }
 
 void check_memory(const SeqFile& f, const Args& a, const std::string& file) {

@@ -3,6 +3,7 @@
 // 3 bad input or usage, 4 infrastructure failure.
 #pragma once
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,12 @@
 namespace fsdpsim::cli {
 
 enum Exit : int { kClean = 0, kFinding = 1, kDivergence = 2, kBadInput = 3, kInfra = 4 };
+
+// An infrastructure failure found before any work (a release set that cannot be
+// installed): main prints "fsdpsim: <what>" and exits 4.
+struct InfraError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Command-line arguments after the subcommand, with the common flags parsed.
 struct Args {
@@ -58,6 +65,8 @@ struct Args {
   int shard_count = 1;
   std::string results;      // crosscheck: the JSON results file (merge-results reads them)
   std::string draw;         // crosscheck, random: --draw checkpoint=P,... (GenOptions' optional draws)
+  std::string upstream_set; // --upstream peft==X[,...]: the release set the upstream pool runs (normalized)
+  std::string matrix = "default";  // versions --matrix NAME (real_backend/upstream/matrix.txt)
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.
@@ -66,6 +75,7 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
 // Applies --profile/--set/--world to a parsed file (throws SourceError).
 void apply_overrides(SeqFile& f, const Args& a, const std::string& file);
 
+// With --upstream, the set's environment is made first (InfraError when it cannot be).
 RealPools pools_of(const Args& a);
 // Before the real or upstream backend runs `f`: refuses it (SourceError, exit 3)
 // when its peak by the cost model is over --memory-budget. Nothing for the model alone.
@@ -112,5 +122,6 @@ int cmd_explore(const Args& a);
 void bench_explorer(std::ostream& os, double budget, bool json);
 int cmd_report(const Args& a);
 int cmd_merge_results(const Args& a);
+int cmd_versions(const Args& a);
 
 }  // namespace fsdpsim::cli

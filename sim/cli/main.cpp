@@ -62,6 +62,11 @@ const char* kUsage =
     "                                             exhausted); the shortest sequence of each finding class\n"
     "       fsdpsim report FILE.seq --html OUT.html [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
     "                                             the sequence drawn as one self-contained HTML timeline\n"
+    "       fsdpsim versions PATH... [--matrix NAME | --upstream SET] [--json]   each file on every release set of\n"
+    "                                             a matrix (real_backend/upstream/matrix.txt, default `default`):\n"
+    "                                             reproduces / does not reproduce / cannot run (exit 1: one does not)\n"
+    "       (run, check, versions: --upstream peft==X[,accelerate==Y,transformers==Z], the upstream pool on that\n"
+    "        release set, its environment made on first use in .venv-releases/)\n"
     "exit codes: 0 clean, 1 finding or failed expectation, 2 divergence between backends,\n"
     "            3 bad input or usage, 4 infrastructure failure\n"
     "every command: --quiet (no progress lines on stderr), --help; --json: one object per line, each with a\n"
@@ -109,7 +114,7 @@ const char* kVersion =
     "upstream backend pins: torch 2.13.0, peft 0.21.2, accelerate 1.15.0 (real_backend/upstream/requirements.txt)\n";
 
 const char* kCommands[] = {"hunt", "triage", "demo", "run", "check", "crosscheck", "merge-results", "report", "shrink",
-                           "expect", "cost", "worker", "profiles", "export", "random", "explore", "bench", "findings"};
+                           "expect", "cost", "worker", "profiles", "export", "random", "explore", "bench", "findings", "versions"};
 
 }  // namespace
 
@@ -146,9 +151,11 @@ int dispatch(const std::vector<std::string>& args) {
     if (cmd == "findings") return cmd_findings(flags({"--check", "--out"}));
     if (cmd == "triage") return cmd_triage(flags({"--check", "--out", "--profile", "--set", "--world", "--json"}));
     if (cmd == "demo") return cmd_main_job(flags({}));
-    if (cmd == "run") return cmd_run(flags({"--memory-budget", "--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
+    if (cmd == "run")
+      return cmd_run(flags({"--memory-budget", "--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout", "--upstream"}));
     if (cmd == "check")
-      return cmd_check(flags({"--memory-budget", "--backend", "--profile", "--set", "--ranks", "--timeout", "--json", "--junit"}));
+      return cmd_check(flags({"--memory-budget", "--backend", "--profile", "--set", "--ranks", "--timeout", "--json", "--junit", "--upstream"}));
+    if (cmd == "versions") return cmd_versions(flags({"--matrix", "--upstream", "--timeout", "--json"}));
     if (cmd == "crosscheck")
       return cmd_crosscheck(flags({"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout", "--against", "--backends",
                                    "--shard", "--results", "--json", "--junit", "--draw"}));
@@ -191,6 +198,9 @@ int main(int argc, char** argv) {
   } catch (const SourceError& e) {
     std::cerr << e.what() << "\n";
     return kBadInput;
+  } catch (const InfraError& e) {
+    std::cerr << "fsdpsim: " << e.what() << "\n";
+    return kInfra;
   } catch (const std::exception& e) {
     std::cerr << "fsdpsim: internal error: " << e.what() << "\n";
     return kInfra;

@@ -44,7 +44,7 @@ class Channel:
 def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
     from . import observe, profiles, seqfile
     from .collectives import REC, CollectiveAbort
-    from .session import HarnessError, Session, classify_exception
+    from .session import HarnessError, Session, classify_exception, harness_level
 
     scen, ops = seqfile.parse(text)
     sw = profiles.resolve(scen.profile, scen.sets, switches)
@@ -98,6 +98,10 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
                                            "sharded_bytes": {}, "peak_unsharded_bytes": {}}, "values": None})
             break
         except Exception as e:  # every other exception is that op's status
+            if harness_level(e):  # an API this release lacks: the sequence cannot run here
+                traceback.print_exc(file=sys.stderr)
+                chan.send({"t": "fail", "message": f"cannot run: step {step} {op.text()}: {one_line(e)}"})
+                return
             status, message = classify_exception(e)
             if isinstance(e, HarnessError):
                 status, message = "value_error", str(e)
@@ -117,6 +121,11 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
         obs["collectives"] = REC.log
         chan.send({"t": "obs", "obs": obs, "values": values})
     chan.send({"t": "end"})
+
+
+def one_line(e):
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def fingerprint(t):
@@ -207,7 +216,8 @@ def main():
                 run_sequence(req["seq"], req.get("switches"), rank, world, mesh, chan, req.get("dir") or tmpdir)
             except Exception as e:  # a failure outside any op: the sequence cannot run here
                 traceback.print_exc(file=sys.stderr)
-                chan.send({"t": "fail", "message": f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"})
+                from .session import harness_level
+                chan.send({"t": "fail", "message": ("cannot run: " if harness_level(e) else "") + one_line(e)})
     finally:
         import shutil
         shutil.rmtree(tmpdir, ignore_errors=True)

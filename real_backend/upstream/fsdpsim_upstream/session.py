@@ -3,6 +3,7 @@
 `get_peft_model` / `add_adapter`, AdamW),
 runs each op through the real API, and reads every observation off the real
 objects. Nothing here consults fsdpsim's model."""
+import os
 import sys
 
 import torch
@@ -69,10 +70,13 @@ def lora_config(a, inference_mode=None, layers=()):
     # init=zero is PEFT's default (lora_B = 0); init=random draws B too.
     # Experts layers are ParamWrapper targets (target_parameters).
     experts = {l.name for l in layers if l.experts}
+    params = [f"{t}.weight" for t in a.targets if t in experts]
+    # target_parameters only when used: PEFT releases before it (0.15.x) take every other
+    # argument here (peft/tuners/lora/config.py::LoraConfig), and so run the other scenarios.
+    extra = {"target_parameters": params} if params else {}
     return LoraConfig(r=a.r, lora_alpha=a.alpha, target_modules=[t for t in a.targets if t not in experts] or None,
-                      target_parameters=[f"{t}.weight" for t in a.targets if t in experts] or None,
                       init_lora_weights=(a.init == "zero"), modules_to_save=list(a.modules_to_save) or None,
-                      inference_mode=a.inference_mode if inference_mode is None else inference_mode)
+                      inference_mode=a.inference_mode if inference_mode is None else inference_mode, **extra)
 
 
 def classify_exception(e):
@@ -109,6 +113,32 @@ def is_ac_wrapper(m):
 
 class HarnessError(ValueError):
     """An op the sequence cannot run (fsdpsim's own check, worded as the model words it)."""
+
+
+class CannotRun(RuntimeError):
+    """The installed release lacks what the harness calls (an older API): the
+    sequence cannot run on it. Not an observation: rank.py reports it as a
+    `fail` whose message starts with "cannot run: " (fsdpsim versions)."""
+
+
+def harness_level(e):
+    """True when `e` is the harness calling an API this release lacks: an
+    AttributeError/TypeError/ImportError/NameError raised in the harness's own
+    frame (a missing attribute, an unexpected keyword), or by nn.Module's
+    __getattr__ straight from it. Exceptions raised deeper, inside torch or
+    PEFT, stay the op's observed status."""
+    if not isinstance(e, (AttributeError, TypeError, ImportError, NameError)):
+        return False
+    frames = []
+    tb = e.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code)
+        tb = tb.tb_next
+    ours = os.path.dirname(os.path.abspath(__file__))
+    # torch/nn/modules/module.py::Module.__getattr__ raises for a missing submodule or method
+    while frames and frames[-1].co_name == "__getattr__" and frames[-1].co_filename.endswith(os.path.join("nn", "modules", "module.py")):
+        frames.pop()
+    return bool(frames) and os.path.dirname(os.path.abspath(frames[-1].co_filename)) == ours
 
 
 class Session:
@@ -152,8 +182,7 @@ class Session:
         self.pm = get_peft_model(net, lora_config(live[0], layers=self.scen.layers), adapter_name=live[0].name,
                                  autocast_adapter_dtype=self.scen.autocast(live[0]))
         for a in live[1:]:
-            self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers),
-                                autocast_adapter_dtype=self.scen.autocast(a))
+            self.pm.add_adapter(a.name, lora_config(a, layers=self.scen.layers), **self.autocast_kw(a))
             self.move_per_adapter(a.name)
         self.patch_delta_weight()
         # `data per_rank`: each rank its own batch, as a DistributedSampler hands out
@@ -315,8 +344,7 @@ class Session:
 
     def op_add_adapter(self, name, inference_mode):
         a = self.scen.adapter(name)
-        self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers),
-                            autocast_adapter_dtype=self.scen.autocast(a))
+        self.pm.add_adapter(name, lora_config(a, inference_mode, self.scen.layers), **self.autocast_kw(a))
         self.move_per_adapter(name)
 
     def op_load_adapter(self, name, trainable):
@@ -333,6 +361,12 @@ class Session:
         self.pm.load_adapter(sub, adapter_name=name, is_trainable=trainable,
                              autocast_adapter_dtype=self.scen.autocast(a))
         self.move_per_adapter(name)
+
+    def autocast_kw(self, a):
+        """add_adapter's autocast_adapter_dtype, passed only when not its default (True,
+        peft/peft_model.py::PeftModel.add_adapter): releases before the argument (0.15.x)
+        then run every scenario that keeps the default."""
+        return {} if self.scen.autocast(a) is True else {"autocast_adapter_dtype": self.scen.autocast(a)}
 
     def move_per_adapter(self, name):
         """adapter_meta_check=per_adapter, the fix #2836 proposed: a new

@@ -1,0 +1,161 @@
+// `fsdpsim versions PATH... [--matrix NAME | --upstream SET] [--json]`: each
+// file on every release set of a matrix (real_backend/upstream/matrix.txt),
+// through the upstream backend on that set's environment (release_env.py),
+// spec-checked as `check --backend upstream` does. A cell is `reproduces`
+// (every expectation of the file holds, its recorded finding included),
+// `does not reproduce`, `cannot run: <reason>` (the set does not install or
+// import, or the harness calls an API the release lacks), or `broken: <why>`
+// (an infrastructure failure: exit 4).
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "sim/cli/commands.hpp"
+#include "sim/cli/interrupt.hpp"
+#include "sim/cli/json_record.hpp"
+#include "sim/cli/progress.hpp"
+#include "sim/expectations.hpp"
+#include "sim/release_matrix.hpp"
+
+namespace fsdpsim::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Cell {
+  std::string verdict;  // "reproduces", "does not reproduce", "cannot run", "broken"
+  std::string detail;   // the reason, or the first failed expectation
+  double seconds = 0;
+};
+
+std::string matrix_file() {
+  const char* f = std::getenv("FSDPSIM_MATRIX_FILE");
+  return f && *f ? f : std::string(FSDPSIM_SOURCE_DIR) + "/real_backend/upstream/matrix.txt";
+}
+
+std::vector<ReleaseSet> sets_of(const Args& a, std::string* name) {
+  if (!a.upstream_set.empty()) {
+    *name = a.upstream_set;
+    return {parse_release_set(a.upstream_set)};
+  }
+  const std::string file = matrix_file();
+  std::ifstream in(file);
+  if (!in) throw SourceError(file, {}, "expected a readable matrix file");
+  std::stringstream text;
+  text << in.rdbuf();
+  *name = a.matrix;
+  return find_matrix(parse_matrix_file(text.str(), file), a.matrix, file).sets;
+}
+
+// Where a pool's error says the harness met an API the release lacks (rank.py's `fail`).
+Cell from_infra(const std::string& message) {
+  const size_t at = message.find("cannot run: ");
+  if (at != std::string::npos) return {"cannot run", message.substr(at + 12)};
+  return {"broken", message};
+}
+
+Cell run_file(const std::string& file, RealPools& pools) {
+  SeqFile f = parse_seq_file(file);
+  BackendRun res = run_backend(f, {Backend::Upstream}, pools);
+  arm_interrupts();  // the pool installed its own handler
+  if (res.infra_failure) return from_infra(res.infra_message);
+  std::vector<ExpectFailure> failed = check_expectations(f, res.runs.front().observations, res.runs.front().findings, file);
+  if (failed.empty()) return {"reproduces", ""};
+  return {"does not reproduce", failed.front().text + (failed.size() > 1 ? " (+" + std::to_string(failed.size() - 1) + " more)" : "")};
+}
+
+std::string label(const ReleaseSet& s) {
+  std::string out;
+  for (const auto& [name, version] : s.pins) out += (out.empty() ? "" : " ") + name + " " + version;
+  return s.pins.size() == 1 ? "peft " + s.pins.at("peft") : out;
+}
+
+void print_table(const std::vector<std::string>& files, const std::vector<ReleaseSet>& sets,
+                 const std::vector<std::vector<Cell>>& cells) {
+  size_t w = 4;
+  for (const auto& f : files) w = std::max(w, std::filesystem::path(f).stem().string().size());
+  std::cout << std::left << std::setw(static_cast<int>(w) + 2) << "file";
+  for (const auto& s : sets) std::cout << std::setw(20) << label(s);
+  std::cout << "\n";
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::cout << std::setw(static_cast<int>(w) + 2) << std::filesystem::path(files[i]).stem().string();
+    for (size_t k = 0; k < sets.size(); ++k) std::cout << std::setw(20) << (k < cells[i].size() ? cells[i][k].verdict : "-");
+    std::cout << "\n";
+  }
+  std::cout << std::right;
+  for (size_t i = 0; i < files.size(); ++i)
+    for (size_t k = 0; k < cells[i].size(); ++k)
+      if (!cells[i][k].detail.empty())
+        std::cout << "  " << files[i] << " on " << sets[k].text() << ": " << cells[i][k].verdict << ": " << cells[i][k].detail << "\n";
+}
+
+}  // namespace
+
+int cmd_versions(const Args& a) {
+  if (a.positional.empty()) throw SourceError("<command line>", {}, "versions expects at least one file or directory");
+  const auto t0 = Clock::now();
+  std::string matrix_name;
+  const std::vector<ReleaseSet> sets = sets_of(a, &matrix_name);
+  std::vector<std::string> problems;
+  const std::vector<std::string> files = seq_files(a.positional, &problems);
+  for (const auto& p : problems) std::cerr << p << "\n";
+  if (!problems.empty()) return kBadInput;
+  for (const auto& file : files) parse_seq_file(file);  // bad input before any environment is made
+  arm_interrupts();
+  Progress progress("versions", a.quiet);
+  std::vector<std::vector<Cell>> cells(files.size());
+  double env_seconds = 0;
+  int counts[4] = {0, 0, 0, 0};  // reproduces, does not reproduce, cannot run, broken
+  for (const auto& set : sets) {
+    if (interrupted()) break;
+    progress.status(set.text() + ": environment");
+    const auto te = Clock::now();
+    std::string python, message;
+    const int rc = upstream::release_python(set.text(), &python, &message);
+    env_seconds += since(te);
+    RealPools pools(real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));
+    pools.set_upstream_python(python);
+    std::map<std::string, std::string> versions;
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (interrupted()) break;
+      progress.status(set.text() + ": " + std::to_string(i + 1) + "/" + std::to_string(files.size()));
+      const auto tf = Clock::now();
+      Cell c = rc == 0 ? run_file(files[i], pools)
+                       : Cell{"cannot run", message.empty() ? "release_env exit " + std::to_string(rc) : message};
+      if (c.verdict == "cannot run" && c.detail.compare(0, 12, "cannot run: ") == 0) c.detail = c.detail.substr(12);
+      c.seconds = since(tf);
+      ++counts[c.verdict == "reproduces" ? 0 : c.verdict == "does not reproduce" ? 1 : c.verdict == "cannot run" ? 2 : 3];
+      if (versions.empty()) versions = pools.upstream_versions();
+      if (a.json) {
+        JsonRecord r("versions_cell");
+        r.str("file", files[i]).str("release", set.text()).str("verdict", c.verdict).str("detail", c.detail);
+        if (versions.count("peft")) r.str("peft", versions.at("peft"));
+        if (versions.count("transformers")) r.str("transformers", versions.at("transformers"));
+        r.real("seconds", c.seconds).print(std::cout);
+      }
+      cells[i].push_back(std::move(c));
+    }
+    pools.stop_upstream();
+  }
+  progress.done();
+  if (a.json) {
+    JsonRecord r("versions_summary");
+    r.str("matrix", matrix_name).num("files", static_cast<int64_t>(files.size())).num("releases", static_cast<int64_t>(sets.size()));
+    r.num("reproduces", counts[0]).num("does_not_reproduce", counts[1]).num("cannot_run", counts[2]).num("broken", counts[3]);
+    r.num("interrupted", interrupted()).real("environment_seconds", env_seconds).real("seconds", since(t0)).print(std::cout);
+  } else {
+    print_table(files, sets, cells);
+    std::cout << counts[0] << " reproduce, " << counts[1] << " do not reproduce, " << counts[2] << " cannot run, " << counts[3]
+              << " broken; " << std::fixed << std::setprecision(1) << since(t0) << " s (environments " << env_seconds << " s)\n"
+              << std::defaultfloat;
+  }
+  if (interrupted()) return interrupted_exit(interrupted());
+  if (counts[3]) return kInfra;
+  return counts[1] ? kFinding : kClean;
+}
+
+}  // namespace fsdpsim::cli
