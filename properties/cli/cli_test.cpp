@@ -60,6 +60,32 @@ TEST(Cli, UsageErrorsExitThree) {
   EXPECT_EQ(run("run x.seq --ranks fibers").code, 3);
 }
 
+// A misspelt command, flag or built-in name gets the nearest one, on one line;
+// --help lists the built-in scenarios --builtin accepts.
+TEST(CliMessages, TyposGetTheNearestNameAndHelpListsTheBuiltins) {
+  Result c = run("explre");
+  EXPECT_EQ(c.code, 3);
+  EXPECT_NE(c.out.find("unknown command 'explre'; did you mean 'explore'?"), std::string::npos) << c.out;
+  EXPECT_EQ(c.out.find("usage:"), std::string::npos) << "a near command needs no whole usage: " << c.out;
+  EXPECT_NE(run("frobnicate").out.find("usage:"), std::string::npos);  // nothing near: the usage
+  Result f = run("run x.seq --backen model");
+  EXPECT_EQ(f.code, 3);
+  EXPECT_NE(f.out.find("unknown flag --backen; did you mean '--backend'?"), std::string::npos) << f.out;
+  Result b = run("explore --builtin seed000_merged_raf_fals");
+  EXPECT_EQ(b.code, 3);
+  EXPECT_NE(b.out.find("did you mean 'seed000_merged_raf_false'?"), std::string::npos) << b.out;
+  Result s = run("run x.seq --set set_adapter_reshar=patched");
+  EXPECT_EQ(s.code, 3);
+  EXPECT_NE(s.out.find("unknown switch 'set_adapter_reshar'; did you mean 'set_adapter_reshard'?"), std::string::npos) << s.out;
+  for (const char* help : {"--help", "explore --help"}) {
+    Result h = run(help);
+    EXPECT_EQ(h.code, 0);
+    EXPECT_NE(h.out.find("built-in scenarios"), std::string::npos) << help;
+    for (const char* name : {"seed000_merged_raf_false", "b8_modules_to_save", "three_ranks_padding"})
+      EXPECT_NE(h.out.find(name), std::string::npos) << help << " lacks " << name;
+  }
+}
+
 // Every command answers --help with its own usage lines and the exit codes, exit 0,
 // without running anything; --version names the pinned upstream libraries.
 TEST(Cli, EveryCommandHasHelpAndTheBinaryAVersion) {

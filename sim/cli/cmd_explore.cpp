@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "model/vocab/suggest.hpp"
 #include "sim/builtin_scenarios.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
@@ -103,7 +104,12 @@ int cmd_explore(const Args& a) {
   if (!a.builtin.empty()) {
     if (!a.positional.empty()) usage_error("explore takes FILE.seq or --builtin NAME, not both");
     const BuiltinScenario* b = find_builtin(a.builtin);
-    if (!b) usage_error("--builtin expects one of " + builtin_names() + ", got '" + a.builtin + "'");
+    if (!b) {
+      std::vector<std::string> names;
+      for (const auto& s : builtin_scenarios()) names.push_back(s.name);
+      const std::string hint = did_you_mean(a.builtin, names);
+      usage_error("--builtin expects one of " + (hint.empty() ? builtin_names() : "the built-in scenarios") + ", got '" + a.builtin + "'" + hint);
+    }
     f = b->file;
     source = "<built-in " + b->name + ">";
   } else {
