@@ -270,6 +270,43 @@ TEST(CliUpstream, ModelAndAFakePoolReplayingTheModelAgreeAndDifferOnAnAlteredFie
   EXPECT_EQ(skipped.code, 0) << skipped.out;
 }
 
+// Several backends: the table says whose observations it shows, one line says which backends
+// agree or differ (and what upstream leaves uncompared), and a trace hash that is not the
+// model's says whose it is.
+TEST(CliUpstream, SeveralBackendsSayWhichAgreeAndWhoseTableAndHashTheyShow) {
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
+  const std::string seq = FSDPSIM_SOURCE_DIR "/corpus/regressions/seed000_patched_w2.seq";
+  Result model = run("run " + seq + " --json");
+  ASSERT_EQ(model.code, 0) << model.out;
+  const std::string model_hash = model.out.substr(model.out.find("{\"trace_hash\":\"") + 15, 16);
+  std::string same = write("several_same.jsonl", model.out);
+  Result r = run_env(fake_pool_env(same), "run " + seq + " --backend model,real,upstream");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\nobservations of the upstream backend; findings below: the model's, which the others are compared with\nstep  rank"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nbackends agree: model, real and upstream\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\ntrace hash " + model_hash + " (model, real and upstream alike)\n"), std::string::npos) << r.out;
+  EXPECT_EQ(run("run " + seq).out.find("backends agree"), std::string::npos);  // one backend: no such line
+
+  // A field upstream does not observe reads otherwise: not compared, so they agree, but the
+  // hash shown (upstream's) is not the model's, and the line says so.
+  std::string peak = model.out;
+  const std::string from = "\"peak_unsharded_bytes\":{\"default\":1664", to = "\"peak_unsharded_bytes\":{\"default\":9";
+  for (size_t at = 0; (at = peak.find(from, at)) != std::string::npos; at += to.size()) peak.replace(at, from.size(), to);
+  std::string peak_file = write("several_peak.jsonl", peak);
+  Result u = run_env(fake_pool_env(peak_file, "FAKE_POOL_UNOBSERVED=peak_unsharded"), "run " + seq + " --backend model,upstream");
+  EXPECT_EQ(u.code, 0) << u.out;
+  EXPECT_NE(u.out.find("\nbackends agree: model and upstream (not compared: peak_unsharded, which upstream does not observe)\n"),
+            std::string::npos) << u.out;
+  EXPECT_NE(u.out.find(" (the upstream backend's, whose observations the table shows; model " + model_hash + ")\n"), std::string::npos)
+      << u.out;
+  // Compared (no unobserved list), the same file differs from the model and from it only.
+  Result d = run_env(fake_pool_env(peak_file), "run " + seq + " --backend model,real,upstream");
+  EXPECT_EQ(d.code, 2) << d.out;
+  EXPECT_NE(d.out.find("\nbackends differ: upstream (12 divergences from model); model and real agree\n"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("; model " + model_hash + ", real " + model_hash + ")\n"), std::string::npos) << d.out;
+}
+
 TEST(CliUpstream, PoolFailuresExitFour) {
   if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
   const std::string seq = FSDPSIM_SOURCE_DIR "/corpus/regressions/seed000_patched_w2.seq";
