@@ -525,3 +525,47 @@ TEST(Cli, ExploreExitsThreeOnBadInputAndOneOnClasses) {
   std::remove((out + "/explore_001_S4_save_optimizer.seq").c_str());
   std::remove(out.c_str());  // the directory, now empty
 }
+
+// explore --svg on a graph over the drawing cap (18 714 states): the drawing keeps the paths to
+// the findings, each finding state labelled, with a legend; a bad --svg path is exit 3 before
+// the search.
+TEST(Cli, ExploreSvgOverTheCapDrawsThePathsToTheFindings) {
+  if (std::system("dot -V > /dev/null 2>&1") != 0) GTEST_SKIP() << "Graphviz dot not installed";
+  Result bad = run("explore --builtin seed000_merged_raf_false --depth 5 --svg /nonexistent/dir/out.svg");
+  EXPECT_EQ(bad.code, 3) << bad.out;
+  EXPECT_EQ(bad.out.find("explore: "), std::string::npos) << "searched before checking --svg: " << bad.out;
+  const std::string svg = std::string(FSDPSIM_BINARY_DIR) + "/cli_test_explore.svg";
+  std::remove(svg.c_str());
+  Result r = run("explore --builtin seed000_merged_raf_false --depth 5 --quiet --svg " + svg);
+  EXPECT_EQ(r.code, 1) << r.out;
+  const size_t at = r.out.find("\ndrew ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const int drawn = std::stoi(r.out.substr(at + 6));
+  EXPECT_NE(r.out.find(" of 18714 states (over 3000: the paths from the initial state to each finding class) to " + svg),
+            std::string::npos) << r.out;
+  std::ifstream in(svg);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(text.empty());
+  // Graphviz writes each node as <g id="nodeN" class="node"><title>NAME</title>, each label line as <text>.
+  int states = 0, legend = 0, red = 0;
+  for (size_t p = text.find("class=\"node\""); p != std::string::npos; p = text.find("class=\"node\"", p + 1)) {
+    const size_t t = text.find("<title>", p) + 7;
+    const std::string name = text.substr(t, text.find("</title>", t) - t);
+    const std::string node = text.substr(p, text.find("</g>", p) - p);
+    if (name.rfind("legend_", 0) == 0) {
+      ++legend;
+      continue;
+    }
+    ++states;
+    if (node.find("fill=\"#f4a6a6\"") == std::string::npos) continue;
+    ++red;
+    EXPECT_NE(node.find(" on "), std::string::npos) << "a red state without its finding: " << node;
+  }
+  EXPECT_EQ(states, drawn);
+  EXPECT_GT(red, 60);  // 65 classes, some sharing a state
+  EXPECT_EQ(legend, 7);
+  EXPECT_NE(text.find("<title>cluster_legend</title>"), std::string::npos);
+  EXPECT_NE(text.find(">S6 on save_adapters: lin#.lora_A.default save...</text>"), std::string::npos);
+  EXPECT_NE(text.find("only the paths from the"), std::string::npos);
+  std::remove(svg.c_str());
+}
