@@ -1,6 +1,7 @@
 // The fsdpsim command line: exit codes and error messages, run as a process.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
@@ -84,6 +85,30 @@ TEST(CliMessages, TyposGetTheNearestNameAndHelpListsTheBuiltins) {
     for (const char* name : {"seed000_merged_raf_false", "b8_modules_to_save", "three_ranks_padding"})
       EXPECT_NE(h.out.find(name), std::string::npos) << help << " lacks " << name;
   }
+}
+
+// run's table fits 120 columns, long cells wrapped onto lines of their own; --wide prints a
+// row a line.
+TEST(Cli, RunTableFitsOneHundredTwentyColumnsUnlessWide) {
+  const std::string seq = FSDPSIM_SOURCE_DIR "/corpus/regressions/seed000_merged_set_adapter_w2.seq";
+  auto table = [](const std::string& out) {  // from the header row to the line after the last row
+    const size_t from = out.find("step  rank"), to = out.find("\n\n", from);
+    return out.substr(from, to - from);
+  };
+  Result fitted = run("run " + seq);
+  EXPECT_EQ(fitted.code, 1) << fitted.out;
+  std::istringstream in(table(fitted.out));
+  for (std::string line; std::getline(in, line);) EXPECT_LE(line.size(), 120u) << line;
+  EXPECT_NE(fitted.out.find("(long cells wrap to fit 120 columns: --wide prints a row a line)"), std::string::npos) << fitted.out;
+  EXPECT_NE(fitted.out.find("missing_delta"), std::string::npos);
+  Result wide = run("run " + seq + " --wide");
+  EXPECT_EQ(wide.code, 1);
+  EXPECT_NE(wide.out.find("lin0:[default]/S=missing_delta lin1:[default]/S=missing_delta"), std::string::npos) << wide.out;
+  EXPECT_EQ(wide.out.find("long cells wrap"), std::string::npos);
+  size_t longest = 0;
+  std::istringstream w(table(wide.out));
+  for (std::string line; std::getline(w, line);) longest = std::max(longest, line.size());
+  EXPECT_GT(longest, 120u);
 }
 
 // Every command answers --help with its own usage lines and the exit codes, exit 0,

@@ -26,6 +26,8 @@
 namespace fsdpsim::cli {
 namespace {
 
+constexpr size_t kTableWidth = 120;  // a terminal's width, as the hunt's catalogue
+
 std::string hex(uint64_t h) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
@@ -214,7 +216,7 @@ int cmd_run(const Args& a) {
     if (res.runs.size() > 1)  // the table is one backend's: say whose, and whose the findings are
       std::cout << "observations of the " << backend_who(res.runs.back().backend) << "; findings below: the "
                 << backend_who(res.runs.front().backend) << "'s, which the others are compared with\n";
-    print_table(std::cout, f.scenario, res.observations);
+    print_table(std::cout, f.scenario, res.observations, a.wide ? 0 : kTableWidth);
     print_upstream_versions(std::cout, pools, false);
     std::cout << "\n";
     print_findings(std::cout, res.findings);
@@ -228,7 +230,7 @@ int cmd_run(const Args& a) {
 
 // The main job. For now: the seed 000 scenario under both profiles, its
 // observation table and findings, and a summary table.
-int cmd_main_job(const Args&) {
+int cmd_main_job(const Args& a) {
   struct Row {
     std::string profile;
     size_t ops;
@@ -241,7 +243,7 @@ int cmd_main_job(const Args&) {
     f.scenario.profile = profile;
     RunResult res = run_checked(f);
     std::cout << "== seed 000 (peft#3872), world " << f.scenario.world << ", profile " << profile_text(*profile_by_name(profile)) << "\n";
-    print_table(std::cout, f.scenario, res.observations);
+    print_table(std::cout, f.scenario, res.observations, a.wide ? 0 : kTableWidth);
     print_findings(std::cout, res.findings);
     std::cout << "trace hash " << hex(res.trace_hash) << "\n\n";
     std::string first = res.findings.empty() ? "-" : res.findings[0].text;

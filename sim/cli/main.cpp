@@ -28,8 +28,9 @@ const char* kUsage =
     "       fsdpsim findings [PATH...] [--out DIR] [--check]   the finding pages (default DIR docs/findings) from the\n"
     "                                             root-cause catalogue, DIR's minimal sequences and corpus/;\n"
     "                                             --check: exit 1 when DIR is stale\n"
-    "       fsdpsim demo                          seed 000 replayed under upstream and patched\n"
+    "       fsdpsim demo [--wide]                 seed 000 replayed under upstream and patched\n"
     "       fsdpsim run FILE.seq [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
+    "                    [--wide]           the table's cells whole (default: cut to fit 120 columns)\n"
     "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v] [--json] [--junit FILE]   a testcase per file\n"
     "       fsdpsim crosscheck --seed S [--count N] [--world W] [--profile P] [--out DIR]\n"
     "                          [--against real|upstream | --backends B,B[,B]]   (default model,real)\n"
@@ -160,8 +161,9 @@ int dispatch(const std::vector<std::string>& args) {
                              "--profile", "--seed", "--ranks", "--timeout", "--json", "--junit", "--html", "--model-only", "--scripts"}));
     if (cmd == "findings") return cmd_findings(flags({"--check", "--out"}));
     if (cmd == "triage") return cmd_triage(flags({"--check", "--out", "--profile", "--set", "--world", "--json"}));
-    if (cmd == "demo") return cmd_main_job(flags({}));
-    if (cmd == "run") return cmd_run(flags({"--memory-budget", "--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout"}));
+    if (cmd == "demo") return cmd_main_job(flags({"--wide"}));
+    if (cmd == "run")
+      return cmd_run(flags({"--memory-budget", "--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout", "--wide"}));
     if (cmd == "check")
       return cmd_check(flags({"--memory-budget", "--backend", "--profile", "--set", "--ranks", "--timeout", "--json", "--junit"}));
     if (cmd == "crosscheck")
