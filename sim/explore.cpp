@@ -5,6 +5,7 @@
 #include <chrono>
 #include <ctime>
 #include <fmt/format.h>
+#include <algorithm>
 #include <iterator>
 #include <unordered_map>
 
@@ -167,8 +168,9 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
   std::unordered_map<Key, int, KeyHash> seen;
   std::map<std::string, size_t> class_index;
   struct FirstSeen {
-    int vertex;
+    int vertex;  // the transition's source (-1: the setup), its op, its target
     uint16_t op;
+    int to;
   };
   std::vector<FirstSeen> class_first;
   std::vector<uint32_t> words;
@@ -184,7 +186,7 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
     return key_of(words);
   };
 
-  auto note = [&](const Finding& fd, const Op& op, int from_vertex, int alphabet_index) {
+  auto note = [&](const Finding& fd, const Op& op, int from_vertex, int alphabet_index, int to_vertex) {
     std::string cls = fd.spec + "|" + op_name(op.kind) + "|" + symptom_of(fd.text);
     auto [ci, fresh] = class_index.emplace(cls, res.classes.size());
     if (fresh) {
@@ -194,9 +196,13 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
       c.symptom = symptom_of(fd.text);
       c.text = fd.text;
       res.classes.push_back(c);
-      class_first.push_back({from_vertex, static_cast<uint16_t>(alphabet_index)});
+      class_first.push_back({from_vertex, static_cast<uint16_t>(alphabet_index), to_vertex});
     }
     ++res.classes[ci->second].transitions;
+    std::vector<uint16_t>& labels = res.state_classes[to_vertex];
+    const auto cls_index = static_cast<uint16_t>(ci->second);
+    if (labels.size() < ExploreResult::kClassesPerState && std::find(labels.begin(), labels.end(), cls_index) == labels.end())
+      labels.push_back(cls_index);
   };
 
   // The root: the state after the setup ops (findings there are classes of length 0).
@@ -212,7 +218,7 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
       root.checker.step(res.setup[r.observations[i].step - 1], r.observations.data() + i, j - i, findings);
       i = j;
     }
-    for (const Finding& fd : findings) note(fd, res.setup[fd.step - 1], -1, 0);
+    for (const Finding& fd : findings) note(fd, res.setup[fd.step - 1], -1, 0, 0);
     StateInfo info;
     info.stuck = r.hang || r.mismatch;
     info.violating = !findings.empty();
@@ -260,7 +266,7 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
         }
         if (!findings.empty()) res.graph[v].violating = true;
         if (v != u.vertex) boost::add_edge(u.vertex, v, TransitionInfo{static_cast<uint16_t>(a), !findings.empty()}, res.graph);
-        for (const Finding& fd : findings) note(fd, op, u.vertex, static_cast<int>(a));
+        for (const Finding& fd : findings) note(fd, op, u.vertex, static_cast<int>(a), v);
         if ((res.transitions & 1023) == 0) {
           const double t = elapsed();
           if ((opt.max_seconds > 0 && t > opt.max_seconds) ||
@@ -298,12 +304,16 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
   boost::breadth_first_search(res.graph, boost::vertex(0, res.graph), boost::visitor(vis));
   for (size_t c = 0; c < res.classes.size(); ++c) {
     std::vector<Op> path;  // empty for a class the setup itself shows
+    FindingClass& fc = res.classes[c];
+    fc.path_states = {class_first[c].to};
     if (class_first[c].vertex >= 0) {
       path.push_back(res.alphabet[class_first[c].op]);
-      for (auto v = static_cast<size_t>(class_first[c].vertex); v != 0 && has_pred[v]; v = boost::source(pred[v], res.graph))
+      fc.path_states.insert(fc.path_states.begin(), class_first[c].vertex);
+      for (auto v = static_cast<size_t>(class_first[c].vertex); v != 0 && has_pred[v]; v = boost::source(pred[v], res.graph)) {
         path.insert(path.begin(), res.alphabet[res.graph[pred[v]].op]);
+        fc.path_states.insert(fc.path_states.begin(), static_cast<int>(boost::source(pred[v], res.graph)));
+      }
     }
-    FindingClass& fc = res.classes[c];
     fc.file.scenario = f.scenario;
     fc.file.comments = {fmt::format("explore: shortest sequence reaching {} on {}: {}", fc.spec, fc.op, fc.symptom),
                         fmt::format("signature {}:{}:{}", fc.spec, fc.op, fc.symptom), fc.text};

@@ -43,6 +43,10 @@ struct FindingClass {
   SeqFile file;                   // the shortest sequence reaching it (setup ops, then the path)
   int64_t transitions = 0;        // transitions that showed it
   bool replayed = false;          // run_checked(file) shows the class at its last op
+  // The states along that sequence: the root, ..., the state its first transition lands in
+  // (a self-loop repeats the last; {0} for a class the setup shows). What --svg draws when the
+  // whole graph is too large.
+  std::vector<int> path_states;
 };
 
 struct ExploreResult {
@@ -58,6 +62,10 @@ struct ExploreResult {
   // Per op kind and kind of source state: {transitions ok on every rank, transitions with an error}.
   std::map<std::string, std::map<std::string, std::array<int64_t, 2>>> fired;
   StateGraph graph;            // vertex 0 is the state after the setup
+  // Violating state -> the classes (indices into `classes`) shown on transitions into it, at
+  // most kClassesPerState: the labels of the red states in --dot/--svg.
+  static constexpr size_t kClassesPerState = 3;
+  std::map<int, std::vector<uint16_t>> state_classes;
 };
 
 // Explores `f`'s scenario (its ops up to an explicit `prepare` are the setup).
@@ -78,7 +86,10 @@ std::vector<uint32_t> explore_state_key(const SeqFile& f);
 
 // The report: figures, the op table, the classes with their sequences.
 void print_explore(std::ostream& os, const ExploreResult& r, bool with_sequences);
-// Graphviz: edges labelled by op, violating states filled red, stuck ones grey.
-void write_state_dot(std::ostream& os, const ExploreResult& r);
+// Graphviz: edges labelled by op, violating states filled red and labelled with their
+// finding classes, stuck ones grey, and a legend. Over max_states states, only the states on
+// each class's path (FindingClass::path_states) are drawn. Returns the states drawn.
+constexpr int64_t kMaxDrawnStates = 3000;  // past this a Graphviz layout is neither readable nor quick
+int64_t write_state_dot(std::ostream& os, const ExploreResult& r, int64_t max_states = kMaxDrawnStates);
 
 }  // namespace fsdpsim

@@ -1,9 +1,8 @@
 // The explorer's report (figures, op table, classes) and its Graphviz output.
-// Boost's write_graphviz trips GCC's -Wmaybe-uninitialized on its own edge iterator.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <boost/graph/graphviz.hpp>
 #include <fmt/format.h>
+
 #include <set>
+#include <tuple>
 
 #include "model/vocab/table.hpp"
 #include "sim/explore.hpp"
@@ -50,24 +49,88 @@ std::string quoted(const std::string& s) {
   for (char c : s) out += c == '"' ? std::string("\\\"") : std::string(1, c);
   return out + "\"";
 }
+
+const char* const kFindingStyle = "shape=box, style=\"filled,rounded\", fillcolor=\"#f4a6a6\"";
+const char* const kStuckStyle = "style=filled, fillcolor=\"#bbbbbb\"";
+
+struct DrawnEdge {
+  int from, to;
+  std::string op;
+  bool finding;
+};
+
+// The legend: what a node's number, kind, fill and shape and a red edge mean, and which
+// states are drawn.
+void write_legend(std::ostream& os, int64_t drawn, int64_t states, int64_t max_states) {
+  const std::string which = drawn == states ? fmt::format("all {} states", states)
+                                            : fmt::format("{} of {} states: over {}, only the paths from the\\ninitial state "
+                                                          "to each finding class's first state",
+                                                          drawn, states, max_states);
+  os << "subgraph cluster_legend {\nlabel=\"legend\"; fontsize=10; color=\"#888888\";\n"
+     << "legend_state [label=\"N\\nkind\"];\n"
+     << "legend_root [label=\"initial\\nstate\", shape=doublecircle];\n"
+     << "legend_finding [label=\"a finding shows on entering it:\\nSPEC on OP: symptom\", " << kFindingStyle << "];\n"
+     << "legend_stuck [label=\"stuck: a hang\\nor a mismatch\", shape=box, " << kStuckStyle << "];\n"
+     << "legend_from [shape=point]; legend_to [shape=point];\n"
+     << "legend_from -> legend_to [label=\"op showing a finding\", color=red, fontcolor=red];\n"
+     << "legend_drawn [shape=box, label="
+     << quoted("N: the state's number; kind: S all sharded, U some unsharded,\\n+M merged, +G forward graph pending, "
+               "+D adapters disabled\\n" + which)
+     << "];\n}\n";
+}
 }  // namespace
 
-void write_state_dot(std::ostream& os, const ExploreResult& r) {
+int64_t write_state_dot(std::ostream& os, const ExploreResult& r, int64_t max_states) {
   const StateGraph& g = r.graph;
-  auto vertex_writer = [&](std::ostream& out, StateGraph::vertex_descriptor v) {
-    const StateInfo& s = g[v];
-    out << "[label=" << quoted(fmt::format("{}\\n{}", v, s.kind));
-    if (s.stuck) out << ", style=filled, fillcolor=\"#bbbbbb\"";
-    else if (s.violating) out << ", style=filled, fillcolor=\"#f4a6a6\"";
-    if (v == 0) out << ", shape=doublecircle";
-    out << "]";
-  };
-  auto edge_writer = [&](std::ostream& out, StateGraph::edge_descriptor e) {
-    const TransitionInfo& t = g[e];
-    out << "[label=" << quoted(op_text(r.alphabet[t.op])) << (t.finding ? ", color=red, fontcolor=red" : "") << "]";
-  };
-  auto graph_writer = [](std::ostream& out) { out << "node [shape=circle, fontsize=10];\nedge [fontsize=8];\n"; };
-  boost::write_graphviz(os, g, vertex_writer, edge_writer, graph_writer);
+  const int64_t states = static_cast<int64_t>(boost::num_vertices(g));
+  const bool all = states <= max_states;
+  std::vector<uint8_t> drawn(static_cast<size_t>(states), all ? 1 : 0);
+  std::vector<DrawnEdge> edges;
+  if (all) {
+    for (auto [e, end] = boost::edges(g); e != end; ++e)
+      edges.push_back({static_cast<int>(boost::source(*e, g)), static_cast<int>(boost::target(*e, g)), op_text(r.alphabet[g[*e].op]),
+                       g[*e].finding});
+  } else {
+    // Each class's path: its ops are the class file's after the setup; the last one shows it.
+    std::set<std::tuple<int, int, std::string>> seen;
+    for (const FindingClass& c : r.classes) {
+      for (int v : c.path_states) drawn[static_cast<size_t>(v)] = 1;
+      for (size_t i = 0; i + 1 < c.path_states.size(); ++i) {
+        const int u = c.path_states[i], v = c.path_states[i + 1];
+        const std::string op = op_text(c.file.ops[r.setup.size() + i]);
+        if (!seen.insert({u, v, op}).second) continue;
+        bool finding = i + 2 == c.path_states.size();
+        for (auto [e, end] = boost::out_edges(static_cast<size_t>(u), g); e != end; ++e)
+          if (static_cast<int>(boost::target(*e, g)) == v && op_text(r.alphabet[g[*e].op]) == op) finding = finding || g[*e].finding;
+        edges.push_back({u, v, op, finding});
+      }
+    }
+  }
+  os << "digraph G {\nrankdir=LR;\nnode [shape=circle, fontsize=10];\nedge [fontsize=8];\n";  // paths read left to right
+  int64_t count = 0;
+  for (int64_t v = 0; v < states; ++v) {
+    if (!drawn[static_cast<size_t>(v)]) continue;
+    ++count;
+    const StateInfo& s = g[static_cast<size_t>(v)];
+    std::string label = fmt::format("{}\\n{}", v, s.kind);
+    if (auto it = r.state_classes.find(static_cast<int>(v)); it != r.state_classes.end())
+      for (uint16_t ci : it->second) {
+        const FindingClass& c = r.classes[ci];
+        std::string line = fmt::format("{} on {}: {}", c.spec, c.op, c.symptom);
+        if (line.size() > 48) line = line.substr(0, 45) + "...";
+        label += "\\n" + line;
+      }
+    os << v << " [label=" << quoted(label);
+    if (s.stuck) os << ", " << kStuckStyle;
+    else if (s.violating) os << ", " << (v == 0 ? "style=filled, fillcolor=\"#f4a6a6\"" : kFindingStyle);
+    if (v == 0) os << ", shape=doublecircle";
+    os << "];\n";
+  }
+  for (const DrawnEdge& e : edges)
+    os << e.from << " -> " << e.to << " [label=" << quoted(e.op) << (e.finding ? ", color=red, fontcolor=red" : "") << "];\n";
+  write_legend(os, count, states, max_states);
+  os << "}\n";
+  return count;
 }
 
 }  // namespace fsdpsim

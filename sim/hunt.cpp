@@ -213,6 +213,11 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     std::lock_guard<std::mutex> lock(mu);
     if (o.progress) o.progress(s);
   };
+  auto tick = [&](const std::string& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (o.status) o.status(s);
+    else if (o.progress) o.progress(s);
+  };
   const auto t0 = Clock::now();
   // The upstream pools start now, one per likely world, in the background:
   // importing torch and PEFT in every rank takes seconds the fuzzing can use.
@@ -296,7 +301,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     ++rep.with_findings;
     if (since(last_progress) >= 2.0) {
       last_progress = Clock::now();
-      say("fuzz: " + std::to_string(rep.sequences) + " sequences, " + std::to_string(rep.with_findings) + " with findings");
+      tick("fuzz: " + std::to_string(rep.sequences) + " sequences, " + std::to_string(rep.with_findings) + " with findings");
     }
   }
   rep.t_fuzz = since(t1);
@@ -327,10 +332,11 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     c.found_by = order[k].found_by;
     c.hits = 1;
     rep.classes.push_back(std::move(c));
-    say("triage: class " + std::to_string(rep.classes.size()) + " " + rep.classes.back().stem + " (" + verdict_name(t.verdict) + ", " +
+    tick("triage: class " + std::to_string(rep.classes.size()) + " " + rep.classes.back().stem + " (" + verdict_name(t.verdict) + ", " +
         std::to_string(t.minimal.ops.size()) + " ops) from " + order[k].found_by);
   }
   rep.t_triage = since(t2);
+  say("triage: " + std::to_string(rep.classes.size()) + " classes in " + std::to_string(rep.t_triage).substr(0, 4) + " s");
   // Confirm: the real backend here, upstream in each world's thread.
   const auto t3 = Clock::now();
   std::stable_sort(rep.classes.begin(), rep.classes.end(), [](const HuntClass& a, const HuntClass& b) {
@@ -339,13 +345,13 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   for (auto& c : rep.classes)
     if (o.confirm_real) {
       c.real = confirm_on(c, Backend::Real, pools, rep, mu);
-      say("confirm: " + c.stem + ": real " + c.real);
+      tick("confirm: " + c.stem + ": real " + c.real);
     }
   auto confirm_upstream = [&](int world, RealPools& up) {
     for (auto& c : rep.classes)
       if (c.t.minimal.scenario.world == world) {
         c.upstream = confirm_on(c, Backend::Upstream, up, rep, mu);
-        say("confirm: " + c.stem + ": upstream " + c.upstream);
+        tick("confirm: " + c.stem + ": upstream " + c.upstream);
       }
   };
   if (o.confirm_upstream && rep.upstream_installed) {
@@ -362,6 +368,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     for (auto& c : rep.classes) c.upstream = "not installed";
   }
   rep.t_confirm = since(t3);
+  if (o.confirm_real || o.confirm_upstream) say("confirm: " + std::to_string(rep.classes.size()) + " classes in " + std::to_string(rep.t_confirm).substr(0, 4) + " s");
   return rep;
 }
 

@@ -34,7 +34,10 @@ struct HuntOptions {
   ExploreHook explore;
   bool confirm_real = true;
   bool confirm_upstream = true;  // only when .venv is installed
-  std::function<void(const std::string&)> progress;  // one line each
+  std::function<void(const std::string&)> progress;  // one line each: the phases
+  // How far a phase is (fuzz ticks, each class triaged or confirmed): lines a terminal shows
+  // in place of the last one. Unset: they go to `progress`.
+  std::function<void(const std::string&)> status;
   // bench --discovery: called with each fuzzed sequence whose first finding's key (spec:op:status)
   // is new, and the seconds since the fuzz loop began; with fuzz_only the hunt returns after the
   // fuzz loop (no lifecycles, triage or confirmation), which then runs for `seconds` whole.

@@ -312,7 +312,7 @@ std::string status_cell(const Observation& o) {
   return status_name(o.status);
 }
 
-void print_table(std::ostream& os, const Scenario& s, const std::vector<Observation>& obs) {
+void print_table(std::ostream& os, const Scenario& s, const std::vector<Observation>& obs, size_t width) {
   bool placed = false, detail = false;
   for (const auto& o : obs) {
     placed = placed || placement_cell(s, o) != "-";
@@ -330,7 +330,9 @@ void print_table(std::ostream& os, const Scenario& s, const std::vector<Observat
     if (detail) rows.back().push_back(detail_cell(o));
   }
   rows.insert(rows.begin(), head);
-  print_aligned(os, rows);
+  // step, rank, op and status stay whole; the lists after them are cut first.
+  if (print_fitted(os, rows, width, 4))
+    os << fmt::format("(long cells wrap to fit {} columns: --wide prints a row a line)\n", width);
   for (const auto& o : obs)
     if (!o.message.empty() && o.status != Status::Ok) os << fmt::format("  step {} rank {}: {}\n", o.step, o.rank, o.message);
 }

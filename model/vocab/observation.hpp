@@ -220,7 +220,8 @@ std::string owner_bytes_text(const std::vector<OwnerBytes>& v);  // "a:640 base:
 void print_json(std::ostream& os, const Observation& o);
 void print_json_string(std::ostream& os, const std::string& s);  // quoted, with JSON escapes  // one line, no trailing newline
 // One row per observation; `s` names each parameter's adapter (see Scenario::owner_of_param).
-void print_table(std::ostream& os, const Scenario& s, const std::vector<Observation>& obs);
+// width > 0: cells cut to fit that many columns (print_fitted), with a line saying so.
+void print_table(std::ostream& os, const Scenario& s, const std::vector<Observation>& obs, size_t width = 0);
 
 // Cells of print_table's columns, shared with the HTML timeline (sim/report_html.cpp):
 // "ag 2x547 rs 2x208" ("-" when none); placements other than cpu/fp32; what

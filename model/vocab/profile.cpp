@@ -1,4 +1,5 @@
 #include "model/vocab/profile.hpp"
+#include "model/vocab/suggest.hpp"
 
 namespace fsdpsim {
 
@@ -128,9 +129,9 @@ std::string apply_override(Profile& p, const std::string& name, const std::strin
   auto s = switch_from_name(name);
   const auto& t = switch_table();
   if (!s) {
-    std::string all;
-    for (const auto& i : t) all += std::string(all.empty() ? "" : ", ") + i.name;
-    return "unknown switch '" + name + "' (expected one of: " + all + ")";
+    std::vector<std::string> all;
+    for (const auto& i : t) all.push_back(i.name);
+    return "unknown switch '" + name + "'" + suggest_or_list(name, all);
   }
   const SwitchInfo& info = t[static_cast<int>(*s)];
   for (size_t v = 0; v < info.values.size(); ++v) {

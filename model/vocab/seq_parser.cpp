@@ -13,77 +13,44 @@
 #include "model/vocab/placement.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/seq.hpp"
+#include "model/vocab/seq_lexer.hpp"
+#include "model/vocab/suggest.hpp"
 
 namespace fsdpsim {
 namespace {
 
-struct Token {
-  std::string text;
-  int column = 1;
-};
+using seq_lexer::LineParser;
+using seq_lexer::Token;
 
-class LineParser {
- public:
-  LineParser(const std::string& file, int line_no, const std::string& line) : file_(file), line_no_(line_no) {
-    lex(line);
-  }
-  bool done() const { return i_ >= toks_.size(); }
-  const Token& peek() const { return toks_[i_]; }
-  int end_column() const { return end_col_; }
-  Token next(const char* expected) {
-    if (done()) fail(end_col_, std::string("expected ") + expected + ", got end of line");
-    return toks_[i_++];
-  }
-  [[noreturn]] void fail(int column, const std::string& what) const {
-    throw SourceError(file_, {line_no_, column}, what);
-  }
-  [[noreturn]] void fail(const Token& t, const std::string& what) const { fail(t.column, what); }
-  SourcePos pos(const Token& t) const { return {line_no_, t.column}; }
+// " (KINDs declared above: a, b; did you mean 'a'?)": what an unknown name could
+// have been, so the message gives the fix.
+std::string declared_hint(const std::string& word, const std::vector<std::string>& names, const char* kind) {
+  if (names.empty()) return std::string(" (no ") + kind + " is declared: declare one with `" + kind + "` above the `---` line)";
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 12; ++i) list += (i ? ", " : "") + names[i];
+  if (names.size() > 12) list += ", ...";
+  return std::string(" (") + kind + "s declared above: " + list + did_you_mean(word, names) + ")";
+}
 
- private:
-  void lex(const std::string& line) {
-    size_t n = line.size(), p = 0;
-    end_col_ = static_cast<int>(n) + 1;
-    while (p < n) {
-      char c = line[p];
-      if (c == '#') {
-        end_col_ = static_cast<int>(p) + 1;
-        break;
-      }
-      if (c == ' ' || c == '\t' || c == '\r') {
-        ++p;
-        continue;
-      }
-      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f)
-        fail(static_cast<int>(p) + 1, "unexpected character (only printable ASCII is allowed)");
-      Token t;
-      t.column = static_cast<int>(p) + 1;
-      int depth = 0;
-      while (p < n) {
-        char d = line[p];
-        if (d == '[' || d == '{') ++depth;
-        if (d == ']' || d == '}') --depth;
-        if (depth < 0) fail(static_cast<int>(p) + 1, "unbalanced closing bracket");
-        if (depth == 0 && (d == ' ' || d == '\t' || d == '#' || d == '\r')) break;
-        if (static_cast<unsigned char>(d) < 0x20 || static_cast<unsigned char>(d) >= 0x7f)
-          fail(static_cast<int>(p) + 1, "unexpected character (only printable ASCII is allowed)");
-        if (depth > 0 && (d == ' ' || d == '\t')) {  // blanks inside a list are dropped
-          ++p;
-          continue;
-        }
-        t.text += d;
-        ++p;
-      }
-      if (depth != 0) fail(t.column, "unclosed bracket");
-      toks_.push_back(std::move(t));
-    }
-  }
-  std::string file_;
-  int line_no_;
-  std::vector<Token> toks_;
-  size_t i_ = 0;
-  int end_col_ = 1;
-};
+std::string layer_hint(const Scenario& s, const std::string& word, bool with_root = false) {
+  std::vector<std::string> names;
+  for (const auto& l : s.layers) names.push_back(l.name);
+  if (with_root) names.push_back("root");
+  return declared_hint(word, names, with_root ? "module" : "layer");
+}
+
+// The header's directives, for "unknown directive" and its suggestion.
+const std::vector<std::string>& directive_names() {
+  static const std::vector<std::string> names = {"world", "seed", "profile", "set", "layer", "adapter", "fully_shard",
+                                                 "optimizer", "loading", "dtype", "data", "checkpoint", "---"};
+  return names;
+}
+
+std::vector<std::string> all_op_names() {
+  std::vector<std::string> out;
+  for (int i = 0; i < kOpKindCount; ++i) out.push_back(op_name(static_cast<OpKind>(i)));
+  return out;
+}
 
 // NAME = [A-Za-z_][A-Za-z0-9_-]*, at most 64 characters (docs/guide/seq-format.md, "Names").
 // No '.': parameter names join names with dots ("lin0.lora_A.b"), so a dot in
@@ -171,7 +138,7 @@ void parse_layer(LineParser& lp, Scenario& s, const Token& kw) {
   if (!lp.done()) {
     Token t = lp.next("experts=E");
     auto [k, v] = split_kv(lp, t, "experts=E");
-    if (k != "experts") lp.fail(t, "unknown layer option '" + k + "' (expected experts=E)");
+    if (k != "experts") lp.fail(t, "unknown layer option '" + k + "' (expected experts=E" + did_you_mean(k, {"experts"}) + ")");
     l.experts = static_cast<int>(parse_int(lp, t, v, 1, 64, "the number of experts"));
   }
   if (s.layer_index(l.name) >= 0) lp.fail(name, "layer '" + l.name + "' is declared twice");
@@ -199,6 +166,9 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       a.deferred = true;
       continue;
     }
+    static const std::vector<std::string> options = {"r", "alpha", "targets", "modules_to_save", "init", "autocast", "inference_mode", "deferred"};
+    if (t.text.find('=') == std::string::npos && !did_you_mean(t.text, options).empty())
+      lp.fail(t, "unknown adapter option '" + t.text + "'" + did_you_mean(t.text, options));
     auto [k, v] = split_kv(lp, t, "r=N, alpha=N, targets=L1,L2, modules_to_save=L1,L2, init=zero|random, autocast=true|false, inference_mode or deferred");
     if (k == "r") {
       a.r = static_cast<int>(parse_int(lp, t, v, 1, 1024, "the rank r"));
@@ -208,13 +178,13 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       a.targets = parse_names(lp, t, v, "a list of layer names");
       if (a.targets.empty()) lp.fail(t, "expected at least one target layer in targets=");
       for (const auto& target : a.targets)
-        if (s.layer_index(target) < 0) lp.fail(t, "unknown layer '" + target + "' in targets (declare it with `layer` first)");
+        if (s.layer_index(target) < 0) lp.fail(t, "unknown layer '" + target + "' in targets" + layer_hint(s, target));
       have_targets = true;
     } else if (k == "modules_to_save") {
       a.modules_to_save = parse_names(lp, t, v, "a list of layer names");
       if (a.modules_to_save.empty()) lp.fail(t, "expected at least one layer in modules_to_save=");
       for (const auto& m : a.modules_to_save)
-        if (s.layer_index(m) < 0) lp.fail(t, "unknown layer '" + m + "' in modules_to_save (declare it with `layer` first)");
+        if (s.layer_index(m) < 0) lp.fail(t, "unknown layer '" + m + "' in modules_to_save" + layer_hint(s, m));
     } else if (k == "init") {
       if (v == "zero") a.init = LoraInit::Zero;
       else if (v == "random") a.init = LoraInit::Random;
@@ -224,7 +194,7 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       if (v != "true" && v != "false") lp.fail(t, "expected autocast=true or autocast=false, got '" + v + "'");
       a.autocast = v == "true";
     } else {
-      lp.fail(t, "unknown adapter option '" + k + "' (expected r, alpha, targets, modules_to_save, init, autocast, inference_mode, deferred)");
+      lp.fail(t, "unknown adapter option '" + k + "'" + suggest_or_list(k, options));
     }
   }
   if (!have_targets) lp.fail(lp.end_column(), "expected targets=L1,L2 for adapter '" + a.name + "'");
@@ -242,7 +212,7 @@ void parse_fully_shard(LineParser& lp, Scenario& s, const Token& kw) {
       if (d.modules.size() > 1) lp.fail(mods, "root cannot be grouped with layers");
       continue;
     }
-    if (s.layer_index(m) < 0) lp.fail(mods, "unknown module '" + m + "' (expected a declared layer or root)");
+    if (s.layer_index(m) < 0) lp.fail(mods, "unknown module '" + m + "'" + layer_hint(s, m, true));
     for (const auto& prev : s.shards)
       for (const auto& pm : prev.modules)
         if (pm == m) lp.fail(mods, "module '" + m + "' is already sharded by an earlier fully_shard");
@@ -252,7 +222,9 @@ void parse_fully_shard(LineParser& lp, Scenario& s, const Token& kw) {
   while (!lp.done()) {
     Token t = lp.next("reshard_after_forward=true|false|none");
     auto [k, v] = split_kv(lp, t, "reshard_after_forward=true|false|none");
-    if (k != "reshard_after_forward") lp.fail(t, "expected reshard_after_forward=true|false|none");
+    if (k != "reshard_after_forward")
+      lp.fail(t, "unknown fully_shard option '" + k + "' (expected reshard_after_forward=true|false|none" +
+                     did_you_mean(k, {"reshard_after_forward"}) + ")");
     if (v == "true") d.raf = Raf::True;
     else if (v == "false") d.raf = Raf::False;
     else if (v == "none") d.raf = Raf::None;
@@ -268,7 +240,7 @@ void parse_checkpoint(LineParser& lp, Scenario& s) {
   std::vector<std::string> names = parse_names(lp, mods, mods.text, "layer names");
   for (size_t i = 0; i < names.size(); ++i) {
     int l = s.layer_index(names[i]);
-    if (l < 0) lp.fail(mods, "unknown layer '" + names[i] + "' (expected a layer declared above)");
+    if (l < 0) lp.fail(mods, "unknown layer '" + names[i] + "'" + layer_hint(s, names[i]));
     if (s.layers[l].experts > 0)
       lp.fail(mods, "layer '" + names[i] + "' is an experts layer: activation checkpointing is modelled for Linear layers only");
     for (size_t j = 0; j < i; ++j)
@@ -304,11 +276,7 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
     s.seed = static_cast<uint64_t>(parse_int(lp, n, n.text, 0, 999999999999999999LL, "a seed"));
   } else if (k == "profile") {
     Token n = lp.next("a profile name");
-    if (!profile_by_name(n.text)) {
-      std::string names;
-      for (const auto& name : profile_names()) names += (names.empty() ? "" : ", ") + name;
-      lp.fail(n, "unknown profile '" + n.text + "' (expected one of: " + names + ")");
-    }
+    if (!profile_by_name(n.text)) lp.fail(n, "unknown profile '" + n.text + "'" + suggest_or_list(n.text, profile_names()));
     s.profile = n.text;
   } else if (k == "set") {
     Token t = lp.next("switch=value");
@@ -336,7 +304,7 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
       Token o = lp.next("autocast_adapter_dtype=true|false");
       auto [ok, ov] = split_kv(lp, o, "autocast_adapter_dtype=true|false");
       if (ok != "autocast_adapter_dtype" || (ov != "true" && ov != "false"))
-        lp.fail(o, "expected autocast_adapter_dtype=true|false");
+        lp.fail(o, "expected autocast_adapter_dtype=true|false" + did_you_mean(ok, {"autocast_adapter_dtype"}));
       s.autocast_adapter_dtype = ov == "true";
     }
   } else if (k == "data") {
@@ -351,9 +319,17 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
     if (t.text == "trainable") s.optimizer = OptimizerParams::Trainable;
     else if (t.text == "all") s.optimizer = OptimizerParams::AllLora;
     else lp.fail(t, "expected optimizer trainable|all, got '" + t.text + "'");
+  } else if (op_from_name(k) || (k.size() > 1 && k[0] == '@')) {
+    // The usual cause: the `---` line that ends the scenario is missing.
+    lp.fail(kw, "unknown directive '" + k + "': it is an op, and ops go after a `---` line that ends the scenario (add `---` above line " +
+                    std::to_string(line_no) + ")");
   } else {
-    lp.fail(kw, "unknown directive '" + k +
-                    "' (expected world, seed, profile, set, layer, adapter, fully_shard, optimizer, loading, dtype, data, checkpoint or ---)");
+    std::string hint = did_you_mean(k, directive_names());
+    if (hint.empty() && !did_you_mean(k, all_op_names()).empty())
+      hint = did_you_mean(k, all_op_names()) + " (an op: ops go after the `---` line)";
+    lp.fail(kw, "unknown directive '" + k + "'" +
+                    (hint.empty() ? " (expected world, seed, profile, set, layer, adapter, fully_shard, optimizer, loading, dtype, data, checkpoint or ---)"
+                                  : hint));
   }
   if (!lp.done()) lp.fail(lp.peek(), "unexpected '" + lp.peek().text + "' at end of " + k + " line");
   return false;
@@ -368,7 +344,10 @@ int parse_rank(LineParser& lp, const Token& t, const Scenario& s) {
 }
 
 void check_adapter(LineParser& lp, const Token& t, const Scenario& s, const std::string& a) {
-  if (s.adapter_index(a) < 0) lp.fail(t, "unknown adapter '" + a + "' (declare it with `adapter` in the scenario)");
+  if (s.adapter_index(a) >= 0) return;
+  std::vector<std::string> names;
+  for (const auto& d : s.adapters) names.push_back(d.name);
+  lp.fail(t, "unknown adapter '" + a + "'" + declared_hint(a, names, "adapter"));
 }
 
 ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) {
@@ -410,7 +389,7 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
   } else if (k == "stored") {
     it.key = ExpectItem::Key::Stored;
     layer_colon(&it.value);
-    if (s.layer_index(it.target) < 0) lp.fail(t, "unknown layer '" + it.target + "'");
+    if (s.layer_index(it.target) < 0) lp.fail(t, "unknown layer '" + it.target + "'" + layer_hint(s, it.target));
     WeightClass w;
     if (!weight_class_from_name(it.value, &w))
       lp.fail(t, "expected stored=LAYER:exact|missing_delta|extra_delta|corrupt|unjudged, got '" + it.value + "'");
@@ -418,14 +397,14 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
     it.key = ExpectItem::Key::Merged;
     std::string rest;
     layer_colon(&rest);
-    if (s.layer_index(it.target) < 0) lp.fail(t, "unknown layer '" + it.target + "'");
+    if (s.layer_index(it.target) < 0) lp.fail(t, "unknown layer '" + it.target + "'" + layer_hint(s, it.target));
     if (rest.empty() || rest.front() != '[') lp.fail(t, "expected merged=LAYER:[a,b]");
     it.names = parse_names(lp, t, rest, "adapter names");
     for (const auto& a : it.names) check_adapter(lp, t, s, a);
   } else if (k == "state") {
     it.key = ExpectItem::Key::State;
     layer_colon(&it.value);
-    if (it.target != "root" && s.layer_index(it.target) < 0) lp.fail(t, "unknown group '" + it.target + "'");
+    if (it.target != "root" && s.layer_index(it.target) < 0) lp.fail(t, "unknown group '" + it.target + "'" + layer_hint(s, it.target, true));
     if (it.value != "SHARDED" && it.value != "UNSHARDED") lp.fail(t, "expected state=GROUP:SHARDED|UNSHARDED");
   } else if (k == "placed") {
     it.key = ExpectItem::Key::Placed;
@@ -446,7 +425,9 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
     if (!ok) lp.fail(t, "expected finding=S1..S8, got '" + v + "'");
     it.target = v;
   } else {
-    lp.fail(t, std::string("unknown expectation '") + k + "' (expected " + kinds + ")");
+    static const std::vector<std::string> keys = {"error", "grads", "index", "missing", "stored", "merged", "state", "placed", "finding"};
+    const std::string hint = did_you_mean(k, keys);
+    lp.fail(t, std::string("unknown expectation '") + k + "'" + (hint.empty() ? std::string(" (expected ") + kinds + ")" : hint));
   }
   return it;
 }
@@ -472,7 +453,7 @@ void parse_expects(LineParser& lp, Op& op, const Scenario& s) {
 
 std::string module_or_root(LineParser& lp, const Token& t, const Scenario& s) {
   if (t.text != "root" && s.layer_index(t.text) < 0)
-    lp.fail(t, "unknown module '" + t.text + "' (expected a declared layer or root)");
+    lp.fail(t, "unknown module '" + t.text + "'" + layer_hint(s, t.text, true));
   return t.text;
 }
 
@@ -486,9 +467,10 @@ Op parse_op_line(LineParser& lp, const Scenario& s) {
   }
   auto kind = op_from_name(first.text);
   if (!kind) {
-    std::string all;
-    for (int i = 0; i < kOpKindCount; ++i) all += std::string(i ? ", " : "") + op_name(static_cast<OpKind>(i));
-    lp.fail(first, "unknown op '" + first.text + "' (expected one of: " + all + ")");
+    const auto& directives = directive_names();
+    if (std::find(directives.begin(), directives.end(), first.text) != directives.end())
+      lp.fail(first, "unknown op '" + first.text + "': it is a scenario directive, and those go above the `---` line");
+    lp.fail(first, "unknown op '" + first.text + "'" + suggest_or_list(first.text, all_op_names()));
   }
   op.kind = *kind;
   auto has_arg = [&]() { return !lp.done() && lp.peek().text != "expect"; };
@@ -537,7 +519,7 @@ Op parse_op_line(LineParser& lp, const Scenario& s) {
     }
     case OpKind::DeltaWeight: {
       Token t = lp.next("a layer name");  // every layer: a Linear or a ParamWrapper target
-      if (s.layer_index(t.text) < 0) lp.fail(t, "unknown layer '" + t.text + "'");
+      if (s.layer_index(t.text) < 0) lp.fail(t, "unknown layer '" + t.text + "'" + layer_hint(s, t.text));
       op.names = {t.text};
       break;
     }

@@ -64,6 +64,10 @@ def main():
         # wall time here also counts the process start, which under load took over half a second.
         if time.time() - t0 > 3.0 or name == "hunt":
             check(loud.stderr.startswith(name + ": "), "%s: no progress lines on stderr: %r" % (name, loud.stderr[-400:]))
+        if name == "hunt":  # into a pipe its phase lines only, not a line per class triaged and confirmed
+            lines = loud.stderr.splitlines()
+            check(len(lines) <= 8 and any(l.startswith("hunt: triage: ") and l.endswith(" s") for l in lines),
+                  "hunt: %d progress lines into a pipe: %r" % (len(lines), lines[:12]))
         for stream, text in (("stdout", loud.stdout), ("stderr", loud.stderr)):
             check("\x1b" not in text and "\r" not in text, "%s: escape codes in %s, which is not a terminal" % (name, stream))
         quiet = run(args + ["--quiet"])
@@ -85,6 +89,10 @@ def main():
     # Progress on a terminal replaces itself (\r, erase to the end of the line); stdout keeps no escapes.
     code, err, out = on_terminal(LONG["crosscheck"], ENV, stdout_tty=False)
     check(code == 0 and "\rcrosscheck: " in err and "\x1b[K" in err and "\x1b" not in out, "crosscheck progress on a terminal: %r" % err[-300:])
+    # The hunt on a terminal: its ticks redraw one line, only the phase totals stay.
+    code, err, _ = on_terminal(LONG["hunt"], ENV, stdout_tty=False)
+    check(code == 0 and "\rhunt: triage: " in err and "\x1b[K" in err and err.count("\n") <= 8,
+          "hunt progress on a terminal: %d lines: %r" % (err.count("\n"), err[-400:]))
     return S.finish("progress on stderr, --quiet, colours and escape codes only on a terminal")
 
 if __name__ == "__main__":

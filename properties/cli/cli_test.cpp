@@ -1,6 +1,7 @@
 // The fsdpsim command line: exit codes and error messages, run as a process.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
@@ -58,6 +59,56 @@ TEST(Cli, UsageErrorsExitThree) {
   EXPECT_EQ(run("crosscheck --seed 1 --against model").code, 3);
   EXPECT_EQ(run("crosscheck --seed 1 --backends upstream").code, 3);
   EXPECT_EQ(run("run x.seq --ranks fibers").code, 3);
+}
+
+// A misspelt command, flag or built-in name gets the nearest one, on one line;
+// --help lists the built-in scenarios --builtin accepts.
+TEST(CliMessages, TyposGetTheNearestNameAndHelpListsTheBuiltins) {
+  Result c = run("explre");
+  EXPECT_EQ(c.code, 3);
+  EXPECT_NE(c.out.find("unknown command 'explre'; did you mean 'explore'?"), std::string::npos) << c.out;
+  EXPECT_EQ(c.out.find("usage:"), std::string::npos) << "a near command needs no whole usage: " << c.out;
+  EXPECT_NE(run("frobnicate").out.find("usage:"), std::string::npos);  // nothing near: the usage
+  Result f = run("run x.seq --backen model");
+  EXPECT_EQ(f.code, 3);
+  EXPECT_NE(f.out.find("unknown flag --backen; did you mean '--backend'?"), std::string::npos) << f.out;
+  Result b = run("explore --builtin seed000_merged_raf_fals");
+  EXPECT_EQ(b.code, 3);
+  EXPECT_NE(b.out.find("did you mean 'seed000_merged_raf_false'?"), std::string::npos) << b.out;
+  Result s = run("run x.seq --set set_adapter_reshar=patched");
+  EXPECT_EQ(s.code, 3);
+  EXPECT_NE(s.out.find("unknown switch 'set_adapter_reshar'; did you mean 'set_adapter_reshard'?"), std::string::npos) << s.out;
+  for (const char* help : {"--help", "explore --help"}) {
+    Result h = run(help);
+    EXPECT_EQ(h.code, 0);
+    EXPECT_NE(h.out.find("built-in scenarios"), std::string::npos) << help;
+    for (const char* name : {"seed000_merged_raf_false", "b8_modules_to_save", "three_ranks_padding"})
+      EXPECT_NE(h.out.find(name), std::string::npos) << help << " lacks " << name;
+  }
+}
+
+// run's table fits 120 columns, long cells wrapped onto lines of their own; --wide prints a
+// row a line.
+TEST(Cli, RunTableFitsOneHundredTwentyColumnsUnlessWide) {
+  const std::string seq = FSDPSIM_SOURCE_DIR "/corpus/regressions/seed000_merged_set_adapter_w2.seq";
+  auto table = [](const std::string& out) {  // from the header row to the line after the last row
+    const size_t from = out.find("step  rank"), to = out.find("\n\n", from);
+    return out.substr(from, to - from);
+  };
+  Result fitted = run("run " + seq);
+  EXPECT_EQ(fitted.code, 1) << fitted.out;
+  std::istringstream in(table(fitted.out));
+  for (std::string line; std::getline(in, line);) EXPECT_LE(line.size(), 120u) << line;
+  EXPECT_NE(fitted.out.find("(long cells wrap to fit 120 columns: --wide prints a row a line)"), std::string::npos) << fitted.out;
+  EXPECT_NE(fitted.out.find("missing_delta"), std::string::npos);
+  Result wide = run("run " + seq + " --wide");
+  EXPECT_EQ(wide.code, 1);
+  EXPECT_NE(wide.out.find("lin0:[default]/S=missing_delta lin1:[default]/S=missing_delta"), std::string::npos) << wide.out;
+  EXPECT_EQ(wide.out.find("long cells wrap"), std::string::npos);
+  size_t longest = 0;
+  std::istringstream w(table(wide.out));
+  for (std::string line; std::getline(w, line);) longest = std::max(longest, line.size());
+  EXPECT_GT(longest, 120u);
 }
 
 // Every command answers --help with its own usage lines and the exit codes, exit 0,
@@ -242,6 +293,43 @@ TEST(CliUpstream, ModelAndAFakePoolReplayingTheModelAgreeAndDifferOnAnAlteredFie
   Result skipped = run_env(fake_pool_env(altered, "FAKE_POOL_UNOBSERVED=optimizer_missing,grads"),
                            "run " + seq + " --backend model,upstream");
   EXPECT_EQ(skipped.code, 0) << skipped.out;
+}
+
+// Several backends: the table says whose observations it shows, one line says which backends
+// agree or differ (and what upstream leaves uncompared), and a trace hash that is not the
+// model's says whose it is.
+TEST(CliUpstream, SeveralBackendsSayWhichAgreeAndWhoseTableAndHashTheyShow) {
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
+  const std::string seq = FSDPSIM_SOURCE_DIR "/corpus/regressions/seed000_patched_w2.seq";
+  Result model = run("run " + seq + " --json");
+  ASSERT_EQ(model.code, 0) << model.out;
+  const std::string model_hash = model.out.substr(model.out.find("{\"trace_hash\":\"") + 15, 16);
+  std::string same = write("several_same.jsonl", model.out);
+  Result r = run_env(fake_pool_env(same), "run " + seq + " --backend model,real,upstream");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\nobservations of the upstream backend; findings below: the model's, which the others are compared with\nstep  rank"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nbackends agree: model, real and upstream\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\ntrace hash " + model_hash + " (model, real and upstream alike)\n"), std::string::npos) << r.out;
+  EXPECT_EQ(run("run " + seq).out.find("backends agree"), std::string::npos);  // one backend: no such line
+
+  // A field upstream does not observe reads otherwise: not compared, so they agree, but the
+  // hash shown (upstream's) is not the model's, and the line says so.
+  std::string peak = model.out;
+  const std::string from = "\"peak_unsharded_bytes\":{\"default\":1664", to = "\"peak_unsharded_bytes\":{\"default\":9";
+  for (size_t at = 0; (at = peak.find(from, at)) != std::string::npos; at += to.size()) peak.replace(at, from.size(), to);
+  std::string peak_file = write("several_peak.jsonl", peak);
+  Result u = run_env(fake_pool_env(peak_file, "FAKE_POOL_UNOBSERVED=peak_unsharded"), "run " + seq + " --backend model,upstream");
+  EXPECT_EQ(u.code, 0) << u.out;
+  EXPECT_NE(u.out.find("\nbackends agree: model and upstream (not compared: peak_unsharded, which upstream does not observe)\n"),
+            std::string::npos) << u.out;
+  EXPECT_NE(u.out.find(" (the upstream backend's, whose observations the table shows; model " + model_hash + ")\n"), std::string::npos)
+      << u.out;
+  // Compared (no unobserved list), the same file differs from the model and from it only.
+  Result d = run_env(fake_pool_env(peak_file), "run " + seq + " --backend model,real,upstream");
+  EXPECT_EQ(d.code, 2) << d.out;
+  EXPECT_NE(d.out.find("\nbackends differ: upstream (12 divergences from model); model and real agree\n"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("; model " + model_hash + ", real " + model_hash + ")\n"), std::string::npos) << d.out;
 }
 
 TEST(CliUpstream, PoolFailuresExitFour) {
@@ -461,4 +549,48 @@ TEST(Cli, ExploreExitsThreeOnBadInputAndOneOnClasses) {
   EXPECT_NE(replay.out.find("S4 step 2 rank 0"), std::string::npos) << replay.out;
   std::remove((out + "/explore_001_S4_save_optimizer.seq").c_str());
   std::remove(out.c_str());  // the directory, now empty
+}
+
+// explore --svg on a graph over the drawing cap (18 714 states): the drawing keeps the paths to
+// the findings, each finding state labelled, with a legend; a bad --svg path is exit 3 before
+// the search.
+TEST(Cli, ExploreSvgOverTheCapDrawsThePathsToTheFindings) {
+  if (std::system("dot -V > /dev/null 2>&1") != 0) GTEST_SKIP() << "Graphviz dot not installed";
+  Result bad = run("explore --builtin seed000_merged_raf_false --depth 5 --svg /nonexistent/dir/out.svg");
+  EXPECT_EQ(bad.code, 3) << bad.out;
+  EXPECT_EQ(bad.out.find("explore: "), std::string::npos) << "searched before checking --svg: " << bad.out;
+  const std::string svg = std::string(FSDPSIM_BINARY_DIR) + "/cli_test_explore.svg";
+  std::remove(svg.c_str());
+  Result r = run("explore --builtin seed000_merged_raf_false --depth 5 --quiet --svg " + svg);
+  EXPECT_EQ(r.code, 1) << r.out;
+  const size_t at = r.out.find("\ndrew ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const int drawn = std::stoi(r.out.substr(at + 6));
+  EXPECT_NE(r.out.find(" of 18714 states (over 3000: the paths from the initial state to each finding class) to " + svg),
+            std::string::npos) << r.out;
+  std::ifstream in(svg);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(text.empty());
+  // Graphviz writes each node as <g id="nodeN" class="node"><title>NAME</title>, each label line as <text>.
+  int states = 0, legend = 0, red = 0;
+  for (size_t p = text.find("class=\"node\""); p != std::string::npos; p = text.find("class=\"node\"", p + 1)) {
+    const size_t t = text.find("<title>", p) + 7;
+    const std::string name = text.substr(t, text.find("</title>", t) - t);
+    const std::string node = text.substr(p, text.find("</g>", p) - p);
+    if (name.rfind("legend_", 0) == 0) {
+      ++legend;
+      continue;
+    }
+    ++states;
+    if (node.find("fill=\"#f4a6a6\"") == std::string::npos) continue;
+    ++red;
+    EXPECT_NE(node.find(" on "), std::string::npos) << "a red state without its finding: " << node;
+  }
+  EXPECT_EQ(states, drawn);
+  EXPECT_GT(red, 60);  // 65 classes, some sharing a state
+  EXPECT_EQ(legend, 7);
+  EXPECT_NE(text.find("<title>cluster_legend</title>"), std::string::npos);
+  EXPECT_NE(text.find(">S6 on save_adapters: lin#.lora_A.default save...</text>"), std::string::npos);
+  EXPECT_NE(text.find("only the paths from the"), std::string::npos);
+  std::remove(svg.c_str());
 }

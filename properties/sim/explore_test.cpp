@@ -5,11 +5,14 @@
 // scenario, and Graphviz output that `dot` accepts.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "properties/test_util.hpp"
@@ -150,4 +153,93 @@ TEST(Explore, DotOutputParsesWithGraphviz) {
   const int rc = std::system(("dot -Tcanon '" + path + "' > /dev/null").c_str());
   std::filesystem::remove(path);
   EXPECT_EQ(rc, 0);
+}
+
+namespace {
+
+// The nodes and edges of write_state_dot's text, by the lines it writes.
+struct DotGraph {
+  std::map<int, std::string> labels;  // state -> its label ("\n" kept as written)
+  std::set<int> red;                  // filled like a finding state
+  std::vector<std::pair<int, int>> edges;
+  std::string text;
+};
+
+DotGraph parse_dot(const std::string& text) {
+  DotGraph g;
+  g.text = text;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || !std::isdigit(static_cast<unsigned char>(line[0]))) continue;  // legend_* and attributes
+    size_t n = 0;
+    const int u = std::stoi(line, &n);
+    if (line.compare(n, 4, " -> ") == 0) {
+      g.edges.push_back({u, std::stoi(line.substr(n + 4))});
+      continue;
+    }
+    const size_t l = line.find("label=\"") + 7;
+    g.labels[u] = line.substr(l, line.find('"', l) - l);
+    if (line.find("fillcolor=\"#f4a6a6\"") != std::string::npos) g.red.insert(u);
+  }
+  return g;
+}
+
+// Every red state is labelled "SPEC on OP: ..." with a class that shows on entering it.
+void expect_red_states_labelled(const DotGraph& g, const ExploreResult& r) {
+  for (int v : g.red) {
+    auto it = r.state_classes.find(v);
+    ASSERT_NE(it, r.state_classes.end()) << "red state " << v << " has no class";
+    const FindingClass& c = r.classes[it->second.front()];
+    EXPECT_NE(g.labels.at(v).find("\\n" + c.spec + " on " + c.op + ": "), std::string::npos) << v << ": " << g.labels.at(v);
+  }
+}
+
+}  // namespace
+
+// Over the cap, the drawing keeps exactly the states on each class's path from the initial
+// state, every finding state labelled with its class; a legend says what is drawn. Under the
+// cap, every state, red ones labelled too.
+TEST(Explore, DrawingOverTheCapKeepsThePathsToEachFindingLabelledWithALegend) {
+  ExploreOptions opt;
+  opt.depth = 3;
+  opt.only_ops = {"eval", "merge", "reshard", "train_step", "save_optimizer"};
+  ExploreResult r = explore(seed000(""), opt);
+  ASSERT_GE(r.classes.size(), 2u);
+  ASSERT_GT(r.states, 20);
+
+  std::ostringstream trimmed_text;
+  const int64_t drawn = write_state_dot(trimmed_text, r, 10);
+  const DotGraph t = parse_dot(trimmed_text.str());
+  std::set<int> on_paths;
+  for (const FindingClass& c : r.classes) {
+    ASSERT_EQ(c.path_states.size(), c.file.ops.size() - r.setup.size() + 1) << c.text;
+    EXPECT_EQ(c.path_states.front(), 0);
+    on_paths.insert(c.path_states.begin(), c.path_states.end());
+    const std::string& last = t.labels.at(c.path_states.back());  // the class's own state, labelled with it
+    EXPECT_TRUE(t.red.count(c.path_states.back()));
+    bool named = false;
+    for (uint16_t ci : r.state_classes.at(c.path_states.back())) named = named || &r.classes[ci] == &c;
+    if (named) {
+      EXPECT_NE(last.find(c.spec + " on " + c.op), std::string::npos) << last;
+    }
+  }
+  std::set<int> nodes;
+  for (const auto& [v, label] : t.labels) nodes.insert(v);
+  EXPECT_EQ(nodes, on_paths);
+  EXPECT_EQ(drawn, static_cast<int64_t>(on_paths.size()));
+  EXPECT_LT(drawn, r.states);
+  for (const auto& [u, v] : t.edges) EXPECT_TRUE(nodes.count(u) && nodes.count(v)) << u << " -> " << v;
+  expect_red_states_labelled(t, r);
+  EXPECT_NE(t.text.find("subgraph cluster_legend {"), std::string::npos);
+  EXPECT_NE(t.text.find(std::to_string(drawn) + " of " + std::to_string(r.states) + " states: over 10, only the paths"),
+            std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("legend_finding [label=\"a finding shows on entering it"), std::string::npos);
+
+  std::ostringstream full_text;
+  EXPECT_EQ(write_state_dot(full_text, r), r.states);
+  const DotGraph full = parse_dot(full_text.str());
+  EXPECT_EQ(static_cast<int64_t>(full.labels.size()), r.states);
+  EXPECT_FALSE(full.red.empty());
+  expect_red_states_labelled(full, r);
+  EXPECT_NE(full.text.find("all " + std::to_string(r.states) + " states"), std::string::npos);
 }

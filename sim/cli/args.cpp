@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "model/vocab/profile.hpp"
+#include "model/vocab/suggest.hpp"
 #include "model/vocab/text.hpp"
 #include "sim/generator.hpp"
 #include "sim/release_matrix.hpp"
@@ -64,9 +65,9 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
     }
     bool ok = false;
     for (const auto& f : allowed) ok = ok || f == s;
-    if (!ok) usage_error("unknown flag " + s);
-    if (s == "--json" || s == "--quiet") {
-      (s == "--json" ? a.json : a.quiet) = true;
+    if (!ok) usage_error("unknown flag " + s + did_you_mean(s, allowed) + " (--help lists the command's flags)");
+    if (s == "--json" || s == "--quiet" || s == "--wide") {
+      (s == "--json" ? a.json : s == "--quiet" ? a.quiet : a.wide) = true;
       continue;
     }
     if (s == "--model-only" || s == "--stability" || s == "--scripts" || s == "--discovery") {

@@ -10,9 +10,11 @@
 #include <fstream>
 #include <iostream>
 
+#include "model/vocab/suggest.hpp"
 #include "sim/builtin_scenarios.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
+#include "sim/cli/output.hpp"
 #include "sim/cli/progress.hpp"
 #include "model/vocab/table.hpp"
 #include "sim/explore.hpp"
@@ -21,9 +23,6 @@ extern char** environ;
 
 namespace fsdpsim::cli {
 namespace {
-
-// Past this many states a Graphviz layout is neither readable nor quick.
-constexpr int64_t kMaxDrawnStates = 3000;
 
 [[noreturn]] void usage_error(const std::string& what) { throw SourceError("<command line>", {}, what); }
 
@@ -47,12 +46,21 @@ bool render_svg(const std::string& dot_file, const std::string& svg_file) {
   return true;
 }
 
-bool write_dot_file(const std::string& path, const ExploreResult& r) {
+bool write_dot_file(const std::string& path, const ExploreResult& r, int64_t* drawn) {
   std::ofstream out(path);
-  write_state_dot(out, r);
+  *drawn = write_state_dot(out, r);
   out.close();
   if (!out) std::cerr << "fsdpsim explore: cannot write " << path << "\n";
   return static_cast<bool>(out);
+}
+
+// Before the search, which may take minutes: the drawing's files must be writable and
+// Graphviz present, so a bad --dot/--svg is exit 3 at once, not after the search.
+void check_drawing(const Args& a) {
+  if (!a.dot.empty()) check_output_file("--dot", a.dot);
+  if (a.svg.empty()) return;
+  check_output_file("--svg", a.svg);
+  if (std::system("dot -V > /dev/null 2>&1") != 0) usage_error("--svg needs Graphviz `dot` on the PATH (or write --dot FILE instead)");
 }
 
 void print_explore_json(const std::string& source, const SeqFile& f, const ExploreResult& r, const std::vector<std::string>& files) {
@@ -103,7 +111,12 @@ int cmd_explore(const Args& a) {
   if (!a.builtin.empty()) {
     if (!a.positional.empty()) usage_error("explore takes FILE.seq or --builtin NAME, not both");
     const BuiltinScenario* b = find_builtin(a.builtin);
-    if (!b) usage_error("--builtin expects one of " + builtin_names() + ", got '" + a.builtin + "'");
+    if (!b) {
+      std::vector<std::string> names;
+      for (const auto& s : builtin_scenarios()) names.push_back(s.name);
+      const std::string hint = did_you_mean(a.builtin, names);
+      usage_error("--builtin expects one of " + (hint.empty() ? builtin_names() : "the built-in scenarios") + ", got '" + a.builtin + "'" + hint);
+    }
     f = b->file;
     source = "<built-in " + b->name + ">";
   } else {
@@ -128,6 +141,7 @@ int cmd_explore(const Args& a) {
   for (const Op& op : explore_alphabet(f.scenario, opt.rank_ops, opt.full_alphabet))
     for (const auto& o : a.ops) any = any || o == op_text(op) || o == op_name(op.kind);
   if (!any) usage_error("--ops matches no op of this scenario's alphabet");
+  check_drawing(a);
   ExploreResult r = explore(f, opt);
   progress.done();
   if (!a.json) {
@@ -147,17 +161,22 @@ int cmd_explore(const Args& a) {
     if (!a.json) std::cout << "wrote " << r.classes.size() << " class files to " << a.out << "\n";
   }
   if (a.json) print_explore_json(source, f, r, class_files);
-  if ((!a.dot.empty() || !a.svg.empty()) && r.states > kMaxDrawnStates)
-    usage_error("the state graph has " + std::to_string(r.states) + " states; --dot/--svg draw at most " +
-                std::to_string(kMaxDrawnStates) + " (lower --depth or pick ops with --ops)");
-  if (!a.dot.empty() && !write_dot_file(a.dot, r)) return kInfra;
+  // Over kMaxDrawnStates the drawing keeps only the paths to the findings (write_state_dot).
+  int64_t drawn = 0;
+  if (!a.dot.empty() && !write_dot_file(a.dot, r, &drawn)) return kInfra;
   if (!a.svg.empty()) {
     const std::string dot_file = a.dot.empty() ? a.svg + ".dot.tmp" : a.dot;
-    if (a.dot.empty() && !write_dot_file(dot_file, r)) return kInfra;
+    if (a.dot.empty() && !write_dot_file(dot_file, r, &drawn)) return kInfra;
     const bool ok = render_svg(dot_file, a.svg);
     if (a.dot.empty()) std::filesystem::remove(dot_file);
     if (!ok) return kInfra;
   }
+  if ((!a.dot.empty() || !a.svg.empty()) && !a.json)
+    std::cout << "drew " << (drawn == r.states ? "all " + std::to_string(drawn) + " states"
+                                               : std::to_string(drawn) + " of " + std::to_string(r.states) +
+                                                     " states (over " + std::to_string(kMaxDrawnStates) +
+                                                     ": the paths from the initial state to each finding class)")
+              << " to " << (a.svg.empty() ? a.dot : a.svg) << "\n";
   for (const auto& c : r.classes)
     if (!c.replayed) return kInfra;  // the search and a whole run disagree: a harness bug
   return r.classes.empty() ? kClean : kFinding;

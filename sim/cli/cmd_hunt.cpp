@@ -136,6 +136,7 @@ int cmd_hunt(const Args& a) {
   // sim/hunt.cpp already spaces its lines (a phase done, fuzzing every 2 s): each one stays.
   Progress progress("hunt", a.quiet);
   o.progress = [&progress](const std::string& line) { progress.note(line); };
+  o.status = [&progress](const std::string& line) { progress.status(line); };
   const std::string out = a.out.empty() ? "out/hunt" : a.out;
   progress.note("seed " + std::to_string(o.seed) + ", profile " + o.profile + ", world " + std::to_string(o.world) + ", " +
                 std::to_string(static_cast<int>(o.seconds)) + " s model budget, " + std::to_string(o.scenarios.size()) +

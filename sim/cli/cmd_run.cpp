@@ -11,6 +11,7 @@
 
 #include "model/vocab/profile.hpp"
 #include "model/vocab/table.hpp"
+#include "model/vocab/text.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/interrupt.hpp"
 #include "sim/cli/json_record.hpp"
@@ -24,6 +25,8 @@
 
 namespace fsdpsim::cli {
 namespace {
+
+constexpr size_t kTableWidth = 120;  // a terminal's width, as the hunt's catalogue
 
 std::string hex(uint64_t h) {
   char buf[24];
@@ -45,6 +48,52 @@ void print_finding_json(std::ostream& os, const Finding& f) {
   o << "{\"finding\":\"" << f.spec << "\",\"step\":" << f.step << ",\"rank\":" << f.rank << ",\"text\":";
   print_json_string(o, f.text);
   os << with_type_last(o.str() + "}", "finding") << "\n";
+}
+
+// "model, real and upstream": backend names as a sentence lists them.
+std::string names_and(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return out;
+}
+
+// Several backends: one line saying which agree with the first and which
+// differ (with their count), and what the upstream pool cannot observe (its
+// fields are left out of the comparison, so "agree" does not cover them).
+void print_agreement(std::ostream& os, const BackendRun& res, const RealPools& pools) {
+  const std::string first = backend_name(res.runs.front().backend);
+  std::vector<std::string> agree = {first}, differ;
+  for (const auto& c : res.comparisons) {
+    if (c.divergences.empty()) agree.push_back(backend_name(c.other));
+    else differ.push_back(std::string(backend_name(c.other)) + " (" + std::to_string(c.divergences.size()) + " divergences from " + first + ")");
+  }
+  std::string line = differ.empty() ? "backends agree: " + names_and(agree)
+                                    : red("backends differ: " + names_and(differ)) +
+                                          (agree.size() > 1 ? "; " + names_and(agree) + " agree" : "");
+  const std::vector<std::string> unobserved = res.used_upstream ? pools.upstream_unobserved() : std::vector<std::string>{};
+  if (!unobserved.empty()) line += " (not compared: " + join(unobserved, ", ") + ", which upstream does not observe)";
+  os << line << "\n";
+}
+
+// The hash of the observations the table shows: the last backend's. Where it
+// is not the same for every backend (upstream's unobserved fields read "-"),
+// the line says whose it is and gives the others, so it is not taken for a
+// different model run.
+void print_trace_hash(std::ostream& os, const BackendRun& res) {
+  os << "trace hash " << hex(res.trace_hash);
+  if (res.runs.size() < 2) {
+    os << "\n";
+    return;
+  }
+  std::vector<std::string> names, others;
+  bool alike = true;
+  for (const auto& r : res.runs) {
+    names.push_back(backend_name(r.backend));
+    alike = alike && r.trace_hash == res.trace_hash;
+    if (&r != &res.runs.back()) others.push_back(std::string(backend_name(r.backend)) + " " + hex(r.trace_hash));
+  }
+  if (alike) os << " (" << names_and(names) << " alike)\n";
+  else os << " (the " << backend_who(res.runs.back().backend) << "'s, whose observations the table shows; " << join(others, ", ") << ")\n";
 }
 
 }  // namespace
@@ -172,12 +221,16 @@ int cmd_run(const Args& a) {
     std::cout << "fsdpsim run " << file << "  world " << f.scenario.world << "  seed " << f.scenario.seed << "  backend "
               << a.backend << (uses(a.backends, Backend::Real) ? " (" + a.ranks + ")" : "") << "\n"
               << "profile " << profile_text(profile) << "\n\n";
-    print_table(std::cout, f.scenario, res.observations);
+    if (res.runs.size() > 1)  // the table is one backend's: say whose, and whose the findings are
+      std::cout << "observations of the " << backend_who(res.runs.back().backend) << "; findings below: the "
+                << backend_who(res.runs.front().backend) << "'s, which the others are compared with\n";
+    print_table(std::cout, f.scenario, res.observations, a.wide ? 0 : kTableWidth);
     print_upstream_versions(std::cout, pools, false);
     std::cout << "\n";
     print_findings(std::cout, res.findings);
     print_divergences(std::cout, res);
-    std::cout << "trace hash " << hex(res.trace_hash) << "\n";
+    if (res.runs.size() > 1) print_agreement(std::cout, res, pools);
+    print_trace_hash(std::cout, res);
   }
   if (!res.divergences.empty()) return kDivergence;
   return res.findings.empty() ? kClean : kFinding;
@@ -185,7 +238,7 @@ int cmd_run(const Args& a) {
 
 // The main job. For now: the seed 000 scenario under both profiles, its
 // observation table and findings, and a summary table.
-int cmd_main_job(const Args&) {
+int cmd_main_job(const Args& a) {
   struct Row {
     std::string profile;
     size_t ops;
@@ -198,7 +251,7 @@ int cmd_main_job(const Args&) {
     f.scenario.profile = profile;
     RunResult res = run_checked(f);
     std::cout << "== seed 000 (peft#3872), world " << f.scenario.world << ", profile " << profile_text(*profile_by_name(profile)) << "\n";
-    print_table(std::cout, f.scenario, res.observations);
+    print_table(std::cout, f.scenario, res.observations, a.wide ? 0 : kTableWidth);
     print_findings(std::cout, res.findings);
     std::cout << "trace hash " << hex(res.trace_hash) << "\n\n";
     std::string first = res.findings.empty() ? "-" : res.findings[0].text;

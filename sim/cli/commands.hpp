@@ -31,6 +31,7 @@ struct Args {
   int world = 0;                                             // 0: the file's own
   bool json = false;   // --json: one typed JSON object per line (docs/cli-json.schema.json)
   bool quiet = false;  // --quiet: no progress lines on stderr
+  bool wide = false;   // --wide: tables with every cell whole (default: within 120 columns)
   std::string junit;   // --junit FILE: JUnit XML (check, crosscheck, hunt)
   uint64_t seed = 0;
   bool have_seed = false;

@@ -4,6 +4,8 @@
 #include <sstream>
 #include <string>
 
+#include "model/vocab/suggest.hpp"
+#include "sim/builtin_scenarios.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/output.hpp"
 
@@ -26,8 +28,9 @@ const char* kUsage =
     "       fsdpsim findings [PATH...] [--out DIR] [--check]   the finding pages (default DIR docs/findings) from the\n"
     "                                             root-cause catalogue, DIR's minimal sequences and corpus/;\n"
     "                                             --check: exit 1 when DIR is stale\n"
-    "       fsdpsim demo                          seed 000 replayed under upstream and patched\n"
+    "       fsdpsim demo [--wide]                 seed 000 replayed under upstream and patched\n"
     "       fsdpsim run FILE.seq [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
+    "                    [--wide]           the table's cells whole (default: cut to fit 120 columns)\n"
     "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v] [--json] [--junit FILE]   a testcase per file\n"
     "       fsdpsim crosscheck --seed S [--count N] [--world W] [--profile P] [--out DIR]\n"
     "                          [--against real|upstream | --backends B,B[,B]]   (default model,real)\n"
@@ -103,6 +106,19 @@ std::string command_usage(const std::string& cmd) {
   return out;
 }
 
+// The --builtin choices, wrapped to the usage's width.
+std::string builtin_usage() {
+  std::string out = "built-in scenarios (explore --builtin NAME; the hunt explores them all):\n", line = "           ";
+  for (const auto& b : builtin_scenarios()) {
+    if (line.size() + b.name.size() + 1 > 110) {
+      out += line + "\n";
+      line = "           ";
+    }
+    line += " " + b.name;
+  }
+  return out + line + "\n";
+}
+
 bool asks_for_help(const std::vector<std::string>& rest) {
   for (const auto& a : rest)
     if (a == "--help" || a == "-h") return true;
@@ -126,7 +142,7 @@ int dispatch(const std::vector<std::string>& args) {
     std::string cmd = args[0];
     std::vector<std::string> rest(args.begin() + 1, args.end());
     if (cmd == "-h" || cmd == "--help" || cmd == "help") {
-      std::cout << kUsage;
+      std::cout << kUsage << builtin_usage();
       return kClean;
     }
     if (cmd == "--version" || cmd == "-V" || cmd == "version") {
@@ -135,7 +151,7 @@ int dispatch(const std::vector<std::string>& args) {
     }
     for (const char* known : kCommands)
       if (cmd == known && (asks_for_help(rest) || (cmd != "demo" && cmd != "profiles" && cmd != "hunt" && rest.size() == 1 && rest[0] == "help"))) {
-        std::cout << command_usage(cmd);
+        std::cout << command_usage(cmd) << (cmd == "explore" || cmd == "hunt" ? builtin_usage() : "");
         return kClean;
       }
     // Every command takes --quiet; the ones printing results take --json.
@@ -150,9 +166,9 @@ int dispatch(const std::vector<std::string>& args) {
                              "--profile", "--seed", "--ranks", "--timeout", "--json", "--junit", "--html", "--model-only", "--scripts"}));
     if (cmd == "findings") return cmd_findings(flags({"--check", "--out"}));
     if (cmd == "triage") return cmd_triage(flags({"--check", "--out", "--profile", "--set", "--world", "--json"}));
-    if (cmd == "demo") return cmd_main_job(flags({}));
+    if (cmd == "demo") return cmd_main_job(flags({"--wide"}));
     if (cmd == "run")
-      return cmd_run(flags({"--memory-budget", "--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout", "--upstream"}));
+      return cmd_run(flags({"--memory-budget", "--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout", "--upstream", "--wide"}));
     if (cmd == "check")
       return cmd_check(flags({"--memory-budget", "--backend", "--profile", "--set", "--ranks", "--timeout", "--json", "--junit", "--upstream"}));
     if (cmd == "versions") return cmd_versions(flags({"--matrix", "--upstream", "--timeout", "--json"}));
@@ -178,6 +194,11 @@ int dispatch(const std::vector<std::string>& args) {
       if (a.stability && a.discovery) throw SourceError("<command line>", {}, "bench takes --stability or --discovery, not both");
       if (!a.fuzzer.empty() && !a.discovery) throw SourceError("<command line>", {}, "--fuzzer goes with bench --discovery");
       return a.stability ? cmd_bench_stability(a) : a.discovery ? cmd_bench_discovery(a) : cmd_bench(a);
+    }
+    const std::string hint = did_you_mean(cmd, std::vector<std::string>(std::begin(kCommands), std::end(kCommands)));
+    if (!hint.empty()) {  // one line with the fix; the whole usage only when nothing is near
+      std::cerr << "fsdpsim: unknown command '" << cmd << "'" << hint << " (fsdpsim --help lists the commands)\n";
+      return kBadInput;
     }
     std::cerr << "fsdpsim: unknown command '" << cmd << "'\n" << kUsage;
     return kBadInput;

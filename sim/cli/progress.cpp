@@ -9,6 +9,8 @@ namespace fsdpsim::cli {
 namespace {
 
 constexpr std::chrono::seconds kStatusEvery(1);
+// Into a file or pipe each status is a line that stays: a few, not one a second.
+constexpr std::chrono::seconds kStatusEveryPiped(10);
 
 // Splits what explore writes into lines, each handed to Progress::status.
 class LineBuf : public std::streambuf {
@@ -57,7 +59,7 @@ void Progress::emit(const std::string& text, bool stays) {
 void Progress::status(const std::string& text) {
   if (quiet_) return;
   const auto now = Clock::now();
-  if (now - start_ < kStatusEvery || now - last_ < kStatusEvery) {
+  if (now - start_ < kStatusEvery || now - last_ < (terminal_ ? kStatusEvery : kStatusEveryPiped)) {
     held_ = text;
     return;
   }
@@ -68,6 +70,7 @@ void Progress::status(const std::string& text) {
 
 void Progress::note(const std::string& text) {
   if (quiet_) return;
+  held_.clear();  // the line that stays sums up what the held status was counting
   emit(text, true);
 }
 

@@ -17,9 +17,9 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  // How far the run is: shown once the run has taken a second, then at most
-  // once a second; on a terminal each replaces the last in place (\r), elsewhere
-  // each is a line of its own. The latest one held back is shown by done().
+  // How far the run is: shown once the run has taken a second; on a terminal
+  // at most once a second, each replacing the last in place (\r); elsewhere at
+  // most every 10 s, each a line of its own. The latest one held back is shown by done().
   void status(const std::string& text);
   // A line that stays: the run's parameters, a phase finished.
   void note(const std::string& text);
