@@ -73,9 +73,10 @@ bool close(const Mat& d, const Mat& sum, float delta_scale, float magnitude) {
 // adapters D does equal decides missing (fewer) / extra (more) / corrupt.
 // *alt: the other classes D fits as well (a delta in play that is zero on these
 // rows: a B row no step moved), which the values cannot tell from the first;
-// `corrupt` among them when any adapter's delta is zero on these rows.
+// `corrupt` among them when the delta of an adapter merged now or before (`ever`,
+// a bit per adapter) is zero on these rows.
 WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::vector<std::pair<int, Mat>>& deltas,
-                     float magnitude, uint8_t* alt) {
+                     float magnitude, uint8_t* alt, uint32_t ever) {
   auto sum_of = [&](uint32_t mask) {
     Mat s(d.size(), 0.0f);
     for (size_t i = 0; i < deltas.size(); ++i)
@@ -96,13 +97,15 @@ WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::ve
     if ((m & want) == m) missing = true;
     else if ((m & want) == want) extra = true;
   }
-  // An adapter whose delta is zero on these rows (a B row no step moved, as a ReLU unit dead for
-  // the whole batch leaves it): a copy of it W kept from an earlier merge, stale since, is zero
-  // here too, merged or not (an unmerge a reshard dropped), so the values cannot rule out the
-  // stale-merge reading, `corrupt`.
+  // An adapter merged now or at some step before whose delta is zero on these rows (a B row no
+  // step moved, as a ReLU unit dead for the whole batch leaves it): a copy of it W kept from that
+  // merge, stale since, is zero here too (an unmerge a reshard dropped), so the values cannot rule
+  // out the stale-merge reading, `corrupt`. An adapter never merged here left no copy to be stale.
   const Mat zero(d.size(), 0.0f);
   bool blind = false;
-  for (const auto& x : deltas) blind = blind || close(zero, x.second, scale, magnitude);  // over D's elements, as sum_of
+  for (size_t i = 0; i < deltas.size(); ++i)
+    if (((want >> i) & 1) || ((ever >> deltas[i].first) & 1))
+      blind = blind || close(zero, deltas[i].second, scale, magnitude);  // over D's elements, as sum_of
   const WeightClass c = exact     ? WeightClass::Exact
                         : missing ? WeightClass::MissingDelta
                         : extra   ? WeightClass::ExtraDelta
@@ -193,6 +196,7 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
   };
   std::vector<Observation> out;
   for (int r = 0; r < world; ++r) {
+    std::vector<uint32_t> ever(layout.layers.size(), 0);  // per layer: adapters this rank merged at some step so far
     for (size_t ri = 0; ri < per_rank[r].size(); ++ri) {
       const RankReport& rep = per_rank[r][ri];
       Observation o = rep;  // the fields the rank read itself; layers are judged here
@@ -217,6 +221,8 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           for (const auto& a : rep.merged[l]) lo.merged.emplace_back(a);
           std::vector<int> merged;
           for (const auto& name : lo.merged) merged.push_back(layout.adapter_named(name));
+          for (int a : merged)
+            if (a >= 0) ever[l] |= 1u << a;
           auto deltas_for = [&](bool registered, bool local_rows) {
             std::vector<std::pair<int, Mat>> ds;
             for (size_t a = 0; a < layout.adapters.size(); ++a) {
@@ -240,11 +246,11 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           Mat ds = rep.s_values[ls.weight];
           Mat w0_rows = rows_of(w0, wspec, r);
           for (size_t i = 0; i < ds.size(); ++i) ds[i] -= w0_rows[i];
-          lo.stored = classify(ds, merged, deltas_for(false, true), 0.0f, &lo.stored_alt);
+          lo.stored = classify(ds, merged, deltas_for(false, true), 0.0f, &lo.stored_alt, ever[l]);
           if (rep.u_registered[ls.weight]) {
             Mat du = rep.u_values[ls.weight];
             for (size_t i = 0; i < du.size(); ++i) du[i] -= w0[i];
-            lo.registered = classify(du, merged, deltas_for(true, false), magnitude, &lo.registered_alt);
+            lo.registered = classify(du, merged, deltas_for(true, false), magnitude, &lo.registered_alt, ever[l]);
           } else {
             lo.registered = lo.stored;
             lo.registered_alt = lo.stored_alt;

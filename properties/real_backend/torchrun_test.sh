@@ -13,7 +13,8 @@ RANK=0 timeout 60 "$fsdpsim" worker "$seq" > "$out/rank0" 2>&1
 rc0=$?
 wait $!
 rc1=$?
-"$fsdpsim" run "$seq" --backend real > "$out/single" 2>&1
+# --wide: the worker prints its table a row a line, as run did before it fitted 120 columns
+"$fsdpsim" run "$seq" --backend real --wide > "$out/single" 2>&1
 rc_single=$?
 # Compare from the table header on, up to (not including) the trace hash line.
 sed -n '/^step /,$p' "$out/rank0" > "$out/a"

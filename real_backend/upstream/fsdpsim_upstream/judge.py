@@ -177,7 +177,7 @@ def classify(d, merged, deltas, dtype="fp32", w0=None, rounded=(), events=0):
     """`rounded`: the adapters merged into this weight at some step so far; `events`:
     how many adapter merges and unmerges it has seen (each one a bf16 rounding).
     Returns the class and the other classes `d` fits as well (a delta in play that
-    is zero on these rows; corrupt when any is), which the values cannot tell from it."""
+    is zero on these rows; corrupt when one merged now or before is), which the values cannot tell from it."""
     names = list(deltas)
     want = {n for n in names if n in merged}
 
@@ -200,11 +200,12 @@ def classify(d, merged, deltas, dtype="fp32", w0=None, rounded=(), events=0):
             missing = True
         elif sub >= want:
             extra = True
-    # An adapter whose delta is zero on these rows (a B row no step moved, as a ReLU unit dead for
-    # the whole batch leaves it): a copy of it the weight kept from an earlier merge, stale since,
-    # is zero here too, merged or not (an unmerge a reshard dropped), so the values cannot rule out
-    # the stale-merge reading, corrupt.
-    blind = any(_close(deltas[n], torch.zeros_like(deltas[n]), tol) for n in names)
+    # An adapter merged now or at some step before (`rounded`) whose delta is zero on these rows (a
+    # B row no step moved, as a ReLU unit dead for the whole batch leaves it): a copy of it the
+    # weight kept from that merge, stale since, is zero here too (an unmerge a reshard dropped),
+    # so the values cannot rule out the stale-merge reading, corrupt. An adapter never merged here
+    # left no copy to be stale.
+    blind = any(_close(deltas[n], torch.zeros_like(deltas[n]), tol) for n in names if n in want or n in rounded)
     fits = [c for c, ok in (("exact", exact), ("missing_delta", missing), ("extra_delta", extra)) if ok]
     got = fits[0] if fits else "corrupt"
     return got, fits[1:] + (["corrupt"] if blind and got != "corrupt" else [])
@@ -319,7 +320,7 @@ def judge_layers(o, r, world, init, vals, log=None):
             # step while merged changed (lora/layer.py::Linear.merge adds get_delta_weight of the
             # values at merge time, unmerge subtracts that of the values at unmerge time). The
             # weight's tracked history is free of rounding: it says what the weight holds.
-            return classify(h, merged, deltas)
+            return classify(h, merged, deltas, rounded=rounded)
 
         h_s = h_u = None
         if dtype == "bf16":
