@@ -81,6 +81,36 @@ class Bf16History(unittest.TestCase):
         self.assertEqual(self.report(1, bf16(self.w0 - d), self.A, self.B, []), "corrupt")
 
 
+    def merged_small_after_merge_unmerge(self, scale):
+        """Merge and unmerge `a` (two bf16 roundings on the shard), then a step that leaves B at
+        `scale`: the third event's bound (~2e-2) fits a delta of that size both ways."""
+        d = bf16(self.B @ self.A)
+        w = bf16(self.w0 + d)
+        self.report(0, w, self.A, self.B, ["a"])
+        w = bf16(w - d)
+        self.assertEqual(self.report(1, w, self.A, self.B, []), "exact")
+        return w, bf16(torch.full_like(self.B, scale))
+
+    def test_a_merge_that_left_every_bit_of_the_shard_is_missing_delta(self):
+        # crosscheck seed 39500430: the merge edited the unsharded copy; no bit of the shard moved
+        w, B2 = self.merged_small_after_merge_unmerge(0.03)
+        self.assertEqual(self.report(2, w, self.A, B2, ["a"]), "missing_delta")
+
+    def test_a_merge_that_moved_the_bits_is_exact(self):
+        w, B2 = self.merged_small_after_merge_unmerge(0.03)
+        self.assertEqual(self.report(2, bf16(w + bf16(B2 @ self.A)), self.A, B2, ["a"]), "exact")
+
+    def test_a_delta_below_every_bf16_step_fits_both(self):
+        # no bit would have moved either way: the values cannot tell, so both readings are named
+        w, B2 = self.merged_small_after_merge_unmerge(1e-5)
+        self.vals[0][2] = {"s": {"lin0.weight": enc(w), "lin0.lora_A.a": enc(self.A), "lin0.lora_B.a": enc(B2)},
+                           "u": {}}
+        o = {"step": 2, "rank": 0, "layers": [{"name": "lin0", "merged": ["a"]}]}
+        judge.judge_layers(o, 0, 1, self.init, self.vals, self.log)
+        lo = o["layers"][0]
+        self.assertEqual({lo["stored"]} | set(lo.get("stored_alt", [])) >= {"exact", "missing_delta"}, True, lo)
+
+
 class NoDefaultVerdicts(unittest.TestCase):
     """A class the values cannot settle stays `unjudged` (observe.py pre-fills it so): the judge
     never leaves a default verdict behind."""
