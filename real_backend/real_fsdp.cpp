@@ -228,6 +228,7 @@ void RealRank::op_forward(bool grad_enabled) {
 // torch 2.13 _fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes: the dtypes of the group's shards
 // that require grad, read off the tensors, must be one (frozen shards are not looked at).
 void RealRank::init_mp_dtypes(int g) {
+  dtype_attrs_[g] = 1;  // _fsdp_param.py::FSDPParam.init_dtype_attrs on each param, before the check
   std::set<at::ScalarType> dtypes;
   for (int p : layout_->groups[g].params)
     if (params_[p].s.defined() && params_[p].s.requires_grad()) dtypes.insert(param_dtype(p));
@@ -238,6 +239,15 @@ void RealRank::init_mp_dtypes(int g) {
       if (dtypes.count(t)) got += std::string(got.empty() ? "" : ", ") + (t == at::kBFloat16 ? "torch.bfloat16" : "torch.float32");
     throw OpError(Status::AssertionError, "FSDP expects uniform original parameter dtype but got {" + got + "}");
   }
+}
+
+// FSDPParamGroup.pre_forward's unshard. A group the root's lazy init never reached (an earlier
+// group's dtype check raised; the root is not retried) has no FSDPParam.param_dtype, which its
+// all-gather inputs read first (torch 2.13 _fsdp_collectives.py::_get_param_all_gather_inputs).
+void RealRank::forward_unshard(int g) {
+  if (root_lazy_inited_ && !dtype_attrs_[g])
+    throw OpError(Status::Exception, "AttributeError: 'FSDPParam' object has no attribute 'param_dtype'");
+  unshard(g);
 }
 
 void RealRank::forward_pass(bool grad_enabled) {
@@ -266,7 +276,7 @@ void RealRank::forward_pass(bool grad_enabled) {
     unshard(root);
   } else if (root >= 0) {
     in_forward_[root] = 1;
-    unshard(root);
+    forward_unshard(root);
     forward_order_.push_back(root);
   }
   // PeftModel.has_active_enabled_adapter: peft_config[active_adapter] inside the root's forward.
@@ -287,7 +297,7 @@ void RealRank::forward_pass(bool grad_enabled) {
       // FSDPParamGroup.pre_forward registers the post-backward node only when entering FORWARD.
       in_rg_[g] = h.requires_grad() && !in_forward_[g];
       in_forward_[g] = 1;
-      unshard(g);
+      forward_unshard(g);
       forward_order_.push_back(g);
     }
     at::Tensor base_out;

@@ -156,6 +156,7 @@ class RealRank {
   int ckpt_raised_ = -1;  // the layer whose recompute raised in this backward
   // --- training (real_fsdp.cpp) ---
   void op_forward(bool grad_enabled);
+  void forward_unshard(int g);  // pre_forward's unshard: raises where the group has no param_dtype
   void init_mp_dtypes(int g);  // throws AssertionError where the group's trainable shards differ in dtype
   void forward_pass(bool grad_enabled);  // op_forward's body; op_forward restores the graph flags on a raise
   void op_backward();
@@ -230,6 +231,9 @@ class RealRank {
   at::Tensor loss_;
   bool have_output_ = false;
   std::vector<uint8_t> out_rg_, in_rg_;
+  // per group: FSDPParam.init_dtype_attrs ran (param_dtype exists); the root's lazy init stops at
+  // the first group whose dtype check raises
+  std::vector<uint8_t> dtype_attrs_;
   std::vector<uint8_t> in_forward_;  // per group: TrainingState.FORWARD (pre_forward ran, post_forward not yet)
   // per group: FSDPState._training_state PRE_BACKWARD (its pre-backward hook ran, the final
   // callback not yet), and FSDPStateContext.post_backward_final_callback_queued: a backward that

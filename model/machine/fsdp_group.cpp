@@ -12,6 +12,7 @@ void RankModel::lazy_init(int g) { st_.groups[g].lazy_init(); }
 // frozen parameters are not looked at. Python prints the set of torch dtypes.
 Raise RankModel::init_mp_dtypes(int g) {
   TrScope scope(*this, Tr::LazyInitDtypes);
+  st_.groups[g].dtype_attrs = true;  // each FSDPParam.init_dtype_attrs, before the check
   bool f32 = false, bf16 = false;
   for (int p : topo_->groups[g].params) {
     if (!st_.params[p].rg_s) continue;
@@ -103,10 +104,16 @@ void RankModel::pre_backward_state_pre_forward(int g) {
 }
 
 // _fsdp_param_group.py::FSDPParamGroup.pre_forward: FORWARD, unshard.
-void RankModel::pre_forward(int g) {
+// A group the root's lazy init never reached (an earlier group's dtype check raised, and the
+// root is not retried) has no FSDPParam.param_dtype: its all-gather inputs read it first
+// (torch 2.13 _fsdp_collectives.py::_get_param_all_gather_inputs), so it raises before gathering.
+Raise RankModel::pre_forward(int g) {
   lazy_init(g);
   st_.groups[g].training = TrainingState::Forward;
+  if (st_.root_lazy_inited && !st_.groups[g].dtype_attrs)
+    return raise(Status::Exception, "AttributeError: 'FSDPParam' object has no attribute 'param_dtype'");
   unshard(g);
+  return {};
 }
 
 // _fsdp_param_group.py::FSDPParamGroup.post_forward: reshard(), then

@@ -18,6 +18,10 @@ struct FsdpParamGroup {
   TrainingState training = TrainingState::Idle;
   bool has_u = false;
   bool lazy_inited = false;
+  // _fsdp_param.py::FSDPParam.init_dtype_attrs ran for its params (their param_dtype exists):
+  // _init_mp_dtypes does it first, so a group whose own dtype check raised has it and the
+  // groups after it in the root's lazy init never get it.
+  bool dtype_attrs = false;
   bool gather_pending = false;  // FSDPParamGroup._all_gather_result: a backward prefetch not yet waited for
   // _fsdp_param_group.py::FSDPParamGroup.reduce_grads, set by FSDPModule.set_requires_gradient_sync:
   // false keeps each backward's gradients on U (no reduce-scatter) until a synced backward.

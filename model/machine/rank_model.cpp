@@ -229,7 +229,8 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   } else {
     // _fsdp_state.py::FSDPState._root_pre_forward: _lazy_init before anything is unsharded.
     if (Raise r = root_lazy_init()) return r;
-    if (root >= 0) pre_forward(root);
+    if (root >= 0)
+      if (Raise r = pre_forward(root)) return r;
   }
   // peft_model.py::PeftModel._enable_peft_forward_hooks -> has_active_enabled_adapter reads
   // peft_config[self.active_adapter], inside the root's forward (its pre-forward has run).
@@ -247,7 +248,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
         pre_backward_state_pre_forward(g);
       } else {
         gr.group_in_rg[g] = path_rg && st_.groups[g].training != TrainingState::Forward;
-        pre_forward(g);
+        if (Raise r = pre_forward(g)) return r;
       }
     }
     const LayerInfo& li = topo_->layers[l];

@@ -152,7 +152,7 @@ class RankModel {
   void unshard(int g);
   void to_sharded(int g);
   void reshard(int g);
-  void pre_forward(int g);
+  [[nodiscard]] Raise pre_forward(int g);
   void pre_backward_state_pre_forward(int g);
   void post_forward(int g);
   void pre_backward(int g);
