@@ -143,6 +143,12 @@ void RealRank::post_backward(int g) {
   }
   to_sharded(g);
   if (with_grad.empty()) return;
+  // torch 2.13 _fsdp_collectives.py::foreach_reduce checks the gradients' dtypes (U's, the
+  // params' own) first; the gradients taken off U above are lost with the raise.
+  std::set<at::ScalarType> grad_dtypes;
+  for (int p : with_grad) grad_dtypes.insert(param_dtype(p));
+  if (grad_dtypes.size() > 1)
+    throw OpError(Status::AssertionError, "FSDP reduce-scatter expects uniform gradient dtype but got {torch.bfloat16, torch.float32}");
   // chunk_cat: each grad padded on dim 0 to world * chunk rows, rank r's rows of
   // every parameter side by side in segment r.
   std::vector<at::Tensor> per_param;
@@ -161,6 +167,10 @@ void RealRank::post_backward(int g) {
     at::Tensor part = mine.narrow(0, offset, ps.chunk_numel()).view(fsdp_param(p).s.sizes()).clone();
     offset += ps.chunk_numel();
     at::Tensor& sg = fsdp_param(p).s.mutable_grad();
+    // foreach_reduce casts the reduced gradient to the group's _orig_dtype; a shard with a gradient
+    // adds it in place, one without takes it through the grad setter, which refuses another dtype
+    if (!sg.defined() && orig_dtype_[g] >= 0 && static_cast<at::ScalarType>(orig_dtype_[g]) != param_dtype(p))
+      throw OpError(Status::Exception, grad_dtype_refused_message(orig_dtype_[g] == static_cast<int>(at::kFloat) ? DType::F32 : DType::BF16));
     if (sg.defined()) sg.add_(part);
     else sg = part;
     if (ps.adapter >= 0) res_.grads |= 1u << ps.adapter;
@@ -239,6 +249,7 @@ void RealRank::init_mp_dtypes(int g) {
       if (dtypes.count(t)) got += std::string(got.empty() ? "" : ", ") + (t == at::kBFloat16 ? "torch.bfloat16" : "torch.float32");
     throw OpError(Status::AssertionError, "FSDP expects uniform original parameter dtype but got {" + got + "}");
   }
+  orig_dtype_[g] = dtypes.empty() ? -1 : static_cast<int>(*dtypes.begin());
 }
 
 // FSDPParamGroup.pre_forward's unshard. A group the root's lazy init never reached (an earlier
@@ -445,16 +456,19 @@ void RealRank::op_backward() {
   }
   if (recompute_raised) std::rethrow_exception(recompute_raised);
   // Only a backward whose pre_backward queued the final callback runs it.
+  // A post_backward that raises ends it there: that group and the ones after it keep their state
+  // (PRE_BACKWARD) and the callback stays queued (_fsdp_state.py::FSDPState.
+  // _root_post_backward_final_callback resets its flag last), so no later backward runs it.
   if (!queued_here || !final_callback_queued_) return;
-  final_callback_queued_ = false;
-  std::fill(state_pre_backward_.begin(), state_pre_backward_.end(), 0);
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
     if (!done[g]) post_backward(static_cast<int>(g));
+    state_pre_backward_[g] = 0;
     in_forward_[g] = 0;  // the final callback leaves every group IDLE
     post_forward_indices_[g].clear();  // torch 2.13 FSDPParamGroup.finalize_backward, which also
     pending_[g] = at::Tensor();         // drops a mistargeted prefetch's all-gather output
   }
   post_forward_order_.clear();  // torch 2.13 _fsdp_state.py::_root_post_backward_final_callback (is_last_backward)
+  final_callback_queued_ = false;
 }
 
 }  // namespace fsdpsim::real

@@ -65,6 +65,7 @@ void RealRank::reset() {
   in_rg_.assign(layout_->groups.size(), 0);
   in_forward_.assign(layout_->groups.size(), 0);
   dtype_attrs_.assign(layout_->groups.size(), 0);
+  orig_dtype_.assign(layout_->groups.size(), -1);
   state_pre_backward_.assign(layout_->groups.size(), 0);
   reduce_grads_.assign(layout_->groups.size(), 1);
   post_forward_order_.clear();

@@ -234,6 +234,9 @@ class RealRank {
   // per group: FSDPParam.init_dtype_attrs ran (param_dtype exists); the root's lazy init stops at
   // the first group whose dtype check raises
   std::vector<uint8_t> dtype_attrs_;
+  // per group: FSDPParamGroup._orig_dtype from its last dtype check that passed (-1: none, nothing
+  // trainable then; else an at::ScalarType): foreach_reduce casts the reduced gradient to it
+  std::vector<int> orig_dtype_;
   std::vector<uint8_t> in_forward_;  // per group: TrainingState.FORWARD (pre_forward ran, post_forward not yet)
   // per group: FSDPState._training_state PRE_BACKWARD (its pre-backward hook ran, the final
   // callback not yet), and FSDPStateContext.post_backward_final_callback_queued: a backward that

@@ -263,8 +263,10 @@ bool raised_here(const Run& r, const Finding& fd, Blame* out) {
 bool s1_rule(const Run& r, const Finding& fd, Blame* b) {
   const std::string& t = fd.text;
   if (r.before.pv.wedged_step) {
-    *b = blame("checkpoint-error-wedges-fsdp", {Tr::CheckpointRecompute, Tr::PostBackwardReduce},
-               fmt::format("a CheckpointError at step {} left FSDP in PRE_BACKWARD: no later backward reduces", r.before.pv.wedged_step));
+    const bool ckpt = r.before.pv.wedged_site == Tr::CheckpointRecompute;
+    *b = blame("checkpoint-error-wedges-fsdp", {r.before.pv.wedged_site, Tr::PostBackwardReduce},
+               fmt::format("{} at step {} left FSDP in PRE_BACKWARD: no later backward reduces",
+                           ckpt ? "a CheckpointError" : "FSDP's reduce refusing the gradients' dtypes", r.before.pv.wedged_step));
     return true;
   }
   // "got no_grad_fn", "got assertion_error": the op raised; the raise site is the origin, unless

@@ -299,13 +299,16 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "Do not switch adapters inside an accumulation window.",
        "None upstream.", ""},
       {"checkpoint-error-wedges-fsdp",
-       "A CheckpointError mid-backward leaves FSDP in PRE_BACKWARD: no later backward reduces anything",
+       "A raise mid-backward (a CheckpointError, a gradient dtype FSDP's reduce refuses) leaves FSDP in PRE_BACKWARD: no later backward reduces anything",
        V::Documented, "torch 2.13 FSDPModule.reset_iter_state docstring (the recovery is the caller's)",
        {"pytorch/pytorch#123857: the PRE_BACKWARD early return in FSDPState._pre_forward"},
        "An activation-checkpoint recompute that raises (a flag, merge or r changed between forward and backward) stops "
-       "the backward before the root's final callback: FSDP states stay in PRE_BACKWARD, every later forward takes "
+       "the backward before the root's final callback; `foreach_reduce` raising inside that callback (adapters of two "
+       "dtypes trained in one group, or of the other dtype than at the lazy init's `_orig_dtype`) stops it part way. "
+       "Either way FSDP states stay in PRE_BACKWARD and the callback stays marked queued, every later forward takes "
        "`FSDPState._pre_forward`'s early branch, and no later train step reduces a gradient (silently).",
-       "Users of activation checkpointing who change adapters between forward and backward.",
+       "Users of activation checkpointing who change adapters between forward and backward; users who switch to an "
+       "adapter of another dtype (PEFT's autocast_adapter_dtype=False) after the first step.",
        "Catch the error and call reset_iter_state() on the root module.",
        "accelerate / Trainer could call reset_iter_state() when a step raises.", ""},
       {"late-adapter-not-managed-by-fsdp",

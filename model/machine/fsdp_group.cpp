@@ -5,6 +5,7 @@
 
 namespace fsdpsim {
 
+
 void RankModel::lazy_init(int g) { st_.groups[g].lazy_init(); }
 
 // torch 2.13 _fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes (run by its lazy_init): the
@@ -20,6 +21,8 @@ Raise RankModel::init_mp_dtypes(int g) {
   }
   if (f32 && bf16)
     return raise(Status::AssertionError, "FSDP expects uniform original parameter dtype but got {torch.bfloat16, torch.float32}");
+  st_.groups[g].has_orig_dtype = f32 || bf16;
+  st_.groups[g].orig_dtype = bf16 ? DType::BF16 : DType::F32;
   return {};
 }
 
@@ -162,28 +165,34 @@ void RankModel::backward_prefetch(int g) {
 // Without gradient sync (reduce_grads False) it only reshards: U keeps its grad,
 // which the next synced post_backward reduces with that backward's, whichever
 // adapter is active by then (fp32: no unsharded_accumulated_grad, U.grad itself).
-void RankModel::post_backward(int g) {
+Raise RankModel::post_backward(int g) {
   FsdpParamGroup& gs = st_.groups[g];
   TrScope scope(*this, gs.reduce_grads ? Tr::PostBackwardReduce : Tr::PostBackwardUnsynced);
   gs.training = TrainingState::PostBackward;
   if (!gs.reduce_grads) {
     reshard(g);
-    return;
+    return {};
   }
   const GroupInfo& gi = topo_->groups[g];
   int64_t count = 0;
   thread_local std::vector<int> with_grad;
   with_grad.clear();
+  bool f32 = false, bf16 = false;
   for (int p : gi.params) {
     FsdpParam& ps = st_.params[p];
     if (gs.has_u && ps.grad_u && !ps.detached) {
       with_grad.push_back(p);
       count += topo_->params[p].shard_numel;
       ps.grad_u = false;
+      (ps.dtype == DType::BF16 ? bf16 : f32) = true;
     }
   }
   to_sharded(g);
-  if (with_grad.empty()) return;  // a group with no gradient issues no collective
+  if (with_grad.empty()) return {};  // a group with no gradient issues no collective
+  // torch 2.13 _fsdp_collectives.py::foreach_reduce checks the gradients' dtypes first: the
+  // gradients already taken off U are lost with the raise.
+  if (f32 && bf16)
+    return raise(Status::AssertionError, "FSDP reduce-scatter expects uniform gradient dtype but got {torch.bfloat16, torch.float32}");
   // torch 2.13 _fsdp_collectives.py::foreach_reduce: at world_size == 1 the gradient is the shard's
   // own, no reduce-scatter is issued.
   if (topo_->world > 1) {
@@ -194,17 +203,26 @@ void RankModel::post_backward(int g) {
     for (int p : with_grad) log_.pack(p);
   }
   for (int p : with_grad) {
+    // foreach_reduce casts the reduced gradient to the group's _orig_dtype and assigns it to a
+    // shard without a gradient (one with a gradient adds it in place): autograd's grad setter
+    // refuses another dtype (a trainable set of the other dtype than at lazy init).
+    if (gs.has_orig_dtype && gs.orig_dtype != st_.params[p].dtype && !st_.params[p].grad_s)
+      return raise(Status::Exception, grad_dtype_refused_message(gs.orig_dtype));
     st_.params[p].grad_s = true;
     if (topo_->params[p].adapter >= 0) res_.grads.insert(topo_->params[p].adapter);
   }
+  return {};
 }
 
 // _fsdp_state.py::FSDPState._root_post_backward_final_callback: post_backward
 // for every group (all_states order) whose inputs did not require grad, then IDLE.
-void RankModel::root_post_backward_final_callback(std::vector<uint8_t>& done) {
-  st_.final_callback_queued = false;
+// A post_backward that raises ends it there: the groups after it keep their state (their FSDP
+// states stay PRE_BACKWARD) and the callback stays marked queued, so no later backward queues
+// it again (_fsdp_state.py::FSDPState._root_post_backward_final_callback resets the flag last).
+Raise RankModel::root_post_backward_final_callback(std::vector<uint8_t>& done) {
   for (size_t g = 0; g < topo_->groups.size(); ++g) {
-    if (!done[g]) post_backward(static_cast<int>(g));
+    if (!done[g])
+      if (Raise r = post_backward(static_cast<int>(g))) return r;
     st_.groups[g].training = TrainingState::Idle;
     st_.groups[g].state_pre_backward = false;
     // torch 2.13 FSDPParamGroup.finalize_backward: a mistargeted prefetch's output is dropped.
@@ -213,6 +231,8 @@ void RankModel::root_post_backward_final_callback(std::vector<uint8_t>& done) {
     st_.groups[g].post_forward_indices.clear();
   }
   st_.post_forward_order.clear();  // torch 2.13 _fsdp_state.py::_root_post_backward_final_callback (is_last_backward)
+  st_.final_callback_queued = false;
+  return {};
 }
 
 // The state-dict pre-hook on every group (torch 2.13 _fsdp_param_group.py::

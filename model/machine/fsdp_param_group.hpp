@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/vocab/observation.hpp"
+#include "model/vocab/placement.hpp"
 
 namespace fsdpsim {
 
@@ -22,6 +23,11 @@ struct FsdpParamGroup {
   // _init_mp_dtypes does it first, so a group whose own dtype check raised has it and the
   // groups after it in the root's lazy init never get it.
   bool dtype_attrs = false;
+  // _fsdp_param_group.py::FSDPParamGroup._orig_dtype, set by a dtype check that passed: the
+  // trainable params' dtype then (none: nothing was trainable). foreach_reduce casts the
+  // reduced gradient to it.
+  bool has_orig_dtype = false;
+  DType orig_dtype = DType::F32;
   bool gather_pending = false;  // FSDPParamGroup._all_gather_result: a backward prefetch not yet waited for
   // _fsdp_param_group.py::FSDPParamGroup.reduce_grads, set by FSDPModule.set_requires_gradient_sync:
   // false keeps each backward's gradients on U (no reduce-scatter) until a synced backward.

@@ -78,6 +78,7 @@ void Provenance::reset(size_t n_params, size_t n_layers, size_t n_groups) {
   graph_step = 0;
   graph_merged = false;
   wedged_step = 0;
+  wedged_site = Tr::None;
   stack.clear();
   step_ = 0;
   seq_ = 0;
@@ -170,7 +171,10 @@ void RankModel::note_raise() const {
   pv.raised.site = pv.stack.empty() ? Tr::None : pv.stack.back();
   pv.raised.step = pv.step();
   if (pv.raised_steps.empty() || pv.raised_steps.back() != pv.step()) pv.raised_steps.push_back(pv.step());
-  if (pv.raised.site == Tr::CheckpointRecompute && !pv.wedged_step) pv.wedged_step = pv.step();
+  if ((pv.raised.site == Tr::CheckpointRecompute || pv.raised.site == Tr::PostBackwardReduce) && !pv.wedged_step) {
+    pv.wedged_step = pv.step();
+    pv.wedged_site = pv.raised.site;
+  }
 }
 
 }  // namespace fsdpsim

@@ -100,8 +100,11 @@ class Provenance {
   // The pending graph's forward: its step, and whether a layer was merged then (its LoRA path skipped).
   int graph_step = 0;
   bool graph_merged = false;
-  // A CheckpointError raised mid-backward at this step (0: never): FSDP stays in PRE_BACKWARD.
+  // A raise mid-backward at this step (0: never), before the root's final callback finished: a
+  // CheckpointError in a recompute, or FSDP's reduce refusing the gradients' dtypes. FSDP stays
+  // in PRE_BACKWARD. `wedged_site` says which.
   int wedged_step = 0;
+  Tr wedged_site = Tr::None;
   // Per group: what registered its unsharded copy last (the op that left it unsharded).
   std::vector<Stamp> group_unsharded;
   // Shard merges issued and applied once their all-gather pairs: (layer, the merge's stamp).

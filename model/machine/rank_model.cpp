@@ -374,8 +374,8 @@ Raise RankModel::op_backward() {
         if (topo_->layers[*l].checkpoint)
           if (Raise r = recompute(*l)) return r;
       if (gr.group_in_rg[g]) {
-        post_backward(g);
         done[g] = 1;
+        if (Raise r = post_backward(g)) return r;
       }
     }
     i = j;
@@ -387,7 +387,7 @@ Raise RankModel::op_backward() {
   for (size_t g = 0; g < topo_->groups.size(); ++g)
     if (st_.groups[g].state_pre_backward && !gr.group_out_rg[g] && st_.groups[g].unsharded()) grads_into_u(static_cast<int>(g));
   // Only a backward whose pre_backward queued the final callback runs it.
-  if (queued_here && st_.final_callback_queued) root_post_backward_final_callback(done);
+  if (queued_here && st_.final_callback_queued) return root_post_backward_final_callback(done);
   return {};
 }
 

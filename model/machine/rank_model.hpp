@@ -157,8 +157,8 @@ class RankModel {
   void post_forward(int g);
   void pre_backward(int g);
   void backward_prefetch(int g);
-  void post_backward(int g);
-  void root_post_backward_final_callback(std::vector<uint8_t>& done);
+  [[nodiscard]] Raise post_backward(int g);
+  [[nodiscard]] Raise root_post_backward_final_callback(std::vector<uint8_t>& done);
   void reshard_all();         // the state-dict pre-hook: _to_sharded on every group
   void module_reshard_all();  // FSDPModule.reshard() on every FSDP module
   // --- LoRA layer (lora_layer.cpp) ---

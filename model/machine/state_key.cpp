@@ -32,7 +32,7 @@ namespace fsdpsim {
 
 static_assert(sizeof(WeightContent) == 80, "WeightContent changed: extend append_state_key");
 static_assert(sizeof(FsdpParam) == 200, "FsdpParam changed: extend append_state_key");
-static_assert(sizeof(FsdpParamGroup) == 32, "FsdpParamGroup changed: extend append_state_key");
+static_assert(sizeof(FsdpParamGroup) == 40, "FsdpParamGroup changed: extend append_state_key");
 static_assert(sizeof(LoraLayer) == 24, "LoraLayer changed: extend append_state_key");
 static_assert(sizeof(Optimizer) == 80, "Optimizer changed: extend append_state_key");
 static_assert(sizeof(UnshardedMemory) == 24, "UnshardedMemory changed: extend append_state_key");
@@ -185,7 +185,8 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
     for (const FsdpParamGroup& g : st.groups) {
       out.push_back(static_cast<uint32_t>(g.sharded) | static_cast<uint32_t>(g.training) << 4 | g.has_u << 8 |
                     g.lazy_inited << 9 | g.gather_pending << 10 | !g.reduce_grads << 11 | g.state_pre_backward << 12 |
-                    (st.root_lazy_inited && !g.dtype_attrs) << 13);
+                    (st.root_lazy_inited && !g.dtype_attrs) << 13 |
+                    static_cast<uint32_t>(g.has_orig_dtype ? (g.orig_dtype == DType::BF16 ? 2 : 1) : 0) << 14);
       const auto& idx = g.post_forward_indices;
       out.push_back(idx.empty() ? 0xffffffffu : idx.back() == 0 ? 0xfffffffeu : static_cast<uint32_t>(st.post_forward_order[idx.back() - 1]));
     }

@@ -14,6 +14,14 @@ namespace fsdpsim {
 
 const char* const kNoGradFnMessage = "element 0 of tensors does not require grad and does not have a grad_fn";
 
+std::string grad_dtype_refused_message(DType got) {
+  return std::string("RuntimeError: attempting to assign a gradient with dtype ") +
+         (got == DType::F32 ? "'float' to a tensor with grad_dtype 'BFloat16'" : "'c10::BFloat16' to a tensor with grad_dtype 'Float'") +
+         ". The gradient must match the tensor's grad_dtype (defaults to the tensor's dtype). You can set the tensor's "
+         "grad_dtype attribute with a specific dtype, or None to allow any dtype. Set grad_dtype with caution. Diverging "
+         "the dtypes of a tensor and its gradient may break downstream systems that assume they match.";
+}
+
 const char* status_name(Status s) {
   switch (s) {
     case Status::Ok: return "ok";

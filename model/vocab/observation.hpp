@@ -24,6 +24,9 @@ bool status_from_name(const std::string& s, Status* out);
 
 // Upstream error texts the observations carry verbatim.
 extern const char* const kNoGradFnMessage;  // torch autograd, loss without grad_fn
+// torch's grad setter (torch/csrc/autograd/python_variable.cpp::THPVariable_set_grad) refusing a
+// gradient of dtype `got` for a tensor of the other of fp32 and bf16 (its grad_dtype), as measured.
+std::string grad_dtype_refused_message(DType got);
 
 // What the stored base weight holds relative to W0 + sum of merged deltas. Unjudged: a value
 // backend whose values cannot settle it (a peer holds no rows of a factor, a meta tensor); no

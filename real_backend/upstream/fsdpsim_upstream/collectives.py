@@ -92,6 +92,21 @@ def _group_of(fsdp_params):
     return "?"
 
 
+def _local_copy(g):
+    if g is None:
+        return None
+    return (g._local_tensor if hasattr(g, "_local_tensor") else g).detach().clone()
+
+
+def _written(now, before, values):
+    """A shard's gradient was written: another object, or the same one with other values."""
+    if now is None:
+        return False
+    if now is not before:
+        return True
+    return not torch.equal((now._local_tensor if hasattr(now, "_local_tensor") else now), values)
+
+
 def install():
     orig_ag = dist.all_gather_single
     orig_rs = dist.reduce_scatter_single
@@ -104,9 +119,17 @@ def install():
             return orig_foreach_ag(fsdp_params, *a, **k)
 
     def foreach_reduce(fsdp_params, *a, **k):
-        REC.reduced.update(id(p) for p in fsdp_params)
+        before = [(fp, fp.sharded_param.grad, _local_copy(fp.sharded_param.grad)) for fp in fsdp_params]
         with REC.noting(("reduce_scatter", list(fsdp_params))):
-            return orig_foreach_rs(fsdp_params, *a, **k)
+            try:
+                out = orig_foreach_rs(fsdp_params, *a, **k)
+            except BaseException:
+                # it raised before the gradients (its dtype check) or part way through them (the
+                # grad setter refusing another dtype): only the shards whose gradient it wrote
+                REC.reduced.update(id(fp) for fp, g, v in before if _written(fp.sharded_param.grad, g, v))
+                raise
+        REC.reduced.update(id(p) for p in fsdp_params)
+        return out
 
     def all_gather_single(output, input, *a, **k):
         ctx = REC.fsdp_context()

@@ -86,7 +86,7 @@ def grad_marks(sess):
 
 def grads_received(sess):
     """Adapters that received a gradient in this op: a managed shard when FSDP's
-    foreach_reduce took its FSDPParam, a plain tensor when its grad changed."""
+    foreach_reduce wrote its gradient (collectives.py), a plain tensor when its grad changed."""
     from .collectives import REC
     out = set()
     for name, s in shard_objects(sess):
