@@ -24,6 +24,10 @@ from upstream_test_util import run_on_fresh_pool  # noqa: E402
 SEED000 = open(os.path.join(ROOT, "corpus/regressions/seed000_merged_set_adapter_w2.seq")).read()
 SEED004 = open(os.path.join(ROOT, "corpus/regressions/seed004_eval_then_save_optimizer.seq")).read()
 
+SIZE_MISMATCH = open(os.path.join(ROOT, "corpus/regressions/size_mismatch_unshard_of_two_groups.seq")).read()
+OTHER_OP = open(os.path.join(ROOT, "corpus/regressions/other_op_unshard_against_backward.seq")).read()
+GLOO_SAID = " | gloo: "  # probe.py's GLOO_SAID
+
 DIVERGENT = """world 2
 seed 0
 profile upstream
@@ -96,17 +100,43 @@ class PoolTest(unittest.TestCase):
         self.assertEqual(by(obs, 1)["message"], "no optimizer checkpoint to load (save_optimizer first)")
         self.assertEqual(by(obs, 3)["status"], "ok")  # the pool goes on
 
-    def test_rank_divergent_collective_is_a_hang_at_once(self):
+    def test_rank_divergent_collective_is_a_hang_read_from_gloo(self):
+        # rank 1's all-gather of its backward runs on gloo with no partner: gloo's short timeout says hang
         t0 = time.time()
         obs, restarted = self.pool.run(DIVERGENT, None)
-        self.assertFalse(restarted)
-        self.assertLess(time.time() - t0, 5)
+        self.assertTrue(restarted)  # gloo's pairs are spent after a failed collective
+        self.assertLess(time.time() - t0, 1 + 5)  # probe.PROBE_TIMEOUT_MS, then a forked restart
         o = by(obs, 2, 1)
         self.assertEqual(o["status"], "hang")
-        self.assertEqual(o["message"], "hang: rank 0 issues no matching collective; rank 1 in all_gather(root, 52) "
-                                       "at step 2")
-        obs, _ = self.pool.run(SEED000, None)  # still usable
+        words, said = o["message"].split(GLOO_SAID)
+        self.assertEqual(words, "hang: rank 0 issues no matching collective; rank 1 in all_gather(root, 52) at step 2")
+        self.assertRegex(said, r"^rank 1 raised RuntimeError: \[gloo/.*\] Timed out waiting 1000ms for (send|recv) op")
+        obs, _ = self.pool.run(SEED000, None)  # the restarted ranks work
         self.assertEqual(by(obs, 4)["grads"], ["other"])
+
+    def test_size_mismatch_is_read_from_gloos_abort(self):
+        # other byte counts of one all-gather: gloo aborts the rank that receives more than it posted
+        obs, restarted = self.pool.run(SIZE_MISMATCH, None)
+        self.assertTrue(restarted)
+        for step, rank in ((1, 0), (2, 1)):
+            o = by(obs, step, rank)
+            self.assertEqual(o["status"], "mismatch")
+            words, said = o["message"].split(GLOO_SAID)
+            self.assertEqual(words, "collective mismatch: rank 0 in all_gather(lin0, 52) at step 1; "
+                                    "rank 1 in all_gather(lin1, 41) at step 2")
+            self.assertIn("rank 1 aborted (signal 6, SIGABRT): [enforce fail at gloo/gloo/transport/tcp/pair.cc", said)
+            # in bytes, as gloo's ring hands them on (208 vs 164 whole, 104 vs 82 in halves: measured)
+            self.assertRegex(said, r"\d+ vs \d+\. Received data size doesn't match expected size")
+        obs, _ = self.pool.run(SEED000, None)
+        self.assertEqual(by(obs, 4)["grads"], ["other"])
+
+    def test_other_op_is_a_hang_read_from_gloos_timeout(self):
+        obs, restarted = self.pool.run(OTHER_OP, None)
+        self.assertTrue(restarted)
+        for step, rank in ((3, 0), (4, 1)):
+            o = by(obs, step, rank)
+            self.assertEqual(o["status"], "hang")
+            self.assertIn("Timed out waiting 1000ms", o["message"])  # a peer may read the closed connection instead
 
     def test_rank_holding_no_rows_is_judged(self):
         # lin1's weight has one row: rank 1 holds none of it (crosscheck once failed here).
@@ -203,10 +233,17 @@ class FaultTest(unittest.TestCase):
         self.assertEqual(ready["event"], "ready")
         ranks = children(p.pid)
         self.assertEqual(len(ranks), 2)
-        p.stdin.write(json.dumps({"cmd": "run", "seq": SEED000}) + "\n")
-        p.stdin.flush()
-        while "event" not in json.loads(p.stdout.readline()):
-            pass
+        # a sequence gloo aborts a rank in (the pool restarts its ranks), then one that runs
+        for seq in (SIZE_MISMATCH, SEED000):
+            p.stdin.write(json.dumps({"cmd": "run", "seq": seq}) + "\n")
+            p.stdin.flush()
+            while True:
+                msg = json.loads(p.stdout.readline())
+                if "event" in msg:
+                    self.assertEqual(msg["event"], "done")
+                    break
+            ranks |= children(p.pid)
+        self.assertEqual(len(ranks), 4)
         p.stdin.write('{"cmd":"quit"}\n')
         p.stdin.flush()
         self.assertEqual(p.wait(timeout=20), 0)
