@@ -18,6 +18,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "real_backend", "upstream"))
 
 from fsdpsim_upstream.pool import Pool  # noqa: E402
+from fsdpsim_upstream.probe import Probe  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from upstream_test_util import run_on_fresh_pool  # noqa: E402
 
@@ -159,6 +160,32 @@ class PoolTest(unittest.TestCase):
         self.assertTrue(self.pool.versions["torch"].startswith("2.13.0"))
         self.assertEqual(self.pool.versions["peft"], "0.21.2")
         self.assertEqual(self.pool.versions["accelerate"], "1.15.0")
+
+
+class ProbeVerdictTest(unittest.TestCase):
+    """The verdict on a let-through collective, from each rank's outcome alone (probe.py)."""
+
+    def verdict(self, *outcomes):
+        p = Probe(0, [{"coll": {}, "step": 1}] * len(outcomes), 1000)
+        p.outcome = dict(enumerate(outcomes))
+        return p.verdict()[0]
+
+    def test_outcomes_map_to_the_vocabulary(self):
+        done = {"how": "completed"}
+        abort = {"how": "aborted", "signal": "signal 6, SIGABRT", "text": "[enforce fail at x] 8 vs 4"}
+        timeout = {"how": "raised", "text": "RuntimeError: [x] Timed out waiting 1000ms for recv operation"}
+        reset = {"how": "raised", "text": "RuntimeError: [x] Read error: Connection reset by peer"}
+        other = {"how": "raised", "text": "RuntimeError: something else"}
+        blocked = {"how": "blocked", "text": "no outcome within 6 s"}
+        self.assertIsNone(self.verdict(done, done))
+        self.assertEqual(self.verdict(done, abort), "mismatch")
+        self.assertEqual(self.verdict(reset, abort), "mismatch")
+        self.assertEqual(self.verdict(other, timeout), "mismatch")
+        self.assertEqual(self.verdict(timeout, timeout), "hang")
+        self.assertEqual(self.verdict(timeout, reset), "hang")  # the reset echoes the peer's timeout
+        self.assertEqual(self.verdict(blocked, done), "hang")
+        with self.assertRaisesRegex(RuntimeError, "cannot be judged"):
+            self.verdict(reset, reset)
 
 
 class FaultTest(unittest.TestCase):
