@@ -175,13 +175,6 @@ struct ElementWise<std::vector<LayerObs>> : std::true_type {};
 
 }  // namespace
 
-const char* const kGlooSaid = " | gloo: ";
-
-std::string message_words(const std::string& message) {
-  size_t at = message.find(kGlooSaid);
-  return at == std::string::npos ? message : message.substr(0, at);
-}
-
 namespace {
 
 // Two values of one field as the comparison sees them: an evidence text up to kGlooSaid.

@@ -189,9 +189,13 @@ constexpr int kOmitDefault = 1, kNotCompared = 2, kEvidence = 4;
 // Between a hang's or mismatch's words, which the model shares, and what gloo said when the
 // upstream pool let the collective through (real_backend/upstream/fsdpsim_upstream/probe.py's
 // GLOO_SAID): gloo's exception, abort or timeout text, per rank, which no model predicts.
-extern const char* const kGlooSaid;
-// The message up to kGlooSaid: what the backends compare and the findings quote.
-std::string message_words(const std::string& message);
+inline constexpr char kGlooSaid[] = " | gloo: ";
+// The message up to kGlooSaid: what the backends compare and the findings quote. Inline: the
+// torch-free UBSan test links observation_binary.cpp (the hash) without observation.cpp.
+inline std::string message_words(const std::string& message) {
+  const size_t at = message.find(kGlooSaid);
+  return at == std::string::npos ? message : message.substr(0, at);
+}
 
 struct Observation {
 #define FSDPSIM_DECLARE_FIELD(type, member, init, parent, key, label, flags) type member{init};
