@@ -186,6 +186,10 @@ class ProbeVerdictTest(unittest.TestCase):
         self.assertEqual(self.verdict(blocked, done), "hang")
         with self.assertRaisesRegex(RuntimeError, "cannot be judged"):
             self.verdict(reset, reset)
+        absent = Probe(0, [{"coll": {}, "step": 1}, None], 1000)
+        absent.outcome = {0: done}
+        with self.assertRaisesRegex(RuntimeError, "never joined"):
+            absent.verdict()
 
 
 class FaultTest(unittest.TestCase):

@@ -62,6 +62,8 @@ class Probe:
         kinds = [kind(self.outcome[r]) for r in self.ranks]
         said = "; ".join(f"rank {r} {outcome_text(self.outcome[r])}" for r in self.ranks)
         if all(k == "completed" for k in kinds):
+            if len(self.ranks) < len(self.heads):  # no gloo collective completes without a rank
+                raise RuntimeError("gloo completed a collective a rank never joined: " + said)
             return None, said
         if "aborted" in kinds or "error" in kinds:
             return "mismatch", said
