@@ -148,23 +148,29 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
   at::Tensor prints = at::empty({world_, kPrint}, at::kLong);
   for (int r = 0; r < world_; ++r) std::memcpy(prints[r].data_ptr<int64_t>(), out[r].data_ptr<float>(), sizeof(int64_t) * kPrint);
   auto p = prints.accessor<int64_t, 2>();
-  bool paired = true, same = true, any_finished = false, any_dtensor = false;
+  bool same_bytes = true, other_op = false, same = true, any_finished = false, any_dtensor = false;
   for (int r = 0; r < world_; ++r) any_dtensor = any_dtensor || p[r][5] == 1;
+  max_count_ = 0;
   for (int r = 0; r < world_; ++r) {
     // gloo pairs the n-th call of every rank by op and bytes (ProcessGroupGloo.cpp::
-    // AsyncAllgatherWork / AsyncReduceScatterWork send flat buffers): op, size and dtype.
-    paired = paired && p[r][0] == p[0][0] && p[r][2] == p[0][2] && p[r][4] == p[0][4];
+    // AsyncAllgatherWork / AsyncReduceScatterWork send flat buffers), whatever the dtypes
+    const auto bytes = [&](int q) { return p[q][2] * dtype_bytes(static_cast<DType>(p[q][4])); };
+    same_bytes = same_bytes && bytes(r) == bytes(0);
+    other_op = other_op || p[r][0] != p[0][0];
+    max_count_ = std::max(max_count_, p[r][2]);
     // A DTensor collective pairs with any same-sized one: gloo sees one group, one size.
     for (int k = 0; k < kPrint; ++k) same = same && (k == 3 || (any_dtensor && k != 0 && k != 2 && k != 4) || p[r][k] == p[0][k]);
     any_finished = any_finished || p[r][0] == kFinish;
   }
-  // Another group or other parameters of the same bytes: it goes through, each rank getting its
-  // peers' bytes of another tensor. A broadcast of another key is still refused (not yet let through).
-  if (!same && paired && !any_finished && op != kBroadcast) {
+  // Another group, other parameters, another dtype or another key of the same bytes: it goes
+  // through, each rank getting its peers' bytes of another tensor.
+  if (!same && same_bytes && !other_op && !any_finished) {
     if (crossed_.empty()) crossed_ = describe_cross_paired(heads(prints));
     same = true;
   }
-  if (!same) throw CollectiveFailure(any_finished ? Status::Hang : Status::Mismatch, describe_pending(heads(prints)));
+  // Another op blocks every rank until gloo's timeout (ProcessGroupGloo.cpp::ProcessGroupGloo::
+  // _allgather_base against ::_reduce_scatter_base or ::broadcast); other bytes of one op abort one.
+  if (!same) throw CollectiveFailure(any_finished || other_op ? Status::Hang : Status::Mismatch, describe_pending(heads(prints)));
   if (!inline_payload) return at::Tensor();
   return out.narrow(1, kPrintFloats, n).clone();
 }
@@ -176,9 +182,13 @@ at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const 
   at::Tensor got = announce(0, group, chunk.numel(), step, members, chunk, wire, dtensor);
   if (got.defined()) return got.reshape({-1});
   at::Tensor in = chunk.reshape({-1}).contiguous();
+  const int64_t n = in.numel();
+  // a byte cross-pairing of other dtypes: ranks' counts differ, and what travels here is fp32, so
+  // every rank sends the largest count and keeps its own of each slot (the values a mix either way)
+  if (max_count_ > n) in = at::constant_pad_nd(in, {0, max_count_ - n});
   at::Tensor out = at::empty({world_ * in.numel()}, in.options());
   run([&] { return pg_->_allgather_base(out, in); });
-  return out;
+  return max_count_ > n ? out.view({world_, max_count_}).narrow(1, 0, n).reshape({-1}) : out;
 }
 
 // The fingerprint goes first (alone: the payload must not be summed from a
@@ -203,9 +213,10 @@ at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int s
   if (world_ == 1) return flat.clone();
   at::Tensor got = announce(static_cast<int>(kBroadcast), param, full.numel(), step, {param}, flat, dtype);
   if (got.defined()) return got[0].clone();
-  std::vector<at::Tensor> t{flat.clone()};
+  const int64_t n = flat.numel();
+  std::vector<at::Tensor> t{max_count_ > n ? at::constant_pad_nd(flat, {0, max_count_ - n}) : flat.clone()};
   run([&] { return pg_->broadcast(t); });  // BroadcastOptions: root rank 0
-  return t[0];
+  return max_count_ > n ? t[0].narrow(0, 0, n).clone() : t[0];
 }
 
 // PeftModel.save_pretrained on rank 0 writes the file; the others read it from disk

@@ -121,6 +121,7 @@ class Comm {
   std::vector<std::vector<int>> packing_;
   std::vector<IssuedCollective> issued_;
   std::string crossed_;
+  int64_t max_count_ = 0;  // the largest count the ranks announced for the current collective
   RankProbe* probe_ = nullptr;
 };
 

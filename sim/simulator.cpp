@@ -105,11 +105,11 @@ Simulator::~Simulator() {
   if (queues_.size() > pool.queues.size()) pool.queues = std::move(queues_);
 }
 
-// Pops matching heads while every rank has one. Returns false on a mismatch.
-bool Simulator::match() {
+// Pops matching heads while every rank has one; says why it stopped.
+Simulator::Stop Simulator::match() {
   while (true) {
     for (size_t r = 0; r < queues_.size(); ++r)
-      if (heads_[r] >= queues_[r].size()) return true;
+      if (heads_[r] >= queues_[r].size()) return Stop::Waiting;
     const CollRecord& c0 = queues_[0][heads_[0]].coll;
     bool crossed = false;
     for (size_t r = 1; r < queues_.size(); ++r) {
@@ -117,17 +117,23 @@ bool Simulator::match() {
       // DTensor's redistribution (an all-gather no FSDP group issues) goes over the mesh's one
       // process group: it pairs with any peer collective of that size and dtype.
       const bool dtensor = c.op == CollOp::AllGather && (c.into != CollRecord::kIntoU || c0.into != CollRecord::kIntoU);
-      if (c.op != c0.op || c.count != c0.count || c.dtype != c0.dtype) return false;
+      // Another op never pairs: gloo's algorithms exchange on their own slots, so both ranks wait
+      // out the timeout (torch ProcessGroupGloo.cpp::ProcessGroupGloo::_allgather_base against
+      // ::_reduce_scatter_base or ::broadcast, measured: docs/design/upstream-backend.md).
+      if (c.op != c0.op) return Stop::Blocked;
+      // Other bytes of one op: the rank receiving more than it posted aborts (gloo tcp/pair.cc's
+      // enforce on the preamble length); one byte count pairs whatever the dtypes.
+      if (c.count * dtype_bytes(c.dtype) != c0.count * dtype_bytes(c0.dtype)) return Stop::Mismatch;
       // gloo pairs the n-th call of every rank by op and bytes alone (torch ProcessGroupGloo.cpp::
-      // AsyncAllgatherWork / AsyncReduceScatterWork send flat buffers): another group's or other
-      // parameters' bytes of the same size go through. A broadcast of another key is still refused.
-      if (!dtensor && (c.group != c0.group || !same_members(r, 0))) {
-        if (c.op == CollOp::Broadcast) return false;
+      // AsyncAllgatherWork / AsyncReduceScatterWork send flat buffers): another group's, other
+      // parameters', another dtype's or another key's bytes of the same size go through.
+      if (c.count != c0.count || c.dtype != c0.dtype || (!dtensor && (c.group != c0.group || !same_members(r, 0))))
         crossed = true;
-      }
     }
     if (crossed) {
       cross_pair();
+      // a merge's gather of other bytes still adds its delta, made of the peers' foreign rows
+      if (c0.op == CollOp::AllGather) apply_gathered_deltas();
     } else if (c0.op == CollOp::AllGather) {
       mix_check();
       apply_gathered_deltas();
@@ -477,8 +483,9 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
       }
       ++cursor[pick];
       skip(pick);
-      if (!match()) {
-        fail_collectives(true, res);
+      const Stop stop = match();
+      if (stop != Stop::Waiting) {
+        fail_collectives(stop == Stop::Mismatch, res);
         break;
       }
     }

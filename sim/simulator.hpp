@@ -61,7 +61,10 @@ class Simulator {
   };
 
  private:
-  bool match();
+  // What stopped match(): a rank with no head left (waiting for more), heads gloo aborts on
+  // (other bytes of one op), heads gloo leaves blocked (another op).
+  enum class Stop { Waiting, Mismatch, Blocked };
+  Stop match();
   bool same_members(size_t r, size_t q) const;
   void mix_check();
   void apply_gathered_deltas();

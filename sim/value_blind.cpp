@@ -4,6 +4,8 @@
 #include <map>
 #include <utility>
 
+#include "model/vocab/cross_paired.hpp"
+
 namespace fsdpsim {
 namespace {
 
@@ -44,6 +46,15 @@ std::vector<std::string> settle_unjudged(const std::vector<Observation>& model, 
     auto it = by_key.find({v.step, v.rank});
     if (it == by_key.end()) continue;
     const Observation& m = *it->second;
+    // A cross-pairing gloo completed whose delivered bytes the upstream pool could not match to the
+    // ranks' own (pool.py's settle_probe): "unjudged: <why>: <the model's words>".
+    const std::string unjudged = "unjudged: ";
+    if (is_cross_paired(m) && v.status == m.status && v.message.rfind(unjudged, 0) == 0 &&
+        v.message.size() > m.message.size() && v.message.compare(v.message.size() - m.message.size(), std::string::npos, m.message) == 0) {
+      notes.push_back("step " + std::to_string(v.step) + " rank " + std::to_string(v.rank) + " (" + v.op +
+                      "): cross-pairing unjudged (" + v.message.substr(0, v.message.size() - m.message.size()) + "...)");
+      v.message = m.message;
+    }
     for (size_t i = 0; i < v.layers.size() && i < m.layers.size(); ++i) {
       if (v.layers[i].name != m.layers[i].name) continue;
       const std::string layer = v.layers[i].name.str();

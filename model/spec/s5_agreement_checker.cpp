@@ -129,7 +129,8 @@ bool S5AgreementChecker::stuck(const Observation& o, std::vector<Finding>& out) 
     return false;
   }
   if (!is_stuck(o)) return false;
-  if (!collective_reported_) out.push_back(finding("S5", o.step, -1, o.message));
+  // the words the backends share: gloo's own text (upstream) stays in the observation
+  if (!collective_reported_) out.push_back(finding("S5", o.step, -1, message_words(o.message)));
   collective_reported_ = true;
   return true;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <type_traits>
 #include <sstream>
 
 #include "model/vocab/cross_paired.hpp"
@@ -182,10 +183,23 @@ struct ElementWise<std::vector<LayerObs>> : std::true_type {};
 
 }  // namespace
 
+namespace {
+
+// Two values of one field as the comparison sees them: an evidence text up to kGlooSaid.
+template <typename T>
+bool same_value(const FieldInfo& f, const T& x, const T& y) {
+  if (x == y) return true;
+  if constexpr (std::is_same_v<T, std::string>)
+    if (f.flags & kEvidence) return message_words(x) == message_words(y);
+  return false;
+}
+
+}  // namespace
+
 bool Observation::operator==(const Observation& o) const {
   bool same = true;
   for_each_field_pair(*this, o, [&](const FieldInfo& f, const auto& x, const auto& y) {
-    if (!(f.flags & kNotCompared)) same = same && x == y;
+    if (!(f.flags & kNotCompared)) same = same && same_value(f, x, y);
   });
   return same;
 }
@@ -199,7 +213,7 @@ std::vector<std::string> observation_diff(const Observation& a, const Observatio
     if (f.flags & kNotCompared) return;
     using T = std::decay_t<decltype(x)>;
     // Equal values have equal texts: most fields of most pairs are equal, and their texts cost.
-    if (x == y) return;
+    if (same_value(f, x, y)) return;
     if constexpr (ElementWise<T>::value) {
       for (size_t i = 0; i < std::max(x.size(), y.size()); ++i)
         if (i >= x.size() || i >= y.size() || !(x[i] == y[i]))

@@ -151,7 +151,7 @@ struct LayerObs {
   X(int, rank, 0, nullptr, "rank", "rank", 0)                                                            \
   X(std::string, op, , nullptr, "op", "op", 0)                         /* canonical op text */           \
   X(Status, status, Status::Ok, nullptr, "status", "status", 0)                                          \
-  X(std::string, message, , nullptr, "message", "message", kOmitDefault)                                 \
+  X(std::string, message, , nullptr, "message", "message", kOmitDefault | kEvidence)                     \
   /* training ops: adapters whose shards got gradients */                                                \
   X(std::optional<std::vector<Name>>, grads, , nullptr, "grads", "grads", kOmitDefault)           \
   /* key_error: first optimizer index not registered */                                                  \
@@ -186,7 +186,19 @@ struct FieldInfo {
   const char* label;   // its name in observation_diff ("param" for "param[3]")
   int flags;
 };
-constexpr int kOmitDefault = 1, kNotCompared = 2;
+// kEvidence: a text compared up to kGlooSaid; what follows is the upstream pool's evidence.
+constexpr int kOmitDefault = 1, kNotCompared = 2, kEvidence = 4;
+
+// Between a hang's or mismatch's words, which the model shares, and what gloo said when the
+// upstream pool let the collective through (real_backend/upstream/fsdpsim_upstream/probe.py's
+// GLOO_SAID): gloo's exception, abort or timeout text, per rank, which no model predicts.
+inline constexpr char kGlooSaid[] = " | gloo: ";
+// The message up to kGlooSaid: what the backends compare and the findings quote. Inline: the
+// torch-free UBSan test links observation_binary.cpp (the hash) without observation.cpp.
+inline std::string message_words(const std::string& message) {
+  const size_t at = message.find(kGlooSaid);
+  return at == std::string::npos ? message : message.substr(0, at);
+}
 
 struct Observation {
 #define FSDPSIM_DECLARE_FIELD(type, member, init, parent, key, label, flags) type member{init};

@@ -85,4 +85,20 @@ TEST(Comm, SizeMismatchIsReportedOnEveryRank) {
   EXPECT_EQ(failures, std::vector<int>({1, 1}));
 }
 
+// An all-gather against a reduce-scatter: gloo would block both until its timeout, so every
+// rank reports a hang (ProcessGroupGloo.cpp's algorithms never pair another op).
+TEST(Comm, AnotherOpIsAHangOnEveryRank) {
+  std::vector<int> failures(2, 0);
+  on_ranks(2, [&](Comm& comm) {
+    try {
+      if (comm.rank() == 0) comm.all_gather(at::ones({8}), 0, 1, {0});
+      else comm.reduce_scatter_avg(at::ones({16}), 0, 1, {0});
+    } catch (const CollectiveFailure& f) {
+      EXPECT_EQ(f.status, Status::Hang);
+      failures[comm.rank()] = 1;
+    }
+  });
+  EXPECT_EQ(failures, std::vector<int>({1, 1}));
+}
+
 }  // namespace

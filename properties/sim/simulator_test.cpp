@@ -70,12 +70,28 @@ TEST(Simulator, SameSizeOfAnotherGroupIsCrossPaired) {
   EXPECT_EQ(o0.layers[0].stored, WeightClass::Exact);
   ASSERT_FALSE(r.findings.empty());
   EXPECT_EQ(r.findings[0].spec, "S5");
-  // Another size is still refused before gloo (which aborts a rank on it).
+  // Other bytes: gloo aborts the rank that receives more than it posted.
   std::string other = head;
   other.replace(other.find("layer lin1 8 8"), 14, "layer lin1 8 6");
   RunResult m = simulate(other + "@0 unshard lin0\n@1 unshard lin1\n");
   EXPECT_TRUE(m.mismatch);
   EXPECT_EQ(obs_at(m, 1, 0).status, Status::Mismatch);
+}
+
+TEST(Simulator, AnotherOpIsAHangNotAMismatch) {
+  // gloo never pairs an all-gather with a reduce-scatter: both ranks wait out its timeout
+  // (measured, docs/design/upstream-backend.md), whatever the sizes.
+  const std::string head =
+      "world 2\nlayer lin0 8 8\nlayer lin1 8 8\nadapter a r=2 alpha=4 targets=lin0,lin1\n"
+      "fully_shard lin0 reshard_after_forward=false\nfully_shard lin1 reshard_after_forward=false\n"
+      "fully_shard root reshard_after_forward=false\n---\n";
+  RunResult r = simulate(head + "forward\n@0 reshard lin0\n@0 unshard lin0\n@1 backward\n");
+  EXPECT_TRUE(r.hang);
+  EXPECT_FALSE(r.mismatch);
+  const Observation& o = obs_at(r, 3, 0);
+  EXPECT_EQ(o.status, Status::Hang);
+  EXPECT_EQ(o.message, "hang: rank 0 in all_gather(lin0, 52) at step 3; rank 1 in reduce_scatter(lin1, 16) at step 4");
+  EXPECT_EQ(obs_at(r, 4, 1).status, Status::Hang);
 }
 
 TEST(Simulator, AFailingRankLeavesItsPeerWaitingInTheReduceScatter) {

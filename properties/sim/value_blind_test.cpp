@@ -71,6 +71,22 @@ TEST(ValueBlind, AnUnjudgedClassIsNotedAndTakesTheModels) {
   EXPECT_TRUE(settle_unjudged({model}, &judged).empty());
 }
 
+TEST(ValueBlind, AnUnjudgedCrossPairingIsNotedAndTakesTheModels) {
+  Observation model;
+  model.step = 2, model.op = "unshard lin0";
+  model.message = "cross-paired: rank 0 in all_gather(lin0, 52) of lin0.weight at step 2";
+  Observation up = model;
+  up.message = "unjudged: the bytes delivered are not the ranks' own: " + model.message;
+  std::vector<Observation> seen = {up};
+  auto notes = settle_unjudged({model}, &seen);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "step 2 rank 0 (unshard lin0): cross-pairing unjudged (unjudged: the bytes delivered are not the ranks' own: ...)");
+  EXPECT_EQ(seen[0].message, model.message);
+  std::vector<Observation> other = {up};
+  other[0].message = "unjudged: x: cross-paired: rank 0 in all_gather(lin1, 52) of lin1.weight at step 2";
+  EXPECT_TRUE(settle_unjudged({model}, &other).empty()) << "another cross-pairing is a difference";
+}
+
 Observation reload(std::vector<std::string> diff, std::vector<std::string> coincident = {}) {
   Observation o;
   o.step = 13, o.rank = 1, o.op = "load_adapters";

@@ -113,6 +113,23 @@ TEST(Observation, DiffEmptyOnEqual) {
   EXPECT_TRUE(observation_diff(e1, e2).empty());
 }
 
+// gloo's words after kGlooSaid (the upstream pool's evidence for a hang or mismatch) are no part
+// of the comparison, the hash or S5's finding: they vary from run to run.
+TEST(Observation, GlooEvidenceIsNotCompared) {
+  Observation a = sample(), b = sample();
+  a.status = b.status = Status::Mismatch;
+  a.message = "collective mismatch: rank 0 in all_gather(lin0, 52) at step 1";
+  b.message = a.message + kGlooSaid + "rank 1 aborted (signal 6, SIGABRT): [enforce fail at ...]";
+  EXPECT_EQ(message_words(b.message), a.message);
+  EXPECT_TRUE(a == b);
+  EXPECT_TRUE(observation_diff(a, b).empty());
+  EXPECT_EQ(observations_hash({a}), observations_hash({b}));
+  b.message = "collective mismatch: rank 0 in all_gather(lin0, 41) at step 1" + std::string(kGlooSaid) + "x";
+  EXPECT_FALSE(a == b);
+  EXPECT_EQ(observation_diff(a, b).size(), 1u);
+  EXPECT_NE(observations_hash({a}), observations_hash({b}));
+}
+
 // Each single-field change yields exactly one diff line, naming that field.
 TEST(Observation, DiffNamesTheField) {
   struct Case {

@@ -18,11 +18,16 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "real_backend", "upstream"))
 
 from fsdpsim_upstream.pool import Pool  # noqa: E402
+from fsdpsim_upstream.probe import Probe  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from upstream_test_util import run_on_fresh_pool  # noqa: E402
 
 SEED000 = open(os.path.join(ROOT, "corpus/regressions/seed000_merged_set_adapter_w2.seq")).read()
 SEED004 = open(os.path.join(ROOT, "corpus/regressions/seed004_eval_then_save_optimizer.seq")).read()
+
+SIZE_MISMATCH = open(os.path.join(ROOT, "corpus/regressions/size_mismatch_unshard_of_two_groups.seq")).read()
+OTHER_OP = open(os.path.join(ROOT, "corpus/regressions/other_op_unshard_against_backward.seq")).read()
+GLOO_SAID = " | gloo: "  # probe.py's GLOO_SAID
 
 DIVERGENT = """world 2
 seed 0
@@ -96,17 +101,43 @@ class PoolTest(unittest.TestCase):
         self.assertEqual(by(obs, 1)["message"], "no optimizer checkpoint to load (save_optimizer first)")
         self.assertEqual(by(obs, 3)["status"], "ok")  # the pool goes on
 
-    def test_rank_divergent_collective_is_a_hang_at_once(self):
+    def test_rank_divergent_collective_is_a_hang_read_from_gloo(self):
+        # rank 1's all-gather of its backward runs on gloo with no partner: gloo's short timeout says hang
         t0 = time.time()
         obs, restarted = self.pool.run(DIVERGENT, None)
-        self.assertFalse(restarted)
-        self.assertLess(time.time() - t0, 5)
+        self.assertTrue(restarted)  # gloo's pairs are spent after a failed collective
+        self.assertLess(time.time() - t0, 1 + 5)  # probe.PROBE_TIMEOUT_MS, then a forked restart
         o = by(obs, 2, 1)
         self.assertEqual(o["status"], "hang")
-        self.assertEqual(o["message"], "hang: rank 0 issues no matching collective; rank 1 in all_gather(root, 52) "
-                                       "at step 2")
-        obs, _ = self.pool.run(SEED000, None)  # still usable
+        words, said = o["message"].split(GLOO_SAID)
+        self.assertEqual(words, "hang: rank 0 issues no matching collective; rank 1 in all_gather(root, 52) at step 2")
+        self.assertRegex(said, r"^rank 1 raised RuntimeError: \[gloo/.*\] Timed out waiting 1000ms for (send|recv) op")
+        obs, _ = self.pool.run(SEED000, None)  # the restarted ranks work
         self.assertEqual(by(obs, 4)["grads"], ["other"])
+
+    def test_size_mismatch_is_read_from_gloos_abort(self):
+        # other byte counts of one all-gather: gloo aborts the rank that receives more than it posted
+        obs, restarted = self.pool.run(SIZE_MISMATCH, None)
+        self.assertTrue(restarted)
+        for step, rank in ((1, 0), (2, 1)):
+            o = by(obs, step, rank)
+            self.assertEqual(o["status"], "mismatch")
+            words, said = o["message"].split(GLOO_SAID)
+            self.assertEqual(words, "collective mismatch: rank 0 in all_gather(lin0, 52) at step 1; "
+                                    "rank 1 in all_gather(lin1, 41) at step 2")
+            self.assertIn("rank 1 aborted (signal 6, SIGABRT): [enforce fail at gloo/gloo/transport/tcp/pair.cc", said)
+            # in bytes, as gloo's ring hands them on (208 vs 164 whole, 104 vs 82 in halves: measured)
+            self.assertRegex(said, r"\d+ vs \d+\. Received data size doesn't match expected size")
+        obs, _ = self.pool.run(SEED000, None)
+        self.assertEqual(by(obs, 4)["grads"], ["other"])
+
+    def test_other_op_is_a_hang_read_from_gloos_timeout(self):
+        obs, restarted = self.pool.run(OTHER_OP, None)
+        self.assertTrue(restarted)
+        for step, rank in ((3, 0), (4, 1)):
+            o = by(obs, step, rank)
+            self.assertEqual(o["status"], "hang")
+            self.assertIn("Timed out waiting 1000ms", o["message"])  # a peer may read the closed connection instead
 
     def test_rank_holding_no_rows_is_judged(self):
         # lin1's weight has one row: rank 1 holds none of it (crosscheck once failed here).
@@ -129,6 +160,36 @@ class PoolTest(unittest.TestCase):
         self.assertTrue(self.pool.versions["torch"].startswith("2.13.0"))
         self.assertEqual(self.pool.versions["peft"], "0.21.2")
         self.assertEqual(self.pool.versions["accelerate"], "1.15.0")
+
+
+class ProbeVerdictTest(unittest.TestCase):
+    """The verdict on a let-through collective, from each rank's outcome alone (probe.py)."""
+
+    def verdict(self, *outcomes):
+        p = Probe(0, [{"coll": {}, "step": 1}] * len(outcomes), 1000)
+        p.outcome = dict(enumerate(outcomes))
+        return p.verdict()[0]
+
+    def test_outcomes_map_to_the_vocabulary(self):
+        done = {"how": "completed"}
+        abort = {"how": "aborted", "signal": "signal 6, SIGABRT", "text": "[enforce fail at x] 8 vs 4"}
+        timeout = {"how": "raised", "text": "RuntimeError: [x] Timed out waiting 1000ms for recv operation"}
+        reset = {"how": "raised", "text": "RuntimeError: [x] Read error: Connection reset by peer"}
+        other = {"how": "raised", "text": "RuntimeError: something else"}
+        blocked = {"how": "blocked", "text": "no outcome within 6 s"}
+        self.assertIsNone(self.verdict(done, done))
+        self.assertEqual(self.verdict(done, abort), "mismatch")
+        self.assertEqual(self.verdict(reset, abort), "mismatch")
+        self.assertEqual(self.verdict(other, timeout), "mismatch")
+        self.assertEqual(self.verdict(timeout, timeout), "hang")
+        self.assertEqual(self.verdict(timeout, reset), "hang")  # the reset echoes the peer's timeout
+        self.assertEqual(self.verdict(blocked, done), "hang")
+        with self.assertRaisesRegex(RuntimeError, "cannot be judged"):
+            self.verdict(reset, reset)
+        absent = Probe(0, [{"coll": {}, "step": 1}, None], 1000)
+        absent.outcome = {0: done}
+        with self.assertRaisesRegex(RuntimeError, "never joined"):
+            absent.verdict()
 
 
 class FaultTest(unittest.TestCase):
@@ -203,10 +264,17 @@ class FaultTest(unittest.TestCase):
         self.assertEqual(ready["event"], "ready")
         ranks = children(p.pid)
         self.assertEqual(len(ranks), 2)
-        p.stdin.write(json.dumps({"cmd": "run", "seq": SEED000}) + "\n")
-        p.stdin.flush()
-        while "event" not in json.loads(p.stdout.readline()):
-            pass
+        # a sequence gloo aborts a rank in (the pool restarts its ranks), then one that runs
+        for seq in (SIZE_MISMATCH, SEED000):
+            p.stdin.write(json.dumps({"cmd": "run", "seq": seq}) + "\n")
+            p.stdin.flush()
+            while True:
+                msg = json.loads(p.stdout.readline())
+                if "event" in msg:
+                    self.assertEqual(msg["event"], "done")
+                    break
+            ranks |= children(p.pid)
+        self.assertEqual(len(ranks), 4)
         p.stdin.write('{"cmd":"quit"}\n')
         p.stdin.flush()
         self.assertEqual(p.wait(timeout=20), 0)

@@ -1,6 +1,7 @@
 """Records the collectives FSDP2, DTensor and accelerate actually issue, and
-checks each against the peers' before it is issued, so that ranks that part
-ways report `hang` or `mismatch` instead of blocking in gloo.
+announces each to the coordinator before it is issued: the ones the peers issued
+alike go at once, the others run on gloo as issued under a short timeout, and
+their outcome goes back to the coordinator, which reads the verdict from it (probe.py).
 
 The wrappers replace attributes of `torch.distributed` (FSDP2 calls
 `dist.all_gather_single` / `dist.reduce_scatter_single` through the module,
@@ -46,10 +47,12 @@ class Recorder:
         # `grads` reports for managed parameters (a version counter cannot tell, since the
         # shards' grads are views of one reduce output whose counter every in-place add bumps)
         self.reduced = set()
-        # set by `check` when the coordinator let a collective through cross-paired: after it,
-        # `received(id, sent, got)` tells the coordinator what this rank's output holds
-        self.observe_next = None
-        self.received = None
+        # set by `check` when the coordinator lets through a collective the ranks issued
+        # differently (probe.py): {"id", "timeout_ms"}; `report(id, outcome)` tells the
+        # coordinator how it ended here and returns on its `go` (raises CollectiveAbort else)
+        self.probe = None
+        self.report = None
+        self.world = 1
 
     def issue(self, op, group, count, dtype, parts, dtensor=False):
         rec = {"op": op, "group": group, "count": int(count), "parts": parts}
@@ -60,6 +63,33 @@ class Recorder:
             # the dtype goes to the pairing check, not the record: DTensor pairs by op and size over
             # one process group, and gloo aborts the rank when the peers' byte counts differ
             self.check(rec, self.step, dtensor, dtype)
+
+    def run_issued(self, call, sent=None, output=None):
+        """Runs the collective `call` issues. One the coordinator let through unpaired runs under
+        its short gloo timeout and is waited for here (an async work, a functional collective's
+        tensor): its outcome goes to the coordinator, what an all-gather delivered included."""
+        probe, self.probe = self.probe, None
+        if probe is None or self.report is None:
+            return call()
+        set_timeout(probe.get("timeout_ms"))
+        try:
+            result = call()
+            if hasattr(result, "wait"):
+                result.wait()
+            elif isinstance(result, torch.Tensor):
+                torch.ops._c10d_functional.wait_tensor(result)
+        except Exception as e:  # gloo's own words: a timeout, a peer's closed connection
+            text = str(e).strip().splitlines()
+            self.report(probe["id"], {"how": "raised", "text": f"{type(e).__name__}: {text[0] if text else ''}"})
+            raise  # not reached: the coordinator answers a raise with its verdict
+        finally:
+            set_timeout(None)
+        done = {"how": "completed"}
+        got = output if output is not None else result if isinstance(result, torch.Tensor) else None
+        if sent is not None and got is not None:
+            done.update(sent=fingerprint(sent), got=[fingerprint(c) for c in got.reshape(self.world, -1)])
+        self.report(probe["id"], done)
+        return result
 
     def fsdp_context(self):
         return getattr(self.context, "fsdp", None)
@@ -75,6 +105,24 @@ class Recorder:
 
 
 REC = Recorder()
+
+
+def set_timeout(ms):
+    """gloo's timeout for the next collectives on every process group (ProcessGroupGloo reads it
+    when it creates a collective's work, ProcessGroupGloo.cpp::ProcessGroupGloo::setTimeout);
+    None: torch's default again."""
+    from datetime import timedelta
+    from torch.distributed import distributed_c10d as c10d
+    t = timedelta(milliseconds=ms) if ms else c10d.default_pg_timeout
+    for pg in list(c10d._world.pg_map):
+        c10d._set_pg_timeout(t, pg)
+
+
+def fingerprint(t):
+    """A digest of a tensor's bytes (any dtype)."""
+    import hashlib
+    return hashlib.blake2b(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes(),
+                           digest_size=8).hexdigest()
 
 
 def _parts(fsdp_params):
@@ -134,18 +182,9 @@ def install():
     def all_gather_single(output, input, *a, **k):
         ctx = REC.fsdp_context()
         params = ctx[1] if ctx and ctx[0] == "all_gather" else []
-        REC.observe_next = None
         REC.issue("all_gather", _group_of(params), input.numel(), DTYPES.get(input.dtype, str(input.dtype)),
                   _parts(params))
-        work = orig_ag(output, input, *a, **k)
-        observe, REC.observe_next = REC.observe_next, None
-        # a cross-paired all-gather: what arrived is read once it is there (FSDP2 issues it
-        # synchronously on CPU; an async one is waited for here)
-        if observe is not None and REC.received is not None:
-            if work is not None:
-                work.wait()
-            REC.received(observe, input, output)
-        return work
+        return REC.run_issued(lambda: orig_ag(output, input, *a, **k), input, output)
 
     def reduce_scatter_single(output, input, *a, **k):
         ctx = REC.fsdp_context()
@@ -153,7 +192,7 @@ def install():
         # The model counts what this rank receives: the padded shard elements.
         REC.issue("reduce_scatter", _group_of(params), output.numel(), DTYPES.get(output.dtype, str(output.dtype)),
                   _parts(params))
-        return orig_rs(output, input, *a, **k)
+        return REC.run_issued(lambda: orig_rs(output, input, *a, **k))
 
     def broadcast(tensor, *a, **k):
         # fsdp2_load_full_state_dict broadcasts the entries of this rank's own state dict in order
@@ -162,7 +201,7 @@ def install():
         REC.broadcast_index += 1
         REC.issue("broadcast", key, tensor.numel(), DTYPES.get(tensor.dtype, str(tensor.dtype)),
                   {key: int(tensor.numel())})
-        return orig_bc(tensor, *a, **k)
+        return REC.run_issued(lambda: orig_bc(tensor, *a, **k))
 
     _fsdp_param_group.foreach_all_gather = foreach_all_gather
     _fsdp_param_group.foreach_reduce = foreach_reduce
@@ -276,7 +315,10 @@ class FuncolRecorder:
                     group, name = known or ("?", "?")
                     REC.issue(kind, group, t.numel(), DTYPES.get(t.dtype, str(t.dtype)), {name: int(t.numel())},
                               dtensor="exact" if exact else "guess")
-                out = func(*args, **(kwargs or {}))
+                    out = REC.run_issued(lambda: func(*args, **(kwargs or {})),
+                                         t if kind == "all_gather" else None)
+                else:
+                    out = func(*args, **(kwargs or {}))
                 if (func is torch.ops.aten._to_copy.default and isinstance(out, torch.Tensor) and args
                         and isinstance(args[0], torch.Tensor)):
                     # a cast copy of a parameter's shard (peft's get_delta_weight runs bf16 A and B

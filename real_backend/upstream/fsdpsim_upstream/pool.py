@@ -1,10 +1,9 @@
 """The coordinator fsdpsim starts (protocol.md): it keeps W rank processes
-(rank.py) alive across sequences, pairs up their collectives before any is
-issued (so ranks that part ways report `hang` or `mismatch` at once, as the
-model's simulator words it; the same op, size and dtype of other tensors go
-to gloo as issued and come back `cross-paired`), kills and restarts the ranks when one is stuck
-past the timeout, and judges each rank's stored weights against the peers'
-adapter rows. Observations go to stdout as `fsdpsim run --json` prints them.
+(rank.py) alive across sequences, lets the n-th collective of every rank go at once where the
+ranks issued it alike, and otherwise lets each issue its own on gloo and observes what gloo does
+with them (probe.py: completed `cross-paired`, or a `mismatch` or `hang` read from gloo's abort,
+error or timeout), restarts the ranks after a collective gloo failed, and judges each rank's
+stored weights against the peers' adapter rows. Observations go to stdout as `fsdpsim run --json` prints them.
 A rank that makes no progress is a harness condition (liveness.py), never a `hang`."""
 import argparse
 import json
@@ -17,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from . import judge, liveness, rank_spawn
+from . import judge, liveness, probe, rank_spawn
 
 UNOBSERVED = ["peak_unsharded"]
 # How long a run may go without a message from any rank before the coordinator looks at
@@ -66,6 +65,14 @@ def describe_cross_paired(heads):
     return CROSS_PAIRED + "; ".join(
         f"rank {r} in {collective_text(h['coll'])} of {','.join(h['coll']['parts'].keys()) or 'nothing'} at step {h['step']}"
         for r, h in enumerate(heads))
+
+
+# bytes an element of each wire dtype takes: gloo compares what travels in bytes (tcp/pair.cc)
+WIRE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "torch.uint8": 1, "torch.float64": 8}
+
+
+def wire_bytes(h):
+    return h["coll"]["count"] * WIRE_BYTES.get(h.get("wire") or h["coll"].get("dtype") or "fp32", 4)
 
 
 def same_collective(a, b, dtensor=False):
@@ -139,8 +146,12 @@ class RankProc:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-        if self.log:
-            self.log.close()
+        for f in (self.proc.stdin, self.proc.stdout, self.log):
+            if f:
+                try:
+                    f.close()
+                except OSError:  # a dead rank's pipe with unsent bytes
+                    pass
 
 
 class Pool:
@@ -227,8 +238,12 @@ class Pool:
             rp.send({"cmd": "run", "seq": text, "switches": switches, "dir": rundir})
         obs = {r: [] for r in range(self.world)}
         vals = {r: {} for r in range(self.world)}
-        self.cross = {}  # (rank, step) -> the op's first cross-pairing, as judge_crossed words it
-        self.crossed = []  # per cross-paired collective, in order: its text, each rank's step, an all-gather's `recv` reports
+        self.cross = {}  # (rank, step) -> the op's first cross-pairing, as settle_probe words it
+        self.probe = None  # the let-through collective whose outcomes are awaited (probe.py)
+        self.probes = 0
+        self.dead = set()  # ranks gloo aborted (or the coordinator killed) in a let-through collective
+        self.restart = False  # gloo failed a collective: its process group is spent
+        self.coll_log = [(0, []) for _ in range(self.world)]  # each rank's current step, its collectives so far
         init = {}
         pending = [None] * self.world  # the collective each rank waits in
         ended = [False] * self.world
@@ -246,10 +261,17 @@ class Pool:
                     rp = fds[f.fileno()]
                     chunk = os.read(f.fileno(), 1 << 20).decode()
                     if not chunk:
-                        raise RuntimeError(rp.death())
+                        if self.probe is None or rp.rank not in self.probe.ranks or rp.rank in self.probe.outcome:
+                            raise RuntimeError(rp.death())
+                        self.died(rp, ended)  # gloo aborted it inside the let-through collective
+                        continue
                     rp.buf += chunk
                     last = looked = time.time()
-                if not r and time.time() - looked > self.timeout:
+                if self.probe is not None:  # its own bound (probe.py), not the liveness watch
+                    self.settle_probe(ended, obs, ops)
+                    last = looked = time.time()
+                    self.pair(pending, ended)
+                elif not r and time.time() - looked > self.timeout:
                     # no message for the timeout: slow or stopped ranks extend the wait (liveness.py)
                     self.no_progress(watch, ended, pending, time.time() - last, limit)
                     looked = time.time()
@@ -268,14 +290,18 @@ class Pool:
                         vals[r][msg["obs"]["step"]] = msg["values"]
                 elif t == "coll":
                     pending[r] = msg
-                elif t == "recv":
-                    self.crossed[msg["id"]]["recv"][r] = msg
+                    if self.coll_log[r][0] != msg["step"]:
+                        self.coll_log[r] = (msg["step"], [])
+                    self.coll_log[r][1].append(msg["coll"])
+                elif t == "out":
+                    self.probe.outcome[r] = msg
                 elif t == "end":
                     ended[r] = True
                 elif t == "fail":
                     raise RuntimeError(f"rank {r}: {msg['message']}")
+            if self.probe is not None:
+                self.settle_probe(ended, obs, ops)
             self.pair(pending, ended)
-        self.judge_crossed()
         out = []
         log = judge.RoundingLog()
         judge.set_peer_views(obs, self.world)
@@ -293,7 +319,13 @@ class Pool:
                     o["message"] = self.cross[(r, o["step"])]
                 out.append(o)
         out.sort(key=lambda o: (o["step"], o["rank"]))
-        return out, False  # a rank that makes no progress is an error now, never a restart mid-run
+        if self.restart:  # a failed collective leaves gloo's pairs unusable: fresh ranks for the next
+            for rp in self.ranks:
+                rp.kill()
+            self.ranks = []
+            self.start()
+        # a rank that makes no progress outside a let-through collective is an error, never a restart
+        return out, self.restart
 
     def no_progress(self, watch, ended, pending, silent, limit):
         """No rank has said anything for the timeout: waits on while one is busy or stopped, up to
@@ -314,22 +346,66 @@ class Pool:
         if self.on_wait:
             self.on_wait({"event": "wait", "rank": rank, "state": state, "ms": int(silent * 1000)})
 
-    def judge_crossed(self):
-        """A cross-paired all-gather is one when every rank's slot j of its output holds the bytes
-        rank j sent (what gloo delivered, not what was issued); otherwise the ops say `unjudged`."""
-        for c in self.crossed:
-            got = c["recv"]
-            seen = not c["observed"] or len(got) == self.world and all(
-                got[r]["got"][j] == got[j]["sent"] for r in range(self.world) for j in range(self.world))
-            text = c["desc"] if seen else "unjudged: the bytes this cross-pairing delivered were not observed: " + c["desc"]
-            for r, step in c["steps"].items():
-                self.cross.setdefault((r, step), text)
+    def died(self, rp, ended):
+        """A rank's process ended inside the let-through collective: gloo aborted it (its enforce
+        text is the last thing in its log)."""
+        try:
+            code = rp.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        try:
+            with open(rp.log_path) as f:
+                text = probe.enforce_text(f.read())
+        except OSError:
+            text = ""
+        self.probe.outcome[rp.rank] = {"how": "aborted", "signal": liveness.signal_text(code), "text": text}
+        ended[rp.rank] = True
+        self.dead.add(rp.rank)
+
+    def settle_probe(self, ended, obs, ops):
+        """Once every rank in the let-through collective reported (or the coordinator's bound has
+        passed: those still inside are killed as blocked), answers them with what gloo's outcomes
+        say: `go` after a collective every rank completed (cross-paired), else the verdict."""
+        p = self.probe
+        if not p.done() and not p.overdue():
+            return
+        for r in p.ranks:
+            if r not in p.outcome:
+                self.ranks[r].kill()
+                p.outcome[r] = {"how": "blocked", "text": f"no outcome within {p.bound:.0f} s (the coordinator's bound)"}
+                ended[r] = True
+                self.dead.add(r)
+        self.probe = None
+        status, said = p.verdict()
+        heads = p.heads
+        if status is None:
+            desc = describe_cross_paired(heads)
+            first = heads[p.ranks[0]]["coll"]["op"]
+            # an all-gather's ranks report what arrived; a reduce-scatter's sum or a broadcast
+            # cannot be told apart, and gloo completing it is what says it paired
+            if first == "all_gather" and not p.delivered(self.world):
+                desc = "unjudged: gloo completed it, but the bytes delivered are not the ranks' own: " + desc
+            for r in p.ranks:
+                self.cross.setdefault((r, heads[r]["step"]), desc)
+                self.ranks[r].send({"t": "go"})
+            return
+        self.restart = True
+        message = ("collective mismatch: " if status == "mismatch" else "hang: ") + describe_pending(heads) + \
+            probe.GLOO_SAID + said
+        for r in p.ranks:
+            if r in self.dead:
+                step = heads[r]["step"]
+                colls = self.coll_log[r][1] if self.coll_log[r][0] == step else [heads[r]["coll"]]
+                obs[r].append(probe.stuck_observation(step, r, ops[step - 1].text(), status, message, colls))
+            else:
+                self.ranks[r].send({"t": "abort", "status": status, "message": message})
 
     def pair(self, pending, ended):
-        """Pairs the collectives the ranks wait in, the model's way: the n-th
-        collective of every rank together; a rank that ended without it means
-        hang, another op, size or dtype means mismatch, the same ones of another
-        group or other parameters run cross-paired."""
+        """The n-th collective of every rank together, once no rank is still running: issued alike,
+        it goes; otherwise every waiting rank issues its own on gloo and reports how it ended
+        (settle_probe), with a short gloo timeout unless op and bytes agree (gloo pairs those)."""
+        if self.probe is not None:
+            return
         waiting = [r for r in range(self.world) if pending[r] is not None]
         if not waiting:
             return
@@ -352,30 +428,31 @@ class Pool:
                     self.ranks[r].send({"t": "go"})
                 else:
                     self.ranks[r].send({"t": "go", "group": named["group"], "parts": named["parts"]})
+            for r in waiting:  # the log names a DTensor collective as rank.py's check does
+                c = pending[r]["coll"]
+                if pending[r].get("dtensor") and pending[r].get("dtensor") != "exact":
+                    self.coll_log[r][1][-1] = dict(c, group=named["group"], parts={k: c["count"] for k in named["parts"]})
                 pending[r] = None
             return
-        # ProcessGroupGloo pairs the n-th call of every rank by op and bytes alone (gloo's allgather
-        # and reduce_scatter send flat buffers): another group's or other parameters' bytes of that
-        # size and dtype go through, and each rank goes on with its peers' (issue 36). The ranks
-        # run it as issued; a broadcast of another key still stops here (not yet let through).
-        if (len(waiting) == self.world and not dtensor and first["op"] != "broadcast" and all(
-                (pending[r]["coll"]["op"], pending[r]["coll"]["count"], pending[r].get("wire"))
-                == (first["op"], first["count"], wire) for r in waiting)):
-            desc = describe_cross_paired([pending[r] for r in range(self.world)])
-            ident = len(self.crossed)
-            # an all-gather's ranks report what arrived (judge_crossed); a reduce-scatter's sum
-            # cannot be told apart, so the issued records say it
-            self.crossed.append({"desc": desc, "steps": {r: pending[r]["step"] for r in waiting}, "recv": {},
-                                 "observed": first["op"] == "all_gather"})
+        # ProcessGroupGloo pairs the n-th call of every rank by op and bytes alone (issue 36): those
+        # need no short timeout; anything else the ranks wait in is let through under one
+        alike = len(waiting) == self.world and all(
+            pending[r]["coll"]["op"] == first["op"] and wire_bytes(pending[r]) == wire_bytes(pending[waiting[0]])
+            for r in waiting)
+        if not alike and len(waiting) == self.world and all(pending[r]["coll"]["op"] == "broadcast" for r in waiting):
+            # Still decided here (docs/design/known-limits.md): gloo completes a broadcast whose root
+            # sends fewer bytes than a peer posted, that peer's buffer part-filled (seed 001: rank 1's
+            # backward then raises and reruns differ), which no backend models yet.
+            desc = "collective mismatch: " + describe_pending(list(pending))
             for r in waiting:
-                self.ranks[r].send({"t": "go", "observe": ident if first["op"] == "all_gather" else None})
+                self.ranks[r].send({"t": "abort", "status": "mismatch", "message": desc})
                 pending[r] = None
             return
-        mismatch = len(waiting) == self.world
-        heads = [pending[r] for r in range(self.world)]
-        desc = ("collective mismatch: " if mismatch else "hang: ") + describe_pending(heads)
+        timeout_ms = None if alike else probe.PROBE_TIMEOUT_MS
+        self.probe = probe.Probe(self.probes, list(pending), timeout_ms or self.timeout * 1000)
+        self.probes += 1
         for r in waiting:
-            self.ranks[r].send({"t": "abort", "status": "mismatch" if mismatch else "hang", "message": desc})
+            self.ranks[r].send({"t": "go", "probe": {"id": self.probe.ident, "timeout_ms": timeout_ms}})
             pending[r] = None
 
 

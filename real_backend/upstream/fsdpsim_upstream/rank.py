@@ -56,17 +56,20 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
         reply = chan.recv()
         if reply.get("t") != "go":
             raise CollectiveAbort(reply["status"], reply["message"])
-        REC.observe_next = reply.get("observe")
+        REC.probe = reply.get("probe")
         if dtensor and "group" in reply:  # the peers agree on one name for a DTensor collective
             rec["group"], rec["parts"] = reply["group"], {k: rec["count"] for k in reply["parts"]}
 
-    def received(ident, sent, got):
-        # fingerprints of the bytes this rank sent and of each rank's slot of what it received
-        chunks = got.reshape(world, -1)
-        chan.send({"t": "recv", "id": ident, "sent": fingerprint(sent), "got": [fingerprint(c) for c in chunks]})
+    def report(ident, outcome):
+        # how a let-through collective ended here; the coordinator answers once every rank in it has
+        chan.send(dict(outcome, t="out", id=ident))
+        reply = chan.recv()
+        if reply.get("t") != "go":
+            raise CollectiveAbort(reply["status"], reply["message"])
 
     REC.check = check if world > 1 else None
-    REC.received = received if world > 1 else None
+    REC.report = report if world > 1 else None
+    REC.world = world
     sess = Session(scen, ops, rank, world, mesh, sw, tmpdir)
     REC.log = []
     sess.build()
@@ -126,14 +129,6 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
 def one_line(e):
     text = str(e).strip()
     return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
-
-
-def fingerprint(t):
-    """A digest of a tensor's bytes (any dtype)."""
-    import hashlib
-    import torch
-    return hashlib.blake2b(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes(),
-                           digest_size=8).hexdigest()
 
 
 def inject_fault(rank, step):
