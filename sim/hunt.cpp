@@ -24,6 +24,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+constexpr double kModelShare = 1.0 / 3;  // of --seconds: explore, fuzz, triage; confirmation gets the rest
+constexpr double kPoolStartGuess = 5;    // seconds an upstream pool takes to start when none has been timed
+
 struct Candidate {
   SeqFile file;
   std::string found_by;
@@ -92,21 +95,27 @@ bool run_has_key(const SeqFile& f, const SingleRun& run, const std::string& key)
   return false;
 }
 
+// One backend's word on one class, kept apart until both backends are done:
+// the real and the upstream confirmations run side by side.
+struct Confirmation {
+  std::string verdict = kNotConfirmedBudget;  // what it stays when the deadline comes first
+  std::vector<std::string> divergences;
+  std::vector<SingleRun> runs;  // the model's, then the backend's (kept for hunt --html)
+};
+
 // Runs the class's minimal sequence on the model and `other`; "yes" when they
 // agree and `other` shows the finding too.
-std::string confirm_on(HuntClass& c, Backend other, RealPools& pools, HuntReport& rep, std::mutex& mu) {
+Confirmation confirm_on(const HuntClass& c, Backend other, RealPools& pools, HuntReport& rep, std::mutex& mu) {
+  Confirmation out;
   BackendRun br = run_backend(c.t.minimal, {Backend::Model, other}, pools, false);
-  if (!br.infra_failure && br.runs.size() == 2) {  // kept for the catalogue page (hunt --html)
-    std::lock_guard<std::mutex> lock(mu);
-    if (c.runs.empty()) c.runs.push_back(br.runs[0]);
-    c.runs.push_back(br.runs[1]);
-  }
   if (br.infra_failure) {
     std::lock_guard<std::mutex> lock(mu);
     rep.infra = true;
     if (rep.infra_message.empty()) rep.infra_message = br.infra_message;
-    return "FAILED";
+    out.verdict = "FAILED";
+    return out;
   }
+  if (br.runs.size() == 2) out.runs = br.runs;
   // Texts alone may differ where the upstream pool cannot name what the model
   // names (a collective's group and parameters on a DTensor copy are "?"):
   // noted, not a disagreement.
@@ -118,12 +127,32 @@ std::string confirm_on(HuntClass& c, Backend other, RealPools& pools, HuntReport
   bool wording_only = true;
   for (const auto& d : br.divergences) {
     wording_only = wording_only && names_only(d);
-    c.divergences.push_back(std::string("[") + backend_name(other) + "] " + d);
+    out.divergences.push_back(std::string("[") + backend_name(other) + "] " + d);
   }
-  if (!wording_only) return "DIFFERS";
-  if (!br.divergences.empty()) c.divergences.insert(c.divergences.begin() + static_cast<long>(c.divergences.size() - br.divergences.size()),
-                                                    std::string("[") + backend_name(other) + "] agrees but for names it cannot observe:");
-  return run_has_key(c.t.minimal, br.runs.back(), c.t.key) ? "yes" : "no finding";
+  if (!wording_only) {
+    out.verdict = "DIFFERS";
+    return out;
+  }
+  if (!br.divergences.empty())
+    out.divergences.insert(out.divergences.begin(), std::string("[") + backend_name(other) + "] agrees but for names it cannot observe:");
+  out.verdict = run_has_key(c.t.minimal, br.runs.back(), c.t.key) ? "yes" : "no finding";
+  return out;
+}
+
+// Confirms each class of `world` (every class when world < 0) on `other`, in
+// order, while the budget lasts: a class starts only when the longest
+// confirmation so far on this backend still fits before `deadline`.
+void confirm_until(const std::vector<HuntClass>& classes, std::vector<Confirmation>& out, int world, Backend other, RealPools& pools,
+                   HuntReport& rep, std::mutex& mu, Clock::time_point deadline, const std::function<void(const std::string&)>& tick) {
+  double longest = 0;
+  for (size_t i = 0; i < classes.size(); ++i) {
+    if (world >= 0 && classes[i].t.minimal.scenario.world != world) continue;
+    const auto start = Clock::now();
+    if (start + std::chrono::duration<double>(longest) > deadline) continue;  // stays kNotConfirmedBudget
+    out[i] = confirm_on(classes[i], other, pools, rep, mu);
+    longest = std::max(longest, since(start));
+    tick("confirm: " + classes[i].stem + ": " + backend_name(other) + " " + out[i].verdict);
+  }
 }
 
 // One thread per world owns an upstream pool from its start (while the model
@@ -133,32 +162,53 @@ std::string confirm_on(HuntClass& c, Backend other, RealPools& pools, HuntReport
 class UpstreamWorkers {
  public:
   using Job = std::function<void(int world, RealPools&)>;
-  void start(int world) {
+  // The pool's start is given up at `deadline` (the hunt's): then no class is confirmed there.
+  void start(int world, Clock::time_point deadline) {
     auto w = std::make_unique<Worker>();
     w->pools = std::make_unique<RealPools>(real::RankMode::Processes, std::chrono::milliseconds(5000));
     Worker* p = w.get();
     std::shared_future<void> go = go_;
-    p->thread = std::thread([p, world, go] {
-      p->pools->upstream(world).start(world);  // a failure shows again at the first run, as infra
+    p->thread = std::thread([p, world, go, deadline] {
+      upstream::UpstreamPool& pool = p->pools->upstream(world);
+      pool.give_up_start_at(deadline);
+      pool.start(world);  // a failure shows again at the first run, as infra (none after the deadline)
+      p->start_seconds = p->pools->upstream_start_seconds();
       go.wait();
       if (p->job) p->job(world, *p->pools);
-      p->versions = p->pools->upstream_versions_line();
+      if (!p->pools->upstream_versions().empty()) p->versions = p->pools->upstream_versions_line();  // none from a start given up
+      p->unobserved = p->pools->upstream_unobserved();
       p->pools->stop_upstream();  // here, while its thread lives
     });
     workers_[world] = std::move(w);
   }
   bool has(int world) const { return workers_.count(world) > 0; }
-  // Runs `job` in every world's thread at once; returns when all are done.
-  void run(const Job& job) {
+  // Starts `job` in every world's thread at once (each after its pool's start); wait() joins them.
+  void launch(const Job& job) {
     for (auto& [w, p] : workers_) p->job = job;
-    finish();
+    release();
+  }
+  void wait() {
+    release();
+    for (auto& [w, p] : workers_)
+      if (p->thread.joinable()) p->thread.join();
+  }
+  // The longest start of a pool the workers have seen (after wait()), 0 when none started.
+  double start_seconds() const {
+    double s = 0;
+    for (const auto& [w, p] : workers_) s = std::max(s, p->start_seconds);
+    return s;
   }
   std::string versions_line() const {
     for (const auto& [w, p] : workers_)
       if (!p->versions.empty()) return p->versions;
     return "";
   }
-  ~UpstreamWorkers() { finish(); }
+  std::vector<std::string> unobserved() const {
+    for (const auto& [w, p] : workers_)
+      if (!p->unobserved.empty()) return p->unobserved;
+    return {};
+  }
+  ~UpstreamWorkers() { wait(); }
 
  private:
   struct Worker {
@@ -166,14 +216,14 @@ class UpstreamWorkers {
     std::thread thread;
     Job job;
     std::string versions;
+    std::vector<std::string> unobserved;
+    double start_seconds = 0;
   };
-  void finish() {
+  void release() {
     if (!released_) {
       released_ = true;
       release_.set_value();
     }
-    for (auto& [w, p] : workers_)
-      if (p->thread.joinable()) p->thread.join();
   }
   std::promise<void> release_;
   std::shared_future<void> go_ = release_.get_future().share();
@@ -219,12 +269,13 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     else if (o.progress) o.progress(s);
   };
   const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   // The upstream pools start now, one per likely world, in the background:
   // importing torch and PEFT in every rank takes seconds the fuzzing can use.
   rep.upstream_installed = upstream_installed();
   UpstreamWorkers upstream;
   if (o.confirm_upstream && rep.upstream_installed)
-    for (int w : std::set<int>{1, o.world}) upstream.start(w);
+    for (int w : std::set<int>{1, o.world}) upstream.start(w, deadline);
   std::vector<Candidate> first;  // the scenarios' own lifecycles (triaged whatever the budget), then the explorer's
   if (!o.fuzz_only)
     for (const auto& ns : o.scenarios) {
@@ -232,11 +283,14 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
       if (valid(f) && !run_checked(f).findings.empty()) first.push_back({f, ns.name});
     }
   const size_t lifecycles = first.size();
-  // Explore: a quarter of the budget, shared by the scenarios.
+  // The model's phases take the first third of the budget, confirmation the rest;
+  // all of it when nothing is confirmed (--model-only, bench's fuzz-only and stability hunts).
+  const double model = o.fuzz_only || !(o.confirm_real || o.confirm_upstream) ? o.seconds : o.seconds * kModelShare;
+  // Explore: a quarter of the model's share, shared by the scenarios.
   if (o.explore && !o.scenarios.empty() && !o.fuzz_only) {
-    const double each = o.seconds * 0.25 / static_cast<double>(o.scenarios.size());
+    const double each = model * 0.25 / static_cast<double>(o.scenarios.size());
     for (const auto& ns : o.scenarios) {
-      const double left = o.seconds * 0.25 - since(t0);  // the explorer's share, whatever each call overran
+      const double left = model * 0.25 - since(t0);  // the explorer's share, whatever each call overran
       if (left <= 0) break;
       SeqFile scen = for_hunt(ns.file, o);
       for (auto& f : o.explore(scen, std::min(each, left))) {
@@ -248,7 +302,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
         " scenarios in " + std::to_string(since(t0)).substr(0, 4) + " s");
   }
   rep.t_explore = since(t0);
-  // Fuzz until half the budget: a built-in scenario with generated ops, then a
+  // Fuzz until half the model's share: a built-in scenario with generated ops, then a
   // generated scenario (swarm), in turn. Sequence i is Prng(seed of i).
   const auto t1 = Clock::now();
   Prng rng(o.seed);
@@ -256,9 +310,9 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   g.world = o.world;
   CandidatePool pool;
   auto last_progress = t1;
-  // At least a quarter of the budget however long exploring took: the swarm
+  // At least a quarter of the model's share however long exploring took: the swarm
   // reaches scenarios (experts, loading, dtypes) no built-in one has.
-  const double fuzz_end = o.fuzz_only ? o.seconds : std::max(o.seconds * 0.5, since(t0) + o.seconds * 0.25);
+  const double fuzz_end = o.fuzz_only ? o.seconds : std::max(model * 0.5, since(t0) + model * 0.25);
   std::set<std::string> keys;  // on_new_key's
   for (uint64_t i = 0; since(t0) < fuzz_end; ++i) {
     const uint64_t s = rng.next();
@@ -291,7 +345,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     const bool found = !res.findings.empty();
     if (found) {
       // a world the hunt started no upstream pool for: its pool starts now, beside the fuzzing
-      if (o.confirm_upstream && rep.upstream_installed && !upstream.has(f.scenario.world)) upstream.start(f.scenario.world);
+      if (o.confirm_upstream && rep.upstream_installed && !upstream.has(f.scenario.world)) upstream.start(f.scenario.world, deadline);
       std::string key = finding_signature(f, res, res.findings[0]);
       if (o.on_new_key && keys.insert(key).second) o.on_new_key(f, since(t1));
       pool.add(std::move(key), {f, by});
@@ -310,13 +364,13 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   say("fuzz: " + std::to_string(rep.sequences) + " sequences (seed " + std::to_string(o.seed) + ", " +
       std::to_string(static_cast<int64_t>(rep.sequences / std::max(rep.t_fuzz, 1e-9))) + "/s), " + std::to_string(rep.with_findings) +
       " with findings, " + std::to_string(pool.size()) + " kept for triage");
-  // Triage: the lifecycles all, then the explorer's and the fuzzed ones until the budget ends.
+  // Triage: the lifecycles all, then the explorer's and the fuzzed ones until the model's share ends.
   const auto t2 = Clock::now();
   std::map<std::string, size_t> by_signature;
   std::vector<Candidate> order = first;
   for (auto& c : pool.round_robin()) order.push_back(std::move(c));
   for (size_t k = 0; k < order.size(); ++k) {
-    if (k >= lifecycles && since(t0) >= o.seconds) break;
+    if (k >= lifecycles && since(t0) >= model) break;
     TriageResult t;
     if (!triage(order[k].file, &t)) continue;
     ++rep.triaged;
@@ -337,38 +391,51 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   }
   rep.t_triage = since(t2);
   say("triage: " + std::to_string(rep.classes.size()) + " classes in " + std::to_string(rep.t_triage).substr(0, 4) + " s");
-  // Confirm: the real backend here, upstream in each world's thread.
   const auto t3 = Clock::now();
   std::stable_sort(rep.classes.begin(), rep.classes.end(), [](const HuntClass& a, const HuntClass& b) {
     return std::make_pair(a.t.minimal.scenario.world, a.stem) < std::make_pair(b.t.minimal.scenario.world, b.stem);
   });
-  for (auto& c : rep.classes)
-    if (o.confirm_real) {
-      c.real = confirm_on(c, Backend::Real, pools, rep, mu);
-      tick("confirm: " + c.stem + ": real " + c.real);
-    }
-  auto confirm_upstream = [&](int world, RealPools& up) {
-    for (auto& c : rep.classes)
-      if (c.t.minimal.scenario.world == world) {
-        c.upstream = confirm_on(c, Backend::Upstream, up, rep, mu);
-        tick("confirm: " + c.stem + ": upstream " + c.upstream);
-      }
-  };
-  if (o.confirm_upstream && rep.upstream_installed) {
-    upstream.run(confirm_upstream);
-    std::map<int, std::unique_ptr<RealPools>> others;  // worlds no worker started (world 3 scenarios)
-    for (auto& c : rep.classes) {
-      const int w = c.t.minimal.scenario.world;
-      if (upstream.has(w) || others.count(w)) continue;
-      others[w] = std::make_unique<RealPools>(real::RankMode::Processes, std::chrono::milliseconds(5000));
-      confirm_upstream(w, *others[w]);
+  // The real backend here and upstream in each world's thread, side by side, until the deadline.
+  std::vector<Confirmation> on_real(rep.classes.size()), on_up(rep.classes.size());
+  const bool use_upstream = o.confirm_upstream && rep.upstream_installed;
+  if (use_upstream)
+    upstream.launch([&](int world, RealPools& p) { confirm_until(rep.classes, on_up, world, Backend::Upstream, p, rep, mu, deadline, tick); });
+  if (o.confirm_real) confirm_until(rep.classes, on_real, -1, Backend::Real, pools, rep, mu, deadline, tick);
+  upstream.wait();
+  if (use_upstream) {
+    // Worlds no worker started (a world 3 scenario's lifecycle): a pool each, when its start still fits.
+    const double start = upstream.start_seconds() > 0 ? upstream.start_seconds() : kPoolStartGuess;
+    std::set<int> others;
+    for (const auto& c : rep.classes)
+      if (!upstream.has(c.t.minimal.scenario.world)) others.insert(c.t.minimal.scenario.world);
+    for (int w : others) {
+      if (Clock::now() + std::chrono::duration<double>(start) > deadline) break;
+      RealPools p(real::RankMode::Processes, std::chrono::milliseconds(5000));
+      p.upstream(w).give_up_start_at(deadline);
+      confirm_until(rep.classes, on_up, w, Backend::Upstream, p, rep, mu, deadline, tick);
     }
     rep.upstream_versions = upstream.versions_line();
-  } else if (o.confirm_upstream) {
-    for (auto& c : rep.classes) c.upstream = "not installed";
+    rep.upstream_unobserved = upstream.unobserved();
+  }
+  // Merged in a fixed order (real, then upstream), whichever finished first.
+  for (size_t i = 0; i < rep.classes.size(); ++i) {
+    HuntClass& c = rep.classes[i];
+    if (o.confirm_real) c.real = on_real[i].verdict;
+    if (use_upstream) c.upstream = on_up[i].verdict;
+    else if (o.confirm_upstream) c.upstream = "not installed";
+    for (Confirmation* k : {&on_real[i], &on_up[i]}) {
+      c.divergences.insert(c.divergences.end(), k->divergences.begin(), k->divergences.end());
+      if (k->runs.empty()) continue;
+      if (c.runs.empty()) c.runs.push_back(k->runs[0]);  // the model's
+      c.runs.push_back(k->runs[1]);
+    }
   }
   rep.t_confirm = since(t3);
-  if (o.confirm_real || o.confirm_upstream) say("confirm: " + std::to_string(rep.classes.size()) + " classes in " + std::to_string(rep.t_confirm).substr(0, 4) + " s");
+  if (o.confirm_real || o.confirm_upstream) {
+    const size_t late = unconfirmed_by_budget(rep);
+    say("confirm: " + std::to_string(rep.classes.size()) + " classes in " + std::to_string(rep.t_confirm).substr(0, 4) + " s" +
+        (late ? ", " + std::to_string(late) + " " + kNotConfirmedBudget : ""));
+  }
   return rep;
 }
 
@@ -424,7 +491,7 @@ bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, st
   json_field(js, "profile", r.profile);
   js << ",\"world\":" << r.world << ",\"sequences\":" << r.sequences << ",\"with_findings\":" << r.with_findings
      << ",\"explored\":" << r.explored << ",\"triaged\":" << r.triaged << ",\"exit\":" << exit_code << ",\"seconds\":{\"explore\":" << r.t_explore
-     << ",\"fuzz\":" << r.t_fuzz << ",\"triage\":" << r.t_triage << ",\"confirm\":" << r.t_confirm << "}";
+     << ",\"fuzz\":" << r.t_fuzz << ",\"triage\":" << r.t_triage << ",\"confirm\":" << r.t_confirm << "},\"not_confirmed_budget\":" << unconfirmed_by_budget(r);
   json_field(js, "upstream_versions", r.upstream_versions);
   js << ",\"classes\":[";
   for (size_t i = 0; i < r.classes.size(); ++i) {

@@ -16,6 +16,10 @@
 
 namespace fsdpsim {
 
+// A class's confirmation on a backend that the hunt's deadline came before: neither
+// confirmed nor a disagreement (hunt_exit_code counts it as neither).
+inline const std::string kNotConfirmedBudget = "not confirmed (time budget)";
+
 struct NamedScenario {
   std::string name;  // "seed000"
   SeqFile file;      // the scenario with its lifecycle's ops
@@ -26,7 +30,12 @@ struct NamedScenario {
 using ExploreHook = std::function<std::vector<SeqFile>(const SeqFile& scenario, double seconds)>;
 
 struct HuntOptions {
-  double seconds = 10;  // model-side budget: explore, fuzz, triage (confirmation comes after)
+  // The whole hunt's budget: explore, fuzz and triage in its first third (all of it when
+  // nothing is confirmed), confirmation until it ends (a class the deadline leaves
+  // unconfirmed says kNotConfirmedBudget). Not bounded by
+  // it: the scenarios' own lifecycles (triaged whatever the budget), one confirmation already
+  // under way, an upstream pool's start (about 3 s) already under way.
+  double seconds = 30;
   int world = 2;
   std::string profile = "upstream";
   uint64_t seed = 1;
@@ -50,8 +59,8 @@ struct HuntClass {
   std::string stem;       // class_file_stem
   std::string found_by;   // "seed000", "explore seed004", "fuzz 1234567"
   int hits = 0;           // candidates that triaged into it
-  std::string real = "-";      // yes | DIFFERS | no finding | -
-  std::string upstream = "-";  // yes | DIFFERS | no finding | not installed | -
+  std::string real = "-";      // yes | DIFFERS | no finding | kNotConfirmedBudget | -
+  std::string upstream = "-";  // yes | DIFFERS | no finding | not installed | kNotConfirmedBudget | -
   std::vector<std::string> divergences;
   std::string file;  // written by write_hunt_outputs
   std::string regression;  // the corpus file whose `# signature:` is this class's ("": none), by attach_regressions
@@ -69,6 +78,7 @@ struct HuntReport {
   std::string infra_message;
   bool upstream_installed = false;
   std::string upstream_versions;
+  std::vector<std::string> upstream_unobserved;  // the fields the upstream pool does not observe (its hello)
   // --scripts: per root cause id, its shortest class exported and run under torchrun
   // ("reproduces", "does not reproduce", "fails differently", "not exported: ...").
   std::map<std::string, std::string> scripts;
@@ -103,6 +113,9 @@ std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string
 
 // A backend disagreed with the model on the class's minimal sequence (DIFFERS, or no finding there).
 bool class_disagrees(const HuntClass& c);
+
+// Confirmations (class, backend) the deadline came before.
+size_t unconfirmed_by_budget(const HuntReport& r);
 
 // 4 harness failure, 2 a backend disagreed, 1 with fail_on_unreported and a root
 // cause no upstream report covers (or no catalogue entry), or with fail_on_uncatalogued

@@ -23,6 +23,12 @@ bool class_disagrees(const HuntClass& c) {
   return c.real == "DIFFERS" || c.upstream == "DIFFERS" || c.real == "no finding" || c.upstream == "no finding";
 }
 
+size_t unconfirmed_by_budget(const HuntReport& r) {
+  size_t n = 0;
+  for (const auto& c : r.classes) n += (c.real == kNotConfirmedBudget) + (c.upstream == kNotConfirmedBudget);
+  return n;
+}
+
 std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string& findings_dir) {
   std::map<std::string, HuntRootCause> by_id;
   for (size_t i = 0; i < r.classes.size(); ++i) {
@@ -38,12 +44,13 @@ std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string
     });
     std::set<std::string> specs;
     std::string what_differs;
-    bool all_real = true, all_up = true;
+    bool all_real = true, all_up = true, late = false;
     for (size_t i : rc.classes) {
       const HuntClass& c = r.classes[i];
       specs.insert(c.t.spec);
       all_real = all_real && c.real == "yes";
       all_up = all_up && c.upstream == "yes";
+      late = late || c.real == kNotConfirmedBudget || c.upstream == kNotConfirmedBudget;
       if (class_disagrees(c) && what_differs.empty()) what_differs = c.real != "yes" && c.real != "-" ? "real:" + c.real : "upstream:" + c.upstream;
     }
     rc.how = r.classes[rc.classes.front()].t.root_cause.how;
@@ -51,6 +58,8 @@ std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string
     auto s = r.scripts.find(id);
     rc.script = s == r.scripts.end() ? "" : s->second;
     rc.confirmed = !what_differs.empty() ? what_differs : all_real && all_up ? "real,up" : all_real ? "real" : all_up ? "upstream" : "model";
+    // Never counted as confirmed: what the deadline left is said (the line under the catalogue counts it).
+    if (what_differs.empty() && late) rc.confirmed += " (budget)";
     if (rc.script == "reproduces") rc.confirmed += ",script";
     else if (!rc.script.empty()) rc.confirmed += " script:" + rc.script.substr(0, rc.script.find(':'));
     const std::string stem = findings_dir + "/" + finding_stem(id);
@@ -114,6 +123,8 @@ void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& f
     for (const auto& u : unkept) line += " " + u;
     os << cut(line, 120) << "\n";
   }
+  if (const size_t late = unconfirmed_by_budget(r))
+    os << kNotConfirmedBudget << ": " << late << " (class, backend) confirmations, \"(budget)\" above; a longer --seconds runs them\n";
   os << "pages, scripts: " << findings_dir << "/<root cause, '/' as '.'>.md|.py; details: summary.json, --json, --html\n";
   bool header = false;
   for (const auto& c : r.classes)

@@ -1,6 +1,7 @@
 #include "sim/report_html.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fmt/format.h>
 #include <iterator>
 #include <map>
@@ -25,6 +26,15 @@ std::string html_escape(const std::string& s) {
     }
   }
   return out;
+}
+
+std::string page_relative(const std::string& path, const std::string& page) {
+  if (path.empty()) return path;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::absolute(page, ec).lexically_normal().parent_path();
+  const fs::path rel = fs::absolute(path, ec).lexically_normal().lexically_relative(dir);
+  return rel.empty() ? path : rel.generic_string();
 }
 
 namespace {
@@ -64,6 +74,12 @@ ul.diffs{margin:3px 0 0 14px;padding:0;color:#b06000;font-size:11px}
 .legend{display:flex;gap:14px;flex-wrap:wrap;align-items:center;margin:6px 0;font-size:12px}
 .legend span{display:inline-flex;gap:4px;align-items:center}
 a{color:#1a73e8;text-decoration:none}
+dl.words{display:grid;grid-template-columns:max-content 1fr;gap:1px 10px;margin:4px 0 8px;font-size:12px;color:#3c4043;max-width:1100px}
+dl.words dt{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-weight:700} dl.words dd{margin:0}
+div.scroll{max-width:100%;overflow-x:auto}
+.box{background:#e8f0fe;border:1px solid #1a73e8;border-left:8px solid #1a73e8;padding:8px 12px;margin:0 0 12px;max-width:1100px}
+.box.clean{background:#e6f4ea;border-color:#188038}
+.box h2{margin:0 0 4px} .box p{margin:3px 0} .box code{white-space:pre-wrap;overflow-wrap:anywhere;background:#fff;padding:1px 4px}
 )CSS";
 
 }  // namespace
@@ -198,8 +214,9 @@ std::string layers_html(const Observation& o, const CellMarks* m) {
   return s.str();
 }
 
+// `attrs`: the cell's data-backend/-backends/-ranks attributes, escaped.
 std::string cell_html(const Scenario& sc, const Observation& o, const std::vector<const Finding*>& fs, const CellMarks* m,
-                      const std::string& backend) {
+                      const std::string& attrs) {
   std::string specs;
   for (const Finding* f : fs)
     if (specs.find(f->spec) == std::string::npos)
@@ -207,7 +224,7 @@ std::string cell_html(const Scenario& sc, const Observation& o, const std::vecto
   bool ok = o.status == Status::Ok;
   std::ostringstream s;
   s << "<td class=\"cell" << (fs.empty() ? "" : " finding") << (m && m->any() ? " differs" : "") << "\" data-step=\"" << o.step
-    << "\" data-rank=\"" << o.rank << "\" data-backend=\"" << backend << "\" data-findings=\"" << specs << "\">";
+    << "\" data-rank=\"" << o.rank << "\"" << attrs << " data-findings=\"" << specs << "\">";
   s << "<div class=\"status " << (ok ? "s-ok" : "s-bad") << ((marked(m, "status") || marked(m, "message")) ? " d" : "") << "\">"
     << html_escape(status_cell(o)) << (specs.empty() ? "" : " &middot; " + specs) << "</div>";
   if (!o.message.empty() && !ok) s << "<div class=\"msg\">" << html_escape(o.message) << "</div>";
@@ -246,6 +263,15 @@ std::string cell_html(const Scenario& sc, const Observation& o, const std::vecto
   return s.str();
 }
 
+// "rank 0", "ranks 0-1", "ranks 0, 2".
+std::string rank_label(const std::vector<int>& rs) {
+  if (rs.size() == 1) return fmt::format("rank {}", rs[0]);
+  if (rs.back() - rs.front() + 1 == static_cast<int>(rs.size())) return fmt::format("ranks {}-{}", rs.front(), rs.back());
+  std::vector<std::string> v;
+  for (int r : rs) v.push_back(std::to_string(r));
+  return "ranks " + join(v, ", ");
+}
+
 std::string scenario_line(const SeqFile& f) {
   const Scenario& sc = f.scenario;
   std::ostringstream s;
@@ -254,7 +280,9 @@ std::string scenario_line(const SeqFile& f) {
   return s.str();
 }
 
-std::string legend() {
+}  // namespace
+
+std::string timeline_legend() {
   auto box = [](const char* fill, const char* stroke) {
     return fmt::format("<svg width=\"18\" height=\"14\"><rect x=\"1\" y=\"1\" width=\"16\" height=\"12\" rx=\"3\" fill=\"{}\" "
                        "stroke=\"{}\"/></svg>",
@@ -264,12 +292,21 @@ std::string legend() {
       "<div class=\"legend\"><span>{}group unsharded (U registered)</span><span>{}group sharded (S registered)</span>"
       "<span>{}&#9679; requires_grad</span><span>{}&#9675; no requires_grad (&ndash;: no U)</span>"
       "<span>{}U.rg differs from S.rg on a registered U</span><span>&#8711; shard got a gradient</span>"
-      "<span>{}finding</span><span>{}backends differ</span></div>",
+      "<span>{}finding</span><span>{}backends differ</span></div>\n"
+      "<dl class=\"words\"><dt>reg</dt><dd>the object the module holds for the parameter now: <b>S</b> its shard "
+      "(the group is sharded), <b>U</b> the unsharded full copy gathered from every rank</dd>"
+      "<dt>S.rg</dt><dd>requires_grad on the shard S, what the optimizer steps</dd>"
+      "<dt>U.rg</dt><dd>requires_grad on the unsharded copy U, what autograd sees while the group is unsharded "
+      "(&ndash;: no copy yet)</dd>"
+      "<dt>&#8711;</dt><dd>the shard received a gradient at this step</dd>"
+      "<dt>merged [..] S: held:</dt><dd>the layer's merged adapters; what the stored shard and the weight the module "
+      "holds contain (exact, or what is missing or extra)</dd>"
+      "<dt>collectives</dt><dd>the collectives this rank issued during the op (hover for each)</dd>"
+      "<dt>ranks 0-1, model, real</dt><dd>columns that say the same are drawn once: ranks with identical cells, "
+      "and backends that agree with the first on every compared field</dd></dl>",
       box("#1a73e8", "#1a73e8"), box("#ffffff", "#9aa0a6"), box("#b7e1c1", "#b7e1c1"), box("#eceff1", "#eceff1"),
       box("#fef7e0", "#f9ab00"), box("#fdecea", "#d93025"), box("#ffffff", "#f29900"));
 }
-
-}  // namespace
 
 std::string timeline_section(const Timeline& t, TimelineCounts* counts) {
   const size_t nb = t.backends.size();
@@ -302,7 +339,7 @@ std::string timeline_section(const Timeline& t, TimelineCounts* counts) {
         m.fields.insert("status");
       } else {
         for (const auto& d : observation_diff(*a->second, *o->second))
-          if (!t.ignored || !t.ignored(d)) {
+          if (!t.ignored || !t.ignored(t.backends[b].name, d)) {
             m.lines.push_back(d);
             m.fields.insert(field_of(d));
           }
@@ -316,6 +353,52 @@ std::string timeline_section(const Timeline& t, TimelineCounts* counts) {
       marks[b][k] = std::move(m);
     }
   }
+
+  // The findings a cell shows: its rank's, and those of no one rank.
+  auto findings_at = [&](size_t b, int step, int r) {
+    std::vector<const Finding*> fs;
+    for (const auto& f : t.backends[b].findings)
+      if (f.step == step && (f.rank == r || f.rank < 0)) fs.push_back(&f);
+    return fs;
+  };
+  auto texts = [](const std::vector<const Finding*>& fs) {
+    std::vector<std::string> v;
+    for (const Finding* f : fs) v.push_back(f->spec + " " + f->text.substr(f->text.find(':') + 1));  // "S3 step 4 rank 0:" aside
+    return v;
+  };
+  // Columns drawn once for several (timeline_section's header comment): ranks first.
+  auto same_ranks = [&](int r1, int r2) {
+    for (size_t b = 0; b < nb; ++b)
+      for (int step = 1; step <= steps; ++step) {
+        auto x = obs[b].find({step, r1}), y = obs[b].find({step, r2});
+        if ((x == obs[b].end()) != (y == obs[b].end()) || marks[b].count({step, r1}) != marks[b].count({step, r2})) return false;
+        if (texts(findings_at(b, step, r1)) != texts(findings_at(b, step, r2))) return false;
+        if (x == obs[b].end()) continue;
+        for (const auto& d : observation_diff(*x->second, *y->second))
+          if (field_of(d) != "rank") return false;
+      }
+    return true;
+  };
+  std::vector<std::vector<int>> rank_cols;
+  for (int r = 0; r < world; ++r) {
+    auto g = std::find_if(rank_cols.begin(), rank_cols.end(), [&](const std::vector<int>& c) { return same_ranks(c.front(), r); });
+    if (g == rank_cols.end()) rank_cols.push_back({r});
+    else g->push_back(r);
+  }
+  // A backend with no marked cell agrees with the first on every compared field; with the same findings it shares its column.
+  std::vector<std::vector<size_t>> backend_cols = {{0}};
+  for (size_t b = 1; b < nb; ++b) {
+    bool same = marks[b].empty();
+    for (int step = 1; same && step <= steps; ++step)
+      for (int r = 0; same && r < world; ++r) same = texts(findings_at(b, step, r)) == texts(findings_at(0, step, r));
+    if (same) backend_cols[0].push_back(b);
+    else backend_cols.push_back({b});
+  }
+  auto names_of = [&](const std::vector<size_t>& bs, const char* sep) {
+    std::vector<std::string> v;
+    for (size_t b : bs) v.push_back(t.backends[b].name);
+    return html_escape(join(v, sep));
+  };
 
   // Findings by step; distinct texts with the backends that report them.
   std::map<int, std::vector<std::pair<const Finding*, std::vector<std::string>>>> notes;
@@ -362,30 +445,36 @@ std::string timeline_section(const Timeline& t, TimelineCounts* counts) {
       }
     s << "</p>\n";
   }
-  s << legend() << "\n<table class=\"tl\"><thead><tr><th rowspan=\"2\">step</th><th rowspan=\"2\">op</th>";
-  for (int r = 0; r < world; ++r) s << "<th colspan=\"" << nb << "\">rank " << r << "</th>";
+  if (t.legend) s << timeline_legend() << "\n";
+  s << "<div class=\"scroll\"><table class=\"tl\"><thead><tr><th rowspan=\"2\">step</th><th rowspan=\"2\">op</th>";
+  for (const auto& rs : rank_cols) s << "<th colspan=\"" << backend_cols.size() << "\" class=\"ranks\">" << rank_label(rs) << "</th>";
   s << "<th rowspan=\"2\">findings and differences</th></tr>\n<tr>";
-  for (int r = 0; r < world; ++r)
-    for (size_t b = 0; b < nb; ++b) s << "<th>" << html_escape(t.backends[b].name) << "</th>";
+  for (size_t k = 0; k < rank_cols.size(); ++k)
+    for (const auto& bs : backend_cols) s << "<th class=\"backends\">" << names_of(bs, ", ") << "</th>";
   s << "</tr></thead>\n<tbody>\n";
   for (int step = 1; step <= steps; ++step) {
     s << "<tr id=\"" << step_id << step << "\"><td class=\"step\">" << step << "</td><td class=\"op\">" << html_escape(op_texts[step]) << "</td>";
     std::set<int> differing_ranks;
     for (int r = 0; r < world; ++r)
-      for (size_t b = 0; b < nb; ++b) {
+      for (size_t b = 0; b < nb; ++b)
+        if (marks[b].count({step, r})) differing_ranks.insert(r);
+    for (const auto& rs : rank_cols)
+      for (const auto& bs : backend_cols) {
+        const size_t b = bs.front();
+        const int r = rs.front();
         auto it = obs[b].find({step, r});
         auto mk = marks[b].find({step, r});
         const CellMarks* m = mk == marks[b].end() ? nullptr : &mk->second;
-        if (m) differing_ranks.insert(r);
+        std::string ranks;
+        for (int x : rs) ranks += (ranks.empty() ? "" : " ") + std::to_string(x);
+        const std::string attrs = fmt::format(" data-backend=\"{}\" data-backends=\"{}\" data-ranks=\"{}\"", html_escape(t.backends[b].name),
+                                              names_of(bs, " "), ranks);
         if (it == obs[b].end()) {
-          s << "<td class=\"cell idle" << (m ? " differs" : "") << "\" data-step=\"" << step << "\" data-rank=\"" << r
-            << "\" data-backend=\"" << html_escape(t.backends[b].name) << "\" data-findings=\"\">not run on this rank</td>";
+          s << "<td class=\"cell idle" << (m ? " differs" : "") << "\" data-step=\"" << step << "\" data-rank=\"" << r << "\"" << attrs
+            << " data-findings=\"\">not run on this rank</td>";
           continue;
         }
-        std::vector<const Finding*> fs;
-        for (const auto& f : t.backends[b].findings)
-          if (f.step == step && (f.rank == r || f.rank < 0)) fs.push_back(&f);
-        s << cell_html(t.file.scenario, *it->second, fs, m, html_escape(t.backends[b].name));
+        s << cell_html(t.file.scenario, *it->second, findings_at(b, step, r), m, attrs);
       }
     s << "<td class=\"notes\">";
     for (const auto& [f, who] : notes[step]) s << finding_note(*f, who);
@@ -396,7 +485,7 @@ std::string timeline_section(const Timeline& t, TimelineCounts* counts) {
     }
     s << "</td></tr>\n";
   }
-  s << "</tbody></table>\n</section>\n";
+  s << "</tbody></table></div>\n</section>\n";
   if (counts) *counts = {steps, nfindings, differing};
   return s.str();
 }

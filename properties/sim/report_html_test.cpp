@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 
 #include "sim/simulator.hpp"
@@ -25,14 +26,20 @@ Timeline seed000(int backends) {
   return t;
 }
 
-// The <td> of one cell: from its opening tag to the next cell's.
+// The <td> drawing one (step, rank, backend): from its opening tag to the next cell's. A
+// column drawn once for several ranks or backends lists them in data-ranks, data-backends.
 std::string cell(const std::string& html, int step, int rank, const std::string& backend) {
-  std::string key = "data-step=\"" + std::to_string(step) + "\" data-rank=\"" + std::to_string(rank) + "\" data-backend=\"" + backend + "\"";
-  size_t at = html.find(key);
-  if (at == std::string::npos) return "";
-  size_t open = html.rfind("<td", at);
-  size_t next = std::min(html.find("<td class=\"cell", at), html.find("<td class=\"notes\"", at));
-  return html.substr(open, next - open);
+  static const std::regex tag("<td class=\"cell[^\"]*\" data-step=\"(\\d+)\" data-rank=\"\\d+\" data-backend=\"[^\"]*\" "
+                              "data-backends=\"([^\"]*)\" data-ranks=\"([^\"]*)\"");
+  auto has = [](const std::string& list, const std::string& word) { return (" " + list + " ").find(" " + word + " ") != std::string::npos; };
+  for (std::sregex_iterator it(html.begin(), html.end(), tag), end; it != end; ++it) {
+    const std::smatch& m = *it;
+    if (std::stoi(m[1]) != step || !has(m[2], backend) || !has(m[3], std::to_string(rank))) continue;
+    const size_t open = m.position(0);
+    const size_t next = std::min(html.find("<td class=\"cell", open + 1), html.find("<td class=\"notes\"", open + 1));
+    return html.substr(open, next - open);
+  }
+  return "";
 }
 
 TEST(ReportHtml, FindingsAreMarkedAtTheOpThatCausedThemWithTheirExplanation) {
@@ -93,13 +100,64 @@ TEST(ReportHtml, CellsWhereBackendsDifferAreMarkedOnEveryBackend) {
   EXPECT_NE(up.find("<div class=\"grads d\">"), std::string::npos);
   EXPECT_NE(up.find("data-param=\"" + t.backends[2].observations[0].params[3].name + "\""), std::string::npos);
   EXPECT_NE(cell(html, 4, 1, "model").find(" differs\""), std::string::npos);
-  EXPECT_EQ(cell(html, 4, 1, "real").find("differs"), std::string::npos);
+  // real agrees with the model everywhere: one column for both; upstream keeps its own, and
+  // the ranks theirs (upstream's rank 1 is not its rank 0).
+  EXPECT_NE(cell(html, 4, 1, "real").find("data-backends=\"model real\""), std::string::npos);
+  EXPECT_NE(html.find("<th class=\"backends\">model, real</th><th class=\"backends\">upstream</th>"), std::string::npos);
+  EXPECT_NE(html.find("class=\"ranks\">rank 1</th>"), std::string::npos);
   EXPECT_EQ(cell(html, 4, 0, "upstream").find("differs"), std::string::npos);
   EXPECT_NE(html.find("backends differ on rank 1"), std::string::npos);
-  // A difference the comparison leaves out is not marked.
-  t.ignored = [](const std::string& d) { return d.rfind("grads:", 0) == 0 || d.rfind("param[", 0) == 0; };
+  // A difference the comparison leaves out is not marked; only the named backend's is left out.
+  t.ignored = [](const std::string& b, const std::string& d) { return b == "upstream" && (d.rfind("grads:", 0) == 0 || d.rfind("param[", 0) == 0); };
   timeline_section(t, &counts);
   EXPECT_EQ(counts.differing_cells, 0);
+  t.ignored = [](const std::string& b, const std::string& d) { return b == "real" && (d.rfind("grads:", 0) == 0 || d.rfind("param[", 0) == 0); };
+  timeline_section(t, &counts);
+  EXPECT_EQ(counts.differing_cells, 1);
+}
+
+// Columns that say the same are drawn once: seed 000's two ranks see the same at every step,
+// and two backends that agree share one column; a rank that differs once keeps its own.
+TEST(ReportHtml, IdenticalRanksAndAgreeingBackendsFoldIntoOneColumn) {
+  Timeline t = seed000(2);
+  std::string html = timeline_section(t);
+  EXPECT_NE(html.find("<th colspan=\"1\" class=\"ranks\">ranks 0-1</th>"), std::string::npos);
+  EXPECT_NE(html.find("<th class=\"backends\">model, real</th>"), std::string::npos);
+  size_t cells = 0;
+  for (size_t at = 0; (at = html.find("<td class=\"cell", at)) != std::string::npos; ++at) ++cells;
+  EXPECT_EQ(cells, 6u);  // one per step
+  EXPECT_NE(cell(html, 4, 1, "real").find("data-findings=\"S3\""), std::string::npos);
+  for (auto& b : t.backends)
+    for (auto& o : b.observations)
+      if (o.step == 2 && o.rank == 1) o.active = {Name("other")};
+  html = timeline_section(t);
+  EXPECT_NE(html.find("class=\"ranks\">rank 0</th>"), std::string::npos);
+  EXPECT_NE(html.find("class=\"ranks\">rank 1</th>"), std::string::npos);
+  EXPECT_EQ(html.find("ranks 0-1</th>"), std::string::npos);
+}
+
+// report's opening box: the first finding (step 4, S3) with a link to its row, the root cause
+// the attribution names with the catalogue's verdict and fix, the switch that removes it, and
+// the commands that reproduce it; a file without findings says so.
+TEST(ReportHtml, TheSummaryBoxNamesTheFirstFindingItsRootCauseAndTheRepro) {
+  Timeline t = seed000(1);
+  const std::string box = report_summary_box(t, "seed000.seq", "model", "/tmp/pages/seed000.html");
+  EXPECT_NE(box.find("First finding: S3 at step 4"), std::string::npos) << box;
+  EXPECT_NE(box.find("href=\"#step-4\""), std::string::npos);
+  EXPECT_NE(box.find("flag-on-copy/set_adapter"), std::string::npos);
+  EXPECT_NE(box.find("bug, fix proposed"), std::string::npos);
+  EXPECT_NE(box.find("Fix: "), std::string::npos);
+  EXPECT_NE(box.find("set_adapter_reshard=unmerge_first"), std::string::npos);
+  EXPECT_NE(box.find("fsdpsim run seed000.seq --backend model,upstream"), std::string::npos);
+  EXPECT_NE(box.find("fsdpsim export seed000.seq --python"), std::string::npos);
+  t.backends[0].findings.clear();
+  EXPECT_NE(report_summary_box(t, "seed000.seq", "model", "p.html").find("No findings"), std::string::npos);
+}
+
+TEST(ReportHtml, PathsAreRelativeToThePage) {
+  EXPECT_EQ(page_relative("/a/out/hunt/x.seq", "/a/pages/hunt.html"), "../out/hunt/x.seq");
+  EXPECT_EQ(page_relative("/a/x.seq", "/a/hunt.html"), "x.seq");
+  EXPECT_EQ(page_relative("", "/a/hunt.html"), "");
 }
 
 TEST(ReportHtml, APageIsSelfContainedAndEscapesText) {

@@ -337,8 +337,9 @@ bool UpstreamPool::spawn(int world, std::string* error) {
   std::string line;
   const auto spawned = std::chrono::steady_clock::now();
   ++starts_;
-  auto deadline = spawned + opt_.startup;
+  auto deadline = std::min(spawned + opt_.startup, give_up_);
   Read r = read_line(deadline, &line);
+  if (r == Read::Timeout && deadline == give_up_) return fail_start("start given up at the caller's deadline");
   if (r == Read::Timeout)
     return fail_start("no ready line from `" + python + " -m " + module + "` within " +
                       std::to_string(opt_.startup.count() / 1000) + " s");

@@ -53,6 +53,9 @@ class UpstreamPool {
   // empty lets the pool resolve the file's profile itself.
   UpstreamResult run(const std::string& canonical_seq_text, const std::string& switches_json = "");
   void stop();
+  // A start whose ready line has not come by `t` is given up (the pool killed, start false):
+  // a caller with a deadline of its own (hunt --seconds) does not wait out a slow import.
+  void give_up_start_at(std::chrono::steady_clock::time_point t) { give_up_ = t; }
 
   bool running() const { return pid_ > 0; }
   int world() const { return world_; }
@@ -92,6 +95,7 @@ class UpstreamPool {
   std::vector<std::string> unobserved_;
   int starts_ = 0;
   double start_seconds_ = 0;
+  std::chrono::steady_clock::time_point give_up_ = std::chrono::steady_clock::time_point::max();
 };
 
 // True when `diff` (one observation_diff line, "param[3]: ...") is about one

@@ -46,7 +46,8 @@ void print_hunt_json(const HuntReport& rep, const std::string& out, int code) {
       .num("with_findings", rep.with_findings).num("explored", rep.explored).num("triaged", rep.triaged)
       .num("classes", static_cast<int64_t>(rep.classes.size())).flag("upstream_installed", rep.upstream_installed)
       .str("upstream_versions", rep.upstream_versions).real("explore_seconds", rep.t_explore).real("fuzz_seconds", rep.t_fuzz)
-      .real("triage_seconds", rep.t_triage).real("confirm_seconds", rep.t_confirm).str("out", out).num("exit_code", code)
+      .real("triage_seconds", rep.t_triage).real("confirm_seconds", rep.t_confirm)
+      .num("not_confirmed_budget", static_cast<int64_t>(unconfirmed_by_budget(rep))).str("out", out).num("exit_code", code)
       .str("infra_message", rep.infra ? rep.infra_message : "")
       .print(std::cout);
 }
@@ -126,7 +127,8 @@ int cmd_hunt(const Args& a) {
   for (const char* d : {"corpus/regressions", "corpus/divergences"})
     if (a.corpus.empty() && std::filesystem::is_directory(d)) corpus.push_back(d);
   HuntOptions o;
-  o.seconds = a.have_seconds ? a.seconds : 10.0;
+  // By default the model gets 10 s either way: all of 10 with --model-only, a third of 30 otherwise.
+  o.seconds = a.have_seconds ? a.seconds : a.model_only ? 10.0 : 30.0;
   o.world = a.world > 0 ? a.world : 2;
   o.profile = a.profile.empty() ? "upstream" : a.profile;
   o.seed = a.have_seed ? a.seed : 1;
@@ -139,7 +141,8 @@ int cmd_hunt(const Args& a) {
   o.status = [&progress](const std::string& line) { progress.status(line); };
   const std::string out = a.out.empty() ? "out/hunt" : a.out;
   progress.note("seed " + std::to_string(o.seed) + ", profile " + o.profile + ", world " + std::to_string(o.world) + ", " +
-                std::to_string(static_cast<int>(o.seconds)) + " s model budget, " + std::to_string(o.scenarios.size()) +
+                std::to_string(static_cast<int>(o.seconds)) + " s budget (" +
+                (a.model_only ? "model only" : "the model a third, confirmation the rest") + "), " + std::to_string(o.scenarios.size()) +
                 " built-in scenarios, explorer " + (o.explore ? "on" : "not built in"));
   RealPools pools = pools_of(a);
   HuntReport rep = hunt(o, pools);
@@ -167,7 +170,7 @@ int cmd_hunt(const Args& a) {
   if (!a.junit.empty()) write_hunt_junit(rep, a);
   if (!a.html.empty()) {  // after write_hunt_outputs: the page names each class's file
     std::ofstream page(a.html, std::ios::binary | std::ios::trunc);
-    if (page) page << hunt_html(rep);
+    if (page) page << hunt_html(rep, a.html);
     if (!page.flush()) {
       std::cerr << "fsdpsim: --html: cannot write '" << a.html << "': " << std::strerror(errno) << "\n";
       return kInfra;
@@ -186,6 +189,7 @@ int cmd_hunt(const Args& a) {
   print_catalogue(std::cout, rep);
   if (!rep.upstream_versions.empty()) std::cout << rep.upstream_versions << "\n";
   else if (!rep.upstream_installed) std::cout << "upstream: not installed (.venv missing), confirmed on the real backend only\n";
+  else if (!a.model_only) std::cout << "upstream: no pool was ready before the --seconds deadline, nothing confirmed there\n";
   char times[200];
   std::snprintf(times, sizeof times, "time: explore %.1f s, fuzz %.1f s, triage %.1f s, confirm %.1f s\n", rep.t_explore, rep.t_fuzz, rep.t_triage,
                 rep.t_confirm);

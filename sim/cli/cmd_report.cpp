@@ -31,13 +31,16 @@ int cmd_report(const Args& a) {
   if (pools.upstream_started()) {
     // The same fields run_backend leaves out of its comparison.
     const std::vector<std::string> skip = pools.upstream_unobserved();
-    if (res.runs.size() > 1 && !skip.empty()) t.ignored = [skip](const std::string& d) { return upstream::diff_field_in(d, skip); };
+    if (res.runs.size() > 1 && !skip.empty())
+      t.ignored = [skip](const std::string& backend, const std::string& d) {
+        return backend == backend_name(Backend::Upstream) && upstream::diff_field_in(d, skip);
+      };
     if (!pools.upstream_versions().empty()) t.notes.push_back(pools.upstream_versions_line());
   }
   TimelineCounts counts;
   std::string section = timeline_section(t, &counts);
   std::ofstream out(a.html, std::ios::binary | std::ios::trunc);
-  if (out) out << html_page("fsdpsim report " + file, section);
+  if (out) out << html_page("fsdpsim report " + file, report_summary_box(t, file, backends_text(a.backends), a.html) + section);
   if (!out.flush()) throw SourceError("<command line>", {}, "--html: cannot write '" + a.html + "': " + std::strerror(errno));
   if (a.json) {
     JsonRecord r("report");
