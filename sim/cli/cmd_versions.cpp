@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "sim/cli/commands.hpp"
@@ -19,6 +20,7 @@
 #include "sim/cli/progress.hpp"
 #include "sim/expectations.hpp"
 #include "sim/release_matrix.hpp"
+#include "sim/cli/versions_run.hpp"
 
 namespace fsdpsim::cli {
 namespace {
@@ -26,29 +28,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-struct Cell {
-  std::string verdict;  // "reproduces", "does not reproduce", "cannot run", "broken"
-  std::string detail;   // the reason, or the first failed expectation
-  double seconds = 0;
-};
-
-std::string matrix_file() {
-  const char* f = std::getenv("FSDPSIM_MATRIX_FILE");
-  return f && *f ? f : std::string(FSDPSIM_SOURCE_DIR) + "/real_backend/upstream/matrix.txt";
-}
-
 std::vector<ReleaseSet> sets_of(const Args& a, std::string* name) {
   if (!a.upstream_set.empty()) {
     *name = a.upstream_set;
     return {parse_release_set(a.upstream_set)};
   }
-  const std::string file = matrix_file();
-  std::ifstream in(file);
-  if (!in) throw SourceError(file, {}, "expected a readable matrix file");
-  std::stringstream text;
-  text << in.rdbuf();
   *name = a.matrix;
-  return find_matrix(parse_matrix_file(text.str(), file), a.matrix, file).sets;
+  return matrix_sets(a.matrix);
 }
 
 // Where a pool's error says the harness met an API the release lacks (rank.py's `fail`).
@@ -56,6 +42,22 @@ Cell from_infra(const std::string& message) {
   const size_t at = message.find("cannot run: ");
   if (at != std::string::npos) return {"cannot run", message.substr(at + 12)};
   return {"broken", message};
+}
+
+}  // namespace
+
+std::string matrix_file() {
+  const char* f = std::getenv("FSDPSIM_MATRIX_FILE");
+  return f && *f ? f : std::string(FSDPSIM_SOURCE_DIR) + "/real_backend/upstream/matrix.txt";
+}
+
+std::vector<ReleaseSet> matrix_sets(const std::string& name) {
+  const std::string file = matrix_file();
+  std::ifstream in(file);
+  if (!in) throw SourceError(file, {}, "expected a readable matrix file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return find_matrix(parse_matrix_file(text.str(), file), name, file).sets;
 }
 
 Cell run_file(const std::string& file, RealPools& pools) {
@@ -66,6 +68,40 @@ Cell run_file(const std::string& file, RealPools& pools) {
   std::vector<ExpectFailure> failed = check_expectations(f, res.runs.front().observations, res.runs.front().findings, file);
   if (failed.empty()) return {"reproduces", ""};
   return {"does not reproduce", failed.front().text + (failed.size() > 1 ? " (+" + std::to_string(failed.size() - 1) + " more)" : "")};
+}
+
+namespace {
+
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// The test seam's answer for `file` on `set` ($FSDPSIM_FAKE_RELEASES: lines
+// "SET[ FILE-STEM] = VERDICT[: DETAIL]", the file's own line first); false when unset.
+bool fake_cell(const std::string& file, const std::string& set, Cell* out) {
+  const char* path = std::getenv("FSDPSIM_FAKE_RELEASES");
+  if (!path || !*path) return false;
+  std::ifstream in(path);
+  if (!in) throw SourceError(path, {}, "expected a readable FSDPSIM_FAKE_RELEASES file");
+  const std::string stem = std::filesystem::path(file).stem().string();
+  std::map<std::string, std::string> answers;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const size_t eq = line.find(" = ");
+    if (trimmed(line).empty()) continue;
+    if (eq == std::string::npos) throw SourceError(path, {n, 1}, "expected SET[ FILE-STEM] = VERDICT[: DETAIL], got '" + line + "'");
+    answers[trimmed(line.substr(0, eq))] = trimmed(line.substr(eq + 3));
+  }
+  auto it = answers.find(set + " " + stem);
+  if (it == answers.end()) it = answers.find(set);
+  if (it == answers.end()) {
+    *out = {"broken", "FSDPSIM_FAKE_RELEASES has no line for " + set};
+    return true;
+  }
+  const size_t colon = it->second.find(": ");
+  *out = {it->second.substr(0, colon), colon == std::string::npos ? "" : it->second.substr(colon + 2)};
+  return true;
 }
 
 std::string label(const ReleaseSet& s) {
@@ -95,7 +131,30 @@ void print_table(const std::vector<std::string>& files, const std::vector<Releas
 
 }  // namespace
 
+Cell run_on_release(const std::string& file, const std::string& set, const Args& a, double* env_seconds) {
+  const auto t0 = Clock::now();
+  Cell c;
+  if (fake_cell(file, set, &c)) return c;
+  std::string python, message;
+  const int rc = upstream::release_python(set, &python, &message);
+  *env_seconds = since(t0);
+  if (rc < 0) return {"broken", message};
+  if (rc != 0) {
+    c = {"cannot run", message.empty() ? "release_env exit " + std::to_string(rc) : message};
+  } else {
+    RealPools pools(real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));
+    pools.set_upstream_python(python);
+    const auto tf = Clock::now();
+    c = run_file(file, pools);
+    c.seconds = since(tf);
+    pools.stop_upstream();
+  }
+  if (c.verdict == "cannot run" && c.detail.compare(0, 12, "cannot run: ") == 0) c.detail = c.detail.substr(12);
+  return c;
+}
+
 int cmd_versions(const Args& a) {
+  if (!a.bisect.empty()) return cmd_versions_bisect(a);
   if (a.positional.empty()) throw SourceError("<command line>", {}, "versions expects at least one file or directory");
   const auto t0 = Clock::now();
   std::string matrix_name;

@@ -8,11 +8,15 @@ torch (and anything the set does not replace) comes from .venv. pip runs
 against the set's interpreter, so it sees torch 2.13.0 as installed and never
 downloads another. Usage:
 
-    python -m fsdpsim_upstream.release_env SET [--root DIR] [--check]
+    python -m fsdpsim_upstream.release_env SET [--root DIR] [--releases DIR]
+    python -m fsdpsim_upstream.release_env --list peft
 
-prints the set's Python on stdout (the last line; "-" for .venv's own pins); exit 3 on a malformed set
+The first prints the set's Python on stdout (the last line; "-" for .venv's own pins); exit 3 on a malformed set
 (`<set>:1:COL: ...`), exit 1 with "cannot run: <reason>" when the set cannot be
-installed or imported.
+installed or imported. The second prints PEFT's final releases on PyPI,
+oldest first, one a line (`fsdpsim versions --bisect`), from a copy kept
+a day in the releases directory; exit 4 when PyPI cannot be reached and no copy
+is kept.
 """
 import json
 import os
@@ -172,14 +176,60 @@ def ensure(root, text, releases=None):
             return os.path.join(final, "bin", "python"), json.load(f)
 
 
+LIST_MAX_AGE_S = 86400  # a day: a new PEFT release shows up by the next nightly
+
+
+def list_releases(root, package, releases=None):
+    """The package's final, unyanked releases on PyPI (its JSON API), oldest first.
+    PyPI itself, not pip's index list: pip merges every configured index and
+    find-links directory, and a local mirror holding one wheel would pass for
+    the whole history. $FSDPSIM_PYPI_URL replaces https://pypi.org (tests)."""
+    import urllib.request
+    releases = releases or os.environ.get("FSDPSIM_RELEASES_DIR") or os.path.join(root, ".venv-releases")
+    cache = os.path.join(releases, f"pypi-{package}.txt")
+    if os.path.exists(cache) and time.time() - os.path.getmtime(cache) < LIST_MAX_AGE_S:
+        with open(cache) as f:
+            return [l.strip() for l in f if l.strip() and not l.startswith("#")]
+    url = os.environ.get("FSDPSIM_PYPI_URL", "https://pypi.org").rstrip("/") + f"/pypi/{package}/json"
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r:
+            data = json.load(r)
+    except (OSError, ValueError) as e:
+        if os.path.exists(cache):  # a stale list beats none; say so
+            print(f"release_env: {package}'s releases from {cache} ({url}: {e})", file=sys.stderr)
+            with open(cache) as f:
+                return [l.strip() for l in f if l.strip() and not l.startswith("#")]
+        raise LookupError(f"cannot list {package}'s releases: {url}: {e}; offline? name them: --releases A,B,C") from None
+    final = re.compile(r"[0-9]+(\.[0-9]+)*")  # no a/b/rc/dev/post tail
+    versions = [v for v, files in data.get("releases", {}).items()
+                if final.fullmatch(v) and files and not all(f.get("yanked") for f in files)]
+    versions.sort(key=lambda v: tuple(int(x) for x in v.split(".")))
+    os.makedirs(releases, exist_ok=True)
+    with open(cache + ".tmp", "w") as f:
+        f.write(f"# {url}, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        f.write("".join(v + "\n" for v in versions))
+    os.replace(cache + ".tmp", cache)
+    return versions
+
+
 def main(argv=None):
     import argparse
     ap = argparse.ArgumentParser(prog="python -m fsdpsim_upstream.release_env")
-    ap.add_argument("set")
+    ap.add_argument("set", nargs="?")
+    ap.add_argument("--list", metavar="PACKAGE", choices=["peft"], help="print the package's releases, oldest first")
     ap.add_argument("--root", default=os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
     ap.add_argument("--releases", default=None, help="cache directory (default: ROOT/.venv-releases)")
     ap.add_argument("--normalize", action="store_true", help="print the normalized set and exit")
     args = ap.parse_args(argv)
+    if args.list:
+        try:
+            print("\n".join(list_releases(args.root, args.list, args.releases)))
+            return 0
+        except LookupError as e:
+            print(str(e), file=sys.stderr)
+            return 4
+    if args.set is None:
+        ap.error("expected a release set or --list peft")
     try:
         if args.normalize:
             print(normalize(parse_set(args.set)))
