@@ -25,13 +25,13 @@ void split_version(const std::string& v, std::vector<long>* nums, std::string* t
 
 // Probes each release once and keeps the verdicts in probe order.
 struct Prober {
-  const std::function<ReleaseVerdict(size_t)>& probe;
+  const std::function<ProbeVerdict(size_t)>& probe;
   BisectAnswer& out;
-  std::map<size_t, ReleaseVerdict> seen;
-  ReleaseVerdict at(size_t i) {
+  std::map<size_t, ProbeVerdict> seen;
+  ProbeVerdict at(size_t i) {
     auto it = seen.find(i);
     if (it != seen.end()) return it->second;
-    const ReleaseVerdict v = probe(i);
+    const ProbeVerdict v = probe(i);
     seen[i] = v;
     out.probed.push_back(i);
     out.verdicts.push_back(v);
@@ -44,7 +44,7 @@ struct Prober {
 // between them has been probed and could not run. `new_side` says which side
 // a runnable release is on. A probe that cannot run moves to the unprobed
 // release nearest the middle, alternating outward (mid, mid+1, mid-1, ...).
-void narrow(Prober& p, long* lo, long* hi, const std::function<bool(ReleaseVerdict)>& new_side) {
+void narrow(Prober& p, long* lo, long* hi, const std::function<bool(ProbeVerdict)>& new_side) {
   while (true) {
     const long mid = *lo + (*hi - *lo) / 2;
     long pick = -2;
@@ -56,8 +56,8 @@ void narrow(Prober& p, long* lo, long* hi, const std::function<bool(ReleaseVerdi
         }
     }
     if (pick == -2) return;
-    const ReleaseVerdict v = p.at(static_cast<size_t>(pick));
-    if (v == ReleaseVerdict::CannotRun) continue;
+    const ProbeVerdict v = p.at(static_cast<size_t>(pick));
+    if (v == ProbeVerdict::CannotRun) continue;
     (new_side(v) ? *hi : *lo) = pick;
   }
 }
@@ -66,7 +66,7 @@ void narrow(Prober& p, long* lo, long* hi, const std::function<bool(ReleaseVerdi
 // finer halves (breadth first) are probed until one reproduces, at most
 // 2 * ceil(log2(n + 1)) of them, so the whole search stays logarithmic; a range
 // strictly inside that none of those midpoints falls in is missed (the caller says so).
-long sweep(Prober& p, long oldest, long newest, long n, const std::function<bool(ReleaseVerdict)>& hit) {
+long sweep(Prober& p, long oldest, long newest, long n, const std::function<bool(ProbeVerdict)>& hit) {
   long budget = 0;
   while ((1L << budget) < n + 1) ++budget;
   budget *= 2;
@@ -107,17 +107,17 @@ int compare_release_versions(const std::string& a, const std::string& b) {
   return ta < tb ? -1 : 1;
 }
 
-BisectAnswer bisect_releases(size_t count, const std::function<ReleaseVerdict(size_t)>& probe) {
+BisectAnswer bisect_releases(size_t count, const std::function<ProbeVerdict(size_t)>& probe) {
   BisectAnswer out;
   if (count == 0) return out;
   Prober p{probe, out, {}};
   const long n = static_cast<long>(count);
-  auto reproduces = [](ReleaseVerdict v) { return v == ReleaseVerdict::Reproduces; };
-  auto gone = [](ReleaseVerdict v) { return v == ReleaseVerdict::DoesNotReproduce; };
+  auto reproduces = [](ProbeVerdict v) { return v == ProbeVerdict::Reproduces; };
+  auto gone = [](ProbeVerdict v) { return v == ProbeVerdict::DoesNotReproduce; };
   // The newest runnable release first: the harness calls the newest API, so
   // releases that cannot run are the old ones, and the newest anchors the search.
   long newest = n - 1;
-  while (newest >= 0 && p.at(static_cast<size_t>(newest)) == ReleaseVerdict::CannotRun) --newest;
+  while (newest >= 0 && p.at(static_cast<size_t>(newest)) == ProbeVerdict::CannotRun) --newest;
   if (newest < 0) return out;
   long anchor = -1;  // a release known to reproduce
   if (reproduces(p.at(static_cast<size_t>(newest)))) {
@@ -125,7 +125,7 @@ BisectAnswer bisect_releases(size_t count, const std::function<ReleaseVerdict(si
   } else {
     // Gone in the newest: it may have reproduced in the oldest (fixed in between).
     long oldest = 0;
-    while (oldest < newest && p.at(static_cast<size_t>(oldest)) == ReleaseVerdict::CannotRun) ++oldest;
+    while (oldest < newest && p.at(static_cast<size_t>(oldest)) == ProbeVerdict::CannotRun) ++oldest;
     if (oldest < newest && reproduces(p.at(static_cast<size_t>(oldest)))) anchor = oldest;
     else anchor = sweep(p, oldest, newest, n, reproduces);
   }

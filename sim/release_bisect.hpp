@@ -15,7 +15,7 @@
 
 namespace fsdpsim {
 
-enum class ReleaseVerdict { Reproduces, DoesNotReproduce, CannotRun };
+enum class ProbeVerdict { Reproduces, DoesNotReproduce, CannotRun };
 
 // Also the --releases list order: "0.9.0" < "0.10.0" < "0.18.0rc1" < "0.18.0".
 int compare_release_versions(const std::string& a, const std::string& b);
@@ -23,7 +23,7 @@ int compare_release_versions(const std::string& a, const std::string& b);
 struct BisectAnswer {
   static constexpr size_t kNone = static_cast<size_t>(-1);
   std::vector<size_t> probed;               // release indexes, in probe order
-  std::vector<ReleaseVerdict> verdicts;     // one per probed release
+  std::vector<ProbeVerdict> verdicts;     // one per probed release
   bool found = false;                       // some probed release reproduces (false: none of the probes did)
   size_t first_reproducing = kNone;         // the oldest release known to reproduce
   size_t clean_before = kNone;              // the newest older one that ran and did not reproduce (kNone: none in range)
@@ -34,6 +34,6 @@ struct BisectAnswer {
 };
 
 // `probe(i)` runs release i of `count` (oldest first); each release is probed at most once.
-BisectAnswer bisect_releases(size_t count, const std::function<ReleaseVerdict(size_t)>& probe);
+BisectAnswer bisect_releases(size_t count, const std::function<ProbeVerdict(size_t)>& probe);
 
 }  // namespace fsdpsim

@@ -13,7 +13,7 @@ using namespace fsdpsim;
 
 namespace {
 
-using V = ReleaseVerdict;
+using V = ProbeVerdict;
 constexpr size_t kNone = BisectAnswer::kNone;
 
 // What a scan of every release says (the truth is monotone among the runnable ones).

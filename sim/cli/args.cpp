@@ -172,8 +172,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.upstream_set = parse_release_set(v, "<command line>", {1, 1}).text();
     } else if (s == "--matrix") {
       a.matrix = v;
-    } else if (s == "--bisect" || s == "--releases") {
-      (s == "--bisect" ? a.bisect : a.releases) = v;
+    } else if (s == "--bisect" || s == "--releases" || s == "--compare") {
+      (s == "--bisect" ? a.bisect : s == "--releases" ? a.releases : a.compare) = v;
     } else if (s == "--shard") {
       parse_shard(v, &a.shard_index, &a.shard_count);
     } else if (s == "--seconds") {

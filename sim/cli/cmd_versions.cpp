@@ -155,6 +155,7 @@ Cell run_on_release(const std::string& file, const std::string& set, const Args&
 
 int cmd_versions(const Args& a) {
   if (!a.bisect.empty()) return cmd_versions_bisect(a);
+  if (!a.compare.empty()) return cmd_versions_compare(a);
   if (a.positional.empty()) throw SourceError("<command line>", {}, "versions expects at least one file or directory");
   const auto t0 = Clock::now();
   std::string matrix_name;
@@ -208,6 +209,12 @@ int cmd_versions(const Args& a) {
     r.num("interrupted", interrupted()).real("environment_seconds", env_seconds).real("seconds", since(t0)).print(std::cout);
   } else {
     print_table(files, sets, cells);
+    // The fix switches of the root causes measured here, against the release that shipped each fix.
+    std::vector<ReleaseVerdict> measured;
+    for (size_t i = 0; i < files.size(); ++i)
+      for (size_t k = 0; k < cells[i].size(); ++k)
+        measured.push_back({std::filesystem::path(files[i]).stem().string(), sets[k].text(), cells[i][k].verdict, cells[i][k].detail});
+    for (const auto& f : check_fixes(root_cause_catalogue(), fixes_shipped(), measured)) std::cout << "fix check: " << f.line << "\n";
     std::cout << counts[0] << " reproduce, " << counts[1] << " do not reproduce, " << counts[2] << " cannot run, " << counts[3]
               << " broken; " << std::fixed << std::setprecision(1) << since(t0) << " s (environments " << env_seconds << " s)\n"
               << std::defaultfloat;

@@ -121,7 +121,7 @@ int cmd_versions_bisect(const Args& a) {
   int probes = 0;
   std::string broken;
   const BisectAnswer b = bisect_releases(rel.size(), [&](size_t i) {
-    if (interrupted() || !broken.empty()) return ReleaseVerdict::CannotRun;  // ends the search: reported below
+    if (interrupted() || !broken.empty()) return ProbeVerdict::CannotRun;  // ends the search: reported below
     Cell c = run_on_release(a.bisect, "peft==" + rel[i], a, &env_seconds[i]);
     ++probes;
     std::ostringstream line;
@@ -135,8 +135,8 @@ int cmd_versions_bisect(const Args& a) {
     }
     if (c.verdict == "broken") broken = "peft " + rel[i] + ": " + c.detail;
     cells[i] = c;
-    return c.verdict == "reproduces" ? ReleaseVerdict::Reproduces
-           : c.verdict == "does not reproduce" ? ReleaseVerdict::DoesNotReproduce : ReleaseVerdict::CannotRun;
+    return c.verdict == "reproduces" ? ProbeVerdict::Reproduces
+           : c.verdict == "does not reproduce" ? ProbeVerdict::DoesNotReproduce : ProbeVerdict::CannotRun;
   });
   progress.done();
   if (interrupted()) return interrupted_exit(interrupted());
