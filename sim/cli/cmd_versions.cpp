@@ -105,6 +105,7 @@ bool fake_cell(const std::string& file, const std::string& set, Cell* out) {
 }
 
 std::string label(const ReleaseSet& s) {
+  if (!s.path.empty()) return "peft " + std::filesystem::path(s.path).filename().string();
   std::string out;
   for (const auto& [name, version] : s.pins) out += (out.empty() ? "" : " ") + name + " " + version;
   return s.pins.size() == 1 ? "peft " + s.pins.at("peft") : out;
@@ -127,6 +128,38 @@ void print_table(const std::vector<std::string>& files, const std::vector<Releas
     for (size_t k = 0; k < cells[i].size(); ++k)
       if (!cells[i][k].detail.empty())
         std::cout << "  " << files[i] << " on " << sets[k].text() << ": " << cells[i][k].verdict << ": " << cells[i][k].detail << "\n";
+}
+
+// --against: one line (or versions_change record) per file whose verdict on PATH
+// differs from the pinned release's; exit 1 when one does, 4 on a broken cell.
+int print_against(const std::vector<std::string>& files, const std::vector<ReleaseSet>& sets,
+                  const std::vector<std::vector<Cell>>& cells, bool json) {
+  int changed = 0, broken = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (cells[i].size() < 2) continue;  // interrupted
+    const Cell &was = cells[i][0], &now = cells[i][1];
+    for (const Cell* c : {&was, &now})
+      if (c->verdict == "broken") {
+        ++broken;
+        std::cerr << "versions: " << files[i] << ": broken: " << c->detail << "\n";
+      }
+    if (was.verdict == now.verdict || was.verdict == "broken" || now.verdict == "broken") continue;
+    ++changed;
+    const std::string stem = std::filesystem::path(files[i]).stem().string();
+    if (json) {
+      JsonRecord("versions_change").str("file", stem).str("release", sets[1].text()).str("was", was.verdict).str("now", now.verdict)
+          .str("detail", now.detail).print(std::cout);
+    } else {
+      std::cout << "changed: " << files[i] << ": " << was.verdict << " -> " << now.verdict << (now.detail.empty() ? "" : " (" + now.detail + ")")
+                << "\n";
+    }
+  }
+  if (!json)
+    std::cout << files.size() << " file" << (files.size() == 1 ? "" : "s") << ", " << changed << " changed from " << sets[0].peft() << " to "
+              << sets[1].peft() << "\n";
+  if (interrupted()) return interrupted_exit(interrupted());
+  if (broken) return kInfra;
+  return changed ? kFinding : kClean;
 }
 
 }  // namespace
@@ -159,7 +192,11 @@ int cmd_versions(const Args& a) {
   if (a.positional.empty()) throw SourceError("<command line>", {}, "versions expects at least one file or directory");
   const auto t0 = Clock::now();
   std::string matrix_name;
-  const std::vector<ReleaseSet> sets = sets_of(a, &matrix_name);
+  // --against PATH: the pinned release and the local PEFT, and only what changed between them.
+  const bool against = !a.against_path.empty();
+  if (against && !a.upstream_set.empty()) throw SourceError("<command line>", {}, "versions --against takes no --upstream: it runs the pinned release and PATH");
+  const std::vector<ReleaseSet> sets =
+      against ? std::vector<ReleaseSet>{matrix_sets("pinned").front(), parse_release_set("peft=" + a.against_path)} : sets_of(a, &matrix_name);
   std::vector<std::string> problems;
   const std::vector<std::string> files = seq_files(a.positional, &problems);
   for (const auto& p : problems) std::cerr << p << "\n";
@@ -175,7 +212,8 @@ int cmd_versions(const Args& a) {
     progress.status(set.text() + ": environment");
     const auto te = Clock::now();
     std::string python, message;
-    const int rc = upstream::release_python(set.text(), &python, &message);
+    const bool fake = std::getenv("FSDPSIM_FAKE_RELEASES") && *std::getenv("FSDPSIM_FAKE_RELEASES");  // the test seam
+    const int rc = fake ? 0 : upstream::release_python(set.text(), &python, &message);
     env_seconds += since(te);
     RealPools pools(real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));
     pools.set_upstream_python(python);
@@ -184,13 +222,14 @@ int cmd_versions(const Args& a) {
       if (interrupted()) break;
       progress.status(set.text() + ": " + std::to_string(i + 1) + "/" + std::to_string(files.size()));
       const auto tf = Clock::now();
-      Cell c = rc == 0 ? run_file(files[i], pools)
-                       : Cell{"cannot run", message.empty() ? "release_env exit " + std::to_string(rc) : message};
+      Cell c;
+      if (!fake_cell(files[i], set.text(), &c))
+        c = rc == 0 ? run_file(files[i], pools) : Cell{"cannot run", message.empty() ? "release_env exit " + std::to_string(rc) : message};
       if (c.verdict == "cannot run" && c.detail.compare(0, 12, "cannot run: ") == 0) c.detail = c.detail.substr(12);
       c.seconds = since(tf);
       ++counts[c.verdict == "reproduces" ? 0 : c.verdict == "does not reproduce" ? 1 : c.verdict == "cannot run" ? 2 : 3];
       if (versions.empty()) versions = pools.upstream_versions();
-      if (a.json) {
+      if (a.json && !against) {
         JsonRecord r("versions_cell");
         r.str("file", files[i]).str("release", set.text()).str("verdict", c.verdict).str("detail", c.detail);
         if (versions.count("peft")) r.str("peft", versions.at("peft"));
@@ -202,6 +241,7 @@ int cmd_versions(const Args& a) {
     pools.stop_upstream();
   }
   progress.done();
+  if (against) return print_against(files, sets, cells, a.json);
   if (a.json) {
     JsonRecord r("versions_summary");
     r.str("matrix", matrix_name).num("files", static_cast<int64_t>(files.size())).num("releases", static_cast<int64_t>(sets.size()));
