@@ -12,15 +12,12 @@ import glob
 import os
 import shutil
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_util import Session  # noqa: E402
+from cli_util import upstream_session  # noqa: E402
 
-S = Session(sys.argv[1], sys.argv[2], tempfile.mkdtemp(prefix="fsdpsim-versions-against-"))
-if not os.access(os.path.join(S.root, ".venv", "bin", "python"), os.X_OK):
-    sys.exit(77)
+S = upstream_session("fsdpsim-versions-against-")
 check, fsdpsim, TMP = S.check, S.run, S.tmp
 seq = os.path.join(S.root, "docs", "findings", "flag-on-copy.set_adapter.seq")
 pinned = glob.glob(os.path.join(S.root, ".venv", "lib", "python3*", "site-packages", "peft"))[0]
