@@ -73,6 +73,8 @@ const char* kUsage =
     "                                             default the default matrix's span), a logarithmic number of probes\n"
     "       fsdpsim versions --compare KEPT NEW [--json]   NEW (a versions --json run) against KEPT: verdicts that\n"
     "                                             changed, and each fix switch against the release that shipped it\n"
+    "       fsdpsim versions --against PATH FILE... [--json]   the files whose verdict changes from the pinned PEFT\n"
+    "                                             to PATH, a local checkout or wheel (exit 1: one changed)\n"
     "       (run, check, versions: --upstream peft==X[,accelerate==Y,transformers==Z], the upstream pool on that\n"
     "        release set, its environment made on first use in .venv-releases/)\n"
     "exit codes: 0 clean, 1 finding or failed expectation, 2 divergence between backends,\n"
