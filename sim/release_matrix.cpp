@@ -3,6 +3,7 @@
 #include "sim/release_matrix.hpp"
 
 #include <cctype>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -27,7 +28,10 @@ std::string trim(const std::string& s) {
 
 }  // namespace
 
+std::string ReleaseSet::peft() const { return "peft " + (path.empty() ? pins.at("peft") : path); }
+
 std::string ReleaseSet::text() const {
+  if (!path.empty()) return "peft=" + path;
   std::string out = "peft==" + pins.at("peft");
   for (const auto& [name, version] : pins)  // std::map: by name
     if (name != "peft") out += "," + name + "==" + version;
@@ -36,6 +40,16 @@ std::string ReleaseSet::text() const {
 
 ReleaseSet parse_release_set(const std::string& text, const std::string& file, SourcePos pos) {
   ReleaseSet out;
+  if (text.compare(0, 5, "peft=") == 0 && text.compare(0, 6, "peft==") != 0) {
+    // release_env.py builds it with `pip install PATH`; the path made absolute names one environment
+    const std::string path = text.substr(5);
+    std::error_code ec;
+    if (path.empty() || !std::filesystem::exists(path, ec))
+      throw SourceError(file, {pos.line, pos.column + 5},
+                        "expected peft==VERSION, or peft=PATH naming an existing PEFT checkout directory or wheel file, got '" + path + "'");
+    out.path = std::filesystem::absolute(path).lexically_normal().string();
+    return out;
+  }
   size_t start = 0;
   std::string names = "peft, accelerate, transformers";
   while (true) {

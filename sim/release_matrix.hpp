@@ -12,15 +12,19 @@
 namespace fsdpsim {
 
 struct ReleaseSet {
-  std::map<std::string, std::string> pins;  // "peft" -> "0.17.1"; peft always there
-  // The normalized text: peft first, then the others by name ("peft==0.15.2,accelerate==1.6.0,...").
+  std::map<std::string, std::string> pins;  // "peft" -> "0.17.1"; peft always there unless `path` is set
+  std::string path;  // peft=PATH: a local PEFT checkout or wheel (absolute), the other packages .venv's
+  // The normalized text: peft first, then the others by name ("peft==0.15.2,accelerate==1.6.0,..."), or "peft=PATH".
   std::string text() const;
+  // "peft 0.17.1" or "peft PATH" for tables.
+  std::string peft() const;
 };
 
 // The packages a set may pin: the ones the upstream backend imports.
 extern const char* const kReleasePackages[3];  // peft, accelerate, transformers
 
-// Throws SourceError(file, pos + the offending part's column) on a malformed set.
+// Throws SourceError(file, pos + the offending part's column) on a malformed set,
+// or on a peft=PATH whose PATH does not exist.
 ReleaseSet parse_release_set(const std::string& text, const std::string& file = "<command line>", SourcePos pos = {1, 1});
 
 struct ReleaseMatrix {

@@ -11,7 +11,9 @@
 - ci.yml runs the README's test command and ClusterFuzzLite's full build
   (clusterfuzzlite_build_test.sh); nightly.yml uploads findings, shrunk
   sequences and the JUnit XML, and merges what the crosscheck shards wrote;
-  the crosscheck matrix has as many shards as SHARDS says.
+  the crosscheck matrix has as many shards as SHARDS says; nightly.yml runs
+  the default release matrix over docs/findings and compares it with
+  docs/findings/versions.jsonl (`fsdpsim versions --compare`).
 
 Usage: workflows_test.py FSDPSIM REPO_ROOT
 """
@@ -129,6 +131,10 @@ def main():
     check(shards == list(range(len(shards))) and str(len(shards)) == str(n["env"]["SHARDS"]),
           "nightly.yml: the matrix's shards %s do not match SHARDS=%s" % (shards, n["env"]["SHARDS"]))
     check("--shard" in all_runs["nightly.yml"], "nightly.yml's crosscheck is not sharded")
+    # The release matrix over the findings, gated on the kept verdicts (issue 40, item 6).
+    check(re.search(r"fsdpsim versions docs/findings --matrix default --json", all_runs["nightly.yml"]) is not None
+          and "fsdpsim versions --compare docs/findings/versions.jsonl" in all_runs["nightly.yml"],
+          "nightly.yml does not run the default matrix over docs/findings and compare it with docs/findings/versions.jsonl")
     if errors:
         for e in errors:
             print("FAIL: " + e)

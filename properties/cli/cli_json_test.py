@@ -57,6 +57,15 @@ def main():
          {"crosscheck_divergent", "crosscheck_summary", "upstream_versions"}, S.divergent_seed7_pool())
     # the pinned release set is the default Python: here the fake pool
     case(["versions", patched, "--matrix", "pinned"], [0], {"versions_cell", "versions_summary"}, S.fake_pool(os.path.join(TMP, "patched.jsonl")))
+    # --bisect on the stand-in releases (cmd_versions.cpp's $FSDPSIM_FAKE_RELEASES): nothing built
+    fake = os.path.join(TMP, "fake-releases.txt")
+    open(fake, "w").write("peft==0.15.2 = does not reproduce: step 2\npeft==0.17.1 = reproduces\npeft==0.21.2 = reproduces\n")
+    case(["versions", "--bisect", patched, "--releases", "0.15.2,0.17.1,0.21.2"], [0], {"versions_probe", "versions_bisect"},
+         {"FSDPSIM_FAKE_RELEASES": fake})
+    kept = os.path.join(ROOT, "docs", "findings", "versions.jsonl")
+    flipped = os.path.join(TMP, "flipped.jsonl")
+    open(flipped, "w").write(open(kept).read().replace('"verdict":"reproduces"', '"verdict":"does not reproduce"', 1))
+    case(["versions", "--compare", kept, flipped], [1], {"versions_change", "versions_fix"})
     case(["merge-results", results], [0], {"merged_results"})
     case(["shrink", SEED000], [1], {"shrunk"})
     case(["shrink", patched, "--divergence", "--backend", "model,upstream"], [2], {"shrunk"},

@@ -12,14 +12,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_util import Session  # noqa: E402
+from cli_util import upstream_session  # noqa: E402
 
-S = Session(sys.argv[1], sys.argv[2], tempfile.mkdtemp(prefix="fsdpsim-pools-"))
-if not os.access(os.path.join(S.root, ".venv", "bin", "python"), os.X_OK):
-    sys.exit(77)
+S = upstream_session("fsdpsim-pools-")
 check, fsdpsim, TMP = S.check, S.run, S.tmp
 w1 = os.path.join(S.reg, "add_adapter_raised_half_added_trains.seq")
 w2 = os.path.join(S.reg, "seed000_merged_set_adapter_w2.seq")

@@ -8,6 +8,17 @@ import subprocess
 import sys
 
 
+def upstream_session(prefix):
+    """The Session of a test that needs .venv (label upstream): sys.argv's FSDPSIM and
+    REPO_ROOT, a fresh temporary directory; exit 77 (ctest's skip) without .venv."""
+    import tempfile
+    s = Session(sys.argv[1], sys.argv[2], tempfile.mkdtemp(prefix=prefix))
+    if not os.access(os.path.join(s.root, ".venv", "bin", "python"), os.X_OK):
+        shutil.rmtree(s.tmp, ignore_errors=True)
+        sys.exit(77)
+    return s
+
+
 class Session:
     def __init__(self, fsdpsim, root, tmp):
         self.fsdpsim, self.root, self.tmp = fsdpsim, root, tmp

@@ -14,14 +14,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_util import Session  # noqa: E402
+from cli_util import upstream_session  # noqa: E402
 
-S = Session(sys.argv[1], sys.argv[2], tempfile.mkdtemp(prefix="fsdpsim-versions-"))
-if not os.access(os.path.join(S.root, ".venv", "bin", "python"), os.X_OK):
-    sys.exit(77)
+S = upstream_session("fsdpsim-versions-")
 check, fsdpsim, TMP = S.check, S.run, S.tmp
 seq = os.path.join(S.root, "docs", "findings", "flag-on-copy.set_adapter.seq")
 

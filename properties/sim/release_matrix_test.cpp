@@ -38,7 +38,9 @@ TEST(ReleaseSet, BadInputNamesTheColumnOfItsPart) {
     return std::string();
   };
   EXPECT_EQ(what("peft==0.17.1,torch==2.1"), "<command line>:1:14: expected one of peft, accelerate, transformers, got 'torch'");
-  EXPECT_EQ(what("peft=0.17.1"), "<command line>:1:1: expected NAME==VERSION (NAME one of peft, accelerate, transformers), got 'peft=0.17.1'");
+  EXPECT_EQ(what("peft=0.17.1"), "<command line>:1:6: expected peft==VERSION, or peft=PATH naming an existing PEFT checkout directory or "
+                                 "wheel file, got '0.17.1'");
+  EXPECT_EQ(what("peft=/"), "");  // an existing path: a local PEFT (release_env.py builds it)
   EXPECT_EQ(what("peft==0.17.1,peft==0.18.0"), "<command line>:1:14: expected each package once, got peft again");
   EXPECT_EQ(what("peft==latest"), "<command line>:1:1: expected a release number like 0.17.1 after peft==, got 'latest'");
   EXPECT_EQ(what("accelerate==1.6.0"), "<command line>:1:1: expected a set that names peft==VERSION, got 'accelerate==1.6.0'");

@@ -493,7 +493,11 @@ int run_python_module(const std::string& module, const std::vector<std::string>&
   return spawn_module(module, args, -1, -1, error);
 }
 
-int release_python(const std::string& set, std::string* python, std::string* message) {
+namespace {
+
+// `python -m fsdpsim_upstream.release_env ARGS`: its exit status, its whole
+// stdout, and its stderr's last line (the reason, on a failure).
+int release_env(const std::vector<std::string>& args, std::string* out_text, std::string* message) {
   FILE* out = std::tmpfile();
   FILE* err = std::tmpfile();
   if (!out || !err) {
@@ -502,11 +506,40 @@ int release_python(const std::string& set, std::string* python, std::string* mes
     *message = std::string("cannot create a temp file: ") + std::strerror(errno);
     return -1;
   }
-  int rc = spawn_module("fsdpsim_upstream.release_env", {set}, fileno(out), fileno(err), message);
-  if (rc == 0) *python = last_line_of(out) == "-" ? "" : last_line_of(out);  // "-": the pinned set, the default Python
-  else if (rc > 0) *message = last_line_of(err);
+  int rc = spawn_module("fsdpsim_upstream.release_env", args, fileno(out), fileno(err), message);
+  if (rc >= 0) {
+    std::rewind(out);
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, out)) > 0) out_text->append(buf, n);
+  }
+  if (rc > 0) *message = last_line_of(err);
   std::fclose(out);
   std::fclose(err);
+  return rc;
+}
+
+}  // namespace
+
+int release_python(const std::string& set, std::string* python, std::string* message) {
+  std::string text;
+  int rc = release_env({set}, &text, message);
+  if (rc == 0) {
+    std::string line, last;
+    std::istringstream in(text);
+    while (std::getline(in, line))
+      if (!line.empty()) last = line;
+    *python = last == "-" ? "" : last;  // "-": the pinned set, the default Python
+  }
+  return rc;
+}
+
+int release_list(const std::string& package, std::vector<std::string>* versions, std::string* message) {
+  std::string text;
+  int rc = release_env({"--list", package}, &text, message);
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) versions->push_back(line);
   return rc;
 }
 

@@ -113,5 +113,9 @@ int run_python_module(const std::string& module, const std::vector<std::string>&
 // (cannot be installed or imported: "cannot run: ...") with *message; -1 when
 // .venv's Python is missing.
 int release_python(const std::string& set, std::string* python, std::string* message);
+// The package's final releases on PyPI, oldest first (release_env.py --list,
+// cached a day in .venv-releases/): 0, or 4 with *message when PyPI cannot be
+// reached and nothing is cached; -1 when .venv's Python is missing.
+int release_list(const std::string& package, std::vector<std::string>* versions, std::string* message);
 
 }  // namespace fsdpsim::upstream

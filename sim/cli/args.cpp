@@ -15,6 +15,13 @@ namespace {
 
 [[noreturn]] void usage_error(const std::string& what) { throw SourceError("<command line>", {}, what); }
 
+// `versions` (the one command taking --bisect) reads --against as a PEFT path; crosscheck as a backend.
+bool allowed_has(const std::vector<std::string>& allowed, const char* flag) {
+  for (const auto& f : allowed)
+    if (f == flag) return true;
+  return false;
+}
+
 int64_t to_int(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
   if (v.empty() || v.size() > 18) usage_error(flag + " expects a number, got '" + v + "'");
   int64_t x = 0;
@@ -111,6 +118,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
         usage_error(s + " expects model, real, upstream, both or a comma list of them (model,upstream), got '" + v + "': " + err);
       if (s == "--backends" && a.backends.size() < 2) usage_error("--backends expects two or three backends, got '" + v + "'");
       a.backend = v;
+    } else if (s == "--against" && allowed_has(allowed, "--bisect")) {  // versions: a PEFT checkout or wheel
+      a.against_path = v;
     } else if (s == "--against") {
       if (v != "real" && v != "upstream") usage_error("--against expects real or upstream, got '" + v + "'");
       a.backends = {Backend::Model, v == "real" ? Backend::Real : Backend::Upstream};
@@ -163,6 +172,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.upstream_set = parse_release_set(v, "<command line>", {1, 1}).text();
     } else if (s == "--matrix") {
       a.matrix = v;
+    } else if (s == "--bisect" || s == "--releases" || s == "--compare") {
+      (s == "--bisect" ? a.bisect : s == "--releases" ? a.releases : a.compare) = v;
     } else if (s == "--shard") {
       parse_shard(v, &a.shard_index, &a.shard_count);
     } else if (s == "--seconds") {

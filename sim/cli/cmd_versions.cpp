@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "sim/cli/commands.hpp"
@@ -19,6 +20,7 @@
 #include "sim/cli/progress.hpp"
 #include "sim/expectations.hpp"
 #include "sim/release_matrix.hpp"
+#include "sim/cli/versions_run.hpp"
 
 namespace fsdpsim::cli {
 namespace {
@@ -26,29 +28,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-struct Cell {
-  std::string verdict;  // "reproduces", "does not reproduce", "cannot run", "broken"
-  std::string detail;   // the reason, or the first failed expectation
-  double seconds = 0;
-};
-
-std::string matrix_file() {
-  const char* f = std::getenv("FSDPSIM_MATRIX_FILE");
-  return f && *f ? f : std::string(FSDPSIM_SOURCE_DIR) + "/real_backend/upstream/matrix.txt";
-}
-
 std::vector<ReleaseSet> sets_of(const Args& a, std::string* name) {
   if (!a.upstream_set.empty()) {
     *name = a.upstream_set;
     return {parse_release_set(a.upstream_set)};
   }
-  const std::string file = matrix_file();
-  std::ifstream in(file);
-  if (!in) throw SourceError(file, {}, "expected a readable matrix file");
-  std::stringstream text;
-  text << in.rdbuf();
   *name = a.matrix;
-  return find_matrix(parse_matrix_file(text.str(), file), a.matrix, file).sets;
+  return matrix_sets(a.matrix);
 }
 
 // Where a pool's error says the harness met an API the release lacks (rank.py's `fail`).
@@ -56,6 +42,22 @@ Cell from_infra(const std::string& message) {
   const size_t at = message.find("cannot run: ");
   if (at != std::string::npos) return {"cannot run", message.substr(at + 12)};
   return {"broken", message};
+}
+
+}  // namespace
+
+std::string matrix_file() {
+  const char* f = std::getenv("FSDPSIM_MATRIX_FILE");
+  return f && *f ? f : std::string(FSDPSIM_SOURCE_DIR) + "/real_backend/upstream/matrix.txt";
+}
+
+std::vector<ReleaseSet> matrix_sets(const std::string& name) {
+  const std::string file = matrix_file();
+  std::ifstream in(file);
+  if (!in) throw SourceError(file, {}, "expected a readable matrix file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return find_matrix(parse_matrix_file(text.str(), file), name, file).sets;
 }
 
 Cell run_file(const std::string& file, RealPools& pools) {
@@ -68,7 +70,42 @@ Cell run_file(const std::string& file, RealPools& pools) {
   return {"does not reproduce", failed.front().text + (failed.size() > 1 ? " (+" + std::to_string(failed.size() - 1) + " more)" : "")};
 }
 
+namespace {
+
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// The test seam's answer for `file` on `set` ($FSDPSIM_FAKE_RELEASES: lines
+// "SET[ FILE-STEM] = VERDICT[: DETAIL]", the file's own line first); false when unset.
+bool fake_cell(const std::string& file, const std::string& set, Cell* out) {
+  const char* path = std::getenv("FSDPSIM_FAKE_RELEASES");
+  if (!path || !*path) return false;
+  std::ifstream in(path);
+  if (!in) throw SourceError(path, {}, "expected a readable FSDPSIM_FAKE_RELEASES file");
+  const std::string stem = std::filesystem::path(file).stem().string();
+  std::map<std::string, std::string> answers;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const size_t eq = line.find(" = ");
+    if (trimmed(line).empty()) continue;
+    if (eq == std::string::npos) throw SourceError(path, {n, 1}, "expected SET[ FILE-STEM] = VERDICT[: DETAIL], got '" + line + "'");
+    answers[trimmed(line.substr(0, eq))] = trimmed(line.substr(eq + 3));
+  }
+  auto it = answers.find(set + " " + stem);
+  if (it == answers.end()) it = answers.find(set);
+  if (it == answers.end()) {
+    *out = {"broken", "FSDPSIM_FAKE_RELEASES has no line for " + set};
+    return true;
+  }
+  const size_t colon = it->second.find(": ");
+  *out = {it->second.substr(0, colon), colon == std::string::npos ? "" : it->second.substr(colon + 2)};
+  return true;
+}
+
 std::string label(const ReleaseSet& s) {
+  if (!s.path.empty()) return "peft " + std::filesystem::path(s.path).filename().string();
   std::string out;
   for (const auto& [name, version] : s.pins) out += (out.empty() ? "" : " ") + name + " " + version;
   return s.pins.size() == 1 ? "peft " + s.pins.at("peft") : out;
@@ -93,13 +130,73 @@ void print_table(const std::vector<std::string>& files, const std::vector<Releas
         std::cout << "  " << files[i] << " on " << sets[k].text() << ": " << cells[i][k].verdict << ": " << cells[i][k].detail << "\n";
 }
 
+// --against: one line (or versions_change record) per file whose verdict on PATH
+// differs from the pinned release's; exit 1 when one does, 4 on a broken cell.
+int print_against(const std::vector<std::string>& files, const std::vector<ReleaseSet>& sets,
+                  const std::vector<std::vector<Cell>>& cells, bool json) {
+  int changed = 0, broken = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (cells[i].size() < 2) continue;  // interrupted
+    const Cell &was = cells[i][0], &now = cells[i][1];
+    for (const Cell* c : {&was, &now})
+      if (c->verdict == "broken") {
+        ++broken;
+        std::cerr << "versions: " << files[i] << ": broken: " << c->detail << "\n";
+      }
+    if (was.verdict == now.verdict || was.verdict == "broken" || now.verdict == "broken") continue;
+    ++changed;
+    const std::string stem = std::filesystem::path(files[i]).stem().string();
+    if (json) {
+      JsonRecord("versions_change").str("file", stem).str("release", sets[1].text()).str("was", was.verdict).str("now", now.verdict)
+          .str("detail", now.detail).print(std::cout);
+    } else {
+      std::cout << "changed: " << files[i] << ": " << was.verdict << " -> " << now.verdict << (now.detail.empty() ? "" : " (" + now.detail + ")")
+                << "\n";
+    }
+  }
+  if (!json)
+    std::cout << files.size() << " file" << (files.size() == 1 ? "" : "s") << ", " << changed << " changed from " << sets[0].peft() << " to "
+              << sets[1].peft() << "\n";
+  if (interrupted()) return interrupted_exit(interrupted());
+  if (broken) return kInfra;
+  return changed ? kFinding : kClean;
+}
+
 }  // namespace
 
+Cell run_on_release(const std::string& file, const std::string& set, const Args& a, double* env_seconds) {
+  const auto t0 = Clock::now();
+  Cell c;
+  if (fake_cell(file, set, &c)) return c;
+  std::string python, message;
+  const int rc = upstream::release_python(set, &python, &message);
+  *env_seconds = since(t0);
+  if (rc < 0) return {"broken", message};
+  if (rc != 0) {
+    c = {"cannot run", message.empty() ? "release_env exit " + std::to_string(rc) : message};
+  } else {
+    RealPools pools(real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));
+    pools.set_upstream_python(python);
+    const auto tf = Clock::now();
+    c = run_file(file, pools);
+    c.seconds = since(tf);
+    pools.stop_upstream();
+  }
+  if (c.verdict == "cannot run" && c.detail.compare(0, 12, "cannot run: ") == 0) c.detail = c.detail.substr(12);
+  return c;
+}
+
 int cmd_versions(const Args& a) {
+  if (!a.bisect.empty()) return cmd_versions_bisect(a);
+  if (!a.compare.empty()) return cmd_versions_compare(a);
   if (a.positional.empty()) throw SourceError("<command line>", {}, "versions expects at least one file or directory");
   const auto t0 = Clock::now();
   std::string matrix_name;
-  const std::vector<ReleaseSet> sets = sets_of(a, &matrix_name);
+  // --against PATH: the pinned release and the local PEFT, and only what changed between them.
+  const bool against = !a.against_path.empty();
+  if (against && !a.upstream_set.empty()) throw SourceError("<command line>", {}, "versions --against takes no --upstream: it runs the pinned release and PATH");
+  const std::vector<ReleaseSet> sets =
+      against ? std::vector<ReleaseSet>{matrix_sets("pinned").front(), parse_release_set("peft=" + a.against_path)} : sets_of(a, &matrix_name);
   std::vector<std::string> problems;
   const std::vector<std::string> files = seq_files(a.positional, &problems);
   for (const auto& p : problems) std::cerr << p << "\n";
@@ -115,7 +212,8 @@ int cmd_versions(const Args& a) {
     progress.status(set.text() + ": environment");
     const auto te = Clock::now();
     std::string python, message;
-    const int rc = upstream::release_python(set.text(), &python, &message);
+    const bool fake = std::getenv("FSDPSIM_FAKE_RELEASES") && *std::getenv("FSDPSIM_FAKE_RELEASES");  // the test seam
+    const int rc = fake ? 0 : upstream::release_python(set.text(), &python, &message);
     env_seconds += since(te);
     RealPools pools(real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));
     pools.set_upstream_python(python);
@@ -124,13 +222,14 @@ int cmd_versions(const Args& a) {
       if (interrupted()) break;
       progress.status(set.text() + ": " + std::to_string(i + 1) + "/" + std::to_string(files.size()));
       const auto tf = Clock::now();
-      Cell c = rc == 0 ? run_file(files[i], pools)
-                       : Cell{"cannot run", message.empty() ? "release_env exit " + std::to_string(rc) : message};
+      Cell c;
+      if (!fake_cell(files[i], set.text(), &c))
+        c = rc == 0 ? run_file(files[i], pools) : Cell{"cannot run", message.empty() ? "release_env exit " + std::to_string(rc) : message};
       if (c.verdict == "cannot run" && c.detail.compare(0, 12, "cannot run: ") == 0) c.detail = c.detail.substr(12);
       c.seconds = since(tf);
       ++counts[c.verdict == "reproduces" ? 0 : c.verdict == "does not reproduce" ? 1 : c.verdict == "cannot run" ? 2 : 3];
       if (versions.empty()) versions = pools.upstream_versions();
-      if (a.json) {
+      if (a.json && !against) {
         JsonRecord r("versions_cell");
         r.str("file", files[i]).str("release", set.text()).str("verdict", c.verdict).str("detail", c.detail);
         if (versions.count("peft")) r.str("peft", versions.at("peft"));
@@ -142,6 +241,7 @@ int cmd_versions(const Args& a) {
     pools.stop_upstream();
   }
   progress.done();
+  if (against) return print_against(files, sets, cells, a.json);
   if (a.json) {
     JsonRecord r("versions_summary");
     r.str("matrix", matrix_name).num("files", static_cast<int64_t>(files.size())).num("releases", static_cast<int64_t>(sets.size()));
@@ -149,6 +249,12 @@ int cmd_versions(const Args& a) {
     r.num("interrupted", interrupted()).real("environment_seconds", env_seconds).real("seconds", since(t0)).print(std::cout);
   } else {
     print_table(files, sets, cells);
+    // The fix switches of the root causes measured here, against the release that shipped each fix.
+    std::vector<ReleaseVerdict> measured;
+    for (size_t i = 0; i < files.size(); ++i)
+      for (size_t k = 0; k < cells[i].size(); ++k)
+        measured.push_back({std::filesystem::path(files[i]).stem().string(), sets[k].text(), cells[i][k].verdict, cells[i][k].detail});
+    for (const auto& f : check_fixes(root_cause_catalogue(), fixes_shipped(), measured)) std::cout << "fix check: " << f.line << "\n";
     std::cout << counts[0] << " reproduce, " << counts[1] << " do not reproduce, " << counts[2] << " cannot run, " << counts[3]
               << " broken; " << std::fixed << std::setprecision(1) << since(t0) << " s (environments " << env_seconds << " s)\n"
               << std::defaultfloat;

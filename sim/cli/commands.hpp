@@ -68,6 +68,10 @@ struct Args {
   std::string draw;         // crosscheck, random: --draw checkpoint=P,... (GenOptions' optional draws)
   std::string upstream_set; // --upstream peft==X[,...]: the release set the upstream pool runs (normalized)
   std::string matrix = "default";  // versions --matrix NAME (real_backend/upstream/matrix.txt)
+  std::string bisect;       // versions --bisect FILE: the first release it reproduces on, the first it is gone
+  std::string releases;     // versions --releases A..B or A,B,C (PEFT versions; "peft==" prefix allowed)
+  std::string compare;      // versions --compare KEPT NEW: a matrix run against the kept one
+  std::string against_path; // versions --against PATH: a local PEFT checkout or wheel compared with the pinned release
 };
 
 // Throws SourceError("<command line>: ...") on a bad flag.

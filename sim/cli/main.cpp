@@ -68,6 +68,13 @@ const char* kUsage =
     "       fsdpsim versions PATH... [--matrix NAME | --upstream SET] [--json]   each file on every release set of\n"
     "                                             a matrix (real_backend/upstream/matrix.txt, default `default`):\n"
     "                                             reproduces / does not reproduce / cannot run (exit 1: one does not)\n"
+    "       fsdpsim versions --bisect FILE [--releases A..B | A,B,C] [--json]   the first PEFT release FILE reproduces\n"
+    "                                             on and the first later one it is gone in (PyPI's releases A..B;\n"
+    "                                             default the default matrix's span), a logarithmic number of probes\n"
+    "       fsdpsim versions --compare KEPT NEW [--json]   NEW (a versions --json run) against KEPT: verdicts that\n"
+    "                                             changed, and each fix switch against the release that shipped it\n"
+    "       fsdpsim versions --against PATH FILE... [--json]   the files whose verdict changes from the pinned PEFT\n"
+    "                                             to PATH, a local checkout or wheel (exit 1: one changed)\n"
     "       (run, check, versions: --upstream peft==X[,accelerate==Y,transformers==Z], the upstream pool on that\n"
     "        release set, its environment made on first use in .venv-releases/)\n"
     "exit codes: 0 clean, 1 finding or failed expectation, 2 divergence between backends,\n"
@@ -171,7 +178,7 @@ int dispatch(const std::vector<std::string>& args) {
       return cmd_run(flags({"--memory-budget", "--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout", "--upstream", "--wide"}));
     if (cmd == "check")
       return cmd_check(flags({"--memory-budget", "--backend", "--profile", "--set", "--ranks", "--timeout", "--json", "--junit", "--upstream"}));
-    if (cmd == "versions") return cmd_versions(flags({"--matrix", "--upstream", "--timeout", "--json"}));
+    if (cmd == "versions") return cmd_versions(flags({"--matrix", "--upstream", "--timeout", "--json", "--bisect", "--releases", "--against", "--compare"}));
     if (cmd == "crosscheck")
       return cmd_crosscheck(flags({"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout", "--against", "--backends",
                                    "--shard", "--results", "--json", "--junit", "--draw"}));

@@ -21,11 +21,25 @@ class Sets(unittest.TestCase):
 
     def test_bad_sets_name_their_column(self):
         for text, want in (("peft==0.17.1,torch==2.1", "peft==0.17.1,torch==2.1:1:14: expected one of"),
-                           ("peft=0.17.1", "peft=0.17.1:1:1: expected NAME==VERSION"),
+                           ("peft=0.17.1", "peft=0.17.1:1:6: expected peft==VERSION, or peft=PATH"),
                            ("accelerate==1.6.0", "accelerate==1.6.0:1:1: expected a set that names peft")):
             with self.assertRaises(release_env.SetError) as c:
                 release_env.parse_set(text)
             self.assertTrue(str(c.exception).startswith(want), str(c.exception))
+
+    def test_a_local_peft_is_one_environment_per_content(self):
+        import tempfile
+        import time
+        d = tempfile.mkdtemp()
+        open(os.path.join(d, "pyproject.toml"), "w").write("[project]\nname = 'peft'\n")
+        pins = release_env.parse_set("peft=" + d)
+        self.assertEqual(release_env.normalize(pins), "peft=" + os.path.abspath(d))
+        first = release_env.dir_name(pins)
+        self.assertTrue(first.startswith("peft-local-"), first)
+        self.assertEqual(release_env.dir_name(pins), first)
+        time.sleep(0.01)
+        open(os.path.join(d, "pyproject.toml"), "a").write("# edited\n")
+        self.assertNotEqual(release_env.dir_name(pins), first)  # an edit is a new environment
 
     def test_pinned_set_is_venv_itself(self):
         python, record = release_env.ensure(ROOT, "peft==" + release_env.shared_version(ROOT, "peft"))

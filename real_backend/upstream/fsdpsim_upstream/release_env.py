@@ -8,11 +8,17 @@ torch (and anything the set does not replace) comes from .venv. pip runs
 against the set's interpreter, so it sees torch 2.13.0 as installed and never
 downloads another. Usage:
 
-    python -m fsdpsim_upstream.release_env SET [--root DIR] [--check]
+    python -m fsdpsim_upstream.release_env SET [--root DIR] [--releases DIR]
+        (SET: peft==X[,accelerate==Y,transformers==Z], or peft=PATH: a local PEFT
+        checkout or wheel, cached under peft-local-<hash of its path and commit or mtimes>)
+    python -m fsdpsim_upstream.release_env --list peft
 
-prints the set's Python on stdout (the last line; "-" for .venv's own pins); exit 3 on a malformed set
+The first prints the set's Python on stdout (the last line; "-" for .venv's own pins); exit 3 on a malformed set
 (`<set>:1:COL: ...`), exit 1 with "cannot run: <reason>" when the set cannot be
-installed or imported.
+installed or imported. The second prints PEFT's final releases on PyPI,
+oldest first, one a line (`fsdpsim versions --bisect`), from a copy kept
+a day in the releases directory; exit 4 when PyPI cannot be reached and no copy
+is kept.
 """
 import json
 import os
@@ -40,7 +46,14 @@ class SetError(ValueError):
 
 
 def parse_set(text):
-    """{"peft": "0.17.1", ...} from "peft==0.17.1[,accelerate==Y,...]"; SetError on bad input."""
+    """{"peft": "0.17.1", ...} from "peft==0.17.1[,accelerate==Y,...]"; SetError on bad input.
+    "peft=PATH" (a local checkout directory or a wheel/sdist file) gives {"peft": "@/abs/PATH"}."""
+    if text.startswith("peft=") and not text.startswith("peft=="):
+        path = text[len("peft="):]
+        if not path or not os.path.exists(path):
+            raise SetError(f"{text}:1:6: expected peft==VERSION, or peft=PATH naming an existing PEFT checkout"
+                           f" directory or wheel file, got '{path}'")
+        return {"peft": "@" + os.path.abspath(path)}
     out = {}
     col = 1
     for part in text.split(","):
@@ -61,12 +74,36 @@ def parse_set(text):
 
 def normalize(pins):
     """The set's canonical text and directory name: peft first, then the others by name."""
+    if pins["peft"].startswith("@"):
+        return "peft=" + pins["peft"][1:]
     names = ["peft"] + sorted(n for n in pins if n != "peft")
     return ",".join(f"{n}=={pins[n]}" for n in names)
 
 
 def dir_name(pins):
+    if pins["peft"].startswith("@"):  # a new commit, an edited file or a rebuilt wheel is a new environment
+        import hashlib
+        path = pins["peft"][1:]
+        return "peft-local-" + hashlib.sha1((path + "\n" + local_identity(path)).encode()).hexdigest()[:12]
     return normalize(pins).replace("==", "-").replace(",", "+")
+
+
+def local_identity(path):
+    """What changes when the local PEFT does: a checkout's commit and uncommitted
+    changes, else the newest modification time and size of its files."""
+    if os.path.isdir(os.path.join(path, ".git")) or os.path.isfile(os.path.join(path, ".git")):
+        head = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", path, "status", "--porcelain"], capture_output=True, text=True).stdout
+        if head:
+            import hashlib
+            return f"git {head} {hashlib.sha1(dirty.encode()).hexdigest() if dirty else 'clean'}"
+    newest, total = os.path.getmtime(path), 0
+    for d, dirs, files in os.walk(path):
+        dirs[:] = [x for x in dirs if x not in (".git", "__pycache__", "build")]
+        for f in files:
+            st = os.stat(os.path.join(d, f))
+            newest, total = max(newest, st.st_mtime), total + st.st_size
+    return f"mtime {newest} size {total}"
 
 
 def base_python(root):
@@ -114,8 +151,13 @@ def build(root, pins, target):
     with open(os.path.join(site_packages(py), "zz-fsdpsim-shared-venv.pth"), "w") as f:
         f.write(shared + "\n")
     record = {"set": normalize(pins), "transformers_chosen": None}
+    local = pins["peft"][1:] if pins["peft"].startswith("@") else None
+    if local:
+        record["source"] = {"path": local, "identity": local_identity(local)}
     with open(os.path.join(target, "install.log"), "w") as log:
-        pip(root, py, [f"{n}=={v}" for n, v in pins.items()], log)
+        # A local PEFT is built with .venv's setuptools (no build isolation: no download);
+        # its dependencies .venv already satisfies are not installed again.
+        pip(root, py, ["--no-build-isolation", local] if local else [f"{n}=={v}" for n, v in pins.items()], log)
         versions, error = import_test(py)
         if versions is None and "transformers" not in pins:
             tried = [f"transformers {shared_version(root, 'transformers')}: {error}"]
@@ -149,7 +191,7 @@ def ensure(root, text, releases=None):
     """(python path, record) of the set's environment, built when absent."""
     import fcntl
     pins = parse_set(text)
-    if all(shared_version(root, n) == v for n, v in pins.items()):
+    if not pins["peft"].startswith("@") and all(shared_version(root, n) == v for n, v in pins.items()):
         # the pinned release set is .venv itself: nothing to build
         return base_python(root), {"set": normalize(pins), "shared": True}
     releases = releases or os.environ.get("FSDPSIM_RELEASES_DIR") or os.path.join(root, ".venv-releases")
@@ -172,14 +214,60 @@ def ensure(root, text, releases=None):
             return os.path.join(final, "bin", "python"), json.load(f)
 
 
+LIST_MAX_AGE_S = 86400  # a day: a new PEFT release shows up by the next nightly
+
+
+def list_releases(root, package, releases=None):
+    """The package's final, unyanked releases on PyPI (its JSON API), oldest first.
+    PyPI itself, not pip's index list: pip merges every configured index and
+    find-links directory, and a local mirror holding one wheel would pass for
+    the whole history. $FSDPSIM_PYPI_URL replaces https://pypi.org (tests)."""
+    import urllib.request
+    releases = releases or os.environ.get("FSDPSIM_RELEASES_DIR") or os.path.join(root, ".venv-releases")
+    cache = os.path.join(releases, f"pypi-{package}.txt")
+    if os.path.exists(cache) and time.time() - os.path.getmtime(cache) < LIST_MAX_AGE_S:
+        with open(cache) as f:
+            return [l.strip() for l in f if l.strip() and not l.startswith("#")]
+    url = os.environ.get("FSDPSIM_PYPI_URL", "https://pypi.org").rstrip("/") + f"/pypi/{package}/json"
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r:
+            data = json.load(r)
+    except (OSError, ValueError) as e:
+        if os.path.exists(cache):  # a stale list beats none; say so
+            print(f"release_env: {package}'s releases from {cache} ({url}: {e})", file=sys.stderr)
+            with open(cache) as f:
+                return [l.strip() for l in f if l.strip() and not l.startswith("#")]
+        raise LookupError(f"cannot list {package}'s releases: {url}: {e}; offline? name them: --releases A,B,C") from None
+    final = re.compile(r"[0-9]+(\.[0-9]+)*")  # no a/b/rc/dev/post tail
+    versions = [v for v, files in data.get("releases", {}).items()
+                if final.fullmatch(v) and files and not all(f.get("yanked") for f in files)]
+    versions.sort(key=lambda v: tuple(int(x) for x in v.split(".")))
+    os.makedirs(releases, exist_ok=True)
+    with open(cache + ".tmp", "w") as f:
+        f.write(f"# {url}, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        f.write("".join(v + "\n" for v in versions))
+    os.replace(cache + ".tmp", cache)
+    return versions
+
+
 def main(argv=None):
     import argparse
     ap = argparse.ArgumentParser(prog="python -m fsdpsim_upstream.release_env")
-    ap.add_argument("set")
+    ap.add_argument("set", nargs="?")
+    ap.add_argument("--list", metavar="PACKAGE", choices=["peft"], help="print the package's releases, oldest first")
     ap.add_argument("--root", default=os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
     ap.add_argument("--releases", default=None, help="cache directory (default: ROOT/.venv-releases)")
     ap.add_argument("--normalize", action="store_true", help="print the normalized set and exit")
     args = ap.parse_args(argv)
+    if args.list:
+        try:
+            print("\n".join(list_releases(args.root, args.list, args.releases)))
+            return 0
+        except LookupError as e:
+            print(str(e), file=sys.stderr)
+            return 4
+    if args.set is None:
+        ap.error("expected a release set or --list peft")
     try:
         if args.normalize:
             print(normalize(parse_set(args.set)))
