@@ -132,6 +132,22 @@ void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
     const int a = layout_->params[p].adapter;
     if (a >= 0 && a != adapter && registry_[p].defined()) kept.push_back({static_cast<int>(p), registry_[p].requires_grad()});
   }
+  // Each target's lora/layer.py::LoraLayer.update_layer ends with the layer's own set_adapter (its
+  // active adapters, the new config's inference_mode): what stays where the set_adapter below
+  // raises (an unmerge) before reaching that layer or at it. A new LoRA layer is active on the new
+  // adapter, frozen (lora/model.py::LoraModel._create_and_replace).
+  for (size_t l = 0; l < layout_->layers.size() && !first; ++l) {
+    const LayerSpec& ls = layout_->layers[l];
+    if (ls.lora_a[adapter] < 0) continue;
+    if (layer_tuner_[l]) {
+      layer_set_adapter(static_cast<int>(l), layer_active_[l], inference_mode);
+    } else {
+      layer_tuner_[l] = 1;
+      layer_set_adapter(static_cast<int>(l), 1u << adapter, inference_mode);
+      set_registered_rg(ls.lora_a[adapter], false);
+      set_registered_rg(ls.lora_b[adapter], false);
+    }
+  }
   for (size_t l = 0; l < layout_->layers.size(); ++l)
     if (layout_->layers[l].lora_a[adapter] >= 0) layer_tuner_[l] = 1;
   // BaseTuner.inject_adapter passes its active_adapters, a list; an unmerge that raises skips the restore.

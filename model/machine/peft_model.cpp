@@ -132,6 +132,24 @@ Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
       int a = topo_->params[p].adapter;
       if (a >= 0 && a != adapter && st_.params[p].present) kept.push_back({static_cast<int>(p), registered_rg(static_cast<int>(p))});
     }
+  // Each target's lora/layer.py::LoraLayer.update_layer ends with the layer's own set_adapter(its
+  // active adapters, the new config's inference_mode); what stays where the housekeeping's
+  // set_adapter below raises (an unmerge) before reaching that layer or at it (crosscheck
+  // --world 4 seed 41400026). A new LoRA layer is active on the new adapter, frozen
+  // (lora/model.py::LoraModel._create_and_replace).
+  for (size_t l = 0; l < topo_->layers.size(); ++l) {
+    const LayerInfo& li = topo_->layers[l];
+    if (li.A[adapter] < 0 || first) continue;
+    LoraLayer& lp = st_.layers[l];
+    if (lp.tuner) {
+      layer_set_adapter(static_cast<int>(l), lp.active, inference_mode);
+    } else {
+      lp.tuner = true;
+      layer_set_adapter(static_cast<int>(l), AdapterSet::of(adapter), inference_mode);
+      set_registered_rg(li.A[adapter], false);
+      set_registered_rg(li.B[adapter], false);
+    }
+  }
   for (size_t l = 0; l < topo_->layers.size(); ++l)
     if (topo_->layers[l].A[adapter] >= 0) st_.layers[l].tuner = true;
   place_new_adapter(adapter);
