@@ -5,7 +5,6 @@
 
 namespace fsdpsim {
 
-
 void RankModel::lazy_init(int g) { st_.groups[g].lazy_init(); }
 
 // torch 2.13 _fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes (run by its lazy_init): the
