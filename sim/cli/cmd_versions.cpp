@@ -195,8 +195,15 @@ int cmd_versions(const Args& a) {
   // --against PATH: the pinned release and the local PEFT, and only what changed between them.
   const bool against = !a.against_path.empty();
   if (against && !a.upstream_set.empty()) throw SourceError("<command line>", {}, "versions --against takes no --upstream: it runs the pinned release and PATH");
-  const std::vector<ReleaseSet> sets =
-      against ? std::vector<ReleaseSet>{matrix_sets("pinned").front(), parse_release_set("peft=" + a.against_path)} : sets_of(a, &matrix_name);
+  // Built a step at a time, not as a braced list: GCC 12 mis-destroys a braced list's elements when
+  // a later one throws (parse_release_set on a missing PATH; ASan: stack-use-after-scope).
+  const std::vector<ReleaseSet> sets = [&] {
+    if (!against) return sets_of(a, &matrix_name);
+    std::vector<ReleaseSet> out;
+    out.push_back(matrix_sets("pinned").front());
+    out.push_back(parse_release_set("peft=" + a.against_path));
+    return out;
+  }();
   std::vector<std::string> problems;
   const std::vector<std::string> files = seq_files(a.positional, &problems);
   for (const auto& p : problems) std::cerr << p << "\n";
