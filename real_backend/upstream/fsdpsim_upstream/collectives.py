@@ -17,6 +17,7 @@ import threading
 import torch
 import torch.distributed as dist
 from torch.distributed.fsdp._fully_shard import _fsdp_param_group
+from torch.distributed.tensor import DTensor
 
 DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
@@ -140,10 +141,13 @@ def _group_of(fsdp_params):
     return "?"
 
 
+def local_of(t):
+    """A DTensor's local shard; a plain tensor itself."""
+    return t._local_tensor if isinstance(t, DTensor) else t
+
+
 def _local_copy(g):
-    if g is None:
-        return None
-    return (g._local_tensor if hasattr(g, "_local_tensor") else g).detach().clone()
+    return None if g is None else local_of(g).detach().clone()
 
 
 def _written(now, before, values):
@@ -152,7 +156,7 @@ def _written(now, before, values):
         return False
     if now is not before:
         return True
-    return not torch.equal((now._local_tensor if hasattr(now, "_local_tensor") else now), values)
+    return not torch.equal(local_of(now), values)
 
 
 def install():
@@ -218,7 +222,6 @@ class FuncolRecorder:
     parameter (group, name)."""
 
     def __new__(cls, names):
-        from torch.distributed.tensor import DTensor
         from torch.utils._python_dispatch import TorchDispatchMode
 
         funcol = torch.ops._c10d_functional

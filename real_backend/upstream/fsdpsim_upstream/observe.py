@@ -6,7 +6,7 @@ judge stored weights across ranks."""
 import torch
 from torch.distributed.tensor import DTensor
 
-from .collectives import DTYPES
+from .collectives import DTYPES, local_of  # noqa: F401 (session.py reads observe.local_of)
 
 ELEM = {torch.float32: 4, torch.bfloat16: 2, torch.float16: 2}
 
@@ -40,10 +40,6 @@ def owner_of(sess, name):
     from the scenario's declarations. kind `modules_to_save`: that adapter's copy of
     the layer (the ModuleDict of peft/utils/other.py::ModulesToSaveWrapper)."""
     return owners(sess).get(name)
-
-
-def local_of(t):
-    return t._local_tensor if isinstance(t, DTensor) else t
 
 
 def flat(t):
