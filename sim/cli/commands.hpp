@@ -111,6 +111,7 @@ int cmd_bench_discovery(const Args& a);
 int cmd_check(const Args& a);
 int cmd_profiles(const Args& a);
 int cmd_random(const Args& a);
+int cmd_fingerprint(const Args& a);
 int cmd_bench(const Args& a);
 int cmd_crosscheck(const Args& a);
 int cmd_worker(const Args& a);
