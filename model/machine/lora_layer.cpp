@@ -133,15 +133,15 @@ uint32_t RankModel::global_a_version(const std::vector<uint32_t>& v) {
 // DTensor all-gather of A (or, for an experts einsum sharded on the experts,
 // of B): the delta is made of the rows every rank contributed, which one rank
 // cannot know alone. So gather_one records the all-gather with into =
-// kIntoShard, the adapter and the sign, and, when set_deferred_merges(true)
-// (the simulator's ranks), leaves the shard untouched. Once the simulator has
+// kIntoShard, the adapter and the sign, and leaves the shard untouched. Once
+// the simulator has
 // matched that all-gather across the ranks (sim/simulator.cpp::
 // Simulator::apply_gathered_deltas) it works out the version of the A (or B)
 // the ranks actually gathered (global_a_version: a mix id when they differ or
 // a peer packed another tensor) and calls apply_gathered_delta, which adds
-// the delta into this rank's W shard. A lone rank (unit tests, the bench) has
-// no peers: gather_one applies the delta at once, as if every rank held its
-// own values; on a 1-rank mesh there is no all-gather at all.
+// the delta into this rank's W shard. There is no other path: the unit tests
+// run their ops through a simulator too (properties/test_util.hpp::OneRank),
+// and on a 1-rank mesh there is no all-gather at all (the delta applies now).
 // ---------------------------------------------------------------------------
 void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t b_version) {
   const LayerInfo& li = topo_->layers[c.target];
@@ -172,8 +172,7 @@ void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adap
   }
   // The merge below changes only the layer's weight, never the gathered A or B: its digest holds.
   log_.contribute(digest_of(param), holds_rows(param, rank_) ? st_.params[param].ver_s : kNoRows);
-  if (sign != 0 && !deferred_merges_) apply_gathered_delta(c, st_.params[param].ver_s);
-  if (sign != 0 && deferred_merges_ && prov_) prov_->deferred.emplace_back(layer, prov_->stamp());
+  if (sign != 0 && prov_) prov_->deferred.emplace_back(layer, prov_->stamp());
   log_.issue(c);
 }
 

@@ -52,12 +52,16 @@ class RankModel {
     reset();
   }
   // Runs one op; collectives it issued are appended to collectives().
+  // A shard merge's delta waits for its all-gather to pair up (apply_gathered_delta, called by
+  // the simulator): a rank of a world > 1 run alone never settles it.
   const OpResult& apply(const Op& op);
+  const OpResult& result() const { return res_; }  // the last op's
   const RankState& state() const { return st_; }
   const Topology& topology() const { return *topo_; }
   int rank() const { return rank_; }
   const CollectiveLog& log() const { return log_; }
   std::vector<CollRecord>& collectives() { return log_.records(); }
+  const std::vector<CollRecord>& collectives() const { return log_.records(); }
   const std::vector<uint64_t>& digests() const { return log_.digests(); }
   const std::vector<int>& members() const { return log_.members(); }
   // Per all-gathered parameter: its version on this rank, kNoRows for padding only.
@@ -83,10 +87,6 @@ class RankModel {
   // One version for a parameter whose rows live on several ranks: the common
   // version when they agree, else a mix id above 0xffff.
   static uint32_t global_a_version(const std::vector<uint32_t>& row_holder_versions);
-  // With a simulator pairing the collectives, a shard merge waits for its
-  // all-gather to pair up (apply_gathered_delta). A lone rank (tests, benches)
-  // applies it at once, as if every rank held its own values.
-  void set_deferred_merges(bool on) { deferred_merges_ = on; }
   // A simulator of two or more ranks judges every layer's stored class against the peers'
   // shards after the run (Simulator::judge_against_peers), and takes the registered one from
   // it where the module holds the shard: the observation leaves both to it and classifies
@@ -267,7 +267,6 @@ class RankModel {
   RankState st_;
   OpResult res_;
   CollectiveLog log_;  // this op's collectives
-  bool deferred_merges_ = false;
   bool peer_judged_ = false;
   Provenance* prov_ = nullptr;
 };
