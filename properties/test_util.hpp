@@ -20,18 +20,26 @@ inline std::string seed000_header(int world = 1, const std::string& profile = "u
 }
 
 // One rank model over a scenario; `op("merge")` parses and applies one op line.
+// Every rank of the scenario's world runs it in a simulator, so the collectives pair
+// up and a shard merge settles as in every simulated run (there is no lone-rank path).
 struct OneRank {
   SeqFile file;
   std::unique_ptr<Topology> topo;
-  std::unique_ptr<RankModel> model;
+  std::unique_ptr<Simulator> sim;
+  const RankModel* model = nullptr;  // the simulator's rank `rank`
+  int steps = 0;
   explicit OneRank(const std::string& header, int rank = 0) {
     file = parse_seq(header, "<test>");
     topo = std::make_unique<Topology>(compile_topology(file));
-    model = std::make_unique<RankModel>(*topo, rank);
+    sim = std::make_unique<Simulator>(*topo);
+    model = &sim->ranks().at(rank);
   }
   Op parse_op(const std::string& line) const { return parse_seq(print_scenario(file.scenario) + "---\n" + line + "\n", "<test>").ops.at(0); }
   const OpResult& op(const std::string& line) {
-    return model->apply(parse_op(line));
+    RunOptions no_observations;
+    no_observations.observe = false;
+    sim->run_more({parse_op(line)}, steps++, no_observations);
+    return model->result();
   }
   int param(const std::string& name) const {
     for (size_t p = 0; p < topo->params.size(); ++p)

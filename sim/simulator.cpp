@@ -82,7 +82,6 @@ Simulator::Simulator(const Topology& topo) : topo_(&topo) {
       pool.ranks.pop_back();
       ranks_.back().rebind(topo, r);
     }
-    ranks_.back().set_deferred_merges(true);
     ranks_.back().set_peer_judged(topo.world > 1);  // judge_against_peers classifies the layers
   }
   queues_ = std::move(pool.queues);

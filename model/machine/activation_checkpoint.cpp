@@ -55,7 +55,7 @@ void RankModel::checkpoint_saves(int layer, bool input_rg, std::vector<SavedMeta
 // The recompute when autograd reaches the layer in backward. Disabled and merged, it
 // unmerges first, as the forward does.
 Raise RankModel::checkpoint_recompute(int layer, bool input_rg) {
-  TrScope scope(*this, Tr::CheckpointRecompute);
+  TrScope scope(site(), Tr::CheckpointRecompute);
   const std::vector<SavedMeta>& forward = st_.graph.ckpt_saved[layer];
   if (st_.layers[layer].disabled && st_.layers[layer].any_merged())
     if (Raise r = layer_unmerge(layer)) return r;

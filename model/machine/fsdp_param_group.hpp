@@ -1,16 +1,57 @@
-// One FSDPParamGroup's state on one rank (torch/distributed/fsdp/_fully_shard/
-// _fsdp_param_group.py::FSDPParamGroup). The transitions that also reach its
-// FSDPParams, the collectives or the other groups are RankModel's (fsdp_group.cpp,
-// named after the upstream methods, as real_backend/real_fsdp.cpp names them);
-// the ones on this state alone are here.
+// One FSDPParamGroup on one rank (torch/distributed/fsdp/_fully_shard/
+// _fsdp_param_group.py::FSDPParamGroup): its state and its transitions (unshard,
+// reshard, pre/post forward and backward, _init_mp_dtypes), each named after the
+// upstream method it mirrors (fsdp_param_group.cpp). What they reach besides the
+// group's own state comes in a GroupContext, as FSDPParamGroup holds its
+// fsdp_params, its mesh and its comm context. The FSDPState-level transitions over
+// every group (the root's lazy init, the final callback) are RankModel's (fsdp_group.cpp).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "model/machine/op_raised.hpp"
+#include "model/vocab/adapter_set.hpp"
 #include "model/vocab/observation.hpp"
 #include "model/vocab/placement.hpp"
 
 namespace fsdpsim {
+
+struct FsdpParam;
+struct FsdpParamGroup;
+struct LoraLayer;
+struct Topology;
+struct UnshardedMemory;
+class CollectiveLog;
+class Provenance;
+
+// What one group's transitions reach: the rank's parameters (the group's are
+// topo.groups[g].params), the other groups (a backward prefetch unshards one), the op's
+// collectives, the unsharded memory, the rank's FSDP state flags, the op's gradients
+// (OpResult::grads) and the provenance (null: none). RankModel::group_context builds it.
+struct GroupContext {
+  const Topology& topo;
+  int rank;
+  int g;  // the group's index
+  std::vector<FsdpParam>& params;
+  std::vector<FsdpParamGroup>& groups;
+  std::vector<int>& post_forward_order;  // _fsdp_param_group.py::FSDPCommContext.post_forward_order
+  CollectiveLog& log;
+  UnshardedMemory& memory;
+  bool root_lazy_inited;                 // FSDPState._lazy_init has run
+  bool& final_callback_queued;           // FSDPStateContext.post_backward_final_callback_queued
+  AdapterSet& grads;                     // adapters whose shard received a gradient this op
+  Provenance* prov;
+  const std::vector<LoraLayer>& layers;  // for the provenance scopes' snapshots
+
+  // What upstream raises here; with provenance the raise site is noted.
+  Raise raise(Status s, std::string msg) const;
+  // Group g's all-gather output (world padded shards, fp32) comes or goes.
+  void note_unsharded(bool unsharded) const;
+};
+
+// A digest of the values `param` contributes to an all-gather on `rank` (0: padding only).
+uint64_t param_digest(const Topology& topo, const std::vector<FsdpParam>& params, int param, int rank);
 
 enum class TrainingState : uint8_t { Idle, Forward, PreBackward, PostBackward };
 
@@ -47,6 +88,20 @@ struct FsdpParamGroup {
   // _fsdp_param_group.py::FSDPParamGroup.reshard: in FORWARD with reshard_after_forward
   // False it returns at once (that early return *is* reshard_after_forward=False).
   bool reshard_returns_early(bool raf) const { return training == TrainingState::Forward && !raf; }
+
+  // The transitions (fsdp_param_group.cpp), each on group c.g.
+  [[nodiscard]] Raise init_mp_dtypes(const GroupContext& c);
+  void unshard(const GroupContext& c);
+  void reshard(const GroupContext& c);
+  void to_sharded(const GroupContext& c);
+  [[nodiscard]] Raise pre_forward(const GroupContext& c);
+  void pre_forward_in_pre_backward(const GroupContext& c);
+  void post_forward(const GroupContext& c);
+  void pre_backward(const GroupContext& c);
+  [[nodiscard]] Raise post_backward(const GroupContext& c);
+  // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.finalize_backward, from the root's final callback.
+  void finalize_backward(const GroupContext& c);
+
   // torch 2.13 _fsdp_param_group.py::FSDPParamGroup._record_post_forward: append to the shared order.
   void record_post_forward(std::vector<int>& post_forward_order, int self) {
     post_forward_indices.push_back(static_cast<int>(post_forward_order.size()));
@@ -61,6 +116,10 @@ struct FsdpParamGroup {
   }
   // A prefetch may target this group: it is not unsharded and has no gather pending.
   bool takes_prefetch() const { return !unsharded() && !gather_pending; }
+
+ private:
+  void all_gather(const GroupContext& c);
+  void backward_prefetch(const GroupContext& c);
 };
 
 }  // namespace fsdpsim

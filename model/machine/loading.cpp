@@ -106,11 +106,6 @@ void RankModel::collective_into(const CollRecord& c, Collective& out) const {
   out.group = c.op == CollOp::Broadcast ? out.parts[0].param : topo_->groups[c.group].name;
 }
 
-// Only the total and which groups were unsharded are kept at a new peak; the
-// per-owner split is computed when an observation asks for it.
-void RankModel::note_unsharded(int g, bool unsharded) {
-  st_.memory.note(g, topo_->groups[g].numel * topo_->world * 4, unsharded);
-}
 
 namespace {
 void by_owner(const Topology& t, const std::array<int64_t, kMaxAdapters + 1>& v, std::vector<OwnerBytes>& out) {

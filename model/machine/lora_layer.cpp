@@ -32,14 +32,7 @@ DeltaId RankModel::delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const {
 }
 
 // Which parameter, and what this rank's shard of it holds, as a digest.
-uint64_t RankModel::digest_of(int param) const {
-  if (!holds_rows(param, rank_)) return 0;  // only padding: contributes nothing to the gathered value
-  const FsdpParam& ps = st_.params[param];
-  uint64_t h = (static_cast<uint64_t>(param) << 20) + ps.packed_version() + 1;  // which tensor, and its values
-  if (topo_->params[param].kind != ParamKind::Weight) return h * 2;  // only base weights carry merged deltas
-  for (int a = 0; a < topo_->n_adapters(); ++a) h = h * 131 + static_cast<uint64_t>(ps.w_s.coeff[a] + 2) * 7919 + ps.w_s.ver[a];
-  return h * 2 + ps.w_s.corrupt;
-}
+uint64_t RankModel::digest_of(int param) const { return param_digest(*topo_, st_.params, param, rank_); }
 
 // The gathered value is rows of different ranks' differing shards: a base weight
 // that is W0 plus no set of deltas, LoRA values no rank has.
@@ -133,15 +126,15 @@ uint32_t RankModel::global_a_version(const std::vector<uint32_t>& v) {
 // DTensor all-gather of A (or, for an experts einsum sharded on the experts,
 // of B): the delta is made of the rows every rank contributed, which one rank
 // cannot know alone. So gather_one records the all-gather with into =
-// kIntoShard, the adapter and the sign, and, when set_deferred_merges(true)
-// (the simulator's ranks), leaves the shard untouched. Once the simulator has
+// kIntoShard, the adapter and the sign, and leaves the shard untouched. Once
+// the simulator has
 // matched that all-gather across the ranks (sim/simulator.cpp::
 // Simulator::apply_gathered_deltas) it works out the version of the A (or B)
 // the ranks actually gathered (global_a_version: a mix id when they differ or
 // a peer packed another tensor) and calls apply_gathered_delta, which adds
-// the delta into this rank's W shard. A lone rank (unit tests, the bench) has
-// no peers: gather_one applies the delta at once, as if every rank held its
-// own values; on a 1-rank mesh there is no all-gather at all.
+// the delta into this rank's W shard. There is no other path: the unit tests
+// run their ops through a simulator too (properties/test_util.hpp::OneRank),
+// and on a 1-rank mesh there is no all-gather at all (the delta applies now).
 // ---------------------------------------------------------------------------
 void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t b_version) {
   const LayerInfo& li = topo_->layers[c.target];
@@ -172,8 +165,7 @@ void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adap
   }
   // The merge below changes only the layer's weight, never the gathered A or B: its digest holds.
   log_.contribute(digest_of(param), holds_rows(param, rank_) ? st_.params[param].ver_s : kNoRows);
-  if (sign != 0 && !deferred_merges_) apply_gathered_delta(c, st_.params[param].ver_s);
-  if (sign != 0 && deferred_merges_ && prov_) prov_->deferred.emplace_back(layer, prov_->stamp());
+  if (sign != 0 && prov_) prov_->deferred.emplace_back(layer, prov_->stamp());
   log_.issue(c);
 }
 
@@ -182,66 +174,76 @@ WeightContent& RankModel::registered_weight(int layer) {
   return st_.params[w].registered_weight(is_registered_u(w));
 }
 
-// lora/layer.py::Linear.merge (ParamWrapper.merge alike): W.data += delta for
-// each adapter not yet merged; a delta that raises leaves merged_adapters as it was.
 Raise RankModel::layer_merge(int layer, int adapter) {
-  const LayerInfo& li = topo_->layers[layer];
-  if (li.A[adapter] < 0 || !st_.params[li.A[adapter]].present) return {};
-  if (st_.layers[layer].is_merged(adapter)) return {};  // "Already following adapters were merged"
-  if (Raise r = get_delta_weight(layer, adapter, +1)) return r;
-  st_.layers[layer].push_merged(adapter);
-  return {};
+  const int a = topo_->layers[layer].A[adapter];
+  return st_.layers[layer].merge(adapter, a >= 0 && st_.params[a].present,
+                                 [&](int ad, int sign) { return get_delta_weight(layer, ad, sign); });
 }
 
-// lora/layer.py::Linear.unmerge: pops every merged adapter, LIFO, then
-// W.data -= delta; the pop happens before the delta, so a raising delta
-// leaves the adapter unlisted but still in W.
 Raise RankModel::layer_unmerge(int layer) {
-  LoraLayer& lp = st_.layers[layer];
-  while (lp.any_merged())
-    if (Raise r = get_delta_weight(layer, lp.pop_merged(), -1)) return r;
-  return {};
+  return st_.layers[layer].unmerge([&](int ad, int sign) { return get_delta_weight(layer, ad, sign); });
+}
+
+// tuners_utils.py::BaseTunerLayer.enable_adapters, or ModulesToSaveWrapper's where the layer is one.
+void RankModel::layer_enable_adapters(int layer, bool enabled) {
+  if (st_.layers[layer].wrapper) return wrapper_enable_adapters(layer, enabled);
+  st_.layers[layer].enable_adapters(layer_context(layer), enabled);
+}
+
+LayerContext RankModel::layer_context(int layer) {
+  return LayerContext{*topo_, layer, st_.params, st_.groups, st_.layers, prov_, st_.inference_mode};
 }
 
 // tuners_utils.py::BaseTunerLayer.set_adapter: requires_grad = (a in names) and
 // not inference_mode on every adapter's A and B, through
 // utils/other.py::_set_layer_requires_grad (which only sees registered objects).
-void RankModel::layer_set_adapter(int layer, AdapterSet names, bool inference_mode) {
-  const LayerInfo& li = topo_->layers[layer];
-  for (int a = 0; a < topo_->n_adapters(); ++a) {
-    if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
+void LoraLayer::set_adapter(const LayerContext& c, AdapterSet names, bool inference_mode) {
+  const LayerInfo& li = c.topo.layers[c.layer];
+  for (int a = 0; a < c.topo.n_adapters(); ++a) {
+    if (li.A[a] < 0 || !c.params[li.A[a]].present) continue;
     bool rg = names.contains(a) && !inference_mode;
-    set_registered_rg(li.A[a], rg);
-    set_registered_rg(li.B[a], rg);
+    set_registered_rg(c.topo, c.params, c.groups, li.A[a], rg);
+    set_registered_rg(c.topo, c.params, c.groups, li.B[a], rg);
   }
-  st_.layers[layer].active = names;
+  active = names;
+}
+
+// lora/layer.py::LoraLayer.update_layer (the adapter injected here) ends with the layer's own
+// set_adapter(its active adapters, the new config's inference_mode); a new LoRA layer is active
+// on the new adapter, frozen (lora/model.py::LoraModel._create_and_replace).
+void LoraLayer::update_layer(const LayerContext& c, int adapter, bool inference_mode) {
+  if (tuner) return set_adapter(c, active, inference_mode);
+  tuner = true;
+  set_adapter(c, AdapterSet::of(adapter), inference_mode);
+  const LayerInfo& li = c.topo.layers[c.layer];
+  set_registered_rg(c.topo, c.params, c.groups, li.A[adapter], false);
+  set_registered_rg(c.topo, c.params, c.groups, li.B[adapter], false);
 }
 
 // tuners_utils.py::BaseTunerLayer.enable_adapters: disabling freezes every
 // adapter (no unmerge); enabling calls the layer's set_adapter(active), which
 // ignores inference_mode upstream (#3447) and honours it when patched (#3453).
-void RankModel::layer_enable_adapters(int layer, bool enabled) {
-  const LayerInfo& li = topo_->layers[layer];
-  LoraLayer& lp = st_.layers[layer];
-  if (lp.wrapper) return wrapper_enable_adapters(layer, enabled);
+// A ModulesToSaveWrapper has its own (RankModel::wrapper_enable_adapters).
+void LoraLayer::enable_adapters(const LayerContext& c, bool enabled) {
+  const LayerInfo& li = c.topo.layers[c.layer];
   if (!enabled) {
-    for (int a = 0; a < topo_->n_adapters(); ++a) {
-      if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
-      set_registered_rg(li.A[a], false);
-      set_registered_rg(li.B[a], false);
+    for (int a = 0; a < c.topo.n_adapters(); ++a) {
+      if (li.A[a] < 0 || !c.params[li.A[a]].present) continue;
+      set_registered_rg(c.topo, c.params, c.groups, li.A[a], false);
+      set_registered_rg(c.topo, c.params, c.groups, li.B[a], false);
     }
-    lp.disabled = true;
+    disabled = true;
     return;
   }
-  TrScope scope(*this, Tr::EnableAdapters);
-  bool respect = topo_->profile.get(Switch::EnableInferenceMode) == sw::kRespect;
-  for (int a = 0; a < topo_->n_adapters(); ++a) {
-    if (li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
-    bool rg = lp.active.contains(a) && !(respect && st_.inference_mode.contains(a));
-    set_registered_rg(li.A[a], rg);
-    set_registered_rg(li.B[a], rg);
+  TrScope scope({c.prov, &c.params, &c.layers}, Tr::EnableAdapters);
+  bool respect = c.topo.profile.get(Switch::EnableInferenceMode) == sw::kRespect;
+  for (int a = 0; a < c.topo.n_adapters(); ++a) {
+    if (li.A[a] < 0 || !c.params[li.A[a]].present) continue;
+    bool rg = active.contains(a) && !(respect && c.inference_mode.contains(a));
+    set_registered_rg(c.topo, c.params, c.groups, li.A[a], rg);
+    set_registered_rg(c.topo, c.params, c.groups, li.B[a], rg);
   }
-  lp.disabled = false;
+  disabled = false;
 }
 
 // lora/layer.py::Linear.forward: disabled and merged -> unmerge first, base
@@ -282,7 +284,7 @@ Raise RankModel::layer_forward(int layer, bool grad_enabled, bool* path_rg) {
   if (lp.wrapper) return {};
   if (lp.disabled) {
     // U is registered here (the group's pre_forward ran), so the unmerge reads no shard and cannot raise.
-    TrScope scope(*this, Tr::DisabledForwardUnmerge);
+    TrScope scope(site(), Tr::DisabledForwardUnmerge);
     if (lp.any_merged()) return layer_unmerge(layer);
     return {};
   }

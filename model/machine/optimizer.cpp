@@ -51,16 +51,16 @@ int RankModel::optimizer_missing(int* first_index) const {
 // torch/optim AdamW.step: updates, in place, each held object that has a grad
 // (an object replaced by a re-added adapter is in no graph; torch/optim/adamw.py::AdamW.step still
 // updates the ghost shard it holds when that kept a grad from before the delete).
-void RankModel::op_step() {
-  for (size_t i = 0; i < st_.optimizer.objects.size(); ++i) {
-    const int p = st_.optimizer.objects[i];
+void Optimizer::step(const Topology& topo, int rank, std::vector<FsdpParam>& params) {
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const int p = objects[i];
     // torch/optim/adamw.py::AdamW._init_group: state is created for each object with a grad.
-    if (opt_object_has_grad(static_cast<int>(i))) {
-      st_.optimizer.create_state(static_cast<int>(i));
-      if (grad_is_rank_specific(p))  // a different update on each rank: the replicas part
-        st_.params[p].drift = (st_.params[p].drift * 2654435761u + 0x10000u * static_cast<uint32_t>(rank_ + 1)) | 1u;
+    if (object_has_grad(static_cast<int>(i), params)) {
+      create_state(static_cast<int>(i));
+      if (grad_is_rank_specific(topo, params, p))  // a different update on each rank: the replicas part
+        params[p].drift = (params[p].drift * 2654435761u + 0x10000u * static_cast<uint32_t>(rank + 1)) | 1u;
     }
-    st_.params[p].optimizer_update();
+    params[p].optimizer_update();
   }
 }
 
@@ -69,12 +69,12 @@ void RankModel::op_step() {
 // and PEFT's BaseTuner.inject_adapter registers no hook). It differs between ranks when
 // their batches do, unless it is zero: lora_A's grad is B^T-weighted, so zero while its
 // layer's lora_B still holds PEFT's zero init (peft lora/layer.py::LoraLayer.reset_lora_parameters).
-bool RankModel::grad_is_rank_specific(int p) const {
-  const ParamInfo& pi = topo_->params[p];
-  if (topo_->data != Data::PerRank || topo_->world < 2 || pi.adapter < 0 || group_of(p) >= 0) return false;
+bool grad_is_rank_specific(const Topology& topo, const std::vector<FsdpParam>& params, int p) {
+  const ParamInfo& pi = topo.params[p];
+  if (topo.data != Data::PerRank || topo.world < 2 || pi.adapter < 0 || managing_group(topo, params, p) >= 0) return false;
   if (pi.kind != ParamKind::LoraA) return true;
-  const FsdpParam& b = st_.params[topo_->layers[pi.layer].B[pi.adapter]];
-  const bool b_zero = topo_->adapters[pi.adapter].init == LoraInit::Zero && b.ver_s == 0 && b.drift == 0;
+  const FsdpParam& b = params[topo.layers[pi.layer].B[pi.adapter]];
+  const bool b_zero = topo.adapters[pi.adapter].init == LoraInit::Zero && b.ver_s == 0 && b.drift == 0;
   return !b_zero;
 }
 
@@ -84,21 +84,18 @@ void RankModel::op_zero_grad() {
   for (size_t p = 0; p < st_.params.size(); ++p) st_.params[p].zero_grad(is_registered_u(static_cast<int>(p)));
 }
 
-bool RankModel::opt_object_has_grad(int i) const {
-  return st_.params[st_.optimizer.objects[i]].optimizer_grad();
-}
+bool Optimizer::object_has_grad(int i, const std::vector<FsdpParam>& params) const { return params[objects[i]].optimizer_grad(); }
 
 // torch/distributed/checkpoint/state_dict.py::_init_optim_state (save and load
 // both start with it): an optimizer with no state and no grad takes one step with
 // zero grads and lr 0 on every object that requires grad, so each gets state and
 // keeps its values; zero_grad(set_to_none=True) then drops those zero grads.
-void RankModel::init_optim_state() {
-  Optimizer& opt = st_.optimizer;
-  if (!opt.state.empty()) return;
-  for (size_t i = 0; i < opt.objects.size(); ++i)
-    if (opt_object_has_grad(static_cast<int>(i))) return;
-  for (size_t i = 0; i < opt.objects.size(); ++i)
-    if (st_.params[opt.objects[i]].rg_s) opt.state.push_back(static_cast<int>(i));
+void Optimizer::init_state(const std::vector<FsdpParam>& params) {
+  if (!state.empty()) return;
+  for (size_t i = 0; i < objects.size(); ++i)
+    if (object_has_grad(static_cast<int>(i), params)) return;
+  for (size_t i = 0; i < objects.size(); ++i)
+    if (params[objects[i]].rg_s) state.push_back(static_cast<int>(i));
 }
 
 // torch/distributed/checkpoint/state_dict.py::_get_optim_state_dict: maps each
@@ -107,7 +104,7 @@ void RankModel::init_optim_state() {
 // that is not registered raises a bare KeyError with its index.
 Raise RankModel::op_save_optimizer() {
   if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
-  init_optim_state();
+  st_.optimizer.init_state(st_.params);
   int first = -1;
   res_.opt_missing = optimizer_missing(&first);
   if (res_.opt_missing > 0) {
@@ -133,7 +130,7 @@ Raise RankModel::op_load_optimizer() {
   Optimizer& opt = st_.optimizer;
   if (!opt.has_ckpt) return raise(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
   if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
-  init_optim_state();
+  st_.optimizer.init_state(st_.params);
   int first = -1;
   res_.opt_missing = optimizer_missing(&first);
   // A checkpoint with no state at all is returned as is (no lookup, nothing raises).

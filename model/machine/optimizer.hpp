@@ -1,11 +1,15 @@
 // The optimizer's view on one rank: which parameter objects it holds, which have
-// AdamW state, and what the last DCP optimizer checkpoint saved. The methods that
-// look the objects up in the module tree are RankModel's (optimizer.cpp).
+// AdamW state, and what the last DCP optimizer checkpoint saved; its step and its
+// state init on the parameters it is handed (optimizer.cpp). The methods that look
+// the objects up in the module tree are RankModel's (optimizer.cpp).
 #pragma once
 #include <algorithm>
 #include <vector>
 
 namespace fsdpsim {
+
+struct FsdpParam;
+struct Topology;
 
 struct Optimizer {
   std::vector<int> objects;  // param indices whose S objects the optimizer holds, in pid order
@@ -27,6 +31,12 @@ struct Optimizer {
     saved_state.clear();
     for (int i : state) saved_state.push_back(objects[i]);
   }
+  bool object_has_grad(int i, const std::vector<FsdpParam>& params) const;  // position i: its object's .grad is not None
+  void step(const Topology& topo, int rank, std::vector<FsdpParam>& params);
+  void init_state(const std::vector<FsdpParam>& params);
 };
+
+// A whole unmanaged replica's gradient differs between the ranks (optimizer.cpp).
+bool grad_is_rank_specific(const Topology& topo, const std::vector<FsdpParam>& params, int p);
 
 }  // namespace fsdpsim

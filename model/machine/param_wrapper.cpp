@@ -75,7 +75,7 @@ bool RankModel::experts_full_b_delta(int layer, int adapter) const {
 // proposed) A and B are gathered first (full_tensor) and the delta is laid out
 // like the weight. sign: +1 merge, -1 unmerge, 0 delta only (the delta_weight op).
 Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
-  TrScope scope(*this, Tr::GetDeltaWeight);
+  TrScope scope(site(), Tr::GetDeltaWeight);
   const LayerInfo& li = topo_->layers[layer];
   const int a = li.A[adapter], b = li.B[adapter];
   const bool sharded_read = group_of(a) >= 0 && !is_registered_u(a);

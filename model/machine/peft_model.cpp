@@ -16,7 +16,7 @@ Raise RankModel::set_adapter_module_level(AdapterSet names, bool list_form, bool
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     if (st_.layers[l].any_merged())
       if (Raise r = layer_unmerge(static_cast<int>(l))) return r;
-    layer_set_adapter(static_cast<int>(l), names, inference_mode);
+    st_.layers[l].set_adapter(layer_context(static_cast<int>(l)), names, inference_mode);
   }
   st_.active = names;
   return {};
@@ -36,7 +36,7 @@ Raise RankModel::op_set_adapter(const Op& op) {
         for (size_t g = 0; g < topo_->groups.size(); ++g) {
           bool merged = false;
           for (int l : topo_->groups[g].layers) merged = merged || st_.layers[l].any_merged();
-          if (!merged) reshard(static_cast<int>(g));  // FSDPModule.reshard
+          if (!merged) st_.groups[g].reshard(group_context(static_cast<int>(g)));  // FSDPModule.reshard
         }
         break;
       case sw::kUnmergeFirst:
@@ -123,7 +123,7 @@ Raise RankModel::op_disable_exit() {
 // registered before (named_parameters(recurse=False), the new adapter's
 // excluded), except on the very first injection (get_peft_model's).
 Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
-  TrScope scope(*this, Tr::InjectAdapter);
+  TrScope scope(site(), Tr::InjectAdapter);
   // mapping_existing_parameter_requires_grad; a buffer per thread (every reset injects each adapter)
   thread_local std::vector<std::pair<int, bool>> kept;
   kept.clear();
@@ -132,24 +132,11 @@ Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
       int a = topo_->params[p].adapter;
       if (a >= 0 && a != adapter && st_.params[p].present) kept.push_back({static_cast<int>(p), registered_rg(static_cast<int>(p))});
     }
-  // Each target's lora/layer.py::LoraLayer.update_layer ends with the layer's own set_adapter(its
-  // active adapters, the new config's inference_mode); what stays where the housekeeping's
-  // set_adapter below raises (an unmerge) before reaching that layer or at it (crosscheck
-  // --world 4 seed 41400026). A new LoRA layer is active on the new adapter, frozen
-  // (lora/model.py::LoraModel._create_and_replace).
-  for (size_t l = 0; l < topo_->layers.size(); ++l) {
-    const LayerInfo& li = topo_->layers[l];
-    if (li.A[adapter] < 0 || first) continue;
-    LoraLayer& lp = st_.layers[l];
-    if (lp.tuner) {
-      layer_set_adapter(static_cast<int>(l), lp.active, inference_mode);
-    } else {
-      lp.tuner = true;
-      layer_set_adapter(static_cast<int>(l), AdapterSet::of(adapter), inference_mode);
-      set_registered_rg(li.A[adapter], false);
-      set_registered_rg(li.B[adapter], false);
-    }
-  }
+  // Each target's lora/layer.py::LoraLayer.update_layer (LoraLayer::update_layer): what it leaves
+  // stays where the housekeeping's set_adapter below raises (an unmerge) before reaching that
+  // layer or at it (crosscheck --world 4 seed 41400026).
+  for (size_t l = 0; l < topo_->layers.size() && !first; ++l)
+    if (topo_->layers[l].A[adapter] >= 0) st_.layers[l].update_layer(layer_context(static_cast<int>(l)), adapter, inference_mode);
   for (size_t l = 0; l < topo_->layers.size(); ++l)
     if (topo_->layers[l].A[adapter] >= 0) st_.layers[l].tuner = true;
   place_new_adapter(adapter);
@@ -194,18 +181,8 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
   // requires_grad restore) never runs. PeftModel.add_adapter then drops only the config: the
   // adapter is in those layers but not in the model.
   auto partial = [&](int l) {
-    const LayerInfo& li = topo_->layers[l];
-    create_in(li);
-    LoraLayer& lp = st_.layers[l];
-    if (lp.tuner) {
-      layer_set_adapter(l, lp.active, inference_mode);
-      return;
-    }
-    // a new LoRA layer: active on the new adapter, frozen (lora/model.py::_create_and_replace)
-    lp.tuner = true;
-    layer_set_adapter(l, AdapterSet::of(adapter), inference_mode);
-    set_registered_rg(li.A[adapter], false);
-    set_registered_rg(li.B[adapter], false);
+    create_in(topo_->layers[l]);
+    st_.layers[l].update_layer(layer_context(l), adapter, inference_mode);
   };
   // peft tuners_utils.py::BaseTuner.inject_adapter matches target_modules against module paths:
   // after prepare a checkpointed layer's path holds the checkpoint_wrapper, which
@@ -298,10 +275,10 @@ Raise RankModel::op_delete_adapter(int adapter) {
               (best < 0 || topo_->adapters[a].name < topo_->adapters[best].name))
             best = a;
         next = best < 0 ? AdapterSet{} : AdapterSet::of(best);
-        TrScope fallback(*this, Tr::DeleteFallback);
-        layer_set_adapter(static_cast<int>(l), next, false);
+        TrScope fallback(site(), Tr::DeleteFallback);
+        st_.layers[l].set_adapter(layer_context(static_cast<int>(l)), next, false);
       } else {
-        layer_set_adapter(static_cast<int>(l), next, false);
+        st_.layers[l].set_adapter(layer_context(static_cast<int>(l)), next, false);
       }
     }
     if (first) tuner_active = lp.active;  // module-level delete_adapter returns the first layer's active_adapters

@@ -99,55 +99,55 @@ void restamp(Stamp& t, const Stamp& s, uint32_t since) {
 
 }  // namespace
 
-void RankModel::enter_scope(Tr t, PieceSnapshot& snap, uint32_t& seq) {
-  prov_->stack.push_back(t);
-  snap.params = st_.params;
-  snap.merged_counts.clear();
-  snap.active.clear();
-  for (const auto& l : st_.layers) {
-    snap.merged_counts.push_back(static_cast<int>(merged_word(l)));
-    snap.active.push_back(static_cast<uint32_t>(l.active.bits()));
+void TrScope::enter(Tr t) {
+  site_.prov->stack.push_back(t);
+  snap_.params = *site_.params;
+  snap_.merged_counts.clear();
+  snap_.active.clear();
+  for (const auto& l : *site_.layers) {
+    snap_.merged_counts.push_back(static_cast<int>(merged_word(l)));
+    snap_.active.push_back(static_cast<uint32_t>(l.active.bits()));
   }
-  seq = prov_->seq();
+  seq_ = site_.prov->seq();
 }
 
-void RankModel::leave_scope(const PieceSnapshot& snap, uint32_t seq) {
-  Provenance& pv = *prov_;
+void TrScope::leave() {
+  Provenance& pv = *site_.prov;
+  const std::vector<FsdpParam>& params = *site_.params;
+  const std::vector<LoraLayer>& layers = *site_.layers;
   const Stamp s = pv.stamp();
-  for (size_t p = 0; p < st_.params.size() && p < snap.params.size(); ++p) {
-    const FsdpParam& a = snap.params[p];
-    const FsdpParam& b = st_.params[p];
+  for (size_t p = 0; p < params.size() && p < snap_.params.size(); ++p) {
+    const FsdpParam& a = snap_.params[p];
+    const FsdpParam& b = params[p];
     ParamTags& t = pv.params[p];
-    if (a.rg_s != b.rg_s) restamp(t.rg_s, s, seq);
-    if (a.rg_u != b.rg_u) restamp(t.rg_u, s, seq);
-    if (a.w_s != b.w_s) restamp(t.w_s, s, seq);
-    if (a.w_u != b.w_u) restamp(t.w_u, s, seq);
-    if (a.ver_s != b.ver_s) restamp(t.ver_s, s, seq);
-    if (a.present != b.present || a.recreated != b.recreated || a.detached != b.detached) restamp(t.present, s, seq);
-    if (a.grad_s != b.grad_s) restamp(t.grad_s, s, seq);
-    if (a.grad_u != b.grad_u) restamp(t.grad_u, s, seq);
-    if (a.device != b.device || a.dtype != b.dtype) restamp(t.meta, s, seq);
+    if (a.rg_s != b.rg_s) restamp(t.rg_s, s, seq_);
+    if (a.rg_u != b.rg_u) restamp(t.rg_u, s, seq_);
+    if (a.w_s != b.w_s) restamp(t.w_s, s, seq_);
+    if (a.w_u != b.w_u) restamp(t.w_u, s, seq_);
+    if (a.ver_s != b.ver_s) restamp(t.ver_s, s, seq_);
+    if (a.present != b.present || a.recreated != b.recreated || a.detached != b.detached) restamp(t.present, s, seq_);
+    if (a.grad_s != b.grad_s) restamp(t.grad_s, s, seq_);
+    if (a.grad_u != b.grad_u) restamp(t.grad_u, s, seq_);
+    if (a.device != b.device || a.dtype != b.dtype) restamp(t.meta, s, seq_);
   }
-  for (size_t l = 0; l < st_.layers.size() && l < snap.merged_counts.size(); ++l)
-    if (static_cast<int>(merged_word(st_.layers[l])) != snap.merged_counts[l]) restamp(pv.layer_merged[l], s, seq);
-  for (size_t l = 0; l < st_.layers.size() && l < snap.active.size(); ++l)
-    if (static_cast<uint32_t>(st_.layers[l].active.bits()) != snap.active[l]) restamp(pv.layer_active[l], s, seq);
+  for (size_t l = 0; l < layers.size() && l < snap_.merged_counts.size(); ++l)
+    if (static_cast<int>(merged_word(layers[l])) != snap_.merged_counts[l]) restamp(pv.layer_merged[l], s, seq_);
+  for (size_t l = 0; l < layers.size() && l < snap_.active.size(); ++l)
+    if (static_cast<uint32_t>(layers[l].active.bits()) != snap_.active[l]) restamp(pv.layer_active[l], s, seq_);
   pv.stack.pop_back();
 }
 
 // FSDPParam.to_sharded registers S again: whatever was written on U since the
 // all-gather and differs from S is gone. The dropper is the user's call running.
-void RankModel::note_drops(int g) {
-  if (!prov_ || !st_.groups[g].unsharded()) return;
-  Provenance& pv = *prov_;
-  const Tr dropper = pv.stack.empty() ? Tr::None : pv.stack.front();
-  for (int p : topo_->groups[g].params) {
-    const FsdpParam& ps = st_.params[p];
+void Provenance::note_drops(const std::vector<FsdpParam>& fsdp_params, const std::vector<int>& group_params) {
+  const Tr dropper = stack.empty() ? Tr::None : stack.front();
+  for (int p : group_params) {
+    const FsdpParam& ps = fsdp_params[p];
     if (ps.detached) continue;
-    ParamTags& t = pv.params[p];
+    ParamTags& t = params[p];
     auto writer = [](const Stamp& s) { return s.mech != Tr::None ? s.mech : s.by; };
-    if (ps.rg_u != ps.rg_s) t.rg_drop = Drop{t.rg_u.op, writer(t.rg_u), dropper, pv.step(), pv.next_seq()};
-    if (ps.w_u != ps.w_s) t.w_drop = Drop{t.w_u.op, writer(t.w_u), dropper, pv.step(), pv.next_seq()};
+    if (ps.rg_u != ps.rg_s) t.rg_drop = Drop{t.rg_u.op, writer(t.rg_u), dropper, step(), next_seq()};
+    if (ps.w_u != ps.w_s) t.w_drop = Drop{t.w_u.op, writer(t.w_u), dropper, step(), next_seq()};
   }
 }
 
@@ -165,15 +165,14 @@ void RankModel::note_deferred(const CollRecord& c) {
     }
 }
 
-void RankModel::note_raise() const {
-  Provenance& pv = *prov_;
-  pv.raised.op = pv.stack.empty() ? Tr::None : pv.stack.front();
-  pv.raised.site = pv.stack.empty() ? Tr::None : pv.stack.back();
-  pv.raised.step = pv.step();
-  if (pv.raised_steps.empty() || pv.raised_steps.back() != pv.step()) pv.raised_steps.push_back(pv.step());
-  if ((pv.raised.site == Tr::CheckpointRecompute || pv.raised.site == Tr::PostBackwardReduce) && !pv.wedged_step) {
-    pv.wedged_step = pv.step();
-    pv.wedged_site = pv.raised.site;
+void Provenance::note_raise() {
+  raised.op = stack.empty() ? Tr::None : stack.front();
+  raised.site = stack.empty() ? Tr::None : stack.back();
+  raised.step = step();
+  if (raised_steps.empty() || raised_steps.back() != step()) raised_steps.push_back(step());
+  if ((raised.site == Tr::CheckpointRecompute || raised.site == Tr::PostBackwardReduce) && !wedged_step) {
+    wedged_step = step();
+    wedged_site = raised.site;
   }
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/machine/fsdp_param.hpp"
+#include "model/machine/lora_layer.hpp"
 
 namespace fsdpsim {
 
@@ -111,6 +112,11 @@ class Provenance {
   std::vector<std::pair<int, Stamp>> deferred;
   // The transitions running now, outermost first.
   std::vector<Tr> stack;
+  // A raise happens now: the innermost transition is its site (wedging a backward where it is
+  // a recompute or a reduce).
+  void note_raise();
+  // FSDPParam.to_sharded of `group_params` while unsharded: U's edits that differ from S are lost.
+  void note_drops(const std::vector<FsdpParam>& params, const std::vector<int>& group_params);
 
  private:
   int step_ = 0;
@@ -122,6 +128,34 @@ struct PieceSnapshot {
   std::vector<FsdpParam> params;
   std::vector<int> merged_counts;  // per layer: n_merged, and the list as a bit mask << 8
   std::vector<uint32_t> active;    // per layer: its active adapters' bits
+};
+
+// Where a scope records (null: nowhere) and the pieces it compares: a rank's params and layers.
+struct ScopeSite {
+  Provenance* prov = nullptr;
+  const std::vector<FsdpParam>* params = nullptr;
+  const std::vector<LoraLayer>* layers = nullptr;
+};
+
+// A scope names the transition running; at its exit every piece it changed that no inner scope
+// stamped is stamped with it. Without a Provenance it costs one null test.
+class TrScope {
+ public:
+  TrScope(const ScopeSite& site, Tr t) : site_(site) {
+    if (site_.prov) enter(t);
+  }
+  ~TrScope() {
+    if (site_.prov) leave();
+  }
+  TrScope(const TrScope&) = delete;
+  TrScope& operator=(const TrScope&) = delete;
+
+ private:
+  void enter(Tr t);
+  void leave();
+  ScopeSite site_;
+  PieceSnapshot snap_;
+  uint32_t seq_ = 0;
 };
 
 }  // namespace fsdpsim

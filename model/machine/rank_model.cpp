@@ -83,7 +83,7 @@ const OpResult& RankModel::apply(const Op& op) {
   res_.corrupt_deltas = AdapterSet{};
   res_.reload_diff.clear();
   st_.memory.start_op();
-  TrScope scope(*this, op_transition(op));
+  TrScope scope(site(), op_transition(op));
   if (Raise raised = dispatch(op)) {
     // What ran before the raise stays (upstream undoes nothing), its collectives included.
     res_.status = raised->status;
@@ -131,17 +131,17 @@ Raise RankModel::dispatch(const Op& op) {
     case OpKind::Forward: return op_forward(true);
     case OpKind::Eval: return op_forward(false);
     case OpKind::Backward: return op_backward();
-    case OpKind::Step: op_step(); break;
+    case OpKind::Step: st_.optimizer.step(*topo_, rank_, st_.params); break;
     case OpKind::ZeroGrad: op_zero_grad(); break;
     case OpKind::TrainStep: {
       op_zero_grad();
       if (Raise r = op_forward(true)) return r;
       {
-        TrScope backward(*this, Tr::Backward);
+        TrScope backward(site(), Tr::Backward);
         if (Raise r = op_backward()) return r;
       }
-      TrScope step(*this, Tr::OptimizerStep);
-      op_step();
+      TrScope step(site(), Tr::OptimizerStep);
+      st_.optimizer.step(*topo_, rank_, st_.params);
       break;
     }
     case OpKind::Merge: return op_merge(op);
@@ -161,12 +161,13 @@ Raise RankModel::dispatch(const Op& op) {
       for (size_t g = 0; g < topo_->groups.size(); ++g) {
         if (only >= 0 && static_cast<int>(g) != only) continue;
         if (op.kind == OpKind::Reshard) {
-          reshard(static_cast<int>(g));  // FSDPModule.reshard -> FSDPParamGroup.reshard
+          st_.groups[g].reshard(group_context(static_cast<int>(g)));  // FSDPModule.reshard -> FSDPParamGroup.reshard
         } else {
           // _fully_shard.py::FSDPModule.unshard: the group's lazy_init (its dtype check) on every call.
-          lazy_init(static_cast<int>(g));
-          if (Raise r = init_mp_dtypes(static_cast<int>(g))) return r;
-          unshard(static_cast<int>(g));
+          FsdpParamGroup& gs = st_.groups[g];
+          gs.lazy_init();
+          if (Raise r = gs.init_mp_dtypes(group_context(static_cast<int>(g)))) return r;
+          gs.unshard(group_context(static_cast<int>(g)));
         }
       }
       break;
@@ -225,12 +226,12 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   // post-forward does nothing: no reshard, no hook (_fsdp_state.py::FSDPState._pre_forward).
   auto stuck = [&](int g) { return st_.groups[g].state_pre_backward; };
   if (root >= 0 && stuck(root)) {
-    pre_backward_state_pre_forward(root);
+    st_.groups[root].pre_forward_in_pre_backward(group_context(root));
   } else {
     // _fsdp_state.py::FSDPState._root_pre_forward: _lazy_init before anything is unsharded.
     if (Raise r = root_lazy_init()) return r;
     if (root >= 0)
-      if (Raise r = pre_forward(root)) return r;
+      if (Raise r = st_.groups[root].pre_forward(group_context(root))) return r;
   }
   // peft_model.py::PeftModel._enable_peft_forward_hooks -> has_active_enabled_adapter reads
   // peft_config[self.active_adapter], inside the root's forward (its pre-forward has run).
@@ -245,10 +246,10 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
       // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.pre_forward registers the post-backward
       // node only when entering a forward pass: a group left in FORWARD by a raise gets none.
       if (stuck(g)) {
-        pre_backward_state_pre_forward(g);
+        st_.groups[g].pre_forward_in_pre_backward(group_context(g));
       } else {
         gr.group_in_rg[g] = path_rg && st_.groups[g].training != TrainingState::Forward;
-        if (Raise r = pre_forward(g)) return r;
+        if (Raise r = st_.groups[g].pre_forward(group_context(g))) return r;
       }
     }
     const LayerInfo& li = topo_->layers[l];
@@ -264,7 +265,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
       // registered with always_call=True and runs on the raise (torch 2.13
       // _fsdp_state.py::_register_group_forward_hooks): the group reshards and goes IDLE.
       if (child && topo_->groups[g].layers.size() > 1 && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g))
-        post_forward(g);
+        st_.groups[g].post_forward(group_context(g));
       return r;
     }
     if (li.checkpoint && grad_enabled && path_rg) {
@@ -273,7 +274,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     }
     if (child && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g)) {
       gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
-      post_forward(g);
+      st_.groups[g].post_forward(group_context(g));
       // A LoRA layer wrapped around the FSDP module puts the hook on the base output, which
       // autograd reaches after the layer's own output (tensor 2l, not 2l + 1) once the LoRA
       // layer adds a term to it (peft lora/layer.py::Linear.forward; else it returns that tensor).
@@ -282,7 +283,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   }
   if (root >= 0 && !stuck(root)) {
     gr.group_out_rg[root] = path_rg;
-    post_forward(root);
+    st_.groups[root].post_forward(group_context(root));
     gr.hooks.emplace_back(root, 2 * static_cast<int>(topo_->layers.size()) - 1);
   }
   gr.valid = true;
@@ -363,7 +364,7 @@ Raise RankModel::op_backward() {
     while (j < order.size() && order[j].second == t) ++j;
     if (Raise r = root_recomputes(t, false)) return r;
     for (size_t k = i; k < j; ++k)
-      if (gr.group_out_rg[order[k].first]) pre_backward(order[k].first);
+      if (gr.group_out_rg[order[k].first]) st_.groups[order[k].first].pre_backward(group_context(order[k].first));
     if (Raise r = root_recomputes(t, true)) return r;
     for (size_t k = i; k < j; ++k) {
       const int g = order[k].first;
@@ -375,7 +376,7 @@ Raise RankModel::op_backward() {
           if (Raise r = recompute(*l)) return r;
       if (gr.group_in_rg[g]) {
         done[g] = 1;
-        if (Raise r = post_backward(g)) return r;
+        if (Raise r = st_.groups[g].post_backward(group_context(g))) return r;
       }
     }
     i = j;

@@ -52,12 +52,16 @@ class RankModel {
     reset();
   }
   // Runs one op; collectives it issued are appended to collectives().
+  // A shard merge's delta waits for its all-gather to pair up (apply_gathered_delta, called by
+  // the simulator): a rank of a world > 1 run alone never settles it.
   const OpResult& apply(const Op& op);
+  const OpResult& result() const { return res_; }  // the last op's
   const RankState& state() const { return st_; }
   const Topology& topology() const { return *topo_; }
   int rank() const { return rank_; }
   const CollectiveLog& log() const { return log_; }
   std::vector<CollRecord>& collectives() { return log_.records(); }
+  const std::vector<CollRecord>& collectives() const { return log_.records(); }
   const std::vector<uint64_t>& digests() const { return log_.digests(); }
   const std::vector<int>& members() const { return log_.members(); }
   // Per all-gathered parameter: its version on this rank, kNoRows for padding only.
@@ -83,10 +87,6 @@ class RankModel {
   // One version for a parameter whose rows live on several ranks: the common
   // version when they agree, else a mix id above 0xffff.
   static uint32_t global_a_version(const std::vector<uint32_t>& row_holder_versions);
-  // With a simulator pairing the collectives, a shard merge waits for its
-  // all-gather to pair up (apply_gathered_delta). A lone rank (tests, benches)
-  // applies it at once, as if every rank held its own values.
-  void set_deferred_merges(bool on) { deferred_merges_ = on; }
   // A simulator of two or more ranks judges every layer's stored class against the peers'
   // shards after the run (Simulator::judge_against_peers), and takes the registered one from
   // it where the module holds the shard: the observation leaves both to it and classifies
@@ -100,16 +100,13 @@ class RankModel {
   // Queries shared with the spec checks and the observation builder.
   // The module holds the unsharded copy U: its group is unsharded (inline: the observation reads it per parameter).
   bool is_registered_u(int param) const {
-    const int g = group_of(param);
-    return g >= 0 && st_.groups[g].unsharded();
+    return u_registered(*topo_, st_.params, st_.groups, param);
   }
   bool registered_rg(int param) const;
   WeightClass classify_stored(int layer) const;
   WeightClass classify_registered(int layer) const;
   bool any_merged() const;
   int optimizer_missing(int* first_index) const;
-  bool opt_object_has_grad(int i) const;  // optimizer position i: its object's .grad is not None
-  void init_optim_state();
   bool is_registered_s(int param) const;  // the module holds this parameter's S object now
   bool in_some_layer(int adapter) const;  // some layer holds this adapter's tensors (PEFT's config aside)
   Observation observe(int step, const Op& op, const OpResult& r, const CollRecord* colls, size_t n_colls) const;
@@ -128,7 +125,7 @@ class RankModel {
   // A rank of an FSDP-managed parameter past its last row holds padding only (ParamInfo::rows_on).
   bool holds_rows(int param, int rank) const { return group_of(param) < 0 || topo_->params[param].rows_on(rank); }
   // The FSDP group managing the registered object now (-1: none; a re-added adapter's new module).
-  int group_of(int param) const { return st_.params[param].detached ? -1 : topo_->params[param].group; }
+  int group_of(int param) const { return managing_group(*topo_, st_.params, param); }
   // The vocabulary's view of a collective this rank issued (name, parts).
   Collective collective_of(const CollRecord& c) const;
   void collective_into(const CollRecord& c, Collective& out) const;
@@ -144,20 +141,9 @@ class RankModel {
   void set_gathered(const CollRecord& c, int i, uint32_t ver, const WeightContent& w);
 
  private:
-  // --- FSDP2 param group (fsdp_group.cpp) ---
-  void lazy_init(int g);
-  [[nodiscard]] Raise init_mp_dtypes(int g);
+  // --- FSDP2 state over every group (fsdp_group.cpp); the groups' own transitions are FsdpParamGroup's ---
+  GroupContext group_context(int g);  // what group g's transitions reach on this rank
   [[nodiscard]] Raise root_lazy_init();
-  void issue_all_gather(int g);
-  void unshard(int g);
-  void to_sharded(int g);
-  void reshard(int g);
-  [[nodiscard]] Raise pre_forward(int g);
-  void pre_backward_state_pre_forward(int g);
-  void post_forward(int g);
-  void pre_backward(int g);
-  void backward_prefetch(int g);
-  [[nodiscard]] Raise post_backward(int g);
   [[nodiscard]] Raise root_post_backward_final_callback(std::vector<uint8_t>& done);
   void reshard_all();         // the state-dict pre-hook: _to_sharded on every group
   void module_reshard_all();  // FSDPModule.reshard() on every FSDP module
@@ -169,7 +155,7 @@ class RankModel {
   DeltaId delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const;
   Raise layer_merge(int layer, int adapter);
   Raise layer_unmerge(int layer);
-  void layer_set_adapter(int layer, AdapterSet names, bool inference_mode);
+  LayerContext layer_context(int layer);  // what layer's transitions reach on this rank
   void layer_enable_adapters(int layer, bool enabled);
   Raise layer_forward(int layer, bool grad_enabled, bool* path_rg);
   // --- activation checkpointing (activation_checkpoint.cpp) ---
@@ -204,7 +190,6 @@ class RankModel {
   Raise op_save_adapters(const Op& op);
   Raise op_load_adapters();
   int64_t saved_rows(int param, int rank) const;
-  bool grad_is_rank_specific(int param) const;
   // --- loading and prepare (loading.cpp) ---
   void place_base_params();
   void place_new_adapter(int adapter, bool autocast = true);  // autocast: BaseTuner._cast_adapter_dtype ran
@@ -214,8 +199,6 @@ class RankModel {
   std::string one_expert_add_error(int layer, int adapter, bool dtensor) const;  // "" when it broadcasts
   // --- memory (loading.cpp) ---
   bool default_placement() const;
-  // Group g's all-gather output (world padded shards, fp32) comes or goes.
-  void note_unsharded(int g, bool unsharded);
   void sharded_bytes_into(std::vector<OwnerBytes>& out) const;
   void peak_unsharded_into(std::vector<OwnerBytes>& out) const;
   // --- training (rank_model.cpp) ---
@@ -224,7 +207,6 @@ class RankModel {
   Raise op_backward();
   Raise dispatch(const Op& op);
   static Tr op_transition(const Op& op);
-  void op_step();
   void op_zero_grad();
   // --- optimizer and checkpoints (optimizer.cpp) ---
   void prepare_optimizer();
@@ -236,29 +218,9 @@ class RankModel {
     if (prov_) note_raise();
     return Raise(s, std::move(msg));
   }
-  void note_raise() const;
-  // Provenance (provenance.cpp): a scope names the transition running; at its exit every
-  // piece it changed that no inner scope stamped is stamped with it.
-  class TrScope {
-   public:
-    TrScope(RankModel& m, Tr t) : m_(m.prov_ ? &m : nullptr), t_(t) {
-      if (m_) m_->enter_scope(t_, snap_, seq_);
-    }
-    ~TrScope() {
-      if (m_) m_->leave_scope(snap_, seq_);
-    }
-    TrScope(const TrScope&) = delete;
-    TrScope& operator=(const TrScope&) = delete;
-
-   private:
-    RankModel* m_;
-    Tr t_;
-    PieceSnapshot snap_;
-    uint32_t seq_ = 0;
-  };
-  void enter_scope(Tr t, PieceSnapshot& snap, uint32_t& seq);
-  void leave_scope(const PieceSnapshot& snap, uint32_t seq);
-  void note_drops(int g);           // to_sharded: U's edits that differ from S are lost
+  void note_raise() const { prov_->note_raise(); }
+  // Provenance (provenance.hpp): the scope of a transition, on this rank's pieces.
+  ScopeSite site() const { return {prov_, &st_.params, &st_.layers}; }
   void note_deferred(const CollRecord& c);  // a shard merge applied once its gather pairs
   AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(topo_->adapters, names); }
 
@@ -267,7 +229,6 @@ class RankModel {
   RankState st_;
   OpResult res_;
   CollectiveLog log_;  // this op's collectives
-  bool deferred_merges_ = false;
   bool peer_judged_ = false;
   Provenance* prov_ = nullptr;
 };
