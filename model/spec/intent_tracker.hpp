@@ -1,5 +1,6 @@
 // Per rank: which adapters the user asked to train, from the ops they called
-// (never from the flags the model reports). S1 judges gradients against it.
+// (never from the flags the model reports). S1 owns one and judges gradients
+// against it.
 #pragma once
 #include <vector>
 
@@ -13,7 +14,7 @@ class IntentTracker {
   // After `op` ran on the observation's rank (not for a stuck rank).
   void observe(const SpecContext& ctx, const Op& op, const Observation& o);
   Mask intended(int rank) const { return ranks_[rank].intended; }
-  // Key bits 0-23 of the rank's word (SpecChecker::append_key).
+  // Bits 0-23 of the rank's key word (S1GradsChecker::pack_key).
   uint32_t key_bits(int rank) const;
 
  private:

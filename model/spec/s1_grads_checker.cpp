@@ -4,8 +4,13 @@
 
 namespace fsdpsim::spec {
 
-void S1GradsChecker::observe(const SpecContext& ctx, const Op& op, const Observation& o, Mask intended,
-                             std::vector<Finding>& out) {
+void S1GradsChecker::observe(const SpecContext& ctx, const Op& op, const Observation& o, std::vector<Finding>& out) {
+  intent_.observe(ctx, op, o);
+  judge(ctx, op, o, intent_.intended(o.rank), out);
+}
+
+void S1GradsChecker::judge(const SpecContext& ctx, const Op& op, const Observation& o, Mask intended,
+                           std::vector<Finding>& out) {
   RankOutput& r = ranks_[o.rank];
   if (op.kind == OpKind::GradientSync) r.sync_off = !op.sync;
   if (op.is_training()) {
@@ -48,9 +53,12 @@ void S1GradsChecker::check(const SpecContext& ctx, const Observation& o, Mask in
   out.back().kind = got & ~want ? "extra" : "missing";
 }
 
-uint32_t S1GradsChecker::key_bits(int rank) const {
-  const RankOutput& r = ranks_[rank];
-  return (r.eval_output ? 1u << 24 : 0) | (r.flags_since_forward ? 1u << 25 : 0) | (r.sync_off ? 1u << 27 : 0);
+void S1GradsChecker::pack_key(const SpecContext& ctx, KeyWriter& key) const {
+  for (int rank = 0; rank < ctx.world(); ++rank) {
+    const RankOutput& r = ranks_[rank];
+    key.word(intent_.key_bits(rank) | (r.eval_output ? 1u << 24 : 0) | (r.flags_since_forward ? 1u << 25 : 0) |
+             (r.sync_off ? 1u << 27 : 0));
+  }
 }
 
 }  // namespace fsdpsim::spec

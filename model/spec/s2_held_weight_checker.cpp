@@ -6,7 +6,7 @@
 
 namespace fsdpsim::spec {
 
-void S2HeldWeightChecker::observe(const Observation& o, std::vector<Finding>& out) {
+void S2HeldWeightChecker::observe(const SpecContext&, const Op&, const Observation& o, std::vector<Finding>& out) {
   uint32_t& reported = reported_[o.rank];
   for (size_t l = 0; l < o.layers.size() && l < layers_; ++l) {
     const LayerObs& lo = o.layers[l];
@@ -25,8 +25,8 @@ void S2HeldWeightChecker::observe(const Observation& o, std::vector<Finding>& ou
   }
 }
 
-void S2HeldWeightChecker::append_key(int rank, std::vector<uint32_t>& out) const {
-  for (size_t l = 0; l < layers_; ++l) out.push_back((reported_[rank] >> l) & 1);
+void S2HeldWeightChecker::pack_key(const SpecContext& ctx, KeyWriter& key) const {
+  for (int r = 0; r < ctx.world(); ++r) key.word(reported_[r]);  // only bits below layers_ are ever set
 }
 
 }  // namespace fsdpsim::spec

@@ -3,16 +3,16 @@
 #pragma once
 #include <vector>
 
-#include "model/spec/spec_context.hpp"
+#include "model/spec/checker.hpp"
 
 namespace fsdpsim::spec {
 
-class S2HeldWeightChecker {
+class S2HeldWeightChecker : public Checker {
  public:
-  S2HeldWeightChecker(int world, size_t layers) : layers_(layers), reported_(world, 0) {}
-  void observe(const Observation& o, std::vector<Finding>& out);
-  // One word per layer: 1 while its bad weight is reported (SpecChecker::append_key).
-  void append_key(int rank, std::vector<uint32_t>& out) const;
+  explicit S2HeldWeightChecker(const SpecContext& ctx) : layers_(ctx.layer_count()), reported_(ctx.world(), 0) {}
+  void observe(const SpecContext& ctx, const Op& op, const Observation& o, std::vector<Finding>& out);
+  // Per rank one word: bit l set while layer l's bad weight is reported.
+  void pack_key(const SpecContext& ctx, KeyWriter& key) const;
 
  private:
   size_t layers_;

@@ -68,16 +68,19 @@ void S3ReshardChecker::check(const SpecContext& ctx, const Observation& prev, co
   out.push_back(finding("S3", o.step, o.rank, detail));
 }
 
-void S3ReshardChecker::append_key(const SpecContext& ctx, int rank, std::vector<uint32_t>& out) const {
-  const Observation* prev = prev_[rank].get();
-  if (!prev) return;
-  out.push_back(static_cast<uint32_t>(prev->groups.size() << 20 | prev->params.size() << 10 | prev->layers.size()));
-  for (const auto& g : prev->groups) out.push_back(static_cast<uint32_t>(g.state));
-  for (const auto& p : prev->params)  // S3 reads U's flag only in groups UNSHARDED then
-    out.push_back(unsharded(*prev, p.group) ? static_cast<uint32_t>(p.rg_u + 1) : 0u);
-  for (const auto& l : prev->layers) {
-    out.push_back(static_cast<uint32_t>(l.registered) << 8 | static_cast<uint32_t>(l.merged.size()));
-    for (const auto& m : l.merged) out.push_back(ctx.mask_of(m));
+void S3ReshardChecker::pack_key(const SpecContext& ctx, KeyWriter& key) const {
+  for (const auto& kept : prev_) {
+    key.flags({kept != nullptr});
+    if (!kept) continue;
+    const Observation& prev = *kept;
+    key.word(static_cast<uint32_t>(prev.groups.size() << 20 | prev.params.size() << 10 | prev.layers.size()));
+    for (const auto& g : prev.groups) key.word(static_cast<uint32_t>(g.state));
+    for (const auto& p : prev.params)  // S3 reads U's flag only in groups UNSHARDED then
+      key.word(unsharded(prev, p.group) ? static_cast<uint32_t>(p.rg_u + 1) : 0u);
+    for (const auto& l : prev.layers) {
+      key.word(static_cast<uint32_t>(l.registered) << 8 | static_cast<uint32_t>(l.merged.size()));
+      for (const auto& m : l.merged) key.word(ctx.mask_of(m));
+    }
   }
 }
 

@@ -6,20 +6,19 @@
 #include <memory>
 #include <vector>
 
-#include "model/spec/spec_context.hpp"
+#include "model/spec/checker.hpp"
 
 namespace fsdpsim::spec {
 
-class S3ReshardChecker {
+class S3ReshardChecker : public Checker {
  public:
   // `borrow`: the observations outlive the checker (check_spec's run), so the
   // previous one is pointed to, not copied.
-  S3ReshardChecker(int world, bool borrow) : borrow_(borrow), prev_(world) {}
+  S3ReshardChecker(const SpecContext& ctx, bool borrow) : borrow_(borrow), prev_(ctx.world()) {}
   void observe(const SpecContext& ctx, const Op& op, const Observation& o, std::vector<Finding>& out);
-  // Key bit 26 of the rank's word: a previous observation is kept (SpecChecker::append_key).
-  uint32_t key_bits(int rank) const { return prev_[rank] ? 1u << 26 : 0; }
-  // What S3 compares with: group states, U's requires_grad, merged lists, registered class.
-  void append_key(const SpecContext& ctx, int rank, std::vector<uint32_t>& out) const;
+  // Per rank: whether a previous observation is kept, then what S3 compares
+  // with in it (group states, U's requires_grad, merged lists, registered class).
+  void pack_key(const SpecContext& ctx, KeyWriter& key) const;
 
  private:
   void check(const SpecContext& ctx, const Observation& prev, const Observation& o, std::vector<Finding>& out) const;

@@ -4,7 +4,7 @@
 
 namespace fsdpsim::spec {
 
-void check_optimizer_checkpoint(const Op& op, const Observation& o, std::vector<Finding>& out) {
+void S4OptimizerCheckpointChecker::observe(const SpecContext&, const Op& op, const Observation& o, std::vector<Finding>& out) {
   if ((op.kind != OpKind::SaveOptimizer && op.kind != OpKind::LoadOptimizer) || o.status != Status::KeyError) return;
   const std::string first = o.opt_unregistered.empty() ? "?" : param_detail(o, o.opt_unregistered[0]);
   out.push_back(finding("S4", o.step, o.rank,

@@ -11,8 +11,6 @@
 namespace fsdpsim::spec {
 namespace {
 
-bool is_stuck(const Observation& o) { return o.status == Status::Hang || o.status == Status::Mismatch; }
-
 // A described field; a stored weight's also carries its classes: its reading and, from a
 // value backend, the others its values fit (0 for every other field).
 struct Field {
@@ -120,25 +118,24 @@ long first_proven_difference(const SpecContext& ctx, const Observation& a, const
 
 }  // namespace
 
-bool S5AgreementChecker::stuck(const Observation& o, std::vector<Finding>& out) {
+void S5AgreementChecker::observe(const SpecContext&, const Op&, const Observation& o, std::vector<Finding>& out) {
   // A cross-paired collective completed: the ranks exchanged bytes of different tensors. The op
   // went on, so the rank is not stuck; the first such pairing (or hang, or mismatch) is reported.
   if (is_cross_paired(o)) {
     if (!collective_reported_) out.push_back(finding("S5", o.step, -1, o.message));
     collective_reported_ = true;
-    return false;
+    return;
   }
-  if (!is_stuck(o)) return false;
+  if (!rank_stuck(o)) return;
   // the words the backends share: gloo's own text (upstream) stays in the observation
   if (!collective_reported_) out.push_back(finding("S5", o.step, -1, message_words(o.message)));
   collective_reported_ = true;
-  return true;
 }
 
 void S5AgreementChecker::after_step(const SpecContext& ctx, const Observation* obs, size_t n, std::vector<Finding>& out) {
   if (ctx.world() < 2 || n != static_cast<size_t>(ctx.world())) return;
   for (size_t k = 0; k < n; ++k)
-    if (is_stuck(obs[k])) return;
+    if (rank_stuck(obs[k])) return;
   // Replicas no FSDP group reduces (adapters added after fully_shard) that the ranks hold apart.
   const std::vector<Name>* apart = nullptr;
   for (size_t k = 0; k < n && !apart; ++k)
@@ -171,6 +168,12 @@ void S5AgreementChecker::after_step(const SpecContext& ctx, const Observation* o
     return;
   }
   disagreement_reported_ = false;
+}
+
+// replica_reported_ is not keyed (nor was it before this interface): states told apart only by
+// it merge, so the explorer may see a replica report once more or once less than a run would.
+void S5AgreementChecker::pack_key(const SpecContext&, KeyWriter& key) const {
+  key.flags({collective_reported_, disagreement_reported_});
 }
 
 bool same_agreement_fields(const Observation& a, const Observation& b) {

@@ -5,19 +5,21 @@
 #pragma once
 #include <vector>
 
-#include "model/spec/spec_context.hpp"
+#include "model/spec/checker.hpp"
 
 namespace fsdpsim::spec {
 
-class S5AgreementChecker {
+class S5AgreementChecker : public Checker {
  public:
-  // A rank stuck in a hang or mismatch: true when `o` is one (nothing more of
-  // it is observable); the first is reported.
-  bool stuck(const Observation& o, std::vector<Finding>& out);
+  // It judges the collectives themselves, so it sees a stuck rank too.
+  static constexpr bool kSeesStuckRanks = true;
+  // A rank stuck in a hang or mismatch (rank_stuck), or one whose collective
+  // was cross-paired: the first of these is reported.
+  void observe(const SpecContext& ctx, const Op& op, const Observation& o, std::vector<Finding>& out);
   // Every observation of one step, in rank order.
   void after_step(const SpecContext& ctx, const Observation* obs, size_t n, std::vector<Finding>& out);
-  // Bits 0-1 of the checker's first key word (SpecChecker::append_key).
-  uint32_t key_bits() const { return (collective_reported_ ? 1 : 0) | (disagreement_reported_ ? 2 : 0); }
+  // One word: bit 0 a collective is reported, bit 1 a disagreement is.
+  void pack_key(const SpecContext& ctx, KeyWriter& key) const;
 
  private:
   bool collective_reported_ = false, disagreement_reported_ = false, replica_reported_ = false;

@@ -34,7 +34,7 @@ std::string save_problem(const SpecContext& ctx, const Op& op, const Observation
 
 }  // namespace
 
-void check_saved_adapters(const SpecContext& ctx, const Op& op, const Observation& o, std::vector<Finding>& out) {
+void S6SavedAdaptersChecker::observe(const SpecContext& ctx, const Op& op, const Observation& o, std::vector<Finding>& out) {
   std::string why;
   if (op.kind == OpKind::SaveAdapters && o.status == Status::Ok) why = save_problem(ctx, op, o);
   // Rank 0 writes the file: of a replica the ranks trained apart, only its copy is kept.

@@ -4,7 +4,7 @@
 
 namespace fsdpsim::spec {
 
-void check_delta_weight(const Op& op, const Observation& o, std::vector<Finding>& out) {
+void S7DeltaWeightChecker::observe(const SpecContext&, const Op& op, const Observation& o, std::vector<Finding>& out) {
   if (o.status == Status::ShapeError && op.kind != OpKind::LoadAdapters) {
     out.push_back(finding("S7", o.step, o.rank, fmt::format("get_delta_weight raised: {}", o.message)));
     return;

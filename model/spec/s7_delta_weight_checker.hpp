@@ -4,10 +4,13 @@
 #pragma once
 #include <vector>
 
-#include "model/spec/spec_context.hpp"
+#include "model/spec/checker.hpp"
 
 namespace fsdpsim::spec {
 
-void check_delta_weight(const Op& op, const Observation& o, std::vector<Finding>& out);
+class S7DeltaWeightChecker : public Checker {
+ public:
+  void observe(const SpecContext& ctx, const Op& op, const Observation& o, std::vector<Finding>& out);
+};
 
 }  // namespace fsdpsim::spec

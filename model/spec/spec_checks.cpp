@@ -1,11 +1,11 @@
-// The driver: every observation goes to each checker in the order S5 (stuck
-// ranks), intent, S1, S2, S3, S4, S6, S7, then S5's agreement once a step's
-// ranks are all seen; findings come out in that order.
+// The driver: every checker sees each observation in the list's order (S5
+// first, as it reports stuck ranks, which the others do not see), then each
+// sees the step once its ranks are all seen; findings come out in that order.
 #include "model/spec/spec_checks.hpp"
 
 #include <algorithm>
+#include <tuple>
 
-#include "model/spec/intent_tracker.hpp"
 #include "model/spec/s1_grads_checker.hpp"
 #include "model/spec/s2_held_weight_checker.hpp"
 #include "model/spec/s3_reshard_checker.hpp"
@@ -19,52 +19,46 @@ namespace fsdpsim {
 namespace spec {
 namespace {
 
-// The checkers side by side with what each remembers between steps.
+// The checkers side by side, each holding what it remembers between steps;
+// copying them copies every checker's state (the explorer's states).
 class Checkers {
  public:
   // `borrow`: the observations outlive the checkers (see S3ReshardChecker).
   Checkers(std::shared_ptr<const Scenario> s, bool borrow)
-      : ctx_(std::move(s)),
-        intent_(ctx_),
-        s1_(ctx_.world()),
-        s2_(ctx_.world(), ctx_.layer_count()),
-        s3_(ctx_.world(), borrow) {}
+      : ctx_(std::move(s)), list_(S5AgreementChecker(), S1GradsChecker(ctx_), S2HeldWeightChecker(ctx_),
+                                  S3ReshardChecker(ctx_, borrow), S4OptimizerCheckpointChecker(), S6SavedAdaptersChecker(),
+                                  S7DeltaWeightChecker()) {}
 
   void step(const Op& op, const Observation* obs, size_t n, std::vector<Finding>& out) {
-    for (size_t k = 0; k < n; ++k) observe(op, obs[k], out);
-    s5_.after_step(ctx_, obs, n, out);
+    for (size_t k = 0; k < n; ++k) {
+      const bool stuck = rank_stuck(obs[k]);
+      each([&](auto& c) {
+        if (!stuck || c.kSeesStuckRanks) c.observe(ctx_, op, obs[k], out);
+      });
+    }
+    each([&](auto& c) { c.after_step(ctx_, obs, n, out); });
   }
 
-  // Every field the checks read on a later step, in one fixed layout: S5's
-  // latches, then per rank one word of intent (bits 0-23), S1 (24-25) and S3
-  // (26) flags, S2's per-layer words, S3's previous observation.
+  // Each checker's words in the list's order.
   void append_key(std::vector<uint32_t>& out) const {
-    out.push_back(0x5bec0000u | s5_.key_bits());
-    for (int r = 0; r < ctx_.world(); ++r) {
-      out.push_back(intent_.key_bits(r) | s1_.key_bits(r) | s3_.key_bits(r));
-      s2_.append_key(r, out);
-      s3_.append_key(ctx_, r, out);
-    }
+    KeyWriter key(out);
+    each([&](const auto& c) { c.pack_key(ctx_, key); });
   }
 
  private:
-  void observe(const Op& op, const Observation& o, std::vector<Finding>& out) {
-    if (s5_.stuck(o, out)) return;  // the rank is stuck in the op: nothing more is observable
-    intent_.observe(ctx_, op, o);
-    s1_.observe(ctx_, op, o, intent_.intended(o.rank), out);
-    s2_.observe(o, out);
-    s3_.observe(ctx_, op, o, out);
-    check_optimizer_checkpoint(op, o, out);
-    check_saved_adapters(ctx_, op, o, out);
-    check_delta_weight(op, o, out);
+  template <typename F>
+  void each(F f) {
+    std::apply([&](auto&... c) { (f(c), ...); }, list_);
+  }
+  template <typename F>
+  void each(F f) const {
+    std::apply([&](const auto&... c) { (f(c), ...); }, list_);
   }
 
   SpecContext ctx_;
-  IntentTracker intent_;
-  S1GradsChecker s1_;
-  S2HeldWeightChecker s2_;
-  S3ReshardChecker s3_;
-  S5AgreementChecker s5_;
+  std::tuple<S5AgreementChecker, S1GradsChecker, S2HeldWeightChecker, S3ReshardChecker, S4OptimizerCheckpointChecker,
+             S6SavedAdaptersChecker, S7DeltaWeightChecker>
+      list_;
 };
 
 }  // namespace

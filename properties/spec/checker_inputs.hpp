@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/spec/spec_context.hpp"
+#include "model/spec/checker.hpp"
 #include "properties/test_util.hpp"
 
 namespace fsdpsim::test {
@@ -24,6 +24,15 @@ struct CheckerInputs {
   const Op& op(int step) const { return file.ops.at(step - 1); }
   Observation obs(int step, int rank = 0) const { return obs_at(observations, step, rank); }
 };
+
+// The words `c` writes into the explorer's state key (Checker::pack_key).
+template <typename C>
+std::vector<uint32_t> key_words(const C& c, const spec::SpecContext& ctx) {
+  std::vector<uint32_t> words;
+  spec::KeyWriter key(words);
+  c.pack_key(ctx, key);
+  return words;
+}
 
 inline std::vector<std::string> texts(const std::vector<Finding>& v) {
   std::vector<std::string> out;

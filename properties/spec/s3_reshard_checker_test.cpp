@@ -27,7 +27,7 @@ struct DroppedFlip {
 TEST(S3ReshardChecker, ADroppedFlagIsReportedPerGroup) {
   for (bool borrow : {false, true}) {
     DroppedFlip d;
-    spec::S3ReshardChecker s3(1, borrow);
+    spec::S3ReshardChecker s3(d.in.ctx, borrow);
     std::vector<Finding> out;
     s3.observe(d.in.ctx, d.in.op(1), d.was, out);
     s3.observe(d.in.ctx, d.in.op(2), d.now, out);
@@ -46,7 +46,7 @@ TEST(S3ReshardChecker, ValuesEditedOnTheCopyAndCountedClauses) {
   for (auto& p : d.now.params)
     if (p.name == "lin0.lora_B.default") p.rg_s = false;
   d.was.layers[1].registered = WeightClass::ExtraDelta;  // lin1 is in group root
-  spec::S3ReshardChecker s3(1, false);
+  spec::S3ReshardChecker s3(d.in.ctx, false);
   std::vector<Finding> out;
   s3.observe(d.in.ctx, d.in.op(1), d.was, out);
   s3.observe(d.in.ctx, d.in.op(2), d.now, out);
@@ -58,10 +58,10 @@ TEST(S3ReshardChecker, ValuesEditedOnTheCopyAndCountedClauses) {
 
 TEST(S3ReshardChecker, AFlagSettingOpOrNoPreviousObservationIsNotJudged) {
   DroppedFlip d;
-  spec::S3ReshardChecker s3(1, false);
+  spec::S3ReshardChecker s3(d.in.ctx, false);
   std::vector<Finding> out;
   s3.observe(d.in.ctx, d.in.op(2), d.now, out);  // nothing before it
-  EXPECT_EQ(s3.key_bits(0), 1u << 26);
+  EXPECT_EQ(key_words(s3, d.in.ctx).at(0), 1u);  // a previous observation is kept now
   s3.observe(d.in.ctx, d.in.op(1), d.was, out);
   const SeqFile set = parse_seq(seed000_header(1, "patched") + "set_adapter default\n", "<test>");
   s3.observe(d.in.ctx, set.ops[0], d.now, out);  // set_adapter may reshard and set flags
@@ -70,18 +70,16 @@ TEST(S3ReshardChecker, AFlagSettingOpOrNoPreviousObservationIsNotJudged) {
 
 TEST(S3ReshardChecker, TheKeyHoldsWhatTheNextStepCompares) {
   DroppedFlip d;
-  spec::S3ReshardChecker s3(1, false);
-  std::vector<uint32_t> none, key;
-  s3.append_key(d.in.ctx, 0, none);
-  EXPECT_TRUE(none.empty());
-  EXPECT_EQ(s3.key_bits(0), 0u);
+  spec::S3ReshardChecker s3(d.in.ctx, false);
+  EXPECT_EQ(key_words(s3, d.in.ctx), std::vector<uint32_t>{0u});  // no previous observation: that flag only
   std::vector<Finding> out;
   s3.observe(d.in.ctx, d.in.op(1), d.was, out);
-  s3.append_key(d.in.ctx, 0, key);
-  // sizes; group states; U's flag + 1 where its group is UNSHARDED (both are); layers' class and merges
-  ASSERT_EQ(key.size(), 1u + d.was.groups.size() + d.was.params.size() + d.was.layers.size());
-  EXPECT_EQ(key[0], (d.was.groups.size() << 20) | (d.was.params.size() << 10) | d.was.layers.size());
-  for (size_t g = 0; g < d.was.groups.size(); ++g) EXPECT_EQ(key[1 + g], static_cast<uint32_t>(ShardedState::Unsharded));
+  const std::vector<uint32_t> key = key_words(s3, d.in.ctx);
+  // kept; sizes; group states; U's flag + 1 where its group is UNSHARDED (both are); layers' class and merges
+  ASSERT_EQ(key.size(), 2u + d.was.groups.size() + d.was.params.size() + d.was.layers.size());
+  EXPECT_EQ(key[0], 1u);
+  EXPECT_EQ(key[1], (d.was.groups.size() << 20) | (d.was.params.size() << 10) | d.was.layers.size());
+  for (size_t g = 0; g < d.was.groups.size(); ++g) EXPECT_EQ(key[2 + g], static_cast<uint32_t>(ShardedState::Unsharded));
   for (size_t p = 0; p < d.was.params.size(); ++p)
-    EXPECT_EQ(key[1 + d.was.groups.size() + p], static_cast<uint32_t>(d.was.params[p].rg_u + 1)) << d.was.params[p].name;
+    EXPECT_EQ(key[2 + d.was.groups.size() + p], static_cast<uint32_t>(d.was.params[p].rg_u + 1)) << d.was.params[p].name;
 }
