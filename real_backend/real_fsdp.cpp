@@ -359,10 +359,7 @@ void RealRank::forward_pass(bool grad_enabled) {
 // pre-backward, the children's in reverse forward order (a child whose input
 // required grad runs post_backward there), the root's final callback for the rest.
 void RealRank::op_backward() {
-  if (!have_output_) {
-    error(Status::ValueError, "backward without a forward output");
-    return;
-  }
+  if (!have_output_) throw OpError(Status::ValueError, "backward without a forward output");
   have_output_ = false;
   // Unmanaged leaves (adapters added after fully_shard) get their grad from autograd directly.
   std::vector<std::pair<at::TensorImpl*, int64_t>> before(params_.size(), {nullptr, -1});
@@ -397,9 +394,8 @@ void RealRank::op_backward() {
     recompute_raised = std::current_exception();
   } catch (const c10::Error& e) {
     std::string msg = e.what_without_backtrace();
-    error(msg.find("does not require grad") != std::string::npos ? Status::NoGradFn : Status::ValueError, msg);
     loss_ = at::Tensor();
-    return;
+    throw OpError(msg.find("does not require grad") != std::string::npos ? Status::NoGradFn : Status::ValueError, msg);
   }
   loss_ = at::Tensor();
   if (recompute_raised) {

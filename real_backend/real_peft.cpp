@@ -1,5 +1,7 @@
 // PeftModel / BaseTuner ops on the real module (peft/peft_model.py,
 // peft/tuners/tuners_utils.py), in the order the profile switches choose.
+#include <optional>
+
 #include <ATen/core/grad_mode.h>
 
 #include "real_backend/real_rank.hpp"
@@ -38,10 +40,7 @@ void RealRank::op_set_adapter(const Op& op) {
     }
   }
   // PeftModel.set_adapter checks its peft_config; BaseTuner.set_adapter (a list) checks nothing.
-  if (!op.list_form && !present_.includes(names)) {
-    error(Status::ValueError, "Adapter " + op.names[0] + " not found.");
-    return;
-  }
+  if (!op.list_form && !present_.includes(names)) throw OpError(Status::ValueError, "Adapter " + op.names[0] + " not found.");
   if (!op.list_form) peft_active_ = names.first();  // PeftModel.set_adapter names its own first
   set_adapter_module_level(names, op.list_form, false);
 }
@@ -63,10 +62,7 @@ void RealRank::unmerge_adapter() {
 
 // PeftModel.disable_adapter, entering: disable_adapter_layers (no unmerge).
 void RealRank::op_disable_enter() {
-  if (disabled_) {
-    error(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
-    return;
-  }
+  if (disabled_) throw OpError(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
   // peft_model.py::PeftModel.disable_adapter reads peft_config[self.active_adapter] first.
   if (!present_.contains(peft_active_))
     throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[peft_active_].name + "'");
@@ -85,10 +81,7 @@ void RealRank::active_without_config() const {
 // PeftModel.disable_adapter, leaving: enable_adapter_layers; with
 // disable_exit_reshard (#3800) unmerge and reshard first.
 void RealRank::op_disable_exit() {
-  if (!disabled_) {
-    error(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
-    return;
-  }
+  if (!disabled_) throw OpError(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
   if (layout_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
     if (any_merged()) unmerge_adapter();
     module_reshard_all();
@@ -136,10 +129,8 @@ void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
 // _move_adapter_to_device_of_base_layer; the new adapter is inactive, so frozen,
 // until load_adapter(is_trainable=True) calls PeftModel.set_requires_grad on it.
 void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
-  if (present_.contains(adapter)) {
-    error(Status::ValueError, "Adapter with name " + layout_->adapters[adapter].name + " already exists.");
-    return;
-  }
+  if (present_.contains(adapter))
+    throw OpError(Status::ValueError, "Adapter with name " + layout_->adapters[adapter].name + " already exists.");
   // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
   const std::string conflict = target_parameters_conflict(layout_->target_parameters, layout_->adapters, adapter, present_.bits());
   if (!conflict.empty()) throw OpError(Status::ValueError, conflict);
@@ -217,16 +208,11 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
 // wrappers then follow. FSDP's group keeps gathering it.
 void RealRank::op_delete_adapter(int adapter) {
   const std::string& name = layout_->adapters[adapter].name;
-  if (!present_.contains(adapter)) {
-    error(Status::ValueError, "Adapter " + name + " does not exist");
-    return;
-  }
+  if (!present_.contains(adapter)) throw OpError(Status::ValueError, "Adapter " + name + " does not exist");
   for (const auto& m : merged_)
     for (int a : m)
-      if (a == adapter) {
-        error(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
-        return;
-      }
+      if (a == adapter)
+        throw OpError(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
   present_.erase(adapter);
   for (const auto& ls : layout_->layers)
     if (ls.lora_a[adapter] >= 0) registry_[ls.lora_a[adapter]] = registry_[ls.lora_b[adapter]] = at::Tensor();
@@ -297,10 +283,8 @@ void RealRank::op_delta_weight(int layer) {
 void RealRank::op_save_adapters(const Op& op) {
   AdapterSet names = op.names.empty() ? present_ : named(op.names);
   if (op.names.empty() && layout_->profile.get(Switch::AdapterSaveSelection) == sw::kActive) names = active_ & present_;
-  if (!present_.includes(names)) {
-    error(Status::ValueError, "selected adapters are not in the model: " + names.without(present_).text(layout_->adapters));
-    return;
-  }
+  if (!present_.includes(names))
+    throw OpError(Status::ValueError, "selected adapters are not in the model: " + names.without(present_).text(layout_->adapters));
   ++saves_;
   reshard_all();
   const bool gather = layout_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
@@ -366,10 +350,7 @@ bool RealRank::saved_local_rows(size_t p) const {
 // fitting tensors were copied. reload_diff: S against what S held at save time;
 // reload_coincident: rank 0's rows taken in, equal to this rank's own by value.
 void RealRank::op_load_adapters() {
-  if (saved_adapters_.empty()) {
-    error(Status::ValueError, "no adapters were saved (save_adapters first)");
-    return;
-  }
+  if (saved_adapters_.empty()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
   // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter, reads
   // peft_config[adapter_name] first: an adapter deleted since the save raises KeyError there,
   // after the adapters before it loaded (each load_state_dict's FSDP pre-hook reshards).
@@ -391,10 +372,7 @@ void RealRank::op_load_adapters() {
     }
   if (file_floats > 0) {
     at::Tensor all = rank == 0 ? at::cat(mine) : comm_->read_rank0_file(file_floats, std::max(saves_, 1));  // a peer that never saved reads rank 0's first
-    if (!all.defined()) {
-      error(Status::ValueError, "no adapters were saved (save_adapters first)");
-      return;
-    }
+    if (!all.defined()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
     int64_t at = 0;
     for (size_t p = 0; p < params_.size(); ++p) {
       if (saved_rows_[p] < 0) continue;
@@ -405,9 +383,12 @@ void RealRank::op_load_adapters() {
   }
   at::NoGradGuard ng;
   std::vector<bool> foreign(params_.size(), false);  // this rank's rows of p now hold rank 0's
-  for (size_t a = 0; a < layout_->adapters.size() && res_.status == Status::Ok; ++a) {
+  // What the load raises: thrown once reload_diff and reload_coincident are read, as the tensors
+  // copied before the raise stay copied.
+  std::optional<OpError> raised;
+  for (size_t a = 0; a < layout_->adapters.size() && !raised; ++a) {
     if (static_cast<int>(a) == missing) {
-      error(Status::KeyError, "KeyError: '" + layout_->adapters[a].name + "'");
+      raised.emplace(Status::KeyError, "KeyError: '" + layout_->adapters[a].name + "'");
       break;
     }
     for (size_t p = 0; p < params_.size(); ++p) {
@@ -427,10 +408,10 @@ void RealRank::op_load_adapters() {
         v.narrow(0, 0, file0[p].numel()).copy_(file0[p]);
         foreign[p] = rank != 0 && ps.local_rows(rank) > 0;
       } else {
-        if (res_.status == Status::Ok)
+        if (!raised)
           // torch nn/modules/module.py::Module.load_state_dict: every size mismatch of the call is
           // collected, then one RuntimeError whose first line names the module class.
-          error(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
+          raised.emplace(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
         continue;
       }
       params_[p].s.variable_data().copy_(v.reshape(params_[p].s.sizes()));
@@ -441,6 +422,7 @@ void RealRank::op_load_adapters() {
     if (!at::equal(params_[p].s.detach(), saved_values_[p])) res_.reload_diff.push_back(layout_->params[p].name);
     else if (foreign[p]) res_.reload_coincident.push_back(layout_->params[p].name);
   }
+  if (raised) throw *raised;
 }
 
 }  // namespace fsdpsim::real

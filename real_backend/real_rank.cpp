@@ -122,7 +122,8 @@ RankReport RealRank::apply(const Op& op, int step) {
   try {
     run_op(op);
   } catch (const OpError& e) {
-    error(e.status, e.what());  // raised inside PEFT: the op stops there
+    res_.status = e.raised.status;  // raised upstream: the op stops there
+    res_.message = e.raised.message;
   }
   return report(op, step);
 }
@@ -138,8 +139,8 @@ void RealRank::run_op(const Op& op) {
     case OpKind::TrainStep:
       op_zero_grad();
       op_forward(true);
-      op_backward();
-      if (res_.status == Status::Ok) op_step();
+      op_backward();  // a raise skips the step
+      op_step();
       break;
     case OpKind::Merge: op_merge(op); break;
     case OpKind::Unmerge: unmerge_adapter(); break;

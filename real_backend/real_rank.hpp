@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include "model/vocab/adapter_set.hpp"
+#include "model/machine/op_raised.hpp"
 #include "model/vocab/op.hpp"
 #include "real_backend/comm.hpp"
 #include "real_backend/layout.hpp"
@@ -33,12 +34,18 @@ struct RealParam {
   int64_t adam_created = 0;   // when the state was created (Optimizer.state's insertion order)
 };
 
-// An exception PEFT raises inside an op (a libtorch error's first line): the
-// op stops where Python's would, and apply() reports it.
+// An exception upstream raises inside an op (a libtorch error's first line):
+// the op stops where Python's would, and apply() reports it. This backend's one
+// way to raise: a thrown OpError carrying the model's OpRaised, never a flag
+// set and returned through. A throw and not the model's Raise value, because
+// some raises happen inside libtorch autograd hooks (post_backward, a
+// checkpoint's recompute), out of which only an exception gets through
+// loss.backward(). Only apply() catches it for good; a catch elsewhere undoes
+// what upstream undoes (add_adapter's config) and rethrows.
 class OpError : public std::runtime_error {
  public:
-  OpError(Status s, const std::string& msg) : std::runtime_error(msg), status(s) {}
-  Status status;
+  OpError(Status s, const std::string& msg) : std::runtime_error(msg), raised{s, msg} {}
+  OpRaised raised;
 };
 
 // What one op did beside the state it left, as the model's OpResult
@@ -183,10 +190,6 @@ class RealRank {
   // --- reporting ---
   RankReport report(const Op& op, int step);
   AdapterSet named(const std::vector<std::string>& names) const { return AdapterSet::named(layout_->adapters, names); }
-  void error(Status s, std::string msg) {
-    res_.status = s;
-    res_.message = std::move(msg);
-  }
   at::Tensor chunk_of(const std::vector<float>& full, const ParamSpec& p) const;
 
   const Layout* layout_;
