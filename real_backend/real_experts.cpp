@@ -260,7 +260,7 @@ void RealRank::wrapper_forward(int layer) {
     return;
   int n = 0;
   for (size_t a = 0; a < layout_->adapters.size(); ++a)
-    n += ((layer_active_[layer] >> a) & 1) && ls.lora_a[a] >= 0 && registry_[ls.lora_a[a]].defined();
+    n += layer_active_[layer].contains(static_cast<int>(a)) && ls.lora_a[a] >= 0 && registry_[ls.lora_a[a]].defined();
   if (n == 0) return;
   const bool fold = n == 1 && ls.experts > 1 && params_[ls.weight].place.scalar_type() != at::kBFloat16;
   throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (fold ? "baddbmm.default" : "add.Tensor") +
@@ -274,7 +274,7 @@ at::Tensor RealRank::experts_forward(int layer, const at::Tensor& h) {
   at::Tensor w = registered(ls.weight);
   if (!layer_disabled_[layer] && merged_[layer].empty()) {
     for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-      if (!((layer_active_[layer] >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+      if (!layer_active_[layer].contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
       try {
         const float scale = lora_scaling(*layout_, static_cast<int>(a));
         if (ls.experts == 1) {

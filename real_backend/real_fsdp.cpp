@@ -173,7 +173,7 @@ void RealRank::post_backward(int g) {
       throw OpError(Status::Exception, grad_dtype_refused_message(orig_dtype_[g] == static_cast<int>(at::kFloat) ? DType::F32 : DType::BF16));
     if (sg.defined()) sg.add_(part);
     else sg = part;
-    if (ps.adapter >= 0) res_.grads |= 1u << ps.adapter;
+    if (ps.adapter >= 0) res_.grads.insert(ps.adapter);
   }
 }
 
@@ -291,7 +291,7 @@ void RealRank::forward_pass(bool grad_enabled) {
     forward_order_.push_back(root);
   }
   // PeftModel.has_active_enabled_adapter: peft_config[active_adapter] inside the root's forward.
-  if (!((present_ >> peft_active_) & 1))
+  if (!present_.contains(peft_active_))
     throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[peft_active_].name + "'");
   // `data same`: every rank reads rank 0's batch; `per_rank`: its own (a DistributedSampler's shard).
   std::vector<float> x = rank_input(*layout_, seed_, layout_->data == Data::PerRank ? comm_->rank() : 0);
@@ -359,10 +359,7 @@ void RealRank::forward_pass(bool grad_enabled) {
 // pre-backward, the children's in reverse forward order (a child whose input
 // required grad runs post_backward there), the root's final callback for the rest.
 void RealRank::op_backward() {
-  if (!have_output_) {
-    error(Status::ValueError, "backward without a forward output");
-    return;
-  }
+  if (!have_output_) throw OpError(Status::ValueError, "backward without a forward output");
   have_output_ = false;
   // Unmanaged leaves (adapters added after fully_shard) get their grad from autograd directly.
   std::vector<std::pair<at::TensorImpl*, int64_t>> before(params_.size(), {nullptr, -1});
@@ -397,9 +394,8 @@ void RealRank::op_backward() {
     recompute_raised = std::current_exception();
   } catch (const c10::Error& e) {
     std::string msg = e.what_without_backtrace();
-    error(msg.find("does not require grad") != std::string::npos ? Status::NoGradFn : Status::ValueError, msg);
     loss_ = at::Tensor();
-    return;
+    throw OpError(msg.find("does not require grad") != std::string::npos ? Status::NoGradFn : Status::ValueError, msg);
   }
   loss_ = at::Tensor();
   if (recompute_raised) {
@@ -452,7 +448,7 @@ void RealRank::op_backward() {
     const at::Tensor& gr = params_[p].s.grad();
     if (!gr.defined()) continue;
     bool fresh = before[p].first != gr.unsafeGetTensorImpl() || before[p].second != gr._version();
-    if (fresh && layout_->params[p].adapter >= 0) res_.grads |= 1u << layout_->params[p].adapter;
+    if (fresh && layout_->params[p].adapter >= 0) res_.grads.insert(layout_->params[p].adapter);
   }
   if (recompute_raised) std::rethrow_exception(recompute_raised);
   // Only a backward whose pre_backward queued the final callback runs it.

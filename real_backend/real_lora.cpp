@@ -140,11 +140,11 @@ void RealRank::layer_unmerge(int layer) {
 }
 
 // tuners_utils.py::BaseTunerLayer.set_adapter.
-void RealRank::layer_set_adapter(int layer, uint32_t names, bool inference_mode) {
+void RealRank::layer_set_adapter(int layer, AdapterSet names, bool inference_mode) {
   const LayerSpec& ls = layout_->layers[layer];
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
-    bool rg = ((names >> a) & 1) && !inference_mode;
+    bool rg = names.contains(static_cast<int>(a)) && !inference_mode;
     set_registered_rg(ls.lora_a[a], rg);
     set_registered_rg(ls.lora_b[a], rg);
   }
@@ -159,7 +159,7 @@ void RealRank::layer_enable_adapters(int layer, bool enabled) {
   bool respect = layout_->profile.get(Switch::EnableInferenceMode) == sw::kRespect;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
-    bool rg = enabled && ((layer_active_[layer] >> a) & 1) && !(respect && ((inference_mode_ >> a) & 1));
+    bool rg = enabled && layer_active_[layer].contains(static_cast<int>(a)) && !(respect && inference_mode_.contains(static_cast<int>(a)));
     set_registered_rg(ls.lora_a[a], rg);
     set_registered_rg(ls.lora_b[a], rg);
   }
@@ -184,7 +184,7 @@ at::Tensor RealRank::layer_forward(int layer, const at::Tensor& h, at::Tensor* b
   if (base_out) *base_out = y;
   if (layer_disabled_[layer] || !merged_[layer].empty()) return y;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-    if (!((layer_active_[layer] >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    if (!layer_active_[layer].contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
     // PEFT casts the input to lora_A's dtype (lora/layer.py::Linear.forward, _cast_input_dtype).
     const at::ScalarType dt = param_dtype(ls.lora_a[a]);
     y = y + saving_linear(saving_linear(h, dt, ls.lora_a[a]), dt, ls.lora_b[a]) * lora_scaling(*layout_, static_cast<int>(a));

@@ -59,23 +59,23 @@ void RealRank::wrapper_set_adapter(int layer, int adapter, bool inference_mode) 
 // LoRA layer: ModulesToSaveWrapper.check_set_adapter takes a plain name as it is, and of a
 // list the names with a copy here (none given, or more than one found, raises); a wrapper
 // without a copy for the chosen name runs none.
-void RealRank::wrappers_set_adapter(uint32_t names, bool list_form, bool inference_mode) {
+void RealRank::wrappers_set_adapter(AdapterSet names, bool list_form, bool inference_mode) {
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     if (!layer_wrapper_[l]) continue;
     const int layer = static_cast<int>(l);
-    if (list_form && names == 0) throw OpError(Status::ValueError, "Please specify at least one adapter to set");
-    uint32_t here = names;
+    if (list_form && names.empty()) throw OpError(Status::ValueError, "Please specify at least one adapter to set");
+    AdapterSet here = names;
     if (list_form) {
-      here = 0;
-      for (size_t a = 0; a < layout_->adapters.size(); ++a)
-        if (((names >> a) & 1) && copy_registered(layer, static_cast<int>(a))) here |= 1u << a;
+      here = AdapterSet();
+      for (int a : names)
+        if (copy_registered(layer, a)) here.insert(a);
     }
     // Its text formats the module, whose repr spans lines: the first line ends with the class.
-    if (__builtin_popcount(here) > 1)
+    if (here.count() > 1)
       throw OpError(Status::ValueError, "Only one adapter can be set at a time for " +
                                             wrapper_class(*layout_, layer, prepared_) + "(");
-    const int a = here == 0 ? -1 : __builtin_ctz(here);
-    wrapper_set_adapter(layer, a >= 0 && ((wrapper_adapters_[l] >> a) & 1) ? a : -1, inference_mode);
+    const int a = here.empty() ? -1 : here.first();
+    wrapper_set_adapter(layer, a >= 0 && wrapper_adapters_[l].contains(a) ? a : -1, inference_mode);
   }
 }
 
@@ -95,7 +95,7 @@ void RealRank::wrapper_enable_adapters(int layer, bool enabled) {
 at::Tensor RealRank::wrapper_module_forward(int layer, const at::Tensor& h) {
   const LayerSpec& ls = layout_->layers[layer];
   const int a = copy_active_[layer];
-  const bool copy = !layer_disabled_[layer] && a >= 0 && ((wrapper_adapters_[layer] >> a) & 1);
+  const bool copy = !layer_disabled_[layer] && a >= 0 && wrapper_adapters_[layer].contains(a);
   const int w = copy ? ls.saved_w[a] : ls.weight, b = copy ? ls.saved_b[a] : ls.bias;
   return saving_linear(h, param_dtype(w), w, b);
 }
@@ -111,31 +111,30 @@ void RealRank::set_additional_trainable_modules(int adapter, bool inference_mode
     if (layout_->layers[l].saved_w[adapter] < 0) continue;
     const bool existed = layer_wrapper_[l];
     layer_wrapper_[l] = 1;
-    wrapper_adapters_[l] |= 1u << adapter;
+    wrapper_adapters_[l].insert(adapter);
     create_copy(layer, adapter);
     if (existed) wrapper_set_adapter(layer, copy_active_[layer], inference_mode);
-    else wrapper_set_adapter(layer, ((active_ >> adapter) & 1) ? adapter : -1, inference_mode);
+    else wrapper_set_adapter(layer, active_.contains(adapter) ? adapter : -1, inference_mode);
   }
 }
 
 // tuners_utils.py::_delete_auxiliary_adapter -> ModulesToSaveWrapper.delete_adapter on every
 // wrapper holding the adapter's copy, with new_active the first LoRA layer's active adapters
-// after its own delete (0: none, PEFT's None).
-void RealRank::wrappers_delete_adapter(int adapter, uint32_t new_active) {
+// after its own delete (empty: none, PEFT's None).
+void RealRank::wrappers_delete_adapter(int adapter, AdapterSet new_active) {
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     const int layer = static_cast<int>(l);
     if (!layer_wrapper_[l] || !copy_registered(layer, adapter)) continue;
     const LayerSpec& ls = layout_->layers[l];
-    if (__builtin_popcount(new_active) > 1) {
+    if (new_active.count() > 1) {
       std::string list;
-      for (size_t a = 0; a < layout_->adapters.size(); ++a)
-        if ((new_active >> a) & 1) list += (list.empty() ? "['" : ", '") + layout_->adapters[a].name + "'";
+      for (int a : new_active) list += (list.empty() ? "['" : ", '") + layout_->adapters[a].name + "'";
       throw OpError(Status::ValueError, "Attempted to set multiple (" + list + "]) adapters at once for " +
                                             wrapper_class(*layout_, layer, prepared_) + ", which is not allowed.");
     }
-    wrapper_adapters_[l] &= ~(1u << adapter);
+    wrapper_adapters_[l].erase(adapter);
     auto drop = [&]() { registry_[ls.saved_w[adapter]] = registry_[ls.saved_b[adapter]] = at::Tensor(); };
-    const int next = new_active == 0 ? -1 : __builtin_ctz(new_active);
+    const int next = new_active.empty() ? -1 : new_active.first();
     if (next < 0 || !copy_registered(layer, next)) {
       drop();
       copy_active_[l] = -1;

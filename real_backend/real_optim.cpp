@@ -140,8 +140,7 @@ void RealRank::op_save_optimizer() {
       }
     }
     res_.index = first;
-    error(Status::KeyError, "KeyError: " + std::to_string(first));
-    return;
+    throw OpError(Status::KeyError, "KeyError: " + std::to_string(first));
   }
   opt_ckpt_.clear();
   for (size_t i = 0; i < optimizer_.size(); ++i) {
@@ -160,10 +159,7 @@ void RealRank::op_save_optimizer() {
 // is taken as is. Optimizer.load_state_dict keeps the saved state of the
 // objects that require grad and drops every other.
 void RealRank::op_load_optimizer() {
-  if (!has_opt_ckpt_) {
-    error(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
-    return;
-  }
+  if (!has_opt_ckpt_) throw OpError(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
   if (layout_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
   init_optim_state();
   bool any_saved = false;
@@ -175,17 +171,15 @@ void RealRank::op_load_optimizer() {
     const std::string& name = layout_->params[optimizer_[i]].name;
     if (std::find(missing.begin(), missing.end(), name) != missing.end()) {
       res_.index = static_cast<int64_t>(i);
-      error(Status::KeyError, "KeyError: <sharded parameter " + name + ">");
-      return;
+      throw OpError(Status::KeyError, "KeyError: <sharded parameter " + name + ">");
     }
     if (optimizer_objects_[i].requires_grad() && (i >= opt_ckpt_.size() || opt_ckpt_[i].second.empty())) {
       // DCP's FQN: a LoRA parameter is its lora_A/lora_B Linear's weight; a modules_to_save copy's name ends in .weight/.bias.
       const Role role = layout_->params[optimizer_[i]].role;
       const bool lora = role == Role::LoraA || role == Role::LoraB;
-      error(Status::Exception, "RuntimeError: Missing optimizer state for parameter 'base_model.model." + name +
-                                   (lora ? ".weight" : "") + "' in checkpoint. The parameter requires gradients but has no saved "
-                                   "optimizer state. To load anyway, use StateDictOptions(strict=False).");
-      return;
+      throw OpError(Status::Exception, "RuntimeError: Missing optimizer state for parameter 'base_model.model." + name +
+                                           (lora ? ".weight" : "") + "' in checkpoint. The parameter requires gradients but has no saved "
+                                           "optimizer state. To load anyway, use StateDictOptions(strict=False).");
     }
   }
   for (size_t i = 0; i < optimizer_.size(); ++i) {

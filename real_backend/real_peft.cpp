@@ -1,38 +1,16 @@
 // PeftModel / BaseTuner ops on the real module (peft/peft_model.py,
 // peft/tuners/tuners_utils.py), in the order the profile switches choose.
+#include <optional>
+
 #include <ATen/core/grad_mode.h>
 
 #include "real_backend/real_rank.hpp"
 #include "real_backend/values.hpp"
 
 namespace fsdpsim::real {
-namespace {
-
-std::string names_text(const Layout& l, uint32_t mask) {
-  std::string out = "{";
-  bool first = true;
-  for (size_t a = 0; a < l.adapters.size(); ++a) {
-    if (!((mask >> a) & 1)) continue;
-    out += (first ? "" : ",") + l.adapters[a].name;
-    first = false;
-  }
-  return out + "}";
-}
-
-}  // namespace
-
-uint32_t RealRank::mask_of(const std::vector<std::string>& names) const {
-  uint32_t m = 0;
-  for (const auto& n : names) {
-    int a = layout_->adapter_named(n);
-    if (a >= 0) m |= 1u << a;
-  }
-  return m;
-}
-
 // tuners_utils.py::set_adapter (module level): the modules_to_save wrappers first
 // (other.py::_set_adapter), then per layer unmerge a merged layer and flip.
-void RealRank::set_adapter_module_level(uint32_t names, bool list_form, bool inference_mode) {
+void RealRank::set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode) {
   wrappers_set_adapter(names, list_form, inference_mode);
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     if (!merged_[l].empty()) layer_unmerge(static_cast<int>(l));
@@ -43,7 +21,7 @@ void RealRank::set_adapter_module_level(uint32_t names, bool list_form, bool inf
 
 // peft_model.py::PeftModel.set_adapter (a name) or BaseTuner.set_adapter (a list).
 void RealRank::op_set_adapter(const Op& op) {
-  uint32_t names = mask_of(op.names);
+  const AdapterSet names = named(op.names);
   if (!op.list_form) {  // the profile's fix runs around the call: before PeftModel.set_adapter's check
     switch (layout_->profile.get(Switch::SetAdapterReshard)) {
       case sw::kNone:  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no reshard (the upstream profile)
@@ -62,11 +40,8 @@ void RealRank::op_set_adapter(const Op& op) {
     }
   }
   // PeftModel.set_adapter checks its peft_config; BaseTuner.set_adapter (a list) checks nothing.
-  if (!op.list_form && (names & present_) != names) {
-    error(Status::ValueError, "Adapter " + op.names[0] + " not found.");
-    return;
-  }
-  if (!op.list_form) peft_active_ = __builtin_ctz(names);  // PeftModel.set_adapter names its own first
+  if (!op.list_form && !present_.includes(names)) throw OpError(Status::ValueError, "Adapter " + op.names[0] + " not found.");
+  if (!op.list_form) peft_active_ = names.first();  // PeftModel.set_adapter names its own first
   set_adapter_module_level(names, op.list_form, false);
 }
 
@@ -74,8 +49,7 @@ void RealRank::op_set_adapter(const Op& op) {
 void RealRank::op_merge(const Op& op) {
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     if (op.names.empty()) {
-      for (size_t a = 0; a < layout_->adapters.size(); ++a)
-        if ((layer_active_[l] >> a) & 1) layer_merge(static_cast<int>(l), static_cast<int>(a));
+      for (int a : layer_active_[l]) layer_merge(static_cast<int>(l), a);
     } else {
       for (const auto& n : op.names) layer_merge(static_cast<int>(l), layout_->adapter_named(n));
     }
@@ -88,12 +62,9 @@ void RealRank::unmerge_adapter() {
 
 // PeftModel.disable_adapter, entering: disable_adapter_layers (no unmerge).
 void RealRank::op_disable_enter() {
-  if (disabled_) {
-    error(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
-    return;
-  }
+  if (disabled_) throw OpError(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
   // peft_model.py::PeftModel.disable_adapter reads peft_config[self.active_adapter] first.
-  if (!((present_ >> peft_active_) & 1))
+  if (!present_.contains(peft_active_))
     throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[peft_active_].name + "'");
   active_without_config();  // BaseTuner.disable_adapter_layers, before any layer
   for (size_t l = 0; l < layout_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), false);
@@ -104,17 +75,13 @@ void RealRank::op_disable_enter() {
 // for each of the tuner's active adapters: a name a list-form set_adapter gave it without a
 // config raises KeyError (in declaration order; the list's differs only with two such names).
 void RealRank::active_without_config() const {
-  for (size_t a = 0; a < layout_->adapters.size(); ++a)
-    if (((active_ >> a) & 1) && !((present_ >> a) & 1)) throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[a].name + "'");
+  for (int a : active_.without(present_)) throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[a].name + "'");
 }
 
 // PeftModel.disable_adapter, leaving: enable_adapter_layers; with
 // disable_exit_reshard (#3800) unmerge and reshard first.
 void RealRank::op_disable_exit() {
-  if (!disabled_) {
-    error(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
-    return;
-  }
+  if (!disabled_) throw OpError(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
   if (layout_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
     if (any_merged()) unmerge_adapter();
     module_reshard_all();
@@ -143,7 +110,7 @@ void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
       layer_set_adapter(static_cast<int>(l), layer_active_[l], inference_mode);
     } else {
       layer_tuner_[l] = 1;
-      layer_set_adapter(static_cast<int>(l), 1u << adapter, inference_mode);
+      layer_set_adapter(static_cast<int>(l), AdapterSet::of(adapter), inference_mode);
       set_registered_rg(ls.lora_a[adapter], false);
       set_registered_rg(ls.lora_b[adapter], false);
     }
@@ -162,12 +129,10 @@ void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
 // _move_adapter_to_device_of_base_layer; the new adapter is inactive, so frozen,
 // until load_adapter(is_trainable=True) calls PeftModel.set_requires_grad on it.
 void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
-  if ((present_ >> adapter) & 1) {
-    error(Status::ValueError, "Adapter with name " + layout_->adapters[adapter].name + " already exists.");
-    return;
-  }
+  if (present_.contains(adapter))
+    throw OpError(Status::ValueError, "Adapter with name " + layout_->adapters[adapter].name + " already exists.");
   // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
-  const std::string conflict = target_parameters_conflict(layout_->target_parameters, layout_->adapters, adapter, present_);
+  const std::string conflict = target_parameters_conflict(layout_->target_parameters, layout_->adapters, adapter, present_.bits());
   if (!conflict.empty()) throw OpError(Status::ValueError, conflict);
   // peft tuners_utils.py::BaseTuner._inject_parameters knows an existing ParamWrapper by its class
   // name, which fully_shard renamed on the modules it was given: the injection raises, after
@@ -182,7 +147,7 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
       return;
     }
     layer_tuner_[l] = 1;  // a new LoRA layer, active on the new adapter and frozen (_create_and_replace)
-    layer_set_adapter(l, 1u << adapter, inference_mode);
+    layer_set_adapter(l, AdapterSet::of(adapter), inference_mode);
     set_registered_rg(ls.lora_a[adapter], false);
     set_registered_rg(ls.lora_b[adapter], false);
   };
@@ -214,15 +179,14 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
                                           "is not also targeted with `target_modules`. For some models, PEFT will do "
                                           "this automatically, try setting `target_modules=[]` to prevent it.");
   }
-  present_ |= 1u << adapter;
-  if (inference_mode) inference_mode_ |= 1u << adapter;
-  else inference_mode_ &= ~(1u << adapter);
+  present_.insert(adapter);
+  inference_mode_.set(adapter, inference_mode);
   create_adapter(adapter, load);
   try {
     inject_adapter(adapter, inference_mode, false);
   } catch (const OpError&) {
     // peft_model.py::PeftModel.add_adapter rolls back: `del self.peft_config[adapter_name]`, then re-raises.
-    present_ &= ~(1u << adapter);
+    present_.erase(adapter);
     throw;
   }
   if (!load) return;
@@ -244,33 +208,28 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
 // wrappers then follow. FSDP's group keeps gathering it.
 void RealRank::op_delete_adapter(int adapter) {
   const std::string& name = layout_->adapters[adapter].name;
-  if (!((present_ >> adapter) & 1)) {
-    error(Status::ValueError, "Adapter " + name + " does not exist");
-    return;
-  }
+  if (!present_.contains(adapter)) throw OpError(Status::ValueError, "Adapter " + name + " does not exist");
   for (const auto& m : merged_)
     for (int a : m)
-      if (a == adapter) {
-        error(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
-        return;
-      }
-  present_ &= ~(1u << adapter);
+      if (a == adapter)
+        throw OpError(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
+  present_.erase(adapter);
   for (const auto& ls : layout_->layers)
     if (ls.lora_a[adapter] >= 0) registry_[ls.lora_a[adapter]] = registry_[ls.lora_b[adapter]] = at::Tensor();
   bool first = true;
-  uint32_t tuner_active = 0;
+  AdapterSet tuner_active;
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     if (!layer_tuner_[l]) continue;
-    if ((layer_active_[l] >> adapter) & 1) {
-      uint32_t next = layer_active_[l] & ~(1u << adapter);
-      if (next == 0) {
+    if (layer_active_[l].contains(adapter)) {
+      AdapterSet next = layer_active_[l].without(AdapterSet::of(adapter));
+      if (next.empty()) {
         const LayerSpec& ls = layout_->layers[l];
         int best = -1;  // _all_available_adapter_names()[0]
         for (size_t a = 0; a < layout_->adapters.size(); ++a)
           if (ls.lora_a[a] >= 0 && registry_[ls.lora_a[a]].defined() &&
               (best < 0 || layout_->adapters[a].name < layout_->adapters[best].name))
             best = static_cast<int>(a);
-        next = best < 0 ? 0 : 1u << best;
+        next = best < 0 ? AdapterSet() : AdapterSet::of(best);
       }
       layer_set_adapter(static_cast<int>(l), next, false);
     }
@@ -280,7 +239,7 @@ void RealRank::op_delete_adapter(int adapter) {
   wrappers_delete_adapter(adapter, tuner_active);
   active_ = tuner_active;
   // PeftModel.delete_adapter follows only a single remaining active adapter.
-  if (__builtin_popcount(tuner_active) == 1) peft_active_ = __builtin_ctz(tuner_active);
+  if (tuner_active.count() == 1) peft_active_ = tuner_active.first();
 }
 
 // The delta_weight op: get_delta_weight for each active adapter of the layer
@@ -291,7 +250,7 @@ void RealRank::op_delta_weight(int layer) {
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     // The tuner's active adapters (BaseTuner.active_adapters), which a delete can leave
     // different from this layer's own list.
-    if (!((active_ >> a) & 1) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    if (!active_.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
     WeightClass value = WeightClass::Exact;
     DeltaForm form = kDeltaJudged;
     std::vector<float> values;
@@ -322,12 +281,10 @@ void RealRank::op_delta_weight(int layer) {
 // rank's local rows; with it, the full tensor (DCP full_state_dict). The file
 // is rank 0's; this rank keeps its chunk of the saved values and rank 0's rows.
 void RealRank::op_save_adapters(const Op& op) {
-  uint32_t names = op.names.empty() ? present_ : mask_of(op.names);
+  AdapterSet names = op.names.empty() ? present_ : named(op.names);
   if (op.names.empty() && layout_->profile.get(Switch::AdapterSaveSelection) == sw::kActive) names = active_ & present_;
-  if ((names & present_) != names) {
-    error(Status::ValueError, "selected adapters are not in the model: " + names_text(*layout_, names & ~present_));
-    return;
-  }
+  if (!present_.includes(names))
+    throw OpError(Status::ValueError, "selected adapters are not in the model: " + names.without(present_).text(layout_->adapters));
   ++saves_;
   reshard_all();
   const bool gather = layout_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
@@ -342,15 +299,15 @@ void RealRank::op_save_adapters(const Op& op) {
   if (gather)
     for (int p : layout_->state_dict_order) {
       const ParamSpec& ps = layout_->params[p];
-      if (ps.adapter >= 0 && ((names >> ps.adapter) & 1) && registry_[p].defined() && group_of(p) >= 0)
+      if (ps.adapter >= 0 && names.contains(ps.adapter) && registry_[p].defined() && group_of(p) >= 0)
         full[p] = gather_full(p, dtype_of(params_[p].place));  // DTensor.full_tensor: the parameter's own dtype
     }
   for (size_t p = 0; p < params_.size(); ++p) {
     const ParamSpec& ps = layout_->params[p];
     // save_and_load.py::_filter_state_dict_for_adapter_name drops the OTHER configured adapters'
     // keys only: a half-added adapter's tensors (config rolled back) go into each saved state dict.
-    const bool orphan = ps.adapter >= 0 && !((present_ >> ps.adapter) & 1) && names != 0;
-    if (ps.adapter < 0 || !(((names >> ps.adapter) & 1) || orphan) || !registry_[p].defined()) continue;
+    const bool orphan = ps.adapter >= 0 && !present_.contains(ps.adapter) && !names.empty();
+    if (ps.adapter < 0 || !(names.contains(ps.adapter) || orphan) || !registry_[p].defined()) continue;
     const at::Tensor& sv = params_[p].s;
     const bool local = !gather && group_of(static_cast<int>(p)) >= 0 && world > 1;
     // With the gather (DCP full_state_dict) every rank all-gathers each managed
@@ -364,7 +321,7 @@ void RealRank::op_save_adapters(const Op& op) {
     // (after the full state dict's gather).
     if (layout_->layers[ps.layer].checkpoint) continue;
     // ... one entry per state dict it is in (peft utils/save_and_load.py::get_peft_model_state_dict, per adapter)
-    for (int c = orphan ? __builtin_popcount(names) : 1; c > 0; --c)
+    for (int c = orphan ? names.count() : 1; c > 0; --c)
       res_.saved.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].place)});
     saved_values_[p] = sv.detach().clone();
     saved_file_[p] = mine.clone();
@@ -393,18 +350,14 @@ bool RealRank::saved_local_rows(size_t p) const {
 // fitting tensors were copied. reload_diff: S against what S held at save time;
 // reload_coincident: rank 0's rows taken in, equal to this rank's own by value.
 void RealRank::op_load_adapters() {
-  if (saved_adapters_ == 0) {
-    error(Status::ValueError, "no adapters were saved (save_adapters first)");
-    return;
-  }
+  if (saved_adapters_.empty()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
   // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter, reads
   // peft_config[adapter_name] first: an adapter deleted since the save raises KeyError there,
   // after the adapters before it loaded (each load_state_dict's FSDP pre-hook reshards).
-  int missing = -1;
-  for (size_t a = 0; a < layout_->adapters.size() && missing < 0; ++a)
-    if (((saved_adapters_ >> a) & 1) && !((present_ >> a) & 1)) missing = static_cast<int>(a);
-  const uint32_t before = missing < 0 ? saved_adapters_ : saved_adapters_ & ((1u << missing) - 1);
-  if (before != 0) reshard_all();
+  const AdapterSet gone = saved_adapters_.without(present_);
+  const int missing = gone.empty() ? -1 : gone.first();
+  // some adapter before the missing one loads (and reshards)
+  if (missing < 0 ? !saved_adapters_.empty() : saved_adapters_.first() < missing) reshard_all();
   const int world = layout_->world, rank = comm_->rank();
   // Rank 0's file, in parameter order (the others send buffers of that size): its local rows,
   // and its full tensors, which differ from this rank's own once per-rank data trained a
@@ -419,10 +372,7 @@ void RealRank::op_load_adapters() {
     }
   if (file_floats > 0) {
     at::Tensor all = rank == 0 ? at::cat(mine) : comm_->read_rank0_file(file_floats, std::max(saves_, 1));  // a peer that never saved reads rank 0's first
-    if (!all.defined()) {
-      error(Status::ValueError, "no adapters were saved (save_adapters first)");
-      return;
-    }
+    if (!all.defined()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
     int64_t at = 0;
     for (size_t p = 0; p < params_.size(); ++p) {
       if (saved_rows_[p] < 0) continue;
@@ -433,9 +383,12 @@ void RealRank::op_load_adapters() {
   }
   at::NoGradGuard ng;
   std::vector<bool> foreign(params_.size(), false);  // this rank's rows of p now hold rank 0's
-  for (size_t a = 0; a < layout_->adapters.size() && res_.status == Status::Ok; ++a) {
+  // What the load raises: thrown once reload_diff and reload_coincident are read, as the tensors
+  // copied before the raise stay copied.
+  std::optional<OpError> raised;
+  for (size_t a = 0; a < layout_->adapters.size() && !raised; ++a) {
     if (static_cast<int>(a) == missing) {
-      error(Status::KeyError, "KeyError: '" + layout_->adapters[a].name + "'");
+      raised.emplace(Status::KeyError, "KeyError: '" + layout_->adapters[a].name + "'");
       break;
     }
     for (size_t p = 0; p < params_.size(); ++p) {
@@ -455,10 +408,10 @@ void RealRank::op_load_adapters() {
         v.narrow(0, 0, file0[p].numel()).copy_(file0[p]);
         foreign[p] = rank != 0 && ps.local_rows(rank) > 0;
       } else {
-        if (res_.status == Status::Ok)
+        if (!raised)
           // torch nn/modules/module.py::Module.load_state_dict: every size mismatch of the call is
           // collected, then one RuntimeError whose first line names the module class.
-          error(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
+          raised.emplace(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
         continue;
       }
       params_[p].s.variable_data().copy_(v.reshape(params_[p].s.sizes()));
@@ -469,6 +422,7 @@ void RealRank::op_load_adapters() {
     if (!at::equal(params_[p].s.detach(), saved_values_[p])) res_.reload_diff.push_back(layout_->params[p].name);
     else if (foreign[p]) res_.reload_coincident.push_back(layout_->params[p].name);
   }
+  if (raised) throw *raised;
 }
 
 }  // namespace fsdpsim::real

@@ -71,21 +71,21 @@ void RealRank::reset() {
   post_forward_order_.clear();
   post_forward_indices_.assign(layout_->groups.size(), {});
   pending_.assign(layout_->groups.size(), at::Tensor());
-  layer_active_.assign(layout_->layers.size(), 1);
+  layer_active_.assign(layout_->layers.size(), AdapterSet::of(0));
   layer_tuner_.assign(layout_->layers.size(), 0);
   merged_.assign(layout_->layers.size(), {});
   layer_disabled_.assign(layout_->layers.size(), 0);
   layer_wrapper_.assign(layout_->layers.size(), 0);
-  wrapper_adapters_.assign(layout_->layers.size(), 0);
+  wrapper_adapters_.assign(layout_->layers.size(), AdapterSet());
   copy_active_.assign(layout_->layers.size(), -1);
-  present_ = 0;
-  active_ = 1;
+  present_ = AdapterSet();
+  active_ = AdapterSet::of(0);
   peft_active_ = 0;
-  inference_mode_ = 0;
+  inference_mode_ = AdapterSet();
   disabled_ = false;
   has_opt_ckpt_ = false;
   opt_ckpt_.clear();
-  saved_adapters_ = 0;
+  saved_adapters_ = AdapterSet();
   saved_values_.clear();
   saved_rows_.clear();
   loss_ = at::Tensor();
@@ -103,8 +103,8 @@ void RealRank::reset() {
     const AdapterDecl& d = layout_->adapters[a];
     if (d.deferred) continue;
     create_adapter(static_cast<int>(a), false);
-    present_ |= 1u << a;
-    if (d.inference_mode) inference_mode_ |= 1u << a;
+    present_.insert(static_cast<int>(a));
+    if (d.inference_mode) inference_mode_.insert(static_cast<int>(a));
     inject_adapter(static_cast<int>(a), d.inference_mode, first);  // get_peft_model, then add_adapter
     first = false;
   }
@@ -122,7 +122,8 @@ RankReport RealRank::apply(const Op& op, int step) {
   try {
     run_op(op);
   } catch (const OpError& e) {
-    error(e.status, e.what());  // raised inside PEFT: the op stops there
+    res_.status = e.raised.status;  // raised upstream: the op stops there
+    res_.message = e.raised.message;
   }
   return report(op, step);
 }
@@ -138,8 +139,8 @@ void RealRank::run_op(const Op& op) {
     case OpKind::TrainStep:
       op_zero_grad();
       op_forward(true);
-      op_backward();
-      if (res_.status == Status::Ok) op_step();
+      op_backward();  // a raise skips the step
+      op_step();
       break;
     case OpKind::Merge: op_merge(op); break;
     case OpKind::Unmerge: unmerge_adapter(); break;
@@ -195,11 +196,10 @@ RankReport RealRank::report(const Op& op, int step) {
   r.index = res_.index;
   if (op.is_training()) {
     r.grads.emplace();
-    for (size_t a = 0; a < layout_->adapters.size(); ++a)  // a deleted adapter cannot be seen holding one, a half-added one can
-      if ((res_.grads >> a) & 1 && in_some_layer(static_cast<int>(a))) r.grads->push_back(layout_->adapters[a].name);
+    for (int a : res_.grads)  // a deleted adapter cannot be seen holding one, a half-added one can
+      if (in_some_layer(a)) r.grads->push_back(layout_->adapters[a].name);
   }
-  for (size_t a = 0; a < layout_->adapters.size(); ++a)
-    if ((active_ >> a) & 1) r.active.push_back(layout_->adapters[a].name);
+  for (int a : active_) r.active.push_back(layout_->adapters[a].name);
   r.disabled = disabled_;
   r.deltas = res_.deltas;
   r.delta_layer = res_.delta_layer;

@@ -10,6 +10,8 @@
 
 #include <ATen/ATen.h>
 
+#include "model/vocab/adapter_set.hpp"
+#include "model/machine/op_raised.hpp"
 #include "model/vocab/op.hpp"
 #include "real_backend/comm.hpp"
 #include "real_backend/layout.hpp"
@@ -32,12 +34,18 @@ struct RealParam {
   int64_t adam_created = 0;   // when the state was created (Optimizer.state's insertion order)
 };
 
-// An exception PEFT raises inside an op (a libtorch error's first line): the
-// op stops where Python's would, and apply() reports it.
+// An exception upstream raises inside an op (a libtorch error's first line):
+// the op stops where Python's would, and apply() reports it. This backend's one
+// way to raise: a thrown OpError carrying the model's OpRaised, never a flag
+// set and returned through. A throw and not the model's Raise value, because
+// some raises happen inside libtorch autograd hooks (post_backward, a
+// checkpoint's recompute), out of which only an exception gets through
+// loss.backward(). Only apply() catches it for good; a catch elsewhere undoes
+// what upstream undoes (add_adapter's config) and rethrows.
 class OpError : public std::runtime_error {
  public:
-  OpError(Status s, const std::string& msg) : std::runtime_error(msg), status(s) {}
-  Status status;
+  OpError(Status s, const std::string& msg) : std::runtime_error(msg), raised{s, msg} {}
+  OpRaised raised;
 };
 
 // What one op did beside the state it left, as the model's OpResult
@@ -47,7 +55,7 @@ struct OpResult {
   Status status = Status::Ok;
   std::string message;
   int64_t index = -1;  // key_error: the first optimizer index no module holds
-  uint32_t grads = 0;  // adapters whose shard received a gradient (bit a)
+  AdapterSet grads;  // adapters whose shard received a gradient
   std::vector<DeltaObs> deltas;  // delta_weight: per active adapter, its class
   int delta_layer = -1;          // ... its layer, and per entry of deltas the values and their rows
   std::vector<std::vector<float>> delta_values;
@@ -109,20 +117,20 @@ class RealRank {
   at::Tensor gather_full(int p, DType wire = DType::F32);  // wire: the dtype DTensor gathers in
   void layer_merge(int layer, int adapter);
   void layer_unmerge(int layer);
-  void layer_set_adapter(int layer, uint32_t names, bool inference_mode);
+  void layer_set_adapter(int layer, AdapterSet names, bool inference_mode);
   void layer_enable_adapters(int layer, bool enabled);
   at::Tensor layer_forward(int layer, const at::Tensor& h, at::Tensor* base_out = nullptr);  // base_out: the base layer's output
-  void set_adapter_module_level(uint32_t names, bool list_form, bool inference_mode);
+  void set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode);
   // --- modules_to_save wrappers (real_modules_to_save.cpp; names as model/machine/modules_to_save.cpp) ---
   bool copy_registered(int layer, int adapter) const;  // the copy is in the wrapper's modules_to_save ModuleDict
   void create_copy(int layer, int adapter);
   void set_copy_rg(int layer, int adapter, bool rg);
   void wrapper_set_adapter(int layer, int adapter, bool inference_mode);  // adapter -1: set_adapter([])
-  void wrappers_set_adapter(uint32_t names, bool list_form, bool inference_mode);
+  void wrappers_set_adapter(AdapterSet names, bool list_form, bool inference_mode);
   void wrapper_enable_adapters(int layer, bool enabled);
   at::Tensor wrapper_module_forward(int layer, const at::Tensor& h);
   void set_additional_trainable_modules(int adapter, bool inference_mode);
-  void wrappers_delete_adapter(int adapter, uint32_t new_active);
+  void wrappers_delete_adapter(int adapter, AdapterSet new_active);
   void op_set_adapter(const Op& op);
   void op_merge(const Op& op);
   void unmerge_adapter();
@@ -181,11 +189,7 @@ class RealRank {
   void op_load_optimizer();
   // --- reporting ---
   RankReport report(const Op& op, int step);
-  uint32_t mask_of(const std::vector<std::string>& names) const;
-  void error(Status s, std::string msg) {
-    res_.status = s;
-    res_.message = std::move(msg);
-  }
+  AdapterSet named(const std::vector<std::string>& names) const { return AdapterSet::named(layout_->adapters, names); }
   at::Tensor chunk_of(const std::vector<float>& full, const ParamSpec& p) const;
 
   const Layout* layout_;
@@ -203,16 +207,16 @@ class RealRank {
   bool prepared_ = false;                 // fully_shard and accelerate's prepare have run
   bool root_lazy_inited_ = false;         // FSDPState._is_root set: the root's lazy init ran (or raised)
   // PEFT bookkeeping (plain Python attributes upstream)
-  uint32_t present_ = 0, active_ = 0, inference_mode_ = 0;
+  AdapterSet present_, active_, inference_mode_;
   bool disabled_ = false;
-  std::vector<uint32_t> layer_active_;
+  std::vector<AdapterSet> layer_active_;
   std::vector<uint8_t> layer_tuner_;      // a BaseTunerLayer: some adapter targeting it was injected
   std::vector<std::vector<int>> merged_;  // per layer, LIFO
   std::vector<uint8_t> layer_disabled_;   // a LoRA layer's, or a wrapper's _disable_adapters
   // ModulesToSaveWrapper per layer (peft/utils/other.py): wrapped yet, its _adapters, and the
   // adapter whose copy runs (-1: `_active_adapter = []`).
   std::vector<uint8_t> layer_wrapper_;
-  std::vector<uint32_t> wrapper_adapters_;
+  std::vector<AdapterSet> wrapper_adapters_;
   std::vector<int> copy_active_;
   // optimizer: S objects held (by identity) in pid order
   std::vector<int> optimizer_;
@@ -222,7 +226,7 @@ class RealRank {
   std::vector<std::pair<std::string, std::vector<at::Tensor>>> opt_ckpt_;
   // save_adapters: the checkpoint as rank 0 writes it; this rank keeps the
   // rows it can restore (its chunk of the saved full values) and rank 0's shapes
-  uint32_t saved_adapters_ = 0;
+  AdapterSet saved_adapters_;
   int saves_ = 0;  // save_adapters this rank ran: names rank 0's file (Comm::write_rank0_file)
   std::vector<at::Tensor> saved_values_;  // per param: this rank's S when saved, in its dtype
   std::vector<at::Tensor> saved_file_;    // per param: the tensor its state dict held (local rows or full)
