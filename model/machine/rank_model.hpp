@@ -1,9 +1,11 @@
 // The abstract lifecycle machine for one rank: the op dispatcher. It owns the
 // rank's state (RankState: FsdpParam, FsdpParamGroup, LoraLayer, Optimizer) and
 // the op's CollectiveLog, and routes each op to the transitions named after the
-// upstream objects they mirror (FSDPParamGroup, LoraLayer, PeftModel, DCP), so
-// this file reads side by side with real_backend/. A transition that may raise
-// returns a Raise (op_raised.hpp), handed up to apply() and into the OpResult.
+// upstream objects they mirror: the concepts' own methods (FsdpParamGroup's on a
+// GroupContext, LoraLayer's on a LayerContext, the Optimizer's), and its own for
+// what spans them (PeftModel, FSDPState over every group, DCP), so this file reads
+// side by side with real_backend/. A transition that may raise returns a Raise
+// (op_raised.hpp), handed up to apply() and into the OpResult.
 #pragma once
 #include <cstdint>
 #include <string>
