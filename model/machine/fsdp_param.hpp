@@ -48,7 +48,7 @@ struct FsdpParam {
   bool grad_s = false, grad_u = false;
   uint32_t ver_s = 0, ver_u = 0;  // LoRA values: bumped by optimizer updates and loads
   // A whole unmanaged replica's lineage beyond ver_s: 0 while it holds what every rank holds,
-  // else a token of the rank-specific gradients (per-rank data) that moved it (RankModel::op_step).
+  // else a token of the rank-specific gradients (per-rank data) that moved it (Optimizer::step).
   uint32_t drift = 0;
   // This rank's ver_s when U was last all-gathered: U is stale once S moves past it. ver_u
   // itself can differ from ver_s from the start (the gather of ranks' differing shards).

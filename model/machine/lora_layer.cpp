@@ -184,12 +184,6 @@ Raise RankModel::layer_unmerge(int layer) {
   return st_.layers[layer].unmerge([&](int ad, int sign) { return get_delta_weight(layer, ad, sign); });
 }
 
-// tuners_utils.py::BaseTunerLayer.enable_adapters, or ModulesToSaveWrapper's where the layer is one.
-void RankModel::layer_enable_adapters(int layer, bool enabled) {
-  if (st_.layers[layer].wrapper) return wrapper_enable_adapters(layer, enabled);
-  st_.layers[layer].enable_adapters(layer_context(layer), enabled);
-}
-
 LayerContext RankModel::layer_context(int layer) {
   return LayerContext{*topo_, layer, st_.params, st_.groups, st_.layers, prov_, st_.inference_mode};
 }
@@ -223,8 +217,9 @@ void LoraLayer::update_layer(const LayerContext& c, int adapter, bool inference_
 // tuners_utils.py::BaseTunerLayer.enable_adapters: disabling freezes every
 // adapter (no unmerge); enabling calls the layer's set_adapter(active), which
 // ignores inference_mode upstream (#3447) and honours it when patched (#3453).
-// A ModulesToSaveWrapper has its own (RankModel::wrapper_enable_adapters).
+// A ModulesToSaveWrapper has its own (wrapper_enable_adapters).
 void LoraLayer::enable_adapters(const LayerContext& c, bool enabled) {
+  if (wrapper) return wrapper_enable_adapters(c, enabled);
   const LayerInfo& li = c.topo.layers[c.layer];
   if (!enabled) {
     for (int a = 0; a < c.topo.n_adapters(); ++a) {

@@ -3,8 +3,9 @@
 // are merged into its weight, whether it is disabled; and its transitions, named
 // after the upstream methods: merge and unmerge (given the get_delta_weight that
 // adds one adapter's delta, which reaches the collectives: RankModel's,
-// param_wrapper.cpp), set_adapter and enable_adapters (lora_layer.cpp, on the
-// parameters a LayerContext hands in). Its forward is RankModel's (lora_layer.cpp).
+// param_wrapper.cpp), set_adapter, update_layer and enable_adapters (lora_layer.cpp),
+// and a ModulesToSaveWrapper's (modules_to_save.cpp), on the parameters a LayerContext
+// hands in. Its forward is RankModel's (lora_layer.cpp).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -83,6 +84,11 @@ struct LoraLayer {
   void set_adapter(const LayerContext& c, AdapterSet names, bool inference_mode);
   void update_layer(const LayerContext& c, int adapter, bool inference_mode);
   void enable_adapters(const LayerContext& c, bool enabled);
+  // Its ModulesToSaveWrapper side (modules_to_save.cpp): one adapter's copy's requires_grad,
+  // which copy runs, and its enable_adapters.
+  void set_copy_rg(const LayerContext& c, int adapter, bool rg);
+  void wrapper_set_adapter(const LayerContext& c, int adapter, bool inference_mode);  // adapter -1: set_adapter([])
+  void wrapper_enable_adapters(const LayerContext& c, bool enabled);
 };
 
 }  // namespace fsdpsim

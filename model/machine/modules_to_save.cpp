@@ -17,19 +17,18 @@ const char* wrapper_class(const Topology& t, int layer, bool prepared) {
 }  // namespace
 
 // peft utils/other.py::_set_layer_requires_grad on one adapter's copy (weight and bias).
-void RankModel::set_copy_rg(int layer, int adapter, bool rg) {
-  const LayerInfo& li = topo_->layers[layer];
+void LoraLayer::set_copy_rg(const LayerContext& c, int adapter, bool rg) {
+  const LayerInfo& li = c.topo.layers[c.layer];
   for (int p : {li.SW[adapter], li.SB[adapter]})
-    if (p >= 0 && st_.params[p].present) set_registered_rg(p, rg);
+    if (p >= 0 && c.params[p].present) set_registered_rg(c.topo, c.params, c.groups, p, rg);
 }
 
 // other.py::ModulesToSaveWrapper.set_adapter: freezes the copy running now, then (unless
 // inference_mode) unfreezes the new one; -1 is `set_adapter([])`, no copy runs.
-void RankModel::wrapper_set_adapter(int layer, int adapter, bool inference_mode) {
-  LoraLayer& lp = st_.layers[layer];
-  if (lp.copy_active >= 0) set_copy_rg(layer, lp.copy_active, false);
-  lp.copy_active = static_cast<int8_t>(adapter);
-  if (adapter >= 0) set_copy_rg(layer, adapter, !inference_mode);
+void LoraLayer::wrapper_set_adapter(const LayerContext& c, int adapter, bool inference_mode) {
+  if (copy_active >= 0) set_copy_rg(c, copy_active, false);
+  copy_active = static_cast<int8_t>(adapter);
+  if (adapter >= 0) set_copy_rg(c, adapter, !inference_mode);
 }
 
 // other.py::_set_adapter, which tuners_utils.py::set_adapter runs before any LoRA layer:
@@ -48,18 +47,17 @@ Raise RankModel::wrappers_set_adapter(AdapterSet names, bool list_form, bool inf
                    fmt::format("Only one adapter can be set at a time for {}(", wrapper_class(*topo_, static_cast<int>(l), st_.prepared)));
     }
     const int a = here.empty() ? -1 : here.first();
-    wrapper_set_adapter(static_cast<int>(l), a >= 0 && lp.trains.contains(a) ? a : -1, inference_mode);
+    lp.wrapper_set_adapter(layer_context(static_cast<int>(l)), a >= 0 && lp.trains.contains(a) ? a : -1, inference_mode);
   }
   return {};
 }
 
 // other.py::ModulesToSaveWrapper.enable_adapters: disabling freezes every copy, enabling
 // unfreezes the running one, whatever its adapter's inference_mode.
-void RankModel::wrapper_enable_adapters(int layer, bool enabled) {
-  LoraLayer& lp = st_.layers[layer];
-  lp.disabled = !enabled;
-  for (int a : lp.copies)
-    if (!enabled || a == lp.copy_active) set_copy_rg(layer, a, enabled);
+void LoraLayer::wrapper_enable_adapters(const LayerContext& c, bool enabled) {
+  disabled = !enabled;
+  for (int a : copies)
+    if (!enabled || a == copy_active) set_copy_rg(c, a, enabled);
 }
 
 // other.py::set_additional_trainable_modules -> _set_trainable, at the end of
@@ -75,9 +73,10 @@ void RankModel::set_additional_trainable_modules(int adapter, bool inference_mod
     lp.wrapper = true;
     lp.copies.insert(adapter);
     lp.trains.insert(adapter);
-    set_copy_rg(layer, adapter, false);
-    if (existed) wrapper_set_adapter(layer, lp.copy_active, inference_mode);
-    else wrapper_set_adapter(layer, st_.active.contains(adapter) ? adapter : -1, inference_mode);
+    const LayerContext c = layer_context(layer);
+    lp.set_copy_rg(c, adapter, false);
+    if (existed) lp.wrapper_set_adapter(c, lp.copy_active, inference_mode);
+    else lp.wrapper_set_adapter(c, st_.active.contains(adapter) ? adapter : -1, inference_mode);
   }
 }
 
@@ -111,7 +110,7 @@ Raise RankModel::wrappers_delete_adapter(int adapter, AdapterSet new_active) {
     if (lp.copy_active < 0) return raise(Status::Exception, "IndexError: list index out of range");
     // ModulesToSaveWrapper.set_adapter would refuse a `next` outside _adapters, but only a
     // deleted adapter leaves _adapters, and no LoRA layer names a deleted one as active.
-    if (next != lp.copy_active) wrapper_set_adapter(layer, next, false);
+    if (next != lp.copy_active) lp.wrapper_set_adapter(layer_context(layer), next, false);
     drop();
   }
   return {};

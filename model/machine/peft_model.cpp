@@ -86,7 +86,7 @@ Raise RankModel::op_disable_enter() {
     return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[st_.peft_active].name));
   // tuners_utils.py::BaseTuner.disable_adapter_layers, before any layer
   if (Raise r = active_without_config()) return r;
-  for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), false);
+  for (size_t l = 0; l < topo_->layers.size(); ++l) st_.layers[l].enable_adapters(layer_context(static_cast<int>(l)), false);
   st_.disabled = true;
   return {};
 }
@@ -111,7 +111,7 @@ Raise RankModel::op_disable_exit() {
       if (Raise r = unmerge_adapter()) return r;
     module_reshard_all();
   }
-  for (size_t l = 0; l < topo_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), true);
+  for (size_t l = 0; l < topo_->layers.size(); ++l) st_.layers[l].enable_adapters(layer_context(static_cast<int>(l)), true);
   st_.disabled = false;
   return {};
 }

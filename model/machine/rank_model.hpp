@@ -1,9 +1,11 @@
 // The abstract lifecycle machine for one rank: the op dispatcher. It owns the
 // rank's state (RankState: FsdpParam, FsdpParamGroup, LoraLayer, Optimizer) and
 // the op's CollectiveLog, and routes each op to the transitions named after the
-// upstream objects they mirror (FSDPParamGroup, LoraLayer, PeftModel, DCP), so
-// this file reads side by side with real_backend/. A transition that may raise
-// returns a Raise (op_raised.hpp), handed up to apply() and into the OpResult.
+// upstream objects they mirror: the concepts' own methods (FsdpParamGroup's on a
+// GroupContext, LoraLayer's on a LayerContext, the Optimizer's), and its own for
+// what spans them (PeftModel, FSDPState over every group, DCP), so this file reads
+// side by side with real_backend/. A transition that may raise returns a Raise
+// (op_raised.hpp), handed up to apply() and into the OpResult.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -156,7 +158,6 @@ class RankModel {
   Raise layer_merge(int layer, int adapter);
   Raise layer_unmerge(int layer);
   LayerContext layer_context(int layer);  // what layer's transitions reach on this rank
-  void layer_enable_adapters(int layer, bool enabled);
   Raise layer_forward(int layer, bool grad_enabled, bool* path_rg);
   // --- activation checkpointing (activation_checkpoint.cpp) ---
   void checkpoint_saves(int layer, bool input_rg, std::vector<SavedMeta>* out) const;
@@ -166,10 +167,7 @@ class RankModel {
   void gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign = 0, int64_t count = -1, DType wire = DType::F32);
   void set_registered_rg(int param, bool value);
   // --- modules_to_save wrappers (modules_to_save.cpp) ---
-  void set_copy_rg(int layer, int adapter, bool rg);
-  void wrapper_set_adapter(int layer, int adapter, bool inference_mode);  // adapter -1: set_adapter([])
   Raise wrappers_set_adapter(AdapterSet names, bool list_form, bool inference_mode);
-  void wrapper_enable_adapters(int layer, bool enabled);
   void set_additional_trainable_modules(int adapter, bool inference_mode);
   Raise wrappers_delete_adapter(int adapter, AdapterSet new_active);
   // --- PEFT model (peft_model.cpp) ---

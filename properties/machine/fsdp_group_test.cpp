@@ -1,4 +1,4 @@
-// FSDP2 param-group transitions (model/machine/fsdp_group.cpp).
+// FSDP2 param-group transitions (model/machine/fsdp_param_group.cpp, and fsdp_group.cpp over every group).
 #include <gtest/gtest.h>
 
 #include "properties/test_util.hpp"
@@ -233,4 +233,37 @@ TEST(FsdpGroup, PreBackwardHooksFireInTensorThenRegistrationOrder) {
       "fully_shard lin0 reshard_after_forward=true\nfully_shard root reshard_after_forward=true\n---\n");
   last_root.op("train_step");
   EXPECT_EQ(coll_names(last_root), "ag root; ag lin0; ag root; ag lin0; rs root; rs lin0; ");  // lin0: input needs no grad
+}
+
+// FsdpParamGroup's transitions driven on their own, on a context a test builds: no RankModel.
+TEST(FsdpGroup, AGroupRunsItsTransitionsOnTheContextItIsHanded) {
+  OneRank t(seed000_header(2, "upstream", "false"));
+  const Topology& topo = *t.topo;
+  const int g = t.group("lin0");
+  RankState st = t.model->state();  // right after prepare: every group SHARDED
+  CollectiveLog log;
+  AdapterSet grads;
+  GroupContext c{topo, 0, g, st.params, st.groups, st.post_forward_order, log, st.memory,
+                 true, st.final_callback_queued, grads, nullptr, st.layers};
+  FsdpParamGroup& gs = st.groups[g];
+  // The root's lazy init said done but never reached this group: no param_dtype to gather with.
+  EXPECT_TRUE(gs.pre_forward(c));
+  EXPECT_TRUE(log.records().empty());
+  ASSERT_FALSE(gs.init_mp_dtypes(c));  // the root's lazy init, this group's turn
+  ASSERT_FALSE(gs.pre_forward(c));
+  ASSERT_EQ(log.records().size(), 1u);  // one all-gather of the group's parameters into U
+  EXPECT_EQ(log.records()[0].op, CollOp::AllGather);
+  EXPECT_EQ(log.records()[0].member_count, static_cast<int>(topo.groups[g].params.size()));
+  EXPECT_TRUE(gs.unsharded());
+  EXPECT_EQ(st.memory.now, topo.groups[g].numel * topo.world * 4);
+  gs.unshard(c);  // already UNSHARDED: returns at once
+  EXPECT_EQ(log.records().size(), 1u);
+  gs.post_forward(c);  // reshard_after_forward=false: stays UNSHARDED, its post-forward recorded
+  EXPECT_TRUE(gs.unsharded());
+  EXPECT_EQ(st.post_forward_order, std::vector<int>{g});
+  ASSERT_FALSE(gs.post_backward(c));  // no gradient on U: resharded, no reduce-scatter
+  EXPECT_FALSE(gs.unsharded());
+  EXPECT_EQ(log.records().size(), 1u);
+  EXPECT_EQ(st.memory.now, 0);
+  EXPECT_TRUE(grads.empty());
 }
