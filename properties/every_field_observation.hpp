@@ -1,8 +1,13 @@
-// An observation with every field away from its default, its strings of every
-// length 0-17 (each tail of a 64-bit word) across every field kind: the codec
-// tests' sample (properties/vocab/observation_test.cpp pins its trace hash,
-// properties/real_backend/rank_report_test.cpp round-trips it).
+// An observation with every field away from its default, filled by walking the
+// observation's one field list (for_each_field, as every codec walks it): a
+// field of a type FieldSampler has no value for fails to compile here, and one
+// of a known type gets a value with no edit, so no fixture forgets a field.
+// Its strings take every length 0-17 (each tail of a 64-bit word) across the
+// field kinds. The codec tests' sample (properties/vocab/observation_test.cpp
+// pins its trace hash, observation_json_test.cpp round-trips it through JSON,
+// properties/real_backend/rank_report_test.cpp through the rank report).
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,32 +15,46 @@
 
 namespace fsdpsim::test {
 
+// One value per field type, none a default; a list holds two or three entries.
+class FieldSampler {
+ public:
+  void fill(int& v) { v = ++count_; }
+  void fill(int64_t& v) { v = ++count_; }
+  void fill(bool& v) { v = true; }
+  void fill(Status& v) { v = Status::KeyError; }
+  void fill(std::string& v) { v = text(); }
+  void fill(std::vector<Name>& v) { v = {text(), text(), text()}; }
+  void fill(std::optional<std::vector<Name>>& v) { fill(v.emplace()); }
+  void fill(std::vector<GroupObs>& v) { v = {{text(), ShardedState::Unsharded}, {text(), ShardedState::Sharded}}; }
+  void fill(std::vector<ParamObs>& v) {
+    v = {{text(), text(), true, 0, Device::Cpu, DType::F32}, {text(), text(), false, -1, Device::Meta, DType::BF16}};
+  }
+  void fill(std::vector<LayerObs>& v) {
+    v = {{text(), text(), {text(), text()}, WeightClass::MissingDelta, WeightClass::Corrupt, 0, 0}};
+  }
+  void fill(std::vector<Collective>& v) {
+    v = {{CollOp::ReduceScatter, text(), 212, DType::F32, {{text(), 200}, {text(), 12}}}};
+  }
+  void fill(std::vector<DeltaObs>& v) { v = {{text(), WeightClass::Corrupt}}; }
+  void fill(std::vector<SavedObs>& v) { v = {{text(), 2, 4, DType::BF16}}; }
+  void fill(std::vector<OwnerBytes>& v) { v = {{text(), 640}, {text(), 1680}}; }
+
+ private:
+  // "a", "ab", ... "abcdefghijklmnopq", then "": lengths 1-17 and 0 in turn, the
+  // first (a scalar field's) never empty.
+  std::string text() {
+    const std::string s = std::string("abcdefghijklmnopq").substr(0, length_);
+    length_ = (length_ + 1) % 18;
+    return s;
+  }
+  int count_ = 0;
+  size_t length_ = 1;
+};
+
 inline Observation every_field_observation() {
   Observation o;
-  o.step = 3;
-  o.rank = 1;
-  o.op = "set_adapter other";
-  o.status = Status::KeyError;
-  o.message = "0";
-  o.grads = std::vector<Name>{"", "a", "ab"};
-  o.index = 0;
-  o.active = {"abc", "abcd", "abcde"};
-  o.disabled = true;
-  o.opt_missing = 1;
-  o.opt_total = 4;
-  o.opt_unregistered = {"abcdef", "abcdefg", "abcdefgh"};
-  o.groups = {{"root", ShardedState::Unsharded}, {"lin1", ShardedState::Sharded}};
-  o.params = {{"lin0.lora_A.ab", "root", true, 0, Device::Cpu, DType::F32},
-              {"lin0.lora_B.abc", "", false, -1, Device::Meta, DType::BF16}};
-  o.layers = {{"lin0", "root", {"abcdefghi", "abcdefghij"}, WeightClass::MissingDelta, WeightClass::Corrupt, 0, 0}};
-  o.collectives = {{CollOp::ReduceScatter, "abcdefghijk", 212, DType::F32, {{"abcdefghijkl", 200}, {"abcdefghijklm", 12}}}};
-  o.deltas = {{"abcdefghijklmn", WeightClass::Corrupt}};
-  o.saved = {{"abcdefghijklmno", 2, 4, DType::BF16}};
-  o.reload_diff = {"abcdefghijklmnop"};
-  o.reload_coincident = {"abcdefghijklmnopq"};
-  o.replica_diff = {"lin1.lora_A.default"};
-  o.sharded_bytes = {{"default", 640}, {"base", 1680}};
-  o.peak_unsharded = {{"other", 64}};
+  FieldSampler sample;
+  for_each_field(o, [&](const FieldInfo&, auto& field) { sample.fill(field); });
   return o;
 }
 

@@ -1,6 +1,8 @@
 // Shared helpers for the tests: build a scenario from `.seq` text and run ops
 // on one rank model or through the simulator.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 
@@ -19,9 +21,11 @@ inline std::string seed000_header(int world = 1, const std::string& profile = "u
          "fully_shard lin0 reshard_after_forward=" + raf + "\nfully_shard root reshard_after_forward=" + raf + "\n---\n";
 }
 
-// One rank model over a scenario; `op("merge")` parses and applies one op line.
-// Every rank of the scenario's world runs it in a simulator, so the collectives pair
-// up and a shard merge settles as in every simulated run (there is no lone-rank path).
+// One rank model over a scenario; `op("merge")` parses and applies one op line,
+// which must end ok (a setup op that raised would leave another state than the
+// test reads); an op the test means to raise goes through op_may_raise. Every rank
+// of the scenario's world runs it in a simulator, so the collectives pair up and a
+// shard merge settles as in every simulated run (there is no lone-rank path).
 struct OneRank {
   SeqFile file;
   std::unique_ptr<Topology> topo;
@@ -36,6 +40,11 @@ struct OneRank {
   }
   Op parse_op(const std::string& line) const { return parse_seq(print_scenario(file.scenario) + "---\n" + line + "\n", "<test>").ops.at(0); }
   const OpResult& op(const std::string& line) {
+    const OpResult& r = op_may_raise(line);
+    EXPECT_TRUE(r.status == Status::Ok) << line << " raised " << status_name(r.status) << ": " << r.message;
+    return r;
+  }
+  const OpResult& op_may_raise(const std::string& line) {
     RunOptions no_observations;
     no_observations.observe = false;
     sim->run_more({parse_op(line)}, steps++, no_observations);
