@@ -116,37 +116,61 @@ WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::ve
   return c;
 }
 
-// delta_weight on a Linear layer: each value get_delta_weight returned against
-// the full B @ A * scaling of every rank's shards at that moment (`full(p)`),
-// compared on the rows it holds; a Partial value is the sum over the ranks'
-// (upstream's judge.py does the same). An experts layer's delta read off whole
-// registered tensors comes the same way, in (E, in, out); its sharded paths are
-// judged by the rank (real_experts.cpp).
+// This rank's part of dimension `dim` of a row-major value of `shape`: FSDP2's chunk
+// (ceil(size / world) per rank, the last ones short or empty), unpadded, as a Shard(dim)
+// DTensor's local value holds it.
+Mat shard_of(const Mat& full, const std::vector<int64_t>& shape, size_t dim, int world, int rank) {
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < shape.size(); ++i) (i < dim ? outer : inner) *= i == dim ? 1 : shape[i];
+  const int64_t size = shape[dim], chunk = (size + world - 1) / world;
+  const int64_t start = std::min<int64_t>(size, rank * chunk), n = std::min<int64_t>(chunk, size - start);
+  Mat out;
+  for (int64_t o = 0; o < outer; ++o) {
+    auto from = full.begin() + (o * size + start) * inner;
+    out.insert(out.end(), from, from + n * inner);
+  }
+  return out;
+}
+
+// delta_weight: each value get_delta_weight returned against the full B @ A * scaling of every
+// rank's shards at that moment (`full(p)`): per expert for an experts weight (E, in, out), as
+// lora/layer.py::ParamWrapper.get_delta_weight computes it. A value of another shape is not the
+// layer's delta (E == 1's (out, in) B @ A); else it is compared on the part it holds (DeltaForm),
+// a Partial value as the sum over the ranks' (upstream's judge.py does the same). An empty part
+// (a rank holding no experts) is judged too: against the empty slice.
 template <typename Full>
 void judge_deltas(const Layout& layout, const std::vector<std::vector<RankReport>>& per_rank, int r, const RankReport& rep,
                   Full full, Observation& o) {
   if (rep.delta_layer < 0) return;
   const LayerSpec& ls = layout.layers[rep.delta_layer];
   const ParamSpec& wspec = layout.params[ls.weight];
+  const std::vector<int64_t> shape =
+      ls.experts > 0 ? std::vector<int64_t>{ls.experts, ls.in, ls.out} : std::vector<int64_t>{ls.out, ls.in};
   for (size_t k = 0; k < rep.deltas.size() && k < rep.delta_values.size(); ++k) {
-    if (rep.delta_form[k] == kDeltaJudged) continue;
+    const DeltaValue& v = rep.delta_values[k];
+    if (v.shape != shape) {
+      o.deltas[k].value = WeightClass::Corrupt;
+      continue;
+    }
     const int a = layout.adapter_named(rep.deltas[k].adapter);
     const int pa = ls.lora_a[a], pb = ls.lora_b[a];
     Mat want = ls.experts > 0 ? experts_delta(full(pb), full(pa), ls.experts, layout.params[pa].rows / ls.experts, ls.in, ls.out)
                               : matmul(full(pb), full(pa), ls.out, layout.params[pa].rows, ls.in);
-    for (auto& v : want) v *= lora_scaling(layout, a);
-    Mat got = rep.delta_values[k];
-    if (rep.delta_form[k] == kDeltaChunk) want = rows_of(want, wspec, r);
-    if (rep.delta_form[k] == kDeltaPartial) {  // every rank's local value at this step
+    for (auto& x : want) x *= lora_scaling(layout, a);
+    Mat got = v.values;
+    if (v.form == kDeltaChunk) want = rows_of(want, wspec, r);
+    if (v.form == kDeltaRows) want = shard_of(want, shape, 0, layout.world, r);
+    if (v.form == kDeltaColumns) want = shard_of(want, shape, shape.size() - 1, layout.world, r);
+    if (v.form == kDeltaPartial) {  // every rank's local value at this step
       got.assign(want.size(), 0.0f);
       for (const auto& reports : per_rank) {
         auto it = std::find_if(reports.begin(), reports.end(), [&](const RankReport& q) { return q.step == rep.step; });
-        if (it == reports.end() || k >= it->delta_values.size() || it->delta_values[k].size() != want.size()) return;
-        for (size_t i = 0; i < got.size(); ++i) got[i] += it->delta_values[k][i];
+        if (it == reports.end() || k >= it->delta_values.size() || it->delta_values[k].values.size() != want.size()) return;
+        for (size_t i = 0; i < got.size(); ++i) got[i] += it->delta_values[k].values[i];
       }
     }
     float scale = 0.0f;
-    for (float v : want) scale = std::max(scale, std::fabs(v));
+    for (float x : want) scale = std::max(scale, std::fabs(x));
     // bf16 adapter weights: B @ A of bf16 values, rounded once more than this fp32 product.
     const bool bf16 = std::any_of(rep.params.begin(), rep.params.end(), [&](const ParamObs& q) {
       return q.dtype == DType::BF16 && (q.name == layout.params[pa].name || q.name == layout.params[pb].name);

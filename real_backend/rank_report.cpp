@@ -23,9 +23,10 @@ void write_report(std::string& out, const RankReport& r) {
   }
   w.i64(r.delta_layer);
   w.i64(static_cast<int64_t>(r.delta_values.size()));
-  for (size_t i = 0; i < r.delta_values.size(); ++i) {
-    w.i64(r.delta_form[i]);
-    w.bytes(r.delta_values[i].data(), r.delta_values[i].size() * sizeof(float));
+  for (const DeltaValue& d : r.delta_values) {
+    w.i64(d.form);
+    w.bytes(d.shape.data(), d.shape.size() * sizeof(int64_t));
+    w.bytes(d.values.data(), d.values.size() * sizeof(float));
   }
 }
 
@@ -53,12 +54,12 @@ bool read_report(const std::string& in, size_t* pos, RankReport* r) {
     r->u_values[i] = rd.pod_array<float>();
   }
   r->delta_layer = static_cast<int>(rd.i64());
-  const size_t nd = rd.count(2 * sizeof(int64_t));
-  r->delta_values.resize(nd);
-  r->delta_form.resize(nd);
-  for (size_t i = 0; i < nd && rd.ok; ++i) {
-    r->delta_form[i] = static_cast<uint8_t>(rd.i64());
-    r->delta_values[i] = rd.pod_array<float>();
+  r->delta_values.resize(rd.count(3 * sizeof(int64_t)));
+  for (DeltaValue& d : r->delta_values) {
+    d.form = static_cast<DeltaForm>(rd.i64());
+    d.shape = rd.pod_array<int64_t>();
+    d.values = rd.pod_array<float>();
+    if (!rd.ok) break;
   }
   if (!rd.ok) return false;
   *pos = rd.p;

@@ -52,12 +52,12 @@ at::Tensor RealRank::gather_full(int p, DType wire) {
 //   exact; a merge's `param.data += delta` redistributes the delta into W's
 //   Shard(0) (one all-gather named after W, the size of W's shard).
 // Returns what merge adds to the registered weight: the whole delta, or this
-// rank's padded chunk of experts when W's shard is registered. *value: the
-// delta against the per-expert computation on the same A and B; read off the
-// whole registered tensors (U, an unmanaged adapter, world 1) the delta itself
-// goes to the observer instead (*form kDeltaFull), which judges it against every
-// rank's shards: off a copy the optimizer stepped past it is not the adapter's.
-at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, bool merge, DeltaForm* form) {
+// rank's padded chunk of experts when W's shard is registered. For the
+// delta_weight op (!merge), the value get_delta_weight returns, and in *what
+// which part of which shape it is: the observer judges it against the full
+// B @ A * scaling of every rank's shards (observer.cpp), never the rank, whose
+// gathered inputs may not be the adapter's (a copy the optimizer stepped past).
+at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValue* what) {
   at::NoGradGuard ng;
   const LayerSpec& ls = layout_->layers[layer];
   const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
@@ -67,7 +67,8 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
     return group_of(p) >= 0 && registered(p).unsafeGetTensorImpl() == params_[p].s.unsafeGetTensorImpl();
   };
   // A 1-rank mesh still makes DTensors: the DTensor broadcast text at world 1 too (gather_full reads S there).
-  if (ls.experts == 1) return one_expert_delta(layer, adapter, value, merge, holds_shard(pa));
+  if (ls.experts == 1) return one_expert_delta(layer, adapter, merge, holds_shard(pa), what);
+  if (what) what->shape = {ls.experts, ls.in, ls.out};
   auto chunk_of_w = [&](const at::Tensor& d) {
     if (!holds_shard(pw)) return d;
     const ParamSpec& ws = layout_->params[pw];
@@ -75,18 +76,12 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
     padded.narrow(0, 0, ws.rows).copy_(d);
     return padded.narrow(0, comm_->rank() * ws.chunk_rows, ws.chunk_rows);
   };
-  auto classify = [&](const at::Tensor& d, const at::Tensor& a, const at::Tensor& b) {
-    if (!value) return;
-    at::Tensor check = experts_delta_per_expert(a, b, ls.experts) * scale;
-    bool same = d.sizes() == check.sizes() && at::allclose(d, check, 1e-4, 1e-6);
-    *value = same ? WeightClass::Exact : WeightClass::Corrupt;
-  };
   at::Tensor a, b;
   if (!holds_shard(pa) || world == 1) {
     a = registered(pa);
     b = registered(pb);
-    if (!merge && form) {
-      *form = kDeltaFull;
+    if (!merge && what) {
+      what->form = kDeltaFull;
       return experts_einsum(a, b, ls.experts) * scale;
     }
   } else if (layout_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
@@ -118,7 +113,7 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
         b = gather_full(pb);
         a = gather_full(pa);
         at::Tensor d = experts_einsum(a, b, E) * scale;
-        classify(d, a, b);
+        if (what) what->form = kDeltaFull;
         return d;
       }
       {  // B's Shard(out) -> Shard(experts): each rank's rows (ceil(out / w), r, E), padded on E to a
@@ -135,13 +130,8 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
       at::Tensor b_cols = b.reshape({b.size(0), -1, E}).narrow(2, comm_->rank() * ws.chunk_rows, n);
       at::Tensor mine = n == 0 ? at::zeros({0, ws.cols / bs.rows, bs.rows})
                                : at::einsum("ore,eri->eio", {b_cols, a_rows.reshape({n, -1, a_rows.size(-1)})}) * scale;
-      if (!merge) {  // this rank's experts of the delta, against the per-expert products of the same rows
-        if (value && n > 0) {
-          at::Tensor check = experts_delta_per_expert(a_rows, b_cols.reshape({b.size(0), -1}), n) * scale;
-          *value = at::allclose(mine, check, 1e-4, 1e-6) ? WeightClass::Exact : WeightClass::Corrupt;
-        } else if (value) {
-          *value = WeightClass::Exact;
-        }
+      if (!merge) {  // this rank's experts of the delta (none: an empty value, judged as well)
+        if (what) what->form = kDeltaRows;
         return mine;
       }
       at::Tensor padded = at::zeros(param_shape(*layout_, ws, ws.chunk_rows));
@@ -154,7 +144,7 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
     // The delta's columns for this rank's rows of B (out): (E, in, rows_b).
     at::Tensor cols = rows_b == 0 ? at::zeros({E, in, 0}) : experts_einsum(a, b, E) * scale;
     if (!merge) {
-      classify(cols, a, b);
+      if (what) what->form = kDeltaColumns;
       return cols;
     }
     // `param.data += delta`: the delta's Shard(out) -> W's Shard(0), one all-gather named after W
@@ -174,17 +164,18 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, WeightClass* value, b
     return chunk_of_w(at::cat(parts, 2));
   }
   at::Tensor d = experts_einsum(a, b, ls.experts) * scale;
-  classify(d, a, b);
+  if (what) what->form = holds_shard(pw) ? kDeltaChunk : kDeltaFull;
   return chunk_of_w(d);
 }
 
 // peft 0.21.2 lora/layer.py::ParamWrapper.get_delta_weight with num_experts == 1
 // takes Linear.get_delta_weight: B @ A, shape (out, in), for a weight stored
 // (1, in, out) (is_transposed). On a shard the matmul redistributes A (one
-// all-gather of A). The delta_weight op returns that delta: never the layer's.
+// all-gather of A). The delta_weight op returns that delta, whose shape is not
+// the layer's: the observer tells them apart.
 // A merge adds it where the shapes broadcast (out == in, or a size-1 side): a
 // delta of its own, taken back by unmerge; else torch's broadcast error.
-at::Tensor RealRank::one_expert_delta(int layer, int adapter, WeightClass* value, bool merge, bool dtensor) {
+at::Tensor RealRank::one_expert_delta(int layer, int adapter, bool merge, bool dtensor, DeltaValue* what) {
   const LayerSpec& ls = layout_->layers[layer];
   const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   const float scale = lora_scaling(*layout_, adapter);
@@ -197,9 +188,11 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, WeightClass* value
   // B @ A with fewer out rows than ranks (Linear.get_delta_weight's matmul): B cannot stay Shard(0).
   const bool few_rows = dtensor && !full_b && layout_->world > 1 && layout_->params[pb].rows < layout_->world;
   at::Tensor d;
+  DeltaForm form = kDeltaFull;
   if (few_rows) {
-    d = delta_few_rows(layer, adapter);
+    d = delta_few_rows(layer, adapter, &form);
   } else if (dtensor) {
+    form = full_b ? kDeltaFull : kDeltaRows;
     a = gather_full(pa);
     b = full_b ? gather_full(pb) : params_[pb].s.narrow(0, 0, layout_->params[pb].local_rows(comm_->rank()));
   } else {
@@ -207,7 +200,7 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, WeightClass* value
     b = registered(pb);
   }
   if (!few_rows) d = at::matmul(b, a) * scale;  // (rows of B, in)
-  if (value) *value = WeightClass::Corrupt;
+  if (what) *what = {form, {ls.out, ls.in}, {}};  // Linear's delta, not the layer's (E, in, out)
   if (!merge) return d;
   const int64_t in = ls.in, out = ls.out;
   at::Tensor w = registered(pw);

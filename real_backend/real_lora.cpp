@@ -15,10 +15,9 @@ namespace fsdpsim::real {
 at::Tensor RealRank::delta(int layer, int adapter, DeltaForm* form) {
   DeltaForm unused;
   if (!form) form = &unused;
-  *form = kDeltaJudged;
   at::NoGradGuard ng;
   const LayerSpec& ls = layout_->layers[layer];
-  if (ls.experts > 0) return experts_delta(layer, adapter, nullptr, true);
+  if (ls.experts > 0) return experts_delta(layer, adapter, true);
   int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   float scale = lora_scaling(*layout_, adapter);
   const ParamSpec& a_spec = layout_->params[pa];

@@ -251,26 +251,18 @@ void RealRank::op_delta_weight(int layer) {
     // The tuner's active adapters (BaseTuner.active_adapters), which a delete can leave
     // different from this layer's own list.
     if (!active_.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
-    WeightClass value = WeightClass::Exact;
-    DeltaForm form = kDeltaJudged;
-    std::vector<float> values;
-    if (ls.experts > 0) {
-      at::Tensor d = experts_delta(layer, static_cast<int>(a), &value, false, &form);
-      if (form == kDeltaFull) {
-        d = d.detach().to(at::kFloat).contiguous();
-        values.assign(d.data_ptr<float>(), d.data_ptr<float>() + d.numel());
-      }
-    } else {
-      // Linear: B @ A on whatever is registered, judged by the observer against the full B @ A
-      // of every rank's shards (observer.cpp): off a stale unsharded copy, or through an
-      // all-gather mixed with another tensor's rows, the values are not the adapter's delta.
-      at::Tensor d = delta(layer, static_cast<int>(a), &form).detach().to(at::kFloat).contiguous();
-      values.assign(d.data_ptr<float>(), d.data_ptr<float>() + d.numel());
-    }
+    // B @ A on whatever is registered, judged by the observer against the full B @ A of every
+    // rank's shards (observer.cpp): off a stale unsharded copy, or through an all-gather mixed
+    // with another tensor's rows, the values are not the adapter's delta.
+    DeltaValue got;
+    got.shape = {ls.out, ls.in};  // Linear's B @ A; an experts layer says its own
+    at::Tensor d = ls.experts > 0 ? experts_delta(layer, static_cast<int>(a), false, &got)
+                                  : delta(layer, static_cast<int>(a), &got.form);
+    d = d.detach().to(at::kFloat).contiguous();
+    got.values.assign(d.data_ptr<float>(), d.data_ptr<float>() + d.numel());
     res_.delta_layer = layer;
-    res_.delta_values.push_back(std::move(values));
-    res_.delta_form.push_back(form);
-    res_.deltas.push_back({layout_->adapters[a].name, value});
+    res_.delta_values.push_back(std::move(got));
+    res_.deltas.push_back({layout_->adapters[a].name});  // its class: the observer's
   }
 }
 

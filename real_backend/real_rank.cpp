@@ -204,7 +204,6 @@ RankReport RealRank::report(const Op& op, int step) {
   r.deltas = res_.deltas;
   r.delta_layer = res_.delta_layer;
   r.delta_values = res_.delta_values;
-  r.delta_form = res_.delta_form;
   int first = -1;
   std::vector<std::string> unregistered;
   r.opt_missing = optimizer_unregistered(&first, &unregistered);

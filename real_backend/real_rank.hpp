@@ -56,10 +56,9 @@ struct OpResult {
   std::string message;
   int64_t index = -1;  // key_error: the first optimizer index no module holds
   AdapterSet grads;  // adapters whose shard received a gradient
-  std::vector<DeltaObs> deltas;  // delta_weight: per active adapter, its class
-  int delta_layer = -1;          // ... its layer, and per entry of deltas the values and their rows
-  std::vector<std::vector<float>> delta_values;
-  std::vector<uint8_t> delta_form;
+  std::vector<DeltaObs> deltas;  // delta_weight: per active adapter (its class: the observer's)
+  int delta_layer = -1;          // ... its layer, and per entry of deltas the value get_delta_weight returned
+  std::vector<DeltaValue> delta_values;
   std::vector<SavedObs> saved;                      // save_adapters: the tensors rank 0's file holds
   std::vector<std::string> reload_diff;             // load_adapters: values that differ from the save
   std::vector<std::string> reload_coincident;       // ... reloaded from another rank's equal rows
@@ -110,8 +109,9 @@ class RealRank {
   at::Tensor delta(int layer, int adapter, DeltaForm* form = nullptr);  // *form: which rows it returned
   void apply_delta(int layer, const at::Tensor& d, bool add);
   // --- ParamWrapper (experts) layers (real_experts.cpp) ---
-  at::Tensor experts_delta(int layer, int adapter, WeightClass* value, bool merge, DeltaForm* form = nullptr);
-  at::Tensor one_expert_delta(int layer, int adapter, WeightClass* value, bool merge, bool dtensor);
+  // what: the delta_weight op's report of the value returned (its form and whole shape)
+  at::Tensor experts_delta(int layer, int adapter, bool merge, DeltaValue* what = nullptr);
+  at::Tensor one_expert_delta(int layer, int adapter, bool merge, bool dtensor, DeltaValue* what);
   void wrapper_forward(int layer);  // throws where a ParamWrapper made after fully_shard meets a DTensor shard
   at::Tensor experts_forward(int layer, const at::Tensor& h);
   at::Tensor gather_full(int p, DType wire = DType::F32);  // wire: the dtype DTensor gathers in

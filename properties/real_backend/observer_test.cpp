@@ -123,8 +123,7 @@ WeightClass judge_delta(const OneLayer& t, DeltaForm form, float factor, int wor
   std::vector<float> d = t.delta;
   for (auto& v : d) v *= factor;
   if (form == kDeltaChunk) d.resize(d.size() / 3 * (world_rows_rank + 1));  // world 1: the chunk is every row
-  rep.delta_values = {d};
-  rep.delta_form = {static_cast<uint8_t>(form)};
+  rep.delta_values = {DeltaValue{form, {t.layout.layers[0].out, t.layout.layers[0].in}, d}};
   return observe(t.layout, kSeed, {{rep}}).at(0).deltas.at(0).value;
 }
 }  // namespace
@@ -137,5 +136,102 @@ TEST(Observer, ALinearDeltaIsJudgedByItsValues) {
   EXPECT_EQ(judge_delta(t, kDeltaChunk, 1, 2), WeightClass::Exact) << "world 1: the rank's chunk is the whole delta";
   EXPECT_EQ(judge_delta(t, kDeltaPartial, 1), WeightClass::Exact) << "one rank's Partial value is the sum";
   EXPECT_EQ(judge_delta(t, kDeltaPartial, 0.5f), WeightClass::Corrupt);
-  EXPECT_EQ(judge_delta(t, kDeltaJudged, 2), WeightClass::Exact) << "an experts delta keeps the rank's own judgement";
+}
+
+// delta_weight on an experts layer (lora/layer.py::ParamWrapper.get_delta_weight): the observer
+// judges every value too, against its own per-expert B @ A * scaling of the ranks' shards, on
+// the part the value holds; the rank gives values, never a class. World 3, two experts: W's
+// Shard(0) leaves rank 2 without an expert, and B's three out rows give each rank one column.
+namespace {
+struct Experts {
+  Layout layout = make_layout(parse_seq(
+      "world 3\nlayer lin0 4 3 experts=2\nadapter a r=2 alpha=4 targets=lin0 init=random\nfully_shard root\n---\n"
+      "delta_weight lin0\n",
+      "<test>"));
+  static constexpr int64_t E = 2, in = 4, out = 3, r = 2;
+  std::vector<float> delta;  // (E, in, out) row-major: delta[e, i, o] = sum_k B[o, k*E + e] * A[e*r + k, i] * scaling
+
+  Experts() {
+    const LayerSpec& ls = layout.layers[0];
+    auto a = initial_values(layout, kSeed, ls.lora_a[0]);
+    auto b = initial_values(layout, kSeed, ls.lora_b[0]);
+    const double scaling = lora_scaling(layout, 0);
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t o = 0; o < out; ++o) {
+          double d = 0;
+          for (int64_t k = 0; k < r; ++k) d += double{b[o * r * E + k * E + e]} * a[(e * r + k) * in + i];
+          delta.push_back(static_cast<float>(d * scaling));
+        }
+  }
+  // Expert e's (in, out) block, and column o of every expert ((E, in, 1)).
+  std::vector<float> expert(int64_t e) const { return {delta.begin() + e * in * out, delta.begin() + (e + 1) * in * out}; }
+  std::vector<float> column(int64_t o) const {
+    std::vector<float> c;
+    for (int64_t x = 0; x < E * in; ++x) c.push_back(delta[x * out + o]);
+    return c;
+  }
+
+  // Rank `rank`'s report of delta_weight (its shards as initialised; the other ranks have
+  // reported nothing, so the observer reads their initial chunks), the rank claiming `claim`.
+  WeightClass judge(int rank, DeltaValue value, WeightClass claim = WeightClass::Exact) const {
+    RankReport rep;
+    rep.step = 1;
+    rep.rank = rank;
+    rep.op = "delta_weight lin0";
+    rep.groups = {{"root", ShardedState::Sharded}};
+    rep.merged = {{}};
+    const size_t n = layout.params.size();
+    rep.present.assign(n, 1);
+    rep.u_registered.assign(n, 0);
+    rep.whole.assign(n, 0);
+    rep.u_values.assign(n, {});
+    for (size_t p = 0; p < n; ++p) {
+      const ParamSpec& ps = layout.params[p];
+      std::vector<float> full = initial_values(layout, kSeed, static_cast<int>(p)), chunk(ps.chunk_numel(), 0.0f);
+      std::copy_n(full.begin() + rank * ps.chunk_numel(), ps.local_rows(rank) * ps.cols, chunk.begin());
+      rep.s_values.push_back(ps.group >= 0 ? chunk : full);
+    }
+    rep.deltas = {{"a", claim}};
+    rep.delta_layer = 0;
+    rep.delta_values = {std::move(value)};
+    std::vector<std::vector<RankReport>> per_rank(3);
+    per_rank[rank] = {rep};
+    return observe(layout, kSeed, per_rank).at(0).deltas.at(0).value;
+  }
+};
+}  // namespace
+
+TEST(Observer, AnExpertsDeltaIsJudgedByItsValues) {
+  Experts t;
+  const std::vector<int64_t> shape{Experts::E, Experts::in, Experts::out};
+  EXPECT_EQ(t.judge(0, {kDeltaFull, shape, t.delta}, WeightClass::Corrupt), WeightClass::Exact)
+      << "the observer's class, not the rank's";
+  std::vector<float> off = t.delta;
+  off[7] += 0.5f;
+  EXPECT_EQ(t.judge(0, {kDeltaFull, shape, off}), WeightClass::Corrupt) << "one element off";
+  std::vector<float> twice = t.delta;
+  for (auto& v : twice) v *= 2;
+  EXPECT_EQ(t.judge(1, {kDeltaFull, shape, twice}), WeightClass::Corrupt);
+  // this rank's experts (W's Shard(0)): rank 0 holds expert 0, rank 1 expert 1
+  EXPECT_EQ(t.judge(0, {kDeltaRows, shape, t.expert(0)}), WeightClass::Exact);
+  EXPECT_EQ(t.judge(1, {kDeltaRows, shape, t.expert(1)}), WeightClass::Exact);
+  EXPECT_EQ(t.judge(1, {kDeltaRows, shape, t.expert(0)}), WeightClass::Corrupt) << "another rank's expert";
+  // this rank's out columns of every expert (B's Shard(0) on out)
+  EXPECT_EQ(t.judge(2, {kDeltaColumns, shape, t.column(2)}), WeightClass::Exact);
+  EXPECT_EQ(t.judge(2, {kDeltaColumns, shape, t.column(1)}), WeightClass::Corrupt) << "another rank's column";
+  // W's padded chunk: one expert per rank here
+  EXPECT_EQ(t.judge(1, {kDeltaChunk, shape, t.expert(1)}), WeightClass::Exact);
+  // E == 1's get_delta_weight returns Linear's (out, in) B @ A: not the layer's delta, whatever its values
+  EXPECT_EQ(t.judge(0, {kDeltaFull, {Experts::out, Experts::in * Experts::E}, t.delta}), WeightClass::Corrupt);
+}
+
+TEST(Observer, ARankHoldingNoExpertsIsJudgedNotDefaulted) {
+  Experts t;
+  const std::vector<int64_t> shape{Experts::E, Experts::in, Experts::out};
+  EXPECT_EQ(t.judge(2, {kDeltaRows, shape, {}}, WeightClass::Corrupt), WeightClass::Exact)
+      << "rank 2 holds no expert: its empty value is the empty slice";
+  EXPECT_EQ(t.judge(2, {kDeltaRows, shape, t.expert(0)}, WeightClass::Exact), WeightClass::Corrupt)
+      << "values where the slice is empty";
+  EXPECT_EQ(t.judge(0, {kDeltaRows, shape, {}}), WeightClass::Corrupt) << "rank 0 holds expert 0";
 }

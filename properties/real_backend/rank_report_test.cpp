@@ -21,6 +21,8 @@ RankReport sample(int step) {
   r.whole = {0, 1};
   r.s_values = {{1.5f, -2.0f}, {}};
   r.u_values = {{1.5f, -2.0f, 3.0f}, {}};
+  r.delta_layer = 1;
+  r.delta_values = {{kDeltaColumns, {2, 4, 3}, {0.5f, -1.0f}}, {kDeltaRows, {2, 4, 3}, {}}};  // an empty part too
   return r;
 }
 }  // namespace
@@ -48,6 +50,13 @@ TEST(RankReport, RoundTripsEveryField) {
   EXPECT_EQ(a.whole, want.whole);
   EXPECT_EQ(a.s_values, want.s_values);
   EXPECT_EQ(a.u_values, want.u_values);
+  EXPECT_EQ(a.delta_layer, want.delta_layer);
+  ASSERT_EQ(a.delta_values.size(), want.delta_values.size());
+  for (size_t i = 0; i < a.delta_values.size(); ++i) {
+    EXPECT_EQ(a.delta_values[i].form, want.delta_values[i].form);
+    EXPECT_EQ(a.delta_values[i].shape, want.delta_values[i].shape);
+    EXPECT_EQ(a.delta_values[i].values, want.delta_values[i].values);
+  }
 }
 
 // Every prefix of a record is incomplete: a cut string or count stops the
