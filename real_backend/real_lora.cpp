@@ -22,9 +22,9 @@ at::Tensor RealRank::delta(int layer, int adapter, DeltaForm* form) {
   int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   float scale = lora_scaling(*layout_, adapter);
   const ParamSpec& a_spec = layout_->params[pa];
-  bool w_sharded = !unsharded_[layout_->params[pw].group];
+  bool w_sharded = !groups_[layout_->params[pw].group].unsharded();
   bool a_managed = group_of(pa) >= 0;
-  if (a_managed && !unsharded_[a_spec.group]) {
+  if (a_managed && !groups_[a_spec.group].unsharded()) {
     if (layout_->world > 1 && layout_->params[pw].rows < layout_->world) return delta_few_rows(layer, adapter, form);
     *form = kDeltaChunk;
     return at::matmul(params_[pb].s, gather_full(pa)) * scale;  // B's rows line up with W's shard
@@ -67,13 +67,13 @@ at::Tensor RealRank::delta_few_rows(int layer, int adapter, DeltaForm* form) {
 void RealRank::layer_merge(int layer, int adapter) {
   const LayerSpec& ls = layout_->layers[layer];
   if (ls.lora_a[adapter] < 0 || !registry_[ls.lora_a[adapter]].defined()) return;
-  for (int m : merged_[layer])
+  for (int m : layers_[layer].merged)
     if (m == adapter) return;
   check_mixed(layer, adapter, true);
   at::Tensor d = delta(layer, adapter);
   check_inplace_placement(layer, adapter, true);
   apply_delta(layer, d, true);
-  merged_[layer].push_back(adapter);
+  layers_[layer].merged.push_back(adapter);
 }
 
 // W.data += delta (merge) or -= delta (unmerge) on the registered weight;
@@ -95,7 +95,7 @@ void RealRank::apply_delta(int layer, const at::Tensor& d, bool add) {
 bool RealRank::late_delta_on_shard(int layer, int adapter) const {
   const LayerSpec& ls = layout_->layers[layer];
   const int gw = group_of(ls.weight);
-  return prepared_ && group_of(ls.lora_a[adapter]) < 0 && gw >= 0 && !unsharded_[gw];
+  return prepared_ && group_of(ls.lora_a[adapter]) < 0 && gw >= 0 && !groups_[gw].unsharded();
 }
 
 void RealRank::check_mixed(int layer, int adapter, bool add) {
@@ -114,9 +114,9 @@ void RealRank::check_mixed(int layer, int adapter, bool add) {
 void RealRank::check_inplace_placement(int layer, int adapter, bool add) {
   const LayerSpec& ls = layout_->layers[layer];
   const int pa = ls.lora_a[adapter];
-  const bool dtensors = ls.experts == 0 && group_of(pa) >= 0 && !unsharded_[layout_->params[pa].group];
+  const bool dtensors = ls.experts == 0 && group_of(pa) >= 0 && !groups_[layout_->params[pa].group].unsharded();
   // An experts weight (E, in, out) sharded on E: the same when E < world (real_experts.cpp).
-  const bool experts_dtensors = ls.experts > 1 && group_of(pa) >= 0 && !unsharded_[layout_->params[pa].group] &&
+  const bool experts_dtensors = ls.experts > 1 && group_of(pa) >= 0 && !groups_[layout_->params[pa].group].unsharded() &&
                                 layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn;
   if ((!dtensors && !experts_dtensors) || layout_->world == 1 || layout_->params[ls.weight].rows >= layout_->world) return;
   throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
@@ -129,9 +129,9 @@ void RealRank::check_inplace_placement(int layer, int adapter, bool add) {
 // lora/layer.py::Linear.unmerge: pop every merged adapter, LIFO, W.data -= delta
 // (the pop comes first: a delta that raises leaves the adapter unlisted).
 void RealRank::layer_unmerge(int layer) {
-  while (!merged_[layer].empty()) {
-    int adapter = merged_[layer].back();
-    merged_[layer].pop_back();
+  while (!layers_[layer].merged.empty()) {
+    int adapter = layers_[layer].merged.back();
+    layers_[layer].merged.pop_back();
     check_mixed(layer, adapter, false);
     at::Tensor d = delta(layer, adapter);
     check_inplace_placement(layer, adapter, false);
@@ -148,22 +148,22 @@ void RealRank::layer_set_adapter(int layer, AdapterSet names, bool inference_mod
     set_registered_rg(ls.lora_a[a], rg);
     set_registered_rg(ls.lora_b[a], rg);
   }
-  layer_active_[layer] = names;
+  layers_[layer].active = names;
 }
 
 // tuners_utils.py::BaseTunerLayer.enable_adapters (inference_mode ignored
 // upstream, #3447; honoured when patched, #3453).
 void RealRank::layer_enable_adapters(int layer, bool enabled) {
-  if (layer_wrapper_[layer]) return wrapper_enable_adapters(layer, enabled);
+  if (layers_[layer].wrapper) return wrapper_enable_adapters(layer, enabled);
   const LayerSpec& ls = layout_->layers[layer];
   bool respect = layout_->profile.get(Switch::EnableInferenceMode) == sw::kRespect;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
-    bool rg = enabled && layer_active_[layer].contains(static_cast<int>(a)) && !(respect && inference_mode_.contains(static_cast<int>(a)));
+    bool rg = enabled && layers_[layer].active.contains(static_cast<int>(a)) && !(respect && inference_mode_.contains(static_cast<int>(a)));
     set_registered_rg(ls.lora_a[a], rg);
     set_registered_rg(ls.lora_b[a], rg);
   }
-  layer_disabled_[layer] = !enabled;
+  layers_[layer].disabled = !enabled;
 }
 
 // lora/layer.py::Linear.forward.
@@ -174,17 +174,17 @@ at::Tensor RealRank::layer_forward(int layer, const at::Tensor& h, at::Tensor* b
     if (base_out) *base_out = y;
     return y;
   }
-  if (layer_wrapper_[layer]) {  // a ModulesToSaveWrapper: no LoRA, its output is the FSDP module's
+  if (layers_[layer].wrapper) {  // a ModulesToSaveWrapper: no LoRA, its output is the FSDP module's
     at::Tensor y = wrapper_module_forward(layer, h);
     if (base_out) *base_out = y;
     return y;
   }
-  if (layer_disabled_[layer] && !merged_[layer].empty()) layer_unmerge(layer);
+  if (layers_[layer].disabled && !layers_[layer].merged.empty()) layer_unmerge(layer);
   at::Tensor y = saving_linear(h, param_dtype(ls.weight), ls.weight, ls.bias);
   if (base_out) *base_out = y;
-  if (layer_disabled_[layer] || !merged_[layer].empty()) return y;
+  if (layers_[layer].disabled || !layers_[layer].merged.empty()) return y;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-    if (!layer_active_[layer].contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    if (!layers_[layer].active.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
     // PEFT casts the input to lora_A's dtype (lora/layer.py::Linear.forward, _cast_input_dtype).
     const at::ScalarType dt = param_dtype(ls.lora_a[a]);
     y = y + saving_linear(saving_linear(h, dt, ls.lora_a[a]), dt, ls.lora_b[a]) * lora_scaling(*layout_, static_cast<int>(a));
@@ -193,8 +193,8 @@ at::Tensor RealRank::layer_forward(int layer, const at::Tensor& h, at::Tensor* b
 }
 
 bool RealRank::any_merged() const {
-  for (const auto& m : merged_)
-    if (!m.empty()) return true;
+  for (const RealLayer& ly : layers_)
+    if (!ly.merged.empty()) return true;
   return false;
 }
 

@@ -13,7 +13,7 @@ namespace fsdpsim::real {
 void RealRank::set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode) {
   wrappers_set_adapter(names, list_form, inference_mode);
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
-    if (!merged_[l].empty()) layer_unmerge(static_cast<int>(l));
+    if (!layers_[l].merged.empty()) layer_unmerge(static_cast<int>(l));
     layer_set_adapter(static_cast<int>(l), names, inference_mode);
   }
   active_ = names;
@@ -29,7 +29,7 @@ void RealRank::op_set_adapter(const Op& op) {
       case sw::kSkipMerged:  // _reshard_fsdp_modules (#3872): skips modules holding a merged layer
         for (size_t g = 0; g < layout_->groups.size(); ++g) {
           bool merged = false;
-          for (int l : layout_->groups[g].layers) merged = merged || !merged_[l].empty();
+          for (int l : layout_->groups[g].layers) merged = merged || !layers_[l].merged.empty();
           if (!merged) module_reshard(static_cast<int>(g));
         }
         break;
@@ -49,7 +49,7 @@ void RealRank::op_set_adapter(const Op& op) {
 void RealRank::op_merge(const Op& op) {
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     if (op.names.empty()) {
-      for (int a : layer_active_[l]) layer_merge(static_cast<int>(l), a);
+      for (int a : layers_[l].active) layer_merge(static_cast<int>(l), a);
     } else {
       for (const auto& n : op.names) layer_merge(static_cast<int>(l), layout_->adapter_named(n));
     }
@@ -106,17 +106,17 @@ void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
   for (size_t l = 0; l < layout_->layers.size() && !first; ++l) {
     const LayerSpec& ls = layout_->layers[l];
     if (ls.lora_a[adapter] < 0) continue;
-    if (layer_tuner_[l]) {
-      layer_set_adapter(static_cast<int>(l), layer_active_[l], inference_mode);
+    if (layers_[l].tuner) {
+      layer_set_adapter(static_cast<int>(l), layers_[l].active, inference_mode);
     } else {
-      layer_tuner_[l] = 1;
+      layers_[l].tuner = true;
       layer_set_adapter(static_cast<int>(l), AdapterSet::of(adapter), inference_mode);
       set_registered_rg(ls.lora_a[adapter], false);
       set_registered_rg(ls.lora_b[adapter], false);
     }
   }
   for (size_t l = 0; l < layout_->layers.size(); ++l)
-    if (layout_->layers[l].lora_a[adapter] >= 0) layer_tuner_[l] = 1;
+    if (layout_->layers[l].lora_a[adapter] >= 0) layers_[l].tuner = true;
   // BaseTuner.inject_adapter passes its active_adapters, a list; an unmerge that raises skips the restore.
   set_adapter_module_level(active_, true, inference_mode);
   active_without_config();  // BaseTuner._mark_only_adapters_as_trainable: a raise skips the restore
@@ -142,11 +142,11 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   auto partial = [&](int l) {
     const LayerSpec& ls = layout_->layers[l];
     create_adapter_in(l, adapter, load, false);  // _cast_adapter_dtype would come after: never reached
-    if (layer_tuner_[l]) {
-      layer_set_adapter(l, layer_active_[l], inference_mode);
+    if (layers_[l].tuner) {
+      layer_set_adapter(l, layers_[l].active, inference_mode);
       return;
     }
-    layer_tuner_[l] = 1;  // a new LoRA layer, active on the new adapter and frozen (_create_and_replace)
+    layers_[l].tuner = true;  // a new LoRA layer, active on the new adapter and frozen (_create_and_replace)
     layer_set_adapter(l, AdapterSet::of(adapter), inference_mode);
     set_registered_rg(ls.lora_a[adapter], false);
     set_registered_rg(ls.lora_b[adapter], false);
@@ -166,7 +166,7 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   int refused = -1;
   for (size_t l = 0; l < layout_->layers.size() && prepared_ && refused < 0; ++l) {
     const LayerSpec& ls = layout_->layers[l];
-    if (ls.experts > 0 && ls.lora_a[adapter] >= 0 && layer_tuner_[l] && !layout_->groups[ls.group].is_root && !ls.wrapper_after_fsdp)
+    if (ls.experts > 0 && ls.lora_a[adapter] >= 0 && layers_[l].tuner && !layout_->groups[ls.group].is_root && !ls.wrapper_after_fsdp)
       refused = static_cast<int>(l);
   }
   if (refused >= 0) {
@@ -209,8 +209,8 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
 void RealRank::op_delete_adapter(int adapter) {
   const std::string& name = layout_->adapters[adapter].name;
   if (!present_.contains(adapter)) throw OpError(Status::ValueError, "Adapter " + name + " does not exist");
-  for (const auto& m : merged_)
-    for (int a : m)
+  for (const RealLayer& ly : layers_)
+    for (int a : ly.merged)
       if (a == adapter)
         throw OpError(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
   present_.erase(adapter);
@@ -219,9 +219,9 @@ void RealRank::op_delete_adapter(int adapter) {
   bool first = true;
   AdapterSet tuner_active;
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
-    if (!layer_tuner_[l]) continue;
-    if (layer_active_[l].contains(adapter)) {
-      AdapterSet next = layer_active_[l].without(AdapterSet::of(adapter));
+    if (!layers_[l].tuner) continue;
+    if (layers_[l].active.contains(adapter)) {
+      AdapterSet next = layers_[l].active.without(AdapterSet::of(adapter));
       if (next.empty()) {
         const LayerSpec& ls = layout_->layers[l];
         int best = -1;  // _all_available_adapter_names()[0]
@@ -233,7 +233,7 @@ void RealRank::op_delete_adapter(int adapter) {
       }
       layer_set_adapter(static_cast<int>(l), next, false);
     }
-    if (first) tuner_active = layer_active_[l];
+    if (first) tuner_active = layers_[l].active;
     first = false;
   }
   wrappers_delete_adapter(adapter, tuner_active);

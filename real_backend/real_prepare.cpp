@@ -149,7 +149,7 @@ void RealRank::note_unsharded_peak() {
   std::vector<int64_t> by(layout_->adapters.size() + 1, 0);
   int64_t total = 0;
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
-    if (!unsharded_[g] && !pending_[g].defined()) continue;  // a prefetched all-gather output is alive too
+    if (!groups_[g].unsharded() && !groups_[g].all_gather_result.defined()) continue;  // a prefetched all-gather output is alive too
     for (int p : layout_->groups[g].params) {
       const RealParam& rp = detached_[p] ? ghost_[p] : params_[p];  // the group's all-gather output holds the ghost's rows
       if (!rp.u.defined()) continue;

@@ -60,24 +60,9 @@ void RealRank::reset() {
   registry_.assign(n, at::Tensor());
   detached_.assign(n, 0);
   ghost_.assign(n, RealParam{});
-  unsharded_.assign(layout_->groups.size(), 0);
-  out_rg_.assign(layout_->groups.size(), 0);
-  in_rg_.assign(layout_->groups.size(), 0);
-  in_forward_.assign(layout_->groups.size(), 0);
-  dtype_attrs_.assign(layout_->groups.size(), 0);
-  orig_dtype_.assign(layout_->groups.size(), -1);
-  state_pre_backward_.assign(layout_->groups.size(), 0);
-  reduce_grads_.assign(layout_->groups.size(), 1);
+  groups_.assign(layout_->groups.size(), RealGroup{});
   post_forward_order_.clear();
-  post_forward_indices_.assign(layout_->groups.size(), {});
-  pending_.assign(layout_->groups.size(), at::Tensor());
-  layer_active_.assign(layout_->layers.size(), AdapterSet::of(0));
-  layer_tuner_.assign(layout_->layers.size(), 0);
-  merged_.assign(layout_->layers.size(), {});
-  layer_disabled_.assign(layout_->layers.size(), 0);
-  layer_wrapper_.assign(layout_->layers.size(), 0);
-  wrapper_adapters_.assign(layout_->layers.size(), AdapterSet());
-  copy_active_.assign(layout_->layers.size(), -1);
+  layers_.assign(layout_->layers.size(), RealLayer{});
   present_ = AdapterSet();
   active_ = AdapterSet::of(0);
   peft_active_ = 0;
@@ -174,7 +159,9 @@ void RealRank::run_op(const Op& op) {
     case OpKind::Prepare: prepare_model(); break;
     case OpKind::NewOptimizer: new_optimizer(); break;
     // _fully_shard.py::FSDPModule.set_requires_gradient_sync on the root, recurse=True: every group.
-    case OpKind::GradientSync: std::fill(reduce_grads_.begin(), reduce_grads_.end(), op.sync ? 1 : 0); break;
+    case OpKind::GradientSync:
+      for (RealGroup& gr : groups_) gr.reduce_grads = op.sync;
+      break;
   }
 }
 
@@ -262,7 +249,7 @@ RankReport RealRank::report(const Op& op, int step) {
   }
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     std::vector<std::string> m;
-    for (int a : merged_[l]) m.push_back(layout_->adapters[a].name);
+    for (int a : layers_[l].merged) m.push_back(layout_->adapters[a].name);
     r.merged.push_back(m);
   }
   r.collectives = collectives_of(*layout_, comm_->issued());

@@ -14,6 +14,8 @@
 #include "model/machine/op_raised.hpp"
 #include "model/vocab/op.hpp"
 #include "real_backend/comm.hpp"
+#include "real_backend/real_group.hpp"
+#include "real_backend/real_layer.hpp"
 #include "real_backend/layout.hpp"
 #include "real_backend/rank_report.hpp"
 
@@ -146,20 +148,12 @@ class RealRank {
   bool saved_local_rows(size_t p) const;  // the saved file holds rank 0's local rows of p
   bool any_merged() const;
   // --- activation checkpointing (real_checkpoint.cpp) ---
-  // One tensor autograd saved, as torch/utils/checkpoint.py compares them: sizes and dtype.
-  struct SavedTensor {
-    std::vector<int64_t> sizes;
-    at::ScalarType dtype;
-    bool operator==(const SavedTensor& o) const { return sizes == o.sizes && dtype == o.dtype; }
-  };
   // at::linear(x, w, b), noting in saving_ what autograd keeps for it (x is in x_dtype).
   at::Tensor saving_linear(const at::Tensor& x, at::ScalarType x_dtype, int w, int b = -1);
   void checkpoint_forward(int layer, const at::Tensor& in, const at::Tensor& out);
   void register_checkpoint_hooks();
   void checkpoint_recompute(int layer);
   std::vector<SavedTensor>* saving_ = nullptr;  // during a checkpointed layer's forward or recompute
-  std::vector<std::vector<SavedTensor>> ckpt_saved_;  // per layer: what its last forward saved
-  std::vector<at::Tensor> ckpt_input_;               // ... and the input it keeps
   std::vector<std::pair<int, at::Tensor>> ckpt_outputs_;  // this forward's checkpointed outputs
   int ckpt_raised_ = -1;  // the layer whose recompute raised in this backward
   // --- training (real_fsdp.cpp) ---
@@ -203,21 +197,13 @@ class RealRank {
   // its group keeps gathering (torch _fsdp_init.py::_get_managed_states ran at fully_shard).
   std::vector<uint8_t> detached_;
   std::vector<RealParam> ghost_;
-  std::vector<uint8_t> unsharded_;        // per group: the FSDPParamGroup's sharded_state
+  std::vector<RealGroup> groups_;         // per FSDP group (layout_->groups)
+  std::vector<RealLayer> layers_;         // per layer (layout_->layers): PEFT's and checkpointing's state
   bool prepared_ = false;                 // fully_shard and accelerate's prepare have run
   bool root_lazy_inited_ = false;         // FSDPState._is_root set: the root's lazy init ran (or raised)
   // PEFT bookkeeping (plain Python attributes upstream)
   AdapterSet present_, active_, inference_mode_;
   bool disabled_ = false;
-  std::vector<AdapterSet> layer_active_;
-  std::vector<uint8_t> layer_tuner_;      // a BaseTunerLayer: some adapter targeting it was injected
-  std::vector<std::vector<int>> merged_;  // per layer, LIFO
-  std::vector<uint8_t> layer_disabled_;   // a LoRA layer's, or a wrapper's _disable_adapters
-  // ModulesToSaveWrapper per layer (peft/utils/other.py): wrapped yet, its _adapters, and the
-  // adapter whose copy runs (-1: `_active_adapter = []`).
-  std::vector<uint8_t> layer_wrapper_;
-  std::vector<AdapterSet> wrapper_adapters_;
-  std::vector<int> copy_active_;
   // optimizer: S objects held (by identity) in pid order
   std::vector<int> optimizer_;
   std::vector<at::Tensor> optimizer_objects_;
@@ -234,30 +220,16 @@ class RealRank {
   // the autograd graph of the last forward
   at::Tensor loss_;
   bool have_output_ = false;
-  std::vector<uint8_t> out_rg_, in_rg_;
-  // per group: FSDPParam.init_dtype_attrs ran (param_dtype exists); the root's lazy init stops at
-  // the first group whose dtype check raises
-  std::vector<uint8_t> dtype_attrs_;
-  // per group: FSDPParamGroup._orig_dtype from its last dtype check that passed (-1: none, nothing
-  // trainable then; else an at::ScalarType): foreach_reduce casts the reduced gradient to it
-  std::vector<int> orig_dtype_;
-  std::vector<uint8_t> in_forward_;  // per group: TrainingState.FORWARD (pre_forward ran, post_forward not yet)
-  // per group: FSDPState._training_state PRE_BACKWARD (its pre-backward hook ran, the final
-  // callback not yet), and FSDPStateContext.post_backward_final_callback_queued: a backward that
-  // raised before its final callback leaves both set (torch 2.13 _fsdp_state.py::FSDPState._pre_backward)
-  std::vector<uint8_t> state_pre_backward_;
+  // FSDPStateContext.post_backward_final_callback_queued: a backward that raised before its final
+  // callback leaves it set, with each hooked group's state_pre_backward (RealGroup)
   bool final_callback_queued_ = false;
-  std::vector<uint8_t> reduce_grads_;  // per group: FSDPParamGroup.reduce_grads (set_requires_gradient_sync)
   std::vector<int> forward_order_;
   // Pre-backward hooks as libtorch fired them in the last backward: the group and
   // an id of the output tensor the hook was registered on (same id: same tensor).
   std::vector<std::pair<int, int64_t>> fired_;
   at::Tensor last_hooked_;  // during forward: the last tensor a hook went on
   int64_t hooked_tensors_ = 0;
-  // FSDPCommContext.post_forward_order and each FSDPParamGroup's _post_forward_indices
-  std::vector<int> post_forward_order_;
-  std::vector<std::vector<int>> post_forward_indices_;
-  std::vector<at::Tensor> pending_;  // per group: a backward prefetch's all-gather output, not yet waited for
+  std::vector<int> post_forward_order_;  // FSDPCommContext.post_forward_order (each group keeps its indices)
   int peft_active_ = 0;  // PeftModel.active_adapter: one adapter's index
   OpResult res_;         // this op's outcome (apply starts it afresh, report reads it)
 };
