@@ -231,7 +231,7 @@ void RealRank::op_forward(bool grad_enabled) {
   std::vector<std::pair<bool, bool>> prev;  // per group: out_rg, in_rg
   for (const RealGroup& gr : groups_) prev.emplace_back(gr.out_rg, gr.in_rg);
   try {
-    forward_pass(grad_enabled);
+    forward_hooks(grad_enabled);
   } catch (...) {
     for (size_t g = 0; g < groups_.size(); ++g) std::tie(groups_[g].out_rg, groups_[g].in_rg) = prev[g];
     throw;
@@ -264,7 +264,7 @@ void RealRank::forward_unshard(int g) {
   unshard(g);
 }
 
-void RealRank::forward_pass(bool grad_enabled) {
+void RealRank::forward_hooks(bool grad_enabled) {
   at::AutoGradMode mode(grad_enabled);
   // torch 2.13 _fsdp_state.py::FSDPState._lazy_init, from _root_pre_forward: once (the root is marked
   // before the groups' lazy_init, so a raise is never retried), every group, root first.

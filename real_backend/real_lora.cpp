@@ -9,16 +9,28 @@
 
 namespace fsdpsim::real {
 
+// lora/layer.py::Linear / ParamWrapper.get_delta_weight, with the upstream error order of
+// merge (sign +1) and unmerge (-1) in this one place: DTensor's refusal of a plain delta into
+// W's shard, then the delta's own errors (experts_delta's for a ParamWrapper), then the in-place
+// placement rule of `W.data += delta`. Sign 0 (the delta_weight op) is the delta alone.
+at::Tensor RealRank::get_delta_weight(int layer, int adapter, int sign, DeltaForm* form) {
+  at::NoGradGuard ng;
+  if (sign != 0) check_mixed(layer, adapter, sign > 0);
+  if (form) *form = kDeltaJudged;
+  at::Tensor d = layout_->layers[layer].experts > 0 ? experts_delta(layer, adapter, nullptr, true) : linear_delta(layer, adapter, form);
+  if (sign != 0) check_inplace_placement(layer, adapter, sign > 0);
+  return d;
+}
+
 // lora/layer.py::Linear.get_delta_weight: B @ A * scaling from the registered A
 // and B. On a sharded layer (DTensors) the matmul all-gathers A and yields this
 // rank's rows of the delta, matching W's shard.
-at::Tensor RealRank::delta(int layer, int adapter, DeltaForm* form) {
+at::Tensor RealRank::linear_delta(int layer, int adapter, DeltaForm* form) {
   DeltaForm unused;
   if (!form) form = &unused;
   *form = kDeltaJudged;
   at::NoGradGuard ng;
   const LayerSpec& ls = layout_->layers[layer];
-  if (ls.experts > 0) return experts_delta(layer, adapter, nullptr, true);
   int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   float scale = lora_scaling(*layout_, adapter);
   const ParamSpec& a_spec = layout_->params[pa];
@@ -69,10 +81,7 @@ void RealRank::layer_merge(int layer, int adapter) {
   if (ls.lora_a[adapter] < 0 || !registry_[ls.lora_a[adapter]].defined()) return;
   for (int m : layers_[layer].merged)
     if (m == adapter) return;
-  check_mixed(layer, adapter, true);
-  at::Tensor d = delta(layer, adapter);
-  check_inplace_placement(layer, adapter, true);
-  apply_delta(layer, d, true);
+  apply_delta(layer, get_delta_weight(layer, adapter, +1), true);
   layers_[layer].merged.push_back(adapter);
 }
 
@@ -132,10 +141,7 @@ void RealRank::layer_unmerge(int layer) {
   while (!layers_[layer].merged.empty()) {
     int adapter = layers_[layer].merged.back();
     layers_[layer].merged.pop_back();
-    check_mixed(layer, adapter, false);
-    at::Tensor d = delta(layer, adapter);
-    check_inplace_placement(layer, adapter, false);
-    apply_delta(layer, d, false);
+    apply_delta(layer, get_delta_weight(layer, adapter, -1), false);
   }
 }
 

@@ -21,7 +21,7 @@ void RealRank::set_adapter_module_level(AdapterSet names, bool list_form, bool i
 
 // peft_model.py::PeftModel.set_adapter (a name) or BaseTuner.set_adapter (a list).
 void RealRank::op_set_adapter(const Op& op) {
-  const AdapterSet names = named(op.names);
+  const AdapterSet names = adapters_named(op.names);
   if (!op.list_form) {  // the profile's fix runs around the call: before PeftModel.set_adapter's check
     switch (layout_->profile.get(Switch::SetAdapterReshard)) {
       case sw::kNone:  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no reshard (the upstream profile)
@@ -104,16 +104,7 @@ void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
   // raises (an unmerge) before reaching that layer or at it. A new LoRA layer is active on the new
   // adapter, frozen (lora/model.py::LoraModel._create_and_replace).
   for (size_t l = 0; l < layout_->layers.size() && !first; ++l) {
-    const LayerSpec& ls = layout_->layers[l];
-    if (ls.lora_a[adapter] < 0) continue;
-    if (layers_[l].tuner) {
-      layer_set_adapter(static_cast<int>(l), layers_[l].active, inference_mode);
-    } else {
-      layers_[l].tuner = true;
-      layer_set_adapter(static_cast<int>(l), AdapterSet::of(adapter), inference_mode);
-      set_registered_rg(ls.lora_a[adapter], false);
-      set_registered_rg(ls.lora_b[adapter], false);
-    }
+    if (layout_->layers[l].lora_a[adapter] >= 0) update_layer(static_cast<int>(l), adapter, inference_mode);
   }
   for (size_t l = 0; l < layout_->layers.size(); ++l)
     if (layout_->layers[l].lora_a[adapter] >= 0) layers_[l].tuner = true;
@@ -122,6 +113,18 @@ void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
   active_without_config();  // BaseTuner._mark_only_adapters_as_trainable: a raise skips the restore
   set_additional_trainable_modules(adapter, inference_mode);
   for (const auto& [p, rg] : kept) set_registered_rg(p, rg);
+}
+
+// lora/layer.py::LoraLayer.update_layer's end, on a target of the adapter being injected: the
+// layer's own set_adapter (its active adapters, the new config's inference_mode); a new LoRA
+// layer is active on the new adapter, frozen (lora/model.py::LoraModel._create_and_replace).
+void RealRank::update_layer(int layer, int adapter, bool inference_mode) {
+  RealLayer& ly = layers_[layer];
+  if (ly.tuner) return layer_set_adapter(layer, ly.active, inference_mode);
+  ly.tuner = true;
+  layer_set_adapter(layer, AdapterSet::of(adapter), inference_mode);
+  set_registered_rg(layout_->layers[layer].lora_a[adapter], false);
+  set_registered_rg(layout_->layers[layer].lora_b[adapter], false);
 }
 
 // PeftModel.add_adapter / load_adapter -> inject_adapter: new plain leaves (no
@@ -140,16 +143,8 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   // update_layer ran set_adapter with the new config's inference_mode; the housekeeping after
   // never runs), and PeftModel.add_adapter drops only the config.
   auto partial = [&](int l) {
-    const LayerSpec& ls = layout_->layers[l];
     create_adapter_in(l, adapter, load, false);  // _cast_adapter_dtype would come after: never reached
-    if (layers_[l].tuner) {
-      layer_set_adapter(l, layers_[l].active, inference_mode);
-      return;
-    }
-    layers_[l].tuner = true;  // a new LoRA layer, active on the new adapter and frozen (_create_and_replace)
-    layer_set_adapter(l, AdapterSet::of(adapter), inference_mode);
-    set_registered_rg(ls.lora_a[adapter], false);
-    set_registered_rg(ls.lora_b[adapter], false);
+    update_layer(l, adapter, inference_mode);
   };
   // peft tuners_utils.py::BaseTuner.inject_adapter finds the targets by module path: after
   // prepare a checkpointed layer's path holds the checkpoint_wrapper, which LoraModel's
@@ -264,7 +259,7 @@ void RealRank::op_delta_weight(int layer) {
       // Linear: B @ A on whatever is registered, judged by the observer against the full B @ A
       // of every rank's shards (observer.cpp): off a stale unsharded copy, or through an
       // all-gather mixed with another tensor's rows, the values are not the adapter's delta.
-      at::Tensor d = delta(layer, static_cast<int>(a), &form).detach().to(at::kFloat).contiguous();
+      at::Tensor d = get_delta_weight(layer, static_cast<int>(a), 0, &form).detach().to(at::kFloat).contiguous();
       values.assign(d.data_ptr<float>(), d.data_ptr<float>() + d.numel());
     }
     res_.delta_layer = layer;
@@ -281,7 +276,7 @@ void RealRank::op_delta_weight(int layer) {
 // rank's local rows; with it, the full tensor (DCP full_state_dict). The file
 // is rank 0's; this rank keeps its chunk of the saved values and rank 0's rows.
 void RealRank::op_save_adapters(const Op& op) {
-  AdapterSet names = op.names.empty() ? present_ : named(op.names);
+  AdapterSet names = op.names.empty() ? present_ : adapters_named(op.names);
   if (op.names.empty() && layout_->profile.get(Switch::AdapterSaveSelection) == sw::kActive) names = active_ & present_;
   if (!present_.includes(names))
     throw OpError(Status::ValueError, "selected adapters are not in the model: " + names.without(present_).text(layout_->adapters));

@@ -111,7 +111,7 @@ void RealRank::create_adapter_in(int l, int adapter, bool load, bool autocast) {
 // fingerprint before gloo sees the buffers). Then fully_shard keeps each
 // managed parameter's padded dim-0 chunk, and the optimizer is built over the
 // trainable S objects (fsdp2_switch_optimizer_parameters).
-void RealRank::prepare_model() {
+void RealRank::op_prepare() {
   at::NoGradGuard ng;
   const size_t n = params_.size();
   if (layout_->loading == Loading::RamEfficient) {

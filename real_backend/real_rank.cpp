@@ -95,7 +95,7 @@ void RealRank::reset() {
   }
   optimizer_.clear();  // no optimizer before accelerate's prepare builds it
   optimizer_objects_.clear();
-  if (!layout_->explicit_prepare) prepare_model();
+  if (!layout_->explicit_prepare) op_prepare();
 }
 
 RankReport RealRank::apply(const Op& op, int step) {
@@ -105,7 +105,7 @@ RankReport RealRank::apply(const Op& op, int step) {
   comm_->crossed().clear();
   note_unsharded_peak();  // the op's start counts
   try {
-    run_op(op);
+    dispatch(op);
   } catch (const OpError& e) {
     res_.status = e.raised.status;  // raised upstream: the op stops there
     res_.message = e.raised.message;
@@ -113,7 +113,7 @@ RankReport RealRank::apply(const Op& op, int step) {
   return report(op, step);
 }
 
-void RealRank::run_op(const Op& op) {
+void RealRank::dispatch(const Op& op) {
   auto adapter = [&]() { return layout_->adapter_named(op.names[0]); };
   switch (op.kind) {
     case OpKind::Forward: op_forward(true); break;
@@ -156,7 +156,7 @@ void RealRank::run_op(const Op& op) {
     case OpKind::SaveAdapters: op_save_adapters(op); break;
     case OpKind::LoadAdapters: op_load_adapters(); break;
     case OpKind::DeltaWeight: op_delta_weight(layout_->layer_named(op.names[0])); break;
-    case OpKind::Prepare: prepare_model(); break;
+    case OpKind::Prepare: op_prepare(); break;
     case OpKind::NewOptimizer: new_optimizer(); break;
     // _fully_shard.py::FSDPModule.set_requires_gradient_sync on the root, recurse=True: every group.
     case OpKind::GradientSync:
@@ -194,7 +194,7 @@ RankReport RealRank::report(const Op& op, int step) {
   r.delta_form = res_.delta_form;
   int first = -1;
   std::vector<std::string> unregistered;
-  r.opt_missing = optimizer_unregistered(&first, &unregistered);
+  r.opt_missing = optimizer_missing(&first, &unregistered);
   r.opt_unregistered.assign(unregistered.begin(), unregistered.end());
   r.opt_total = static_cast<int>(optimizer_.size());
   // A group is UNSHARDED when its parameters' names hold their U objects.

@@ -81,7 +81,7 @@ class RealRank {
   Comm& comm() { return *comm_; }
 
  private:
-  void run_op(const Op& op);
+  void dispatch(const Op& op);
   // --- FSDP2 (real_fsdp.cpp) ---
   at::Tensor delta_few_rows(int layer, int adapter, DeltaForm* form = nullptr);  // DTensor's B @ A when W has fewer rows than ranks
   bool late_delta_on_shard(int layer, int adapter) const;  // an adapter added after prepare meets W's shard
@@ -109,7 +109,9 @@ class RealRank {
   // The FSDPParam group g holds under p's name: the deleted module's (the ghost) after a re-add.
   RealParam& fsdp_param(int p) { return detached_[p] ? ghost_[p] : params_[p]; }
   // --- LoRA layers and PEFT ops (real_lora.cpp, real_peft.cpp) ---
-  at::Tensor delta(int layer, int adapter, DeltaForm* form = nullptr);  // *form: which rows it returned
+  // sign +1 merge, -1 unmerge (their checks around the delta), 0 the delta alone; *form: which rows it returned
+  at::Tensor get_delta_weight(int layer, int adapter, int sign, DeltaForm* form = nullptr);
+  at::Tensor linear_delta(int layer, int adapter, DeltaForm* form);
   void apply_delta(int layer, const at::Tensor& d, bool add);
   // --- ParamWrapper (experts) layers (real_experts.cpp) ---
   at::Tensor experts_delta(int layer, int adapter, WeightClass* value, bool merge, DeltaForm* form = nullptr);
@@ -138,6 +140,7 @@ class RealRank {
   void unmerge_adapter();
   void op_disable_enter();
   void op_disable_exit();
+  void update_layer(int layer, int adapter, bool inference_mode);
   void inject_adapter(int adapter, bool inference_mode, bool first);
   void active_without_config() const;  // throws KeyError for a tuner-active name without a config
   void op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
@@ -160,14 +163,14 @@ class RealRank {
   void op_forward(bool grad_enabled);
   void forward_unshard(int g);  // pre_forward's unshard: raises where the group has no param_dtype
   void init_mp_dtypes(int g);  // throws AssertionError where the group's trainable shards differ in dtype
-  void forward_pass(bool grad_enabled);  // op_forward's body; op_forward restores the graph flags on a raise
+  void forward_hooks(bool grad_enabled);  // op_forward's body; op_forward restores the graph flags on a raise
   void op_backward();
   // --- placement, prepare and memory (real_prepare.cpp) ---
   void create_param(int p, const std::vector<float>& full);
   void place_param(int p, bool meta, at::ScalarType dtype);
   void move_adapter_to_device_of_base_layer(int layer, int adapter);
   void create_adapter(int adapter, bool load);
-  void prepare_model();
+  void op_prepare();
   void note_unsharded_peak();
   std::vector<OwnerBytes> sharded_bytes() const;
   // --- optimizer and checkpoints (real_optim.cpp) ---
@@ -175,7 +178,7 @@ class RealRank {
   void new_optimizer();
   void op_step();
   void op_zero_grad();
-  int optimizer_unregistered(int* first, std::vector<std::string>* names) const;
+  int optimizer_missing(int* first, std::vector<std::string>* names) const;
   void op_save_optimizer();
   void create_adapter_in(int layer, int adapter, bool load, bool autocast = true);
   RealParam* opt_state_of(size_t i);  // the state slot of optimizer position i (nullptr: an object no module holds)
@@ -183,7 +186,7 @@ class RealRank {
   void op_load_optimizer();
   // --- reporting ---
   RankReport report(const Op& op, int step);
-  AdapterSet named(const std::vector<std::string>& names) const { return AdapterSet::named(layout_->adapters, names); }
+  AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(layout_->adapters, names); }
   at::Tensor chunk_of(const std::vector<float>& full, const ParamSpec& p) const;
 
   const Layout* layout_;
