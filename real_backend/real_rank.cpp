@@ -107,8 +107,8 @@ RankReport RealRank::apply(const Op& op, int step) {
   try {
     dispatch(op);
   } catch (const OpError& e) {
-    res_.status = e.raised.status;  // raised upstream: the op stops there
-    res_.message = e.raised.message;
+    res_.status = e.status;  // raised upstream: the op stops there
+    res_.message = e.message;
   }
   return report(op, step);
 }

@@ -11,7 +11,6 @@
 #include <ATen/ATen.h>
 
 #include "model/vocab/adapter_set.hpp"
-#include "model/machine/op_raised.hpp"
 #include "model/vocab/op.hpp"
 #include "real_backend/comm.hpp"
 #include "real_backend/real_group.hpp"
@@ -38,7 +37,7 @@ struct RealParam {
 
 // An exception upstream raises inside an op (a libtorch error's first line):
 // the op stops where Python's would, and apply() reports it. This backend's one
-// way to raise: a thrown OpError carrying the model's OpRaised, never a flag
+// way to raise: a thrown OpError in the model's OpRaised shape, never a flag
 // set and returned through. A throw and not the model's Raise value, because
 // some raises happen inside libtorch autograd hooks (post_backward, a
 // checkpoint's recompute), out of which only an exception gets through
@@ -46,8 +45,11 @@ struct RealParam {
 // what upstream undoes (add_adapter's config) and rethrows.
 class OpError : public std::runtime_error {
  public:
-  OpError(Status s, const std::string& msg) : std::runtime_error(msg), raised{s, msg} {}
-  OpRaised raised;
+  OpError(Status s, const std::string& msg) : std::runtime_error(msg), status(s), message(msg) {}
+  // OpRaised's fields (model/machine/op_raised.hpp, which this folder may not include: it uses
+  // model/vocab only).
+  Status status;
+  std::string message;
 };
 
 // What one op did beside the state it left, as the model's OpResult
