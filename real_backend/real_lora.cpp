@@ -3,7 +3,7 @@
 // the registry holds now, the shard S or the unsharded U.
 #include <ATen/core/grad_mode.h>
 
-#include "real_backend/real_experts.hpp"
+#include "real_backend/real_param_wrapper.hpp"
 #include "real_backend/real_rank.hpp"
 #include "real_backend/values.hpp"
 
@@ -110,7 +110,7 @@ bool RealRank::late_delta_on_shard(int layer, int adapter) const {
 void RealRank::check_mixed(int layer, int adapter, bool add) {
   const LayerSpec& ls = layout_->layers[layer];
   if (!late_delta_on_shard(layer, adapter)) return;
-  // delta_weight_gather=on lays a ParamWrapper's plain delta out like W (real_experts.cpp).
+  // delta_weight_gather=on lays a ParamWrapper's plain delta out like W (real_param_wrapper.cpp).
   if (ls.experts == 0 || layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn)
     throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
                                          ".Tensor got mixed torch.Tensor and DTensor, need to convert all torch.Tensor "
@@ -124,7 +124,7 @@ void RealRank::check_inplace_placement(int layer, int adapter, bool add) {
   const LayerSpec& ls = layout_->layers[layer];
   const int pa = ls.lora_a[adapter];
   const bool dtensors = ls.experts == 0 && group_of(pa) >= 0 && !groups_[layout_->params[pa].group].unsharded();
-  // An experts weight (E, in, out) sharded on E: the same when E < world (real_experts.cpp).
+  // An experts weight (E, in, out) sharded on E: the same when E < world (real_param_wrapper.cpp).
   const bool experts_dtensors = ls.experts > 1 && group_of(pa) >= 0 && !groups_[layout_->params[pa].group].unsharded() &&
                                 layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn;
   if ((!dtensors && !experts_dtensors) || layout_->world == 1 || layout_->params[ls.weight].rows >= layout_->world) return;

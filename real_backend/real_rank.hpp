@@ -115,7 +115,7 @@ class RealRank {
   at::Tensor get_delta_weight(int layer, int adapter, int sign, DeltaForm* form = nullptr);
   at::Tensor linear_delta(int layer, int adapter, DeltaForm* form);
   void apply_delta(int layer, const at::Tensor& d, bool add);
-  // --- ParamWrapper (experts) layers (real_experts.cpp) ---
+  // --- ParamWrapper (experts) layers (real_param_wrapper.cpp) ---
   at::Tensor experts_delta(int layer, int adapter, WeightClass* value, bool merge, DeltaForm* form = nullptr);
   at::Tensor one_expert_delta(int layer, int adapter, WeightClass* value, bool merge, bool dtensor);
   void wrapper_forward(int layer);  // throws where a ParamWrapper made after fully_shard meets a DTensor shard
@@ -167,7 +167,7 @@ class RealRank {
   void init_mp_dtypes(int g);  // throws AssertionError where the group's trainable shards differ in dtype
   void forward_hooks(bool grad_enabled);  // op_forward's body; op_forward restores the graph flags on a raise
   void op_backward();
-  // --- placement, prepare and memory (real_prepare.cpp) ---
+  // --- placement, prepare and memory (real_loading.cpp) ---
   void create_param(int p, const std::vector<float>& full);
   void place_param(int p, bool meta, at::ScalarType dtype);
   void move_adapter_to_device_of_base_layer(int layer, int adapter);

@@ -1,7 +1,7 @@
 // LoRA on a mixture-of-experts parameter (peft/tuners/lora/layer.py::ParamWrapper,
 // `target_parameters`): the delta on real tensors, where get_delta_weight reads
 // A and B from, and the forward through autograd.
-#include "real_backend/real_experts.hpp"
+#include "real_backend/real_param_wrapper.hpp"
 
 #include <ATen/core/grad_mode.h>
 
