@@ -285,9 +285,7 @@ void RealRank::op_save_adapters(const Op& op) {
   const bool gather = layout_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
   const int world = layout_->world, rank = comm_->rank();
   saved_adapters_ = names;
-  saved_values_.assign(params_.size(), at::Tensor());
-  saved_file_.assign(params_.size(), at::Tensor());
-  saved_rows_.assign(params_.size(), -1);
+  saved_.assign(params_.size(), SavedParam{});
   // DCP's full state dict gathers in model.state_dict() order: per layer lora_A then lora_B,
   // each in injection order (torch distributed/checkpoint/state_dict.py::_get_model_state_dict).
   std::vector<at::Tensor> full(params_.size());
@@ -318,21 +316,21 @@ void RealRank::op_save_adapters(const Op& op) {
     // ... one entry per state dict it is in (peft utils/save_and_load.py::get_peft_model_state_dict, per adapter)
     for (int c = orphan ? names.count() : 1; c > 0; --c)
       res_.saved.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].place)});
-    saved_values_[p] = sv.detach().clone();
-    saved_file_[p] = mine.clone();
-    saved_rows_[p] = local ? ps.local_rows(0) : ps.rows;
+    saved_[p].values = sv.detach().clone();
+    saved_[p].file = mine.clone();
+    saved_[p].rows = local ? ps.local_rows(0) : ps.rows;
   }
   // Rank 0 writes the file and the others read it: its local rows, and its full tensors
   // (which differ from theirs once per-rank data trained an unmanaged replica apart).
   std::vector<at::Tensor> file;
   for (size_t p = 0; p < params_.size(); ++p)
-    if (saved_rows_[p] >= 0) file.push_back(saved_file_[p].reshape({-1}).to(at::kFloat));
+    if (saved_[p].rows >= 0) file.push_back(saved_[p].file.reshape({-1}).to(at::kFloat));
   if (!file.empty()) comm_->write_rank0_file(at::cat(file), saves_);
 }
 
 // The saved file holds rank 0's local rows of p, not the full tensor.
 bool RealRank::saved_local_rows(size_t p) const {
-  return saved_rows_[p] >= 0 && saved_rows_[p] != layout_->params[p].rows;
+  return saved_[p].rows >= 0 && saved_[p].rows != layout_->params[p].rows;
 }
 
 // PeftModel.load_adapter -> set_peft_model_state_dict -> load_state_dict (its
@@ -361,17 +359,17 @@ void RealRank::op_load_adapters() {
   int64_t file_floats = 0;
   std::vector<at::Tensor> mine;
   for (size_t p = 0; p < params_.size(); ++p)
-    if (saved_rows_[p] >= 0) {
-      file_floats += saved_rows_[p] * layout_->params[p].cols;
-      if (rank == 0) mine.push_back(saved_file_[p].reshape({-1}).to(at::kFloat));
+    if (saved_[p].rows >= 0) {
+      file_floats += saved_[p].rows * layout_->params[p].cols;
+      if (rank == 0) mine.push_back(saved_[p].file.reshape({-1}).to(at::kFloat));
     }
   if (file_floats > 0) {
     at::Tensor all = rank == 0 ? at::cat(mine) : comm_->read_rank0_file(file_floats, std::max(saves_, 1));  // a peer that never saved reads rank 0's first
     if (!all.defined()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
     int64_t at = 0;
     for (size_t p = 0; p < params_.size(); ++p) {
-      if (saved_rows_[p] < 0) continue;
-      const int64_t n = saved_rows_[p] * layout_->params[p].cols;
+      if (saved_[p].rows < 0) continue;
+      const int64_t n = saved_[p].rows * layout_->params[p].cols;
       file0[p] = all.narrow(0, at, n);
       at += n;
     }
@@ -389,16 +387,16 @@ void RealRank::op_load_adapters() {
     for (size_t p = 0; p < params_.size(); ++p) {
       const ParamSpec& ps = layout_->params[p];
       // a half-added adapter's tensors were saved too; set_peft_model_state_dict maps them back to its own
-      if (ps.adapter != static_cast<int>(a) || saved_rows_[p] < 0 || !registry_[p].defined()) continue;
+      if (ps.adapter != static_cast<int>(a) || saved_[p].rows < 0 || !registry_[p].defined()) continue;
       at::Tensor v;
       if (!saved_local_rows(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
         // an unmanaged replica takes rank 0's copy; a managed full tensor is the same on every rank
-        v = group_of(static_cast<int>(p)) < 0 ? file0[p] : saved_file_[p];
+        v = group_of(static_cast<int>(p)) < 0 ? file0[p] : saved_[p].file;
         if (group_of(static_cast<int>(p)) >= 0 && world > 1) {
           at::Tensor flat = v.contiguous().reshape({-1});
           v = chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);
         }
-      } else if (saved_rows_[p] == ps.local_rows(rank)) {  // DTensor.from_local of rank 0's rows, padded as S is
+      } else if (saved_[p].rows == ps.local_rows(rank)) {  // DTensor.from_local of rank 0's rows, padded as S is
         v = at::zeros({ps.chunk_rows * ps.cols});
         v.narrow(0, 0, file0[p].numel()).copy_(file0[p]);
         foreign[p] = rank != 0 && ps.local_rows(rank) > 0;
@@ -413,8 +411,8 @@ void RealRank::op_load_adapters() {
     }
   }
   for (size_t p = 0; p < params_.size(); ++p) {
-    if (saved_rows_[p] < 0 || !registry_[p].defined()) continue;
-    if (!at::equal(params_[p].s.detach(), saved_values_[p])) res_.reload_diff.push_back(layout_->params[p].name);
+    if (saved_[p].rows < 0 || !registry_[p].defined()) continue;
+    if (!at::equal(params_[p].s.detach(), saved_[p].values)) res_.reload_diff.push_back(layout_->params[p].name);
     else if (foreign[p]) res_.reload_coincident.push_back(layout_->params[p].name);
   }
   if (raised) throw *raised;

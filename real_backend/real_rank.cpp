@@ -71,8 +71,7 @@ void RealRank::reset() {
   has_opt_ckpt_ = false;
   opt_ckpt_.clear();
   saved_adapters_ = AdapterSet();
-  saved_values_.clear();
-  saved_rows_.clear();
+  saved_.clear();
   loss_ = at::Tensor();
   have_output_ = false;
   prepared_ = false;

@@ -219,9 +219,13 @@ class RealRank {
   // rows it can restore (its chunk of the saved full values) and rank 0's shapes
   AdapterSet saved_adapters_;
   int saves_ = 0;  // save_adapters this rank ran: names rank 0's file (Comm::write_rank0_file)
-  std::vector<at::Tensor> saved_values_;  // per param: this rank's S when saved, in its dtype
-  std::vector<at::Tensor> saved_file_;    // per param: the tensor its state dict held (local rows or full)
-  std::vector<int64_t> saved_rows_;       // per param: rows of rank 0's saved tensor (-1: not saved)
+  // per param: this rank's S when saved, in its dtype; the tensor its state dict held (local rows
+  // or full); the rows of rank 0's saved tensor (-1: not saved)
+  struct SavedParam {
+    at::Tensor values, file;
+    int64_t rows = -1;
+  };
+  std::vector<SavedParam> saved_;
   // the autograd graph of the last forward
   at::Tensor loss_;
   bool have_output_ = false;
