@@ -21,10 +21,10 @@ at::Tensor RealRank::saving_linear(const at::Tensor& x, at::ScalarType x_dtype, 
 // After the layer's forward: keep what it saved and its input while its output needs grad.
 void RealRank::checkpoint_forward(int layer, const at::Tensor& in, const at::Tensor& out) {
   if (!at::GradMode::is_enabled() || !out.requires_grad()) {
-    ckpt_saved_[layer].clear();
+    layers_[layer].ckpt_saved.clear();
     return;
   }
-  ckpt_input_[layer] = in.detach().requires_grad_(in.requires_grad());
+  layers_[layer].ckpt_input = in.detach().requires_grad_(in.requires_grad());
   ckpt_outputs_.emplace_back(layer, out);
 }
 
@@ -69,9 +69,9 @@ void RealRank::checkpoint_recompute(int layer) {
     } restore{*this, swapped};
     saving_ = &got;
     at::AutoGradMode grad(true);
-    layer_forward(layer, ckpt_input_[layer]);
+    layer_forward(layer, layers_[layer].ckpt_input);
   }
-  const std::vector<SavedTensor>& saved = ckpt_saved_[layer];
+  const std::vector<SavedTensor>& saved = layers_[layer].ckpt_saved;
   const char* error = nullptr;
   if (got.size() < saved.size()) {
     error = "A different number of tensors was saved during the original forward and recomputation.";

@@ -5,7 +5,9 @@
 // _fsdp_state.py) function by function.
 #include <ATen/core/grad_mode.h>
 
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include "real_backend/real_rank.hpp"
 #include "real_backend/values.hpp"
@@ -48,11 +50,11 @@ bool RealRank::group_gathers_bytes(int g) {
 // pending), U created once then refilled, requires_grad copied S -> U only when
 // it differs, U registered. Returns at once when already unsharded.
 void RealRank::unshard(int g) {
-  if (unsharded_[g]) return;
+  if (groups_[g].unsharded()) return;
   const GroupSpec& gs = layout_->groups[g];
   const int world = layout_->world;
-  at::Tensor gathered = pending_[g].defined() ? pending_[g] : all_gather_group(g);
-  pending_[g] = at::Tensor();
+  at::Tensor gathered = groups_[g].all_gather_result.defined() ? groups_[g].all_gather_result : all_gather_group(g);
+  groups_[g].all_gather_result = at::Tensor();
   const bool bytes = group_gathers_bytes(g);
   auto unit = [&](int p) {
     return layout_->params[p].chunk_numel() * (bytes ? static_cast<int64_t>(c10::elementSize(param_dtype(p))) : 1);
@@ -79,7 +81,7 @@ void RealRank::unshard(int g) {
     rp.u.variable_data().copy_(full.view(rp.u.sizes()));
     if (registry_[p].defined() && !detached_[p]) registry_[p] = rp.u;
   }
-  unsharded_[g] = 1;
+  groups_[g].sharded = ShardedState::Unsharded;
   note_unsharded_peak();
 }
 
@@ -87,10 +89,10 @@ void RealRank::unshard(int g) {
 // (U keeps its values here rather than being resized to 0: a backward that FSDP2
 // would serve by re-gathering reads them instead; see docs/design/cpp-backend.md, "What is emulated".)
 void RealRank::to_sharded(int g) {
-  if (!unsharded_[g]) return;
+  if (!groups_[g].unsharded()) return;
   for (int p : layout_->groups[g].params)
     if (registry_[p].defined() && !detached_[p]) registry_[p] = params_[p].s;
-  unsharded_[g] = 0;
+  groups_[g].sharded = ShardedState::Sharded;
 }
 
 // _fsdp_param_group.py::FSDPParamGroup.reshard in FORWARD: returns at once when
@@ -107,7 +109,7 @@ void RealRank::reshard_all() {
 // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.reshard: a group still in FORWARD (its
 // forward raised before post_forward) without reshard_after_forward stays unsharded.
 void RealRank::module_reshard(int g) {
-  if (in_forward_[g] && !layout_->groups[g].reshard_after_forward) return;
+  if (groups_[g].in_forward && !layout_->groups[g].reshard_after_forward) return;
   to_sharded(g);
 }
 
@@ -126,7 +128,7 @@ void RealRank::set_registered_rg(int p, bool v) {
 // gradient sync (reduce_grads False) only the reshard: U's grad stays, and
 // autograd adds the next micro-batch's to it, until a synced post_backward.
 void RealRank::post_backward(int g) {
-  if (!reduce_grads_[g]) {
+  if (!groups_[g].reduce_grads) {
     to_sharded(g);
     return;
   }
@@ -169,8 +171,9 @@ void RealRank::post_backward(int g) {
     at::Tensor& sg = fsdp_param(p).s.mutable_grad();
     // foreach_reduce casts the reduced gradient to the group's _orig_dtype; a shard with a gradient
     // adds it in place, one without takes it through the grad setter, which refuses another dtype
-    if (!sg.defined() && orig_dtype_[g] >= 0 && static_cast<at::ScalarType>(orig_dtype_[g]) != param_dtype(p))
-      throw OpError(Status::Exception, grad_dtype_refused_message(orig_dtype_[g] == static_cast<int>(at::kFloat) ? DType::F32 : DType::BF16));
+    const std::optional<at::ScalarType>& orig = groups_[g].orig_dtype;
+    if (!sg.defined() && orig && *orig != param_dtype(p))
+      throw OpError(Status::Exception, grad_dtype_refused_message(*orig == at::kFloat ? DType::F32 : DType::BF16));
     if (sg.defined()) sg.add_(part);
     else sg = part;
     if (ps.adapter >= 0) res_.grads.insert(ps.adapter);
@@ -180,7 +183,7 @@ void RealRank::post_backward(int g) {
 // torch 2.13 _fsdp_param_group.py::FSDPParamGroup._record_post_forward: every
 // post_forward (under no_grad too) appends the group to the shared order.
 void RealRank::record_post_forward(int g) {
-  post_forward_indices_[g].push_back(static_cast<int>(post_forward_order_.size()));
+  groups_[g].post_forward_indices.push_back(static_cast<int>(post_forward_order_.size()));
   post_forward_order_.push_back(g);
 }
 
@@ -188,7 +191,7 @@ void RealRank::record_post_forward(int g) {
 // last post-forward index i; the group to unshard is post_forward_order[i-1]
 // (-1: none).
 int RealRank::backward_prefetch_target(int g) {
-  std::vector<int>& idx = post_forward_indices_[g];
+  std::vector<int>& idx = groups_[g].post_forward_indices;
   if (idx.empty()) return -1;
   const int i = idx.back();
   idx.pop_back();
@@ -200,8 +203,8 @@ int RealRank::backward_prefetch_target(int g) {
 // pre_backward (wait_for_unshard) registers U. A no-op when the group is
 // unsharded or has one pending.
 void RealRank::prefetch_unshard(int g) {
-  if (unsharded_[g] || pending_[g].defined()) return;
-  pending_[g] = all_gather_group(g);
+  if (groups_[g].unsharded() || groups_[g].all_gather_result.defined()) return;
+  groups_[g].all_gather_result = all_gather_group(g);
   note_unsharded_peak();
 }
 
@@ -223,14 +226,14 @@ void RealRank::register_pre_backward_hook(int g, const at::Tensor& out) {
 // child group unshards at its first module and reshards after its last, the
 // root's post-forward last (_fsdp_state.py::FSDPState._pre_forward/_post_forward).
 // `loss = model(x)` that raises never assigns: a later backward runs on the previous output,
-// whose graph out_rg_ and in_rg_ describe (the FSDP state the raised forward changed stays).
+// whose graph each group's out_rg and in_rg describe (the FSDP state the raised forward changed stays).
 void RealRank::op_forward(bool grad_enabled) {
-  const std::vector<uint8_t> prev_out = out_rg_, prev_in = in_rg_;
+  std::vector<std::pair<bool, bool>> prev;  // per group: out_rg, in_rg
+  for (const RealGroup& gr : groups_) prev.emplace_back(gr.out_rg, gr.in_rg);
   try {
-    forward_pass(grad_enabled);
+    forward_hooks(grad_enabled);
   } catch (...) {
-    out_rg_ = prev_out;
-    in_rg_ = prev_in;
+    for (size_t g = 0; g < groups_.size(); ++g) std::tie(groups_[g].out_rg, groups_[g].in_rg) = prev[g];
     throw;
   }
 }
@@ -238,7 +241,7 @@ void RealRank::op_forward(bool grad_enabled) {
 // torch 2.13 _fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes: the dtypes of the group's shards
 // that require grad, read off the tensors, must be one (frozen shards are not looked at).
 void RealRank::init_mp_dtypes(int g) {
-  dtype_attrs_[g] = 1;  // _fsdp_param.py::FSDPParam.init_dtype_attrs on each param, before the check
+  groups_[g].dtype_attrs = true;  // _fsdp_param.py::FSDPParam.init_dtype_attrs on each param, before the check
   std::set<at::ScalarType> dtypes;
   for (int p : layout_->groups[g].params)
     if (params_[p].s.defined() && params_[p].s.requires_grad()) dtypes.insert(param_dtype(p));
@@ -249,19 +252,19 @@ void RealRank::init_mp_dtypes(int g) {
       if (dtypes.count(t)) got += std::string(got.empty() ? "" : ", ") + (t == at::kBFloat16 ? "torch.bfloat16" : "torch.float32");
     throw OpError(Status::AssertionError, "FSDP expects uniform original parameter dtype but got {" + got + "}");
   }
-  orig_dtype_[g] = dtypes.empty() ? -1 : static_cast<int>(*dtypes.begin());
+  groups_[g].orig_dtype = dtypes.empty() ? std::nullopt : std::optional<at::ScalarType>(*dtypes.begin());
 }
 
 // FSDPParamGroup.pre_forward's unshard. A group the root's lazy init never reached (an earlier
 // group's dtype check raised; the root is not retried) has no FSDPParam.param_dtype, which its
 // all-gather inputs read first (torch 2.13 _fsdp_collectives.py::_get_param_all_gather_inputs).
 void RealRank::forward_unshard(int g) {
-  if (root_lazy_inited_ && !dtype_attrs_[g])
+  if (root_lazy_inited_ && !groups_[g].dtype_attrs)
     throw OpError(Status::Exception, "AttributeError: 'FSDPParam' object has no attribute 'param_dtype'");
   unshard(g);
 }
 
-void RealRank::forward_pass(bool grad_enabled) {
+void RealRank::forward_hooks(bool grad_enabled) {
   at::AutoGradMode mode(grad_enabled);
   // torch 2.13 _fsdp_state.py::FSDPState._lazy_init, from _root_pre_forward: once (the root is marked
   // before the groups' lazy_init, so a raise is never retried), every group, root first.
@@ -271,22 +274,19 @@ void RealRank::forward_pass(bool grad_enabled) {
   // torch 2.13 _fsdp_state.py::FSDPState._pre_forward / _post_forward: a state still in
   // PRE_BACKWARD (a backward raised before its final callback) only unshards, and its
   // post-forward does nothing (no reshard, no hook).
-  auto stuck = [&](int g) { return state_pre_backward_[g] != 0; };
+  auto stuck = [&](int g) { return groups_[g].state_pre_backward; };
   if (prepared_ && !root_lazy_inited_ && !(root >= 0 && stuck(root))) {
     root_lazy_inited_ = true;
     for (size_t g = 0; g < layout_->groups.size(); ++g) init_mp_dtypes(static_cast<int>(g));
   }
   forward_order_.clear();
-  ckpt_saved_.resize(layout_->layers.size());
-  ckpt_input_.resize(layout_->layers.size());
   ckpt_outputs_.clear();
-  for (auto& saved : ckpt_saved_) saved.clear();
-  std::fill(out_rg_.begin(), out_rg_.end(), 0);
-  std::fill(in_rg_.begin(), in_rg_.end(), 0);
+  for (RealLayer& ly : layers_) ly.ckpt_saved.clear();
+  for (RealGroup& gr : groups_) gr.out_rg = gr.in_rg = false;
   if (root >= 0 && stuck(root)) {
     unshard(root);
   } else if (root >= 0) {
-    in_forward_[root] = 1;
+    groups_[root].in_forward = true;
     forward_unshard(root);
     forward_order_.push_back(root);
   }
@@ -306,15 +306,15 @@ void RealRank::forward_pass(bool grad_enabled) {
     } else if (child && gs.first_layer == static_cast<int>(l)) {
       wrapper_forward(static_cast<int>(l));
       // FSDPParamGroup.pre_forward registers the post-backward node only when entering FORWARD.
-      in_rg_[g] = h.requires_grad() && !in_forward_[g];
-      in_forward_[g] = 1;
+      groups_[g].in_rg = h.requires_grad() && !groups_[g].in_forward;
+      groups_[g].in_forward = true;
       forward_unshard(g);
       forward_order_.push_back(g);
     }
     at::Tensor base_out;
     const at::Tensor in = h;
     const bool ckpt = layout_->layers[l].checkpoint;
-    if (ckpt) saving_ = &ckpt_saved_[l];
+    if (ckpt) saving_ = &layers_[l].ckpt_saved;
     try {
       h = layer_forward(static_cast<int>(l), h, &base_out);
     } catch (...) {
@@ -324,7 +324,7 @@ void RealRank::forward_pass(bool grad_enabled) {
       if (child && gs.layers.size() > 1 && gs.last_layer == static_cast<int>(l) && !stuck(g)) {
         reshard_in_forward(g);
         record_post_forward(g);
-        in_forward_[g] = 0;
+        groups_[g].in_forward = false;
       }
       throw;
     }
@@ -333,19 +333,19 @@ void RealRank::forward_pass(bool grad_enabled) {
     if (child && gs.last_layer == static_cast<int>(l) && !stuck(g)) {
       // A layer wrapped after fully_shard: the FSDP module is its base layer.
       const at::Tensor& out = layout_->layers[l].lora_after_fsdp ? base_out : h;
-      out_rg_[g] = out.requires_grad();
+      groups_[g].out_rg = out.requires_grad();
       reshard_in_forward(g);
       record_post_forward(g);
-      in_forward_[g] = 0;
+      groups_[g].in_forward = false;
       register_pre_backward_hook(g, out);
     }
     if (l + 1 < layout_->layers.size()) h = at::relu(h);
   }
   if (root >= 0 && !stuck(root)) {
-    out_rg_[root] = h.requires_grad();
+    groups_[root].out_rg = h.requires_grad();
     reshard_in_forward(root);
     record_post_forward(root);
-    in_forward_[root] = 0;
+    groups_[root].in_forward = false;
     register_pre_backward_hook(root, h);
   }
   register_checkpoint_hooks();
@@ -375,7 +375,7 @@ void RealRank::op_backward() {
   // U's flag from S); the collectives are issued below, in the order the hooks fired.
   std::vector<std::pair<int, int>> copied;  // (group, param) whose U flag changed here
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
-    if (!out_rg_[g] || unsharded_[g]) continue;
+    if (!groups_[g].out_rg || groups_[g].unsharded()) continue;
     for (int p : layout_->groups[g].params)
       if (!detached_[p] && params_[p].u.defined() && params_[p].u.requires_grad() != params_[p].s.requires_grad()) {
         params_[p].u.requires_grad_(params_[p].s.requires_grad());
@@ -426,14 +426,14 @@ void RealRank::op_backward() {
     for (size_t k = i; k < j; ++k) {
       const GroupSpec& gs = layout_->groups[fired_[k].first];
       if (recompute_raised && gs.first_layer <= ckpt_raised_) continue;  // autograd never left it
-      if (!gs.is_root && in_rg_[fired_[k].first]) hooks.push_back({Hook::kPostBackward, fired_[k].first});
+      if (!gs.is_root && groups_[fired_[k].first].in_rg) hooks.push_back({Hook::kPostBackward, fired_[k].first});
     }
     i = j;
   }
   std::vector<uint8_t> done(layout_->groups.size(), 0);
   for (const Hook& h : hooks) {
     if (h.kind == Hook::kUnshard) {
-      state_pre_backward_[h.g] = 1;  // FSDPState._pre_backward, which queues the final callback once
+      groups_[h.g].state_pre_backward = true;  // FSDPState._pre_backward, which queues the final callback once
       final_callback_queued_ = true;
       unshard(h.g);  // pre_backward
     } else if (h.kind == Hook::kPrefetch) {
@@ -458,10 +458,10 @@ void RealRank::op_backward() {
   if (!queued_here || !final_callback_queued_) return;
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
     if (!done[g]) post_backward(static_cast<int>(g));
-    state_pre_backward_[g] = 0;
-    in_forward_[g] = 0;  // the final callback leaves every group IDLE
-    post_forward_indices_[g].clear();  // torch 2.13 FSDPParamGroup.finalize_backward, which also
-    pending_[g] = at::Tensor();         // drops a mistargeted prefetch's all-gather output
+    groups_[g].state_pre_backward = false;
+    groups_[g].in_forward = false;  // the final callback leaves every group IDLE
+    groups_[g].post_forward_indices.clear();  // torch 2.13 FSDPParamGroup.finalize_backward, which also
+    groups_[g].all_gather_result = at::Tensor();         // drops a mistargeted prefetch's all-gather output
   }
   post_forward_order_.clear();  // torch 2.13 _fsdp_state.py::_root_post_backward_final_callback (is_last_backward)
   final_callback_queued_ = false;

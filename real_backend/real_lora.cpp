@@ -3,27 +3,38 @@
 // the registry holds now, the shard S or the unsharded U.
 #include <ATen/core/grad_mode.h>
 
-#include "real_backend/real_experts.hpp"
+#include "real_backend/real_param_wrapper.hpp"
 #include "real_backend/real_rank.hpp"
 #include "real_backend/values.hpp"
 
 namespace fsdpsim::real {
 
+// lora/layer.py::Linear / ParamWrapper.get_delta_weight, with the upstream error order of
+// merge (sign +1) and unmerge (-1) in this one place: DTensor's refusal of a plain delta into
+// W's shard, then the delta's own errors (experts_delta's for a ParamWrapper), then the in-place
+// placement rule of `W.data += delta`. Sign 0 (the delta_weight op) is the delta alone.
+at::Tensor RealRank::get_delta_weight(int layer, int adapter, int sign, DeltaForm* form) {
+  at::NoGradGuard ng;
+  if (sign != 0) check_mixed(layer, adapter, sign > 0);
+  at::Tensor d = layout_->layers[layer].experts > 0 ? experts_delta(layer, adapter, true) : linear_delta(layer, adapter, form);
+  if (sign != 0) check_inplace_placement(layer, adapter, sign > 0);
+  return d;
+}
+
 // lora/layer.py::Linear.get_delta_weight: B @ A * scaling from the registered A
 // and B. On a sharded layer (DTensors) the matmul all-gathers A and yields this
 // rank's rows of the delta, matching W's shard.
-at::Tensor RealRank::delta(int layer, int adapter, DeltaForm* form) {
+at::Tensor RealRank::linear_delta(int layer, int adapter, DeltaForm* form) {
   DeltaForm unused;
   if (!form) form = &unused;
   at::NoGradGuard ng;
   const LayerSpec& ls = layout_->layers[layer];
-  if (ls.experts > 0) return experts_delta(layer, adapter, true);
   int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   float scale = lora_scaling(*layout_, adapter);
   const ParamSpec& a_spec = layout_->params[pa];
-  bool w_sharded = !unsharded_[layout_->params[pw].group];
+  bool w_sharded = !groups_[layout_->params[pw].group].unsharded();
   bool a_managed = group_of(pa) >= 0;
-  if (a_managed && !unsharded_[a_spec.group]) {
+  if (a_managed && !groups_[a_spec.group].unsharded()) {
     if (layout_->world > 1 && layout_->params[pw].rows < layout_->world) return delta_few_rows(layer, adapter, form);
     *form = kDeltaChunk;
     return at::matmul(params_[pb].s, gather_full(pa)) * scale;  // B's rows line up with W's shard
@@ -66,13 +77,10 @@ at::Tensor RealRank::delta_few_rows(int layer, int adapter, DeltaForm* form) {
 void RealRank::layer_merge(int layer, int adapter) {
   const LayerSpec& ls = layout_->layers[layer];
   if (ls.lora_a[adapter] < 0 || !registry_[ls.lora_a[adapter]].defined()) return;
-  for (int m : merged_[layer])
+  for (int m : layers_[layer].merged)
     if (m == adapter) return;
-  check_mixed(layer, adapter, true);
-  at::Tensor d = delta(layer, adapter);
-  check_inplace_placement(layer, adapter, true);
-  apply_delta(layer, d, true);
-  merged_[layer].push_back(adapter);
+  apply_delta(layer, get_delta_weight(layer, adapter, +1), true);
+  layers_[layer].merged.push_back(adapter);
 }
 
 // W.data += delta (merge) or -= delta (unmerge) on the registered weight;
@@ -94,13 +102,13 @@ void RealRank::apply_delta(int layer, const at::Tensor& d, bool add) {
 bool RealRank::late_delta_on_shard(int layer, int adapter) const {
   const LayerSpec& ls = layout_->layers[layer];
   const int gw = group_of(ls.weight);
-  return prepared_ && group_of(ls.lora_a[adapter]) < 0 && gw >= 0 && !unsharded_[gw];
+  return prepared_ && group_of(ls.lora_a[adapter]) < 0 && gw >= 0 && !groups_[gw].unsharded();
 }
 
 void RealRank::check_mixed(int layer, int adapter, bool add) {
   const LayerSpec& ls = layout_->layers[layer];
   if (!late_delta_on_shard(layer, adapter)) return;
-  // delta_weight_gather=on lays a ParamWrapper's plain delta out like W (real_experts.cpp).
+  // delta_weight_gather=on lays a ParamWrapper's plain delta out like W (real_param_wrapper.cpp).
   if (ls.experts == 0 || layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn)
     throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
                                          ".Tensor got mixed torch.Tensor and DTensor, need to convert all torch.Tensor "
@@ -113,9 +121,9 @@ void RealRank::check_mixed(int layer, int adapter, bool add) {
 void RealRank::check_inplace_placement(int layer, int adapter, bool add) {
   const LayerSpec& ls = layout_->layers[layer];
   const int pa = ls.lora_a[adapter];
-  const bool dtensors = ls.experts == 0 && group_of(pa) >= 0 && !unsharded_[layout_->params[pa].group];
-  // An experts weight (E, in, out) sharded on E: the same when E < world (real_experts.cpp).
-  const bool experts_dtensors = ls.experts > 1 && group_of(pa) >= 0 && !unsharded_[layout_->params[pa].group] &&
+  const bool dtensors = ls.experts == 0 && group_of(pa) >= 0 && !groups_[layout_->params[pa].group].unsharded();
+  // An experts weight (E, in, out) sharded on E: the same when E < world (real_param_wrapper.cpp).
+  const bool experts_dtensors = ls.experts > 1 && group_of(pa) >= 0 && !groups_[layout_->params[pa].group].unsharded() &&
                                 layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn;
   if ((!dtensors && !experts_dtensors) || layout_->world == 1 || layout_->params[ls.weight].rows >= layout_->world) return;
   throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
@@ -128,13 +136,10 @@ void RealRank::check_inplace_placement(int layer, int adapter, bool add) {
 // lora/layer.py::Linear.unmerge: pop every merged adapter, LIFO, W.data -= delta
 // (the pop comes first: a delta that raises leaves the adapter unlisted).
 void RealRank::layer_unmerge(int layer) {
-  while (!merged_[layer].empty()) {
-    int adapter = merged_[layer].back();
-    merged_[layer].pop_back();
-    check_mixed(layer, adapter, false);
-    at::Tensor d = delta(layer, adapter);
-    check_inplace_placement(layer, adapter, false);
-    apply_delta(layer, d, false);
+  while (!layers_[layer].merged.empty()) {
+    int adapter = layers_[layer].merged.back();
+    layers_[layer].merged.pop_back();
+    apply_delta(layer, get_delta_weight(layer, adapter, -1), false);
   }
 }
 
@@ -147,22 +152,22 @@ void RealRank::layer_set_adapter(int layer, AdapterSet names, bool inference_mod
     set_registered_rg(ls.lora_a[a], rg);
     set_registered_rg(ls.lora_b[a], rg);
   }
-  layer_active_[layer] = names;
+  layers_[layer].active = names;
 }
 
 // tuners_utils.py::BaseTunerLayer.enable_adapters (inference_mode ignored
 // upstream, #3447; honoured when patched, #3453).
 void RealRank::layer_enable_adapters(int layer, bool enabled) {
-  if (layer_wrapper_[layer]) return wrapper_enable_adapters(layer, enabled);
+  if (layers_[layer].wrapper) return wrapper_enable_adapters(layer, enabled);
   const LayerSpec& ls = layout_->layers[layer];
   bool respect = layout_->profile.get(Switch::EnableInferenceMode) == sw::kRespect;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
-    bool rg = enabled && layer_active_[layer].contains(static_cast<int>(a)) && !(respect && inference_mode_.contains(static_cast<int>(a)));
+    bool rg = enabled && layers_[layer].active.contains(static_cast<int>(a)) && !(respect && inference_mode_.contains(static_cast<int>(a)));
     set_registered_rg(ls.lora_a[a], rg);
     set_registered_rg(ls.lora_b[a], rg);
   }
-  layer_disabled_[layer] = !enabled;
+  layers_[layer].disabled = !enabled;
 }
 
 // lora/layer.py::Linear.forward.
@@ -173,17 +178,17 @@ at::Tensor RealRank::layer_forward(int layer, const at::Tensor& h, at::Tensor* b
     if (base_out) *base_out = y;
     return y;
   }
-  if (layer_wrapper_[layer]) {  // a ModulesToSaveWrapper: no LoRA, its output is the FSDP module's
+  if (layers_[layer].wrapper) {  // a ModulesToSaveWrapper: no LoRA, its output is the FSDP module's
     at::Tensor y = wrapper_module_forward(layer, h);
     if (base_out) *base_out = y;
     return y;
   }
-  if (layer_disabled_[layer] && !merged_[layer].empty()) layer_unmerge(layer);
+  if (layers_[layer].disabled && !layers_[layer].merged.empty()) layer_unmerge(layer);
   at::Tensor y = saving_linear(h, param_dtype(ls.weight), ls.weight, ls.bias);
   if (base_out) *base_out = y;
-  if (layer_disabled_[layer] || !merged_[layer].empty()) return y;
+  if (layers_[layer].disabled || !layers_[layer].merged.empty()) return y;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-    if (!layer_active_[layer].contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    if (!layers_[layer].active.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
     // PEFT casts the input to lora_A's dtype (lora/layer.py::Linear.forward, _cast_input_dtype).
     const at::ScalarType dt = param_dtype(ls.lora_a[a]);
     y = y + saving_linear(saving_linear(h, dt, ls.lora_a[a]), dt, ls.lora_b[a]) * lora_scaling(*layout_, static_cast<int>(a));
@@ -192,8 +197,8 @@ at::Tensor RealRank::layer_forward(int layer, const at::Tensor& h, at::Tensor* b
 }
 
 bool RealRank::any_merged() const {
-  for (const auto& m : merged_)
-    if (!m.empty()) return true;
+  for (const RealLayer& ly : layers_)
+    if (!ly.merged.empty()) return true;
   return false;
 }
 

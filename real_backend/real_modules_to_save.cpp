@@ -50,8 +50,8 @@ void RealRank::set_copy_rg(int layer, int adapter, bool rg) {
 // other.py::ModulesToSaveWrapper.set_adapter: the running copy is frozen, then the new one gets
 // requires_grad = not inference_mode; -1 is set_adapter([]): no copy runs.
 void RealRank::wrapper_set_adapter(int layer, int adapter, bool inference_mode) {
-  if (copy_active_[layer] >= 0) set_copy_rg(layer, copy_active_[layer], false);
-  copy_active_[layer] = adapter;
+  if (layers_[layer].copy_active >= 0) set_copy_rg(layer, layers_[layer].copy_active, false);
+  layers_[layer].copy_active = adapter;
   if (adapter >= 0) set_copy_rg(layer, adapter, !inference_mode);
 }
 
@@ -61,7 +61,7 @@ void RealRank::wrapper_set_adapter(int layer, int adapter, bool inference_mode) 
 // without a copy for the chosen name runs none.
 void RealRank::wrappers_set_adapter(AdapterSet names, bool list_form, bool inference_mode) {
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
-    if (!layer_wrapper_[l]) continue;
+    if (!layers_[l].wrapper) continue;
     const int layer = static_cast<int>(l);
     if (list_form && names.empty()) throw OpError(Status::ValueError, "Please specify at least one adapter to set");
     AdapterSet here = names;
@@ -75,18 +75,18 @@ void RealRank::wrappers_set_adapter(AdapterSet names, bool list_form, bool infer
       throw OpError(Status::ValueError, "Only one adapter can be set at a time for " +
                                             wrapper_class(*layout_, layer, prepared_) + "(");
     const int a = here.empty() ? -1 : here.first();
-    wrapper_set_adapter(layer, a >= 0 && wrapper_adapters_[l].contains(a) ? a : -1, inference_mode);
+    wrapper_set_adapter(layer, a >= 0 && layers_[l].trains.contains(a) ? a : -1, inference_mode);
   }
 }
 
 // other.py::ModulesToSaveWrapper.enable_adapters: disabling freezes every copy in
 // modules_to_save, enabling unfreezes the running one (its adapter's inference_mode unread).
 void RealRank::wrapper_enable_adapters(int layer, bool enabled) {
-  layer_disabled_[layer] = !enabled;
+  layers_[layer].disabled = !enabled;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (!copy_registered(layer, static_cast<int>(a))) continue;
     if (!enabled) set_copy_rg(layer, static_cast<int>(a), false);
-    else if (static_cast<int>(a) == copy_active_[layer]) set_copy_rg(layer, static_cast<int>(a), true);
+    else if (static_cast<int>(a) == layers_[layer].copy_active) set_copy_rg(layer, static_cast<int>(a), true);
   }
 }
 
@@ -94,8 +94,8 @@ void RealRank::wrapper_enable_adapters(int layer, bool enabled) {
 // _adapters (or none active: _forward_wrapped), runs original_module; else the active copy.
 at::Tensor RealRank::wrapper_module_forward(int layer, const at::Tensor& h) {
   const LayerSpec& ls = layout_->layers[layer];
-  const int a = copy_active_[layer];
-  const bool copy = !layer_disabled_[layer] && a >= 0 && wrapper_adapters_[layer].contains(a);
+  const int a = layers_[layer].copy_active;
+  const bool copy = !layers_[layer].disabled && a >= 0 && layers_[layer].trains.contains(a);
   const int w = copy ? ls.saved_w[a] : ls.weight, b = copy ? ls.saved_b[a] : ls.bias;
   return saving_linear(h, param_dtype(w), w, b);
 }
@@ -109,11 +109,11 @@ void RealRank::set_additional_trainable_modules(int adapter, bool inference_mode
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     const int layer = static_cast<int>(l);
     if (layout_->layers[l].saved_w[adapter] < 0) continue;
-    const bool existed = layer_wrapper_[l];
-    layer_wrapper_[l] = 1;
-    wrapper_adapters_[l].insert(adapter);
+    const bool existed = layers_[l].wrapper;
+    layers_[l].wrapper = true;
+    layers_[l].trains.insert(adapter);
     create_copy(layer, adapter);
-    if (existed) wrapper_set_adapter(layer, copy_active_[layer], inference_mode);
+    if (existed) wrapper_set_adapter(layer, layers_[layer].copy_active, inference_mode);
     else wrapper_set_adapter(layer, active_.contains(adapter) ? adapter : -1, inference_mode);
   }
 }
@@ -124,7 +124,7 @@ void RealRank::set_additional_trainable_modules(int adapter, bool inference_mode
 void RealRank::wrappers_delete_adapter(int adapter, AdapterSet new_active) {
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     const int layer = static_cast<int>(l);
-    if (!layer_wrapper_[l] || !copy_registered(layer, adapter)) continue;
+    if (!layers_[l].wrapper || !copy_registered(layer, adapter)) continue;
     const LayerSpec& ls = layout_->layers[l];
     if (new_active.count() > 1) {
       std::string list;
@@ -132,17 +132,17 @@ void RealRank::wrappers_delete_adapter(int adapter, AdapterSet new_active) {
       throw OpError(Status::ValueError, "Attempted to set multiple (" + list + "]) adapters at once for " +
                                             wrapper_class(*layout_, layer, prepared_) + ", which is not allowed.");
     }
-    wrapper_adapters_[l].erase(adapter);
+    layers_[l].trains.erase(adapter);
     auto drop = [&]() { registry_[ls.saved_w[adapter]] = registry_[ls.saved_b[adapter]] = at::Tensor(); };
     const int next = new_active.empty() ? -1 : new_active.first();
     if (next < 0 || !copy_registered(layer, next)) {
       drop();
-      copy_active_[l] = -1;
+      layers_[l].copy_active = -1;
       continue;
     }
     // `new_active_adapter != self.active_adapters[0]` on a wrapper running none.
-    if (copy_active_[l] < 0) throw OpError(Status::Exception, "IndexError: list index out of range");
-    if (next != copy_active_[l]) wrapper_set_adapter(layer, next, false);
+    if (layers_[l].copy_active < 0) throw OpError(Status::Exception, "IndexError: list index out of range");
+    if (next != layers_[l].copy_active) wrapper_set_adapter(layer, next, false);
     drop();
   }
 }

@@ -82,7 +82,7 @@ void RealRank::op_zero_grad() {
 }
 
 // Optimizer objects not among model.named_parameters() now, compared by identity.
-int RealRank::optimizer_unregistered(int* first, std::vector<std::string>* names) const {
+int RealRank::optimizer_missing(int* first, std::vector<std::string>* names) const {
   std::unordered_set<const at::TensorImpl*> live;
   for (const auto& t : registry_)
     if (t.defined()) live.insert(t.unsafeGetTensorImpl());
@@ -129,7 +129,7 @@ void RealRank::op_save_optimizer() {
   init_optim_state();
   int first = -1;
   std::vector<std::string> missing;
-  if (optimizer_unregistered(&first, &missing) > 0) {
+  if (optimizer_missing(&first, &missing) > 0) {
     int64_t oldest = 0;
     for (size_t i = 0; i < optimizer_.size(); ++i) {
       RealParam* rp = opt_state_of(i);
@@ -166,7 +166,7 @@ void RealRank::op_load_optimizer() {
   for (const auto& c : opt_ckpt_) any_saved = any_saved || !c.second.empty();
   std::vector<std::string> missing;
   int first = -1;
-  optimizer_unregistered(&first, &missing);
+  optimizer_missing(&first, &missing);
   for (size_t i = 0; i < optimizer_.size() && any_saved; ++i) {
     const std::string& name = layout_->params[optimizer_[i]].name;
     if (std::find(missing.begin(), missing.end(), name) != missing.end()) {

@@ -13,7 +13,7 @@ namespace fsdpsim::real {
 void RealRank::set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode) {
   wrappers_set_adapter(names, list_form, inference_mode);
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
-    if (!merged_[l].empty()) layer_unmerge(static_cast<int>(l));
+    if (!layers_[l].merged.empty()) layer_unmerge(static_cast<int>(l));
     layer_set_adapter(static_cast<int>(l), names, inference_mode);
   }
   active_ = names;
@@ -21,7 +21,7 @@ void RealRank::set_adapter_module_level(AdapterSet names, bool list_form, bool i
 
 // peft_model.py::PeftModel.set_adapter (a name) or BaseTuner.set_adapter (a list).
 void RealRank::op_set_adapter(const Op& op) {
-  const AdapterSet names = named(op.names);
+  const AdapterSet names = adapters_named(op.names);
   if (!op.list_form) {  // the profile's fix runs around the call: before PeftModel.set_adapter's check
     switch (layout_->profile.get(Switch::SetAdapterReshard)) {
       case sw::kNone:  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no reshard (the upstream profile)
@@ -29,7 +29,7 @@ void RealRank::op_set_adapter(const Op& op) {
       case sw::kSkipMerged:  // _reshard_fsdp_modules (#3872): skips modules holding a merged layer
         for (size_t g = 0; g < layout_->groups.size(); ++g) {
           bool merged = false;
-          for (int l : layout_->groups[g].layers) merged = merged || !merged_[l].empty();
+          for (int l : layout_->groups[g].layers) merged = merged || !layers_[l].merged.empty();
           if (!merged) module_reshard(static_cast<int>(g));
         }
         break;
@@ -49,7 +49,7 @@ void RealRank::op_set_adapter(const Op& op) {
 void RealRank::op_merge(const Op& op) {
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     if (op.names.empty()) {
-      for (int a : layer_active_[l]) layer_merge(static_cast<int>(l), a);
+      for (int a : layers_[l].active) layer_merge(static_cast<int>(l), a);
     } else {
       for (const auto& n : op.names) layer_merge(static_cast<int>(l), layout_->adapter_named(n));
     }
@@ -104,24 +104,27 @@ void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
   // raises (an unmerge) before reaching that layer or at it. A new LoRA layer is active on the new
   // adapter, frozen (lora/model.py::LoraModel._create_and_replace).
   for (size_t l = 0; l < layout_->layers.size() && !first; ++l) {
-    const LayerSpec& ls = layout_->layers[l];
-    if (ls.lora_a[adapter] < 0) continue;
-    if (layer_tuner_[l]) {
-      layer_set_adapter(static_cast<int>(l), layer_active_[l], inference_mode);
-    } else {
-      layer_tuner_[l] = 1;
-      layer_set_adapter(static_cast<int>(l), AdapterSet::of(adapter), inference_mode);
-      set_registered_rg(ls.lora_a[adapter], false);
-      set_registered_rg(ls.lora_b[adapter], false);
-    }
+    if (layout_->layers[l].lora_a[adapter] >= 0) update_layer(static_cast<int>(l), adapter, inference_mode);
   }
   for (size_t l = 0; l < layout_->layers.size(); ++l)
-    if (layout_->layers[l].lora_a[adapter] >= 0) layer_tuner_[l] = 1;
+    if (layout_->layers[l].lora_a[adapter] >= 0) layers_[l].tuner = true;
   // BaseTuner.inject_adapter passes its active_adapters, a list; an unmerge that raises skips the restore.
   set_adapter_module_level(active_, true, inference_mode);
   active_without_config();  // BaseTuner._mark_only_adapters_as_trainable: a raise skips the restore
   set_additional_trainable_modules(adapter, inference_mode);
   for (const auto& [p, rg] : kept) set_registered_rg(p, rg);
+}
+
+// lora/layer.py::LoraLayer.update_layer's end, on a target of the adapter being injected: the
+// layer's own set_adapter (its active adapters, the new config's inference_mode); a new LoRA
+// layer is active on the new adapter, frozen (lora/model.py::LoraModel._create_and_replace).
+void RealRank::update_layer(int layer, int adapter, bool inference_mode) {
+  RealLayer& ly = layers_[layer];
+  if (ly.tuner) return layer_set_adapter(layer, ly.active, inference_mode);
+  ly.tuner = true;
+  layer_set_adapter(layer, AdapterSet::of(adapter), inference_mode);
+  set_registered_rg(layout_->layers[layer].lora_a[adapter], false);
+  set_registered_rg(layout_->layers[layer].lora_b[adapter], false);
 }
 
 // PeftModel.add_adapter / load_adapter -> inject_adapter: new plain leaves (no
@@ -140,16 +143,8 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   // update_layer ran set_adapter with the new config's inference_mode; the housekeeping after
   // never runs), and PeftModel.add_adapter drops only the config.
   auto partial = [&](int l) {
-    const LayerSpec& ls = layout_->layers[l];
     create_adapter_in(l, adapter, load, false);  // _cast_adapter_dtype would come after: never reached
-    if (layer_tuner_[l]) {
-      layer_set_adapter(l, layer_active_[l], inference_mode);
-      return;
-    }
-    layer_tuner_[l] = 1;  // a new LoRA layer, active on the new adapter and frozen (_create_and_replace)
-    layer_set_adapter(l, AdapterSet::of(adapter), inference_mode);
-    set_registered_rg(ls.lora_a[adapter], false);
-    set_registered_rg(ls.lora_b[adapter], false);
+    update_layer(l, adapter, inference_mode);
   };
   // peft tuners_utils.py::BaseTuner.inject_adapter finds the targets by module path: after
   // prepare a checkpointed layer's path holds the checkpoint_wrapper, which LoraModel's
@@ -166,7 +161,7 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   int refused = -1;
   for (size_t l = 0; l < layout_->layers.size() && prepared_ && refused < 0; ++l) {
     const LayerSpec& ls = layout_->layers[l];
-    if (ls.experts > 0 && ls.lora_a[adapter] >= 0 && layer_tuner_[l] && !layout_->groups[ls.group].is_root && !ls.wrapper_after_fsdp)
+    if (ls.experts > 0 && ls.lora_a[adapter] >= 0 && layers_[l].tuner && !layout_->groups[ls.group].is_root && !ls.wrapper_after_fsdp)
       refused = static_cast<int>(l);
   }
   if (refused >= 0) {
@@ -209,8 +204,8 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
 void RealRank::op_delete_adapter(int adapter) {
   const std::string& name = layout_->adapters[adapter].name;
   if (!present_.contains(adapter)) throw OpError(Status::ValueError, "Adapter " + name + " does not exist");
-  for (const auto& m : merged_)
-    for (int a : m)
+  for (const RealLayer& ly : layers_)
+    for (int a : ly.merged)
       if (a == adapter)
         throw OpError(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
   present_.erase(adapter);
@@ -219,9 +214,9 @@ void RealRank::op_delete_adapter(int adapter) {
   bool first = true;
   AdapterSet tuner_active;
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
-    if (!layer_tuner_[l]) continue;
-    if (layer_active_[l].contains(adapter)) {
-      AdapterSet next = layer_active_[l].without(AdapterSet::of(adapter));
+    if (!layers_[l].tuner) continue;
+    if (layers_[l].active.contains(adapter)) {
+      AdapterSet next = layers_[l].active.without(AdapterSet::of(adapter));
       if (next.empty()) {
         const LayerSpec& ls = layout_->layers[l];
         int best = -1;  // _all_available_adapter_names()[0]
@@ -233,7 +228,7 @@ void RealRank::op_delete_adapter(int adapter) {
       }
       layer_set_adapter(static_cast<int>(l), next, false);
     }
-    if (first) tuner_active = layer_active_[l];
+    if (first) tuner_active = layers_[l].active;
     first = false;
   }
   wrappers_delete_adapter(adapter, tuner_active);
@@ -257,7 +252,7 @@ void RealRank::op_delta_weight(int layer) {
     DeltaValue got;
     got.shape = {ls.out, ls.in};  // Linear's B @ A; an experts layer says its own
     at::Tensor d = ls.experts > 0 ? experts_delta(layer, static_cast<int>(a), false, &got)
-                                  : delta(layer, static_cast<int>(a), &got.form);
+                                  : get_delta_weight(layer, static_cast<int>(a), 0, &got.form);
     d = d.detach().to(at::kFloat).contiguous();
     got.values.assign(d.data_ptr<float>(), d.data_ptr<float>() + d.numel());
     res_.delta_layer = layer;
@@ -273,7 +268,7 @@ void RealRank::op_delta_weight(int layer) {
 // rank's local rows; with it, the full tensor (DCP full_state_dict). The file
 // is rank 0's; this rank keeps its chunk of the saved values and rank 0's rows.
 void RealRank::op_save_adapters(const Op& op) {
-  AdapterSet names = op.names.empty() ? present_ : named(op.names);
+  AdapterSet names = op.names.empty() ? present_ : adapters_named(op.names);
   if (op.names.empty() && layout_->profile.get(Switch::AdapterSaveSelection) == sw::kActive) names = active_ & present_;
   if (!present_.includes(names))
     throw OpError(Status::ValueError, "selected adapters are not in the model: " + names.without(present_).text(layout_->adapters));
@@ -282,9 +277,7 @@ void RealRank::op_save_adapters(const Op& op) {
   const bool gather = layout_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
   const int world = layout_->world, rank = comm_->rank();
   saved_adapters_ = names;
-  saved_values_.assign(params_.size(), at::Tensor());
-  saved_file_.assign(params_.size(), at::Tensor());
-  saved_rows_.assign(params_.size(), -1);
+  saved_.assign(params_.size(), SavedParam{});
   // DCP's full state dict gathers in model.state_dict() order: per layer lora_A then lora_B,
   // each in injection order (torch distributed/checkpoint/state_dict.py::_get_model_state_dict).
   std::vector<at::Tensor> full(params_.size());
@@ -315,21 +308,21 @@ void RealRank::op_save_adapters(const Op& op) {
     // ... one entry per state dict it is in (peft utils/save_and_load.py::get_peft_model_state_dict, per adapter)
     for (int c = orphan ? names.count() : 1; c > 0; --c)
       res_.saved.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].place)});
-    saved_values_[p] = sv.detach().clone();
-    saved_file_[p] = mine.clone();
-    saved_rows_[p] = local ? ps.local_rows(0) : ps.rows;
+    saved_[p].values = sv.detach().clone();
+    saved_[p].file = mine.clone();
+    saved_[p].rows = local ? ps.local_rows(0) : ps.rows;
   }
   // Rank 0 writes the file and the others read it: its local rows, and its full tensors
   // (which differ from theirs once per-rank data trained an unmanaged replica apart).
   std::vector<at::Tensor> file;
   for (size_t p = 0; p < params_.size(); ++p)
-    if (saved_rows_[p] >= 0) file.push_back(saved_file_[p].reshape({-1}).to(at::kFloat));
+    if (saved_[p].rows >= 0) file.push_back(saved_[p].file.reshape({-1}).to(at::kFloat));
   if (!file.empty()) comm_->write_rank0_file(at::cat(file), saves_);
 }
 
 // The saved file holds rank 0's local rows of p, not the full tensor.
 bool RealRank::saved_local_rows(size_t p) const {
-  return saved_rows_[p] >= 0 && saved_rows_[p] != layout_->params[p].rows;
+  return saved_[p].rows >= 0 && saved_[p].rows != layout_->params[p].rows;
 }
 
 // PeftModel.load_adapter -> set_peft_model_state_dict -> load_state_dict (its
@@ -358,17 +351,17 @@ void RealRank::op_load_adapters() {
   int64_t file_floats = 0;
   std::vector<at::Tensor> mine;
   for (size_t p = 0; p < params_.size(); ++p)
-    if (saved_rows_[p] >= 0) {
-      file_floats += saved_rows_[p] * layout_->params[p].cols;
-      if (rank == 0) mine.push_back(saved_file_[p].reshape({-1}).to(at::kFloat));
+    if (saved_[p].rows >= 0) {
+      file_floats += saved_[p].rows * layout_->params[p].cols;
+      if (rank == 0) mine.push_back(saved_[p].file.reshape({-1}).to(at::kFloat));
     }
   if (file_floats > 0) {
     at::Tensor all = rank == 0 ? at::cat(mine) : comm_->read_rank0_file(file_floats, std::max(saves_, 1));  // a peer that never saved reads rank 0's first
     if (!all.defined()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
     int64_t at = 0;
     for (size_t p = 0; p < params_.size(); ++p) {
-      if (saved_rows_[p] < 0) continue;
-      const int64_t n = saved_rows_[p] * layout_->params[p].cols;
+      if (saved_[p].rows < 0) continue;
+      const int64_t n = saved_[p].rows * layout_->params[p].cols;
       file0[p] = all.narrow(0, at, n);
       at += n;
     }
@@ -386,16 +379,16 @@ void RealRank::op_load_adapters() {
     for (size_t p = 0; p < params_.size(); ++p) {
       const ParamSpec& ps = layout_->params[p];
       // a half-added adapter's tensors were saved too; set_peft_model_state_dict maps them back to its own
-      if (ps.adapter != static_cast<int>(a) || saved_rows_[p] < 0 || !registry_[p].defined()) continue;
+      if (ps.adapter != static_cast<int>(a) || saved_[p].rows < 0 || !registry_[p].defined()) continue;
       at::Tensor v;
       if (!saved_local_rows(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
         // an unmanaged replica takes rank 0's copy; a managed full tensor is the same on every rank
-        v = group_of(static_cast<int>(p)) < 0 ? file0[p] : saved_file_[p];
+        v = group_of(static_cast<int>(p)) < 0 ? file0[p] : saved_[p].file;
         if (group_of(static_cast<int>(p)) >= 0 && world > 1) {
           at::Tensor flat = v.contiguous().reshape({-1});
           v = chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);
         }
-      } else if (saved_rows_[p] == ps.local_rows(rank)) {  // DTensor.from_local of rank 0's rows, padded as S is
+      } else if (saved_[p].rows == ps.local_rows(rank)) {  // DTensor.from_local of rank 0's rows, padded as S is
         v = at::zeros({ps.chunk_rows * ps.cols});
         v.narrow(0, 0, file0[p].numel()).copy_(file0[p]);
         foreign[p] = rank != 0 && ps.local_rows(rank) > 0;
@@ -410,8 +403,8 @@ void RealRank::op_load_adapters() {
     }
   }
   for (size_t p = 0; p < params_.size(); ++p) {
-    if (saved_rows_[p] < 0 || !registry_[p].defined()) continue;
-    if (!at::equal(params_[p].s.detach(), saved_values_[p])) res_.reload_diff.push_back(layout_->params[p].name);
+    if (saved_[p].rows < 0 || !registry_[p].defined()) continue;
+    if (!at::equal(params_[p].s.detach(), saved_[p].values)) res_.reload_diff.push_back(layout_->params[p].name);
     else if (foreign[p]) res_.reload_coincident.push_back(layout_->params[p].name);
   }
   if (raised) throw *raised;

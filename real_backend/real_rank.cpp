@@ -60,24 +60,9 @@ void RealRank::reset() {
   registry_.assign(n, at::Tensor());
   detached_.assign(n, 0);
   ghost_.assign(n, RealParam{});
-  unsharded_.assign(layout_->groups.size(), 0);
-  out_rg_.assign(layout_->groups.size(), 0);
-  in_rg_.assign(layout_->groups.size(), 0);
-  in_forward_.assign(layout_->groups.size(), 0);
-  dtype_attrs_.assign(layout_->groups.size(), 0);
-  orig_dtype_.assign(layout_->groups.size(), -1);
-  state_pre_backward_.assign(layout_->groups.size(), 0);
-  reduce_grads_.assign(layout_->groups.size(), 1);
+  groups_.assign(layout_->groups.size(), RealGroup{});
   post_forward_order_.clear();
-  post_forward_indices_.assign(layout_->groups.size(), {});
-  pending_.assign(layout_->groups.size(), at::Tensor());
-  layer_active_.assign(layout_->layers.size(), AdapterSet::of(0));
-  layer_tuner_.assign(layout_->layers.size(), 0);
-  merged_.assign(layout_->layers.size(), {});
-  layer_disabled_.assign(layout_->layers.size(), 0);
-  layer_wrapper_.assign(layout_->layers.size(), 0);
-  wrapper_adapters_.assign(layout_->layers.size(), AdapterSet());
-  copy_active_.assign(layout_->layers.size(), -1);
+  layers_.assign(layout_->layers.size(), RealLayer{});
   present_ = AdapterSet();
   active_ = AdapterSet::of(0);
   peft_active_ = 0;
@@ -86,8 +71,7 @@ void RealRank::reset() {
   has_opt_ckpt_ = false;
   opt_ckpt_.clear();
   saved_adapters_ = AdapterSet();
-  saved_values_.clear();
-  saved_rows_.clear();
+  saved_.clear();
   loss_ = at::Tensor();
   have_output_ = false;
   prepared_ = false;
@@ -110,7 +94,7 @@ void RealRank::reset() {
   }
   optimizer_.clear();  // no optimizer before accelerate's prepare builds it
   optimizer_objects_.clear();
-  if (!layout_->explicit_prepare) prepare_model();
+  if (!layout_->explicit_prepare) op_prepare();
 }
 
 RankReport RealRank::apply(const Op& op, int step) {
@@ -120,15 +104,15 @@ RankReport RealRank::apply(const Op& op, int step) {
   comm_->crossed().clear();
   note_unsharded_peak();  // the op's start counts
   try {
-    run_op(op);
+    dispatch(op);
   } catch (const OpError& e) {
-    res_.status = e.raised.status;  // raised upstream: the op stops there
-    res_.message = e.raised.message;
+    res_.status = e.status;  // raised upstream: the op stops there
+    res_.message = e.message;
   }
   return report(op, step);
 }
 
-void RealRank::run_op(const Op& op) {
+void RealRank::dispatch(const Op& op) {
   auto adapter = [&]() { return layout_->adapter_named(op.names[0]); };
   switch (op.kind) {
     case OpKind::Forward: op_forward(true); break;
@@ -171,10 +155,12 @@ void RealRank::run_op(const Op& op) {
     case OpKind::SaveAdapters: op_save_adapters(op); break;
     case OpKind::LoadAdapters: op_load_adapters(); break;
     case OpKind::DeltaWeight: op_delta_weight(layout_->layer_named(op.names[0])); break;
-    case OpKind::Prepare: prepare_model(); break;
+    case OpKind::Prepare: op_prepare(); break;
     case OpKind::NewOptimizer: new_optimizer(); break;
     // _fully_shard.py::FSDPModule.set_requires_gradient_sync on the root, recurse=True: every group.
-    case OpKind::GradientSync: std::fill(reduce_grads_.begin(), reduce_grads_.end(), op.sync ? 1 : 0); break;
+    case OpKind::GradientSync:
+      for (RealGroup& gr : groups_) gr.reduce_grads = op.sync;
+      break;
   }
 }
 
@@ -206,7 +192,7 @@ RankReport RealRank::report(const Op& op, int step) {
   r.delta_values = res_.delta_values;
   int first = -1;
   std::vector<std::string> unregistered;
-  r.opt_missing = optimizer_unregistered(&first, &unregistered);
+  r.opt_missing = optimizer_missing(&first, &unregistered);
   r.opt_unregistered.assign(unregistered.begin(), unregistered.end());
   r.opt_total = static_cast<int>(optimizer_.size());
   // A group is UNSHARDED when its parameters' names hold their U objects.
@@ -261,7 +247,7 @@ RankReport RealRank::report(const Op& op, int step) {
   }
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     std::vector<std::string> m;
-    for (int a : merged_[l]) m.push_back(layout_->adapters[a].name);
+    for (int a : layers_[l].merged) m.push_back(layout_->adapters[a].name);
     r.merged.push_back(m);
   }
   r.collectives = collectives_of(*layout_, comm_->issued());

@@ -11,9 +11,10 @@
 #include <ATen/ATen.h>
 
 #include "model/vocab/adapter_set.hpp"
-#include "model/machine/op_raised.hpp"
 #include "model/vocab/op.hpp"
 #include "real_backend/comm.hpp"
+#include "real_backend/real_group.hpp"
+#include "real_backend/real_layer.hpp"
 #include "real_backend/layout.hpp"
 #include "real_backend/rank_report.hpp"
 
@@ -36,7 +37,7 @@ struct RealParam {
 
 // An exception upstream raises inside an op (a libtorch error's first line):
 // the op stops where Python's would, and apply() reports it. This backend's one
-// way to raise: a thrown OpError carrying the model's OpRaised, never a flag
+// way to raise: a thrown OpError in the model's OpRaised shape, never a flag
 // set and returned through. A throw and not the model's Raise value, because
 // some raises happen inside libtorch autograd hooks (post_backward, a
 // checkpoint's recompute), out of which only an exception gets through
@@ -44,8 +45,11 @@ struct RealParam {
 // what upstream undoes (add_adapter's config) and rethrows.
 class OpError : public std::runtime_error {
  public:
-  OpError(Status s, const std::string& msg) : std::runtime_error(msg), raised{s, msg} {}
-  OpRaised raised;
+  OpError(Status s, const std::string& msg) : std::runtime_error(msg), status(s), message(msg) {}
+  // OpRaised's fields (model/machine/op_raised.hpp, which this folder may not include: it uses
+  // model/vocab only).
+  Status status;
+  std::string message;
 };
 
 // What one op did beside the state it left, as the model's OpResult
@@ -78,7 +82,7 @@ class RealRank {
   Comm& comm() { return *comm_; }
 
  private:
-  void run_op(const Op& op);
+  void dispatch(const Op& op);
   // --- FSDP2 (real_fsdp.cpp) ---
   at::Tensor delta_few_rows(int layer, int adapter, DeltaForm* form = nullptr);  // DTensor's B @ A when W has fewer rows than ranks
   bool late_delta_on_shard(int layer, int adapter) const;  // an adapter added after prepare meets W's shard
@@ -106,9 +110,11 @@ class RealRank {
   // The FSDPParam group g holds under p's name: the deleted module's (the ghost) after a re-add.
   RealParam& fsdp_param(int p) { return detached_[p] ? ghost_[p] : params_[p]; }
   // --- LoRA layers and PEFT ops (real_lora.cpp, real_peft.cpp) ---
-  at::Tensor delta(int layer, int adapter, DeltaForm* form = nullptr);  // *form: which rows it returned
+  // sign +1 merge, -1 unmerge (their checks around the delta), 0 the delta alone; *form: which rows it returned
+  at::Tensor get_delta_weight(int layer, int adapter, int sign, DeltaForm* form = nullptr);
+  at::Tensor linear_delta(int layer, int adapter, DeltaForm* form);
   void apply_delta(int layer, const at::Tensor& d, bool add);
-  // --- ParamWrapper (experts) layers (real_experts.cpp) ---
+  // --- ParamWrapper (experts) layers (real_param_wrapper.cpp) ---
   // what: the delta_weight op's report of the value returned (its form and whole shape)
   at::Tensor experts_delta(int layer, int adapter, bool merge, DeltaValue* what = nullptr);
   at::Tensor one_expert_delta(int layer, int adapter, bool merge, bool dtensor, DeltaValue* what);
@@ -136,6 +142,7 @@ class RealRank {
   void unmerge_adapter();
   void op_disable_enter();
   void op_disable_exit();
+  void update_layer(int layer, int adapter, bool inference_mode);
   void inject_adapter(int adapter, bool inference_mode, bool first);
   void active_without_config() const;  // throws KeyError for a tuner-active name without a config
   void op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
@@ -146,34 +153,26 @@ class RealRank {
   bool saved_local_rows(size_t p) const;  // the saved file holds rank 0's local rows of p
   bool any_merged() const;
   // --- activation checkpointing (real_checkpoint.cpp) ---
-  // One tensor autograd saved, as torch/utils/checkpoint.py compares them: sizes and dtype.
-  struct SavedTensor {
-    std::vector<int64_t> sizes;
-    at::ScalarType dtype;
-    bool operator==(const SavedTensor& o) const { return sizes == o.sizes && dtype == o.dtype; }
-  };
   // at::linear(x, w, b), noting in saving_ what autograd keeps for it (x is in x_dtype).
   at::Tensor saving_linear(const at::Tensor& x, at::ScalarType x_dtype, int w, int b = -1);
   void checkpoint_forward(int layer, const at::Tensor& in, const at::Tensor& out);
   void register_checkpoint_hooks();
   void checkpoint_recompute(int layer);
   std::vector<SavedTensor>* saving_ = nullptr;  // during a checkpointed layer's forward or recompute
-  std::vector<std::vector<SavedTensor>> ckpt_saved_;  // per layer: what its last forward saved
-  std::vector<at::Tensor> ckpt_input_;               // ... and the input it keeps
   std::vector<std::pair<int, at::Tensor>> ckpt_outputs_;  // this forward's checkpointed outputs
   int ckpt_raised_ = -1;  // the layer whose recompute raised in this backward
   // --- training (real_fsdp.cpp) ---
   void op_forward(bool grad_enabled);
   void forward_unshard(int g);  // pre_forward's unshard: raises where the group has no param_dtype
   void init_mp_dtypes(int g);  // throws AssertionError where the group's trainable shards differ in dtype
-  void forward_pass(bool grad_enabled);  // op_forward's body; op_forward restores the graph flags on a raise
+  void forward_hooks(bool grad_enabled);  // op_forward's body; op_forward restores the graph flags on a raise
   void op_backward();
-  // --- placement, prepare and memory (real_prepare.cpp) ---
+  // --- placement, prepare and memory (real_loading.cpp) ---
   void create_param(int p, const std::vector<float>& full);
   void place_param(int p, bool meta, at::ScalarType dtype);
   void move_adapter_to_device_of_base_layer(int layer, int adapter);
   void create_adapter(int adapter, bool load);
-  void prepare_model();
+  void op_prepare();
   void note_unsharded_peak();
   std::vector<OwnerBytes> sharded_bytes() const;
   // --- optimizer and checkpoints (real_optim.cpp) ---
@@ -181,7 +180,7 @@ class RealRank {
   void new_optimizer();
   void op_step();
   void op_zero_grad();
-  int optimizer_unregistered(int* first, std::vector<std::string>* names) const;
+  int optimizer_missing(int* first, std::vector<std::string>* names) const;
   void op_save_optimizer();
   void create_adapter_in(int layer, int adapter, bool load, bool autocast = true);
   RealParam* opt_state_of(size_t i);  // the state slot of optimizer position i (nullptr: an object no module holds)
@@ -189,7 +188,7 @@ class RealRank {
   void op_load_optimizer();
   // --- reporting ---
   RankReport report(const Op& op, int step);
-  AdapterSet named(const std::vector<std::string>& names) const { return AdapterSet::named(layout_->adapters, names); }
+  AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(layout_->adapters, names); }
   at::Tensor chunk_of(const std::vector<float>& full, const ParamSpec& p) const;
 
   const Layout* layout_;
@@ -203,21 +202,13 @@ class RealRank {
   // its group keeps gathering (torch _fsdp_init.py::_get_managed_states ran at fully_shard).
   std::vector<uint8_t> detached_;
   std::vector<RealParam> ghost_;
-  std::vector<uint8_t> unsharded_;        // per group: the FSDPParamGroup's sharded_state
+  std::vector<RealGroup> groups_;         // per FSDP group (layout_->groups)
+  std::vector<RealLayer> layers_;         // per layer (layout_->layers): PEFT's and checkpointing's state
   bool prepared_ = false;                 // fully_shard and accelerate's prepare have run
   bool root_lazy_inited_ = false;         // FSDPState._is_root set: the root's lazy init ran (or raised)
   // PEFT bookkeeping (plain Python attributes upstream)
   AdapterSet present_, active_, inference_mode_;
   bool disabled_ = false;
-  std::vector<AdapterSet> layer_active_;
-  std::vector<uint8_t> layer_tuner_;      // a BaseTunerLayer: some adapter targeting it was injected
-  std::vector<std::vector<int>> merged_;  // per layer, LIFO
-  std::vector<uint8_t> layer_disabled_;   // a LoRA layer's, or a wrapper's _disable_adapters
-  // ModulesToSaveWrapper per layer (peft/utils/other.py): wrapped yet, its _adapters, and the
-  // adapter whose copy runs (-1: `_active_adapter = []`).
-  std::vector<uint8_t> layer_wrapper_;
-  std::vector<AdapterSet> wrapper_adapters_;
-  std::vector<int> copy_active_;
   // optimizer: S objects held (by identity) in pid order
   std::vector<int> optimizer_;
   std::vector<at::Tensor> optimizer_objects_;
@@ -228,36 +219,26 @@ class RealRank {
   // rows it can restore (its chunk of the saved full values) and rank 0's shapes
   AdapterSet saved_adapters_;
   int saves_ = 0;  // save_adapters this rank ran: names rank 0's file (Comm::write_rank0_file)
-  std::vector<at::Tensor> saved_values_;  // per param: this rank's S when saved, in its dtype
-  std::vector<at::Tensor> saved_file_;    // per param: the tensor its state dict held (local rows or full)
-  std::vector<int64_t> saved_rows_;       // per param: rows of rank 0's saved tensor (-1: not saved)
+  // per param: this rank's S when saved, in its dtype; the tensor its state dict held (local rows
+  // or full); the rows of rank 0's saved tensor (-1: not saved)
+  struct SavedParam {
+    at::Tensor values, file;
+    int64_t rows = -1;
+  };
+  std::vector<SavedParam> saved_;
   // the autograd graph of the last forward
   at::Tensor loss_;
   bool have_output_ = false;
-  std::vector<uint8_t> out_rg_, in_rg_;
-  // per group: FSDPParam.init_dtype_attrs ran (param_dtype exists); the root's lazy init stops at
-  // the first group whose dtype check raises
-  std::vector<uint8_t> dtype_attrs_;
-  // per group: FSDPParamGroup._orig_dtype from its last dtype check that passed (-1: none, nothing
-  // trainable then; else an at::ScalarType): foreach_reduce casts the reduced gradient to it
-  std::vector<int> orig_dtype_;
-  std::vector<uint8_t> in_forward_;  // per group: TrainingState.FORWARD (pre_forward ran, post_forward not yet)
-  // per group: FSDPState._training_state PRE_BACKWARD (its pre-backward hook ran, the final
-  // callback not yet), and FSDPStateContext.post_backward_final_callback_queued: a backward that
-  // raised before its final callback leaves both set (torch 2.13 _fsdp_state.py::FSDPState._pre_backward)
-  std::vector<uint8_t> state_pre_backward_;
+  // FSDPStateContext.post_backward_final_callback_queued: a backward that raised before its final
+  // callback leaves it set, with each hooked group's state_pre_backward (RealGroup)
   bool final_callback_queued_ = false;
-  std::vector<uint8_t> reduce_grads_;  // per group: FSDPParamGroup.reduce_grads (set_requires_gradient_sync)
   std::vector<int> forward_order_;
   // Pre-backward hooks as libtorch fired them in the last backward: the group and
   // an id of the output tensor the hook was registered on (same id: same tensor).
   std::vector<std::pair<int, int64_t>> fired_;
   at::Tensor last_hooked_;  // during forward: the last tensor a hook went on
   int64_t hooked_tensors_ = 0;
-  // FSDPCommContext.post_forward_order and each FSDPParamGroup's _post_forward_indices
-  std::vector<int> post_forward_order_;
-  std::vector<std::vector<int>> post_forward_indices_;
-  std::vector<at::Tensor> pending_;  // per group: a backward prefetch's all-gather output, not yet waited for
+  std::vector<int> post_forward_order_;  // FSDPCommContext.post_forward_order (each group keeps its indices)
   int peft_active_ = 0;  // PeftModel.active_adapter: one adapter's index
   OpResult res_;         // this op's outcome (apply starts it afresh, report reads it)
 };

@@ -1,7 +1,7 @@
 // LoRA on a mixture-of-experts parameter (peft/tuners/lora/layer.py::ParamWrapper,
 // `target_parameters`): the delta on real tensors, where get_delta_weight reads
 // A and B from, and the forward through autograd.
-#include "real_backend/real_experts.hpp"
+#include "real_backend/real_param_wrapper.hpp"
 
 #include <ATen/core/grad_mode.h>
 
@@ -248,12 +248,12 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, bool merge, bool d
 void RealRank::wrapper_forward(int layer) {
   const LayerSpec& ls = layout_->layers[layer];
   const int g = group_of(ls.weight);
-  if (!prepared_ || !ls.wrapper_after_fsdp || !layer_tuner_[layer] || layer_disabled_[layer] || !merged_[layer].empty() ||
-      g < 0 || unsharded_[g])
+  if (!prepared_ || !ls.wrapper_after_fsdp || !layers_[layer].tuner || layers_[layer].disabled || !layers_[layer].merged.empty() ||
+      g < 0 || groups_[g].unsharded())
     return;
   int n = 0;
   for (size_t a = 0; a < layout_->adapters.size(); ++a)
-    n += layer_active_[layer].contains(static_cast<int>(a)) && ls.lora_a[a] >= 0 && registry_[ls.lora_a[a]].defined();
+    n += layers_[layer].active.contains(static_cast<int>(a)) && ls.lora_a[a] >= 0 && registry_[ls.lora_a[a]].defined();
   if (n == 0) return;
   const bool fold = n == 1 && ls.experts > 1 && params_[ls.weight].place.scalar_type() != at::kBFloat16;
   throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (fold ? "baddbmm.default" : "add.Tensor") +
@@ -263,11 +263,11 @@ void RealRank::wrapper_forward(int layer) {
 
 at::Tensor RealRank::experts_forward(int layer, const at::Tensor& h) {
   const LayerSpec& ls = layout_->layers[layer];
-  if (layer_disabled_[layer] && !merged_[layer].empty()) layer_unmerge(layer);
+  if (layers_[layer].disabled && !layers_[layer].merged.empty()) layer_unmerge(layer);
   at::Tensor w = registered(ls.weight);
-  if (!layer_disabled_[layer] && merged_[layer].empty()) {
+  if (!layers_[layer].disabled && layers_[layer].merged.empty()) {
     for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-      if (!layer_active_[layer].contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+      if (!layers_[layer].active.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
       try {
         const float scale = lora_scaling(*layout_, static_cast<int>(a));
         if (ls.experts == 1) {

@@ -111,7 +111,7 @@ void RealRank::create_adapter_in(int l, int adapter, bool load, bool autocast) {
 // fingerprint before gloo sees the buffers). Then fully_shard keeps each
 // managed parameter's padded dim-0 chunk, and the optimizer is built over the
 // trainable S objects (fsdp2_switch_optimizer_parameters).
-void RealRank::prepare_model() {
+void RealRank::op_prepare() {
   at::NoGradGuard ng;
   const size_t n = params_.size();
   if (layout_->loading == Loading::RamEfficient) {
@@ -149,7 +149,7 @@ void RealRank::note_unsharded_peak() {
   std::vector<int64_t> by(layout_->adapters.size() + 1, 0);
   int64_t total = 0;
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
-    if (!unsharded_[g] && !pending_[g].defined()) continue;  // a prefetched all-gather output is alive too
+    if (!groups_[g].unsharded() && !groups_[g].all_gather_result.defined()) continue;  // a prefetched all-gather output is alive too
     for (int p : layout_->groups[g].params) {
       const RealParam& rp = detached_[p] ? ghost_[p] : params_[p];  // the group's all-gather output holds the ghost's rows
       if (!rp.u.defined()) continue;
