@@ -173,11 +173,10 @@ void validate(const SeqFile& f, const std::string& file) {
                        "`: an adapter with modules_to_save is injected once, at get_peft_model; adding its copies "
                        "again is not modelled");
   }
-  for (const auto& o : s.overrides) {
-    Profile p = *profile_by_name(s.profile);
-    std::string err = apply_override(p, o.name, o.value);
-    if (!err.empty()) fail(o.pos, err);
-  }
+  std::string profile_error;
+  int bad_override = -1;
+  if (!resolve_profile(s, &profile_error, &bad_override))
+    fail(bad_override >= 0 ? s.overrides[bad_override].pos : end, profile_error);
   // Ops before an explicit `prepare` run on the plain (not yet sharded) PEFT
   // model: only adapter bookkeeping happens there.
   int prepare_at = -1;
