@@ -6,20 +6,10 @@
 #include <unordered_map>
 
 #include "model/machine/topology.hpp"
+#include "model/vocab/op_rules.hpp"
 #include "sim/generator.hpp"
 
 namespace fsdpsim::fuzz {
-
-bool fixed_op(OpKind k) {
-  switch (k) {
-    case OpKind::Forward: case OpKind::Eval: case OpKind::Backward: case OpKind::Step: case OpKind::TrainStep:
-    case OpKind::ZeroGrad: case OpKind::SetAdapter: case OpKind::Reshard: case OpKind::StateDict:
-    case OpKind::SaveOptimizer: case OpKind::LoadOptimizer: case OpKind::Prepare:
-      return true;
-    default:
-      return false;
-  }
-}
 
 namespace {
 
@@ -117,13 +107,13 @@ Op decode_op(FuzzedDataProvider& p, const Scenario& s) {
   return op;
 }
 
-// Drops what the parser would refuse (adding a non-deferred adapter) and, under
-// patched, what has no known fix: ops outside fixed_op, rank-divergent `@R`
-// programs, adapters declared with inference_mode (their injection freezes the
-// active adapter, peft D8), adapters added after sharding (D13), and experts
-// layers the pinned versions cannot shard (E = 1: PEFT 0.21.2 takes Linear's
-// path on a transposed (1, in, out) weight; E not dividing over the ranks:
-// DTensor cannot unflatten the uneven shard) -- no fix is known for either.
+// Drops what the parser would refuse (OpRules::file_may_hold) and, under patched,
+// what has no known fix (OpRules::has_known_fix) and adapters declared with
+// inference_mode (their injection freezes the active adapter, peft D8), adapters
+// added after sharding (D13), and experts layers the pinned versions cannot shard
+// (E = 1: PEFT 0.21.2 takes Linear's path on a transposed (1, in, out) weight; E
+// not dividing over the ranks: DTensor cannot unflatten the uneven shard) -- no
+// fix is known for either.
 void keep_valid(SeqFile& f) {
   const bool patched = f.scenario.profile == "patched";
   if (patched) {
@@ -131,15 +121,8 @@ void keep_valid(SeqFile& f) {
     for (auto& l : f.scenario.layers)
       if (l.experts > 0 && (l.experts == 1 || l.experts % f.scenario.world != 0)) l.experts = 0;
   }
-  auto known = [&](const Op& op) {
-    for (const auto& n : op.names) {
-      bool layer_arg = op.kind == OpKind::DeltaWeight || op.kind == OpKind::Reshard || op.kind == OpKind::Unshard;
-      if (layer_arg ? (n != "root" && f.scenario.layer_index(n) < 0) : f.scenario.adapter_index(n) < 0) return false;
-    }
-    return true;
-  };
-  // One prepare at most; before it only adapter bookkeeping on every rank
-  // (validate's rules); ram-efficient loading needs one, at the start if need be.
+  // One prepare at most; before it only what OpRules::allowed_before_prepare
+  // lets through; ram-efficient loading needs one, at the start if need be.
   const int prepare_at = prepare_index(f);
   std::vector<Op> ops;
   if (prepare_at < 0 && f.scenario.loading == Loading::RamEfficient) {
@@ -149,15 +132,10 @@ void keep_valid(SeqFile& f) {
   }
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& op = f.ops[i];
-    if (static_cast<int>(i) < prepare_at && !allowed_before_prepare(op)) continue;
+    if (static_cast<int>(i) < prepare_at && !OpRules::allowed_before_prepare(op)) continue;
     if (op.kind == OpKind::Prepare && static_cast<int>(i) != prepare_at) continue;
-    if (!known(op)) continue;
-    if ((op.kind == OpKind::AddAdapter || op.kind == OpKind::LoadAdapter) &&
-        !f.scenario.adapters[f.scenario.adapter_index(op.names[0])].deferred)
-      continue;
-    // base_model.set_adapter([..]) has no FSDP handling at all, fixed or not.
-    if (patched && (!fixed_op(op.kind) || op.rank >= 0 || op.list_form)) continue;
-    if (op.rank >= f.scenario.world) continue;
+    if (!OpRules::file_may_hold(f.scenario, op)) continue;
+    if (patched && !OpRules::has_known_fix(op)) continue;
     ops.push_back(op);
   }
   if (ops.size() > 40) ops.resize(40);

@@ -30,8 +30,4 @@ std::string mutate(const SeqFile& f, uint32_t seed, SeqFile* decoded = nullptr);
 // True when kept.
 bool remember_decoded(const std::string& text, SeqFile f);
 
-// Under `patched` inputs keep to the ops whose hazards have known fixes, so a
-// finding there is a bug of the model or a new upstream problem.
-bool fixed_op(OpKind k);
-
 }  // namespace fsdpsim::fuzz

@@ -22,22 +22,6 @@ int uniform(int n) { return *rc::gen::resize(100, rc::gen::inRange(0, n)); }
 // True with `percent` chance; shrinks toward false (the option left out).
 bool chance(int percent) { return uniform(100) >= 100 - percent; }
 
-int popcount(uint32_t m) { return __builtin_popcount(m); }
-
-// The modules reshard/unshard may name: root and every layer given its own fully_shard.
-std::vector<std::string> shard_modules(const Scenario& s) {
-  std::vector<std::string> m = {"root"};
-  for (const auto& d : s.shards)
-    if (!d.is_root()) m.push_back(d.modules[0]);
-  return m;
-}
-
-// sim/generator.cpp's rank_safe kinds: an `@R` on them keeps the ranks' programs pairable often enough.
-bool rank_safe(OpKind k) {
-  return k == OpKind::SetAdapter || k == OpKind::Merge || k == OpKind::Unmerge || k == OpKind::TrainStep ||
-         k == OpKind::Reshard || k == OpKind::Eval || k == OpKind::SaveOptimizer;
-}
-
 // The generator's weight of each kind (weighted_op_kind over its whole range).
 const std::vector<uint32_t>& kind_weights() {
   static const std::vector<uint32_t> w = [] {
@@ -48,45 +32,26 @@ const std::vector<uint32_t>& kind_weights() {
   return w;
 }
 
-// Deferred adapters not in the model: what add_adapter/load_adapter may bring in.
-std::vector<int> addable(const OpRules& m) {
-  std::vector<int> v;
-  for (size_t a = 0; a < m.scenario->adapters.size(); ++a)
-    if (m.scenario->adapters[a].deferred && !((m.present >> a) & 1)) v.push_back(static_cast<int>(a));
-  return v;
-}
-
 // Whether a kind can be drawn at all in this state (its names come after).
-bool possible(const OpRules& m, OpKind k) {
-  if (!(m.allowed & kind_bit(k)) || kind_weights()[static_cast<int>(k)] == 0) return false;
-  switch (k) {
-    case OpKind::Backward: return m.graph;
-    case OpKind::DisableEnter: return !m.disabled;
-    case OpKind::DisableExit: return m.disabled;
-    case OpKind::AddAdapter: case OpKind::LoadAdapter: return !addable(m).empty();
-    case OpKind::DeleteAdapter: return popcount(m.present) > 1;
-    case OpKind::LoadOptimizer: return m.saved_optimizer;
-    case OpKind::LoadAdapters: return m.saved_adapters;
-    default: return true;
-  }
+bool possible(const OpModel& m, OpKind k) {
+  return (m.allowed & kind_bit(k)) && kind_weights()[static_cast<int>(k)] > 0 && m.rules.possible(k);
 }
 
-std::string present_name(const OpRules& m) {
+std::string present_name(const OpModel& m) {
   std::vector<int> v;
-  for (size_t a = 0; a < m.scenario->adapters.size(); ++a)
-    if ((m.present >> a) & 1) v.push_back(static_cast<int>(a));
+  for (int a : m.rules.present()) v.push_back(a);
   return m.scenario->adapters[v[uniform(static_cast<int>(v.size()))]].name;
 }
 
 // The names an op of kind k takes, as the generator draws them.
-void draw_names(const OpRules& m, Op& op) {
+void draw_names(const OpModel& m, Op& op) {
   const Scenario& s = *m.scenario;
   switch (op.kind) {
     case OpKind::SetAdapter:
-      if (m.list_set_adapter && popcount(m.present) > 1 && chance(15)) {
+      if (m.list_set_adapter && m.rules.present().count() > 1 && chance(15)) {
         op.list_form = true;
-        for (size_t a = 0; a < s.adapters.size(); ++a)
-          if (((m.present >> a) & 1) && chance(60)) op.names.push_back(s.adapters[a].name);
+        for (int a : m.rules.present())
+          if (chance(60)) op.names.push_back(s.adapters[a].name);
         if (op.names.empty()) op.names.push_back(present_name(m));
       } else {
         op.names.push_back(present_name(m));
@@ -97,7 +62,7 @@ void draw_names(const OpRules& m, Op& op) {
       break;
     case OpKind::AddAdapter:
     case OpKind::LoadAdapter: {
-      std::vector<int> v = addable(m);
+      std::vector<int> v = m.rules.addable();
       op.names.push_back(s.adapters[v[uniform(static_cast<int>(v.size()))]].name);
       op.trainable = op.kind == OpKind::LoadAdapter && chance(50);
       break;
@@ -108,7 +73,7 @@ void draw_names(const OpRules& m, Op& op) {
     case OpKind::Reshard:
     case OpKind::Unshard:
       if (chance(50)) {
-        std::vector<std::string> mods = shard_modules(s);
+        std::vector<std::string> mods = OpRules::shard_modules(s);
         op.names.push_back(mods[uniform(static_cast<int>(mods.size()))]);
       }
       break;
@@ -130,66 +95,28 @@ KindMask kinds(std::initializer_list<OpKind> ks) {
 
 KindMask after_prepare_kinds() { return ((KindMask{1} << kOpKindCount) - 1) & ~kind_bit(OpKind::Prepare); }
 
-OpRules::OpRules(const SeqFile& f, KindMask allowed_kinds, bool may_rank)
-    : scenario(std::make_shared<const Scenario>(f.scenario)), allowed(allowed_kinds), ranked(may_rank && f.scenario.world > 1) {
-  for (size_t a = 0; a < scenario->adapters.size(); ++a)
-    if (!scenario->adapters[a].deferred) present |= 1u << a;
+OpModel::OpModel(const SeqFile& f, KindMask allowed_kinds, bool may_rank)
+    : scenario(std::make_shared<const Scenario>(f.scenario)),
+      allowed(allowed_kinds),
+      ranked(may_rank && f.scenario.world > 1),
+      rules(f.scenario) {
   for (const auto& o : f.ops) apply(o);
 }
 
-bool OpRules::legal(const Op& op) const {
-  const Scenario& s = *scenario;
-  if (!possible(*this, op.kind)) return false;
-  if (op.rank >= 0 && !(ranked && rank_safe(op.kind) && op.rank < s.world)) return false;
-  if (op.list_form && !list_set_adapter) return false;
-  auto is_present = [&](const std::string& n) {
-    int a = s.adapter_index(n);
-    return a >= 0 && ((present >> a) & 1);
-  };
-  switch (op.kind) {
-    case OpKind::SetAdapter:
-      return !op.names.empty() && std::all_of(op.names.begin(), op.names.end(), is_present);
-    case OpKind::Merge:
-    case OpKind::DeleteAdapter:
-      return std::all_of(op.names.begin(), op.names.end(), is_present);
-    case OpKind::AddAdapter:
-    case OpKind::LoadAdapter: {
-      std::vector<int> v = addable(*this);
-      return op.names.size() == 1 && std::find(v.begin(), v.end(), s.adapter_index(op.names[0])) != v.end();
-    }
-    case OpKind::Reshard:
-    case OpKind::Unshard: {
-      std::vector<std::string> mods = shard_modules(s);
-      return std::all_of(op.names.begin(), op.names.end(),
-                         [&](const std::string& n) { return std::find(mods.begin(), mods.end(), n) != mods.end(); });
-    }
-    default:
-      return true;
-  }
+bool OpModel::legal(const Op& op) const {
+  return possible(*this, op.kind) && OpRules::rank_legal(*scenario, op, ranked) && (list_set_adapter || !op.list_form) &&
+         rules.names_legal(*scenario, op);
 }
 
-void OpRules::apply(const Op& op) {
-  const Scenario& s = *scenario;
-  switch (op.kind) {
-    case OpKind::Forward: graph = true; break;
-    case OpKind::Eval: case OpKind::Backward: case OpKind::TrainStep: graph = false; break;
-    case OpKind::DisableEnter: disabled = true; break;
-    case OpKind::DisableExit: disabled = false; break;
-    case OpKind::AddAdapter: case OpKind::LoadAdapter: present |= 1u << s.adapter_index(op.names[0]); break;
-    case OpKind::DeleteAdapter: present &= ~(1u << s.adapter_index(op.names[0])); break;
-    case OpKind::SaveOptimizer: saved_optimizer = true; break;
-    case OpKind::SaveAdapters: saved_adapters = true; break;
-    default: break;
-  }
-}
+void OpModel::apply(const Op& op) { rules.apply(*scenario, op); }
 
-rc::Gen<Op> op(const OpRules& rules) {
-  return rc::gen::exec([rules] {
+rc::Gen<Op> op(const OpModel& model) {
+  return rc::gen::exec([model] {
     std::vector<OpKind> ks;
     std::vector<uint32_t> ws;
     uint32_t total = 0;
     for (int k = 0; k < kOpKindCount; ++k)
-      if (possible(rules, static_cast<OpKind>(k))) {
+      if (possible(model, static_cast<OpKind>(k))) {
         ks.push_back(static_cast<OpKind>(k));
         ws.push_back(total += kind_weights()[k]);
       }
@@ -197,8 +124,8 @@ rc::Gen<Op> op(const OpRules& rules) {
     const uint32_t x = static_cast<uint32_t>(*rc::gen::resize(100, rc::gen::inRange<int64_t>(0, total)));
     Op o;
     o.kind = ks[std::upper_bound(ws.begin(), ws.end(), x) - ws.begin()];
-    draw_names(rules, o);
-    if (rules.ranked && rank_safe(o.kind) && chance(6)) o.rank = uniform(rules.scenario->world);
+    draw_names(model, o);
+    if (model.ranked && OpRules::rank_safe(o.kind) && chance(6)) o.rank = uniform(model.scenario->world);
     return o;
   });
 }
@@ -270,8 +197,8 @@ rc::Gen<SeqFile> seq_file(int world) {
     SeqFile f;
     f.scenario = *scenario(world);
     f.ops = *preamble(f.scenario);
-    OpRules rules(f, after_prepare_kinds(), true);
-    auto cmds = *rc::gen::scale(0.15, rc::state::gen::commands(rules, op_commands<NoSut>()));
+    OpModel model(f, after_prepare_kinds(), true);
+    auto cmds = *rc::gen::scale(0.15, rc::state::gen::commands(model, op_commands<NoSut>()));
     for (const auto& c : cmds) f.ops.push_back(static_cast<const OpCommand<NoSut>&>(*c).op);
     return f;
   });

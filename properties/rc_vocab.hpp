@@ -11,6 +11,7 @@
 #include <ostream>
 #include <vector>
 
+#include "model/vocab/op_rules.hpp"
 #include "model/vocab/seq.hpp"
 
 namespace fsdpsim {
@@ -30,26 +31,25 @@ KindMask kinds(std::initializer_list<OpKind> ks);
 // Every kind that may follow prepare (everything but `prepare`).
 KindMask after_prepare_kinds();
 
-// What makes the next op legal (sim/generator.cpp's rules): the adapters in the
-// model, a grad-enabled forward awaiting its backward, the disable context,
-// the checkpoints saved so far. The Model of the stateful properties.
-struct OpRules {
-  // Shared: RapidCheck keeps copies of the rules inside shrinkables that outlive the property's body.
+// The Model of the stateful properties: model/vocab/op_rules.hpp's state walking
+// the file's ops (the adapters in the model, a graph awaiting its backward, the
+// disable context, the checkpoints saved so far), and what this property draws.
+struct OpModel {
+  // Shared: RapidCheck keeps copies of the model inside shrinkables that outlive the property's body.
   std::shared_ptr<const Scenario> scenario;
   KindMask allowed = 0;                // the kinds commands may draw
   bool ranked = false;                 // may draw `@R` ops (world > 1)
   bool list_set_adapter = true;        // may draw base_model.set_adapter([..]) (no FSDP handling, fixed or not)
-  uint32_t present = 0;                // bit a: adapter a is in the model
-  bool graph = false, disabled = false, saved_optimizer = false, saved_adapters = false;
+  OpRules rules;
 
   // The rules as the file's header and ops (its preamble up to prepare) leave them.
-  OpRules(const SeqFile& f, KindMask allowed, bool ranked);
+  OpModel(const SeqFile& f, KindMask allowed, bool ranked);
   bool legal(const Op& op) const;
   void apply(const Op& op);
 };
 
 // One op, legal under `rules`, of an allowed kind (drawn by the generator's weights).
-rc::Gen<Op> op(const OpRules& rules);
+rc::Gen<Op> op(const OpModel& rules);
 // A scenario as sim/generator.cpp draws them, at `world` ranks.
 rc::Gen<Scenario> scenario(int world);
 // The ops before the first command: adapters loaded before an explicit
@@ -61,21 +61,21 @@ rc::Gen<SeqFile> seq_file(int world);
 // One op per command: the property's Sut says what happens when it runs.
 // Sut::run(const Op&) applies the op and asserts the property's postcondition.
 template <class Sut>
-struct OpCommand : rc::state::Command<OpRules, Sut> {
+struct OpCommand : rc::state::Command<OpModel, Sut> {
   Op op;
   explicit OpCommand(Op o) : op(std::move(o)) {}
-  void checkPreconditions(const OpRules& m) const override { RC_PRE(m.legal(op)); }
-  void apply(OpRules& m) const override { m.apply(op); }
-  void run(const OpRules&, Sut& sut) const override { sut.run(op); }
+  void checkPreconditions(const OpModel& m) const override { RC_PRE(m.legal(op)); }
+  void apply(OpModel& m) const override { m.apply(op); }
+  void run(const OpModel&, Sut& sut) const override { sut.run(op); }
   void show(std::ostream& os) const override { os << op_text(op); }
 };
 
 // The command generator for rc::state::check / rc::state::gen::commands.
 template <class Sut>
 auto op_commands() {
-  return [](const OpRules& m) {
+  return [](const OpModel& m) {
     return rc::gen::map(op(m), [](Op o) {
-      return std::shared_ptr<const rc::state::Command<OpRules, Sut>>(std::make_shared<OpCommand<Sut>>(std::move(o)));
+      return std::shared_ptr<const rc::state::Command<OpModel, Sut>>(std::make_shared<OpCommand<Sut>>(std::move(o)));
     });
   };
 }
@@ -83,7 +83,7 @@ auto op_commands() {
 // Draws a command sequence from m0 (its length `scale` times RapidCheck's size,
 // so a property's budget stays small) and runs it on sut, one op per command.
 template <class Sut>
-void run_commands(const OpRules& m0, Sut& sut, double scale) {
+void run_commands(const OpModel& m0, Sut& sut, double scale) {
   const auto cmds = *rc::gen::scale(scale, rc::state::gen::commands(m0, op_commands<Sut>()));
   rc::state::runAll(cmds, m0, sut);
 }

@@ -42,13 +42,7 @@ Layout make_layout(const SeqFile& f) {
   out.explicit_prepare = prepare_index(f) >= 0;
   out.wrapped = wrapped_at_prepare(f);
   const std::vector<int> order = adapter_order_at_prepare(f);  // ModuleDict insertion order
-  auto prof = profile_by_name(s.profile);
-  if (!prof) throw std::invalid_argument("unknown profile " + s.profile);
-  out.profile = *prof;
-  for (const auto& o : s.overrides) {
-    std::string err = apply_override(out.profile, o.name, o.value);
-    if (!err.empty()) throw std::invalid_argument(err);
-  }
+  out.profile = effective_profile(s);
   // fully_shard claims the parameters of the modules it is given that no earlier
   // (lower) call claimed; what is left belongs to the root's call.
   std::vector<const ShardDecl*> owner(s.layers.size(), nullptr);

@@ -218,9 +218,7 @@ bool run_single(const SeqFile& f, Backend b, RealPools& pools, bool twice, Singl
   upstream::UpstreamPool& pool = pools.upstream(f.scenario.world);
   if (!pool.start(f.scenario.world, error)) return false;
   const std::string text = print_seq(f);
-  Profile profile = *profile_by_name(f.scenario.profile);
-  for (const auto& o : f.scenario.overrides) apply_override(profile, o.name, o.value);
-  const std::string switches = switches_json(profile);
+  const std::string switches = switches_json(effective_profile(f.scenario));
   return run_twice(f, twice, out, error, [&](std::vector<Observation>* obs, std::string* err) {
     upstream::UpstreamResult r = pool.run(text, switches);
     if (!r.ok) *err = r.error;

@@ -7,6 +7,7 @@
 
 #include "model/machine/topology.hpp"
 #include "model/vocab/adapter_set.hpp"
+#include "model/vocab/op_rules.hpp"
 #include "model/vocab/text.hpp"
 
 namespace fsdpsim {
@@ -249,24 +250,20 @@ std::vector<Op> ops_before_prepare(const Scenario& s, const std::function<bool(u
 std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt) {
   std::vector<Op> ops;
   int n = opt.min_ops + static_cast<int>(rng.below(static_cast<uint32_t>(opt.max_ops - opt.min_ops + 1)));
-  AdapterSet present;
-  for (size_t a = 0; a < s.adapters.size(); ++a)
-    if (!s.adapters[a].deferred) present.insert(static_cast<int>(a));
-  bool graph = false, disabled = false, saved_opt = false, saved_adapters = false;
-  std::vector<std::string> modules = {"root"};
-  for (const auto& d : s.shards)
-    if (!d.is_root()) modules.insert(modules.end(), d.modules.begin(), d.modules.end());  // each member of a group
+  OpRules rules(s);
+  AdapterSet present = rules.present();
+  const std::vector<std::string> modules = OpRules::shard_modules(s);
   auto pick_present = [&]() {
     std::array<int, kMaxAdapters> v;
     uint32_t k = 0;
-    for (size_t a = 0; a < s.adapters.size(); ++a)
-      if (present.contains(static_cast<int>(a))) v[k++] = static_cast<int>(a);
+    for (int a : rules.present()) v[k++] = a;
     return v[rng.below(k)];
   };
   // Adapters loaded before an explicit prepare (always with ram-efficient
   // loading, which needs one): the seed-001 lifecycle.
   if (s.loading == Loading::RamEfficient || rng.chance(10))
     ops = ops_before_prepare(s, [&](uint32_t percent) { return rng.chance(percent); }, &present);
+  for (const Op& op : ops) rules.apply(s, op);
   ops.reserve(ops.size() + static_cast<size_t>(n) + 2);  // an op and a gradient_sync toggle before it
   int guard = 0;
   bool sync = true;
@@ -279,25 +276,15 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
       continue;
     }
     OpKind k = weighted_op_kind(rng.below(kOpWeightTotal));
+    if (!rules.possible(k)) continue;  // nothing more drawn: every seed keeps its stream
     Op op;
     op.kind = k;
     switch (k) {
-      case OpKind::Backward:
-        if (!graph) continue;
-        break;
-      case OpKind::DisableEnter:
-        if (disabled) continue;
-        disabled = true;
-        break;
-      case OpKind::DisableExit:
-        if (!disabled) continue;
-        disabled = false;
-        break;
       case OpKind::SetAdapter:
-        if (rng.chance(15) && present.count() > 1) {
+        if (rng.chance(15) && rules.present().count() > 1) {
           op.list_form = true;
-          for (size_t a = 0; a < s.adapters.size(); ++a)
-            if (present.contains(static_cast<int>(a)) && rng.chance(60)) op.names.push_back(s.adapters[a].name);
+          for (int a : rules.present())
+            if (rng.chance(60)) op.names.push_back(s.adapters[a].name);
           if (op.names.empty()) op.names.push_back(s.adapters[pick_present()].name);
         } else {
           op.names.push_back(s.adapters[pick_present()].name);
@@ -308,39 +295,17 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
         break;
       case OpKind::AddAdapter:
       case OpKind::LoadAdapter: {
-        int cand = -1;
-        for (size_t a = 0; a < s.adapters.size(); ++a)
-          if (s.adapters[a].deferred && !present.contains(static_cast<int>(a))) cand = static_cast<int>(a);
-        if (cand < 0) continue;
-        present.insert(cand);
-        op.names.push_back(s.adapters[cand].name);
+        op.names.push_back(s.adapters[rules.addable().back()].name);
         bool trainable = rng.chance(50);  // drawn for both kinds: keeps every seed's stream
         op.trainable = k == OpKind::LoadAdapter && trainable;
         break;
       }
       case OpKind::DeleteAdapter:
-        if (present.count() < 2) continue;
-        {
-          int a = pick_present();
-          present.erase(a);
-          op.names.push_back(s.adapters[a].name);
-        }
+        op.names.push_back(s.adapters[pick_present()].name);
         break;
       case OpKind::Reshard:
       case OpKind::Unshard:
         if (rng.chance(50)) op.names.push_back(modules[rng.below(static_cast<uint32_t>(modules.size()))]);
-        break;
-      case OpKind::LoadOptimizer:
-        if (!saved_opt) continue;
-        break;
-      case OpKind::SaveOptimizer:
-        saved_opt = true;
-        break;
-      case OpKind::SaveAdapters:
-        saved_adapters = true;
-        break;
-      case OpKind::LoadAdapters:
-        if (!saved_adapters) continue;
         break;
       case OpKind::DeltaWeight:
         op.names.push_back(s.layers[rng.below(static_cast<uint32_t>(s.layers.size()))].name);
@@ -348,20 +313,17 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
       default:
         break;
     }
-    if (k == OpKind::Forward) graph = true;
-    if (k == OpKind::Eval) graph = false;
-    if (k == OpKind::Backward || k == OpKind::TrainStep) graph = false;
-    bool rank_safe = k == OpKind::SetAdapter || k == OpKind::Merge || k == OpKind::Unmerge || k == OpKind::TrainStep ||
-                     k == OpKind::Reshard || k == OpKind::Eval || k == OpKind::SaveOptimizer;
-    if (s.world > 1 && rank_safe && rng.chance(opt.rank_op_percent)) op.rank = static_cast<int>(rng.below(static_cast<uint32_t>(s.world)));
+    if (s.world > 1 && OpRules::rank_safe(k) && rng.chance(opt.rank_op_percent))
+      op.rank = static_cast<int>(rng.below(static_cast<uint32_t>(s.world)));
+    rules.apply(s, op);
     ops.push_back(op);
     // An adapter added after fully_shard is trained through a fresh optimizer over
     // model.parameters() (beyond-seeds B1); only per-rank data makes its replicas drift.
-    if (s.data == Data::PerRank && (k == OpKind::AddAdapter || k == OpKind::LoadAdapter) && rng.chance(70)) {
+    if (s.data == Data::PerRank && OpRules::injects(k) && rng.chance(70)) {
       Op fresh;
       fresh.kind = OpKind::NewOptimizer;
+      rules.apply(s, fresh);
       ops.push_back(fresh);
-      saved_opt = false;  // the checkpoint was the old optimizer's
     }
   }
   return ops;

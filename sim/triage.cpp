@@ -128,9 +128,8 @@ std::string class_signature(const SeqFile& f, const RunResult& r, const Finding&
 }
 
 std::string fixing_switch(const SeqFile& f, const std::string& key, int* runs) {
-  std::optional<Profile> p = profile_by_name(f.scenario.profile);
+  std::optional<Profile> p = resolve_profile(f.scenario);
   if (!p) return "";
-  for (const auto& o : f.scenario.overrides) apply_override(*p, o.name, o.value);
   const auto& table = switch_table();
   for (size_t i = 0; i < table.size(); ++i) {
     if (p->values[i] == table[i].patched) continue;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "model/machine/rank_model.hpp"
+#include "model/machine/version_token.hpp"
 
 namespace fsdpsim {
 
@@ -169,7 +170,7 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
       // Loaded weights differ from a fresh init, except an init=zero B: the checkpoint is that
       // adapter's own fresh init, saved (peft lora/layer.py::LoraLayer.reset_lora_parameters), so B is zero.
       const bool zero_b = topo_->params[p].kind == ParamKind::LoraB && topo_->adapters[adapter].init == LoraInit::Zero;
-      ps.recreate(load && !zero_b ? 0x100u : 0u);
+      ps.recreate(load && !zero_b ? version::kLoaded : 0u);
       // A graph recorded before a delete_adapter holds the deleted Parameter: the next backward
       // writes its grad there, not into this new object (crosscheck seed 880700).
       st_.graph.grad[p] = 0;
@@ -405,7 +406,7 @@ Raise RankModel::op_load_adapters() {
         // rank 0's rows wrapped as this rank's shard: rank 0 gets its own back, the others values no rank
         // held (except a B still exactly zero under init=zero: rank 0's rows are zeros too)
         const bool zero_b = pi.kind == ParamKind::LoraB && st_.saved_ver[p] == 0 && topo_->adapters[a].init == LoraInit::Zero;
-        ps.ver_s = rank_ == 0 || zero_b ? st_.saved_ver[p] : ((st_.saved_ver[p] + 0x8000u + static_cast<uint32_t>(rank_)) & 0xffffu);
+        ps.ver_s = rank_ == 0 || zero_b ? st_.saved_ver[p] : version::foreign_rows(st_.saved_ver[p], rank_);
       } else {
         // torch nn/modules/module.py::Module.load_state_dict gathers every size mismatch and raises one
         // RuntimeError after the loop (raised below): the adapter's fitting tensors are still copied.

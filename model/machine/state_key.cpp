@@ -28,6 +28,8 @@
 
 #include <algorithm>
 
+#include "model/machine/version_token.hpp"
+
 namespace fsdpsim {
 
 static_assert(sizeof(WeightContent) == 80, "WeightContent changed: extend append_state_key");
@@ -41,7 +43,7 @@ static_assert(sizeof(RankState) == 440, "RankState changed: extend append_state_
 
 namespace {
 
-constexpr uint32_t kLoaded = 0x100u;
+using version::kLoaded;
 
 // U's fields (ver_u, w_u, rg_u) are read only while the group is
 // UNSHARDED (is_registered_u); each unshard rewrites them from S first
@@ -112,7 +114,7 @@ struct Renamer {
       // A value above a counter, or one load_adapters derived by arithmetic on a saved version
       // (a rank > 0's rows: saved + 0x8000 + rank, RankModel::op_load_adapters), keeps raw values.
       for (uint32_t x : v)
-        if (x != kMixedVersion && (x > min_counter[p] || (x >= 0x8000u && x <= 0xffffu && !fixed_version(p, x)))) raw[p] = 1;
+        if (x != kMixedVersion && (x > min_counter[p] || (version::maybe_foreign_rows(x) && !fixed_version(p, x)))) raw[p] = 1;
       v.erase(std::remove_if(v.begin(), v.end(), [&](uint32_t x) { return fixed_version(p, x); }), v.end());
       std::sort(v.begin(), v.end());
       v.erase(std::unique(v.begin(), v.end()), v.end());

@@ -38,13 +38,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     for (size_t a = 0; a < s.adapters.size(); ++a)
       if (!s.adapters[a].deferred) wrapped |= 1 << a;
   }
-  auto p = profile_by_name(s.profile);
-  if (!p) throw std::invalid_argument("unknown profile " + s.profile);
-  t.profile = *p;
-  for (const auto& o : s.overrides) {
-    std::string err = apply_override(t.profile, o.name, o.value);
-    if (!err.empty()) throw std::invalid_argument(err);
-  }
+  t.profile = effective_profile(s);
   // Which group claims each layer: fully_shard is bottom-up, the first call that
   // reaches a module claims its parameters; the rest fall to the root
   // (torch/distributed/fsdp/_fully_shard/_fsdp_init.py::_get_managed_states).

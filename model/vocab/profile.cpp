@@ -1,4 +1,7 @@
 #include "model/vocab/profile.hpp"
+
+#include <stdexcept>
+#include "model/vocab/scenario.hpp"
 #include "model/vocab/suggest.hpp"
 
 namespace fsdpsim {
@@ -143,6 +146,28 @@ std::string apply_override(Profile& p, const std::string& name, const std::strin
   std::string all;
   for (const char* v : info.values) all += std::string(all.empty() ? "" : "|") + v;
   return "bad value '" + value + "' for switch " + name + " (expected " + all + ")";
+}
+
+std::optional<Profile> resolve_profile(const Scenario& s, std::string* error, int* failed) {
+  auto fail = [&](const std::string& why, int at) -> std::optional<Profile> {
+    if (error) *error = why;
+    if (failed) *failed = at;
+    return std::nullopt;
+  };
+  std::optional<Profile> p = profile_by_name(s.profile);
+  if (!p) return fail("unknown profile " + s.profile, -1);
+  for (size_t i = 0; i < s.overrides.size(); ++i) {
+    const std::string err = apply_override(*p, s.overrides[i].name, s.overrides[i].value);
+    if (!err.empty()) return fail(err, static_cast<int>(i));
+  }
+  return p;
+}
+
+Profile effective_profile(const Scenario& s) {
+  std::string error;
+  std::optional<Profile> p = resolve_profile(s, &error);
+  if (!p) throw std::invalid_argument(error);
+  return *p;
 }
 
 std::string profile_text(const Profile& p) {

@@ -9,6 +9,8 @@
 
 namespace fsdpsim {
 
+struct Scenario;
+
 enum class Switch : uint8_t {
   SetAdapterReshard,     // none | skip_merged | unmerge_first
   DisableExitReshard,    // off | on
@@ -61,6 +63,12 @@ std::optional<Profile> profile_by_name(const std::string& name);
 // Sets one switch; returns an error text ("" on success) naming the valid choices.
 std::string apply_override(Profile& p, const std::string& name, const std::string& value);
 std::string profile_text(const Profile& p);  // "upstream (set_adapter_reshard=skip_merged, ...)"
+// The profile a scenario runs under: its named `profile` with its `set` overrides applied in
+// file order. nullopt when either is bad: *error says why and *failed is the bad override's
+// index (-1: the profile's name). The parser and validate refuse both, so a parsed file resolves.
+std::optional<Profile> resolve_profile(const Scenario& s, std::string* error = nullptr, int* failed = nullptr);
+// The same for a scenario known to resolve; throws std::invalid_argument with the error otherwise.
+Profile effective_profile(const Scenario& s);
 // {"set_adapter_reshard":"none",...}: every switch, as the upstream backend takes them.
 std::string switches_json(const Profile& p);
 

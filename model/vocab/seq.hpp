@@ -28,10 +28,8 @@ std::string print_seq(const SeqFile& f);
 std::string print_scenario(const Scenario& s);
 std::string expect_item_text(const ExpectItem& it);  // "grads={other}"
 
-// Ops that may come before an explicit `prepare`: adapter bookkeeping on the
-// plain PEFT model (load, add, set, delete), on every rank.
-bool adapter_bookkeeping(OpKind k);
-bool allowed_before_prepare(const Op& op);
+// Which ops may come before an explicit `prepare`, and the other rules on ops:
+// model/vocab/op_rules.hpp.
 // The index of the explicit `prepare` op, -1 when prepare happens before op 1.
 int prepare_index(const SeqFile& f);
 // Adapters in the model when prepare runs (and so managed by fully_shard): the

@@ -6,17 +6,12 @@
 #include <string>
 
 #include "model/vocab/limits.hpp"
+#include "model/vocab/op_rules.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/seq.hpp"
 #include "model/vocab/source_error.hpp"
 
 namespace fsdpsim {
-
-bool adapter_bookkeeping(OpKind k) {
-  return k == OpKind::LoadAdapter || k == OpKind::AddAdapter || k == OpKind::SetAdapter || k == OpKind::DeleteAdapter;
-}
-
-bool allowed_before_prepare(const Op& op) { return op.rank < 0 && adapter_bookkeeping(op.kind); }
 
 int prepare_index(const SeqFile& f) {
   for (size_t i = 0; i < f.ops.size(); ++i)
@@ -47,7 +42,7 @@ std::vector<int> present_at_prepare(const SeqFile& f, uint8_t* ever = nullptr) {
     auto at = std::find(order.begin(), order.end(), a);
     uint32_t mask = 0;
     for (int b : order) mask |= 1u << b;
-    const bool adds = (op.kind == OpKind::LoadAdapter || op.kind == OpKind::AddAdapter) && at == order.end();
+    const bool adds = OpRules::injects(op.kind) && at == order.end();
     if (adds && tp.empty())
       for (size_t b = 0; b < ad.size(); ++b) tp.push_back(target_parameters_text(f.scenario, static_cast<int>(b)));
     // A load PEFT refuses (differing target_parameters) adds nothing.
@@ -171,18 +166,17 @@ void validate(const SeqFile& f, const std::string& file) {
     }
   }
   for (const auto& op : f.ops) {
-    if (op.kind != OpKind::AddAdapter && op.kind != OpKind::LoadAdapter) continue;
+    if (!OpRules::injects(op.kind)) continue;
     const int a = op.names.empty() ? -1 : s.adapter_index(op.names[0]);
     if (a >= 0 && !s.adapters[a].modules_to_save.empty())
       fail(op.pos, std::string("`") + op_name(op.kind) + " " + op.names[0] +
                        "`: an adapter with modules_to_save is injected once, at get_peft_model; adding its copies "
                        "again is not modelled");
   }
-  for (const auto& o : s.overrides) {
-    Profile p = *profile_by_name(s.profile);
-    std::string err = apply_override(p, o.name, o.value);
-    if (!err.empty()) fail(o.pos, err);
-  }
+  std::string profile_error;
+  int bad_override = -1;
+  if (!resolve_profile(s, &profile_error, &bad_override))
+    fail(bad_override >= 0 ? s.overrides[bad_override].pos : end, profile_error);
   // Ops before an explicit `prepare` run on the plain (not yet sharded) PEFT
   // model: only adapter bookkeeping happens there.
   int prepare_at = -1;
@@ -195,7 +189,7 @@ void validate(const SeqFile& f, const std::string& file) {
   }
   for (int i = 0; i < prepare_at; ++i) {
     const Op& op = f.ops[i];
-    if (!adapter_bookkeeping(op.kind))
+    if (!OpRules::adapter_bookkeeping(op.kind))
       fail(op.pos, std::string("`") + op_name(op.kind) +
                        "` before `prepare`: only load_adapter, add_adapter, set_adapter and delete_adapter may precede it");
     if (op.rank >= 0) fail(op.pos, "ops before `prepare` run on every rank; drop the @R");

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "model/vocab/limits.hpp"
+#include "model/vocab/op_rules.hpp"
 #include "model/vocab/placement.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/seq.hpp"
@@ -498,7 +499,7 @@ Op parse_op_line(LineParser& lp, const Scenario& s) {
       Token t = lp.next("an adapter name");
       check_adapter(lp, t, s, t.text);
       op.names = {t.text};
-      if (op.kind != OpKind::DeleteAdapter && !s.adapters[s.adapter_index(t.text)].deferred)
+      if (OpRules::injects(op.kind) && !OpRules::may_inject(s, s.adapter_index(t.text)))
         lp.fail(t, "adapter '" + t.text + "' is already in the model; only `deferred` adapters can be added or loaded");
       if (op.kind == OpKind::LoadAdapter) {
         Token m = lp.next("trainable or frozen");

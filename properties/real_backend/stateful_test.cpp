@@ -47,5 +47,5 @@ RC_GTEST_PROP(Stateful, ModelAndRealBackendAgreeAfterEveryCommand, ()) {
   const rcgen::KindMask ks = rcgen::after_prepare_kinds() &
                              ~rcgen::kinds({OpKind::DeleteAdapter, OpKind::SaveAdapters, OpKind::LoadAdapters});
   ModelAndReal sut{test::SteppedModel(f), &stepped_ranks()};
-  rcgen::run_commands(rcgen::OpRules(f, ks, false), sut, 0.12);
+  rcgen::run_commands(rcgen::OpModel(f, ks, false), sut, 0.12);
 }

@@ -15,7 +15,7 @@
 namespace fsdpsim {
 namespace {
 
-using rcgen::OpRules;
+using rcgen::OpModel;
 
 // After every op: the twin simulator saw the same (S8), one rank never hangs
 // or mismatches, and the stepped run is the run of the whole sequence so far
@@ -42,7 +42,7 @@ RC_GTEST_PROP(StatefulModel, SteppedRunIsDeterministicAndTheWholeRun, ()) {
   f.ops = *rcgen::preamble(f.scenario);
   SteppedEqualsWhole sut{test::SteppedModel(f)};
   // Only ops every rank runs: an `@R` op's collectives pair with a later op's.
-  rcgen::run_commands(OpRules(f, rcgen::after_prepare_kinds(), false), sut, 0.3);
+  rcgen::run_commands(OpModel(f, rcgen::after_prepare_kinds(), false), sut, 0.3);
 }
 
 // No finding of `spec` ("" for any) after any op.
@@ -62,17 +62,18 @@ struct KeepsTheSpec {
 };
 
 // The ops whose FSDP2 hazards have a known fix (set_adapter, optimizer
-// checkpoints; fuzz/lifecycle_input.cpp's fixed_op): under `patched` the spec
+// checkpoints; OpRules::has_known_fix): under `patched` the spec
 // must hold for any sequence of them.
 RC_GTEST_PROP(StatefulModel, PatchedKeepsTheSpecForFixedOps, ()) {
   const int world = *rc::gen::inRange(1, 3);
   const std::string raf = *rc::gen::element<std::string>("true", "false", "none");
   const SeqFile f = parse_seq(test::seed000_header(world, "patched", raf));
-  const rcgen::KindMask fixed = rcgen::kinds({OpKind::Forward, OpKind::Eval, OpKind::Backward, OpKind::Step,
-                                              OpKind::TrainStep, OpKind::ZeroGrad, OpKind::SetAdapter, OpKind::Reshard,
-                                              OpKind::StateDict, OpKind::SaveOptimizer, OpKind::LoadOptimizer});
+  rcgen::KindMask fixed = 0;
+  for (int k = 0; k < kOpKindCount; ++k)
+    if (OpRules::has_known_fix(static_cast<OpKind>(k))) fixed |= rcgen::kind_bit(static_cast<OpKind>(k));
+  fixed &= rcgen::after_prepare_kinds();
   KeepsTheSpec sut{test::SteppedModel(f), ""};
-  OpRules rules(f, fixed, false);
+  OpModel rules(f, fixed, false);
   rules.list_set_adapter = false;
   rcgen::run_commands(rules, sut, 0.3);
 }
@@ -93,7 +94,7 @@ Shrunk shrunk_seed000(const std::string& profile) {
                                              OpKind::Unmerge, OpKind::SetAdapter, OpKind::Reshard});
     // RapidCheck accepts only failing shrinks: the last failure recorded is the minimal one.
     KeepsTheSpec sut{test::SteppedModel(f), "S1", &out.ops};
-    OpRules rules(f, ks, false);
+    OpModel rules(f, ks, false);
     rules.list_set_adapter = false;  // PeftModel.set_adapter, seed 000's call
     rcgen::run_commands(rules, sut, 1.0);
   });

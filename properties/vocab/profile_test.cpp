@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/vocab/profile.hpp"
+#include "model/vocab/seq.hpp"
 
 namespace fsdpsim {
 namespace {
@@ -146,6 +147,49 @@ TEST(Profile, ProfileText) {
             "upstream (set_adapter_reshard=skip_merged, disable_exit_reshard=off, optimizer_ckpt_reshard=off, "
             "enable_inference_mode=ignore, root_reshard_rule=force_false, adapter_meta_check=container, "
             "delta_weight_gather=off, adapter_save_gather=off, adapter_save_selection=all)");
+}
+
+
+// resolve_profile / effective_profile: the named profile, then the file's `set` lines in order
+// (a later one wins); a bad name or override says which, and validate points at that line.
+TEST(Profile, EffectiveProfileAppliesTheOverridesInOrder) {
+  Scenario s;
+  s.profile = "upstream";
+  EXPECT_EQ(effective_profile(s), *profile_by_name("upstream"));
+  s.overrides = {{"set_adapter_reshard", "skip_merged", {}}, {"disable_exit_reshard", "on", {}},
+                 {"set_adapter_reshard", "unmerge_first", {}}};
+  const Profile p = effective_profile(s);
+  EXPECT_EQ(p.name, "upstream");
+  EXPECT_EQ(p.get(Switch::SetAdapterReshard), sw::kUnmergeFirst);
+  EXPECT_EQ(p.get(Switch::DisableExitReshard), sw::kOn);
+  Profile by_hand = *profile_by_name("upstream");
+  for (const auto& o : s.overrides) ASSERT_EQ(apply_override(by_hand, o.name, o.value), "");
+  EXPECT_EQ(p, by_hand);
+
+  std::string error;
+  int failed = -2;
+  s.overrides[1].value = "sometimes";
+  EXPECT_FALSE(resolve_profile(s, &error, &failed));
+  EXPECT_EQ(failed, 1);
+  EXPECT_NE(error.find("disable_exit_reshard"), std::string::npos) << error;
+  EXPECT_THROW(effective_profile(s), std::invalid_argument);
+  s.profile = "nightly";
+  EXPECT_FALSE(resolve_profile(s, &error, &failed));
+  EXPECT_EQ(failed, -1);
+  EXPECT_EQ(error, "unknown profile nightly");
+}
+
+TEST(Profile, ValidatePointsAtTheBadOverride) {
+  SeqFile f = parse_seq("profile patched\nset disable_exit_reshard=off\nlayer lin0 4 2\nadapter default targets=lin0\n"
+                        "fully_shard root\n---\nforward\n");
+  EXPECT_EQ(effective_profile(f.scenario).get(Switch::DisableExitReshard), sw::kOff);
+  f.scenario.overrides.push_back({"root_reshard_rule", "never", {7, 5}});
+  try {
+    validate(f, "<test>");
+    FAIL() << "validate accepted root_reshard_rule=never";
+  } catch (const SourceError& e) {
+    EXPECT_NE(std::string(e.what()).find("<test>:7:5"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -50,8 +50,7 @@ int cmd_export(const Args& a) {
   SeqFile f = parse_seq_file(file);
   apply_overrides(f, a, file);
   f = sequence_to_export(f, a, file);
-  Profile profile = *profile_by_name(f.scenario.profile);
-  for (const auto& o : f.scenario.overrides) apply_override(profile, o.name, o.value);
+  const Profile profile = effective_profile(f.scenario);
   std::string tmp = (std::filesystem::temp_directory_path() / "fsdpsim-export-XXXXXX").string();
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) {

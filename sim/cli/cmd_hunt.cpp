@@ -87,8 +87,7 @@ void run_scripts(HuntReport& rep, const std::string& out, Progress& progress) {
   std::vector<std::string> paths = {"--results", out + "/scripts.tsv"};
   for (const auto& rc : root_causes_of(rep)) {
     const HuntClass& c = rep.classes[rc.classes.front()];
-    Profile profile = *profile_by_name(c.t.minimal.scenario.profile);
-    for (const auto& o : c.t.minimal.scenario.overrides) apply_override(profile, o.name, o.value);
+    const Profile profile = effective_profile(c.t.minimal.scenario);
     const std::string py = out + "/" + finding_stem(rc.entry.id) + ".py";
     std::string error;
     progress.note("scripts: exporting " + rc.entry.id);

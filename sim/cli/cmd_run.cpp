@@ -189,8 +189,7 @@ int cmd_run(const Args& a) {
   SeqFile f = parse_seq_file(file);
   apply_overrides(f, a, file);
   check_memory(f, a, file);
-  Profile profile = *profile_by_name(f.scenario.profile);
-  for (const auto& o : f.scenario.overrides) apply_override(profile, o.name, o.value);
+  const Profile profile = effective_profile(f.scenario);
   RealPools pools = pools_of(a);
   BackendRun res = run_backend(f, a.backends, pools);
   if (res.infra_failure) {

@@ -1,0 +1,121 @@
+#include "model/vocab/op_rules.hpp"
+
+#include <algorithm>
+
+namespace fsdpsim {
+
+bool OpRules::adapter_bookkeeping(OpKind k) {
+  return k == OpKind::LoadAdapter || k == OpKind::AddAdapter || k == OpKind::SetAdapter || k == OpKind::DeleteAdapter;
+}
+
+bool OpRules::allowed_before_prepare(const Op& op) { return op.rank < 0 && adapter_bookkeeping(op.kind); }
+
+bool OpRules::names_declared(const Scenario& s, const Op& op) {
+  const bool module_arg = op.kind == OpKind::DeltaWeight || op.kind == OpKind::Reshard || op.kind == OpKind::Unshard;
+  for (const auto& n : op.names) {
+    const bool root = n == "root" && op.kind != OpKind::DeltaWeight;
+    if (module_arg ? !root && s.layer_index(n) < 0 : s.adapter_index(n) < 0) return false;
+  }
+  return true;
+}
+
+bool OpRules::file_may_hold(const Scenario& s, const Op& op) {
+  if (!names_declared(s, op) || op.rank >= s.world) return false;
+  return !injects(op.kind) || (!op.names.empty() && may_inject(s, s.adapter_index(op.names[0])));
+}
+
+// set_adapter (PEFT's reshard fix), optimizer checkpoints (torch's), training, eval and
+// explicit resharding: what the `patched` profile fixes or never breaks.
+bool OpRules::has_known_fix(OpKind k) {
+  switch (k) {
+    case OpKind::Forward: case OpKind::Eval: case OpKind::Backward: case OpKind::Step: case OpKind::TrainStep:
+    case OpKind::ZeroGrad: case OpKind::SetAdapter: case OpKind::Reshard: case OpKind::StateDict:
+    case OpKind::SaveOptimizer: case OpKind::LoadOptimizer: case OpKind::Prepare:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool OpRules::rank_safe(OpKind k) {
+  return k == OpKind::SetAdapter || k == OpKind::Merge || k == OpKind::Unmerge || k == OpKind::TrainStep ||
+         k == OpKind::Reshard || k == OpKind::Eval || k == OpKind::SaveOptimizer;
+}
+
+std::vector<std::string> OpRules::shard_modules(const Scenario& s) {
+  std::vector<std::string> m = {"root"};
+  for (const auto& d : s.shards)
+    if (!d.is_root()) m.insert(m.end(), d.modules.begin(), d.modules.end());  // each member of a group
+  return m;
+}
+
+OpRules::OpRules(const Scenario& s) {
+  for (size_t a = 0; a < s.adapters.size(); ++a) (s.adapters[a].deferred ? deferred_ : present_).insert(static_cast<int>(a));
+}
+
+std::vector<int> OpRules::addable() const {
+  std::vector<int> v;
+  for (int a : deferred_.without(present_)) v.push_back(a);
+  return v;
+}
+
+bool OpRules::possible(OpKind k) const {
+  switch (k) {
+    case OpKind::Backward: return graph_;
+    case OpKind::DisableEnter: return !disabled_;
+    case OpKind::DisableExit: return disabled_;
+    case OpKind::AddAdapter: case OpKind::LoadAdapter: return !deferred_.without(present_).empty();
+    case OpKind::DeleteAdapter: return present_.count() > 1;
+    case OpKind::LoadOptimizer: return saved_optimizer_;
+    case OpKind::LoadAdapters: return saved_adapters_;
+    default: return true;
+  }
+}
+
+bool OpRules::names_legal(const Scenario& s, const Op& op) const {
+  auto is_present = [&](const std::string& n) {
+    const int a = s.adapter_index(n);
+    return a >= 0 && present_.contains(a);
+  };
+  switch (op.kind) {
+    case OpKind::SetAdapter:
+      return !op.names.empty() && std::all_of(op.names.begin(), op.names.end(), is_present);
+    case OpKind::Merge:
+    case OpKind::DeleteAdapter:
+      return std::all_of(op.names.begin(), op.names.end(), is_present);
+    case OpKind::AddAdapter:
+    case OpKind::LoadAdapter: {
+      const int a = op.names.size() == 1 ? s.adapter_index(op.names[0]) : -1;
+      return a >= 0 && deferred_.without(present_).contains(a);
+    }
+    case OpKind::Reshard:
+    case OpKind::Unshard: {
+      const std::vector<std::string> mods = shard_modules(s);
+      return std::all_of(op.names.begin(), op.names.end(),
+                         [&](const std::string& n) { return std::find(mods.begin(), mods.end(), n) != mods.end(); });
+    }
+    default:
+      return names_declared(s, op);
+  }
+}
+
+bool OpRules::rank_legal(const Scenario& s, const Op& op, bool ranked) {
+  return op.rank < 0 || (ranked && rank_safe(op.kind) && op.rank < s.world);
+}
+
+void OpRules::apply(const Scenario& s, const Op& op) {
+  switch (op.kind) {
+    case OpKind::Forward: graph_ = true; break;
+    case OpKind::Eval: case OpKind::Backward: case OpKind::TrainStep: graph_ = false; break;
+    case OpKind::DisableEnter: disabled_ = true; break;
+    case OpKind::DisableExit: disabled_ = false; break;
+    case OpKind::AddAdapter: case OpKind::LoadAdapter: present_.insert(s.adapter_index(op.names[0])); break;
+    case OpKind::DeleteAdapter: present_.erase(s.adapter_index(op.names[0])); break;
+    case OpKind::SaveOptimizer: saved_optimizer_ = true; break;
+    case OpKind::NewOptimizer: saved_optimizer_ = false; break;  // the checkpoint was the old optimizer's
+    case OpKind::SaveAdapters: saved_adapters_ = true; break;
+    default: break;
+  }
+}
+
+}  // namespace fsdpsim
