@@ -1,4 +1,5 @@
 #include "sim/crosscheck.hpp"
+#include "model/vocab/enum_names.hpp"
 #include "sim/value_blind.hpp"
 
 #include <algorithm>
@@ -10,14 +11,7 @@ namespace fsdpsim {
 
 const BackendList kModelAndReal = {Backend::Model, Backend::Real};
 
-const char* backend_name(Backend b) {
-  switch (b) {
-    case Backend::Model: return "model";
-    case Backend::Real: return "real";
-    case Backend::Upstream: return "upstream";
-  }
-  return "?";
-}
+const char* backend_name(Backend b) { return enum_names<Backend>("model", "real", "upstream")[b]; }
 
 bool parse_backends(const std::string& text, BackendList* out, std::string* error) {
   if (text == "both") {

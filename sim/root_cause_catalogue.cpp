@@ -3,33 +3,17 @@
 // installed source (torch 2.13.0, PEFT 0.21.2, accelerate 1.15.0,
 // transformers 5.24.0); a verdict changes here, and the pages follow.
 #include "sim/root_cause_catalogue.hpp"
+#include "model/vocab/enum_names.hpp"
 
 namespace fsdpsim {
 
 const char* root_verdict_name(RootVerdict v) {
-  switch (v) {
-    case RootVerdict::FixedIn: return "bug, fixed in";
-    case RootVerdict::FixProposed: return "bug, fix proposed";
-    case RootVerdict::Reported: return "bug, reported";
-    case RootVerdict::Unreported: return "bug, unreported";
-    case RootVerdict::Documented: return "documented behaviour";
-    case RootVerdict::Misuse: return "misuse";
-    case RootVerdict::Unreviewed: return "unreviewed";
-  }
-  return "?";
+  return enum_names<RootVerdict>("bug, fixed in", "bug, fix proposed", "bug, reported", "bug, unreported", "documented behaviour",
+                                 "misuse", "unreviewed")[v];
 }
 
 const char* root_verdict_word(RootVerdict v) {
-  switch (v) {
-    case RootVerdict::FixedIn: return "fixed";
-    case RootVerdict::FixProposed: return "fix-proposed";
-    case RootVerdict::Reported: return "reported";
-    case RootVerdict::Unreported: return "unreported";
-    case RootVerdict::Documented: return "documented";
-    case RootVerdict::Misuse: return "misuse";
-    case RootVerdict::Unreviewed: return "unreviewed";
-  }
-  return "?";
+  return enum_names<RootVerdict>("fixed", "fix-proposed", "reported", "unreported", "documented", "misuse", "unreviewed")[v];
 }
 
 namespace {

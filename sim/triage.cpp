@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <set>
 
+#include "model/vocab/enum_names.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/text.hpp"
 #include "sim/root_cause_catalogue.hpp"
@@ -87,14 +88,7 @@ bool has_key(const SeqFile& f, const RunResult& r, const std::string& key) {
 
 }  // namespace
 
-const char* verdict_name(Verdict v) {
-  switch (v) {
-    case Verdict::Known: return "known";
-    case Verdict::Misuse: return "misuse";
-    case Verdict::New: return "new";
-  }
-  return "?";
-}
+const char* verdict_name(Verdict v) { return enum_names<Verdict>("known", "misuse", "new")[v]; }
 
 std::string class_signature(const SeqFile& f, const RunResult& r, const Finding& fd) {
   // The spec and status, not the op the finding surfaced in: the ops before it

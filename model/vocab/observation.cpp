@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "model/vocab/cross_paired.hpp"
+#include "model/vocab/enum_names.hpp"
 #include "model/vocab/table.hpp"
 #include "model/vocab/text.hpp"
 
@@ -23,63 +24,24 @@ std::string grad_dtype_refused_message(DType got) {
          "the dtypes of a tensor and its gradient may break downstream systems that assume they match.";
 }
 
-const char* status_name(Status s) {
-  switch (s) {
-    case Status::Ok: return "ok";
-    case Status::NoGradFn: return "no_grad_fn";
-    case Status::KeyError: return "key_error";
-    case Status::ShapeError: return "shape_error";
-    case Status::ValueError: return "value_error";
-    case Status::Hang: return "hang";
-    case Status::Mismatch: return "mismatch";
-    case Status::NotRun: return "not_run";
-    case Status::Exception: return "exception";
-    case Status::AssertionError: return "assertion_error";
-  }
-  return "?";
-}
+namespace {
 
-bool status_from_name(const std::string& s, Status* out) {
-  for (int i = 0; i < kStatusCount; ++i) {
-    if (s == status_name(static_cast<Status>(i))) {
-      *out = static_cast<Status>(i);
-      return true;
-    }
-  }
-  return false;
-}
+constexpr auto kStatusNames = enum_names<Status>("ok", "no_grad_fn", "key_error", "shape_error", "value_error", "hang", "mismatch",
+                                                 "not_run", "exception", "assertion_error");
+static_assert(kStatusNames.size() == kStatusCount);
+constexpr auto kWeightClassNames = enum_names<WeightClass>("exact", "missing_delta", "extra_delta", "corrupt", "unjudged");
+static_assert(kWeightClassNames.size() == kWeightClassCount);
+constexpr auto kShardedStateNames = enum_names<ShardedState>("SHARDED", "UNSHARDED");
+constexpr auto kCollOpNames = enum_names<CollOp>("all_gather", "reduce_scatter", "broadcast");
 
-const char* weight_class_name(WeightClass w) {
-  switch (w) {
-    case WeightClass::Exact: return "exact";
-    case WeightClass::MissingDelta: return "missing_delta";
-    case WeightClass::ExtraDelta: return "extra_delta";
-    case WeightClass::Corrupt: return "corrupt";
-    case WeightClass::Unjudged: return "unjudged";
-  }
-  return "?";
-}
+}  // namespace
 
-bool weight_class_from_name(const std::string& s, WeightClass* out) {
-  for (int i = 0; i < kWeightClassCount; ++i) {
-    if (s == weight_class_name(static_cast<WeightClass>(i))) {
-      *out = static_cast<WeightClass>(i);
-      return true;
-    }
-  }
-  return false;
-}
-
-const char* sharded_state_name(ShardedState s) { return s == ShardedState::Sharded ? "SHARDED" : "UNSHARDED"; }
-
-const char* coll_op_name(CollOp c) {
-  switch (c) {
-    case CollOp::AllGather: return "all_gather";
-    case CollOp::ReduceScatter: return "reduce_scatter";
-    case CollOp::Broadcast: return "broadcast";
-  }
-  return "?";
-}
+const char* status_name(Status s) { return kStatusNames[s]; }
+bool status_from_name(const std::string& s, Status* out) { return kStatusNames.parse(s, out); }
+const char* weight_class_name(WeightClass w) { return kWeightClassNames[w]; }
+bool weight_class_from_name(const std::string& s, WeightClass* out) { return kWeightClassNames.parse(s, out); }
+const char* sharded_state_name(ShardedState s) { return kShardedStateNames[s]; }
+const char* coll_op_name(CollOp c) { return kCollOpNames[c]; }
 
 std::string collective_text(const Collective& c) {
   if (c.op == CollOp::Broadcast) return fmt::format("{}({}, {} {})", coll_op_name(c.op), c.group.str(), c.count, dtype_name(c.dtype));

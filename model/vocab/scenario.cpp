@@ -1,5 +1,7 @@
 #include "model/vocab/scenario.hpp"
 
+#include "model/vocab/enum_names.hpp"
+
 namespace fsdpsim {
 
 int Scenario::layer_index(const std::string& name) const {
@@ -74,13 +76,6 @@ std::string Scenario::owner_of_param(const std::string& param) const {
   return a < 0 ? std::string("base") : adapters[a].name;
 }
 
-const char* raf_name(Raf r) {
-  switch (r) {
-    case Raf::True: return "true";
-    case Raf::False: return "false";
-    case Raf::None: return "none";
-  }
-  return "?";
-}
+const char* raf_name(Raf r) { return enum_names<Raf>("true", "false", "none")[r]; }
 
 }  // namespace fsdpsim
