@@ -1,72 +1,71 @@
 #include "model/vocab/profile.hpp"
 
+#include <iterator>
 #include <stdexcept>
 #include "model/vocab/scenario.hpp"
 #include "model/vocab/suggest.hpp"
 
 namespace fsdpsim {
 
+namespace {
+
+// The table lives in profiles.json, which the upstream backend's profiles.py
+// reads too; model/vocab/profile_table.cmake compiles it into these rows.
+constexpr int kMaxSwitchValues = 3;
+struct SwitchRow {
+  const char* name;
+  std::array<const char*, kMaxSwitchValues> values;  // nullptr past the last
+  uint8_t upstream;
+  uint8_t patched;
+  const char* mirrors;
+  const char* doc;
+};
+constexpr SwitchRow kSwitchRows[] = {
+#include "profile_switches.inc"
+};
+
+constexpr bool same(const char* a, const char* b) {
+  while (*a && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+constexpr const char* value_name(Switch s, int v) { return kSwitchRows[static_cast<int>(s)].values[v]; }
+
+// The enums in profile.hpp name rows and values by position: the file must keep that order.
+static_assert(std::size(kSwitchRows) == kSwitchCount, "profiles.json: one row per Switch");
+static_assert(same(kSwitchRows[static_cast<int>(Switch::SetAdapterReshard)].name, "set_adapter_reshard"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::DisableExitReshard)].name, "disable_exit_reshard"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::OptimizerCkptReshard)].name, "optimizer_ckpt_reshard"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::EnableInferenceMode)].name, "enable_inference_mode"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::RootReshardRule)].name, "root_reshard_rule"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::AdapterMetaCheck)].name, "adapter_meta_check"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::DeltaWeightGather)].name, "delta_weight_gather"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::AdapterSaveGather)].name, "adapter_save_gather"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::AdapterSaveSelection)].name, "adapter_save_selection"));
+static_assert(same(value_name(Switch::SetAdapterReshard, sw::kSkipMerged), "skip_merged") &&
+              same(value_name(Switch::SetAdapterReshard, sw::kUnmergeFirst), "unmerge_first"));
+static_assert(same(value_name(Switch::DisableExitReshard, sw::kOn), "on") &&
+              same(value_name(Switch::OptimizerCkptReshard, sw::kOn), "on") &&
+              same(value_name(Switch::DeltaWeightGather, sw::kOn), "on") &&
+              same(value_name(Switch::AdapterSaveGather, sw::kOn), "on"));
+static_assert(same(value_name(Switch::EnableInferenceMode, sw::kRespect), "respect"));
+static_assert(same(value_name(Switch::RootReshardRule, sw::kForceFalse), "force_false"));
+static_assert(same(value_name(Switch::AdapterMetaCheck, sw::kPerAdapter), "per_adapter"));
+static_assert(same(value_name(Switch::AdapterSaveSelection, sw::kActive), "active"));
+
+}  // namespace
+
 const std::array<SwitchInfo, kSwitchCount>& switch_table() {
-  static const std::array<SwitchInfo, kSwitchCount> table = {{
-      {"set_adapter_reshard",
-       {"none", "skip_merged", "unmerge_first"},
-       sw::kNone,  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no _reshard_fsdp_modules step at all
-       sw::kUnmergeFirst,
-       "peft/peft_model.py::PeftModel.set_adapter (0.21.2: no reshard; main per #3872: _reshard_fsdp_modules; fix #3895)",
-       "none: no reshard (peft 0.21.2: set active_adapter, base_model.set_adapter unmerges per layer); skip_merged: reshard every FSDP module holding no merged layer, then "
-       "set_adapter (which unmerges per layer); unmerge_first: unmerge_adapter, reshard all, set_adapter"},
-      {"disable_exit_reshard",
-       {"off", "on"},
-       sw::kOff,
-       sw::kOn,
-       "peft/peft_model.py::PeftModel.disable_adapter (exit path, #3800)",
-       "on: unmerge if merged and reshard every FSDP module before enable_adapter_layers"},
-      {"optimizer_ckpt_reshard",
-       {"off", "on"},
-       sw::kOff,
-       sw::kOn,
-       "accelerate/utils/fsdp_utils.py::save_fsdp_optimizer / load_fsdp_optimizer",
-       "on: reshard every FSDP module before get_/set_optimizer_state_dict maps optimizer objects to names"},
-      {"enable_inference_mode",
-       {"ignore", "respect"},
-       sw::kIgnore,
-       sw::kRespect,
-       "peft/tuners/tuners_utils.py::BaseTunerLayer.enable_adapters (#3447 / fix #3453)",
-       "ignore: enabling makes every active adapter trainable; respect: adapters with inference_mode stay frozen"},
-      {"root_reshard_rule",
-       {"auto", "force_false"},
-       sw::kAuto,
-       sw::kAuto,
-       "torch/distributed/fsdp/_fully_shard/_fsdp_state.py::FSDPState._lazy_init",
-       "auto (torch >= 2.8): a root given none does not reshard after forward, explicit values kept; "
-       "force_false (<= 2.7): the root never reshards after forward"},
-      {"adapter_meta_check",
-       {"container", "per_adapter"},
-       sw::kContainer,
-       sw::kPerAdapter,
-       "peft/tuners/tuners_utils.py::BaseTunerLayer._move_adapter_to_device_of_base_layer (#2834)",
-       "container: skip moving a new adapter when any adapter in its lora_A/lora_B container is on meta; "
-       "per_adapter: skip only when this adapter's own parameters are on meta"},
-      {"delta_weight_gather",
-       {"off", "on"},
-       sw::kOff,
-       sw::kOn,
-       "peft/tuners/lora/layer.py::ParamWrapper.get_delta_weight (#3080, closed fix #3102)",
-       "off: read lora_A/lora_B as registered (a sharded group gives the local rows); on: all-gather A and B first"},
-      {"adapter_save_gather",
-       {"off", "on"},
-       sw::kOff,
-       sw::kOn,
-       "peft/utils/save_and_load.py::get_peft_model_state_dict (DTensor values are not gathered)",
-       "off: each rank's state dict holds its local rows; on: full tensors (DCP get_model_state_dict full_state_dict)"},
-      {"adapter_save_selection",
-       {"all", "active"},
-       sw::kAll,
-       sw::kAll,
-       "peft/peft_model.py::PeftModel.save_pretrained (selected_adapters=None: all)",
-       "all: PEFT's default; active: only the active adapter, as accelerate's non-FSDP2 adapter_only path "
-       "(accelerate/utils/fsdp_utils.py::_get_model_state_dict) saves"},
-  }};
+  static const std::array<SwitchInfo, kSwitchCount> table = [] {
+    std::array<SwitchInfo, kSwitchCount> t;
+    for (int i = 0; i < kSwitchCount; ++i) {
+      const SwitchRow& r = kSwitchRows[i];
+      std::vector<const char*> values;
+      for (const char* v : r.values)
+        if (v) values.push_back(v);
+      t[i] = {r.name, values, r.upstream, r.patched, r.mirrors, r.doc};
+    }
+    return t;
+  }();
   return table;
 }
 
@@ -82,47 +81,37 @@ namespace {
 struct NamedProfile {
   const char* name;
   const char* description;
-  bool patched;               // starts from the table's patched column (else its upstream column)
-  Switch changed;             // one switch set apart from that column ...
-  int8_t changed_value = -1;  // ... to this value (-1: none)
+  bool patched;                               // starts from the table's patched column (else its upstream column)
+  std::array<int8_t, kSwitchCount> changed;  // the values its `set` gives apart from that column (-1: none)
 };
 
-const std::vector<NamedProfile>& named_profiles() {
-  static const std::vector<NamedProfile> named = {
-      {"upstream", "the pinned versions: torch 2.13.0, peft 0.21.2, accelerate 1.15.0 (every seed bug they have)", false,
-       Switch::SetAdapterReshard},
-      {"patched", "every known fix applied", true, Switch::SetAdapterReshard},
-      // peft#3872 (seed 000) describes PEFT main's PeftModel.set_adapter calling
-      // _reshard_fsdp_modules and skipping modules that hold merged layers.
-      {"peft-main-3872",
-       "upstream with PEFT main as peft#3872 describes it: set_adapter reshards every FSDP module holding no merged layer",
-       false, Switch::SetAdapterReshard, sw::kSkipMerged},
-  };
-  return named;
-}
+constexpr NamedProfile kNamedProfiles[] = {
+#include "profile_profiles.inc"
+};
 
 }  // namespace
 
 std::vector<std::string> profile_names() {
   std::vector<std::string> out;
-  for (const auto& n : named_profiles()) out.push_back(n.name);
+  for (const auto& n : kNamedProfiles) out.push_back(n.name);
   return out;
 }
 
 std::string profile_description(const std::string& name) {
-  for (const auto& n : named_profiles())
+  for (const auto& n : kNamedProfiles)
     if (name == n.name) return n.description;
   return "";
 }
 
 std::optional<Profile> profile_by_name(const std::string& name) {
-  for (const auto& n : named_profiles()) {
+  for (const auto& n : kNamedProfiles) {
     if (name != n.name) continue;
     Profile p;
     p.name = name;
     const auto& t = switch_table();
     for (int i = 0; i < kSwitchCount; ++i) p.values[i] = n.patched ? t[i].patched : t[i].upstream;
-    if (n.changed_value >= 0) p.values[static_cast<int>(n.changed)] = static_cast<uint8_t>(n.changed_value);
+    for (int i = 0; i < kSwitchCount; ++i)
+      if (n.changed[i] >= 0) p.values[i] = static_cast<uint8_t>(n.changed[i]);
     return p;
   }
   return std::nullopt;
