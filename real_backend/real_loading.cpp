@@ -89,9 +89,7 @@ void RealRank::create_adapter_in(int l, int adapter, bool load, bool autocast) {
       // peft tuners/lora/layer.py::LoraLayer.update_layer: a new module; after fully_shard over a managed
       // name the group keeps the deleted one's FSDPParam (torch _fsdp_init.py::_get_managed_states).
       if (prepared_ && layout_->params[p].group >= 0 && !params_[p].detached) {
-        params_[p].ghost = std::move(params_[p].leaf);
-        params_[p].leaf = RealParam{};
-        params_[p].detached = true;
+        params_[p].keep_ghost();
       }
       create_param(p, initial_values(*layout_, seed_, p, load));
     }

@@ -6,6 +6,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -46,6 +47,12 @@ struct RealParamSlot {
   // group keeps gathering (torch _fsdp_init.py::_get_managed_states ran at fully_shard).
   bool detached = false;
   RealParam ghost;
+  // As FsdpParam::keep_ghost: the group keeps the deleted module's FSDPParam; the name gets a fresh leaf.
+  void keep_ghost() {
+    ghost = std::move(leaf);
+    leaf = RealParam{};
+    detached = true;
+  }
 };
 
 // An exception upstream raises inside an op (a libtorch error's first line):
