@@ -46,9 +46,9 @@ void RealRank::checkpoint_recompute(int layer) {
   const LayerSpec& ls = layout_->layers[layer];
   std::vector<std::pair<int, at::Tensor>> swapped;
   auto use_u = [&](int p) {
-    if (p < 0 || group_of(p) < 0 || !params_[p].u.defined() || registry_[p].is_same(params_[p].u)) return;
-    swapped.emplace_back(p, registry_[p]);
-    registry_[p] = params_[p].u;
+    if (p < 0 || group_of(p) < 0 || !params_[p].leaf.u.defined() || registered(p).is_same(params_[p].leaf.u)) return;
+    swapped.emplace_back(p, params_[p].registered);
+    params_[p].registered = params_[p].leaf.u;
   };
   use_u(ls.weight);
   use_u(ls.bias);
@@ -64,7 +64,7 @@ void RealRank::checkpoint_recompute(int layer) {
       std::vector<std::pair<int, at::Tensor>>& swapped;
       ~Restore() {
         r.saving_ = nullptr;
-        for (auto& [p, t] : swapped) r.registry_[p] = t;
+        for (auto& [p, t] : swapped) r.params_[p].registered = t;
       }
     } restore{*this, swapped};
     saving_ = &got;

@@ -79,7 +79,7 @@ void RealRank::unshard(int g) {
     }
     // Like FSDP2's copy-out, refill U without bumping its autograd version.
     rp.u.variable_data().copy_(full.view(rp.u.sizes()));
-    if (registry_[p].defined() && !detached_[p]) registry_[p] = rp.u;
+    if (registered(p).defined() && !params_[p].detached) params_[p].registered = rp.u;
   }
   groups_[g].sharded = ShardedState::Unsharded;
   note_unsharded_peak();
@@ -91,7 +91,7 @@ void RealRank::unshard(int g) {
 void RealRank::to_sharded(int g) {
   if (!groups_[g].unsharded()) return;
   for (int p : layout_->groups[g].params)
-    if (registry_[p].defined() && !detached_[p]) registry_[p] = params_[p].s;
+    if (registered(p).defined() && !params_[p].detached) params_[p].registered = params_[p].leaf.s;
   groups_[g].sharded = ShardedState::Sharded;
 }
 
@@ -119,7 +119,7 @@ void RealRank::module_reshard_all() {
 
 // utils/other.py::_set_layer_requires_grad: the flag lands on the registered leaf.
 void RealRank::set_registered_rg(int p, bool v) {
-  if (registry_[p].defined()) registry_[p].requires_grad_(v);
+  if (registered(p).defined()) params_[p].registered.requires_grad_(v);
 }
 
 // _fsdp_param_group.py::FSDPParamGroup.post_backward: the parameters whose U
@@ -244,7 +244,7 @@ void RealRank::init_mp_dtypes(int g) {
   groups_[g].dtype_attrs = true;  // _fsdp_param.py::FSDPParam.init_dtype_attrs on each param, before the check
   std::set<at::ScalarType> dtypes;
   for (int p : layout_->groups[g].params)
-    if (params_[p].s.defined() && params_[p].s.requires_grad()) dtypes.insert(param_dtype(p));
+    if (params_[p].leaf.s.defined() && params_[p].leaf.s.requires_grad()) dtypes.insert(param_dtype(p));
   if (dtypes.size() > 1) {
     // Python's set of the two dtypes prints bf16 first (as measured on torch 2.13).
     std::string got;
@@ -364,8 +364,8 @@ void RealRank::op_backward() {
   // Unmanaged leaves (adapters added after fully_shard) get their grad from autograd directly.
   std::vector<std::pair<at::TensorImpl*, int64_t>> before(params_.size(), {nullptr, -1});
   for (size_t p = 0; p < params_.size(); ++p) {
-    if (group_of(static_cast<int>(p)) >= 0 || !params_[p].s.defined()) continue;
-    const at::Tensor& gr = params_[p].s.grad();
+    if (group_of(static_cast<int>(p)) >= 0 || !params_[p].leaf.s.defined()) continue;
+    const at::Tensor& gr = params_[p].leaf.s.grad();
     if (gr.defined()) before[p] = {gr.unsafeGetTensorImpl(), gr._version()};
   }
   // Each group's own pre_backward (its wait_for_unshard) fires before autograd
@@ -377,8 +377,8 @@ void RealRank::op_backward() {
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
     if (!groups_[g].out_rg || groups_[g].unsharded()) continue;
     for (int p : layout_->groups[g].params)
-      if (!detached_[p] && params_[p].u.defined() && params_[p].u.requires_grad() != params_[p].s.requires_grad()) {
-        params_[p].u.requires_grad_(params_[p].s.requires_grad());
+      if (!params_[p].detached && params_[p].leaf.u.defined() && params_[p].leaf.u.requires_grad() != params_[p].leaf.s.requires_grad()) {
+        params_[p].leaf.u.requires_grad_(params_[p].leaf.s.requires_grad());
         copied.emplace_back(static_cast<int>(g), p);
       }
   }
@@ -403,7 +403,7 @@ void RealRank::op_backward() {
     std::vector<uint8_t> fired(layout_->groups.size(), 0);
     for (const auto& f : fired_) fired[f.first] = 1;
     for (const auto& [g, p] : copied)
-      if (!fired[g]) params_[p].u.requires_grad_(!params_[p].u.requires_grad());
+      if (!fired[g]) params_[p].leaf.u.requires_grad_(!params_[p].leaf.u.requires_grad());
   }
   // The hook sequence as libtorch fired it: every hook on one output tensor
   // (pre_backward: unshard, then prefetch post_forward_order[i-1], torch 2.13
@@ -444,8 +444,8 @@ void RealRank::op_backward() {
     }
   }
   for (size_t p = 0; p < params_.size(); ++p) {
-    if (group_of(static_cast<int>(p)) >= 0 || !params_[p].s.defined()) continue;
-    const at::Tensor& gr = params_[p].s.grad();
+    if (group_of(static_cast<int>(p)) >= 0 || !params_[p].leaf.s.defined()) continue;
+    const at::Tensor& gr = params_[p].leaf.s.grad();
     if (!gr.defined()) continue;
     bool fresh = before[p].first != gr.unsafeGetTensorImpl() || before[p].second != gr._version();
     if (fresh && layout_->params[p].adapter >= 0) res_.grads.insert(layout_->params[p].adapter);

@@ -30,10 +30,10 @@ std::vector<OwnerBytes> owners(const Layout& l, const std::vector<int64_t>& by) 
 // cpu in fp32 (nn.Linear / LoraLayer.update_layer), registered under its name.
 void RealRank::create_param(int p, const std::vector<float>& full) {
   const ParamSpec& ps = layout_->params[p];
-  RealParam& rp = params_[p];
+  RealParam& rp = params_[p].leaf;
   rp.s = at::from_blob(const_cast<float*>(full.data()), param_shape(*layout_, ps, ps.rows), at::kFloat).clone();
   rp.place = rp.s.detach().clone();
-  registry_[p] = rp.s;
+  params_[p].registered = rp.s;
 }
 
 // nn.Module.to(device, dtype) on one parameter: requires_grad kept. To meta the
@@ -41,12 +41,12 @@ void RealRank::create_param(int p, const std::vector<float>& full) {
 // the compute copy S keeping fp32. Never from meta to cpu: torch cannot copy
 // out of a meta tensor, and nothing here asks it to (prepare broadcasts instead).
 void RealRank::place_param(int p, bool meta, at::ScalarType dtype) {
-  RealParam& rp = params_[p];
+  RealParam& rp = params_[p].leaf;
   if (meta) {
     const bool rg = rp.s.requires_grad();
     rp.place = at::empty(rp.place.sizes(), at::TensorOptions().device(at::kMeta).dtype(dtype));
     rp.s = at::empty(rp.s.sizes(), at::TensorOptions().device(at::kMeta).dtype(at::kFloat)).requires_grad_(rg);
-    if (registry_[p].defined()) registry_[p] = rp.s;
+    if (registered(p).defined()) params_[p].registered = rp.s;
   } else if (!rp.place.is_meta()) {
     rp.place = rp.place.to(dtype);
   }
@@ -58,15 +58,15 @@ void RealRank::place_param(int p, bool meta, at::ScalarType dtype) {
 // adapter's in the container (#2834), patched only the adapter's own.
 void RealRank::move_adapter_to_device_of_base_layer(int layer, int adapter) {
   const LayerSpec& ls = layout_->layers[layer];
-  const at::Tensor& w = params_[ls.weight].place;
+  const at::Tensor& w = params_[ls.weight].leaf.place;
   const bool per_adapter = layout_->profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
   for (const std::vector<int>* container : {&ls.lora_a, &ls.lora_b}) {
     const int p = (*container)[adapter];
     bool skip = false;
     if (per_adapter) {
-      skip = params_[p].place.is_meta();
+      skip = params_[p].leaf.place.is_meta();
     } else {
-      for (int q : *container) skip = skip || (q >= 0 && registry_[q].defined() && params_[q].place.is_meta());
+      for (int q : *container) skip = skip || (q >= 0 && registered(q).defined() && params_[q].leaf.place.is_meta());
     }
     if (!skip) place_param(p, w.is_meta(), w.scalar_type());
   }
@@ -88,10 +88,8 @@ void RealRank::create_adapter_in(int l, int adapter, bool load, bool autocast) {
     for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
       // peft tuners/lora/layer.py::LoraLayer.update_layer: a new module; after fully_shard over a managed
       // name the group keeps the deleted one's FSDPParam (torch _fsdp_init.py::_get_managed_states).
-      if (prepared_ && layout_->params[p].group >= 0 && !detached_[p]) {
-        ghost_[p] = std::move(params_[p]);
-        params_[p] = RealParam{};
-        detached_[p] = 1;
+      if (prepared_ && layout_->params[p].group >= 0 && !params_[p].detached) {
+        params_[p].keep_ghost();
       }
       create_param(p, initial_values(*layout_, seed_, p, load));
     }
@@ -100,8 +98,8 @@ void RealRank::create_adapter_in(int l, int adapter, bool load, bool autocast) {
   const LayerSpec& ls = layout_->layers[l];
   for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]})
     if (autocast && layout_->adapters[adapter].autocast_or(layout_->autocast_adapter_dtype) &&
-        params_[p].place.scalar_type() == at::kBFloat16)
-      place_param(p, params_[p].place.is_meta(), at::kFloat);
+        params_[p].leaf.place.scalar_type() == at::kBFloat16)
+      place_param(p, params_[p].leaf.place.is_meta(), at::kFloat);
 }
 
 // accelerate/utils/fsdp_utils.py::fsdp2_prepare_model. With ram-efficient
@@ -116,8 +114,8 @@ void RealRank::op_prepare() {
   const size_t n = params_.size();
   if (layout_->loading == Loading::RamEfficient) {
     for (int p : layout_->state_dict_order) {
-      if (!registry_[p].defined()) continue;
-      RealParam& rp = params_[p];
+      if (!registered(p).defined()) continue;
+      RealParam& rp = params_[p].leaf;
       const ParamSpec& ps = layout_->params[p];
       // Rank 0 sends its tensor; the others receive into a buffer (their own tensor may be meta).
       at::Tensor mine = rp.s.is_meta() ? at::zeros({ps.rows * ps.cols}) : rp.s.detach();
@@ -125,19 +123,19 @@ void RealRank::op_prepare() {
       const bool rg = rp.s.requires_grad();
       rp.s = got.clone().requires_grad_(rg);
       rp.place = got.to(rp.place.scalar_type());
-      registry_[p] = rp.s;
+      params_[p].registered = rp.s;
     }
   }
   for (size_t p = 0; p < n; ++p) {
     const ParamSpec& ps = layout_->params[p];
-    RealParam& rp = params_[p];
-    if (group_of(static_cast<int>(p)) < 0 || !registry_[p].defined()) continue;
+    RealParam& rp = params_[p].leaf;
+    if (group_of(static_cast<int>(p)) < 0 || !registered(p).defined()) continue;
     at::Tensor full = rp.s.detach().contiguous().reshape({-1});
     std::vector<float> v(full.data_ptr<float>(), full.data_ptr<float>() + full.numel());
     const bool rg = rp.s.requires_grad();
     rp.s = chunk_of(v, ps).requires_grad_(rg);
     rp.place = rp.s.detach().to(rp.place.scalar_type());
-    registry_[p] = rp.s;
+    params_[p].registered = rp.s;
   }
   prepared_ = true;
   prepare_optimizer();
@@ -151,7 +149,7 @@ void RealRank::note_unsharded_peak() {
   for (size_t g = 0; g < layout_->groups.size(); ++g) {
     if (!groups_[g].unsharded() && !groups_[g].all_gather_result.defined()) continue;  // a prefetched all-gather output is alive too
     for (int p : layout_->groups[g].params) {
-      const RealParam& rp = detached_[p] ? ghost_[p] : params_[p];  // the group's all-gather output holds the ghost's rows
+      const RealParam& rp = params_[p].detached ? params_[p].ghost : params_[p].leaf;  // the group's all-gather output holds the ghost's rows
       if (!rp.u.defined()) continue;
       int64_t b = rp.s.numel() * layout_->world * static_cast<int64_t>(rp.u.element_size());
       int a = layout_->params[p].adapter;
@@ -170,9 +168,9 @@ void RealRank::note_unsharded_peak() {
 std::vector<OwnerBytes> RealRank::sharded_bytes() const {
   std::vector<int64_t> by(layout_->adapters.size() + 1, 0);
   for (size_t p = 0; p < params_.size(); ++p) {
-    if (!registry_[p].defined()) continue;
+    if (!registered(p).defined()) continue;
     const ParamSpec& ps = layout_->params[p];
-    const at::Tensor& t = params_[p].place;
+    const at::Tensor& t = params_[p].leaf.place;
     int64_t b = bytes_of(t);
     by[ps.adapter >= 0 ? static_cast<size_t>(ps.adapter) : by.size() - 1] += b;
   }

@@ -37,7 +37,7 @@ at::Tensor RealRank::linear_delta(int layer, int adapter, DeltaForm* form) {
   if (a_managed && !groups_[a_spec.group].unsharded()) {
     if (layout_->world > 1 && layout_->params[pw].rows < layout_->world) return delta_few_rows(layer, adapter, form);
     *form = kDeltaChunk;
-    return at::matmul(params_[pb].s, gather_full(pa)) * scale;  // B's rows line up with W's shard
+    return at::matmul(params_[pb].leaf.s, gather_full(pa)) * scale;  // B's rows line up with W's shard
   }
   at::Tensor d = at::matmul(registered(pb), registered(pa)) * scale;
   *form = w_sharded ? kDeltaChunk : kDeltaFull;
@@ -64,19 +64,19 @@ at::Tensor RealRank::delta_few_rows(int layer, int adapter, DeltaForm* form) {
   if (form) *form = kDeltaPartial;
   const int64_t cols = (r + w - 1) / w;
   at::Tensor local = at::zeros({bs.chunk_rows, cols * w});
-  local.narrow(1, 0, r).copy_(params_[pb].s.reshape({bs.chunk_rows, r}));
+  local.narrow(1, 0, r).copy_(params_[pb].leaf.s.reshape({bs.chunk_rows, r}));
   at::Tensor all = comm_->all_gather(local.reshape({-1}), bs.group, step_, {pb}, -1, true);
   at::Tensor b_full = all.view({w * bs.chunk_rows, cols * w}).narrow(0, 0, bs.rows).narrow(1, 0, r);
   const int64_t first = std::min<int64_t>(comm_->rank() * cols, r), n = std::min<int64_t>(cols, r - first);
   const ParamSpec& as = layout_->params[pa];
-  at::Tensor a_rows = params_[pa].s.reshape({as.chunk_rows, as.cols}).narrow(0, 0, n).to(at::kFloat);
+  at::Tensor a_rows = params_[pa].leaf.s.reshape({as.chunk_rows, as.cols}).narrow(0, 0, n).to(at::kFloat);
   return at::matmul(b_full.narrow(1, first, n), a_rows) * scale;
 }
 
 // lora/layer.py::Linear.merge: W.data += delta for each adapter not yet merged.
 void RealRank::layer_merge(int layer, int adapter) {
   const LayerSpec& ls = layout_->layers[layer];
-  if (ls.lora_a[adapter] < 0 || !registry_[ls.lora_a[adapter]].defined()) return;
+  if (ls.lora_a[adapter] < 0 || !registered(ls.lora_a[adapter]).defined()) return;
   for (int m : layers_[layer].merged)
     if (m == adapter) return;
   apply_delta(layer, get_delta_weight(layer, adapter, +1), true);
@@ -147,7 +147,7 @@ void RealRank::layer_unmerge(int layer) {
 void RealRank::layer_set_adapter(int layer, AdapterSet names, bool inference_mode) {
   const LayerSpec& ls = layout_->layers[layer];
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-    if (ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    if (ls.lora_a[a] < 0 || !registered(ls.lora_a[a]).defined()) continue;
     bool rg = names.contains(static_cast<int>(a)) && !inference_mode;
     set_registered_rg(ls.lora_a[a], rg);
     set_registered_rg(ls.lora_b[a], rg);
@@ -162,7 +162,7 @@ void RealRank::layer_enable_adapters(int layer, bool enabled) {
   const LayerSpec& ls = layout_->layers[layer];
   bool respect = layout_->profile.get(Switch::EnableInferenceMode) == sw::kRespect;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-    if (ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    if (ls.lora_a[a] < 0 || !registered(ls.lora_a[a]).defined()) continue;
     bool rg = enabled && layers_[layer].active.contains(static_cast<int>(a)) && !(respect && inference_mode_.contains(static_cast<int>(a)));
     set_registered_rg(ls.lora_a[a], rg);
     set_registered_rg(ls.lora_b[a], rg);
@@ -188,7 +188,7 @@ at::Tensor RealRank::layer_forward(int layer, const at::Tensor& h, at::Tensor* b
   if (base_out) *base_out = y;
   if (layers_[layer].disabled || !layers_[layer].merged.empty()) return y;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-    if (!layers_[layer].active.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    if (!layers_[layer].active.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registered(ls.lora_a[a]).defined()) continue;
     // PEFT casts the input to lora_A's dtype (lora/layer.py::Linear.forward, _cast_input_dtype).
     const at::ScalarType dt = param_dtype(ls.lora_a[a]);
     y = y + saving_linear(saving_linear(h, dt, ls.lora_a[a]), dt, ls.lora_b[a]) * lora_scaling(*layout_, static_cast<int>(a));

@@ -21,7 +21,7 @@ std::string wrapper_class(const Layout& l, int layer, bool prepared) {
 
 bool RealRank::copy_registered(int layer, int adapter) const {
   const int p = layout_->layers[layer].saved_w[adapter];
-  return p >= 0 && registry_[p].defined();
+  return p >= 0 && registered(p).defined();
 }
 
 // other.py::ModulesToSaveWrapper.update: copy.deepcopy(self.original_module), i.e. the
@@ -31,12 +31,12 @@ void RealRank::create_copy(int layer, int adapter) {
   at::NoGradGuard ng;
   const LayerSpec& ls = layout_->layers[layer];
   for (const auto& [from, to] : {std::pair{ls.weight, ls.saved_w[adapter]}, std::pair{ls.bias, ls.saved_b[adapter]}}) {
-    const at::Tensor& src = registry_[from];
-    RealParam& dst = params_[to];
+    const at::Tensor& src = params_[from].registered;
+    RealParam& dst = params_[to].leaf;
     dst = RealParam{};
     dst.s = src.detach().clone().requires_grad_(src.requires_grad());
-    dst.place = params_[from].place.clone();
-    registry_[to] = dst.s;
+    dst.place = params_[from].leaf.place.clone();
+    params_[to].registered = dst.s;
   }
 }
 
@@ -133,7 +133,7 @@ void RealRank::wrappers_delete_adapter(int adapter, AdapterSet new_active) {
                                             wrapper_class(*layout_, layer, prepared_) + ", which is not allowed.");
     }
     layers_[l].trains.erase(adapter);
-    auto drop = [&]() { registry_[ls.saved_w[adapter]] = registry_[ls.saved_b[adapter]] = at::Tensor(); };
+    auto drop = [&]() { params_[ls.saved_w[adapter]].registered = params_[ls.saved_b[adapter]].registered = at::Tensor(); };
     const int next = new_active.empty() ? -1 : new_active.first();
     if (next < 0 || !copy_registered(layer, next)) {
       drop();

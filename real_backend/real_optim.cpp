@@ -18,12 +18,12 @@ void RealRank::prepare_optimizer() {
   optimizer_.clear();
   optimizer_objects_.clear();
   for (int p : layout_->state_dict_order) {  // model.parameters(): lora_A/lora_B in injection order
-    if (!registry_[p].defined()) continue;
-    bool take = layout_->optimizer == OptimizerParams::Trainable ? params_[p].s.requires_grad()
+    if (!registered(p).defined()) continue;
+    bool take = layout_->optimizer == OptimizerParams::Trainable ? params_[p].leaf.s.requires_grad()
                                                                    : layout_->params[p].adapter >= 0;
     if (!take) continue;
     optimizer_.push_back(static_cast<int>(p));
-    optimizer_objects_.push_back(params_[p].s);  // held, as torch's optimizer holds its Parameters
+    optimizer_objects_.push_back(params_[p].leaf.s);  // held, as torch's optimizer holds its Parameters
   }
 }
 
@@ -31,8 +31,9 @@ void RealRank::prepare_optimizer() {
 // (an adapter added after fully_shard among them) and no state yet.
 void RealRank::new_optimizer() {
   if (!prepared_) return;
-  for (auto* v : {&params_, &ghost_})
-    for (auto& rp : *v) {
+  for (bool ghost : {false, true})
+    for (auto& slot : params_) {
+      RealParam& rp = ghost ? slot.ghost : slot.leaf;
       rp.adam_m = at::Tensor();
       rp.adam_v = at::Tensor();
       rp.adam_step = 0;
@@ -72,20 +73,20 @@ void RealRank::op_step() {
 // model.zero_grad on the registered objects: U's grad only while U is registered, so an
 // unsynced micro-batch's grad on a resharded U stays (torch nn/modules/module.py::Module.zero_grad).
 void RealRank::op_zero_grad() {
-  for (auto* v : {&params_, &ghost_})
-    for (size_t p = 0; p < v->size(); ++p) {
-      RealParam& rp = (*v)[p];
+  for (bool ghost : {false, true})
+    for (auto& slot : params_) {
+      RealParam& rp = ghost ? slot.ghost : slot.leaf;
       if (rp.s.defined() && rp.s.grad().defined()) rp.s.mutable_grad().reset();
-      const bool u_registered = v == &params_ && registry_[p].defined() && rp.u.defined() && registry_[p].is_same(rp.u);
-      if (rp.u.defined() && rp.u.grad().defined() && (v == &ghost_ || u_registered)) rp.u.mutable_grad().reset();
+      const bool u_registered = !ghost && slot.registered.defined() && rp.u.defined() && slot.registered.is_same(rp.u);
+      if (rp.u.defined() && rp.u.grad().defined() && (ghost || u_registered)) rp.u.mutable_grad().reset();
     }
 }
 
 // Optimizer objects not among model.named_parameters() now, compared by identity.
 int RealRank::optimizer_missing(int* first, std::vector<std::string>* names) const {
   std::unordered_set<const at::TensorImpl*> live;
-  for (const auto& t : registry_)
-    if (t.defined()) live.insert(t.unsafeGetTensorImpl());
+  for (const auto& slot : params_)
+    if (slot.registered.defined()) live.insert(slot.registered.unsafeGetTensorImpl());
   int missing = 0;
   *first = -1;
   for (size_t i = 0; i < optimizer_objects_.size(); ++i) {

@@ -34,7 +34,7 @@ at::Tensor RealRank::gather_full(int p, DType wire) {
   const ParamSpec& ps = layout_->params[p];
   // torch 2.13 distributed/tensor/_redistribute.py::redistribute_local_tensor: a 1-rank mesh's
   // Shard -> Replicate is the local tensor, no all-gather.
-  at::Tensor all = layout_->world == 1 ? params_[p].s.reshape({-1}) : comm_->all_gather(params_[p].s.reshape({-1}), ps.group, step_, {p}, -1, true, wire);
+  at::Tensor all = layout_->world == 1 ? params_[p].leaf.s.reshape({-1}) : comm_->all_gather(params_[p].leaf.s.reshape({-1}), ps.group, step_, {p}, -1, true, wire);
   return all
       .narrow(0, 0, ps.rows * ps.cols)
       .view({ps.rows, ps.cols});
@@ -64,7 +64,7 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
   const int world = layout_->world;
   const float scale = lora_scaling(*layout_, adapter);
   auto holds_shard = [&](int p) {
-    return group_of(p) >= 0 && registered(p).unsafeGetTensorImpl() == params_[p].s.unsafeGetTensorImpl();
+    return group_of(p) >= 0 && registered(p).unsafeGetTensorImpl() == params_[p].leaf.s.unsafeGetTensorImpl();
   };
   // A 1-rank mesh still makes DTensors: the DTensor broadcast text at world 1 too (gather_full reads S there).
   if (ls.experts == 1) return one_expert_delta(layer, adapter, merge, holds_shard(pa), what);
@@ -119,14 +119,14 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
       {  // B's Shard(out) -> Shard(experts): each rank's rows (ceil(out / w), r, E), padded on E to a
          // multiple of the world (torch 2.13 placement_types.py::Shard._to_new_shard_dim), all-gathered
         const int64_t rows_b = bs.local_rows(comm_->rank()), e_pad = (E + world - 1) / world * world;
-        at::Tensor mine_b = at::zeros({bs.chunk_rows, r, e_pad}, params_[pb].s.options());
-        mine_b.narrow(0, 0, rows_b).narrow(2, 0, E).copy_(params_[pb].s.narrow(0, 0, rows_b).reshape({rows_b, r, E}));
+        at::Tensor mine_b = at::zeros({bs.chunk_rows, r, e_pad}, params_[pb].leaf.s.options());
+        mine_b.narrow(0, 0, rows_b).narrow(2, 0, E).copy_(params_[pb].leaf.s.narrow(0, 0, rows_b).reshape({rows_b, r, E}));
         at::Tensor all = comm_->all_gather(mine_b.reshape({-1}), bs.group, step_, {pb}, -1, true);
         b = all.view({world * bs.chunk_rows, r, e_pad}).narrow(0, 0, bs.rows).narrow(2, 0, E).reshape({bs.rows, r * E});
       }
       const ParamSpec& as = layout_->params[pa];
       const int64_t n = ws.local_rows(comm_->rank());  // this rank's experts: its rows of A and of W
-      at::Tensor a_rows = params_[pa].s.narrow(0, 0, as.local_rows(comm_->rank()));
+      at::Tensor a_rows = params_[pa].leaf.s.narrow(0, 0, as.local_rows(comm_->rank()));
       at::Tensor b_cols = b.reshape({b.size(0), -1, E}).narrow(2, comm_->rank() * ws.chunk_rows, n);
       at::Tensor mine = n == 0 ? at::zeros({0, ws.cols / bs.rows, bs.rows})
                                : at::einsum("ore,eri->eio", {b_cols, a_rows.reshape({n, -1, a_rows.size(-1)})}) * scale;
@@ -140,7 +140,7 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
     }
     a = gather_full(pa);  // the einsum's redistribution of A
     const int64_t in = a.size(1), rows_b = bs.local_rows(comm_->rank());
-    b = params_[pb].s.narrow(0, 0, rows_b);
+    b = params_[pb].leaf.s.narrow(0, 0, rows_b);
     // The delta's columns for this rank's rows of B (out): (E, in, rows_b).
     at::Tensor cols = rows_b == 0 ? at::zeros({E, in, 0}) : experts_einsum(a, b, E) * scale;
     if (!merge) {
@@ -194,7 +194,7 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, bool merge, bool d
   } else if (dtensor) {
     form = full_b ? kDeltaFull : kDeltaRows;
     a = gather_full(pa);
-    b = full_b ? gather_full(pb) : params_[pb].s.narrow(0, 0, layout_->params[pb].local_rows(comm_->rank()));
+    b = full_b ? gather_full(pb) : params_[pb].leaf.s.narrow(0, 0, layout_->params[pb].local_rows(comm_->rank()));
   } else {
     a = registered(pa);
     b = registered(pb);
@@ -253,9 +253,9 @@ void RealRank::wrapper_forward(int layer) {
     return;
   int n = 0;
   for (size_t a = 0; a < layout_->adapters.size(); ++a)
-    n += layers_[layer].active.contains(static_cast<int>(a)) && ls.lora_a[a] >= 0 && registry_[ls.lora_a[a]].defined();
+    n += layers_[layer].active.contains(static_cast<int>(a)) && ls.lora_a[a] >= 0 && registered(ls.lora_a[a]).defined();
   if (n == 0) return;
-  const bool fold = n == 1 && ls.experts > 1 && params_[ls.weight].place.scalar_type() != at::kBFloat16;
+  const bool fold = n == 1 && ls.experts > 1 && params_[ls.weight].leaf.place.scalar_type() != at::kBFloat16;
   throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (fold ? "baddbmm.default" : "add.Tensor") +
                                        " got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor "
                                        "before calling distributed operators!");
@@ -267,7 +267,7 @@ at::Tensor RealRank::experts_forward(int layer, const at::Tensor& h) {
   at::Tensor w = registered(ls.weight);
   if (!layers_[layer].disabled && layers_[layer].merged.empty()) {
     for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-      if (!layers_[layer].active.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+      if (!layers_[layer].active.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registered(ls.lora_a[a]).defined()) continue;
       try {
         const float scale = lora_scaling(*layout_, static_cast<int>(a));
         if (ls.experts == 1) {

@@ -97,7 +97,7 @@ void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
   std::vector<std::pair<int, bool>> kept;  // mapping_existing_parameter_requires_grad
   for (size_t p = 0; p < params_.size() && !first; ++p) {
     const int a = layout_->params[p].adapter;
-    if (a >= 0 && a != adapter && registry_[p].defined()) kept.push_back({static_cast<int>(p), registry_[p].requires_grad()});
+    if (a >= 0 && a != adapter && registered(p).defined()) kept.push_back({static_cast<int>(p), registered(p).requires_grad()});
   }
   // Each target's lora/layer.py::LoraLayer.update_layer ends with the layer's own set_adapter (its
   // active adapters, the new config's inference_mode): what stays where the set_adapter below
@@ -210,7 +210,7 @@ void RealRank::op_delete_adapter(int adapter) {
         throw OpError(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
   present_.erase(adapter);
   for (const auto& ls : layout_->layers)
-    if (ls.lora_a[adapter] >= 0) registry_[ls.lora_a[adapter]] = registry_[ls.lora_b[adapter]] = at::Tensor();
+    if (ls.lora_a[adapter] >= 0) params_[ls.lora_a[adapter]].registered = params_[ls.lora_b[adapter]].registered = at::Tensor();
   bool first = true;
   AdapterSet tuner_active;
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
@@ -221,7 +221,7 @@ void RealRank::op_delete_adapter(int adapter) {
         const LayerSpec& ls = layout_->layers[l];
         int best = -1;  // _all_available_adapter_names()[0]
         for (size_t a = 0; a < layout_->adapters.size(); ++a)
-          if (ls.lora_a[a] >= 0 && registry_[ls.lora_a[a]].defined() &&
+          if (ls.lora_a[a] >= 0 && registered(ls.lora_a[a]).defined() &&
               (best < 0 || layout_->adapters[a].name < layout_->adapters[best].name))
             best = static_cast<int>(a);
         next = best < 0 ? AdapterSet() : AdapterSet::of(best);
@@ -245,7 +245,7 @@ void RealRank::op_delta_weight(int layer) {
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     // The tuner's active adapters (BaseTuner.active_adapters), which a delete can leave
     // different from this layer's own list.
-    if (!active_.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registry_[ls.lora_a[a]].defined()) continue;
+    if (!active_.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registered(ls.lora_a[a]).defined()) continue;
     // B @ A on whatever is registered, judged by the observer against the full B @ A of every
     // rank's shards (observer.cpp): off a stale unsharded copy, or through an all-gather mixed
     // with another tensor's rows, the values are not the adapter's delta.
@@ -284,16 +284,16 @@ void RealRank::op_save_adapters(const Op& op) {
   if (gather)
     for (int p : layout_->state_dict_order) {
       const ParamSpec& ps = layout_->params[p];
-      if (ps.adapter >= 0 && names.contains(ps.adapter) && registry_[p].defined() && group_of(p) >= 0)
-        full[p] = gather_full(p, dtype_of(params_[p].place));  // DTensor.full_tensor: the parameter's own dtype
+      if (ps.adapter >= 0 && names.contains(ps.adapter) && registered(p).defined() && group_of(p) >= 0)
+        full[p] = gather_full(p, dtype_of(params_[p].leaf.place));  // DTensor.full_tensor: the parameter's own dtype
     }
   for (size_t p = 0; p < params_.size(); ++p) {
     const ParamSpec& ps = layout_->params[p];
     // save_and_load.py::_filter_state_dict_for_adapter_name drops the OTHER configured adapters'
     // keys only: a half-added adapter's tensors (config rolled back) go into each saved state dict.
     const bool orphan = ps.adapter >= 0 && !present_.contains(ps.adapter) && !names.empty();
-    if (ps.adapter < 0 || !(names.contains(ps.adapter) || orphan) || !registry_[p].defined()) continue;
-    const at::Tensor& sv = params_[p].s;
+    if (ps.adapter < 0 || !(names.contains(ps.adapter) || orphan) || !registered(p).defined()) continue;
+    const at::Tensor& sv = params_[p].leaf.s;
     const bool local = !gather && group_of(static_cast<int>(p)) >= 0 && world > 1;
     // With the gather (DCP full_state_dict) every rank all-gathers each managed
     // tensor; the file holds the full values.
@@ -307,7 +307,7 @@ void RealRank::op_save_adapters(const Op& op) {
     if (layout_->layers[ps.layer].checkpoint) continue;
     // ... one entry per state dict it is in (peft utils/save_and_load.py::get_peft_model_state_dict, per adapter)
     for (int c = orphan ? names.count() : 1; c > 0; --c)
-      res_.saved.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].place)});
+      res_.saved.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].leaf.place)});
     saved_[p].values = sv.detach().clone();
     saved_[p].file = mine.clone();
     saved_[p].rows = local ? ps.local_rows(0) : ps.rows;
@@ -379,7 +379,7 @@ void RealRank::op_load_adapters() {
     for (size_t p = 0; p < params_.size(); ++p) {
       const ParamSpec& ps = layout_->params[p];
       // a half-added adapter's tensors were saved too; set_peft_model_state_dict maps them back to its own
-      if (ps.adapter != static_cast<int>(a) || saved_[p].rows < 0 || !registry_[p].defined()) continue;
+      if (ps.adapter != static_cast<int>(a) || saved_[p].rows < 0 || !registered(p).defined()) continue;
       at::Tensor v;
       if (!saved_local_rows(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
         // an unmanaged replica takes rank 0's copy; a managed full tensor is the same on every rank
@@ -399,12 +399,12 @@ void RealRank::op_load_adapters() {
           raised.emplace(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
         continue;
       }
-      params_[p].s.variable_data().copy_(v.reshape(params_[p].s.sizes()));
+      params_[p].leaf.s.variable_data().copy_(v.reshape(params_[p].leaf.s.sizes()));
     }
   }
   for (size_t p = 0; p < params_.size(); ++p) {
-    if (saved_[p].rows < 0 || !registry_[p].defined()) continue;
-    if (!at::equal(params_[p].s.detach(), saved_[p].values)) res_.reload_diff.push_back(layout_->params[p].name);
+    if (saved_[p].rows < 0 || !registered(p).defined()) continue;
+    if (!at::equal(params_[p].leaf.s.detach(), saved_[p].values)) res_.reload_diff.push_back(layout_->params[p].name);
     else if (foreign[p]) res_.reload_coincident.push_back(layout_->params[p].name);
   }
   if (raised) throw *raised;

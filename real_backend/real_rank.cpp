@@ -56,10 +56,7 @@ at::Tensor RealRank::chunk_of(const std::vector<float>& full, const ParamSpec& p
 // unless a `prepare` op runs it later.
 void RealRank::reset() {
   const size_t n = layout_->params.size();
-  params_.assign(n, RealParam{});
-  registry_.assign(n, at::Tensor());
-  detached_.assign(n, 0);
-  ghost_.assign(n, RealParam{});
+  params_.assign(n, RealParamSlot{});
   groups_.assign(layout_->groups.size(), RealGroup{});
   post_forward_order_.clear();
   layers_.assign(layout_->layers.size(), RealLayer{});
@@ -166,7 +163,7 @@ void RealRank::dispatch(const Op& op) {
 
 bool RealRank::in_some_layer(int adapter) const {
   for (const auto& ls : layout_->layers)
-    if (ls.lora_a[adapter] >= 0 && registry_[ls.lora_a[adapter]].defined()) return true;
+    if (ls.lora_a[adapter] >= 0 && registered(ls.lora_a[adapter]).defined()) return true;
   return false;
 }
 
@@ -200,8 +197,8 @@ RankReport RealRank::report(const Op& op, int step) {
   for (size_t g = 0; g < layout_->groups.size() && prepared_; ++g) {
     bool u = false;
     for (int p : layout_->groups[g].params)
-      if (registry_[p].defined()) {
-        u = params_[p].u.defined() && registry_[p].unsafeGetTensorImpl() == params_[p].u.unsafeGetTensorImpl();
+      if (registered(p).defined()) {
+        u = params_[p].leaf.u.defined() && registered(p).unsafeGetTensorImpl() == params_[p].leaf.u.unsafeGetTensorImpl();
         break;
       }
     r.groups.push_back({layout_->groups[g].name, u ? ShardedState::Unsharded : ShardedState::Sharded});
@@ -214,8 +211,8 @@ RankReport RealRank::report(const Op& op, int step) {
   r.u_values.assign(n, {});
   for (size_t p = 0; p < n; ++p) {
     const ParamSpec& ps = layout_->params[p];
-    const RealParam& rp = params_[p];
-    bool present = registry_[p].defined();
+    const RealParam& rp = params_[p].leaf;
+    bool present = registered(p).defined();
     r.present[p] = present;
     if (rp.s.defined() && !rp.s.is_meta()) {
       // Read in place (no detach or copy: a report is taken after every op, for every parameter).
@@ -228,9 +225,9 @@ RankReport RealRank::report(const Op& op, int step) {
         r.s_values[p].assign(v, v + s.numel());
       }
     }
-    bool holds_u = present && rp.u.defined() && registry_[p].unsafeGetTensorImpl() == rp.u.unsafeGetTensorImpl();
+    bool holds_u = present && rp.u.defined() && registered(p).unsafeGetTensorImpl() == rp.u.unsafeGetTensorImpl();
     r.u_registered[p] = holds_u;
-    r.whole[p] = detached_[p];
+    r.whole[p] = params_[p].detached;
     if (holds_u) {
       at::Tensor u = rp.u.is_contiguous() ? rp.u : rp.u.detach().contiguous();
       r.u_values[p].assign(u.data_ptr<float>(), u.data_ptr<float>() + u.numel());

@@ -6,6 +6,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -33,6 +34,25 @@ struct RealParam {
   at::Tensor adam_m, adam_v;  // AdamW state, keyed to S
   int64_t adam_step = 0;
   int64_t adam_created = 0;   // when the state was created (Optimizer.state's insertion order)
+};
+
+// One parameter name on this rank, as the model's FsdpParam (model/machine/fsdp_param.hpp): the
+// objects behind it, what the module registers under it, and the ghost a re-add leaves.
+struct RealParamSlot {
+  RealParam leaf;  // this name's own objects (after a re-add: the new unmanaged module's leaf)
+  // module._parameters[name]: S, U or the new module's leaf (undefined: absent, FsdpParam::present false)
+  at::Tensor registered;
+  // Re-added after fully_shard over a managed name (FsdpParam::detached): `leaf` is the new module's
+  // (peft tuners/lora/layer.py::LoraLayer.update_layer); `ghost` the deleted one's FSDPParam, which its
+  // group keeps gathering (torch _fsdp_init.py::_get_managed_states ran at fully_shard).
+  bool detached = false;
+  RealParam ghost;
+  // As FsdpParam::keep_ghost: the group keeps the deleted module's FSDPParam; the name gets a fresh leaf.
+  void keep_ghost() {
+    ghost = std::move(leaf);
+    leaf = RealParam{};
+    detached = true;
+  }
 };
 
 // An exception upstream raises inside an op (a libtorch error's first line):
@@ -103,12 +123,12 @@ class RealRank {
   void module_reshard(int g);  // FSDPModule.reshard(): a no-op in FORWARD without reshard_after_forward
   void module_reshard_all();
   void set_registered_rg(int p, bool v);
-  const at::Tensor& registered(int p) const { return registry_[p]; }
+  const at::Tensor& registered(int p) const { return params_[p].registered; }
   // The group managing the registered object (-1: none; a re-added adapter's new module).
-  int group_of(int p) const { return detached_[p] ? -1 : layout_->params[p].group; }
+  int group_of(int p) const { return params_[p].detached ? -1 : layout_->params[p].group; }
   bool in_some_layer(int adapter) const;  // some layer holds this adapter's tensors (PEFT's config aside)
   // The FSDPParam group g holds under p's name: the deleted module's (the ghost) after a re-add.
-  RealParam& fsdp_param(int p) { return detached_[p] ? ghost_[p] : params_[p]; }
+  RealParam& fsdp_param(int p) { return params_[p].detached ? params_[p].ghost : params_[p].leaf; }
   // --- LoRA layers and PEFT ops (real_lora.cpp, real_peft.cpp) ---
   // sign +1 merge, -1 unmerge (their checks around the delta), 0 the delta alone; *form: which rows it returned
   at::Tensor get_delta_weight(int layer, int adapter, int sign, DeltaForm* form = nullptr);
@@ -195,13 +215,7 @@ class RealRank {
   uint64_t seed_;
   Comm* comm_;
   int step_ = 0;
-  std::vector<RealParam> params_;
-  std::vector<at::Tensor> registry_;      // module._parameters: what each name holds now (undefined: absent)
-  // Re-added after fully_shard over a managed name: params_[p] is the new unmanaged module's leaf
-  // (peft tuners/lora/layer.py::LoraLayer.update_layer); ghost_[p] the deleted one's FSDPParam, which
-  // its group keeps gathering (torch _fsdp_init.py::_get_managed_states ran at fully_shard).
-  std::vector<uint8_t> detached_;
-  std::vector<RealParam> ghost_;
+  std::vector<RealParamSlot> params_;   // per parameter name (layout_->params)
   std::vector<RealGroup> groups_;         // per FSDP group (layout_->groups)
   std::vector<RealLayer> layers_;         // per layer (layout_->layers): PEFT's and checkpointing's state
   bool prepared_ = false;                 // fully_shard and accelerate's prepare have run
