@@ -1,5 +1,5 @@
 """Release sets (release_env.py) and the harness-level failures that make a
-release `cannot run` a sequence (session.py::harness_level, rank.py's `fail`).
+release `cannot run` a sequence (outcomes.py::harness_level, rank.py's `fail`).
 No environment is built here: `fsdpsim versions`' ctest does that. Run by
 ctest with the project's .venv python (label `upstream`)."""
 import os
