@@ -2,7 +2,7 @@
 """`fsdpsim versions` on the upstream backend: seed 000's root cause (its minimal
 sequence, docs/findings/flag-on-copy.set_adapter.seq) reproduces on the pinned release
 (matrix `pinned`: .venv itself); the same file with its recorded finding taken out of its
-expectations does not (exit 1); --json is schema-checked; a malformed --upstream set is
+expectations does not (exit 0; a reproduction is exit 1, a finding); --json is schema-checked; a malformed --upstream set is
 exit 3 with its column. With an older release's environment already cached
 (.venv-releases/peft-0.17.1, made by `fsdpsim versions --matrix pair` or release_env.py),
 matrix `pair` gives that release a verdict too; without it that part is skipped.
@@ -23,7 +23,7 @@ check, fsdpsim, TMP = S.check, S.run, S.tmp
 seq = os.path.join(S.root, "docs", "findings", "flag-on-copy.set_adapter.seq")
 
 r = fsdpsim(["versions", seq, "--matrix", "pinned"])
-check(r.returncode == 0, "pinned: exit %d: %s %s" % (r.returncode, r.stdout[-800:], r.stderr[-800:]))
+check(r.returncode == 1, "pinned (a reproduction is a finding): exit %d: %s %s" % (r.returncode, r.stdout[-800:], r.stderr[-800:]))
 rows = [l for l in r.stdout.splitlines() if l.startswith("flag-on-copy.set_adapter")]
 check(len(rows) == 1 and rows[0].split()[1:] == ["reproduces"], "pinned: not reproduces: %s" % r.stdout[-800:])
 
@@ -33,7 +33,7 @@ check(text != open(seq).read(), "the minimal sequence no longer announces findin
 altered = os.path.join(TMP, "without_finding.seq")
 open(altered, "w").write(text)
 r = fsdpsim(["versions", altered, "--matrix", "pinned", "--json"])
-check(r.returncode == 1, "altered: exit %d, expected 1: %s %s" % (r.returncode, r.stdout[-800:], r.stderr[-800:]))
+check(r.returncode == 0, "altered: exit %d, expected 0: %s %s" % (r.returncode, r.stdout[-800:], r.stderr[-800:]))
 cells = [json.loads(l) for l in r.stdout.splitlines() if '"versions_cell"' in l]
 check(len(cells) == 1 and cells[0]["verdict"] == "does not reproduce" and cells[0]["peft"] == "0.21.2",
       "altered: %s" % r.stdout[-800:])
