@@ -17,15 +17,16 @@ std::string not_digits_reason(const std::string& s) {
   if (s.empty()) return "nothing";
   const size_t body = s[0] == '+' || s[0] == '-' ? 1 : 0;
   bool numeric = body < s.size();
-  bool exponent = false, point = false;
+  bool exponent = false, point = false, digit = false;
   for (size_t i = body; i < s.size(); ++i) {
     const char c = s[i];
+    digit = digit || std::isdigit(static_cast<unsigned char>(c));
     if (c == 'e' || c == 'E') exponent = true;
     else if (c == '.') point = true;
     else if (!std::isdigit(static_cast<unsigned char>(c)) && !((c == '+' || c == '-') && i > 0 && (s[i - 1] == 'e' || s[i - 1] == 'E')))
       numeric = false;
   }
-  if (!numeric) return "not a number";
+  if (!numeric || !digit || !(std::isdigit(static_cast<unsigned char>(s[body])) || s[body] == '.')) return "not a number";
   if (exponent) return "an exponent; write the digits out";
   if (point) return "a fraction; a whole number is expected";
   return "a sign; write the digits alone";
