@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # `--release SET` (after the rest is installed): the environment of one PEFT release set
-# (peft==X[,accelerate==Y,transformers==Z]) in .venv-releases/, sharing .venv's torch;
+# (peft==X[,accelerate==Y,transformers==Z]) in the per-user releases cache ($FSDPSIM_RELEASES_DIR,
+# else $XDG_CACHE_HOME/fsdpsim/releases, else ~/.cache/fsdpsim/releases), sharing .venv's torch;
 # fsdpsim makes it by itself on first use (--upstream, versions). Prints its Python.
 release=""
 if [ "${1:-}" = "--release" ]; then

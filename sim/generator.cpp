@@ -7,6 +7,7 @@
 
 #include "model/machine/topology.hpp"
 #include "model/vocab/adapter_set.hpp"
+#include "model/vocab/number.hpp"
 #include "model/vocab/op_rules.hpp"
 #include "model/vocab/text.hpp"
 
@@ -203,14 +204,10 @@ std::string apply_draws(const std::string& list, GenOptions* opt) {
       "a comma list of checkpoint=P, gradient_sync=P, per_rank_data=P, modules_to_save=P or grouped=P (P a percentage 0..100)";
   for (const std::string& item : split(list)) {
     const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size() || item.size() - eq - 1 > 3)
-      return fmt::format("expects {}, got '{}'", expected, item);
-    int p = 0;
-    for (char c : item.substr(eq + 1)) {
-      if (c < '0' || c > '9') return fmt::format("expects {}, got '{}'", expected, item);
-      p = p * 10 + (c - '0');
-    }
-    if (p > 100) return fmt::format("expects a percentage 0..100, got '{}'", item);
+    if (eq == std::string::npos || eq == 0) return fmt::format("expects {}, got '{}'", expected, item);
+    int64_t p = 0;
+    const std::string why = read_whole_number(item.substr(eq + 1), 0, 100, &p);
+    if (!why.empty()) return fmt::format("{}= expects a percentage, {}", item.substr(0, eq), why);
     const std::string key = item.substr(0, eq);
     if (key == "checkpoint") opt->checkpoint_percent = p;
     else if (key == "gradient_sync") opt->gradient_sync_percent = p;

@@ -386,7 +386,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     c.found_by = order[k].found_by;
     c.hits = 1;
     rep.classes.push_back(std::move(c));
-    tick("triage: class " + std::to_string(rep.classes.size()) + " " + rep.classes.back().stem + " (" + verdict_name(t.verdict) + ", " +
+    tick("triage: class " + std::to_string(rep.classes.size()) + " " + rep.classes.back().stem + " (" + root_verdict_word(root_cause_entry(t.root_cause.id).verdict) + ", " +
         std::to_string(t.minimal.ops.size()) + " ops) from " + order[k].found_by);
   }
   rep.t_triage = since(t2);

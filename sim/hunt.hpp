@@ -29,13 +29,18 @@ struct NamedScenario {
 // a scenario's start, within `seconds`. Empty: the hunt fuzzes only.
 using ExploreHook = std::function<std::vector<SeqFile>(const SeqFile& scenario, double seconds)>;
 
+// The hunt's default budgets (`fsdpsim hunt` without --seconds): the usage, the guide and the hunt's
+// first line all print these. The model gets 10 s either way: a third of 30, or all of 10 with --model-only.
+constexpr int kHuntDefaultSeconds = 30;
+constexpr int kHuntModelOnlyDefaultSeconds = 10;
+
 struct HuntOptions {
   // The whole hunt's budget: explore, fuzz and triage in its first third (all of it when
   // nothing is confirmed), confirmation until it ends (a class the deadline leaves
   // unconfirmed says kNotConfirmedBudget). Not bounded by
   // it: the scenarios' own lifecycles (triaged whatever the budget), one confirmation already
   // under way, an upstream pool's start (about 3 s) already under way.
-  double seconds = 30;
+  double seconds = kHuntDefaultSeconds;
   int world = 2;
   std::string profile = "upstream";
   uint64_t seed = 1;

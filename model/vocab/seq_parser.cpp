@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "model/vocab/limits.hpp"
+#include "model/vocab/number.hpp"
 #include "model/vocab/op_rules.hpp"
 #include "model/vocab/placement.hpp"
 #include "model/vocab/profile.hpp"
@@ -73,15 +74,13 @@ std::string name_rule(const std::string& s) {
   return " (names are letters, digits, '_' and '-', starting with a letter or '_')";
 }
 
-int64_t parse_int(LineParser& lp, const Token& t, const std::string& s, int64_t lo, int64_t hi, const char* what) {
-  if (s.empty() || s.size() > 18) lp.fail(t, std::string("expected ") + what);
+// `s` is the end of token `t` (`r=` VALUE) unless `at` says where it starts: the column is the value's own.
+int64_t parse_int(LineParser& lp, const Token& t, const std::string& s, int64_t lo, int64_t hi, const char* what,
+                  size_t at = std::string::npos) {
   int64_t v = 0;
-  for (char c : s) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) lp.fail(t, std::string("expected ") + what + ", got '" + s + "'");
-    v = v * 10 + (c - '0');
-  }
-  if (v < lo || v > hi)
-    lp.fail(t, std::string("expected ") + what + " in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + s);
+  const std::string why = read_whole_number(s, lo, hi, &v);
+  if (at == std::string::npos) at = t.text.size() >= s.size() ? t.text.size() - s.size() : 0;
+  if (!why.empty()) lp.fail(t.column + static_cast<int>(at), std::string("expected ") + what + ", " + why);
   return v;
 }
 
@@ -385,7 +384,7 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
     it.key = ExpectItem::Key::Missing;
     size_t sl = v.find('/');
     if (sl == std::string::npos) lp.fail(t, "expected missing=K/N");
-    it.a = parse_int(lp, t, v.substr(0, sl), 0, 1 << 30, "a count K in missing=K/N");
+    it.a = parse_int(lp, t, v.substr(0, sl), 0, 1 << 30, "a count K in missing=K/N", t.text.size() - v.size());
     it.b = parse_int(lp, t, v.substr(sl + 1), 0, 1 << 30, "a count N in missing=K/N");
   } else if (k == "stored") {
     it.key = ExpectItem::Key::Stored;

@@ -135,6 +135,11 @@ def main():
     check(re.search(r"fsdpsim versions docs/findings --matrix default --json", all_runs["nightly.yml"]) is not None
           and "fsdpsim versions --compare docs/findings/versions.jsonl" in all_runs["nightly.yml"],
           "nightly.yml does not run the default matrix over docs/findings and compare it with docs/findings/versions.jsonl")
+    # `versions` exits 1 when a file reproduces (a finding; the findings reproduce on most releases):
+    # the matrix step must go on to the comparison on 1 and stop on 3 or 4 only.
+    matrix_step = [str(st.get("run", "")) for _, _, st in steps(n) if "fsdpsim versions docs/findings" in str(st.get("run", ""))]
+    check(len(matrix_step) == 1 and '|| rc=$?' in matrix_step[0] and '[ "$rc" -le 1 ] || exit "$rc"' in matrix_step[0],
+          "nightly.yml's matrix step must accept exit 0 and 1 (a reproduction) and stop on 3 or 4 only")
     if errors:
         for e in errors:
             print("FAIL: " + e)

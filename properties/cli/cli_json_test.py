@@ -56,11 +56,11 @@ def main():
     case(["crosscheck", "--seed", "7", "--count", "1", "--against", "upstream", "--out", os.path.join(TMP, "cc_div")], [2],
          {"crosscheck_divergent", "crosscheck_summary", "upstream_versions"}, S.divergent_seed7_pool())
     # the pinned release set is the default Python: here the fake pool
-    case(["versions", patched, "--matrix", "pinned"], [0], {"versions_cell", "versions_summary"}, S.fake_pool(os.path.join(TMP, "patched.jsonl")))
+    case(["versions", patched, "--matrix", "pinned"], [1], {"versions_cell", "versions_summary"}, S.fake_pool(os.path.join(TMP, "patched.jsonl")))
     # --bisect on the stand-in releases (cmd_versions.cpp's $FSDPSIM_FAKE_RELEASES): nothing built
     fake = os.path.join(TMP, "fake-releases.txt")
     open(fake, "w").write("peft==0.15.2 = does not reproduce: step 2\npeft==0.17.1 = reproduces\npeft==0.21.2 = reproduces\n")
-    case(["versions", "--bisect", patched, "--releases", "0.15.2,0.17.1,0.21.2"], [0], {"versions_probe", "versions_bisect"},
+    case(["versions", "--bisect", patched, "--releases", "0.15.2,0.17.1,0.21.2"], [1], {"versions_probe", "versions_bisect"},
          {"FSDPSIM_FAKE_RELEASES": fake})
     kept = os.path.join(ROOT, "docs", "findings", "versions.jsonl")
     flipped = os.path.join(TMP, "flipped.jsonl")

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Progress and colours: the long commands (crosscheck, hunt, explore,
-shrink, check) print progress on stderr and nothing there with --quiet;
+shrink, check) print progress on stderr and nothing there with --quiet; so do
+the steps that block with nothing to count (run on the upstream or real
+backend, versions making a release environment, export), once they pass ~2 s;
 output that is not a terminal holds no escape codes; on a terminal (a pty)
 check colours FAIL red and crosscheck overwrites its progress line in place,
 and NO_COLOR turns the colours off.
@@ -56,6 +58,47 @@ def on_terminal(args, env, stdout_tty=True):
     return p.returncode, got.decode(errors="replace"), rest.decode(errors="replace")
 
 
+def slow_steps():
+    """Steps that block for seconds: stand-ins make each take 3 s or more (a pool slow to start,
+    a release environment slow to make, a long sequence on the real backend)."""
+    obs = os.path.join(TMP, "seed000.jsonl")
+    with open(obs, "w") as f:
+        f.write(run(["run", SEED000, "--json"]).stdout)
+    slow_python = os.path.join(TMP, "slow-release-env")  # release_env.py's stand-in: 3 s, then cannot run
+    with open(slow_python, "w") as f:
+        f.write("#!/bin/sh\nsleep 3\necho 'cannot run: a stand-in release environment' >&2\nexit 1\n")
+    os.chmod(slow_python, 0o755)
+    text = open(SEED000).read()
+    long_seq = os.path.join(TMP, "long.seq")  # 300 ops on the real backend
+    with open(long_seq, "w") as f:
+        f.write(text[:text.index("---\n") + 4] + "eval\ntrain_step\n" * 150)
+    pool = dict(ENV, **S.fake_pool(obs), FAKE_POOL_START_S="3")
+    slow = [("run", ["run", SEED000, "--backend", "model,upstream"], pool),
+            ("versions", ["versions", SEED000, "--upstream", "peft==0.17.0"],
+             dict(ENV, FSDPSIM_PYTHON=slow_python, FSDPSIM_RELEASES_DIR=os.path.join(TMP, "releases"))),
+            ("run", ["run", long_seq, "--backend", "real"], ENV)]
+    if os.access(os.path.join(ROOT, ".venv", "bin", "python"), os.X_OK):  # export starts the real libraries
+        slow.append(("export", ["export", SEED000, "--python", "--out", os.path.join(TMP, "seed000.py")], dict(os.environ)))
+    for tool, args, env in slow:
+        t0 = time.time()
+        loud = run(args, env)
+        took = time.time() - t0
+        lines = loud.stderr.splitlines()
+        if took > 3.0:
+            check(loud.stderr.startswith(tool + ": ") and all(l.startswith(tool + ": ") for l in lines),
+                  "%s (%.1f s): no progress line on stderr: %r" % (" ".join(args[:4]), took, loud.stderr[-400:]))
+            # into a pipe a line every 10 s, the first after ~2 s
+            check(len(lines) <= 2 + int(took / 10), "%s: %d progress lines in %.1f s: %r" % (args[0], len(lines), took, lines[:6]))
+        check("\x1b" not in loud.stderr + loud.stdout and "\r" not in loud.stderr, "%s: escape codes into a pipe" % args[0])
+        quiet = run(args + ["--quiet"], env)
+        check(quiet.stderr == "", "%s --quiet: stderr %r" % (" ".join(args[:4]), quiet.stderr[:400]))
+        check(quiet.returncode == loud.returncode, "%s --quiet changed the exit code: %d vs %d" % (args[0], quiet.returncode, loud.returncode))
+    # On a terminal the line is redrawn in place and erased before the result is printed.
+    code, err, out = on_terminal(slow[0][1], pool, stdout_tty=False)
+    check(code == 1 and "\rrun: " in err and err.endswith("\r\x1b[K") and "\x1b" not in out and "findings" in out,
+          "run's progress on a terminal: %d %r" % (code, err[-300:]))
+
+
 def main():
     for name, args in LONG.items():
         t0 = time.time()
@@ -93,6 +136,7 @@ def main():
     code, err, _ = on_terminal(LONG["hunt"], ENV, stdout_tty=False)
     check(code == 0 and "\rhunt: triage: " in err and "\x1b[K" in err and err.count("\n") <= 8,
           "hunt progress on a terminal: %d lines: %r" % (err.count("\n"), err[-400:]))
+    slow_steps()
     return S.finish("progress on stderr, --quiet, colours and escape codes only on a terminal")
 
 if __name__ == "__main__":

@@ -524,7 +524,7 @@ TEST(Cli, TriageCheckComparesSignatureLines) {
   std::string good = write("triage_good.seq", "# signature: S4:key_error | unshard(S) *(U)\n" + std::string(kGood) + "eval\nsave_optimizer\n");
   Result r = run("triage --check " + good);
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("known optimizer_ckpt_reshard=on"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", removed by optimizer_ckpt_reshard=on"), std::string::npos) << r.out;  // the verdict word: cli_words_test
   std::string stale = write("triage_stale.seq", "# signature: S4:save_optimizer:key_error\n" + std::string(kGood) + "eval\nsave_optimizer\n");
   Result s = run("triage --check " + stale);
   EXPECT_EQ(s.code, 1) << s.out;

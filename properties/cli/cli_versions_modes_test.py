@@ -5,7 +5,7 @@ $FSDPSIM_RELEASES_DIR stands for PyPI's, so no environment is built and no
 network is used. Checked: the answer is exact and the probe count at most
 2 + ceil(log2 n) (plus one per release that cannot run); --json is
 schema-checked; PyPI out of reach with nothing kept is exit 4; a malformed
---releases is exit 3 with its column. --compare: the kept matrix against itself
+--releases is exit 3 with its column. A reproduction (matrix or bisect) is exit 1, a finding. --compare: the kept matrix against itself
 is exit 0, with one verdict changed exit 1 naming it. --against: only changed
 files are printed, exit 0 / 1; a missing PATH is exit 3.
 
@@ -64,7 +64,7 @@ truth = {v: "does not reproduce: step 2 rank 0: expected finding=S1" for v in RE
 for v in RELEASES[RELEASES.index("0.15.1"):RELEASES.index("0.20.0")]:
     truth[v] = "reproduces"
 r, a = bisect("middle", truth, "0.13..peft==0.21.2", inside=True)
-check(r.returncode == 0, "middle: exit %d: %s" % (r.returncode, r.stderr[-600:]))
+check(r.returncode == 1, "middle (found: a reproduction is a finding): exit %d: %s" % (r.returncode, r.stderr[-600:]))
 check(a.get("releases") == 18 and a.get("first_reproducing") == "0.15.1" and a.get("clean_before") == "0.15.0"
       and a.get("last_reproducing") == "0.19.1" and a.get("fixed_in") == "0.20.0", "middle: %s" % a)
 
@@ -90,17 +90,46 @@ check(a.get("first_reproducing") == "0.21.2" and a.get("unknown_before") == ["0.
 truth = {v: "does not reproduce: x" for v in RELEASES}
 truth["0.17.0"] = "reproduces"
 r, a = bisect("inside", truth, "0.15.0..0.19.1", inside=True)
-check(r.returncode == 0 and a.get("first_reproducing") == "0.17.0" and a.get("fixed_in") == "0.17.1", "inside: %s" % a)
-# Nowhere: not found, exit 1, the text saying what was searched.
+check(r.returncode == 1 and a.get("first_reproducing") == "0.17.0" and a.get("fixed_in") == "0.17.1", "inside: %s" % a)
+# Nowhere: not found, no finding (exit 0), the text saying what was searched.
 truth = {v: "does not reproduce: x" for v in RELEASES}
 r, a = bisect("nowhere", truth, "0.15.0..0.19.1", inside=True)
-check(r.returncode == 1 and a.get("found") is False, "nowhere: exit %d %s" % (r.returncode, a))
+check(r.returncode == 0 and a.get("found") is False, "nowhere: exit %d %s" % (r.returncode, a))
+
+# The matrix run: a file reproducing on a release is a finding (exit 1), as `run` exits 1 on one;
+# not reproducing (or not runnable) anywhere is exit 0.
+for verdict, code in (("reproduces", 1), ("does not reproduce: step 2", 0), ("cannot run: ImportError", 0)):
+    r = fsdpsim(["versions", seq, "--upstream", "peft==0.17.0"], env=stand_in("matrix-" + verdict.split(":")[0].replace(" ", "-"), {"0.17.0": verdict}))
+    check(r.returncode == code, "versions on one release that %s: exit %d, expected %d: %s %s"
+          % (verdict, r.returncode, code, r.stdout[-400:], r.stderr[-400:]))
 
 # PyPI out of reach, nothing kept: exit 4 naming what to do.
 env = {"FSDPSIM_RELEASES_DIR": os.path.join(TMP, "empty"), "FSDPSIM_PYPI_URL": "http://127.0.0.1:9", "FSDPSIM_PYTHON": "python3"}
 r = fsdpsim(["versions", "--bisect", seq, "--releases", "0.13..0.21.2"], env=env)
 check(r.returncode == 4 and "cannot list peft's releases" in r.stderr and "--releases A,B,C" in r.stderr,
       "offline: exit %d: %s" % (r.returncode, r.stderr[-600:]))
+
+# The releases cache is per user, never the source tree: without $FSDPSIM_RELEASES_DIR it is
+# $XDG_CACHE_HOME/fsdpsim/releases, else ~/.cache/fsdpsim/releases. PyPI's list kept there (and
+# nowhere else) is what an offline bisect reads; the source tree gains no .venv-releases/.
+def cache_env(**extra):
+    e = {k: v for k, v in os.environ.items() if k not in ("FSDPSIM_RELEASES_DIR", "XDG_CACHE_HOME")}
+    e.update(FSDPSIM_PYPI_URL="http://127.0.0.1:9", FSDPSIM_PYTHON="python3", **extra)
+    return e
+
+
+in_tree = os.path.join(S.root, ".venv-releases")
+had_tree_cache = os.path.exists(in_tree)
+for name, env_extra, cache in (("xdg", {"XDG_CACHE_HOME": os.path.join(TMP, "xdg"), "HOME": os.path.join(TMP, "nohome")},
+                                os.path.join(TMP, "xdg", "fsdpsim", "releases")),
+                               ("home", {"HOME": os.path.join(TMP, "home")}, os.path.join(TMP, "home", ".cache", "fsdpsim", "releases"))):
+    kept_list = stand_in("cache-" + name, {v: "reproduces" for v in RELEASES})
+    os.makedirs(cache)
+    os.replace(os.path.join(kept_list["FSDPSIM_RELEASES_DIR"], "pypi-peft.txt"), os.path.join(cache, "pypi-peft.txt"))
+    r = subprocess.run([S.fsdpsim, "versions", "--bisect", seq, "--releases", "0.17.0..0.17.1", "--json"], capture_output=True, text=True,
+                       timeout=600, env=cache_env(FSDPSIM_FAKE_RELEASES=kept_list["FSDPSIM_FAKE_RELEASES"], **env_extra))
+    check(r.returncode == 1 and '"found":true' in r.stdout, "releases cache under %s: exit %d: %s %s" % (cache, r.returncode, r.stdout[-300:], r.stderr[-300:]))
+check(os.path.exists(in_tree) == had_tree_cache, "versions made %s in the source tree" % in_tree)
 
 # Bad input: the column of the bad part.
 r = fsdpsim(["versions", "--bisect", seq, "--releases", "0.15.0,0.14.0"], env=env)

@@ -11,6 +11,7 @@ $FAKE_POOL_MODE changes that:
   no_ready     never sends the ready line
   exit_early   "ModuleNotFoundError: No module named 'peft'" on stderr, exit 1, before ready
   stubborn     ignores quit, stdin EOF and SIGTERM (the client must SIGKILL)
+$FAKE_POOL_START_S: seconds it takes before its ready line, as torch's import does.
 $FAKE_POOL_UNOBSERVED: a comma list sent as the ready line's "unobserved".
 $FAKE_POOL_PIDFILE: its pid and its W "rank" children's pids, one a line.
 $FAKE_POOL_LOG: the argv and every request it reads, appended as lines.
@@ -49,6 +50,7 @@ def main():
         sys.exit(1)
     if mode == "no_ready":
         time.sleep(600)
+    time.sleep(float(os.environ.get("FAKE_POOL_START_S", "0")))
     ready = {"event": "ready", "world": world,
              "versions": {"torch": "2.13.0+cpu", "peft": "0.21.2", "accelerate": "1.15.0", "transformers": "5.24.0",
                           "python": "3.11.7"}}

@@ -151,7 +151,8 @@ TEST(Generator, DrawListParsesOrNamesWhatWasExpected) {
   EXPECT_EQ(opt.per_rank_data_percent, 100);
   EXPECT_EQ(apply_draws("grouped=40", &opt), "");
   EXPECT_EQ(opt.grouped_percent, 40);
-  EXPECT_NE(apply_draws("checkpoint=101", &opt).find("a percentage 0..100"), std::string::npos);
+  EXPECT_NE(apply_draws("checkpoint=101", &opt).find("checkpoint= expects a percentage, a whole number in 0..100, got 101 (larger than 100)"),
+            std::string::npos);
   EXPECT_NE(apply_draws("checkpoint", &opt).find("got 'checkpoint'"), std::string::npos);
   EXPECT_NE(apply_draws("experts=3", &opt).find("unknown 'experts'"), std::string::npos);
   EXPECT_NE(apply_draws("checkpoint=3,", &opt).find("got ''"), std::string::npos);

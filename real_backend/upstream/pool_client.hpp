@@ -108,13 +108,13 @@ bool diff_field_in(const std::string& diff, const std::vector<std::string>& fiel
 int run_python_module(const std::string& module, const std::vector<std::string>& args, std::string* error);
 
 // The Python of a release set's environment (release_env.py builds it on first
-// use, cached in .venv-releases/): 0 with *python (empty for the pinned set:
-// the default Python, $FSDPSIM_PYTHON or .venv's); 3 (a malformed set) or 1
+// use, kept in the per-user releases cache, release_env.py::releases_dir): 0
+// with *python (empty for the pinned set: the default Python, $FSDPSIM_PYTHON or .venv's); 3 (a malformed set) or 1
 // (cannot be installed or imported: "cannot run: ...") with *message; -1 when
 // .venv's Python is missing.
 int release_python(const std::string& set, std::string* python, std::string* message);
 // The package's final releases on PyPI, oldest first (release_env.py --list,
-// cached a day in .venv-releases/): 0, or 4 with *message when PyPI cannot be
+// cached a day in the releases cache): 0, or 4 with *message when PyPI cannot be
 // reached and nothing is cached; -1 when .venv's Python is missing.
 int release_list(const std::string& package, std::vector<std::string>* versions, std::string* message);
 

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <iostream>
 
+#include "model/vocab/number.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/suggest.hpp"
 #include "model/vocab/text.hpp"
@@ -22,14 +23,11 @@ bool allowed_has(const std::vector<std::string>& allowed, const char* flag) {
   return false;
 }
 
+// model/vocab/number.hpp: the .seq parser's reader too, so both say the value, the range and why.
 int64_t to_int(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
-  if (v.empty() || v.size() > 18) usage_error(flag + " expects a number, got '" + v + "'");
   int64_t x = 0;
-  for (char c : v) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) usage_error(flag + " expects a number, got '" + v + "'");
-    x = x * 10 + (c - '0');
-  }
-  if (x < lo || x > hi) usage_error(flag + " expects " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + v);
+  const std::string why = read_whole_number(v, lo, hi, &x);
+  if (!why.empty()) usage_error(flag + " expects " + why);
   return x;
 }
 

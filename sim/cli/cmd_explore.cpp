@@ -80,6 +80,27 @@ void print_explore_json(const std::string& source, const SeqFile& f, const Explo
   }
 }
 
+// Every --ops item names an op kind or op text of the alphabet: a typo or an op this
+// scenario never explores is refused with the nearest names, not dropped.
+void check_ops(const std::vector<std::string>& ops, const std::vector<Op>& alphabet, bool full) {
+  std::vector<std::string> words;  // op kinds, then op texts, each once
+  for (const Op& op : alphabet)
+    if (std::find(words.begin(), words.end(), op_name(op.kind)) == words.end()) words.push_back(op_name(op.kind));
+  std::string kinds;
+  for (const auto& w : words) kinds += (kinds.empty() ? "" : ", ") + w;
+  for (const Op& op : alphabet)
+    if (std::find(words.begin(), words.end(), op_text(op)) == words.end()) words.push_back(op_text(op));
+  for (const auto& o : ops) {
+    if (std::find(words.begin(), words.end(), o) != words.end()) continue;
+    std::string hint = did_you_mean(o, words);
+    if (hint.empty()) hint = " (the alphabet's op kinds: " + kinds + ")";
+    bool is_kind = false;
+    for (int k = 0; k < kOpKindCount; ++k) is_kind = is_kind || o == op_name(static_cast<OpKind>(k));
+    if (is_kind) usage_error("--ops: '" + o + "' is not in this scenario's alphabet" + (full ? "" : " (--full adds every op variant)") + hint);
+    usage_error("--ops: unknown op '" + o + "'" + hint);
+  }
+}
+
 }  // namespace
 
 void bench_explorer(std::ostream& os, double budget, bool json) {
@@ -137,10 +158,7 @@ int cmd_explore(const Args& a) {
   opt.max_seconds = a.have_seconds ? a.seconds : 0;
   Progress progress("explore", a.quiet);
   opt.progress = &progress.as_stream();
-  bool any = a.ops.empty();
-  for (const Op& op : explore_alphabet(f.scenario, opt.rank_ops, opt.full_alphabet))
-    for (const auto& o : a.ops) any = any || o == op_text(op) || o == op_name(op.kind);
-  if (!any) usage_error("--ops matches no op of this scenario's alphabet");
+  check_ops(a.ops, explore_alphabet(f.scenario, opt.rank_ops, opt.full_alphabet), opt.full_alphabet);
   check_drawing(a);
   ExploreResult r = explore(f, opt);
   progress.done();

@@ -14,6 +14,7 @@
 #include "model/vocab/profile.hpp"
 #include "real_backend/upstream/pool_client.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/progress.hpp"
 #include "sim/triage.hpp"
 
 namespace fsdpsim::cli {
@@ -71,7 +72,12 @@ int cmd_export(const Args& a) {
   std::vector<std::string> args = {tmp, "--switches", switches_json(profile), "--name", file};
   if (!a.out.empty()) args.insert(args.end(), {"--out", a.out});
   std::string error;
-  int rc = upstream::run_python_module("fsdpsim_upstream.export", args, &error);
+  int rc = 0;
+  {
+    Progress progress("export", a.quiet);
+    Waiting waiting(progress, "writing the script with the upstream libraries");  // starts the pool: seconds
+    rc = upstream::run_python_module("fsdpsim_upstream.export", args, &error);
+  }
   std::remove(tmp.c_str());
   if (rc < 0) {
     std::cerr << "fsdpsim: " << error << "\n";

@@ -126,8 +126,7 @@ int cmd_hunt(const Args& a) {
   for (const char* d : {"corpus/regressions", "corpus/divergences"})
     if (a.corpus.empty() && std::filesystem::is_directory(d)) corpus.push_back(d);
   HuntOptions o;
-  // By default the model gets 10 s either way: all of 10 with --model-only, a third of 30 otherwise.
-  o.seconds = a.have_seconds ? a.seconds : a.model_only ? 10.0 : 30.0;
+  o.seconds = a.have_seconds ? a.seconds : a.model_only ? kHuntModelOnlyDefaultSeconds : kHuntDefaultSeconds;
   o.world = a.world > 0 ? a.world : 2;
   o.profile = a.profile.empty() ? "upstream" : a.profile;
   o.seed = a.have_seed ? a.seed : 1;
@@ -215,9 +214,11 @@ int cmd_triage(const Args& a) {
     // A minimal sequence often shows several findings at its last op: the recorded class
     // names which one (its spec and status) the file keeps.
     const bool found = triage(f, &t, {}, recorded.substr(0, recorded.find(' ')));
+    // The catalogue's verdict word (as the hunt's table and the finding pages print it), not the triage's own.
+    const std::string verdict = found ? root_verdict_word(root_cause_entry(t.root_cause.id).verdict) : "none";
     if (a.json)
       JsonRecord("triage")
-          .str("file", file).str("class", found ? class_file_stem(t) : "").str("verdict", found ? verdict_name(t.verdict) : "none")
+          .str("file", file).str("class", found ? class_file_stem(t) : "").str("verdict", verdict)
           .str("fix_switch", found ? t.fix_switch : "").str("signature", found ? t.signature : "").str("recorded", recorded)
           .str("root_cause", found ? t.root_cause.id : "")
           .print(std::cout);
@@ -230,8 +231,8 @@ int cmd_triage(const Args& a) {
       continue;
     }
     if (!a.json)
-      std::cout << file << "\t" << class_file_stem(t) << "\t" << t.root_cause.id << "\t" << verdict_name(t.verdict)
-                << (t.fix_switch.empty() ? "" : " " + t.fix_switch) << "\t" << t.signature << "\n";
+      std::cout << file << "\t" << class_file_stem(t) << "\t" << t.root_cause.id << "\t" << verdict
+                << (t.fix_switch.empty() ? "" : ", removed by " + t.fix_switch) << "\t" << t.signature << "\n";
     if (a.check && recorded != t.signature) {
       std::cerr << file << ": signature line says '" << recorded << "', triage computes '" << t.signature << "'\n";
       code = kFinding;

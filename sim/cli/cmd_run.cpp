@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "model/vocab/profile.hpp"
@@ -190,8 +191,13 @@ int cmd_run(const Args& a) {
   apply_overrides(f, a, file);
   check_memory(f, a, file);
   const Profile profile = effective_profile(f.scenario);
+  // The real and upstream backends take seconds (a pool starting, thousands of ops): say so meanwhile.
+  Progress progress("run", a.quiet);
+  std::optional<Waiting> waiting;
+  if (uses(a.backends, Backend::Real) || uses(a.backends, Backend::Upstream)) waiting.emplace(progress, file + " on " + a.backend);
   RealPools pools = pools_of(a);
   BackendRun res = run_backend(f, a.backends, pools);
+  waiting.reset();
   if (res.infra_failure) {
     std::cerr << "fsdpsim: " << res.infra_message << "\n";
     return kInfra;

@@ -5,7 +5,8 @@
 // (every expectation of the file holds, its recorded finding included),
 // `does not reproduce`, `cannot run: <reason>` (the set does not install or
 // import, or the harness calls an API the release lacks), or `broken: <why>`
-// (an infrastructure failure: exit 4).
+// (an infrastructure failure: exit 4). Exit 1 when a file reproduces on some
+// release: a reproduction is a finding, as everywhere else.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -216,22 +217,26 @@ int cmd_versions(const Args& a) {
   int counts[4] = {0, 0, 0, 0};  // reproduces, does not reproduce, cannot run, broken
   for (const auto& set : sets) {
     if (interrupted()) break;
-    progress.status(set.text() + ": environment");
     const auto te = Clock::now();
     std::string python, message;
     const bool fake = std::getenv("FSDPSIM_FAKE_RELEASES") && *std::getenv("FSDPSIM_FAKE_RELEASES");  // the test seam
-    const int rc = fake ? 0 : upstream::release_python(set.text(), &python, &message);
+    int rc = 0;
+    if (!fake) {
+      Waiting waiting(progress, set.text() + ": its environment (made on first use: about half a minute)");
+      rc = upstream::release_python(set.text(), &python, &message);
+    }
     env_seconds += since(te);
     RealPools pools(real::RankMode::Processes, std::chrono::milliseconds(a.timeout_ms));
     pools.set_upstream_python(python);
     std::map<std::string, std::string> versions;
     for (size_t i = 0; i < files.size(); ++i) {
       if (interrupted()) break;
-      progress.status(set.text() + ": " + std::to_string(i + 1) + "/" + std::to_string(files.size()));
       const auto tf = Clock::now();
       Cell c;
-      if (!fake_cell(files[i], set.text(), &c))
+      if (!fake_cell(files[i], set.text(), &c)) {
+        Waiting waiting(progress, set.text() + ": " + std::to_string(i + 1) + "/" + std::to_string(files.size()) + " " + files[i]);
         c = rc == 0 ? run_file(files[i], pools) : Cell{"cannot run", message.empty() ? "release_env exit " + std::to_string(rc) : message};
+      }
       if (c.verdict == "cannot run" && c.detail.compare(0, 12, "cannot run: ") == 0) c.detail = c.detail.substr(12);
       c.seconds = since(tf);
       ++counts[c.verdict == "reproduces" ? 0 : c.verdict == "does not reproduce" ? 1 : c.verdict == "cannot run" ? 2 : 3];
@@ -268,7 +273,8 @@ int cmd_versions(const Args& a) {
   }
   if (interrupted()) return interrupted_exit(interrupted());
   if (counts[3]) return kInfra;
-  return counts[1] ? kFinding : kClean;
+  // A reproduction is a finding, exit 1, as `run` and `check` treat a finding (docs/guide/command-line.md).
+  return counts[0] ? kFinding : kClean;
 }
 
 }  // namespace fsdpsim::cli

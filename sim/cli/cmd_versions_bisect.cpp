@@ -3,7 +3,8 @@
 // and the first later one where it is gone, over PEFT's releases on PyPI in a
 // range (release_env.py --list) or a list given, probing a logarithmic number
 // of release environments (sim/release_bisect.hpp; it assumes the root cause
-// appears once and is fixed once).
+// appears once and is fixed once). Exit 1 when a probed release reproduces (a
+// finding, as everywhere), 0 when none does.
 #include <chrono>
 #include <cstring>
 #include <iomanip>
@@ -122,7 +123,11 @@ int cmd_versions_bisect(const Args& a) {
   std::string broken;
   const BisectAnswer b = bisect_releases(rel.size(), [&](size_t i) {
     if (interrupted() || !broken.empty()) return ProbeVerdict::CannotRun;  // ends the search: reported below
-    Cell c = run_on_release(a.bisect, "peft==" + rel[i], a, &env_seconds[i]);
+    Cell c;
+    {
+      Waiting waiting(progress, "probe " + std::to_string(probes + 1) + ": peft " + rel[i] + " (its environment made on first use)");
+      c = run_on_release(a.bisect, "peft==" + rel[i], a, &env_seconds[i]);
+    }
     ++probes;
     std::ostringstream line;
     line << "probe " << probes << ": peft " << rel[i] << ": " << c.verdict << (c.detail.empty() ? "" : ": " + c.detail) << " ("
@@ -154,7 +159,7 @@ int cmd_versions_bisect(const Args& a) {
       r.strs("unknown_before", names(rel, b.unknown_before)).strs("unknown_after", names(rel, b.unknown_after));
     }
     r.real("seconds", seconds).print(std::cout);
-    return b.found ? kClean : kFinding;
+    return b.found ? kFinding : kClean;  // a release that reproduces is a finding
   }
   std::cout << "bisect " << a.bisect << ": PEFT " << rel.front() << ".." << rel.back() << ", " << rel.size() << " releases, " << probes
             << " probed (assumes it appears in one release and is fixed in one later release)\n";
@@ -166,11 +171,11 @@ int cmd_versions_bisect(const Args& a) {
   if (!b.found) {
     std::cout << "no probed release reproduces: neither end of the range, nor the midpoints swept between them (a narrower range "
                  "strictly inside can be missed: name a range with an end that reproduces)\n";
-    return kFinding;
+    return kClean;
   }
   std::cout << appears_line(b, rel) << "\n" << fixed_line(b, rel) << "\n";
   std::cout << std::fixed << std::setprecision(1) << seconds << " s\n" << std::defaultfloat;
-  return kClean;
+  return kFinding;
 }
 
 }  // namespace fsdpsim::cli

@@ -6,6 +6,7 @@
 
 #include "model/vocab/suggest.hpp"
 #include "sim/builtin_scenarios.hpp"
+#include "sim/hunt.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/output.hpp"
 
@@ -15,14 +16,14 @@ using namespace fsdpsim::cli;
 namespace {
 
 const char* kUsage =
-    "usage: fsdpsim                         the hunt (below) with its defaults\n"
+    "usage: fsdpsim [HUNT FLAGS]            the hunt (below); flags with no command before them are the hunt's\n"
     "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-unreported] [--profile P] [--seed S] [--json]\n"
     "                    [--model-only]     no confirmation on the real and upstream backends\n"
     "                    [--scripts]        also export each root cause's shortest class and run it under torchrun\n"
     "                    [--corpus DIR] [--fail-on-uncatalogued]   (default corpus/regressions and corpus/divergences: each class's regression file)\n"
     "                    [--junit FILE]     a testcase per class\n"
     "                    [--html OUT.html]  the catalogue as one page, each class linked to its timeline\n"
-    "                                             explore and fuzz the built-in scenarios for T s (default 10),\n"
+    "                                             explore and fuzz the built-in scenarios for T s (default @HUNT_SECONDS@),\n"
     "                                             triage into classes, confirm on real (and upstream), catalogue\n"
     "       fsdpsim triage PATH... [--check] [--out DIR] [--profile P] [--json]   each file's class signature and root cause\n"
     "       fsdpsim findings [PATH...] [--out DIR] [--check]   the finding pages (default DIR docs/findings) from the\n"
@@ -70,7 +71,7 @@ const char* kUsage =
     "                                             the sequence drawn as one self-contained HTML timeline\n"
     "       fsdpsim versions PATH... [--matrix NAME | --upstream SET] [--json]   each file on every release set of\n"
     "                                             a matrix (real_backend/upstream/matrix.txt, default `default`):\n"
-    "                                             reproduces / does not reproduce / cannot run (exit 1: one does not)\n"
+    "                                             reproduces / does not reproduce / cannot run (exit 1: one reproduces)\n"
     "       fsdpsim versions --bisect FILE [--releases A..B | A,B,C] [--json]   the first PEFT release FILE reproduces\n"
     "                                             on and the first later one it is gone in (PyPI's releases A..B;\n"
     "                                             default the default matrix's span), a logarithmic number of probes\n"
@@ -79,18 +80,31 @@ const char* kUsage =
     "       fsdpsim versions --against PATH FILE... [--json]   the files whose verdict changes from the pinned PEFT\n"
     "                                             to PATH, a local checkout or wheel (exit 1: one changed)\n"
     "       (run, check, versions: --upstream peft==X[,accelerate==Y,transformers==Z], the upstream pool on that\n"
-    "        release set, its environment made on first use in .venv-releases/)\n"
+    "        release set, its environment made on first use in $FSDPSIM_RELEASES_DIR, else\n"
+    "        $XDG_CACHE_HOME/fsdpsim/releases, else ~/.cache/fsdpsim/releases)\n"
     "exit codes: 0 clean, 1 finding or failed expectation, 2 divergence between backends,\n"
     "            3 bad input or usage, 4 infrastructure failure\n"
     "every command: --quiet (no progress lines on stderr), --help; --json: one object per line, each with a\n"
     "            \"type\" (docs/cli-json.schema.json); colours only when stdout is a terminal and NO_COLOR is unset\n";
+
+// kUsage with the hunt's default budgets filled in from sim/hunt.hpp, the one place they are set.
+const std::string& usage() {
+  static const std::string text = [] {
+    std::string u = kUsage;
+    const std::string mark = "@HUNT_SECONDS@";
+    u.replace(u.find(mark), mark.size(),
+              std::to_string(kHuntDefaultSeconds) + "; " + std::to_string(kHuntModelOnlyDefaultSeconds) + " with --model-only");
+    return u;
+  }();
+  return text;
+}
 
 // The usage lines of one command: its own lines and their continuations, the
 // notes on backends for the commands that take --backend, and the exit codes.
 std::string command_usage(const std::string& cmd) {
   static const std::string with_backend = " run check crosscheck shrink cost report ";
   const bool backend_notes = with_backend.find(" " + cmd + " ") != std::string::npos;
-  std::istringstream in(kUsage);
+  std::istringstream in(usage());
   std::string line, out;
   bool mine = false, note = false, exit_codes = false;
   while (std::getline(in, line)) {
@@ -152,12 +166,17 @@ int dispatch(const std::vector<std::string>& args) {
     std::string cmd = args[0];
     std::vector<std::string> rest(args.begin() + 1, args.end());
     if (cmd == "-h" || cmd == "--help" || cmd == "help") {
-      std::cout << kUsage << builtin_usage();
+      std::cout << usage() << builtin_usage();
       return kClean;
     }
     if (cmd == "--version" || cmd == "-V" || cmd == "version") {
       std::cout << kVersion;
       return kClean;
+    }
+    // Flags with no command before them are the default command's: `fsdpsim --seconds 3` is a hunt.
+    if (cmd.rfind("--", 0) == 0) {
+      rest = args;
+      cmd = "hunt";
     }
     for (const char* known : kCommands)
       if (cmd == known && (asks_for_help(rest) || (cmd != "demo" && cmd != "profiles" && cmd != "hunt" && rest.size() == 1 && rest[0] == "help"))) {
@@ -212,7 +231,7 @@ int dispatch(const std::vector<std::string>& args) {
       std::cerr << "fsdpsim: unknown command '" << cmd << "'" << hint << " (fsdpsim --help lists the commands)\n";
       return kBadInput;
     }
-    std::cerr << "fsdpsim: unknown command '" << cmd << "'\n" << kUsage;
+    std::cerr << "fsdpsim: unknown command '" << cmd << "'\n" << usage();
     return kBadInput;
   }
 }

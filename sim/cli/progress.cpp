@@ -97,6 +97,33 @@ std::ostream& Progress::as_stream() {
   return *stream_;
 }
 
+Waiting::Waiting(Progress& progress, std::string text) : progress_(progress), text_(std::move(text)) {
+  if (!progress_.quiet_) thread_ = std::thread([this] { loop(); });
+}
+
+Waiting::~Waiting() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  progress_.clear();
+}
+
+void Waiting::loop() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto every = progress_.terminal_ ? kStatusEvery : std::chrono::seconds(kStatusEveryPiped);
+  auto next = t0 + kAfter;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_until(lock, next, [this] { return stop_; })) {
+    const auto s = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0).count();
+    progress_.emit(text_ + " (" + std::to_string(s) + " s)", false);
+    next += every;
+  }
+}
+
 bool colour_stdout() {
   static const bool on = [] {
     const char* no = std::getenv("NO_COLOR");

@@ -3,9 +3,12 @@
 // --quiet; and colours on stdout, only on a terminal and without NO_COLOR.
 #pragma once
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <string>
+#include <thread>
 
 namespace fsdpsim::cli {
 
@@ -33,6 +36,7 @@ class Progress {
   std::ostream& as_stream();
 
  private:
+  friend class Waiting;
   using Clock = std::chrono::steady_clock;
   void emit(const std::string& text, bool stays);
   std::string tool_;
@@ -43,6 +47,31 @@ class Progress {
   Clock::time_point start_, last_;
   std::unique_ptr<std::ostream> stream_;
   std::unique_ptr<std::streambuf> buf_;
+};
+
+// A step that blocks for seconds with nothing to count (an upstream pool's
+// start, a release environment being made, a long run on the real or upstream
+// backend): while it lasts, a second thread shows "TOOL: TEXT (N s)" once it
+// has taken kAfter, then on a terminal redrawn each second in place, elsewhere
+// a line every 10 s; nothing for a shorter step, nothing with --quiet. The
+// scope must not use `progress` itself; on a terminal the line is erased at
+// the end, before the command prints its result.
+class Waiting {
+ public:
+  static constexpr std::chrono::milliseconds kAfter{2000};
+  Waiting(Progress& progress, std::string text);
+  ~Waiting();
+  Waiting(const Waiting&) = delete;
+  Waiting& operator=(const Waiting&) = delete;
+
+ private:
+  void loop();
+  Progress& progress_;
+  std::string text_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 // True when stdout is a terminal and NO_COLOR is unset or empty (no-color.org).

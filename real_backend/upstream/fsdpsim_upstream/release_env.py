@@ -1,5 +1,7 @@
 """Virtual environments for a release set ("peft==0.17.1,accelerate==1.6.0"),
-made on demand and cached under .venv-releases/<normalized set>/ beside .venv.
+made on demand and cached under <releases>/<normalized set>/, where <releases> is
+$FSDPSIM_RELEASES_DIR, else $XDG_CACHE_HOME/fsdpsim/releases, else
+~/.cache/fsdpsim/releases: a per-user cache, never the source tree.
 
 Every set shares .venv's one torch: the set's interpreter is .venv's base
 Python, and a .pth file in its site-packages appends .venv's site-packages
@@ -187,6 +189,19 @@ def shared_version(root, name):
     return "?"
 
 
+def releases_dir():
+    """The cache of release environments: $FSDPSIM_RELEASES_DIR, else the XDG cache
+    ($XDG_CACHE_HOME, else ~/.cache)/fsdpsim/releases. Per user and outside the
+    sources, which may be read-only, shared, or a checkout someone cleans."""
+    override = os.environ.get("FSDPSIM_RELEASES_DIR")
+    if override:
+        return override
+    cache = os.environ.get("XDG_CACHE_HOME")
+    if not cache or not os.path.isabs(cache):  # the XDG base-directory spec: a relative value is ignored
+        cache = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "fsdpsim", "releases")
+
+
 def ensure(root, text, releases=None):
     """(python path, record) of the set's environment, built when absent."""
     import fcntl
@@ -194,7 +209,7 @@ def ensure(root, text, releases=None):
     if not pins["peft"].startswith("@") and all(shared_version(root, n) == v for n, v in pins.items()):
         # the pinned release set is .venv itself: nothing to build
         return base_python(root), {"set": normalize(pins), "shared": True}
-    releases = releases or os.environ.get("FSDPSIM_RELEASES_DIR") or os.path.join(root, ".venv-releases")
+    releases = releases or releases_dir()
     os.makedirs(releases, exist_ok=True)
     final = os.path.join(releases, dir_name(pins))
     stamp = os.path.join(final, "fsdpsim-release.json")
@@ -223,7 +238,7 @@ def list_releases(root, package, releases=None):
     find-links directory, and a local mirror holding one wheel would pass for
     the whole history. $FSDPSIM_PYPI_URL replaces https://pypi.org (tests)."""
     import urllib.request
-    releases = releases or os.environ.get("FSDPSIM_RELEASES_DIR") or os.path.join(root, ".venv-releases")
+    releases = releases or releases_dir()
     cache = os.path.join(releases, f"pypi-{package}.txt")
     if os.path.exists(cache) and time.time() - os.path.getmtime(cache) < LIST_MAX_AGE_S:
         with open(cache) as f:
@@ -256,7 +271,8 @@ def main(argv=None):
     ap.add_argument("set", nargs="?")
     ap.add_argument("--list", metavar="PACKAGE", choices=["peft"], help="print the package's releases, oldest first")
     ap.add_argument("--root", default=os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
-    ap.add_argument("--releases", default=None, help="cache directory (default: ROOT/.venv-releases)")
+    ap.add_argument("--releases", default=None, help="cache directory (default: $FSDPSIM_RELEASES_DIR, else $XDG_CACHE_HOME/fsdpsim/releases, "
+                    "else ~/.cache/fsdpsim/releases)")
     ap.add_argument("--normalize", action="store_true", help="print the normalized set and exit")
     args = ap.parse_args(argv)
     if args.list:
