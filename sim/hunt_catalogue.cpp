@@ -125,13 +125,16 @@ void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& f
   const std::vector<HuntRootCause> rcs = root_causes_of(r, findings_dir);
   std::map<RootVerdict, int> counts;
   for (const auto& rc : rcs) ++counts[rc.entry.verdict];
-  os << rcs.size() << " root causes:";
+  // The counts per verdict, continued on an indented line where they pass 120 columns.
+  std::string line = std::to_string(rcs.size()) + " root causes:";
   bool first = true;
   for (const auto& [v, n] : counts) {
-    os << (first ? " " : ", ") << n << " " << root_verdict_word(v);
+    const std::string item = std::to_string(n) + " " + root_verdict_word(v);
+    if (line.size() + item.size() + 2 > 120) os << line << ",\n", line = "  " + item;
+    else line += (first ? " " : ", ") + item;
     first = false;
   }
-  os << "\n";
+  os << line << "\n";
   std::vector<std::vector<std::string>> rows = {{"root cause", "verdict", "spec", "cls", "confirmed", "repro", "symptom"}};
   for (const auto& rc : rcs) rows.push_back({rc.entry.id, root_verdict_word(rc.entry.verdict), rc.specs, std::to_string(rc.classes.size()),
                                              rc.confirmed, rc.repro.empty() ? "-" : "yes", ""});

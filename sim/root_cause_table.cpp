@@ -304,7 +304,7 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "None needed; a warning in merge when A and B require grad would help.", ""},
       {"backward-of-merged-forward",
        "A backward of a forward taken while merged has no LoRA path: no_grad_fn after the unmerge",
-       V::Documented, "PEFT's merged forward runs the base layer only",
+       V::Misuse, "merging is for inference: a merged layer's forward runs the base layer only, so its output has no adapter path to train",
        {{L::Peft, "peft/tuners/lora/layer.py", "Linear.forward", "a merged layer returns the base layer's output"}},
        {},
        "A merged layer's forward returns the base output only, so its graph holds no adapter parameter; a backward of "
@@ -373,8 +373,10 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "None in torch (feature request pytorch#156784).", ""},
       {"unsynced-grads-reach-next-adapter",
        "A gradient kept on the unsharded copy by an unsynced micro-batch is reduced into the next adapter's step",
-       V::Documented, "FSDP2's gradient accumulation without reduction (pytorch/pytorch#118298)",
-       {{L::Torch, "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py", "FSDPParamGroup.post_backward",
+       V::Documented, "FSDPModule.set_requires_gradient_sync's docstring: gradient accumulation without communication (pytorch/pytorch#118298)",
+       {{L::Torch, "torch/distributed/fsdp/_fully_shard/_fully_shard.py", "FSDPModule.set_requires_gradient_sync",
+         "its docstring: accumulate gradients without communication until a synced backward"},
+        {L::Torch, "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py", "FSDPParamGroup.post_backward",
          "without gradient sync, keeps each unsharded gradient until a synced backward reduces it"}},
        {tracker("pytorch/pytorch#118298", "closed", "added set_requires_gradient_sync: accumulate unsharded gradients until a synced backward")},
        "With `set_requires_gradient_sync(False)`, `FSDPParamGroup.post_backward` reshards without reducing and leaves "
