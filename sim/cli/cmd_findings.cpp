@@ -134,7 +134,7 @@ int cmd_findings(const Args& a) {
         else std::filesystem::remove(e.path());
       }
     }
-  for (const auto& u : pages.unreviewed) std::cerr << "fsdpsim: root cause " << u << " has no catalogue entry (sim/root_cause_catalogue.cpp)\n";
+  for (const auto& u : pages.unreviewed) std::cerr << "fsdpsim: root cause " << u << " has no catalogue entry (sim/root_cause_table.cpp)\n";
   if (check && !pages.unreviewed.empty()) code = kFinding;
   if (!check) std::cout << pages.files.size() << " files written to " << dir << " (" << kept.size() << " kept sequences, " << corpus.size()
                         << " corpus files triaged)\n";
