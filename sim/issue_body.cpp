@@ -110,7 +110,23 @@ std::string issue_body(const FindingReport& r, const std::string& script, const 
   md += fmt::format("<!-- Title: {} -->\n\n", r.title);
   md += "> **Draft.** Generated from an automated test harness for a person to read, run and own before filing; "
         "nothing here was filed or reviewed by a maintainer.\n\n";
-  const std::string summary = fmt::format("**Expected:** {}\n**Actual:** {}\n", r.expected, r.actual);
+  switch (report_action(r)) {  // whether to file at all
+    case ReportAction::File:
+      break;
+    case ReportAction::FollowUp: {
+      std::string threads;
+      for (const auto& id : r.entry_points) {
+        const RootCauseEntry e = root_cause_entry(id);
+        if (is_bug(e.verdict)) threads += (threads.empty() ? "" : "; ") + verdict_text(e);
+      }
+      md += "> **An upstream thread already covers this** (" + threads + "): add to it rather than filing a new issue.\n\n";
+      break;
+    }
+    case ReportAction::Closed:
+      md += "> **Not a bug to file** (" + verdict_text(root_cause_entry(r.repro)) + "); this body is kept for reference.\n\n";
+      break;
+  }
+  const std::string summary = fmt::format("**Expected:** {}\n\n**Actual:** {}\n", r.expected, r.actual);
   const std::string repro = reproduction(r, script, script_name, run);
   const std::string more = details(r, releases);
   switch (r.owner) {
