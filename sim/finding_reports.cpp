@@ -69,7 +69,7 @@ const std::vector<FindingReport>& finding_reports() {
       {"placement-differs-across-ranks", L::Peft,
        "cpu_ram_efficient_loading: a second adapter stays on CPU / another dtype on some ranks; FSDP's prepare hangs",
        {L::Peft, "peft/tuners/tuners_utils.py", "BaseTunerLayer._move_adapter_to_device_of_base_layer",
-        "move each adapter once the base layer is materialized"},
+        "check only this adapter's parameters for the meta device, not the whole container's"},
        "", {"placement-differs-across-ranks"},
        "Every rank holds every adapter on the base layer's device and dtype before accelerate.prepare.",
        "Ranks other than 0 keep the second adapter on CPU or in another dtype; prepare's broadcast hangs or mismatches.",

@@ -205,15 +205,17 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "broadcast hangs or mismatches",
        V::Reported, "huggingface/peft#2834 (from the reporter's thread; not independently verified)",
        {{L::Peft, "peft/tuners/tuners_utils.py", "BaseTunerLayer._move_adapter_to_device_of_base_layer",
-         "skips an adapter whose parameters are on the meta device, per adapter"}},
+         "skips the move when any parameter of the layer's adapter container (every adapter's, not only this one's) is on meta"}},
        {from_thread("huggingface/peft#2834", "FSDP QLoRA with multiple adapters hangs in prepare; fsdp_cpu_ram_efficient_loading: false avoids it"),
-        tracker("huggingface/peft#2836", "closed", "proposed removing the meta-device handling instead of fixing it; not merged")},
-       "`BaseTunerLayer._move_adapter_to_device_of_base_layer` leaves an adapter alone while the base layer's weights "
-       "are on the meta device. With accelerate's cpu_ram_efficient_loading only rank 0 holds real weights, so a second "
-       "adapter stays on CPU or in another dtype on the other ranks, and FSDP's init broadcast then hangs or mismatches.",
+        tracker("huggingface/peft#2836", "closed", "proposed deleting the meta check rather than making it per adapter; not merged")},
+       "`BaseTunerLayer._move_adapter_to_device_of_base_layer` skips moving an adapter when any parameter of the "
+       "layer's adapter container is on the meta device, whichever adapter it belongs to. With accelerate's "
+       "cpu_ram_efficient_loading the ranks other than 0 hold the first adapter on meta, so a second adapter is never "
+       "moved or cast there: it keeps its own device and dtype while rank 0 casts it to the base layer's, and FSDP's "
+       "init broadcast then hangs or mismatches.",
        "Multi-adapter users of accelerate's cpu_ram_efficient_loading (QLoRA recipes).",
        "Set fsdp_cpu_ram_efficient_loading: false, or load every adapter before accelerate.prepare.",
-       "Move each adapter to the base layer's device once the base is materialized (not fixed; peft#2836 closed).", ""},
+       "Check only this adapter's parameters for the meta device in _move_adapter_to_device_of_base_layer.", ""},
       {"delta-weight-on-local-shard",
        "get_delta_weight computes on the local shard of a sharded LoRA parameter",
        V::Unreported, "related to huggingface/peft#3080 (FSDP1, inside forward); the FSDP2 variant is unreported",
