@@ -231,8 +231,9 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
       {"param-wrapper-single-expert",
        "A target_parameters layer with one expert takes Linear's delta path: an (out, in) delta for an (1, in, out) weight",
        V::Unreported, "no upstream report",
-       {{L::Peft, "peft/tuners/lora/layer.py", "ParamWrapper.get_delta_weight", "with num_experts == 1 returns Linear's (out, in) delta"}},
-       {},
+       {{L::Peft, "peft/tuners/lora/layer.py", "ParamWrapper.get_delta_weight",
+         "with num_experts == 1 returns Linear's (out, in) delta, meant for a 2-D parameter or block-diagonal experts"}},
+       {tracker("huggingface/peft#2638", "merged", "introduced ParamWrapper (target_parameters); its E = 1 path then transposed Linear's delta")},
        "`ParamWrapper.get_delta_weight` returns Linear's `(out, in)` delta when E = 1, for a weight stored `(1, in, out)`: "
        "the forward raises torch's broadcasting error, delta_weight returns a delta that is not the layer's, and a merge "
        "of a square layer adds the transposed delta. It needs no FSDP.",
