@@ -39,9 +39,9 @@ std::string read_file(const std::string& path) {
 int print_issue(const Args& a, const std::string& dir) {
   const FindingReport* r = find_report(a.issue);
   if (!r) {
-    std::string ids;
-    for (const auto& x : finding_reports()) ids += (ids.empty() ? "" : ", ") + x.id;
-    throw SourceError("<command line>", {}, "--issue expects a report id (" + ids + "), got '" + a.issue + "'");
+    throw SourceError("<command line>", {}, "--issue expects a report id from docs/findings/README.md's reports (" +
+                                                std::to_string(finding_reports().size()) + ", e.g. " + finding_reports()[0].id + ", " +
+                                                finding_reports()[1].id + "), got '" + a.issue + "'");
   }
   const std::string name = finding_stem(r->repro) + ".py";
   const std::string script_path = dir + "/" + name;
