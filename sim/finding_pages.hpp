@@ -31,6 +31,14 @@ struct ReleaseVerdict {
 // (file:line:1) on a line that is not a JSON object.
 std::vector<ReleaseVerdict> parse_release_verdicts(const std::string& jsonl, const std::string& file);
 
+// The release sets in the order the versions run met them (the matrix's order).
+std::vector<std::string> release_order(const std::vector<ReleaseVerdict>& rs);
+// "peft==0.17.1" -> "0.17.1"; a set pinning more keeps its other pins: "0.15.2 (accelerate==1.6.0)".
+std::string release_label(const std::string& release);
+// "affected: PEFT 0.15.2-0.21.2 (every release measured); does not reproduce on: ...; cannot run on: ...",
+// for the sequence `stem`; "" when the matrix has no cell for it.
+std::string releases_line(const std::string& stem, const std::vector<ReleaseVerdict>& rs);
+
 struct FindingPages {
   // File name under the findings directory -> its content: <stem>.md, <stem>.seq, README.md.
   std::map<std::string, std::string> files;

@@ -515,6 +515,24 @@ bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, st
     json_field(js, "regression", c.regression);
     js << "}";
   }
+  js << "],\"reports\":[";
+  const std::vector<HuntReportRow> reps = reports_of(r);
+  for (size_t i = 0; i < reps.size(); ++i) {
+    const FindingReport& rep = *reps[i].report;
+    js << (i ? "," : "") << "{";
+    json_field(js, "id", rep.id, false);
+    json_field(js, "title", rep.title);
+    json_field(js, "owner", upstream_pin(rep.owner).package);
+    json_field(js, "action", report_action_word(report_action(rep)));
+    json_field(js, "verdict", root_verdict_name(report_verdict(rep)));
+    json_field(js, "fix_site", rep.fix_site.file + "::" + rep.fix_site.function);
+    json_field(js, "alternative", rep.alternative);
+    json_strings(js, "entry_points", rep.entry_points);
+    json_strings(js, "reached", reps[i].reached);
+    js << ",\"classes\":" << reps[i].classes;
+    json_field(js, "page", "docs/findings/" + report_page_name(rep));
+    js << "}";
+  }
   js << "],\"root_causes\":[";
   const std::vector<HuntRootCause> rcs = root_causes_of(r);
   for (size_t i = 0; i < rcs.size(); ++i) {
@@ -524,7 +542,7 @@ bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, st
     json_field(js, "title", rc.entry.title);
     json_field(js, "verdict", root_verdict_name(rc.entry.verdict));
     json_field(js, "verdict_detail", rc.entry.verdict_detail);
-    json_strings(js, "citations", rc.entry.citations);
+    json_strings(js, "citations", citation_lines(rc.entry));
     json_field(js, "specs", rc.specs);
     json_field(js, "blame", rc.how);
     json_field(js, "confirmed", rc.confirmed);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/crosscheck.hpp"
+#include "sim/finding_reports.hpp"
 #include "sim/root_cause_catalogue.hpp"
 #include "sim/triage.hpp"
 
@@ -111,6 +112,15 @@ struct HuntRootCause {
   std::string page, repro;      // its finding page and script under `findings_dir` ("": none there)
   std::string script;           // HuntReport::scripts' word for it ("": not run)
 };
+
+// One report (finding_reports.hpp) a hunt reached: the entry points its classes reach.
+struct HuntReportRow {
+  const FindingReport* report = nullptr;
+  std::vector<std::string> reached;  // entry-point ids with at least one class, in the report's order
+  size_t classes = 0;                // classes over those entry points
+};
+// The reports the hunt's classes reach, to file first (then follow up, then closed), table order within.
+std::vector<HuntReportRow> reports_of(const HuntReport& r);
 
 // The classes grouped by root cause, in catalogue order (verdict, then id). `findings_dir`:
 // where the finding pages and scripts are looked up ("docs/findings").

@@ -1,5 +1,6 @@
-// The hunt's catalogue: classes grouped by root cause (sim/root_cause.hpp), each
-// root cause with its verdict from the catalogue (sim/root_cause_catalogue.hpp).
+// The hunt's catalogue: the reports its classes reach (sim/finding_reports.hpp),
+// then the classes grouped by root cause (sim/root_cause.hpp), each root cause
+// with its verdict from the catalogue (sim/root_cause_catalogue.hpp).
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -73,6 +74,39 @@ std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string
   return out;
 }
 
+std::vector<HuntReportRow> reports_of(const HuntReport& r) {
+  std::map<std::string, size_t> classes;  // root cause -> classes
+  for (const auto& c : r.classes) ++classes[c.t.root_cause.id];
+  std::vector<HuntReportRow> out;
+  for (ReportAction a : {ReportAction::File, ReportAction::FollowUp, ReportAction::Closed})
+    for (const auto& rep : finding_reports()) {
+      if (report_action(rep) != a) continue;
+      HuntReportRow row;
+      row.report = &rep;
+      for (const auto& id : rep.entry_points)
+        if (auto it = classes.find(id); it != classes.end()) row.reached.push_back(id), row.classes += it->second;
+      if (!row.reached.empty()) out.push_back(std::move(row));
+    }
+  return out;
+}
+
+// "N reports (of the catalogue's 23 over 28 root causes): a to file, b to follow up, c closed", then a row each.
+static void print_reports(std::ostream& os, const HuntReport& r) {
+  const std::vector<HuntReportRow> rows = reports_of(r);
+  std::map<ReportAction, int> n;
+  for (const auto& row : rows) ++n[report_action(*row.report)];
+  size_t entries = 0;
+  for (const auto& rep : finding_reports()) entries += rep.entry_points.size();
+  os << rows.size() << " reports (of the catalogue's " << finding_reports().size() << " over " << entries << " root causes): "
+     << n[ReportAction::File] << " to file, " << n[ReportAction::FollowUp] << " to follow up, " << n[ReportAction::Closed] << " closed\n";
+  std::vector<std::vector<std::string>> table = {{"report", "owner", "action", "verdict", "reached", "cls"}};
+  for (const auto& row : rows)
+    table.push_back({row.report->id, upstream_pin(row.report->owner).package, report_action_word(report_action(*row.report)),
+                     root_verdict_word(report_verdict(*row.report)),
+                     std::to_string(row.reached.size()) + "/" + std::to_string(row.report->entry_points.size()), std::to_string(row.classes)});
+  print_aligned(os, table);
+}
+
 int hunt_exit_code(const HuntReport& r, bool fail_on_unreported, bool fail_on_uncatalogued) {
   if (r.infra) return 4;
   for (const auto& c : r.classes)
@@ -87,16 +121,20 @@ int hunt_exit_code(const HuntReport& r, bool fail_on_unreported, bool fail_on_un
 }
 
 void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& findings_dir) {
+  print_reports(os, r);
   const std::vector<HuntRootCause> rcs = root_causes_of(r, findings_dir);
   std::map<RootVerdict, int> counts;
   for (const auto& rc : rcs) ++counts[rc.entry.verdict];
-  os << rcs.size() << " root causes:";
+  // The counts per verdict, continued on an indented line where they pass 120 columns.
+  std::string line = std::to_string(rcs.size()) + " root causes:";
   bool first = true;
   for (const auto& [v, n] : counts) {
-    os << (first ? " " : ", ") << n << " " << root_verdict_word(v);
+    const std::string item = std::to_string(n) + " " + root_verdict_word(v);
+    if (line.size() + item.size() + 2 > 120) os << line << ",\n", line = "  " + item;
+    else line += (first ? " " : ", ") + item;
     first = false;
   }
-  os << "\n";
+  os << line << "\n";
   std::vector<std::vector<std::string>> rows = {{"root cause", "verdict", "spec", "cls", "confirmed", "repro", "symptom"}};
   for (const auto& rc : rcs) rows.push_back({rc.entry.id, root_verdict_word(rc.entry.verdict), rc.specs, std::to_string(rc.classes.size()),
                                              rc.confirmed, rc.repro.empty() ? "-" : "yes", ""});
@@ -125,7 +163,7 @@ void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& f
   }
   if (const size_t late = unconfirmed_by_budget(r))
     os << kNotConfirmedBudget << ": " << late << " (class, backend) confirmations, \"(budget)\" above; a longer --seconds runs them\n";
-  os << "pages, scripts: " << findings_dir << "/<root cause, '/' as '.'>.md|.py; details: summary.json, --json, --html\n";
+  os << "pages, scripts: " << findings_dir << "/report-<report>.md, <root cause, '/' as '.'>.md|.py; details: summary.json, --json, --html\n";
   bool header = false;
   for (const auto& c : r.classes)
     for (size_t k = 0; k < c.divergences.size() && k < 3; ++k) {

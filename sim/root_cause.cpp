@@ -385,7 +385,8 @@ Blame attribute(const Run& r, const SeqFile& f, const Finding& fd) {
       done = true;
     } else if (fd.text.find("were not saved") != std::string::npos && checkpointed) {
       b = blame("save-skips-checkpointed-layers", {Tr::SaveAdapters},
-                "the state dict names a checkpoint-wrapped layer's tensors with the wrapper's prefix, so the adapter filter drops them");
+                "the state dict's keys lack the checkpoint wrapper's segment that PEFT 0.21's adapter key prefixes (from "
+                "named_modules) keep, so the adapter filter drops them");
       done = true;
     } else if (fd.text.find("were not saved") != std::string::npos) {
       b = blame("save-selects-active-only", {Tr::SaveAdapters}, "the save path writes only the active adapter, not every selected one");

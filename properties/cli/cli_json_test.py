@@ -78,7 +78,7 @@ def main():
     case(["fingerprint", "--seed", "1", "--count", "8"], [0], {"fingerprint"})
     case(["bench", "--seconds", "1", "--model-only"], [0], {"bench_figure", "bench_explorer"})
     case(["explore", "--builtin", "seed000_merged_raf_false", "--depth", "3", "--out", os.path.join(TMP, "explore")], [1], {"explore_summary", "explore_class"})
-    case(["hunt", "--seconds", "2", "--seed", "3", "--out", os.path.join(TMP, "hunt")], [0], {"hunt_class", "hunt_root_cause", "hunt_summary"},
+    case(["hunt", "--seconds", "2", "--seed", "3", "--out", os.path.join(TMP, "hunt")], [0], {"hunt_class", "hunt_report", "hunt_root_cause", "hunt_summary"},
          NO_UPSTREAM)
     # summary.json: each class names its root cause, and the root_causes list holds exactly those, each listing its classes.
     summary = json.load(open(os.path.join(TMP, "hunt", "summary.json")))

@@ -94,9 +94,9 @@ def main():
         c = report(out, "hunt")
         check(classes and set(c) == set(classes), "hunt: testcases %s, classes %s" % (sorted(c), sorted(classes)))
         for name, verdict in classes.items():
-            want = "failure" if strict and verdict in ("bug, unreported", "unreviewed") else "pass"
+            want = "failure" if strict and verdict in ("bug, unreported", "bug, regression in", "unreviewed") else "pass"
             check(c.get(name, ("",))[0] == want, "hunt%s: class %s (%s): %s" % (" --fail-on-unreported" if strict else "", name, verdict, c.get(name)))
-        unreported = {"bug, unreported", "unreviewed"} & set(classes.values())
+        unreported = {"bug, unreported", "bug, regression in", "unreviewed"} & set(classes.values())
         check(r.returncode == (1 if strict and unreported else 0), "hunt: exit %d" % r.returncode)
 
     # fuzz/nightly.sh's writer, on what a shell hands it (markup in names and texts).

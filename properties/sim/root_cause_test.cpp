@@ -1,5 +1,5 @@
 // Root-cause attribution (sim/root_cause.cpp) over the model's provenance
-// (model/machine/provenance.hpp), and the catalogue it names (sim/root_cause_catalogue.cpp).
+// (model/machine/provenance.hpp), and the catalogue it names (sim/root_cause_table.cpp).
 #include <gtest/gtest.h>
 
 #include <set>

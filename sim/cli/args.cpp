@@ -100,8 +100,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       (s == "--fail-on-unreported" ? a.fail_on_unreported : a.fail_on_uncatalogued) = true;
       continue;
     }
-    if (s == "--check") {
-      a.check = true;
+    if (s == "--check" || s == "--no-run") {
+      (s == "--check" ? a.check : a.no_run) = true;
       continue;
     }
     if (s == "--rank-ops" || s == "--full") {
@@ -145,6 +145,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.count = static_cast<int>(to_int(s, v, 1, 100000000));
     } else if (s == "--out") {
       a.out = v;
+    } else if (s == "--issue") {
+      a.issue = v;
     } else if (s == "--fuzzer") {
       a.fuzzer = v;
     } else if (s == "--corpus") {

@@ -2,13 +2,18 @@
 // (sim/finding_pages.hpp) from the catalogue, the minimal sequences kept in DIR
 // and the corpus (corpus/regressions, corpus/divergences and any PATH given).
 // Without --check it writes them; --check (ctest findings_pages) exits 1 when DIR differs.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include <unistd.h>
+
+#include "real_backend/upstream/pool_client.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/finding_pages.hpp"
+#include "sim/issue_body.hpp"
 
 namespace fsdpsim::cli {
 
@@ -29,11 +34,50 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+// --issue REPORT: the report's draft issue body on stdout; its repro (DIR/<stem>.py) run now through
+// fsdpsim_upstream.issue_run unless --no-run, within --timeout (300 s when not given).
+int print_issue(const Args& a, const std::string& dir) {
+  const FindingReport* r = find_report(a.issue);
+  if (!r) {
+    throw SourceError("<command line>", {}, "--issue expects a report id from docs/findings/README.md's reports (" +
+                                                std::to_string(finding_reports().size()) + ", e.g. " + finding_reports()[0].id + ", " +
+                                                finding_reports()[1].id + "), got '" + a.issue + "'");
+  }
+  const std::string name = finding_stem(r->repro) + ".py";
+  const std::string script_path = dir + "/" + name;
+  const std::string script = std::filesystem::exists(script_path) ? read_file(script_path) : "";
+  ReproRun run;
+  if (script.empty()) run.not_run = "no script is kept at " + script_path;
+  else if (a.no_run) run.not_run = "--no-run was given";
+  else {
+    std::string tmp = (std::filesystem::temp_directory_path() / "fsdpsim-issue-XXXXXX").string();
+    const int fd = ::mkstemp(tmp.data());
+    if (fd < 0) {
+      std::cerr << "fsdpsim: cannot create a temporary file in " << std::filesystem::temp_directory_path() << "\n";
+      return kInfra;
+    }
+    ::close(fd);
+    const int seconds = a.timeout_ms == kDefaultTimeoutMs ? 300 : std::max(1, a.timeout_ms / 1000);
+    std::string error;
+    const int rc = upstream::run_python_module(
+        "fsdpsim_upstream.issue_run", {std::filesystem::absolute(script_path).string(), "--out", tmp, "--timeout", std::to_string(seconds)}, &error);
+    if (rc == 0) run = parse_repro_run(read_file(tmp));
+    else run.not_run = rc < 0 ? error : "the runner exited " + std::to_string(rc);
+    std::remove(tmp.c_str());
+  }
+  std::vector<ReleaseVerdict> releases;
+  if (std::filesystem::exists(dir + "/versions.jsonl")) releases = parse_release_verdicts(read_file(dir + "/versions.jsonl"), dir + "/versions.jsonl");
+  std::cout << issue_body(*r, script, name, run, releases);
+  if (!run.ran) std::cerr << "fsdpsim: the repro did not run: " << run.not_run << "\n";
+  return kClean;
+}
+
 }  // namespace
 
 int cmd_findings(const Args& a) {
   const bool check = a.check;
   const std::string dir = !a.out.empty() ? a.out : "docs/findings";
+  if (!a.issue.empty()) return print_issue(a, dir);
   std::vector<std::string> inputs = a.positional;
   for (const char* d : {"corpus/regressions", "corpus/divergences"})
     if (std::filesystem::is_directory(d)) inputs.push_back(d);
@@ -90,7 +134,7 @@ int cmd_findings(const Args& a) {
         else std::filesystem::remove(e.path());
       }
     }
-  for (const auto& u : pages.unreviewed) std::cerr << "fsdpsim: root cause " << u << " has no catalogue entry (sim/root_cause_catalogue.cpp)\n";
+  for (const auto& u : pages.unreviewed) std::cerr << "fsdpsim: root cause " << u << " has no catalogue entry (sim/root_cause_table.cpp)\n";
   if (check && !pages.unreviewed.empty()) code = kFinding;
   if (!check) std::cout << pages.files.size() << " files written to " << dir << " (" << kept.size() << " kept sequences, " << corpus.size()
                         << " corpus files triaged)\n";

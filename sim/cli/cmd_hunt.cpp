@@ -32,12 +32,19 @@ void print_hunt_json(const HuntReport& rep, const std::string& out, int code) {
         .str("real", c.real).str("upstream", c.upstream).strs("divergences", c.divergences).str("file", c.file)
         .str("regression", c.regression)
         .print(std::cout);
+  for (const auto& row : reports_of(rep))
+    JsonRecord("hunt_report")
+        .str("id", row.report->id).str("title", row.report->title).str("owner", upstream_pin(row.report->owner).package)
+        .str("action", report_action_word(report_action(*row.report))).str("verdict", root_verdict_name(report_verdict(*row.report)))
+        .str("fix_site", row.report->fix_site.file + "::" + row.report->fix_site.function).str("alternative", row.report->alternative)
+        .strs("entry_points", row.report->entry_points).strs("reached", row.reached).num("classes", static_cast<int64_t>(row.classes))
+        .print(std::cout);
   for (const auto& rc : root_causes_of(rep)) {
     std::vector<std::string> classes;
     for (size_t i : rc.classes) classes.push_back(rep.classes[i].stem);
     JsonRecord("hunt_root_cause")
         .str("id", rc.entry.id).str("title", rc.entry.title).str("verdict", root_verdict_name(rc.entry.verdict))
-        .str("verdict_detail", rc.entry.verdict_detail).strs("citations", rc.entry.citations).str("specs", rc.specs)
+        .str("verdict_detail", rc.entry.verdict_detail).strs("citations", citation_lines(rc.entry)).str("specs", rc.specs)
         .str("blame", rc.how).str("confirmed", rc.confirmed).str("page", rc.page).str("repro", rc.repro).str("script", rc.script).strs("classes", classes)
         .print(std::cout);
   }

@@ -54,6 +54,8 @@ struct Args {
   bool fail_on_uncatalogued = false;  // hunt: exit 1 when a class has no regression file in --corpus
   std::string corpus;  // hunt --corpus DIR: the regressions the catalogue is checked against
   bool check = false;        // triage: compare with each file's `# signature:` line
+  std::string issue;         // findings --issue REPORT: print that report's draft issue body
+  bool no_run = false;       // findings --issue --no-run: do not run the repro script
   // explore
   std::string builtin;        // --builtin NAME
   int depth = 6;              // --depth D

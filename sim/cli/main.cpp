@@ -29,6 +29,7 @@ const char* kUsage =
     "       fsdpsim findings [PATH...] [--out DIR] [--check]   the finding pages (default DIR docs/findings) from the\n"
     "                                             root-cause catalogue, DIR's minimal sequences and corpus/;\n"
     "                                             --check: exit 1 when DIR is stale\n"
+    "       fsdpsim findings --issue REPORT [--no-run] [--timeout MS]   a draft issue body for REPORT, its repro run now\n"
     "       fsdpsim demo [--wide]                 seed 000 replayed under upstream and patched\n"
     "       fsdpsim run FILE.seq [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
     "                    [--wide]           the table's cells whole (default: cut to fit 120 columns)\n"
@@ -193,7 +194,7 @@ int dispatch(const std::vector<std::string>& args) {
     if (cmd == "hunt")
       return cmd_hunt(flags({"--seconds", "--world", "--out", "--fail-on-unreported", "--fail-on-new", "--fail-on-uncatalogued", "--corpus",
                              "--profile", "--seed", "--ranks", "--timeout", "--json", "--junit", "--html", "--model-only", "--scripts"}));
-    if (cmd == "findings") return cmd_findings(flags({"--check", "--out"}));
+    if (cmd == "findings") return cmd_findings(flags({"--check", "--out", "--issue", "--no-run", "--timeout"}));
     if (cmd == "triage") return cmd_triage(flags({"--check", "--out", "--profile", "--set", "--world", "--json"}));
     if (cmd == "demo") return cmd_main_job(flags({"--wide"}));
     if (cmd == "run")
