@@ -49,11 +49,11 @@ std::string missing_data_line(const std::string& missing_corpus, const std::stri
   std::string what, without;
   if (!missing_corpus.empty() && !d.has_corpus()) what = "corpus/", without = missing_corpus;
   if (!missing_findings.empty() && !d.has_findings()) {
-    what += std::string(what.empty() ? "" : " and ") + "docs/findings/";
-    without += std::string(without.empty() ? "" : " and ") + missing_findings;
+    what += std::string(what.empty() ? "" : " or ") + "docs/findings/";
+    without += std::string(without.empty() ? "" : "; ") + missing_findings;
   }
   if (what.empty()) return "";
-  return "no " + what + " under " + d.root + " (" + d.origin + "): " + without + " unavailable; set " + kDataDirVariable +
+  return "no " + what + " under " + d.root + " (" + d.origin + "), so these are unavailable: " + without + ". Set " + kDataDirVariable +
          " to an fsdpsim checkout";
 }
 
