@@ -10,6 +10,7 @@
 #include "model/vocab/profile.hpp"
 #include "sim/finding_reports.hpp"
 #include "sim/report_pages.hpp"
+#include "sim/fix_claim.hpp"
 #include "sim/root_cause_catalogue.hpp"
 
 namespace fsdpsim {
@@ -34,6 +35,16 @@ std::string join_set(const std::set<std::string>& s, const char* sep) {
   return out;
 }
 
+
+// The page's claim about the catalogue's switch, from the minimal sequence re-run with it
+// on the model (sim/fix_claim.hpp): gone, or the findings of this root cause that remain.
+std::string fix_claim_clause(const SeqFile& minimal, const RootCauseEntry& e) {
+  const FixRerun r = rerun_with_switch(minimal, e.fix_switch, e.id);
+  if (!r.valid) return "; the model has no such switch value, so no re-run bears the fix out";
+  const std::string run = fmt::format("`fsdpsim run {}.seq --set {}`", finding_stem(e.id), e.fix_switch);
+  if (r.removes()) return fmt::format("; {} {} (re-run on the {})", run, kFixClaimShown, kFixClaimBackend);
+  return fmt::format("; it does not remove this sequence's finding: {} still shows, on the {}, {}", run, kFixClaimBackend, remaining_text(r));
+}
 
 std::string page(const RootCauseEntry& e, const Group& g, const std::vector<ReleaseVerdict>& rs) {
   std::string md;
@@ -61,7 +72,7 @@ std::string page(const RootCauseEntry& e, const Group& g, const std::vector<Rele
     const auto sw = switch_from_name(name);
     fmt::format_to(out, " fsdpsim models it as the profile switch `{}`{}", e.fix_switch,
                    sw ? fmt::format(" ({})", switch_table()[static_cast<size_t>(*sw)].mirrors) : std::string());
-    if (g.minimal) fmt::format_to(out, "; `fsdpsim run {}.seq --set {}` shows the finding gone", finding_stem(e.id), e.fix_switch);
+    if (g.minimal) md += fix_claim_clause(g.minimal->t.minimal, e);
     md += ".";
   }
   md += "\n\n## Upstream\n\n";

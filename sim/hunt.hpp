@@ -12,6 +12,7 @@
 
 #include "sim/crosscheck.hpp"
 #include "sim/finding_reports.hpp"
+#include "sim/project_data.hpp"
 #include "sim/root_cause_catalogue.hpp"
 #include "sim/triage.hpp"
 
@@ -109,7 +110,7 @@ struct HuntRootCause {
   std::string specs;            // "S1,S3"
   std::string confirmed;        // "yes" when every class was confirmed on every backend run, else what differs
   std::string how;              // the first class's blame line
-  std::string page, repro;      // its finding page and script under `findings_dir` ("": none there)
+  std::string page, repro;      // its finding page and script under `findings_dir`, as shown_path prints them ("": none there)
   std::string script;           // HuntReport::scripts' word for it ("": not run)
 };
 
@@ -123,8 +124,8 @@ struct HuntReportRow {
 std::vector<HuntReportRow> reports_of(const HuntReport& r);
 
 // The classes grouped by root cause, in catalogue order (verdict, then id). `findings_dir`:
-// where the finding pages and scripts are looked up ("docs/findings").
-std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string& findings_dir = "docs/findings");
+// where the finding pages and scripts are looked up (the project's docs/findings, sim/project_data.hpp).
+std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string& findings_dir = project_data().findings_dir());
 
 // A backend disagreed with the model on the class's minimal sequence (DIFFERS, or no finding there).
 bool class_disagrees(const HuntClass& c);
@@ -138,7 +139,7 @@ size_t unconfirmed_by_budget(const HuntReport& r);
 int hunt_exit_code(const HuntReport& r, bool fail_on_unreported, bool fail_on_uncatalogued = false);
 
 // The catalogue: counts per verdict, then one row per root cause (within 120 columns).
-void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& findings_dir = "docs/findings");
+void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& findings_dir = project_data().findings_dir());
 
 // One `.seq` per class (signature and class comments, expectations) and
 // summary.json into `dir`; fills each class's `file`. False with *error.

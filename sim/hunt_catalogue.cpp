@@ -64,8 +64,8 @@ std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string
     if (rc.script == "reproduces") rc.confirmed += ",script";
     else if (!rc.script.empty()) rc.confirmed += " script:" + rc.script.substr(0, rc.script.find(':'));
     const std::string stem = findings_dir + "/" + finding_stem(id);
-    if (std::filesystem::exists(stem + ".md")) rc.page = stem + ".md";
-    if (std::filesystem::exists(stem + ".py")) rc.repro = stem + ".py";
+    if (std::filesystem::exists(stem + ".md")) rc.page = shown_path(stem + ".md");
+    if (std::filesystem::exists(stem + ".py")) rc.repro = shown_path(stem + ".py");
     out.push_back(std::move(rc));
   }
   std::stable_sort(out.begin(), out.end(), [](const HuntRootCause& a, const HuntRootCause& b) {
@@ -163,7 +163,9 @@ void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& f
   }
   if (const size_t late = unconfirmed_by_budget(r))
     os << kNotConfirmedBudget << ": " << late << " (class, backend) confirmations, \"(budget)\" above; a longer --seconds runs them\n";
-  os << "pages, scripts: " << findings_dir << "/report-<report>.md, <root cause, '/' as '.'>.md|.py; details: summary.json, --json, --html\n";
+  // Only a folder that is there (cmd_hunt says once when it is not).
+  if (std::filesystem::is_directory(findings_dir))
+    os << "pages, scripts: " << shown_path(findings_dir) << "/report-<report>.md, <root cause, '/' as '.'>.md|.py; details: summary.json, --json, --html\n";
   bool header = false;
   for (const auto& c : r.classes)
     for (size_t k = 0; k < c.divergences.size() && k < 3; ++k) {

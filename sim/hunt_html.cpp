@@ -135,7 +135,8 @@ std::string hunt_html(const HuntReport& r, const std::string& page) {
     if (rc.how != rc.entry.title) s << "<p class=\"note\">" << html_escape(rc.how) << "</p>\n";
     if (!rc.entry.fix.empty()) s << "<p class=\"note\">fix: " << html_escape(rc.entry.fix) << "</p>\n";
     if (!first.t.fix_switch.empty())
-      s << "<p class=\"note\">the model's " << html_escape(first.t.fix_switch) << " removes it (" << html_escape(first.t.fix_cites) << ")</p>\n";
+      s << "<p class=\"note\">the model's " << html_escape(first.t.fix_switch) << " removes it (the minimal sequence re-run on the "
+        << kFixClaimBackend << " with it shows no finding of this root cause; " << html_escape(first.t.fix_cites) << ")</p>\n";
     if (!rc.repro.empty())
       s << "<p class=\"note\">script: <a href=\"" << html_escape(page_relative(rc.repro, page)) << "\">" << html_escape(rc.repro) << "</a></p>\n";
     s << "</div>\n<table class=\"cat\"><colgroup><col style=\"width:3%\"><col style=\"width:17%\"><col style=\"width:4%\"><col style=\"width:34%\">"

@@ -7,9 +7,10 @@
 
 #include "model/vocab/profile.hpp"
 #include "sim/report_html.hpp"
+#include "sim/fix_claim.hpp"
+#include "sim/project_data.hpp"
 #include "sim/root_cause.hpp"
 #include "sim/root_cause_catalogue.hpp"
-#include "sim/shrink.hpp"
 #include "sim/simulator.hpp"
 #include "sim/triage.hpp"
 
@@ -35,6 +36,25 @@ std::string what_of(const Finding& f) {
 }
 
 std::string code(const std::string& s) { return "<code>" + html_escape(s) + "</code>"; }
+
+// What a modelled fix does to this very file, from re-runs on the model (sim/fix_claim.hpp):
+// the switch that leaves no finding of the root cause, else what the catalogue's switch
+// (or, without one, the whole patched profile) still shows.
+std::string fix_paragraph(const SeqFile& file, const std::string& root_cause, const std::string& catalogue_switch) {
+  const std::string sw = fixing_switch(file, root_cause);
+  if (!sw.empty())
+    return "<p>The model's " + code(sw) + " removes it: this file re-run on the " + kFixClaimBackend + " with " + code("--set " + sw) +
+           " shows no finding of this root cause (the switch mirrors " +
+           html_escape(switch_table()[static_cast<size_t>(*switch_from_name(sw.substr(0, sw.find('='))))].mirrors) + ").</p>\n";
+  const FixRerun r = catalogue_switch.empty() ? rerun_patched(file, root_cause) : rerun_with_switch(file, catalogue_switch, root_cause);
+  const std::string how = catalogue_switch.empty() ? code("--profile patched") + " (every modelled fix)" : code("--set " + catalogue_switch);
+  if (r.removes())
+    return "<p>No single switch removes it; this file re-run on the " + std::string(kFixClaimBackend) + " with " + how +
+           " shows no finding of this root cause.</p>\n";
+  if (!r.valid) return "";
+  return fmt::format("<p>No modelled fix removes it: this file re-run on the {} with {} still shows {} finding{} of this root cause: {}.</p>\n",
+                     kFixClaimBackend, how, r.remaining.size(), r.remaining.size() == 1 ? "" : "s", html_escape(remaining_text(r)));
+}
 
 }  // namespace
 
@@ -64,15 +84,12 @@ std::string report_summary_box(const Timeline& t, const std::string& file, const
     const Blame blame = attribute_root_cause(t.file, *f);
     const RootCauseEntry e = root_cause_entry(blame.id);
     std::string link = html_escape(e.id);
-    const std::string stem = "docs/findings/" + finding_stem(e.id);  // as the hunt looks them up: from where fsdpsim runs
+    const std::string stem = project_data().findings_dir() + "/" + finding_stem(e.id);  // as the hunt looks them up
     if (std::filesystem::exists(stem + ".md")) link = "<a href=\"" + html_escape(page_relative(stem + ".md", page)) + "\">" + link + "</a>";
     s += "<p>Root cause " + link + " (" + html_escape(verdict_text(e)) + "): " + html_escape(e.title.empty() ? blame.how : e.title) + "</p>\n";
     if (!e.title.empty()) s += "<p>" + html_escape(blame.how) + "</p>\n";
     if (!e.fix.empty()) s += "<p>Fix: " + html_escape(e.fix) + "</p>\n";
-    const std::string sw = fixing_switch(t.file, finding_signature(t.file, model, *f));
-    if (!sw.empty())
-      s += "<p>The model's " + code(sw) + " removes it (" +
-           html_escape(switch_table()[static_cast<size_t>(*switch_from_name(sw.substr(0, sw.find('='))))].mirrors) + ").</p>\n";
+    s += fix_paragraph(t.file, blame.id, e.fix_switch);
   } else {
     s += "<p>Root cause: not attributed (" + std::string(f->step > 0 ? "the model does not show this finding" : "a finding over the whole run") + ").</p>\n";
   }

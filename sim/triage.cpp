@@ -7,6 +7,7 @@
 #include "model/vocab/enum_names.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/text.hpp"
+#include "sim/fix_claim.hpp"
 #include "sim/root_cause_catalogue.hpp"
 #include "sim/shrink.hpp"
 
@@ -16,6 +17,8 @@ namespace {
 const char* const kSignaturePrefix = "signature: ";
 // The kept finding's sentence: what `export --python` checks the script against.
 const char* const kFindingPrefix = "finding: ";
+// The fix the re-runs found (sim/fix_claim.hpp): `triage --check` re-derives it.
+const char* const kFixPrefix = "fix: ";
 
 // The state of a rank's groups, one letter: S every group sharded, U every
 // group unsharded, M some of each, - no groups (before prepare).
@@ -80,12 +83,6 @@ uint32_t fnv1a(const std::string& s) {
   return h;
 }
 
-bool has_key(const SeqFile& f, const RunResult& r, const std::string& key) {
-  for (const auto& fd : r.findings)
-    if (finding_signature(f, r, fd) == key) return true;
-  return false;
-}
-
 }  // namespace
 
 const char* verdict_name(Verdict v) { return enum_names<Verdict>("known", "misuse", "new")[v]; }
@@ -121,22 +118,6 @@ std::string class_signature(const SeqFile& f, const RunResult& r, const Finding&
   return out;
 }
 
-std::string fixing_switch(const SeqFile& f, const std::string& key, int* runs) {
-  std::optional<Profile> p = resolve_profile(f.scenario);
-  if (!p) return "";
-  const auto& table = switch_table();
-  for (size_t i = 0; i < table.size(); ++i) {
-    if (p->values[i] == table[i].patched) continue;
-    SeqFile c = f;
-    auto& ov = c.scenario.overrides;
-    ov.erase(std::remove_if(ov.begin(), ov.end(), [&](const SwitchOverride& o) { return o.name == table[i].name; }), ov.end());
-    ov.push_back({table[i].name, table[i].values[table[i].patched], {}});
-    if (runs) ++*runs;
-    if (!has_key(c, run_checked(c), key)) return fmt::format("{}={}", table[i].name, table[i].values[table[i].patched]);
-  }
-  return "";
-}
-
 bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const std::string&)>& progress, const std::string& prefer) {
   ShrinkResult sr;
   if (!shrink(f, &sr, progress, true, prefer)) return false;
@@ -158,7 +139,7 @@ bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const 
   t.root_cause = attribute_root_cause(m, *kept);
   t.runs = sr.runs + 1;
   for (const auto& op : m.ops) t.rank_divergent = t.rank_divergent || op.rank >= 0;
-  t.fix_switch = fixing_switch(m, t.key, &t.runs);
+  t.fix_switch = fixing_switch(m, t.root_cause.id, &t.runs);  // re-run: no finding of this root cause left
   if (!t.fix_switch.empty()) {
     t.verdict = Verdict::Known;
     const std::string name = t.fix_switch.substr(0, t.fix_switch.find('='));
@@ -167,20 +148,25 @@ bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const 
     t.verdict = t.rank_divergent ? Verdict::Misuse : Verdict::New;
   }
   const RootCauseEntry entry = root_cause_entry(t.root_cause.id);
-  std::string fix = t.fix_switch.empty() ? "no single patched switch removes it" : fmt::format("removed by {} ({})", t.fix_switch, t.fix_cites);
+  std::string fix = t.fix_switch.empty() ? "no single patched switch removes it" : fmt::format("removed by {} (re-run on the {}; {})", t.fix_switch, kFixClaimBackend, t.fix_cites);
   m.comments = {kSignaturePrefix + t.signature, "root-cause: " + t.root_cause.id, "verdict: " + verdict_text(entry),
-                "blame: " + t.root_cause.how, "fix: " + fix, kFindingPrefix + t.symptom};
+                "blame: " + t.root_cause.how, kFixPrefix + fix, kFindingPrefix + t.symptom};
   t.minimal = m;
   *out = t;
   return true;
 }
 
-std::string signature_comment(const SeqFile& f) {
-  const std::string prefix = kSignaturePrefix;
+namespace {
+std::string comment_after(const SeqFile& f, const std::string& prefix) {
   for (const auto& c : f.comments)
     if (c.compare(0, prefix.size(), prefix) == 0) return c.substr(prefix.size());
   return "";
 }
+}  // namespace
+
+std::string signature_comment(const SeqFile& f) { return comment_after(f, kSignaturePrefix); }
+
+std::string fix_comment(const SeqFile& f) { return comment_after(f, kFixPrefix); }
 
 std::string class_file_stem(const TriageResult& t) {
   std::string stem = t.signature.substr(0, t.signature.find(' '));

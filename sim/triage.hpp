@@ -2,13 +2,14 @@
 // (ops and scenario), then the class is named by the minimal sequence's shape
 // (the ops that remain, the group states they ran in, the scenario traits
 // that could not be simplified away, the spec, op and status), and attributed:
-// a single `patched` switch that removes it (a known bug with the upstream fix
+// a single `patched` switch whose re-run leaves no finding of its root cause (a known bug with the upstream fix
 // the switch cites), a rank-divergent `@R` op it needs (user misuse), or new.
 #pragma once
 #include <functional>
 #include <string>
 
 #include "model/vocab/seq.hpp"
+#include "sim/fix_claim.hpp"  // fixing_switch: the verdict's re-run
 #include "sim/root_cause.hpp"
 #include "sim/simulator.hpp"
 
@@ -39,10 +40,6 @@ struct TriageResult {
 // the scenario keeps; an `@R` op is written "@set_adapter".
 std::string class_signature(const SeqFile& f, const RunResult& r, const Finding& fd);
 
-// The single switch (in switch-table order) that, set to its `patched` value
-// in `f`, removes every finding with key `key`; "" when none does.
-std::string fixing_switch(const SeqFile& f, const std::string& key, int* runs = nullptr);
-
 // Shrinks `f` over ops and scenario keeping its first finding (with `prefer`, "S3:ok", its
 // first of that spec and status: a file's recorded class), then names and attributes the
 // class. False when `f` has no finding.
@@ -51,6 +48,10 @@ bool triage(const SeqFile& f, TriageResult* out, const std::function<void(const 
 
 // The `# signature: ...` comment of a file, "" when it has none.
 std::string signature_comment(const SeqFile& f);
+
+// The `# fix: ...` comment of a file ("removed by S (...)" or "no single patched switch
+// removes it"), "" when it has none.
+std::string fix_comment(const SeqFile& f);
 
 // A file name for a class: "S3-ok-1a2b3c4d" (no extension).
 std::string class_file_stem(const TriageResult& t);

@@ -99,7 +99,7 @@ TEST(Triage, PatchedLeavesNoKnownFixAndCleanFilesHaveNoClass) {
 
 TEST(Triage, FixingSwitchIsEmptyWhenNoSwitchRemovesTheFinding) {
   SeqFile f = corpus("seed003_rank_divergent_switch.seq");
-  EXPECT_EQ(fixing_switch(f, "S5:cross_paired"), "");
+  EXPECT_EQ(fixing_switch(f, triaged(f).root_cause.id), "");
   SeqFile g = corpus("seed004_eval_then_save_optimizer.seq");
-  EXPECT_EQ(fixing_switch(g, "S4:save_optimizer:key_error"), "optimizer_ckpt_reshard=on");
+  EXPECT_EQ(fixing_switch(g, triaged(g).root_cause.id), "optimizer_ckpt_reshard=on");
 }

@@ -1,11 +1,12 @@
 // `fsdpsim findings [--out DIR] [--check] [PATH...]`: the finding pages
 // (sim/finding_pages.hpp) from the catalogue, the minimal sequences kept in DIR
-// and the corpus (corpus/regressions, corpus/divergences and any PATH given).
+// and the corpus (the project's corpus/regressions and corpus/divergences, sim/project_data.hpp, and any PATH given).
 // Without --check it writes them; --check (ctest findings_pages) exits 1 when DIR differs.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <sstream>
 
 #include <unistd.h>
@@ -14,6 +15,9 @@
 #include "sim/cli/commands.hpp"
 #include "sim/finding_pages.hpp"
 #include "sim/issue_body.hpp"
+#include "sim/fix_claim.hpp"
+#include "sim/project_data.hpp"
+#include "sim/root_cause_catalogue.hpp"
 
 namespace fsdpsim::cli {
 
@@ -72,16 +76,47 @@ int print_issue(const Args& a, const std::string& dir) {
   return kClean;
 }
 
+// Every page in `dir` that says "`fsdpsim run X.seq --set S` shows the finding gone", checked
+// by doing it: X.seq as it lies in `dir`, re-run on the model with S, must show no finding of the
+// page's root cause, and without S at least one (sim/fix_claim.hpp). A problem per false claim.
+std::vector<std::string> unborne_fix_claims(const std::string& dir) {
+  std::vector<std::string> problems;
+  const std::regex claim("`fsdpsim run ([^ `]+)\\.seq --set ([^ `]+)` " + std::string(kFixClaimShown));
+  for (const auto& e : root_cause_catalogue()) {
+    const std::string page = dir + "/" + finding_stem(e.id) + ".md";
+    if (!std::filesystem::exists(page)) continue;
+    const std::string text = read_file(page);
+    for (std::sregex_iterator m(text.begin(), text.end(), claim), end; m != end; ++m) {
+      const std::string seq = dir + "/" + (*m)[1].str() + ".seq", setting = (*m)[2].str();
+      const std::string head = page + ": claims `fsdpsim run " + (*m)[1].str() + ".seq --set " + setting + "` " + kFixClaimShown;
+      if (!std::filesystem::exists(seq)) {
+        problems.push_back(head + ", but " + seq + " is missing");
+        continue;
+      }
+      const SeqFile f = parse_seq_file(seq);
+      const FixRerun with = rerun_with_switch(f, setting, e.id);
+      if (!with.valid) problems.push_back(head + ", but the model has no switch value " + setting);
+      else if (!with.removes())
+        problems.push_back(head + "; a re-run on the " + kFixClaimBackend + " still shows " + std::to_string(with.remaining.size()) +
+                           " finding(s) of root cause " + e.id + ": " + remaining_text(with));
+      else if (root_cause_findings(f, e.id).empty())
+        problems.push_back(head + ", but " + seq + " shows no finding of root cause " + e.id + " even without it");
+    }
+  }
+  return problems;
+}
+
 }  // namespace
 
 int cmd_findings(const Args& a) {
   const bool check = a.check;
-  const std::string dir = !a.out.empty() ? a.out : "docs/findings";
+  // The project's pages and corpus (sim/project_data.hpp), shown as the user reaches them.
+  const ProjectData& data = project_data();
+  const std::string dir = !a.out.empty() ? a.out : shown_path(data.findings_dir());
   if (!a.issue.empty()) return print_issue(a, dir);
   std::vector<std::string> inputs = a.positional;
-  for (const char* d : {"corpus/regressions", "corpus/divergences"})
-    if (std::filesystem::is_directory(d)) inputs.push_back(d);
-  if (inputs.empty()) throw SourceError("<command line>", {}, "findings expects corpus/ in the working directory, or PATH...");
+  for (const auto& d : data.corpus_dirs()) inputs.push_back(shown_path(d));
+  if (inputs.empty()) throw SourceError("<command line>", {}, "findings expects PATH... or " + missing_data_line("the corpus", ""));
   std::vector<std::string> problems;
   const std::vector<std::string> files = seq_files(inputs, &problems);
   for (const auto& p : problems) std::cerr << "fsdpsim: " << p << "\n";
@@ -102,6 +137,11 @@ int cmd_findings(const Args& a) {
   if (std::filesystem::exists(dir + "/versions.jsonl")) releases = parse_release_verdicts(read_file(dir + "/versions.jsonl"), dir + "/versions.jsonl");
   const FindingPages pages = render_finding_pages(kept, corpus, releases);
   int code = kClean;
+  if (check)  // what the pages on disk claim, re-run: a false claim fails even where the text is current
+    for (const auto& p : unborne_fix_claims(dir)) {
+      std::cerr << p << "\n";
+      code = kFinding;
+    }
   const std::string rerun = a.out.empty() ? "fsdpsim findings" : "fsdpsim findings --out " + dir;
   if (!check) std::filesystem::create_directories(dir);
   for (const auto& [name, text] : pages.files) {

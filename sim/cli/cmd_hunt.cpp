@@ -124,14 +124,13 @@ void run_scripts(HuntReport& rep, const std::string& out, Progress& progress) {
 
 int cmd_hunt(const Args& a) {
   if (!a.positional.empty()) throw SourceError("<command line>", {}, "hunt takes no files, got '" + a.positional[0] + "'");
-  // The corpus the catalogue is checked against: --corpus DIR, else corpus/regressions and
-  // corpus/divergences (the cross-check regressions) where they exist.
+  // The corpus the catalogue is checked against: --corpus DIR, else the project's
+  // corpus/regressions and corpus/divergences (sim/project_data.hpp), wherever fsdpsim runs.
   if (!a.corpus.empty() && !std::filesystem::is_directory(a.corpus))
     throw SourceError("<command line>", {}, "--corpus expects a directory of .seq files, got '" + a.corpus + "'");
   std::vector<std::string> corpus;
   if (!a.corpus.empty()) corpus.push_back(a.corpus);
-  for (const char* d : {"corpus/regressions", "corpus/divergences"})
-    if (a.corpus.empty() && std::filesystem::is_directory(d)) corpus.push_back(d);
+  if (a.corpus.empty()) corpus = project_data().corpus_dirs();
   HuntOptions o;
   o.seconds = a.have_seconds ? a.seconds : a.model_only ? kHuntModelOnlyDefaultSeconds : kHuntDefaultSeconds;
   o.world = a.world > 0 ? a.world : 2;
@@ -154,10 +153,14 @@ int cmd_hunt(const Args& a) {
   progress.done();
   if (!corpus.empty()) {
     std::vector<std::string> problems;  // an unreadable or empty corpus directory: said, not fatal
-    const std::vector<std::string> files = seq_files(corpus, &problems);  // each directory's files in order
+    std::vector<std::string> files = seq_files(corpus, &problems);  // each directory's files in order
+    for (auto& f : files) f = shown_path(f);  // the regression column names them as the user reaches them
     for (const auto& p : problems) std::cerr << "fsdpsim: --corpus: " << p << "\n";
     attach_regressions(rep, corpus_signatures(files));
   }
+  // Said once: which columns go without the project's data, and why.
+  if (const std::string line = missing_data_line(a.corpus.empty() ? "the regression column" : "", "the repro column and page links"); !line.empty())
+    std::cerr << "fsdpsim: " << line << "\n";
   int code = hunt_exit_code(rep, a.fail_on_unreported, a.fail_on_uncatalogued);
   std::string error;
   if (!write_hunt_outputs(rep, out, code, &error)) {
@@ -242,6 +245,11 @@ int cmd_triage(const Args& a) {
                 << (t.fix_switch.empty() ? "" : ", removed by " + t.fix_switch) << "\t" << t.signature << "\n";
     if (a.check && recorded != t.signature) {
       std::cerr << file << ": signature line says '" << recorded << "', triage computes '" << t.signature << "'\n";
+      code = kFinding;
+    }
+    // A recorded fix claim holds only while the re-run still bears it out.
+    if (const std::string fix = fix_comment(f); a.check && !fix.empty() && fix != fix_comment(t.minimal)) {
+      std::cerr << file << ": fix line says '" << fix << "', a re-run on the " << kFixClaimBackend << " says '" << fix_comment(t.minimal) << "'\n";
       code = kFinding;
     }
     if (!a.out.empty()) {

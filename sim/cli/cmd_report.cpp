@@ -7,6 +7,7 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
+#include "sim/project_data.hpp"
 #include "sim/report_html.hpp"
 
 namespace fsdpsim::cli {
@@ -37,6 +38,8 @@ int cmd_report(const Args& a) {
       };
     if (!pools.upstream_versions().empty()) t.notes.push_back(pools.upstream_versions_line());
   }
+  if (!res.findings.empty())
+    if (const std::string line = missing_data_line("", "the root cause's page link"); !line.empty()) std::cerr << "fsdpsim: " << line << "\n";
   TimelineCounts counts;
   std::string section = timeline_section(t, &counts);
   std::ofstream out(a.html, std::ios::binary | std::ios::trunc);
