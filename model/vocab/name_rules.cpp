@@ -78,6 +78,9 @@ bool contains(const std::vector<std::string>& v, const std::string& s) { return 
 
 }  // namespace
 
+// No '.': parameter names join names with dots ("lin0.lora_A.b"), so a dot in a name would
+// make two declarations spell the same parameter (layer `x.lora_A` + adapter `weight` on `x`)
+// and an owner unreadable from a name; torch's Module.add_module refuses it as well.
 bool is_name(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
   if (!(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;

@@ -126,6 +126,28 @@ TEST(NameRules, AwkwardLegalNamesParse) {
   EXPECT_EQ(print_seq(parse_seq(print_seq(f))), print_seq(f));
 }
 
+// Files built in code (the generator, the shrinker) go through validate(): a refused name
+// never reaches the model from there either.
+TEST(NameRules, ValidateRefusesNamesBuiltInCode) {
+  const auto refused = [](auto edit) {
+    SeqFile f = parse_seq(head(), "ok.seq");
+    edit(f.scenario);
+    try {
+      validate(f, "built");
+    } catch (const SourceError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refused([](Scenario& s) { s.adapters[1].name = "keys"; }).find("attribute of torch's nn.ModuleDict"),
+            std::string::npos);
+  EXPECT_NE(refused([](Scenario& s) { s.layers[0].name = "to"; }).find("attribute of every torch module"),
+            std::string::npos);
+  EXPECT_NE(refused([](Scenario& s) { s.layers[0].name = "other"; }).find("may not share a name"), std::string::npos);
+  EXPECT_NE(refused([](Scenario& s) { s.adapters[1].name = "a.b"; }).find("is not an adapter name"), std::string::npos);
+  EXPECT_EQ(refused([](Scenario&) {}), "");
+}
+
 TEST(NameRules, PythonPredicates) {
   for (const char* n : {"lin0", "order", "_x", "match", "__init__", "__w"}) EXPECT_TRUE(is_python_identifier(n)) << n;
   for (const char* n : {"class", "lin-0", "None", "lambda", "9a", ""}) EXPECT_FALSE(is_python_identifier(n)) << n;
