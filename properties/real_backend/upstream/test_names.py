@@ -3,7 +3,7 @@
 - The parser's torch-derived name lists (model/vocab/name_rules.cpp) against the installed torch:
   every attribute of an nn.Module instance is refused as a layer and as an adapter, every attribute
   of an nn.ModuleDict as an adapter (exit 3, the message naming the rule).
-- A scenario of awkward but legal names (awkward_names.seq) runs on model,upstream and
+- Scenarios of awkward but legal names (awkward_names*.seq) run on model,upstream and
   model,real to the model's own exit code, 0 or 1, never 4 (infrastructure failure)."""
 import os
 import re
@@ -16,7 +16,7 @@ import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FSDPSIM = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "..", "build", "fsdpsim")
-AWKWARD = os.path.join(HERE, "awkward_names.seq")
+AWKWARD = [os.path.join(HERE, f) for f in ("awkward_names.seq", "awkward_names_more.seq")]
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 
@@ -56,11 +56,13 @@ class TorchAttributesRefused(unittest.TestCase):
 
 class AwkwardLegalNames(unittest.TestCase):
     def test_upstream_and_real_exit_as_the_model(self):
-        rc_model, err = run("run", AWKWARD, "--backend", "model")
-        self.assertIn(rc_model, (0, 1), err)
-        for backends in ("model,upstream", "model,real"):
-            rc, err = run("run", AWKWARD, "--backend", backends)
-            self.assertEqual(rc, rc_model, f"--backend {backends}: exit {rc}, the model's {rc_model}\n{err}")
+        for path in AWKWARD:
+            rc_model, err = run("run", path, "--backend", "model")
+            self.assertIn(rc_model, (0, 1), err)
+            for backends in ("model,upstream", "model,real"):
+                rc, err = run("run", path, "--backend", backends)
+                self.assertEqual(rc, rc_model, f"{os.path.basename(path)} --backend {backends}: exit {rc}, "
+                                 f"the model's {rc_model}\n{err}")
 
 
 if __name__ == "__main__":
