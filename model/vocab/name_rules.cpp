@@ -132,9 +132,10 @@ bool is_python_identifier(const std::string& name) {
 }
 
 bool is_python_attribute_safe(const std::string& name) {
-  // Python mangles `self.__x` to `self._Class__x` inside a class body (not a dunder `__x__`)
-  const bool mangled = name.size() > 2 && name.compare(0, 2, "__") == 0 &&
-                       !(name.size() > 4 && name.compare(name.size() - 2, 2, "__") == 0);
+  // Python mangles `self.__x` to `self._Class__x` inside a class body: a name that starts with
+  // two underscores and does not end with two (`__x__`, `___` are left alone)
+  const bool ends_dunder = name.size() >= 2 && name.compare(name.size() - 2, 2, "__") == 0;
+  const bool mangled = name.compare(0, 2, "__") == 0 && !ends_dunder;
   return is_python_identifier(name) && !mangled;
 }
 

@@ -151,9 +151,9 @@ TEST(NameRules, ValidateRefusesNamesBuiltInCode) {
 TEST(NameRules, PythonPredicates) {
   for (const char* n : {"lin0", "order", "_x", "match", "__init__", "__w"}) EXPECT_TRUE(is_python_identifier(n)) << n;
   for (const char* n : {"class", "lin-0", "None", "lambda", "9a", ""}) EXPECT_FALSE(is_python_identifier(n)) << n;
-  for (const char* n : {"lin0", "_x", "__init__", "match"}) EXPECT_TRUE(is_python_attribute_safe(n)) << n;
+  for (const char* n : {"lin0", "_x", "__init__", "match", "___", "__", "_"}) EXPECT_TRUE(is_python_attribute_safe(n)) << n;
   // `self.__w` inside a class body reads `self._Net__w`
-  for (const char* n : {"__w", "__w_", "class", "lin-0"}) EXPECT_FALSE(is_python_attribute_safe(n)) << n;
+  for (const char* n : {"__w", "__w_", "__w__x", "class", "lin-0", "None"}) EXPECT_FALSE(is_python_attribute_safe(n)) << n;
 }
 
 }  // namespace
