@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/vocab/limits.hpp"
+#include "model/vocab/name_rules.hpp"
 #include "model/vocab/op_rules.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/seq.hpp"
@@ -117,6 +118,20 @@ void validate(const SeqFile& f, const std::string& file) {
     fail(s.adapters[kMaxAdapters].pos, "at most " + std::to_string(kMaxAdapters) + " adapters are supported");
   if (s.layers.size() > static_cast<size_t>(kMaxLayers))
     fail(s.layers[kMaxLayers].pos, "at most " + std::to_string(kMaxLayers) + " layers are supported");
+  // The names the libraries refuse or mis-handle (name_rules.cpp), for files built in code
+  // too: the parser refuses them at the name's own column, so none reaches the model.
+  for (const auto& l : s.layers) {
+    std::string why = !is_name(l.name) || l.name == "root" || l.name == "expect" ? "'" + l.name + "' is not a layer name"
+                                                                                : layer_name_refusal(l.name);
+    if (why.empty() && s.adapter_index(l.name) >= 0) why = shared_name_refusal(l.name, true);
+    if (!why.empty()) fail(l.pos, why);
+  }
+  for (const auto& a : s.adapters) {
+    std::string why = !is_name(a.name) || a.name == "base" || a.name == "total" || a.name == "expect"
+                          ? "'" + a.name + "' is not an adapter name"
+                          : adapter_name_refusal(a.name);
+    if (!why.empty()) fail(a.pos, why);
+  }
   if (s.adapters[0].deferred) fail(s.adapters[0].pos, "the first adapter is the active one and cannot be deferred");
   if (s.shards.empty() || !s.shards.back().is_root())
     fail(s.shards.empty() ? end : s.shards.back().pos, "expected `fully_shard root` as the last fully_shard");

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "model/vocab/limits.hpp"
+#include "model/vocab/name_rules.hpp"
 #include "model/vocab/number.hpp"
 #include "model/vocab/op_rules.hpp"
 #include "model/vocab/placement.hpp"
@@ -52,18 +53,6 @@ std::vector<std::string> all_op_names() {
   std::vector<std::string> out;
   for (int i = 0; i < kOpKindCount; ++i) out.push_back(op_name(static_cast<OpKind>(i)));
   return out;
-}
-
-// NAME = [A-Za-z_][A-Za-z0-9_-]*, at most 64 characters (docs/guide/seq-format.md, "Names").
-// No '.': parameter names join names with dots ("lin0.lora_A.b"), so a dot in
-// a name would make two declarations spell the same parameter (layer
-// `x.lora_A` + adapter `weight` on `x`) and an owner unreadable from a name.
-bool is_name(const std::string& s) {
-  if (s.empty() || s.size() > 64) return false;
-  if (!(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
-  return true;
 }
 
 // What a rejected name breaks, for the error message.
@@ -125,11 +114,9 @@ void parse_layer(LineParser& lp, Scenario& s, const Token& kw) {
   if (name.text == "expect") lp.fail(name, "'expect' is reserved (it starts an expectation) and cannot name a layer");
   if (!is_name(name.text) || name.text == "root")
     lp.fail(name, "expected a layer name (not 'root'), got '" + name.text + "'" + (name.text == "root" ? "" : name_rule(name.text)));
-  // PEFT keeps every state-dict key containing "lora_" as an adapter weight
-  // (peft/utils/save_and_load.py::get_peft_model_state_dict): a base layer so
-  // named would be saved with the adapters.
-  if (name.text.find("lora_") != std::string::npos)
-    lp.fail(name, "layer names may not contain 'lora_' (PEFT treats such parameters as adapter weights), got '" + name.text + "'");
+  // what the pinned torch / PEFT refuse or mis-handle (name_rules.cpp cites each rule)
+  if (std::string why = layer_name_refusal(name.text); !why.empty()) lp.fail(name, why);
+  if (s.adapter_index(name.text) >= 0) lp.fail(name, shared_name_refusal(name.text, false));
   l.name = name.text;
   Token in = lp.next("the input size");
   l.in = static_cast<int>(parse_int(lp, in, in.text, 1, 4096, "the input size"));
@@ -153,6 +140,8 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
   if (!is_name(name.text)) lp.fail(name, "expected an adapter name, got '" + name.text + "'" + name_rule(name.text));
   if (name.text == "base" || name.text == "total")
     lp.fail(name, "'" + name.text + "' is reserved (the cost table's base and total rows) and cannot name an adapter");
+  if (std::string why = adapter_name_refusal(name.text); !why.empty()) lp.fail(name, why);
+  if (s.layer_index(name.text) >= 0) lp.fail(name, shared_name_refusal(name.text, true));
   a.name = name.text;
   if (s.adapter_index(a.name) >= 0) lp.fail(name, "adapter '" + a.name + "' is declared twice");
   bool have_targets = false;

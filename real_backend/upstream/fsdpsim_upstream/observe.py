@@ -11,20 +11,27 @@ from .collectives import DTYPES, local_of  # noqa: F401 (session.py reads observ
 ELEM = {torch.float32: 4, torch.bfloat16: 2, torch.float16: 2}
 
 
+# The modules torch and PEFT put between a layer and its parameters: torch's
+# CheckpointWrapper (`checkpoint`) and PEFT's LoRA layer (its wrapped base_layer).
+WRAPPERS = ("_checkpoint_wrapped_module", "base_layer")
+
+
 def model_name(peft_name):
     """`base_model.model.lin0.lora_A.default.weight` -> `lin0.lora_A.default`;
     `...lin0.base_layer.weight` -> `lin0.weight`;
-    `...lin0._checkpoint_wrapped_module.lora_A.default.weight` -> `lin0.lora_A.default`."""
+    `...lin0._checkpoint_wrapped_module.lora_A.default.weight` -> `lin0.lora_A.default`.
+    By position, never by searching the text: the first part is the layer, the wrappers sit
+    right after it, and an adapter may be named `base_layer` (`lin0.lora_A.base_layer`)."""
     n = peft_name
     for prefix in ("base_model.model.", "_orig_mod."):
         if n.startswith(prefix):
             n = n[len(prefix):]
-    # a layer under checkpoint_wrapper: torch's CheckpointWrapper adds this to every name below it
-    n = n.replace("._checkpoint_wrapped_module.", ".")
-    n = n.replace(".base_layer.", ".")
-    if ".lora_" in n and n.endswith(".weight"):
-        n = n[: -len(".weight")]
-    return n
+    layer, *rest = n.split(".")
+    while len(rest) > 1 and rest[0] in WRAPPERS:
+        rest.pop(0)
+    if len(rest) == 3 and rest[0] in ("lora_A", "lora_B") and rest[2] == "weight":
+        rest.pop()  # a LoRA Linear's weight is named by its adapter
+    return ".".join([layer] + rest)
 
 
 def owners(sess):

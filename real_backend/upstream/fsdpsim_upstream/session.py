@@ -34,22 +34,33 @@ class Experts(nn.Module):
         return torch.einsum("bi,eio->bo", x, self.weight) / self.weight.shape[0]
 
 
+# Net's own state sits in its instance __dict__ under this key: a '.' is refused in .seq names
+# (model/vocab/name_rules.cpp), so no layer can take it, whereas a plain attribute such as
+# `order` would be replaced by a layer of that name (Module.__setattr__ moves it to _modules).
+HARNESS = "fsdpsim.net"
+
+
 class Net(nn.Module):
-    """The scenario's layers in order, ReLU between them."""
+    """The scenario's layers in order, ReLU between them. Its children are the layers alone,
+    each under its own name; the layer order and the input dtype are kept out of the
+    module's attribute namespace (HARNESS)."""
 
     def __init__(self, layers, dtype=torch.float32):
         super().__init__()
-        self.order = [l.name for l in layers]
-        self.input_dtype = dtype
         for l in layers:
-            setattr(self, l.name, Experts(l.experts, l.fan_in, l.fan_out) if l.experts
-                    else nn.Linear(l.fan_in, l.fan_out))
+            # add_module, not setattr: torch refuses a name that is already an attribute
+            # (torch/nn/modules/module.py::Module.add_module) where setattr would shadow it
+            self.add_module(l.name, Experts(l.experts, l.fan_in, l.fan_out) if l.experts
+                            else nn.Linear(l.fan_in, l.fan_out))
+        self.__dict__[HARNESS] = ([l.name for l in layers], dtype)
 
     def forward(self, x):
-        x = x.to(self.input_dtype)
-        for i, name in enumerate(self.order):
-            x = getattr(self, name)(x)
-            if i + 1 < len(self.order):
+        order, dtype = self.__dict__[HARNESS]
+        x = x.to(dtype)
+        for i, name in enumerate(order):
+            # the child now registered under the name (PEFT and checkpoint_wrapper replace it there)
+            x = self._modules[name](x)
+            if i + 1 < len(order):
                 x = torch.relu(x)
         return x
 
