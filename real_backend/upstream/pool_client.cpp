@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <poll.h>
 #include <sstream>
 #include <sys/prctl.h>
@@ -407,13 +408,28 @@ int spawn_module(const std::string& module, const std::vector<std::string>& args
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // torch's compile caches (importing accelerate or PEFT makes one) in a directory of ours, removed
+  // after, not $TMPDIR/torchinductor_<user> left behind (the pool does the same: pool.py's RankProc);
+  // a cache directory the caller set is kept.
+  std::string caches = real::temp_base() + "/fsdpsim-torch-caches-XXXXXX";
+  if (!::mkdtemp(caches.data())) caches.clear();
+  const std::string inductor = caches + "/inductor", triton = caches + "/triton";
+  auto remove_caches = [&caches] {
+    std::error_code ec;
+    if (!caches.empty()) std::filesystem::remove_all(caches, ec);
+  };
   pid_t pid = ::fork();
   if (pid < 0) {
     *error = std::string("upstream backend: fork failed: ") + std::strerror(errno);
+    remove_caches();
     return -1;
   }
   if (pid == 0) {
     ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
+    if (!caches.empty()) {
+      ::setenv("TORCHINDUCTOR_CACHE_DIR", inductor.c_str(), 0);
+      ::setenv("TRITON_CACHE_DIR", triton.c_str(), 0);
+    }
     if (out_fd >= 0) ::dup2(out_fd, 1);
     if (err_fd >= 0) ::dup2(err_fd, 2);
     ::execv(python.c_str(), argv.data());
@@ -421,6 +437,7 @@ int spawn_module(const std::string& module, const std::vector<std::string>& args
   }
   int status = 0;
   real::wait_child(pid, &status);
+  remove_caches();
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
