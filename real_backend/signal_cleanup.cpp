@@ -182,6 +182,13 @@ void wait_for_handlers() {
   while (g_readers.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
+// A child registered after the CLI put its own handler back (check, crosscheck: before each
+// sequence) is covered again, as at the first registration.
+void reinstall_handlers() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  install_handlers();
+}
+
 }  // namespace
 
 SignalCleanup::SignalCleanup() {
@@ -198,6 +205,7 @@ SignalCleanup::~SignalCleanup() {
 }
 
 void SignalCleanup::add_pid(pid_t pid) {
+  reinstall_handlers();
   update(id_, [pid](Snapshot&, Snapshot::iterator it) { it->pids.push_back(pid); });
 }
 
@@ -213,6 +221,7 @@ void SignalCleanup::remove_pid(pid_t pid) {
 }
 
 void SignalCleanup::add_group(pid_t leader, int cleanup_ms) {
+  reinstall_handlers();
   update(id_, [&](Snapshot&, Snapshot::iterator it) { it->groups.push_back({leader, cleanup_ms}); });
 }
 
