@@ -40,10 +40,21 @@ row_of() {
   IFS='|' read -r name secs status <<<"$1"
   row "$name" "$secs" "$((secs / 60)):$(printf %02d $((secs % 60)))" "$status"
 }
+test_tmp=""   # the tests' private TMPDIR, from "ctest main" on
+# What the tests left in their TMPDIR, named (two levels deep): the test command fails on any.
+tmpdir_left() {
+  local left
+  left=$(cd "$1" && find . -mindepth 1 -maxdepth 2 | sed 's|^\./||' | sort | head -40)
+  [ -z "$left" ] && return 0
+  echo "the tests left in their TMPDIR ($1), which was empty when they began:" >&2
+  echo "$left" | sed 's/^/  /' >&2
+  return 1
+}
 on_exit() {
   local rc=$?
   # A failure while the background builds run: stop them (their own process group).
   [ -n "$bg" ] && { kill -TERM -- "-$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true; }
+  [ -n "$test_tmp" ] && rm -rf "$test_tmp"
   table "$rc"
   rm -f "$bg_times"
   exit "$rc"
@@ -87,6 +98,11 @@ export FSDPSIM_CLANG bg_times
 setsid nice -n 19 bash -c side_builds > "$bg_log" 2>&1 &
 bg=$!
 
+# Every test runs under a fresh private TMPDIR (the builds beside them keep the caller's); the
+# command ends by checking the tests left it as empty as they found it (docs/testing.md).
+test_tmp=$(mktemp -d "${TMPDIR:-/tmp}/fsdpsim-tests-XXXXXX")
+export TMPDIR=$test_tmp
+
 begin "ctest main"
 ctest --test-dir build --output-on-failure -j2
 end
@@ -104,4 +120,8 @@ end
 
 begin "ctest fuzz"
 ctest --test-dir build-fuzz --output-on-failure
+end
+
+begin "nothing left in TMPDIR"
+tmpdir_left "$test_tmp"
 end

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "model/vocab/source_error.hpp"
+#include "real_backend/child_signal.hpp"
 #include "real_backend/comm.hpp"
 #include "real_backend/layout.hpp"
 #include "real_backend/observer.hpp"
@@ -375,10 +376,9 @@ class ProcessPool : public RealRanks::Impl {
              Clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       cleanup_.remove_pid(pid);  // out of the handler's table before it is reaped (its pid may be reused after)
-      ::kill(pid, SIGKILL);      // not reaped yet, so still ours
+      signal_child(pid, SIGKILL);  // not reaped yet, so still ours
       int status;
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      wait_child(pid, &status);
     }
     pids_.clear();
     to_.clear();

@@ -12,7 +12,10 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
+
+#include "real_backend/child_signal.hpp"
 
 namespace fsdpsim::real {
 namespace {
@@ -30,7 +33,7 @@ long owner_of(const std::string& name) {
   return pid;
 }
 
-bool owner_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+bool owner_alive(long pid) { return pid <= std::numeric_limits<pid_t>::max() && process_exists(static_cast<pid_t>(pid)); }
 
 }  // namespace
 

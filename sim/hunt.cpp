@@ -105,9 +105,14 @@ struct Confirmation {
 
 // Runs the class's minimal sequence on the model and `other`; "yes" when they
 // agree and `other` shows the finding too.
-Confirmation confirm_on(const HuntClass& c, Backend other, RealPools& pools, HuntReport& rep, std::mutex& mu) {
+Confirmation confirm_on(const HuntClass& c, Backend other, RealPools& pools, HuntReport& rep, std::mutex& mu,
+                        const std::function<bool()>& stopped) {
   Confirmation out;
   BackendRun br = run_backend(c.t.minimal, {Backend::Model, other}, pools, false);
+  if (br.infra_failure && stopped()) {  // the signal stopped its ranks or its pool: no harness failure
+    out.verdict = kNotConfirmedInterrupted;
+    return out;
+  }
   if (br.infra_failure) {
     std::lock_guard<std::mutex> lock(mu);
     rep.infra = true;
@@ -143,13 +148,18 @@ Confirmation confirm_on(const HuntClass& c, Backend other, RealPools& pools, Hun
 // order, while the budget lasts: a class starts only when the longest
 // confirmation so far on this backend still fits before `deadline`.
 void confirm_until(const std::vector<HuntClass>& classes, std::vector<Confirmation>& out, int world, Backend other, RealPools& pools,
-                   HuntReport& rep, std::mutex& mu, Clock::time_point deadline, const std::function<void(const std::string&)>& tick) {
+                   HuntReport& rep, std::mutex& mu, Clock::time_point deadline, const std::function<void(const std::string&)>& tick,
+                   const std::function<bool()>& stopped) {
   double longest = 0;
   for (size_t i = 0; i < classes.size(); ++i) {
     if (world >= 0 && classes[i].t.minimal.scenario.world != world) continue;
+    if (stopped()) {
+      out[i].verdict = kNotConfirmedInterrupted;
+      continue;
+    }
     const auto start = Clock::now();
     if (start + std::chrono::duration<double>(longest) > deadline) continue;  // stays kNotConfirmedBudget
-    out[i] = confirm_on(classes[i], other, pools, rep, mu);
+    out[i] = confirm_on(classes[i], other, pools, rep, mu, stopped);
     longest = std::max(longest, since(start));
     tick("confirm: " + classes[i].stem + ": " + backend_name(other) + " " + out[i].verdict);
   }
@@ -268,6 +278,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     if (o.status) o.status(s);
     else if (o.progress) o.progress(s);
   };
+  const std::function<bool()> stopped = [&o] { return o.stop && o.stop(); };
   const auto t0 = Clock::now();
   const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   // The upstream pools start now, one per likely world, in the background:
@@ -291,7 +302,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     const double each = model * 0.25 / static_cast<double>(o.scenarios.size());
     for (const auto& ns : o.scenarios) {
       const double left = model * 0.25 - since(t0);  // the explorer's share, whatever each call overran
-      if (left <= 0) break;
+      if (left <= 0 || stopped()) break;
       SeqFile scen = for_hunt(ns.file, o);
       for (auto& f : o.explore(scen, std::min(each, left))) {
         f = for_hunt(f, o);
@@ -314,7 +325,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   // reaches scenarios (experts, loading, dtypes) no built-in one has.
   const double fuzz_end = o.fuzz_only ? o.seconds : std::max(model * 0.5, since(t0) + model * 0.25);
   std::set<std::string> keys;  // on_new_key's
-  for (uint64_t i = 0; since(t0) < fuzz_end; ++i) {
+  for (uint64_t i = 0; since(t0) < fuzz_end && !stopped(); ++i) {
     const uint64_t s = rng.next();
     Prng r(s);
     SeqFile f;
@@ -360,6 +371,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   }
   rep.t_fuzz = since(t1);
   rep.candidates = static_cast<int>(pool.size());
+  rep.interrupted = stopped();
   if (o.fuzz_only) return rep;
   say("fuzz: " + std::to_string(rep.sequences) + " sequences (seed " + std::to_string(o.seed) + ", " +
       std::to_string(static_cast<int64_t>(rep.sequences / std::max(rep.t_fuzz, 1e-9))) + "/s), " + std::to_string(rep.with_findings) +
@@ -370,7 +382,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   std::vector<Candidate> order = first;
   for (auto& c : pool.round_robin()) order.push_back(std::move(c));
   for (size_t k = 0; k < order.size(); ++k) {
-    if (k >= lifecycles && since(t0) >= model) break;
+    if ((k >= lifecycles && since(t0) >= model) || stopped()) break;
     TriageResult t;
     if (!triage(order[k].file, &t)) continue;
     ++rep.triaged;
@@ -399,8 +411,8 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   std::vector<Confirmation> on_real(rep.classes.size()), on_up(rep.classes.size());
   const bool use_upstream = o.confirm_upstream && rep.upstream_installed;
   if (use_upstream)
-    upstream.launch([&](int world, RealPools& p) { confirm_until(rep.classes, on_up, world, Backend::Upstream, p, rep, mu, deadline, tick); });
-  if (o.confirm_real) confirm_until(rep.classes, on_real, -1, Backend::Real, pools, rep, mu, deadline, tick);
+    upstream.launch([&](int world, RealPools& p) { confirm_until(rep.classes, on_up, world, Backend::Upstream, p, rep, mu, deadline, tick, stopped); });
+  if (o.confirm_real) confirm_until(rep.classes, on_real, -1, Backend::Real, pools, rep, mu, deadline, tick, stopped);
   upstream.wait();
   if (use_upstream) {
     // Worlds no worker started (a world 3 scenario's lifecycle): a pool each, when its start still fits.
@@ -409,15 +421,20 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     for (const auto& c : rep.classes)
       if (!upstream.has(c.t.minimal.scenario.world)) others.insert(c.t.minimal.scenario.world);
     for (int w : others) {
-      if (Clock::now() + std::chrono::duration<double>(start) > deadline) break;
+      if (Clock::now() + std::chrono::duration<double>(start) > deadline || stopped()) break;
       RealPools p(real::RankMode::Processes, std::chrono::milliseconds(5000));
       p.upstream(w).give_up_start_at(deadline);
-      confirm_until(rep.classes, on_up, w, Backend::Upstream, p, rep, mu, deadline, tick);
+      confirm_until(rep.classes, on_up, w, Backend::Upstream, p, rep, mu, deadline, tick, stopped);
     }
     rep.upstream_versions = upstream.versions_line();
     rep.upstream_unobserved = upstream.unobserved();
   }
-  // Merged in a fixed order (real, then upstream), whichever finished first.
+  // Merged in a fixed order (real, then upstream), whichever finished first. A signal
+  // before the deadline left the rest unconfirmed, not the budget.
+  rep.interrupted = stopped();
+  const bool cut_short = rep.interrupted && Clock::now() < deadline;
+  for (Confirmation& k : on_real) k.verdict = cut_short && k.verdict == kNotConfirmedBudget ? kNotConfirmedInterrupted : k.verdict;
+  for (Confirmation& k : on_up) k.verdict = cut_short && k.verdict == kNotConfirmedBudget ? kNotConfirmedInterrupted : k.verdict;
   for (size_t i = 0; i < rep.classes.size(); ++i) {
     HuntClass& c = rep.classes[i];
     if (o.confirm_real) c.real = on_real[i].verdict;

@@ -21,6 +21,8 @@ namespace fsdpsim {
 // A class's confirmation on a backend that the hunt's deadline came before: neither
 // confirmed nor a disagreement (hunt_exit_code counts it as neither).
 inline const std::string kNotConfirmedBudget = "not confirmed (time budget)";
+// One a signal (HuntOptions::stop) came before, or cut short while it ran.
+inline const std::string kNotConfirmedInterrupted = "not confirmed (interrupted)";
 
 struct NamedScenario {
   std::string name;  // "seed000"
@@ -59,6 +61,10 @@ struct HuntOptions {
   // fuzz loop (no lifecycles, triage or confirmation), which then runs for `seconds` whole.
   std::function<void(const SeqFile&, double)> on_new_key;
   bool fuzz_only = false;
+  // True once a signal asked the hunt to stop: every phase ends at its next sequence or class,
+  // a run the signal cut short (its ranks or pool stopped) is no failure, and the report
+  // holds what was found and confirmed until then (HuntReport::interrupted).
+  std::function<bool()> stop;
 };
 
 struct HuntClass {
@@ -83,6 +89,7 @@ struct HuntReport {
   std::vector<HuntClass> classes;
   bool infra = false;
   std::string infra_message;
+  bool interrupted = false;  // HuntOptions::stop said so: a partial report
   bool upstream_installed = false;
   std::string upstream_versions;
   std::vector<std::string> upstream_unobserved;  // the fields the upstream pool does not observe (its hello)

@@ -45,13 +45,14 @@ std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string
     });
     std::set<std::string> specs;
     std::string what_differs;
-    bool all_real = true, all_up = true, late = false;
+    bool all_real = true, all_up = true, late = false, cut = false;
     for (size_t i : rc.classes) {
       const HuntClass& c = r.classes[i];
       specs.insert(c.t.spec);
       all_real = all_real && c.real == "yes";
       all_up = all_up && c.upstream == "yes";
       late = late || c.real == kNotConfirmedBudget || c.upstream == kNotConfirmedBudget;
+      cut = cut || c.real == kNotConfirmedInterrupted || c.upstream == kNotConfirmedInterrupted;
       if (class_disagrees(c) && what_differs.empty()) what_differs = c.real != "yes" && c.real != "-" ? "real:" + c.real : "upstream:" + c.upstream;
     }
     rc.how = r.classes[rc.classes.front()].t.root_cause.how;
@@ -61,6 +62,7 @@ std::vector<HuntRootCause> root_causes_of(const HuntReport& r, const std::string
     rc.confirmed = !what_differs.empty() ? what_differs : all_real && all_up ? "real,up" : all_real ? "real" : all_up ? "upstream" : "model";
     // Never counted as confirmed: what the deadline left is said (the line under the catalogue counts it).
     if (what_differs.empty() && late) rc.confirmed += " (budget)";
+    else if (what_differs.empty() && cut) rc.confirmed += " (interrupted)";
     if (rc.script == "reproduces") rc.confirmed += ",script";
     else if (!rc.script.empty()) rc.confirmed += " script:" + rc.script.substr(0, rc.script.find(':'));
     const std::string stem = findings_dir + "/" + finding_stem(id);
@@ -163,6 +165,12 @@ void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& f
   }
   if (const size_t late = unconfirmed_by_budget(r))
     os << kNotConfirmedBudget << ": " << late << " (class, backend) confirmations, \"(budget)\" above; a longer --seconds runs them\n";
+  if (r.interrupted) {
+    size_t cut = 0;
+    for (const auto& c : r.classes) cut += (c.real == kNotConfirmedInterrupted) + (c.upstream == kNotConfirmedInterrupted);
+    os << "interrupted: a partial catalogue, the classes found before the signal; " << cut
+       << " (class, backend) confirmations not run, \"(interrupted)\" above\n";
+  }
   // Only a folder that is there (cmd_hunt says once when it is not).
   if (std::filesystem::is_directory(findings_dir))
     os << "pages, scripts: " << shown_path(findings_dir) << "/report-<report>.md, <root cause, '/' as '.'>.md|.py; details: summary.json, --json, --html\n";

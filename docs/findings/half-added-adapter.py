@@ -14,6 +14,7 @@ Exported by fsdpsim export --python from docs/findings/half-added-adapter.seq.
 """
 import os
 import sys
+import shutil
 import tempfile
 from importlib.metadata import version
 
@@ -187,6 +188,7 @@ def main():
               f", Python {sys.version.split()[0]}", flush=True)
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     tmp = tempfile.mkdtemp()
+    MADE.append(tmp)
     torch.manual_seed(0)
     model = get_peft_model(Net(), LoraConfig(r=3, lora_alpha=3, target_modules=['lin0'], init_lora_weights=False), adapter_name='default')
     model.add_adapter('other', LoraConfig(r=4, lora_alpha=4, target_modules=['lin0'], target_parameters=['lin1.weight'], init_lora_weights=False))
@@ -233,9 +235,14 @@ def finish(code, got):
     leave(code)
 
 
+MADE = []  # the temporary directories this rank made: leave() removes them
+
+
 def leave(code):
     """Exit with the verdict, skipping interpreter teardown: with FSDP2 and PEFT loaded it sometimes
     aborts after the verdict is printed (terminate called without an active exception)."""
+    for d in MADE:
+        shutil.rmtree(d, ignore_errors=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -15,6 +15,7 @@ Exported by fsdpsim export --python from docs/findings/raises-in.load_adapters.s
 """
 import os
 import sys
+import shutil
 import tempfile
 from importlib.metadata import version
 
@@ -144,6 +145,8 @@ def main():
     tmp = [tempfile.mkdtemp() if rank == 0 else None]  # one directory every rank reads
     dist.broadcast_object_list(tmp, src=0)
     tmp = tmp[0]
+    if rank == 0:
+        MADE.append(tmp)
     torch.manual_seed(0)
     model = get_peft_model(Net(), LoraConfig(r=8, lora_alpha=8, target_modules=['lin0'], init_lora_weights=False), adapter_name='default')
     x = torch.randn(4, 10, generator=torch.Generator().manual_seed(1))
@@ -193,9 +196,14 @@ def finish(code, got):
     leave(code)
 
 
+MADE = []  # the temporary directories this rank made: leave() removes them
+
+
 def leave(code):
     """Exit with the verdict, skipping interpreter teardown: with FSDP2 and PEFT loaded it sometimes
     aborts after the verdict is printed (terminate called without an active exception)."""
+    for d in MADE:
+        shutil.rmtree(d, ignore_errors=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

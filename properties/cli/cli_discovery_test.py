@@ -2,7 +2,8 @@
 """`fsdpsim bench --discovery`: one row per root cause of the seed threads' corpus files (as
 `fsdpsim triage` names them), the hunt's fuzz loop reaching seed 000's at once, and a
 lifecycle_fuzzer column read from the fuzzer's `NEW FINDING SIG after T s` lines and the
-sequences it writes to FSDPSIM_FINDINGS_DIR (a stand-in fuzzer here, so the times are known).
+sequences it writes to FSDPSIM_FINDINGS_DIR (a stand-in fuzzer here, so the times are known): a
+directory made under the bench's TMPDIR and removed after.
 
 Usage: cli_discovery_test.py FSDPSIM REPO_ROOT
 """
@@ -21,9 +22,14 @@ S = Session(sys.argv[1], sys.argv[2], tempfile.mkdtemp(prefix="fsdpsim-discovery
 check, TMP = S.check, S.tmp
 
 
+# The bench's own TMPDIR, empty: its fuzzer's directory is made there, and removed.
+PRIVATE_TMP = os.path.join(TMP, "tmp")
+os.mkdir(PRIVATE_TMP)
+
+
 def bench(*flags):
     return subprocess.run([S.fsdpsim, "bench", "--discovery", "--seconds", "2", *flags], capture_output=True, text=True,
-                          timeout=600, cwd=S.root)
+                          timeout=600, cwd=S.root, env=dict(os.environ, TMPDIR=PRIVATE_TMP))
 
 
 seeds = sorted(glob.glob(os.path.join(S.reg, "seed[0-9][0-9][0-9]_*.seq")))
@@ -39,6 +45,7 @@ fuzzer = os.path.join(TMP, "fake_fuzzer.sh")
 seed004 = os.path.join(S.reg, "seed004_eval_then_save_optimizer.seq")
 with open(fuzzer, "w") as f:
     f.write("#!/bin/sh\n"
+            f"echo \"$FSDPSIM_FINDINGS_DIR\" > '{os.path.join(TMP, 'findings_dir')}'\n"
             f"cp '{seed004}' \"$FSDPSIM_FINDINGS_DIR/S4_save_optimizer_key_error.seq\"\n"
             "echo 'NEW FINDING S4:save_optimizer:key_error after 0.50 s: S4 step 3 rank 0: ...' >&2\n")
 os.chmod(fuzzer, os.stat(fuzzer).st_mode | stat.S_IEXEC)
@@ -60,7 +67,10 @@ fuzz000 = rows.get("flag-on-copy/set_adapter", (None, []))[1]
 check(fuzz000[-2:] == [">2", "s"], "a root cause the fuzzer never reaches counts as the budget: %s" % fuzz000)
 reached = [l for l in r.stdout.splitlines() if l.startswith("root causes reached in 2 s")]
 check(reached and reached[0].split()[-1] == "1", "the fuzzer reached one root cause: %s" % reached)
-check(not glob.glob("/tmp/fsdpsim-discovery-??????"), "temporary directories left behind")
+said = os.path.join(TMP, "findings_dir")
+findings_dir = open(said).read().strip() if os.path.exists(said) else "(the fuzzer did not run)"
+check(findings_dir.startswith(PRIVATE_TMP + "/fsdpsim-discovery-"), "the fuzzer's directory is not under TMPDIR: %s" % findings_dir)
+check(not os.listdir(PRIVATE_TMP), "left in TMPDIR: %s" % os.listdir(PRIVATE_TMP))
 
 r = bench("--json")
 figures = [json.loads(l) for l in r.stdout.splitlines()]
@@ -76,6 +86,4 @@ check(r.returncode == 3 and "--fuzzer expects" in r.stderr, "a missing fuzzer: e
 r = subprocess.run([S.fsdpsim, "bench", "--fuzzer", fuzzer], capture_output=True, text=True, cwd=S.root)
 check(r.returncode == 3, "--fuzzer without --discovery: exit %d" % r.returncode)
 
-for p in S.problems:
-    print("FAIL:", p)
-sys.exit(1 if S.problems else 0)
+sys.exit(S.finish("bench --discovery: rows, figures and flags as expected, nothing left in TMPDIR"))

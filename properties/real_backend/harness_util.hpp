@@ -33,7 +33,8 @@ inline std::set<std::string> dir_entries(const std::string& dir) {
 class PrivateTmpdir {
  public:
   explicit PrivateTmpdir(size_t min_length = 0) {
-    std::string tmpl = "/tmp/fsdpsim-harness-test-XXXXXX";
+    const char* base = std::getenv("TMPDIR");  // made under the caller's TMPDIR, like everything
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/fsdpsim-harness-test-XXXXXX";
     if (!::mkdtemp(tmpl.data())) std::abort();
     root_ = tmpl;
     path_ = root_;

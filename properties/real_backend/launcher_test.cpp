@@ -129,11 +129,8 @@ TEST(RealRanks, DifferentParametersInEqualSizedCollectivesAreCrossPaired) {
 
 TEST(RealRanks, ACrashedRankIsReportedAndNothingIsLeftBehind) {
   // A private TMPDIR: the pool's store directory goes there and must be gone after.
-  char tmpl[] = "/tmp/fsdpsim-crash-test-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const char* old_tmp = std::getenv("TMPDIR");
-  std::string saved = old_tmp ? old_tmp : "";
-  ::setenv("TMPDIR", tmpl, 1);
+  PrivateTmpdir tmp;
+  const std::string tmpl = tmp.path();
   SeqFile f = parse_seq(seed000_header(2) + kSeed000);
   {
     real::RealRanks ranks(2, real::RankMode::Processes, std::chrono::milliseconds(2000));
@@ -152,7 +149,4 @@ TEST(RealRanks, ACrashedRankIsReportedAndNothingIsLeftBehind) {
   }
   EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
   EXPECT_TRUE(dir_entries(tmpl).empty());
-  if (saved.empty()) ::unsetenv("TMPDIR");
-  else ::setenv("TMPDIR", saved.c_str(), 1);
-  ::rmdir(tmpl);
 }

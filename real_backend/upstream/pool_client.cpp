@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <poll.h>
 #include <sstream>
 #include <sys/prctl.h>
@@ -15,6 +16,8 @@
 
 #include "model/vocab/json_reader.hpp"
 #include "model/vocab/observation_json.hpp"
+#include "real_backend/child_signal.hpp"
+#include "real_backend/store_dir.hpp"
 
 extern char** environ;
 
@@ -22,69 +25,6 @@ namespace fsdpsim::upstream {
 namespace {
 
 const char* const kInstallHint = "; run `bash .ci/install-deps.sh` to create .venv";
-
-// How long the coordinator may take to stop its ranks and remove its
-// directory after a quit or a SIGTERM before its group is killed: its own
-// wait for the ranks is 2 s, the rest is a loaded machine's slack.
-// (UpstreamOptions::cleanup; the signal handler's own bound.)
-constexpr int kCleanupMs = 15000;
-
-// SIGINT/SIGTERM/SIGHUP: SIGTERM to every live coordinator, which stops its
-// ranks and removes its directory (pool.py's `finally`). With a handler that
-// was there before (the CLI's, which notes the signal and lets the run end),
-// that one runs next and the client reaps the pool as for any failure. With
-// none, the process is about to die: wait here, bounded, for the cleanup, kill
-// what is left, then the default action. Only async-signal-safe calls; the
-// table is written before a pool starts.
-constexpr int kMaxPools = 16;
-volatile sig_atomic_t g_pgids[kMaxPools];
-struct sigaction g_previous[3];
-const int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
-
-void on_signal(int sig) {
-  for (int i = 0; i < kMaxPools; ++i)
-    if (g_pgids[i] > 0) ::kill(g_pgids[i], SIGTERM);
-  for (int i = 0; i < 3; ++i) {
-    if (kSignals[i] != sig) continue;
-    if (g_previous[i].sa_handler != SIG_DFL && g_previous[i].sa_handler != SIG_IGN && !(g_previous[i].sa_flags & SA_SIGINFO)) {
-      g_previous[i].sa_handler(sig);
-      return;
-    }
-  }
-  for (int i = 0; i < kMaxPools; ++i) {
-    if (g_pgids[i] <= 0) continue;
-    for (int t = 0; t < kCleanupMs / 10 && ::waitpid(g_pgids[i], nullptr, WNOHANG) == 0; ++t) {
-      struct timespec ten_ms {0, 10000000};
-      ::nanosleep(&ten_ms, nullptr);
-    }
-    ::kill(-g_pgids[i], SIGKILL);
-  }
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
-// Installs the handler where it is not the current one (another part of the
-// program may have installed its own since: it becomes the one chained to).
-void install_signal_handlers() {
-  for (int i = 0; i < 3; ++i) {
-    struct sigaction cur {};
-    ::sigaction(kSignals[i], nullptr, &cur);
-    if (cur.sa_handler == on_signal) continue;
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(kSignals[i], &sa, &g_previous[i]);
-  }
-  ::signal(SIGPIPE, SIG_IGN);  // a dead pool's stdin answers EPIPE instead of killing us
-}
-
-void track(pid_t pgid, bool add) {
-  for (int i = 0; i < kMaxPools; ++i)
-    if (add ? g_pgids[i] == 0 : g_pgids[i] == pgid) {
-      g_pgids[i] = add ? pgid : 0;
-      return;
-    }
-}
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -188,12 +128,11 @@ std::string UpstreamPool::reap(int grace_ms, int term_ms) {
   if (pid_ <= 0) return "";
   // A coordinator still running gets SIGTERM and time to stop its ranks and
   // remove its directory; its group is killed after that whatever it did.
-  if (!wait_exit(grace_ms) && ::kill(pid_, SIGTERM) == 0) wait_exit(term_ms < 0 ? static_cast<int>(opt_.cleanup.count()) : term_ms);
-  ::kill(-pid_, SIGKILL);  // before the leader is reaped, so its id cannot have been reused
+  if (!wait_exit(grace_ms) && real::signal_child(pid_, SIGTERM)) wait_exit(term_ms < 0 ? static_cast<int>(opt_.cleanup.count()) : term_ms);
+  real::signal_child_group(pid_, SIGKILL);  // before the leader is reaped, so its id cannot have been reused
+  cleanup_.remove_group(pid_);               // and out of the signal handler's table before that, too
   int status = 0;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-  }
-  track(pid_, false);
+  real::wait_child(pid_, &status);
   pid_ = -1;
   return exit_text(status);
 }
@@ -290,16 +229,21 @@ bool UpstreamPool::spawn(int world, std::string* error) {
   envp.push_back(nullptr);
   argv.push_back(nullptr);
 
-  char err_path[] = "/tmp/fsdpsim-upstream-stderr-XXXXXX";
-  int err_fd = ::mkstemp(err_path);
-  if (err_fd < 0) return fail_start(std::string("cannot create a temp file for its stderr: ") + std::strerror(errno));
-  ::unlink(err_path);
+  std::string err_path = real::temp_base() + "/fsdpsim-upstream-stderr-XXXXXX";
+  int err_fd = ::mkstemp(err_path.data());
+  if (err_fd < 0) return fail_start("cannot create a temp file for its stderr in " + real::temp_base() + ": " + std::strerror(errno));
+  ::unlink(err_path.c_str());
   int to_child[2], from_child[2];
   if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) {
     ::close(err_fd);
     return fail_start(std::string("pipe: ") + std::strerror(errno));
   }
-  install_signal_handlers();
+  // Signals wait until the child is registered (or has reset its handlers): the
+  // handler then asks it to stop, and never runs in it.
+  sigset_t block, saved;
+  sigemptyset(&block);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&block, s);
+  ::pthread_sigmask(SIG_BLOCK, &block, &saved);
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
@@ -312,20 +256,27 @@ bool UpstreamPool::spawn(int world, std::string* error) {
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::sigaction(s, &dfl, nullptr);
+    ::sigprocmask(SIG_SETMASK, &saved, nullptr);  // a signal pending since the fork: the default action, here
     ::execve(argv[0], argv.data(), envp.data());
     const char msg[] = "fsdpsim: exec of the upstream pool's python failed\n";
     (void)!::write(2, msg, sizeof msg - 1);
     _exit(127);
   }
+  const int fork_errno = errno;
   ::close(to_child[0]);
   ::close(from_child[1]);
+  if (pid > 0) {
+    ::setpgid(pid, pid);  // also here: whichever runs first
+    // When the process dies of a signal, the coordinator's time to stop its ranks and remove
+    // its directory before its group is killed (the handler's bound, signal_cleanup.hpp).
+    cleanup_.add_group(pid, static_cast<int>(opt_.cleanup.count()));
+  }
+  ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   if (pid < 0) {
     ::close(to_child[1]), ::close(from_child[0]), ::close(err_fd);
-    return fail_start(std::string("fork: ") + std::strerror(errno));
+    return fail_start(std::string("fork: ") + std::strerror(fork_errno));
   }
-  ::setpgid(pid, pid);  // also here: whichever runs first
   pid_ = pid;
-  track(pid, true);
   in_fd_ = to_child[1];
   out_fd_ = from_child[0];
   err_fd_ = err_fd;
@@ -457,21 +408,36 @@ int spawn_module(const std::string& module, const std::vector<std::string>& args
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // torch's compile caches (importing accelerate or PEFT makes one) in a directory of ours, removed
+  // after, not $TMPDIR/torchinductor_<user> left behind (the pool does the same: pool.py's RankProc);
+  // a cache directory the caller set is kept.
+  std::string caches = real::temp_base() + "/fsdpsim-torch-caches-XXXXXX";
+  if (!::mkdtemp(caches.data())) caches.clear();
+  const std::string inductor = caches + "/inductor", triton = caches + "/triton";
+  auto remove_caches = [&caches] {
+    std::error_code ec;
+    if (!caches.empty()) std::filesystem::remove_all(caches, ec);
+  };
   pid_t pid = ::fork();
   if (pid < 0) {
     *error = std::string("upstream backend: fork failed: ") + std::strerror(errno);
+    remove_caches();
     return -1;
   }
   if (pid == 0) {
     ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
+    if (!caches.empty()) {
+      ::setenv("TORCHINDUCTOR_CACHE_DIR", inductor.c_str(), 0);
+      ::setenv("TRITON_CACHE_DIR", triton.c_str(), 0);
+    }
     if (out_fd >= 0) ::dup2(out_fd, 1);
     if (err_fd >= 0) ::dup2(err_fd, 2);
     ::execv(python.c_str(), argv.data());
     ::_exit(127);
   }
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  real::wait_child(pid, &status);
+  remove_caches();
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -495,11 +461,22 @@ int run_python_module(const std::string& module, const std::vector<std::string>&
 
 namespace {
 
+// An unlinked temporary file under $TMPDIR (std::tmpfile ignores TMPDIR), or null.
+FILE* temp_file() {
+  std::string path = real::temp_base() + "/fsdpsim-release-env-XXXXXX";
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0) return nullptr;
+  ::unlink(path.c_str());
+  FILE* f = ::fdopen(fd, "w+");
+  if (!f) ::close(fd);
+  return f;
+}
+
 // `python -m fsdpsim_upstream.release_env ARGS`: its exit status, its whole
 // stdout, and its stderr's last line (the reason, on a failure).
 int release_env(const std::vector<std::string>& args, std::string* out_text, std::string* message) {
-  FILE* out = std::tmpfile();
-  FILE* err = std::tmpfile();
+  FILE* out = temp_file();
+  FILE* err = temp_file();
   if (!out || !err) {
     if (out) std::fclose(out);
     if (err) std::fclose(err);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/vocab/observation.hpp"
+#include "real_backend/signal_cleanup.hpp"
 
 namespace fsdpsim {
 // --timeout's default, for the real backend's ranks and the upstream pool
@@ -87,6 +88,7 @@ class UpstreamPool {
   UpstreamOptions opt_;
   int world_ = 0;
   pid_t pid_ = -1;  // the coordinator, leader of its own process group
+  real::SignalCleanup cleanup_;  // SIGINT/SIGTERM/SIGHUP: the coordinator asked to stop (its group killed if we die)
   int in_fd_ = -1;   // its stdin
   int out_fd_ = -1;  // its stdout
   int err_fd_ = -1;  // an unlinked temp file holding its stderr

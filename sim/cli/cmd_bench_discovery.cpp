@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -28,6 +30,8 @@
 #include "sim/hunt.hpp"
 #include "sim/hunt_scenarios.hpp"
 #include "sim/shrink.hpp"
+#include "real_backend/child_signal.hpp"
+#include "real_backend/store_dir.hpp"
 
 extern char** environ;
 
@@ -71,9 +75,9 @@ Reached hunt_loop_run(uint64_t seed, double seconds, RealPools& pools) {
 // (fuzz/lifecycle_fuzzer.cpp) and the sequence it writes per signature to FSDPSIM_FINDINGS_DIR.
 bool fuzzer_run(const std::string& fuzzer, uint64_t seed, double seconds, Reached* out, std::string* error) {
   namespace fs = std::filesystem;
-  char tmpl[] = "/tmp/fsdpsim-discovery-XXXXXX";
-  if (!mkdtemp(tmpl)) {
-    *error = "cannot create a temporary directory";
+  std::string tmpl = real::temp_base() + "/fsdpsim-discovery-XXXXXX";
+  if (!mkdtemp(tmpl.data())) {
+    *error = "cannot create a temporary directory in " + real::temp_base() + ": " + std::strerror(errno);
     return false;
   }
   const fs::path dir = tmpl;
@@ -111,7 +115,7 @@ bool fuzzer_run(const std::string& fuzzer, uint64_t seed, double seconds, Reache
     return false;
   }
   int status = 0;
-  waitpid(pid, &status, 0);
+  real::wait_child(pid, &status);
   // libFuzzer exits 0 at -max_total_time; anything else (a crash, a spec finding under patched) is the fuzzer's failure.
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     *error = fuzzer + " -seed=" + std::to_string(seed) + " failed (see its log: rerun it by hand)";

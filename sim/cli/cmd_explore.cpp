@@ -18,6 +18,7 @@
 #include "sim/cli/progress.hpp"
 #include "model/vocab/table.hpp"
 #include "sim/explore.hpp"
+#include "real_backend/child_signal.hpp"
 
 extern char** environ;
 
@@ -38,7 +39,7 @@ bool render_svg(const std::string& dot_file, const std::string& svg_file) {
     return false;
   }
   int status = 0;
-  waitpid(pid, &status, 0);
+  real::wait_child(pid, &status);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::cerr << "fsdpsim explore: `dot -Tsvg " << dot_file << "` failed\n";
     return false;

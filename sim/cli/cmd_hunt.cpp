@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/cli/commands.hpp"
+#include "sim/cli/interrupt.hpp"
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/junit.hpp"
 #include "sim/cli/progress.hpp"
@@ -16,13 +17,14 @@
 #include "sim/hunt_html.hpp"
 #include "sim/hunt_scenarios.hpp"
 #include "model/vocab/profile.hpp"
+#include "real_backend/signal_cleanup.hpp"
 #include "real_backend/upstream/pool_client.hpp"
 
 namespace fsdpsim::cli {
 
 namespace {
 
-void print_hunt_json(const HuntReport& rep, const std::string& out, int code) {
+void print_hunt_json(const HuntReport& rep, const std::string& out, int code, int sig) {
   for (const auto& c : rep.classes)
     JsonRecord("hunt_class")
         .str("class", c.stem).str("signature", c.t.signature).str("spec", c.t.spec).str("symptom", c.t.symptom)
@@ -55,7 +57,7 @@ void print_hunt_json(const HuntReport& rep, const std::string& out, int code) {
       .str("upstream_versions", rep.upstream_versions).real("explore_seconds", rep.t_explore).real("fuzz_seconds", rep.t_fuzz)
       .real("triage_seconds", rep.t_triage).real("confirm_seconds", rep.t_confirm)
       .num("not_confirmed_budget", static_cast<int64_t>(unconfirmed_by_budget(rep))).str("out", out).num("exit_code", code)
-      .str("infra_message", rep.infra ? rep.infra_message : "")
+      .str("infra_message", rep.infra ? rep.infra_message : "").num("interrupted", sig)
       .print(std::cout);
 }
 
@@ -148,9 +150,14 @@ int cmd_hunt(const Args& a) {
                 std::to_string(static_cast<int>(o.seconds)) + " s budget (" +
                 (a.model_only ? "model only" : "the model a third, confirmation the rest") + "), " + std::to_string(o.scenarios.size()) +
                 " built-in scenarios, explorer " + (o.explore ? "on" : "not built in"));
+  // SIGINT/SIGTERM/SIGHUP: the backends' handler stops their ranks and pools first
+  // (it chains to ours), then the hunt ends at its next step with what it has.
+  arm_interrupts();
+  o.stop = [] { return interrupted() != 0 || real::interrupt_count() > 0; };
   RealPools pools = pools_of(a);
   HuntReport rep = hunt(o, pools);
   progress.done();
+  const int sig = !rep.interrupted ? 0 : interrupted() ? interrupted() : real::interrupting_signal();
   if (!corpus.empty()) {
     std::vector<std::string> problems;  // an unreadable or empty corpus directory: said, not fatal
     std::vector<std::string> files = seq_files(corpus, &problems);  // each directory's files in order
@@ -161,13 +168,13 @@ int cmd_hunt(const Args& a) {
   // Said once: which columns go without the project's data, and why.
   if (const std::string line = missing_data_line(a.corpus.empty() ? "the regression column" : "", "the repro column and page links"); !line.empty())
     std::cerr << "fsdpsim: " << line << "\n";
-  int code = hunt_exit_code(rep, a.fail_on_unreported, a.fail_on_uncatalogued);
+  int code = sig ? interrupted_exit(sig) : hunt_exit_code(rep, a.fail_on_unreported, a.fail_on_uncatalogued);
   std::string error;
   if (!write_hunt_outputs(rep, out, code, &error)) {
     std::cerr << "fsdpsim: " << error << "\n";
     return kInfra;
   }
-  if (a.scripts && !a.model_only && rep.upstream_installed) {
+  if (a.scripts && !a.model_only && rep.upstream_installed && !sig) {
     run_scripts(rep, out, progress);
     code = hunt_exit_code(rep, a.fail_on_unreported, a.fail_on_uncatalogued);
     if (!write_hunt_outputs(rep, out, code, &error)) {
@@ -185,7 +192,7 @@ int cmd_hunt(const Args& a) {
     }
   }
   if (a.json) {
-    print_hunt_json(rep, out, code);
+    print_hunt_json(rep, out, code, sig);
     if (rep.infra) std::cerr << "fsdpsim: " << rep.infra_message << "\n";
     return code;
   }
@@ -197,12 +204,14 @@ int cmd_hunt(const Args& a) {
   print_catalogue(std::cout, rep);
   if (!rep.upstream_versions.empty()) std::cout << rep.upstream_versions << "\n";
   else if (!rep.upstream_installed) std::cout << "upstream: not installed (.venv missing), confirmed on the real backend only\n";
-  else if (!a.model_only) std::cout << "upstream: no pool was ready before the --seconds deadline, nothing confirmed there\n";
+  else if (!a.model_only)
+    std::cout << "upstream: no pool was ready before " << (sig ? "the signal" : "the --seconds deadline") << ", nothing confirmed there\n";
   char times[200];
   std::snprintf(times, sizeof times, "time: explore %.1f s, fuzz %.1f s, triage %.1f s, confirm %.1f s\n", rep.t_explore, rep.t_fuzz, rep.t_triage,
                 rep.t_confirm);
   std::cout << times << "written: " << out << "/summary.json and one .seq per class" << (a.html.empty() ? "" : ", " + a.html) << "\n";
   if (rep.infra) std::cerr << "fsdpsim: " << rep.infra_message << "\n";
+  if (sig) std::cerr << "fsdpsim: hunt interrupted by signal " << sig << " (" << strsignal(sig) << "): partial results, exit " << code << "\n";
   return code;
 }
 

@@ -1,4 +1,4 @@
-// Ctrl-C, SIGTERM and SIGHUP during the long loops (`check`, `crosscheck`):
+// Ctrl-C, SIGTERM and SIGHUP during the long loops (`check`, `crosscheck`, `hunt`):
 // the signal is noted, the sequence in progress finishes (a real or upstream
 // run ends within its timeout; ranks in the terminal's process group die with
 // Ctrl-C themselves), and the loop stops, prints its partial summary and

@@ -7,6 +7,8 @@ import os
 import sys
 import unittest
 
+import torch_caches  # noqa: F401  (first: torch's caches in a directory removed at exit)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "real_backend", "upstream"))
 

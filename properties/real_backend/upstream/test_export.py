@@ -9,6 +9,8 @@ import sys
 import tempfile
 import unittest
 
+import torch_caches  # noqa: F401  (first: torch's caches in a directory removed at exit)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "real_backend", "upstream"))
 from fsdpsim_upstream.repro_run import run_repro  # noqa: E402

@@ -9,6 +9,8 @@ import sys
 import tempfile
 import unittest
 
+import torch_caches  # noqa: F401  (first: torch's caches in a directory removed at exit)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "real_backend", "upstream"))
 
@@ -56,7 +58,7 @@ def rank_main(rank, world, text, out):
     Accelerator.prepare = spy
     scen, ops = seqfile.parse(text)
     sess = Session(scen, ops, rank, world, init_device_mesh("cpu", (world,)),
-                   profiles.resolve(scen.profile, scen.sets), tempfile.mkdtemp())
+                   profiles.resolve(scen.profile, scen.sets), tempfile.mkdtemp(dir=out))  # removed with `out` by run()
     sess.build()
     res["prepared_by"] = sess.prepared_by
     res["calls"] = len(seen)
@@ -114,12 +116,12 @@ def run(text, world=2, target=rank_main):
         s.bind(("127.0.0.1", 0))
         os.environ["MASTER_PORT"] = str(s.getsockname()[1])
     os.environ["MASTER_ADDR"] = "127.0.0.1"
-    out = tempfile.mkdtemp()
-    mp.spawn(target, args=(world, text, out), nprocs=world)
-    res = []
-    for r in range(world):
-        with open(os.path.join(out, f"out-{r}.json")) as f:
-            res.append(json.load(f))
+    with tempfile.TemporaryDirectory(prefix="fsdpsim-prepare-") as out:
+        mp.spawn(target, args=(world, text, out), nprocs=world)
+        res = []
+        for r in range(world):
+            with open(os.path.join(out, f"out-{r}.json")) as f:
+                res.append(json.load(f))
     return res
 
 

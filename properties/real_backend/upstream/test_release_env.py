@@ -6,6 +6,8 @@ import os
 import sys
 import unittest
 
+import torch_caches  # noqa: F401  (first: torch's caches in a directory removed at exit)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "real_backend", "upstream"))
 
@@ -28,9 +30,11 @@ class Sets(unittest.TestCase):
             self.assertTrue(str(c.exception).startswith(want), str(c.exception))
 
     def test_a_local_peft_is_one_environment_per_content(self):
+        import shutil
         import tempfile
         import time
         d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
         open(os.path.join(d, "pyproject.toml"), "w").write("[project]\nname = 'peft'\n")
         pins = release_env.parse_set("peft=" + d)
         self.assertEqual(release_env.normalize(pins), "peft=" + os.path.abspath(d))

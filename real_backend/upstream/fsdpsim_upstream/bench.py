@@ -151,7 +151,8 @@ def main():
             f.write(export(text))
         t0 = time.time()
         for _ in range(2):
-            r = subprocess.run([torchrun, f"--nproc_per_node={args.world}", f"--master_port={free_port()}", script],
+            r = subprocess.run([torchrun, f"--nproc_per_node={args.world}", f"--master_port={free_port()}",
+                                f"--log-dir={os.path.join(d, 'logs')}", script],  # else a torchelastic_* left in $TMPDIR
                                cwd=d, capture_output=True)
             if r.returncode not in (0, 1, 2):  # the script's verdicts: fixed, reproduced, otherwise
                 raise RuntimeError(f"torchrun exited {r.returncode}: {r.stderr.decode()[-300:]}")

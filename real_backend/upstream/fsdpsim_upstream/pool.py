@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from . import judge, liveness, probe, rank_spawn
+from . import children, judge, liveness, probe, rank_spawn
 
 UNOBSERVED = ["peak_unsharded"]
 # How long a run may go without a message from any rank before the coordinator looks at
@@ -94,12 +94,8 @@ def remove_stale_dirs():
         m = re.match(r"fsdpsim-pool-(\d+)-", name)
         if not m:
             continue
-        try:
-            os.kill(int(m.group(1)), 0)
-        except ProcessLookupError:
+        if not children.process_exists(int(m.group(1))):
             shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-        except PermissionError:
-            pass
 
 
 class RankProc:

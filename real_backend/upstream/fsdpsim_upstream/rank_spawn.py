@@ -16,6 +16,8 @@ import time
 import traceback
 import warnings
 
+from . import children
+
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -64,7 +66,7 @@ class ForkedProc:
 
     def poll(self):
         if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            pid, status = children.wait_child(self.pid, os.WNOHANG)
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)  # -N for signal N, as Popen
         return self.returncode
@@ -79,7 +81,7 @@ class ForkedProc:
 
     def kill(self):
         if self.poll() is None:
-            os.kill(self.pid, signal.SIGKILL)
+            children.signal_child(self.pid, signal.SIGKILL)
 
 
 def _child(env, in_r, out_w, err_fd):

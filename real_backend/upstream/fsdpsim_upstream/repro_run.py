@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 from .pool import free_port
 
@@ -25,11 +26,15 @@ def run_repro(path, timeout=180):
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     with open(path) as f:
         world = world_of(f.read())
-    try:
-        out = subprocess.run([torchrun, f"--nproc_per_node={world}", f"--master_port={free_port()}", path],
-                             capture_output=True, text=True, timeout=timeout, cwd=os.path.dirname(path) or ".")
-    except subprocess.TimeoutExpired:
-        return 2, [], f"no verdict within {timeout} s"
+    # torchrun's own logs (else a torchelastic_* directory left in $TMPDIR per launch) and the ranks'
+    # compile caches, removed with the run
+    with tempfile.TemporaryDirectory(prefix="fsdpsim-torchrun-") as logs:
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(logs, "inductor"), TRITON_CACHE_DIR=os.path.join(logs, "triton"))
+        try:
+            out = subprocess.run([torchrun, f"--nproc_per_node={world}", f"--master_port={free_port()}", f"--log-dir={logs}", path],
+                                 capture_output=True, text=True, timeout=timeout, cwd=os.path.dirname(path) or ".", env=env)
+        except subprocess.TimeoutExpired:
+            return 2, [], f"no verdict within {timeout} s"
     lines = [l for l in out.stdout.splitlines() if re.match(r"(rank \d+ )?(expected|got|result): ", l)]
     # One result line when the ranks agreed on a code; one per rank after a collective that could not
     # complete (a hang or mismatch finding), where the bug reproduces if any rank saw it.
