@@ -50,9 +50,9 @@ def main():
     S.check("unavailable" not in r.stderr, "the data was there, yet: %s" % r.stderr)
 
     t = run(S, ["hunt", "--model-only", "--seconds", "2", "--out", "h", "--quiet"], tmp, env)
-    rows = [l for l in t.stdout.splitlines() if re.match(r"^\S+\s+(fixed|fix-proposed|reported|unreported|documented|misuse|unreviewed)\s", l)]
+    rows = [l for l in t.stdout.splitlines() if re.match(r"^\S+\s+(fixed|fix-proposed|reported|regression|unreported|by-design|documented|unsupported|misuse|unreviewed)\s", l)]
     S.check(any(re.search(r"\s yes \s", l) for l in rows), "no catalogue row has a repro: %s" % rows[:3])
-    m = re.search(r"^pages, scripts: (\S+)/<root cause", t.stdout, re.M)
+    m = re.search(r"^pages, scripts: (\S+)/(?:report-<report>\.md, )?<root cause", t.stdout, re.M)
     S.check(m is not None and os.path.isdir(os.path.join(tmp, m.group(1))), "the pages line names no folder that is there: %s" % (m and m.group(1)))
 
     # report: the root cause links its page, relative to the page written here.

@@ -54,7 +54,7 @@ def main():
     S.check(t.returncode == 1, "triage --check exit %d on a false fix line" % t.returncode)
     S.check("fix line says 'removed by set_adapter_reshard=unmerge_first" in t.stderr and "no single patched switch removes it" in t.stderr,
             "triage --check does not name the false fix line: %s" % t.stderr)
-    S.check("\tnew\t" in t.stdout, "triage calls it %s" % t.stdout)
+    S.check("\tunreported\t" in t.stdout, "triage calls it %s" % t.stdout)
     return S.finish("fix claims are re-run")
 
 
