@@ -184,8 +184,10 @@ class Writer:
                 e(f"{ind}pass  # {op.names[0]} was given to no fully_shard: nothing to {k}")
             elif op.names[0] == "root":
                 e(f"{ind}model.{k}()")
-            else:  # a LoRA layer added after fully_shard wraps the FSDP module: get_base_layer reaches it
-                e(f"{ind}{self.layer(op.names[0])}.get_base_layer().{k}()")
+            elif self.wrapped_later(op.names[0]):  # an adapter added after fully_shard wraps the FSDP module
+                e(f"{ind}getattr({self.layer(op.names[0])}, 'base_layer', {self.layer(op.names[0])}).{k}()")
+            else:  # the module fully_shard was given (each member of a grouped call moves the whole group)
+                e(f"{ind}{self.layer(op.names[0])}.{k}()")
         elif k in ("reshard", "unshard"):
             for g in self.groups():
                 e(f"{ind}{g}.{k}()")
@@ -216,6 +218,13 @@ class Writer:
               f"model.named_parameters() if {sel}], lr=1e-2)")
         else:
             raise ValueError(f"export --python does not support `{k}` yet")
+
+    def wrapped_later(self, layer):
+        """Only an adapter added after fully_shard targets the layer: PEFT then wraps the FSDP module in a
+        LoRA layer, its base_layer (peft tuners_utils.py BaseTunerLayer.get_base_layer)."""
+        live = [a for a in self.scen.adapters if not a.deferred]
+        return (any(layer in a.targets for a in self.scen.adapters if a.deferred) and
+                not any(layer in a.targets or layer in a.modules_to_save for a in live))
 
     def set_adapter_fix(self, ind):
         if self.sw["set_adapter_reshard"] == "unmerge_first" and self.fsdp:
@@ -262,9 +271,7 @@ class Writer:
         then `shards`, the parameters FSDP registered, and the optimizer."""
         s, e = self.scen, self.emit
         ram = s.loading == "ram_efficient"
-        for name in s.checkpoint:  # activation checkpointing before fully_shard, as accelerate's fsdp2_apply_ac
-            e(f"{ind}model.base_model.model.set_submodule({self.name(name)!r}, "
-              f"checkpoint_wrapper({self.layer(name)}, preserve_rng_state=False))")
+        self.checkpoint(ind)
         if ram:  # accelerate's fsdp2_prepare_model with cpu_ram_efficient_loading: shard on meta, then broadcast
             e(f"{ind}full_sd = model.state_dict()")
             e(f"{ind}model.to('meta')")
@@ -282,6 +289,13 @@ class Writer:
             e(f"{ind}fsdp2_load_full_state_dict(SimpleNamespace(is_main_process=rank == 0), model, full_sd)")
         e(f"{ind}shards = dict(model.named_parameters())  # the parameters FSDP registered: gradients land here")
         self.optimizer(ind)
+
+    def checkpoint(self, ind):
+        """Activation checkpointing of the scenario's layers (before any fully_shard), as accelerate's
+        fsdp2_apply_ac wraps them."""
+        for name in self.scen.checkpoint:
+            self.emit(f"{ind}model.base_model.model.set_submodule({self.name(name)!r}, "
+                      f"checkpoint_wrapper({self.layer(name)}, preserve_rng_state=False))")
 
     def optimizer(self, ind):
         """AdamW over the adapters' parameters (those trainable now under `optimizer trainable`); none when
@@ -328,6 +342,7 @@ class Writer:
         if self.fsdp and not any(op.kind == "prepare" for op in self.ops):
             self.shard("")
         elif not self.fsdp:
+            self.checkpoint("")
             self.optimizer("")
         shift = " + 1000003 * rank" if s.data == "per_rank" and self.fsdp else ""
         cast = f".to({DTYPE[s.dtype]})" if s.dtype != "fp32" else ""
