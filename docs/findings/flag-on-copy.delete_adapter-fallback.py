@@ -2,6 +2,8 @@
 
 Expected: requires_grad set on the unsharded parameters reaches the shards the optimizer steps.
 Run: torchrun --nproc_per_node=1 flag-on-copy.delete_adapter-fallback.py  (exit 1 at the assert while the bug is there, 0 once fixed)
+
+accelerate: the root's reshard_after_forward=False is what accelerate's fsdp2_prepare_model gives it (it leaves the root's to torch, which resolves it to False). A training script doing the same under `accelerate launch --use_fsdp --fsdp_version 2 train.py` on GPUs takes this path (not run on GPU here).
 Written for torch 2.13.0+cpu, peft 0.21.2, accelerate 1.15.0, Python 3.11.7, CPU, gloo; not run by the export.
 """
 from collections import OrderedDict

@@ -1,7 +1,9 @@
-"""FSDP2 + PEFT LoRA: unshard; save_optimizer
+"""FSDP2 + PEFT LoRA: eval; save_optimizer
 
 Expected: save_optimizer runs without an exception.
 Run: torchrun --nproc_per_node=1 optimizer-checkpoint-while-unsharded.py  (exit 1 at the assert while the bug is there, 0 once fixed)
+
+accelerate: the root's reshard_after_forward=False is what accelerate's fsdp2_prepare_model gives it (it leaves the root's to torch, which resolves it to False); get_optimizer_state_dict is the call accelerate's save_fsdp_optimizer makes under FSDP2. A training script doing the same under `accelerate launch --use_fsdp --fsdp_version 2 train.py` on GPUs takes this path (not run on GPU here).
 Written for torch 2.13.0+cpu, peft 0.21.2, accelerate 1.15.0, Python 3.11.7, CPU, gloo; not run by the export.
 """
 from collections import OrderedDict
@@ -19,11 +21,12 @@ mesh = init_device_mesh("cpu", (dist.get_world_size(),))
 torch.manual_seed(0)
 net = nn.Sequential(OrderedDict([('vis', nn.Linear(8, 8))]))
 model = get_peft_model(net, LoraConfig(r=4, lora_alpha=8, target_modules=['vis'], init_lora_weights=False))
-fully_shard(model, mesh=mesh, reshard_after_forward=True)
+fully_shard(model, mesh=mesh, reshard_after_forward=False)
 shards = dict(model.named_parameters())  # the parameters FSDP registered: gradients land here
 opt = torch.optim.AdamW([p for n, p in shards.items() if p.requires_grad], lr=1e-2)
 x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
-model.unshard()
+with torch.no_grad():
+    model(x)
 try:
     ckpt = get_optimizer_state_dict(model, opt)
 except Exception as e:

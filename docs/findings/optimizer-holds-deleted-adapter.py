@@ -2,6 +2,8 @@
 
 Expected: save_optimizer runs without an exception.
 Run: torchrun --nproc_per_node=1 optimizer-holds-deleted-adapter.py  (exit 1 at the assert while the bug is there, 0 once fixed)
+
+accelerate: get_optimizer_state_dict is the call accelerate's save_fsdp_optimizer makes under FSDP2. A training script doing the same under `accelerate launch --use_fsdp --fsdp_version 2 train.py` on GPUs takes this path (not run on GPU here).
 Written for torch 2.13.0+cpu, peft 0.21.2, accelerate 1.15.0, Python 3.11.7, CPU, gloo; not run by the export.
 """
 from collections import OrderedDict

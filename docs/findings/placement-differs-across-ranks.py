@@ -2,6 +2,8 @@
 
 Expected: every rank holds the same state and issues the same collectives.
 Run: torchrun --nproc_per_node=2 placement-differs-across-ranks.py  (exit 1 at the assert while the bug is there, 0 once fixed)
+
+accelerate: meta weights on ranks > 0, fully_shard, then fsdp2_load_full_state_dict: accelerate's cpu_ram_efficient_loading path. A training script doing the same under `accelerate launch --use_fsdp --fsdp_version 2 train.py` on GPUs takes this path (not run on GPU here).
 Written for torch 2.13.0+cpu, peft 0.21.2, accelerate 1.15.0, Python 3.11.7, CPU, gloo; not run by the export.
 """
 from collections import OrderedDict

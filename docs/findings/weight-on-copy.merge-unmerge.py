@@ -1,7 +1,9 @@
-"""FSDP2 + PEFT LoRA: unshard; merge; reshard
+"""FSDP2 + PEFT LoRA: eval; merge; reshard
 
 Expected: a layer's weight equals its initial value plus the deltas of the adapters it lists as merged.
 Run: torchrun --nproc_per_node=1 weight-on-copy.merge-unmerge.py  (exit 1 at the assert while the bug is there, 0 once fixed)
+
+accelerate: the root's reshard_after_forward=False is what accelerate's fsdp2_prepare_model gives it (it leaves the root's to torch, which resolves it to False). A training script doing the same under `accelerate launch --use_fsdp --fsdp_version 2 train.py` on GPUs takes this path (not run on GPU here).
 Written for torch 2.13.0+cpu, peft 0.21.2, accelerate 1.15.0, Python 3.11.7, CPU, gloo; not run by the export.
 """
 from collections import OrderedDict
@@ -24,11 +26,12 @@ torch.manual_seed(0)
 net = nn.Sequential(OrderedDict([('lin0', nn.Linear(10, 20))]))
 w0 = net.get_submodule('lin0').weight.detach().clone()
 model = get_peft_model(net, LoraConfig(r=8, lora_alpha=8, target_modules=['lin0'], init_lora_weights=False))
-fully_shard(model, mesh=mesh, reshard_after_forward=True)
+fully_shard(model, mesh=mesh, reshard_after_forward=False)
 shards = dict(model.named_parameters())  # the parameters FSDP registered: gradients land here
 opt = torch.optim.AdamW([p for n, p in shards.items() if p.requires_grad], lr=1e-2)
 x = torch.randn(4, 10, generator=torch.Generator().manual_seed(1))
-model.unshard()
+with torch.no_grad():
+    model(x)
 model.base_model.merge_adapter()
 model.reshard()
 layer = model.base_model.model.lin0

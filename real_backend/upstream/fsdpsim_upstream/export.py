@@ -438,8 +438,30 @@ class Writer:
             doc.append(f"The lines marked `# fix` apply a candidate fix: {'; '.join(self.applied)}.")
         for old, new in self.renamed.items():
             doc.append(f"Layer `{old}` is `{new}` here: nn.Module reserves the name.")
+        doc += self.accelerate_notes()
         doc.append(f"Written for {versions()}, CPU{', gloo' if self.fsdp else ''}; not run by the export.")
         self.emit('"""' + "\n".join(doc).replace('"""', "'''").replace("\\", "\\\\") + '\n"""')
+
+    def accelerate_notes(self):
+        """Where the script makes the calls accelerate makes under FSDP2 (accelerate 1.15 picks FSDP only for
+        multi-device distributed types, state.py: not on one CPU), which ones, and the user's launch command."""
+        if not self.fsdp:
+            return []
+        calls = []
+        root = next((d for d in self.scen.shards if d.is_root), None)
+        if root and root.raf in ("false", "none"):
+            calls.append("the root's reshard_after_forward=False is what accelerate's fsdp2_prepare_model gives it "
+                         "(it leaves the root's to torch, which resolves it to False)")
+        if self.scen.loading == "ram_efficient":
+            calls.append("meta weights on ranks > 0, fully_shard, then fsdp2_load_full_state_dict: accelerate's "
+                         "cpu_ram_efficient_loading path")
+        if any(op.kind in ("save_optimizer", "load_optimizer") for op in self.ops):
+            calls.append("get_optimizer_state_dict is the call accelerate's save_fsdp_optimizer makes under FSDP2")
+        if not calls:
+            return []
+        return ["", "accelerate: " + "; ".join(calls) + ". A training script doing the same under "
+                "`accelerate launch --use_fsdp --fsdp_version 2 train.py` on GPUs takes this path "
+                "(not run on GPU here)."]
 
     def script(self, run_name):
         missing = unwritten(self.sw, self.scen)
