@@ -139,9 +139,13 @@ class Writer:
             e(f"{ind}model.zero_grad(set_to_none=True)")
         elif k == "train_step":
             e(f"{ind}model.zero_grad(set_to_none=True)")
-            e(f"{ind}{loss}.backward()")
             if self.opt_made:
+                e(f"{ind}{loss}.backward()")
                 e(f"{ind}opt.step()")
+            else:  # nothing was trainable at the start: torch refuses a backward through no trainable parameter
+                e(f"{ind}loss = {loss}")
+                e(f"{ind}if loss.requires_grad:")
+                e(f"{ind}    loss.backward()")
         elif k == "merge":
             e(f"{ind}model.base_model.merge_adapter({list(op.names) if op.names else ''})")
         elif k == "unmerge":
