@@ -36,4 +36,5 @@ try:
     deltas = {a: layer.get_delta_weight(a) for a in model.base_model.active_adapters if a in layer.lora_A}
 except Exception as e:
     raise AssertionError(f"expected delta_weight lin1 to run, it raised {type(e).__name__}: {e}") from e
+dist.barrier()  # every rank is done with its collectives before any tears down
 dist.destroy_process_group()

@@ -33,4 +33,5 @@ every = [None] * dist.get_world_size()
 dist.all_gather_object(every, model.base_model.model.lin0.lora_A['late'].weight.detach())
 diff = max((v - every[0]).abs().max().item() for v in every)
 assert diff == 0, f"expected every rank to hold the same lin0.lora_A.late, got a difference of {diff:.3g} between ranks"
+dist.barrier()  # every rank is done with its collectives before any tears down
 dist.destroy_process_group()

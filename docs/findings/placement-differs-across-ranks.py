@@ -39,4 +39,5 @@ except Exception as e:
 every = [None] * dist.get_world_size()
 dist.all_gather_object(every, {n: str(p.dtype) for n, p in model.named_parameters()})
 assert all(d == every[0] for d in every), f"expected every rank to hold each parameter in one dtype, got {[{n: d for n, d in e.items() if d != every[0][n]} for e in every]}"
+dist.barrier()  # every rank is done with its collectives before any tears down
 dist.destroy_process_group()

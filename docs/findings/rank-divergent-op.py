@@ -29,4 +29,5 @@ try:
         model.unshard()
 except Exception as e:
     raise AssertionError(f"expected @1 unshard to complete on every rank, it raised {type(e).__name__}: {e}") from e
+dist.barrier()  # every rank is done with its collectives before any tears down
 dist.destroy_process_group()

@@ -28,4 +28,5 @@ x = torch.randn(4, 10, generator=torch.Generator().manual_seed(1))
 saved = {a: get_peft_model_state_dict(model, adapter_name=a) for a in model.peft_config}
 partial = {k: f'{v.to_local().shape[0]} of {v.shape[0]} rows' for sd in saved.values() for k, v in sd.items() if isinstance(v, DTensor)}
 assert not partial, f"expected get_peft_model_state_dict to return whole tensors (what save_pretrained writes), got this rank's shard of {partial}"
+dist.barrier()  # every rank is done with its collectives before any tears down
 dist.destroy_process_group()

@@ -487,6 +487,10 @@ class Writer:
                     "DTensor) else t", "", ""] + code
         if any(l.experts for l in self.scen.layers):
             code = EXPERTS.splitlines() + ["", ""] + code
+        if body.fsdp and self.scen.world > 1:
+            # a rank whose peer tears down while it is still in a collective aborts (SIGABRT), seen on
+            # torch 2.13 CPU after a fixed run: torchrun then reports a failure over the clean exit
+            code.append("dist.barrier()  # every rank is done with its collectives before any tears down")
         if body.fsdp:
             code.append("dist.destroy_process_group()")
         self.applied = body.applied
