@@ -89,8 +89,10 @@ std::string page(const RootCauseEntry& e, const Group& g, const std::vector<Rele
     md += print_seq(m);
     md += "```\n\n";
     fmt::format_to(out,
-                   "- Standalone script on the plain libraries: [`{0}.py`]({0}.py), `torchrun --nproc_per_node={1} {0}.py`; it prints "
-                   "expected and got, and exits 1 while the bug reproduces, 0 once it is fixed (ctest `findings_repros` runs it).\n",
+                   "- Standalone script on the plain libraries: [`{0}.py`]({0}.py), run as its docstring's `Run:` line says "
+                   "(`torchrun --nproc_per_node={1} {0}.py`, or plain `python {0}.py` where the bug needs no FSDP); it ends in one "
+                   "assert stating expected and actual, and exits 1 while the bug reproduces, 0 once it is fixed (ctest "
+                   "`findings_repros` runs it).\n",
                    stem, m.scenario.world);
     fmt::format_to(out, "- On every backend: `fsdpsim run docs/findings/{}.seq --backend model,real,upstream`.\n", stem);
   }
@@ -146,8 +148,9 @@ std::string index(const std::vector<std::pair<RootCauseEntry, const Group*>>& ro
   md += "Reports first: one per upstream fix site and owner library, listing the root causes it covers. Then one page "
         "per root cause: the mechanism (the model transitions that wrote, or dropped a write to, the state the "
         "violated spec reads), a verdict with the pinned source lines it rests on, the upstream threads with how each "
-        "was checked, a workaround, the minimal sequence and a standalone script that exits 1 while the bug reproduces "
-        "on the plain libraries. The pages are generated from `sim/root_cause_table.cpp`, `sim/finding_reports.cpp`, "
+        "was checked, a workaround, the minimal sequence and a standalone script (at most 40 lines of code ending in one assert; plain `python` where the bug needs no "
+        "FSDP, else torchrun) that exits 1 while the bug reproduces on the plain libraries; a `.patch` beside a page is "
+        "a candidate PEFT fix for a maintainer to own (ctest `findings_patches` applies it). The pages are generated from `sim/root_cause_table.cpp`, `sim/finding_reports.cpp`, "
         "the minimal sequences kept here and the classes `fsdpsim triage` attributes in `corpus/`; ctest "
         "`findings_pages` fails when they are stale.\n\n";
   md += reports_index();

@@ -78,16 +78,34 @@ bool simplify_args(SeqFile& f, Oracle& o) {
 }
 
 // Ops that only bring the groups into a state (an unsharded root after an
-// eval, a forward or a train_step with reshard_after_forward=false) become
-// the plain `unshard` of every group where that keeps the finding, so one
-// root cause reached through different ops (and reshard_after_forward
-// values, simplified next) shrinks to one sequence. The finding's own op never
-// changes: its kind is part of what the oracle keeps.
+// eval, a forward or a train_step with reshard_after_forward=false, or an
+// explicit `unshard`) become one canonical op where that keeps the finding, so
+// one root cause reached through different ops shrinks to one sequence. The
+// canonical op is the one a training loop calls: a no_grad `eval`, with the
+// root's reshard_after_forward=false as accelerate's default root has it (FSDP2
+// resolves the root's None to False; accelerate/utils/fsdp_utils.py::
+// fsdp2_prepare_model), is tried first; the internal `unshard` of every group
+// only where no eval keeps the finding. A maintainer reads "eval, then
+// set_adapter" as their own loop, and "unshard(), then set_adapter" as misuse.
+// The finding's own op never changes: its kind is part of what the oracle keeps.
 bool canonical_op_kinds(SeqFile& f, Oracle& o) {
   bool changed = false;
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const OpKind k = f.ops[i].kind;
-    if (k != OpKind::Forward && k != OpKind::TrainStep && k != OpKind::Eval && !(k == OpKind::Unshard && !f.ops[i].names.empty())) continue;
+    // an eval is already the canonical op (its root's reshard_after_forward is simplify_scenario's)
+    if (k != OpKind::Forward && k != OpKind::TrainStep && k != OpKind::Unshard) continue;
+    if (f.ops[i].rank >= 0) continue;  // a rank's own op stays what it is
+    SeqFile as_eval = f;
+    as_eval.ops[i].kind = OpKind::Eval;
+    as_eval.ops[i].names.clear();
+    for (auto& d : as_eval.scenario.shards)
+      if (d.is_root()) d.raf = Raf::False;
+    if (o.keeps(as_eval)) {
+      f = as_eval;
+      changed = true;
+      continue;
+    }
+    if (k == OpKind::Unshard && f.ops[i].names.empty()) continue;
     SeqFile c = f;
     c.ops[i].kind = OpKind::Unshard;
     c.ops[i].names.clear();

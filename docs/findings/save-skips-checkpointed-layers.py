@@ -1,204 +1,23 @@
-"""S6 under FSDP2 + PEFT LoRA at step 1 (save_adapters): adapters {default} were not saved (saved: {})
+"""PEFT LoRA (no FSDP needed): save_adapters
 
-fsdpsim finding: S6 step 1 rank 0: adapters {default} were not saved (saved: {})
-Class signature: S6:ok | *(S) | checkpoint
-Expected: step 1 (save_adapters): get_peft_model_state_dict of every adapter in peft_config (what save_pretrained writes by default) holds each one's tensors
-
-Sequence: 1 ops at world 1 (CPU, gloo): save_adapters
-Scenario: activation checkpointing of lin2.
-Confirmed on: torch 2.13.0+cpu, peft 0.21.2, accelerate 1.15.0, transformers 5.24.0, Python 3.11.7; CPU, gloo, world 1.
-Run: torchrun --nproc_per_node=1 repro.py
-Exit: 1 the bug reproduces, 0 it does not (fixed), 2 it fails differently (an unexpected
-exception, or the check violated another way); every rank exits with the same code, and
-torchrun reports a rank's non-zero code as its own exit 1 (the code is in its summary).
-Exported by fsdpsim export --python from docs/findings/save-skips-checkpointed-layers.seq.
+Expected: what is saved holds every selected adapter's whole tensors, and loads back.
+Run: python save-skips-checkpointed-layers.py  (exit 1 at the assert while the bug is there, 0 once fixed)
+Written for torch 2.13.0+cpu, peft 0.21.2, accelerate 1.15.0, Python 3.11.7, CPU; not run by the export.
 """
-import os
-import sys
-from importlib.metadata import version
+from collections import OrderedDict
 
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 from peft import LoraConfig, get_peft_model
 from peft.utils import get_peft_model_state_dict
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
-REPRODUCED, FIXED, DIFFERENT = 1, 0, 2
-RESULT = {1: "the bug reproduces", 0: "it does not reproduce", 2: "it fails differently"}
-EXPECTED = "step 1 (save_adapters): get_peft_model_state_dict of every adapter in peft_config (what save_pretrained writes by default) holds each one's tensors"
-# each adapter parameter (fsdpsim's name) -> its adapter, from the scenario's declarations
-ADAPTER_OF = {'lin2.lora_A.default': 'default', 'lin2.lora_B.default': 'default'}
-RECORDED_STATUS = 'ok'
-SELECTED = []
-RECORDED_MISSING = ['default']
-RECORDED_SAVED = []
-
-
-class Net(nn.Module):
-    """lin2 in order, ReLU between them."""
-
-    def __init__(self):
-        super().__init__()
-        self.lin2 = nn.Linear(4, 2)
-
-    def forward(self, x):
-        return self.lin2(x)
-
-
-def short(name):
-    """fsdpsim's name of a parameter: lin0.lora_A.default for base_model.model.lin0.lora_A.default.weight."""
-    name = name.replace("base_model.model.", "").replace("_checkpoint_wrapped_module.", "")
-    return name.removesuffix(".weight") if ".lora_" in name else name
-
-
-def registered(model):
-    """What the modules hold now: the unsharded copies while a group is unsharded, else the shards."""
-    return {short(n): p for n, p in model.named_parameters()}
-
-
-def adapter_params(model, shards):
-    """Each adapter parameter still in the model, as the object its gradient lands on:
-    the shard FSDP registered at fully_shard, or the plain parameter of a layer FSDP does not manage."""
-    return [(n, shards.get(n, p)) for n, p in registered(model).items() if n in ADAPTER_OF]
-
-
-def status_of(e):
-    """The class fsdpsim records for an exception, and its first line."""
-    text = (str(e).strip().splitlines() or [""])[0]
-    if isinstance(e, KeyError):
-        return "key_error", text
-    if isinstance(e, RuntimeError) and "does not require grad and does not have a grad_fn" in text:
-        return "no_grad_fn", text
-    if isinstance(e, RuntimeError) and any(k in text for k in ("shape", "size mismatch", "must match the size",
-                                                               "einsum", "size of tensor")):
-        return "shape_error", text
-    if isinstance(e, (ValueError, AssertionError)):
-        return ("value_error" if isinstance(e, ValueError) else "assertion_error"), text
-    return "exception", f"{type(e).__name__}: {text}"
-
-
-def checkpoint_layer(model, name):
-    """Activation checkpointing of one layer where it sits, before any fully_shard, as accelerate's
-    fsdp2_apply_ac does it. torch 2.13 has no public import of checkpoint_wrapper: this is the
-    private module accelerate itself imports it from."""
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-    layer = model.base_model.model.get_submodule(name)
-    model.base_model.model.set_submodule(name, checkpoint_wrapper(layer, preserve_rng_state=False))
-
-
-def accelerator():
-    """accelerate's Accelerator with an FSDP2 plugin. On CPU its AcceleratorState settles on MULTI_CPU
-    (prepare would wrap the model in DistributedDataParallel) whatever the plugin: the state is set
-    to FSDP, from where Accelerator.prepare runs its own FSDP2 path (_prepare_fsdp2) on gloo."""
-    from accelerate import Accelerator
-    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
-    plugin = FullyShardedDataParallelPlugin(fsdp_version=2)
-    acc = Accelerator(cpu=True, fsdp_plugin=plugin)
-    acc.state.distributed_type = DistributedType.FSDP
-    acc.state.fsdp_plugin = plugin
-    return acc
-
-
-def before(model, shards):
-    return None
-
-
-def check(model, shards, snap, status, message, result):
-    """Which of the adapters the save selected have tensors in their state dict (an adapter with none
-    is not in what save_pretrained writes)."""
-    if status not in ("ok", RECORDED_STATUS):
-        return DIFFERENT, f"{status}: {message}"
-    selected = SELECTED or sorted(model.peft_config)
-    saved = sorted(a for a, sd in result.items() if sd)
-    missing = [a for a in selected if a not in saved]
-    if not missing:
-        return FIXED, f"every selected adapter has tensors in its state dict: {{{','.join(saved)}}}"
-    got = f"adapters {{{','.join(missing)}}} were not saved (saved: {{{','.join(saved)}}})"
-    return (REPRODUCED if (missing, saved) == (RECORDED_MISSING, RECORDED_SAVED) else DIFFERENT), got
-
-
-def shard(model, mesh):
-    """The children's fully_shard as the scenario says, then accelerate's Accelerator.prepare with
-    an FSDP2 plugin: the root's fully_shard, the optimizer switched to the shards and wrapped.
-    The shards the model registers and the optimizer."""
-    checkpoint_layer(model, 'lin2')
-    params = optimizer_params(model, registered(model))
-    if not params:  # under FSDP2 Accelerator.prepare takes no model without its optimizer
-        fully_shard(model, mesh=mesh, reshard_after_forward=True)
-        return registered(model), None
-    model, opt = accelerator().prepare(model, torch.optim.AdamW(params, lr=1e-2))
-    model.set_reshard_after_forward(True, recurse=False)
-    return registered(model), opt
-
-
-def make_optimizer(model, shards):
-    params = optimizer_params(model, shards)
-    return torch.optim.AdamW(params, lr=1e-2) if params else None
-
-
-def optimizer_params(model, shards):
-    return [p for n, p in adapter_params(model, shards) if p.requires_grad]
-
-
-def groups(model):
-    """The FSDP modules by fsdpsim's group name."""
-    return {'root': model}
-
-
-def main():
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    if rank == 0:
-        print(", ".join(f"{p} {version(p)}" for p in ("torch", "peft", "accelerate", "transformers")) +
-              f", Python {sys.version.split()[0]}", flush=True)
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    torch.manual_seed(0)
-    model = get_peft_model(Net(), LoraConfig(r=4, lora_alpha=8, target_modules=['lin2'], init_lora_weights=False), adapter_name='default')
-    x = torch.randn(4, 4, generator=torch.Generator().manual_seed(1))
-    shards, opt = shard(model, mesh)
-    at = None
-    try:
-        at = None  # step 1, where the finding shows: checked below
-        runs = True
-        snap = before(model, shards) if runs else None
-        status, message = "ok", ""
-        saved = deltas = None
-        try:
-            if runs:
-                saved = {a: get_peft_model_state_dict(model, adapter_name=a) for a in model.peft_config}
-        except Exception as e:
-            status, message = status_of(e)
-        code, got = check(model, shards, snap, status, message, saved) if runs else (FIXED, "(not run on this rank)")
-    except Exception as e:
-        code, got = DIFFERENT, f"{at} raised {type(e).__name__}: {e}"
-    finish(code, got)
-
-
-def finish(code, got):
-    """Every rank exits with the same code: 2 if any rank failed differently, else the finding rank's."""
-    results = [None] * dist.get_world_size()
-    dist.all_gather_object(results, (code, got))
-    codes = [c for c, _ in results]
-    code = DIFFERENT if DIFFERENT in codes else results[0][0]
-    if dist.get_rank() == 0:
-        shown = next((g for c, g in results if c == code), results[0][1])
-        print(f"expected: {EXPECTED}", flush=True)
-        print(f"got: {shown}", flush=True)
-        print(f"result: {RESULT[code]} (exit {code})", flush=True)
-    dist.barrier()
-    dist.destroy_process_group()
-    leave(code)
-
-
-def leave(code):
-    """Exit with the verdict, skipping interpreter teardown: with FSDP2 and PEFT loaded it sometimes
-    aborts after the verdict is printed (terminate called without an active exception)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-if __name__ == "__main__":
-    main()
+torch.manual_seed(0)
+net = nn.Sequential(OrderedDict([('lin2', nn.Linear(4, 2))]))
+model = get_peft_model(net, LoraConfig(r=4, lora_alpha=8, target_modules=['lin2'], init_lora_weights=False))
+model.base_model.model.set_submodule('lin2', checkpoint_wrapper(model.base_model.model.lin2, preserve_rng_state=False))
+opt = torch.optim.AdamW([p for n, p in model.named_parameters() if p.requires_grad], lr=1e-2)
+x = torch.randn(4, 4, generator=torch.Generator().manual_seed(1))
+saved = {a: get_peft_model_state_dict(model, adapter_name=a) for a in model.peft_config}
+missing = sorted(a for a in model.peft_config if not saved.get(a))
+assert not missing, f"expected a state dict with the tensors of every adapter to save, got none for {missing}"

@@ -521,14 +521,14 @@ TEST(Cli, HuntExitCodesAndOutputs) {
 }
 
 TEST(Cli, TriageCheckComparesSignatureLines) {
-  std::string good = write("triage_good.seq", "# signature: S4:key_error | unshard(S) *(U)\n" + std::string(kGood) + "eval\nsave_optimizer\n");
+  std::string good = write("triage_good.seq", "# signature: S4:key_error | eval(S) *(U) | root_raf=false\n" + std::string(kGood) + "eval\nsave_optimizer\n");
   Result r = run("triage --check " + good);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find(", removed by optimizer_ckpt_reshard=on"), std::string::npos) << r.out;  // the verdict word: cli_words_test
   std::string stale = write("triage_stale.seq", "# signature: S4:save_optimizer:key_error\n" + std::string(kGood) + "eval\nsave_optimizer\n");
   Result s = run("triage --check " + stale);
   EXPECT_EQ(s.code, 1) << s.out;
-  EXPECT_NE(s.out.find("triage computes 'S4:key_error | unshard(S) *(U)'"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("triage computes 'S4:key_error | eval(S) *(U) | root_raf=false'"), std::string::npos) << s.out;
 }
 
 // explore: bad input exits 3; a scope with findings exits 1 and writes one replayable file per class.

@@ -123,7 +123,7 @@ TEST(Hunt, HtmlLeavesOutTheFieldsUpstreamDoesNotObserve) {
   HuntClass c;
   c.t.minimal = parse_seq_file(FSDPSIM_SOURCE_DIR "/corpus/regressions/seed000_merged_set_adapter_w2.seq");
   c.t.root_cause.id = "flag-on-copy/set_adapter";
-  c.t.signature = "S3:ok | unshard(S) set_adapter(U) *(U)";
+  c.t.signature = "S3:ok | eval(S) set_adapter(U) *(U) | root_raf=false";
   c.stem = "S3-ok-test";
   c.upstream = "yes";
   RunResult res = run_checked(c.t.minimal);
@@ -179,7 +179,7 @@ TEST(Hunt, PatchedListsNoClassWithAKnownFix) {
   EXPECT_FALSE(r.classes.empty());  // patched still has classes without a fix (the E = 1 ParamWrapper, misuse, ...)
   for (const auto& c : r.classes) {
     EXPECT_NE(c.t.verdict, Verdict::Known) << c.t.signature;
-    EXPECT_NE(c.t.signature, "S3:ok | unshard(S) set_adapter(U) *(U)");  // seed 000's class is fixed
+    EXPECT_NE(c.t.signature, "S3:ok | eval(S) set_adapter(U) *(U) | root_raf=false");  // seed 000's class is fixed
   }
 }
 

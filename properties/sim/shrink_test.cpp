@@ -95,3 +95,29 @@ TEST(Shrink, FilledExpectationsGiveAnIndexOnlyToTheOptimizersKeyError) {
   RunResult rerun = run_checked(again);
   EXPECT_TRUE(check_expectations(again, rerun.observations, rerun.findings, "f.seq").empty());
 }
+
+// Triage's canonical shrink prefers what a training loop does: the unsharded root that
+// set_adapter writes on (its flags then dropped at the train_step's reshard, S3) is reached
+// by a no_grad eval with the root's reshard_after_forward false (accelerate's default root),
+// not by an explicit unshard(), where both keep the finding; the same input shrinks to the
+// same sequence every time.
+TEST(Shrink, CanonicalShrinkPrefersAnEvalToAnInternalUnshard) {
+  const std::string header = "world 1\nseed 0\nprofile upstream\nlayer lin1 4 2\n"
+                             "adapter default r=3 alpha=6 targets=lin1 init=random\n"
+                             "adapter third r=4 alpha=8 targets=lin1 init=random\n"
+                             "fully_shard root reshard_after_forward=false\noptimizer trainable\n---\n";
+  for (const char* ops : {"unshard\nset_adapter third\ntrain_step\n", "eval\nset_adapter third\ntrain_step\n",
+                          "forward\nzero_grad\nset_adapter third\ntrain_step\n"}) {
+    SCOPED_TRACE(ops);
+    ShrinkResult a, b;
+    ASSERT_TRUE(shrink(parse_seq(header + ops), &a, {}, /*canonical=*/true));
+    ASSERT_TRUE(shrink(parse_seq(header + ops), &b, {}, /*canonical=*/true));
+    EXPECT_EQ(a.signature, "S3:train_step:ok");
+    std::string text;
+    for (const auto& op : a.minimal.ops) text += op_text(op) + ";";
+    EXPECT_EQ(text, "eval;set_adapter third;train_step;");
+    ASSERT_EQ(a.minimal.scenario.shards.size(), 1u);
+    EXPECT_EQ(a.minimal.scenario.shards[0].raf, Raf::False);
+    EXPECT_EQ(print_seq(a.minimal), print_seq(b.minimal));  // deterministic
+  }
+}

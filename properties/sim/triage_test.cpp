@@ -22,8 +22,9 @@ TEST(Triage, Seed000IsKnownAndFixedBySetAdapterReshard) {
   EXPECT_EQ(t.fix_switch, "set_adapter_reshard=unmerge_first");
   EXPECT_NE(t.fix_cites.find("PeftModel.set_adapter"), std::string::npos);
   EXPECT_FALSE(t.rank_divergent);
-  // The shape: the groups unsharded (the thread reaches that by an eval), set_adapter flips U only.
-  EXPECT_EQ(t.signature, "S3:ok | unshard(S) set_adapter(U) *(U)");
+  // The shape: the groups unsharded by a no_grad eval with the root's reshard_after_forward false, as
+  // the thread does it (not an explicit unshard), set_adapter flips U only.
+  EXPECT_EQ(t.signature, "S3:ok | eval(S) set_adapter(U) *(U) | root_raf=false");
   EXPECT_EQ(signature_comment(t.minimal), t.signature);
 }
 
@@ -73,7 +74,7 @@ TEST(Triage, ScenarioShrinkMakesALoneExpertsLayerPlain) {
   TriageResult t = triaged(f);
   ASSERT_EQ(t.minimal.scenario.layers.size(), 1u);
   EXPECT_EQ(t.minimal.scenario.layers[0].experts, 0);
-  EXPECT_EQ(t.signature, "S4:key_error | unshard(S) *(U)");
+  EXPECT_EQ(t.signature, "S4:key_error | eval(S) *(U) | root_raf=false");  // seed 004's own eval
 }
 
 TEST(Triage, ScenarioShrinkDropsLoadingAndDtypeWhenTheyDoNotMatter) {

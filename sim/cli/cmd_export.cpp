@@ -1,9 +1,11 @@
 // `fsdpsim export FILE.seq --python [--no-shrink] [--out PATH]`: the finding as a
-// self-contained torchrun script on the real libraries that checks it (exit 1
-// when it reproduces, 0 when not, 2 when it fails differently), written by the
+// short self-contained script on the real libraries that ends in one assert of the
+// invariant it breaks (exit 1 while the bug is there, 0 once fixed), written by the
 // upstream backend's own package (real_backend/upstream/fsdpsim_upstream/export.py)
 // from the canonical text and the effective profile. By default the file is
-// triaged first, so the script holds the minimal sequence and its class.
+// triaged first, so the script holds the minimal sequence. A finding that the real
+// libraries show at world 1 without any fully_shard is FSDP-independent: its script
+// is plain `python`, with no torch.distributed at all.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "model/vocab/profile.hpp"
+#include "sim/crosscheck.hpp"
 #include "real_backend/upstream/pool_client.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/progress.hpp"
@@ -42,6 +45,42 @@ SeqFile sequence_to_export(SeqFile f, const Args& a, const std::string& file) {
   return f;
 }
 
+// The finding's spec and step from the minimal sequence's `# finding: S1 step 3 ...` comment.
+bool recorded_finding(const SeqFile& f, std::string* spec, int* step) {
+  for (const auto& c : f.comments)
+    if (c.rfind("finding: S", 0) == 0 && std::sscanf(c.c_str() + 9, "S%*d step %d", step) == 1) {
+      *spec = c.substr(9, c.find(' ', 9) - 9);
+      return true;
+    }
+  return false;
+}
+
+// Whether the finding needs FSDP: the same sequence at world 1 with no fully_shard on the
+// upstream backend (the real libraries) must show the same spec at the same step to be
+// FSDP-independent. Sequences that call FSDP themselves (unshard, gradient_sync, a rank's
+// own op, ram-efficient loading, the optimizer checkpoint's DTensor API) need it.
+bool fsdp_independent(const SeqFile& f, const Args& a) {
+  std::string spec;
+  int step = 0;
+  if (!recorded_finding(f, &spec, &step) || f.scenario.loading != Loading::Full) return false;
+  for (const Op& op : f.ops)
+    if (op.rank >= 0 || op.kind == OpKind::Unshard || op.kind == OpKind::Reshard || op.kind == OpKind::GradientSync ||
+        op.kind == OpKind::Prepare || op.kind == OpKind::SaveOptimizer || op.kind == OpKind::LoadOptimizer)
+      return false;
+  SeqFile plain = f;
+  plain.scenario.world = 1;
+  plain.scenario.shards.clear();
+  RealPools pools = pools_of(a);
+  const BackendRun res = run_backend(plain, {Backend::Upstream}, pools, /*twice=*/false);
+  if (res.infra_failure) {
+    std::cerr << "fsdpsim: the run without fully_shard failed (" << res.infra_message << "): the script keeps FSDP\n";
+    return false;
+  }
+  for (const auto& fd : res.findings)
+    if (fd.spec == spec && fd.step == step) return true;
+  return false;
+}
+
 }  // namespace
 
 int cmd_export(const Args& a) {
@@ -70,6 +109,7 @@ int cmd_export(const Args& a) {
   }
   std::cout.flush();
   std::vector<std::string> args = {tmp, "--switches", switches_json(profile), "--name", file};
+  if (fsdp_independent(f, a)) args.push_back("--plain");
   if (!a.out.empty()) args.insert(args.end(), {"--out", a.out});
   std::string error;
   int rc = 0;

@@ -1,6 +1,6 @@
 """`fsdpsim export --python` end to end: the script exported from a corpus finding, run under
-torchrun on CPU, reproduces it (exit 1, with its expected/got lines); with the profile's fix, or
-changed to expect another violation, it says so (exit 0 / 2). Run by ctest (label upstream) as
+torchrun on CPU, reproduces it (exit 1 through its assert, whose message states expected and
+actual); with the profile's fix it exits 0. Run by ctest (label upstream) as
 `test_export.py FSDPSIM_BINARY [unittest args]`."""
 import os
 import re
@@ -41,34 +41,29 @@ def run_script(text):
 
 
 class Reproduces(unittest.TestCase):
-    def assert_reproduces(self, name, expected, got):
+    def assert_reproduces(self, name, got):
         script, _ = export(name)
         code, lines, err = run_script(script)
         self.assertEqual(code, 1, "\n".join(lines) + err)
-        self.assertEqual(len(lines), 3, lines)
-        self.assertIn(expected, lines[0])
-        self.assertIn(got, lines[1])
-        self.assertEqual(lines[2], "result: the bug reproduces (exit 1)")
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn(got, lines[0])
         return script
 
     def test_seed000_set_adapter_on_the_unsharded_copy(self):
-        script = self.assert_reproduces("seed000_merged_set_adapter_w2.seq", "each shard has the requires_grad",
-                                        "lin0.lora_A.other=False (unsharded copy: True)")
+        script = self.assert_reproduces("seed000_merged_set_adapter_w2.seq", "expected the shards to keep the requires_grad")
         self.assertIn("model.set_adapter('other')", script)
-        self.assertIn("S3:ok | unshard(S) set_adapter(U) *(U)", script)
+        self.assertNotIn("S3", script)
 
     def test_seed004_optimizer_checkpoint_after_eval(self):
-        self.assert_reproduces("seed004_eval_then_save_optimizer.seq", "(save_optimizer) runs without an exception",
-                               "got: key_error: 0")
+        self.assert_reproduces("seed004_eval_then_save_optimizer.seq",
+                               "expected save_optimizer to run, it raised KeyError")
 
     def test_seed003_saved_adapters_hold_the_local_shard(self):
-        script = self.assert_reproduces("seed003_save_adapters_upstream.seq", "lin0.lora_A.a: 4 rows",
-                                        "lin0.lora_A.a: a DTensor holding 2 of 4 rows")
+        script = self.assert_reproduces("seed003_save_adapters_upstream.seq", "2 of 4 rows")
         self.assertIn("torchrun --nproc_per_node=2", script)
 
     def test_status_finding_shape_error(self):
-        self.assert_reproduces("seed002_one_expert_upstream.seq", "runs without an exception",
-                               "got: shape_error: The size of tensor a")
+        self.assert_reproduces("seed002_one_expert_upstream.seq", "The size of tensor a")
 
 
 # `unshard lin2` on the second member of fully_shard([lin0, lin2]), then set_adapter on the group's
@@ -103,52 +98,37 @@ class GroupedMember(unittest.TestCase):
         self.assertIn("model.base_model.model.lin2.unshard()", out.stdout)
         code, lines, err = run_script(out.stdout)
         self.assertEqual(code, 1, "\n".join(lines) + err)
-        self.assertIn("puts gradients on the LoRA parameters of {other}", lines[0])
-        self.assertEqual(lines[-1], "result: the bug reproduces (exit 1)")
+        self.assertIn("gradients on the LoRA weights of ['other'] only", lines[0])
 
     def test_unshard_of_a_layer_a_later_adapter_wraps_reaches_its_fsdp_module(self):
         # a deferred adapter wraps lin0 after fully_shard: `model...lin0` is PEFT's LoRA layer, and
         # the FSDPModule its base_layer; calling unshard on the wrapper raised AttributeError (exit 2)
         script, _ = export("unshard_of_a_layer_a_later_adapter_wraps.seq", "--no-shrink")
-        self.assertIn("fsdp_module(model.base_model.model.lin0).unshard()", script)
+        self.assertIn("getattr(model.base_model.model.lin0, 'base_layer', model.base_model.model.lin0).unshard()",
+                      script)
         code, lines, err = run_script(script)
         self.assertEqual(code, 0, "\n".join(lines) + err)
-        self.assertEqual(lines[-1], "result: it does not reproduce (exit 0)")
 
 
 class Verdicts(unittest.TestCase):
     def test_with_the_fix_it_exits_0(self):
         script, err = export("seed000_merged_set_adapter_w2.seq", "--set", "set_adapter_reshard=unmerge_first")
         self.assertIn("has no finding", err)
-        self.assertIn("# fix (peft#3895", script)
+        self.assertIn("# fix (unmerge, reshard every FSDP module", script)
         code, lines, err = run_script(script)
         self.assertEqual(code, 0, "\n".join(lines) + err)
-        self.assertEqual(lines[-1], "result: it does not reproduce (exit 0)")
 
-    def test_another_violation_exits_2(self):
-        script, _ = export("seed004_eval_then_save_optimizer.seq")
-        other = re.sub(r"^RECORDED_MESSAGE = .*$", "RECORDED_MESSAGE = '7'", script, flags=re.M)
-        self.assertNotEqual(other, script)
-        code, lines, err = run_script(other)
-        self.assertEqual(code, 2, "\n".join(lines) + err)
-        self.assertEqual(lines[-1], "result: it fails differently (exit 2)")
-
-    def test_broadcast_mismatch_of_ram_efficient_loading_and_its_fix(self):
-        name = "findings/placement-differs-across-ranks.seq"
-        script, _ = export(name, "--no-shrink")
+    def test_broadcast_mismatch_of_ram_efficient_loading(self):
+        script, _ = export("findings/placement-differs-across-ranks.seq", "--no-shrink")
         self.assertIn("fsdp2_load_full_state_dict(", script)
         code, lines, err = run_script(script)
         self.assertEqual(code, 1, "\n".join(lines) + err)
-        self.assertIn("broadcast(lin0.lora_A.other): rank 0 40 bf16, rank 1 40 fp32", lines[1])
-        script, _ = export(name, "--no-shrink", "--set", "adapter_meta_check=per_adapter")
-        self.assertIn("# fix (peft#2834", script)
-        code, lines, err = run_script(script)
-        self.assertEqual(code, 0, "\n".join(lines) + err)
+        self.assertIn("lin0.lora_A.other.weight': 'torch.float32'", lines[0])
 
     def test_inference_mode_fix_keeps_the_adapter_frozen(self):
         script, _ = export("findings/enable-ignores-inference-mode.seq", "--no-shrink",
                            "--set", "enable_inference_mode=respect")
-        self.assertIn("# fix (peft#3447", script)
+        self.assertIn("# fix (enable_adapters keeps", script)
         code, lines, err = run_script(script)
         self.assertEqual(code, 0, "\n".join(lines) + err)
 
@@ -157,12 +137,11 @@ class Verdicts(unittest.TestCase):
                         rc=3)
         self.assertIn("does not write the fix of delta_weight_gather=on", err)
 
-    def test_public_apis_and_no_dead_code(self):
+    def test_public_apis_and_short(self):
         script, _ = export("seed000_merged_set_adapter_w2.seq", "--no-shrink")
-        for private in ("_get_fsdp_state", "_fsdp_param", "sharded_param", "warnings", "Experts"):
+        for private in ("_get_fsdp_state", "_fsdp_param", "sharded_param", "distributed_type", "Experts", "def "):
             self.assertNotIn(private, script)
-        self.assertEqual(script.count("def train_step"), 1)
-        self.assertLess(len(script.splitlines()), 220)  # short enough to paste into an issue
+        self.assertLess(len(script.splitlines()), 50)  # short enough to paste into an issue
 
 
 if __name__ == "__main__":

@@ -1,291 +1,414 @@
-"""`fsdpsim export FILE.seq --python`: a finding as a short, self-contained torchrun
-script on the real libraries that a maintainer can paste into an upstream issue.
-The script builds the scenario with public APIs, runs the (triaged, minimal)
-sequence, checks the finding's spec at the finding's step, prints `expected:`
-and `got:` and exits 1 when the bug reproduces, 0 when it does not and 2 when it
-fails differently. A file without a finding is a script that runs its ops and
-exits 0 (2 when one raises what the recorded run did not)."""
+"""`fsdpsim export FILE.seq --python`: a finding as a short, self-contained script on
+the real libraries that a maintainer can paste into an upstream issue: the model, the
+calls, and one plain `assert` of the invariant the finding breaks (repro_asserts.py),
+exiting 1 through the assert while the bug is there and 0 once it is fixed. Top-level
+code, no helpers beyond the ones a call needs; a torchrun script on CPU with gloo, or,
+with --plain (the finding reproduces at world 1 without fully_shard), plain `python`
+without torch.distributed. A file without a finding is a script that runs its ops and
+exits 0.
+
+Names: the .seq grammar allows layer names that are not Python identifiers (`lin-0`),
+keywords (`class`) and ones Python mangles (`__w`); the script only ever spells a layer
+name inside a string (nn.Sequential of an OrderedDict, get_submodule), so each compiles
+and runs. A name nn.Module reserves (`forward`, `to`) cannot be a child of nn.Sequential
+and is renamed in the script (its docstring says so)."""
+import keyword
+import os
 import platform
 import sys
 from importlib import metadata
 
-from . import profiles, repro_checks, scenario_build, seqfile, session
+from . import profiles, repro_asserts, repro_checks, seqfile
 from .scenario_build import lora_config_text
 
+RAF = {"true": "True", "false": "False", "none": "None"}
+DTYPE = {"fp32": "torch.float32", "bf16": "torch.bfloat16"}
+BATCH = 4
 
 
 def unwritten(sw, scen):
-    """A switch value whose fix this scenario would need and the script cannot write yet, else None.
-    delta_weight_gather=on changes ParamWrapper (experts) layers only: the fix #3102 proposed patches
-    their get_delta_weight, for good at the build and per op for wrappers added later
-    (session.patch_delta_weight), which is not written yet."""
+    """A switch value whose fix this scenario would need and the script cannot write yet, else None."""
     if sw["delta_weight_gather"] == "on" and any(l.experts for l in scen.layers):
         return "delta_weight_gather=on (on an experts layer)"
+    if sw["adapter_meta_check"] == "per_adapter" and scen.loading != "full":
+        return "adapter_meta_check=per_adapter"
     return None
 
 
 def versions():
-    """The versions this export ran against (the .venv fsdpsim's upstream backend uses)."""
+    """The versions of the environment the export ran in (the .venv of fsdpsim's upstream backend)."""
     def v(name):
         try:
             return metadata.version(name)
         except metadata.PackageNotFoundError:
             return "not installed"
-    return (f"torch {v('torch')}, peft {v('peft')}, accelerate {v('accelerate')}, "
-            f"transformers {v('transformers')}, Python {platform.python_version()}")
+    return f"torch {v('torch')}, peft {v('peft')}, accelerate {v('accelerate')}, Python {platform.python_version()}"
 
 
-HELPERS = '''
-def short(name):
-    """fsdpsim's name of a parameter: lin0.lora_A.default for base_model.model.lin0.lora_A.default.weight."""
-    name = name.replace("base_model.model.", "").replace("_checkpoint_wrapped_module.", "")
-    return name.removesuffix(".weight") if ".lora_" in name else name
+def reserved_names():
+    """Attribute names an nn.Sequential instance already has: add_module refuses them."""
+    import torch.nn as nn
+    return set(dir(nn.Sequential()))
 
 
-def registered(model):
-    """What the modules hold now: the unsharded copies while a group is unsharded, else the shards."""
-    return {short(n): p for n, p in model.named_parameters()}
-
-
-def adapter_params(model, shards):
-    """Each adapter parameter still in the model, as the object its gradient lands on:
-    the shard FSDP registered at fully_shard, or the plain parameter of a layer FSDP does not manage."""
-    return [(n, shards.get(n, p)) for n, p in registered(model).items() if n in ADAPTER_OF]
-
-
-def local(t):
-    return t.to_local() if isinstance(t, DTensor) else t
-
-
-def full(t):
-    """The whole tensor on every rank (a collective when t is a DTensor)."""
-    return t.full_tensor() if isinstance(t, DTensor) else t
-
-
-def status_of(e):
-    """The class fsdpsim records for an exception, and its first line."""
-    text = (str(e).strip().splitlines() or [""])[0]
-    if isinstance(e, KeyError):
-        return "key_error", text
-    if isinstance(e, RuntimeError) and "does not require grad and does not have a grad_fn" in text:
-        return "no_grad_fn", text
-    if isinstance(e, RuntimeError) and any(k in text for k in ("shape", "size mismatch", "must match the size",
-                                                               "einsum", "size of tensor")):
-        return "shape_error", text
-    if isinstance(e, (ValueError, AssertionError)):
-        return ("value_error" if isinstance(e, ValueError) else "assertion_error"), text
-    return "exception", f"{type(e).__name__}: {text}"
-
-
-def expect_status(e, status):
-    """An op the recorded run saw raise: the same class again, or the script fails differently."""
-    if status_of(e)[0] != status:
-        raise e
-'''
-
-
-def used_helpers(code):
-    """The HELPERS functions the script calls (and those they call), in their order."""
-    chunks = ["def " + c for c in (HELPERS + scenario_build.HELPERS).split("\ndef ")[1:]]
-    names = [c[4:c.index("(")] for c in chunks]
-    keep, text = set(), code
-    while True:
-        more = {n for n in names if n not in keep and f"{n}(" in text}
-        if not more:
-            break
-        keep |= more
-        text = "\n".join(c for c, n in zip(chunks, names) if n in more)
-    return "\n\n\n".join(c.strip("\n") for c, n in zip(chunks, names) if n in keep).splitlines()
+def safe_attr(name):
+    """A name the script may write as `.name`: an identifier, no keyword, not mangled."""
+    return name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("__")
 
 
 class Writer:
-    batch = session.BATCH
-
-    def __init__(self, scen, ops, sw, finding):
+    def __init__(self, scen, ops, sw, finding, plain=False):
         self.scen, self.ops, self.sw, self.f = scen, ops, sw, finding
+        self.fsdp = not plain
         self.lines = []
-        self.uses = {op.kind for op in ops}
         self.applied = []  # the switches whose fix the script writes (its `# fix` lines)
-        self.last_save = 0  # the step of the latest save_adapters so far (its file is the one loaded)
+        self.w0 = None  # the layer whose initial weight the check needs
+        self.timeout = self.rank_needed = False
+        live = [a for a in scen.adapters if not a.deferred]
+        self.opt_made = not (scen.optimizer == "trainable" and live[0].inference_mode)
+        self.last_save = 0
+        reserved = reserved_names()
+        taken = {l.name for l in scen.layers}
+        self.renamed = {}  # the .seq's layer name -> the script's, for names nn.Module reserves
+        for l in scen.layers:
+            if l.name in reserved:
+                new = l.name + "_"
+                while new in taken or new in reserved:
+                    new += "_"
+                taken.add(new)
+                self.renamed[l.name] = new
 
+    # -- names ---------------------------------------------------------------------------------
+    def name(self, layer):
+        return self.renamed.get(layer, layer)
+
+    def layer(self, layer):
+        n = self.name(layer)
+        return f"model.base_model.model.{n}" if safe_attr(n) else f"model.base_model.model.get_submodule({n!r})"
+
+    def param(self, short):
+        """`lin0.lora_A.b` (or `lin1.modules_to_save.b.weight`) as the script's expression."""
+        layer, kind, adapter = self.scen.param_owners()[short]
+        if kind == "modules_to_save":
+            return f"{self.layer(layer)}.modules_to_save[{adapter!r}].{short.rsplit('.', 1)[1]}"
+        return f"{self.layer(layer)}.{kind}[{adapter!r}].weight"
+
+    def config(self, a):
+        text = lora_config_text(a, self.scen.layers)
+        for old, new in self.renamed.items():
+            text = text.replace(repr(old), repr(new)).replace(repr(old + ".weight"), repr(new + ".weight"))
+        return text
+
+    def autocast(self, a):
+        return f", autocast_adapter_dtype={self.scen.autocast(a)}" if self.scen.dtype != "fp32" else ""
+
+    # -- lines ---------------------------------------------------------------------------------
     def emit(self, text=""):
         self.lines.append(text)
 
     def fix(self, ind, text, switch):
+        """A candidate fix's lines follow (the profile switch `switch` asks for it)."""
         self.emit(f"{ind}# fix ({text})")
-        if switch not in self.applied:
-            self.applied.append(switch)
+        if text not in self.applied:
+            self.applied.append(text)
+
+    def groups(self):
+        """The FSDP modules, root first."""
+        out = []
+        for d in reversed(self.scen.shards):
+            out.append("model" if d.is_root else self.layer(d.modules[0]))
+        return out
 
     def reshard_all(self, ind):
-        self.emit(f"{ind}for m in groups(model).values():")
+        self.emit(f"{ind}for m in ({', '.join(self.groups())},):")
         self.emit(f"{ind}    m.reshard()")
-
-    def unmerge_and_reshard_all(self, ind, why, switch):
-        self.fix(ind, why, switch)
-        self.emit(f"{ind}model.base_model.unmerge_adapter()")
-        self.reshard_all(ind)
 
     def op_body(self, op, ind):
         k, e, sw = op.kind, self.emit, self.sw
-        if k in ("forward", "eval"):
-            if k == "eval":
-                e(f"{ind}with torch.no_grad():")
-                e(f"{ind}    loss = model(x).float().sum()")
-            else:
-                e(f"{ind}loss = model(x).float().sum()")
+        loss = "model(x).float().sum()" if self.scen.dtype != "fp32" else "model(x).sum()"
+        if k == "eval":
+            e(f"{ind}with torch.no_grad():")
+            e(f"{ind}    model(x)")
+        elif k == "forward":
+            e(f"{ind}loss = {loss}")
         elif k == "backward":
             e(f"{ind}loss.backward()")
         elif k == "step":
-            e(f"{ind}opt.step()")
+            e(f"{ind}opt.step()" if self.opt_made else f"{ind}pass  # step: no optimizer (nothing was trainable)")
         elif k == "zero_grad":
-            e(f"{ind}zero_grad(model, opt, shards)")
+            e(f"{ind}model.zero_grad(set_to_none=True)")
         elif k == "train_step":
-            e(f"{ind}train_step(model, opt, shards, x)")
+            e(f"{ind}model.zero_grad(set_to_none=True)")
+            if self.opt_made:
+                e(f"{ind}{loss}.backward()")
+                e(f"{ind}opt.step()")
+            else:  # nothing was trainable at the start: torch refuses a backward through no trainable parameter
+                e(f"{ind}loss = {loss}")
+                e(f"{ind}if loss.requires_grad:")
+                e(f"{ind}    loss.backward()")
         elif k == "merge":
-            e(f"{ind}model.base_model.merge_adapter({list(op.names) if op.names else None!r})")
+            e(f"{ind}model.base_model.merge_adapter({list(op.names) if op.names else ''})")
         elif k == "unmerge":
             e(f"{ind}model.base_model.unmerge_adapter()")
         elif k == "set_adapter" and op.list_form:
+            self.set_adapter_fix(ind)
             e(f"{ind}model.base_model.set_adapter({list(op.names)!r})")
         elif k == "set_adapter":
-            if sw["set_adapter_reshard"] == "unmerge_first":
-                self.unmerge_and_reshard_all(ind, "peft#3895: unmerge, reshard every FSDP module, then set_adapter",
-                                             "set_adapter_reshard")
-            elif sw["set_adapter_reshard"] == "skip_merged":
-                self.fix(ind, "PEFT main per peft#3872: reshard each FSDP module holding no merged layer",
-                         "set_adapter_reshard")
-                e(f"{ind}for name, m in groups(model).items():")
-                e(f"{ind}    if not any(getattr(model.base_model.model, l).merged for l in LAYERS_OF[name]):")
-                e(f"{ind}        m.reshard()")
+            self.set_adapter_fix(ind)
             e(f"{ind}model.set_adapter({op.names[0]!r})")
         elif k == "disable_enter":
             e(f"{ind}ctx = model.disable_adapter()")
             e(f"{ind}ctx.__enter__()")
         elif k == "disable_exit":
-            if sw["disable_exit_reshard"] == "on":
-                self.unmerge_and_reshard_all(ind, "peft#3800: unmerge and reshard before the exit re-enables adapters",
-                                             "disable_exit_reshard")
+            if sw["disable_exit_reshard"] == "on" and self.fsdp:
+                self.fix(ind, "unmerge and reshard before the exit re-enables adapters", "disable_exit_reshard")
+                e(f"{ind}model.base_model.unmerge_adapter()")
+                self.reshard_all(ind)
             e(f"{ind}ctx.__exit__(None, None, None)")
             if sw["enable_inference_mode"] == "respect":
-                self.fix(ind, "peft#3447 / #3453: enable_adapters keeps an inference_mode adapter's LoRA parameters "
-                         "frozen", "enable_inference_mode")
-                e(f"{ind}for a in model.base_model.active_adapters:")
-                e(f"{ind}    if model.peft_config[a].inference_mode:")
-                e(f"{ind}        for n, p in registered(model).items():")
-                e(f"{ind}            if '.lora_' in n and ADAPTER_OF.get(n) == a:")
-                e(f"{ind}                p.requires_grad_(False)")
+                self.fix(ind, "enable_adapters keeps an inference_mode adapter frozen", "enable_inference_mode")
+                e(f"{ind}for n, p in model.named_parameters():")
+                e(f"{ind}    if '.lora_' in n and model.peft_config[n.split('.')[-2]].inference_mode:")
+                e(f"{ind}        p.requires_grad_(False)")
         elif k == "add_adapter":
             a = self.scen.adapter(op.names[0])
-            e(f"{ind}model.add_adapter({a.name!r}, {lora_config_text(a, self.scen.layers)}"
-              f"{scenario_build.autocast_arg(self.scen, a)})")
-            scenario_build.per_adapter_fix(self, ind, a.name)
+            e(f"{ind}model.add_adapter({a.name!r}, {self.config(a)}{self.autocast(a)})")
         elif k == "load_adapter":
-            self.load_adapter(op, ind)
+            a = self.scen.adapter(op.names[0])
+            sub = "" if a.name == "default" else "/" + a.name
+            e(f"{ind}get_peft_model(base(), {self.config(a)}, adapter_name={a.name!r}).save_pretrained(tmp.name)")
+            e(f"{ind}model.load_adapter(tmp.name + {sub!r}, adapter_name={a.name!r}, is_trainable={op.trainable}"
+              f"{self.autocast(a)})")
         elif k == "delete_adapter":
             e(f"{ind}model.delete_adapter({op.names[0]!r})")
         elif k == "gradient_sync":
             e(f"{ind}model.set_requires_gradient_sync({op.names[0] == 'on'})")
         elif k in ("reshard", "unshard") and op.names:
-            # the named module's own FSDPModule method: on any member of a grouped fully_shard([...])
-            # it moves the whole group (torch _fully_shard.py::FSDPModule.unshard / reshard)
-            if any(op.names[0] in d.modules for d in self.scen.shards):
-                e(f"{ind}{scenario_build.fsdp_module_expr(self.scen, op.names[0])}.{k}()")
-            else:  # no fully_shard was given it: no FSDPModule method to call (the model does nothing too)
+            if not any(op.names[0] in d.modules for d in self.scen.shards):
                 e(f"{ind}pass  # {op.names[0]} was given to no fully_shard: nothing to {k}")
+            elif op.names[0] == "root":
+                e(f"{ind}model.{k}()")
+            elif self.wrapped_later(op.names[0]):  # an adapter added after fully_shard wraps the FSDP module
+                e(f"{ind}getattr({self.layer(op.names[0])}, 'base_layer', {self.layer(op.names[0])}).{k}()")
+            else:  # the module fully_shard was given (each member of a grouped call moves the whole group)
+                e(f"{ind}{self.layer(op.names[0])}.{k}()")
         elif k in ("reshard", "unshard"):
-            e(f"{ind}for m in groups(model).values():")
-            e(f"{ind}    m.{k}()")
+            for g in self.groups():
+                e(f"{ind}{g}.{k}()")
         elif k == "state_dict":
             e(f"{ind}model.state_dict()")
         elif k in ("save_optimizer", "load_optimizer"):
             if sw["optimizer_ckpt_reshard"] == "on":
-                self.fix(ind, "accelerate: reshard every FSDP module before the optimizer checkpoint",
-                         "optimizer_ckpt_reshard")
+                self.fix(ind, "reshard every FSDP module before the optimizer checkpoint", "optimizer_ckpt_reshard")
                 self.reshard_all(ind)
             e(f"{ind}ckpt = get_optimizer_state_dict(model, opt)" if k == "save_optimizer"
               else f"{ind}set_optimizer_state_dict(model, opt, ckpt)")
         elif k == "save_adapters":
             self.save_adapters(op, ind)
         elif k == "load_adapters":
-            self.load_adapters(op, ind)
+            if not self.last_save:
+                raise ValueError("load_adapters without a save_adapters before it")
+            e(f"{ind}for a, sd in saved.items():")
+            e(f"{ind}    set_peft_model_state_dict(model, sd, adapter_name=a)")
         elif k == "delta_weight":
-            e(f"{ind}layer = model.base_model.model.{op.names[0]}")
+            e(f"{ind}layer = {self.layer(op.names[0])}")
             e(f"{ind}deltas = {{a: layer.get_delta_weight(a) for a in model.base_model.active_adapters "
-              f"if a in getattr(layer, 'lora_A', {{}})}}")
+              f"if a in layer.lora_A}}")
         elif k == "prepare":
-            e(f"{ind}shards, opt = shard(model, mesh)")
-        elif k == "new_optimizer":
-            e(f"{ind}opt = make_optimizer(model, shards)")
+            self.shard(ind)
+        elif k == "new_optimizer":  # what the modules hold now, a shard where FSDP registered one
+            sel = "p.requires_grad" if self.scen.optimizer == "trainable" else "'.lora_' in n or 'modules_to_save' in n"
+            e(f"{ind}opt = torch.optim.AdamW([{'shards.get(n, p)' if self.fsdp else 'p'} for n, p in "
+              f"model.named_parameters() if {sel}], lr=1e-2)")
         else:
             raise ValueError(f"export --python does not support `{k}` yet")
 
-    def load_adapter(self, op, ind):
-        a = self.scen.adapter(op.names[0])
-        sub = "" if a.name == "default" else "/" + a.name
-        self.emit(f"{ind}torch.manual_seed({self.scen.seed + 7 + self.scen.adapters.index(a)})")
-        self.emit(f"{ind}src = get_peft_model(Net(), {lora_config_text(a, self.scen.layers)}, adapter_name={a.name!r})")
-        self.emit(f"{ind}src.save_pretrained(f'{{tmp}}/src{{rank}}', selected_adapters=[{a.name!r}])")
-        self.emit(f"{ind}model.load_adapter(f'{{tmp}}/src{{rank}}{sub}', adapter_name={a.name!r}, "
-                  f"is_trainable={op.trainable}{scenario_build.autocast_arg(self.scen, a)})")
-        scenario_build.per_adapter_fix(self, ind, a.name)
+    def wrapped_later(self, layer):
+        """Only an adapter added after fully_shard targets the layer: PEFT then wraps the FSDP module in a
+        LoRA layer, its base_layer (peft tuners_utils.py BaseTunerLayer.get_base_layer)."""
+        live = [a for a in self.scen.adapters if not a.deferred]
+        return (any(layer in a.targets for a in self.scen.adapters if a.deferred) and
+                not any(layer in a.targets or layer in a.modules_to_save for a in live))
+
+    def set_adapter_fix(self, ind):
+        if self.sw["set_adapter_reshard"] == "unmerge_first" and self.fsdp:
+            self.fix(ind, "unmerge, reshard every FSDP module, then set_adapter", "set_adapter_reshard")
+            self.emit(f"{ind}model.base_model.unmerge_adapter()")
+            self.reshard_all(ind)
+        elif self.sw["set_adapter_reshard"] == "skip_merged" and self.fsdp:
+            self.fix(ind, "reshard each FSDP module that holds no merged layer", "set_adapter_reshard")
+            self.emit(f"{ind}for m in ({', '.join(self.groups())},):")
+            self.emit(f"{ind}    if not any(getattr(l, 'merged', False) for l in m.modules()):")
+            self.emit(f"{ind}        m.reshard()")
 
     def save_adapters(self, op, ind):
-        """PeftModel.save_pretrained's selection, each adapter's get_peft_model_state_dict; rank 0
-        writes the file a later load_adapters reads (one file per save)."""
-        e, sw = self.emit, self.sw
+        """What save_pretrained writes: each selected adapter's get_peft_model_state_dict."""
+        e = self.emit
         if op.names:
             names = repr(list(op.names))
-        elif sw["adapter_save_selection"] == "active":
-            e(f"{ind}# adapter_save_selection=active: only the active adapter, as accelerate's non-FSDP2 "
-              f"adapter_only path saves")
+        elif self.sw["adapter_save_selection"] == "active":
+            e(f"{ind}# not PEFT's default: only the active adapter, as accelerate's non-FSDP2 adapter_only path "
+              f"selects")
             names = "model.base_model.active_adapters"
         else:
             names = "model.peft_config"
         e(f"{ind}saved = {{a: get_peft_model_state_dict(model, adapter_name=a) for a in {names}}}")
-        if sw["adapter_save_gather"] == "on":
-            self.fix(ind, "gather every DTensor the adapters' state dict holds before it is written",
+        if self.sw["adapter_save_gather"] == "on" and self.fsdp:
+            self.fix(ind, "gather every DTensor of the adapters' state dict before it is written",
                      "adapter_save_gather")
-            e(f"{ind}saved = {{a: {{k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in sd.items()}}"
-              f" for a, sd in saved.items()}}")
-        if "load_adapters" in self.uses:
-            self.last_save = next(i for i, o in enumerate(self.ops) if o is op) + 1
-            e(f"{ind}if rank == 0:  # what a checkpoint writer gets: this rank's tensors")
-            e(f"{ind}    torch.save({{a: {{k: local(v).detach().clone() for k, v in sd.items()}} "
-              f"for a, sd in saved.items()}}, f'{{tmp}}/adapters-{self.last_save}.pt')")
+            e(f"{ind}saved = {{a: {{k: full(v) for k, v in sd.items()}} for a, sd in saved.items()}}")
+        self.last_save = 1
 
-    def load_adapters(self, op, ind):
-        """Every rank reads the file rank 0 wrote at the latest save and loads each adapter's state
-        dict with set_peft_model_state_dict."""
-        if not self.last_save:
-            raise ValueError("load_adapters without a save_adapters before it")
-        e = self.emit
-        e(f"{ind}dist.barrier()  # rank 0 has written it")
-        e(f"{ind}loaded = torch.load(f'{{tmp}}/adapters-{self.last_save}.pt')")
-        e(f"{ind}for a, sd in loaded.items():")
-        e(f"{ind}    set_peft_model_state_dict(model, sd, adapter_name=a)")
+    # -- the scenario --------------------------------------------------------------------------
+    def base(self):
+        """The base model's expression: nn.Sequential of the layers in order."""
+        s = self.scen
+        mods = []
+        for l in s.layers:
+            mod = f"Experts({l.experts}, {l.fan_in}, {l.fan_out})" if l.experts else f"nn.Linear({l.fan_in}, {l.fan_out})"
+            mods.append(f"({self.name(l.name)!r}, {mod})")
+        cast = f".to({DTYPE[s.dtype]})" if s.dtype != "fp32" else ""
+        return f"nn.Sequential(OrderedDict([{', '.join(mods)}])){cast}"
 
-    def net(self):
-        scenario_build.net(self)
+    def shard(self, ind):
+        """fully_shard bottom-up as the scenario says (the calls accelerate's fsdp2_prepare_model makes),
+        then `shards`, the parameters FSDP registered, and the optimizer."""
+        s, e = self.scen, self.emit
+        ram = s.loading == "ram_efficient"
+        self.checkpoint(ind)
+        if ram:  # accelerate's fsdp2_prepare_model with cpu_ram_efficient_loading: shard on meta, then broadcast
+            e(f"{ind}full_sd = model.state_dict()")
+            e(f"{ind}model.to('meta')")
+        for d in s.shards:
+            raf = RAF[d.raf]
+            if d.is_root and self.sw["root_reshard_rule"] == "force_false":
+                raf = "False"
+            if d.is_root:
+                e(f"{ind}fully_shard(model, mesh=mesh, reshard_after_forward={raf})")
+            else:
+                mods = [self.layer(m) for m in d.modules]
+                arg = mods[0] if len(mods) == 1 else "[" + ", ".join(mods) + "]"
+                e(f"{ind}fully_shard({arg}, mesh=mesh, reshard_after_forward={raf})")
+        if ram:
+            e(f"{ind}fsdp2_load_full_state_dict(SimpleNamespace(is_main_process=rank == 0), model, full_sd)")
+        e(f"{ind}shards = dict(model.named_parameters())  # the parameters FSDP registered: gradients land here")
+        self.optimizer(ind)
 
-    def shard_fn(self):
-        scenario_build.shard_fn(self)
+    def checkpoint(self, ind):
+        """Activation checkpointing of the scenario's layers (before any fully_shard), as accelerate's
+        fsdp2_apply_ac wraps them."""
+        for name in self.scen.checkpoint:
+            self.emit(f"{ind}model.base_model.model.set_submodule({self.name(name)!r}, "
+                      f"checkpoint_wrapper({self.layer(name)}, preserve_rng_state=False))")
+
+    def optimizer(self, ind):
+        """AdamW over the adapters' parameters (those trainable now under `optimizer trainable`); none when
+        there is none to train (an inference_mode adapter alone): torch refuses an empty list."""
+        if not self.opt_made:
+            self.emit(f"{ind}opt = None  # nothing is trainable")
+            return
+        sel = "p.requires_grad" if self.scen.optimizer == "trainable" else "'.lora_' in n or 'modules_to_save' in n"
+        src = "shards.items()" if self.fsdp else "model.named_parameters()"
+        self.emit(f"{ind}opt = torch.optim.AdamW([p for n, p in {src} if {sel}], lr=1e-2)")
+
+    def build(self):
+        s, e = self.scen, self.emit
+        if self.fsdp:
+            timeout = ", timeout=timedelta(seconds=10)" if self.timeout else ""
+            e(f'dist.init_process_group("gloo"{timeout})')
+            e("rank = dist.get_rank()")
+            e('mesh = init_device_mesh("cpu", (dist.get_world_size(),))')
+        if any(op.kind == "load_adapter" for op in self.ops):
+            e("tmp = tempfile.TemporaryDirectory()  # removed at exit")
+        e(f"torch.manual_seed({s.seed})")
+        if any(op.kind == "load_adapter" for op in self.ops):
+            e("")
+            e("")
+            e("def base():  # a second base model: the source of the loaded adapter")
+            e(f"    return {self.base()}")
+            e("")
+            e("")
+            net = "base()"
+        else:
+            net = self.base()
+        if s.loading == "ram_efficient" and self.fsdp:
+            e("with torch.device('meta' if rank > 0 else 'cpu'):  # rank 0 alone loads the weights")
+            e(f"    net = {net}")
+        else:
+            e(f"net = {net}")
+        if self.w0:
+            e(f"w0 = net.get_submodule({self.name(self.w0)!r}).weight.detach().clone()")
+        live = [a for a in s.adapters if not a.deferred]
+        name = "" if live[0].name == "default" else f", adapter_name={live[0].name!r}"
+        e(f"model = get_peft_model(net, {self.config(live[0])}{name}{self.autocast(live[0])})")
+        for a in live[1:]:
+            e(f"model.add_adapter({a.name!r}, {self.config(a)}{self.autocast(a)})")
+        if self.fsdp and not any(op.kind == "prepare" for op in self.ops):
+            self.shard("")
+        elif not self.fsdp:
+            self.checkpoint("")
+            self.optimizer("")
+        shift = " + 1000003 * rank" if s.data == "per_rank" and self.fsdp else ""
+        cast = f".to({DTYPE[s.dtype]})" if s.dtype != "fp32" else ""
+        e(f"x = torch.randn({BATCH}, {s.layers[0].fan_in}, generator=torch.Generator().manual_seed({s.seed + 1}"
+          f"{shift})){cast}")
+
+    def step(self, op, ind=""):
+        """One op's lines; an op the recorded run saw raise raises here too: the script goes on."""
+        if op.rank >= 0:
+            self.emit(f"{ind}if rank == {op.rank}:")
+            ind += "    "
+        if op.error:
+            self.emit(f"{ind}try:")
+            self.op_body(op, ind + "    ")
+            self.emit(f"{ind}except Exception as e:  # it raises here too: the sequence goes on")
+            self.emit(f"{ind}    print(f'{op.kind} raised {{type(e).__name__}}: {{e}}')")
+        else:
+            self.op_body(op, ind)
+
+    def body(self):
+        f = self.f
+        if not f:
+            for op in self.ops:
+                self.step(op)
+            return
+        op = self.ops[f.step - 1]
+        if op.rank >= 0 and f.spec in ("S2", "S7"):
+            raise ValueError(f"export --python cannot check {f.spec} after a rank-divergent op yet")
+        before, wrap, after = repro_asserts.plan(self, f, op)
+        for o in self.ops[:f.step - 1]:
+            self.step(o)
+        for line in before:
+            self.emit(line)
+        if wrap:
+            self.emit("try:")
+            ind = "    "
+            if op.rank >= 0:
+                self.emit(f"    if rank == {op.rank}:")
+                ind += "    "
+            self.op_body(op, ind)
+            self.emit("except Exception as e:")
+            self.emit(f"    raise AssertionError(f\"{wrap}, it raised {{type(e).__name__}}: {{e}}\") from e")
+        else:
+            self.step(op)
+        for line in after:
+            self.emit(line)
 
     def imports(self, code):
         e = self.emit
-        e("import os")
-        e("import sys")
-        if "shutil." in code:
-            e("import shutil")
+        std = ["from collections import OrderedDict"]
         if "tempfile." in code:
-            e("import tempfile")
-        if "SimpleNamespace(" in code:
-            e("from types import SimpleNamespace")
+            std.append("import tempfile")
         if "timedelta(" in code:
-            e("from datetime import timedelta")
-        e("from importlib.metadata import version")
+            std.append("from datetime import timedelta")
+        if "SimpleNamespace(" in code:
+            std.append("from types import SimpleNamespace")
+        for line in sorted(std, key=lambda l: l.split()[1]):
+            e(line)
         e("")
         e("import torch")
-        e("import torch.distributed as dist")
+        if self.fsdp:
+            e("import torch.distributed as dist")
         e("import torch.nn as nn")
         e("from peft import LoraConfig, get_peft_model")
         peft_utils = [n for n in ("get_peft_model_state_dict", "set_peft_model_state_dict") if n + "(" in code]
@@ -293,248 +416,112 @@ class Writer:
             e(f"from peft.utils import {', '.join(peft_utils)}")
         if "fsdp2_load_full_state_dict(" in code:
             e("from accelerate.utils.fsdp_utils import fsdp2_load_full_state_dict")
-        if "optimizer_state_dict" in code:
-            names = [n for n in ("get_optimizer_state_dict", "set_optimizer_state_dict") if n in code]
+        if "checkpoint_wrapper(" in code:  # the private module accelerate's fsdp2_apply_ac imports it from
+            e("from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper")
+        if "optimizer_state_dict(" in code:
+            names = [n for n in ("get_optimizer_state_dict", "set_optimizer_state_dict") if n + "(" in code]
             e(f"from torch.distributed.checkpoint.state_dict import {', '.join(names)}")
-        e("from torch.distributed.device_mesh import init_device_mesh")
-        e("from torch.distributed.fsdp import FSDPModule, fully_shard" if "isinstance(m, FSDPModule)" in code else "from torch.distributed.fsdp import fully_shard")
+        if self.fsdp:
+            e("from torch.distributed.device_mesh import init_device_mesh")
+            e("from torch.distributed.fsdp import fully_shard")
         if "DTensor" in code:
             e("from torch.distributed.tensor import DTensor")
 
-    def header(self, path, expected, versions_text):
-        s, f, n = self.scen, self.f, len(self.ops)
-        doc = []
+    def header(self, run_name):
+        s, f = self.scen, self.f
+        ops = "; ".join(o.text() for o in self.ops)
+        launcher = f"torchrun --nproc_per_node={s.world}" if self.fsdp else "python"
+        where = "FSDP2 + PEFT LoRA" if self.fsdp else "PEFT LoRA (no FSDP needed)"
         if f:
-            doc += [f"{f.spec} under FSDP2 + PEFT LoRA at step {f.step} ({self.ops[f.step - 1].text()}): "
-                    f"{f.detail.split(';')[0]}", "",
-                    f"fsdpsim finding: {f.spec} step {f.step}{'' if f.rank < 0 else f' rank {f.rank}'}: {f.detail}",
-                    f"Class signature: {f.signature}"]
-            for key in ("root-cause", "verdict", "blame"):
-                if self.klass.get(key):
-                    doc.append(f"{key.capitalize().replace('-', ' ')}: {self.klass[key]}")
-            doc += [f"Expected: {expected}"]
+            doc = [f"{where}: {ops}", "",
+                   f"Expected: {repro_asserts.expectation(f, self.ops[f.step - 1])}."]
         else:
-            doc += ["FSDP2 + PEFT LoRA sequence with no recorded finding (fsdpsim's model runs it clean)."]
-        fixes = [f"{k}={self.sw[k]}" for k in self.applied]
-        patched = profiles.PROFILES["patched"]
-        paths = [f"{k}={v}" for k, v in self.sw.items() if v not in (profiles.NATIVE[k], patched[k])]
-        doc += ["", f"Sequence: {n} ops at world {s.world} (CPU, gloo): " + "; ".join(op.text() for op in self.ops)]
-        if fixes:
-            doc.append(f"Fix applied in this script (fsdpsim switch {', '.join(fixes)}): the lines marked `# fix`.")
-        if paths:
-            doc.append(f"Not the libraries' default path (fsdpsim switch {', '.join(paths)}): see its comment below.")
-        build = ([f"dtype {s.dtype}"] if s.dtype != "fp32" else []) + \
-            (["ram-efficient loading (accelerate's fsdp2_load_full_state_dict)"] if s.loading != "full" else []) + \
-            ([f"activation checkpointing of {', '.join(s.checkpoint)}"] if s.checkpoint else [])
-        if build:
-            doc.append(f"Scenario: {'; '.join(build)}.")
-        doc += [f"Confirmed on: {versions_text}; CPU, gloo, world {s.world}.",
-                f"Run: torchrun --nproc_per_node={s.world} repro.py",
-                "Exit: 1 the bug reproduces, 0 it does not (fixed), 2 it fails differently (an unexpected",
-                "exception, or the check violated another way); every rank exits with the same code, and",
-                "torchrun reports a rank's non-zero code as its own exit 1 (the code is in its summary).",
-                f"Exported by fsdpsim export --python from {path or '<stdin>'}."]
+            doc = [f"{where}: {ops}", "", "A sequence with no known bug: it runs every call and exits 0."]
+        doc.append(f"Run: {launcher} {run_name}  (exit 1 at the assert while the bug is there, 0 once fixed)")
+        if self.applied:
+            doc.append(f"The lines marked `# fix` apply a candidate fix: {'; '.join(self.applied)}.")
+        for old, new in self.renamed.items():
+            doc.append(f"Layer `{old}` is `{new}` here: nn.Module reserves the name.")
+        doc += self.accelerate_notes()
+        doc.append(f"Written for {versions()}, CPU{', gloo' if self.fsdp else ''}; not run by the export.")
         self.emit('"""' + "\n".join(doc).replace('"""', "'''").replace("\\", "\\\\") + '\n"""')
 
-    def main_fn(self):
-        s, e, f = self.scen, self.emit, self.f
-        k = f.step if f else len(self.ops)
-        e("")
-        e("")
-        e("def main():")
-        timeout = ", timeout=timedelta(seconds=10)" if f and f.spec == "S5" and f.status in ("hang", "mismatch") else ""
-        e(f'    dist.init_process_group("gloo"{timeout})')
-        e("    rank = dist.get_rank()")
-        e("    if rank == 0:")
-        e('        print(", ".join(f"{p} {version(p)}" for p in ("torch", "peft", "accelerate", "transformers")) +')
-        e('              f", Python {sys.version.split()[0]}", flush=True)')
-        e('    mesh = init_device_mesh("cpu", (dist.get_world_size(),))')
-        if "load_adapters" in self.uses:
-            e("    tmp = [tempfile.mkdtemp() if rank == 0 else None]  # one directory every rank reads")
-            e("    dist.broadcast_object_list(tmp, src=0)")
-            e("    tmp = tmp[0]")
-            e("    if rank == 0:")
-            e("        MADE.append(tmp)")
-        elif "load_adapter" in self.uses:
-            e("    tmp = tempfile.mkdtemp()")
-            e("    MADE.append(tmp)")
-        scenario_build.build_model(self, bool(f and f.spec == "S2"))
-        if not any(op.kind == "prepare" for op in self.ops):
-            e("    shards, opt = shard(model, mesh)")
-        else:
-            e("    shards, opt = {}, None")
-        e("    at = None")
-        e("    try:")
-        for i, op in enumerate(self.ops[:k - 1]):
-            self.step(i + 1, op, "        ")
-        if f:
-            op = self.ops[k - 1]
-            e(f"        at = None  # step {k}, where the finding shows: checked below")
-            e(f"        runs = rank == {op.rank}" if op.rank >= 0 else "        runs = True")
-            e("        snap = before(model, shards) if runs else None")
-            e('        status, message = "ok", ""')
-            if f.spec in ("S6", "S7"):
-                e("        saved = deltas = None")
-            e("        try:")
-            e("            if runs:")
-            self.op_body(op, "                ")
-            e("        except Exception as e:")
-            e("            status, message = status_of(e)")
-            result = {"S2": "W0", "S6": "saved", "S7": "deltas"}.get(f.spec, "None")
-            if f.spec == "S5":
-                e(f"        code, got = check(model, shards, snap, status, message, {result})")
-            else:
-                e(f"        code, got = check(model, shards, snap, status, message, {result}) if runs else "
-                  f"(FIXED, \"(not run on this rank)\")")
-        else:
-            e("        code, got = FIXED, \"every op ran as recorded\"")
-        e("    except Exception as e:")
-        e('        code, got = DIFFERENT, f"{at} raised {type(e).__name__}: {e}"')
-        e("    finish(code, got)")
+    def accelerate_notes(self):
+        """Where the script makes the calls accelerate makes under FSDP2 (accelerate 1.15 picks FSDP only for
+        multi-device distributed types, state.py: not on one CPU), which ones, and the user's launch command."""
+        if not self.fsdp:
+            return []
+        calls = []
+        root = next((d for d in self.scen.shards if d.is_root), None)
+        if root and root.raf in ("false", "none"):
+            calls.append("the root's reshard_after_forward=False is what accelerate's fsdp2_prepare_model gives it "
+                         "(it leaves the root's to torch, which resolves it to False)")
+        if self.scen.loading == "ram_efficient":
+            calls.append("meta weights on ranks > 0, fully_shard, then fsdp2_load_full_state_dict: accelerate's "
+                         "cpu_ram_efficient_loading path")
+        if any(op.kind in ("save_optimizer", "load_optimizer") for op in self.ops):
+            calls.append("get_optimizer_state_dict is the call accelerate's save_fsdp_optimizer makes under FSDP2")
+        if not calls:
+            return []
+        return ["", "accelerate: " + "; ".join(calls) + ". A training script doing the same under "
+                "`accelerate launch --use_fsdp --fsdp_version 2 train.py` on GPUs takes this path "
+                "(not run on GPU here)."]
 
-    def step(self, i, op, ind):
-        e = self.emit
-        e(f"{ind}at = {f'step {i} ({op.text()})'!r}")
-        if op.rank >= 0:
-            e(f"{ind}if rank == {op.rank}:")
-            ind += "    "
-        if op.error:
-            e(f"{ind}try:  # the recorded run saw this op raise {op.error} too")
-            self.op_body(op, ind + "    ")
-            e(f"{ind}except Exception as e:")
-            e(f"{ind}    expect_status(e, {op.error!r})")
-        else:
-            self.op_body(op, ind)
-
-    def finish_fn(self, expected):
-        e, f = self.emit, self.f
-        stuck = f and f.spec == "S5" and f.status in ("hang", "mismatch")
-        reporter = 0 if not f or f.rank < 0 else f.rank
-        e("")
-        e("")
-        e("def finish(code, got):")
-        if stuck:
-            e('    """After a timed-out or failed collective the default group is of no more use: the ranks agree')
-            e("    over a fresh one (every rank's verdict; the bug reproduces when any rank's collective failed).")
-            e('    When even that fails, each rank reports its own code."""')
-            e("    mine = (code, got, dist.get_rank())")
-            e("    try:")
-            e('        group = dist.new_group(backend="gloo", timeout=timedelta(seconds=60))')
-            e("        results = [None] * dist.get_world_size()")
-            e("        dist.all_gather_object(results, mine, group=group)")
-            e("    except Exception as e:")
-            e("        results = [(code, f\"{got} (rank {dist.get_rank()} alone: {type(e).__name__})\", None)]")
-            e("    codes = [c for c, _, _ in results]")
-            e("    code = DIFFERENT if DIFFERENT in codes else max(codes)")
-            e("    if dist.get_rank() == 0 or len(results) == 1:")
-            e("        gots = [(r, g) for c, g, r in results if c == code]")
-            e("        one = len({g for _, g in gots}) == 1")
-            e('        shown = gots[0][1] if one else "; ".join(f"rank {r}: {g}" for r, g in gots)')
-            e('        print(f"expected: {EXPECTED}", flush=True)')
-            e('        print(f"got: {shown}", flush=True)')
-            e('        print(f"result: {RESULT[code]} (exit {code})", flush=True)')
-            e("    leave(code)")
-            self.leave_fn()
-            return
-        e('    """Every rank exits with the same code: 2 if any rank failed differently, else the finding rank\'s."""')
-        e("    results = [None] * dist.get_world_size()")
-        e("    dist.all_gather_object(results, (code, got))")
-        e("    codes = [c for c, _ in results]")
-        pick = "max(codes)" if f is not None and f.rank < 0 else f"results[{reporter}][0]"
-        e(f"    code = DIFFERENT if DIFFERENT in codes else {pick}")
-        e(f"    if dist.get_rank() == 0:")
-        e(f"        shown = next((g for c, g in results if c == code), results[{reporter}][1])")
-        e('        print(f"expected: {EXPECTED}", flush=True)')
-        e('        print(f"got: {shown}", flush=True)')
-        e('        print(f"result: {RESULT[code]} (exit {code})", flush=True)')
-        # Every rank past its last collective before any tears down: a rank whose peer closed the
-        # connection mid-collective aborts (SIGABRT), which torchrun would report over the verdict.
-        e("    dist.barrier()")
-        e("    dist.destroy_process_group()")
-        e("    leave(code)")
-        self.leave_fn()
-
-    def leave_fn(self):
-        e = self.emit
-        made = "load_adapter" in self.uses or "load_adapters" in self.uses
-        if made:
-            e("")
-            e("")
-            e("MADE = []  # the temporary directories this rank made: leave() removes them")
-        e("")
-        e("")
-        e("def leave(code):")
-        # Measured on torch 2.13.0 CPU: after a clean destroy_process_group, about one run in four aborted
-        # in interpreter teardown ("terminate called without an active exception", SIGABRT), which torchrun
-        # reports over the verdict; none did in 16 runs exiting this way.
-        e('    """Exit with the verdict, skipping interpreter teardown: with FSDP2 and PEFT loaded it sometimes')
-        e('    aborts after the verdict is printed (terminate called without an active exception)."""')
-        if made:  # past every rank's last read (finish's barrier), and os._exit runs no atexit
-            e("    for d in MADE:")
-            e("        shutil.rmtree(d, ignore_errors=True)")
-        e("    sys.stdout.flush()")
-        e("    sys.stderr.flush()")
-        e("    os._exit(code)")
-
-    def script(self, path, versions_text, klass=None):
-        self.klass = klass or {}
-        s, f = self.scen, self.f
-        missing = unwritten(self.sw, s)
+    def script(self, run_name):
+        missing = unwritten(self.sw, self.scen)
         if missing:
             raise ValueError(f"export --python does not write the fix of {missing} yet")
-        for op in self.ops:
-            if op.kind in ("save_adapters", "load_adapters") and op.rank >= 0 and "load_adapters" in self.uses:
-                raise ValueError("export --python cannot reload adapters saved or loaded on one rank only yet")
-        if f:
-            op = self.ops[f.step - 1]
-            if op.rank >= 0 and f.spec in ("S2", "S7"):
-                raise ValueError(f"export --python cannot check {f.spec} after a rank-divergent op yet")
-            check, consts, expected = repro_checks.plan(f, s, op)
-        else:
-            check, consts, expected = "", {}, "every op runs as the recorded (clean) run ran it"
-        body = Writer(s, self.ops, self.sw, f)
-        body.net()
-        body.shard_fn()
-        body.main_fn()
-        body.finish_fn(expected)
-        code = check + "\n".join(body.lines)
-        self.applied = body.applied  # the body's `# fix` lines: the header names their switches
-        self.header(path, expected, versions_text)
-        self.imports(code + "\n".join(used_helpers(code)))
+        if not self.fsdp and any(op.kind in ("unshard", "reshard", "gradient_sync", "prepare", "save_optimizer",
+                                             "load_optimizer") or op.rank >= 0 for op in self.ops):
+            raise ValueError("--plain: the sequence calls FSDP or runs on one rank: it needs torchrun")
+        body = Writer(self.scen, self.ops, self.sw, self.f, plain=not self.fsdp)
+        body.body()  # first: the check decides what the build needs (w0, a collective timeout)
+        code_ops = body.lines
+        body.lines = []
+        body.build()
+        code = body.lines + code_ops
+        if body.fsdp and not any("rank" in l for l in code if l != "rank = dist.get_rank()"):
+            code.remove("rank = dist.get_rank()")
+        if body.fsdp and any("full(" in l for l in code):
+            code = ["def full(t):  # the whole tensor on every rank", "    return t.full_tensor() if isinstance(t, "
+                    "DTensor) else t", "", ""] + code
+        if any(l.experts for l in self.scen.layers):
+            code = EXPERTS.splitlines() + ["", ""] + code
+        if body.fsdp and self.scen.world > 1:
+            # a rank whose peer tears down while it is still in a collective aborts (SIGABRT), seen on
+            # torch 2.13 CPU after a fixed run: torchrun then reports a failure over the clean exit
+            code.append("dist.barrier()  # every rank is done with its collectives before any tears down")
+        if body.fsdp:
+            code.append("dist.destroy_process_group()")
+        self.applied = body.applied
+        self.renamed = body.renamed
+        self.header(run_name)
+        self.imports("\n".join(code))
         self.emit("")
-        self.emit("REPRODUCED, FIXED, DIFFERENT = 1, 0, 2")
-        self.emit('RESULT = {1: "the bug reproduces", 0: "it does not reproduce", 2: "it fails differently"}')
-        self.emit(f"EXPECTED = {expected!r}")
-        self.emit("# each adapter parameter (fsdpsim's name) -> its adapter, from the scenario's declarations")
-        self.emit(f"ADAPTER_OF = {dict((n, o[2]) for n, o in s.param_owners().items())!r}")
-        if "LAYERS_OF" in code:
-            self.emit(f"LAYERS_OF = {repro_checks.layers_of(s)!r}")
-        for name, value in consts.items():
-            self.emit(f"{name} = {value!r}")
-        self.emit("")
-        self.emit("")
-        cut = body.lines.index("def shard(model, mesh):")
-        parts = ["\n".join(body.lines[:cut]), "\n".join(used_helpers(code)), check, "\n".join(body.lines[cut:])]
-        self.lines += "\n\n\n".join(p.strip("\n") for p in parts if p.strip()).splitlines()
-        self.emit("")
-        self.emit("")
-        self.emit('if __name__ == "__main__":')
-        self.emit("    main()")
+        self.lines += code
         return "\n".join(self.lines) + "\n"
 
 
-def export(text, path="", switches=None):
+EXPERTS = '''class Experts(nn.Module):  # a mixture-of-experts weight (E, in, out), as PEFT's ParamWrapper takes it
+    def __init__(self, experts, fan_in, fan_out):
+        super().__init__()
+        self.weight, self.is_transposed = nn.Parameter(torch.randn(experts, fan_in, fan_out) / fan_in ** 0.5), True
+
+    def forward(self, x):
+        return torch.einsum("bi,eio->bo", x, self.weight) / self.weight.shape[0]
+'''
+
+
+def export(text, path="", switches=None, out="", plain=False):
     scen, ops = seqfile.parse(text)
     comments = [l[1:].strip() for l in text.splitlines() if l.startswith("#")]
     finding = repro_checks.parse(comments)
     if finding and finding.spec in ("S2", "S7") and (scen.dtype != "fp32" or scen.loading != "full"):
-        raise ValueError(f"export --python checks {finding.spec} values in fp32 with full loading only")
-    # triage's comments: the root cause, its verdict and the blamed transitions (sim/triage.cpp)
-    klass = {k: c.split(": ", 1)[1] for c in comments for k in ("root-cause", "verdict", "blame") if c.startswith(k + ": ")}
+        raise ValueError(f"export --python checks weight values in fp32 with full loading only")
     if finding:
         ops = ops[:finding.step]  # what follows the finding's step changes nothing it checks
     sw = profiles.resolve(scen.profile, scen.sets, switches)
-    return Writer(scen, ops, sw, finding).script(path, versions(), klass)
+    return Writer(scen, ops, sw, finding, plain).script(os.path.basename(out) if out else "repro.py")
 
 
 def main():
@@ -543,14 +530,15 @@ def main():
     ap = argparse.ArgumentParser(prog="python -m fsdpsim_upstream.export")
     ap.add_argument("path", nargs="?", default="-", help="the .seq file (canonical text), - for stdin")
     ap.add_argument("--switches", help="the effective profile as JSON (fsdpsim sends it)")
-    ap.add_argument("--name", help="the file name the script's header shows")
+    ap.add_argument("--name", help="the file name error messages show")
     ap.add_argument("--out", help="write the script here (default: standard output)")
+    ap.add_argument("--plain", action="store_true", help="plain python, no torch.distributed (no FSDP needed)")
     args = ap.parse_args()
     path = args.path
     text = open(path).read() if path != "-" else sys.stdin.read()
     try:
         script = export(text, args.name or (path if path != "-" else ""),
-                        json.loads(args.switches) if args.switches else None)
+                        json.loads(args.switches) if args.switches else None, args.out or "", args.plain)
     except ValueError as e:
         print(f"{args.name or path or '<stdin>'}: {e}", file=sys.stderr)
         return 3
