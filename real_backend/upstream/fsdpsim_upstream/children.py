@@ -20,6 +20,18 @@ def signal_child(pid, sig):
     return True
 
 
+def signal_group(pgid, sig):
+    """os.killpg(pgid, sig) for a group this process made (start_new_session); False (nothing sent)
+    for pgid <= 1, where killpg would reach the caller's own group or every process."""
+    if not signallable(pgid):
+        return False
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def process_exists(pid):
     """Whether a process `pid` exists (signal 0; one of another user's counts); False for pid <= 1."""
     if not signallable(pid):

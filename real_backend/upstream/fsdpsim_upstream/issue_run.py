@@ -15,7 +15,8 @@ import sysconfig
 import tempfile
 
 from .pool import free_port
-from .repro_run import world_of
+from .children import signal_group
+from .repro_run import launch_of
 
 TAIL_LINES = 60
 # torchrun's own report of a failed rank, after the rank's output: the launcher's traceback, not the bug's.
@@ -54,9 +55,9 @@ def versions():
 
 
 def command_for(script_text, name):
-    """(argv, the command as a user types it)."""
-    if "torch.distributed" in script_text or "init_process_group" in script_text:
-        world = world_of(script_text)
+    """(argv, the command as a user types it), as the script's own `Run:` line says."""
+    launcher, world = launch_of(script_text)
+    if launcher == "torchrun":
         torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
         return ([torchrun, f"--nproc_per_node={world}", f"--master_port={free_port()}", name],
                 f"torchrun --nproc_per_node={world} {name}")
@@ -71,14 +72,15 @@ def run(script, timeout):
     work = tempfile.mkdtemp(prefix="issue_run.")
     try:
         shutil.copy(script, os.path.join(work, name))
+        # TMPDIR inside `work`: torchrun's torchelastic_* logs and the libraries' compile caches go with it
         proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+                                start_new_session=True, env=dict(os.environ, TMPDIR=work))
         timed_out = False
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            os.killpg(proc.pid, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)  # the session it started, never ours
             out, _ = proc.communicate()
         return {"command": shown, "exit_code": proc.returncode, "timed_out": timed_out, "output": readable(out, work)}
     finally:
