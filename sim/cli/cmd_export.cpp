@@ -109,13 +109,14 @@ int cmd_export(const Args& a) {
   }
   std::cout.flush();
   std::vector<std::string> args = {tmp, "--switches", switches_json(profile), "--name", file};
-  if (fsdp_independent(f, a)) args.push_back("--plain");
-  if (!a.out.empty()) args.insert(args.end(), {"--out", a.out});
   std::string error;
   int rc = 0;
   {
+    // Both steps start the upstream libraries: seconds each, one waiting line over both.
     Progress progress("export", a.quiet);
-    Waiting waiting(progress, "writing the script with the upstream libraries");  // starts the pool: seconds
+    Waiting waiting(progress, "running it without fully_shard, then writing the script (upstream libraries)");
+    if (fsdp_independent(f, a)) args.push_back("--plain");
+    if (!a.out.empty()) args.insert(args.end(), {"--out", a.out});
     rc = upstream::run_python_module("fsdpsim_upstream.export", args, &error);
   }
   std::remove(tmp.c_str());
