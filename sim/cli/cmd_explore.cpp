@@ -18,6 +18,7 @@
 #include "sim/cli/progress.hpp"
 #include "model/vocab/table.hpp"
 #include "sim/explore.hpp"
+#include "sim/memory_use.hpp"
 
 extern char** environ;
 
@@ -67,7 +68,7 @@ void print_explore_json(const std::string& source, const SeqFile& f, const Explo
   JsonRecord("explore_summary")
       .str("scenario", source).num("world", f.scenario.world).str("profile", f.scenario.profile)
       .num("alphabet", static_cast<int64_t>(r.alphabet.size())).num("states", r.states).num("transitions", r.transitions)
-      .num("depth_reached", r.depth_reached).flag("exhausted", r.exhausted).flag("limited", r.limited).real("seconds", r.seconds)
+      .num("depth_reached", r.depth_reached).flag("exhausted", r.exhausted).flag("limited", r.limited).str("stopped_by", r.stopped_by).real("seconds", r.seconds)
       .real("cpu_seconds", r.cpu_seconds).num("classes", static_cast<int64_t>(r.classes.size()))
       .print(std::cout);
   for (size_t i = 0; i < r.classes.size(); ++i) {
@@ -135,6 +136,8 @@ int cmd_explore(const Args& a) {
   opt.full_alphabet = a.full_alphabet;
   opt.only_ops = a.ops;
   opt.max_seconds = a.have_seconds ? a.seconds : 0;
+  if (a.max_states > 0) opt.max_states = a.max_states;
+  opt.max_bytes = a.memory_budget > 0 ? a.memory_budget : default_memory_budget();
   Progress progress("explore", a.quiet);
   opt.progress = &progress.as_stream();
   bool any = a.ops.empty();
@@ -144,6 +147,7 @@ int cmd_explore(const Args& a) {
   check_drawing(a);
   ExploreResult r = explore(f, opt);
   progress.done();
+  if (r.limited) progress.note(stop_text(r) + "; what was found so far follows");
   if (!a.json) {
     std::cout << "scenario " << source << ", world " << f.scenario.world << ", profile " << f.scenario.profile << "\n";
     print_explore(std::cout, r, true);

@@ -5,9 +5,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
+#include "model/vocab/input_file.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/output.hpp"
 #include "sim/finding_pages.hpp"
 
 namespace fsdpsim::cli {
@@ -22,13 +23,6 @@ bool triage_file(const std::string& file, TriagedFile* out) {
   return triage(f, &out->t, {}, recorded.substr(0, recorded.find(' ')));
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 int cmd_findings(const Args& a) {
@@ -38,6 +32,7 @@ int cmd_findings(const Args& a) {
   for (const char* d : {"corpus/regressions", "corpus/divergences"})
     if (std::filesystem::is_directory(d)) inputs.push_back(d);
   if (inputs.empty()) throw SourceError("<command line>", {}, "findings expects corpus/ in the working directory, or PATH...");
+  if (!check) prepare_out_dir(dir);  // exit 3 before the triage, not at the first page
   std::vector<std::string> problems;
   const std::vector<std::string> files = seq_files(inputs, &problems);
   for (const auto& p : problems) std::cerr << "fsdpsim: " << p << "\n";
@@ -55,7 +50,7 @@ int cmd_findings(const Args& a) {
   }
   // The default matrix's run (`fsdpsim versions DIR --json > DIR/versions.jsonl`), when kept.
   std::vector<ReleaseVerdict> releases;
-  if (std::filesystem::exists(dir + "/versions.jsonl")) releases = parse_release_verdicts(read_file(dir + "/versions.jsonl"), dir + "/versions.jsonl");
+  if (std::filesystem::exists(dir + "/versions.jsonl")) releases = parse_release_verdicts(read_input_file(dir + "/versions.jsonl", kJsonInput), dir + "/versions.jsonl");
   const FindingPages pages = render_finding_pages(kept, corpus, releases);
   int code = kClean;
   const std::string rerun = a.out.empty() ? "fsdpsim findings" : "fsdpsim findings --out " + dir;
@@ -66,7 +61,7 @@ int cmd_findings(const Args& a) {
       if (!std::filesystem::exists(path)) {
         std::cerr << path << ": missing (run `" << rerun << "`)\n";
         code = kFinding;
-      } else if (read_file(path) != text) {
+      } else if (read_input_file(path, kTextInput) != text) {
         std::cerr << path << ": stale (run `" << rerun << "`)\n";
         code = kFinding;
       }
