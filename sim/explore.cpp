@@ -287,6 +287,7 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
                             << " states/s\n";
             }
           }
+          if (res.limited) break;
         }
         if (res.limited) break;
       }

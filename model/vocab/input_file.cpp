@@ -95,10 +95,12 @@ std::string read_input_file(const std::string& path, const InputLimits& lim) {
   }
   ::close(fd);
   text.resize(got);
-  // The first line over the limit, before the size: it is the earlier place in the file.
+  // The first line over the limit within the first max_bytes, before the size: it is the
+  // earlier place in the file (past max_bytes the size is the problem).
+  const size_t end = std::min(got, static_cast<size_t>(lim.max_bytes));
   size_t line_start = 0;
-  for (size_t i = 0; i <= got; ++i) {
-    if (i < got && text[i] != '\n' && text[i] != '\r') {
+  for (size_t i = 0; i <= end; ++i) {
+    if (i < end && text[i] != '\n' && text[i] != '\r') {
       if (static_cast<int64_t>(i - line_start) >= lim.max_line)
         throw SourceError(path, position_of(text, i),
                           std::string("a line longer than the ") + limit_text(lim.max_line) + " limit for a line of " + lim.what);
