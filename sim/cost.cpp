@@ -109,11 +109,6 @@ int64_t scenario_peak_bytes(const SeqFile& f) {
   return sum;
 }
 
-int64_t default_memory_budget() {
-  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 2 : int64_t{4} << 30;
-}
-
 std::string bytes_text(int64_t bytes) {
   if (bytes >= 1000000000) return fmt::format("{:.1f} GB", bytes / 1e9);
   if (bytes >= 1000000) return fmt::format("{:.1f} MB", bytes / 1e6);

@@ -9,6 +9,7 @@
 
 #include "model/vocab/observation.hpp"
 #include "model/vocab/seq.hpp"
+#include "sim/memory_use.hpp"  // default_memory_budget
 
 namespace fsdpsim {
 
@@ -41,8 +42,6 @@ std::vector<std::string> compare_cost(const CostReport& model, const CostReport&
 // (gradients, optimizer state, the interpreter) come on top: the default
 // budget leaves room for them.
 int64_t scenario_peak_bytes(const SeqFile& f);
-// --memory-budget's default: half of the machine's physical memory.
-int64_t default_memory_budget();
 // "4.3 GB"
 std::string bytes_text(int64_t bytes);
 // Throws SourceError(file, the largest layer's line) naming both figures when

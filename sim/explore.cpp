@@ -7,11 +7,13 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <iterator>
+#include <new>
 #include <unordered_map>
 
 #include "model/machine/state_key.hpp"
 #include "model/spec/spec_checks.hpp"
 #include "model/vocab/table.hpp"
+#include "sim/memory_use.hpp"
 #include "sim/simulator.hpp"
 
 namespace fsdpsim {
@@ -230,57 +232,67 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
 
   double last_progress = 0;
   int level = 0;
+  auto stop = [&](const char* why) {
+    res.limited = true;
+    res.stopped_by = why;
+  };
   for (; !frontier.empty() && (opt.depth <= 0 || level < opt.depth) && !res.limited; ++level) {
     std::vector<Node> next;
-    next.reserve(frontier.size() * 4);
-    const int step = static_cast<int>(res.setup.size()) + level + 1;
-    for (const Node& u : frontier) {
-      const std::string from_kind = res.graph[u.vertex].kind;
-      for (size_t a = 0; a < res.alphabet.size(); ++a) {
-        const Op& op = res.alphabet[a];
-        Node n{u.sim, u.checker, -1};
-        RunResult r = n.sim.run_more({op}, step - 1, ro);
-        std::vector<Finding> findings;
-        n.checker.step(op, r.observations.data(), r.observations.size(), findings);
-        ++res.transitions;
-        bool error = false;
-        for (const auto& o : r.observations) error = error || o.status != Status::Ok;
-        ++res.fired[op_name(op.kind)][from_kind][error ? 1 : 0];
-        const bool stuck = r.hang || r.mismatch;
-        const Key k = key_for(n, stuck);
-        auto it = seen.find(k);
-        int v;
-        if (it == seen.end()) {
-          StateInfo info;
-          info.depth = level + 1;
-          info.stuck = stuck;
-          info.kind = stuck ? "stuck" : state_kind(n.sim.ranks()[0].state());
-          v = static_cast<int>(boost::add_vertex(info, res.graph));
-          seen.emplace(k, v);
-          if (!stuck) {
-            n.vertex = v;
-            next.push_back(std::move(n));
+    try {  // an allocation refused (a `ulimit -v` under the budget) is the memory cap too: `next` goes here
+      next.reserve(std::min<size_t>(frontier.size() * 4, 65536));
+      const int step = static_cast<int>(res.setup.size()) + level + 1;
+      for (const Node& u : frontier) {
+        const std::string from_kind = res.graph[u.vertex].kind;
+        for (size_t a = 0; a < res.alphabet.size(); ++a) {
+          const Op& op = res.alphabet[a];
+          Node n{u.sim, u.checker, -1};
+          RunResult r = n.sim.run_more({op}, step - 1, ro);
+          std::vector<Finding> findings;
+          n.checker.step(op, r.observations.data(), r.observations.size(), findings);
+          ++res.transitions;
+          bool error = false;
+          for (const auto& o : r.observations) error = error || o.status != Status::Ok;
+          ++res.fired[op_name(op.kind)][from_kind][error ? 1 : 0];
+          const bool stuck = r.hang || r.mismatch;
+          const Key k = key_for(n, stuck);
+          auto it = seen.find(k);
+          int v;
+          if (it == seen.end()) {
+            StateInfo info;
+            info.depth = level + 1;
+            info.stuck = stuck;
+            info.kind = stuck ? "stuck" : state_kind(n.sim.ranks()[0].state());
+            v = static_cast<int>(boost::add_vertex(info, res.graph));
+            seen.emplace(k, v);
+            if (!stuck) {
+              n.vertex = v;
+              next.push_back(std::move(n));
+            }
+          } else {
+            v = it->second;
           }
-        } else {
-          v = it->second;
-        }
-        if (!findings.empty()) res.graph[v].violating = true;
-        if (v != u.vertex) boost::add_edge(u.vertex, v, TransitionInfo{static_cast<uint16_t>(a), !findings.empty()}, res.graph);
-        for (const Finding& fd : findings) note(fd, op, u.vertex, static_cast<int>(a), v);
-        if ((res.transitions & 1023) == 0) {
-          const double t = elapsed();
-          if ((opt.max_seconds > 0 && t > opt.max_seconds) ||
-              static_cast<int64_t>(boost::num_vertices(res.graph)) > opt.max_states)
-            res.limited = true;
-          if (opt.progress && t - last_progress > 2) {
-            last_progress = t;
-            *opt.progress << "explore: depth " << level + 1 << ", " << boost::num_vertices(res.graph) << " states, "
-                          << res.transitions << " transitions, " << static_cast<int64_t>(boost::num_vertices(res.graph) / t)
-                          << " states/s\n";
+          if (!findings.empty()) res.graph[v].violating = true;
+          if (v != u.vertex) boost::add_edge(u.vertex, v, TransitionInfo{static_cast<uint16_t>(a), !findings.empty()}, res.graph);
+          for (const Finding& fd : findings) note(fd, op, u.vertex, static_cast<int>(a), v);
+          if ((res.transitions & 1023) == 0) {
+            const double t = elapsed();
+            res.memory_bytes = memory_in_use();
+            if (opt.max_seconds > 0 && t > opt.max_seconds) stop("seconds");
+            else if (static_cast<int64_t>(boost::num_vertices(res.graph)) > opt.max_states) stop("states");
+            else if (opt.max_bytes > 0 && res.memory_bytes > opt.max_bytes) stop("memory");
+            if (opt.progress && t - last_progress > 2) {
+              last_progress = t;
+              *opt.progress << "explore: depth " << level + 1 << ", " << boost::num_vertices(res.graph) << " states, "
+                            << res.transitions << " transitions, " << static_cast<int64_t>(boost::num_vertices(res.graph) / t)
+                            << " states/s\n";
+            }
           }
+          if (res.limited) break;
         }
+        if (res.limited) break;
       }
-      if (res.limited) break;
+    } catch (const std::bad_alloc&) {
+      stop("memory");
     }
     if (res.limited) break;
     res.depth_reached = level + 1;

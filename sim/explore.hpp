@@ -20,7 +20,10 @@ struct ExploreOptions {
   bool rank_ops = false;      // also `@R` variants (rank-divergent: user misuse, not a library bug)
   bool full_alphabet = false;  // every op variant; default: the core alphabet (explore_alphabet)
   std::vector<std::string> only_ops;  // restrict the alphabet to these op texts or op kinds (empty: all)
-  int64_t max_states = 3000000;
+  // The caps (docs/design/explorer.md "Limits"): the search stops at the first one reached,
+  // keeps what it found, and says which (ExploreResult::stopped_by). --depth 0 runs to a cap.
+  int64_t max_states = 1000000;  // --max-states
+  int64_t max_bytes = 0;      // this process's memory (sim/memory_use.hpp); --memory-budget; 0: no limit
   double max_seconds = 0;     // 0: no limit
   std::ostream* progress = nullptr;  // a line per depth level and every ~2 s
 };
@@ -55,7 +58,9 @@ struct ExploreResult {
   int64_t states = 0, transitions = 0;
   int depth_reached = 0;       // every state within this many ops was expanded
   bool exhausted = false;      // no new state at the last level: the whole reachable space was seen
-  bool limited = false;        // stopped by max_states or max_seconds
+  bool limited = false;        // stopped by max_states, max_bytes or max_seconds
+  std::string stopped_by;      // when limited: "states", "memory" or "seconds"
+  int64_t memory_bytes = 0;    // memory_in_use() at the last check (the peak, as it only grows)
   double seconds = 0;
   double cpu_seconds = 0;      // this process's CPU time for the search (the machine may be shared)
   std::vector<FindingClass> classes;  // in order of discovery (so by length)
@@ -84,6 +89,8 @@ std::vector<Op> explore_alphabet(const Scenario& s, bool rank_ops, bool full = t
 // what the explorer merges states by. For tests and debugging.
 std::vector<uint32_t> explore_state_key(const SeqFile& f);
 
+// Why a limited search stopped: "stopped at the memory budget (2.1 GB in use; --memory-budget)".
+std::string stop_text(const ExploreResult& r);
 // The report: figures, the op table, the classes with their sequences.
 void print_explore(std::ostream& os, const ExploreResult& r, bool with_sequences);
 // Graphviz: edges labelled by op, violating states filled red and labelled with their

@@ -5,12 +5,20 @@
 #include <tuple>
 
 #include "model/vocab/table.hpp"
+#include "sim/cost.hpp"
 #include "sim/explore.hpp"
 
 namespace fsdpsim {
 
+std::string stop_text(const ExploreResult& r) {
+  if (r.stopped_by == "memory")
+    return fmt::format("stopped at the memory budget ({} in use; --memory-budget)", bytes_text(r.memory_bytes));
+  if (r.stopped_by == "states") return fmt::format("stopped at the state cap ({} states; --max-states)", r.states);
+  return "stopped at the time limit (--seconds)";
+}
+
 void print_explore(std::ostream& os, const ExploreResult& r, bool with_sequences) {
-  const char* ended = r.exhausted ? "exhausted (no new state)" : r.limited ? "stopped by a limit" : "complete to that depth";
+  const std::string ended = r.exhausted ? "exhausted (no new state)" : r.limited ? stop_text(r) : "complete to that depth";
   os << fmt::format("explore: {} states, {} transitions, depth {}, {}, {:.2f} s ({:.0f} states/s; CPU {:.2f} s), alphabet {} ops, "
                     "setup {} ops\n",
                     r.states, r.transitions, r.depth_reached, ended, r.seconds, r.seconds > 0 ? r.states / r.seconds : 0.0,

@@ -9,10 +9,12 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <future>
 #include <thread>
 #include <unistd.h>
 
+#include "model/vocab/input_file.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/table.hpp"
 #include "sim/generator.hpp"
@@ -460,7 +462,7 @@ std::map<std::string, std::string> corpus_signatures(const std::vector<std::stri
   const std::string prefix = "# signature: ";
   std::map<std::string, std::string> out;
   for (const auto& f : files) {
-    std::ifstream in(f);
+    std::istringstream in(read_input_file(f, kSeqInput));
     for (std::string line; std::getline(in, line);) {
       if (line.compare(0, prefix.size(), prefix) != 0) continue;
       out.emplace(line.substr(prefix.size()), f);
@@ -477,6 +479,29 @@ void attach_regressions(HuntReport& r, const std::map<std::string, std::string>&
   }
 }
 
+namespace {
+
+const char* const kManifestHeader = "# the class files fsdpsim hunt wrote here; the next hunt into this directory removes these only\n";
+
+}  // namespace
+
+std::vector<std::string> hunt_manifest(const std::string& dir) {
+  std::vector<std::string> names;
+  std::string text;
+  try {
+    text = read_input_file(dir + "/" + kHuntManifest, kTextInput);
+  } catch (const SourceError&) {
+    return names;  // none (a first hunt, or a directory of the user's): nothing is removed
+  }
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    // Names of this directory's own .seq files only: a line naming another place is ignored.
+    const bool plain = !line.empty() && line[0] != '#' && line[0] != '.' && line.find('/') == std::string::npos;
+    if (plain && line.size() > 4 && line.compare(line.size() - 4, 4, ".seq") == 0) names.push_back(line);
+  }
+  return names;
+}
+
 bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, std::string* error) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -484,14 +509,12 @@ bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, st
     *error = dir + ": " + ec.message();
     return false;
   }
-  // Class files of an earlier hunt into the same directory go: the directory
-  // holds this catalogue only (other files are left alone).
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (e.path().extension() == ".seq" && name.size() > 3 && name[0] == 'S' && name[1] >= '1' && name[1] <= '8' && name[2] == '-')
-      std::filesystem::remove(e.path(), ec);
-  }
+  // The class files an earlier hunt wrote here go, by its manifest: the directory holds this
+  // catalogue only, and a file the hunt did not write (a user's S2-mine.seq) is never removed.
+  for (const std::string& name : hunt_manifest(dir)) std::filesystem::remove(dir + "/" + name, ec);
+  std::string manifest = kManifestHeader;
   for (auto& c : r.classes) {
+    manifest += c.stem + ".seq\n";
     c.file = dir + "/" + c.stem + ".seq";
     SeqFile f = c.t.minimal;
     f.comments.insert(f.comments.begin(), "found by fsdpsim hunt (seed " + std::to_string(r.seed) + ", " + c.found_by + "), confirmed: real " +
@@ -502,6 +525,13 @@ bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, st
       *error = c.file + ": cannot write";
       return false;
     }
+  }
+  // Before the summary: should it fail, the next hunt still knows which class files are its own.
+  std::ofstream listing(dir + "/" + kHuntManifest);
+  listing << manifest;
+  if (!listing.flush()) {
+    *error = dir + "/" + kHuntManifest + ": cannot write";
+    return false;
   }
   std::ofstream js(dir + "/summary.json");
   js << "{\"seed\":" << r.seed;

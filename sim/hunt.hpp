@@ -148,8 +148,14 @@ int hunt_exit_code(const HuntReport& r, bool fail_on_unreported, bool fail_on_un
 // The catalogue: counts per verdict, then one row per root cause (within 120 columns).
 void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& findings_dir = project_data().findings_dir());
 
-// One `.seq` per class (signature and class comments, expectations) and
-// summary.json into `dir`; fills each class's `file`. False with *error.
+// One `.seq` per class (signature and class comments, expectations), the
+// manifest and summary.json into `dir`; fills each class's `file`. The class
+// files the manifest of an earlier hunt lists go first; no other file is
+// removed. False with *error.
 bool write_hunt_outputs(HuntReport& r, const std::string& dir, int exit_code, std::string* error);
+// The manifest: the class files a hunt wrote into its --out directory, one name a line.
+constexpr const char* kHuntManifest = "hunt-manifest.txt";
+// The .seq names `dir`'s manifest lists (plain names in `dir` only); none without a readable one.
+std::vector<std::string> hunt_manifest(const std::string& dir);
 
 }  // namespace fsdpsim

@@ -2,6 +2,7 @@
 
 #include "sim/builtin_scenarios.hpp"
 #include "sim/explore.hpp"
+#include "sim/memory_use.hpp"
 
 namespace fsdpsim {
 
@@ -23,6 +24,7 @@ ExploreHook hunt_explore_hook() {
     ExploreOptions opt;
     opt.depth = 6;
     opt.max_seconds = seconds;
+    opt.max_bytes = default_memory_budget();  // the hunt's explorer under the same memory cap as `explore`
     std::vector<SeqFile> out;
     for (auto& c : explore(setup, opt).classes) out.push_back(std::move(c.file));
     return out;

@@ -44,7 +44,9 @@ ReleaseSet parse_release_set(const std::string& text, const std::string& file, S
     // release_env.py builds it with `pip install PATH`; the path made absolute names one environment
     const std::string path = text.substr(5);
     std::error_code ec;
-    if (path.empty() || !std::filesystem::exists(path, ec))
+    // A FIFO or a device is neither a checkout nor a wheel (pip would block on or read it forever).
+    const auto type = std::filesystem::status(path, ec).type();
+    if (path.empty() || (type != std::filesystem::file_type::directory && type != std::filesystem::file_type::regular))
       throw SourceError(file, {pos.line, pos.column + 5},
                         "expected peft==VERSION, or peft=PATH naming an existing PEFT checkout directory or wheel file, got '" + path + "'");
     out.path = std::filesystem::absolute(path).lexically_normal().string();

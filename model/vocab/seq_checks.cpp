@@ -141,6 +141,11 @@ void validate(const SeqFile& f, const std::string& file) {
     for (const auto& a : s.adapters)
       params += (std::count(a.targets.begin(), a.targets.end(), l.name) + (a.saves(l.name) ? 1 : 0)) * 2;
   }
+  if (!f.ops.empty() && static_cast<long long>(f.ops.size()) * s.world > kMaxOpRanks) {
+    const size_t over = static_cast<size_t>(kMaxOpRanks / s.world);  // the first op past the limit
+    fail(f.ops[over].pos, "at most " + std::to_string(kMaxOpRanks) + " ops times ranks are supported (" + std::to_string(over) +
+                              " ops at world " + std::to_string(s.world) + "); this file has " + std::to_string(f.ops.size()) + " ops");
+  }
   if (params > static_cast<size_t>(kMaxParams))
     fail(s.layers.back().pos, "at most " + std::to_string(kMaxParams) + " parameters are supported, this scenario has " + std::to_string(params));
   for (size_t i = 1; i < s.layers.size(); ++i)

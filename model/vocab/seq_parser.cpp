@@ -2,13 +2,12 @@
 // braces keep their contents together) and one small parse function per
 // directive. Every error names file:line:column and what was expected.
 #include <algorithm>
-#include <sys/stat.h>
 
 #include <cctype>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include "model/vocab/input_file.hpp"
 #include "model/vocab/limits.hpp"
 #include "model/vocab/name_rules.hpp"
 #include "model/vocab/number.hpp"
@@ -583,21 +582,9 @@ SeqFile parse_seq(const std::string& text, const std::string& file) {
 }
 
 SeqFile parse_seq_file(const std::string& path) {
-  // A directory or an unreadable file says so, with the system's reason.
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) throw SourceError(path, {}, std::string("cannot open file: ") + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw SourceError(path, {}, "is a directory (expected a .seq file; `check` takes directories)");
-  std::FILE* in = std::fopen(path.c_str(), "rb");
-  if (!in) throw SourceError(path, {}, std::string("cannot open file: ") + std::strerror(errno));
-  std::string text;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, in)) > 0) text.append(buf, n);
-  bool failed = std::ferror(in);
-  int err = errno;
-  std::fclose(in);
-  if (failed) throw SourceError(path, {}, std::string("cannot read file: ") + std::strerror(err));
-  return parse_seq(text, path);
+  // A FIFO, a device or a directory is refused from its type; a file over the
+  // limits of model/vocab/input_file.hpp at the line where it crosses them.
+  return parse_seq(read_input_file(path, kSeqInput), path);
 }
 
 }  // namespace fsdpsim

@@ -390,7 +390,7 @@ TEST(CliOutput, BadOutDirIsExitThreeBeforeAnythingRuns) {
   EXPECT_EQ(c.code, 3) << c.out;  // a usage error first: the backends
   Result x = run("crosscheck --seed 1 --count 1 --out " + file + "/sub");
   EXPECT_EQ(x.code, 3) << x.out;
-  EXPECT_NE(x.out.find("<command line>: --out " + file + "/sub: cannot create directory: Not a directory"), std::string::npos) << x.out;
+  EXPECT_NE(x.out.find("<command line>: --out " + file + "/sub: cannot create it: " + file + " is not a directory"), std::string::npos) << x.out;
   EXPECT_EQ(x.out.find("crosscheck seed"), std::string::npos) << "ran before checking --out: " << x.out;
   std::string d = temp_dir("random_out");
   Result ok = run("random --seed 1 --count 2 --out " + d);

@@ -136,6 +136,31 @@ TEST(Explore, TinyScenarioIsExhausted) {
 
 // --dot output is a graph Graphviz lays out, with op labels and coloured
 // violating states.
+// The caps stop a space that does not close: each says which it was, keeps the classes found
+// so far and the last finished level. A memory budget below what the process already uses
+// stops at the first check (every 1 024 transitions).
+TEST(Explore, DepthZeroStopsAtTheStateCapOrTheMemoryBudget) {
+  const SeqFile f = find_builtin("seed000_merged_raf_false")->file;
+  ExploreOptions opt;
+  opt.depth = 0;
+  opt.max_states = 500;
+  ExploreResult r = explore(f, opt);
+  EXPECT_TRUE(r.limited);
+  EXPECT_EQ(r.stopped_by, "states");
+  EXPECT_GT(r.states, 500);
+  EXPECT_LT(r.states, 500 + 1024 + 1);
+  EXPECT_NE(stop_text(r).find("state cap"), std::string::npos) << stop_text(r);
+  opt.max_states = 1000000;
+  opt.max_bytes = 1;
+  r = explore(f, opt);
+  EXPECT_TRUE(r.limited);
+  EXPECT_EQ(r.stopped_by, "memory");
+  EXPECT_EQ(r.transitions, 1024);
+  EXPECT_GT(r.memory_bytes, 1);
+  EXPECT_FALSE(r.exhausted);
+  EXPECT_NE(stop_text(r).find("stopped at the memory budget"), std::string::npos) << stop_text(r);
+}
+
 TEST(Explore, DotOutputParsesWithGraphviz) {
   if (std::system("dot -V > /dev/null 2>&1") != 0) GTEST_SKIP() << "Graphviz dot not installed";
   ExploreOptions opt;

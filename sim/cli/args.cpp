@@ -183,6 +183,8 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.builtin = v;
     } else if (s == "--depth") {
       a.depth = static_cast<int>(to_int(s, v, 0, 64));
+    } else if (s == "--max-states") {
+      a.max_states = to_int(s, v, 1, int64_t{1} << 40);
     } else if (s == "--dot") {
       a.dot = v;
     } else if (s == "--svg") {

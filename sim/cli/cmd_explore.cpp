@@ -19,6 +19,7 @@
 #include "model/vocab/table.hpp"
 #include "sim/explore.hpp"
 #include "real_backend/child_signal.hpp"
+#include "sim/memory_use.hpp"
 
 extern char** environ;
 
@@ -68,7 +69,7 @@ void print_explore_json(const std::string& source, const SeqFile& f, const Explo
   JsonRecord("explore_summary")
       .str("scenario", source).num("world", f.scenario.world).str("profile", f.scenario.profile)
       .num("alphabet", static_cast<int64_t>(r.alphabet.size())).num("states", r.states).num("transitions", r.transitions)
-      .num("depth_reached", r.depth_reached).flag("exhausted", r.exhausted).flag("limited", r.limited).real("seconds", r.seconds)
+      .num("depth_reached", r.depth_reached).flag("exhausted", r.exhausted).flag("limited", r.limited).str("stopped_by", r.stopped_by).real("seconds", r.seconds)
       .real("cpu_seconds", r.cpu_seconds).num("classes", static_cast<int64_t>(r.classes.size()))
       .print(std::cout);
   for (size_t i = 0; i < r.classes.size(); ++i) {
@@ -157,12 +158,15 @@ int cmd_explore(const Args& a) {
   opt.full_alphabet = a.full_alphabet;
   opt.only_ops = a.ops;
   opt.max_seconds = a.have_seconds ? a.seconds : 0;
+  if (a.max_states > 0) opt.max_states = a.max_states;
+  opt.max_bytes = a.memory_budget > 0 ? a.memory_budget : default_memory_budget();
   Progress progress("explore", a.quiet);
   opt.progress = &progress.as_stream();
   check_ops(a.ops, explore_alphabet(f.scenario, opt.rank_ops, opt.full_alphabet), opt.full_alphabet);
   check_drawing(a);
   ExploreResult r = explore(f, opt);
   progress.done();
+  if (r.limited) progress.note(stop_text(r) + "; what was found so far follows");
   if (!a.json) {
     std::cout << "scenario " << source << ", world " << f.scenario.world << ", profile " << f.scenario.profile << "\n";
     print_explore(std::cout, r, true);

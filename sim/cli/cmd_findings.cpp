@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "real_backend/upstream/pool_client.hpp"
+#include "model/vocab/input_file.hpp"
 #include "sim/cli/commands.hpp"
+#include "sim/cli/output.hpp"
 #include "sim/finding_pages.hpp"
 #include "sim/issue_body.hpp"
 #include "sim/fix_claim.hpp"
@@ -31,12 +33,8 @@ bool triage_file(const std::string& file, TriagedFile* out) {
   return triage(f, &out->t, {}, recorded.substr(0, recorded.find(' ')));
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// Text this command reads (a kept script, a page) through the one input reader: its type and size checked.
+std::string read_file(const std::string& path) { return read_input_file(path, kTextInput); }
 
 // --issue REPORT: the report's draft issue body on stdout; its repro (DIR/<stem>.py) run now through
 // fsdpsim_upstream.issue_run unless --no-run, within --timeout (300 s when not given).
@@ -117,6 +115,7 @@ int cmd_findings(const Args& a) {
   std::vector<std::string> inputs = a.positional;
   for (const auto& d : data.corpus_dirs()) inputs.push_back(shown_path(d));
   if (inputs.empty()) throw SourceError("<command line>", {}, "findings expects PATH... or " + missing_data_line("the corpus", ""));
+  if (!check) prepare_out_dir(dir);  // exit 3 before the triage, not at the first page
   std::vector<std::string> problems;
   const std::vector<std::string> files = seq_files(inputs, &problems);
   for (const auto& p : problems) std::cerr << "fsdpsim: " << p << "\n";
@@ -134,7 +133,7 @@ int cmd_findings(const Args& a) {
   }
   // The default matrix's run (`fsdpsim versions DIR --json > DIR/versions.jsonl`), when kept.
   std::vector<ReleaseVerdict> releases;
-  if (std::filesystem::exists(dir + "/versions.jsonl")) releases = parse_release_verdicts(read_file(dir + "/versions.jsonl"), dir + "/versions.jsonl");
+  if (std::filesystem::exists(dir + "/versions.jsonl")) releases = parse_release_verdicts(read_input_file(dir + "/versions.jsonl", kJsonInput), dir + "/versions.jsonl");
   const FindingPages pages = render_finding_pages(kept, corpus, releases);
   int code = kClean;
   if (check)  // what the pages on disk claim, re-run: a false claim fails even where the text is current
@@ -150,7 +149,7 @@ int cmd_findings(const Args& a) {
       if (!std::filesystem::exists(path)) {
         std::cerr << path << ": missing (run `" << rerun << "`)\n";
         code = kFinding;
-      } else if (read_file(path) != text) {
+      } else if (read_input_file(path, kTextInput) != text) {
         std::cerr << path << ": stale (run `" << rerun << "`)\n";
         code = kFinding;
       }

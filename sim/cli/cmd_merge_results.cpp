@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "model/vocab/table.hpp"
+#include "model/vocab/input_file.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
 #include "sim/crosscheck_results.hpp"
@@ -16,11 +17,7 @@ int cmd_merge_results(const Args& a) {
   if (a.positional.empty()) throw SourceError("<command line>", {}, "merge-results expects at least one results file");
   std::vector<CrosscheckResults> parts;
   for (const auto& file : a.positional) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw SourceError(file, {}, "cannot read this results file");
-    std::ostringstream text;
-    text << in.rdbuf();
-    parts.push_back(read_results_json(text.str(), file));
+    parts.push_back(read_results_json(read_input_file(file, kJsonInput), file));
   }
   CrosscheckResults m = merge_results(parts, a.positional);
   auto seeds = [](const std::vector<uint64_t>& v) {

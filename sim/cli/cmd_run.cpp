@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 
+#include "model/vocab/input_file.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/table.hpp"
 #include "model/vocab/text.hpp"
@@ -151,7 +152,15 @@ std::vector<std::string> seq_files(const std::vector<std::string>& paths, std::v
         it.disable_recursion_pending();
         continue;
       }
-      if (it->is_regular_file(fe) && it->path().extension() == ".seq") found.push_back(it->path().string());
+      if (it->path().extension() != ".seq") continue;
+      // A FIFO or a device named *.seq is never opened (it could block or never end): said and skipped.
+      if (it->is_directory(fe)) continue;
+      try {
+        check_input_file(it->path().string(), kSeqInput);
+        found.push_back(it->path().string());
+      } catch (const SourceError& e) {
+        problems->push_back(std::string(e.what()) + "; skipped");
+      }
     }
     if (ec) problems->push_back(p + ": cannot read directory: " + ec.message());
     std::sort(found.begin(), found.end());
@@ -176,12 +185,6 @@ RealPools pools_of(const Args& a) {
 void check_memory(const SeqFile& f, const Args& a, const std::string& file) {
   if (uses(a.backends, Backend::Real) || uses(a.backends, Backend::Upstream))
     check_memory_budget(f, a.memory_budget > 0 ? a.memory_budget : default_memory_budget(), file);
-}
-
-void check_output_files(const Args& a) {
-  if (!a.results.empty()) check_output_file("--results", a.results);
-  if (!a.junit.empty()) check_output_file("--junit", a.junit);
-  if (!a.html.empty()) check_output_file("--html", a.html);
 }
 
 int cmd_run(const Args& a) {

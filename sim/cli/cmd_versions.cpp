@@ -15,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "model/vocab/input_file.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/interrupt.hpp"
 #include "sim/cli/json_record.hpp"
@@ -54,11 +55,7 @@ std::string matrix_file() {
 
 std::vector<ReleaseSet> matrix_sets(const std::string& name) {
   const std::string file = matrix_file();
-  std::ifstream in(file);
-  if (!in) throw SourceError(file, {}, "expected a readable matrix file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return find_matrix(parse_matrix_file(text.str(), file), name, file).sets;
+  return find_matrix(parse_matrix_file(read_input_file(file, kTextInput), file), name, file).sets;
 }
 
 Cell run_file(const std::string& file, RealPools& pools) {
@@ -83,8 +80,7 @@ std::string trimmed(const std::string& s) {
 bool fake_cell(const std::string& file, const std::string& set, Cell* out) {
   const char* path = std::getenv("FSDPSIM_FAKE_RELEASES");
   if (!path || !*path) return false;
-  std::ifstream in(path);
-  if (!in) throw SourceError(path, {}, "expected a readable FSDPSIM_FAKE_RELEASES file");
+  std::istringstream in(read_input_file(path, kTextInput));
   const std::string stem = std::filesystem::path(file).stem().string();
   std::map<std::string, std::string> answers;
   std::string line;

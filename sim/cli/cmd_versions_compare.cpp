@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "model/vocab/input_file.hpp"
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/versions_run.hpp"
 #include "sim/release_checks.hpp"
@@ -16,11 +17,7 @@ namespace fsdpsim::cli {
 namespace {
 
 std::vector<ReleaseVerdict> read_verdicts(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw SourceError(path, {}, "expected a readable `fsdpsim versions --json` output");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_release_verdicts(text.str(), path);
+  return parse_release_verdicts(read_input_file(path, kJsonInput), path);
 }
 
 }  // namespace

@@ -59,6 +59,7 @@ struct Args {
   // explore
   std::string builtin;        // --builtin NAME
   int depth = 6;              // --depth D
+  int64_t max_states = 0;     // --max-states N (0: ExploreOptions' default)
   std::string dot, svg;       // --dot FILE, --svg FILE
   bool rank_ops = false;      // --rank-ops
   bool full_alphabet = false; // --full
@@ -87,9 +88,6 @@ RealPools pools_of(const Args& a);
 // Before the real or upstream backend runs `f`: refuses it (SourceError, exit 3)
 // when its peak by the cost model is over --memory-budget. Nothing for the model alone.
 void check_memory(const SeqFile& f, const Args& a, const std::string& file);
-// --results, --junit, --html: each a file that can be written, before any work
-// (a SourceError on "<command line>", exit 3). Nothing is created.
-void check_output_files(const Args& a);
 // --draw's list onto opt (parse_args checked it; "" leaves opt as it is).
 void apply_draws_or_default(const std::string& draw, GenOptions* opt);
 // Files and directories (their .seq files, recursively, sorted) as file paths;

@@ -66,8 +66,10 @@ const char* kUsage =
     "       fsdpsim export FILE.seq --python [--no-shrink] [--out PATH] [--profile P] [--set k=v] [--world N]\n"
     "       fsdpsim explore [FILE.seq | --builtin NAME] [--depth D] [--world W] [--profile P] [--set k=v]\n"
     "                       [--rank-ops] [--full] [--ops K,K] [--seconds T] [--out DIR] [--dot FILE] [--svg FILE] [--json]\n"
+    "                       [--max-states N] [--memory-budget BYTES]\n"
     "                                             breadth-first search over the model's states (--depth 0: until\n"
-    "                                             exhausted); the shortest sequence of each finding class\n"
+    "                                             exhausted or a cap: 1000000 states, the memory budget); the shortest\n"
+    "                                             sequence of each finding class\n"
     "       fsdpsim report FILE.seq --html OUT.html [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
     "                                             the sequence drawn as one self-contained HTML timeline\n"
     "       fsdpsim versions PATH... [--matrix NAME | --upstream SET] [--json]   each file on every release set of\n"
@@ -188,7 +190,7 @@ int dispatch(const std::vector<std::string>& args) {
     auto flags = [&](std::vector<std::string> allowed) {
       allowed.push_back("--quiet");
       Args a = parse_args(rest, allowed);
-      check_output_files(a);  // a bad --results or --junit is exit 3 now, not after the run
+      check_output_paths(cmd, a);  // every output path: exit 3 now, not after the work (sim/cli/output_path.hpp)
       return a;
     };
     if (cmd == "hunt")
@@ -220,7 +222,7 @@ int dispatch(const std::vector<std::string>& args) {
       return cmd_fingerprint(flags({"--seed", "--count", "--backend", "--world", "--profile", "--draw", "--ranks", "--timeout", "--json"}));
     if (cmd == "explore")
       return cmd_explore(flags({"--builtin", "--depth", "--world", "--profile", "--set", "--rank-ops", "--full", "--ops", "--seconds",
-                                "--out", "--dot", "--svg", "--json"}));
+                                "--out", "--dot", "--svg", "--json", "--max-states", "--memory-budget"}));
     if (cmd == "bench") {
       const Args a = flags({"--seconds", "--model-only", "--timeout", "--json", "--stability", "--discovery", "--fuzzer"});
       if (a.stability && a.discovery) throw SourceError("<command line>", {}, "bench takes --stability or --discovery, not both");

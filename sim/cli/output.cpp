@@ -15,34 +15,6 @@
 
 namespace fsdpsim::cli {
 
-void prepare_out_dir(const std::string& dir) {
-  auto bad = [&](const std::string& why) { throw SourceError("<command line>", {}, fmt::format("--out {}: {}", dir, why)); };
-  if (dir.empty()) bad("expected a directory name");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) bad(fmt::format("cannot create directory: {}", ec ? ec.message() : std::strerror(errno)));
-  if (!S_ISDIR(st.st_mode)) bad("not a directory");
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) bad(fmt::format("not writable: {}", std::strerror(errno)));
-}
-
-void check_output_file(const std::string& flag, const std::string& path) {
-  auto bad = [&](const std::string& why) { throw SourceError("<command line>", {}, fmt::format("{} {}: {}", flag, path, why)); };
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) bad("is a directory");
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);  // neither created nor truncated: a read-only mount says so here
-    if (fd < 0) bad(fmt::format("not writable: {}", std::strerror(errno)));
-    ::close(fd);
-    return;
-  }
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  if (::stat(dir.c_str(), &st) != 0) bad(fmt::format("cannot create it in {}: {}", dir, std::strerror(errno)));
-  if (!S_ISDIR(st.st_mode)) bad(fmt::format("cannot create it: {} is not a directory", dir));
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) bad(fmt::format("cannot create it in {}: {}", dir, std::strerror(errno)));
-}
-
 void write_file(const std::string& path, const std::string& text) {
   std::FILE* out = std::fopen(path.c_str(), "wb");
   if (!out) throw WriteError(path, std::strerror(errno));

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "sim/cli/output_path.hpp"
+
 namespace fsdpsim::cli {
 
 // A failed write or flush: main() prints "fsdpsim: cannot write PATH: REASON"
@@ -14,15 +16,6 @@ class WriteError : public std::runtime_error {
   WriteError(const std::string& path, const std::string& reason)
       : std::runtime_error("cannot write " + path + ": " + reason) {}
 };
-
-// --out DIR, before the run starts: creates it and checks it is a writable
-// directory; a SourceError on "<command line>" (exit 3) otherwise.
-void prepare_out_dir(const std::string& dir);
-
-// A file FLAG names (--results, --junit, --html), before the run starts: an
-// existing one must be a writable file, a new one's directory must exist and
-// be writable; a SourceError on "<command line>" (exit 3) otherwise. Creates nothing.
-void check_output_file(const std::string& flag, const std::string& path);
 
 // Writes `text` to `path` (replacing it); throws WriteError.
 void write_file(const std::string& path, const std::string& text);
