@@ -181,7 +181,8 @@ at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const 
   if (world_ == 1) return chunk.reshape({-1}).clone();
   at::Tensor got = announce(0, group, chunk.numel(), step, members, chunk, wire, dtensor);
   if (got.defined()) return got.reshape({-1});
-  at::Tensor in = chunk.reshape({-1}).contiguous();
+  // fp32 travels whatever the wire dtype (uint8 values convert exactly both ways)
+  at::Tensor in = chunk.reshape({-1}).to(at::kFloat).contiguous();
   const int64_t n = in.numel();
   // a byte cross-pairing of other dtypes: ranks' counts differ, and what travels here is fp32, so
   // every rank sends the largest count and keeps its own of each slot (the values a mix either way)
@@ -194,17 +195,21 @@ at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const 
 // The fingerprint goes first (alone: the payload must not be summed from a
 // buffer whose ranks disagree), then gloo's reduce-scatter does the sum and the
 // division, so the shard is the value FSDP2 on gloo computes at any world size.
-at::Tensor Comm::reduce_scatter_avg(const at::Tensor& flat, int group, int step, const std::vector<int>& members) {
+at::Tensor Comm::reduce_scatter_avg(const at::Tensor& flat, int group, int step, const std::vector<int>& members,
+                                    DType wire) {
   int64_t seg = flat.numel() / world_;
   issued_.push_back({CollOp::ReduceScatter, group, seg, DType::F32, members});
   if (world_ == 1) return flat.clone();
-  announce(1, group, seg, step, members, at::Tensor());
+  announce(1, group, seg, step, members, at::Tensor(), wire);
   at::Tensor in = flat.reshape({-1}).contiguous();
-  at::Tensor out = at::empty({seg}, in.options());
+  // a byte cross-pairing of other dtypes (fp32 against bf16 gradients): ranks' counts differ, so each
+  // segment is padded to the largest count and each rank keeps its own part (a sum of unrelated values)
+  if (max_count_ > seg) in = at::constant_pad_nd(in.view({world_, seg}), {0, max_count_ - seg}).reshape({-1});
+  at::Tensor out = at::empty({std::max(seg, max_count_)}, in.options());
   c10d::ReduceScatterOptions opts;
   opts.reduceOp = c10d::ReduceOp::AVG;
   run([&] { return pg_->_reduce_scatter_base(out, in, opts); });
-  return out;
+  return max_count_ > seg ? out.narrow(0, 0, seg).clone() : out;
 }
 
 at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int step) {

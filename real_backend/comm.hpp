@@ -71,14 +71,16 @@ class Comm {
   // redistribute moves, named after `members`) while `chunk` is what travels here.
   // dtensor: DTensor's own redistribution (a functional collective on the mesh's group):
   // peers pair it by size and dtype only, whatever parameter each of them packs.
-  // `wire`: the dtype the fingerprint names (a DTensor gather pairs by size and dtype); what is
-  // recorded, and what travels, stays fp32.
+  // `wire`: the dtype on the wire the fingerprint names (gloo pairs by count * its bytes; an FSDP
+  // group of several dtypes gathers uint8); what is recorded, and what travels, stays fp32.
   at::Tensor all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members,
                         int64_t recorded_count = -1, bool dtensor = false, DType wire = DType::F32);
   // Reduce-scatter with AVG over a flat buffer of world equal segments: gloo's
   // own reduce_scatter_tensor (ReduceOp::AVG), as FSDP2's foreach_reduce issues
-  // it for fp32 gradients (_fsdp_collectives.py::_get_gradient_divide_factors).
-  at::Tensor reduce_scatter_avg(const at::Tensor& flat, int group, int step, const std::vector<int>& members);
+  // it for fp32 gradients (_fsdp_collectives.py::_get_gradient_divide_factors). `wire`: the
+  // gradients' dtype, which the fingerprint names (what travels stays fp32).
+  at::Tensor reduce_scatter_avg(const at::Tensor& flat, int group, int step, const std::vector<int>& members,
+                                DType wire = DType::F32);
   // Broadcast from rank 0 of one parameter's full value (accelerate's
   // fsdp2_load_full_state_dict): the fingerprint carries the parameter and the
   // dtype of this rank's copy, so ranks holding different dtypes get a mismatch

@@ -28,8 +28,11 @@ at::Tensor RealRank::all_gather_group(int g) {
   // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.unshard / wait_for_unshard: world_size == 1
   // initialises U from the shards directly, no all-gather.
   if (layout_->world == 1) return at::cat(flat);
-  at::Tensor got = comm_->all_gather(at::cat(flat), g, step_, gs.params);
-  return bytes ? got.to(at::kByte) : got;  // an inlined payload comes back as floats
+  // torch 2.13 _fsdp_collectives.py::_get_all_gather_input_metadatas: gloo pairs the group's
+  // bytes, counted in its wire dtype: the shards' own, uint8 when they differ.
+  const DType wire = bytes ? DType::U8 : dtype_of(param_dtype(gs.params[0]));
+  at::Tensor got = comm_->all_gather(at::cat(flat), g, step_, gs.params, -1, false, wire);
+  return bytes ? got.to(at::kByte) : got;  // what travels comes back as floats
 }
 
 // The parameter's own dtype (compute stays fp32 in S; `place` carries the dtype).
@@ -162,7 +165,10 @@ void RealRank::post_backward(int g) {
   }
   at::Tensor flat = at::cat(per_param, 1).reshape({-1});
   // torch 2.13 _fsdp_collectives.py::foreach_reduce: no reduce-scatter at world_size == 1.
-  at::Tensor mine = world == 1 ? flat : comm_->reduce_scatter_avg(flat, g, step_, with_grad);
+  // torch 2.13 _fsdp_collectives.py::foreach_reduce: the reduce dtype (no policy sets one) is the
+  // gradients' own, which gloo's pairing counts bytes in.
+  const DType wire = dtype_of(*grad_dtypes.begin());
+  at::Tensor mine = world == 1 ? flat : comm_->reduce_scatter_avg(flat, g, step_, with_grad, wire);
   int64_t offset = 0;
   for (int p : with_grad) {
     const ParamSpec& ps = layout_->params[p];

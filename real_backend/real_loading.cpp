@@ -8,7 +8,8 @@
 #include "real_backend/values.hpp"
 
 namespace fsdpsim::real {
-DType dtype_of(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 ? DType::BF16 : DType::F32; }
+DType dtype_of(at::ScalarType t) { return t == at::kBFloat16 ? DType::BF16 : t == at::kByte ? DType::U8 : DType::F32; }
+DType dtype_of(const at::Tensor& t) { return dtype_of(t.scalar_type()); }
 
 namespace {
 

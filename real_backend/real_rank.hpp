@@ -21,8 +21,9 @@
 
 namespace fsdpsim::real {
 
-// A parameter's dtype as the observations name it (bf16, else fp32).
+// A parameter's dtype as the observations name it (bf16, else fp32; uint8: a byte-packed buffer).
 DType dtype_of(const at::Tensor& t);
+DType dtype_of(at::ScalarType t);
 
 // One FSDPParam: S (this rank's padded dim-0 chunk, a leaf), U (the unsharded
 // leaf, created at the group's first all-gather and reused).

@@ -27,8 +27,10 @@ struct CollRecord {
   // The parameters packed into it (indices into members()): ranks packing
   // different parameters into same-sized buffers mix unrelated values.
   int member_begin = 0, member_count = 0;
-  // broadcast: the dtype this rank sends or receives in (observed); a DTensor all-gather: the
-  // dtype on the wire, which pairing compares (not observed)
+  // The dtype on the wire: count * dtype_bytes(dtype) is what gloo pairs by. A broadcast's is the
+  // dtype this rank sends or receives in (observed); an all-gather's or a reduce-scatter's is for
+  // pairing only (not observed): an FSDP group's shards' dtype, uint8 when they differ (count is
+  // then bytes), a reduce-scatter's the gradients' dtype, a DTensor gather's its tensor's.
   DType dtype = DType::F32;
 };
 

@@ -55,16 +55,18 @@ void FsdpParamGroup::all_gather(const GroupContext& c) {
   // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.unshard / wait_for_unshard: at world_size == 1 U is
   // initialised from the shards directly, no all-gather.
   if (c.topo.world > 1) {
-    // torch 2.13 _fsdp_collectives.py::foreach_all_gather: a group whose shards differ in dtype
-    // (bf16 base, fp32 adapters) is packed and gathered as uint8 bytes.
+    // torch 2.13 _fsdp_collectives.py::_get_all_gather_input_metadatas: the wire dtype is the
+    // shards' own (bf16 for a bf16-only group); a group whose shards differ in dtype (bf16 base,
+    // fp32 adapters) is packed and gathered as uint8 bytes (foreach_all_gather).
     int64_t count = gi.numel, bytes = 0;
-    bool mixed = false;
+    DType wire = c.params[gi.params[0]].dtype;
     for (int p : gi.params) {
-      mixed |= c.params[p].dtype != c.params[gi.params[0]].dtype;
+      if (c.params[p].dtype != c.params[gi.params[0]].dtype) wire = DType::U8;
       bytes += c.topo.params[p].shard_numel * dtype_bytes(c.params[p].dtype);
     }
-    if (mixed) count = bytes;
+    if (wire == DType::U8) count = bytes;
     CollRecord rec{CollOp::AllGather, c.g, count, CollRecord::kIntoU, c.g, c.log.next_contribution()};
+    rec.dtype = wire;
     rec.member_begin = c.log.next_member();
     rec.member_count = static_cast<int>(gi.params.size());
     c.log.issue(rec);
@@ -207,6 +209,9 @@ Raise FsdpParamGroup::post_backward(const GroupContext& c) {
   // own, no reduce-scatter is issued.
   if (c.topo.world > 1) {
     CollRecord rec{CollOp::ReduceScatter, c.g, count};
+    // torch 2.13 _fsdp_collectives.py::foreach_reduce: reduce_dtype (no policy sets one) falls back
+    // to the gradients' dtype, the parameters' own.
+    rec.dtype = bf16 ? DType::BF16 : DType::F32;
     rec.member_begin = c.log.next_member();
     rec.member_count = static_cast<int>(with_grad.size());
     c.log.issue(rec);

@@ -3,7 +3,7 @@
 namespace fsdpsim {
 
 const char* device_name(Device d) { return d == Device::Cpu ? "cpu" : "meta"; }
-const char* dtype_name(DType t) { return t == DType::F32 ? "fp32" : "bf16"; }
+const char* dtype_name(DType t) { return t == DType::F32 ? "fp32" : t == DType::BF16 ? "bf16" : "uint8"; }
 
 bool device_from_name(const std::string& s, Device* out) {
   if (s == "cpu") *out = Device::Cpu;

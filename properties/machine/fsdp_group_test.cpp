@@ -120,6 +120,38 @@ TEST(FsdpGroup, BackwardReduceScattersOnlyParametersWithAGradient) {
   EXPECT_EQ(t.state("lin0"), ShardedState::Sharded);
 }
 
+// torch _fsdp_collectives.py::_get_all_gather_input_metadatas / foreach_reduce: gloo pairs by
+// count * dtype bytes, so every record names the dtype it travels in.
+TEST(FsdpGroup, EveryCollectiveNamesItsWireDtype) {
+  const std::string text =
+      "world 2\nlayer lin0 12 4\nlayer lin1 4 4\nadapter a r=2 alpha=4 targets=lin1\n"
+      "adapter b r=4 alpha=8 targets=lin1 autocast=false\nfully_shard lin0\nfully_shard lin1\nfully_shard root\n"
+      "dtype bf16\n---\n";
+  OneRank t(text);
+  t.op("unshard lin0");  // bf16 weight and bias only: bf16 elements
+  ASSERT_EQ(t.model->collectives().size(), 1u);
+  EXPECT_EQ(t.model->collectives()[0].dtype, DType::BF16);
+  EXPECT_EQ(t.model->collectives()[0].count, t.topo->groups[t.group("lin0")].numel);
+  t.op("unshard lin1");  // bf16 base and b, fp32 a: uint8 bytes
+  ASSERT_EQ(t.model->collectives().size(), 1u);
+  EXPECT_EQ(t.model->collectives()[0].dtype, DType::U8);
+  EXPECT_EQ(t.model->collectives()[0].count, 2 * (8 + 2) + 4 * (4 + 4) + 2 * (8 + 8));
+
+  auto reduce_dtypes = [](OneRank& r) {
+    std::vector<DType> out;
+    for (const auto& c : r.model->collectives())
+      if (c.op == CollOp::ReduceScatter) out.push_back(c.dtype);
+    return out;
+  };
+  OneRank fp32(text);  // a trains: fp32 gradients
+  ASSERT_EQ(fp32.op("train_step").status, Status::Ok);
+  EXPECT_EQ(reduce_dtypes(fp32), std::vector<DType>{DType::F32});
+  OneRank bf16(text);  // b trains: bf16 gradients
+  bf16.op("set_adapter b");
+  ASSERT_EQ(bf16.op("train_step").status, Status::Ok);
+  EXPECT_EQ(reduce_dtypes(bf16), std::vector<DType>{DType::BF16});
+}
+
 TEST(FsdpGroup, AGroupWithNoGradientIssuesNoReduceScatter) {
   // World 2: at world 1 no collective is issued at all, and the check below would hold vacuously.
   OneRank t(

@@ -101,4 +101,29 @@ TEST(Comm, AnotherOpIsAHangOnEveryRank) {
   EXPECT_EQ(failures, std::vector<int>({1, 1}));
 }
 
+// gloo pairs by bytes in each rank's wire dtype: n bf16 elements against 2n uint8 bytes, and n fp32
+// gradients against 2n bf16 ones, complete cross-paired (torch _fsdp_collectives.py::
+// foreach_all_gather packs a group of several dtypes as uint8), inline and native payloads alike;
+// each rank gets back its own count, its own slot exact.
+class CommWireBytes : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(CommWireBytes, OneByteCountOfOtherDtypesCrossPairs) {
+  const int64_t n = GetParam();
+  on_ranks(2, [&](Comm& comm) {
+    const bool bytes = comm.rank() == 1;
+    const int64_t mine = bytes ? 2 * n : n;
+    at::Tensor chunk = bytes ? at::arange(mine, at::kLong).remainder_(256).to(at::kByte) : rank_values(0, mine);
+    at::Tensor got = comm.all_gather(chunk, 0, 1, {0}, -1, false, bytes ? DType::U8 : DType::BF16);
+    ASSERT_EQ(got.numel(), 2 * mine);
+    EXPECT_TRUE(at::equal(got.narrow(0, comm.rank() * mine, mine).to(chunk.scalar_type()), chunk));
+    EXPECT_NE(comm.crossed(), "");
+    comm.crossed().clear();
+    at::Tensor red = comm.reduce_scatter_avg(rank_values(comm.rank(), 2 * mine), 0, 2, {0}, bytes ? DType::BF16 : DType::F32);
+    EXPECT_EQ(red.numel(), mine);
+    EXPECT_NE(comm.crossed(), "");
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(InlineAndNative, CommWireBytes, ::testing::Values<int64_t>(13, 3000));
+
 }  // namespace
