@@ -21,7 +21,7 @@ const std::string kSeed000 = FSDPSIM_SOURCE_DIR "/corpus/regressions/seed000_mer
 
 TEST(Upstream, RunsSeed000OnThePoolAsJson) {
   if (!have_venv()) GTEST_SKIP() << "no .venv/bin/python (bash .ci/install-deps.sh creates it)";
-  test::CliResult r = run_cli("run " + kSeed000 + " --backend upstream --json");
+  test::CliResult r = run_cli("run " + kSeed000 + " --backend upstream --json --quiet");
   ASSERT_EQ(r.code, 1) << r.out;  // seed 000's findings
   std::stringstream in(r.out);
   int observations = 0, findings = 0, versions = 0;
