@@ -173,7 +173,8 @@ void print_catalogue(std::ostream& os, const HuntReport& r, const std::string& f
   }
   // Only a folder that is there (cmd_hunt says once when it is not).
   if (std::filesystem::is_directory(findings_dir))
-    os << "pages, scripts: " << shown_path(findings_dir) << "/report-<report>.md, <root cause, '/' as '.'>.md|.py; details: summary.json, --json, --html\n";
+    os << "pages, scripts: " << shown_path(findings_dir) << "/report-<report>.md, <root cause, '/' as '.'>.md|.py\n";
+  os << "details: summary.json, --json, --html\n";
   bool header = false;
   for (const auto& c : r.classes)
     for (size_t k = 0; k < c.divergences.size() && k < 3; ++k) {
