@@ -328,7 +328,8 @@ TEST(CliUpstream, SeveralBackendsSayWhichAgreeAndWhoseTableAndHashTheyShow) {
   EXPECT_NE(u.out.find(" (the upstream backend's, whose observations the table shows; model " + model_hash + ")\n"), std::string::npos)
       << u.out;
   // Compared (no unobserved list), the same file differs from the model and from it only.
-  Result d = run_env(fake_pool_env(peak_file), "run " + seq + " --backend model,real,upstream");
+  // A generous join timeout: the real ranks of a sanitizer build on a loaded machine took over 5 s to join.
+  Result d = run_env(fake_pool_env(peak_file), "run " + seq + " --backend model,real,upstream --timeout 30000");
   EXPECT_EQ(d.code, 2) << d.out;
   EXPECT_NE(d.out.find("\nbackends differ: upstream (12 divergences from model); model and real agree\n"), std::string::npos) << d.out;
   EXPECT_NE(d.out.find("; model " + model_hash + ", real " + model_hash + ")\n"), std::string::npos) << d.out;
