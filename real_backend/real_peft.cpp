@@ -384,6 +384,7 @@ void RealRank::op_load_adapters() {
       if (!saved_local_rows(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
         // an unmanaged replica takes rank 0's copy; a managed full tensor is the same on every rank
         v = group_of(static_cast<int>(p)) < 0 ? file0[p] : saved_[p].file;
+        foreign[p] = rank != 0 && group_of(static_cast<int>(p)) < 0;
         if (group_of(static_cast<int>(p)) >= 0 && world > 1) {
           at::Tensor flat = v.contiguous().reshape({-1});
           v = chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);

@@ -266,17 +266,31 @@ void Simulator::apply_gathered_deltas() {
     const CollRecord& c = queues_[r][heads_[r]].coll;
     own[r] = c.digest_begin < 0 ? kNoRows : ranks_[r].gathered_versions()[c.digest_begin];
   }
+  // Rank j posted one B that still holds PEFT's zero init (an all-zero tensor whoever's it is).
+  auto posted_zero_b = [&](size_t j) {
+    const CollRecord& cj = queues_[j][heads_[j]].coll;
+    if (cj.member_count != 1 || cj.target < 0 || cj.adapter < 0) return false;
+    return ranks_[j].members()[cj.member_begin] == topo_->layers[cj.target].B[cj.adapter] && ranks_[j].b_is_zero(cj.target, cj.adapter);
+  };
   for (size_t r = 0; r < n; ++r) {
     const Pending& p = queues_[r][heads_[r]];
     // What rank r got, slot by slot: a peer's rows where that peer holds rows of r's parameter
     // (elsewhere its slot is padding r drops). A peer that gathered another parameter (ranks out
     // of step, or another adapter's A) filled its slot with rows of that one: a mix.
     const int param = p.coll.member_count == 1 ? ranks_[r].members()[p.coll.member_begin] : -1;
+    const bool for_delta = p.coll.target >= 0 && p.coll.adapter >= 0;
     bool foreign = false;
     for (size_t j = 0; j < n; ++j) {
       if (j == r || param < 0) versions[j] = own[j];
       else if (!ranks_[r].holds_rows(param, static_cast<int>(j))) versions[j] = kNoRows;
+      // a slot this rank's delta never reads (another rank's experts' A rows): what it would hold
+      else if (for_delta && !ranks_[r].delta_reads_slot(p.coll.target, p.coll.adapter, param, static_cast<int>(j)))
+        versions[j] = ranks_[j].shard_version(param);
       else if (own[j] != kNoRows && same_members(j, r)) versions[j] = own[j];
+      // a peer posting a B that is still PEFT's zero init in place of rows that are zero too: equal values
+      else if (for_delta && param == topo_->layers[p.coll.target].B[p.coll.adapter] && posted_zero_b(j) &&
+               ranks_[j].b_is_zero(p.coll.target, p.coll.adapter))
+        versions[j] = 0;
       else {
         // which parameter j packed matters too: two foreign A at one version are still two tensors
         const CollRecord& cj = queues_[j][heads_[j]].coll;
@@ -302,17 +316,24 @@ void Simulator::apply_gathered_deltas() {
     // Linear.get_delta_weight; crosscheck seed 36920976). With fewer out rows than ranks B is
     // gathered too (param_wrapper.cpp): the product reads every rank's packed B, so only B zero on
     // every rank makes it zero (crosscheck seed 37010510).
+    // An experts delta kept to this rank's chunk of W (delta_weight_gather=on) is empty on a rank
+    // holding no expert, and an experts einsum sharded on out keeps B's rows as a Linear does
+    // (param_wrapper.cpp); elsewhere B is gathered too (and zero only where every rank posted a
+    // zero B in place of zero rows).
     auto blind_to_slots = [&] {
       if (p.coll.target < 0) return false;  // a gather for no layer (save_adapters' full state dict)
-      const LayerInfo& li = topo_->layers[p.coll.target];
-      if (li.experts != 0) return false;
-      if (topo_->params[li.weight].dim0 >= topo_->world) {
-        const int b = li.B[p.coll.adapter];
-        return ranks_[r].local_b_is_zero(p.coll.target, p.coll.adapter) || (b >= 0 && !ranks_[r].holds_rows(b, static_cast<int>(r)));
+      const int layer = p.coll.target, ad = p.coll.adapter;
+      const LayerInfo& li = topo_->layers[layer];
+      if (ranks_[r].delta_keeps_b_rows(layer, ad)) {
+        const int b = li.B[ad];
+        return ranks_[r].b_is_zero(layer, ad) || (b >= 0 && !ranks_[r].holds_rows(b, static_cast<int>(r)));
       }
+      if (ranks_[r].delta_chunk_empty(layer, ad)) return true;
       for (size_t j = 0; j < n; ++j) {
         const CollRecord& cj = queues_[j][heads_[j]].coll;
-        if (cj.into != CollRecord::kNowhere || cj.adapter < 0 || !ranks_[j].local_b_is_zero(cj.target, cj.adapter)) return false;
+        if (cj.into != CollRecord::kNowhere || cj.adapter < 0 || !ranks_[j].b_is_zero(cj.target, cj.adapter) ||
+            !ranks_[j].b_is_zero(layer, ad))
+          return false;
       }
       return true;
     };
@@ -320,17 +341,23 @@ void Simulator::apply_gathered_deltas() {
         !blind_to_slots())
       for (DeltaObs& d : observations_->at(p.obs).deltas)
         if (d.adapter == topo_->adapters[p.coll.adapter].name) d.value = WeightClass::Corrupt;
+    const bool gathered_a = for_delta && param == topo_->layers[p.coll.target].A[p.coll.adapter];
+    if (gathered_a) gathered_a_[r] = a_version;
     if (p.coll.into != CollRecord::kIntoShard) continue;
-    // An experts delta redistributed over W's experts carries every rank's B rows (param_wrapper.cpp).
-    uint32_t b_version = kNoRows;
-    if (ranks_[r].experts_full_b_delta(p.coll.target, p.coll.adapter)) {
+    // The other factor: an experts delta redistributed over W's experts carries every rank's B
+    // rows (param_wrapper.cpp); one built from the full A and B reads the A gathered just before
+    // this B. (a_version above is the version of whichever factor this gather carried.)
+    uint32_t other = kNoRows;
+    if (!gathered_a && ranks_[r].experts_full_b_delta(p.coll.target, p.coll.adapter)) {
+      other = gathered_a_[r];
+    } else if (ranks_[r].experts_full_b_delta(p.coll.target, p.coll.adapter)) {
       const int b = topo_->layers[p.coll.target].B[p.coll.adapter];
       std::vector<uint32_t> bv(n, kNoRows);
       for (size_t j = 0; j < n; ++j)
         if (ranks_[r].holds_rows(b, static_cast<int>(j))) bv[j] = ranks_[j].shard_version(b);
-      b_version = RankModel::global_a_version(bv);
+      other = RankModel::global_a_version(bv);
     }
-    ranks_[r].apply_gathered_delta(p.coll, a_version, b_version);
+    ranks_[r].apply_gathered_delta(p.coll, a_version, other);
     refresh_observation(r, p);
   }
 }
@@ -442,6 +469,7 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
   queues_.resize(world);
   for (auto& q : queues_) q.clear();
   heads_.assign(world, 0);
+  gathered_a_.assign(world, kNoRows);
   std::vector<int> cursor(world, 0);
   const int n = static_cast<int>(ops.size());
   auto skip = [&](int r) {

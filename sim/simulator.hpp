@@ -87,6 +87,9 @@ class Simulator {
   std::vector<StoredSnapshot> initial_;                // per rank, as the run started
   std::vector<uint32_t> issued_;  // per observation, the collectives its op issued (kept without their text)
   std::vector<std::pair<int, std::string>> crossed_;  // (observation, its op's first cross-pairing)
+  // Per rank: the version of the A its last matched all-gather of a layer's A delivered (as
+  // its delta reads it), for a delta whose B is gathered next (delta_weight_gather=on experts).
+  std::vector<uint32_t> gathered_a_;
   bool fresh_ = true;                                  // no run yet: the ranks need no reset
 };
 

@@ -136,13 +136,14 @@ uint32_t RankModel::global_a_version(const std::vector<uint32_t>& v) {
 // run their ops through a simulator too (properties/test_util.hpp::OneRank),
 // and on a 1-rank mesh there is no all-gather at all (the delta applies now).
 // ---------------------------------------------------------------------------
-void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t b_version) {
+void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t other_version) {
   const LayerInfo& li = topo_->layers[c.target];
   const int a = li.A[c.adapter], b = li.B[c.adapter];
-  // The experts einsum sharded on the experts gathers B and keeps this rank's A (param_wrapper.cpp).
+  // The experts einsum sharded on the experts gathers B and keeps this rank's A; with
+  // delta_weight_gather=on B's gather follows A's, whose version the simulator passes (param_wrapper.cpp).
   const DeltaId id = log_.members().empty() || c.member_count == 0 || log_.member(c, 0) != b
-                         ? delta_id(c.adapter, version, b_version != kNoRows ? b_version : st_.params[b].ver_s)
-                         : delta_id(c.adapter, st_.params[a].ver_s, version);
+                         ? delta_id(c.adapter, version, other_version != kNoRows ? other_version : st_.params[b].ver_s)
+                         : delta_id(c.adapter, other_version != kNoRows ? other_version : st_.params[a].ver_s, version);
   st_.params[li.weight].w_s.add(c.adapter, id, c.sign);
   note_deferred(c);
 }

@@ -62,6 +62,39 @@ bool RankModel::experts_full_b_delta(int layer, int adapter) const {
   return li.experts > 1 && topo_->world > 1 && !experts_gather_b(layer, adapter);
 }
 
+// The delta cut to this rank's chunk of W: delta_weight_gather=on over W's shard (the real
+// backend's chunk_of_w, peft lora/layer.py::ParamWrapper.get_delta_weight with the #3102 fix).
+namespace {
+bool cut_to_w_chunk(const Topology& topo, const RankModel& m, const LayerInfo& li) {
+  return li.experts > 1 && topo.world > 1 && topo.profile.get(Switch::DeltaWeightGather) == sw::kOn && m.group_of(li.weight) >= 0 &&
+         !m.is_registered_u(li.weight);
+}
+}  // namespace
+
+bool RankModel::delta_reads_slot(int layer, int adapter, int param, int peer) const {
+  const LayerInfo& li = topo_->layers[layer];
+  if (param != li.A[adapter] || !cut_to_w_chunk(*topo_, *this, li)) return true;
+  // A.reshape(E, -1, in): expert e reads A's rows e*r..(e+1)*r (lora/layer.py::ParamWrapper.get_delta_weight)
+  const ParamInfo &w = topo_->params[li.weight], &a = topo_->params[param];
+  const int64_t r = topo_->adapters[adapter].r;
+  const int64_t e0 = int64_t{w.chunk_rows} * rank_, e1 = e0 + w.local_rows(rank_);
+  const int64_t a0 = int64_t{a.chunk_rows} * peer, a1 = a0 + a.local_rows(peer);
+  return e0 * r < a1 && a0 < e1 * r;
+}
+
+bool RankModel::delta_chunk_empty(int layer, int) const {
+  const LayerInfo& li = topo_->layers[layer];
+  return cut_to_w_chunk(*topo_, *this, li) && !holds_rows(li.weight, rank_);
+}
+
+bool RankModel::delta_keeps_b_rows(int layer, int adapter) const {
+  const LayerInfo& li = topo_->layers[layer];
+  const bool gather_fix = topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn;
+  if (li.experts == 0) return topo_->params[li.weight].dim0 >= topo_->world;
+  if (li.experts == 1) return !gather_fix && topo_->params[li.B[adapter]].dim0 >= topo_->world;
+  return !gather_fix && experts_einsum(layer, adapter) == ExpertsEinsum::kShardOut;
+}
+
 // lora/layer.py::Linear.get_delta_weight: B @ A on DTensors redistributes A
 // (one all-gather of A); B's local rows meet W's local rows.
 // lora/layer.py::ParamWrapper.get_delta_weight (E experts) reads
@@ -164,8 +197,11 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
     return {};
   }
   if (topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
-    gather_one(a, into, layer, adapter, sign);
-    gather_one(b, CollRecord::kNowhere, layer, adapter);
+    // A, then B, gathered whole: the delta settles once B's gather pairs, from the A slots this
+    // rank's experts read and every B slot, whatever tensor each peer posted (Simulator::
+    // apply_gathered_deltas).
+    gather_one(a, CollRecord::kNowhere, layer, adapter);
+    gather_one(b, into, layer, adapter, sign);
     return {};
   }
   // torch 2.13 distributed/tensor/_ops/_view_ops.py::_ViewShardingPropagator._analyze_split (strict

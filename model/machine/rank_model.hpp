@@ -72,8 +72,9 @@ class RankModel {
   // is B's rows times the A every rank contributed, or (an experts einsum
   // sharded on the experts) this rank's A times the gathered B (version: see
   // global_a_version).
-  // `b_version` (not kNoRows): the B version to use instead of this rank's (experts_full_b_delta).
-  void apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t b_version = kNoRows);
+  // `other_version` (not kNoRows): the other factor's version to use instead of this rank's: B's
+  // when A was gathered (experts_full_b_delta), A's when B was (the gathered A before it).
+  void apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t other_version = kNoRows);
   // An experts (E > 1) merge off shards whose delta is sharded on out, or built from the full
   // A and B, and redistributed to W's Shard(0) over the experts: W's rows get every rank's rows
   // of B, so the delta is the full B's, not this rank's B rows'.
@@ -86,6 +87,22 @@ class RankModel {
     const LayerInfo& li = topo_->layers[layer];
     return li.experts == 0 && li.B[adapter] >= 0 && delta_id(adapter, 0, st_.params[li.B[adapter]].ver_s) == kZeroDelta;
   }
+  // The same for any layer (an experts layer's B too): B still holds PEFT's zero init.
+  bool b_is_zero(int layer, int adapter) const {
+    if (layer < 0) return false;
+    const LayerInfo& li = topo_->layers[layer];
+    return li.B[adapter] >= 0 && delta_id(adapter, 0, st_.params[li.B[adapter]].ver_s) == kZeroDelta;
+  }
+  // An experts (E > 1) delta built from the full A and B (delta_weight_gather=on) and cut to this
+  // rank's chunk of W's experts (param_wrapper.cpp): which peers' slots of an all-gather of
+  // `param` reach that chunk. A's rows e*r..(e+1)*r feed expert e only; B's every out row feeds
+  // every expert. Elsewhere every slot does.
+  bool delta_reads_slot(int layer, int adapter, int param, int peer) const;
+  // That chunk is empty: this rank holds no expert of W's shard.
+  bool delta_chunk_empty(int layer, int adapter) const;
+  // A delta_weight read that keeps B's local rows (a Linear with as many out rows as ranks, an
+  // experts einsum sharded on out): the delta is this rank's rows of B times the gathered A.
+  bool delta_keeps_b_rows(int layer, int adapter) const;
   // One version for a parameter whose rows live on several ranks: the common
   // version when they agree, else a mix id above 0xffff.
   static uint32_t global_a_version(const std::vector<uint32_t>& row_holder_versions);

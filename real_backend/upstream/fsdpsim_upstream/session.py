@@ -456,6 +456,9 @@ class Session:
                 if (self.rank > 0 and mine is not None and mine.shape[0] > 0 and name in full and
                         v.shape[0] == mine.shape[0] != full[name]):
                     self.reload_foreign.add(name)
+                # an unmanaged replica (added after prepare) takes rank 0's whole copy
+                elif self.rank > 0 and mine is not None and observe.managed(self, name) is None:
+                    self.reload_foreign.add(name)
         for a, asd in saved.items():
             res = set_peft_model_state_dict(self.pm, asd, adapter_name=a)
             if os.environ.get("FSDPSIM_UPSTREAM_DEBUG"):
