@@ -186,7 +186,8 @@ CrosscheckResults merge_results(const std::vector<CrosscheckResults>& parts, con
 void PrepareTally::add(const std::string& prepared_by) {
   ++upstream_runs;
   if (prepared_by == "accelerate") ++accelerate;
-  else if (prepared_by.empty() || prepared_by == "mixed") ++unprepared;
+  else if (prepared_by.empty()) ++unprepared;
+  else if (prepared_by == "mixed") ++mixed;
   else ++fallbacks[prepared_by];
 }
 
@@ -200,7 +201,8 @@ std::vector<std::vector<std::string>> PrepareTally::rows() const {
   std::vector<std::pair<std::string, int64_t>> by_count(fallbacks.begin(), fallbacks.end());
   std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   for (const auto& [reason, n] : by_count) out.push_back({"  direct: " + reason, std::to_string(n)});
-  if (unprepared) out.push_back({"  not prepared (or ranks disagree)", std::to_string(unprepared)});
+  if (mixed) out.push_back({"  ranks took different paths", std::to_string(mixed)});
+  if (unprepared) out.push_back({"  not prepared", std::to_string(unprepared)});
   return out;
 }
 

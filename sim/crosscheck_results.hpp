@@ -55,7 +55,8 @@ CrosscheckResults merge_results(const std::vector<CrosscheckResults>& parts, con
 struct PrepareTally {
   int64_t upstream_runs = 0;  // sequences the upstream backend completed
   int64_t accelerate = 0;     // of those, prepared by Accelerator.prepare
-  int64_t unprepared = 0;     // no rank prepared (a sequence cut short before its prepare), or ranks disagreed
+  int64_t unprepared = 0;     // no rank prepared (every rank ended before its prepare)
+  int64_t mixed = 0;          // the ranks' prepare took different paths
   std::map<std::string, int64_t> fallbacks;  // reason key -> sequences prepared by the direct path
 
   // One completed upstream run's UpstreamResult::prepared_by ("accelerate", a reason key, "mixed", "").

@@ -167,19 +167,21 @@ TEST(ShardCli, MergeResultsBadFilesAreExit3AndGoodOnesMerge) {
 }
 
 // crosscheck's summary of the upstream prepare paths: the accelerate share, each fallback
-// reason with its count (most first), and runs where no rank prepared or ranks disagreed.
+// reason with its count (most first), runs whose ranks took different paths and runs where none prepared.
 TEST(PrepareTally, CountsAccelerateAndEachFallbackReason) {
   PrepareTally t;
   for (const char* by : {"accelerate", "ram_efficient", "accelerate", "grouped", "ram_efficient", "", "mixed", "accelerate"}) t.add(by);
   EXPECT_EQ(t.upstream_runs, 8);
   EXPECT_EQ(t.accelerate, 3);
-  EXPECT_EQ(t.unprepared, 2);
+  EXPECT_EQ(t.unprepared, 1);
+  EXPECT_EQ(t.mixed, 1);
   EXPECT_EQ(t.fallbacks, (std::map<std::string, int64_t>{{"grouped", 1}, {"ram_efficient", 2}}));
   EXPECT_EQ(t.accelerate_text(), "3 of 8 (37.5 %)");
   const std::vector<std::vector<std::string>> rows = {{"prepared by accelerate", "3 of 8 (37.5 %)"},
                                                       {"  direct: ram_efficient", "2"},
                                                       {"  direct: grouped", "1"},
-                                                      {"  not prepared (or ranks disagree)", "2"}};
+                                                      {"  ranks took different paths", "1"},
+                                                      {"  not prepared", "1"}};
   EXPECT_EQ(t.rows(), rows);
 }
 

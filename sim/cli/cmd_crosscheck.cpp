@@ -38,7 +38,7 @@ void print_summary_json(const CrosscheckResults& r, int done, int completed, int
   j.real("seconds", seconds).str("out", r.divergent.empty() ? "" : out_dir).num("interrupted", interrupted()).num("cut_short", cut);
   if (prepare)
     j.num("upstream_runs", prepare->upstream_runs).num("prepared_by_accelerate", prepare->accelerate)
-        .counts("prepare_fallbacks", prepare->fallbacks).num("unprepared", prepare->unprepared);
+        .counts("prepare_fallbacks", prepare->fallbacks).num("unprepared", prepare->unprepared).num("mixed", prepare->mixed);
   j.print(std::cout);
 }
 
