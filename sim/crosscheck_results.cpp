@@ -202,7 +202,7 @@ std::vector<std::vector<std::string>> PrepareTally::rows() const {
   std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   for (const auto& [reason, n] : by_count) out.push_back({"  direct: " + reason, std::to_string(n)});
   if (mixed) out.push_back({"  ranks took different paths", std::to_string(mixed)});
-  if (unprepared) out.push_back({"  not prepared", std::to_string(unprepared)});
+  if (unprepared) out.push_back({"  path not reported", std::to_string(unprepared)});
   return out;
 }
 

@@ -55,7 +55,8 @@ CrosscheckResults merge_results(const std::vector<CrosscheckResults>& parts, con
 struct PrepareTally {
   int64_t upstream_runs = 0;  // sequences the upstream backend completed
   int64_t accelerate = 0;     // of those, prepared by Accelerator.prepare
-  int64_t unprepared = 0;     // no rank prepared (every rank ended before its prepare)
+  // no rank reported a path: none reached its prepare, or gloo aborted every rank (pool.py::died)
+  int64_t unprepared = 0;
   int64_t mixed = 0;          // the ranks' prepare took different paths
   std::map<std::string, int64_t> fallbacks;  // reason key -> sequences prepared by the direct path
 

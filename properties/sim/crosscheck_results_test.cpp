@@ -181,7 +181,7 @@ TEST(PrepareTally, CountsAccelerateAndEachFallbackReason) {
                                                       {"  direct: ram_efficient", "2"},
                                                       {"  direct: grouped", "1"},
                                                       {"  ranks took different paths", "1"},
-                                                      {"  not prepared", "1"}};
+                                                      {"  path not reported", "1"}};
   EXPECT_EQ(t.rows(), rows);
 }
 
