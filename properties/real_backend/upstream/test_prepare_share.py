@@ -55,6 +55,12 @@ class PrepareShareTest(unittest.TestCase):
         got = reasons(2, draw="grouped=100")
         self.assertGreater(got["grouped"], COUNT // 2, got)
 
+    def test_checkpointed_child_falls_back_by_its_own_reason(self):
+        """accelerate's auto-wrap shards the module inside a CheckpointWrapper, the scenario the wrapper."""
+        got = reasons(2, draw="checkpoint=100")
+        self.assertGreater(got["checkpoint_child"], COUNT // 4, got)
+        self.assertGreater(got["accelerate"], COUNT // 4, got)  # a checkpointed layer no child shards is accelerate's
+
 
 if __name__ == "__main__":
     FSDPSIM = sys.argv.pop(1)

@@ -24,6 +24,9 @@ REASONS = {
                           "a model and optimizer must be passed together'"),
     "grouped": ("a grouped fully_shard([a, b]): accelerate's auto-wrap gives every module it picks a "
                 "fully_shard of its own (fsdp2_prepare_model)"),
+    "checkpoint_child": ("a checkpointed layer sharded as a child: accelerate's auto-wrap, bottom-up, shards the "
+                         "module inside the CheckpointWrapper and then the wrapper as an empty unit, where the "
+                         "scenario shards the wrapper"),
 }
 
 
@@ -40,6 +43,8 @@ def blocker(sess, held):
         return "nothing_trainable"
     if any(len(d.modules) > 1 for d in s.shards if not d.is_root):
         return "grouped"
+    if any(m in s.checkpoint for d in s.shards if not d.is_root for m in d.modules):
+        return "checkpoint_child"
     return None
 
 
@@ -65,20 +70,32 @@ def mark_units(sess):
     """Each child the scenario shards gets a class of its own (a subclass of its own class, named
     after its layer), as a user's model has one class per unit it wraps: accelerate's
     transformer-class auto-wrap (fsdp_utils.py::fsdp2_prepare_auto_wrap_policy) then picks exactly
-    those modules, looking through a CheckpointWrapper as it does. Returns the class names, and
-    the children's reshard_after_forward by layer (None: torch's default, True below the root)."""
-    names, raf = [], {}
+    those modules. Returns the class names, the children's reshard_after_forward by layer (None:
+    torch's default, True below the root) and (module, suffix) for unmark_units."""
+    names, raf, marked = [], {}, []
     for d in sess.scen.shards:
         if d.is_root:
             continue
         name = d.modules[0]
         mod = sess.module_of(name)
-        inner = getattr(mod, "_checkpoint_wrapped_module", mod)
-        cls = type(inner)
-        inner.__class__ = type(f"{cls.__name__}_{name}", (cls,), {"__module__": cls.__module__})
-        names.append(inner.__class__.__name__)
+        cls = type(mod)
+        mod.__class__ = type(f"{cls.__name__}_{name}", (cls,), {"__module__": cls.__module__})
+        names.append(mod.__class__.__name__)
         raf[name] = RAF[d.raf]
-    return names, raf
+        marked.append((mod, f"_{name}"))
+    return names, raf, marked
+
+
+def unmark_units(marked):
+    """After prepare the unit classes (and the FSDP classes fully_shard made of them) take their
+    own class's name again: a message that names a module (PEFT's "... for
+    FSDPModulesToSaveWrapper(") reads as it would without the marking."""
+    for mod, suffix in marked:
+        for c in type(mod).__mro__:
+            if c.__name__.endswith(suffix):
+                c.__name__ = c.__name__[:-len(suffix)]
+            if c.__qualname__.endswith(suffix):
+                c.__qualname__ = c.__qualname__[:-len(suffix)]
 
 
 def shard_one(sess, d):
@@ -125,10 +142,13 @@ def through_accelerate(sess):
     wrapped (AcceleratedOptimizer). The plugin has one reshard_after_forward for every child: the
     first child's; a child or root that says otherwise is set afterwards with
     FSDPModule.set_reshard_after_forward(recurse=False), torch's documented way to set it."""
-    units, raf = mark_units(sess)
+    units, raf, marked = mark_units(sess)
     held = optimizer_params(sess)  # every parameter is unsharded here: data_ptr() tells them apart
     child_raf = next((v is not False for v in raf.values()), True)  # None: True below the root
-    model, opt = accelerator(units, child_raf).prepare(sess.pm, adamw(held))
+    try:
+        model, opt = accelerator(units, child_raf).prepare(sess.pm, adamw(held))
+    finally:
+        unmark_units(marked)
     for name, value in raf.items():
         if (value is not False) != child_raf:
             sess.module_of(name).set_reshard_after_forward(value is not False, recurse=False)
@@ -155,9 +175,13 @@ def direct(sess):
 
 
 def run(sess):
-    """The prepare op: accelerate's path unless blocker() names a reason."""
+    """The prepare op: accelerate's path unless blocker() names a reason. The sequence's path is
+    its first prepare's (the one that shards the model), kept before it runs: a prepare that
+    raises part-way (a broadcast gloo aborts) still says which path raised."""
     sess.apply_checkpointing()
     reason = blocker(sess, optimizer_params(sess))
+    if sess.prepared_by is None:
+        sess.prepared_by = "accelerate" if reason is None else reason
     if reason is None:
         through_accelerate(sess)
         sess._name_fsdp_params()
@@ -165,7 +189,6 @@ def run(sess):
         direct(sess)
         sess._name_fsdp_params()  # build_optimizer reads the FSDPParams by name
         build_optimizer(sess)
-    sess.prepared_by = "accelerate" if reason is None else reason
     sess.prepared = True
 
 
