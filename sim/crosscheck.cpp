@@ -216,7 +216,7 @@ bool run_single(const SeqFile& f, Backend b, RealPools& pools, bool twice, Singl
   return run_twice(f, twice, out, error, [&](std::vector<Observation>* obs, std::string* err) {
     upstream::UpstreamResult r = pool.run(text, switches);
     if (!r.ok) *err = r.error;
-    else *obs = std::move(r.obs);
+    else *obs = std::move(r.obs), out->prepared_by = r.prepared_by;
     return r.ok;
   });
 }
@@ -234,6 +234,7 @@ BackendRun run_backend(const SeqFile& f, const BackendList& backends, RealPools&
       bad.used_upstream = out.used_upstream;
       return bad;
     }
+    if (b == Backend::Upstream) out.upstream_prepared_by = run.prepared_by;
     out.runs.push_back(std::move(run));
   }
   const SingleRun& first = out.runs.front();

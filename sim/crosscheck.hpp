@@ -33,6 +33,7 @@ struct SingleRun {
   std::vector<Observation> observations;
   std::vector<Finding> findings;
   uint64_t trace_hash = 0;
+  std::string prepared_by;  // the upstream backend's prepare path (UpstreamResult::prepared_by); "" for the others
 };
 
 // The divergences between the first backend and another.
@@ -54,6 +55,7 @@ struct BackendRun {
   bool infra_failure = false;
   std::string infra_message;  // "real backend failed: ..." or "upstream backend: ..."
   bool used_upstream = false;
+  std::string upstream_prepared_by;  // the upstream run's prepare path, when upstream ran (SingleRun::prepared_by)
 };
 
 // Keeps one pool of real ranks per world size, and one upstream pool per

@@ -183,4 +183,27 @@ CrosscheckResults merge_results(const std::vector<CrosscheckResults>& parts, con
   return out;
 }
 
+void PrepareTally::add(const std::string& prepared_by) {
+  ++upstream_runs;
+  if (prepared_by == "accelerate") ++accelerate;
+  else if (prepared_by.empty()) ++unprepared;
+  else if (prepared_by == "mixed") ++mixed;
+  else ++fallbacks[prepared_by];
+}
+
+std::string PrepareTally::accelerate_text() const {
+  if (upstream_runs == 0) return "no upstream run";
+  return fmt::format("{} of {} ({:.1f} %)", accelerate, upstream_runs, 100.0 * static_cast<double>(accelerate) / static_cast<double>(upstream_runs));
+}
+
+std::vector<std::vector<std::string>> PrepareTally::rows() const {
+  std::vector<std::vector<std::string>> out = {{"prepared by accelerate", accelerate_text()}};
+  std::vector<std::pair<std::string, int64_t>> by_count(fallbacks.begin(), fallbacks.end());
+  std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [reason, n] : by_count) out.push_back({"  direct: " + reason, std::to_string(n)});
+  if (mixed) out.push_back({"  ranks took different paths", std::to_string(mixed)});
+  if (unprepared) out.push_back({"  path not reported", std::to_string(unprepared)});
+  return out;
+}
+
 }  // namespace fsdpsim

@@ -49,4 +49,23 @@ CrosscheckResults read_results_json(const std::string& text, const std::string& 
 // naming the file that does not fit. files[i] names parts[i].
 CrosscheckResults merge_results(const std::vector<CrosscheckResults>& parts, const std::vector<std::string>& files);
 
+// How the upstream backend's `prepare` ran over a crosscheck (prepare.py::run): through
+// accelerate's Accelerator.prepare, or the direct path for a reason, counted by reason key.
+// Timing-free, but not part of the results file: only an upstream run knows it.
+struct PrepareTally {
+  int64_t upstream_runs = 0;  // sequences the upstream backend completed
+  int64_t accelerate = 0;     // of those, prepared by Accelerator.prepare
+  // no rank reported a path: none reached its prepare, or gloo aborted every rank (pool.py::died)
+  int64_t unprepared = 0;
+  int64_t mixed = 0;          // the ranks' prepare took different paths
+  std::map<std::string, int64_t> fallbacks;  // reason key -> sequences prepared by the direct path
+
+  // One completed upstream run's UpstreamResult::prepared_by ("accelerate", a reason key, "mixed", "").
+  void add(const std::string& prepared_by);
+  // "N of M (P %)" for the summary table; "no upstream run" when M is 0.
+  std::string accelerate_text() const;
+  // The summary table's rows: the accelerate share, then one row per fallback reason, most first.
+  std::vector<std::vector<std::string>> rows() const;
+};
+
 }  // namespace fsdpsim

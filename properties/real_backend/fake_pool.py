@@ -85,7 +85,7 @@ def main():
             continue
         for o in obs:
             print(o, flush=True)
-        print(json.dumps({"event": "done", "ms": 1.5, "restarted": False}), flush=True)
+        print(json.dumps({"event": "done", "ms": 1.5, "restarted": False, "prepared_by": "ram_efficient"}), flush=True)
     if mode == "stubborn":
         time.sleep(600)
     for r in ranks:

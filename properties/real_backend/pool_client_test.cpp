@@ -128,6 +128,7 @@ TEST_F(PoolClient, RunReturnsTheObservationsAndSendsTheSeqText) {
     UpstreamResult r = pool.run(seq);
     ASSERT_TRUE(r.ok) << r.error;
     EXPECT_FALSE(r.restarted);
+    EXPECT_EQ(r.prepared_by, "ram_efficient");  // the done event's prepare path, for crosscheck's summary
     EXPECT_TRUE(r.obs == want);
   }
   EXPECT_EQ(pool.pid(), pid);

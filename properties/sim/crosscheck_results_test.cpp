@@ -166,5 +166,30 @@ TEST(ShardCli, MergeResultsBadFilesAreExit3AndGoodOnesMerge) {
   std::filesystem::remove_all(dir);
 }
 
+// crosscheck's summary of the upstream prepare paths: the accelerate share, each fallback
+// reason with its count (most first), runs whose ranks took different paths and runs where none prepared.
+TEST(PrepareTally, CountsAccelerateAndEachFallbackReason) {
+  PrepareTally t;
+  for (const char* by : {"accelerate", "ram_efficient", "accelerate", "grouped", "ram_efficient", "", "mixed", "accelerate"}) t.add(by);
+  EXPECT_EQ(t.upstream_runs, 8);
+  EXPECT_EQ(t.accelerate, 3);
+  EXPECT_EQ(t.unprepared, 1);
+  EXPECT_EQ(t.mixed, 1);
+  EXPECT_EQ(t.fallbacks, (std::map<std::string, int64_t>{{"grouped", 1}, {"ram_efficient", 2}}));
+  EXPECT_EQ(t.accelerate_text(), "3 of 8 (37.5 %)");
+  const std::vector<std::vector<std::string>> rows = {{"prepared by accelerate", "3 of 8 (37.5 %)"},
+                                                      {"  direct: ram_efficient", "2"},
+                                                      {"  direct: grouped", "1"},
+                                                      {"  ranks took different paths", "1"},
+                                                      {"  path not reported", "1"}};
+  EXPECT_EQ(t.rows(), rows);
+}
+
+TEST(PrepareTally, NoUpstreamRunClaimsNoShare) {
+  PrepareTally t;
+  EXPECT_EQ(t.accelerate_text(), "no upstream run");
+  EXPECT_EQ(t.rows().size(), 1u);
+}
+
 }  // namespace
 }  // namespace fsdpsim

@@ -378,6 +378,8 @@ UpstreamResult UpstreamPool::run(const std::string& canonical_seq_text, const st
     if (event->text == "done") {
       const JsonValue* rs = v.find("restarted");
       res.restarted = rs && rs->kind == JsonValue::Kind::Bool && rs->boolean;
+      const JsonValue* by = v.find("prepared_by");
+      if (by && by->kind == JsonValue::Kind::String) res.prepared_by = by->text;
       res.ok = true;
       return res;
     }

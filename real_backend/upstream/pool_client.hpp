@@ -24,6 +24,9 @@ struct UpstreamResult {
   bool ok = false;
   std::string error;  // one line, "upstream backend: ..." when !ok (infrastructure)
   bool restarted = false;  // the pool restarted its ranks during the sequence (a hang)
+  // Which path the ranks' `prepare` took (prepare.py::run): "accelerate", a fallback's reason
+  // key ("ram_efficient", ...), "mixed" where ranks differ, "" where none prepared.
+  std::string prepared_by;
 };
 
 struct UpstreamOptions {

@@ -28,13 +28,18 @@ namespace {
 
 // --json's summary: the results file's fields and what only this run knows.
 // `unjudged`: sequences with no divergence where a value backend could not settle some field; `cut`: the one a signal cut short.
-void print_summary_json(const CrosscheckResults& r, int done, int completed, int unjudged, int cut, double seconds, const std::string& out_dir) {
+// `prepare`: the upstream backend's prepare paths, when it ran (PrepareTally).
+void print_summary_json(const CrosscheckResults& r, int done, int completed, int unjudged, int cut, double seconds, const std::string& out_dir,
+                        const PrepareTally* prepare) {
   JsonRecord j("crosscheck_summary");
   j.num("seed", static_cast<int64_t>(r.seed)).num("count", r.count).num("world", r.world).str("backends", r.backends).str("profile", r.profile);
   j.num("first", r.first).num("end", r.end).num("sequences", done).num("completed", completed).num("unjudged", unjudged);
   j.seeds("divergent", r.divergent).seeds("broken", r.broken).counts("findings", r.findings);
-  j.real("seconds", seconds).str("out", r.divergent.empty() ? "" : out_dir).num("interrupted", interrupted()).num("cut_short", cut)
-      .print(std::cout);
+  j.real("seconds", seconds).str("out", r.divergent.empty() ? "" : out_dir).num("interrupted", interrupted()).num("cut_short", cut);
+  if (prepare)
+    j.num("upstream_runs", prepare->upstream_runs).num("prepared_by_accelerate", prepare->accelerate)
+        .counts("prepare_fallbacks", prepare->fallbacks).num("unprepared", prepare->unprepared).num("mixed", prepare->mixed);
+  j.print(std::cout);
 }
 
 }  // namespace
@@ -54,6 +59,7 @@ int cmd_crosscheck(const Args& a) {
   int divergent = 0, broken = 0, done = 0, cut = 0;  // cut: the sequence a signal cut short
   int unjudged = 0, unjudged_fields = 0;  // sequences with no divergence but fields a value backend could not settle
   std::map<std::string, int> findings;
+  PrepareTally prepare;  // the upstream backend's prepare paths
   // --shard I/N: this job runs block I of the N blocks of the seed range.
   CrosscheckResults results;
   results.seed = a.seed, results.count = a.count, results.world = opt.world;
@@ -93,6 +99,7 @@ int cmd_crosscheck(const Args& a) {
       if (a.json) JsonRecord("crosscheck_broken").num("seed", static_cast<int64_t>(seed)).str("message", res.infra_message).print(std::cout);
       else std::cout << red("sequence " + std::to_string(seed) + ": " + res.infra_message) << "\n";
     }
+    if (uses(backends, Backend::Upstream) && !res.infra_failure) prepare.add(res.upstream_prepared_by);
     for (const auto& fd : res.findings) ++findings[fd.spec], ++results.findings[fd.spec];
     unjudged_fields += static_cast<int>(res.unjudged.size());
     if (res.divergences.empty() && !res.unjudged.empty() && !res.infra_failure) ++unjudged;
@@ -124,7 +131,7 @@ int cmd_crosscheck(const Args& a) {
   // Findings come from completed runs only: "none" over zero of them would claim a clean result.
   const int completed = done - broken - cut;
   if (a.json) {
-    print_summary_json(results, done, completed, unjudged, cut, total, out_dir);
+    print_summary_json(results, done, completed, unjudged, cut, total, out_dir, uses(backends, Backend::Upstream) ? &prepare : nullptr);
   } else {
     std::vector<std::vector<std::string>> rows = {
         {"sequences", std::to_string(done) + (done < run_count ? " of " + std::to_string(run_count) : "")},
@@ -139,6 +146,8 @@ int cmd_crosscheck(const Args& a) {
     for (const auto& [k, v] : findings) spec += (spec.empty() ? "" : ", ") + k + " " + std::to_string(v);
     std::string who = std::string("findings (") + backend_name(backends[0]) + ", " + std::to_string(completed) + " completed)";
     rows.push_back({who, completed == 0 ? "unknown: no sequence completed" : spec.empty() ? "none" : spec});
+    if (uses(backends, Backend::Upstream))
+      for (auto& row : prepare.rows()) rows.push_back(std::move(row));
     if (interrupted())
       rows.push_back({"interrupted", "by signal " + std::to_string(interrupted()) + ": partial results" +
                                          (cut ? ", the sequence in progress cut short" : "")});

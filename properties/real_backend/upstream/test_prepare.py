@@ -51,6 +51,9 @@ def rank_main(rank, world, text, out):
     real = Accelerator.prepare
 
     def spy(self, *args, **kwargs):
+        from torch.distributed.fsdp import FSDPModule
+        # which modules were FSDPModules before accelerate's prepare ran: none, when accelerate shards them all
+        res.setdefault("sharded_before", [n for n, m in args[0].named_modules() if isinstance(m, FSDPModule)])
         got = real(self, *args, **kwargs)
         seen.append(got)
         return got
@@ -69,8 +72,12 @@ def rank_main(rank, world, text, out):
     registered = {id(p) for p in sess.pm.parameters()}
     res["opt_registered"] = all(id(p) in registered for p in sess.opt.param_groups[0]["params"])
     res["opt_distinct"] = len({id(p) for p in sess.opt.param_groups[0]["params"]}) == len(sess.opt_names)
+    lin0 = sess.module_of("lin0")
+    res["lin0_own_unit"] = lin0._get_fsdp_state() is not sess.pm._get_fsdp_state()
     sess.run_op(ops[0])  # a forward: FSDP's lazy init settles the root's reshard_after_forward
-    res["root_reshards"] = sess.pm._get_fsdp_state()._fsdp_param_group.post_forward_mesh_info is not None
+    root_group = sess.pm._get_fsdp_state()._fsdp_param_group  # None: every parameter is in a child's unit
+    res["root_reshards"] = root_group is not None and root_group.post_forward_mesh_info is not None
+    res["lin0_reshards"] = lin0._get_fsdp_state()._fsdp_param_group.post_forward_mesh_info is not None
     try:  # under FSDP2 accelerate takes no model without its optimizer (the reason `new_optimizer` is direct)
         prepare.accelerator().prepare(torch.nn.Linear(2, 2))
         res["model_alone"] = "ok"
@@ -139,6 +146,9 @@ class PrepareTest(unittest.TestCase):
             self.assertTrue(res["opt_registered"])
             self.assertTrue(res["opt_distinct"])
             self.assertTrue(res["root_reshards"])  # the scenario's root =true, set after accelerate's None
+            self.assertEqual(res["sharded_before"], [])  # accelerate's auto-wrap shards the child, not the harness
+            self.assertTrue(res["lin0_own_unit"])
+            self.assertFalse(res["lin0_reshards"])  # the child's =false: the plugin's reshard_after_forward
             self.assertIn("a model and optimizer must be passed together", res["model_alone"])
 
     def test_root_none_is_accelerates_own(self):
@@ -146,9 +156,23 @@ class PrepareTest(unittest.TestCase):
             self.assertEqual(res["prepared_by"], "accelerate")
             self.assertFalse(res["root_reshards"])  # torch's None resolves to False at the root
 
+    def test_child_with_an_empty_shard_goes_through_accelerate(self):
+        """At world 3 lin1's 2-row weight leaves rank 2 no row: sharded by hand before prepare, its empty
+        local tensor's data_ptr() 0 mixed the optimizer up; sharded by accelerate itself, every parameter
+        is still whole when _prepare_fsdp2 maps them, and each rank's optimizer holds distinct shards."""
+        text = SCEN.format(raf="false", extra="").replace("world 2", "world 3").replace(
+            "fully_shard lin0 reshard_after_forward=false", "fully_shard lin0 reshard_after_forward=none\n"
+            "fully_shard lin1 reshard_after_forward=true")
+        for res in run(text, world=3):
+            self.assertEqual(res["prepared_by"], "accelerate")
+            self.assertEqual(res["sharded_before"], [])
+            self.assertTrue(res["opt_registered"])
+            self.assertTrue(res["opt_distinct"])
+            self.assertTrue(res["lin0_reshards"])  # =none below the root: torch's True
+
     def test_ram_efficient_loading_stays_direct(self):
         for res in run(SCEN.format(raf="true", extra="loading ram_efficient\n")):
-            self.assertTrue(res["prepared_by"].startswith("direct: loading ram_efficient"), res["prepared_by"])
+            self.assertEqual(res["prepared_by"], "ram_efficient")
             self.assertEqual(res["calls"], 0)
             self.assertFalse(res["accelerated_optimizer"])
             self.assertTrue(res["opt_registered"])

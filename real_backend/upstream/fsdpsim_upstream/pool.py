@@ -240,6 +240,7 @@ class Pool:
         self.dead = set()  # ranks gloo aborted (or the coordinator killed) in a let-through collective
         self.restart = False  # gloo failed a collective: its process group is spent
         self.coll_log = [(0, []) for _ in range(self.world)]  # each rank's current step, its collectives so far
+        self.prepared_by = [None] * self.world  # each rank's prepare path (prepare.py::run), from its end message
         init = {}
         pending = [None] * self.world  # the collective each rank waits in
         ended = [False] * self.world
@@ -293,6 +294,7 @@ class Pool:
                     self.probe.outcome[r] = msg
                 elif t == "end":
                     ended[r] = True
+                    self.prepared_by[r] = msg.get("prepared_by")
                 elif t == "fail":
                     raise RuntimeError(f"rank {r}: {msg['message']}")
             if self.probe is not None:
@@ -322,6 +324,15 @@ class Pool:
             self.start()
         # a rank that makes no progress outside a let-through collective is an error, never a restart
         return out, self.restart
+
+    def prepare_path(self):
+        """The path the ranks' prepare took ("accelerate" or a fallback's reason key, prepare.py), from
+        the ranks that ended normally (one gloo aborted sends no end); "mixed" where they differ, ""
+        where none prepared."""
+        paths = {p for p in self.prepared_by if p is not None}
+        if not paths:
+            return ""
+        return paths.pop() if len(paths) == 1 else "mixed"
 
     def no_progress(self, watch, ended, pending, silent, limit):
         """No rank has said anything for the timeout: waits on while one is busy or stopped, up to
@@ -509,7 +520,8 @@ def main():
                 continue
             for o in result:
                 out.write(json.dumps(o, separators=(",", ":")) + "\n")
-            emit({"event": "done", "ms": round((time.time() - t0) * 1000, 1), "restarted": restarted})
+            emit({"event": "done", "ms": round((time.time() - t0) * 1000, 1), "restarted": restarted,
+                  "prepared_by": pool.prepare_path()})
     finally:
         # The cleanup itself is not cut short: fsdpsim's SIGTERM often arrives right after the error
         # event this process just wrote (a failed start), and would raise in the middle of close().

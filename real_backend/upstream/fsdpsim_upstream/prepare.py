@@ -1,8 +1,9 @@
 """The `prepare` op: accelerate's own `Accelerator.prepare(model, optimizer)`
-with an FSDP2 plugin where the scenario lets it run, the direct
-`fully_shard` + AdamW path (what accelerate's steps do, one by one) where it
-cannot. Which one ran, and why not accelerate, is kept on the session
-(`prepared_by`) for the tests. The reasons are measured on CPU gloo with
+with an FSDP2 plugin, which shards the children (its auto-wrap) and the root,
+where the scenario lets it run; the direct `fully_shard` + AdamW path (what
+accelerate's steps do, one by one) where it cannot. Which one ran, or the
+reason key (REASONS) why not accelerate, is kept on the session (`prepared_by`)
+and reported to crosscheck's summary. The reasons are measured on CPU gloo with
 accelerate 1.15.0 / torch 2.13 (docs/design/upstream-backend.md)."""
 import torch
 from torch.distributed.fsdp import fully_shard
@@ -13,44 +14,37 @@ from .collectives import REC
 RAF = {"true": True, "false": False, "none": None}
 
 
-def empty_rows(rows, world):
-    """Whether some rank holds no row of a dim-0 size `rows`: FSDP2 shards with torch.chunk
-    (torch _fsdp_param.py::FSDPParam._init_sharded_param), whose chunks are ceil(rows/world)."""
-    chunk = -(-rows // world)
-    return rows == 0 or -(-rows // chunk) < world
-
-
-def child_rows(scen, name):
-    """The dim-0 sizes of every parameter a child `fully_shard` of layer `name` manages."""
-    layer = next(l for l in scen.layers if l.name == name)
-    e = max(layer.experts, 1)
-    out = [layer.experts] if layer.experts else [layer.fan_out, layer.fan_out]  # weight (and bias)
-    for a in scen.adapters:
-        if name in a.targets:
-            out += [a.r * e, layer.fan_out]  # lora_A, lora_B
-        if name in a.modules_to_save:
-            out += [layer.fan_out, layer.fan_out]
-    return out
+# A fallback's reason key (what crosscheck's summary counts) and why accelerate's path cannot run.
+REASONS = {
+    "prepare_twice": "prepare after prepare: accelerate's fsdp2_prepare_model leaves an FSDPModule as it is",
+    "root_not_last": "accelerate shards the root, always last (fsdp2_prepare_model)",
+    "ram_efficient": ("loading ram_efficient: on ranks > 0 every meta parameter's data_ptr() is 0, and "
+                      "_prepare_fsdp2's data_ptr mapping hands the optimizer one parameter for all of them"),
+    "nothing_trainable": ("nothing for the optimizer: under FSDP2 Accelerator.prepare raises 'When using FSDP2, "
+                          "a model and optimizer must be passed together'"),
+    "grouped": ("a grouped fully_shard([a, b]): accelerate's auto-wrap gives every module it picks a "
+                "fully_shard of its own (fsdp2_prepare_model)"),
+    "checkpoint_child": ("a checkpointed layer sharded as a child: accelerate's auto-wrap, bottom-up, shards the "
+                         "module inside the CheckpointWrapper and then the wrapper as an empty unit, where the "
+                         "scenario shards the wrapper"),
+}
 
 
 def blocker(sess, held):
-    """Why accelerate's path cannot prepare this scenario on this rank, or None."""
+    """The reason key (REASONS) why accelerate's path cannot prepare this scenario on this rank, or None."""
     s = sess.scen
     if sess.prepared:
-        return "prepare after prepare: accelerate's fsdp2_prepare_model leaves an FSDPModule as it is"
+        return "prepare_twice"
     if not s.shards or not s.shards[-1].is_root or any(d.is_root for d in s.shards[:-1]):
-        return "accelerate shards the root, always last (fsdp2_prepare_model)"
+        return "root_not_last"
     if s.loading == "ram_efficient":
-        return ("loading ram_efficient: on ranks > 0 every meta parameter's data_ptr() is 0, and "
-                "_prepare_fsdp2's data_ptr mapping hands the optimizer one parameter for all of them")
+        return "ram_efficient"
     if not held:
-        return ("nothing for the optimizer: under FSDP2 Accelerator.prepare raises 'When using FSDP2, "
-                "a model and optimizer must be passed together'")
-    if sess.world > 1 and any(empty_rows(r, sess.world) for d in s.shards[:-1] for m in d.modules
-                              for r in child_rows(s, m)):
-        # (one such parameter alone maps to itself; the rule stays on the safe side of two)
-        return ("a child sharded before prepare holds no row on some rank: its empty local tensor's "
-                "data_ptr() is 0, and _prepare_fsdp2's data_ptr mapping mixes two such parameters up")
+        return "nothing_trainable"
+    if any(len(d.modules) > 1 for d in s.shards if not d.is_root):
+        return "grouped"
+    if any(m in s.checkpoint for d in s.shards if not d.is_root for m in d.modules):
+        return "checkpoint_child"
     return None
 
 
@@ -72,13 +66,36 @@ def adamw(held):
     return torch.optim.AdamW([p for _, p in held], lr=1e-2)
 
 
-def shard_children(sess):
-    """The scenario's non-root fully_shard calls, in its order. accelerate picks children only
-    by class or size (fsdp_utils.py::fsdp2_prepare_auto_wrap_policy), never by module name nor
-    as a group; fsdp2_prepare_model leaves a module that is already an FSDPModule as it is."""
+def mark_units(sess):
+    """Each child the scenario shards gets a class of its own (a subclass of its own class, named
+    after its layer), as a user's model has one class per unit it wraps: accelerate's
+    transformer-class auto-wrap (fsdp_utils.py::fsdp2_prepare_auto_wrap_policy) then picks exactly
+    those modules. Returns the class names, the children's reshard_after_forward by layer (None:
+    torch's default, True below the root) and (module, suffix) for unmark_units."""
+    names, raf, marked = [], {}, []
     for d in sess.scen.shards:
-        if not d.is_root:
-            shard_one(sess, d)
+        if d.is_root:
+            continue
+        name = d.modules[0]
+        mod = sess.module_of(name)
+        cls = type(mod)
+        mod.__class__ = type(f"{cls.__name__}_{name}", (cls,), {"__module__": cls.__module__})
+        names.append(mod.__class__.__name__)
+        raf[name] = RAF[d.raf]
+        marked.append((mod, f"_{name}"))
+    return names, raf, marked
+
+
+def unmark_units(marked):
+    """After prepare the unit classes (and the FSDP classes fully_shard made of them) take their
+    own class's name again: a message that names a module (PEFT's "... for
+    FSDPModulesToSaveWrapper(") reads as it would without the marking."""
+    for mod, suffix in marked:
+        for c in type(mod).__mro__:
+            if c.__name__.endswith(suffix):
+                c.__name__ = c.__name__[:-len(suffix)]
+            if c.__qualname__.endswith(suffix):
+                c.__qualname__ = c.__qualname__[:-len(suffix)]
 
 
 def shard_one(sess, d):
@@ -90,15 +107,22 @@ def shard_one(sess, d):
         fully_shard(mods if len(mods) > 1 else mods[0], mesh=sess.mesh, reshard_after_forward=RAF[d.raf])
 
 
-def accelerator():
-    """An Accelerator with an FSDP2 plugin. On CPU, AcceleratorState.__init__ (state.py) takes
-    the FSDP branch only for an accelerator device (MULTI_GPU, MULTI_XPU, ...): with cpu=True and
-    an FSDP2 plugin it settles on MULTI_CPU and prepare wraps the model in DistributedDataParallel
-    (measured). The harness sets the shared state's distributed_type to FSDP and its plugin; from
-    there Accelerator.prepare runs its own _prepare_fsdp2 on gloo."""
+def accelerator(units=(), child_raf=True):
+    """An Accelerator with an FSDP2 plugin whose auto-wrap picks the classes `units` by name
+    (auto_wrap_policy="transformer_based_wrap", transformer_cls_names_to_wrap), each sharded
+    with reshard_after_forward=child_raf. accelerate 1.15 selects FSDP only for an accelerator
+    device: PartialState._prepare_backend (state.py) gives a CPU process MULTI_CPU, and
+    AcceleratorState.__init__ takes its FSDP branch (ACCELERATE_USE_FSDP or a plugin) only for
+    MULTI_GPU, MULTI_XPU, ...; with cpu=True prepare would wrap the model in DistributedDataParallel
+    (measured). No public setting reaches FSDP on CPU gloo, so the shared state's distributed_type
+    and plugin are set as accelerate's own test scripts do on CPU
+    (test_utils/scripts/test_distributed_data_loop.py); from there Accelerator.prepare runs its
+    own _prepare_fsdp2."""
     from accelerate import Accelerator
     from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
-    plugin = FullyShardedDataParallelPlugin(fsdp_version=2, cpu_ram_efficient_loading=False)
+    wrap = {"auto_wrap_policy": "transformer_based_wrap", "transformer_cls_names_to_wrap": list(units)} if units else {}
+    plugin = FullyShardedDataParallelPlugin(fsdp_version=2, cpu_ram_efficient_loading=False,
+                                            reshard_after_forward=child_raf, **wrap)
     threads = torch.get_num_threads()
     acc = Accelerator(cpu=True, fsdp_plugin=plugin)
     # PartialState.__init__ on MULTI_CPU without OMP_NUM_THREADS sets torch's thread count to the
@@ -106,21 +130,28 @@ def accelerator():
     torch.set_num_threads(threads)
     if acc.state.distributed_type != DistributedType.FSDP:
         acc.state.distributed_type = DistributedType.FSDP
-        acc.state.fsdp_plugin = plugin
+    acc.state.fsdp_plugin = plugin  # the state is shared: this prepare's plugin, not an earlier one's
     return acc
 
 
 def through_accelerate(sess):
-    """The children as the scenario says, then Accelerator.prepare(model, AdamW over the
-    unsharded adapter parameters): the root's fully_shard (fsdp2_prepare_model, whose root
-    takes no reshard_after_forward: torch's None, False at the root), the optimizer switched
-    to the sharded objects (fsdp2_switch_optimizer_parameters) and wrapped (AcceleratedOptimizer).
-    A root `reshard_after_forward=true|false` is set afterwards with
-    FSDPModule.set_reshard_after_forward(recurse=False), torch's documented way to set the root's."""
-    shard_children(sess)
-    held = optimizer_params(sess)  # the children's params are their sharded objects now
-    acc = accelerator()
-    model, opt = acc.prepare(sess.pm, adamw(held))
+    """Accelerator.prepare(model, AdamW over the unsharded adapter parameters) shards it all:
+    the children by accelerate's auto-wrap (mark_units), bottom-up, then the root
+    (fsdp2_prepare_model, whose root takes no reshard_after_forward: torch's None, False at the
+    root); the optimizer switched to the sharded objects (fsdp2_switch_optimizer_parameters) and
+    wrapped (AcceleratedOptimizer). The plugin has one reshard_after_forward for every child: the
+    first child's; a child or root that says otherwise is set afterwards with
+    FSDPModule.set_reshard_after_forward(recurse=False), torch's documented way to set it."""
+    units, raf, marked = mark_units(sess)
+    held = optimizer_params(sess)  # every parameter is unsharded here: data_ptr() tells them apart
+    child_raf = next((v is not False for v in raf.values()), True)  # None: True below the root
+    try:
+        model, opt = accelerator(units, child_raf).prepare(sess.pm, adamw(held))
+    finally:
+        unmark_units(marked)
+    for name, value in raf.items():
+        if (value is not False) != child_raf:
+            sess.module_of(name).set_reshard_after_forward(value is not False, recurse=False)
     root = sess.scen.shards[-1]
     value = sess.root_raf(RAF[root.raf])
     if value is not None:
@@ -144,9 +175,13 @@ def direct(sess):
 
 
 def run(sess):
-    """The prepare op: accelerate's path unless blocker() names a reason."""
+    """The prepare op: accelerate's path unless blocker() names a reason. The sequence's path is
+    its first prepare's (the one that shards the model), kept before it runs: a prepare that
+    raises part-way (a broadcast gloo aborts) still says which path raised."""
     sess.apply_checkpointing()
     reason = blocker(sess, optimizer_params(sess))
+    if sess.prepared_by is None:
+        sess.prepared_by = "accelerate" if reason is None else reason
     if reason is None:
         through_accelerate(sess)
         sess._name_fsdp_params()
@@ -154,7 +189,6 @@ def run(sess):
         direct(sess)
         sess._name_fsdp_params()  # build_optimizer reads the FSDPParams by name
         build_optimizer(sess)
-    sess.prepared_by = "accelerate" if reason is None else "direct: " + reason
     sess.prepared = True
 
 

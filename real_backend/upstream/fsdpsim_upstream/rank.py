@@ -123,7 +123,8 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
             obs["index"] = index
         obs["collectives"] = REC.log
         chan.send({"t": "obs", "obs": obs, "values": values})
-    chan.send({"t": "end"})
+    # which path prepared the model (prepare.py::run): "accelerate", a fallback's reason key, or none yet
+    chan.send({"t": "end", "prepared_by": sess.prepared_by})
 
 
 def one_line(e):

@@ -107,7 +107,7 @@ class Session:
         self.opt_names = []
         self.opt_ckpt = None
         self.prepared = False
-        self.prepared_by = None  # "accelerate", or "direct: " and why not (prepare.py)
+        self.prepared_by = None  # the first prepare's path: "accelerate", or the reason key (prepare.py REASONS)
         self.fsdp_modules = []  # (group name, module) in the model's group order
         self.fsdp_module_of = {}  # every module fully_shard was given, by layer name ("root": the model)
         self.fsdp_param = {}  # fsdpsim name -> FSDPParam
