@@ -8,7 +8,7 @@
 #
 #   fuzz/nightly.sh [--budget SECONDS] [--jobs N] [--out DIR] [--junit FILE] [--no-promote]
 #
-# Exits non-zero when a fuzzer crashes (the parser, or a spec finding under
+# Exits non-zero when `fsdpsim coverage` finds a feature the generator never draws, when a fuzzer crashes (the parser, or a spec finding under
 # `patched`: a bug of the model or a new upstream problem), or when the model
 # and the real backend disagree on a finding. Findings under `upstream` are
 # the product, not a failure.
@@ -66,6 +66,21 @@ for name in seq_parser lifecycle; do
   # Keep what the run learned: merge the new inputs into the seed corpus.
   "$fuzzer" -merge=1 "$root/corpus/${name}_fuzzer" "$corpus" > /dev/null 2>&1
 done
+
+# The generator must draw the whole vocabulary: a feature or compatible pair never drawn in
+# 10 000 `--draw all` sequences per world (a directive or op the parser learnt and the generator
+# did not) fails the night.
+started=$SECONDS
+"$fsdpsim" coverage --count 10000 --worlds 1-4 --quiet > "$out/coverage.txt" 2>&1
+rc=$?
+if [ "$rc" = 0 ]; then
+  junit_case coverage "draw all" $((SECONDS - started)) pass "" ""
+else
+  failed=1
+  junit_case coverage "draw all" $((SECONDS - started)) failure "coverage exit $rc: never drawn ($out/coverage.txt)" \
+    "$(grep -E "^never drawn|^fsdpsim" "$out/coverage.txt" | head -40 | sed ':a;N;$!ba;s/\n/\\n/g')"
+fi
+echo "== coverage: $(tail -1 "$out/coverage.txt")"
 
 # Findings under upstream: triage (shrink over ops and scenario, name the
 # class, attribute it to a patched switch), confirm, deduplicate by class

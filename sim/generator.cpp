@@ -66,13 +66,9 @@ void share_experts_targets(Scenario& s) {
   }
 }
 
-namespace {
-// PEFT wraps a module as a LoRA layer or as a ModulesToSaveWrapper, not both: the saved layer
-// leaves every target list (an adapter left with none keeps its draw: nothing is saved).
-// A bf16 base gives a bf16 copy beside fp32 (autocast) LoRA tensors: FSDP's lazy-init dtype
-// check raises (B2), and what later steps do after it is not modelled (docs/design/known-limits.md).
-void draw_modules_to_save(Prng& rng, Scenario& s) {
-  if (s.dtype != DType::F32) return;
+// The layers a modules_to_save copy may wrap (seq_checks.cpp::validate refuses the others):
+// Linear, not checkpointed, not the only target of an adapter (it leaves every target list).
+void draw_saved_module(Prng& rng, Scenario& s) {
   std::vector<int> linear;
   for (size_t l = 0; l < s.layers.size(); ++l)
     if (s.layers[l].experts == 0 && !s.checkpointed(s.layers[l].name)) linear.push_back(static_cast<int>(l));
@@ -86,6 +82,15 @@ void draw_modules_to_save(Prng& rng, Scenario& s) {
     if (a.targets.size() == 1 && a.targets[0] == saved) return;
   for (auto& a : s.adapters) a.targets.erase(std::remove(a.targets.begin(), a.targets.end(), saved), a.targets.end());
   for (int a : savers) s.adapters[a].modules_to_save.push_back(saved);
+}
+
+namespace {
+// PEFT wraps a module as a LoRA layer or as a ModulesToSaveWrapper, not both: the saved layer
+// leaves every target list (an adapter left with none keeps its draw: nothing is saved).
+// A bf16 base gives a bf16 copy beside fp32 (autocast) LoRA tensors: FSDP's lazy-init dtype
+// check raises (B2), and what later steps do after it is not modelled (docs/design/known-limits.md).
+void draw_modules_to_save(Prng& rng, Scenario& s) {
+  if (s.dtype == DType::F32) draw_saved_module(rng, s);
 }
 // A grouped fully_shard([a, b]): two layers, adjacent or not, in either order; with chance 1/3
 // the later layer raises (group_layers).
@@ -201,7 +206,11 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
 
 std::string apply_draws(const std::string& list, GenOptions* opt) {
   const std::string expected =
-      "a comma list of checkpoint=P, gradient_sync=P, per_rank_data=P, modules_to_save=P or grouped=P (P a percentage 0..100)";
+      "all (the whole-vocabulary generator) or a comma list of checkpoint=P, gradient_sync=P, per_rank_data=P, modules_to_save=P or grouped=P (P a percentage 0..100)";
+  if (list == "all") {
+    opt->all = true;
+    return "";
+  }
   for (const std::string& item : split(list)) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) return fmt::format("expects {}, got '{}'", expected, item);
@@ -327,6 +336,7 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
 }
 
 SeqFile generate_seq(Prng& rng, const GenOptions& opt) {
+  if (opt.all) return generate_seq_all(rng, opt);
   SeqFile f;
   f.scenario = generate_scenario(rng, opt);
   f.ops = generate_ops(rng, f.scenario, opt);

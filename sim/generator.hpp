@@ -34,9 +34,14 @@ struct GenOptions {
   // Chance of a grouped `fully_shard a,b` (two layers, adjacent or not, either order; a third of
   // them with a raising one-expert later member). 0 (the default) draws nothing.
   int grouped_percent = 0;
+  // `--draw all`: the whole-vocabulary generator (generator_all.cpp), a stream of its own; the
+  // percentages above do not apply to it.
+  bool all = false;
+  // Features (coverage.hpp's names) every knob drawing them switches on: coverage's forced draws.
+  std::vector<std::string> force;
 };
 
-// `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P` (percentages 0..100) onto opt; returns an
+// `--draw all` or `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P` (percentages 0..100) onto opt; returns an
 // error text naming what was expected, or "" when the list is good.
 std::string apply_draws(const std::string& list, GenOptions* opt);
 
@@ -68,6 +73,9 @@ OpKind weighted_op_kind(uint32_t x);
 // PEFT builds the declared adapters only when all that target experts layers target the
 // same ones (lora/model.py::_check_new_adapter_config): later ones take the first's.
 void share_experts_targets(Scenario& s);
+// A modules_to_save layer: one Linear, non-checkpointed layer no adapter targets any more, saved
+// by each non-deferred adapter with chance 3/4 (at least one).
+void draw_saved_module(Prng& rng, Scenario& s);
 Scenario generate_scenario(Prng& rng, const GenOptions& opt);
 // The seed-001 lifecycle: deferred adapters loaded before an explicit prepare
 // (each with chance(70), trainable with chance(50)), sometimes all made active
@@ -76,5 +84,7 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt);
 std::vector<Op> ops_before_prepare(const Scenario& s, const std::function<bool(uint32_t)>& chance, AdapterSet* present);
 std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt);
 SeqFile generate_seq(Prng& rng, const GenOptions& opt);
+// The whole-vocabulary generator; `gate`: draw again until the parser's checks (validate) accept.
+SeqFile generate_seq_all(Prng& rng, const GenOptions& opt, bool gate = true);
 
 }  // namespace fsdpsim

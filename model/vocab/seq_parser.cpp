@@ -16,9 +16,24 @@
 #include "model/vocab/profile.hpp"
 #include "model/vocab/seq.hpp"
 #include "model/vocab/seq_lexer.hpp"
+#include "model/vocab/seq_words.hpp"
 #include "model/vocab/suggest.hpp"
 
 namespace fsdpsim {
+
+// The header's directives, for "unknown directive" and its suggestion (and for the
+// coverage table, which must know every one).
+const std::vector<std::string>& directive_names() {
+  static const std::vector<std::string> names = {"world", "seed", "profile", "set", "layer", "adapter", "fully_shard",
+                                                 "optimizer", "loading", "dtype", "data", "checkpoint", "---"};
+  return names;
+}
+
+const std::vector<std::string>& adapter_option_names() {
+  static const std::vector<std::string> names = {"r", "alpha", "targets", "modules_to_save", "init", "autocast", "inference_mode", "deferred"};
+  return names;
+}
+
 namespace {
 
 using seq_lexer::LineParser;
@@ -41,12 +56,6 @@ std::string layer_hint(const Scenario& s, const std::string& word, bool with_roo
   return declared_hint(word, names, with_root ? "module" : "layer");
 }
 
-// The header's directives, for "unknown directive" and its suggestion.
-const std::vector<std::string>& directive_names() {
-  static const std::vector<std::string> names = {"world", "seed", "profile", "set", "layer", "adapter", "fully_shard",
-                                                 "optimizer", "loading", "dtype", "data", "checkpoint", "---"};
-  return names;
-}
 
 std::vector<std::string> all_op_names() {
   std::vector<std::string> out;
@@ -154,7 +163,7 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       a.deferred = true;
       continue;
     }
-    static const std::vector<std::string> options = {"r", "alpha", "targets", "modules_to_save", "init", "autocast", "inference_mode", "deferred"};
+    const std::vector<std::string>& options = adapter_option_names();
     if (t.text.find('=') == std::string::npos && !did_you_mean(t.text, options).empty())
       lp.fail(t, "unknown adapter option '" + t.text + "'" + did_you_mean(t.text, options));
     auto [k, v] = split_kv(lp, t, "r=N, alpha=N, targets=L1,L2, modules_to_save=L1,L2, init=zero|random, autocast=true|false, inference_mode or deferred");

@@ -143,6 +143,12 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.have_seed = true;
     } else if (s == "--count") {
       a.count = static_cast<int>(to_int(s, v, 1, 100000000));
+      a.count_given = true;
+    } else if (s == "--worlds") {
+      const size_t dash = v.find('-');
+      a.worlds_lo = static_cast<int>(to_int(s, v.substr(0, dash), 1, 64));
+      a.worlds_hi = dash == std::string::npos ? a.worlds_lo : static_cast<int>(to_int(s, v.substr(dash + 1), 1, 64));
+      if (a.worlds_hi < a.worlds_lo) usage_error("--worlds expects A-B with A <= B, got '" + v + "'");
     } else if (s == "--out") {
       a.out = v;
     } else if (s == "--issue") {

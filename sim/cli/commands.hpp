@@ -37,6 +37,8 @@ struct Args {
   bool have_seed = false;
   bool have_seconds = false;
   int count = 1;
+  bool count_given = false;          // --count was given (coverage's default differs)
+  int worlds_lo = 1, worlds_hi = 4;  // coverage --worlds A-B
   std::string out;
   double seconds = 2.0;
   std::string ranks = "processes";  // real backend: processes | threads
@@ -112,6 +114,7 @@ int cmd_check(const Args& a);
 int cmd_profiles(const Args& a);
 int cmd_random(const Args& a);
 int cmd_fingerprint(const Args& a);
+int cmd_coverage(const Args& a);
 int cmd_bench(const Args& a);
 int cmd_crosscheck(const Args& a);
 int cmd_worker(const Args& a);

@@ -55,6 +55,7 @@ const char* kUsage =
     "                                             per train_step, peak unsharded\n"
     "       fsdpsim profiles [--json]\n"
     "       fsdpsim random --seed S [--count N] [--world W] [--draw ...] [--out DIR] [--json]\n"
+    "       fsdpsim coverage [--seed S] [--count N] [--world W | --worlds A-B] [--draw ...] [--json]\n"
     "       fsdpsim fingerprint --seed S [--count N] [--backend model|real|upstream] [--world W] [--profile P] [--draw ...] [--json]\n"
     "                                             one hash over N generated sequences and the backend's observations\n"
     "                                             (worlds 1..4 in turn unless --world): unchanged by a refactoring\n"
@@ -157,7 +158,7 @@ const char* kVersion =
     "upstream backend pins: torch 2.13.0, peft 0.21.2, accelerate 1.15.0 (real_backend/upstream/requirements.txt)\n";
 
 const char* kCommands[] = {"hunt", "triage", "demo", "run", "check", "crosscheck", "merge-results", "report", "shrink",
-                           "expect", "cost", "worker", "profiles", "export", "random", "fingerprint", "explore", "bench", "findings", "versions"};
+                           "expect", "cost", "worker", "profiles", "export", "random", "coverage", "fingerprint", "explore", "bench", "findings", "versions"};
 
 }  // namespace
 
@@ -218,6 +219,7 @@ int dispatch(const std::vector<std::string>& args) {
     if (cmd == "profiles") return cmd_profiles(flags({"--json"}));
     if (cmd == "export") return cmd_export(flags({"--python", "--no-shrink", "--out", "--profile", "--set", "--world"}));
     if (cmd == "random") return cmd_random(flags({"--seed", "--count", "--world", "--out", "--json", "--draw"}));
+    if (cmd == "coverage") return cmd_coverage(flags({"--seed", "--count", "--world", "--worlds", "--draw", "--json"}));
     if (cmd == "fingerprint")
       return cmd_fingerprint(flags({"--seed", "--count", "--backend", "--world", "--profile", "--draw", "--ranks", "--timeout", "--json"}));
     if (cmd == "explore")
