@@ -139,7 +139,7 @@ GenOptions swarm_options(Prng& rng, int world, bool wide_worlds) {
   GenOptions g;
   g.world = world;
   g.checkpoint_percent = 15;  // activation checkpointing (hazard B7)
-  g.grouped_percent = 15;     // grouped fully_shard, a third of them with a raising member (issue 36)
+  g.grouped_percent = 15;     // grouped fully_shard, a third of them with a raising member
   // wide_worlds at world 2: a quarter of the sequences at world 3 or 4, where the small layers
   // (the last one's 2 rows, r < world) leave a rank holding only padding rows.
   if (wide_worlds && world == 2 && rng.chance(25)) g.world = 3 + static_cast<int>(rng.below(2));

@@ -56,14 +56,14 @@ void group_layers(Scenario& s, int a, int b, Raf raf, bool raising);
 // (padding-only ranks).
 GenOptions swarm_options(Prng& rng, int world, bool wide_worlds);
 
-// What files hold of issue 36's draws, counted over many (the tests of the generator, the hunt's
+// What files hold of the grouping draws, counted over many (the tests of the generator, the hunt's
 // swarm and the fuzzer's mutator): grouped fully_shard lines over adjacent and apart layers, in
 // either order, with a raising (one-expert) later member; worlds 3-4 where a rank holds only
 // padding rows of a managed tensor.
 struct DrawsReached {
   int grouped = 0, adjacent = 0, apart = 0, reversed = 0, raising = 0, padded = 0;
   void count(const SeqFile& f);
-  bool all_of_issue_36() const { return adjacent && apart && reversed && raising && padded; }
+  bool every_grouping_draw() const { return adjacent && apart && reversed && raising && padded; }
 };
 
 // Op kinds drawn by weight: x in [0, kOpWeightTotal).

@@ -136,7 +136,7 @@ TEST(Generator, HuntSwarmDrawsGroupedFullyShardAndPaddedWorlds) {
     Prng two(seed);
     EXPECT_EQ(swarm_options(two, 2, false).world, 2);
   }
-  EXPECT_TRUE(r.all_of_issue_36()) << r.grouped << " grouped, " << r.adjacent << " adjacent, " << r.apart << " apart, "
+  EXPECT_TRUE(r.every_grouping_draw()) << r.grouped << " grouped, " << r.adjacent << " adjacent, " << r.apart << " apart, "
                                    << r.reversed << " reversed, " << r.raising << " raising, " << r.padded << " padded";
   EXPECT_GT(r.grouped, 30);
   EXPECT_GT(wide, 60);

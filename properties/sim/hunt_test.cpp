@@ -76,7 +76,7 @@ TEST(Hunt, FindsSeed000ConfirmsOnRealAndWritesEveryClass) {
 }
 
 // The swarm draws worlds 3-4 beside world 2 (a rank holding only padding rows), and their
-// classes confirm on the C++ backend like the others (issue 36: generate what was missing).
+// classes confirm on the C++ backend like the others.
 TEST(Hunt, SwarmReachesPaddedWorldsAndConfirmsThem) {
   RealPools pools(real::RankMode::Processes, std::chrono::milliseconds(5000));
   HuntOptions o = short_hunt("upstream");

@@ -30,7 +30,7 @@ TEST(Triage, Seed000IsKnownAndFixedBySetAdapterReshard) {
 
 TEST(Triage, Seed003RankDivergentSwitchIsMisuse) {
   TriageResult t = triaged(corpus("seed003_rank_divergent_switch.seq"));
-  EXPECT_EQ(t.key, "S5:cross_paired");  // gloo pairs the two reduce-scatters by bytes (issue 36)
+  EXPECT_EQ(t.key, "S5:cross_paired");  // gloo pairs the two reduce-scatters by bytes
   EXPECT_TRUE(t.rank_divergent);
   EXPECT_EQ(t.verdict, Verdict::Misuse);
   EXPECT_TRUE(t.fix_switch.empty());
