@@ -1,5 +1,6 @@
 // PeftModel / BaseTuner ops on the real module (peft/peft_model.py,
 // peft/tuners/tuners_utils.py), in the order the profile switches choose.
+#include <algorithm>
 #include <optional>
 
 #include <ATen/core/grad_mode.h>
@@ -174,7 +175,9 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
                                           "is not also targeted with `target_modules`. For some models, PEFT will do "
                                           "this automatically, try setting `target_modules=[]` to prevent it.");
   }
+  // peft_model.py::PeftModel.add_adapter: `self.peft_config[adapter_name] = peft_config`, a new key at the end
   present_.insert(adapter);
+  peft_config_.push_back(adapter);
   inference_mode_.set(adapter, inference_mode);
   create_adapter(adapter, load);
   try {
@@ -182,6 +185,7 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   } catch (const OpError&) {
     // peft_model.py::PeftModel.add_adapter rolls back: `del self.peft_config[adapter_name]`, then re-raises.
     present_.erase(adapter);
+    peft_config_.pop_back();
     throw;
   }
   if (!load) return;
@@ -209,6 +213,7 @@ void RealRank::op_delete_adapter(int adapter) {
       if (a == adapter)
         throw OpError(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
   present_.erase(adapter);
+  peft_config_.erase(std::find(peft_config_.begin(), peft_config_.end(), adapter));
   for (const auto& ls : layout_->layers)
     if (ls.lora_a[adapter] >= 0) params_[ls.lora_a[adapter]].registered = params_[ls.lora_b[adapter]].registered = at::Tensor();
   bool first = true;
@@ -277,6 +282,17 @@ void RealRank::op_save_adapters(const Op& op) {
   const bool gather = layout_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
   const int world = layout_->world, rank = comm_->rank();
   saved_adapters_ = names;
+  // peft_model.py::PeftModel.save_pretrained writes selected_adapters in the order given, else list(peft_config)
+  saved_file_order_.clear();
+  if (!op.names.empty()) {
+    for (const std::string& n : op.names)
+      for (int a : names)
+        if (layout_->adapters[a].name == n && std::find(saved_file_order_.begin(), saved_file_order_.end(), a) == saved_file_order_.end())
+          saved_file_order_.push_back(a);
+  } else {
+    for (int a : peft_config_)
+      if (names.contains(a)) saved_file_order_.push_back(a);
+  }
   saved_.assign(params_.size(), SavedParam{});
   // DCP's full state dict gathers in model.state_dict() order: per layer lora_A then lora_B,
   // each in injection order (torch distributed/checkpoint/state_dict.py::_get_model_state_dict).
@@ -336,13 +352,11 @@ bool RealRank::saved_local_rows(size_t p) const {
 // reload_coincident: rank 0's rows taken in, equal to this rank's own by value.
 void RealRank::op_load_adapters() {
   if (saved_adapters_.empty()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
-  // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter, reads
-  // peft_config[adapter_name] first: an adapter deleted since the save raises KeyError there,
-  // after the adapters before it loaded (each load_state_dict's FSDP pre-hook reshards).
-  const AdapterSet gone = saved_adapters_.without(present_);
-  const int missing = gone.empty() ? -1 : gone.first();
-  // some adapter before the missing one loads (and reshards)
-  if (missing < 0 ? !saved_adapters_.empty() : saved_adapters_.first() < missing) reshard_all();
+  // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter in the file's
+  // order, reads peft_config[adapter_name] first: an adapter deleted since the save raises KeyError
+  // there, after the adapters before it loaded (each load_state_dict's FSDP pre-hook reshards).
+  // the file's first adapter loads (and reshards)
+  if (present_.contains(saved_file_order_.front())) reshard_all();
   const int world = layout_->world, rank = comm_->rank();
   // Rank 0's file, in parameter order (the others send buffers of that size): its local rows,
   // and its full tensors, which differ from this rank's own once per-rank data trained a
@@ -371,15 +385,18 @@ void RealRank::op_load_adapters() {
   // What the load raises: thrown once reload_diff and reload_coincident are read, as the tensors
   // copied before the raise stay copied.
   std::optional<OpError> raised;
-  for (size_t a = 0; a < layout_->adapters.size() && !raised; ++a) {
-    if (static_cast<int>(a) == missing) {
+  for (size_t i = 0; i < saved_file_order_.size() && !raised; ++i) {
+    const int a = saved_file_order_[i];
+    if (!present_.contains(a)) {
       raised.emplace(Status::KeyError, "KeyError: '" + layout_->adapters[a].name + "'");
       break;
     }
     for (size_t p = 0; p < params_.size(); ++p) {
       const ParamSpec& ps = layout_->params[p];
-      // a half-added adapter's tensors were saved too; set_peft_model_state_dict maps them back to its own
-      if (ps.adapter != static_cast<int>(a) || saved_[p].rows < 0 || !registered(p).defined()) continue;
+      // a half-added adapter's tensors were saved in every adapter's state dict;
+      // set_peft_model_state_dict maps them back to its own: the first adapter loaded brings them
+      const bool half_added = ps.adapter >= 0 && !saved_adapters_.contains(ps.adapter) && i == 0;
+      if ((ps.adapter != a && !half_added) || saved_[p].rows < 0 || !registered(p).defined()) continue;
       at::Tensor v;
       if (!saved_local_rows(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
         // an unmanaged replica takes rank 0's copy; a managed full tensor is the same on every rank
@@ -389,7 +406,8 @@ void RealRank::op_load_adapters() {
           at::Tensor flat = v.contiguous().reshape({-1});
           v = chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);
         }
-      } else if (saved_[p].rows == ps.local_rows(rank)) {  // DTensor.from_local of rank 0's rows, padded as S is
+      } else if (group_of(static_cast<int>(p)) >= 0 && saved_[p].rows == ps.local_rows(rank)) {
+        // DTensor.from_local of rank 0's rows, padded as S is (a plain tensor re-added since takes no shard)
         v = at::zeros({ps.chunk_rows * ps.cols});
         v.narrow(0, 0, file0[p].numel()).copy_(file0[p]);
         foreign[p] = rank != 0 && ps.local_rows(rank) > 0;

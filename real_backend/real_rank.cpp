@@ -61,6 +61,7 @@ void RealRank::reset() {
   post_forward_order_.clear();
   layers_.assign(layout_->layers.size(), RealLayer{});
   present_ = AdapterSet();
+  peft_config_.clear();
   active_ = AdapterSet::of(0);
   peft_active_ = 0;
   inference_mode_ = AdapterSet();
@@ -68,6 +69,7 @@ void RealRank::reset() {
   has_opt_ckpt_ = false;
   opt_ckpt_.clear();
   saved_adapters_ = AdapterSet();
+  saved_file_order_.clear();
   saved_.clear();
   loss_ = at::Tensor();
   have_output_ = false;
@@ -85,6 +87,7 @@ void RealRank::reset() {
     if (d.deferred) continue;
     create_adapter(static_cast<int>(a), false);
     present_.insert(static_cast<int>(a));
+    peft_config_.push_back(static_cast<int>(a));
     if (d.inference_mode) inference_mode_.insert(static_cast<int>(a));
     inject_adapter(static_cast<int>(a), d.inference_mode, first);  // get_peft_model, then add_adapter
     first = false;

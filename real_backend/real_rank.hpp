@@ -223,6 +223,7 @@ class RealRank {
   bool root_lazy_inited_ = false;         // FSDPState._is_root set: the root's lazy init ran (or raised)
   // PEFT bookkeeping (plain Python attributes upstream)
   AdapterSet present_, active_, inference_mode_;
+  std::vector<int> peft_config_;  // present_ in PeftModel.peft_config's order: a dict's, insertion order
   bool disabled_ = false;
   // optimizer: S objects held (by identity) in pid order
   std::vector<int> optimizer_;
@@ -233,6 +234,7 @@ class RealRank {
   // save_adapters: the checkpoint as rank 0 writes it; this rank keeps the
   // rows it can restore (its chunk of the saved full values) and rank 0's shapes
   AdapterSet saved_adapters_;
+  std::vector<int> saved_file_order_;  // saved_adapters_ in the order the file holds them
   int saves_ = 0;  // save_adapters this rank ran: names rank 0's file (Comm::write_rank0_file)
   // per param: this rank's S when saved, in its dtype; the tensor its state dict held (local rows
   // or full); the rows of rank 0's saved tensor (-1: not saved)

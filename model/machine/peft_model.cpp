@@ -220,13 +220,16 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
                                                  "`target_modules=[]` to prevent it.",
                                                  topo_->layers[refused].name.str()));
   }
+  // peft_model.py::PeftModel.add_adapter: peft_config[name] = config, a dict key at the end
   st_.present.insert(adapter);
+  st_.config_order.push_back(adapter);
   st_.inference_mode.set(adapter, inference_mode);
   for (const auto& li : topo_->layers)
     if (li.A[adapter] >= 0) create_in(li);
   // peft_model.py::PeftModel.add_adapter drops the config of an injection that raised.
   if (Raise r = inject_adapter(adapter, inference_mode, false)) {
     st_.present.erase(adapter);
+    st_.config_order.erase(adapter);
     return r;
   }
   if (!load) return {};
@@ -259,6 +262,7 @@ Raise RankModel::op_delete_adapter(int adapter) {
     if (lp.is_merged(adapter))
       return raise(Status::ValueError, fmt::format("Cannot delete adapter(s) ['{}'] while they are merged. Please unmerge them first.", name));
   st_.present.erase(adapter);
+  st_.config_order.erase(adapter);
   for (const auto& li : topo_->layers)
     if (li.A[adapter] >= 0) st_.params[li.A[adapter]].present = st_.params[li.B[adapter]].present = false;
   bool first = true;
@@ -320,6 +324,11 @@ Raise RankModel::op_delta_weight(int layer) {
 // get_peft_model_state_dict reads model.state_dict(), whose FSDP2 values are
 // DTensors it does not gather (adapter_save_gather off), so a managed
 // parameter contributes its local rows.
+// Rows of p's object on this rank: its local rows while a group manages it, else the whole tensor.
+int64_t RankModel::own_rows(int p) const {
+  return group_of(p) >= 0 ? topo_->params[p].local_rows(rank_) : topo_->params[p].dim0;
+}
+
 int64_t RankModel::saved_rows(int p, int rank) const {
   const ParamInfo& pi = topo_->params[p];
   bool local = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOff && group_of(p) >= 0 && topo_->world > 1;
@@ -338,6 +347,9 @@ Raise RankModel::op_save_adapters(const Op& op) {
     return raise(Status::ValueError, fmt::format("selected adapters are not in the model: {}", names.without(st_.present).text(topo_->adapters)));
   reshard_all();
   st_.saved_adapters = names;
+  // peft_model.py::PeftModel.save_pretrained walks selected_adapters as given, else
+  // list(peft_config): the file holds the adapters in that order.
+  st_.saved_order = !op.names.empty() ? AdapterOrder::named(topo_->adapters, op.names) : st_.config_order.only(names);
   const bool gather = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
   for (size_t p = 0; p < topo_->params.size(); ++p) {
     int a = topo_->params[p].adapter;
@@ -354,6 +366,7 @@ Raise RankModel::op_save_adapters(const Op& op) {
     st_.saved_ver[p] = st_.params[p].ver_s;
     st_.saved_drift[p] = st_.params[p].drift;
     st_.saved_rows[p] = saved ? saved_rows(static_cast<int>(p), 0) : -1;
+    st_.saved_own_rows[p] = own_rows(static_cast<int>(p));
   }
   // DCP's full state dict all-gathers each managed tensor (DTensor.full_tensor) in
   // model.state_dict() order: per layer lora_A then lora_B, each in injection order
@@ -379,34 +392,42 @@ Raise RankModel::op_save_adapters(const Op& op) {
 // not loaded). reload_diff: what differs from what this rank held at save time.
 Raise RankModel::op_load_adapters() {
   if (st_.saved_adapters.empty()) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
-  // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter, reads
-  // peft_config[adapter_name] first: an adapter deleted since the save raises KeyError there,
-  // after the adapters before it loaded (each load_state_dict's FSDP pre-hook reshards).
+  // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter in the file's
+  // order, reads peft_config[adapter_name] first: an adapter deleted since the save raises
+  // KeyError there, after the adapters before it loaded (each load_state_dict's FSDP pre-hook
+  // reshards). A size mismatch raises after its adapter's fitting tensors were copied.
+  const std::vector<int> file = st_.saved_order.list();
+  size_t reach = 0;  // file[0, reach) are looked up
   int missing = -1;
-  for (int a = 0; a < topo_->n_adapters() && missing < 0; ++a)
-    if (st_.saved_adapters.contains(a) && !st_.present.contains(a)) missing = a;
-  const int loaded = missing < 0 ? topo_->n_adapters() : missing;  // adapters [0, loaded) are loaded
-  bool loads = false;
-  for (int a = 0; a < loaded; ++a) loads = loads || st_.saved_adapters.contains(a);
-  if (loads) reshard_all();
+  while (reach < file.size() && missing < 0) {
+    if (!st_.present.contains(file[reach])) missing = file[reach];
+    ++reach;
+  }
+  if (missing >= 0) --reach;  // its lookup raised: nothing of it loads
+  if (reach > 0) reshard_all();
+  std::vector<uint8_t> reached(topo_->params.size(), 0);  // this load wrote the parameter
   bool size_mismatch = false;
-  for (int a = 0; a < loaded && !size_mismatch; ++a) {
+  for (size_t i = 0; i < reach && !size_mismatch; ++i) {
     for (size_t p = 0; p < topo_->params.size(); ++p) {
       const ParamInfo& pi = topo_->params[p];
       FsdpParam& ps = st_.params[p];
       // a half-added adapter's tensors were saved under each adapter's keys; set_peft_model_state_dict
-      // maps them back to that adapter's own parameters, so they reload too
-      if (pi.adapter != a || st_.saved_rows[p] < 0 || !ps.present) continue;
+      // maps them back to that adapter's own parameters: they reload with the first adapter loaded
+      const bool orphan = pi.adapter >= 0 && !st_.saved_adapters.contains(pi.adapter) && i == 0;
+      if ((pi.adapter != file[i] && !orphan) || st_.saved_rows[p] < 0 || !ps.present) continue;
+      const int a = pi.adapter;
       const int64_t rows0 = st_.saved_rows[p];  // rows of rank 0's saved tensor
       if (rows0 == pi.dim0) {
         ps.ver_s = st_.saved_ver[p];  // this rank's chunk of the full saved values
         // A whole replica takes rank 0's copy: every rank holds the same values again.
         if (group_of(static_cast<int>(p)) < 0) ps.drift = st_.saved_drift[p] ? kRank0Copy : 0;
+        reached[p] = 1;
       } else if (group_of(static_cast<int>(p)) >= 0 && rows0 == pi.local_rows(rank_)) {
         // rank 0's rows wrapped as this rank's shard: rank 0 gets its own back, the others values no rank
         // held (except a B still exactly zero under init=zero: rank 0's rows are zeros too)
         const bool zero_b = pi.kind == ParamKind::LoraB && st_.saved_ver[p] == 0 && topo_->adapters[a].init == LoraInit::Zero;
         ps.ver_s = rank_ == 0 || zero_b ? st_.saved_ver[p] : version::foreign_rows(st_.saved_ver[p], rank_);
+        reached[p] = 1;
       } else {
         // torch nn/modules/module.py::Module.load_state_dict gathers every size mismatch and raises one
         // RuntimeError after the loop (raised below): the adapter's fitting tensors are still copied.
@@ -415,12 +436,15 @@ Raise RankModel::op_load_adapters() {
     }
   }
   // A rank holding only padding rows of a parameter holds nothing that could differ.
-  // A whole replica per-rank gradients moved apart differs from rank 0's copy on every other rank:
-  // what that rank trained is thrown away.
+  // A whole replica per-rank gradients moved apart differs from rank 0's copy on every other rank
+  // once the load wrote it: what that rank trained is thrown away. One the load never reached
+  // keeps this rank's own values. An adapter deleted and added again since the save is a new
+  // whole tensor where a group's shard was saved: another shape, so other values.
   for (size_t p = 0; p < topo_->params.size(); ++p) {
-    const bool replaced_replica = rank_ > 0 && st_.saved_drift[p] != 0 && group_of(static_cast<int>(p)) < 0;
-    if (st_.saved_rows[p] >= 0 && st_.params[p].present && (st_.params[p].ver_s != st_.saved_ver[p] || replaced_replica) &&
-        holds_rows(static_cast<int>(p), rank_))
+    const bool replaced_replica = reached[p] && rank_ > 0 && st_.saved_drift[p] != 0 && group_of(static_cast<int>(p)) < 0;
+    const bool reshaped = own_rows(static_cast<int>(p)) != st_.saved_own_rows[p];
+    if (st_.saved_rows[p] >= 0 && st_.params[p].present &&
+        (st_.params[p].ver_s != st_.saved_ver[p] || replaced_replica || reshaped) && holds_rows(static_cast<int>(p), rank_))
       res_.reload_diff.push_back(static_cast<int>(p));
   }
   // The raise comes after reload_diff on purpose: the copies made before it are observable.

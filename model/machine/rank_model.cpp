@@ -26,6 +26,7 @@ void RankModel::reset() {
     keep(fresh.saved_ver, st_.saved_ver);
     keep(fresh.saved_drift, st_.saved_drift);
     keep(fresh.saved_rows, st_.saved_rows);
+    keep(fresh.saved_own_rows, st_.saved_own_rows);
     keep(fresh.graph.grad, st_.graph.grad);
     keep(fresh.graph.group_out_rg, st_.graph.group_out_rg);
     keep(fresh.graph.group_in_rg, st_.graph.group_in_rg);
@@ -44,6 +45,7 @@ void RankModel::reset() {
   st_.saved_ver.assign(topo_->params.size(), 0);
   st_.saved_drift.assign(topo_->params.size(), 0);
   st_.saved_rows.assign(topo_->params.size(), -1);
+  st_.saved_own_rows.assign(topo_->params.size(), 0);
   st_.graph.grad.assign(topo_->params.size(), 0);
   st_.graph.group_out_rg.assign(topo_->groups.size(), 0);
   st_.graph.group_in_rg.assign(topo_->groups.size(), 0);
@@ -64,6 +66,7 @@ void RankModel::reset() {
     const AdapterDecl& d = topo_->adapters[a];
     if (d.deferred) continue;
     st_.present.insert(a);
+    st_.config_order.push_back(a);
     if (d.inference_mode) st_.inference_mode.insert(a);
     static_cast<void>(inject_adapter(a, d.inference_mode, first));  // nothing is merged yet: nothing raises
     first = false;

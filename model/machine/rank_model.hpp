@@ -205,6 +205,7 @@ class RankModel {
   Raise op_save_adapters(const Op& op);
   Raise op_load_adapters();
   int64_t saved_rows(int param, int rank) const;
+  int64_t own_rows(int param) const;
   // --- loading and prepare (loading.cpp) ---
   void place_base_params();
   void place_new_adapter(int adapter, bool autocast = true);  // autocast: BaseTuner._cast_adapter_dtype ran

@@ -13,6 +13,7 @@
 #include "model/machine/lora_layer.hpp"
 #include "model/machine/optimizer.hpp"
 #include "model/machine/topology.hpp"
+#include "model/vocab/adapter_order.hpp"
 #include "model/vocab/adapter_set.hpp"
 #include "model/vocab/observation.hpp"
 
@@ -90,6 +91,7 @@ struct RankState {
   std::vector<FsdpParamGroup> groups;
   std::vector<LoraLayer> layers;
   AdapterSet present;          // adapters in the model
+  AdapterOrder config_order;   // the same, in PeftModel.peft_config's (insertion) order
   AdapterSet active;           // BaseTuner.active_adapter
   int8_t peft_active = 0;      // PeftModel.active_adapter: one adapter's index (a plain attribute of its own)
   AdapterSet inference_mode;   // per adapter config inference_mode
@@ -104,9 +106,11 @@ struct RankState {
   bool final_callback_queued = false;
   Optimizer optimizer;
   AdapterSet saved_adapters;        // adapters written by the last save_adapters
+  AdapterOrder saved_order;         // the same, in the file's order (the order load_adapters walks)
   std::vector<uint32_t> saved_ver;  // per param: the values saved
   std::vector<uint32_t> saved_drift;  // per param: this rank's FsdpParam::drift at the save
   std::vector<int64_t> saved_rows;  // per param: rows rank 0's checkpoint holds (-1: not saved)
+  std::vector<int64_t> saved_own_rows;  // per param: rows this rank's own object held at the save
   UnshardedMemory memory;
   PendingGraph graph;
   // _fsdp_param_group.py::FSDPCommContext.post_forward_order: the groups in

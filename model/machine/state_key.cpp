@@ -39,7 +39,7 @@ static_assert(sizeof(LoraLayer) == 24, "LoraLayer changed: extend append_state_k
 static_assert(sizeof(Optimizer) == 80, "Optimizer changed: extend append_state_key");
 static_assert(sizeof(UnshardedMemory) == 24, "UnshardedMemory changed: extend append_state_key");
 static_assert(sizeof(PendingGraph) == 152, "PendingGraph changed: extend append_state_key");
-static_assert(sizeof(RankState) == 440, "RankState changed: extend append_state_key");
+static_assert(sizeof(RankState) == 472, "RankState changed: extend append_state_key");
 
 namespace {
 
@@ -160,6 +160,8 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
                   (st.prepared ? 1u << 25 : 0) | (st.optimizer.has_ckpt ? 1u << 26 : 0) |
                   (st.final_callback_queued ? 1u << 27 : 0));
     out.push_back(st.saved_adapters.bits() | static_cast<uint32_t>(static_cast<uint8_t>(st.peft_active)) << 8);
+    out.push_back(st.config_order.bits());  // which adapter a load or save meets first
+    out.push_back(st.saved_order.bits());
     for (size_t p = 0; p < st.params.size(); ++p) {
       const FsdpParam& ps = st.params[p];
       const bool u = u_live(m, p);
@@ -173,6 +175,7 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
       if (ps.detached) out.push_back(rn.map(p, ps.ghost_ver));
       out.push_back(static_cast<uint32_t>(st.saved_rows[p]));
       if (st.saved_rows[p] >= 0) out.push_back(rn.map(p, st.saved_ver[p]));
+      if (st.saved_rows[p] >= 0) out.push_back(static_cast<uint32_t>(st.saved_own_rows[p]));
       if (st.saved_rows[p] >= 0) out.push_back(st.saved_drift[p]);
       if (weight_layer[p] >= 0) {
         push_weight(rn, t, weight_layer[p], ps.w_s, out);

@@ -289,3 +289,28 @@ TEST(LoadAdapters, ASizeMismatchRaisesAfterTheFittingTensorsAreCopied) {
 }
 
 }  // namespace
+
+namespace fsdpsim::test {
+namespace {
+
+// set_peft_model_state_dict runs per adapter in the file's order (save_pretrained's
+// selected_adapters as given, else peft_config's): the KeyError of a deleted adapter stops the
+// walk there, so what comes before it in the FILE reloads, whatever the declaration order.
+TEST(LoadAdapters, TheFileOrderDecidesWhatLoadsBeforeAKeyError) {
+  const std::string head = "optimizer trainable\n" + save_header("patched") + "set_adapter b\n";
+  const std::string tail = "train_step\nunshard\ndelete_adapter a\nload_adapters\n";
+  RunResult named = simulate(head + "save_adapters [b,a]\n" + tail);
+  RunResult all = simulate(head + "save_adapters\n" + tail);
+  for (int rank : {0, 1}) {
+    const Observation& n = obs_at(named, 6, rank);
+    EXPECT_EQ(n.status, Status::KeyError) << n.message;
+    EXPECT_EQ(n.message, "KeyError: 'a'");
+    EXPECT_EQ(n.groups.back().state, ShardedState::Sharded) << rank;  // b loaded: its load_state_dict pre-hook resharded
+    const Observation& a = obs_at(all, 6, rank);
+    EXPECT_EQ(a.status, Status::KeyError);
+    EXPECT_EQ(a.groups.back().state, ShardedState::Unsharded) << rank;  // peft_config order: a first, nothing loaded
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::test
