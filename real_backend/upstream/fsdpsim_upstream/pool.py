@@ -435,15 +435,6 @@ class Pool:
         alike = len(waiting) == self.world and all(
             pending[r]["coll"]["op"] == first["op"] and wire_bytes(pending[r]) == wire_bytes(pending[waiting[0]])
             for r in waiting)
-        if not alike and len(waiting) == self.world and all(pending[r]["coll"]["op"] == "broadcast" for r in waiting):
-            # Still decided here (docs/design/known-limits.md): gloo completes a broadcast whose root
-            # sends fewer bytes than a peer posted, that peer's buffer part-filled (seed 001: rank 1's
-            # backward then raises and reruns differ), which no backend models yet.
-            desc = "collective mismatch: " + describe_pending(list(pending))
-            for r in waiting:
-                self.ranks[r].send({"t": "abort", "status": "mismatch", "message": desc})
-                pending[r] = None
-            return
         timeout_ms = None if alike else probe.PROBE_TIMEOUT_MS
         self.probe = probe.Probe(self.probes, list(pending), timeout_ms or self.timeout * 1000)
         self.probes += 1
