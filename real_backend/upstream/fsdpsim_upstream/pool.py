@@ -240,6 +240,8 @@ class Pool:
         self.dead = set()  # ranks gloo aborted (or the coordinator killed) in a let-through collective
         self.restart = False  # gloo failed a collective: its process group is spent
         self.coll_log = [(0, []) for _ in range(self.world)]  # each rank's current step, its collectives so far
+        # each rank's collectives in issue order, as the pool paired them: {rank: the step of its op in it}
+        self.pairings = {r: [] for r in range(self.world)}
         init = {}
         pending = [None] * self.world  # the collective each rank waits in
         ended = [False] * self.world
@@ -300,7 +302,7 @@ class Pool:
             self.pair(pending, ended)
         out = []
         log = judge.RoundingLog()
-        judge.set_peer_views(obs, self.world)
+        judge.set_peer_views(obs, self.world, self.pairings)
         for r in range(self.world):
             for o in obs[r]:
                 if "layers" in o and r in init:
@@ -396,6 +398,13 @@ class Pool:
             else:
                 self.ranks[r].send({"t": "abort", "status": status, "message": message})
 
+    def note_pairing(self, heads):
+        """The ranks whose collectives went to gloo together, with the step of each one's op: which
+        peer state each rank's values met (judge.set_peer_views)."""
+        steps = {r: h["step"] for r, h in enumerate(heads) if h is not None}
+        for r in steps:
+            self.pairings[r].append(steps)
+
     def pair(self, pending, ended):
         """The n-th collective of every rank together, once no rank is still running: issued alike,
         it goes; otherwise every waiting rank issues its own on gloo and reports how it ended
@@ -419,6 +428,7 @@ class Pool:
                                               (not dtensor or pending[r].get("wire") == wire) for r in waiting):
             named = next((pending[r]["coll"] for r in waiting if pending[r].get("dtensor") == "exact"),
                          next((pending[r]["coll"] for r in waiting if pending[r]["coll"]["group"] != "?"), first))
+            self.note_pairing(pending)
             for r in waiting:
                 if pending[r].get("dtensor") == "exact":
                     self.ranks[r].send({"t": "go"})
@@ -437,6 +447,7 @@ class Pool:
             for r in waiting)
         timeout_ms = None if alike else probe.PROBE_TIMEOUT_MS
         self.probe = probe.Probe(self.probes, list(pending), timeout_ms or self.timeout * 1000)
+        self.note_pairing(pending)
         self.probes += 1
         for r in waiting:
             self.ranks[r].send({"t": "go", "probe": {"id": self.probe.ident, "timeout_ms": timeout_ms}})
