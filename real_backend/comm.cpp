@@ -151,11 +151,14 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
   bool same_bytes = true, other_op = false, same = true, any_finished = false, any_dtensor = false;
   for (int r = 0; r < world_; ++r) any_dtensor = any_dtensor || p[r][5] == 1;
   max_count_ = 0;
+  root_bytes_ = -1;
+  bool part_filled = p[0][0] == kBroadcast;  // every receiver posted at least the root's bytes, some more
   for (int r = 0; r < world_; ++r) {
     // gloo pairs the n-th call of every rank by op and bytes (ProcessGroupGloo.cpp::
     // AsyncAllgatherWork / AsyncReduceScatterWork send flat buffers), whatever the dtypes
     const auto bytes = [&](int q) { return p[q][2] * dtype_bytes(static_cast<DType>(p[q][4])); };
     same_bytes = same_bytes && bytes(r) == bytes(0);
+    part_filled = part_filled && p[r][0] == kBroadcast && bytes(r) >= bytes(0);
     other_op = other_op || p[r][0] != p[0][0];
     max_count_ = std::max(max_count_, p[r][2]);
     // A DTensor collective pairs with any same-sized one: gloo sees one group, one size.
@@ -167,6 +170,14 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
   if (!same && same_bytes && !other_op && !any_finished) {
     if (crossed_.empty()) crossed_ = describe_cross_paired(heads(prints));
     same = true;
+  }
+  // A broadcast whose root sends fewer bytes than some ranks posted completes on every rank, theirs
+  // part-filled (measured on torch 2.13 CPU gloo, docs/design/upstream-backend.md): Comm::broadcast
+  // sends the real bytes.
+  if (!same && part_filled && !same_bytes) {
+    if (crossed_.empty()) crossed_ = describe_cross_paired(heads(prints));
+    root_bytes_ = p[0][2] * dtype_bytes(static_cast<DType>(p[0][4]));
+    return at::Tensor();
   }
   // Another op blocks every rank until gloo's timeout (ProcessGroupGloo.cpp::ProcessGroupGloo::
   // _allgather_base against ::_reduce_scatter_base or ::broadcast); other bytes of one op abort one.
@@ -217,11 +228,25 @@ at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int s
   at::Tensor flat = full.reshape({-1}).to(at::kFloat).contiguous();
   if (world_ == 1) return flat.clone();
   at::Tensor got = announce(static_cast<int>(kBroadcast), param, full.numel(), step, {param}, flat, dtype);
+  if (root_bytes_ >= 0) return broadcast_part_filled(full, dtype);
   if (got.defined()) return got[0].clone();
   const int64_t n = flat.numel();
   std::vector<at::Tensor> t{max_count_ > n ? at::constant_pad_nd(flat, {0, max_count_ - n}) : flat.clone()};
   run([&] { return pg_->broadcast(t); });  // BroadcastOptions: root rank 0
   return max_count_ > n ? t[0].narrow(0, 0, n).clone() : t[0];
+}
+
+// The bytes as each rank holds them: the root's tensor in its dtype; a receiver's torch.empty of
+// its own dtype and size (accelerate utils/fsdp_utils.py::fsdp2_load_full_state_dict), which gloo
+// fills with the root's bytes first and leaves as it was after them.
+at::Tensor Comm::broadcast_part_filled(const at::Tensor& full, DType dtype) {
+  const at::ScalarType st = dtype == DType::BF16 ? at::kBFloat16 : dtype == DType::U8 ? at::kByte : at::kFloat;
+  const int64_t n = full.numel();
+  std::vector<at::Tensor> t{rank_ == 0 ? full.reshape({-1}).to(st).contiguous().view(at::kByte).clone()
+                                       : at::empty({n * dtype_bytes(dtype)}, at::kByte)};
+  root_bytes_ = -1;
+  run([&] { return pg_->broadcast(t); });  // BroadcastOptions: root rank 0
+  return t[0].view(st).to(at::kFloat);
 }
 
 // PeftModel.save_pretrained on rank 0 writes the file; the others read it from disk

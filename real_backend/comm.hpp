@@ -83,10 +83,12 @@ class Comm {
                                 DType wire = DType::F32);
   // Broadcast from rank 0 of one parameter's full value (accelerate's
   // fsdp2_load_full_state_dict): the fingerprint carries the parameter and the
-  // dtype of this rank's copy, so ranks holding different dtypes get a mismatch
-  // rather than a gloo size error. The payload travels as fp32 (it rides in the
-  // fingerprint's float buffer); rank 0's `full` comes back on every rank.
+  // dtype of this rank's copy. Equal bytes: the payload travels as fp32 (it rides in the
+  // fingerprint's float buffer); rank 0's `full` comes back on every rank. A root sending
+  // fewer bytes than some rank posted: broadcast_part_filled; more: a mismatch.
   at::Tensor broadcast(const at::Tensor& full, int param, DType dtype, int step);
+  // Each rank's own bytes on gloo, the receivers part-filled; this rank's values in fp32.
+  at::Tensor broadcast_part_filled(const at::Tensor& full, DType dtype);
   // A file rank 0 writes and every rank reads (the adapter checkpoint), kept in the
   // rank group's store under this sequence's name: no collective, so a rank out of
   // step meets no peer. begin_sequence names the next sequence (every rank runs each).
@@ -124,6 +126,7 @@ class Comm {
   std::vector<IssuedCollective> issued_;
   std::string crossed_;
   int64_t max_count_ = 0;  // the largest count the ranks announced for the current collective
+  int64_t root_bytes_ = -1;  // a broadcast whose root sends fewer bytes than a rank posted: the root's bytes, else -1
   RankProbe* probe_ = nullptr;
 };
 

@@ -69,17 +69,15 @@ void RealRank::op_step() {
   }
 }
 
-// Every shard's grad set to None (the seed repro's loop; optimizer.zero_grad), and
-// model.zero_grad on the registered objects: U's grad only while U is registered, so an
-// unsynced micro-batch's grad on a resharded U stays (torch nn/modules/module.py::Module.zero_grad).
+// A training loop's two calls, and nothing more: torch/optim/optimizer.py::Optimizer.zero_grad
+// (set_to_none) over the optimizer's objects, then torch/nn/modules/module.py::Module.zero_grad
+// over the registered ones (U while its group is unsharded). A shard no optimizer holds keeps
+// its grad while its group is unsharded; an unsynced grad on a resharded U stays as well.
 void RealRank::op_zero_grad() {
-  for (bool ghost : {false, true})
-    for (auto& slot : params_) {
-      RealParam& rp = ghost ? slot.ghost : slot.leaf;
-      if (rp.s.defined() && rp.s.grad().defined()) rp.s.mutable_grad().reset();
-      const bool u_registered = !ghost && slot.registered.defined() && rp.u.defined() && slot.registered.is_same(rp.u);
-      if (rp.u.defined() && rp.u.grad().defined() && (ghost || u_registered)) rp.u.mutable_grad().reset();
-    }
+  for (at::Tensor& t : optimizer_objects_)
+    if (t.grad().defined()) t.mutable_grad().reset();
+  for (auto& slot : params_)
+    if (slot.registered.defined() && slot.registered.grad().defined()) slot.registered.mutable_grad().reset();
 }
 
 // Optimizer objects not among model.named_parameters() now, compared by identity.

@@ -111,6 +111,7 @@ Simulator::Stop Simulator::match() {
       if (heads_[r] >= queues_[r].size()) return Stop::Waiting;
     const CollRecord& c0 = queues_[0][heads_[0]].coll;
     bool crossed = false;
+    bool part_filled = false;
     for (size_t r = 1; r < queues_.size(); ++r) {
       const CollRecord& c = queues_[r][heads_[r]].coll;
       // DTensor's redistribution (an all-gather no FSDP group issues) goes over the mesh's one
@@ -122,13 +123,22 @@ Simulator::Stop Simulator::match() {
       if (c.op != c0.op) return Stop::Blocked;
       // Other bytes of one op: the rank receiving more than it posted aborts (gloo tcp/pair.cc's
       // enforce on the preamble length); one byte count pairs whatever the dtypes.
-      if (c.count * dtype_bytes(c.dtype) != c0.count * dtype_bytes(c0.dtype)) return Stop::Mismatch;
+      const int64_t posted = c.count * dtype_bytes(c.dtype), sent = c0.count * dtype_bytes(c0.dtype);
+      // A broadcast from rank 0 (the root) that sends fewer bytes than this rank posted completes
+      // on both, the receiver's buffer holding the root's bytes first and its own after them
+      // (measured on torch 2.13 CPU gloo, docs/design/upstream-backend.md).
+      if (c0.op == CollOp::Broadcast && posted > sent) {
+        crossed = part_filled = true;
+        continue;
+      }
+      if (posted != sent) return Stop::Mismatch;
       // gloo pairs the n-th call of every rank by op and bytes alone (torch ProcessGroupGloo.cpp::
       // AsyncAllgatherWork / AsyncReduceScatterWork send flat buffers): another group's, other
       // parameters', another dtype's or another key's bytes of the same size go through.
       if (c.count != c0.count || c.dtype != c0.dtype || (!dtensor && (c.group != c0.group || !same_members(r, 0))))
         crossed = true;
     }
+    if (part_filled) fill_part(c0);
     if (crossed) {
       cross_pair();
       // a merge's gather of other bytes still adds its delta, made of the peers' foreign rows
@@ -170,6 +180,17 @@ void Simulator::cross_pair() {
     if (p.coll.op != CollOp::AllGather || p.coll.into != CollRecord::kIntoU) continue;
     for (size_t i = 0; i < topo_->groups[p.coll.target].params.size(); ++i) ranks_[r].mark_mixed(p.coll, static_cast<int>(i));
     refresh_observation(r, p);
+  }
+}
+
+// A broadcast completed with fewer bytes than some ranks posted: those ranks' tensors hold the
+// root's bytes read in their own dtype, then what torch.empty left (accelerate utils/fsdp_utils.py::
+// fsdp2_load_full_state_dict receives into torch.empty): values no rank holds.
+void Simulator::fill_part(const CollRecord& root) {
+  const int64_t sent = root.count * dtype_bytes(root.dtype);
+  for (size_t r = 1; r < queues_.size(); ++r) {
+    const CollRecord& c = queues_[r][heads_[r]].coll;
+    if (c.count * dtype_bytes(c.dtype) > sent) ranks_[r].mark_part_filled(c);
   }
 }
 

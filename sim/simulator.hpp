@@ -74,6 +74,7 @@ class Simulator {
                       Observation& o) const;
   void fail_collectives(bool mismatch, RunResult& res);
   std::vector<PendingCollective> pending_heads() const;
+  void fill_part(const CollRecord& root);
   void cross_pair();
 
   const Topology* topo_;

@@ -109,12 +109,6 @@ struct FsdpParam {
       ver_s = (ver_s + 1) & 0xffffu;
     }
   }
-  // `u_registered`: module.zero_grad reaches U's grad only while U is the registered object; a
-  // pending unsynced gradient on a resharded U stays (torch nn/modules/module.py::Module.zero_grad).
-  void zero_grad(bool u_registered) {
-    grad_s = ghost_grad = false;
-    if (u_registered) grad_u = false;
-  }
 };
 
 }  // namespace fsdpsim

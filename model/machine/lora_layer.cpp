@@ -43,6 +43,15 @@ void RankModel::mark_mixed(const CollRecord& c, int i) {
   ps.mark_u_mixed();
 }
 
+void RankModel::mark_part_filled(const CollRecord& broadcast) {
+  FsdpParam& ps = st_.params[log_.member(broadcast, 0)];
+  if (topo_->params[log_.member(broadcast, 0)].adapter < 0) {
+    ps.w_s.corrupt = true;
+  } else {
+    ps.ver_s = kMixedVersion;
+  }
+}
+
 bool RankModel::concatenated_u(const std::vector<const RankModel*>& ranks, const std::vector<const CollRecord*>& colls,
                                int i, uint32_t* ver, WeightContent* w) {
   const RankModel& m0 = *ranks[0];

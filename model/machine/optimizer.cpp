@@ -1,6 +1,7 @@
 // The optimizer's object list and DCP optimizer checkpoints.
 #include "model/machine/rank_model.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 namespace fsdpsim {
@@ -78,10 +79,27 @@ bool grad_is_rank_specific(const Topology& topo, const std::vector<FsdpParam>& p
   return !b_zero;
 }
 
-// Every shard's grad set to None (what the seed repro does before each step;
-// optimizer.zero_grad(set_to_none=True) for the optimizer's own objects).
+// A training loop's two calls, and nothing more: torch/optim/optimizer.py::Optimizer.zero_grad
+// (set_to_none) over the objects the optimizer holds (a detached name's ghost; not a recreated
+// name's new object), then torch/nn/modules/module.py::Module.zero_grad over the objects the
+// modules register now (U while a group is unsharded). A shard no optimizer holds keeps its
+// grad while its group is unsharded, and a later optimizer that holds it steps it.
 void RankModel::op_zero_grad() {
-  for (size_t p = 0; p < st_.params.size(); ++p) st_.params[p].zero_grad(is_registered_u(static_cast<int>(p)));
+  const std::vector<int>& held = st_.optimizer.objects;
+  for (size_t i = 0; i < st_.params.size(); ++i) {
+    const int p = static_cast<int>(i);
+    FsdpParam& ps = st_.params[i];
+    const bool u = is_registered_u(p);
+    if (std::find(held.begin(), held.end(), p) != held.end()) {
+      if (ps.detached) {
+        ps.ghost_grad = false;
+      } else if (!ps.recreated) {
+        ps.grad_s = false;
+      }
+    }
+    if (ps.present && !u) ps.grad_s = false;
+    if (u) ps.grad_u = false;
+  }
 }
 
 bool Optimizer::object_has_grad(int i, const std::vector<FsdpParam>& params) const { return params[objects[i]].optimizer_grad(); }

@@ -151,6 +151,7 @@ class RankModel {
   // A matched all-gather combined different values of the i-th contributed
   // parameter from different ranks.
   void mark_mixed(const CollRecord& c, int i);
+  void mark_part_filled(const CollRecord& broadcast);  // its parameter holds values no rank holds
   // The same when each rank's rows are still what it holds and fit together: LoRA
   // rows of different versions are one tensor (version `ver`, see global_a_version);
   // a base weight's rows, each W0 + B_r @ A for one A, are W0 + (the gathered B) @ A

@@ -37,16 +37,18 @@ TEST(Loading, UpstreamContainerCheckLeavesTheSecondAdapterOnCpuInFp32) {
   EXPECT_EQ(owner_bytes_text(r1.sharded_bytes), "policy:448");
 }
 
-TEST(Loading, UpstreamPrepareMismatchesAtThePolicyBroadcast) {
+// gloo completes a broadcast whose root sends fewer bytes than a peer posted (measured on
+// torch 2.13 CPU gloo): rank 1's fp32 policy tensors are part-filled, prepare goes on.
+TEST(Loading, UpstreamPrepareCrossPairsThePolicyBroadcast) {
   RunResult r = simulate(seed001("upstream"));
-  EXPECT_TRUE(r.mismatch);
+  EXPECT_FALSE(r.mismatch);
   for (int rank : {0, 1}) {
     const Observation& o = obs_at(r, 3, rank);
-    EXPECT_EQ(o.status, Status::Mismatch);
+    EXPECT_EQ(o.status, Status::Ok);
     EXPECT_EQ(o.message,
-              "collective mismatch: rank 0 in broadcast(lin0.lora_A.policy, 32 bf16) at step 3; "
-              "rank 1 in broadcast(lin0.lora_A.policy, 32 fp32) at step 3");
-    ASSERT_EQ(o.collectives.size(), 4u);  // weight, bias, lora_A.reference paired up first
+              "cross-paired: rank 0 in broadcast(lin0.lora_A.policy, 32 bf16) of lin0.lora_A.policy at step 3; "
+              "rank 1 in broadcast(lin0.lora_A.policy, 32 fp32) of lin0.lora_A.policy at step 3");
+    ASSERT_EQ(o.collectives.size(), 12u);  // every state-dict entry, the part-filled ones included
     EXPECT_EQ(o.collectives[0].group, "lin0.weight");
     EXPECT_EQ(o.collectives[0].op, CollOp::Broadcast);
   }

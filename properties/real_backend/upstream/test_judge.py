@@ -203,25 +203,48 @@ class ZeroRows(unittest.TestCase):
 
 
 class PeerViews(unittest.TestCase):
-    """Which peer report goes with a rank's: model/vocab/peer_view.cpp's rule, as the model
-    and the C++ observer apply it (merged_experts_eval_waits_for_peer_step.seq's shape)."""
+    """Which peer report goes with a rank's: read from the pairings the pool made (pool.py::
+    Pool.note_pairing), never from a rule over collective counts."""
 
     @staticmethod
     def obs(*ops):
         return [{"step": s, "collectives": [{}] * n, "status": st} for s, n, st in ops]
 
+    @staticmethod
+    def pairings(*pairs):
+        """Each pairing as {rank: step}, listed for every rank in it, in issue order."""
+        out = {}
+        for p in pairs:
+            for r in p:
+                out.setdefault(r, []).append(p)
+        return out
+
     def test_an_extra_op_waiting_for_a_later_peer_op_sees_the_peer_just_before_it(self):
         # rank 1's @1 eval (step 4) pairs with rank 0's eval of step 7: rank 0 has stepped
+        # (merged_experts_eval_waits_for_peer_step.seq's shape)
         judge.set_peer_views([self.obs((3, 2, "ok"), (5, 0, "ok"), (6, 0, "ok"), (7, 2, "ok"), (8, 0, "ok")),
-                              self.obs((3, 2, "ok"), (4, 2, "ok"), (5, 0, "ok"), (7, 1, "hang"))], 2)
+                              self.obs((3, 2, "ok"), (4, 2, "ok"), (5, 0, "ok"), (7, 1, "hang"))], 2,
+                             self.pairings({0: 3, 1: 3}, {0: 3, 1: 3}, {0: 7, 1: 4}, {0: 7, 1: 4}, {1: 7}))
         self.assertEqual(judge._PEERS[(1, 4)][0], 6)
         # past its partner op a peer has run its ops without collectives; a hung one is not seen
         self.assertEqual(judge._PEERS[(0, 7)][1], 5)
         self.assertEqual(judge._PEERS[(0, 8)][1], 5)
         self.assertEqual(judge._PEERS[(0, 3)][1], 3)
 
+    def test_the_pairing_decides_where_the_same_step_would_not(self):
+        # rank 1's extra `@1 delta_weight` (step 2) gathers with rank 0's forward of step 3; rank
+        # 1's own forward of step 3 then waits for rank 0's merge (step 4): rank 0's report of step
+        # 3 met rank 1 as it was after step 2, though rank 1 has a report of step 3 too
+        judge.set_peer_views([self.obs((1, 1, "ok"), (3, 1, "ok"), (4, 1, "ok")),
+                              self.obs((1, 1, "ok"), (2, 1, "ok"), (3, 1, "ok"), (4, 1, "hang"))], 2,
+                             self.pairings({0: 1, 1: 1}, {0: 3, 1: 2}, {0: 4, 1: 3}, {1: 4}))
+        self.assertEqual(judge._PEERS[(0, 3)][1], 2)
+        self.assertEqual(judge._PEERS[(0, 4)][1], 3)
+        self.assertEqual(judge._PEERS[(1, 2)][0], 1)  # rank 0 was still on its way to step 3
+        self.assertEqual(judge._PEERS[(1, 4)][0], 4)  # its unpaired last: the same step
+
     def test_nothing_yet_is_the_initial_state(self):
-        judge.set_peer_views([self.obs((1, 0, "ok")), self.obs((2, 0, "ok"))], 2)
+        judge.set_peer_views([self.obs((1, 0, "ok")), self.obs((2, 0, "ok"))], 2, {})
         self.assertIsNone(judge._PEERS[(0, 1)][1])
         self.assertEqual(judge._PEERS[(1, 2)][0], 1)
 

@@ -123,6 +123,12 @@ class Writer:
         self.emit(f"{ind}for m in ({', '.join(self.groups())},):")
         self.emit(f"{ind}    m.reshard()")
 
+    def zero_grad(self, ind):
+        """A training loop's two calls: the optimizer's objects, then the ones the modules register now."""
+        if self.opt_made:
+            self.emit(f"{ind}opt.zero_grad(set_to_none=True)")
+        self.emit(f"{ind}model.zero_grad(set_to_none=True)")
+
     def op_body(self, op, ind):
         k, e, sw = op.kind, self.emit, self.sw
         loss = "model(x).float().sum()" if self.scen.dtype != "fp32" else "model(x).sum()"
@@ -136,9 +142,9 @@ class Writer:
         elif k == "step":
             e(f"{ind}opt.step()" if self.opt_made else f"{ind}pass  # step: no optimizer (nothing was trainable)")
         elif k == "zero_grad":
-            e(f"{ind}model.zero_grad(set_to_none=True)")
+            self.zero_grad(ind)
         elif k == "train_step":
-            e(f"{ind}model.zero_grad(set_to_none=True)")
+            self.zero_grad(ind)
             if self.opt_made:
                 e(f"{ind}{loss}.backward()")
                 e(f"{ind}opt.step()")

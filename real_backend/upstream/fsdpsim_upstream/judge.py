@@ -28,59 +28,57 @@ def _chunk_rows(rows, world, rank):
 _PEERS = {}
 
 
-def _peer_index(marks, j, r, i):
-    """model/vocab/peer_view.cpp::peer_view, the rule the model and the C++ observer judge by:
-    marks[q] is rank q's reports as (step, collectives issued so far, state known)."""
-    def known_at_or_before(idx):
-        while idx >= 0 and not marks[j][idx][2]:
-            idx -= 1
-        return idx
-    step, issued, _ = marks[r][i]
-    theirs = marks[j]
-    for m, t in enumerate(theirs):
-        if t[0] == step:
-            return known_at_or_before(m)
-    if issued > 0:
-        for m, t in enumerate(theirs):
-            if t[1] >= issued:
-                if t[0] > step:
-                    return known_at_or_before(m - 1)
-                x = m  # past its partner op, j runs on through ops that issue no collective
-                while theirs[x][1] == issued and x + 1 < len(theirs) and theirs[x + 1][0] <= step \
-                        and theirs[x + 1][1] == issued:
-                    x += 1
-                return known_at_or_before(x)
-    best = -1
-    for m, t in enumerate(theirs):
-        if t[0] <= step:
-            best = m
-    return known_at_or_before(best)
+def _known_at_or_before(reports, idx):
+    """The latest report at or before idx whose state is known (not one stuck in a collective)."""
+    while idx >= 0 and not reports[idx][2]:
+        idx -= 1
+    return idx
 
 
-def set_peer_views(obs, world):
-    """Which report of each peer goes with each report: ranks out of step see each other where
-    their collectives pair (issue order), not at the same step number."""
+def _paired_index(reports, t, step):
+    """Index into a peer's reports (step, collectives issued in that op, state known) of its state
+    where its collective of op `t` paired with rank r's latest one, r now reporting at `step`:
+    just before op t when t comes later than r's step (it was still on its way there); else
+    after op t and its later ops up to `step` that issue no collective (a rank blocks only in a
+    collective's wait, torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py::foreach_all_gather)."""
+    if t > step:
+        return _known_at_or_before(reports, max((m for m, q in enumerate(reports) if q[0] < t), default=-1))
+    x = max((m for m, q in enumerate(reports) if q[0] <= t), default=-1)
+    while 0 <= x and x + 1 < len(reports) and reports[x + 1][0] <= step and reports[x + 1][1] == 0:
+        x += 1
+    return _known_at_or_before(reports, x)
+
+
+def _unpaired_index(reports, step):
+    """No collective of r has paired yet: the peer's report of the same step if it ran it, else its
+    latest one before (nothing observed ties their progress: the same step is the convention)."""
+    return _known_at_or_before(reports, max((m for m, q in enumerate(reports) if q[0] <= step), default=-1))
+
+
+def set_peer_views(obs, world, pairings):
+    """Which report of each peer goes with each report, read from the pairings gloo made:
+    `pairings[r]` lists, in r's issue order, {q: the step of rank q's op whose collective went
+    with r's} for each of r's collectives the pool paired or let through (pool.py), so a rank out
+    of step (`@R` ops) is judged against the peer values its collectives actually met."""
     _PEERS.clear()
-    marks = []
+    reports = [[(o["step"], len(o.get("collectives") or []), o.get("status") not in ("hang", "mismatch"))
+                for o in obs[r]] for r in range(world)]
     for r in range(world):
-        n, mine = 0, []
-        for o in obs[r]:
-            n += len(o.get("collectives") or [])
-            mine.append((o["step"], n, o.get("status") not in ("hang", "mismatch")))
-        marks.append(mine)
-    for r in range(world):
-        for i, (step, _, _) in enumerate(marks[r]):
+        for step, _, _ in reports[r]:
+            met = [p for p in pairings.get(r, []) if p.get(r, step + 1) <= step]
             seen = {}
             for j in range(world):
-                if j != r:
-                    m = _peer_index(marks, j, r, i)
-                    seen[j] = marks[j][m][0] if m >= 0 else None
+                if j == r:
+                    continue
+                t = met[-1].get(j) if met else None
+                m = _unpaired_index(reports[j], step) if t is None else _paired_index(reports[j], t, step)
+                seen[j] = reports[j][m][0] if m >= 0 else None
             _PEERS[(r, step)] = seen
 
 
 def _view(r, j, step, init, vals):
     """Rank j's values as rank r sees them at `step`: j's latest report at or
-    before the step of the report set_peer_views pairs with r's, else j's
+    before the step of the report set_peer_views found for r's, else j's
     initial values."""
     if (r, step) in _PEERS:
         step = _PEERS[(r, step)].get(j, step)

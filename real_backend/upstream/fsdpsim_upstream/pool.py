@@ -241,6 +241,8 @@ class Pool:
         self.restart = False  # gloo failed a collective: its process group is spent
         self.coll_log = [(0, []) for _ in range(self.world)]  # each rank's current step, its collectives so far
         self.prepared_by = [None] * self.world  # each rank's prepare path (prepare.py::run), from its end message
+        # each rank's collectives in issue order, as the pool paired them: {rank: the step of its op in it}
+        self.pairings = {r: [] for r in range(self.world)}
         init = {}
         pending = [None] * self.world  # the collective each rank waits in
         ended = [False] * self.world
@@ -302,7 +304,7 @@ class Pool:
             self.pair(pending, ended)
         out = []
         log = judge.RoundingLog()
-        judge.set_peer_views(obs, self.world)
+        judge.set_peer_views(obs, self.world, self.pairings)
         for r in range(self.world):
             for o in obs[r]:
                 if "layers" in o and r in init:
@@ -407,6 +409,13 @@ class Pool:
             else:
                 self.ranks[r].send({"t": "abort", "status": status, "message": message})
 
+    def note_pairing(self, heads):
+        """The ranks whose collectives went to gloo together, with the step of each one's op: which
+        peer state each rank's values met (judge.set_peer_views)."""
+        steps = {r: h["step"] for r, h in enumerate(heads) if h is not None}
+        for r in steps:
+            self.pairings[r].append(steps)
+
     def pair(self, pending, ended):
         """The n-th collective of every rank together, once no rank is still running: issued alike,
         it goes; otherwise every waiting rank issues its own on gloo and reports how it ended
@@ -430,6 +439,7 @@ class Pool:
                                               (not dtensor or pending[r].get("wire") == wire) for r in waiting):
             named = next((pending[r]["coll"] for r in waiting if pending[r].get("dtensor") == "exact"),
                          next((pending[r]["coll"] for r in waiting if pending[r]["coll"]["group"] != "?"), first))
+            self.note_pairing(pending)
             for r in waiting:
                 if pending[r].get("dtensor") == "exact":
                     self.ranks[r].send({"t": "go"})
@@ -446,17 +456,9 @@ class Pool:
         alike = len(waiting) == self.world and all(
             pending[r]["coll"]["op"] == first["op"] and wire_bytes(pending[r]) == wire_bytes(pending[waiting[0]])
             for r in waiting)
-        if not alike and len(waiting) == self.world and all(pending[r]["coll"]["op"] == "broadcast" for r in waiting):
-            # Still decided here (docs/design/known-limits.md): gloo completes a broadcast whose root
-            # sends fewer bytes than a peer posted, that peer's buffer part-filled (seed 001: rank 1's
-            # backward then raises and reruns differ), which no backend models yet.
-            desc = "collective mismatch: " + describe_pending(list(pending))
-            for r in waiting:
-                self.ranks[r].send({"t": "abort", "status": "mismatch", "message": desc})
-                pending[r] = None
-            return
         timeout_ms = None if alike else probe.PROBE_TIMEOUT_MS
         self.probe = probe.Probe(self.probes, list(pending), timeout_ms or self.timeout * 1000)
+        self.note_pairing(pending)
         self.probes += 1
         for r in waiting:
             self.ranks[r].send({"t": "go", "probe": {"id": self.probe.ident, "timeout_ms": timeout_ms}})

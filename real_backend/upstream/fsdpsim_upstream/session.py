@@ -244,12 +244,12 @@ class Session:
         loss.backward()
 
     def op_zero_grad(self):
-        # every shard's and every registered object's grad set to None
+        # exactly a training loop's two calls: the optimizer's objects (torch/optim/optimizer.py::
+        # Optimizer.zero_grad) and the objects the modules register now (torch/nn/modules/module.py::
+        # Module.zero_grad), so a shard's grad stays while its group is unsharded and no optimizer holds it
         if self.opt is not None:
             self.opt.zero_grad(set_to_none=True)
         self.pm.zero_grad(set_to_none=True)
-        for fp in self.fsdp_param.values():
-            fp.sharded_param.grad = None
 
     def op_step(self):
         if self.opt is not None:
