@@ -2,6 +2,7 @@
 #include "sim/finding_reports.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "model/vocab/enum_names.hpp"
 
@@ -20,9 +21,10 @@ const std::vector<FindingReport>& finding_reports() {
        "FSDP2: PEFT sets requires_grad on the unsharded parameters a no_grad eval leaves registered; the next reshard drops it",
        {L::Peft, "peft/tuners/tuners_utils.py", "set_adapter",
         "the module-level helper PeftModel.set_adapter and base_model.set_adapter([..]) both end in, and "
-        "BaseTunerLayer.enable_adapters / delete_adapter beside it: reshard every FSDP2 module before setting the flags"},
+        "BaseTuner._enable_adapter_layers / delete_adapter beside it: reshard every FSDP2 module under the owning "
+        "PeftModel before setting the flags"},
        "torch FSDPParam.to_sharded (torch/distributed/fsdp/_fully_shard/_fsdp_param.py): carry the unsharded parameter's "
-       "requires_grad over to the sharded one at reshard, as FSDP1 did for its flat parameter (pytorch/pytorch#104186)",
+       "requires_grad over to the sharded one at reshard, as FSDP1 did for its flat parameter (pytorch/pytorch#104186, #105371)",
        {"flag-on-copy/set_adapter", "flag-on-copy/base_model.set_adapter", "flag-on-copy/disable_adapter-enter",
         "flag-on-copy/disable_adapter-exit", "flag-on-copy/delete_adapter-fallback"},
        "After `set_adapter(\"other\")` (or entering/leaving `disable_adapter()`, or deleting the active adapter) under FSDP2, "
@@ -84,7 +86,8 @@ const std::vector<FindingReport>& finding_reports() {
        "Its delta has Linear's shape: the forward raises a broadcasting error, and a square layer merges the transposed delta.",
        "param-wrapper-single-expert"},
       {"enable-ignores-inference-mode", L::Peft, "enable_adapters makes an inference_mode (frozen) adapter trainable",
-       {L::Peft, "peft/tuners/tuners_utils.py", "BaseTunerLayer.enable_adapters", "pass each adapter's inference_mode"}, "",
+       {L::Peft, "peft/tuners/tuners_utils.py", "BaseTuner._enable_adapter_layers",
+        "freeze again the active adapters whose config has inference_mode (BaseTunerLayer.enable_adapters does not know it)"}, "",
        {"enable-ignores-inference-mode"}, "An adapter loaded frozen stays frozen after a disable_adapter() block.",
        "It requires grad after the block.", "enable-ignores-inference-mode"},
       {"disable-exit-not-scoped", L::Peft, "disable_adapter() restores the enabled state, not the active adapters",
@@ -93,7 +96,8 @@ const std::vector<FindingReport>& finding_reports() {
        "The adapter active before the block is not active after a set_adapter inside it.", "disable-exit-not-scoped"},
       {"delete-fallback-per-layer", L::Peft,
        "delete_adapter picks the fallback per layer, against its docstring's \"same adapter on all layers\"",
-       {L::Peft, "peft/tuners/tuners_utils.py", "BaseTunerLayer.delete_adapter", "choose the fallback once, in BaseTuner.delete_adapter"},
+       {L::Peft, "peft/tuners/tuners_utils.py", "delete_adapter",
+        "the module-level helper: apply the first layer's fallback to every layer (BaseTunerLayer.delete_adapter picks per layer)"},
        "", {"delete-fallback-per-layer"},
        "Deleting the active adapter makes one remaining adapter active on every layer.",
        "Layers holding different adapters each fall back to their own first one, and a frozen adapter becomes trainable.",
@@ -193,5 +197,35 @@ ReportAction report_action(const FindingReport& r) {
 }
 
 std::string report_page_name(const FindingReport& r) { return "report-" + r.id + ".md"; }
+
+std::string candidate_patch_name(const FindingReport& r) { return r.id + ".patch"; }
+
+const CandidateFix* candidate_fix(const FindingReport& r) {
+  if (r.owner != UpstreamLibrary::Peft || report_action(r) == ReportAction::Closed) return nullptr;
+  static const std::map<std::string, CandidateFix> fixes = {
+      {"flag-on-copy", {true, ""}},
+      {"save-keeps-local-shard", {true, ""}},
+      {"delta-weight-on-local-shard", {true, ""}},
+      {"param-wrapper-single-expert", {true, ""}},
+      {"delete-fallback-per-layer", {true, ""}},
+      {"save-skips-checkpointed-layers", {true, ""}},
+      {"half-added-adapter", {true, ""}},
+      {"enable-ignores-inference-mode", {true, ""}},
+      {"weight-on-copy",
+       {false,
+        "the fix is a design decision, not a small diff: a merge under FSDP2 must either edit each rank's shard (reshard "
+        "first, then merge into the sharded parameter) or refuse to edit a weight FSDP2 holds unsharded, and a disabled "
+        "forward's unmerge runs inside forward, where only the unsharded copy exists. The alternative site is torch's "
+        "FSDPParam.to_sharded, which by design does not write an edited unsharded parameter back (pytorch/pytorch#129229)"}},
+      {"placement-differs-across-ranks",
+       {false,
+        "not written: the second adapter is created while ranks other than 0 hold the base model on the meta device, and "
+        "whether PEFT (BaseTunerLayer._move_adapter_to_device_of_base_layer, checking the whole container for meta) or "
+        "accelerate's fsdp2_load_full_state_dict should place it is for the two libraries' maintainers to settle"}},
+  };
+  static const CandidateFix unknown{false, "none written yet"};
+  const auto it = fixes.find(r.id);
+  return it == fixes.end() ? &unknown : &it->second;
+}
 
 }  // namespace fsdpsim

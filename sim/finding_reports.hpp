@@ -42,4 +42,15 @@ RootVerdict report_verdict(const FindingReport& r);
 // "report-flag-on-copy.md".
 std::string report_page_name(const FindingReport& r);
 
+// A PEFT-side report's candidate fix: a patch against the pinned PEFT kept beside the pages
+// (docs/findings/<id>.patch, checked by ctest findings_patches), or why none is written.
+struct CandidateFix {
+  bool patch = false;    // docs/findings/<id>.patch exists
+  std::string why_none;  // no patch: why, and where the fix would go instead
+};
+// nullptr: the report is not PEFT's, or is closed (nothing to fix).
+const CandidateFix* candidate_fix(const FindingReport& r);
+// "<id>.patch".
+std::string candidate_patch_name(const FindingReport& r);
+
 }  // namespace fsdpsim

@@ -64,6 +64,10 @@ std::string details(const FindingReport& r, const std::vector<ReleaseVerdict>& r
   md += fmt::format("**Where to fix it.** [`{}::{}`]({}): {}.", r.fix_site.file, r.fix_site.function,
                     pinned_link(r.fix_site.lib, r.fix_site.file), r.fix_site.shows);
   if (!r.alternative.empty()) md += " Alternatively, " + r.alternative + ".";
+  if (const CandidateFix* c = candidate_fix(r); c && c->patch)
+    md += fmt::format("\n\n**Candidate patch.** `{}` (against PEFT {}, attached) makes the repro above exit 0. It is a "
+                      "candidate for a maintainer to own and rework, not a reviewed change.",
+                      candidate_patch_name(r), upstream_pin(UpstreamLibrary::Peft).version);
   md += "\n\n**Source at the pinned releases:**\n";
   for (const auto& s : report_evidence(r))
     md += fmt::format("- [`{}::{}`]({}) ({} {}): {}\n", s.file, s.function, pinned_link(s.lib, s.file), upstream_pin(s.lib).name,

@@ -27,6 +27,17 @@ std::string report_page(const FindingReport& r, const std::vector<ReleaseVerdict
   fmt::format_to(out, "**Fix site ({}).** [`{}::{}`]({}): {}.\n\n", upstream_pin(r.fix_site.lib).name, r.fix_site.file, r.fix_site.function,
                  pinned_link(r.fix_site.lib, r.fix_site.file), r.fix_site.shows);
   if (!r.alternative.empty()) fmt::format_to(out, "**Alternative fix site.** {}.\n\n", r.alternative);
+  if (const CandidateFix* c = candidate_fix(r)) {
+    if (c->patch)
+      fmt::format_to(out,
+                     "**Candidate fix.** [`{0}`]({0}), a patch against PEFT {1}: a candidate for a PEFT maintainer to own "
+                     "and rework, not a reviewed upstream change. ctest `findings_patches` applies it to a copy of the pinned "
+                     "PEFT and checks that the repro exits 0 and that the report's corpus classes stop reproducing "
+                     "(`fsdpsim versions --against`); its header says what it changes and what it leaves.\n\n",
+                     candidate_patch_name(r), upstream_pin(UpstreamLibrary::Peft).version);
+    else
+      fmt::format_to(out, "**Candidate fix.** No patch: {}.\n\n", c->why_none);
+  }
   fmt::format_to(out, "## Entry points\n\n{} root cause{} whose fix is this one change:\n\n", r.entry_points.size(),
                  r.entry_points.size() == 1 ? "" : "s");
   for (const auto& id : r.entry_points) {

@@ -3,6 +3,7 @@
 // reports' pages link the entry points' pages.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -66,4 +67,28 @@ TEST(FindingReports, PagesLinkTheirEntryPointsAndTheIndexListsEveryReport) {
     EXPECT_NE(index.find("(" + report_page_name(r) + ")"), std::string::npos) << r.id;
   }
   EXPECT_NE(index.find(reports_count_line()), std::string::npos);
+}
+
+// Every PEFT-side report to file or follow up has a candidate patch kept beside the pages, or says why
+// none; every kept patch is one such report's, and its page says it is a candidate for a maintainer.
+TEST(FindingReports, EveryOpenPeftReportHasACandidatePatchOrSaysWhyNot) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(FSDPSIM_SOURCE_DIR) / "docs" / "findings";
+  std::set<std::string> claimed;
+  for (const auto& r : finding_reports()) {
+    const CandidateFix* c = candidate_fix(r);
+    const bool open_peft = r.owner == UpstreamLibrary::Peft && report_action(r) != ReportAction::Closed;
+    EXPECT_EQ(c != nullptr, open_peft) << r.id;
+    if (!c) continue;
+    EXPECT_NE(c->patch, !c->why_none.empty()) << r.id << ": a patch, or the reason there is none";
+    EXPECT_EQ(c->patch, fs::exists(dir / candidate_patch_name(r))) << r.id;
+    const std::string page = report_page(r, {});
+    EXPECT_NE(page.find("**Candidate fix.**"), std::string::npos) << r.id;
+    if (c->patch) {
+      claimed.insert(candidate_patch_name(r));
+      EXPECT_NE(page.find("a candidate for a PEFT maintainer to own"), std::string::npos) << r.id;
+    }
+  }
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.path().extension() == ".patch") EXPECT_EQ(claimed.count(f.path().filename().string()), 1u) << f.path() << ": no report claims it";
 }

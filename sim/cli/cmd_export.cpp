@@ -55,8 +55,10 @@ bool recorded_finding(const SeqFile& f, std::string* spec, int* step) {
   return false;
 }
 
-// Whether the finding needs FSDP: the same sequence at world 1 with no fully_shard on the
-// upstream backend (the real libraries) must show the same spec at the same step to be
+}  // namespace
+
+// Whether the finding needs FSDP (commands.hpp): the same sequence at world 1 with no fully_shard on
+// the upstream backend (the real libraries) must show the same spec at the same step to be
 // FSDP-independent. Sequences that call FSDP themselves (unshard, gradient_sync, a rank's
 // own op, ram-efficient loading, the optimizer checkpoint's DTensor API) need it.
 bool fsdp_independent(const SeqFile& f, const Args& a) {
@@ -80,8 +82,6 @@ bool fsdp_independent(const SeqFile& f, const Args& a) {
     if (fd.spec == spec && fd.step == step) return true;
   return false;
 }
-
-}  // namespace
 
 int cmd_export(const Args& a) {
   if (a.positional.size() != 1) throw SourceError("<command line>", {}, "export expects exactly one FILE.seq");

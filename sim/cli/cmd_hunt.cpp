@@ -91,7 +91,9 @@ void write_hunt_junit(const HuntReport& rep, const Args& a) {
 
 // --scripts: each root cause's shortest class exported (fsdpsim_upstream.export) and run under
 // torchrun with real gloo (fsdpsim_upstream.repro_run, two at a time): the plain libraries' word.
-void run_scripts(HuntReport& rep, const std::string& out, Progress& progress) {
+// A class whose finding shows without FSDP (fsdp_independent, as `export --python` decides it) gets
+// a plain `python` script with no torch.distributed.
+void run_scripts(HuntReport& rep, const std::string& out, Progress& progress, const Args& a) {
   std::map<std::string, std::string> id_of;  // script path -> root cause id
   std::vector<std::string> paths = {"--results", out + "/scripts.tsv"};
   for (const auto& rc : root_causes_of(rep)) {
@@ -100,8 +102,9 @@ void run_scripts(HuntReport& rep, const std::string& out, Progress& progress) {
     const std::string py = out + "/" + finding_stem(rc.entry.id) + ".py";
     std::string error;
     progress.note("scripts: exporting " + rc.entry.id);
-    const int code = upstream::run_python_module("fsdpsim_upstream.export", {c.file, "--switches", switches_json(profile), "--name", c.file, "--out", py},
-                                                 &error);
+    std::vector<std::string> args = {c.file, "--switches", switches_json(profile), "--name", c.file, "--out", py};
+    if (fsdp_independent(c.t.minimal, a)) args.push_back("--plain");
+    const int code = upstream::run_python_module("fsdpsim_upstream.export", args, &error);
     if (code != 0) {
       rep.scripts[rc.entry.id] = code == 3 ? "unexported: the export cannot express it" : "unexported: " + (error.empty() ? "export failed" : error);
       continue;
@@ -110,7 +113,7 @@ void run_scripts(HuntReport& rep, const std::string& out, Progress& progress) {
     paths.push_back(py);
   }
   if (id_of.empty()) return;
-  progress.note("scripts: running " + std::to_string(id_of.size()) + " under torchrun, two at a time");
+  progress.note("scripts: running " + std::to_string(id_of.size()) + " (torchrun, or plain python), two at a time");
   std::string error;
   if (upstream::run_python_module("fsdpsim_upstream.repro_run", paths, &error) != 0) return;
   std::ifstream in(out + "/scripts.tsv");
@@ -175,7 +178,7 @@ int cmd_hunt(const Args& a) {
     return kInfra;
   }
   if (a.scripts && !a.model_only && rep.upstream_installed && !sig) {
-    run_scripts(rep, out, progress);
+    run_scripts(rep, out, progress, a);
     code = hunt_exit_code(rep, a.fail_on_unreported, a.fail_on_uncatalogued);
     if (!write_hunt_outputs(rep, out, code, &error)) {
       std::cerr << "fsdpsim: " << error << "\n";

@@ -87,6 +87,9 @@ void apply_overrides(SeqFile& f, const Args& a, const std::string& file);
 
 // With --upstream, the set's environment is made first (InfraError when it cannot be).
 RealPools pools_of(const Args& a);
+// Whether a triaged minimal sequence's recorded finding shows on the real libraries at world 1 with no
+// fully_shard (cmd_export.cpp): its script is then plain `python`. `export --python` and `hunt --scripts` ask.
+bool fsdp_independent(const SeqFile& f, const Args& a);
 // Before the real or upstream backend runs `f`: refuses it (SourceError, exit 3)
 // when its peak by the cost model is over --memory-budget. Nothing for the model alone.
 void check_memory(const SeqFile& f, const Args& a, const std::string& file);
