@@ -63,6 +63,10 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
   const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   const int world = layout_->world;
   const float scale = lora_scaling(*layout_, adapter);
+  // ParamWrapper.get_delta_weight's einsum has no fp32 cast: each DTensor gather sends its
+  // tensor's own dtype, the delta's is A's and B's promoted (peft 0.21.2 lora/layer.py).
+  const auto own = [&](int p) { return dtype_of(params_[p].leaf.place); };
+  const DType delta_dtype = own(pa) == DType::BF16 && own(pb) == DType::BF16 ? DType::BF16 : DType::F32;
   auto holds_shard = [&](int p) {
     return group_of(p) >= 0 && registered(p).unsafeGetTensorImpl() == params_[p].leaf.s.unsafeGetTensorImpl();
   };
@@ -85,8 +89,8 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
       return experts_einsum(a, b, ls.experts) * scale;
     }
   } else if (layout_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
-    a = gather_full(pa);
-    b = gather_full(pb);
+    a = gather_full(pa, own(pa));
+    b = gather_full(pb, own(pb));
   } else {
     const int64_t E = ls.experts, r = layout_->adapters[adapter].r;
     // torch 2.13 distributed/tensor/_ops/_view_ops.py::_ViewShardingPropagator._analyze_split:
@@ -110,8 +114,8 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
                                         "redistribution. Please redistribute the input first.");
     if (!(r == 1 && bs.rows > 1) && bs.rows < world) {
       if (E < world) {  // replicated: B, then A; a merge then raises (check_inplace_placement)
-        b = gather_full(pb);
-        a = gather_full(pa);
+        b = gather_full(pb, own(pb));
+        a = gather_full(pa, own(pa));
         at::Tensor d = experts_einsum(a, b, E) * scale;
         if (what) what->form = kDeltaFull;
         return d;
@@ -121,7 +125,7 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
         const int64_t rows_b = bs.local_rows(comm_->rank()), e_pad = (E + world - 1) / world * world;
         at::Tensor mine_b = at::zeros({bs.chunk_rows, r, e_pad}, params_[pb].leaf.s.options());
         mine_b.narrow(0, 0, rows_b).narrow(2, 0, E).copy_(params_[pb].leaf.s.narrow(0, 0, rows_b).reshape({rows_b, r, E}));
-        at::Tensor all = comm_->all_gather(mine_b.reshape({-1}), bs.group, step_, {pb}, -1, true);
+        at::Tensor all = comm_->all_gather(mine_b.reshape({-1}), bs.group, step_, {pb}, -1, true, own(pb));
         b = all.view({world * bs.chunk_rows, r, e_pad}).narrow(0, 0, bs.rows).narrow(2, 0, E).reshape({bs.rows, r * E});
       }
       const ParamSpec& as = layout_->params[pa];
@@ -138,7 +142,7 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
       padded.narrow(0, 0, n).copy_(mine);
       return padded;
     }
-    a = gather_full(pa);  // the einsum's redistribution of A
+    a = gather_full(pa, own(pa));  // the einsum's redistribution of A
     const int64_t in = a.size(1), rows_b = bs.local_rows(comm_->rank());
     b = params_[pb].leaf.s.narrow(0, 0, rows_b);
     // The delta's columns for this rank's rows of B (out): (E, in, rows_b).
@@ -154,7 +158,7 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
     const int64_t e_pad = (E + world - 1) / world * world;  // padded on dim 0 to split into W's chunks
     at::Tensor mine = at::zeros({e_pad, in, bs.chunk_rows});
     mine.narrow(0, 0, E).narrow(2, 0, rows_b).copy_(cols);
-    at::Tensor all = comm_->all_gather(mine.reshape({-1}), ws.group, step_, {pw}, -1, true);
+    at::Tensor all = comm_->all_gather(mine.reshape({-1}), ws.group, step_, {pw}, -1, true, delta_dtype);
     std::vector<at::Tensor> parts;
     for (int j = 0; j < world; ++j)
       parts.push_back(all.narrow(0, j * mine.numel(), mine.numel())

@@ -196,12 +196,17 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
     if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
     return {};
   }
+  // ParamWrapper.get_delta_weight's einsum has no fp32 cast (Linear.get_delta_weight's CPU cast is
+  // not on this path): each DTensor gather sends its tensor's own dtype, the delta's is A's and B's
+  // promoted (peft 0.21.2 lora/layer.py::ParamWrapper.get_delta_weight).
+  const auto own = [&](int p) { return st_.params[p].dtype; };
+  const DType delta_dtype = own(a) == DType::BF16 && own(b) == DType::BF16 ? DType::BF16 : DType::F32;
   if (topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
     // A, then B, gathered whole: the delta settles once B's gather pairs, from the A slots this
     // rank's experts read and every B slot, whatever tensor each peer posted (Simulator::
     // apply_gathered_deltas).
-    gather_one(a, CollRecord::kNowhere, layer, adapter);
-    gather_one(b, into, layer, adapter, sign);
+    gather_one(a, CollRecord::kNowhere, layer, adapter, 0, -1, own(a));
+    gather_one(b, into, layer, adapter, sign, -1, own(b));
     return {};
   }
   // torch 2.13 distributed/tensor/_ops/_view_ops.py::_ViewShardingPropagator._analyze_split (strict
@@ -222,14 +227,14 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
   const bool add_raises = sign != 0 && E < w;
   const CollRecord::Into feed = add_raises ? CollRecord::kNowhere : into;
   if (shard_out) {
-    gather_one(a, feed, layer, adapter, sign);
+    gather_one(a, feed, layer, adapter, sign, -1, own(a));
   } else if (shard_experts) {
     // the redistribution pads B's shard on the experts to a multiple of the world (torch 2.13
     // placement_types.py::Shard._to_new_shard_dim): (ceil(out / w), r, ceil(E / w) * w)
-    gather_one(b, feed, layer, adapter, sign, (out + w - 1) / w * r * ((E + w - 1) / w * w));
+    gather_one(b, feed, layer, adapter, sign, (out + w - 1) / w * r * ((E + w - 1) / w * w), own(b));
   } else {
-    gather_one(b, CollRecord::kNowhere, layer, adapter);
-    gather_one(a, CollRecord::kNowhere, layer, adapter);
+    gather_one(b, CollRecord::kNowhere, layer, adapter, 0, -1, own(b));
+    gather_one(a, CollRecord::kNowhere, layer, adapter, 0, -1, own(a));
   }
   if (add_raises) return raise(Status::Exception, inplace_placement_error(sign));  // after its all-gathers
   // torch 2.13 distributed/tensor/_redistribute.py: `param.data += delta` redistributes a delta
@@ -237,7 +242,7 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
   // columns, padded on dim 0 to a multiple of the world so the result splits into W's chunks.
   if (sign != 0 && shard_out)
     gather_one(li.weight, CollRecord::kNowhere, layer, adapter, 0,
-               (E + w - 1) / w * w * (topo_->params[li.weight].rest / out) * ((out + w - 1) / w));
+               (E + w - 1) / w * w * (topo_->params[li.weight].rest / out) * ((out + w - 1) / w), delta_dtype);
   return {};
 }
 
