@@ -163,10 +163,19 @@ void judge_deltas(const Layout& layout, const std::vector<std::vector<RankReport
     if (v.form == kDeltaColumns) want = shard_of(want, shape, shape.size() - 1, layout.world, r);
     if (v.form == kDeltaPartial) {  // every rank's local value at this step
       got.assign(want.size(), 0.0f);
+      bool summed = true;
       for (const auto& reports : per_rank) {
         auto it = std::find_if(reports.begin(), reports.end(), [&](const RankReport& q) { return q.step == rep.step; });
-        if (it == reports.end() || k >= it->delta_values.size() || it->delta_values[k].values.size() != want.size()) return;
+        if (it == reports.end() || k >= it->delta_values.size() || it->delta_values[k].values.size() != want.size()) {
+          summed = false;  // a peer holds no local of this op (it stopped before, or is in another op)
+          break;
+        }
         for (size_t i = 0; i < got.size(); ++i) got[i] += it->delta_values[k].values[i];
+      }
+      // The sum that is the delta cannot be formed: unjudged, as upstream's judge.py::judge_deltas leaves it.
+      if (!summed) {
+        o.deltas[k].value = WeightClass::Unjudged;
+        continue;
       }
     }
     float scale = 0.0f;

@@ -320,6 +320,17 @@ void Simulator::apply_gathered_deltas() {
         versions[j] = ((own[j] == kNoRows ? 0u : own[j]) ^ static_cast<uint32_t>(j + 1) * 0x9e37u ^ pj * 0x61c9u) & 0xffffu;
       }
     }
+    // A Partial delta (a Linear with fewer out rows than ranks and r >= world: B moved to Shard(1))
+    // is the sum of every rank's local B[:, its columns of r] @ its rows of A (torch 2.13
+    // distributed/tensor/_ops/_matrix_ops.py, mm's Shard(1) x Shard(0) -> Partial strategy): a peer
+    // holding columns that made another adapter's local adds that one, whatever its slot held.
+    if (for_delta && !foreign && ranks_[r].delta_is_partial(p.coll.target, p.coll.adapter, param))
+      for (size_t j = 0; j < n; ++j) {
+        const CollRecord& cj = queues_[j][heads_[j]].coll;
+        if (j != r && ranks_[r].partial_columns(p.coll.adapter, static_cast<int>(j)) &&
+            (cj.target != p.coll.target || cj.adapter != p.coll.adapter))
+          foreign = true;
+      }
     // with more than one parameter packed the slots are not one parameter's rows
     if (param < 0)
       for (size_t j = 0; j < n; ++j)

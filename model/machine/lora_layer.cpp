@@ -109,8 +109,24 @@ bool RankModel::concatenated_u(const std::vector<const RankModel*>& ranks, const
 void RankModel::set_gathered(const CollRecord& c, int i, uint32_t ver, const WeightContent& w) {
   const int p = log_.member(c, i);
   FsdpParam& ps = st_.params[p];
-  if (topo_->params[p].kind == ParamKind::Weight) ps.w_u = w;
-  else ps.ver_u = ver;
+  if (topo_->params[p].kind != ParamKind::Weight) {
+    ps.ver_u = ver;
+    return;
+  }
+  // U was S's copy at the unshard (FsdpParam::to_unsharded); what the op did to U since, before
+  // this gather paired (a disabled forward's unmerge, peft lora/layer.py::Linear.forward), lands on
+  // the gathered rows (a rank holding padding only takes every row from its peers).
+  WeightContent got = w;
+  for (int a = 0; a < topo_->n_adapters(); ++a) {
+    const int8_t cs = ps.w_s.coeff[a], cu = ps.w_u.coeff[a];
+    if (cs == cu && ps.w_s.ver[a] == ps.w_u.ver[a]) continue;
+    if (cs == 0) got.add(a, ps.w_u.ver[a], cu);
+    else if (cu == 0) got.add(a, ps.w_s.ver[a], -cs);
+    else if (ps.w_s.ver[a] == ps.w_u.ver[a]) got.add(a, ps.w_u.ver[a], cu - cs);
+    else got.corrupt = true;  // a delta replaced by another version's: no symbolic difference
+  }
+  got.corrupt = got.corrupt || (ps.w_u.corrupt && !ps.w_s.corrupt);
+  ps.w_u = got;
 }
 
 uint32_t RankModel::global_a_version(const std::vector<uint32_t>& v) {

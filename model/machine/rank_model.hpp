@@ -98,6 +98,18 @@ class RankModel {
   // `param` reach that chunk. A's rows e*r..(e+1)*r feed expert e only; B's every out row feeds
   // every expert. Elsewhere every slot does.
   bool delta_reads_slot(int layer, int adapter, int param, int peer) const;
+  // delta_weight of a Linear with fewer out rows than ranks and r >= world: `param` (B) is
+  // gathered to Shard(1) and the delta is Partial, each rank's local B[:, its columns] @ its A rows.
+  bool delta_is_partial(int layer, int adapter, int param) const {
+    const LayerInfo& li = topo_->layers[layer];
+    return li.experts == 0 && param == li.B[adapter] && topo_->params[li.weight].dim0 < topo_->world &&
+           topo_->adapters[adapter].r >= topo_->world;
+  }
+  // Rank `peer` holds some of those columns (r split in chunks of ceil(r / world)).
+  bool partial_columns(int adapter, int peer) const {
+    const int64_t r = topo_->adapters[adapter].r, w = topo_->world;
+    return peer * ((r + w - 1) / w) < r;
+  }
   // That chunk is empty: this rank holds no expert of W's shard.
   bool delta_chunk_empty(int layer, int adapter) const;
   // A delta_weight read that keeps B's local rows (a Linear with as many out rows as ranks, an
