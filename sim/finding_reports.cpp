@@ -74,7 +74,8 @@ const std::vector<FindingReport>& finding_reports() {
         "check only this adapter's parameters for the meta device, not the whole container's"},
        "", {"placement-differs-across-ranks"},
        "Every rank holds every adapter on the base layer's device and dtype before accelerate.prepare.",
-       "Ranks other than 0 keep the second adapter on CPU or in another dtype; prepare's broadcast hangs or mismatches.",
+       "Ranks other than 0 keep the second adapter on CPU or in another dtype; prepare's broadcast hangs, aborts a "
+       "rank or fills its copy part-way.",
        "placement-differs-across-ranks"},
       {"delta-weight-on-local-shard", L::Peft, "FSDP2: ParamWrapper.get_delta_weight reshapes the local shard of sharded LoRA weights",
        {L::Peft, "peft/tuners/lora/layer.py", "ParamWrapper.get_delta_weight", "compute the delta from the full tensors"}, "",

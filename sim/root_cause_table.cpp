@@ -202,7 +202,7 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "adapter_save_gather=on"},
       {"placement-differs-across-ranks",
        "With cpu_ram_efficient_loading a second adapter is left on CPU / another dtype on some ranks: prepare's "
-       "broadcast hangs or mismatches",
+       "broadcast hangs, mismatches or fills it part-way",
        V::Reported, "huggingface/peft#2834 (from the reporter's thread; not independently verified)",
        {{L::Peft, "peft/tuners/tuners_utils.py", "BaseTunerLayer._move_adapter_to_device_of_base_layer",
          "skips the move when any parameter of the layer's adapter container (every adapter's, not only this one's) is on meta"}},
@@ -212,7 +212,9 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "layer's adapter container is on the meta device, whichever adapter it belongs to. With accelerate's "
        "cpu_ram_efficient_loading the ranks other than 0 hold the first adapter on meta, so a second adapter is never "
        "moved or cast there: it keeps its own device and dtype while rank 0 casts it to the base layer's, and FSDP's "
-       "init broadcast then hangs or mismatches.",
+       "init broadcast then hangs, or pairs buffers of other byte counts: a bf16 rank 0 sending into an fp32 copy "
+       "fills its first half and leaves the rest as torch.empty left it (gloo completes both), an fp32 rank 0 "
+       "sending into a bf16 copy aborts the receiver.",
        "Multi-adapter users of accelerate's cpu_ram_efficient_loading (QLoRA recipes).",
        "Set fsdp_cpu_ram_efficient_loading: false, or load every adapter before accelerate.prepare.",
        "Check only this adapter's parameters for the meta device in _move_adapter_to_device_of_base_layer.", ""},

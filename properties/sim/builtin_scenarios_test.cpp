@@ -36,7 +36,7 @@ TEST(BuiltinScenarios, NamesAreUniqueAndFound) {
 TEST(BuiltinScenarios, SeedSequencesReproduceTheirFindings) {
   const std::map<std::string, std::set<std::string>> want = {
       {"seed000_merged_raf_false", {"S1", "S3"}},
-      {"seed001_ram_efficient_bf16", {"S5"}},
+      {"seed001_ram_efficient_bf16", {"S1", "S5"}},  // prepare part-fills rank 1; its train_step raises
       {"seed001_frozen_adapters", {}},  // no_grad_fn, by design of frozen adapters
       {"seed002_experts", {}},          // torch 2.13 redistributes: the delta is exact
       {"seed003_two_adapters", {"S5"}},
