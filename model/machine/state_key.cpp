@@ -191,7 +191,7 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
       for (int p : t.groups[gi].params) orig_acts = orig_acts || (g.has_orig_dtype && st.params[p].dtype != g.orig_dtype);
       out.push_back(static_cast<uint32_t>(g.sharded) | static_cast<uint32_t>(g.training) << 4 | g.has_u << 8 |
                     g.lazy_inited << 9 | g.gather_pending << 10 | !g.reduce_grads << 11 | g.state_pre_backward << 12 |
-                    (st.root_lazy_inited && !g.dtype_attrs) << 13 |
+                    (st.root_lazy_inited && !g.dtype_attrs) << 13 | g.state_dict_hooks << 16 |
                     static_cast<uint32_t>(orig_acts ? (g.orig_dtype == DType::BF16 ? 2 : 1) : 0) << 14);
       const auto& idx = g.post_forward_indices;
       out.push_back(idx.empty() ? 0xffffffffu : idx.back() == 0 ? 0xfffffffeu : static_cast<uint32_t>(st.post_forward_order[idx.back() - 1]));
