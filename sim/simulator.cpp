@@ -480,13 +480,12 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
   // (the first when r saved none). A rank 0 that can still run may yet write it, so such a load
   // waits; one stuck in a collective (every collective needs r too) or done never will, and the
   // load finds no file (fsdpsim_upstream/session.py::op_load_adapters; Comm::read_rank0_file).
-  std::vector<int> saves(world, 0);
   bool save0_pending = false;  // rank 0's last save waits in its collectives: nothing written yet
   auto rank0_runs = [&] { return cursor[0] < n && heads_[0] >= queues_[0].size(); };
   auto file_missing = [&](int r) {
     if (r == 0 || ops[cursor[r]].kind != OpKind::LoadAdapters) return false;
     const bool settled = heads_[0] >= queues_[0].size() || !save0_pending;
-    return saves[0] - (settled ? 0 : 1) < std::max(saves[r], 1);
+    return ranks_[0].state().saves - (settled ? 0 : 1) < std::max(ranks_[r].state().saves, 1);
   };
   {
     // Written over an earlier run's observations; those past this run's go to the spares when the loop ends.
@@ -508,7 +507,6 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
       const OpResult& r = m.apply(op);
       ++res.rank_ops;
       m.set_rank0_file_missing(false);
-      if (op.kind == OpKind::SaveAdapters && r.status == Status::Ok) ++saves[pick];
       if (pick == 0) save0_pending = op.kind == OpKind::SaveAdapters && !m.collectives().empty();
       const auto& colls = m.collectives();
       int obs = -1;

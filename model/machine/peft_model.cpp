@@ -337,6 +337,7 @@ Raise RankModel::op_save_adapters(const Op& op) {
   if (!st_.present.includes(names))
     return raise(Status::ValueError, fmt::format("selected adapters are not in the model: {}", names.without(st_.present).text(topo_->adapters)));
   reshard_all();
+  ++st_.saves;
   st_.saved_adapters = names;
   const bool gather = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
   for (size_t p = 0; p < topo_->params.size(); ++p) {

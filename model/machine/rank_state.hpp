@@ -104,6 +104,7 @@ struct RankState {
   bool final_callback_queued = false;
   Optimizer optimizer;
   AdapterSet saved_adapters;        // adapters written by the last save_adapters
+  int saves = 0;                    // save_adapters that ended ok: names rank 0's file a load reads
   std::vector<uint32_t> saved_ver;  // per param: the values saved
   std::vector<uint32_t> saved_drift;  // per param: this rank's FsdpParam::drift at the save
   std::vector<int64_t> saved_rows;  // per param: rows rank 0's checkpoint holds (-1: not saved)

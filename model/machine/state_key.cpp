@@ -159,7 +159,8 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
     out.push_back(st.present.bits() | st.active.bits() << 8 | st.inference_mode.bits() << 16 | (st.disabled ? 1u << 24 : 0) |
                   (st.prepared ? 1u << 25 : 0) | (st.optimizer.has_ckpt ? 1u << 26 : 0) |
                   (st.final_callback_queued ? 1u << 27 : 0));
-    out.push_back(st.saved_adapters.bits() | static_cast<uint32_t>(static_cast<uint8_t>(st.peft_active)) << 8);
+    out.push_back(st.saved_adapters.bits() | static_cast<uint32_t>(static_cast<uint8_t>(st.peft_active)) << 8 |
+                  static_cast<uint32_t>(std::min(st.saves, 255)) << 16);
     for (size_t p = 0; p < st.params.size(); ++p) {
       const FsdpParam& ps = st.params[p];
       const bool u = u_live(m, p);
