@@ -265,8 +265,20 @@ std::string Comm::file_key(int save) const {
 
 at::Tensor Comm::read_rank0_file(int64_t numel, int save) {
   const std::string key = file_key(save);
+  // Every collective spans the whole group, this rank included: a rank 0 waiting in one (or failed
+  // in one) cannot write the file while this rank waits for it, so it never will. The upstream pool
+  // (fsdpsim_upstream/session.py::op_load_adapters) gives up after 10 s; this stops once rank 0 has
+  // stayed in one collective for 0.5 s (it may still be leaving one this rank left already).
+  const auto give_up = std::chrono::steady_clock::now() + std::min(timeout_, std::chrono::milliseconds(10000));
   try {
-    store_->wait({key}, timeout_);
+    while (!store_->check({key})) {
+      if (probe_ && probe_->progress) {
+        const RankSnapshot p0 = probe_->progress->get(0);
+        if ((p0.phase == RankPhase::InCollective || p0.phase == RankPhase::Failed) && p0.seconds > 0.5) return at::Tensor();
+      }
+      if (std::chrono::steady_clock::now() > give_up) return at::Tensor();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   } catch (const std::exception&) {
     return at::Tensor();
   }

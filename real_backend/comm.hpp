@@ -94,8 +94,8 @@ class Comm {
   // step meets no peer. begin_sequence names the next sequence (every rank runs each).
   void begin_sequence() { ++sequence_; }
   void write_rank0_file(const at::Tensor& flat, int save);  // save: the rank's save_adapters count
-  // Rank 0's file of this sequence's save number `save`, `numel` floats, waiting for it up
-  // to the store's timeout; undefined when rank 0 wrote none.
+  // Rank 0's file of this sequence's save number `save`, `numel` floats, waiting for it while
+  // rank 0 may still write it (at most 10 s); undefined when rank 0 wrote none.
   at::Tensor read_rank0_file(int64_t numel, int save);
   std::string file_key(int save) const;
   // Tells the peers this rank has no more collectives; throws CollectiveFailure

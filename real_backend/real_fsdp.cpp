@@ -105,8 +105,11 @@ void RealRank::reshard_in_forward(int g) {
   to_sharded(g);
 }
 
+// The state-dict pre-hook (torch 2.13 _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks),
+// on the groups whose lazy_init registered it.
 void RealRank::reshard_all() {
-  for (size_t g = 0; g < layout_->groups.size(); ++g) to_sharded(static_cast<int>(g));
+  for (size_t g = 0; g < layout_->groups.size(); ++g)
+    if (groups_[g].state_dict_hooks) to_sharded(static_cast<int>(g));
 }
 
 // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.reshard: a group still in FORWARD (its
@@ -259,6 +262,7 @@ void RealRank::init_mp_dtypes(int g) {
     throw OpError(Status::AssertionError, "FSDP expects uniform original parameter dtype but got {" + got + "}");
   }
   groups_[g].orig_dtype = dtypes.empty() ? std::nullopt : std::optional<at::ScalarType>(*dtypes.begin());
+  groups_[g].state_dict_hooks = true;  // FSDPParamGroup.lazy_init registers them right after the check
 }
 
 // FSDPParamGroup.pre_forward's unshard. A group the root's lazy init never reached (an earlier

@@ -22,6 +22,9 @@ struct RealGroup {
   // FSDPParam.init_dtype_attrs ran (param_dtype exists); the root's lazy init stops at the first
   // group whose dtype check raises.
   bool dtype_attrs = false;
+  // _register_state_dict_hooks ran (lazy_init's last step, after the dtype check): only then does a
+  // state_dict / load_state_dict reshard the group.
+  bool state_dict_hooks = false;
   // FSDPParamGroup._orig_dtype from its last dtype check that passed (none: nothing trainable
   // then): foreach_reduce casts the reduced gradient to it.
   std::optional<at::ScalarType> orig_dtype;

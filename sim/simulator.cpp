@@ -508,6 +508,17 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
     while (cursor[r] < n && !ops[cursor[r]].runs_on(r)) ++cursor[r];
   };
   for (int r = 0; r < world; ++r) skip(r);
+  // load_adapters on rank r > 0 reads the file of rank 0's save numbered like r's own last save
+  // (the first when r saved none). A rank 0 that can still run may yet write it, so such a load
+  // waits; one stuck in a collective (every collective needs r too) or done never will, and the
+  // load finds no file (fsdpsim_upstream/session.py::op_load_adapters; Comm::read_rank0_file).
+  bool save0_pending = false;  // rank 0's last save waits in its collectives: nothing written yet
+  auto rank0_runs = [&] { return cursor[0] < n && heads_[0] >= queues_[0].size(); };
+  auto file_missing = [&](int r) {
+    if (r == 0 || ops[cursor[r]].kind != OpKind::LoadAdapters) return false;
+    const bool settled = heads_[0] >= queues_[0].size() || !save0_pending;
+    return ranks_[0].state().saves - (settled ? 0 : 1) < std::max(ranks_[r].state().saves, 1);
+  };
   {
     // Written over an earlier run's observations; those past this run's go to the spares when the loop ends.
     Refill<Observation> observed(res.observations);
@@ -516,15 +527,19 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
       int pick = -1;
       for (int r = 0; r < world; ++r) {
         if (cursor[r] >= n || heads_[r] < queues_[r].size()) continue;
+        if (rank0_runs() && file_missing(r)) continue;
         if (pick < 0 || cursor[r] < cursor[pick]) pick = r;
       }
       if (pick < 0) break;
       const int i = cursor[pick];
       const Op& op = ops[i];
       RankModel& m = ranks_[pick];
+      m.set_rank0_file_missing(file_missing(pick));
       if (Provenance* pv = m.provenance()) pv->start_op(first_step + i + 1);
       const OpResult& r = m.apply(op);
       ++res.rank_ops;
+      m.set_rank0_file_missing(false);
+      if (pick == 0) save0_pending = op.kind == OpKind::SaveAdapters && !m.collectives().empty();
       const auto& colls = m.collectives();
       int obs = -1;
       if (opt.observe) {

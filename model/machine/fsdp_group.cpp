@@ -41,9 +41,12 @@ Raise RankModel::root_post_backward_final_callback(std::vector<uint8_t>& done) {
 }
 
 // The state-dict pre-hook on every group (torch 2.13 _fsdp_param_group.py::
-// FSDPParamGroup._register_state_dict_hooks -> _to_sharded): whatever the training state.
+// FSDPParamGroup._register_state_dict_hooks -> _to_sharded): whatever the training state, on a
+// group whose lazy_init got that far (a dtype check that raised left it without hooks, and the
+// root's lazy init does not run again: crosscheck --draw all seed 7159).
 void RankModel::reshard_all() {
-  for (size_t g = 0; g < topo_->groups.size(); ++g) st_.groups[g].to_sharded(group_context(static_cast<int>(g)));
+  for (size_t g = 0; g < topo_->groups.size(); ++g)
+    if (st_.groups[g].state_dict_hooks) st_.groups[g].to_sharded(group_context(static_cast<int>(g)));
 }
 
 // FSDPModule.reshard() on every FSDP module (what the patched helpers call):

@@ -45,6 +45,7 @@ Raise FsdpParamGroup::init_mp_dtypes(const GroupContext& c) {
     return c.raise(Status::AssertionError, "FSDP expects uniform original parameter dtype but got {torch.bfloat16, torch.float32}");
   has_orig_dtype = f32 || bf16;
   orig_dtype = bf16 ? DType::BF16 : DType::F32;
+  state_dict_hooks = true;  // FSDPParamGroup.lazy_init registers them right after the check
   return {};
 }
 

@@ -64,6 +64,9 @@ struct FsdpParamGroup {
   // _init_mp_dtypes does it first, so a group whose own dtype check raised has it and the
   // groups after it in the root's lazy init never get it.
   bool dtype_attrs = false;
+  // _register_state_dict_hooks ran (lazy_init's last step, after the dtype check): only then does a
+  // state_dict / load_state_dict reshard the group.
+  bool state_dict_hooks = false;
   // _fsdp_param_group.py::FSDPParamGroup._orig_dtype, set by a dtype check that passed: the
   // trainable params' dtype then (none: nothing was trainable). foreach_reduce casts the
   // reduced gradient to it.

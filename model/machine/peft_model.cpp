@@ -346,6 +346,7 @@ Raise RankModel::op_save_adapters(const Op& op) {
   if (!st_.present.includes(names))
     return raise(Status::ValueError, fmt::format("selected adapters are not in the model: {}", names.without(st_.present).text(topo_->adapters)));
   reshard_all();
+  ++st_.saves;
   st_.saved_adapters = names;
   // peft_model.py::PeftModel.save_pretrained walks selected_adapters as given, else
   // list(peft_config): the file holds the adapters in that order.
@@ -392,6 +393,8 @@ Raise RankModel::op_save_adapters(const Op& op) {
 // not loaded). reload_diff: what differs from what this rank held at save time.
 Raise RankModel::op_load_adapters() {
   if (st_.saved_adapters.empty()) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
+  // A rank r > 0 reads the file rank 0's save of the same number wrote; rank 0 never wrote it.
+  if (rank0_file_missing_) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
   // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter in the file's
   // order, reads peft_config[adapter_name] first: an adapter deleted since the save raises
   // KeyError there, after the adapters before it loaded (each load_state_dict's FSDP pre-hook

@@ -57,6 +57,9 @@ class RankModel {
   // A shard merge's delta waits for its all-gather to pair up (apply_gathered_delta, called by
   // the simulator): a rank of a world > 1 run alone never settles it.
   const OpResult& apply(const Op& op);
+  // The next load_adapters finds no file of rank 0 for this rank's save number: rank 0 stopped
+  // (stuck in a collective, or done) before writing it. The simulator says so per op.
+  void set_rank0_file_missing(bool missing) { rank0_file_missing_ = missing; }
   const OpResult& result() const { return res_; }  // the last op's
   const RankState& state() const { return st_; }
   const Topology& topology() const { return *topo_; }
@@ -255,6 +258,7 @@ class RankModel {
 
   const Topology* topo_;
   int rank_;
+  bool rank0_file_missing_ = false;
   RankState st_;
   OpResult res_;
   CollectiveLog log_;  // this op's collectives

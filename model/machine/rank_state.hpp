@@ -107,6 +107,7 @@ struct RankState {
   Optimizer optimizer;
   AdapterSet saved_adapters;        // adapters written by the last save_adapters
   AdapterOrder saved_order;         // the same, in the file's order (the order load_adapters walks)
+  int saves = 0;                    // save_adapters that ended ok: names rank 0's file a load reads
   std::vector<uint32_t> saved_ver;  // per param: the values saved
   std::vector<uint32_t> saved_drift;  // per param: this rank's FsdpParam::drift at the save
   std::vector<int64_t> saved_rows;  // per param: rows rank 0's checkpoint holds (-1: not saved)

@@ -159,7 +159,8 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
     out.push_back(st.present.bits() | st.active.bits() << 8 | st.inference_mode.bits() << 16 | (st.disabled ? 1u << 24 : 0) |
                   (st.prepared ? 1u << 25 : 0) | (st.optimizer.has_ckpt ? 1u << 26 : 0) |
                   (st.final_callback_queued ? 1u << 27 : 0));
-    out.push_back(st.saved_adapters.bits() | static_cast<uint32_t>(static_cast<uint8_t>(st.peft_active)) << 8);
+    out.push_back(st.saved_adapters.bits() | static_cast<uint32_t>(static_cast<uint8_t>(st.peft_active)) << 8 |
+                  static_cast<uint32_t>(std::min(st.saves, 255)) << 16);
     out.push_back(st.config_order.bits());  // which adapter a load or save meets first
     out.push_back(st.saved_order.bits());
     for (size_t p = 0; p < st.params.size(); ++p) {
@@ -194,7 +195,7 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
       for (int p : t.groups[gi].params) orig_acts = orig_acts || (g.has_orig_dtype && st.params[p].dtype != g.orig_dtype);
       out.push_back(static_cast<uint32_t>(g.sharded) | static_cast<uint32_t>(g.training) << 4 | g.has_u << 8 |
                     g.lazy_inited << 9 | g.gather_pending << 10 | !g.reduce_grads << 11 | g.state_pre_backward << 12 |
-                    (st.root_lazy_inited && !g.dtype_attrs) << 13 |
+                    (st.root_lazy_inited && !g.dtype_attrs) << 13 | g.state_dict_hooks << 16 |
                     static_cast<uint32_t>(orig_acts ? (g.orig_dtype == DType::BF16 ? 2 : 1) : 0) << 14);
       const auto& idx = g.post_forward_indices;
       out.push_back(idx.empty() ? 0xffffffffu : idx.back() == 0 ? 0xfffffffeu : static_cast<uint32_t>(st.post_forward_order[idx.back() - 1]));
