@@ -39,7 +39,7 @@ static_assert(sizeof(LoraLayer) == 24, "LoraLayer changed: extend append_state_k
 static_assert(sizeof(Optimizer) == 80, "Optimizer changed: extend append_state_key");
 static_assert(sizeof(UnshardedMemory) == 24, "UnshardedMemory changed: extend append_state_key");
 static_assert(sizeof(PendingGraph) == 152, "PendingGraph changed: extend append_state_key");
-static_assert(sizeof(RankState) == 472, "RankState changed: extend append_state_key");
+static_assert(sizeof(RankState) == 480, "RankState changed: extend append_state_key");
 
 namespace {
 
