@@ -14,8 +14,8 @@ int known_at_or_before(const std::vector<ReportMark>& m, int idx) {
 int peer_view(const std::vector<std::vector<ReportMark>>& marks, int j, int r, size_t i) {
   const ReportMark& mine = marks[r][i];
   const auto& theirs = marks[j];
-  for (size_t m = 0; m < theirs.size(); ++m)
-    if (theirs[m].step == mine.step) return known_at_or_before(theirs, static_cast<int>(m));
+  // The pairing of r's latest collective decides first: j's report of the same step may have
+  // needed a collective r had not issued yet (j then ran it only after r's report was taken).
   if (mine.issued > 0)
     for (size_t m = 0; m < theirs.size(); ++m)
       if (theirs[m].issued >= mine.issued) {
@@ -30,6 +30,8 @@ int peer_view(const std::vector<std::vector<ReportMark>>& marks, int j, int r, s
           ++x;
         return known_at_or_before(theirs, static_cast<int>(x));
       }
+  for (size_t m = 0; m < theirs.size(); ++m)
+    if (theirs[m].step == mine.step) return known_at_or_before(theirs, static_cast<int>(m));
   int best = -1;
   for (size_t m = 0; m < theirs.size(); ++m)
     if (theirs[m].step <= mine.step) best = static_cast<int>(m);

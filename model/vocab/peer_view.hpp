@@ -15,11 +15,13 @@ struct ReportMark {
 };
 
 // Index into marks[j] whose state rank j had when rank r's report i was taken,
-// or -1 for j's initial state: j's report of the same step when j ran it;
-// else, where j issued the partner of r's latest collective, j's state just
-// before that op (or, when it came no later than r's, after it and after j's
-// later ops up to r's step that issue no collective); with no collective yet,
-// j's latest report up to that step. Unknown states step back.
+// or -1 for j's initial state: where j issued the partner of r's latest
+// collective, j's state just before that op (or, when it came no later than
+// r's, after it and after j's later ops up to r's step that issue no
+// collective); with no collective yet (or none of j's paired it), j's report of
+// the same step when j ran it, else j's latest report up to that step. The
+// upstream judge reads the same from the pairings gloo made. Unknown states
+// step back.
 int peer_view(const std::vector<std::vector<ReportMark>>& marks, int j, int r, size_t i);
 
 }  // namespace fsdpsim

@@ -55,3 +55,14 @@ TEST(PeerView, WithNoCollectiveYetThePeersLatestReportUpToThatStepCounts) {
   EXPECT_EQ(view({{2, 0, true}}, {{3, 0, true}}, 0), -1);
   EXPECT_EQ(view({{5, 0, true}}, {{1, 0, true}, {3, 0, true}, {4, 0, true}}, 0), 2);
 }
+
+TEST(PeerView, APeerWhoseSameStepNeedsAnUnissuedCollectiveIsSeenAtThePairing) {
+  // corpus merged_experts_peer_stepped_then_hung.seq: r's step 6 report (3 collectives) after
+  // both merged at step 3; the peer's extra step-4 eval issues its 4th, which waits for r's
+  // step 7, so the peer's steps 5 (a step) and 6 ran only after r's report: it is seen after 3.
+  EXPECT_EQ(view({{3, 3, true}, {6, 3, true}, {7, 4, true}},
+                 {{3, 3, true}, {4, 4, true}, {5, 4, true}, {6, 4, true}, {7, 5, false}}, 1), 0);
+  // at r's step 7 the 4th paired with the peer's step 4: after it and its step 5 and 6
+  EXPECT_EQ(view({{3, 3, true}, {6, 3, true}, {7, 4, true}},
+                 {{3, 3, true}, {4, 4, true}, {5, 4, true}, {6, 4, true}, {7, 5, false}}, 2), 3);
+}
