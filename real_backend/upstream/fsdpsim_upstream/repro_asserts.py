@@ -97,7 +97,7 @@ def s5(w, f, op):
                  f"assert all(v == every[0] for v in every), f\"expected every rank to hold the same {field}, "
                  f"got {{every}}\""]
         return [], None, after
-    if f.status == "mismatch" and "broadcast(" in f.detail:  # broadcasts paired across dtypes: what each rank got
+    if f.status in ("mismatch", "cross_paired") and "broadcast(" in f.detail:  # broadcasts across dtypes: what each rank holds
         w.timeout = True
         after = ["every = [None] * dist.get_world_size()",
                  "dist.all_gather_object(every, {n: str(p.dtype) for n, p in model.named_parameters()})",
