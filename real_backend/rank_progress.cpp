@@ -28,6 +28,7 @@ void RankProgress::set(int rank, RankPhase phase, const std::string& what) {
   RankSlot& s = slots_[rank];
   s.seq.fetch_add(1);  // odd: being written
   s.phase.store(static_cast<int32_t>(phase));
+  if (phase == RankPhase::InCollective) s.collectives.fetch_add(1);
   s.since_ns.store(monotonic_ns());
   size_t n = std::min(what.size(), sizeof s.what - 1);
   std::memcpy(s.what, what.data(), n);
@@ -48,6 +49,7 @@ RankSnapshot RankProgress::get(int rank) const {
     out.phase = static_cast<RankPhase>(s.phase.load());
     int64_t since = s.since_ns.load();
     out.changes = s.changes.load();
+    out.collectives = s.collectives.load();
     if (s.seq.load() != a) continue;
     what[sizeof what - 1] = 0;
     out.what = what;

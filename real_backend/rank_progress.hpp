@@ -22,6 +22,7 @@ struct RankSlot {
   std::atomic<int32_t> phase{0};
   std::atomic<int64_t> since_ns{0};    // CLOCK_MONOTONIC at the phase's start
   std::atomic<int64_t> changes{0};     // bumped at every phase change: progress
+  std::atomic<int64_t> collectives{0};  // collectives entered so far (every one spans the whole group)
   char what[160] = {};                 // "all_gather(lin0, 1024 elements) at step 3"
 };
 
@@ -29,6 +30,7 @@ struct RankSnapshot {
   RankPhase phase = RankPhase::Starting;
   double seconds = 0;  // in this phase, so far
   int64_t changes = 0;
+  int64_t collectives = 0;  // collectives entered so far, the one it waits in included
   std::string what;
 };
 
