@@ -42,7 +42,8 @@ const char* seed_of(const SeqFile& f, const std::string& full_sig, int step) {
   if (sig == "S4:save_optimizer:key_error")
     for (int i = 0; i + 1 < step; ++i)
       if (f.ops[i].kind == OpKind::Eval) return "004";
-  if (sig == "S5:mismatch" && f.ops[step - 1].kind == OpKind::Prepare) return "001";  // broadcasts at prepare
+  // broadcasts at prepare: of other bytes a mismatch, of a smaller bf16 root a part-filled copy
+  if ((sig == "S5:mismatch" || sig == "S5:cross_paired") && f.ops[step - 1].kind == OpKind::Prepare) return "001";
   if (sig.rfind("S7:", 0) == 0) return "002";                                          // sharded get_delta_weight
   if (sig == "S6:save_adapters:ok") return "003";                                      // a shard-only save
   return nullptr;
