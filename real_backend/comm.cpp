@@ -267,15 +267,18 @@ at::Tensor Comm::read_rank0_file(int64_t numel, int save) {
   const std::string key = file_key(save);
   // Every collective spans the whole group, this rank included: a rank 0 waiting in (or failed in)
   // one this rank never entered cannot write the file while this rank waits for it, so it never
-  // will. One this rank entered too is one rank 0 is leaving: wait. The upstream pool
-  // (fsdpsim_upstream/session.py::op_load_adapters) gives up after 10 s, and so does this at most.
+  // will. The counts run over the ranks' whole lives (a pool's earlier sequences may have left them
+  // apart), and rank 0 may still be leaving the last sequence's final collective: so it must also
+  // have stayed there 0.5 s. Else this waits, as the upstream pool (fsdpsim_upstream/session.py::
+  // op_load_adapters) does, 10 s at most.
   const auto give_up = std::chrono::steady_clock::now() + std::min(timeout_, std::chrono::milliseconds(10000));
   try {
     while (!store_->check({key})) {
       if (probe_ && probe_->progress) {
         const RankSnapshot p0 = probe_->progress->get(0);
         const int64_t mine = probe_->progress->get(rank_).collectives;
-        if ((p0.phase == RankPhase::InCollective || p0.phase == RankPhase::Failed) && p0.collectives > mine) return at::Tensor();
+        if ((p0.phase == RankPhase::InCollective || p0.phase == RankPhase::Failed) && p0.collectives > mine && p0.seconds > 0.5)
+          return at::Tensor();
       }
       if (std::chrono::steady_clock::now() > give_up) return at::Tensor();
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
