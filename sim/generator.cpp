@@ -146,6 +146,17 @@ GenOptions swarm_options(Prng& rng, int world, bool wide_worlds) {
   return g;
 }
 
+AdapterDecl draw_adapter_shape(Prng& rng, const Scenario& s, const char* name) {
+  AdapterDecl d;
+  d.name = name;
+  d.r = 1 + static_cast<int>(rng.below(4));
+  d.alpha = d.r * (1 + static_cast<int>(rng.below(2)));
+  for (const auto& l : s.layers)
+    if (rng.chance(75)) d.targets.push_back(l.name);
+  if (d.targets.empty()) d.targets.push_back(s.layers[rng.below(static_cast<uint32_t>(s.layers.size()))].name);
+  return d;
+}
+
 Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
   Scenario s;
   s.world = opt.world;
@@ -163,13 +174,7 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
   static const char* adapter_names[] = {"default", "other", "third"};
   int n_adapters = 1 + static_cast<int>(rng.below(3));
   for (int a = 0; a < n_adapters; ++a) {
-    AdapterDecl d;
-    d.name = adapter_names[a];
-    d.r = 1 + static_cast<int>(rng.below(4));
-    d.alpha = d.r * (1 + static_cast<int>(rng.below(2)));
-    for (const auto& l : s.layers)
-      if (rng.chance(75)) d.targets.push_back(l.name);
-    if (d.targets.empty()) d.targets.push_back(s.layers[rng.below(static_cast<uint32_t>(s.layers.size()))].name);
+    AdapterDecl d = draw_adapter_shape(rng, s, adapter_names[a]);
     d.init = rng.chance(70) ? LoraInit::Random : LoraInit::Zero;
     d.inference_mode = a > 0 && rng.chance(10);
     d.deferred = a > 0 && rng.chance(15);

@@ -76,6 +76,9 @@ void share_experts_targets(Scenario& s);
 // A modules_to_save layer: one Linear, non-checkpointed layer no adapter targets any more, saved
 // by each non-deferred adapter with chance 3/4 (at least one).
 void draw_saved_module(Prng& rng, Scenario& s);
+// An adapter's name, r, alpha and targets (each layer with chance 3/4, at least one), drawn in
+// that order: both generators draw their adapters' shape this way.
+AdapterDecl draw_adapter_shape(Prng& rng, const Scenario& s, const char* name);
 Scenario generate_scenario(Prng& rng, const GenOptions& opt);
 // The seed-001 lifecycle: deferred adapters loaded before an explicit prepare
 // (each with chance(70), trainable with chance(50)), sometimes all made active

@@ -78,13 +78,7 @@ Scenario draw_scenario(Prng& rng, Swarm& sw, const GenOptions& opt) {
   const int n_adapters = std::max(1 + static_cast<int>(rng.below(3)), deferred || inference ? 2 : 1);
   static const Raf rafs[] = {Raf::True, Raf::False, Raf::None};
   for (int a = 0; a < n_adapters; ++a) {
-    AdapterDecl d;
-    d.name = adapter_names[a];
-    d.r = 1 + static_cast<int>(rng.below(4));
-    d.alpha = d.r * (1 + static_cast<int>(rng.below(2)));
-    for (const auto& l : s.layers)
-      if (rng.chance(75)) d.targets.push_back(l.name);
-    if (d.targets.empty()) d.targets.push_back(s.layers[rng.below(static_cast<uint32_t>(n_layers))].name);
+    AdapterDecl d = draw_adapter_shape(rng, s, adapter_names[a]);
     d.init = zero && rng.chance(50) ? LoraInit::Zero : LoraInit::Random;
     d.inference_mode = a > 0 && inference && rng.chance(50);
     d.deferred = a > 0 && deferred && rng.chance(60);
