@@ -108,7 +108,7 @@ std::string fixed_line(const BisectAnswer& b, const std::vector<std::string>& re
 
 int cmd_versions_bisect(const Args& a) {
   if (!a.positional.empty()) throw SourceError("<command line>", {}, "versions --bisect expects one FILE after --bisect and no other paths, got '" + a.positional.front() + "'");
-  if (!a.upstream_set.empty() || !a.against_path.empty()) throw SourceError("<command line>", {}, "versions --bisect takes --releases, not --upstream or --against");
+  if (!a.upstream_set.empty() || !a.peft_path.empty()) throw SourceError("<command line>", {}, "versions --bisect takes --releases, not --upstream or --peft");
   const auto t0 = std::chrono::steady_clock::now();
   parse_seq_file(a.bisect);  // bad input before any environment is made
   std::string range;

@@ -33,7 +33,7 @@ std::string report_page(const FindingReport& r, const std::vector<ReleaseVerdict
                      "**Candidate fix.** [`{0}`]({0}), a patch against PEFT {1}: a candidate for a PEFT maintainer to own "
                      "and rework, not a reviewed upstream change. ctest `findings_patches` applies it to a copy of the pinned "
                      "PEFT and checks that the repro exits 0 and that the report's corpus classes stop reproducing "
-                     "(`fsdpsim versions --against`); its header says what it changes and what it leaves.\n\n",
+                     "(`fsdpsim versions --peft`); its header says what it changes and what it leaves.\n\n",
                      candidate_patch_name(r), upstream_pin(UpstreamLibrary::Peft).version);
     else
       fmt::format_to(out, "**Candidate fix.** No patch: {}.\n\n", c->why_none);
