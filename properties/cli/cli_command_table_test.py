@@ -9,6 +9,7 @@ the parser (exit 3) or prints help (exit 0)."""
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 FSDPSIM = sys.argv[1]
 problems = []
@@ -46,17 +47,19 @@ for m in re.finditer(r"(?m)^\s+fsdpsim ([a-z][a-z-]*)", full):
 check(len(commands) >= 20, "fsdpsim --help lists %d commands: %s" % (len(commands), commands))
 _, all_notes = own_and_note_flags(full)
 
-for cmd in commands:
-    code, usage = run([cmd, "--help"])
+# Every run loads the binary (libtorch with it): the runs go side by side.
+with ThreadPoolExecutor(max_workers=4) as pool:
+    helps = list(pool.map(lambda c: run([c, "--help"]), commands))
+    probes = list(pool.map(lambda c: run([c, "--zz-probe"]), commands))
+for cmd, (code, usage), (probe_code, err) in zip(commands, helps, probes):
     check(code == 0, "%s --help: exit %d" % (cmd, code))
     check(re.search(r"(?m)^\s+fsdpsim %s\b" % re.escape(cmd), usage) is not None, "%s --help does not show its own lines:\n%s" % (cmd, usage))
     check(all(re.match(r"\s+fsdpsim %s\b" % re.escape(cmd), l) for l in re.findall(r"(?m)^\s+fsdpsim [a-z][a-z-]*.*$", usage)),
           "%s --help shows another command's lines:\n%s" % (cmd, usage))
     own, _ = own_and_note_flags(usage)
-    code, err = run([cmd, "--zz-probe"])
     m = re.search(r"unknown flag --zz-probe for (\S+) \(it takes ([^;]*);", err)
-    check(code == 3 and m is not None and m.group(1) == cmd,
-          "%s --zz-probe: exit %d, not an unknown-flag error naming the command and its flags: %s" % (cmd, code, err.strip()))
+    check(probe_code == 3 and m is not None and m.group(1) == cmd,
+          "%s --zz-probe: exit %d, not an unknown-flag error naming the command and its flags: %s" % (cmd, probe_code, err.strip()))
     if not m:
         continue
     takes = set(m.group(2).split(", "))
