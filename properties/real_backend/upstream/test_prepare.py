@@ -111,6 +111,7 @@ def rank_meta_probe(rank, world, text, out):
         net = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Linear(6, 4))
     if rank > 0 and text == "empty":
         net = net.to_empty(device="cpu")
+    # a random lora_B too: rank 1's own init (its RNG drew no base weights) differs from rank 0's until the broadcast
     model = get_peft_model(net, LoraConfig(r=2, lora_alpha=4, target_modules=["0", "2"], init_lora_weights=False))
     acc = prepare.accelerator()
     acc.state.fsdp_plugin = FullyShardedDataParallelPlugin(fsdp_version=2, cpu_ram_efficient_loading=True)
