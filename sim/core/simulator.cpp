@@ -234,7 +234,14 @@ void Simulator::mix_check() {
   int n = c0.into == CollRecord::kIntoU ? static_cast<int>(topo_->groups[c0.target].params.size()) : 1;
   thread_local std::vector<uint8_t> changed;  // per rank: its gathered values were set below
   changed.assign(queues_.size(), 0);
-  for (int i = 0; i < n; ++i) {
+  // LoRA parameters first: taking their gathered values rebases an edit the op made to its layer's U
+  // weight (RankModel::rebase_u_delta), which the weight's own gathered rows then build on.
+  auto weight_at = [&](int i) {
+    return c0.into == CollRecord::kIntoU && topo_->params[topo_->groups[c0.target].params[i]].kind == ParamKind::Weight;
+  };
+  for (int k = 0; k < 2 * n; ++k) {
+    const int i = k % n;
+    if (weight_at(i) != (k >= n)) continue;
     bool differ = false;  // among the ranks that hold rows (0: padding only)
     bool padding_only = false;  // some rank contributed no rows: its U is the holders' rows
     uint64_t first = 0;
