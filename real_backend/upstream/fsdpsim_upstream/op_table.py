@@ -14,8 +14,8 @@ from .op_calls import Call, autocast, config, perform_all, print_all, refusal
 class Row:
     """kind: the op's name in the .seq grammar. calls(scen, op): its library calls (data).
     run(s, op) / write(w, op, ind): the executor and the printer where the calls alone are not
-    the op (default: perform / print the calls). needs_fsdp: the op calls FSDP or runs on one
-    rank's view of the shards (a --plain script refuses it). forward_pass: the op runs the
+    the op (default: perform / print the calls). needs_fsdp: the op calls FSDP or
+    torch.distributed itself (a --plain script, which has no process group, refuses it). forward_pass: the op runs the
     model's forward or backward (session.run_op keeps the late delta fix off it)."""
 
     def __init__(self, kind, calls=None, run=None, write=None, needs_fsdp=False, forward_pass=False):
@@ -136,6 +136,8 @@ def run_set_adapter(s, op, calls):
 
 
 def write_set_adapter(w, op, ind, calls):
+    # the script writes the switch's fix before either form; the session applies it before
+    # PeftModel.set_adapter alone (run_set_adapter): kept as both were
     if w.sw["set_adapter_reshard"] == "unmerge_first" and w.fsdp:
         w.fix(ind, "unmerge, reshard every FSDP module, then set_adapter", "set_adapter_reshard")
         w.emit(f"{ind}model.base_model.unmerge_adapter()")
