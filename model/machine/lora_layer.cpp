@@ -153,7 +153,7 @@ uint32_t RankModel::global_a_version(const std::vector<uint32_t>& v) {
 // cannot know alone. So gather_one records the all-gather with into =
 // kIntoShard, the adapter and the sign, and leaves the shard untouched. Once
 // the simulator has
-// matched that all-gather across the ranks (sim/simulator.cpp::
+// matched that all-gather across the ranks (sim/core/simulator.cpp::
 // Simulator::apply_gathered_deltas) it works out the version of the A (or B)
 // the ranks actually gathered (global_a_version: a mix id when they differ or
 // a peer packed another tensor) and calls apply_gathered_delta, which adds

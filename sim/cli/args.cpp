@@ -7,8 +7,8 @@
 #include "model/vocab/profile.hpp"
 #include "model/vocab/suggest.hpp"
 #include "model/vocab/text.hpp"
-#include "sim/generator.hpp"
-#include "sim/release_matrix.hpp"
+#include "sim/core/generator.hpp"
+#include "sim/release/release_matrix.hpp"
 #include "sim/cli/commands.hpp"
 
 namespace fsdpsim::cli {

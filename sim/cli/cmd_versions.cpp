@@ -20,8 +20,8 @@
 #include "sim/cli/interrupt.hpp"
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/progress.hpp"
-#include "sim/expectations.hpp"
-#include "sim/release_matrix.hpp"
+#include "sim/findings/expectations.hpp"
+#include "sim/release/release_matrix.hpp"
 #include "sim/cli/versions_run.hpp"
 
 namespace fsdpsim::cli {

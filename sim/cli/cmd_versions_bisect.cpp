@@ -2,7 +2,7 @@
 // first PEFT release where FILE (a root cause's minimal sequence) reproduces
 // and the first later one where it is gone, over PEFT's releases on PyPI in a
 // range (release_env.py --list) or a list given, probing a logarithmic number
-// of release environments (sim/release_bisect.hpp; it assumes the root cause
+// of release environments (sim/release/release_bisect.hpp; it assumes the root cause
 // appears once and is fixed once). Exit 1 when a probed release reproduces (a
 // finding, as everywhere), 0 when none does.
 #include <chrono>
@@ -15,7 +15,7 @@
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/progress.hpp"
 #include "sim/cli/versions_run.hpp"
-#include "sim/release_bisect.hpp"
+#include "sim/release/release_bisect.hpp"
 
 namespace fsdpsim::cli {
 namespace {

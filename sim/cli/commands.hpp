@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "model/vocab/seq.hpp"
-#include "sim/crosscheck.hpp"
-#include "sim/generator.hpp"
+#include "sim/core/crosscheck.hpp"
+#include "sim/core/generator.hpp"
 
 namespace fsdpsim::cli {
 

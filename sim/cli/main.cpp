@@ -5,8 +5,8 @@
 #include <string>
 
 #include "model/vocab/suggest.hpp"
-#include "sim/builtin_scenarios.hpp"
-#include "sim/hunt.hpp"
+#include "sim/core/builtin_scenarios.hpp"
+#include "sim/findings/hunt.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/output.hpp"
 
@@ -91,7 +91,7 @@ const char* kUsage =
     "every command: --quiet (no progress lines on stderr), --help; --json: one object per line, each with a\n"
     "            \"type\" (docs/cli-json.schema.json); colours only when stdout is a terminal and NO_COLOR is unset\n";
 
-// kUsage with the hunt's default budgets filled in from sim/hunt.hpp, the one place they are set.
+// kUsage with the hunt's default budgets filled in from sim/findings/hunt.hpp, the one place they are set.
 const std::string& usage() {
   static const std::string text = [] {
     std::string u = kUsage;
