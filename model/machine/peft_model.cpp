@@ -53,7 +53,9 @@ Raise RankModel::op_set_adapter(const Op& op) {
   if (!op.list_form && !st_.present.includes(names)) return raise(Status::ValueError, fmt::format("Adapter {} not found.", op.names[0]));
   // peft_model.py::PeftModel.set_adapter names its own active_adapter first.
   if (!op.list_form) st_.peft_active = static_cast<int8_t>(names.first());
-  return set_adapter_module_level(names, op.list_form, false);
+  if (Raise r = set_adapter_module_level(names, op.list_form, false)) return r;
+  st_.active_order = AdapterOrder::named(topo_->adapters, op.names);
+  return {};
 }
 
 // tuners_utils.py::BaseTuner.merge_adapter -> each layer's merge(adapter_names);
@@ -61,8 +63,11 @@ Raise RankModel::op_set_adapter(const Op& op) {
 Raise RankModel::op_merge(const Op& op) {
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     if (op.names.empty()) {
-      for (int a : st_.layers[l].active)
-        if (Raise r = layer_merge(static_cast<int>(l), a)) return r;
+      // The layer's active_adapters list: set_adapter's order (lora/layer.py::Linear.merge walks it).
+      AdapterOrder order = st_.active_order.only(st_.layers[l].active);
+      for (int a : st_.layers[l].active) order.push_back(a);
+      for (int i = 0; i < kMaxAdapters && order.at(i) >= 0; ++i)
+        if (Raise r = layer_merge(static_cast<int>(l), order.at(i))) return r;
     } else {
       for (const auto& n : op.names)
         if (Raise r = layer_merge(static_cast<int>(l), adapters_named({n}).first())) return r;
@@ -301,12 +306,18 @@ Raise RankModel::op_delete_adapter(int adapter) {
 // (lora/layer.py::Linear / ParamWrapper.get_delta_weight).
 Raise RankModel::op_delta_weight(int layer) {
   const LayerInfo& li = topo_->layers[layer];
-  for (int a = 0; a < topo_->n_adapters(); ++a) {
+  // tuners_utils.py::BaseTuner.active_adapters keeps set_adapter's list order (a delete drops its
+  // name in place): those first, then any other active adapter in declaration order.
+  AdapterOrder order = st_.active_order.only(st_.active);
+  for (int a = 0; a < topo_->n_adapters(); ++a)
+    if (st_.active.contains(a)) order.push_back(a);
+  for (int i = 0; i < kMaxAdapters && order.at(i) >= 0; ++i) {
+    const int a = order.at(i);
     // The tuner's active adapters (BaseTuner.active_adapters), not the layer's own list: after a
     // delete the two can differ, and the caller asks the model which adapters are active.
     if (!st_.active.contains(a) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
     if (Raise r = get_delta_weight(layer, a, 0)) return r;
-    res_.deltas.insert(a);
+    res_.deltas.push_back(a);
     // Read off an unsharded copy the optimizer has stepped past (or rows no rank holds), B @ A
     // is not the adapter's delta: the adapter is what its shards hold. A copy gathered from
     // ranks whose shards differed, and unchanged since, is exactly those shards. ParamWrapper's

@@ -93,6 +93,7 @@ struct RankState {
   AdapterSet present;          // adapters in the model
   AdapterOrder config_order;   // the same, in PeftModel.peft_config's (insertion) order
   AdapterSet active;           // BaseTuner.active_adapter
+  AdapterOrder active_order;   // the order the last set_adapter named them in (BaseTuner.active_adapter is that list)
   int8_t peft_active = 0;      // PeftModel.active_adapter: one adapter's index (a plain attribute of its own)
   AdapterSet inference_mode;   // per adapter config inference_mode
   bool disabled = false;       // inside `with disable_adapter()`
