@@ -254,7 +254,11 @@ void RealRank::op_delete_adapter(int adapter) {
 // is computed; a raising one stops the op.
 void RealRank::op_delta_weight(int layer) {
   const LayerSpec& ls = layout_->layers[layer];
-  for (size_t a = 0; a < layout_->adapters.size(); ++a) {
+  // tuners_utils.py::BaseTuner.active_adapters keeps set_adapter's list order: those first, then
+  // any other active adapter in declaration order.
+  std::vector<int> order = active_order_.only(active_).list();
+  for (int a : active_.without(active_order_.set())) order.push_back(a);
+  for (size_t a : order) {
     // The tuner's active adapters (BaseTuner.active_adapters), which a delete can leave
     // different from this layer's own list.
     if (!active_.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registered(ls.lora_a[a]).defined()) continue;

@@ -85,12 +85,12 @@ void RankModel::observe_into(Observation& o, int step, const Op& op, const OpRes
   }
   {
     Refill<DeltaObs> deltas(o.deltas);
-    for (int a = 0; a < t.n_adapters(); ++a)
-      if (r.deltas.contains(a)) {
-        DeltaObs& d = deltas.next();
-        d.adapter = t.adapter_names[a];
-        d.value = r.corrupt_deltas.contains(a) ? WeightClass::Corrupt : WeightClass::Exact;
-      }
+    for (int i = 0; i < kMaxAdapters && r.deltas.at(i) >= 0; ++i) {  // in the order delta_weight computed them
+      const int a = r.deltas.at(i);
+      DeltaObs& d = deltas.next();
+      d.adapter = t.adapter_names[a];
+      d.value = r.corrupt_deltas.contains(a) ? WeightClass::Corrupt : WeightClass::Exact;
+    }
   }
   {
     Refill<Name> reload_diff(o.reload_diff);

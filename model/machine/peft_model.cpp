@@ -307,12 +307,18 @@ Raise RankModel::op_delete_adapter(int adapter) {
 // (lora/layer.py::Linear / ParamWrapper.get_delta_weight).
 Raise RankModel::op_delta_weight(int layer) {
   const LayerInfo& li = topo_->layers[layer];
-  for (int a = 0; a < topo_->n_adapters(); ++a) {
+  // tuners_utils.py::BaseTuner.active_adapters keeps set_adapter's list order (a delete drops its
+  // name in place): those first, then any other active adapter in declaration order.
+  AdapterOrder order = st_.active_order.only(st_.active);
+  for (int a = 0; a < topo_->n_adapters(); ++a)
+    if (st_.active.contains(a)) order.push_back(a);
+  for (int i = 0; i < kMaxAdapters && order.at(i) >= 0; ++i) {
+    const int a = order.at(i);
     // The tuner's active adapters (BaseTuner.active_adapters), not the layer's own list: after a
     // delete the two can differ, and the caller asks the model which adapters are active.
     if (!st_.active.contains(a) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
     if (Raise r = get_delta_weight(layer, a, 0)) return r;
-    res_.deltas.insert(a);
+    res_.deltas.push_back(a);
     // Read off an unsharded copy the optimizer has stepped past (or rows no rank holds), B @ A
     // is not the adapter's delta: the adapter is what its shards hold. A copy gathered from
     // ranks whose shards differed, and unchanged since, is exactly those shards. ParamWrapper's

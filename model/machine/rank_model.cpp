@@ -82,7 +82,7 @@ const OpResult& RankModel::apply(const Op& op) {
   res_.opt_missing = 0;
   res_.has_grads = false;
   res_.grads = AdapterSet{};
-  res_.deltas = AdapterSet{};
+  res_.deltas = AdapterOrder{};
   res_.corrupt_deltas = AdapterSet{};
   res_.reload_diff.clear();
   st_.memory.start_op();

@@ -37,7 +37,7 @@ struct OpResult {
   int opt_missing = 0;      // save/load_optimizer: optimizer params not registered
   bool has_grads = false;   // training op reached the gradient stage
   AdapterSet grads;         // adapters whose shard received a gradient
-  AdapterSet deltas;        // delta_weight: adapters whose delta was computed
+  AdapterOrder deltas;      // delta_weight: adapters whose delta was computed, in the order computed
   AdapterSet corrupt_deltas;  // ... from one rank's rows (not the full A and B)
   std::vector<int> reload_diff;  // load_adapters: params whose values differ from this rank's at save time
 };

@@ -111,7 +111,8 @@ int cmd_crosscheck(const Args& a) {
                     "fsdpsim random --seed " + std::to_string(seed) + " --count 1 --world " + std::to_string(opt.world) +
                         (a.draw.empty() ? "" : " --draw " + a.draw)};
       for (size_t k = 0; k < res.divergences.size() && k < 5; ++k) f.comments.push_back("  " + res.divergences[k]);
-      const std::string file = out_dir + "/divergent_" + std::to_string(seed) + ".seq";
+      // With --world the name carries it: runs of one seed at several worlds share a --out dir without overwriting.
+      const std::string file = out_dir + "/divergent_" + std::to_string(seed) + (a.world > 0 ? "_w" + std::to_string(opt.world) : "") + ".seq";
       write_file(file, print_seq(f));
       jc.outcome = JunitCase::Outcome::Failure, jc.message = std::to_string(res.divergences.size()) + " divergences (" + file + ")";
       for (const auto& d : res.divergences) jc.text += d + "\n";
