@@ -21,178 +21,7 @@ void WeightContent::add(int adapter, DeltaId version, int sign) {
 DeltaId RankModel::delta_version(int layer, int adapter) const {
   const LayerInfo& li = topo_->layers[layer];
   auto ver = [&](int p) { return st_.params[p].registered_version(is_registered_u(p)); };
-  return delta_id(adapter, ver(li.A[adapter]), ver(li.B[adapter]));
-}
-
-// B stays exactly zero under init=zero (PEFT's default, lora/layer.py::
-// reset_lora_parameters) until an update or a load changes it: B @ A is zero then.
-DeltaId RankModel::delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const {
-  if (ver_b == 0 && topo_->adapters[adapter].init == LoraInit::Zero) return kZeroDelta;
-  return (static_cast<DeltaId>(ver_a & 0x7fffffffu) << 32) | ver_b;
-}
-
-// Which parameter, and what this rank's shard of it holds, as a digest.
-uint64_t RankModel::digest_of(int param) const { return param_digest(*topo_, st_.params, param, rank_); }
-
-// The gathered value is rows of different ranks' differing shards: a base weight
-// that is W0 plus no set of deltas, LoRA values no rank has.
-void RankModel::mark_mixed(const CollRecord& c, int i) {
-  if (c.into != CollRecord::kIntoU) return;  // a merge's mix is in its delta (apply_gathered_delta)
-  FsdpParam& ps = st_.params[topo_->groups[c.target].params[i]];
-  if (ps.detached) return;  // the ghost's U: no module registers it
-  ps.mark_u_mixed();
-}
-
-void RankModel::mark_part_filled(const CollRecord& broadcast) {
-  FsdpParam& ps = st_.params[log_.member(broadcast, 0)];
-  if (topo_->params[log_.member(broadcast, 0)].adapter < 0) {
-    ps.w_s.corrupt = true;
-  } else {
-    ps.ver_s = kMixedVersion;
-  }
-}
-
-bool RankModel::concatenated_u(const std::vector<const RankModel*>& ranks, const std::vector<const CollRecord*>& colls,
-                               int i, uint32_t* ver, WeightContent* w) {
-  const RankModel& m0 = *ranks[0];
-  const int p = m0.log_.member(*colls[0], i);
-  const Topology& topo = *m0.topo_;
-  const ParamInfo& pi = topo.params[p];
-  thread_local std::vector<uint32_t> vers;  // buffers: this runs per differing parameter of a matched all-gather
-  thread_local std::vector<const WeightContent*> rows;
-  vers.assign(ranks.size(), kNoRows);
-  rows.assign(ranks.size(), nullptr);
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    const RankModel& m = *ranks[r];
-    const FsdpParam& ps = m.st_.params[p];
-    if (ps.detached || colls[r]->into != CollRecord::kIntoU) return false;
-    const uint64_t d = m.log_.digest(*colls[r], i);
-    if (d == 0) continue;  // padding only
-    // Changed since it was contributed (a later edit in the same op): not what was gathered.
-    if (m.digest_of(p) != d || ps.ver_u != ps.ver_s || ps.w_u != ps.w_s) return false;
-    vers[r] = ps.ver_s;
-    rows[r] = &ps.w_s;
-  }
-  *ver = global_a_version(vers);
-  *w = WeightContent{};
-  if (pi.kind != ParamKind::Weight) return true;
-  const LayerInfo* li = nullptr;
-  for (const auto& l : topo.layers)
-    if (l.weight == p) li = &l;
-  const WeightContent* first = nullptr;
-  for (const WeightContent* x : rows)
-    if (x && !first) first = x;
-  if (!li || !first) return false;
-  for (const WeightContent* x : rows)
-    if (x && (x->corrupt || x->coeff != first->coeff)) return false;
-  *w = *first;
-  for (int a = 0; a < topo.n_adapters(); ++a) {
-    if (first->coeff[a] == 0) continue;
-    // peft lora/layer.py::Linear.get_delta_weight on a Shard(0) B: each rank's rows are B_r @ A.
-    if (li->B[a] < 0 || topo.params[li->B[a]].dim0 != pi.dim0) return false;
-    thread_local std::vector<uint32_t> b;
-    b.assign(ranks.size(), kNoRows);
-    const DeltaId id0 = first->ver[a];
-    bool same = true;
-    for (size_t r = 0; r < rows.size(); ++r) {
-      if (!rows[r]) continue;
-      const DeltaId id = rows[r]->ver[a];
-      same = same && id == id0;
-      if (id == kZeroDelta || (id & kTransposedDelta) || (id >> 32) != (id0 >> 32)) return false;  // no common A
-      b[r] = static_cast<uint32_t>(id);
-    }
-    if (!same) w->ver[a] = m0.delta_id(a, static_cast<uint32_t>(id0 >> 32), global_a_version(b));
-  }
-  return true;
-}
-
-void RankModel::set_gathered(const CollRecord& c, int i, uint32_t ver, const WeightContent& w) {
-  const int p = log_.member(c, i);
-  FsdpParam& ps = st_.params[p];
-  if (topo_->params[p].kind != ParamKind::Weight) {
-    ps.ver_u = ver;
-    return;
-  }
-  // U was S's copy at the unshard (FsdpParam::to_unsharded); what the op did to U since, before
-  // this gather paired (a disabled forward's unmerge, peft lora/layer.py::Linear.forward), lands on
-  // the gathered rows (a rank holding padding only takes every row from its peers).
-  WeightContent got = w;
-  for (int a = 0; a < topo_->n_adapters(); ++a) {
-    const int8_t cs = ps.w_s.coeff[a], cu = ps.w_u.coeff[a];
-    if (cs == cu && ps.w_s.ver[a] == ps.w_u.ver[a]) continue;
-    if (cs == 0) got.add(a, ps.w_u.ver[a], cu);
-    else if (cu == 0) got.add(a, ps.w_s.ver[a], -cs);
-    else if (ps.w_s.ver[a] == ps.w_u.ver[a]) got.add(a, ps.w_u.ver[a], cu - cs);
-    else got.corrupt = true;  // a delta replaced by another version's: no symbolic difference
-  }
-  got.corrupt = got.corrupt || (ps.w_u.corrupt && !ps.w_s.corrupt);
-  ps.w_u = got;
-}
-
-uint32_t RankModel::global_a_version(const std::vector<uint32_t>& v) {
-  uint32_t first = kNoRows;
-  bool same = true;
-  uint64_t h = 1469598103934665603ull;
-  for (uint32_t x : v) {
-    if (x == kNoRows) continue;
-    if (first == kNoRows) first = x;
-    same = same && x == first;
-    h = (h ^ x) * 1099511628211ull;
-  }
-  if (first == kNoRows) return 0;
-  if (same) return first;
-  return 0x10000u + static_cast<uint32_t>(h % 0xfffe0000ull);
-}
-
-// ---------------------------------------------------------------------------
-// Note: the deferred shard merge (completed by the simulator)
-//
-// A merge or unmerge while the group is SHARDED computes its delta through a
-// DTensor all-gather of A (or, for an experts einsum sharded on the experts,
-// of B): the delta is made of the rows every rank contributed, which one rank
-// cannot know alone. So gather_one records the all-gather with into =
-// kIntoShard, the adapter and the sign, and leaves the shard untouched. Once
-// the simulator has
-// matched that all-gather across the ranks (sim/simulator.cpp::
-// Simulator::apply_gathered_deltas) it works out the version of the A (or B)
-// the ranks actually gathered (global_a_version: a mix id when they differ or
-// a peer packed another tensor) and calls apply_gathered_delta, which adds
-// the delta into this rank's W shard. There is no other path: the unit tests
-// run their ops through a simulator too (properties/test_util.hpp::OneRank),
-// and on a 1-rank mesh there is no all-gather at all (the delta applies now).
-// ---------------------------------------------------------------------------
-void RankModel::apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t other_version) {
-  const LayerInfo& li = topo_->layers[c.target];
-  const int a = li.A[c.adapter], b = li.B[c.adapter];
-  // The experts einsum sharded on the experts gathers B and keeps this rank's A; with
-  // delta_weight_gather=on B's gather follows A's, whose version the simulator passes (param_wrapper.cpp).
-  const DeltaId id = log_.members().empty() || c.member_count == 0 || log_.member(c, 0) != b
-                         ? delta_id(c.adapter, version, other_version != kNoRows ? other_version : st_.params[b].ver_s)
-                         : delta_id(c.adapter, other_version != kNoRows ? other_version : st_.params[a].ver_s, version);
-  st_.params[li.weight].w_s.add(c.adapter, id, c.sign);
-  note_deferred(c);
-}
-
-// DTensor's matmul all-gathers one parameter (A) for a delta.
-void RankModel::gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign, int64_t count, DType wire) {
-  CollRecord c{CollOp::AllGather, topo_->params[param].group, count >= 0 ? count : topo_->params[param].shard_numel,
-               into, layer, log_.next_contribution(), adapter};
-  c.sign = static_cast<int8_t>(sign);
-  c.dtype = wire;
-  // torch 2.13 distributed/tensor/_redistribute.py::redistribute_local_tensor: on a 1-rank mesh
-  // Shard -> Replicate is the local tensor itself, no functional all-gather; the delta applies now.
-  c.member_begin = log_.next_member();
-  c.member_count = 1;
-  log_.pack(param);
-  if (topo_->world == 1) {
-    if (sign != 0) apply_gathered_delta(c, st_.params[param].ver_s);
-    log_.unpack_last();
-    return;
-  }
-  // The merge below changes only the layer's weight, never the gathered A or B: its digest holds.
-  log_.contribute(digest_of(param), holds_rows(param, rank_) ? st_.params[param].ver_s : kNoRows);
-  if (sign != 0 && prov_) prov_->deferred.emplace_back(layer, prov_->stamp());
-  log_.issue(c);
+  return dtensor().delta_id(adapter, ver(li.A[adapter]), ver(li.B[adapter]));
 }
 
 WeightContent& RankModel::registered_weight(int layer) {
@@ -371,7 +200,7 @@ WeightClass RankModel::classify_stored(int layer) const {
   if (plain_w0(st_.params[li.weight].w_s, st_.layers[layer])) return WeightClass::Exact;
   std::array<DeltaId, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a)
-    if (li.A[a] >= 0) cur[a] = delta_id(a, st_.params[li.A[a]].ver_s, st_.params[li.B[a]].ver_s);
+    if (li.A[a] >= 0) cur[a] = dtensor().delta_id(a, st_.params[li.A[a]].ver_s, st_.params[li.B[a]].ver_s);
   return classify(st_.params[li.weight].w_s, st_.layers[layer], cur, topo_->n_adapters());
 }
 
@@ -420,7 +249,8 @@ WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vec
     if (li.A[a] < 0) continue;
     // The parameter every rank would contribute now, in rank order: A, or B for an experts
     // einsum sharded on the experts (experts_gather_b).
-    const bool b_gathered = experts_gather_b(layer, a);
+    const DTensor dt = dtensor();
+    const bool b_gathered = dt.experts_gather_b(layer, a);
     auto across_ranks = [&](int param) {  // the version of the full tensor the ranks hold
       uint32_t v_g = own.ver_s[param];
       if (group_of(param) < 0) return v_g;
@@ -429,11 +259,11 @@ WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vec
       if (holds_rows(param, rank_)) v[rank_] = v_g;
       for (const auto& [rank, p] : peers)
         if (holds_rows(param, rank)) v[rank] = p->ver_s[param];
-      return global_a_version(v);
+      return version::mix_version(v);
     };
     const uint32_t v_g = across_ranks(b_gathered ? li.B[a] : li.A[a]);
-    const uint32_t v_b = experts_full_b_delta(layer, a) ? across_ranks(li.B[a]) : own.ver_s[li.B[a]];
-    cur[a] = b_gathered ? delta_id(a, own.ver_s[li.A[a]], v_g) : delta_id(a, v_g, v_b);
+    const uint32_t v_b = dt.experts_full_b_delta(layer, a) ? across_ranks(li.B[a]) : own.ver_s[li.B[a]];
+    cur[a] = b_gathered ? dt.delta_id(a, own.ver_s[li.A[a]], v_g) : dt.delta_id(a, v_g, v_b);
   }
   return classify(own.w_s[layer], own.layers[layer], cur, topo_->n_adapters());
 }

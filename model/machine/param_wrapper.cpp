@@ -41,58 +41,12 @@ std::string mixed_dtensor_error(const std::string& aten_op) {
 //   delta is W's own Shard(0);
 // - kReplicate: B, then A, gathered;
 // - kViewRaises: r > 1 with one out row: the bmm's view of B's sharded singleton raises.
-RankModel::ExpertsEinsum RankModel::experts_einsum(int layer, int adapter) const {
-  const LayerInfo& li = topo_->layers[layer];
-  const int64_t w = topo_->world, out = topo_->params[li.B[adapter]].dim0, r = topo_->adapters[adapter].r;
+ExpertsEinsum experts_einsum(const Topology& topo, int layer, int adapter) {
+  const LayerInfo& li = topo.layers[layer];
+  const int64_t w = topo.world, out = topo.params[li.B[adapter]].dim0, r = topo.adapters[adapter].r;
   if (r > 1 && out == 1) return ExpertsEinsum::kViewRaises;
   if ((r == 1 && out > 1) || out >= w) return ExpertsEinsum::kShardOut;
   return li.experts >= w ? ExpertsEinsum::kShardExperts : ExpertsEinsum::kReplicate;
-}
-
-// A merge off shards whose einsum shards on the experts gathers B: this rank's rows of W get
-// its own A's experts (the simulator's apply_gathered_delta and classify_stored).
-bool RankModel::experts_gather_b(int layer, int adapter) const {
-  const LayerInfo& li = topo_->layers[layer];
-  return li.experts > 1 && topo_->world > 1 && topo_->profile.get(Switch::DeltaWeightGather) != sw::kOn &&
-         experts_einsum(layer, adapter) == ExpertsEinsum::kShardExperts;
-}
-
-bool RankModel::experts_full_b_delta(int layer, int adapter) const {
-  const LayerInfo& li = topo_->layers[layer];
-  return li.experts > 1 && topo_->world > 1 && !experts_gather_b(layer, adapter);
-}
-
-// The delta cut to this rank's chunk of W: delta_weight_gather=on over W's shard (the real
-// backend's chunk_of_w, peft lora/layer.py::ParamWrapper.get_delta_weight with the #3102 fix).
-namespace {
-bool cut_to_w_chunk(const Topology& topo, const RankModel& m, const LayerInfo& li) {
-  return li.experts > 1 && topo.world > 1 && topo.profile.get(Switch::DeltaWeightGather) == sw::kOn && m.group_of(li.weight) >= 0 &&
-         !m.is_registered_u(li.weight);
-}
-}  // namespace
-
-bool RankModel::delta_reads_slot(int layer, int adapter, int param, int peer) const {
-  const LayerInfo& li = topo_->layers[layer];
-  if (param != li.A[adapter] || !cut_to_w_chunk(*topo_, *this, li)) return true;
-  // A.reshape(E, -1, in): expert e reads A's rows e*r..(e+1)*r (lora/layer.py::ParamWrapper.get_delta_weight)
-  const ParamInfo &w = topo_->params[li.weight], &a = topo_->params[param];
-  const int64_t r = topo_->adapters[adapter].r;
-  const int64_t e0 = int64_t{w.chunk_rows} * rank_, e1 = e0 + w.local_rows(rank_);
-  const int64_t a0 = int64_t{a.chunk_rows} * peer, a1 = a0 + a.local_rows(peer);
-  return e0 * r < a1 && a0 < e1 * r;
-}
-
-bool RankModel::delta_chunk_empty(int layer, int) const {
-  const LayerInfo& li = topo_->layers[layer];
-  return cut_to_w_chunk(*topo_, *this, li) && !holds_rows(li.weight, rank_);
-}
-
-bool RankModel::delta_keeps_b_rows(int layer, int adapter) const {
-  const LayerInfo& li = topo_->layers[layer];
-  const bool gather_fix = topo_->profile.get(Switch::DeltaWeightGather) == sw::kOn;
-  if (li.experts == 0) return topo_->params[li.weight].dim0 >= topo_->world;
-  if (li.experts == 1) return !gather_fix && topo_->params[li.B[adapter]].dim0 >= topo_->world;
-  return !gather_fix && experts_einsum(layer, adapter) == ExpertsEinsum::kShardOut;
 }
 
 // lora/layer.py::Linear.get_delta_weight: B @ A on DTensors redistributes A
@@ -109,6 +63,7 @@ bool RankModel::delta_keeps_b_rows(int layer, int adapter) const {
 // like the weight. sign: +1 merge, -1 unmerge, 0 delta only (the delta_weight op).
 Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
   TrScope scope(site(), Tr::GetDeltaWeight);
+  DTensor dt = dtensor();
   const LayerInfo& li = topo_->layers[layer];
   const int a = li.A[adapter], b = li.B[adapter];
   const bool sharded_read = group_of(a) >= 0 && !is_registered_u(a);
@@ -133,10 +88,10 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
       const int64_t w = topo_->world, r = topo_->adapters[adapter].r;
       if (r >= w) {
         const int64_t rows = (topo_->params[b].dim0 + w - 1) / w;
-        gather_one(b, CollRecord::kNowhere, layer, adapter, 0, rows * ((r + w - 1) / w) * w);
+        dt.all_gather(b, CollRecord::kNowhere, layer, adapter, 0, rows * ((r + w - 1) / w) * w);
       } else {
-        gather_one(b, CollRecord::kNowhere, layer, adapter);
-        gather_one(a, CollRecord::kNowhere, layer, adapter);
+        dt.all_gather(b, CollRecord::kNowhere, layer, adapter);
+        dt.all_gather(a, CollRecord::kNowhere, layer, adapter);
       }
       if (sign == 0) return {};  // the delta_weight op: the full delta, replicated or partial
       // _ops/utils.py::expand_to_full_mesh_op_strategy: `W.data += delta` (`-=` on unmerge) must keep
@@ -144,7 +99,7 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
       return raise(Status::Exception, inplace_placement_error(sign));
     }
     if (sharded_read) {
-      gather_one(a, into, layer, adapter, sign);
+      dt.all_gather(a, into, layer, adapter, sign);
       return {};
     }
     if (sign != 0) registered_weight(layer).add(adapter, delta_version(layer, adapter), sign);
@@ -157,17 +112,17 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
       const int64_t w = topo_->world, r = topo_->adapters[adapter].r;
       if (gather_fix) {
         // delta_weight_gather=on (the #3102 fix) reads the full A and B.
-        gather_one(a, CollRecord::kNowhere, layer, adapter);
-        gather_one(b, CollRecord::kNowhere, layer, adapter);
+        dt.all_gather(a, CollRecord::kNowhere, layer, adapter);
+        dt.all_gather(b, CollRecord::kNowhere, layer, adapter);
       } else if (topo_->params[b].dim0 < w && r >= w) {
         // B @ A with fewer out rows than ranks, as for a Linear above: B moves to Shard(1).
         const int64_t rows = (topo_->params[b].dim0 + w - 1) / w;
-        gather_one(b, CollRecord::kNowhere, layer, adapter, 0, rows * ((r + w - 1) / w) * w);
+        dt.all_gather(b, CollRecord::kNowhere, layer, adapter, 0, rows * ((r + w - 1) / w) * w);
       } else if (topo_->params[b].dim0 < w) {
-        gather_one(b, CollRecord::kNowhere, layer, adapter);
-        gather_one(a, CollRecord::kNowhere, layer, adapter);
+        dt.all_gather(b, CollRecord::kNowhere, layer, adapter);
+        dt.all_gather(a, CollRecord::kNowhere, layer, adapter);
       } else {
-        gather_one(a, CollRecord::kNowhere, layer, adapter);
+        dt.all_gather(a, CollRecord::kNowhere, layer, adapter);
       }
     }
     const bool dtensor_add = sharded_read || late_distributed;  // the delta W meets is a DTensor
@@ -183,7 +138,7 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
       // of this rank's padded rows, named after the weight it is added to.
       const int64_t w = topo_->world, out = topo_->params[b].dim0;
       if (dtensor_add && w > 1 && (out >= w || gather_fix))
-        gather_one(li.weight, CollRecord::kNowhere, layer, adapter, 0, (out + w - 1) / w * topo_->params[a].rest);
+        dt.all_gather(li.weight, CollRecord::kNowhere, layer, adapter, 0, (out + w - 1) / w * topo_->params[a].rest);
       // a square layer adds the transposed delta: a delta of its own, which unmerge takes back
       DeltaId v = delta_version(layer, adapter);
       if (v != kZeroDelta) v ^= kTransposedDelta;
@@ -205,8 +160,8 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
     // A, then B, gathered whole: the delta settles once B's gather pairs, from the A slots this
     // rank's experts read and every B slot, whatever tensor each peer posted (Simulator::
     // apply_gathered_deltas).
-    gather_one(a, CollRecord::kNowhere, layer, adapter, 0, -1, own(a));
-    gather_one(b, into, layer, adapter, sign, -1, own(b));
+    dt.all_gather(a, CollRecord::kNowhere, layer, adapter, 0, -1, own(a));
+    dt.all_gather(b, into, layer, adapter, sign, -1, own(b));
     return {};
   }
   // torch 2.13 distributed/tensor/_ops/_view_ops.py::_ViewShardingPropagator._analyze_split (strict
@@ -218,7 +173,7 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
                                                 "the tensor before this operation.",
                                                 E, topo_->world));
   const int64_t out = topo_->params[b].dim0, w = topo_->world;
-  const ExpertsEinsum plan = experts_einsum(layer, adapter);  // see experts_einsum
+  const ExpertsEinsum plan = experts_einsum(*topo_, layer, adapter);  // see experts_einsum
   if (plan == ExpertsEinsum::kViewRaises)
     return raise(Status::ShapeError, "This operation would remove or reshape sharded dimension 3, which requires "
                               "redistribution. Please redistribute the input first.");
@@ -227,21 +182,21 @@ Raise RankModel::get_delta_weight(int layer, int adapter, int sign) {
   const bool add_raises = sign != 0 && E < w;
   const CollRecord::Into feed = add_raises ? CollRecord::kNowhere : into;
   if (shard_out) {
-    gather_one(a, feed, layer, adapter, sign, -1, own(a));
+    dt.all_gather(a, feed, layer, adapter, sign, -1, own(a));
   } else if (shard_experts) {
     // the redistribution pads B's shard on the experts to a multiple of the world (torch 2.13
     // placement_types.py::Shard._to_new_shard_dim): (ceil(out / w), r, ceil(E / w) * w)
-    gather_one(b, feed, layer, adapter, sign, (out + w - 1) / w * r * ((E + w - 1) / w * w), own(b));
+    dt.all_gather(b, feed, layer, adapter, sign, (out + w - 1) / w * r * ((E + w - 1) / w * w), own(b));
   } else {
-    gather_one(b, CollRecord::kNowhere, layer, adapter, 0, -1, own(b));
-    gather_one(a, CollRecord::kNowhere, layer, adapter, 0, -1, own(a));
+    dt.all_gather(b, CollRecord::kNowhere, layer, adapter, 0, -1, own(b));
+    dt.all_gather(a, CollRecord::kNowhere, layer, adapter, 0, -1, own(a));
   }
   if (add_raises) return raise(Status::Exception, inplace_placement_error(sign));  // after its all-gathers
   // torch 2.13 distributed/tensor/_redistribute.py: `param.data += delta` redistributes a delta
   // sharded on out to W's Shard(0): one all-gather of this rank's (E, in, ceil(out / world))
   // columns, padded on dim 0 to a multiple of the world so the result splits into W's chunks.
   if (sign != 0 && shard_out)
-    gather_one(li.weight, CollRecord::kNowhere, layer, adapter, 0,
+    dt.all_gather(li.weight, CollRecord::kNowhere, layer, adapter, 0,
                (E + w - 1) / w * w * (topo_->params[li.weight].rest / out) * ((out + w - 1) / w), delta_dtype);
   return {};
 }

@@ -377,7 +377,7 @@ Raise RankModel::op_save_adapters(const Op& op) {
       const int a = topo_->params[p].adapter;
       // DTensor.full_tensor gathers in the parameter's own dtype (a merge gathers fp32 copies)
       if (a >= 0 && names.contains(a) && st_.params[p].present && group_of(p) >= 0)
-        gather_one(p, CollRecord::kNowhere, -1, a, 0, -1, st_.params[p].dtype);
+        dtensor().all_gather(p, CollRecord::kNowhere, -1, a, 0, -1, st_.params[p].dtype);
     }
   return {};
 }
