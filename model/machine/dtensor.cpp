@@ -2,9 +2,28 @@
 // rank's parameters (dtensor.hpp says how a shard merge settles).
 #include "model/machine/dtensor.hpp"
 
+#include <fmt/format.h>
+
 #include "model/machine/provenance.hpp"
 
 namespace fsdpsim {
+
+// torch 2.13 distributed/tensor/_ops/utils.py::expand_to_full_mesh_op_strategy: an in-place
+// `W.data += delta` (`-=` on unmerge) whose input placement no strategy keeps.
+std::string DTensor::inplace_placement_error(int sign) {
+  return fmt::format("RuntimeError: aten.{}.Tensor: in-place operations that require placement changes are not supported. The "
+                     "input has placement (Shard(dim=0),), but no valid strategy preserves this placement. Please use the "
+                     "out-of-place version of this operation instead.",
+                     sign > 0 ? "add_" : "sub_");
+}
+
+// torch 2.13 distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info: a DTensor op
+// given a plain tensor too.
+std::string DTensor::mixed_tensor_error(const std::string& aten_op) {
+  return fmt::format("RuntimeError: aten.{} got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor "
+                     "before calling distributed operators!",
+                     aten_op);
+}
 
 // DTensor's matmul all-gathers one parameter (A) for a delta.
 void DTensor::all_gather(int param, CollRecord::Into into, int layer, int adapter, int sign, int64_t count, DType wire) {

@@ -16,6 +16,7 @@
 // (mark_mixed, concatenated_u, set_gathered).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/machine/collective_log.hpp"
@@ -70,6 +71,10 @@ class DTensor {
   // Which parameter, and what this rank's shard of it holds, as a digest.
   uint64_t digest_of(int param) const { return param_digest(*topo_, *params_, param, rank_); }
   const CollectiveLog& log() const { return *log_; }
+  // What DTensor raises: an in-place add (sign > 0) or subtract whose placement no strategy
+  // keeps, and an op given a plain tensor and a DTensor (`aten_op`: the op's name).
+  static std::string inplace_placement_error(int sign);
+  static std::string mixed_tensor_error(const std::string& aten_op);
   int rank() const { return rank_; }
 
   // How get_delta_weight's gathers combine the ranks' rows (param_wrapper.cpp holds the einsum

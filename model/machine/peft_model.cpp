@@ -16,7 +16,7 @@ Raise RankModel::set_adapter_module_level(AdapterSet names, bool list_form, bool
   if (Raise r = wrappers_set_adapter(names, list_form, inference_mode)) return r;
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     if (st_.layers[l].any_merged())
-      if (Raise r = layer_unmerge(static_cast<int>(l))) return r;
+      if (Raise r = st_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
     st_.layers[l].set_adapter(layer_context(static_cast<int>(l)), names, inference_mode);
   }
   st_.active = names;
@@ -62,10 +62,10 @@ Raise RankModel::op_merge(const Op& op) {
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     if (op.names.empty()) {
       for (int a : st_.layers[l].active)
-        if (Raise r = layer_merge(static_cast<int>(l), a)) return r;
+        if (Raise r = st_.layers[l].merge(layer_context(static_cast<int>(l)), a)) return r;
     } else {
       for (const auto& n : op.names)
-        if (Raise r = layer_merge(static_cast<int>(l), adapters_named({n}).first())) return r;
+        if (Raise r = st_.layers[l].merge(layer_context(static_cast<int>(l)), adapters_named({n}).first())) return r;
     }
   }
   return {};
@@ -74,7 +74,7 @@ Raise RankModel::op_merge(const Op& op) {
 // tuners_utils.py::BaseTuner.unmerge_adapter: every layer unmerges.
 Raise RankModel::unmerge_adapter() {
   for (size_t l = 0; l < topo_->layers.size(); ++l)
-    if (Raise r = layer_unmerge(static_cast<int>(l))) return r;
+    if (Raise r = st_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
   return {};
 }
 
@@ -305,7 +305,7 @@ Raise RankModel::op_delta_weight(int layer) {
     // The tuner's active adapters (BaseTuner.active_adapters), not the layer's own list: after a
     // delete the two can differ, and the caller asks the model which adapters are active.
     if (!st_.active.contains(a) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
-    if (Raise r = get_delta_weight(layer, a, 0)) return r;
+    if (Raise r = st_.layers[layer].get_delta_weight(layer_context(layer), a, 0)) return r;
     res_.deltas.insert(a);
     // Read off an unsharded copy the optimizer has stepped past (or rows no rank holds), B @ A
     // is not the adapter's delta: the adapter is what its shards hold. A copy gathered from

@@ -1,6 +1,7 @@
 // RankModel: the state after prepare, op dispatch, and the training ops
 // (forward with FSDP hooks, backward, step).
 #include "model/machine/rank_model.hpp"
+#include "model/machine/param_wrapper.hpp"
 
 #include <fmt/format.h>
 
@@ -72,6 +73,11 @@ void RankModel::reset() {
     first = false;
   }
   if (st_.prepared) prepare_optimizer();  // before prepare there is no optimizer yet
+}
+
+LayerContext RankModel::layer_context(int layer) {
+  return LayerContext{*topo_, layer, st_.params, st_.groups, st_.layers, prov_, st_.inference_mode, st_.prepared,
+                      dtensor(), st_.graph.grad, res_.corrupt_deltas};
 }
 
 const OpResult& RankModel::apply(const Op& op) {
@@ -245,7 +251,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     int g = topo_->layers[l].group;
     bool child = g != root;
     if (child && topo_->groups[g].first_layer == static_cast<int>(l)) {
-      if (Raise r = wrapper_forward(static_cast<int>(l))) return r;
+      if (Raise r = ParamWrapper::forward(st_.layers[l], layer_context(static_cast<int>(l)))) return r;
       // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.pre_forward registers the post-backward
       // node only when entering a forward pass: a group left in FORWARD by a raise gets none.
       if (stuck(g)) {
@@ -263,7 +269,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     // A module that raises leaves every group it entered UNSHARDED (no post_forward); the
     // previous forward's output stands.
     const bool input_rg = path_rg;
-    if (Raise r = layer_forward(static_cast<int>(l), grad_enabled, &path_rg)) {
+    if (Raise r = st_.layers[l].forward(layer_context(static_cast<int>(l)), grad_enabled, &path_rg)) {
       // ... except the member completing a grouped fully_shard([...]): its post-forward hook is
       // registered with always_call=True and runs on the raise (torch 2.13
       // _fsdp_state.py::_register_group_forward_hooks): the group reshards and goes IDLE.
@@ -281,7 +287,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
       // A LoRA layer wrapped around the FSDP module puts the hook on the base output, which
       // autograd reaches after the layer's own output (tensor 2l, not 2l + 1) once the LoRA
       // layer adds a term to it (peft lora/layer.py::Linear.forward; else it returns that tensor).
-      gr.hooks.emplace_back(g, 2 * static_cast<int>(l) + (li.lora_after_fsdp && lora_adds_output(static_cast<int>(l)) ? 0 : 1));
+      gr.hooks.emplace_back(g, 2 * static_cast<int>(l) + (li.lora_after_fsdp && st_.layers[l].adds_output(layer_context(static_cast<int>(l))) ? 0 : 1));
     }
   }
   if (root >= 0 && !stuck(root)) {

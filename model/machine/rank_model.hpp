@@ -125,16 +125,11 @@ class RankModel {
   [[nodiscard]] Raise root_post_backward_final_callback(std::vector<uint8_t>& done);
   void reshard_all();         // the state-dict pre-hook: _to_sharded on every group
   void module_reshard_all();  // FSDPModule.reshard() on every FSDP module
-  // --- LoRA layer (lora_layer.cpp) ---
-  DeltaId delta_version(int layer, int adapter) const;
-  Raise layer_merge(int layer, int adapter);
-  Raise layer_unmerge(int layer);
+  // --- LoRA layers (lora_layer.cpp, param_wrapper.cpp hold their transitions) ---
   LayerContext layer_context(int layer);  // what layer's transitions reach on this rank
-  Raise layer_forward(int layer, bool grad_enabled, bool* path_rg);
   // --- activation checkpointing (activation_checkpoint.cpp) ---
   void checkpoint_saves(int layer, bool input_rg, std::vector<SavedMeta>* out) const;
   Raise checkpoint_recompute(int layer, bool input_rg);
-  WeightContent& registered_weight(int layer);
   void set_registered_rg(int param, bool value);
   // --- modules_to_save wrappers (modules_to_save.cpp) ---
   Raise wrappers_set_adapter(AdapterSet names, bool list_form, bool inference_mode);
@@ -152,9 +147,6 @@ class RankModel {
   Raise op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
   Raise op_delete_adapter(int adapter);
   Raise op_delta_weight(int layer);
-  Raise wrapper_forward(int layer);  // param_wrapper.cpp
-  bool lora_adds_output(int layer) const;  // lora_layer.cpp: the layer's output is not its base output
-  int lora_active_count(int layer) const;
   Raise op_save_adapters(const Op& op);
   Raise op_load_adapters();
   int64_t saved_rows(int param, int rank) const;
@@ -163,9 +155,6 @@ class RankModel {
   void place_base_params();
   void place_new_adapter(int adapter, bool autocast = true);  // autocast: BaseTuner._cast_adapter_dtype ran
   void op_prepare();
-  // --- get_delta_weight (param_wrapper.cpp) ---
-  Raise get_delta_weight(int layer, int adapter, int sign);
-  std::string one_expert_add_error(int layer, int adapter, bool dtensor) const;  // "" when it broadcasts
   // --- memory (loading.cpp) ---
   bool default_placement() const;
   void sharded_bytes_into(std::vector<OwnerBytes>& out) const;
