@@ -4,7 +4,7 @@
 // upstream method it mirrors (fsdp_param_group.cpp). What they reach besides the
 // group's own state comes in a GroupContext, as FSDPParamGroup holds its
 // fsdp_params, its mesh and its comm context. The FSDPState-level transitions over
-// every group (the root's lazy init, the final callback) are RankModel's (fsdp_group.cpp).
+// every group (the root's lazy init, the final callback) are FsdpState's (fsdp_state.cpp).
 #pragma once
 #include <cstdint>
 #include <string>

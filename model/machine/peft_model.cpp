@@ -37,14 +37,14 @@ Raise RankModel::op_set_adapter(const Op& op) {
         for (size_t g = 0; g < topo_->groups.size(); ++g) {
           bool merged = false;
           for (int l : topo_->groups[g].layers) merged = merged || st_.layers[l].any_merged();
-          if (!merged) st_.groups[g].reshard(group_context(static_cast<int>(g)));  // FSDPModule.reshard
+          if (!merged) st_.groups[g].reshard(fsdp().context(static_cast<int>(g)));  // FSDPModule.reshard
         }
         break;
       case sw::kUnmergeFirst:
         // #3895: unmerge_adapter, then reshard every FSDP module, then set_adapter.
         if (any_merged())
           if (Raise r = unmerge_adapter()) return r;  // get_delta_weight raised inside unmerge
-        module_reshard_all();
+        fsdp().module_reshard_all();
         break;
     }
   }
@@ -110,7 +110,7 @@ Raise RankModel::op_disable_exit() {
   if (topo_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
     if (any_merged())
       if (Raise r = unmerge_adapter()) return r;
-    module_reshard_all();
+    fsdp().module_reshard_all();
   }
   for (size_t l = 0; l < topo_->layers.size(); ++l) st_.layers[l].enable_adapters(layer_context(static_cast<int>(l)), true);
   st_.disabled = false;
@@ -243,7 +243,7 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
   }
   // then set_peft_model_state_dict -> model.load_state_dict, whose FSDP pre-hook
   // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks) reshards every group.
-  if (st_.prepared) reshard_all();
+  if (st_.prepared) fsdp().reshard_all();
   return {};
 }
 
@@ -345,7 +345,7 @@ Raise RankModel::op_save_adapters(const Op& op) {
                                                                                               : st_.present;
   if (!st_.present.includes(names))
     return raise(Status::ValueError, fmt::format("selected adapters are not in the model: {}", names.without(st_.present).text(topo_->adapters)));
-  reshard_all();
+  fsdp().reshard_all();
   ++st_.saves;
   st_.saved_adapters = names;
   // peft_model.py::PeftModel.save_pretrained walks selected_adapters as given, else
@@ -407,7 +407,7 @@ Raise RankModel::op_load_adapters() {
     ++reach;
   }
   if (missing >= 0) --reach;  // its lookup raised: nothing of it loads
-  if (reach > 0) reshard_all();
+  if (reach > 0) fsdp().reshard_all();
   std::vector<uint8_t> reached(topo_->params.size(), 0);  // this load wrote the parameter
   bool size_mismatch = false;
   for (size_t i = 0; i < reach && !size_mismatch; ++i) {

@@ -13,6 +13,7 @@
 
 #include "model/machine/collective_log.hpp"
 #include "model/machine/dtensor.hpp"
+#include "model/machine/fsdp_state.hpp"
 #include "model/machine/op_raised.hpp"
 #include "model/machine/provenance.hpp"
 #include "model/machine/rank_state.hpp"
@@ -119,12 +120,8 @@ class RankModel {
   void collective_into(const CollRecord& c, Collective& out) const;
 
  private:
-  // --- FSDP2 state over every group (fsdp_group.cpp); the groups' own transitions are FsdpParamGroup's ---
-  GroupContext group_context(int g);  // what group g's transitions reach on this rank
-  [[nodiscard]] Raise root_lazy_init();
-  [[nodiscard]] Raise root_post_backward_final_callback(std::vector<uint8_t>& done);
-  void reshard_all();         // the state-dict pre-hook: _to_sharded on every group
-  void module_reshard_all();  // FSDPModule.reshard() on every FSDP module
+  // --- FSDP2 state over every group (fsdp_state.hpp); the groups' own transitions are FsdpParamGroup's ---
+  FsdpState fsdp() { return FsdpState(*topo_, rank_, st_, log_, res_.grads, prov_); }
   // --- LoRA layers (lora_layer.cpp, param_wrapper.cpp hold their transitions) ---
   LayerContext layer_context(int layer);  // what layer's transitions reach on this rank
   // --- activation checkpointing (activation_checkpoint.cpp) ---
