@@ -63,6 +63,7 @@ void RealRank::reset() {
   present_ = AdapterSet();
   peft_config_.clear();
   active_ = AdapterSet::of(0);
+  active_order_ = AdapterOrder{};
   peft_active_ = 0;
   inference_mode_ = AdapterSet();
   disabled_ = false;

@@ -141,7 +141,36 @@ void DTensor::mark_mixed(const CollRecord& c, int i) {
   if (c.into != CollRecord::kIntoU) return;  // a merge's mix is in its delta (settle)
   FsdpParam& ps = (*params_)[topo_->groups[c.target].params[i]];
   if (ps.detached) return;  // the ghost's U: no module registers it
+  const uint32_t local = ps.ver_u;
   ps.mark_u_mixed();
+  rebase_u_delta(topo_->groups[c.target].params[i], local);
+}
+
+// The op's edit of U (a disabled forward's unmerge, peft lora/layer.py::Linear.forward, after
+// torch _fsdp_param_group.py::FSDPParamGroup.pre_forward's all-gather) read the gathered A and B
+// (lora/layer.py::Linear.get_delta_weight): it holds (cu - cs) deltas of the gathered version.
+void DTensor::rebase_u_delta(int p, uint32_t local_ver) {
+  const ParamInfo& pi = topo_->params[p];
+  if (!is_lora(pi.kind) || pi.layer < 0 || pi.adapter < 0) return;
+  const LayerInfo& li = topo_->layers[pi.layer];
+  const int a = pi.adapter;
+  if (li.experts != 0 || li.weight < 0 || li.A[a] < 0 || li.B[a] < 0) return;
+  std::vector<FsdpParam>& params = *params_;
+  FsdpParam& w = params[li.weight];
+  if (topo_->params[li.weight].group != pi.group || w.detached) return;
+  const int8_t cs = w.w_s.coeff[a], cu = w.w_u.coeff[a];
+  if (cs == cu && w.w_s.ver[a] == w.w_u.ver[a]) return;  // the op left this adapter's delta on U alone
+  const bool is_b = li.B[a] == p;
+  const uint32_t other = params[is_b ? li.A[a] : li.B[a]].ver_u;
+  const DeltaId local = is_b ? delta_id(a, other, local_ver) : delta_id(a, local_ver, other);
+  const DeltaId gathered = is_b ? delta_id(a, other, params[p].ver_u) : delta_id(a, params[p].ver_u, other);
+  if (local == gathered) return;
+  const bool was_corrupt = w.w_u.corrupt;
+  w.w_u.coeff[a] = cs;
+  w.w_u.ver[a] = w.w_s.ver[a];
+  w.w_u.corrupt = false;
+  w.w_u.add(a, gathered, cu - cs);
+  w.w_u.corrupt = w.w_u.corrupt || was_corrupt;
 }
 
 void DTensor::mark_part_filled(const CollRecord& broadcast) {
@@ -211,7 +240,9 @@ void DTensor::set_gathered(const CollRecord& c, int i, uint32_t ver, const Weigh
   const int p = log_->member(c, i);
   FsdpParam& ps = (*params_)[p];
   if (topo_->params[p].kind != ParamKind::Weight) {
+    const uint32_t local = ps.ver_u;
     ps.ver_u = ver;
+    rebase_u_delta(p, local);
     return;
   }
   // U was S's copy at the unshard (FsdpParam::to_unsharded); what the op did to U since, before

@@ -122,6 +122,9 @@ class DTensor {
 
  private:
   void note_deferred(const CollRecord& c);  // provenance: the shard merge applied once its gather pairs
+  // A LoRA parameter's U took gathered values (set_gathered, mark_mixed) after the op already
+  // edited the layer's U weight with a delta made of the local ones: make that edit the gathered delta's.
+  void rebase_u_delta(int param, uint32_t local_ver);
 
   const Topology* topo_;
   int rank_;

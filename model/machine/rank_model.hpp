@@ -49,7 +49,7 @@ class RankModel {
   RankModel(const Topology& topo, int rank);
   void reset();  // the state right after prepare (keeping the state's buffers)
   // The same model object for another topology or rank: a simulator built per
-  // sequence takes ranks a finished one left (sim/simulator.cpp) rather than allocating.
+  // sequence takes ranks a finished one left (sim/core/simulator.cpp) rather than allocating.
   void rebind(const Topology& topo, int rank) {
     topo_ = &topo;
     rank_ = rank;

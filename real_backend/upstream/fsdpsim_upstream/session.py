@@ -419,6 +419,9 @@ class Session:
         chosen = {x["name"] for x in self.saved_obs}
         self.saved_own = {n: observe.local_of(s).detach().clone() for n, s in observe.shard_objects(self)
                           if n in chosen}
+        # and how many AdamW steps each had taken: a step since that leaves the values as they were
+        # (bf16 rounding an lr-sized update away) is one the reload's values cannot show
+        self.saved_steps = {n: observe.adam_steps(self, s) for n, s in observe.shard_objects(self) if n in chosen}
         # each save has its own file: a rank 0 already at its next save never changes what a
         # peer still loads (the C++ backend's Comm::write_rank0_file numbers them the same way)
         self.saves = getattr(self, "saves", 0) + 1
