@@ -420,7 +420,7 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
   // load_adapters on rank r > 0 reads the file of rank 0's save numbered like r's own last save
   // (the first when r saved none). A rank 0 that can still run may yet write it, so such a load
   // waits; one stuck in a collective (every collective needs r too) or done never will, and the
-  // load finds no file (fsdpsim_upstream/session.py::op_load_adapters; Comm::read_rank0_file).
+  // load finds no file (fsdpsim_upstream/op_checkpoints.py::run_load_adapters; Comm::read_rank0_file).
   bool save0_pending = false;  // rank 0's last save waits in its collectives: nothing written yet
   auto rank0_runs = [&] { return cursor[0] < n && heads_[0] >= queues_[0].size(); };
   auto file_missing = [&](int r) {
