@@ -58,7 +58,7 @@ Raise RankModel::checkpoint_recompute(int layer, bool input_rg) {
   TrScope scope(site(), Tr::CheckpointRecompute);
   const std::vector<SavedMeta>& forward = st_.graph.ckpt_saved[layer];
   if (st_.layers[layer].disabled && st_.layers[layer].any_merged())
-    if (Raise r = layer_unmerge(layer)) return r;
+    if (Raise r = st_.layers[layer].unmerge(layer_context(layer))) return r;
   thread_local std::vector<SavedMeta> recomputed;
   checkpoint_saves(layer, input_rg, &recomputed);
   // torch/utils/checkpoint.py::_CheckpointFrame.check_recomputed_tensors_match: the recompute

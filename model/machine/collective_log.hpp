@@ -18,7 +18,7 @@ struct CollRecord {
   // All-gathers: what the gathered value feeds (U of the group, a merge into
   // the layer's shard, or nothing kept) and where digests() holds a digest of
   // each contributed parameter. Ranks contributing different values make the
-  // result a mix no single rank holds (see RankModel::mark_mixed).
+  // result a mix no single rank holds (see DTensor::mark_mixed).
   enum Into : uint8_t { kIntoU, kIntoShard, kNowhere } into = kNowhere;
   int target = -1;        // the group (kIntoU) or the layer (kIntoShard)
   int digest_begin = -1;  // index into CollectiveLog::digests()

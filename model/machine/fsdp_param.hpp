@@ -5,21 +5,11 @@
 #include <array>
 #include <cstdint>
 
+#include "model/machine/version_token.hpp"
 #include "model/vocab/limits.hpp"
 #include "model/vocab/placement.hpp"
 
 namespace fsdpsim {
-
-// Which delta a base weight holds for an adapter: A's version in bits 32-62, B's
-// in bits 0-31 (RankModel::delta_id), bit 63 for the transposed delta a square
-// experts layer adds (param_wrapper.cpp). Kept apart so that rows merged from
-// different ranks' B can be read back (RankModel::concatenated_u).
-using DeltaId = uint64_t;
-constexpr DeltaId kZeroDelta = ~DeltaId{0};  // the delta of an adapter whose B is still zero
-constexpr DeltaId kTransposedDelta = DeltaId{1} << 63;
-constexpr uint32_t kMixedVersion = 0xfffeu;   // LoRA values gathered from ranks that disagree
-constexpr uint32_t kNoRows = 0xffffffffu;     // a rank holding only padding rows of a parameter
-constexpr uint32_t kRank0Copy = 0x7fff0000u;  // FsdpParam::drift of a replica reloaded from rank 0's drifted copy
 
 // What a base weight holds beyond W0: +coeff * delta(adapter, version) per
 // adapter. A value the symbolic form cannot express (a delta subtracted at a

@@ -4,23 +4,23 @@
 // upstream method it mirrors (fsdp_param_group.cpp). What they reach besides the
 // group's own state comes in a GroupContext, as FSDPParamGroup holds its
 // fsdp_params, its mesh and its comm context. The FSDPState-level transitions over
-// every group (the root's lazy init, the final callback) are RankModel's (fsdp_group.cpp).
+// every group (the root's lazy init, the final callback) are FsdpState's (fsdp_state.cpp).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "model/machine/fsdp_param.hpp"
 #include "model/machine/op_raised.hpp"
+#include "model/machine/topology.hpp"
 #include "model/vocab/adapter_set.hpp"
 #include "model/vocab/observation.hpp"
 #include "model/vocab/placement.hpp"
 
 namespace fsdpsim {
 
-struct FsdpParam;
 struct FsdpParamGroup;
 struct LoraLayer;
-struct Topology;
 struct UnshardedMemory;
 class CollectiveLog;
 class Provenance;
@@ -124,5 +124,21 @@ struct FsdpParamGroup {
   void all_gather(const GroupContext& c);
   void backward_prefetch(const GroupContext& c);
 };
+
+// The FSDP group managing param's registered object (-1: none; a re-added adapter's new module).
+inline int managing_group(const Topology& topo, const std::vector<FsdpParam>& params, int p) {
+  return params[p].detached ? -1 : topo.params[p].group;
+}
+// The module holds param's unsharded copy U: its group is unsharded.
+inline bool u_registered(const Topology& topo, const std::vector<FsdpParam>& params, const std::vector<FsdpParamGroup>& groups,
+                         int p) {
+  const int g = managing_group(topo, params, p);
+  return g >= 0 && groups[g].unsharded();
+}
+// A requires_grad flip reaches whichever object is registered now: S, or the temporary U.
+inline void set_registered_rg(const Topology& topo, std::vector<FsdpParam>& params, const std::vector<FsdpParamGroup>& groups,
+                              int p, bool value) {
+  params[p].set_registered_rg(u_registered(topo, params, groups, p), value);
+}
 
 }  // namespace fsdpsim

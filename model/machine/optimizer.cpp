@@ -121,7 +121,7 @@ void Optimizer::init_state(const std::vector<FsdpParam>& params) {
 // first the state's keys (creation order), then every param group's; an object
 // that is not registered raises a bare KeyError with its index.
 Raise RankModel::op_save_optimizer() {
-  if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
+  if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) fsdp().module_reshard_all();
   st_.optimizer.init_state(st_.params);
   int first = -1;
   res_.opt_missing = optimizer_missing(&first);
@@ -147,7 +147,7 @@ Raise RankModel::op_save_optimizer() {
 Raise RankModel::op_load_optimizer() {
   Optimizer& opt = st_.optimizer;
   if (!opt.has_ckpt) return raise(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
-  if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
+  if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) fsdp().module_reshard_all();
   st_.optimizer.init_state(st_.params);
   int first = -1;
   res_.opt_missing = optimizer_missing(&first);

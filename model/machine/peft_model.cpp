@@ -16,7 +16,7 @@ Raise RankModel::set_adapter_module_level(AdapterSet names, bool list_form, bool
   if (Raise r = wrappers_set_adapter(names, list_form, inference_mode)) return r;
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     if (st_.layers[l].any_merged())
-      if (Raise r = layer_unmerge(static_cast<int>(l))) return r;
+      if (Raise r = st_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
     st_.layers[l].set_adapter(layer_context(static_cast<int>(l)), names, inference_mode);
   }
   st_.active = names;
@@ -37,14 +37,14 @@ Raise RankModel::op_set_adapter(const Op& op) {
         for (size_t g = 0; g < topo_->groups.size(); ++g) {
           bool merged = false;
           for (int l : topo_->groups[g].layers) merged = merged || st_.layers[l].any_merged();
-          if (!merged) st_.groups[g].reshard(group_context(static_cast<int>(g)));  // FSDPModule.reshard
+          if (!merged) st_.groups[g].reshard(fsdp().context(static_cast<int>(g)));  // FSDPModule.reshard
         }
         break;
       case sw::kUnmergeFirst:
         // #3895: unmerge_adapter, then reshard every FSDP module, then set_adapter.
         if (any_merged())
           if (Raise r = unmerge_adapter()) return r;  // get_delta_weight raised inside unmerge
-        module_reshard_all();
+        fsdp().module_reshard_all();
         break;
     }
   }
@@ -68,10 +68,10 @@ Raise RankModel::op_merge(const Op& op) {
       std::vector<int> order = st_.active_order.only(active).list();
       for (int a : active.without(st_.active_order.set())) order.push_back(a);
       for (int a : order)
-        if (Raise r = layer_merge(static_cast<int>(l), a)) return r;
+        if (Raise r = st_.layers[l].merge(layer_context(static_cast<int>(l)), a)) return r;
     } else {
       for (const auto& n : op.names)
-        if (Raise r = layer_merge(static_cast<int>(l), adapters_named({n}).first())) return r;
+        if (Raise r = st_.layers[l].merge(layer_context(static_cast<int>(l)), adapters_named({n}).first())) return r;
     }
   }
   return {};
@@ -80,7 +80,7 @@ Raise RankModel::op_merge(const Op& op) {
 // tuners_utils.py::BaseTuner.unmerge_adapter: every layer unmerges.
 Raise RankModel::unmerge_adapter() {
   for (size_t l = 0; l < topo_->layers.size(); ++l)
-    if (Raise r = layer_unmerge(static_cast<int>(l))) return r;
+    if (Raise r = st_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
   return {};
 }
 
@@ -116,7 +116,7 @@ Raise RankModel::op_disable_exit() {
   if (topo_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
     if (any_merged())
       if (Raise r = unmerge_adapter()) return r;
-    module_reshard_all();
+    fsdp().module_reshard_all();
   }
   for (size_t l = 0; l < topo_->layers.size(); ++l) st_.layers[l].enable_adapters(layer_context(static_cast<int>(l)), true);
   st_.disabled = false;
@@ -249,7 +249,7 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
   }
   // then set_peft_model_state_dict -> model.load_state_dict, whose FSDP pre-hook
   // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks) reshards every group.
-  if (st_.prepared) reshard_all();
+  if (st_.prepared) fsdp().reshard_all();
   return {};
 }
 
@@ -317,7 +317,7 @@ Raise RankModel::op_delta_weight(int layer) {
     // The tuner's active adapters (BaseTuner.active_adapters), not the layer's own list: after a
     // delete the two can differ, and the caller asks the model which adapters are active.
     if (!st_.active.contains(a) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
-    if (Raise r = get_delta_weight(layer, a, 0)) return r;
+    if (Raise r = st_.layers[layer].get_delta_weight(layer_context(layer), a, 0)) return r;
     res_.deltas.push_back(a);
     // Read off an unsharded copy the optimizer has stepped past (or rows no rank holds), B @ A
     // is not the adapter's delta: the adapter is what its shards hold. A copy gathered from
@@ -357,7 +357,7 @@ Raise RankModel::op_save_adapters(const Op& op) {
                                                                                               : st_.present;
   if (!st_.present.includes(names))
     return raise(Status::ValueError, fmt::format("selected adapters are not in the model: {}", names.without(st_.present).text(topo_->adapters)));
-  reshard_all();
+  fsdp().reshard_all();
   ++st_.saves;
   st_.saved_adapters = names;
   // peft_model.py::PeftModel.save_pretrained walks selected_adapters as given, else
@@ -389,7 +389,7 @@ Raise RankModel::op_save_adapters(const Op& op) {
       const int a = topo_->params[p].adapter;
       // DTensor.full_tensor gathers in the parameter's own dtype (a merge gathers fp32 copies)
       if (a >= 0 && names.contains(a) && st_.params[p].present && group_of(p) >= 0)
-        gather_one(p, CollRecord::kNowhere, -1, a, 0, -1, st_.params[p].dtype);
+        dtensor().all_gather(p, CollRecord::kNowhere, -1, a, 0, -1, st_.params[p].dtype);
     }
   return {};
 }
@@ -419,7 +419,7 @@ Raise RankModel::op_load_adapters() {
     ++reach;
   }
   if (missing >= 0) --reach;  // its lookup raised: nothing of it loads
-  if (reach > 0) reshard_all();
+  if (reach > 0) fsdp().reshard_all();
   std::vector<uint8_t> reached(topo_->params.size(), 0);  // this load wrote the parameter
   bool size_mismatch = false;
   for (size_t i = 0; i < reach && !size_mismatch; ++i) {

@@ -151,20 +151,6 @@ void Provenance::note_drops(const std::vector<FsdpParam>& fsdp_params, const std
   }
 }
 
-void RankModel::note_deferred(const CollRecord& c) {
-  if (!prov_) return;
-  Provenance& pv = *prov_;
-  const int w = topo_->layers[c.target].weight;
-  for (auto it = pv.deferred.begin(); it != pv.deferred.end(); ++it)
-    if (it->first == c.target) {
-      Stamp s = it->second;
-      s.seq = pv.next_seq();
-      pv.params[w].w_s = s;
-      pv.deferred.erase(it);
-      return;
-    }
-}
-
 void Provenance::note_raise() {
   raised.op = stack.empty() ? Tr::None : stack.front();
   raised.site = stack.empty() ? Tr::None : stack.back();

@@ -1,6 +1,7 @@
 // RankModel: the state after prepare, op dispatch, and the training ops
 // (forward with FSDP hooks, backward, step).
 #include "model/machine/rank_model.hpp"
+#include "model/machine/param_wrapper.hpp"
 
 #include <fmt/format.h>
 
@@ -73,6 +74,16 @@ void RankModel::reset() {
   }
   if (st_.prepared) prepare_optimizer();  // before prepare there is no optimizer yet
 }
+
+LayerContext RankModel::layer_context(int layer) {
+  return LayerContext{*topo_, layer, st_.params, st_.groups, st_.layers, prov_, st_.inference_mode, st_.prepared,
+                      dtensor(), st_.graph.grad, res_.corrupt_deltas};
+}
+
+bool RankModel::registered_rg(int param) const { return st_.params[param].registered_rg(is_registered_u(param)); }
+
+// A flip reaches whichever object is registered now: S, or the temporary U (FsdpParam::set_registered_rg).
+void RankModel::set_registered_rg(int param, bool value) { fsdpsim::set_registered_rg(*topo_, st_.params, st_.groups, param, value); }
 
 const OpResult& RankModel::apply(const Op& op) {
   log_.clear();
@@ -164,19 +175,15 @@ Raise RankModel::dispatch(const Op& op) {
       for (size_t g = 0; g < topo_->groups.size(); ++g) {
         if (only >= 0 && static_cast<int>(g) != only) continue;
         if (op.kind == OpKind::Reshard) {
-          st_.groups[g].reshard(group_context(static_cast<int>(g)));  // FSDPModule.reshard -> FSDPParamGroup.reshard
+          st_.groups[g].reshard(fsdp().context(static_cast<int>(g)));  // FSDPModule.reshard -> FSDPParamGroup.reshard
         } else {
-          // _fully_shard.py::FSDPModule.unshard: the group's lazy_init (its dtype check) on every call.
-          FsdpParamGroup& gs = st_.groups[g];
-          gs.lazy_init();
-          if (Raise r = gs.init_mp_dtypes(group_context(static_cast<int>(g)))) return r;
-          gs.unshard(group_context(static_cast<int>(g)));
+          if (Raise r = fsdp().module_unshard(static_cast<int>(g))) return r;
         }
       }
       break;
     }
     // _fsdp_state.py: the state-dict pre-hook reshards every group holding params.
-    case OpKind::StateDict: reshard_all(); break;
+    case OpKind::StateDict: fsdp().reshard_all(); break;
     case OpKind::SaveOptimizer: return op_save_optimizer();
     case OpKind::LoadOptimizer: return op_load_optimizer();
     case OpKind::SaveAdapters: return op_save_adapters(op);
@@ -229,12 +236,12 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   // post-forward does nothing: no reshard, no hook (_fsdp_state.py::FSDPState._pre_forward).
   auto stuck = [&](int g) { return st_.groups[g].state_pre_backward; };
   if (root >= 0 && stuck(root)) {
-    st_.groups[root].pre_forward_in_pre_backward(group_context(root));
+    st_.groups[root].pre_forward_in_pre_backward(fsdp().context(root));
   } else {
     // _fsdp_state.py::FSDPState._root_pre_forward: _lazy_init before anything is unsharded.
-    if (Raise r = root_lazy_init()) return r;
+    if (Raise r = fsdp().lazy_init()) return r;
     if (root >= 0)
-      if (Raise r = st_.groups[root].pre_forward(group_context(root))) return r;
+      if (Raise r = st_.groups[root].pre_forward(fsdp().context(root))) return r;
   }
   // peft_model.py::PeftModel._enable_peft_forward_hooks -> has_active_enabled_adapter reads
   // peft_config[self.active_adapter], inside the root's forward (its pre-forward has run).
@@ -245,14 +252,14 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     int g = topo_->layers[l].group;
     bool child = g != root;
     if (child && topo_->groups[g].first_layer == static_cast<int>(l)) {
-      if (Raise r = wrapper_forward(static_cast<int>(l))) return r;
+      if (Raise r = ParamWrapper::forward(st_.layers[l], layer_context(static_cast<int>(l)))) return r;
       // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.pre_forward registers the post-backward
       // node only when entering a forward pass: a group left in FORWARD by a raise gets none.
       if (stuck(g)) {
-        st_.groups[g].pre_forward_in_pre_backward(group_context(g));
+        st_.groups[g].pre_forward_in_pre_backward(fsdp().context(g));
       } else {
         gr.group_in_rg[g] = path_rg && st_.groups[g].training != TrainingState::Forward;
-        if (Raise r = st_.groups[g].pre_forward(group_context(g))) return r;
+        if (Raise r = st_.groups[g].pre_forward(fsdp().context(g))) return r;
       }
     }
     const LayerInfo& li = topo_->layers[l];
@@ -263,12 +270,12 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     // A module that raises leaves every group it entered UNSHARDED (no post_forward); the
     // previous forward's output stands.
     const bool input_rg = path_rg;
-    if (Raise r = layer_forward(static_cast<int>(l), grad_enabled, &path_rg)) {
+    if (Raise r = st_.layers[l].forward(layer_context(static_cast<int>(l)), grad_enabled, &path_rg)) {
       // ... except the member completing a grouped fully_shard([...]): its post-forward hook is
       // registered with always_call=True and runs on the raise (torch 2.13
       // _fsdp_state.py::_register_group_forward_hooks): the group reshards and goes IDLE.
       if (child && topo_->groups[g].layers.size() > 1 && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g))
-        st_.groups[g].post_forward(group_context(g));
+        st_.groups[g].post_forward(fsdp().context(g));
       return r;
     }
     if (li.checkpoint && grad_enabled && path_rg) {
@@ -277,16 +284,16 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     }
     if (child && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g)) {
       gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
-      st_.groups[g].post_forward(group_context(g));
+      st_.groups[g].post_forward(fsdp().context(g));
       // A LoRA layer wrapped around the FSDP module puts the hook on the base output, which
       // autograd reaches after the layer's own output (tensor 2l, not 2l + 1) once the LoRA
       // layer adds a term to it (peft lora/layer.py::Linear.forward; else it returns that tensor).
-      gr.hooks.emplace_back(g, 2 * static_cast<int>(l) + (li.lora_after_fsdp && lora_adds_output(static_cast<int>(l)) ? 0 : 1));
+      gr.hooks.emplace_back(g, 2 * static_cast<int>(l) + (li.lora_after_fsdp && st_.layers[l].adds_output(layer_context(static_cast<int>(l))) ? 0 : 1));
     }
   }
   if (root >= 0 && !stuck(root)) {
     gr.group_out_rg[root] = path_rg;
-    st_.groups[root].post_forward(group_context(root));
+    st_.groups[root].post_forward(fsdp().context(root));
     gr.hooks.emplace_back(root, 2 * static_cast<int>(topo_->layers.size()) - 1);
   }
   gr.valid = true;
@@ -367,7 +374,7 @@ Raise RankModel::op_backward() {
     while (j < order.size() && order[j].second == t) ++j;
     if (Raise r = root_recomputes(t, false)) return r;
     for (size_t k = i; k < j; ++k)
-      if (gr.group_out_rg[order[k].first]) st_.groups[order[k].first].pre_backward(group_context(order[k].first));
+      if (gr.group_out_rg[order[k].first]) st_.groups[order[k].first].pre_backward(fsdp().context(order[k].first));
     if (Raise r = root_recomputes(t, true)) return r;
     for (size_t k = i; k < j; ++k) {
       const int g = order[k].first;
@@ -379,7 +386,7 @@ Raise RankModel::op_backward() {
           if (Raise r = recompute(*l)) return r;
       if (gr.group_in_rg[g]) {
         done[g] = 1;
-        if (Raise r = st_.groups[g].post_backward(group_context(g))) return r;
+        if (Raise r = st_.groups[g].post_backward(fsdp().context(g))) return r;
       }
     }
     i = j;
@@ -391,7 +398,7 @@ Raise RankModel::op_backward() {
   for (size_t g = 0; g < topo_->groups.size(); ++g)
     if (st_.groups[g].state_pre_backward && !gr.group_out_rg[g] && st_.groups[g].unsharded()) grads_into_u(static_cast<int>(g));
   // Only a backward whose pre_backward queued the final callback runs it.
-  if (queued_here && st_.final_callback_queued) return root_post_backward_final_callback(done);
+  if (queued_here && st_.final_callback_queued) return fsdp().post_backward_final_callback(done);
   return {};
 }
 

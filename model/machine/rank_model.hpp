@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "model/machine/collective_log.hpp"
+#include "model/machine/dtensor.hpp"
+#include "model/machine/fsdp_state.hpp"
 #include "model/machine/op_raised.hpp"
 #include "model/machine/provenance.hpp"
 #include "model/machine/rank_state.hpp"
@@ -53,9 +55,8 @@ class RankModel {
     rank_ = rank;
     reset();
   }
-  // Runs one op; collectives it issued are appended to collectives().
-  // A shard merge's delta waits for its all-gather to pair up (apply_gathered_delta, called by
-  // the simulator): a rank of a world > 1 run alone never settles it.
+  // Runs one op; collectives it issued are appended to collectives(). A shard merge's delta
+  // settles once its all-gather pairs (dtensor.hpp): a rank of a world > 1 run alone never settles it.
   const OpResult& apply(const Op& op);
   // The next load_adapters finds no file of rank 0 for this rank's save number: rank 0 stopped
   // (stuck in a collective, or done) before writing it. The simulator says so per op.
@@ -71,56 +72,10 @@ class RankModel {
   const std::vector<int>& members() const { return log_.members(); }
   // Per all-gathered parameter: its version on this rank, kNoRows for padding only.
   const std::vector<uint32_t>& gathered_versions() const { return log_.gathered_versions(); }
-  // A merge or unmerge on a shard, once its all-gather is matched: the delta
-  // is B's rows times the A every rank contributed, or (an experts einsum
-  // sharded on the experts) this rank's A times the gathered B (version: see
-  // global_a_version).
-  // `other_version` (not kNoRows): the other factor's version to use instead of this rank's: B's
-  // when A was gathered (experts_full_b_delta), A's when B was (the gathered A before it).
-  void apply_gathered_delta(const CollRecord& c, uint32_t version, uint32_t other_version = kNoRows);
-  // An experts (E > 1) merge off shards whose delta is sharded on out, or built from the full
-  // A and B, and redistributed to W's Shard(0) over the experts: W's rows get every rank's rows
-  // of B, so the delta is the full B's, not this rank's B rows'.
-  bool experts_full_b_delta(int layer, int adapter) const;
-  uint32_t shard_version(int param) const { return st_.params[param].ver_s; }
-  // A Linear layer's delta_weight gathers A and keeps B local (DTensor B @ A): with this rank's B
-  // rows still exactly zero (init=zero, never updated or loaded), B @ A is zero whatever A held.
-  bool local_b_is_zero(int layer, int adapter) const {
-    if (layer < 0) return false;  // a gather for no layer (save_adapters' full state dict)
-    const LayerInfo& li = topo_->layers[layer];
-    return li.experts == 0 && li.B[adapter] >= 0 && delta_id(adapter, 0, st_.params[li.B[adapter]].ver_s) == kZeroDelta;
-  }
-  // The same for any layer (an experts layer's B too): B still holds PEFT's zero init.
-  bool b_is_zero(int layer, int adapter) const {
-    if (layer < 0) return false;
-    const LayerInfo& li = topo_->layers[layer];
-    return li.B[adapter] >= 0 && delta_id(adapter, 0, st_.params[li.B[adapter]].ver_s) == kZeroDelta;
-  }
-  // An experts (E > 1) delta built from the full A and B (delta_weight_gather=on) and cut to this
-  // rank's chunk of W's experts (param_wrapper.cpp): which peers' slots of an all-gather of
-  // `param` reach that chunk. A's rows e*r..(e+1)*r feed expert e only; B's every out row feeds
-  // every expert. Elsewhere every slot does.
-  bool delta_reads_slot(int layer, int adapter, int param, int peer) const;
-  // delta_weight of a Linear with fewer out rows than ranks and r >= world: `param` (B) is
-  // gathered to Shard(1) and the delta is Partial, each rank's local B[:, its columns] @ its A rows.
-  bool delta_is_partial(int layer, int adapter, int param) const {
-    const LayerInfo& li = topo_->layers[layer];
-    return li.experts == 0 && param == li.B[adapter] && topo_->params[li.weight].dim0 < topo_->world &&
-           topo_->adapters[adapter].r >= topo_->world;
-  }
-  // Rank `peer` holds some of those columns (r split in chunks of ceil(r / world)).
-  bool partial_columns(int adapter, int peer) const {
-    const int64_t r = topo_->adapters[adapter].r, w = topo_->world;
-    return peer * ((r + w - 1) / w) < r;
-  }
-  // That chunk is empty: this rank holds no expert of W's shard.
-  bool delta_chunk_empty(int layer, int adapter) const;
-  // A delta_weight read that keeps B's local rows (a Linear with as many out rows as ranks, an
-  // experts einsum sharded on out): the delta is this rank's rows of B times the gathered A.
-  bool delta_keeps_b_rows(int layer, int adapter) const;
-  // One version for a parameter whose rows live on several ranks: the common
-  // version when they agree, else a mix id above 0xffff.
-  static uint32_t global_a_version(const std::vector<uint32_t>& row_holder_versions);
+  // The DTensor port over this rank's parameters and this op's collectives (dtensor.hpp): the
+  // simulator settles matched gathers through it. The const one answers queries only.
+  DTensor dtensor() { return DTensor(*topo_, rank_, st_.params, st_.groups, log_, prov_); }
+  const DTensor dtensor() const { return const_cast<RankModel*>(this)->dtensor(); }  // NOLINT(readability-const-return-type)
   // A simulator of two or more ranks judges every layer's stored class against the peers'
   // shards after the run (Simulator::judge_against_peers), and takes the registered one from
   // it where the module holds the shard: the observation leaves both to it and classifies
@@ -163,44 +118,15 @@ class RankModel {
   // The vocabulary's view of a collective this rank issued (name, parts).
   Collective collective_of(const CollRecord& c) const;
   void collective_into(const CollRecord& c, Collective& out) const;
-  // A matched all-gather combined different values of the i-th contributed
-  // parameter from different ranks.
-  void mark_mixed(const CollRecord& c, int i);
-  void mark_part_filled(const CollRecord& broadcast);  // its parameter holds values no rank holds
-  // The same when each rank's rows are still what it holds and fit together: LoRA
-  // rows of different versions are one tensor (version `ver`, see global_a_version);
-  // a base weight's rows, each W0 + B_r @ A for one A, are W0 + (the gathered B) @ A
-  // (content `w`). False where no such value exists: the gathered value is a mix.
-  static bool concatenated_u(const std::vector<const RankModel*>& ranks, const std::vector<const CollRecord*>& colls,
-                             int i, uint32_t* ver, WeightContent* w);
-  void set_gathered(const CollRecord& c, int i, uint32_t ver, const WeightContent& w);
-  // A LoRA parameter's U took gathered values (set_gathered, mark_mixed) after the op already
-  // edited the layer's U weight with a delta made of the local ones: make that edit the gathered delta's.
-  void rebase_u_delta(int param, uint32_t local_ver);
 
  private:
-  // --- FSDP2 state over every group (fsdp_group.cpp); the groups' own transitions are FsdpParamGroup's ---
-  GroupContext group_context(int g);  // what group g's transitions reach on this rank
-  [[nodiscard]] Raise root_lazy_init();
-  [[nodiscard]] Raise root_post_backward_final_callback(std::vector<uint8_t>& done);
-  void reshard_all();         // the state-dict pre-hook: _to_sharded on every group
-  void module_reshard_all();  // FSDPModule.reshard() on every FSDP module
-  // --- LoRA layer (lora_layer.cpp) ---
-  DeltaId delta_version(int layer, int adapter) const;
-  enum class ExpertsEinsum : uint8_t { kShardOut, kShardExperts, kReplicate, kViewRaises };
-  ExpertsEinsum experts_einsum(int layer, int adapter) const;
-  bool experts_gather_b(int layer, int adapter) const;
-  DeltaId delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const;
-  Raise layer_merge(int layer, int adapter);
-  Raise layer_unmerge(int layer);
+  // --- FSDP2 state over every group (fsdp_state.hpp); the groups' own transitions are FsdpParamGroup's ---
+  FsdpState fsdp() { return FsdpState(*topo_, rank_, st_, log_, res_.grads, prov_); }
+  // --- LoRA layers (lora_layer.cpp, param_wrapper.cpp hold their transitions) ---
   LayerContext layer_context(int layer);  // what layer's transitions reach on this rank
-  Raise layer_forward(int layer, bool grad_enabled, bool* path_rg);
   // --- activation checkpointing (activation_checkpoint.cpp) ---
   void checkpoint_saves(int layer, bool input_rg, std::vector<SavedMeta>* out) const;
   Raise checkpoint_recompute(int layer, bool input_rg);
-  WeightContent& registered_weight(int layer);
-  uint64_t digest_of(int param) const;
-  void gather_one(int param, CollRecord::Into into, int layer, int adapter, int sign = 0, int64_t count = -1, DType wire = DType::F32);
   void set_registered_rg(int param, bool value);
   // --- modules_to_save wrappers (modules_to_save.cpp) ---
   Raise wrappers_set_adapter(AdapterSet names, bool list_form, bool inference_mode);
@@ -218,9 +144,6 @@ class RankModel {
   Raise op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
   Raise op_delete_adapter(int adapter);
   Raise op_delta_weight(int layer);
-  Raise wrapper_forward(int layer);  // param_wrapper.cpp
-  bool lora_adds_output(int layer) const;  // lora_layer.cpp: the layer's output is not its base output
-  int lora_active_count(int layer) const;
   Raise op_save_adapters(const Op& op);
   Raise op_load_adapters();
   int64_t saved_rows(int param, int rank) const;
@@ -229,9 +152,6 @@ class RankModel {
   void place_base_params();
   void place_new_adapter(int adapter, bool autocast = true);  // autocast: BaseTuner._cast_adapter_dtype ran
   void op_prepare();
-  // --- get_delta_weight (param_wrapper.cpp) ---
-  Raise get_delta_weight(int layer, int adapter, int sign);
-  std::string one_expert_add_error(int layer, int adapter, bool dtensor) const;  // "" when it broadcasts
   // --- memory (loading.cpp) ---
   bool default_placement() const;
   void sharded_bytes_into(std::vector<OwnerBytes>& out) const;
@@ -256,7 +176,6 @@ class RankModel {
   void note_raise() const { prov_->note_raise(); }
   // Provenance (provenance.hpp): the scope of a transition, on this rank's pieces.
   ScopeSite site() const { return {prov_, &st_.params, &st_.layers}; }
-  void note_deferred(const CollRecord& c);  // a shard merge applied once its gather pairs
   AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(topo_->adapters, names); }
 
   const Topology* topo_;

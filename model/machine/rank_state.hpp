@@ -70,22 +70,6 @@ struct UnshardedMemory {
   }
 };
 
-// The FSDP group managing param's registered object (-1: none; a re-added adapter's new module).
-inline int managing_group(const Topology& topo, const std::vector<FsdpParam>& params, int p) {
-  return params[p].detached ? -1 : topo.params[p].group;
-}
-// The module holds param's unsharded copy U: its group is unsharded.
-inline bool u_registered(const Topology& topo, const std::vector<FsdpParam>& params, const std::vector<FsdpParamGroup>& groups,
-                         int p) {
-  const int g = managing_group(topo, params, p);
-  return g >= 0 && groups[g].unsharded();
-}
-// A requires_grad flip reaches whichever object is registered now: S, or the temporary U.
-inline void set_registered_rg(const Topology& topo, std::vector<FsdpParam>& params, const std::vector<FsdpParamGroup>& groups,
-                              int p, bool value) {
-  params[p].set_registered_rg(u_registered(topo, params, groups, p), value);
-}
-
 struct RankState {
   std::vector<FsdpParam> params;
   std::vector<FsdpParamGroup> groups;

@@ -188,7 +188,7 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
     // Of the post-forward bookkeeping a backward reads only each group's last
     // index i, through post_forward_order[i - 1], and the next post_forward
     // appends after the order's last entry; the backward that reads them
-    // clears both (RankModel::backward_prefetch, root_post_backward_final_callback).
+    // clears both (FsdpParamGroup::backward_prefetch, FsdpState::post_backward_final_callback).
     // So a group's entry is that predecessor, and the order its last entry.
     for (size_t gi = 0; gi < st.groups.size(); ++gi) {
       const FsdpParamGroup& g = st.groups[gi];

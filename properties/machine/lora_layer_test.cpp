@@ -1,6 +1,7 @@
 // LoRA layer behaviour on whichever object is registered (model/machine/lora_layer.cpp).
 #include <gtest/gtest.h>
 
+#include "model/vocab/seq.hpp"
 #include "properties/test_util.hpp"
 
 using namespace fsdpsim;
@@ -92,4 +93,40 @@ TEST(LoraLayer, MergedLayersSkipTheLoraPath) {
   const OpResult& r = t.op_may_raise("train_step");
   EXPECT_EQ(r.status, Status::NoGradFn);
   EXPECT_EQ(r.message, "element 0 of tensors does not require grad and does not have a grad_fn");
+}
+
+// The layer's own transitions on pieces the test builds (no RankModel): a merge off a shard
+// gathers A through the DTensor port (on one rank the delta lands at once), unmerge takes the
+// same delta back, and a layer that does not hold the adapter's tensors merges nothing.
+TEST(LoraLayerAlone, MergeAddsTheDeltaThroughThePortAndUnmergeTakesItBack) {
+  const Topology t = compile_topology(parse_seq(seed000_header(1), "<test>"));
+  std::vector<FsdpParam> params(t.params.size());
+  std::vector<FsdpParamGroup> groups(t.groups.size());
+  std::vector<LoraLayer> layers(t.layers.size());
+  CollectiveLog log;
+  std::vector<uint8_t> grad(t.params.size(), 0);
+  AdapterSet corrupt;
+  const int l = t.layer_index("lin0");
+  const LayerInfo& li = t.layers[l];
+  params[li.B[0]].ver_s = 2;
+  const LayerContext c{t, l, params, groups, layers, nullptr, AdapterSet{}, true,
+                       DTensor(t, 0, params, groups, log, nullptr), grad, corrupt};
+  LoraLayer& lp = layers[l];
+  lp.tuner = true;
+  lp.active = AdapterSet::of(0);
+  ASSERT_FALSE(lp.merge(c, 0));
+  EXPECT_EQ(lp.n_merged, 1);
+  EXPECT_EQ(params[li.weight].w_s.coeff[0], 1);
+  EXPECT_EQ(params[li.weight].w_s.ver[0], c.dtensor.delta_id(0, 0, 2));
+  ASSERT_FALSE(lp.merge(c, 0));  // already merged: nothing added twice
+  EXPECT_EQ(params[li.weight].w_s.coeff[0], 1);
+  ASSERT_FALSE(lp.unmerge(c));
+  EXPECT_EQ(lp.n_merged, 0);
+  EXPECT_EQ(params[li.weight].w_s, WeightContent{});
+  params[li.A[1]].present = false;  // `other` deleted: this layer no longer holds its tensors
+  ASSERT_FALSE(lp.merge(c, 1));
+  EXPECT_EQ(lp.n_merged, 0);
+  bool path_rg = false;
+  ASSERT_FALSE(lp.forward(c, true, &path_rg));  // default's A and B are frozen (never set trainable here)
+  EXPECT_FALSE(path_rg);
 }

@@ -178,7 +178,7 @@ void Simulator::cross_pair() {
     const Pending& p = queues_[r][heads_[r]];
     if (p.obs >= 0 && (crossed_.empty() || crossed_.back().first != p.obs)) crossed_.push_back({p.obs, desc});
     if (p.coll.op != CollOp::AllGather || p.coll.into != CollRecord::kIntoU) continue;
-    for (size_t i = 0; i < topo_->groups[p.coll.target].params.size(); ++i) ranks_[r].mark_mixed(p.coll, static_cast<int>(i));
+    for (size_t i = 0; i < topo_->groups[p.coll.target].params.size(); ++i) ranks_[r].dtensor().mark_mixed(p.coll, static_cast<int>(i));
     refresh_observation(r, p);
   }
 }
@@ -190,7 +190,7 @@ void Simulator::fill_part(const CollRecord& root) {
   const int64_t sent = root.count * dtype_bytes(root.dtype);
   for (size_t r = 1; r < queues_.size(); ++r) {
     const CollRecord& c = queues_[r][heads_[r]].coll;
-    if (c.count * dtype_bytes(c.dtype) > sent) ranks_[r].mark_part_filled(c);
+    if (c.count * dtype_bytes(c.dtype) > sent) ranks_[r].dtensor().mark_part_filled(c);
   }
 }
 
@@ -213,7 +213,7 @@ void Simulator::refresh_observation(size_t r, const Pending& p) {
 }
 
 // Matched all-gathers: where the ranks contributed different values of a
-// parameter, what each of them gathered is a mix (RankModel::mark_mixed).
+// parameter, what each of them gathered is a mix (DTensor::mark_mixed).
 void Simulator::mix_check() {
   auto digest = [&](size_t r, int i) {
     const CollRecord& c = queues_[r][heads_[r]].coll;
@@ -226,7 +226,7 @@ void Simulator::mix_check() {
     for (size_t r = 0; r < queues_.size(); ++r) {
       const Pending& p = queues_[r][heads_[r]];
       if (p.coll.into != CollRecord::kIntoU) continue;
-      for (size_t i = 0; i < topo_->groups[p.coll.target].params.size(); ++i) ranks_[r].mark_mixed(p.coll, static_cast<int>(i));
+      for (size_t i = 0; i < topo_->groups[p.coll.target].params.size(); ++i) ranks_[r].dtensor().mark_mixed(p.coll, static_cast<int>(i));
       refresh_observation(r, p);
     }
     return;
@@ -235,7 +235,7 @@ void Simulator::mix_check() {
   thread_local std::vector<uint8_t> changed;  // per rank: its gathered values were set below
   changed.assign(queues_.size(), 0);
   // LoRA parameters first: taking their gathered values rebases an edit the op made to its layer's U
-  // weight (RankModel::rebase_u_delta), which the weight's own gathered rows then build on.
+  // weight (DTensor::rebase_u_delta), which the weight's own gathered rows then build on.
   auto weight_at = [&](int i) {
     return c0.into == CollRecord::kIntoU && topo_->params[topo_->groups[c0.target].params[i]].kind == ParamKind::Weight;
   };
@@ -255,17 +255,20 @@ void Simulator::mix_check() {
       differ = differ || d != first;
     }
     if (!differ && !(padding_only && first != 0 && c0.into == CollRecord::kIntoU)) continue;
-    thread_local std::vector<const RankModel*> ranks;  // buffers: this runs per differing all-gather
+    thread_local std::vector<DTensor> ports;  // buffers: this runs per differing all-gather
+    thread_local std::vector<const DTensor*> ranks;
     thread_local std::vector<const CollRecord*> colls;
+    ports.clear();
     ranks.clear();
     colls.clear();
+    for (size_t r = 0; r < queues_.size(); ++r) ports.push_back(ranks_[r].dtensor());
     for (size_t r = 0; r < queues_.size(); ++r) {
-      ranks.push_back(&ranks_[r]);
+      ranks.push_back(&ports[r]);
       colls.push_back(&queues_[r][heads_[r]].coll);
     }
     uint32_t ver = 0;
     WeightContent w;
-    const bool whole = c0.into == CollRecord::kIntoU && RankModel::concatenated_u(ranks, colls, i, &ver, &w);
+    const bool whole = c0.into == CollRecord::kIntoU && DTensor::concatenated_u(ranks, colls, i, &ver, &w);
     // Where the holders agree, only a rank with padding only has something to take: their values,
     // not its own counter (torch _fsdp_param.py::FSDPParam.init_unsharded_param views the all-gather
     // output). Without a reading of those values it is left as it is.
@@ -273,8 +276,8 @@ void Simulator::mix_check() {
     for (size_t r = 0; r < queues_.size(); ++r) {
       if (!differ && digest(r, i) != 0) continue;
       const Pending& p = queues_[r][heads_[r]];
-      if (whole) ranks_[r].set_gathered(p.coll, i, ver, w);
-      else ranks_[r].mark_mixed(p.coll, i);
+      if (whole) ranks_[r].dtensor().set_gathered(p.coll, i, ver, w);
+      else ranks_[r].dtensor().mark_mixed(p.coll, i);
       changed[r] = 1;
     }
   }
@@ -283,121 +286,20 @@ void Simulator::mix_check() {
     if (changed[r]) refresh_observation(r, queues_[r][heads_[r]]);
 }
 
-// A merge or unmerge on a shard takes effect once its all-gather of A pairs
-// up: the delta is made of the rows every rank contributed.
+// A DTensor all-gather matched: the DTensor port settles it on every rank (model/machine/
+// dtensor_settle.cpp); the simulator marks the observations it changed.
 void Simulator::apply_gathered_deltas() {
-  const size_t n = queues_.size();
-  thread_local std::vector<uint32_t> own, versions;  // buffers: this runs per matched all-gather
-  own.assign(n, 0);
-  versions.assign(n, 0);
-  for (size_t r = 0; r < n; ++r) {
-    const CollRecord& c = queues_[r][heads_[r]].coll;
-    own[r] = c.digest_begin < 0 ? kNoRows : ranks_[r].gathered_versions()[c.digest_begin];
-  }
-  // Rank j posted one B that still holds PEFT's zero init (an all-zero tensor whoever's it is).
-  auto posted_zero_b = [&](size_t j) {
-    const CollRecord& cj = queues_[j][heads_[j]].coll;
-    if (cj.member_count != 1 || cj.target < 0 || cj.adapter < 0) return false;
-    return ranks_[j].members()[cj.member_begin] == topo_->layers[cj.target].B[cj.adapter] && ranks_[j].b_is_zero(cj.target, cj.adapter);
-  };
-  for (size_t r = 0; r < n; ++r) {
+  thread_local std::vector<MatchedGather> gathers;  // buffers: this runs per matched all-gather
+  thread_local std::vector<GatherSettled> settled;
+  gathers.clear();
+  for (size_t r = 0; r < queues_.size(); ++r) gathers.push_back({ranks_[r].dtensor(), &queues_[r][heads_[r]].coll});
+  DTensor::settle_deltas(gathers, gathered_a_, settled);
+  for (size_t r = 0; r < queues_.size(); ++r) {
     const Pending& p = queues_[r][heads_[r]];
-    // What rank r got, slot by slot: a peer's rows where that peer holds rows of r's parameter
-    // (elsewhere its slot is padding r drops). A peer that gathered another parameter (ranks out
-    // of step, or another adapter's A) filled its slot with rows of that one: a mix.
-    const int param = p.coll.member_count == 1 ? ranks_[r].members()[p.coll.member_begin] : -1;
-    const bool for_delta = p.coll.target >= 0 && p.coll.adapter >= 0;
-    bool foreign = false;
-    for (size_t j = 0; j < n; ++j) {
-      if (j == r || param < 0) versions[j] = own[j];
-      else if (!ranks_[r].holds_rows(param, static_cast<int>(j))) versions[j] = kNoRows;
-      // a slot this rank's delta never reads (another rank's experts' A rows): what it would hold
-      else if (for_delta && !ranks_[r].delta_reads_slot(p.coll.target, p.coll.adapter, param, static_cast<int>(j)))
-        versions[j] = ranks_[j].shard_version(param);
-      else if (own[j] != kNoRows && same_members(j, r)) versions[j] = own[j];
-      // a peer posting a B that is still PEFT's zero init in place of rows that are zero too: equal values
-      else if (for_delta && param == topo_->layers[p.coll.target].B[p.coll.adapter] && posted_zero_b(j) &&
-               ranks_[j].b_is_zero(p.coll.target, p.coll.adapter))
-        versions[j] = 0;
-      else {
-        // which parameter j packed matters too: two foreign A at one version are still two tensors
-        const CollRecord& cj = queues_[j][heads_[j]].coll;
-        const uint32_t pj = cj.member_count > 0 ? static_cast<uint32_t>(ranks_[j].members()[cj.member_begin]) + 1 : 0;
-        foreign = true;
-        versions[j] = ((own[j] == kNoRows ? 0u : own[j]) ^ static_cast<uint32_t>(j + 1) * 0x9e37u ^ pj * 0x61c9u) & 0xffffu;
-      }
-    }
-    // A Partial delta (a Linear with fewer out rows than ranks and r >= world: B moved to Shard(1))
-    // is the sum of every rank's local B[:, its columns of r] @ its rows of A (torch 2.13
-    // distributed/tensor/_ops/_matrix_ops.py, mm's Shard(1) x Shard(0) -> Partial strategy): a peer
-    // holding columns that made another adapter's local adds that one, whatever its slot held.
-    if (for_delta && !foreign && ranks_[r].delta_is_partial(p.coll.target, p.coll.adapter, param))
-      for (size_t j = 0; j < n; ++j) {
-        const CollRecord& cj = queues_[j][heads_[j]].coll;
-        if (j != r && ranks_[r].partial_columns(p.coll.adapter, static_cast<int>(j)) &&
-            (cj.target != p.coll.target || cj.adapter != p.coll.adapter))
-          foreign = true;
-      }
-    // with more than one parameter packed the slots are not one parameter's rows
-    if (param < 0)
-      for (size_t j = 0; j < n; ++j)
-        if (versions[j] != kNoRows) versions[j] = (versions[j] ^ static_cast<uint32_t>(j + 1) * 0x9e37u) & 0xffffu;
-    uint32_t a_version = RankModel::global_a_version(versions);
-    if (foreign && a_version < 0x10000u) a_version = 0x10000u + (a_version & 0xffffu);  // one peer's foreign rows
-    // A delta_weight read through a DTensor all-gather in which a peer packed another tensor
-    // (ranks out of step, or another adapter's A): the delta it returns is no adapter's. Peers'
-    // differing shards of this A are the full A itself, so their delta is exact.
-    // With B's local rows still zero the product is zero whatever A's slots held (crosscheck
-    // --draw checkpoint=100 seed 410121: the real backends read such a delta as exact).
-    // Whether the delta this rank returns cannot show the foreign slots. A Linear whose B keeps
-    // Shard(0) reads only this rank's B rows: zero rows give a zero delta, and a rank holding none
-    // (its out rows all on lower ranks) an empty one, no opinion (peft lora/layer.py::
-    // Linear.get_delta_weight; crosscheck seed 36920976). With fewer out rows than ranks B is
-    // gathered too (param_wrapper.cpp): the product reads every rank's packed B, so only B zero on
-    // every rank makes it zero (crosscheck seed 37010510).
-    // An experts delta kept to this rank's chunk of W (delta_weight_gather=on) is empty on a rank
-    // holding no expert, and an experts einsum sharded on out keeps B's rows as a Linear does
-    // (param_wrapper.cpp); elsewhere B is gathered too (and zero only where every rank posted a
-    // zero B in place of zero rows).
-    auto blind_to_slots = [&] {
-      if (p.coll.target < 0) return false;  // a gather for no layer (save_adapters' full state dict)
-      const int layer = p.coll.target, ad = p.coll.adapter;
-      const LayerInfo& li = topo_->layers[layer];
-      if (ranks_[r].delta_keeps_b_rows(layer, ad)) {
-        const int b = li.B[ad];
-        return ranks_[r].b_is_zero(layer, ad) || (b >= 0 && !ranks_[r].holds_rows(b, static_cast<int>(r)));
-      }
-      if (ranks_[r].delta_chunk_empty(layer, ad)) return true;
-      for (size_t j = 0; j < n; ++j) {
-        const CollRecord& cj = queues_[j][heads_[j]].coll;
-        if (cj.into != CollRecord::kNowhere || cj.adapter < 0 || !ranks_[j].b_is_zero(cj.target, cj.adapter) ||
-            !ranks_[j].b_is_zero(layer, ad))
-          return false;
-      }
-      return true;
-    };
-    if (p.coll.into == CollRecord::kNowhere && p.coll.sign == 0 && p.coll.adapter >= 0 && foreign && p.obs >= 0 &&
-        !blind_to_slots())
+    if (settled[r].corrupt_delta && p.obs >= 0)
       for (DeltaObs& d : observations_->at(p.obs).deltas)
         if (d.adapter == topo_->adapters[p.coll.adapter].name) d.value = WeightClass::Corrupt;
-    const bool gathered_a = for_delta && param == topo_->layers[p.coll.target].A[p.coll.adapter];
-    if (gathered_a) gathered_a_[r] = a_version;
-    if (p.coll.into != CollRecord::kIntoShard) continue;
-    // The other factor: an experts delta redistributed over W's experts carries every rank's B
-    // rows (param_wrapper.cpp); one built from the full A and B reads the A gathered just before
-    // this B. (a_version above is the version of whichever factor this gather carried.)
-    uint32_t other = kNoRows;
-    if (!gathered_a && ranks_[r].experts_full_b_delta(p.coll.target, p.coll.adapter)) {
-      other = gathered_a_[r];
-    } else if (ranks_[r].experts_full_b_delta(p.coll.target, p.coll.adapter)) {
-      const int b = topo_->layers[p.coll.target].B[p.coll.adapter];
-      std::vector<uint32_t> bv(n, kNoRows);
-      for (size_t j = 0; j < n; ++j)
-        if (ranks_[r].holds_rows(b, static_cast<int>(j))) bv[j] = ranks_[j].shard_version(b);
-      other = RankModel::global_a_version(bv);
-    }
-    ranks_[r].apply_gathered_delta(p.coll, a_version, other);
-    refresh_observation(r, p);
+    if (settled[r].settled) refresh_observation(r, p);
   }
 }
 

@@ -2,24 +2,24 @@
 // the root's lazy init, the final backward callback, the state-dict hook) and the context
 // the groups' own transitions run in (FsdpParamGroup, fsdp_param_group.cpp). Each names the
 // upstream function it mirrors.
-#include "model/machine/rank_model.hpp"
+#include "model/machine/fsdp_state.hpp"
 
 namespace fsdpsim {
 
-GroupContext RankModel::group_context(int g) {
-  return GroupContext{*topo_,         rank_,     g,        st_.params, st_.groups, st_.post_forward_order,
-                      log_,           st_.memory, st_.root_lazy_inited, st_.final_callback_queued, res_.grads,
-                      prov_,          st_.layers};
+GroupContext FsdpState::context(int g) const {
+  return GroupContext{topo_, rank_, g,         st_.params,          st_.groups,                st_.post_forward_order,
+                      log_,  st_.memory, st_.root_lazy_inited, st_.final_callback_queued, grads_,
+                      prov_, st_.layers};
 }
 
 // torch 2.13 _fsdp_state.py::FSDPState._lazy_init: once, at the root's first pre-forward (it marks
 // itself root before the groups' lazy_init, so a raise there is never retried), every group in
 // all_states order (root first).
-Raise RankModel::root_lazy_init() {
+Raise FsdpState::lazy_init() const {
   if (st_.root_lazy_inited || !st_.prepared) return {};  // before prepare no FSDP state exists
   st_.root_lazy_inited = true;
-  for (size_t g = 0; g < topo_->groups.size(); ++g)
-    if (Raise r = st_.groups[g].init_mp_dtypes(group_context(static_cast<int>(g)))) return r;
+  for (size_t g = 0; g < topo_.groups.size(); ++g)
+    if (Raise r = st_.groups[g].init_mp_dtypes(context(static_cast<int>(g)))) return r;
   return {};
 }
 
@@ -28,9 +28,9 @@ Raise RankModel::root_lazy_init() {
 // A post_backward that raises ends it there: the groups after it keep their state (their FSDP
 // states stay PRE_BACKWARD) and the callback stays marked queued, so no later backward queues
 // it again (_fsdp_state.py::FSDPState._root_post_backward_final_callback resets the flag last).
-Raise RankModel::root_post_backward_final_callback(std::vector<uint8_t>& done) {
-  for (size_t g = 0; g < topo_->groups.size(); ++g) {
-    const GroupContext c = group_context(static_cast<int>(g));
+Raise FsdpState::post_backward_final_callback(const std::vector<uint8_t>& done) const {
+  for (size_t g = 0; g < topo_.groups.size(); ++g) {
+    const GroupContext c = context(static_cast<int>(g));
     if (!done[g])
       if (Raise r = st_.groups[g].post_backward(c)) return r;
     st_.groups[g].finalize_backward(c);
@@ -44,21 +44,25 @@ Raise RankModel::root_post_backward_final_callback(std::vector<uint8_t>& done) {
 // FSDPParamGroup._register_state_dict_hooks -> _to_sharded): whatever the training state, on a
 // group whose lazy_init got that far (a dtype check that raised left it without hooks, and the
 // root's lazy init does not run again: crosscheck --draw all seed 7159).
-void RankModel::reshard_all() {
-  for (size_t g = 0; g < topo_->groups.size(); ++g)
-    if (st_.groups[g].state_dict_hooks) st_.groups[g].to_sharded(group_context(static_cast<int>(g)));
+void FsdpState::reshard_all() const {
+  for (size_t g = 0; g < topo_.groups.size(); ++g)
+    if (st_.groups[g].state_dict_hooks) st_.groups[g].to_sharded(context(static_cast<int>(g)));
 }
 
 // FSDPModule.reshard() on every FSDP module (what the patched helpers call):
 // FSDPParamGroup.reshard, a no-op for a reshard_after_forward=False group left in
 // FORWARD by a forward that raised (torch 2.13 _fsdp_param_group.py::reshard).
-void RankModel::module_reshard_all() {
-  for (size_t g = 0; g < topo_->groups.size(); ++g) st_.groups[g].reshard(group_context(static_cast<int>(g)));
+void FsdpState::module_reshard_all() const {
+  for (size_t g = 0; g < topo_.groups.size(); ++g) st_.groups[g].reshard(context(static_cast<int>(g)));
 }
 
-bool RankModel::registered_rg(int param) const { return st_.params[param].registered_rg(is_registered_u(param)); }
-
-// A flip reaches whichever object is registered now: S, or the temporary U (FsdpParam::set_registered_rg).
-void RankModel::set_registered_rg(int param, bool value) { fsdpsim::set_registered_rg(*topo_, st_.params, st_.groups, param, value); }
+// _fully_shard.py::FSDPModule.unshard: the group's lazy_init (its dtype check) on every call.
+Raise FsdpState::module_unshard(int g) const {
+  FsdpParamGroup& gs = st_.groups[g];
+  gs.lazy_init();
+  if (Raise r = gs.init_mp_dtypes(context(g))) return r;
+  gs.unshard(context(g));
+  return {};
+}
 
 }  // namespace fsdpsim

@@ -1,0 +1,109 @@
+// The DTensor port driven on its own (model/machine/dtensor.hpp): one rank's DTensor
+// all-gathers, the settlement of a matched gather across ranks, and the mix encodings
+// (version_token.hpp), on parameters and logs the test builds, no RankModel.
+#include <gtest/gtest.h>
+
+#include "model/machine/dtensor.hpp"
+#include "model/vocab/seq.hpp"
+#include "properties/test_util.hpp"
+
+using namespace fsdpsim;
+
+namespace {
+
+// One rank's pieces the port reaches: parameters, groups (all SHARDED), this op's log.
+struct RankPieces {
+  std::vector<FsdpParam> params;
+  std::vector<FsdpParamGroup> groups;
+  CollectiveLog log;
+  explicit RankPieces(const Topology& t) : params(t.params.size()), groups(t.groups.size()) {}
+  DTensor port(const Topology& t, int rank) { return DTensor(t, rank, params, groups, log, nullptr); }
+};
+
+Topology topology(int world) { return compile_topology(parse_seq(test::seed000_header(world), "<test>")); }
+
+}  // namespace
+
+TEST(DTensor, MixVersionIsTheCommonVersionOrAMixAboveTheVersions) {
+  EXPECT_EQ(version::mix_version({3, 3, kNoRows}), 3u);
+  EXPECT_EQ(version::mix_version({kNoRows, kNoRows}), 0u);  // padding only: nothing gathered
+  const uint32_t mix = version::mix_version({3, 4});
+  EXPECT_GE(mix, version::kMixBase);
+  EXPECT_NE(mix, version::mix_version({4, 3}));  // which rank held what is part of the mix
+  EXPECT_EQ(version::foreign_mix(5), version::kMixBase + 5);
+}
+
+TEST(DTensor, AShardMergeGathersAAndLeavesWUntilTheGatherSettles) {
+  const Topology t = topology(2);
+  RankPieces r0(t);
+  const int layer = t.layer_index("lin0");
+  const LayerInfo& li = t.layers[layer];
+  r0.params[li.B[0]].ver_s = 2;  // B updated: the delta is not zero
+  DTensor dt = r0.port(t, 0);
+  dt.all_gather(li.A[0], CollRecord::kIntoShard, layer, 0, +1);
+  ASSERT_EQ(r0.log.records().size(), 1u);
+  const CollRecord& c = r0.log.records()[0];
+  EXPECT_EQ(c.op, CollOp::AllGather);
+  EXPECT_EQ(c.count, t.params[li.A[0]].shard_numel);
+  EXPECT_EQ(r0.params[li.weight].w_s, WeightContent{});  // nothing merged before the gather pairs
+  dt.settle(c, 7);
+  EXPECT_EQ(r0.params[li.weight].w_s.coeff[0], 1);
+  EXPECT_EQ(r0.params[li.weight].w_s.ver[0], dt.delta_id(0, 7, 2));
+}
+
+TEST(DTensor, OnOneRankTheMergeAppliesAtOnceWithNoCollective) {
+  const Topology t = topology(1);
+  RankPieces r0(t);
+  const int layer = t.layer_index("lin0");
+  const LayerInfo& li = t.layers[layer];
+  r0.params[li.B[0]].ver_s = 2;
+  r0.params[li.A[0]].ver_s = 5;
+  r0.port(t, 0).all_gather(li.A[0], CollRecord::kIntoShard, layer, 0, +1);
+  EXPECT_TRUE(r0.log.records().empty());
+  EXPECT_TRUE(r0.log.members().empty());
+  EXPECT_EQ(r0.params[li.weight].w_s.ver[0], r0.port(t, 0).delta_id(0, 5, 2));
+}
+
+// Two ranks merge off shards: agreeing A shards give the adapter's delta; an A that differs on
+// one rank gives a delta of an A no rank holds (a mix), on both ranks.
+TEST(DTensor, SettlingAMatchedGatherUsesTheVersionEveryRankContributed) {
+  const Topology t = topology(2);
+  const int layer = t.layer_index("lin0");
+  const LayerInfo& li = t.layers[layer];
+  for (uint32_t a1 : {0u, 9u}) {
+    RankPieces r0(t), r1(t);
+    for (RankPieces* r : {&r0, &r1}) r->params[li.B[0]].ver_s = 2;
+    r1.params[li.A[0]].ver_s = a1;
+    r0.port(t, 0).all_gather(li.A[0], CollRecord::kIntoShard, layer, 0, +1);
+    r1.port(t, 1).all_gather(li.A[0], CollRecord::kIntoShard, layer, 0, +1);
+    std::vector<MatchedGather> g{{r0.port(t, 0), &r0.log.records()[0]}, {r1.port(t, 1), &r1.log.records()[0]}};
+    std::vector<uint32_t> gathered_a(2, kNoRows);
+    std::vector<GatherSettled> out;
+    DTensor::settle_deltas(g, gathered_a, out);
+    ASSERT_TRUE(out[0].settled && out[1].settled);
+    const uint32_t want = a1 == 0 ? 0u : version::mix_version({0, a1});
+    EXPECT_EQ(gathered_a[0], want);
+    if (a1 != 0) EXPECT_GE(want, version::kMixBase);
+    for (RankPieces* r : {&r0, &r1}) EXPECT_EQ(r->params[li.weight].w_s.ver[0], r0.port(t, 0).delta_id(0, want, 2)) << a1;
+  }
+}
+
+// A peer that gathered another tensor fills its slot with that one's rows: a delta_weight read
+// through it is no adapter's delta.
+TEST(DTensor, APeerGatheringAnotherTensorMakesTheDeltaReadCorrupt) {
+  const Topology t = topology(2);
+  const int layer = t.layer_index("lin0");
+  const LayerInfo& li = t.layers[layer];
+  RankPieces r0(t), r1(t);
+  for (RankPieces* r : {&r0, &r1}) r->params[li.B[0]].ver_s = r->params[li.B[1]].ver_s = 2;
+  r0.port(t, 0).all_gather(li.A[0], CollRecord::kNowhere, layer, 0);
+  r1.port(t, 1).all_gather(li.A[1], CollRecord::kNowhere, layer, 1);  // the other adapter's A
+  std::vector<MatchedGather> g{{r0.port(t, 0), &r0.log.records()[0]}, {r1.port(t, 1), &r1.log.records()[0]}};
+  std::vector<uint32_t> gathered_a(2, kNoRows);
+  std::vector<GatherSettled> out;
+  DTensor::settle_deltas(g, gathered_a, out);
+  EXPECT_TRUE(out[0].corrupt_delta);
+  EXPECT_TRUE(out[1].corrupt_delta);
+  EXPECT_FALSE(out[0].settled);  // a read, not a merge: W is untouched
+  EXPECT_GE(gathered_a[0], version::kMixBase);
+}
