@@ -8,22 +8,10 @@
 #include "real_backend/values.hpp"
 
 namespace fsdpsim::real {
-DType dtype_of(at::ScalarType t) { return t == at::kBFloat16 ? DType::BF16 : t == at::kByte ? DType::U8 : DType::F32; }
-DType dtype_of(const at::Tensor& t) { return dtype_of(t.scalar_type()); }
-
 namespace {
 
 // Bytes a tensor holds: none on meta (shape only, no storage).
 int64_t bytes_of(const at::Tensor& t) { return t.is_meta() ? 0 : t.numel() * static_cast<int64_t>(t.element_size()); }
-
-// "each adapter with a non-zero figure, in declaration order, then base".
-std::vector<OwnerBytes> owners(const Layout& l, const std::vector<int64_t>& by) {
-  std::vector<OwnerBytes> out;
-  for (size_t a = 0; a < l.adapters.size(); ++a)
-    if (by[a] > 0) out.push_back({l.adapters[a].name, by[a]});
-  if (by.back() > 0) out.push_back({"base", by.back()});
-  return out;
-}
 
 }  // namespace
 
@@ -31,7 +19,7 @@ std::vector<OwnerBytes> owners(const Layout& l, const std::vector<int64_t>& by) 
 // cpu in fp32 (nn.Linear / LoraLayer.update_layer), registered under its name.
 void RealRank::create_param(int p, const std::vector<float>& full) {
   const ParamSpec& ps = layout_->params[p];
-  RealParam& rp = params_[p].leaf;
+  ParamTensors& rp = params_[p].leaf;
   rp.s = at::from_blob(const_cast<float*>(full.data()), param_shape(*layout_, ps, ps.rows), at::kFloat).clone();
   rp.place = rp.s.detach().clone();
   params_[p].registered = rp.s;
@@ -42,7 +30,7 @@ void RealRank::create_param(int p, const std::vector<float>& full) {
 // the compute copy S keeping fp32. Never from meta to cpu: torch cannot copy
 // out of a meta tensor, and nothing here asks it to (prepare broadcasts instead).
 void RealRank::place_param(int p, bool meta, at::ScalarType dtype) {
-  RealParam& rp = params_[p].leaf;
+  ParamTensors& rp = params_[p].leaf;
   if (meta) {
     const bool rg = rp.s.requires_grad();
     rp.place = at::empty(rp.place.sizes(), at::TensorOptions().device(at::kMeta).dtype(dtype));
@@ -89,7 +77,7 @@ void RealRank::create_adapter_in(int l, int adapter, bool load, bool autocast) {
     for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
       // peft tuners/lora/layer.py::LoraLayer.update_layer: a new module; after fully_shard over a managed
       // name the group keeps the deleted one's FSDPParam (torch _fsdp_init.py::_get_managed_states).
-      if (prepared_ && layout_->params[p].group >= 0 && !params_[p].detached) {
+      if (fsdp_.prepared && layout_->params[p].group >= 0 && !params_[p].detached) {
         params_[p].keep_ghost();
       }
       create_param(p, initial_values(*layout_, seed_, p, load));
@@ -116,11 +104,11 @@ void RealRank::op_prepare() {
   if (layout_->loading == Loading::RamEfficient) {
     for (int p : layout_->state_dict_order) {
       if (!registered(p).defined()) continue;
-      RealParam& rp = params_[p].leaf;
+      ParamTensors& rp = params_[p].leaf;
       const ParamSpec& ps = layout_->params[p];
       // Rank 0 sends its tensor; the others receive into a buffer (their own tensor may be meta).
       at::Tensor mine = rp.s.is_meta() ? at::zeros({ps.rows * ps.cols}) : rp.s.detach();
-      at::Tensor got = comm_->broadcast(mine, static_cast<int>(p), dtype_of(rp.place), step_).view(param_shape(*layout_, ps, ps.rows));
+      at::Tensor got = comm_->broadcast(mine, static_cast<int>(p), dtype_of(rp.place), pg_.step).view(param_shape(*layout_, ps, ps.rows));
       const bool rg = rp.s.requires_grad();
       rp.s = got.clone().requires_grad_(rg);
       rp.place = got.to(rp.place.scalar_type());
@@ -129,38 +117,17 @@ void RealRank::op_prepare() {
   }
   for (size_t p = 0; p < n; ++p) {
     const ParamSpec& ps = layout_->params[p];
-    RealParam& rp = params_[p].leaf;
+    ParamTensors& rp = params_[p].leaf;
     if (group_of(static_cast<int>(p)) < 0 || !registered(p).defined()) continue;
     at::Tensor full = rp.s.detach().contiguous().reshape({-1});
     std::vector<float> v(full.data_ptr<float>(), full.data_ptr<float>() + full.numel());
     const bool rg = rp.s.requires_grad();
-    rp.s = chunk_of(v, ps).requires_grad_(rg);
+    rp.s = dtensor_.chunk_of(v, ps).requires_grad_(rg);
     rp.place = rp.s.detach().to(rp.place.scalar_type());
     params_[p].registered = rp.s;
   }
-  prepared_ = true;
-  prepare_optimizer();
-}
-
-// The unsharded copies alive now: every UNSHARDED group's all-gather output,
-// padded shard numel * world per parameter, in U's dtype; the op's peak is kept.
-void RealRank::note_unsharded_peak() {
-  std::vector<int64_t> by(layout_->adapters.size() + 1, 0);
-  int64_t total = 0;
-  for (size_t g = 0; g < layout_->groups.size(); ++g) {
-    if (!groups_[g].unsharded() && !groups_[g].all_gather_result.defined()) continue;  // a prefetched all-gather output is alive too
-    for (int p : layout_->groups[g].params) {
-      const RealParam& rp = params_[p].detached ? params_[p].ghost : params_[p].leaf;  // the group's all-gather output holds the ghost's rows
-      if (!rp.u.defined()) continue;
-      int64_t b = rp.s.numel() * layout_->world * static_cast<int64_t>(rp.u.element_size());
-      int a = layout_->params[p].adapter;
-      by[a >= 0 ? static_cast<size_t>(a) : by.size() - 1] += b;
-      total += b;
-    }
-  }
-  if (total <= res_.peak_total) return;
-  res_.peak_total = total;
-  res_.peak_owners = owners(*layout_, by);
+  fsdp_.prepared = true;
+  optimizer_.prepare();
 }
 
 // The shards this rank holds: each present parameter's S (this rank's padded
@@ -175,7 +142,7 @@ std::vector<OwnerBytes> RealRank::sharded_bytes() const {
     int64_t b = bytes_of(t);
     by[ps.adapter >= 0 ? static_cast<size_t>(ps.adapter) : by.size() - 1] += b;
   }
-  return owners(*layout_, by);
+  return owners_of(*layout_, by);
 }
 
 }  // namespace fsdpsim::real

@@ -15,9 +15,9 @@ namespace fsdpsim::real {
 // placement rule of `W.data += delta`. Sign 0 (the delta_weight op) is the delta alone.
 at::Tensor RealRank::get_delta_weight(int layer, int adapter, int sign, DeltaForm* form) {
   at::NoGradGuard ng;
-  if (sign != 0) check_mixed(layer, adapter, sign > 0);
+  if (sign != 0) dtensor_.check_mixed(layer, adapter, sign > 0);
   at::Tensor d = layout_->layers[layer].experts > 0 ? experts_delta(layer, adapter, true) : linear_delta(layer, adapter, form);
-  if (sign != 0) check_inplace_placement(layer, adapter, sign > 0);
+  if (sign != 0) dtensor_.check_inplace_placement(layer, adapter, sign > 0);
   return d;
 }
 
@@ -32,45 +32,17 @@ at::Tensor RealRank::linear_delta(int layer, int adapter, DeltaForm* form) {
   int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   float scale = lora_scaling(*layout_, adapter);
   const ParamSpec& a_spec = layout_->params[pa];
-  bool w_sharded = !groups_[layout_->params[pw].group].unsharded();
+  bool w_sharded = !fsdp_.groups[layout_->params[pw].group].unsharded();
   bool a_managed = group_of(pa) >= 0;
-  if (a_managed && !groups_[a_spec.group].unsharded()) {
-    if (layout_->world > 1 && layout_->params[pw].rows < layout_->world) return delta_few_rows(layer, adapter, form);
+  if (a_managed && !fsdp_.groups[a_spec.group].unsharded()) {
+    if (layout_->world > 1 && layout_->params[pw].rows < layout_->world) return dtensor_.matmul_few_rows(layer, adapter, form);
     *form = kDeltaChunk;
     return at::matmul(params_[pb].leaf.s, gather_full(pa)) * scale;  // B's rows line up with W's shard
   }
   at::Tensor d = at::matmul(registered(pb), registered(pa)) * scale;
   *form = w_sharded ? kDeltaChunk : kDeltaFull;
   if (!w_sharded) return d;
-  return chunk_of(std::vector<float>(d.data_ptr<float>(), d.data_ptr<float>() + d.numel()), layout_->params[pw]);
-}
-
-// B @ A on DTensors whose W has fewer rows than ranks: B cannot stay Shard(0)
-// (torch 2.13 distributed/tensor/_ops/utils.py::is_tensor_shardable). With
-// r >= world, B moves to Shard(1): one all-gather of B's rows padded on dim 1
-// to a multiple of the world, and this rank's Partial product B[:, my r] @ A's
-// rows; else B and A are both gathered and the delta is replicated.
-at::Tensor RealRank::delta_few_rows(int layer, int adapter, DeltaForm* form) {
-  const LayerSpec& ls = layout_->layers[layer];
-  const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter];
-  const ParamSpec& bs = layout_->params[pb];
-  const int64_t w = layout_->world, r = layout_->params[pa].rows;
-  const float scale = lora_scaling(*layout_, adapter);
-  if (r < w) {
-    if (form) *form = kDeltaFull;
-    at::Tensor b_full = gather_full(pb);  // B first, then A, as the matmul's redistribution does
-    return at::matmul(b_full, gather_full(pa)) * scale;
-  }
-  if (form) *form = kDeltaPartial;
-  const int64_t cols = (r + w - 1) / w;
-  at::Tensor local = at::zeros({bs.chunk_rows, cols * w});
-  local.narrow(1, 0, r).copy_(params_[pb].leaf.s.reshape({bs.chunk_rows, r}));
-  at::Tensor all = comm_->all_gather(local.reshape({-1}), bs.group, step_, {pb}, -1, true);
-  at::Tensor b_full = all.view({w * bs.chunk_rows, cols * w}).narrow(0, 0, bs.rows).narrow(1, 0, r);
-  const int64_t first = std::min<int64_t>(comm_->rank() * cols, r), n = std::min<int64_t>(cols, r - first);
-  const ParamSpec& as = layout_->params[pa];
-  at::Tensor a_rows = params_[pa].leaf.s.reshape({as.chunk_rows, as.cols}).narrow(0, 0, n).to(at::kFloat);
-  return at::matmul(b_full.narrow(1, first, n), a_rows) * scale;
+  return dtensor_.chunk_of(std::vector<float>(d.data_ptr<float>(), d.data_ptr<float>() + d.numel()), layout_->params[pw]);
 }
 
 // lora/layer.py::Linear.merge: W.data += delta for each adapter not yet merged.
@@ -93,44 +65,6 @@ void RealRank::apply_delta(int layer, const at::Tensor& d, bool add) {
   } catch (const c10::Error& e) {
     throw OpError(Status::ShapeError, first_line(e.what_without_backtrace()));  // what() symbolizes a backtrace: slow
   }
-}
-
-// A plain delta (an adapter added after prepare) into W's DTensor shard, Linear or ParamWrapper
-// (peft lora/layer.py merge / unmerge: `param.data += delta`): torch 2.13
-// distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info refuses the mix before any
-// shape check, so before the delta's own errors.
-bool RealRank::late_delta_on_shard(int layer, int adapter) const {
-  const LayerSpec& ls = layout_->layers[layer];
-  const int gw = group_of(ls.weight);
-  return prepared_ && group_of(ls.lora_a[adapter]) < 0 && gw >= 0 && !groups_[gw].unsharded();
-}
-
-void RealRank::check_mixed(int layer, int adapter, bool add) {
-  const LayerSpec& ls = layout_->layers[layer];
-  if (!late_delta_on_shard(layer, adapter)) return;
-  // delta_weight_gather=on lays a ParamWrapper's plain delta out like W (real_param_wrapper.cpp).
-  if (ls.experts == 0 || layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn)
-    throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
-                                         ".Tensor got mixed torch.Tensor and DTensor, need to convert all torch.Tensor "
-                                         "to DTensor before calling distributed operators!");
-}
-
-// torch 2.13 distributed/tensor/_ops/utils.py::expand_to_full_mesh_op_strategy: on a sharded
-// Linear (A, B, W DTensors) `W.data += delta` must keep W's Shard(0), which a weight with
-// fewer rows than ranks cannot (is_tensor_shardable): the in-place op raises after the delta.
-void RealRank::check_inplace_placement(int layer, int adapter, bool add) {
-  const LayerSpec& ls = layout_->layers[layer];
-  const int pa = ls.lora_a[adapter];
-  const bool dtensors = ls.experts == 0 && group_of(pa) >= 0 && !groups_[layout_->params[pa].group].unsharded();
-  // An experts weight (E, in, out) sharded on E: the same when E < world (real_param_wrapper.cpp).
-  const bool experts_dtensors = ls.experts > 1 && group_of(pa) >= 0 && !groups_[layout_->params[pa].group].unsharded() &&
-                                layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn;
-  if ((!dtensors && !experts_dtensors) || layout_->world == 1 || layout_->params[ls.weight].rows >= layout_->world) return;
-  throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
-                                       ".Tensor: in-place operations that require placement changes are not "
-                                       "supported. The input has placement (Shard(dim=0),), but no valid strategy "
-                                       "preserves this placement. Please use the out-of-place version of this "
-                                       "operation instead.");
 }
 
 // lora/layer.py::Linear.unmerge: pop every merged adapter, LIFO, W.data -= delta

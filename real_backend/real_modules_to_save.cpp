@@ -32,8 +32,8 @@ void RealRank::create_copy(int layer, int adapter) {
   const LayerSpec& ls = layout_->layers[layer];
   for (const auto& [from, to] : {std::pair{ls.weight, ls.saved_w[adapter]}, std::pair{ls.bias, ls.saved_b[adapter]}}) {
     const at::Tensor& src = params_[from].registered;
-    RealParam& dst = params_[to].leaf;
-    dst = RealParam{};
+    ParamTensors& dst = params_[to].leaf;
+    dst = ParamTensors{};
     dst.s = src.detach().clone().requires_grad_(src.requires_grad());
     dst.place = params_[from].leaf.place.clone();
     params_[to].registered = dst.s;
@@ -73,7 +73,7 @@ void RealRank::wrappers_set_adapter(AdapterSet names, bool list_form, bool infer
     // Its text formats the module, whose repr spans lines: the first line ends with the class.
     if (here.count() > 1)
       throw OpError(Status::ValueError, "Only one adapter can be set at a time for " +
-                                            wrapper_class(*layout_, layer, prepared_) + "(");
+                                            wrapper_class(*layout_, layer, fsdp_.prepared) + "(");
     const int a = here.empty() ? -1 : here.first();
     wrapper_set_adapter(layer, a >= 0 && layers_[l].trains.contains(a) ? a : -1, inference_mode);
   }
@@ -130,7 +130,7 @@ void RealRank::wrappers_delete_adapter(int adapter, AdapterSet new_active) {
       std::string list;
       for (int a : new_active) list += (list.empty() ? "['" : ", '") + layout_->adapters[a].name + "'";
       throw OpError(Status::ValueError, "Attempted to set multiple (" + list + "]) adapters at once for " +
-                                            wrapper_class(*layout_, layer, prepared_) + ", which is not allowed.");
+                                            wrapper_class(*layout_, layer, fsdp_.prepared) + ", which is not allowed.");
     }
     layers_[l].trains.erase(adapter);
     auto drop = [&]() { params_[ls.saved_w[adapter]].registered = params_[ls.saved_b[adapter]].registered = at::Tensor(); };

@@ -28,18 +28,6 @@ at::Tensor experts_delta_per_expert(const at::Tensor& a, const at::Tensor& b, in
 
 std::string first_line(const std::string& what) { return what.substr(0, what.find('\n')); }
 
-// The full value of a managed parameter: one all-gather of its padded shard,
-// padding dropped (what FSDP.summon_full_params gives, the fix #3102 proposed).
-at::Tensor RealRank::gather_full(int p, DType wire) {
-  const ParamSpec& ps = layout_->params[p];
-  // torch 2.13 distributed/tensor/_redistribute.py::redistribute_local_tensor: a 1-rank mesh's
-  // Shard -> Replicate is the local tensor, no all-gather.
-  at::Tensor all = layout_->world == 1 ? params_[p].leaf.s.reshape({-1}) : comm_->all_gather(params_[p].leaf.s.reshape({-1}), ps.group, step_, {p}, -1, true, wire);
-  return all
-      .narrow(0, 0, ps.rows * ps.cols)
-      .view({ps.rows, ps.cols});
-}
-
 // lora/layer.py::ParamWrapper.get_delta_weight on whatever lora_A / lora_B the
 // registry holds. It reads lora_A[a].weight without calling the module; under
 // FSDP2 (torch 2.13) a sharded group hands it DTensors, so:
@@ -125,7 +113,7 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
         const int64_t rows_b = bs.local_rows(comm_->rank()), e_pad = (E + world - 1) / world * world;
         at::Tensor mine_b = at::zeros({bs.chunk_rows, r, e_pad}, params_[pb].leaf.s.options());
         mine_b.narrow(0, 0, rows_b).narrow(2, 0, E).copy_(params_[pb].leaf.s.narrow(0, 0, rows_b).reshape({rows_b, r, E}));
-        at::Tensor all = comm_->all_gather(mine_b.reshape({-1}), bs.group, step_, {pb}, -1, true, own(pb));
+        at::Tensor all = dtensor_.redistribute(mine_b.reshape({-1}), bs.group, pb, own(pb));
         b = all.view({world * bs.chunk_rows, r, e_pad}).narrow(0, 0, bs.rows).narrow(2, 0, E).reshape({bs.rows, r * E});
       }
       const ParamSpec& as = layout_->params[pa];
@@ -158,7 +146,7 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
     const int64_t e_pad = (E + world - 1) / world * world;  // padded on dim 0 to split into W's chunks
     at::Tensor mine = at::zeros({e_pad, in, bs.chunk_rows});
     mine.narrow(0, 0, E).narrow(2, 0, rows_b).copy_(cols);
-    at::Tensor all = comm_->all_gather(mine.reshape({-1}), ws.group, step_, {pw}, -1, true, delta_dtype);
+    at::Tensor all = dtensor_.redistribute(mine.reshape({-1}), ws.group, pw, delta_dtype);
     std::vector<at::Tensor> parts;
     for (int j = 0; j < world; ++j)
       parts.push_back(all.narrow(0, j * mine.numel(), mine.numel())
@@ -187,14 +175,14 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, bool merge, bool d
   // delta_weight_gather=on (the #3102 fix): the full A and B, so the full delta; an adapter added
   // after prepare (plain A and B) has its delta laid out like W, so W meets a DTensor as well.
   const bool gather_fix = layout_->profile.get(Switch::DeltaWeightGather) == sw::kOn;
-  const bool late_distributed = !dtensor && gather_fix && late_delta_on_shard(layer, adapter);
+  const bool late_distributed = !dtensor && gather_fix && dtensor_.late_delta_on_shard(layer, adapter);
   const bool full_b = (dtensor && layout_->world > 1 && gather_fix) || late_distributed;
   // B @ A with fewer out rows than ranks (Linear.get_delta_weight's matmul): B cannot stay Shard(0).
   const bool few_rows = dtensor && !full_b && layout_->world > 1 && layout_->params[pb].rows < layout_->world;
   at::Tensor d;
   DeltaForm form = kDeltaFull;
   if (few_rows) {
-    d = delta_few_rows(layer, adapter, &form);
+    d = dtensor_.matmul_few_rows(layer, adapter, &form);
   } else if (dtensor) {
     form = full_b ? kDeltaFull : kDeltaRows;
     a = gather_full(pa);
@@ -227,7 +215,7 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, bool merge, bool d
     const int64_t start = comm_->rank() * bs.chunk_rows, rows = bs.local_rows(comm_->rank());
     at::Tensor mine = at::zeros({bs.chunk_rows, in});
     if (rows > 0) mine.narrow(0, 0, rows).copy_(full_b ? d.narrow(0, start, rows) : d.narrow(0, 0, rows));
-    at::Tensor all = comm_->all_gather(mine.reshape({-1}), layout_->params[pw].group, step_, {pw}, -1, true);
+    at::Tensor all = dtensor_.redistribute(mine.reshape({-1}), layout_->params[pw].group, pw);
     full.copy_(all.view({layout_->world * bs.chunk_rows, in}).narrow(0, 0, out));
   } else {
     full.copy_(d);
@@ -252,8 +240,8 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, bool merge, bool d
 void RealRank::wrapper_forward(int layer) {
   const LayerSpec& ls = layout_->layers[layer];
   const int g = group_of(ls.weight);
-  if (!prepared_ || !ls.wrapper_after_fsdp || !layers_[layer].tuner || layers_[layer].disabled || !layers_[layer].merged.empty() ||
-      g < 0 || groups_[g].unsharded())
+  if (!fsdp_.prepared || !ls.wrapper_after_fsdp || !layers_[layer].tuner || layers_[layer].disabled || !layers_[layer].merged.empty() ||
+      g < 0 || fsdp_.groups[g].unsharded())
     return;
   int n = 0;
   for (size_t a = 0; a < layout_->adapters.size(); ++a)

@@ -31,12 +31,12 @@ void RealRank::op_set_adapter(const Op& op) {
         for (size_t g = 0; g < layout_->groups.size(); ++g) {
           bool merged = false;
           for (int l : layout_->groups[g].layers) merged = merged || !layers_[l].merged.empty();
-          if (!merged) module_reshard(static_cast<int>(g));
+          if (!merged) fsdp_.groups[g].module_reshard();
         }
         break;
       case sw::kUnmergeFirst:  // #3895
         if (any_merged()) unmerge_adapter();
-        module_reshard_all();
+        fsdp_.module_reshard_all();
         break;
     }
   }
@@ -85,7 +85,7 @@ void RealRank::op_disable_exit() {
   if (!disabled_) throw OpError(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
   if (layout_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
     if (any_merged()) unmerge_adapter();
-    module_reshard_all();
+    fsdp_.module_reshard_all();
   }
   for (size_t l = 0; l < layout_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), true);
   disabled_ = false;
@@ -150,7 +150,7 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   // peft tuners_utils.py::BaseTuner.inject_adapter finds the targets by module path: after
   // prepare a checkpointed layer's path holds the checkpoint_wrapper, which LoraModel's
   // _create_new_module refuses, after the targets before it were injected.
-  for (size_t w = 0; w < layout_->layers.size() && prepared_; ++w) {
+  for (size_t w = 0; w < layout_->layers.size() && fsdp_.prepared; ++w) {
     const LayerSpec& lw = layout_->layers[w];
     if (!lw.checkpoint || lw.lora_a[adapter] < 0) continue;
     for (size_t l = 0; l < w; ++l)
@@ -160,7 +160,7 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
                                           (layout_->groups[lw.group].is_root ? "CheckpointWrapper(" : "FSDPCheckpointWrapper("));
   }
   int refused = -1;
-  for (size_t l = 0; l < layout_->layers.size() && prepared_ && refused < 0; ++l) {
+  for (size_t l = 0; l < layout_->layers.size() && fsdp_.prepared && refused < 0; ++l) {
     const LayerSpec& ls = layout_->layers[l];
     if (ls.experts > 0 && ls.lora_a[adapter] >= 0 && layers_[l].tuner && !layout_->groups[ls.group].is_root && !ls.wrapper_after_fsdp)
       refused = static_cast<int>(l);
@@ -197,7 +197,7 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
       }
   // set_peft_model_state_dict -> load_state_dict: FSDP's load pre-hook reshards every group
   // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks).
-  if (prepared_) reshard_all();
+  if (fsdp_.prepared) fsdp_.reshard_all();
 }
 
 // BaseTuner.delete_adapter: refuses merged adapters; then each tuner layer's
@@ -278,7 +278,7 @@ void RealRank::op_save_adapters(const Op& op) {
   if (!present_.includes(names))
     throw OpError(Status::ValueError, "selected adapters are not in the model: " + names.without(present_).text(layout_->adapters));
   ++saves_;
-  reshard_all();
+  fsdp_.reshard_all();
   const bool gather = layout_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
   const int world = layout_->world, rank = comm_->rank();
   saved_adapters_ = names;
@@ -356,7 +356,7 @@ void RealRank::op_load_adapters() {
   // order, reads peft_config[adapter_name] first: an adapter deleted since the save raises KeyError
   // there, after the adapters before it loaded (each load_state_dict's FSDP pre-hook reshards).
   // the file's first adapter loads (and reshards)
-  if (present_.contains(saved_file_order_.front())) reshard_all();
+  if (present_.contains(saved_file_order_.front())) fsdp_.reshard_all();
   const int world = layout_->world, rank = comm_->rank();
   // Rank 0's file, in parameter order (the others send buffers of that size): its local rows,
   // and its full tensors, which differ from this rank's own once per-rank data trained a
@@ -404,7 +404,7 @@ void RealRank::op_load_adapters() {
         foreign[p] = rank != 0 && group_of(static_cast<int>(p)) < 0;
         if (group_of(static_cast<int>(p)) >= 0 && world > 1) {
           at::Tensor flat = v.contiguous().reshape({-1});
-          v = chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);
+          v = dtensor_.chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);
         }
       } else if (group_of(static_cast<int>(p)) >= 0 && saved_[p].rows == ps.local_rows(rank)) {
         // DTensor.from_local of rank 0's rows, padded as S is (a plain tensor re-added since takes no shard)
