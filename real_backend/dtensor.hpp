@@ -17,6 +17,8 @@ class DTensor {
   DTensor(const Layout& layout, Parameters& params, FsdpState& fsdp, ProcessGroup& pg)
       : layout_(&layout), params_(&params), fsdp_(&fsdp), pg_(&pg) {}
 
+  // fully_shard ran: a parameter it manages can be a DTensor.
+  bool prepared() const { return fsdp_->prepared; }
   // Group g is sharded: its managed parameters are registered as DTensor shards.
   bool group_sharded(int g) const { return !fsdp_->groups[g].unsharded(); }
   // This rank's padded dim-0 chunk of a full row-major value (distribute_tensor's Shard(0)).
