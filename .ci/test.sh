@@ -82,7 +82,7 @@ side_builds() {
   trap 'echo "$cur (beside ctest main)|$((SECONDS - s))|stopped (a phase failed)" >> "$bg_times"; cur=""; exit 143' TERM
   cur="build asan" s=$SECONDS
   # -O1 -g1 (line tables for the reports): a third of -O2 -g's compile time under the sanitizers
-  # (sim/simulator.cpp: 12 s against 36 s), which made this build the test command's longest path
+  # (sim/core/simulator.cpp: 12 s against 36 s), which made this build the test command's longest path
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     -DFSDPSIM_SANITIZE=ON >/dev/null
   cmake --build build-asan -j2 --target unit_tests

@@ -11,8 +11,8 @@
 #include <set>
 
 #include "fuzz/lifecycle_input.hpp"
-#include "sim/shrink.hpp"
-#include "sim/simulator.hpp"
+#include "sim/core/shrink.hpp"
+#include "sim/core/simulator.hpp"
 
 using namespace fsdpsim;
 
@@ -63,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // S8 on one input in 16: the model is deterministic, doubling every run would halve the speed.
   // Most mutations leave the scenario as it was: its topology is compiled once.
   RunResult r = run_checked_sampled(f, compile_topology_reused(f), 16);
-  // The next input's observations are written over these (sim/simulator.hpp).
+  // The next input's observations are written over these (sim/core/simulator.hpp).
   struct Recycle {
     RunResult& r;
     ~Recycle() { recycle(std::move(r)); }

@@ -7,7 +7,7 @@
 
 #include "model/machine/topology.hpp"
 #include "model/vocab/op_rules.hpp"
-#include "sim/generator.hpp"
+#include "sim/core/generator.hpp"
 
 namespace fsdpsim::fuzz {
 

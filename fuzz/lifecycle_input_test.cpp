@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "fuzz/lifecycle_input.hpp"
-#include "sim/generator.hpp"
+#include "sim/core/generator.hpp"
 #include "model/vocab/observation.hpp"
-#include "sim/simulator.hpp"
+#include "sim/core/simulator.hpp"
 
 using namespace fsdpsim;
 

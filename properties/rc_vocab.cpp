@@ -4,7 +4,7 @@
 
 #include <rapidcheck/GenerationFailure.h>
 
-#include "sim/generator.hpp"
+#include "sim/core/generator.hpp"
 
 namespace fsdpsim {
 

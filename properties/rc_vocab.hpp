@@ -1,5 +1,5 @@
 // RapidCheck generators for the vocabulary: a scenario header and the ops
-// over its adapters and layers, legal as sim/generator.cpp draws them, so
+// over its adapters and layers, legal as sim/core/generator.cpp draws them, so
 // that RapidCheck itself shrinks a failing sequence (fewer ops, earlier
 // names, smaller layers) instead of a seed fed to our own Prng.
 #pragma once
@@ -50,7 +50,7 @@ struct OpModel {
 
 // One op, legal under `rules`, of an allowed kind (drawn by the generator's weights).
 rc::Gen<Op> op(const OpModel& rules);
-// A scenario as sim/generator.cpp draws them, at `world` ranks.
+// A scenario as sim/core/generator.cpp draws them, at `world` ranks.
 rc::Gen<Scenario> scenario(int world);
 // The ops before the first command: adapters loaded before an explicit
 // prepare, always with ram-efficient loading (which needs one), else sometimes.

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "model/spec/spec_checks.hpp"
-#include "sim/simulator.hpp"
+#include "sim/core/simulator.hpp"
 
 namespace fsdpsim::test {
 

@@ -8,7 +8,7 @@
 
 #include "model/machine/rank_model.hpp"
 #include "model/vocab/seq.hpp"
-#include "sim/simulator.hpp"
+#include "sim/core/simulator.hpp"
 
 namespace fsdpsim::test {
 

@@ -269,8 +269,8 @@ at::Tensor Comm::read_rank0_file(int64_t numel, int save) {
   // one this rank never entered cannot write the file while this rank waits for it, so it never
   // will. The counts run over the ranks' whole lives (a pool's earlier sequences may have left them
   // apart), and rank 0 may still be leaving the last sequence's final collective: so it must also
-  // have stayed there 0.5 s. Else this waits, as the upstream pool (fsdpsim_upstream/session.py::
-  // op_load_adapters) does, 10 s at most.
+  // have stayed there 0.5 s. Else this waits, as the upstream pool (fsdpsim_upstream/op_checkpoints.py::
+  // run_load_adapters) does, 10 s at most.
   const auto give_up = std::chrono::steady_clock::now() + std::min(timeout_, std::chrono::milliseconds(10000));
   try {
     while (!store_->check({key})) {

@@ -28,6 +28,7 @@ void PeftModel::get_peft_model() {
   present_ = AdapterSet();
   peft_config_.clear();
   active_ = AdapterSet::of(0);
+  active_order_ = AdapterOrder{};
   peft_active_ = 0;
   inference_mode_ = AdapterSet();
   disabled_ = false;
@@ -111,13 +112,20 @@ void PeftModel::set_adapter(const Op& op) {
   if (!op.list_form && !present_.includes(names)) throw OpError(Status::ValueError, "Adapter " + op.names[0] + " not found.");
   if (!op.list_form) peft_active_ = names.first();  // PeftModel.set_adapter names its own first
   set_adapter_module_level(names, op.list_form, false);
+  active_order_ = AdapterOrder{};
+  for (const auto& n : op.names)
+    if (layout_->adapter_named(n) >= 0) active_order_.push_back(layout_->adapter_named(n));
 }
 
-// BaseTuner.merge_adapter: each layer merges the named adapters, or its active ones.
+// BaseTuner.merge_adapter: each layer merges the named adapters, or its active ones in the order
+// set_adapter listed them (tuners_utils.py::check_adapters_to_merge: the layer's active_adapters list).
 void PeftModel::merge(const Op& op) {
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     if (op.names.empty()) {
-      for (int a : layers_[l]->active) layers_[l]->merge(a);
+      const AdapterSet active = layers_[l]->active;
+      std::vector<int> order = active_order_.only(active).list();
+      for (int a : active.without(active_order_.set())) order.push_back(a);
+      for (int a : order) layers_[l]->merge(a);
     } else {
       for (const auto& n : op.names) layers_[l]->merge(layout_->adapter_named(n));
     }
@@ -379,6 +387,7 @@ void PeftModel::save_adapters(const Op& op, OpResult* res) {
     saved_[p].values = sv.detach().clone();
     saved_[p].file = mine.clone();
     saved_[p].rows = local ? ps.local_rows(0) : ps.rows;
+    saved_[p].adam_step = (*params_)[p].leaf.adam_step;
   }
   // Rank 0 writes the file and the others read it: its local rows, and its full tensors
   // (which differ from theirs once per-rank data trained an unmanaged replica apart).
@@ -401,7 +410,8 @@ bool PeftModel::saved_local_rows(size_t p) const {
 // shape as it is (rank r > 0 then holds rank 0's rows); any other shape meets
 // module.py::_load_from_state_dict's size mismatch, raised after the adapter's
 // fitting tensors were copied. reload_diff: S against what S held at save time;
-// reload_coincident: rank 0's rows taken in, equal to this rank's own by value.
+// reload_coincident: rank 0's rows taken in, or an optimizer step since the save, equal to this
+// rank's own by value.
 void PeftModel::load_adapters(OpResult* res) {
   if (saved_adapters_.empty()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
   // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter in the file's
@@ -476,7 +486,8 @@ void PeftModel::load_adapters(OpResult* res) {
   for (size_t p = 0; p < params_->size(); ++p) {
     if (saved_[p].rows < 0 || !params_->registered(p).defined()) continue;
     if (!at::equal((*params_)[p].leaf.s.detach(), saved_[p].values)) res->reload_diff.push_back(layout_->params[p].name);
-    else if (foreign[p]) res->reload_coincident.push_back(layout_->params[p].name);
+    // rank 0's rows, or an AdamW step since the save (bf16 can round an lr-sized update away), equal by value
+    else if (foreign[p] || (*params_)[p].leaf.adam_step != saved_[p].adam_step) res->reload_coincident.push_back(layout_->params[p].name);
   }
   if (raised) throw *raised;
 }

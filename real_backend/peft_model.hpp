@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include "model/vocab/adapter_order.hpp"
 #include "model/vocab/adapter_set.hpp"
 #include "model/vocab/op.hpp"
 #include "real_backend/loading.hpp"
@@ -69,6 +70,7 @@ class PeftModel {
   std::vector<std::unique_ptr<ModulesToSaveWrapper>> wrappers_;  // per layer: its wrapper once wrapped
   // PEFT bookkeeping (plain Python attributes upstream)
   AdapterSet present_, active_, inference_mode_;
+  AdapterOrder active_order_;  // active_ as the last set_adapter listed it: a merge's order
   std::vector<int> peft_config_;  // present_ in PeftModel.peft_config's order: a dict's, insertion order
   bool disabled_ = false;
   int peft_active_ = 0;  // PeftModel.active_adapter: one adapter's index
@@ -78,10 +80,11 @@ class PeftModel {
   std::vector<int> saved_file_order_;  // saved_adapters_ in the order the file holds them
   int saves_ = 0;  // save_adapters this rank ran: names rank 0's file (Comm::write_rank0_file)
   // per param: this rank's S when saved, in its dtype; the tensor its state dict held (local rows
-  // or full); the rows of rank 0's saved tensor (-1: not saved)
+  // or full); the rows of rank 0's saved tensor (-1: not saved); S's AdamW steps then
   struct SavedParam {
     at::Tensor values, file;
     int64_t rows = -1;
+    int64_t adam_step = 0;
   };
   std::vector<SavedParam> saved_;
 };

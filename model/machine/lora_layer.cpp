@@ -40,7 +40,35 @@ void RankModel::mark_mixed(const CollRecord& c, int i) {
   if (c.into != CollRecord::kIntoU) return;  // a merge's mix is in its delta (apply_gathered_delta)
   FsdpParam& ps = st_.params[topo_->groups[c.target].params[i]];
   if (ps.detached) return;  // the ghost's U: no module registers it
+  const uint32_t local = ps.ver_u;
   ps.mark_u_mixed();
+  rebase_u_delta(topo_->groups[c.target].params[i], local);
+}
+
+// The op's edit of U (a disabled forward's unmerge, peft lora/layer.py::Linear.forward, after
+// torch _fsdp_param_group.py::FSDPParamGroup.pre_forward's all-gather) read the gathered A and B
+// (lora/layer.py::Linear.get_delta_weight): it holds (cu - cs) deltas of the gathered version.
+void RankModel::rebase_u_delta(int p, uint32_t local_ver) {
+  const ParamInfo& pi = topo_->params[p];
+  if (!is_lora(pi.kind) || pi.layer < 0 || pi.adapter < 0) return;
+  const LayerInfo& li = topo_->layers[pi.layer];
+  const int a = pi.adapter;
+  if (li.experts != 0 || li.weight < 0 || li.A[a] < 0 || li.B[a] < 0) return;
+  FsdpParam& w = st_.params[li.weight];
+  if (topo_->params[li.weight].group != pi.group || w.detached) return;
+  const int8_t cs = w.w_s.coeff[a], cu = w.w_u.coeff[a];
+  if (cs == cu && w.w_s.ver[a] == w.w_u.ver[a]) return;  // the op left this adapter's delta on U alone
+  const bool is_b = li.B[a] == p;
+  const uint32_t other = st_.params[is_b ? li.A[a] : li.B[a]].ver_u;
+  const DeltaId local = is_b ? delta_id(a, other, local_ver) : delta_id(a, local_ver, other);
+  const DeltaId gathered = is_b ? delta_id(a, other, st_.params[p].ver_u) : delta_id(a, st_.params[p].ver_u, other);
+  if (local == gathered) return;
+  const bool was_corrupt = w.w_u.corrupt;
+  w.w_u.coeff[a] = cs;
+  w.w_u.ver[a] = w.w_s.ver[a];
+  w.w_u.corrupt = false;
+  w.w_u.add(a, gathered, cu - cs);
+  w.w_u.corrupt = w.w_u.corrupt || was_corrupt;
 }
 
 void RankModel::mark_part_filled(const CollRecord& broadcast) {
@@ -110,7 +138,9 @@ void RankModel::set_gathered(const CollRecord& c, int i, uint32_t ver, const Wei
   const int p = log_.member(c, i);
   FsdpParam& ps = st_.params[p];
   if (topo_->params[p].kind != ParamKind::Weight) {
+    const uint32_t local = ps.ver_u;
     ps.ver_u = ver;
+    rebase_u_delta(p, local);
     return;
   }
   // U was S's copy at the unshard (FsdpParam::to_unsharded); what the op did to U since, before
@@ -153,7 +183,7 @@ uint32_t RankModel::global_a_version(const std::vector<uint32_t>& v) {
 // cannot know alone. So gather_one records the all-gather with into =
 // kIntoShard, the adapter and the sign, and leaves the shard untouched. Once
 // the simulator has
-// matched that all-gather across the ranks (sim/simulator.cpp::
+// matched that all-gather across the ranks (sim/core/simulator.cpp::
 // Simulator::apply_gathered_deltas) it works out the version of the A (or B)
 // the ranks actually gathered (global_a_version: a mix id when they differ or
 // a peer packed another tensor) and calls apply_gathered_delta, which adds

@@ -16,7 +16,7 @@ Observation RankModel::observe(int step, const Op& op, const OpResult& r, const 
   return o;
 }
 
-// Every field is written: `o` may hold an earlier observation (recycle, sim/simulator.hpp), whose
+// Every field is written: `o` may hold an earlier observation (recycle, sim/core/simulator.hpp), whose
 // strings and lists are overwritten in place (model/vocab/refill.hpp) to keep their buffers.
 void RankModel::observe_into(Observation& o, int step, const Op& op, const OpResult& r, const CollRecord* colls,
                              size_t n_colls, bool spec_fields_only) const {

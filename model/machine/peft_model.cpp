@@ -53,15 +53,21 @@ Raise RankModel::op_set_adapter(const Op& op) {
   if (!op.list_form && !st_.present.includes(names)) return raise(Status::ValueError, fmt::format("Adapter {} not found.", op.names[0]));
   // peft_model.py::PeftModel.set_adapter names its own active_adapter first.
   if (!op.list_form) st_.peft_active = static_cast<int8_t>(names.first());
-  return set_adapter_module_level(names, op.list_form, false);
+  if (Raise r = set_adapter_module_level(names, op.list_form, false)) return r;
+  st_.active_order = AdapterOrder::named(topo_->adapters, op.names);
+  return {};
 }
 
 // tuners_utils.py::BaseTuner.merge_adapter -> each layer's merge(adapter_names);
-// by default a layer merges its own active adapters.
+// by default a layer merges its own active adapters, in the order set_adapter listed them
+// (tuners_utils.py::check_adapters_to_merge returns the layer's active_adapters list).
 Raise RankModel::op_merge(const Op& op) {
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     if (op.names.empty()) {
-      for (int a : st_.layers[l].active)
+      const AdapterSet active = st_.layers[l].active;
+      std::vector<int> order = st_.active_order.only(active).list();
+      for (int a : active.without(st_.active_order.set())) order.push_back(a);
+      for (int a : order)
         if (Raise r = layer_merge(static_cast<int>(l), a)) return r;
     } else {
       for (const auto& n : op.names)

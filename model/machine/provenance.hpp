@@ -1,5 +1,5 @@
 // Provenance: which transition last wrote each piece of state a spec reads, or
-// dropped a write to it. Root-cause attribution (sim/root_cause.cpp) turns a
+// dropped a write to it. Root-cause attribution (sim/findings/root_cause.cpp) turns a
 // finding into the transitions that put the offending state there, so a class
 // is named by its mechanism, not by the ops before it.
 //

@@ -47,7 +47,7 @@ class RankModel {
   RankModel(const Topology& topo, int rank);
   void reset();  // the state right after prepare (keeping the state's buffers)
   // The same model object for another topology or rank: a simulator built per
-  // sequence takes ranks a finished one left (sim/simulator.cpp) rather than allocating.
+  // sequence takes ranks a finished one left (sim/core/simulator.cpp) rather than allocating.
   void rebind(const Topology& topo, int rank) {
     topo_ = &topo;
     rank_ = rank;
@@ -174,6 +174,9 @@ class RankModel {
   static bool concatenated_u(const std::vector<const RankModel*>& ranks, const std::vector<const CollRecord*>& colls,
                              int i, uint32_t* ver, WeightContent* w);
   void set_gathered(const CollRecord& c, int i, uint32_t ver, const WeightContent& w);
+  // A LoRA parameter's U took gathered values (set_gathered, mark_mixed) after the op already
+  // edited the layer's U weight with a delta made of the local ones: make that edit the gathered delta's.
+  void rebase_u_delta(int param, uint32_t local_ver);
 
  private:
   // --- FSDP2 state over every group (fsdp_group.cpp); the groups' own transitions are FsdpParamGroup's ---

@@ -92,6 +92,9 @@ struct RankState {
   std::vector<LoraLayer> layers;
   AdapterSet present;          // adapters in the model
   AdapterOrder config_order;   // the same, in PeftModel.peft_config's (insertion) order
+  // The active adapters as the last set_adapter listed them: each layer's _active_adapter is that
+  // list, and a merge walks it in that order (tuners_utils.py::check_adapters_to_merge)
+  AdapterOrder active_order;
   AdapterSet active;           // BaseTuner.active_adapter
   int8_t peft_active = 0;      // PeftModel.active_adapter: one adapter's index (a plain attribute of its own)
   AdapterSet inference_mode;   // per adapter config inference_mode

@@ -39,7 +39,7 @@ static_assert(sizeof(LoraLayer) == 24, "LoraLayer changed: extend append_state_k
 static_assert(sizeof(Optimizer) == 80, "Optimizer changed: extend append_state_key");
 static_assert(sizeof(UnshardedMemory) == 24, "UnshardedMemory changed: extend append_state_key");
 static_assert(sizeof(PendingGraph) == 152, "PendingGraph changed: extend append_state_key");
-static_assert(sizeof(RankState) == 480, "RankState changed: extend append_state_key");
+static_assert(sizeof(RankState) == 488, "RankState changed: extend append_state_key");
 
 namespace {
 
@@ -163,6 +163,8 @@ void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>
                   static_cast<uint32_t>(std::min(st.saves, 255)) << 16);
     out.push_back(st.config_order.bits());  // which adapter a load or save meets first
     out.push_back(st.saved_order.bits());
+    // only where it is not declaration order, so the keys of every other state stay as they were
+    if (st.active_order != AdapterOrder::in_declaration_order(st.active_order.set())) out.push_back(st.active_order.bits());
     for (size_t p = 0; p < st.params.size(); ++p) {
       const FsdpParam& ps = st.params[p];
       const bool u = u_live(m, p);

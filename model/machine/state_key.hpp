@@ -1,6 +1,6 @@
 // A canonical key for the state of every rank: two states get the same key
 // exactly when the model cannot tell them apart by any future op. The
-// explorer (sim/explore.cpp) merges states by it.
+// explorer (sim/core/explore.cpp) merges states by it.
 #pragma once
 #include <cstdint>
 #include <vector>

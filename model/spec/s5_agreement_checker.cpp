@@ -153,7 +153,7 @@ void S5AgreementChecker::after_step(const SpecContext& ctx, const Observation* o
     return;
   }
   for (size_t k = 1; k < n; ++k) {
-    // values that fit a common class are no proven disagreement (sim/value_blind.hpp)
+    // values that fit a common class are no proven disagreement (sim/core/value_blind.hpp)
     const long x = first_proven_difference(ctx, obs[0], obs[k]);
     if (x < 0) continue;
     if (!disagreement_reported_) {  // worded only when reported: ranks out of step differ at every step

@@ -61,6 +61,12 @@ class AdapterOrder {
     return out;
   }
 
+  static AdapterOrder in_declaration_order(AdapterSet s) {
+    AdapterOrder out;
+    for (int a : s) out.push_back(a);
+    return out;
+  }
+
   std::vector<int> list() const {
     std::vector<int> out;
     for (int i = 0; i < kMaxAdapters && at(i) >= 0; ++i) out.push_back(at(i));

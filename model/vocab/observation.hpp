@@ -130,7 +130,7 @@ struct LayerObs {
   WeightClass stored = WeightClass::Exact;      // the shard S
   WeightClass registered = WeightClass::Exact;  // whatever object the module holds now
   // Value backends only: the other classes the values fit as well (bit per WeightClass), when a
-  // delta in play is zero on these rows. Not compared: see reconcile_value_blind (sim/value_blind.hpp).
+  // delta in play is zero on these rows. Not compared: see reconcile_value_blind (sim/core/value_blind.hpp).
   uint8_t stored_alt = 0, registered_alt = 0;
   bool operator==(const LayerObs& o) const {
     return name == o.name && group == o.group && merged == o.merged && stored == o.stored && registered == o.registered;
@@ -144,7 +144,7 @@ struct LayerObs {
 // field is added here and in its value type's codecs, nowhere else.
 //   X(type, member, default, json parent or nullptr, json key, diff label, flags)
 // kOmitDefault: left out of the JSON when it holds its default. kNotCompared:
-// value backends only, settled by reconcile_value_blind (sim/value_blind.hpp),
+// value backends only, settled by reconcile_value_blind (sim/core/value_blind.hpp),
 // so neither equality nor the diff looks at it.
 #define FSDPSIM_OBSERVATION_FIELDS(X)                                                                    \
   X(int, step, 0, nullptr, "step", "step", 0)                                                            \
@@ -238,7 +238,7 @@ void print_json_string(std::ostream& os, const std::string& s);  // quoted, with
 // width > 0: cells cut to fit that many columns (print_fitted), with a line saying so.
 void print_table(std::ostream& os, const Scenario& s, const std::vector<Observation>& obs, size_t width = 0);
 
-// Cells of print_table's columns, shared with the HTML timeline (sim/report_html.cpp):
+// Cells of print_table's columns, shared with the HTML timeline (sim/report/report_html.cpp):
 // "ag 2x547 rs 2x208" ("-" when none); placements other than cpu/fp32; what
 // delta_weight and save_adapters computed ("-" when nothing); "key_error 0 (2/4)".
 std::string colls_cell(const Observation& o);

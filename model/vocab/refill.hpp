@@ -1,5 +1,5 @@
 // Writing a list of vocabulary values in place. The simulator hands each run
-// the Observations of earlier runs back (recycle, sim/simulator.hpp): filling a
+// the Observations of earlier runs back (recycle, sim/core/simulator.hpp): filling a
 // list through Refill overwrites the elements already there, so their strings
 // and nested lists keep their buffers and a warm run allocates nothing.
 #pragma once

@@ -1,4 +1,4 @@
-"""The project's data wherever fsdpsim runs (sim/project_data.hpp): from a directory outside the
+"""The project's data wherever fsdpsim runs (sim/core/project_data.hpp): from a directory outside the
 repository the hunt fills the regression and repro columns and `report` links the root cause's
 page, and every path either prints exists from there; with FSDPSIM_DATA_DIR at an empty folder
 both say once, on stderr, which columns are unavailable and why, and print no path to nothing."""

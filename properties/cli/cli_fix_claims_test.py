@@ -1,4 +1,4 @@
-"""Every "removes it" fsdpsim prints comes from a re-run on the model (sim/fix_claim.hpp): the
+"""Every "removes it" fsdpsim prints comes from a re-run on the model (sim/findings/fix_claim.hpp): the
 report's box on the policy/reference regression (set_adapter_reshard=unmerge_first only moves its
 S2 to step 4) names what remains instead of a fix; `findings --check` fails a page whose claim a
 re-run does not bear out; `triage --check` fails a `# fix:` line a re-run does not bear out."""

@@ -71,7 +71,7 @@ TEST(CliMessages, TyposGetTheNearestNameAndHelpListsTheBuiltins) {
   EXPECT_NE(run("frobnicate").out.find("usage:"), std::string::npos);  // nothing near: the usage
   Result f = run("run x.seq --backen model");
   EXPECT_EQ(f.code, 3);
-  EXPECT_NE(f.out.find("unknown flag --backen; did you mean '--backend'?"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("unknown flag --backen for run; did you mean '--backend'?"), std::string::npos) << f.out;
   Result b = run("explore --builtin seed000_merged_raf_fals");
   EXPECT_EQ(b.code, 3);
   EXPECT_NE(b.out.find("did you mean 'seed000_merged_raf_false'?"), std::string::npos) << b.out;

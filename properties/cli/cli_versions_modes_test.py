@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""`fsdpsim versions --bisect`, `--compare` and `--against` on a stand-in: $FSDPSIM_FAKE_RELEASES answers each
+"""`fsdpsim versions --bisect`, `--compare` and `--peft` on a stand-in: $FSDPSIM_FAKE_RELEASES answers each
 release's verdict (cmd_versions.cpp's test seam) and a release list kept in
 $FSDPSIM_RELEASES_DIR stands for PyPI's, so no environment is built and no
 network is used. Checked: the answer is exact and the probe count at most
 2 + ceil(log2 n) (plus one per release that cannot run); --json is
 schema-checked; PyPI out of reach with nothing kept is exit 4; a malformed
 --releases is exit 3 with its column. A reproduction (matrix or bisect) is exit 1, a finding. --compare: the kept matrix against itself
-is exit 0, with one verdict changed exit 1 naming it. --against: only changed
+is exit 0, with one verdict changed exit 1 naming it. --peft: only changed
 files are printed, exit 0 / 1; a missing PATH is exit 3.
 
 Usage: cli_versions_modes_test.py FSDPSIM REPO_ROOT
@@ -163,25 +163,25 @@ open(os.path.join(TMP, "bad.jsonl"), "w").write(lines[0] + "\nnot json\n")
 r = fsdpsim(["versions", "--compare", kept, os.path.join(TMP, "bad.jsonl")])
 check(r.returncode == 3 and "bad.jsonl:2:1: expected a JSON object" in r.stderr, "compare bad: %d %s" % (r.returncode, r.stderr))
 
-# --against PATH: only the files whose verdict on PATH differs from the pinned release's.
+# --peft PATH: only the files whose verdict on PATH differs from the pinned release's.
 checkout = os.path.join(TMP, "peft-checkout")
 os.makedirs(checkout)
 other = os.path.join(S.root, "docs", "findings", "flag-on-copy.disable_adapter-exit.seq")
 fake = os.path.join(TMP, "against.txt")
 open(fake, "w").write("peft==0.21.2 = reproduces\npeft=%s = reproduces\n" % checkout)
-r = fsdpsim(["versions", "--against", checkout, seq, other], env={"FSDPSIM_FAKE_RELEASES": fake})
+r = fsdpsim(["versions", "--peft", checkout, seq, other], env={"FSDPSIM_FAKE_RELEASES": fake})
 check(r.returncode == 0 and "changed:" not in r.stdout and "2 files, 0 changed from peft 0.21.2 to peft " + checkout in r.stdout,
       "against same: exit %d: %s %s" % (r.returncode, r.stdout[-600:], r.stderr[-400:]))
 open(fake, "a").write("peft=%s flag-on-copy.disable_adapter-exit = does not reproduce: step 3 rank 0: expected finding=S1\n" % checkout)
-r = fsdpsim(["versions", "--against", checkout, seq, other], env={"FSDPSIM_FAKE_RELEASES": fake})
+r = fsdpsim(["versions", "--peft", checkout, seq, other], env={"FSDPSIM_FAKE_RELEASES": fake})
 check(r.returncode == 1 and r.stdout.count("changed: ") == 1 and
       ("changed: %s: reproduces -> does not reproduce (step 3 rank 0: expected finding=S1)" % other) in r.stdout,
       "against changed: exit %d: %s" % (r.returncode, r.stdout[-600:]))
-r = fsdpsim(["versions", "--against", checkout, seq, other, "--json"], env={"FSDPSIM_FAKE_RELEASES": fake})
+r = fsdpsim(["versions", "--peft", checkout, seq, other, "--json"], env={"FSDPSIM_FAKE_RELEASES": fake})
 schema = subprocess.run(SCHEMA, input=r.stdout, capture_output=True, text=True)
 check(r.returncode == 1 and schema.returncode == 0 and r.stdout.count('"type":"versions_change"') == 1 and "versions_cell" not in r.stdout,
       "against json: %s %s" % (r.stdout[-400:], schema.stdout[-400:]))
-r = fsdpsim(["versions", "--against", os.path.join(TMP, "no-such-checkout"), seq])
+r = fsdpsim(["versions", "--peft", os.path.join(TMP, "no-such-checkout"), seq])
 check(r.returncode == 3 and "naming an existing PEFT checkout directory or wheel file" in r.stderr, "against missing: %d %s" % (r.returncode, r.stderr))
 
-sys.exit(S.finish("versions --bisect, --compare and --against on a stand-in"))
+sys.exit(S.finish("versions --bisect, --compare and --peft on a stand-in"))

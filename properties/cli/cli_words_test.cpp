@@ -9,8 +9,8 @@
 #include <string>
 
 #include "properties/cli_run.hpp"
-#include "sim/hunt.hpp"
-#include "sim/root_cause_catalogue.hpp"
+#include "sim/findings/hunt.hpp"
+#include "sim/findings/root_cause_catalogue.hpp"
 
 namespace {
 

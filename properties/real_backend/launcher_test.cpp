@@ -9,8 +9,8 @@
 
 #include "properties/real_backend/harness_util.hpp"
 #include "properties/test_util.hpp"
-#include "sim/crosscheck.hpp"
-#include "sim/generator.hpp"
+#include "sim/core/crosscheck.hpp"
+#include "sim/core/generator.hpp"
 
 using namespace fsdpsim;
 using namespace fsdpsim::test;

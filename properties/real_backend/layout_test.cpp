@@ -8,8 +8,8 @@
 
 #include "model/machine/topology.hpp"
 #include "real_backend/layout.hpp"
-#include "sim/generator.hpp"
-#include "sim/prng.hpp"
+#include "sim/core/generator.hpp"
+#include "sim/core/prng.hpp"
 
 using namespace fsdpsim;
 

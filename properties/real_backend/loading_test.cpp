@@ -7,7 +7,7 @@
 #include "model/spec/spec_checks.hpp"
 #include "properties/test_util.hpp"
 #include "real_backend/launcher.hpp"
-#include "sim/crosscheck.hpp"
+#include "sim/core/crosscheck.hpp"
 
 using namespace fsdpsim;
 using namespace fsdpsim::test;

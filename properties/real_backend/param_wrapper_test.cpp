@@ -7,7 +7,7 @@
 #include "properties/test_util.hpp"
 #include "real_backend/layout.hpp"
 #include "real_backend/param_wrapper.hpp"
-#include "sim/crosscheck.hpp"
+#include "sim/core/crosscheck.hpp"
 
 using namespace fsdpsim;
 using namespace fsdpsim::test;

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "real_backend/upstream/pool_client.hpp"
-#include "sim/simulator.hpp"
+#include "sim/core/simulator.hpp"
 
 namespace fsdpsim::upstream {
 namespace {

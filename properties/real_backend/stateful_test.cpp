@@ -2,7 +2,7 @@
 // under test, the model (a stepped simulator) and the real backend's thread
 // ranks (real::SteppedRanks), each extended by one op per command; after every
 // command both must have observed the same thing. The model-only stateful
-// properties are in properties/sim/stateful_model_test.cpp.
+// properties are in properties/sim/core/stateful_model_test.cpp.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 #include <rapidcheck/state.h>
@@ -11,7 +11,7 @@
 #include "properties/stepped_model.hpp"
 #include "properties/test_util.hpp"
 #include "real_backend/stepped_ranks.hpp"
-#include "sim/crosscheck.hpp"
+#include "sim/core/crosscheck.hpp"
 
 using namespace fsdpsim;
 

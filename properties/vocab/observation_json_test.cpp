@@ -9,7 +9,7 @@
 #include "model/vocab/json_reader.hpp"
 #include "model/vocab/observation_json.hpp"
 #include "properties/every_field_observation.hpp"
-#include "sim/simulator.hpp"
+#include "sim/core/simulator.hpp"
 
 namespace fsdpsim {
 namespace {

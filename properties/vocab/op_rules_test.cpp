@@ -4,7 +4,7 @@
 
 #include "model/vocab/op_rules.hpp"
 #include "properties/test_util.hpp"
-#include "sim/generator.hpp"
+#include "sim/core/generator.hpp"
 
 using namespace fsdpsim;
 

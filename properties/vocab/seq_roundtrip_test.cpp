@@ -12,9 +12,9 @@
 
 #include "model/vocab/seq.hpp"
 #include "properties/rc_vocab.hpp"
-#include "sim/default_scenario.hpp"
-#include "sim/generator.hpp"
-#include "sim/prng.hpp"
+#include "sim/core/default_scenario.hpp"
+#include "sim/core/generator.hpp"
+#include "sim/core/prng.hpp"
 
 namespace fsdpsim {
 namespace {

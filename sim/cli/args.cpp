@@ -7,8 +7,9 @@
 #include "model/vocab/profile.hpp"
 #include "model/vocab/suggest.hpp"
 #include "model/vocab/text.hpp"
-#include "sim/generator.hpp"
-#include "sim/release_matrix.hpp"
+#include "sim/core/generator.hpp"
+#include "sim/release/release_matrix.hpp"
+#include "sim/cli/command_table.hpp"
 #include "sim/cli/commands.hpp"
 
 namespace fsdpsim::cli {
@@ -16,11 +17,15 @@ namespace {
 
 [[noreturn]] void usage_error(const std::string& what) { throw SourceError("<command line>", {}, what); }
 
-// `versions` (the one command taking --bisect) reads --against as a PEFT path; crosscheck as a backend.
-bool allowed_has(const std::vector<std::string>& allowed, const char* flag) {
-  for (const auto& f : allowed)
-    if (f == flag) return true;
-  return false;
+// An unknown flag, named with its command: the nearest of the command's flags, or all of them
+// (its row of the command table, command_table.hpp).
+[[noreturn]] void unknown_flag(const std::string& flag, const Command& c, const std::vector<std::string>& allowed) {
+  const std::string cmd = c.name;
+  const std::string near = did_you_mean(flag, allowed);
+  if (!near.empty()) usage_error("unknown flag " + flag + " for " + cmd + near + " (fsdpsim " + cmd + " --help lists its flags)");
+  std::string all;
+  for (const auto& f : allowed) all += (all.empty() ? "" : ", ") + f;
+  usage_error("unknown flag " + flag + " for " + cmd + " (it takes " + all + "; fsdpsim " + cmd + " --help says what each does)");
 }
 
 // model/vocab/number.hpp: the .seq parser's reader too, so both say the value, the range and why.
@@ -60,7 +65,9 @@ void apply_draws_or_default(const std::string& draw, GenOptions* opt) {
   if (!err.empty()) usage_error("--draw " + err);
 }
 
-Args parse_args(const std::vector<std::string>& argv, const std::vector<std::string>& allowed) {
+Args parse_args(const std::vector<std::string>& argv, const Command& c) {
+  std::vector<std::string> allowed = c.flags;
+  allowed.push_back("--quiet");  // every command's
   Args a;
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& s = argv[i];
@@ -68,9 +75,11 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
       a.positional.push_back(s);
       continue;
     }
+    for (const auto& [old, instead] : c.renamed)
+      if (s == old) usage_error(instead);
     bool ok = false;
     for (const auto& f : allowed) ok = ok || f == s;
-    if (!ok) usage_error("unknown flag " + s + did_you_mean(s, allowed) + " (--help lists the command's flags)");
+    if (!ok) unknown_flag(s, c, allowed);
     if (s == "--json" || s == "--quiet" || s == "--wide") {
       (s == "--json" ? a.json : s == "--quiet" ? a.quiet : a.wide) = true;
       continue;
@@ -116,9 +125,9 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
         usage_error(s + " expects model, real, upstream, both or a comma list of them (model,upstream), got '" + v + "': " + err);
       if (s == "--backends" && a.backends.size() < 2) usage_error("--backends expects two or three backends, got '" + v + "'");
       a.backend = v;
-    } else if (s == "--against" && allowed_has(allowed, "--bisect")) {  // versions: a PEFT checkout or wheel
-      a.against_path = v;
-    } else if (s == "--against") {
+    } else if (s == "--peft") {  // versions: a local PEFT checkout or wheel
+      a.peft_path = v;
+    } else if (s == "--against") {  // a backend, on every command that takes it
       if (v != "real" && v != "upstream") usage_error("--against expects real or upstream, got '" + v + "'");
       a.backends = {Backend::Model, v == "real" ? Backend::Real : Backend::Upstream};
       a.backend = "model," + v;

@@ -1,9 +1,9 @@
 // `fsdpsim bench --discovery [--seconds T] [--fuzzer PATH]`: how fast the fuzz
 // loops reach the bugs, not how many inputs they run. For the hunt's fuzz loop
-// (sim/hunt.cpp, fuzz_only) and, given its binary, lifecycle_fuzzer from an
+// (sim/findings/hunt.cpp, fuzz_only) and, given its binary, lifecycle_fuzzer from an
 // empty corpus, five runs (seeds 1..5) of T s each (default 60): every new
 // finding key with its time, triaged afterwards into its root cause
-// (sim/root_cause.hpp). Printed: the median time to each seed thread's root
+// (sim/findings/root_cause.hpp). Printed: the median time to each seed thread's root
 // cause (a run that never reaches it counts as T) and the median number of
 // distinct root causes reached in 10 s and in T s.
 #include <fcntl.h>
@@ -27,9 +27,9 @@
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/progress.hpp"
-#include "sim/hunt.hpp"
-#include "sim/hunt_scenarios.hpp"
-#include "sim/shrink.hpp"
+#include "sim/findings/hunt.hpp"
+#include "sim/findings/hunt_scenarios.hpp"
+#include "sim/core/shrink.hpp"
 #include "real_backend/child_signal.hpp"
 #include "real_backend/store_dir.hpp"
 

@@ -9,8 +9,8 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
-#include "sim/hunt.hpp"
-#include "sim/hunt_scenarios.hpp"
+#include "sim/findings/hunt.hpp"
+#include "sim/findings/hunt_scenarios.hpp"
 
 namespace fsdpsim::cli {
 

@@ -11,8 +11,8 @@
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/junit.hpp"
 #include "sim/cli/progress.hpp"
-#include "sim/crosscheck.hpp"
-#include "sim/expectations.hpp"
+#include "sim/core/crosscheck.hpp"
+#include "sim/findings/expectations.hpp"
 
 namespace fsdpsim::cli {
 namespace {

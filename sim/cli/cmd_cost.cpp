@@ -5,7 +5,7 @@
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/progress.hpp"
-#include "sim/cost.hpp"
+#include "sim/core/cost.hpp"
 
 namespace fsdpsim::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/progress.hpp"
-#include "sim/coverage.hpp"
+#include "sim/core/coverage.hpp"
 
 namespace fsdpsim::cli {
 

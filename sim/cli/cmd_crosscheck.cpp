@@ -19,8 +19,8 @@
 #include "sim/cli/output.hpp"
 #include "real_backend/layout.hpp"
 #include "real_backend/observer.hpp"
-#include "sim/crosscheck_results.hpp"
-#include "sim/generator.hpp"
+#include "sim/core/crosscheck_results.hpp"
+#include "sim/core/generator.hpp"
 
 namespace fsdpsim::cli {
 

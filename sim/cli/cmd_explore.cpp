@@ -1,4 +1,4 @@
-// `fsdpsim explore`: the state-space search of sim/explore.hpp from a file or
+// `fsdpsim explore`: the state-space search of sim/core/explore.hpp from a file or
 // a built-in scenario, its report, class files, and the state graph as
 // Graphviz text or SVG.
 #include <spawn.h>
@@ -11,15 +11,16 @@
 #include <iostream>
 
 #include "model/vocab/suggest.hpp"
-#include "sim/builtin_scenarios.hpp"
+#include "sim/core/builtin_scenarios.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/output.hpp"
 #include "sim/cli/progress.hpp"
 #include "model/vocab/table.hpp"
-#include "sim/explore.hpp"
+#include "sim/core/explore.hpp"
+#include "sim/report/explore_report.hpp"
 #include "real_backend/child_signal.hpp"
-#include "sim/memory_use.hpp"
+#include "sim/core/memory_use.hpp"
 
 extern char** environ;
 

@@ -14,11 +14,11 @@
 #include <unistd.h>
 
 #include "model/vocab/profile.hpp"
-#include "sim/crosscheck.hpp"
+#include "sim/core/crosscheck.hpp"
 #include "real_backend/upstream/pool_client.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/progress.hpp"
-#include "sim/triage.hpp"
+#include "sim/findings/triage.hpp"
 
 namespace fsdpsim::cli {
 

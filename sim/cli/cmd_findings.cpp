@@ -1,6 +1,6 @@
 // `fsdpsim findings [--out DIR] [--check] [PATH...]`: the finding pages
-// (sim/finding_pages.hpp) from the catalogue, the minimal sequences kept in DIR
-// and the corpus (the project's corpus/regressions and corpus/divergences, sim/project_data.hpp, and any PATH given).
+// (sim/findings/finding_pages.hpp) from the catalogue, the minimal sequences kept in DIR
+// and the corpus (the project's corpus/regressions and corpus/divergences, sim/core/project_data.hpp, and any PATH given).
 // Without --check it writes them; --check (ctest findings_pages) exits 1 when DIR differs.
 #include <algorithm>
 #include <filesystem>
@@ -15,11 +15,11 @@
 #include "model/vocab/input_file.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/output.hpp"
-#include "sim/finding_pages.hpp"
-#include "sim/issue_body.hpp"
-#include "sim/fix_claim.hpp"
-#include "sim/project_data.hpp"
-#include "sim/root_cause_catalogue.hpp"
+#include "sim/findings/finding_pages.hpp"
+#include "sim/findings/issue_body.hpp"
+#include "sim/findings/fix_claim.hpp"
+#include "sim/core/project_data.hpp"
+#include "sim/findings/root_cause_catalogue.hpp"
 
 namespace fsdpsim::cli {
 
@@ -76,7 +76,7 @@ int print_issue(const Args& a, const std::string& dir) {
 
 // Every page in `dir` that says "`fsdpsim run X.seq --set S` shows the finding gone", checked
 // by doing it: X.seq as it lies in `dir`, re-run on the model with S, must show no finding of the
-// page's root cause, and without S at least one (sim/fix_claim.hpp). A problem per false claim.
+// page's root cause, and without S at least one (sim/findings/fix_claim.hpp). A problem per false claim.
 std::vector<std::string> unborne_fix_claims(const std::string& dir) {
   std::vector<std::string> problems;
   const std::regex claim("`fsdpsim run ([^ `]+)\\.seq --set ([^ `]+)` " + std::string(kFixClaimShown));
@@ -108,7 +108,7 @@ std::vector<std::string> unborne_fix_claims(const std::string& dir) {
 
 int cmd_findings(const Args& a) {
   const bool check = a.check;
-  // The project's pages and corpus (sim/project_data.hpp), shown as the user reaches them.
+  // The project's pages and corpus (sim/core/project_data.hpp), shown as the user reaches them.
   const ProjectData& data = project_data();
   const std::string dir = !a.out.empty() ? a.out : shown_path(data.findings_dir());
   if (!a.issue.empty()) return print_issue(a, dir);
@@ -173,7 +173,7 @@ int cmd_findings(const Args& a) {
         else std::filesystem::remove(e.path());
       }
     }
-  for (const auto& u : pages.unreviewed) std::cerr << "fsdpsim: root cause " << u << " has no catalogue entry (sim/root_cause_table.cpp)\n";
+  for (const auto& u : pages.unreviewed) std::cerr << "fsdpsim: root cause " << u << " has no catalogue entry (sim/findings/root_cause_table.cpp)\n";
   if (check && !pages.unreviewed.empty()) code = kFinding;
   if (!check) std::cout << pages.files.size() << " files written to " << dir << " (" << kept.size() << " kept sequences, " << corpus.size()
                         << " corpus files triaged)\n";

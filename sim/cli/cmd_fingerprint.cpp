@@ -11,7 +11,7 @@
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/progress.hpp"
-#include "sim/generator.hpp"
+#include "sim/core/generator.hpp"
 
 namespace fsdpsim::cli {
 

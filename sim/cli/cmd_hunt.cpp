@@ -13,9 +13,9 @@
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/junit.hpp"
 #include "sim/cli/progress.hpp"
-#include "sim/hunt.hpp"
-#include "sim/hunt_html.hpp"
-#include "sim/hunt_scenarios.hpp"
+#include "sim/findings/hunt.hpp"
+#include "sim/report/hunt_html.hpp"
+#include "sim/findings/hunt_scenarios.hpp"
 #include "model/vocab/profile.hpp"
 #include "real_backend/signal_cleanup.hpp"
 #include "real_backend/upstream/pool_client.hpp"
@@ -130,7 +130,7 @@ void run_scripts(HuntReport& rep, const std::string& out, Progress& progress, co
 int cmd_hunt(const Args& a) {
   if (!a.positional.empty()) throw SourceError("<command line>", {}, "hunt takes no files, got '" + a.positional[0] + "'");
   // The corpus the catalogue is checked against: --corpus DIR, else the project's
-  // corpus/regressions and corpus/divergences (sim/project_data.hpp), wherever fsdpsim runs.
+  // corpus/regressions and corpus/divergences (sim/core/project_data.hpp), wherever fsdpsim runs.
   if (!a.corpus.empty() && !std::filesystem::is_directory(a.corpus))
     throw SourceError("<command line>", {}, "--corpus expects a directory of .seq files, got '" + a.corpus + "'");
   std::vector<std::string> corpus;
@@ -144,7 +144,7 @@ int cmd_hunt(const Args& a) {
   o.scenarios = hunt_scenarios();
   o.explore = hunt_explore_hook();
   o.confirm_real = o.confirm_upstream = !a.model_only;
-  // sim/hunt.cpp already spaces its lines (a phase done, fuzzing every 2 s): each one stays.
+  // sim/findings/hunt.cpp already spaces its lines (a phase done, fuzzing every 2 s): each one stays.
   Progress progress("hunt", a.quiet);
   o.progress = [&progress](const std::string& line) { progress.note(line); };
   o.status = [&progress](const std::string& line) { progress.status(line); };

@@ -9,7 +9,7 @@
 #include "model/vocab/input_file.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
-#include "sim/crosscheck_results.hpp"
+#include "sim/core/crosscheck_results.hpp"
 
 namespace fsdpsim::cli {
 

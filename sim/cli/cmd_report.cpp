@@ -1,5 +1,5 @@
 // `fsdpsim report FILE.seq --html OUT.html`: the sequence run on the named
-// backends, drawn as one self-contained HTML timeline (sim/report_html.hpp).
+// backends, drawn as one self-contained HTML timeline (sim/report/report_html.hpp).
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -7,8 +7,8 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
-#include "sim/project_data.hpp"
-#include "sim/report_html.hpp"
+#include "sim/core/project_data.hpp"
+#include "sim/report/report_html.hpp"
 
 namespace fsdpsim::cli {
 

@@ -19,11 +19,11 @@
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/output.hpp"
 #include "sim/cli/progress.hpp"
-#include "sim/cost.hpp"
-#include "sim/crosscheck.hpp"
-#include "sim/default_scenario.hpp"
-#include "sim/expectations.hpp"
-#include "sim/simulator.hpp"
+#include "sim/core/cost.hpp"
+#include "sim/core/crosscheck.hpp"
+#include "sim/core/default_scenario.hpp"
+#include "sim/findings/expectations.hpp"
+#include "sim/core/simulator.hpp"
 
 namespace fsdpsim::cli {
 namespace {

@@ -4,7 +4,7 @@
 #include "sim/cli/commands.hpp"
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/progress.hpp"
-#include "sim/shrink.hpp"
+#include "sim/core/shrink.hpp"
 
 namespace fsdpsim::cli {
 

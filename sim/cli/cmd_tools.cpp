@@ -16,10 +16,10 @@
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/output.hpp"
 #include "sim/cli/progress.hpp"
-#include "sim/default_scenario.hpp"
-#include "sim/generator.hpp"
-#include "sim/shrink.hpp"
-#include "sim/simulator.hpp"
+#include "sim/core/default_scenario.hpp"
+#include "sim/core/generator.hpp"
+#include "sim/core/shrink.hpp"
+#include "sim/core/simulator.hpp"
 
 namespace fsdpsim::cli {
 
@@ -174,7 +174,7 @@ int cmd_bench(const Args& a) {
   }
   // 2. Generated sequences/s at world 2: generate, compile, simulate; then with
   // observations, spec checks and the trace hash (run + check_spec); then the
-  // hunt's fuzz loop (sim/hunt.cpp: run_checked_sampled, S8 on one sequence in
+  // hunt's fuzz loop (sim/findings/hunt.cpp: run_checked_sampled, S8 on one sequence in
   // 16, no observation hash).
   enum class Loop { SimulationOnly, Observed, Hunt };
   for (Loop loop : {Loop::SimulationOnly, Loop::Observed, Loop::Hunt}) {
@@ -268,7 +268,7 @@ int cmd_bench(const Args& a) {
     figure("shrink_seed000", 1000 * (t - t0) / shrinks, "ms");
     figure("shrink_seed000_cpu", 1000 * cpu / shrinks, "CPU ms");
   }
-  // 2b. The explorer over the built-in scenarios (sim/explore.cpp).
+  // 2b. The explorer over the built-in scenarios (sim/core/explore.cpp).
   bench_explorer(std::cout, budget, a.json);
   if (a.model_only) return kClean;
   // 5. The real backend: 10-op generated sequences at world 2.

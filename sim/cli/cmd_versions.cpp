@@ -20,8 +20,8 @@
 #include "sim/cli/interrupt.hpp"
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/progress.hpp"
-#include "sim/expectations.hpp"
-#include "sim/release_matrix.hpp"
+#include "sim/findings/expectations.hpp"
+#include "sim/release/release_matrix.hpp"
 #include "sim/cli/versions_run.hpp"
 
 namespace fsdpsim::cli {
@@ -127,9 +127,9 @@ void print_table(const std::vector<std::string>& files, const std::vector<Releas
         std::cout << "  " << files[i] << " on " << sets[k].text() << ": " << cells[i][k].verdict << ": " << cells[i][k].detail << "\n";
 }
 
-// --against: one line (or versions_change record) per file whose verdict on PATH
+// --peft: one line (or versions_change record) per file whose verdict on PATH
 // differs from the pinned release's; exit 1 when one does, 4 on a broken cell.
-int print_against(const std::vector<std::string>& files, const std::vector<ReleaseSet>& sets,
+int print_local_peft(const std::vector<std::string>& files, const std::vector<ReleaseSet>& sets,
                   const std::vector<std::vector<Cell>>& cells, bool json) {
   int changed = 0, broken = 0;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -189,16 +189,16 @@ int cmd_versions(const Args& a) {
   if (a.positional.empty()) throw SourceError("<command line>", {}, "versions expects at least one file or directory");
   const auto t0 = Clock::now();
   std::string matrix_name;
-  // --against PATH: the pinned release and the local PEFT, and only what changed between them.
-  const bool against = !a.against_path.empty();
-  if (against && !a.upstream_set.empty()) throw SourceError("<command line>", {}, "versions --against takes no --upstream: it runs the pinned release and PATH");
+  // --peft PATH: the pinned release and the local PEFT, and only what changed between them.
+  const bool local_peft = !a.peft_path.empty();
+  if (local_peft && !a.upstream_set.empty()) throw SourceError("<command line>", {}, "versions --peft takes no --upstream: it runs the pinned release and PATH");
   // Built a step at a time, not as a braced list: GCC 12 mis-destroys a braced list's elements when
   // a later one throws (parse_release_set on a missing PATH; ASan: stack-use-after-scope).
   const std::vector<ReleaseSet> sets = [&] {
-    if (!against) return sets_of(a, &matrix_name);
+    if (!local_peft) return sets_of(a, &matrix_name);
     std::vector<ReleaseSet> out;
     out.push_back(matrix_sets("pinned").front());
-    out.push_back(parse_release_set("peft=" + a.against_path));
+    out.push_back(parse_release_set("peft=" + a.peft_path));
     return out;
   }();
   std::vector<std::string> problems;
@@ -237,7 +237,7 @@ int cmd_versions(const Args& a) {
       c.seconds = since(tf);
       ++counts[c.verdict == "reproduces" ? 0 : c.verdict == "does not reproduce" ? 1 : c.verdict == "cannot run" ? 2 : 3];
       if (versions.empty()) versions = pools.upstream_versions();
-      if (a.json && !against) {
+      if (a.json && !local_peft) {
         JsonRecord r("versions_cell");
         r.str("file", files[i]).str("release", set.text()).str("verdict", c.verdict).str("detail", c.detail);
         if (versions.count("peft")) r.str("peft", versions.at("peft"));
@@ -249,7 +249,7 @@ int cmd_versions(const Args& a) {
     pools.stop_upstream();
   }
   progress.done();
-  if (against) return print_against(files, sets, cells, a.json);
+  if (local_peft) return print_local_peft(files, sets, cells, a.json);
   if (a.json) {
     JsonRecord r("versions_summary");
     r.str("matrix", matrix_name).num("files", static_cast<int64_t>(files.size())).num("releases", static_cast<int64_t>(sets.size()));

@@ -2,7 +2,7 @@
 // first PEFT release where FILE (a root cause's minimal sequence) reproduces
 // and the first later one where it is gone, over PEFT's releases on PyPI in a
 // range (release_env.py --list) or a list given, probing a logarithmic number
-// of release environments (sim/release_bisect.hpp; it assumes the root cause
+// of release environments (sim/release/release_bisect.hpp; it assumes the root cause
 // appears once and is fixed once). Exit 1 when a probed release reproduces (a
 // finding, as everywhere), 0 when none does.
 #include <chrono>
@@ -15,7 +15,7 @@
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/progress.hpp"
 #include "sim/cli/versions_run.hpp"
-#include "sim/release_bisect.hpp"
+#include "sim/release/release_bisect.hpp"
 
 namespace fsdpsim::cli {
 namespace {
@@ -108,7 +108,7 @@ std::string fixed_line(const BisectAnswer& b, const std::vector<std::string>& re
 
 int cmd_versions_bisect(const Args& a) {
   if (!a.positional.empty()) throw SourceError("<command line>", {}, "versions --bisect expects one FILE after --bisect and no other paths, got '" + a.positional.front() + "'");
-  if (!a.upstream_set.empty() || !a.against_path.empty()) throw SourceError("<command line>", {}, "versions --bisect takes --releases, not --upstream or --against");
+  if (!a.upstream_set.empty() || !a.peft_path.empty()) throw SourceError("<command line>", {}, "versions --bisect takes --releases, not --upstream or --peft");
   const auto t0 = std::chrono::steady_clock::now();
   parse_seq_file(a.bisect);  // bad input before any environment is made
   std::string range;

@@ -1,7 +1,7 @@
 // `fsdpsim versions --compare KEPT NEW [--json]`: a matrix run (NEW, `versions
 // ... --json` output) against the one kept (KEPT, docs/findings/versions.jsonl):
 // every file whose verdict on a release changed where both had one, and the
-// fix checks on NEW (sim/release_checks.hpp). Exit 1 on a change or a
+// fix checks on NEW (sim/release/release_checks.hpp). Exit 1 on a change or a
 // contradicted fix, 0 otherwise: the nightly's gate.
 #include <fstream>
 #include <iostream>
@@ -10,7 +10,7 @@
 #include "model/vocab/input_file.hpp"
 #include "sim/cli/json_record.hpp"
 #include "sim/cli/versions_run.hpp"
-#include "sim/release_checks.hpp"
+#include "sim/release/release_checks.hpp"
 
 namespace fsdpsim::cli {
 

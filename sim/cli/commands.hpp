@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "model/vocab/seq.hpp"
-#include "sim/crosscheck.hpp"
-#include "sim/generator.hpp"
+#include "sim/core/crosscheck.hpp"
+#include "sim/core/generator.hpp"
 
 namespace fsdpsim::cli {
 
@@ -25,7 +25,7 @@ struct InfraError : std::runtime_error {
 struct Args {
   std::vector<std::string> positional;
   std::string backend = "model";  // as written: "both", "model,upstream"
-  BackendList backends = {Backend::Model};  // --backend, --backends or --against, parsed
+  BackendList backends = {Backend::Model};  // --backend, --backends or --against (a backend), parsed
   std::string profile;                                       // empty: the file's own
   std::vector<std::pair<std::string, std::string>> sets;     // --set k=v
   int world = 0;                                             // 0: the file's own
@@ -76,11 +76,13 @@ struct Args {
   std::string bisect;       // versions --bisect FILE: the first release it reproduces on, the first it is gone
   std::string releases;     // versions --releases A..B or A,B,C (PEFT versions; "peft==" prefix allowed)
   std::string compare;      // versions --compare KEPT NEW: a matrix run against the kept one
-  std::string against_path; // versions --against PATH: a local PEFT checkout or wheel compared with the pinned release
+  std::string peft_path;    // versions --peft PATH: a local PEFT checkout or wheel compared with the pinned release
 };
 
-// Throws SourceError("<command line>: ...") on a bad flag.
-Args parse_args(const std::vector<std::string>& argv, const std::vector<std::string>& allowed);
+struct Command;  // command_table.hpp
+// The flags of `argv` that command `c` takes (its row of the command table, and --quiet).
+// Throws SourceError("<command line>: ...") on a bad flag: an unknown one names the command.
+Args parse_args(const std::vector<std::string>& argv, const Command& c);
 
 // Applies --profile/--set/--world to a parsed file (throws SourceError).
 void apply_overrides(SeqFile& f, const Args& a, const std::string& file);

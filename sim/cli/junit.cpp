@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "sim/cli/output.hpp"
-#include "sim/report_html.hpp"
+#include "sim/report/report_html.hpp"
 
 namespace fsdpsim::cli {
 

@@ -12,7 +12,7 @@
 
 #include "model/vocab/source_error.hpp"
 #include "sim/cli/commands.hpp"
-#include "sim/project_data.hpp"
+#include "sim/core/project_data.hpp"
 
 namespace fsdpsim::cli {
 namespace {
@@ -102,7 +102,7 @@ void check_output_paths(const std::string& command, const Args& a) {
   } else if (command == "hunt") {
     check_output_dir("--out", a.out.empty() ? "out/hunt" : a.out);
   } else if (command == "findings") {
-    // The default is the project's own docs/findings (sim/project_data.hpp), wherever the user stands.
+    // The default is the project's own docs/findings (sim/core/project_data.hpp), wherever the user stands.
     if (!a.check && a.issue.empty()) check_output_dir("--out", a.out.empty() ? project_data().findings_dir() : a.out);
   } else if (!a.out.empty()) {
     check_output_dir("--out", a.out);

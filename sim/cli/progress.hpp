@@ -31,7 +31,7 @@ class Progress {
   // Erases a status line left on the terminal, before the command prints a
   // line of its own there (stdout on the same terminal); the next status redraws it.
   void clear();
-  // A stream whose every line is a status() (for sim/explore's ostream hook);
+  // A stream whose every line is a status() (for sim/core/explore's ostream hook);
   // a leading "TOOL: " is dropped, the prefix is added again.
   std::ostream& as_stream();
 

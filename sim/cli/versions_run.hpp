@@ -4,8 +4,8 @@
 #include <string>
 
 #include "sim/cli/commands.hpp"
-#include "sim/release_checks.hpp"
-#include "sim/release_matrix.hpp"
+#include "sim/release/release_checks.hpp"
+#include "sim/release/release_matrix.hpp"
 
 namespace fsdpsim::cli {
 

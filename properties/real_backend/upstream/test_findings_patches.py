@@ -4,7 +4,7 @@ the pinned PEFT with the patch applied (in a temporary directory, removed after)
    exits 1 through its assert (the copy first on PYTHONPATH);
 2. the report's corpus classes (the corpus files `fsdpsim triage` attributes to the report's
    entry points, at most PER_ROOT_CAUSE classes each, one file per class) reproduce on the
-   pinned PEFT and no longer on the patched copy (`fsdpsim versions --against COPY`, which
+   pinned PEFT and no longer on the patched copy (`fsdpsim versions --peft COPY`, which
    builds the copy's environment under the temporary directory), and wherever the model's
    `patched` profile drops the root cause (`fsdpsim triage --profile patched`), the patched
    copy agrees. A class the patched profile still shows is printed as a fix the profile does
@@ -110,10 +110,10 @@ def check_corpus(patch, text, copy, fsdpsim, triaged, tmp):
         print(f"{report}.patch: no corpus class is attributed to the report")
         return []
     env = dict(os.environ, FSDPSIM_RELEASES_DIR=os.path.join(tmp, "releases"))
-    r = subprocess.run([fsdpsim, "versions", "--against", copy, *files, "--json"], capture_output=True,
+    r = subprocess.run([fsdpsim, "versions", "--peft", copy, *files, "--json"], capture_output=True,
                        text=True, env=env, cwd=ROOT)
     if r.returncode not in (0, 1):
-        return [f"{report}.patch: versions --against exit {r.returncode}: {r.stderr[-800:]}"]
+        return [f"{report}.patch: versions --peft exit {r.returncode}: {r.stderr[-800:]}"]
     fixed = {}
     for line in r.stdout.splitlines():
         rec = json.loads(line)

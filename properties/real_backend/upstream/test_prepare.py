@@ -91,8 +91,12 @@ def rank_main(rank, world, text, out):
 
 def rank_meta_probe(rank, world, text, out):
     """accelerate's own ram-efficient path on a PEFT model whose ranks > 0 hold meta tensors
-    (as the session's `loading ram_efficient` builds them): which parameters the optimizer it
-    returns holds. Writes out-<rank>.json like rank_main."""
+    (as the session's `loading ram_efficient` builds them; transformers 4.x leaves a quantized
+    model there): which parameters the optimizer it returns holds, built before prepare as
+    transformers' Trainer builds it under FSDP2 (trainer.py::_prepare_for_training). With
+    text "empty" ranks > 0 hold CPU placeholders instead: transformers 4.x's non-quantized
+    ram-efficient load (modeling_utils.py::_load_pretrained_model, torch.empty for each meta
+    parameter). Writes out-<rank>.json like rank_main."""
     import torch
     import torch.distributed as dist
     from accelerate.utils import FullyShardedDataParallelPlugin
@@ -105,14 +109,21 @@ def rank_meta_probe(rank, world, text, out):
     torch.manual_seed(0)
     with torch.device("meta" if rank > 0 else "cpu"):
         net = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Linear(6, 4))
-    model = get_peft_model(net, LoraConfig(r=2, lora_alpha=4, target_modules=["0", "2"]))
+    if rank > 0 and text == "empty":
+        net = net.to_empty(device="cpu")
+    # a random lora_B too: rank 1's own init (its RNG drew no base weights) differs from rank 0's until the broadcast
+    model = get_peft_model(net, LoraConfig(r=2, lora_alpha=4, target_modules=["0", "2"], init_lora_weights=False))
     acc = prepare.accelerator()
     acc.state.fsdp_plugin = FullyShardedDataParallelPlugin(fsdp_version=2, cpu_ram_efficient_loading=True)
     params = [p for p in model.parameters() if p.requires_grad]
     model, opt = acc.prepare(model, torch.optim.AdamW(params, lr=1e-2))
     held = opt.param_groups[0]["params"]
+    registered = {id(p): n for n, p in model.named_parameters()}
+    # every rank's view of rank 0's weights after the broadcast: the full tensors, gathered
+    full = {n: p.full_tensor().sum().item() for n, p in model.named_parameters()}
     with open(os.path.join(out, f"out-{rank}.json"), "w") as f:
-        json.dump({"held": len(held), "distinct": len({id(p) for p in held})}, f)
+        json.dump({"held": len(held), "distinct": len({id(p) for p in held}),
+                   "held_names": [registered.get(id(p), "?") for p in held], "full": full}, f)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -184,6 +195,20 @@ class PrepareTest(unittest.TestCase):
         rank0, rank1 = run("", target=rank_meta_probe)
         self.assertEqual((rank0["held"], rank0["distinct"]), (4, 4))
         self.assertEqual((rank1["held"], rank1["distinct"]), (4, 1))
+        # the last meta parameter in named_parameters() order: the map's one key 0 was written last for it
+        self.assertEqual(rank1["held_names"], ["base_model.model.2.lora_B.default.weight"] * 4)
+
+    def test_accelerate_on_cpu_placeholder_ranks_maps_the_optimizer(self):
+        """The non-quantized user's flow: ranks > 0 hold CPU placeholders, so every parameter's
+        data_ptr() is its own and _prepare_fsdp2 maps each optimizer entry to its own sharded
+        parameter, in the same order on every rank; the broadcast leaves rank 0's weights
+        everywhere (red if the placeholders were meta: one parameter four times)."""
+        rank0, rank1 = run("empty", target=rank_meta_probe)
+        for res in (rank0, rank1):
+            self.assertEqual((res["held"], res["distinct"]), (4, 4))
+            self.assertNotIn("?", res["held_names"])
+        self.assertEqual(rank0["held_names"], rank1["held_names"])
+        self.assertEqual(rank0["full"], rank1["full"])
 
 
 class ExportTest(unittest.TestCase):

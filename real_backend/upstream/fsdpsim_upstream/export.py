@@ -18,7 +18,7 @@ import platform
 import sys
 from importlib import metadata
 
-from . import profiles, repro_asserts, repro_checks, seqfile
+from . import op_table, profiles, repro_asserts, repro_checks, seqfile
 from .scenario_build import lora_config_text
 
 RAF = {"true": "True", "false": "False", "none": "None"}
@@ -123,147 +123,12 @@ class Writer:
         self.emit(f"{ind}for m in ({', '.join(self.groups())},):")
         self.emit(f"{ind}    m.reshard()")
 
-    def zero_grad(self, ind):
-        """A training loop's two calls: the optimizer's objects, then the ones the modules register now."""
-        if self.opt_made:
-            self.emit(f"{ind}opt.zero_grad(set_to_none=True)")
-        self.emit(f"{ind}model.zero_grad(set_to_none=True)")
-
     def op_body(self, op, ind):
-        k, e, sw = op.kind, self.emit, self.sw
-        loss = "model(x).float().sum()" if self.scen.dtype != "fp32" else "model(x).sum()"
-        if k == "eval":
-            e(f"{ind}with torch.no_grad():")
-            e(f"{ind}    model(x)")
-        elif k == "forward":
-            e(f"{ind}loss = {loss}")
-        elif k == "backward":
-            e(f"{ind}loss.backward()")
-        elif k == "step":
-            e(f"{ind}opt.step()" if self.opt_made else f"{ind}pass  # step: no optimizer (nothing was trainable)")
-        elif k == "zero_grad":
-            self.zero_grad(ind)
-        elif k == "train_step":
-            self.zero_grad(ind)
-            if self.opt_made:
-                e(f"{ind}{loss}.backward()")
-                e(f"{ind}opt.step()")
-            else:  # nothing was trainable at the start: torch refuses a backward through no trainable parameter
-                e(f"{ind}loss = {loss}")
-                e(f"{ind}if loss.requires_grad:")
-                e(f"{ind}    loss.backward()")
-        elif k == "merge":
-            e(f"{ind}model.base_model.merge_adapter({list(op.names) if op.names else ''})")
-        elif k == "unmerge":
-            e(f"{ind}model.base_model.unmerge_adapter()")
-        elif k == "set_adapter" and op.list_form:
-            self.set_adapter_fix(ind)
-            e(f"{ind}model.base_model.set_adapter({list(op.names)!r})")
-        elif k == "set_adapter":
-            self.set_adapter_fix(ind)
-            e(f"{ind}model.set_adapter({op.names[0]!r})")
-        elif k == "disable_enter":
-            e(f"{ind}ctx = model.disable_adapter()")
-            e(f"{ind}ctx.__enter__()")
-        elif k == "disable_exit":
-            if sw["disable_exit_reshard"] == "on" and self.fsdp:
-                self.fix(ind, "unmerge and reshard before the exit re-enables adapters", "disable_exit_reshard")
-                e(f"{ind}model.base_model.unmerge_adapter()")
-                self.reshard_all(ind)
-            e(f"{ind}ctx.__exit__(None, None, None)")
-            if sw["enable_inference_mode"] == "respect":
-                self.fix(ind, "enable_adapters keeps an inference_mode adapter frozen", "enable_inference_mode")
-                e(f"{ind}for n, p in model.named_parameters():")
-                e(f"{ind}    if '.lora_' in n and model.peft_config[n.split('.')[-2]].inference_mode:")
-                e(f"{ind}        p.requires_grad_(False)")
-        elif k == "add_adapter":
-            a = self.scen.adapter(op.names[0])
-            e(f"{ind}model.add_adapter({a.name!r}, {self.config(a)}{self.autocast(a)})")
-        elif k == "load_adapter":
-            a = self.scen.adapter(op.names[0])
-            sub = "" if a.name == "default" else "/" + a.name
-            e(f"{ind}get_peft_model(base(), {self.config(a)}, adapter_name={a.name!r}).save_pretrained(tmp.name)")
-            e(f"{ind}model.load_adapter(tmp.name + {sub!r}, adapter_name={a.name!r}, is_trainable={op.trainable}"
-              f"{self.autocast(a)})")
-        elif k == "delete_adapter":
-            e(f"{ind}model.delete_adapter({op.names[0]!r})")
-        elif k == "gradient_sync":
-            e(f"{ind}model.set_requires_gradient_sync({op.names[0] == 'on'})")
-        elif k in ("reshard", "unshard") and op.names:
-            if not any(op.names[0] in d.modules for d in self.scen.shards):
-                e(f"{ind}pass  # {op.names[0]} was given to no fully_shard: nothing to {k}")
-            elif op.names[0] == "root":
-                e(f"{ind}model.{k}()")
-            elif self.wrapped_later(op.names[0]):  # an adapter added after fully_shard wraps the FSDP module
-                e(f"{ind}getattr({self.layer(op.names[0])}, 'base_layer', {self.layer(op.names[0])}).{k}()")
-            else:  # the module fully_shard was given (each member of a grouped call moves the whole group)
-                e(f"{ind}{self.layer(op.names[0])}.{k}()")
-        elif k in ("reshard", "unshard"):
-            for g in self.groups():
-                e(f"{ind}{g}.{k}()")
-        elif k == "state_dict":
-            e(f"{ind}model.state_dict()")
-        elif k in ("save_optimizer", "load_optimizer"):
-            if sw["optimizer_ckpt_reshard"] == "on":
-                self.fix(ind, "reshard every FSDP module before the optimizer checkpoint", "optimizer_ckpt_reshard")
-                self.reshard_all(ind)
-            e(f"{ind}ckpt = get_optimizer_state_dict(model, opt)" if k == "save_optimizer"
-              else f"{ind}set_optimizer_state_dict(model, opt, ckpt)")
-        elif k == "save_adapters":
-            self.save_adapters(op, ind)
-        elif k == "load_adapters":
-            if not self.last_save:
-                raise ValueError("load_adapters without a save_adapters before it")
-            e(f"{ind}for a, sd in saved.items():")
-            e(f"{ind}    set_peft_model_state_dict(model, sd, adapter_name=a)")
-        elif k == "delta_weight":
-            e(f"{ind}layer = {self.layer(op.names[0])}")
-            e(f"{ind}deltas = {{a: layer.get_delta_weight(a) for a in model.base_model.active_adapters "
-              f"if a in layer.lora_A}}")
-        elif k == "prepare":
-            self.shard(ind)
-        elif k == "new_optimizer":  # what the modules hold now, a shard where FSDP registered one
-            sel = "p.requires_grad" if self.scen.optimizer == "trainable" else "'.lora_' in n or 'modules_to_save' in n"
-            e(f"{ind}opt = torch.optim.AdamW([{'shards.get(n, p)' if self.fsdp else 'p'} for n, p in "
-              f"model.named_parameters() if {sel}], lr=1e-2)")
-        else:
-            raise ValueError(f"export --python does not support `{k}` yet")
-
-    def wrapped_later(self, layer):
-        """Only an adapter added after fully_shard targets the layer: PEFT then wraps the FSDP module in a
-        LoRA layer, its base_layer (peft tuners_utils.py BaseTunerLayer.get_base_layer)."""
-        live = [a for a in self.scen.adapters if not a.deferred]
-        return (any(layer in a.targets for a in self.scen.adapters if a.deferred) and
-                not any(layer in a.targets or layer in a.modules_to_save for a in live))
-
-    def set_adapter_fix(self, ind):
-        if self.sw["set_adapter_reshard"] == "unmerge_first" and self.fsdp:
-            self.fix(ind, "unmerge, reshard every FSDP module, then set_adapter", "set_adapter_reshard")
-            self.emit(f"{ind}model.base_model.unmerge_adapter()")
-            self.reshard_all(ind)
-        elif self.sw["set_adapter_reshard"] == "skip_merged" and self.fsdp:
-            self.fix(ind, "reshard each FSDP module that holds no merged layer", "set_adapter_reshard")
-            self.emit(f"{ind}for m in ({', '.join(self.groups())},):")
-            self.emit(f"{ind}    if not any(getattr(l, 'merged', False) for l in m.modules()):")
-            self.emit(f"{ind}        m.reshard()")
-
-    def save_adapters(self, op, ind):
-        """What save_pretrained writes: each selected adapter's get_peft_model_state_dict."""
-        e = self.emit
-        if op.names:
-            names = repr(list(op.names))
-        elif self.sw["adapter_save_selection"] == "active":
-            e(f"{ind}# not PEFT's default: only the active adapter, as accelerate's non-FSDP2 adapter_only path "
-              f"selects")
-            names = "model.base_model.active_adapters"
-        else:
-            names = "model.peft_config"
-        e(f"{ind}saved = {{a: get_peft_model_state_dict(model, adapter_name=a) for a in {names}}}")
-        if self.sw["adapter_save_gather"] == "on" and self.fsdp:
-            self.fix(ind, "gather every DTensor of the adapters' state dict before it is written",
-                     "adapter_save_gather")
-            e(f"{ind}saved = {{a: {{k: full(v) for k, v in sd.items()}} for a, sd in saved.items()}}")
-        self.last_save = 1
+        """The op's lines: its row of the op table (op_table.py), which session.py runs too."""
+        row = op_table.ROW.get(op.kind)
+        if row is None:
+            raise ValueError(f"export --python does not support `{op.kind}` yet")
+        row.write(self, op, ind)
 
     # -- the scenario --------------------------------------------------------------------------
     def base(self):
@@ -348,7 +213,7 @@ class Writer:
         name = "" if live[0].name == "default" else f", adapter_name={live[0].name!r}"
         e(f"model = get_peft_model(net, {self.config(live[0])}{name}{self.autocast(live[0])})")
         for a in live[1:]:
-            e(f"model.add_adapter({a.name!r}, {self.config(a)}{self.autocast(a)})")
+            op_table.ROW["add_adapter"].write(self, seqfile.Op("add_adapter", names=[a.name]), "")
         if self.fsdp and not any(op.kind == "prepare" for op in self.ops):
             self.shard("")
         elif not self.fsdp:
@@ -477,8 +342,8 @@ class Writer:
         missing = unwritten(self.sw, self.scen)
         if missing:
             raise ValueError(f"export --python does not write the fix of {missing} yet")
-        if not self.fsdp and any(op.kind in ("unshard", "reshard", "gradient_sync", "prepare", "save_optimizer",
-                                             "load_optimizer") or op.rank >= 0 for op in self.ops):
+        if not self.fsdp and any((op.kind in op_table.ROW and op_table.ROW[op.kind].needs_fsdp) or op.rank >= 0
+                                 for op in self.ops):
             raise ValueError("--plain: the sequence calls FSDP or runs on one rank: it needs torchrun")
         body = Writer(self.scen, self.ops, self.sw, self.f, plain=not self.fsdp)
         body.body()  # first: the check decides what the build needs (w0, a collective timeout)

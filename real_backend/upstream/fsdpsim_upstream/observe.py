@@ -271,10 +271,20 @@ def _local(sess, op, step, grads):
     return o, values
 
 
+def adam_steps(sess, s):
+    """The steps torch.optim.AdamW has taken on the object S (its state's
+    `step`; 0 without state or optimizer)."""
+    opt = getattr(sess, "opt", None)
+    st = opt.state.get(s, {}) if opt is not None else {}
+    step = st.get("step", 0)
+    return int(step.item()) if torch.is_tensor(step) else int(step)
+
+
 def reload_diff(sess):
     """The adapter parameters whose values differ, after the reload, from
     what this rank held when the adapters were saved; and those that took in
-    rank 0's rows and happen to equal this rank's own (the values cannot show it)."""
+    rank 0's rows, or that an optimizer step moved since the save, and happen
+    to equal this rank's own then (the values cannot show either)."""
     out, same = [], []
     for name, s in shard_objects(sess):
         want = sess.reload_expect.get(name)
@@ -285,4 +295,6 @@ def reload_diff(sess):
             out.append(name)
         elif name in getattr(sess, "reload_foreign", ()):
             same.append(name)
+        elif adam_steps(sess, s) != getattr(sess, "saved_steps", {}).get(name, adam_steps(sess, s)):
+            same.append(name)  # stepped since the save, yet equal to what was saved
     return sorted(out, key=param_sort_key(sess)), sorted(same, key=param_sort_key(sess))

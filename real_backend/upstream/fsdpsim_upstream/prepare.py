@@ -18,6 +18,8 @@ RAF = {"true": True, "false": False, "none": None}
 REASONS = {
     "prepare_twice": "prepare after prepare: accelerate's fsdp2_prepare_model leaves an FSDPModule as it is",
     "root_not_last": "accelerate shards the root, always last (fsdp2_prepare_model)",
+    # ranks > 0 hold meta (transformers 4.x's quantized load; a non-quantized one gets CPU
+    # placeholders, which accelerate maps exactly): docs/design/upstream-backend.md
     "ram_efficient": ("loading ram_efficient: on ranks > 0 every meta parameter's data_ptr() is 0, and "
                       "_prepare_fsdp2's data_ptr mapping hands the optimizer one parameter for all of them"),
     "nothing_trainable": ("nothing for the optimizer: under FSDP2 Accelerator.prepare raises 'When using FSDP2, "

@@ -1,5 +1,5 @@
 """The finding an exported repro checks, read off the minimal sequence's
-`# signature:` and `# finding:` comments (sim/triage.cpp writes them); the
+`# signature:` and `# finding:` comments (sim/findings/triage.cpp writes them); the
 assert itself is repro_asserts.py's."""
 import re
 from dataclasses import dataclass

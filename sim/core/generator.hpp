@@ -1,0 +1,93 @@
+// Seeded generation of valid scenarios and op sequences (swarm-style: each
+// sequence draws its own topology, adapters, sharding plan and profile).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/vocab/adapter_set.hpp"
+#include "model/vocab/seq.hpp"
+#include "sim/core/prng.hpp"
+
+namespace fsdpsim {
+
+struct GenOptions {
+  int world = 2;
+  int min_ops = 4;
+  int max_ops = 14;
+  int rank_op_percent = 6;  // chance of an `@R` prefix (world > 1)
+  // chance of `data per_rank` (then a late add/load is often followed by new_optimizer);
+  // 0 draws nothing, so every seed printed before this option means what it meant.
+  int per_rank_data_percent = 0;
+  // Chance per drawn op of a `gradient_sync` toggle before it (off, then on, ...). 0 (the default)
+  // draws none and consumes nothing from the stream, so every recorded --seed keeps its sequence;
+  // the hunt sets it for a built-in scenario whose lifecycle uses gradient_sync (hazard B6).
+  int gradient_sync_percent = 0;
+  // Chance of a `checkpoint` line (hazard B7): each Linear layer wrapped with chance 1/2, at least
+  // one. 0 (the default) draws nothing, so every recorded --seed keeps its scenario and ops.
+  int checkpoint_percent = 0;
+  // Chance of a modules_to_save layer (hazard B8): one Linear, non-checkpointed layer no adapter
+  // targets any more, saved by each non-deferred adapter with chance 3/4 (at least one). 0 (the
+  // default) draws nothing, so every recorded --seed keeps its scenario and ops.
+  int modules_to_save_percent = 0;
+  // Chance of a grouped `fully_shard a,b` (two layers, adjacent or not, either order; a third of
+  // them with a raising one-expert later member). 0 (the default) draws nothing.
+  int grouped_percent = 0;
+  // `--draw all`: the whole-vocabulary generator (generator_all.cpp), a stream of its own; the
+  // percentages above do not apply to it.
+  bool all = false;
+  // Features (coverage.hpp's names) every knob drawing them switches on: coverage's forced draws.
+  std::vector<std::string> force;
+};
+
+// `--draw all` or `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P` (percentages 0..100) onto opt; returns an
+// error text naming what was expected, or "" when the list is good.
+std::string apply_draws(const std::string& list, GenOptions* opt);
+
+// Replaces the own fully_shard lines of layers a and b (a != b, not the root's) by one grouped
+// `fully_shard a,b`, packed in that order, before the root's line; `raising`: the later layer of
+// the two becomes a one-expert ParamWrapper, whose forward raises (the generator, the fuzzer's
+// mutator and its byte decoder draw it).
+void group_layers(Scenario& s, int a, int b, Raf raf, bool raising);
+
+// The hunt's swarm, per sequence: a generated scenario at `world` with checkpoint and grouped
+// draws; with `wide_worlds` at world 2 a quarter of the sequences go to world 3 or 4
+// (padding-only ranks).
+GenOptions swarm_options(Prng& rng, int world, bool wide_worlds);
+
+// What files hold of the grouping draws, counted over many (the tests of the generator, the hunt's
+// swarm and the fuzzer's mutator): grouped fully_shard lines over adjacent and apart layers, in
+// either order, with a raising (one-expert) later member; worlds 3-4 where a rank holds only
+// padding rows of a managed tensor.
+struct DrawsReached {
+  int grouped = 0, adjacent = 0, apart = 0, reversed = 0, raising = 0, padded = 0;
+  void count(const SeqFile& f);
+  bool every_grouping_draw() const { return adjacent && apart && reversed && raising && padded; }
+};
+
+// Op kinds drawn by weight: x in [0, kOpWeightTotal).
+constexpr uint32_t kOpWeightTotal = 103;
+OpKind weighted_op_kind(uint32_t x);
+
+// PEFT builds the declared adapters only when all that target experts layers target the
+// same ones (lora/model.py::_check_new_adapter_config): later ones take the first's.
+void share_experts_targets(Scenario& s);
+// A modules_to_save layer: one Linear, non-checkpointed layer no adapter targets any more, saved
+// by each non-deferred adapter with chance 3/4 (at least one).
+void draw_saved_module(Prng& rng, Scenario& s);
+// An adapter's name, r, alpha and targets (each layer with chance 3/4, at least one), drawn in
+// that order: both generators draw their adapters' shape this way.
+AdapterDecl draw_adapter_shape(Prng& rng, const Scenario& s, const char* name);
+Scenario generate_scenario(Prng& rng, const GenOptions& opt);
+// The seed-001 lifecycle: deferred adapters loaded before an explicit prepare
+// (each with chance(70), trainable with chance(50)), sometimes all made active
+// through base_model.set_adapter, then `prepare`. *present: bit a = adapter a
+// in the model (the declared ones on entry), updated.
+std::vector<Op> ops_before_prepare(const Scenario& s, const std::function<bool(uint32_t)>& chance, AdapterSet* present);
+std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt);
+SeqFile generate_seq(Prng& rng, const GenOptions& opt);
+// The whole-vocabulary generator; `gate`: draw again until the parser's checks (validate) accept.
+SeqFile generate_seq_all(Prng& rng, const GenOptions& opt, bool gate = true);
+
+}  // namespace fsdpsim
