@@ -2,6 +2,10 @@
 // read off the real objects.
 #include "real_backend/real_rank.hpp"
 
+#include <ATen/core/grad_mode.h>
+
+#include <tuple>
+
 #include "real_backend/values.hpp"
 
 namespace fsdpsim::real {
@@ -32,22 +36,20 @@ std::vector<Collective> collectives_of(const Layout& l, const std::vector<Issued
 
 }  // namespace
 
-RealRank::RealRank(const Layout& layout, uint64_t seed, Comm* comm) : layout_(&layout), seed_(seed), comm_(comm) {
-  std::vector<std::string> groups, params;
-  std::vector<std::vector<int>> packing;
-  for (const auto& g : layout.groups) groups.push_back(g.name), packing.push_back(g.params);
-  for (const auto& p : layout.params) params.push_back(p.name);
-  comm_->set_names(groups, params, packing);
+RealRank::RealRank(const Layout& layout, uint64_t seed, Comm* comm)
+    : layout_(&layout),
+      seed_(seed),
+      comm_(comm),
+      params_(layout),
+      pg_{comm},
+      fsdp_(layout, params_, pg_),
+      dtensor_(layout, params_, fsdp_, pg_),
+      optimizer_(layout, params_, fsdp_),
+      accelerator_(layout, seed, params_, fsdp_, dtensor_, pg_, optimizer_),
+      ckpt_(layout, params_),
+      peft_(layout, params_, fsdp_, dtensor_, pg_, ckpt_, accelerator_) {
+  name_collectives(*comm_, layout);
   reset();
-}
-
-// This rank's padded dim-0 chunk of a full row-major value.
-at::Tensor RealRank::chunk_of(const std::vector<float>& full, const ParamSpec& p) const {
-  const int64_t rows = p.chunk_rows, start = comm_->rank() * p.chunk_rows;
-  at::Tensor out = at::zeros({rows * p.cols});
-  const int64_t have = p.local_rows(comm_->rank());
-  if (have > 0) out.narrow(0, 0, have * p.cols).copy_(at::from_blob(const_cast<float*>(full.data()) + start * p.cols, {have * p.cols}, at::kFloat));
-  return out.view(param_shape(*layout_, p, rows));
 }
 
 // from_pretrained (with ram-efficient loading only rank 0 holds values, the
@@ -55,55 +57,23 @@ at::Tensor RealRank::chunk_of(const std::vector<float>& full, const ParamSpec& p
 // declared adapter; then prepare (fully_shard: each rank keeps its chunk),
 // unless a `prepare` op runs it later.
 void RealRank::reset() {
-  const size_t n = layout_->params.size();
-  params_.assign(n, RealParamSlot{});
-  groups_.assign(layout_->groups.size(), RealGroup{});
-  post_forward_order_.clear();
-  layers_.assign(layout_->layers.size(), RealLayer{});
-  present_ = AdapterSet();
-  peft_config_.clear();
-  active_ = AdapterSet::of(0);
-  active_order_ = AdapterOrder{};
-  peft_active_ = 0;
-  inference_mode_ = AdapterSet();
-  disabled_ = false;
-  has_opt_ckpt_ = false;
-  opt_ckpt_.clear();
-  saved_adapters_ = AdapterSet();
-  saved_file_order_.clear();
-  saved_.clear();
+  params_.reset();
+  fsdp_.reset();
+  ckpt_.reset();
   loss_ = at::Tensor();
   have_output_ = false;
-  prepared_ = false;
-  const bool on_meta = layout_->loading == Loading::RamEfficient && comm_->rank() != 0;
-  const at::ScalarType dtype = layout_->dtype == DType::BF16 ? at::kBFloat16 : at::kFloat;
-  for (size_t p = 0; p < n; ++p) {
-    if (layout_->params[p].adapter >= 0) continue;  // LoRA and modules_to_save copies come with their adapter
-    create_param(static_cast<int>(p), initial_values(*layout_, seed_, static_cast<int>(p)));
-    place_param(static_cast<int>(p), on_meta, dtype);
-  }
-  bool first = true;
-  for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-    const AdapterDecl& d = layout_->adapters[a];
-    if (d.deferred) continue;
-    create_adapter(static_cast<int>(a), false);
-    present_.insert(static_cast<int>(a));
-    peft_config_.push_back(static_cast<int>(a));
-    if (d.inference_mode) inference_mode_.insert(static_cast<int>(a));
-    inject_adapter(static_cast<int>(a), d.inference_mode, first);  // get_peft_model, then add_adapter
-    first = false;
-  }
-  optimizer_.clear();  // no optimizer before accelerate's prepare builds it
-  optimizer_objects_.clear();
-  if (!layout_->explicit_prepare) op_prepare();
+  accelerator_.place_base_params();
+  peft_.get_peft_model();
+  optimizer_.reset();  // no optimizer before accelerate's prepare builds it
+  if (!layout_->explicit_prepare) accelerator_.prepare();
 }
 
 RankReport RealRank::apply(const Op& op, int step) {
-  step_ = step;
+  pg_.step = step;
   res_ = OpResult{};
   comm_->issued().clear();
   comm_->crossed().clear();
-  note_unsharded_peak();  // the op's start counts
+  fsdp_.begin_op();  // the op's start counts in its memory peak
   try {
     dispatch(op);
   } catch (const OpError& e) {
@@ -116,25 +86,25 @@ RankReport RealRank::apply(const Op& op, int step) {
 void RealRank::dispatch(const Op& op) {
   auto adapter = [&]() { return layout_->adapter_named(op.names[0]); };
   switch (op.kind) {
-    case OpKind::Forward: op_forward(true); break;
-    case OpKind::Eval: op_forward(false); break;
-    case OpKind::Backward: op_backward(); break;
-    case OpKind::Step: op_step(); break;
-    case OpKind::ZeroGrad: op_zero_grad(); break;
+    case OpKind::Forward: forward(true); break;
+    case OpKind::Eval: forward(false); break;
+    case OpKind::Backward: backward(); break;
+    case OpKind::Step: optimizer_.step(); break;
+    case OpKind::ZeroGrad: optimizer_.zero_grad(); break;
     case OpKind::TrainStep:
-      op_zero_grad();
-      op_forward(true);
-      op_backward();  // a raise skips the step
-      op_step();
+      optimizer_.zero_grad();
+      forward(true);
+      backward();  // a raise skips the step
+      optimizer_.step();
       break;
-    case OpKind::Merge: op_merge(op); break;
-    case OpKind::Unmerge: unmerge_adapter(); break;
-    case OpKind::SetAdapter: op_set_adapter(op); break;
-    case OpKind::DisableEnter: op_disable_enter(); break;
-    case OpKind::DisableExit: op_disable_exit(); break;
-    case OpKind::AddAdapter: op_add_adapter(adapter(), layout_->adapters[adapter()].inference_mode, false, false); break;
-    case OpKind::LoadAdapter: op_add_adapter(adapter(), !op.trainable, true, op.trainable); break;
-    case OpKind::DeleteAdapter: op_delete_adapter(adapter()); break;
+    case OpKind::Merge: peft_.merge(op); break;
+    case OpKind::Unmerge: peft_.unmerge_adapter(); break;
+    case OpKind::SetAdapter: peft_.set_adapter(op); break;
+    case OpKind::DisableEnter: peft_.disable_enter(); break;
+    case OpKind::DisableExit: peft_.disable_exit(); break;
+    case OpKind::AddAdapter: peft_.add_adapter(adapter(), layout_->adapters[adapter()].inference_mode, false, false); break;
+    case OpKind::LoadAdapter: peft_.add_adapter(adapter(), !op.trainable, true, op.trainable); break;
+    case OpKind::DeleteAdapter: peft_.delete_adapter(adapter()); break;
     case OpKind::Reshard:
     case OpKind::Unshard: {
       // FSDPModule.reshard()/unshard(): one module's group, or every module's.
@@ -142,33 +112,123 @@ void RealRank::dispatch(const Op& op) {
       if (!op.names.empty() && only < 0) break;
       for (size_t g = 0; g < layout_->groups.size(); ++g) {
         if (only >= 0 && static_cast<int>(g) != only) continue;
-        if (op.kind == OpKind::Reshard) module_reshard(static_cast<int>(g));
+        if (op.kind == OpKind::Reshard) fsdp_.groups[g].module_reshard();
         else {
-          init_mp_dtypes(static_cast<int>(g));  // _fully_shard.py::FSDPModule.unshard runs the group's lazy_init each call
-          unshard(static_cast<int>(g));
+          fsdp_.groups[g].lazy_init();  // _fully_shard.py::FSDPModule.unshard runs the group's lazy_init each call
+          fsdp_.groups[g].unshard();
         }
       }
       break;
     }
-    case OpKind::StateDict: reshard_all(); break;  // the state-dict pre-hook
-    case OpKind::SaveOptimizer: op_save_optimizer(); break;
-    case OpKind::LoadOptimizer: op_load_optimizer(); break;
-    case OpKind::SaveAdapters: op_save_adapters(op); break;
-    case OpKind::LoadAdapters: op_load_adapters(); break;
-    case OpKind::DeltaWeight: op_delta_weight(layout_->layer_named(op.names[0])); break;
-    case OpKind::Prepare: op_prepare(); break;
-    case OpKind::NewOptimizer: new_optimizer(); break;
-    // _fully_shard.py::FSDPModule.set_requires_gradient_sync on the root, recurse=True: every group.
-    case OpKind::GradientSync:
-      for (RealGroup& gr : groups_) gr.reduce_grads = op.sync;
-      break;
+    case OpKind::StateDict: fsdp_.reshard_all(); break;  // the state-dict pre-hook
+    case OpKind::SaveOptimizer: optimizer_.save(&res_.index); break;
+    case OpKind::LoadOptimizer: optimizer_.load(&res_.index); break;
+    case OpKind::SaveAdapters: peft_.save_adapters(op, &res_); break;
+    case OpKind::LoadAdapters: peft_.load_adapters(&res_); break;
+    case OpKind::DeltaWeight: peft_.delta_weight(layout_->layer_named(op.names[0]), &res_); break;
+    case OpKind::Prepare: accelerator_.prepare(); break;
+    case OpKind::NewOptimizer: optimizer_.renew(); break;
+    case OpKind::GradientSync: fsdp_.set_requires_gradient_sync(op.sync); break;
   }
 }
 
-bool RealRank::in_some_layer(int adapter) const {
-  for (const auto& ls : layout_->layers)
-    if (ls.lora_a[adapter] >= 0 && registered(ls.lora_a[adapter]).defined()) return true;
-  return false;
+// PeftModel.forward under the FSDP2 hooks: the root's pre-forward first, each
+// child group unshards at its first module and reshards after its last, the
+// root's post-forward last (_fsdp_state.py::FSDPState._pre_forward/_post_forward).
+// `loss = model(x)` that raises never assigns: a later backward runs on the previous output,
+// whose graph each group's out_rg and in_rg describe (the FSDP state the raised forward changed stays).
+void RealRank::forward(bool grad_enabled) {
+  std::vector<std::pair<bool, bool>> prev;  // per group: out_rg, in_rg
+  for (const FsdpParamGroup& gr : fsdp_.groups) prev.emplace_back(gr.out_rg, gr.in_rg);
+  try {
+    forward_hooks(grad_enabled);
+  } catch (...) {
+    for (size_t g = 0; g < fsdp_.groups.size(); ++g) std::tie(fsdp_.groups[g].out_rg, fsdp_.groups[g].in_rg) = prev[g];
+    throw;
+  }
+}
+
+void RealRank::forward_hooks(bool grad_enabled) {
+  at::AutoGradMode mode(grad_enabled);
+  fsdp_.lazy_init();
+  ckpt_.begin_forward();
+  fsdp_.root_pre_forward();
+  const int root = fsdp_.root();
+  peft_.check_active_config();
+  // `data same`: every rank reads rank 0's batch; `per_rank`: its own (a DistributedSampler's shard).
+  std::vector<float> x = rank_input(*layout_, seed_, layout_->data == Data::PerRank ? comm_->rank() : 0);
+  at::Tensor h = at::from_blob(x.data(), {3, layout_->layers.front().in}, at::kFloat).clone();
+  for (size_t l = 0; l < layout_->layers.size(); ++l) {
+    int g = layout_->layers[l].group;
+    const GroupSpec& gs = layout_->groups[g];
+    bool child = g != root;
+    if (child && gs.first_layer == static_cast<int>(l)) {
+      peft_.layer(static_cast<int>(l)).activate_lora();
+      fsdp_.pre_forward(g, h);
+    }
+    at::Tensor base_out;
+    const at::Tensor in = h;
+    const bool ckpt = layout_->layers[l].checkpoint;
+    if (ckpt) ckpt_.start_saving(static_cast<int>(l));
+    try {
+      h = peft_.layer_forward(static_cast<int>(l), h, &base_out);
+    } catch (...) {
+      ckpt_.stop_saving();
+      if (child && gs.layers.size() > 1 && gs.last_layer == static_cast<int>(l)) fsdp_.post_forward_on_raise(g);
+      throw;
+    }
+    ckpt_.stop_saving();
+    if (ckpt) ckpt_.forward(static_cast<int>(l), in, h);
+    // A layer wrapped after fully_shard: the FSDP module is its base layer.
+    if (child && gs.last_layer == static_cast<int>(l)) fsdp_.post_forward(g, layout_->layers[l].lora_after_fsdp ? base_out : h);
+    if (l + 1 < layout_->layers.size()) h = at::relu(h);
+  }
+  fsdp_.root_post_forward(h);
+  ckpt_.register_hooks([this](int layer, const at::Tensor& in) { return peft_.layer_forward(layer, in); });
+  loss_ = h.sum();
+  have_output_ = true;
+}
+
+// loss.backward() by libtorch autograd (its own error when nothing requires
+// grad), then the FSDP2 hook sequence in the order the hooks fire: the root's
+// pre-backward, the children's in reverse forward order (a child whose input
+// required grad runs post_backward there), the root's final callback for the rest.
+void RealRank::backward() {
+  if (!have_output_) throw OpError(Status::ValueError, "backward without a forward output");
+  have_output_ = false;
+  // Unmanaged leaves (adapters added after fully_shard) get their grad from autograd directly.
+  std::vector<std::pair<at::TensorImpl*, int64_t>> before(params_.size(), {nullptr, -1});
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (params_.group_of(static_cast<int>(p)) >= 0 || !params_[p].leaf.s.defined()) continue;
+    const at::Tensor& gr = params_[p].leaf.s.grad();
+    if (gr.defined()) before[p] = {gr.unsafeGetTensorImpl(), gr._version()};
+  }
+  const std::vector<std::pair<int, int>> copied = fsdp_.copy_requires_grad_before_backward();
+  // A checkpointed layer's recompute that raises stops autograd there: the hooks that fired
+  // ran, the groups above that layer finished their post_backward, the final callback never runs.
+  std::exception_ptr recompute_raised;
+  ckpt_.begin_backward();
+  const bool queued_here = !fsdp_.final_callback_queued;
+  try {
+    loss_.backward();
+  } catch (const OpError&) {
+    recompute_raised = std::current_exception();
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    loss_ = at::Tensor();
+    throw OpError(msg.find("does not require grad") != std::string::npos ? Status::NoGradFn : Status::ValueError, msg);
+  }
+  loss_ = at::Tensor();
+  const std::vector<uint8_t> done = fsdp_.run_backward_hooks(copied, recompute_raised != nullptr, ckpt_.raised(), &res_.grads);
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (params_.group_of(static_cast<int>(p)) >= 0 || !params_[p].leaf.s.defined()) continue;
+    const at::Tensor& gr = params_[p].leaf.s.grad();
+    if (!gr.defined()) continue;
+    bool fresh = before[p].first != gr.unsafeGetTensorImpl() || before[p].second != gr._version();
+    if (fresh && layout_->params[p].adapter >= 0) res_.grads.insert(layout_->params[p].adapter);
+  }
+  if (recompute_raised) std::rethrow_exception(recompute_raised);
+  fsdp_.post_backward_final_callback(queued_here, done, &res_.grads);
 }
 
 RankReport RealRank::report(const Op& op, int step) {
@@ -184,25 +244,25 @@ RankReport RealRank::report(const Op& op, int step) {
   if (op.is_training()) {
     r.grads.emplace();
     for (int a : res_.grads)  // a deleted adapter cannot be seen holding one, a half-added one can
-      if (in_some_layer(a)) r.grads->push_back(layout_->adapters[a].name);
+      if (peft_.in_some_layer(a)) r.grads->push_back(layout_->adapters[a].name);
   }
-  for (int a : active_) r.active.push_back(layout_->adapters[a].name);
-  r.disabled = disabled_;
+  for (int a : peft_.active()) r.active.push_back(layout_->adapters[a].name);
+  r.disabled = peft_.disabled();
   r.deltas = res_.deltas;
   r.delta_layer = res_.delta_layer;
   r.delta_values = res_.delta_values;
   int first = -1;
   std::vector<std::string> unregistered;
-  r.opt_missing = optimizer_missing(&first, &unregistered);
+  r.opt_missing = optimizer_.missing(&first, &unregistered);
   r.opt_unregistered.assign(unregistered.begin(), unregistered.end());
-  r.opt_total = static_cast<int>(optimizer_.size());
+  r.opt_total = optimizer_.size();
   // A group is UNSHARDED when its parameters' names hold their U objects.
   // Before prepare there is no FSDP: no groups (and no group of a parameter or layer).
-  for (size_t g = 0; g < layout_->groups.size() && prepared_; ++g) {
+  for (size_t g = 0; g < layout_->groups.size() && fsdp_.prepared; ++g) {
     bool u = false;
     for (int p : layout_->groups[g].params)
-      if (registered(p).defined()) {
-        u = params_[p].leaf.u.defined() && registered(p).unsafeGetTensorImpl() == params_[p].leaf.u.unsafeGetTensorImpl();
+      if (params_.registered(p).defined()) {
+        u = params_[p].holds_unsharded();
         break;
       }
     r.groups.push_back({layout_->groups[g].name, u ? ShardedState::Unsharded : ShardedState::Sharded});
@@ -215,21 +275,21 @@ RankReport RealRank::report(const Op& op, int step) {
   r.u_values.assign(n, {});
   for (size_t p = 0; p < n; ++p) {
     const ParamSpec& ps = layout_->params[p];
-    const RealParam& rp = params_[p].leaf;
-    bool present = registered(p).defined();
+    const ParamTensors& rp = params_[p].leaf;
+    bool present = params_.registered(p).defined();
     r.present[p] = present;
     if (rp.s.defined() && !rp.s.is_meta()) {
       // Read in place (no detach or copy: a report is taken after every op, for every parameter).
       at::Tensor s = rp.s.is_contiguous() ? rp.s : rp.s.detach().contiguous();
       const float* v = s.data_ptr<float>();
-      if (!prepared_ && ps.group >= 0) {  // before prepare a managed parameter is whole: report the chunk fully_shard will keep
-        at::Tensor c = chunk_of(std::vector<float>(v, v + s.numel()), ps);
+      if (!fsdp_.prepared && ps.group >= 0) {  // before prepare a managed parameter is whole: report the chunk fully_shard will keep
+        at::Tensor c = dtensor_.chunk_of(std::vector<float>(v, v + s.numel()), ps);
         r.s_values[p].assign(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
       } else {
         r.s_values[p].assign(v, v + s.numel());
       }
     }
-    bool holds_u = present && rp.u.defined() && registered(p).unsafeGetTensorImpl() == rp.u.unsafeGetTensorImpl();
+    bool holds_u = params_[p].holds_unsharded();
     r.u_registered[p] = holds_u;
     r.whole[p] = params_[p].detached;
     if (holds_u) {
@@ -239,7 +299,7 @@ RankReport RealRank::report(const Op& op, int step) {
     if (ps.adapter < 0 || !present) continue;
     ParamObs po;
     po.name = ps.name;
-    po.group = group_of(static_cast<int>(p)) >= 0 && prepared_ ? layout_->groups[ps.group].name : "";
+    po.group = params_.group_of(static_cast<int>(p)) >= 0 && fsdp_.prepared ? layout_->groups[ps.group].name : "";
     po.rg_s = rp.s.requires_grad();
     po.rg_u = rp.u.defined() ? static_cast<int8_t>(rp.u.requires_grad()) : int8_t{-1};
     po.device = rp.place.is_meta() ? Device::Meta : Device::Cpu;
@@ -248,15 +308,15 @@ RankReport RealRank::report(const Op& op, int step) {
   }
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     std::vector<std::string> m;
-    for (int a : layers_[l].merged) m.push_back(layout_->adapters[a].name);
+    for (int a : peft_.merged(static_cast<int>(l))) m.push_back(layout_->adapters[a].name);
     r.merged.push_back(m);
   }
   r.collectives = collectives_of(*layout_, comm_->issued());
   r.saved = res_.saved;
   r.reload_diff.assign(res_.reload_diff.begin(), res_.reload_diff.end());
   r.reload_coincident.assign(res_.reload_coincident.begin(), res_.reload_coincident.end());
-  r.sharded_bytes = sharded_bytes();
-  r.peak_unsharded = res_.peak_owners;
+  r.sharded_bytes = accelerator_.sharded_bytes();
+  r.peak_unsharded = fsdp_.peak_owners;
   return r;
 }
 

@@ -1,5 +1,5 @@
 // Placement, prepare, adapter checkpoints and the cost figures on the real
-// backend (real_backend/real_loading.cpp, real_peft.cpp): seed 001's meta and
+// backend (real_backend/loading.cpp, peft_model.cpp): seed 001's meta and
 // bf16 tensors and the broadcast mismatch they cause (peft#2834), the per-rank
 // rows of a saved adapter state dict (S6), and the bytes read off real tensors.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// modules_to_save on the real backend (real_backend/real_modules_to_save.cpp): the copies are
+// modules_to_save on the real backend (real_backend/modules_to_save.cpp): the copies are
 // real leaves in the wrapper's FSDP group, the forward runs the active one (so only its
 // gradient is reduce-scattered), disabling runs the frozen original_module, and a
 // set_adapter on the unsharded copies is lost at the next reshard, as seed 000's LoRA flips are

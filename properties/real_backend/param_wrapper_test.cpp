@@ -1,4 +1,4 @@
-// ParamWrapper (experts) layers on the real backend (real_backend/real_param_wrapper.cpp):
+// ParamWrapper (experts) layers on the real backend (real_backend/param_wrapper.cpp):
 // the layout, the einsum delta against an independent computation, libtorch's
 // own errors on a sharded read (seed 002, peft#3080), the gathered delta when
 // patched, and training through the layer.
@@ -6,7 +6,7 @@
 
 #include "properties/test_util.hpp"
 #include "real_backend/layout.hpp"
-#include "real_backend/real_param_wrapper.hpp"
+#include "real_backend/param_wrapper.hpp"
 #include "sim/core/crosscheck.hpp"
 
 using namespace fsdpsim;

@@ -1,13 +1,14 @@
 // LoRA on a mixture-of-experts parameter (peft/tuners/lora/layer.py::ParamWrapper,
 // `target_parameters`): the delta on real tensors, where get_delta_weight reads
 // A and B from, and the forward through autograd.
-#include "real_backend/real_param_wrapper.hpp"
+#include "real_backend/param_wrapper.hpp"
 
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 
-#include "real_backend/real_rank.hpp"
+#include "real_backend/lora_layer.hpp"
+#include "real_backend/op_raised.hpp"
 #include "real_backend/values.hpp"
 
 namespace fsdpsim::real {
@@ -28,18 +29,6 @@ at::Tensor experts_delta_per_expert(const at::Tensor& a, const at::Tensor& b, in
 
 std::string first_line(const std::string& what) { return what.substr(0, what.find('\n')); }
 
-// The full value of a managed parameter: one all-gather of its padded shard,
-// padding dropped (what FSDP.summon_full_params gives, the fix #3102 proposed).
-at::Tensor RealRank::gather_full(int p, DType wire) {
-  const ParamSpec& ps = layout_->params[p];
-  // torch 2.13 distributed/tensor/_redistribute.py::redistribute_local_tensor: a 1-rank mesh's
-  // Shard -> Replicate is the local tensor, no all-gather.
-  at::Tensor all = layout_->world == 1 ? params_[p].leaf.s.reshape({-1}) : comm_->all_gather(params_[p].leaf.s.reshape({-1}), ps.group, step_, {p}, -1, true, wire);
-  return all
-      .narrow(0, 0, ps.rows * ps.cols)
-      .view({ps.rows, ps.cols});
-}
-
 // lora/layer.py::ParamWrapper.get_delta_weight on whatever lora_A / lora_B the
 // registry holds. It reads lora_A[a].weight without calling the module; under
 // FSDP2 (torch 2.13) a sharded group hands it DTensors, so:
@@ -57,40 +46,40 @@ at::Tensor RealRank::gather_full(int p, DType wire) {
 // which part of which shape it is: the observer judges it against the full
 // B @ A * scaling of every rank's shards (observer.cpp), never the rank, whose
 // gathered inputs may not be the adapter's (a copy the optimizer stepped past).
-at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValue* what) {
+at::Tensor ParamWrapper::get_delta_weight(int adapter, bool merge, DeltaValue* what) {
   at::NoGradGuard ng;
-  const LayerSpec& ls = layout_->layers[layer];
+  const LayerSpec& ls = layout_->layers[layer_];
   const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   const int world = layout_->world;
   const float scale = lora_scaling(*layout_, adapter);
   // ParamWrapper.get_delta_weight's einsum has no fp32 cast: each DTensor gather sends its
   // tensor's own dtype, the delta's is A's and B's promoted (peft 0.21.2 lora/layer.py).
-  const auto own = [&](int p) { return dtype_of(params_[p].leaf.place); };
+  const auto own = [&](int p) { return dtype_of((*params_)[p].leaf.place); };
   const DType delta_dtype = own(pa) == DType::BF16 && own(pb) == DType::BF16 ? DType::BF16 : DType::F32;
   auto holds_shard = [&](int p) {
-    return group_of(p) >= 0 && registered(p).unsafeGetTensorImpl() == params_[p].leaf.s.unsafeGetTensorImpl();
+    return params_->group_of(p) >= 0 && params_->registered(p).unsafeGetTensorImpl() == (*params_)[p].leaf.s.unsafeGetTensorImpl();
   };
   // A 1-rank mesh still makes DTensors: the DTensor broadcast text at world 1 too (gather_full reads S there).
-  if (ls.experts == 1) return one_expert_delta(layer, adapter, merge, holds_shard(pa), what);
+  if (ls.experts == 1) return one_expert_delta(adapter, merge, holds_shard(pa), what);
   if (what) what->shape = {ls.experts, ls.in, ls.out};
   auto chunk_of_w = [&](const at::Tensor& d) {
     if (!holds_shard(pw)) return d;
     const ParamSpec& ws = layout_->params[pw];
     at::Tensor padded = at::zeros(param_shape(*layout_, ws, world * ws.chunk_rows));
     padded.narrow(0, 0, ws.rows).copy_(d);
-    return padded.narrow(0, comm_->rank() * ws.chunk_rows, ws.chunk_rows);
+    return padded.narrow(0, pg_->rank() * ws.chunk_rows, ws.chunk_rows);
   };
   at::Tensor a, b;
   if (!holds_shard(pa) || world == 1) {
-    a = registered(pa);
-    b = registered(pb);
+    a = params_->registered(pa);
+    b = params_->registered(pb);
     if (!merge && what) {
       what->form = kDeltaFull;
       return experts_einsum(a, b, ls.experts) * scale;
     }
   } else if (layout_->profile.get(Switch::DeltaWeightGather) == sw::kOn) {
-    a = gather_full(pa, own(pa));
-    b = gather_full(pb, own(pb));
+    a = dtensor_->full_tensor(pa, own(pa));
+    b = dtensor_->full_tensor(pb, own(pb));
   } else {
     const int64_t E = ls.experts, r = layout_->adapters[adapter].r;
     // torch 2.13 distributed/tensor/_ops/_view_ops.py::_ViewShardingPropagator._analyze_split:
@@ -114,24 +103,24 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
                                         "redistribution. Please redistribute the input first.");
     if (!(r == 1 && bs.rows > 1) && bs.rows < world) {
       if (E < world) {  // replicated: B, then A; a merge then raises (check_inplace_placement)
-        b = gather_full(pb, own(pb));
-        a = gather_full(pa, own(pa));
+        b = dtensor_->full_tensor(pb, own(pb));
+        a = dtensor_->full_tensor(pa, own(pa));
         at::Tensor d = experts_einsum(a, b, E) * scale;
         if (what) what->form = kDeltaFull;
         return d;
       }
       {  // B's Shard(out) -> Shard(experts): each rank's rows (ceil(out / w), r, E), padded on E to a
          // multiple of the world (torch 2.13 placement_types.py::Shard._to_new_shard_dim), all-gathered
-        const int64_t rows_b = bs.local_rows(comm_->rank()), e_pad = (E + world - 1) / world * world;
-        at::Tensor mine_b = at::zeros({bs.chunk_rows, r, e_pad}, params_[pb].leaf.s.options());
-        mine_b.narrow(0, 0, rows_b).narrow(2, 0, E).copy_(params_[pb].leaf.s.narrow(0, 0, rows_b).reshape({rows_b, r, E}));
-        at::Tensor all = comm_->all_gather(mine_b.reshape({-1}), bs.group, step_, {pb}, -1, true, own(pb));
+        const int64_t rows_b = bs.local_rows(pg_->rank()), e_pad = (E + world - 1) / world * world;
+        at::Tensor mine_b = at::zeros({bs.chunk_rows, r, e_pad}, (*params_)[pb].leaf.s.options());
+        mine_b.narrow(0, 0, rows_b).narrow(2, 0, E).copy_((*params_)[pb].leaf.s.narrow(0, 0, rows_b).reshape({rows_b, r, E}));
+        at::Tensor all = dtensor_->redistribute(mine_b.reshape({-1}), bs.group, pb, own(pb));
         b = all.view({world * bs.chunk_rows, r, e_pad}).narrow(0, 0, bs.rows).narrow(2, 0, E).reshape({bs.rows, r * E});
       }
       const ParamSpec& as = layout_->params[pa];
-      const int64_t n = ws.local_rows(comm_->rank());  // this rank's experts: its rows of A and of W
-      at::Tensor a_rows = params_[pa].leaf.s.narrow(0, 0, as.local_rows(comm_->rank()));
-      at::Tensor b_cols = b.reshape({b.size(0), -1, E}).narrow(2, comm_->rank() * ws.chunk_rows, n);
+      const int64_t n = ws.local_rows(pg_->rank());  // this rank's experts: its rows of A and of W
+      at::Tensor a_rows = (*params_)[pa].leaf.s.narrow(0, 0, as.local_rows(pg_->rank()));
+      at::Tensor b_cols = b.reshape({b.size(0), -1, E}).narrow(2, pg_->rank() * ws.chunk_rows, n);
       at::Tensor mine = n == 0 ? at::zeros({0, ws.cols / bs.rows, bs.rows})
                                : at::einsum("ore,eri->eio", {b_cols, a_rows.reshape({n, -1, a_rows.size(-1)})}) * scale;
       if (!merge) {  // this rank's experts of the delta (none: an empty value, judged as well)
@@ -142,9 +131,9 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
       padded.narrow(0, 0, n).copy_(mine);
       return padded;
     }
-    a = gather_full(pa, own(pa));  // the einsum's redistribution of A
-    const int64_t in = a.size(1), rows_b = bs.local_rows(comm_->rank());
-    b = params_[pb].leaf.s.narrow(0, 0, rows_b);
+    a = dtensor_->full_tensor(pa, own(pa));  // the einsum's redistribution of A
+    const int64_t in = a.size(1), rows_b = bs.local_rows(pg_->rank());
+    b = (*params_)[pb].leaf.s.narrow(0, 0, rows_b);
     // The delta's columns for this rank's rows of B (out): (E, in, rows_b).
     at::Tensor cols = rows_b == 0 ? at::zeros({E, in, 0}) : experts_einsum(a, b, E) * scale;
     if (!merge) {
@@ -158,7 +147,7 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
     const int64_t e_pad = (E + world - 1) / world * world;  // padded on dim 0 to split into W's chunks
     at::Tensor mine = at::zeros({e_pad, in, bs.chunk_rows});
     mine.narrow(0, 0, E).narrow(2, 0, rows_b).copy_(cols);
-    at::Tensor all = comm_->all_gather(mine.reshape({-1}), ws.group, step_, {pw}, -1, true, delta_dtype);
+    at::Tensor all = dtensor_->redistribute(mine.reshape({-1}), ws.group, pw, delta_dtype);
     std::vector<at::Tensor> parts;
     for (int j = 0; j < world; ++j)
       parts.push_back(all.narrow(0, j * mine.numel(), mine.numel())
@@ -179,35 +168,35 @@ at::Tensor RealRank::experts_delta(int layer, int adapter, bool merge, DeltaValu
 // the layer's: the observer tells them apart.
 // A merge adds it where the shapes broadcast (out == in, or a size-1 side): a
 // delta of its own, taken back by unmerge; else torch's broadcast error.
-at::Tensor RealRank::one_expert_delta(int layer, int adapter, bool merge, bool dtensor, DeltaValue* what) {
-  const LayerSpec& ls = layout_->layers[layer];
+at::Tensor ParamWrapper::one_expert_delta(int adapter, bool merge, bool dtensor, DeltaValue* what) {
+  const LayerSpec& ls = layout_->layers[layer_];
   const int pa = ls.lora_a[adapter], pb = ls.lora_b[adapter], pw = ls.weight;
   const float scale = lora_scaling(*layout_, adapter);
   at::Tensor a, b;
   // delta_weight_gather=on (the #3102 fix): the full A and B, so the full delta; an adapter added
   // after prepare (plain A and B) has its delta laid out like W, so W meets a DTensor as well.
   const bool gather_fix = layout_->profile.get(Switch::DeltaWeightGather) == sw::kOn;
-  const bool late_distributed = !dtensor && gather_fix && late_delta_on_shard(layer, adapter);
+  const bool late_distributed = !dtensor && gather_fix && dtensor_->late_delta_on_shard(layer_, adapter);
   const bool full_b = (dtensor && layout_->world > 1 && gather_fix) || late_distributed;
   // B @ A with fewer out rows than ranks (Linear.get_delta_weight's matmul): B cannot stay Shard(0).
   const bool few_rows = dtensor && !full_b && layout_->world > 1 && layout_->params[pb].rows < layout_->world;
   at::Tensor d;
   DeltaForm form = kDeltaFull;
   if (few_rows) {
-    d = delta_few_rows(layer, adapter, &form);
+    d = dtensor_->matmul_few_rows(layer_, adapter, &form);
   } else if (dtensor) {
     form = full_b ? kDeltaFull : kDeltaRows;
-    a = gather_full(pa);
-    b = full_b ? gather_full(pb) : params_[pb].leaf.s.narrow(0, 0, layout_->params[pb].local_rows(comm_->rank()));
+    a = dtensor_->full_tensor(pa);
+    b = full_b ? dtensor_->full_tensor(pb) : (*params_)[pb].leaf.s.narrow(0, 0, layout_->params[pb].local_rows(pg_->rank()));
   } else {
-    a = registered(pa);
-    b = registered(pb);
+    a = params_->registered(pa);
+    b = params_->registered(pb);
   }
   if (!few_rows) d = at::matmul(b, a) * scale;  // (rows of B, in)
   if (what) *what = {form, {ls.out, ls.in}, {}};  // Linear's delta, not the layer's (E, in, out)
   if (!merge) return d;
   const int64_t in = ls.in, out = ls.out;
-  at::Tensor w = registered(pw);
+  at::Tensor w = params_->registered(pw);
   const bool dtensor_add = dtensor || late_distributed;
   if (out != in && out != 1 && in != 1) {
     // torch 2.13 distributed/tensor/_ops/utils.py::infer_broadcast_dims_map: libtorch 1.13 has no
@@ -224,16 +213,16 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, bool merge, bool d
   at::Tensor full = at::zeros({out, in});
   if (dtensor_add && !few_rows && layout_->world > 1) {
     const ParamSpec& bs = layout_->params[pb];
-    const int64_t start = comm_->rank() * bs.chunk_rows, rows = bs.local_rows(comm_->rank());
+    const int64_t start = pg_->rank() * bs.chunk_rows, rows = bs.local_rows(pg_->rank());
     at::Tensor mine = at::zeros({bs.chunk_rows, in});
     if (rows > 0) mine.narrow(0, 0, rows).copy_(full_b ? d.narrow(0, start, rows) : d.narrow(0, 0, rows));
-    at::Tensor all = comm_->all_gather(mine.reshape({-1}), layout_->params[pw].group, step_, {pw}, -1, true);
+    at::Tensor all = dtensor_->redistribute(mine.reshape({-1}), layout_->params[pw].group, pw);
     full.copy_(all.view({layout_->world * bs.chunk_rows, in}).narrow(0, 0, out));
   } else {
     full.copy_(d);
   }
   at::Tensor add = at::zeros(w.sizes());
-  if (w.size(0) > 0 && (!dtensor_add || layout_->params[pw].local_rows(comm_->rank()) > 0)) {
+  if (w.size(0) > 0 && (!dtensor_add || layout_->params[pw].local_rows(pg_->rank()) > 0)) {
     add.narrow(0, 0, 1).copy_(full.reshape({1, in, out}));
   }
   return add;
@@ -249,39 +238,38 @@ at::Tensor RealRank::one_expert_delta(int layer, int adapter, bool merge, bool d
 // module's pre-forward (torch nn/utils/parametrize.py::register_parametrization checks the
 // result once), so with the group SHARDED it meets W's DTensor shard with plain LoRA factors:
 // torch.baddbmm for one adapter on E > 1 fp32 experts (_LoraFactorsProxy), else W + delta.
-void RealRank::wrapper_forward(int layer) {
-  const LayerSpec& ls = layout_->layers[layer];
-  const int g = group_of(ls.weight);
-  if (!prepared_ || !ls.wrapper_after_fsdp || !layers_[layer].tuner || layers_[layer].disabled || !layers_[layer].merged.empty() ||
-      g < 0 || groups_[g].unsharded())
+void ParamWrapper::activate_lora(const LoraLayer& layer) {
+  const LayerSpec& ls = layout_->layers[layer_];
+  const int g = params_->group_of(ls.weight);
+  if (!dtensor_->prepared() || !ls.wrapper_after_fsdp || !layer.tuner || layer.disabled || !layer.merged.empty() ||
+      g < 0 || !dtensor_->group_sharded(g))
     return;
   int n = 0;
   for (size_t a = 0; a < layout_->adapters.size(); ++a)
-    n += layers_[layer].active.contains(static_cast<int>(a)) && ls.lora_a[a] >= 0 && registered(ls.lora_a[a]).defined();
+    n += layer.active.contains(static_cast<int>(a)) && ls.lora_a[a] >= 0 && params_->registered(ls.lora_a[a]).defined();
   if (n == 0) return;
-  const bool fold = n == 1 && ls.experts > 1 && params_[ls.weight].leaf.place.scalar_type() != at::kBFloat16;
+  const bool fold = n == 1 && ls.experts > 1 && (*params_)[ls.weight].leaf.place.scalar_type() != at::kBFloat16;
   throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (fold ? "baddbmm.default" : "add.Tensor") +
                                        " got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor "
                                        "before calling distributed operators!");
 }
 
-at::Tensor RealRank::experts_forward(int layer, const at::Tensor& h) {
-  const LayerSpec& ls = layout_->layers[layer];
-  if (layers_[layer].disabled && !layers_[layer].merged.empty()) layer_unmerge(layer);
-  at::Tensor w = registered(ls.weight);
-  if (!layers_[layer].disabled && layers_[layer].merged.empty()) {
+at::Tensor ParamWrapper::forward(const LoraLayer& layer, const at::Tensor& h) {
+  const LayerSpec& ls = layout_->layers[layer_];
+  at::Tensor w = params_->registered(ls.weight);
+  if (!layer.disabled && layer.merged.empty()) {
     for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-      if (!layers_[layer].active.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registered(ls.lora_a[a]).defined()) continue;
+      if (!layer.active.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !params_->registered(ls.lora_a[a]).defined()) continue;
       try {
         const float scale = lora_scaling(*layout_, static_cast<int>(a));
         if (ls.experts == 1) {
           // _activate_lora with E == 1: W (1, in, out) + Linear's (out, in) delta; broadcasts only
           // when out == in or a side is 1 (then the delta laid out as the weight), else torch's error.
-          at::Tensor d = at::matmul(registered(ls.lora_b[a]), registered(ls.lora_a[a])) * scale;
+          at::Tensor d = at::matmul(params_->registered(ls.lora_b[a]), params_->registered(ls.lora_a[a])) * scale;
           w = (ls.out == ls.in || ls.out == 1 || ls.in == 1) ? w + d.reshape(w.sizes()) : w + d;
           continue;
         }
-        w = w + experts_einsum(registered(ls.lora_a[a]), registered(ls.lora_b[a]), ls.experts) * scale;
+        w = w + experts_einsum(params_->registered(ls.lora_a[a]), params_->registered(ls.lora_b[a]), ls.experts) * scale;
       } catch (const c10::Error& e) {
         throw OpError(Status::ShapeError, first_line(e.what_without_backtrace()));  // what() symbolizes a backtrace: slow
       }

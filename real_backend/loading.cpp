@@ -2,52 +2,52 @@
 // accelerate's ram-efficient loading leaves no values, a tensor of the
 // parameter's dtype elsewhere), accelerate's prepare (broadcast from rank 0,
 // fully_shard, the optimizer), and the memory figures read off the tensors.
+#include "real_backend/loading.hpp"
+
 #include <ATen/core/grad_mode.h>
 
-#include "real_backend/real_rank.hpp"
+#include "real_backend/fsdp_state.hpp"
 #include "real_backend/values.hpp"
 
 namespace fsdpsim::real {
-DType dtype_of(at::ScalarType t) { return t == at::kBFloat16 ? DType::BF16 : t == at::kByte ? DType::U8 : DType::F32; }
-DType dtype_of(const at::Tensor& t) { return dtype_of(t.scalar_type()); }
-
 namespace {
 
 // Bytes a tensor holds: none on meta (shape only, no storage).
 int64_t bytes_of(const at::Tensor& t) { return t.is_meta() ? 0 : t.numel() * static_cast<int64_t>(t.element_size()); }
 
-// "each adapter with a non-zero figure, in declaration order, then base".
-std::vector<OwnerBytes> owners(const Layout& l, const std::vector<int64_t>& by) {
-  std::vector<OwnerBytes> out;
-  for (size_t a = 0; a < l.adapters.size(); ++a)
-    if (by[a] > 0) out.push_back({l.adapters[a].name, by[a]});
-  if (by.back() > 0) out.push_back({"base", by.back()});
-  return out;
-}
-
 }  // namespace
 
 // A parameter of the plain (not yet sharded) model: its full value, created on
 // cpu in fp32 (nn.Linear / LoraLayer.update_layer), registered under its name.
-void RealRank::create_param(int p, const std::vector<float>& full) {
+void Accelerator::create_param(int p, const std::vector<float>& full) {
   const ParamSpec& ps = layout_->params[p];
-  RealParam& rp = params_[p].leaf;
+  ParamTensors& rp = (*params_)[p].leaf;
   rp.s = at::from_blob(const_cast<float*>(full.data()), param_shape(*layout_, ps, ps.rows), at::kFloat).clone();
   rp.place = rp.s.detach().clone();
-  params_[p].registered = rp.s;
+  (*params_)[p].registered = rp.s;
+}
+
+void Accelerator::place_base_params() {
+  const bool on_meta = layout_->loading == Loading::RamEfficient && pg_->rank() != 0;
+  const at::ScalarType dtype = layout_->dtype == DType::BF16 ? at::kBFloat16 : at::kFloat;
+  for (size_t p = 0; p < layout_->params.size(); ++p) {
+    if (layout_->params[p].adapter >= 0) continue;  // LoRA and modules_to_save copies come with their adapter
+    create_param(static_cast<int>(p), initial_values(*layout_, seed_, static_cast<int>(p)));
+    place_param(static_cast<int>(p), on_meta, dtype);
+  }
 }
 
 // nn.Module.to(device, dtype) on one parameter: requires_grad kept. To meta the
 // values are gone (S becomes a meta leaf too); on cpu only the dtype changes,
 // the compute copy S keeping fp32. Never from meta to cpu: torch cannot copy
 // out of a meta tensor, and nothing here asks it to (prepare broadcasts instead).
-void RealRank::place_param(int p, bool meta, at::ScalarType dtype) {
-  RealParam& rp = params_[p].leaf;
+void Accelerator::place_param(int p, bool meta, at::ScalarType dtype) {
+  ParamTensors& rp = (*params_)[p].leaf;
   if (meta) {
     const bool rg = rp.s.requires_grad();
     rp.place = at::empty(rp.place.sizes(), at::TensorOptions().device(at::kMeta).dtype(dtype));
     rp.s = at::empty(rp.s.sizes(), at::TensorOptions().device(at::kMeta).dtype(at::kFloat)).requires_grad_(rg);
-    if (registered(p).defined()) params_[p].registered = rp.s;
+    if (params_->registered(p).defined()) (*params_)[p].registered = rp.s;
   } else if (!rp.place.is_meta()) {
     rp.place = rp.place.to(dtype);
   }
@@ -57,17 +57,17 @@ void RealRank::place_param(int p, bool meta, at::ScalarType dtype) {
 // lora_A container, then lora_B, move the adapter to the base weight's device
 // and dtype, unless a meta parameter says to skip: upstream any present
 // adapter's in the container (#2834), patched only the adapter's own.
-void RealRank::move_adapter_to_device_of_base_layer(int layer, int adapter) {
+void Accelerator::move_adapter_to_device_of_base_layer(int layer, int adapter) {
   const LayerSpec& ls = layout_->layers[layer];
-  const at::Tensor& w = params_[ls.weight].leaf.place;
+  const at::Tensor& w = (*params_)[ls.weight].leaf.place;
   const bool per_adapter = layout_->profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
   for (const std::vector<int>* container : {&ls.lora_a, &ls.lora_b}) {
     const int p = (*container)[adapter];
     bool skip = false;
     if (per_adapter) {
-      skip = params_[p].leaf.place.is_meta();
+      skip = (*params_)[p].leaf.place.is_meta();
     } else {
-      for (int q : *container) skip = skip || (q >= 0 && registered(q).defined() && params_[q].leaf.place.is_meta());
+      for (int q : *container) skip = skip || (q >= 0 && params_->registered(q).defined() && (*params_)[q].leaf.place.is_meta());
     }
     if (!skip) place_param(p, w.is_meta(), w.scalar_type());
   }
@@ -77,20 +77,20 @@ void RealRank::move_adapter_to_device_of_base_layer(int layer, int adapter) {
 // targeted layer: fresh (or loaded) A and B on cpu in fp32, moved to the base
 // layer's device; then peft_model.py's _cast_adapter_dtype (autocast_adapter_dtype)
 // turns the adapter's bf16 parameters back to fp32, wherever they are.
-void RealRank::create_adapter(int adapter, bool load) {
+void Accelerator::place_new_adapter(int adapter, bool load) {
   for (size_t l = 0; l < layout_->layers.size(); ++l)
-    if (layout_->layers[l].lora_a[adapter] >= 0) create_adapter_in(static_cast<int>(l), adapter, load);
+    if (layout_->layers[l].lora_a[adapter] >= 0) place_new_adapter_in(static_cast<int>(l), adapter, load);
 }
 
-// One layer's share of create_adapter: its new A and B, placed, then cast.
-void RealRank::create_adapter_in(int l, int adapter, bool load, bool autocast) {
+// One layer's share of place_new_adapter: its new A and B, placed, then cast.
+void Accelerator::place_new_adapter_in(int l, int adapter, bool load, bool autocast) {
   {
     const LayerSpec& ls = layout_->layers[l];
     for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
       // peft tuners/lora/layer.py::LoraLayer.update_layer: a new module; after fully_shard over a managed
       // name the group keeps the deleted one's FSDPParam (torch _fsdp_init.py::_get_managed_states).
-      if (prepared_ && layout_->params[p].group >= 0 && !params_[p].detached) {
-        params_[p].keep_ghost();
+      if (fsdp_->prepared && layout_->params[p].group >= 0 && !(*params_)[p].detached) {
+        (*params_)[p].keep_ghost();
       }
       create_param(p, initial_values(*layout_, seed_, p, load));
     }
@@ -99,8 +99,8 @@ void RealRank::create_adapter_in(int l, int adapter, bool load, bool autocast) {
   const LayerSpec& ls = layout_->layers[l];
   for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]})
     if (autocast && layout_->adapters[adapter].autocast_or(layout_->autocast_adapter_dtype) &&
-        params_[p].leaf.place.scalar_type() == at::kBFloat16)
-      place_param(p, params_[p].leaf.place.is_meta(), at::kFloat);
+        (*params_)[p].leaf.place.scalar_type() == at::kBFloat16)
+      place_param(p, (*params_)[p].leaf.place.is_meta(), at::kFloat);
 }
 
 // accelerate/utils/fsdp_utils.py::fsdp2_prepare_model. With ram-efficient
@@ -110,72 +110,51 @@ void RealRank::create_adapter_in(int l, int adapter, bool load, bool autocast) {
 // fingerprint before gloo sees the buffers). Then fully_shard keeps each
 // managed parameter's padded dim-0 chunk, and the optimizer is built over the
 // trainable S objects (fsdp2_switch_optimizer_parameters).
-void RealRank::op_prepare() {
+void Accelerator::prepare() {
   at::NoGradGuard ng;
-  const size_t n = params_.size();
+  const size_t n = params_->size();
   if (layout_->loading == Loading::RamEfficient) {
     for (int p : layout_->state_dict_order) {
-      if (!registered(p).defined()) continue;
-      RealParam& rp = params_[p].leaf;
+      if (!params_->registered(p).defined()) continue;
+      ParamTensors& rp = (*params_)[p].leaf;
       const ParamSpec& ps = layout_->params[p];
       // Rank 0 sends its tensor; the others receive into a buffer (their own tensor may be meta).
       at::Tensor mine = rp.s.is_meta() ? at::zeros({ps.rows * ps.cols}) : rp.s.detach();
-      at::Tensor got = comm_->broadcast(mine, static_cast<int>(p), dtype_of(rp.place), step_).view(param_shape(*layout_, ps, ps.rows));
+      at::Tensor got = pg_->comm->broadcast(mine, static_cast<int>(p), dtype_of(rp.place), pg_->step).view(param_shape(*layout_, ps, ps.rows));
       const bool rg = rp.s.requires_grad();
       rp.s = got.clone().requires_grad_(rg);
       rp.place = got.to(rp.place.scalar_type());
-      params_[p].registered = rp.s;
+      (*params_)[p].registered = rp.s;
     }
   }
   for (size_t p = 0; p < n; ++p) {
     const ParamSpec& ps = layout_->params[p];
-    RealParam& rp = params_[p].leaf;
-    if (group_of(static_cast<int>(p)) < 0 || !registered(p).defined()) continue;
+    ParamTensors& rp = (*params_)[p].leaf;
+    if (params_->group_of(static_cast<int>(p)) < 0 || !params_->registered(p).defined()) continue;
     at::Tensor full = rp.s.detach().contiguous().reshape({-1});
     std::vector<float> v(full.data_ptr<float>(), full.data_ptr<float>() + full.numel());
     const bool rg = rp.s.requires_grad();
-    rp.s = chunk_of(v, ps).requires_grad_(rg);
+    rp.s = dtensor_->chunk_of(v, ps).requires_grad_(rg);
     rp.place = rp.s.detach().to(rp.place.scalar_type());
-    params_[p].registered = rp.s;
+    (*params_)[p].registered = rp.s;
   }
-  prepared_ = true;
-  prepare_optimizer();
-}
-
-// The unsharded copies alive now: every UNSHARDED group's all-gather output,
-// padded shard numel * world per parameter, in U's dtype; the op's peak is kept.
-void RealRank::note_unsharded_peak() {
-  std::vector<int64_t> by(layout_->adapters.size() + 1, 0);
-  int64_t total = 0;
-  for (size_t g = 0; g < layout_->groups.size(); ++g) {
-    if (!groups_[g].unsharded() && !groups_[g].all_gather_result.defined()) continue;  // a prefetched all-gather output is alive too
-    for (int p : layout_->groups[g].params) {
-      const RealParam& rp = params_[p].detached ? params_[p].ghost : params_[p].leaf;  // the group's all-gather output holds the ghost's rows
-      if (!rp.u.defined()) continue;
-      int64_t b = rp.s.numel() * layout_->world * static_cast<int64_t>(rp.u.element_size());
-      int a = layout_->params[p].adapter;
-      by[a >= 0 ? static_cast<size_t>(a) : by.size() - 1] += b;
-      total += b;
-    }
-  }
-  if (total <= res_.peak_total) return;
-  res_.peak_total = total;
-  res_.peak_owners = owners(*layout_, by);
+  fsdp_->prepared = true;
+  optimizer_->prepare();
 }
 
 // The shards this rank holds: each present parameter's S (this rank's padded
 // chunk when FSDP manages it, else the whole tensor; before prepare every
 // parameter is whole) in its dtype; meta holds nothing.
-std::vector<OwnerBytes> RealRank::sharded_bytes() const {
+std::vector<OwnerBytes> Accelerator::sharded_bytes() const {
   std::vector<int64_t> by(layout_->adapters.size() + 1, 0);
-  for (size_t p = 0; p < params_.size(); ++p) {
-    if (!registered(p).defined()) continue;
+  for (size_t p = 0; p < params_->size(); ++p) {
+    if (!params_->registered(p).defined()) continue;
     const ParamSpec& ps = layout_->params[p];
-    const at::Tensor& t = params_[p].leaf.place;
+    const at::Tensor& t = (*params_)[p].leaf.place;
     int64_t b = bytes_of(t);
     by[ps.adapter >= 0 ? static_cast<size_t>(ps.adapter) : by.size() - 1] += b;
   }
-  return owners(*layout_, by);
+  return owners_of(*layout_, by);
 }
 
 }  // namespace fsdpsim::real

@@ -1,27 +1,95 @@
 // PeftModel / BaseTuner ops on the real module (peft/peft_model.py,
 // peft/tuners/tuners_utils.py), in the order the profile switches choose.
-#include <algorithm>
-#include <optional>
+#include "real_backend/peft_model.hpp"
 
 #include <ATen/core/grad_mode.h>
 
-#include "real_backend/real_rank.hpp"
+#include <algorithm>
+#include <optional>
+
 #include "real_backend/values.hpp"
 
 namespace fsdpsim::real {
+
+PeftModel::PeftModel(const Layout& layout, Parameters& params, FsdpState& fsdp, DTensor& dtensor, ProcessGroup& pg,
+                     CheckpointWrapper& ckpt, Accelerator& accelerator)
+    : layout_(&layout), params_(&params), fsdp_(&fsdp), dtensor_(&dtensor), pg_(&pg), accelerator_(&accelerator) {
+  for (size_t l = 0; l < layout.layers.size(); ++l) {
+    layers_.push_back(std::make_unique<LoraLayer>(layout, static_cast<int>(l), params, dtensor, ckpt, pg));
+    wrappers_.push_back(std::make_unique<ModulesToSaveWrapper>(layout, static_cast<int>(l), params, fsdp, ckpt, *layers_.back()));
+  }
+}
+
+// mapping.py::get_peft_model, then PeftModel.add_adapter for each further declared adapter:
+// each adapter's tensors created and placed, its config added, then injected.
+void PeftModel::get_peft_model() {
+  for (auto& ly : layers_) ly->reset();
+  for (auto& w : wrappers_) w->reset();
+  present_ = AdapterSet();
+  peft_config_.clear();
+  active_ = AdapterSet::of(0);
+  active_order_ = AdapterOrder{};
+  peft_active_ = 0;
+  inference_mode_ = AdapterSet();
+  disabled_ = false;
+  saved_adapters_ = AdapterSet();
+  saved_file_order_.clear();
+  saved_.clear();
+  bool first = true;
+  for (size_t a = 0; a < layout_->adapters.size(); ++a) {
+    const AdapterDecl& d = layout_->adapters[a];
+    if (d.deferred) continue;
+    accelerator_->place_new_adapter(static_cast<int>(a), false);
+    present_.insert(static_cast<int>(a));
+    peft_config_.push_back(static_cast<int>(a));
+    if (d.inference_mode) inference_mode_.insert(static_cast<int>(a));
+    inject_adapter(static_cast<int>(a), d.inference_mode, first);  // get_peft_model, then add_adapter
+    first = false;
+  }
+}
+
+void PeftModel::check_active_config() const {
+  if (!present_.contains(peft_active_))
+    throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[peft_active_].name + "'");
+}
+
+// An experts layer runs its ParamWrapper first; a ModulesToSaveWrapper has no LoRA, its output
+// is the FSDP module's.
+at::Tensor PeftModel::layer_forward(int layer, const at::Tensor& h, at::Tensor* base_out) {
+  if (layout_->layers[layer].experts == 0 && wrappers_[layer]->wrapped) {
+    at::Tensor y = wrappers_[layer]->forward(h);
+    if (base_out) *base_out = y;
+    return y;
+  }
+  return layers_[layer]->forward(h, base_out);
+}
+
+bool PeftModel::in_some_layer(int adapter) const {
+  for (const auto& ls : layout_->layers)
+    if (ls.lora_a[adapter] >= 0 && params_->registered(ls.lora_a[adapter]).defined()) return true;
+  return false;
+}
+
+bool PeftModel::any_merged() const {
+  for (const auto& ly : layers_)
+    if (!ly->merged.empty()) return true;
+  return false;
+}
 // tuners_utils.py::set_adapter (module level): the modules_to_save wrappers first
 // (other.py::_set_adapter), then per layer unmerge a merged layer and flip.
-void RealRank::set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode) {
-  wrappers_set_adapter(names, list_form, inference_mode);
-  for (size_t l = 0; l < layout_->layers.size(); ++l) {
-    if (!layers_[l].merged.empty()) layer_unmerge(static_cast<int>(l));
-    layer_set_adapter(static_cast<int>(l), names, inference_mode);
+void PeftModel::set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode) {
+  // other.py::_set_adapter on every wrapper first
+  for (auto& w : wrappers_)
+    if (w->wrapped) w->set_adapter_named(names, list_form, inference_mode);
+  for (auto& ly : layers_) {
+    if (!ly->merged.empty()) ly->unmerge();
+    ly->set_adapter(names, inference_mode);
   }
   active_ = names;
 }
 
 // peft_model.py::PeftModel.set_adapter (a name) or BaseTuner.set_adapter (a list).
-void RealRank::op_set_adapter(const Op& op) {
+void PeftModel::set_adapter(const Op& op) {
   const AdapterSet names = adapters_named(op.names);
   if (!op.list_form) {  // the profile's fix runs around the call: before PeftModel.set_adapter's check
     switch (layout_->profile.get(Switch::SetAdapterReshard)) {
@@ -30,13 +98,13 @@ void RealRank::op_set_adapter(const Op& op) {
       case sw::kSkipMerged:  // _reshard_fsdp_modules (#3872): skips modules holding a merged layer
         for (size_t g = 0; g < layout_->groups.size(); ++g) {
           bool merged = false;
-          for (int l : layout_->groups[g].layers) merged = merged || !layers_[l].merged.empty();
-          if (!merged) module_reshard(static_cast<int>(g));
+          for (int l : layout_->groups[g].layers) merged = merged || !layers_[l]->merged.empty();
+          if (!merged) fsdp_->groups[g].module_reshard();
         }
         break;
       case sw::kUnmergeFirst:  // #3895
         if (any_merged()) unmerge_adapter();
-        module_reshard_all();
+        fsdp_->module_reshard_all();
         break;
     }
   }
@@ -51,95 +119,94 @@ void RealRank::op_set_adapter(const Op& op) {
 
 // BaseTuner.merge_adapter: each layer merges the named adapters, or its active ones in the order
 // set_adapter listed them (tuners_utils.py::check_adapters_to_merge: the layer's active_adapters list).
-void RealRank::op_merge(const Op& op) {
+void PeftModel::merge(const Op& op) {
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     if (op.names.empty()) {
-      const AdapterSet active = layers_[l].active;
+      const AdapterSet active = layers_[l]->active;
       std::vector<int> order = active_order_.only(active).list();
       for (int a : active.without(active_order_.set())) order.push_back(a);
-      for (int a : order) layer_merge(static_cast<int>(l), a);
+      for (int a : order) layers_[l]->merge(a);
     } else {
-      for (const auto& n : op.names) layer_merge(static_cast<int>(l), layout_->adapter_named(n));
+      for (const auto& n : op.names) layers_[l]->merge(layout_->adapter_named(n));
     }
   }
 }
 
-void RealRank::unmerge_adapter() {
-  for (size_t l = 0; l < layout_->layers.size(); ++l) layer_unmerge(static_cast<int>(l));
+void PeftModel::unmerge_adapter() {
+  for (auto& ly : layers_) ly->unmerge();
+}
+
+// tuners_utils.py::BaseTunerLayer.enable_adapters on each layer, or the wrapper around it
+// (other.py::ModulesToSaveWrapper.enable_adapters).
+void PeftModel::enable_adapter_layers(bool enabled) {
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (wrappers_[l]->wrapped) wrappers_[l]->enable_adapters(enabled);
+    else layers_[l]->enable_adapters(enabled, inference_mode_);
+  }
 }
 
 // PeftModel.disable_adapter, entering: disable_adapter_layers (no unmerge).
-void RealRank::op_disable_enter() {
+void PeftModel::disable_enter() {
   if (disabled_) throw OpError(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
   // peft_model.py::PeftModel.disable_adapter reads peft_config[self.active_adapter] first.
   if (!present_.contains(peft_active_))
     throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[peft_active_].name + "'");
   active_without_config();  // BaseTuner.disable_adapter_layers, before any layer
-  for (size_t l = 0; l < layout_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), false);
+  enable_adapter_layers(false);
   disabled_ = true;
 }
 
 // BaseTuner.disable_adapter_layers and _mark_only_adapters_as_trainable read peft_config[name]
 // for each of the tuner's active adapters: a name a list-form set_adapter gave it without a
 // config raises KeyError (in declaration order; the list's differs only with two such names).
-void RealRank::active_without_config() const {
+void PeftModel::active_without_config() const {
   for (int a : active_.without(present_)) throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[a].name + "'");
 }
 
 // PeftModel.disable_adapter, leaving: enable_adapter_layers; with
 // disable_exit_reshard (#3800) unmerge and reshard first.
-void RealRank::op_disable_exit() {
+void PeftModel::disable_exit() {
   if (!disabled_) throw OpError(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
   if (layout_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
     if (any_merged()) unmerge_adapter();
-    module_reshard_all();
+    fsdp_->module_reshard_all();
   }
-  for (size_t l = 0; l < layout_->layers.size(); ++l) layer_enable_adapters(static_cast<int>(l), true);
+  enable_adapter_layers(true);
   disabled_ = false;
 }
 
 // tuners_utils.py::BaseTuner.inject_adapter: set_adapter(active) with the new
 // config's inference_mode, then every parameter registered before gets back the
 // requires_grad it had (the new adapter's excluded; not on the first injection).
-void RealRank::inject_adapter(int adapter, bool inference_mode, bool first) {
+void PeftModel::inject_adapter(int adapter, bool inference_mode, bool first) {
   std::vector<std::pair<int, bool>> kept;  // mapping_existing_parameter_requires_grad
-  for (size_t p = 0; p < params_.size() && !first; ++p) {
+  for (size_t p = 0; p < params_->size() && !first; ++p) {
     const int a = layout_->params[p].adapter;
-    if (a >= 0 && a != adapter && registered(p).defined()) kept.push_back({static_cast<int>(p), registered(p).requires_grad()});
+    if (a >= 0 && a != adapter && params_->registered(p).defined()) kept.push_back({static_cast<int>(p), params_->registered(p).requires_grad()});
   }
   // Each target's lora/layer.py::LoraLayer.update_layer ends with the layer's own set_adapter (its
   // active adapters, the new config's inference_mode): what stays where the set_adapter below
   // raises (an unmerge) before reaching that layer or at it. A new LoRA layer is active on the new
   // adapter, frozen (lora/model.py::LoraModel._create_and_replace).
   for (size_t l = 0; l < layout_->layers.size() && !first; ++l) {
-    if (layout_->layers[l].lora_a[adapter] >= 0) update_layer(static_cast<int>(l), adapter, inference_mode);
+    if (layout_->layers[l].lora_a[adapter] >= 0) layers_[l]->update_layer(adapter, inference_mode);
   }
   for (size_t l = 0; l < layout_->layers.size(); ++l)
-    if (layout_->layers[l].lora_a[adapter] >= 0) layers_[l].tuner = true;
+    if (layout_->layers[l].lora_a[adapter] >= 0) layers_[l]->tuner = true;
   // BaseTuner.inject_adapter passes its active_adapters, a list; an unmerge that raises skips the restore.
   set_adapter_module_level(active_, true, inference_mode);
   active_without_config();  // BaseTuner._mark_only_adapters_as_trainable: a raise skips the restore
-  set_additional_trainable_modules(adapter, inference_mode);
-  for (const auto& [p, rg] : kept) set_registered_rg(p, rg);
-}
-
-// lora/layer.py::LoraLayer.update_layer's end, on a target of the adapter being injected: the
-// layer's own set_adapter (its active adapters, the new config's inference_mode); a new LoRA
-// layer is active on the new adapter, frozen (lora/model.py::LoraModel._create_and_replace).
-void RealRank::update_layer(int layer, int adapter, bool inference_mode) {
-  RealLayer& ly = layers_[layer];
-  if (ly.tuner) return layer_set_adapter(layer, ly.active, inference_mode);
-  ly.tuner = true;
-  layer_set_adapter(layer, AdapterSet::of(adapter), inference_mode);
-  set_registered_rg(layout_->layers[layer].lora_a[adapter], false);
-  set_registered_rg(layout_->layers[layer].lora_b[adapter], false);
+  // other.py::set_additional_trainable_modules -> _set_trainable on each layer listing the adapter
+  for (size_t l = 0; l < layout_->layers.size(); ++l)
+    if (layout_->layers[l].saved_w[adapter] >= 0) wrappers_[l]->add(adapter, inference_mode, active_.contains(adapter));
+  for (const auto& [p, rg] : kept) params_->set_requires_grad(p, rg);
 }
 
 // PeftModel.add_adapter / load_adapter -> inject_adapter: new plain leaves (no
 // FSDP group manages them once prepared), placed by
 // _move_adapter_to_device_of_base_layer; the new adapter is inactive, so frozen,
 // until load_adapter(is_trainable=True) calls PeftModel.set_requires_grad on it.
-void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
+void PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
   if (present_.contains(adapter))
     throw OpError(Status::ValueError, "Adapter with name " + layout_->adapters[adapter].name + " already exists.");
   // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
@@ -151,13 +218,13 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   // update_layer ran set_adapter with the new config's inference_mode; the housekeeping after
   // never runs), and PeftModel.add_adapter drops only the config.
   auto partial = [&](int l) {
-    create_adapter_in(l, adapter, load, false);  // _cast_adapter_dtype would come after: never reached
-    update_layer(l, adapter, inference_mode);
+    accelerator_->place_new_adapter_in(l, adapter, load, false);  // _cast_adapter_dtype would come after: never reached
+    layers_[l]->update_layer(adapter, inference_mode);
   };
   // peft tuners_utils.py::BaseTuner.inject_adapter finds the targets by module path: after
   // prepare a checkpointed layer's path holds the checkpoint_wrapper, which LoraModel's
   // _create_new_module refuses, after the targets before it were injected.
-  for (size_t w = 0; w < layout_->layers.size() && prepared_; ++w) {
+  for (size_t w = 0; w < layout_->layers.size() && fsdp_->prepared; ++w) {
     const LayerSpec& lw = layout_->layers[w];
     if (!lw.checkpoint || lw.lora_a[adapter] < 0) continue;
     for (size_t l = 0; l < w; ++l)
@@ -167,9 +234,9 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
                                           (layout_->groups[lw.group].is_root ? "CheckpointWrapper(" : "FSDPCheckpointWrapper("));
   }
   int refused = -1;
-  for (size_t l = 0; l < layout_->layers.size() && prepared_ && refused < 0; ++l) {
+  for (size_t l = 0; l < layout_->layers.size() && fsdp_->prepared && refused < 0; ++l) {
     const LayerSpec& ls = layout_->layers[l];
-    if (ls.experts > 0 && ls.lora_a[adapter] >= 0 && layers_[l].tuner && !layout_->groups[ls.group].is_root && !ls.wrapper_after_fsdp)
+    if (ls.experts > 0 && ls.lora_a[adapter] >= 0 && layers_[l]->tuner && !layout_->groups[ls.group].is_root && !ls.wrapper_after_fsdp)
       refused = static_cast<int>(l);
   }
   if (refused >= 0) {
@@ -186,7 +253,7 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   present_.insert(adapter);
   peft_config_.push_back(adapter);
   inference_mode_.set(adapter, inference_mode);
-  create_adapter(adapter, load);
+  accelerator_->place_new_adapter(adapter, load);
   try {
     inject_adapter(adapter, inference_mode, false);
   } catch (const OpError&) {
@@ -199,12 +266,12 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
   if (trainable)
     for (const auto& ls : layout_->layers)  // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name)
       if (ls.lora_a[adapter] >= 0) {
-        set_registered_rg(ls.lora_a[adapter], true);
-        set_registered_rg(ls.lora_b[adapter], true);
+        params_->set_requires_grad(ls.lora_a[adapter], true);
+        params_->set_requires_grad(ls.lora_b[adapter], true);
       }
   // set_peft_model_state_dict -> load_state_dict: FSDP's load pre-hook reshards every group
   // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks).
-  if (prepared_) reshard_all();
+  if (fsdp_->prepared) fsdp_->reshard_all();
 }
 
 // BaseTuner.delete_adapter: refuses merged adapters; then each tuner layer's
@@ -212,38 +279,26 @@ void RealRank::op_add_adapter(int adapter, bool inference_mode, bool load, bool 
 // rest, or falls back to sorted(its own adapters)[0] (made trainable); the
 // model's active adapter is the first tuner layer's, which the modules_to_save
 // wrappers then follow. FSDP's group keeps gathering it.
-void RealRank::op_delete_adapter(int adapter) {
+void PeftModel::delete_adapter(int adapter) {
   const std::string& name = layout_->adapters[adapter].name;
   if (!present_.contains(adapter)) throw OpError(Status::ValueError, "Adapter " + name + " does not exist");
-  for (const RealLayer& ly : layers_)
-    for (int a : ly.merged)
+  for (const auto& ly : layers_)
+    for (int a : ly->merged)
       if (a == adapter)
         throw OpError(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
   present_.erase(adapter);
   peft_config_.erase(std::find(peft_config_.begin(), peft_config_.end(), adapter));
   for (const auto& ls : layout_->layers)
-    if (ls.lora_a[adapter] >= 0) params_[ls.lora_a[adapter]].registered = params_[ls.lora_b[adapter]].registered = at::Tensor();
+    if (ls.lora_a[adapter] >= 0) (*params_)[ls.lora_a[adapter]].registered = (*params_)[ls.lora_b[adapter]].registered = at::Tensor();
   bool first = true;
   AdapterSet tuner_active;
-  for (size_t l = 0; l < layout_->layers.size(); ++l) {
-    if (!layers_[l].tuner) continue;
-    if (layers_[l].active.contains(adapter)) {
-      AdapterSet next = layers_[l].active.without(AdapterSet::of(adapter));
-      if (next.empty()) {
-        const LayerSpec& ls = layout_->layers[l];
-        int best = -1;  // _all_available_adapter_names()[0]
-        for (size_t a = 0; a < layout_->adapters.size(); ++a)
-          if (ls.lora_a[a] >= 0 && registered(ls.lora_a[a]).defined() &&
-              (best < 0 || layout_->adapters[a].name < layout_->adapters[best].name))
-            best = static_cast<int>(a);
-        next = best < 0 ? AdapterSet() : AdapterSet::of(best);
-      }
-      layer_set_adapter(static_cast<int>(l), next, false);
-    }
-    if (first) tuner_active = layers_[l].active;
+  for (auto& ly : layers_) {
+    if (!ly->tuner) continue;
+    ly->delete_adapter(adapter);
+    if (first) tuner_active = ly->active;
     first = false;
   }
-  wrappers_delete_adapter(adapter, tuner_active);
+  for (auto& w : wrappers_) w->delete_adapter(adapter, tuner_active);
   active_ = tuner_active;
   // PeftModel.delete_adapter follows only a single remaining active adapter.
   if (tuner_active.count() == 1) peft_active_ = tuner_active.first();
@@ -252,7 +307,7 @@ void RealRank::op_delete_adapter(int adapter) {
 // The delta_weight op: get_delta_weight for each active adapter of the layer
 // (lora/layer.py::Linear / ParamWrapper.get_delta_weight), each reported as it
 // is computed; a raising one stops the op.
-void RealRank::op_delta_weight(int layer) {
+void PeftModel::delta_weight(int layer, OpResult* res) {
   const LayerSpec& ls = layout_->layers[layer];
   // tuners_utils.py::BaseTuner.active_adapters keeps set_adapter's list order: those first, then
   // any other active adapter in declaration order.
@@ -261,19 +316,17 @@ void RealRank::op_delta_weight(int layer) {
   for (size_t a : order) {
     // The tuner's active adapters (BaseTuner.active_adapters), which a delete can leave
     // different from this layer's own list.
-    if (!active_.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !registered(ls.lora_a[a]).defined()) continue;
+    if (!active_.contains(static_cast<int>(a)) || ls.lora_a[a] < 0 || !params_->registered(ls.lora_a[a]).defined()) continue;
     // B @ A on whatever is registered, judged by the observer against the full B @ A of every
     // rank's shards (observer.cpp): off a stale unsharded copy, or through an all-gather mixed
     // with another tensor's rows, the values are not the adapter's delta.
     DeltaValue got;
-    got.shape = {ls.out, ls.in};  // Linear's B @ A; an experts layer says its own
-    at::Tensor d = ls.experts > 0 ? experts_delta(layer, static_cast<int>(a), false, &got)
-                                  : get_delta_weight(layer, static_cast<int>(a), 0, &got.form);
+    at::Tensor d = layers_[layer]->delta_value(static_cast<int>(a), &got);
     d = d.detach().to(at::kFloat).contiguous();
     got.values.assign(d.data_ptr<float>(), d.data_ptr<float>() + d.numel());
-    res_.delta_layer = layer;
-    res_.delta_values.push_back(std::move(got));
-    res_.deltas.push_back({layout_->adapters[a].name});  // its class: the observer's
+    res->delta_layer = layer;
+    res->delta_values.push_back(std::move(got));
+    res->deltas.push_back({layout_->adapters[a].name});  // its class: the observer's
   }
 }
 
@@ -283,15 +336,15 @@ void RealRank::op_delta_weight(int layer) {
 // ones). Without adapter_save_gather a managed parameter's DTensor gives this
 // rank's local rows; with it, the full tensor (DCP full_state_dict). The file
 // is rank 0's; this rank keeps its chunk of the saved values and rank 0's rows.
-void RealRank::op_save_adapters(const Op& op) {
+void PeftModel::save_adapters(const Op& op, OpResult* res) {
   AdapterSet names = op.names.empty() ? present_ : adapters_named(op.names);
   if (op.names.empty() && layout_->profile.get(Switch::AdapterSaveSelection) == sw::kActive) names = active_ & present_;
   if (!present_.includes(names))
     throw OpError(Status::ValueError, "selected adapters are not in the model: " + names.without(present_).text(layout_->adapters));
   ++saves_;
-  reshard_all();
+  fsdp_->reshard_all();
   const bool gather = layout_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
-  const int world = layout_->world, rank = comm_->rank();
+  const int world = layout_->world, rank = pg_->rank();
   saved_adapters_ = names;
   // peft_model.py::PeftModel.save_pretrained writes selected_adapters in the order given, else list(peft_config)
   saved_file_order_.clear();
@@ -304,29 +357,29 @@ void RealRank::op_save_adapters(const Op& op) {
     for (int a : peft_config_)
       if (names.contains(a)) saved_file_order_.push_back(a);
   }
-  saved_.assign(params_.size(), SavedParam{});
+  saved_.assign(params_->size(), SavedParam{});
   // DCP's full state dict gathers in model.state_dict() order: per layer lora_A then lora_B,
   // each in injection order (torch distributed/checkpoint/state_dict.py::_get_model_state_dict).
-  std::vector<at::Tensor> full(params_.size());
+  std::vector<at::Tensor> full(params_->size());
   if (gather)
     for (int p : layout_->state_dict_order) {
       const ParamSpec& ps = layout_->params[p];
-      if (ps.adapter >= 0 && names.contains(ps.adapter) && registered(p).defined() && group_of(p) >= 0)
-        full[p] = gather_full(p, dtype_of(params_[p].leaf.place));  // DTensor.full_tensor: the parameter's own dtype
+      if (ps.adapter >= 0 && names.contains(ps.adapter) && params_->registered(p).defined() && params_->group_of(p) >= 0)
+        full[p] = dtensor_->full_tensor(p, dtype_of((*params_)[p].leaf.place));  // DTensor.full_tensor: the parameter's own dtype
     }
-  for (size_t p = 0; p < params_.size(); ++p) {
+  for (size_t p = 0; p < params_->size(); ++p) {
     const ParamSpec& ps = layout_->params[p];
     // save_and_load.py::_filter_state_dict_for_adapter_name drops the OTHER configured adapters'
     // keys only: a half-added adapter's tensors (config rolled back) go into each saved state dict.
     const bool orphan = ps.adapter >= 0 && !present_.contains(ps.adapter) && !names.empty();
-    if (ps.adapter < 0 || !(names.contains(ps.adapter) || orphan) || !registered(p).defined()) continue;
-    const at::Tensor& sv = params_[p].leaf.s;
-    const bool local = !gather && group_of(static_cast<int>(p)) >= 0 && world > 1;
+    if (ps.adapter < 0 || !(names.contains(ps.adapter) || orphan) || !params_->registered(p).defined()) continue;
+    const at::Tensor& sv = (*params_)[p].leaf.s;
+    const bool local = !gather && params_->group_of(static_cast<int>(p)) >= 0 && world > 1;
     // With the gather (DCP full_state_dict) every rank all-gathers each managed
     // tensor; the file holds the full values.
     // (local: the unpadded rows of this rank's padded chunk, FSDPParam._sharded_param_data)
     at::Tensor mine = local ? sv.detach().narrow(0, 0, ps.local_rows(rank))
-                      : (gather && group_of(static_cast<int>(p)) >= 0) ? full[p]
+                      : (gather && params_->group_of(static_cast<int>(p)) >= 0) ? full[p]
                                                   : sv.detach();
     // PEFT's get_peft_model_state_dict looks the keys up by module path: under checkpoint_wrapper
     // the path holds `_checkpoint_wrapped_module.` and the key does not, so the layer is dropped
@@ -334,22 +387,22 @@ void RealRank::op_save_adapters(const Op& op) {
     if (layout_->layers[ps.layer].checkpoint) continue;
     // ... one entry per state dict it is in (peft utils/save_and_load.py::get_peft_model_state_dict, per adapter)
     for (int c = orphan ? names.count() : 1; c > 0; --c)
-      res_.saved.push_back({ps.name, mine.size(0), ps.rows, dtype_of(params_[p].leaf.place)});
+      res->saved.push_back({ps.name, mine.size(0), ps.rows, dtype_of((*params_)[p].leaf.place)});
     saved_[p].values = sv.detach().clone();
     saved_[p].file = mine.clone();
     saved_[p].rows = local ? ps.local_rows(0) : ps.rows;
-    saved_[p].adam_step = params_[p].leaf.adam_step;
+    saved_[p].adam_step = (*params_)[p].leaf.adam_step;
   }
   // Rank 0 writes the file and the others read it: its local rows, and its full tensors
   // (which differ from theirs once per-rank data trained an unmanaged replica apart).
   std::vector<at::Tensor> file;
-  for (size_t p = 0; p < params_.size(); ++p)
+  for (size_t p = 0; p < params_->size(); ++p)
     if (saved_[p].rows >= 0) file.push_back(saved_[p].file.reshape({-1}).to(at::kFloat));
-  if (!file.empty()) comm_->write_rank0_file(at::cat(file), saves_);
+  if (!file.empty()) pg_->comm->write_rank0_file(at::cat(file), saves_);
 }
 
 // The saved file holds rank 0's local rows of p, not the full tensor.
-bool RealRank::saved_local_rows(size_t p) const {
+bool PeftModel::saved_local_rows(size_t p) const {
   return saved_[p].rows >= 0 && saved_[p].rows != layout_->params[p].rows;
 }
 
@@ -363,30 +416,30 @@ bool RealRank::saved_local_rows(size_t p) const {
 // fitting tensors were copied. reload_diff: S against what S held at save time;
 // reload_coincident: rank 0's rows taken in, or an optimizer step since the save, equal to this
 // rank's own by value.
-void RealRank::op_load_adapters() {
+void PeftModel::load_adapters(OpResult* res) {
   if (saved_adapters_.empty()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
   // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter in the file's
   // order, reads peft_config[adapter_name] first: an adapter deleted since the save raises KeyError
   // there, after the adapters before it loaded (each load_state_dict's FSDP pre-hook reshards).
   // the file's first adapter loads (and reshards)
-  if (present_.contains(saved_file_order_.front())) reshard_all();
-  const int world = layout_->world, rank = comm_->rank();
+  if (present_.contains(saved_file_order_.front())) fsdp_->reshard_all();
+  const int world = layout_->world, rank = pg_->rank();
   // Rank 0's file, in parameter order (the others send buffers of that size): its local rows,
   // and its full tensors, which differ from this rank's own once per-rank data trained a
   // replica no group reduces apart (beyond-seeds B1).
-  std::vector<at::Tensor> file0(params_.size());
+  std::vector<at::Tensor> file0(params_->size());
   int64_t file_floats = 0;
   std::vector<at::Tensor> mine;
-  for (size_t p = 0; p < params_.size(); ++p)
+  for (size_t p = 0; p < params_->size(); ++p)
     if (saved_[p].rows >= 0) {
       file_floats += saved_[p].rows * layout_->params[p].cols;
       if (rank == 0) mine.push_back(saved_[p].file.reshape({-1}).to(at::kFloat));
     }
   if (file_floats > 0) {
-    at::Tensor all = rank == 0 ? at::cat(mine) : comm_->read_rank0_file(file_floats, std::max(saves_, 1));  // a peer that never saved reads rank 0's first
+    at::Tensor all = rank == 0 ? at::cat(mine) : pg_->comm->read_rank0_file(file_floats, std::max(saves_, 1));  // a peer that never saved reads rank 0's first
     if (!all.defined()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
     int64_t at = 0;
-    for (size_t p = 0; p < params_.size(); ++p) {
+    for (size_t p = 0; p < params_->size(); ++p) {
       if (saved_[p].rows < 0) continue;
       const int64_t n = saved_[p].rows * layout_->params[p].cols;
       file0[p] = all.narrow(0, at, n);
@@ -394,7 +447,7 @@ void RealRank::op_load_adapters() {
     }
   }
   at::NoGradGuard ng;
-  std::vector<bool> foreign(params_.size(), false);  // this rank's rows of p now hold rank 0's
+  std::vector<bool> foreign(params_->size(), false);  // this rank's rows of p now hold rank 0's
   // What the load raises: thrown once reload_diff and reload_coincident are read, as the tensors
   // copied before the raise stay copied.
   std::optional<OpError> raised;
@@ -404,22 +457,22 @@ void RealRank::op_load_adapters() {
       raised.emplace(Status::KeyError, "KeyError: '" + layout_->adapters[a].name + "'");
       break;
     }
-    for (size_t p = 0; p < params_.size(); ++p) {
+    for (size_t p = 0; p < params_->size(); ++p) {
       const ParamSpec& ps = layout_->params[p];
       // a half-added adapter's tensors were saved in every adapter's state dict;
       // set_peft_model_state_dict maps them back to its own: the first adapter loaded brings them
       const bool half_added = ps.adapter >= 0 && !saved_adapters_.contains(ps.adapter) && i == 0;
-      if ((ps.adapter != a && !half_added) || saved_[p].rows < 0 || !registered(p).defined()) continue;
+      if ((ps.adapter != a && !half_added) || saved_[p].rows < 0 || !params_->registered(p).defined()) continue;
       at::Tensor v;
       if (!saved_local_rows(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
         // an unmanaged replica takes rank 0's copy; a managed full tensor is the same on every rank
-        v = group_of(static_cast<int>(p)) < 0 ? file0[p] : saved_[p].file;
-        foreign[p] = rank != 0 && group_of(static_cast<int>(p)) < 0;
-        if (group_of(static_cast<int>(p)) >= 0 && world > 1) {
+        v = params_->group_of(static_cast<int>(p)) < 0 ? file0[p] : saved_[p].file;
+        foreign[p] = rank != 0 && params_->group_of(static_cast<int>(p)) < 0;
+        if (params_->group_of(static_cast<int>(p)) >= 0 && world > 1) {
           at::Tensor flat = v.contiguous().reshape({-1});
-          v = chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);
+          v = dtensor_->chunk_of(std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel()), ps);
         }
-      } else if (group_of(static_cast<int>(p)) >= 0 && saved_[p].rows == ps.local_rows(rank)) {
+      } else if (params_->group_of(static_cast<int>(p)) >= 0 && saved_[p].rows == ps.local_rows(rank)) {
         // DTensor.from_local of rank 0's rows, padded as S is (a plain tensor re-added since takes no shard)
         v = at::zeros({ps.chunk_rows * ps.cols});
         v.narrow(0, 0, file0[p].numel()).copy_(file0[p]);
@@ -431,14 +484,14 @@ void RealRank::op_load_adapters() {
           raised.emplace(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
         continue;
       }
-      params_[p].leaf.s.variable_data().copy_(v.reshape(params_[p].leaf.s.sizes()));
+      (*params_)[p].leaf.s.variable_data().copy_(v.reshape((*params_)[p].leaf.s.sizes()));
     }
   }
-  for (size_t p = 0; p < params_.size(); ++p) {
-    if (saved_[p].rows < 0 || !registered(p).defined()) continue;
-    if (!at::equal(params_[p].leaf.s.detach(), saved_[p].values)) res_.reload_diff.push_back(layout_->params[p].name);
+  for (size_t p = 0; p < params_->size(); ++p) {
+    if (saved_[p].rows < 0 || !params_->registered(p).defined()) continue;
+    if (!at::equal((*params_)[p].leaf.s.detach(), saved_[p].values)) res->reload_diff.push_back(layout_->params[p].name);
     // rank 0's rows, or an AdamW step since the save (bf16 can round an lr-sized update away), equal by value
-    else if (foreign[p] || params_[p].leaf.adam_step != saved_[p].adam_step) res_.reload_coincident.push_back(layout_->params[p].name);
+    else if (foreign[p] || (*params_)[p].leaf.adam_step != saved_[p].adam_step) res->reload_coincident.push_back(layout_->params[p].name);
   }
   if (raised) throw *raised;
 }

@@ -1,56 +1,66 @@
 // AdamW over the S objects captured at prepare, and DCP-style optimizer
 // checkpoints that find those objects by identity among the registered ones.
+#include "real_backend/optimizer.hpp"
+
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_set>
 
-#include "real_backend/real_rank.hpp"
+#include "real_backend/op_raised.hpp"
 
 namespace fsdpsim::real {
 namespace {
 constexpr double kLr = 1e-2, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kWeightDecay = 1e-2;  // torch.optim.AdamW defaults, lr 1e-2
 }
 
+void Optimizer::reset() {
+  held_.clear();
+  objects_.clear();
+  has_ckpt_ = false;
+  ckpt_.clear();
+}
+
 // accelerate's fsdp2_switch_optimizer_parameters: the optimizer holds the S
 // objects registered right after prepare, in model.parameters() order.
-void RealRank::prepare_optimizer() {
-  optimizer_.clear();
-  optimizer_objects_.clear();
+void Optimizer::prepare() {
+  held_.clear();
+  objects_.clear();
   for (int p : layout_->state_dict_order) {  // model.parameters(): lora_A/lora_B in injection order
-    if (!registered(p).defined()) continue;
-    bool take = layout_->optimizer == OptimizerParams::Trainable ? params_[p].leaf.s.requires_grad()
+    if (!(*params_)[p].present()) continue;
+    bool take = layout_->optimizer == OptimizerParams::Trainable ? (*params_)[p].leaf.s.requires_grad()
                                                                    : layout_->params[p].adapter >= 0;
     if (!take) continue;
-    optimizer_.push_back(static_cast<int>(p));
-    optimizer_objects_.push_back(params_[p].leaf.s);  // held, as torch's optimizer holds its Parameters
+    held_.push_back(static_cast<int>(p));
+    objects_.push_back((*params_)[p].leaf.s);  // held, as torch's optimizer holds its Parameters
   }
 }
 
 // A fresh torch.optim.AdamW built as prepare builds it: it holds the objects registered now
 // (an adapter added after fully_shard among them) and no state yet.
-void RealRank::new_optimizer() {
-  if (!prepared_) return;
+void Optimizer::renew() {
+  if (!fsdp_->prepared) return;
   for (bool ghost : {false, true})
-    for (auto& slot : params_) {
-      RealParam& rp = ghost ? slot.ghost : slot.leaf;
+    for (FsdpParam& slot : *params_) {
+      ParamTensors& rp = ghost ? slot.ghost : slot.leaf;
       rp.adam_m = at::Tensor();
       rp.adam_v = at::Tensor();
       rp.adam_step = 0;
       rp.adam_created = 0;
     }
-  prepare_optimizer();
+  prepare();
 }
 
 // torch/optim/adamw.py, in place on each held object that has a grad. An
 // object the module no longer registers (its adapter deleted and added again)
 // is outside every graph: no grad, no update.
-void RealRank::op_step() {
+void Optimizer::step() {
   at::NoGradGuard ng;
-  for (size_t i = 0; i < optimizer_.size(); ++i) {
-    const int p = optimizer_[i];
-    RealParam& rp = fsdp_param(p);  // torch/optim/adamw.py::AdamW.step: a ghost shard it holds is stepped too
-    if (!optimizer_objects_[i].is_same(rp.s)) continue;
+  for (size_t i = 0; i < held_.size(); ++i) {
+    const int p = held_[i];
+    ParamTensors& rp = (*params_)[p].fsdp_objects();  // torch/optim/adamw.py::AdamW.step: a ghost shard it holds is stepped too
+    if (!objects_[i].is_same(rp.s)) continue;
     const at::Tensor& g = rp.s.grad();
     if (!g.defined()) continue;
     if (!rp.adam_m.defined()) {
@@ -73,46 +83,46 @@ void RealRank::op_step() {
 // (set_to_none) over the optimizer's objects, then torch/nn/modules/module.py::Module.zero_grad
 // over the registered ones (U while its group is unsharded). A shard no optimizer holds keeps
 // its grad while its group is unsharded; an unsynced grad on a resharded U stays as well.
-void RealRank::op_zero_grad() {
-  for (at::Tensor& t : optimizer_objects_)
+void Optimizer::zero_grad() {
+  for (at::Tensor& t : objects_)
     if (t.grad().defined()) t.mutable_grad().reset();
-  for (auto& slot : params_)
+  for (FsdpParam& slot : *params_)
     if (slot.registered.defined() && slot.registered.grad().defined()) slot.registered.mutable_grad().reset();
 }
 
 // Optimizer objects not among model.named_parameters() now, compared by identity.
-int RealRank::optimizer_missing(int* first, std::vector<std::string>* names) const {
+int Optimizer::missing(int* first, std::vector<std::string>* names) const {
   std::unordered_set<const at::TensorImpl*> live;
-  for (const auto& slot : params_)
-    if (slot.registered.defined()) live.insert(slot.registered.unsafeGetTensorImpl());
+  for (int p = 0; p < static_cast<int>(params_->size()); ++p)
+    if ((*params_)[p].present()) live.insert((*params_)[p].registered.unsafeGetTensorImpl());
   int missing = 0;
   *first = -1;
-  for (size_t i = 0; i < optimizer_objects_.size(); ++i) {
-    if (live.count(optimizer_objects_[i].unsafeGetTensorImpl())) continue;
+  for (size_t i = 0; i < objects_.size(); ++i) {
+    if (live.count(objects_[i].unsafeGetTensorImpl())) continue;
     if (*first < 0) *first = static_cast<int>(i);
     ++missing;
-    if (names) names->push_back(layout_->params[optimizer_[i]].name);
+    if (names) names->push_back(layout_->params[held_[i]].name);
   }
   return missing;
 }
 
-RealParam* RealRank::opt_state_of(size_t i) {
-  RealParam& rp = fsdp_param(optimizer_[i]);
-  return optimizer_objects_[i].is_same(rp.s) ? &rp : nullptr;
+ParamTensors* Optimizer::state_of(size_t i) {
+  ParamTensors& rp = (*params_)[held_[i]].fsdp_objects();
+  return objects_[i].is_same(rp.s) ? &rp : nullptr;
 }
 
 // torch/distributed/checkpoint/state_dict.py::_init_optim_state (save and load
 // start with it): no state and no grad anywhere -> one AdamW step with zero grads
 // and lr 0 on every held object that requires grad (state m = v = 0, step 1;
 // the values stay), then zero_grad(set_to_none=True).
-void RealRank::init_optim_state() {
-  for (size_t i = 0; i < optimizer_.size(); ++i) {
-    RealParam* rp = opt_state_of(i);
-    if ((rp && rp->adam_m.defined()) || optimizer_objects_[i].grad().defined()) return;
+void Optimizer::init_state() {
+  for (size_t i = 0; i < held_.size(); ++i) {
+    ParamTensors* rp = state_of(i);
+    if ((rp && rp->adam_m.defined()) || objects_[i].grad().defined()) return;
   }
-  for (size_t i = 0; i < optimizer_.size(); ++i) {
-    RealParam* rp = opt_state_of(i);
-    if (!rp || !optimizer_objects_[i].requires_grad()) continue;
+  for (size_t i = 0; i < held_.size(); ++i) {
+    ParamTensors* rp = state_of(i);
+    if (!rp || !objects_[i].requires_grad()) continue;
     rp->adam_m = at::zeros_like(rp->s);
     rp->adam_v = at::zeros_like(rp->s);
     rp->adam_step = 1;
@@ -123,33 +133,33 @@ void RealRank::init_optim_state() {
 // torch/distributed/checkpoint/state_dict.py::_get_optim_state_dict: the
 // object -> FQN lookup, over the state's keys in creation order and then over
 // the param groups, raises a bare KeyError with the optimizer index.
-void RealRank::op_save_optimizer() {
-  if (layout_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
-  init_optim_state();
+void Optimizer::save(int64_t* index) {
+  if (layout_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) fsdp_->module_reshard_all();
+  init_state();
   int first = -1;
   std::vector<std::string> missing;
-  if (optimizer_missing(&first, &missing) > 0) {
+  if (this->missing(&first, &missing) > 0) {
     int64_t oldest = 0;
-    for (size_t i = 0; i < optimizer_.size(); ++i) {
-      RealParam* rp = opt_state_of(i);
-      const bool gone = std::find(missing.begin(), missing.end(), layout_->params[optimizer_[i]].name) != missing.end();
+    for (size_t i = 0; i < held_.size(); ++i) {
+      ParamTensors* rp = state_of(i);
+      const bool gone = std::find(missing.begin(), missing.end(), layout_->params[held_[i]].name) != missing.end();
       if (gone && rp && rp->adam_m.defined() && (oldest == 0 || rp->adam_created < oldest)) {
         oldest = rp->adam_created;
         first = static_cast<int>(i);
       }
     }
-    res_.index = first;
+    *index = first;
     throw OpError(Status::KeyError, "KeyError: " + std::to_string(first));
   }
-  opt_ckpt_.clear();
-  for (size_t i = 0; i < optimizer_.size(); ++i) {
-    const RealParam* rp = opt_state_of(i);
+  ckpt_.clear();
+  for (size_t i = 0; i < held_.size(); ++i) {
+    const ParamTensors* rp = state_of(i);
     std::vector<at::Tensor> st;
     if (rp && rp->adam_m.defined())
       st = {rp->adam_m.clone(), rp->adam_v.clone(), at::scalar_tensor(static_cast<double>(rp->adam_step))};
-    opt_ckpt_.push_back({layout_->params[optimizer_[i]].name, st});
+    ckpt_.push_back({layout_->params[held_[i]].name, st});
   }
-  has_opt_ckpt_ = true;
+  has_ckpt_ = true;
 }
 
 // state_dict.py::_split_optim_state_dict: per object in param-group order the
@@ -157,40 +167,40 @@ void RealRank::op_save_optimizer() {
 // requires grad with no saved state raises; a checkpoint with no state at all
 // is taken as is. Optimizer.load_state_dict keeps the saved state of the
 // objects that require grad and drops every other.
-void RealRank::op_load_optimizer() {
-  if (!has_opt_ckpt_) throw OpError(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
-  if (layout_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) module_reshard_all();
-  init_optim_state();
+void Optimizer::load(int64_t* index) {
+  if (!has_ckpt_) throw OpError(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
+  if (layout_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) fsdp_->module_reshard_all();
+  init_state();
   bool any_saved = false;
-  for (const auto& c : opt_ckpt_) any_saved = any_saved || !c.second.empty();
+  for (const auto& c : ckpt_) any_saved = any_saved || !c.second.empty();
   std::vector<std::string> missing;
   int first = -1;
-  optimizer_missing(&first, &missing);
-  for (size_t i = 0; i < optimizer_.size() && any_saved; ++i) {
-    const std::string& name = layout_->params[optimizer_[i]].name;
+  this->missing(&first, &missing);
+  for (size_t i = 0; i < held_.size() && any_saved; ++i) {
+    const std::string& name = layout_->params[held_[i]].name;
     if (std::find(missing.begin(), missing.end(), name) != missing.end()) {
-      res_.index = static_cast<int64_t>(i);
+      *index = static_cast<int64_t>(i);
       throw OpError(Status::KeyError, "KeyError: <sharded parameter " + name + ">");
     }
-    if (optimizer_objects_[i].requires_grad() && (i >= opt_ckpt_.size() || opt_ckpt_[i].second.empty())) {
+    if (objects_[i].requires_grad() && (i >= ckpt_.size() || ckpt_[i].second.empty())) {
       // DCP's FQN: a LoRA parameter is its lora_A/lora_B Linear's weight; a modules_to_save copy's name ends in .weight/.bias.
-      const Role role = layout_->params[optimizer_[i]].role;
+      const Role role = layout_->params[held_[i]].role;
       const bool lora = role == Role::LoraA || role == Role::LoraB;
       throw OpError(Status::Exception, "RuntimeError: Missing optimizer state for parameter 'base_model.model." + name +
                                            (lora ? ".weight" : "") + "' in checkpoint. The parameter requires gradients but has no saved "
                                            "optimizer state. To load anyway, use StateDictOptions(strict=False).");
     }
   }
-  for (size_t i = 0; i < optimizer_.size(); ++i) {
-    RealParam* rp = opt_state_of(i);
+  for (size_t i = 0; i < held_.size(); ++i) {
+    ParamTensors* rp = state_of(i);
     if (!rp) continue;
-    const bool keep = any_saved && i < opt_ckpt_.size() && !opt_ckpt_[i].second.empty() && optimizer_objects_[i].requires_grad();
+    const bool keep = any_saved && i < ckpt_.size() && !ckpt_[i].second.empty() && objects_[i].requires_grad();
     if (!keep) {
       rp->adam_m = rp->adam_v = at::Tensor();
       rp->adam_step = 0;
       continue;
     }
-    const auto& st = opt_ckpt_[i].second;
+    const auto& st = ckpt_[i].second;
     rp->adam_m = st[0].clone();
     rp->adam_v = st[1].clone();
     rp->adam_step = static_cast<int64_t>(st[2].item<double>());
