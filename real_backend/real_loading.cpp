@@ -113,6 +113,13 @@ void RealRank::create_adapter_in(int l, int adapter, bool load, bool autocast) {
 void RealRank::op_prepare() {
   at::NoGradGuard ng;
   const size_t n = params_.size();
+  // What accelerate's _prepare_fsdp2 keys its map by: each registered tensor's data_ptr() before prepare.
+  std::vector<int64_t> data_ptr_before(n, -1);
+  for (int p : layout_->state_dict_order)
+    if (registered(p).defined())
+      data_ptr_before[p] = registered(p).is_meta() ? 0 : reinterpret_cast<int64_t>(registered(p).data_ptr());
+  prepare_optimizer();  // built before prepare, as a Trainer builds it
+  const std::vector<int> held_before = optimizer_;
   if (layout_->loading == Loading::RamEfficient) {
     for (int p : layout_->state_dict_order) {
       if (!registered(p).defined()) continue;
@@ -140,6 +147,7 @@ void RealRank::op_prepare() {
   }
   prepared_ = true;
   prepare_optimizer();
+  map_by_data_ptr(held_before, data_ptr_before);
 }
 
 // The unsharded copies alive now: every UNSHARDED group's all-gather output,

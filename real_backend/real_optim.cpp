@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "real_backend/real_rank.hpp"
@@ -24,6 +25,24 @@ void RealRank::prepare_optimizer() {
     if (!take) continue;
     optimizer_.push_back(static_cast<int>(p));
     optimizer_objects_.push_back(params_[p].leaf.s);  // held, as torch's optimizer holds its Parameters
+  }
+}
+
+// accelerate/accelerator.py::Accelerator._prepare_fsdp2: the optimizer built before prepare is
+// switched by a map from each parameter's data_ptr() before prepare (named_parameters() order,
+// a later name overwriting an equal key) to the object registered after it. A meta tensor's
+// data_ptr() is 0, so on a ram-efficient rank > 0 every meta entry gets the last meta
+// parameter's object; torch's AdamW steps that object once per entry.
+void RealRank::map_by_data_ptr(const std::vector<int>& held_before, const std::vector<int64_t>& data_ptr_before) {
+  std::unordered_map<int64_t, int> by_ptr;
+  for (int p : layout_->state_dict_order)
+    if (data_ptr_before[p] >= 0) by_ptr[data_ptr_before[p]] = p;
+  optimizer_.clear();
+  optimizer_objects_.clear();
+  for (int p : held_before) {
+    const int now = by_ptr.at(data_ptr_before[p]);
+    optimizer_.push_back(now);
+    optimizer_objects_.push_back(params_[now].leaf.s);
   }
 }
 
@@ -138,6 +157,9 @@ void RealRank::op_save_optimizer() {
         first = static_cast<int>(i);
       }
     }
+    // torch/optim/optimizer.py::Optimizer.state_dict numbers an object held twice by its last position.
+    for (size_t i = 0; first >= 0 && i < optimizer_.size(); ++i)
+      if (optimizer_objects_[i].is_same(optimizer_objects_[first])) first = static_cast<int>(i);
     res_.index = first;
     throw OpError(Status::KeyError, "KeyError: " + std::to_string(first));
   }

@@ -198,6 +198,7 @@ class RealRank {
   std::vector<OwnerBytes> sharded_bytes() const;
   // --- optimizer and checkpoints (real_optim.cpp) ---
   void prepare_optimizer();
+  void map_by_data_ptr(const std::vector<int>& held_before, const std::vector<int64_t>& data_ptr_before);
   void new_optimizer();
   void op_step();
   void op_zero_grad();
