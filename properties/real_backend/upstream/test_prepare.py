@@ -199,9 +199,10 @@ class PrepareTest(unittest.TestCase):
         self.assertFalse(rank1["opt_distinct"])
 
     def test_accelerate_on_meta_ranks_mixes_the_optimizer_up(self):
-        """The measured reason `loading ram_efficient` stays direct: every meta parameter's
-        data_ptr() is 0, so _prepare_fsdp2's map gives rank 1's optimizer one parameter four
-        times (red the day accelerate maps them apart: then that path can go through it)."""
+        """What `loading ram_efficient` gets from accelerate, which the model and the C++ backend
+        mirror: every meta parameter's data_ptr() is 0, so _prepare_fsdp2's map gives rank 1's
+        optimizer one parameter four times (red the day accelerate maps them apart: then the
+        mirrors go)."""
         rank0, rank1 = run("", target=rank_meta_probe)
         self.assertEqual((rank0["held"], rank0["distinct"]), (4, 4))
         self.assertEqual((rank1["held"], rank1["distinct"]), (4, 1))
