@@ -157,8 +157,9 @@ void RealRank::op_save_optimizer() {
         first = static_cast<int>(i);
       }
     }
-    // torch/optim/optimizer.py::Optimizer.state_dict numbers an object held twice by its last position.
-    for (size_t i = 0; first >= 0 && i < optimizer_.size(); ++i)
+    // torch/optim/optimizer.py::Optimizer.state_dict numbers an object held twice by its last
+    // position: the state's key (with no state the first missing position, measured upstream).
+    for (size_t i = 0; oldest != 0 && i < optimizer_.size(); ++i)
       if (optimizer_objects_[i].is_same(optimizer_objects_[first])) first = static_cast<int>(i);
     res_.index = first;
     throw OpError(Status::KeyError, "KeyError: " + std::to_string(first));

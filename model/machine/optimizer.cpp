@@ -139,11 +139,11 @@ Raise RankModel::op_save_optimizer() {
   if (res_.opt_missing > 0) {
     for (int i : st_.optimizer.state)
       if (!is_registered_s(st_.optimizer.objects[i])) {
-        first = i;
+        first = st_.optimizer.last_position_of(i);  // the state's key (Optimizer.state_dict's index)
         break;
       }
-    res_.index = st_.optimizer.last_position_of(first);  // the state's key, or else the param group's
-    return raise(Status::KeyError, fmt::format("KeyError: {}", res_.index));
+    res_.index = first;
+    return raise(Status::KeyError, fmt::format("KeyError: {}", first));
   }
   st_.optimizer.checkpoint();
   return {};
