@@ -113,6 +113,13 @@ void Accelerator::place_new_adapter_in(int l, int adapter, bool load, bool autoc
 void Accelerator::prepare() {
   at::NoGradGuard ng;
   const size_t n = params_->size();
+  // What accelerate's _prepare_fsdp2 keys its map by: each registered tensor's data_ptr() before prepare.
+  std::vector<int64_t> data_ptr_before(n, -1);
+  for (int p : layout_->state_dict_order)
+    if (params_->registered(p).defined())
+      data_ptr_before[p] = params_->registered(p).is_meta() ? 0 : reinterpret_cast<int64_t>(params_->registered(p).data_ptr());
+  optimizer_->prepare();  // built before prepare, as a Trainer builds it
+  const std::vector<int> held_before = optimizer_->held();
   if (layout_->loading == Loading::RamEfficient) {
     for (int p : layout_->state_dict_order) {
       if (!params_->registered(p).defined()) continue;
@@ -140,6 +147,7 @@ void Accelerator::prepare() {
   }
   fsdp_->prepared = true;
   optimizer_->prepare();
+  optimizer_->map_by_data_ptr(held_before, data_ptr_before);
 }
 
 // The shards this rank holds: each present parameter's S (this rank's padded

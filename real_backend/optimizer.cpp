@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "real_backend/op_raised.hpp"
@@ -34,6 +35,24 @@ void Optimizer::prepare() {
     if (!take) continue;
     held_.push_back(static_cast<int>(p));
     objects_.push_back((*params_)[p].leaf.s);  // held, as torch's optimizer holds its Parameters
+  }
+}
+
+// accelerate/accelerator.py::Accelerator._prepare_fsdp2: the optimizer built before prepare is
+// switched by a map from each parameter's data_ptr() before prepare (named_parameters() order,
+// a later name overwriting an equal key) to the object registered after it. A meta tensor's
+// data_ptr() is 0, so on a ram-efficient rank > 0 every meta entry gets the last meta
+// parameter's object; torch's AdamW steps that object once per entry.
+void Optimizer::map_by_data_ptr(const std::vector<int>& held_before, const std::vector<int64_t>& data_ptr_before) {
+  std::unordered_map<int64_t, int> by_ptr;
+  for (int p : layout_->state_dict_order)
+    if (data_ptr_before[p] >= 0) by_ptr[data_ptr_before[p]] = p;
+  held_.clear();
+  objects_.clear();
+  for (int p : held_before) {
+    const int now = by_ptr.at(data_ptr_before[p]);
+    held_.push_back(now);
+    objects_.push_back((*params_)[now].leaf.s);
   }
 }
 
@@ -148,6 +167,10 @@ void Optimizer::save(int64_t* index) {
         first = static_cast<int>(i);
       }
     }
+    // torch/optim/optimizer.py::Optimizer.state_dict numbers an object held twice by its last
+    // position: the state's key (with no state the first missing position, measured upstream).
+    for (size_t i = 0; oldest != 0 && i < held_.size(); ++i)
+      if (objects_[i].is_same(objects_[first])) first = static_cast<int>(i);
     *index = first;
     throw OpError(Status::KeyError, "KeyError: " + std::to_string(first));
   }

@@ -21,6 +21,10 @@ class Optimizer {
   void reset();
   // accelerate's fsdp2_switch_optimizer_parameters: the S objects registered now.
   void prepare();
+  // _prepare_fsdp2's switch of an optimizer built before prepare: each entry held then is mapped by
+  // its tensor's data_ptr() then (meta: 0) to the object registered under that key now.
+  void map_by_data_ptr(const std::vector<int>& held_before, const std::vector<int64_t>& data_ptr_before);
+  const std::vector<int>& held() const { return held_; }
   // A fresh torch.optim.AdamW built as prepare builds it (after prepare only).
   void renew();
   void step();

@@ -76,9 +76,13 @@ void RankModel::op_prepare() {
       log_.pack(p);
     }
   }
+  std::vector<int> meta;  // the registered parameters on meta now, in named_parameters() order
+  for (int p : topo_->state_dict_order)
+    if (st_.params[p].present && st_.params[p].device == Device::Meta) meta.push_back(p);
   for (auto& ps : st_.params) ps.device = Device::Cpu;
   st_.prepared = true;
   prepare_optimizer();
+  map_meta_entries_to_last_meta(meta);
 }
 
 Collective RankModel::collective_of(const CollRecord& c) const {

@@ -29,6 +29,17 @@ void RankModel::prepare_optimizer() {
   }
 }
 
+// accelerate/accelerator.py::Accelerator._prepare_fsdp2 keys its old -> new map by each
+// parameter's data_ptr(), and every meta tensor's is 0 (a ram-efficient rank > 0): the one key
+// 0 is written last for the last meta parameter in named_parameters() order (a frozen base
+// weight too), and fsdp2_switch_optimizer_parameters hands every meta entry that object.
+// torch's AdamW then steps it once per entry (state keyed by the object).
+void RankModel::map_meta_entries_to_last_meta(const std::vector<int>& meta) {
+  if (meta.empty()) return;
+  for (int& p : st_.optimizer.objects)
+    if (std::find(meta.begin(), meta.end(), p) != meta.end()) p = meta.back();
+}
+
 // An optimizer object is found by identity among model.named_parameters() only
 // while its S is the registered object; an adapter added again after a delete
 // brings new Parameter objects the optimizer never saw.
@@ -113,7 +124,7 @@ void Optimizer::init_state(const std::vector<FsdpParam>& params) {
   for (size_t i = 0; i < objects.size(); ++i)
     if (object_has_grad(static_cast<int>(i), params)) return;
   for (size_t i = 0; i < objects.size(); ++i)
-    if (params[objects[i]].rg_s) state.push_back(static_cast<int>(i));
+    if (params[objects[i]].rg_s) create_state(static_cast<int>(i));
 }
 
 // torch/distributed/checkpoint/state_dict.py::_get_optim_state_dict: maps each
@@ -128,7 +139,7 @@ Raise RankModel::op_save_optimizer() {
   if (res_.opt_missing > 0) {
     for (int i : st_.optimizer.state)
       if (!is_registered_s(st_.optimizer.objects[i])) {
-        first = i;
+        first = st_.optimizer.last_position_of(i);  // the state's key (Optimizer.state_dict's index)
         break;
       }
     res_.index = first;
@@ -166,7 +177,7 @@ Raise RankModel::op_load_optimizer() {
   }
   opt.state.clear();
   for (size_t i = 0; i < opt.objects.size(); ++i)
-    if (st_.params[opt.objects[i]].rg_s && opt.saved(opt.objects[i])) opt.state.push_back(static_cast<int>(i));
+    if (st_.params[opt.objects[i]].rg_s && opt.saved(opt.objects[i])) opt.create_state(static_cast<int>(i));
   return {};
 }
 

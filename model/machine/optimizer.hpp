@@ -19,7 +19,19 @@ struct Optimizer {
   bool has_ckpt = false;
   std::vector<int> saved_state;  // param indices whose FQN had optimizer state in the last checkpoint
 
-  bool has_state(int i) const { return std::find(state.begin(), state.end(), i) != state.end(); }
+  // Optimizer.state is keyed by the object: an object held at two positions (a ram-efficient
+  // rank's optimizer, RankModel::map_meta_entries_to_last_meta) has one state, at its first.
+  bool has_state(int i) const {
+    return std::any_of(state.begin(), state.end(), [&](int j) { return objects[j] == objects[i]; });
+  }
+  // torch/optim/optimizer.py::Optimizer.state_dict numbers an object held twice by its last
+  // position (a later entry overwrites the id -> index map): the index a DCP KeyError names.
+  int last_position_of(int i) const {
+    int last = i;
+    for (size_t j = 0; j < objects.size(); ++j)
+      if (objects[j] == objects[i]) last = static_cast<int>(j);
+    return last;
+  }
   // torch/optim/adamw.py::AdamW._init_group: state is created once per object.
   void create_state(int i) {
     if (!has_state(i)) state.push_back(i);

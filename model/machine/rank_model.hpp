@@ -165,6 +165,7 @@ class RankModel {
   void op_zero_grad();
   // --- optimizer and checkpoints (optimizer.cpp) ---
   void prepare_optimizer();
+  void map_meta_entries_to_last_meta(const std::vector<int>& meta);
   Raise op_save_optimizer();
   Raise op_load_optimizer();
 

@@ -69,6 +69,7 @@ def rank_main(rank, world, text, out):
         res["model_is_returned"] = sess.pm is seen[0][0]
         res["opt_is_returned"] = sess.opt is seen[0][1]
     res["accelerated_optimizer"] = isinstance(sess.opt, AcceleratedOptimizer)
+    res["opt_names"] = sess.opt_names
     registered = {id(p) for p in sess.pm.parameters()}
     res["opt_registered"] = all(id(p) in registered for p in sess.opt.param_groups[0]["params"])
     res["opt_distinct"] = len({id(p) for p in sess.opt.param_groups[0]["params"]}) == len(sess.opt_names)
@@ -181,17 +182,27 @@ class PrepareTest(unittest.TestCase):
             self.assertTrue(res["opt_distinct"])
             self.assertTrue(res["lin0_reshards"])  # =none below the root: torch's True
 
-    def test_ram_efficient_loading_stays_direct(self):
-        for res in run(SCEN.format(raf="true", extra="loading ram_efficient\n")):
-            self.assertEqual(res["prepared_by"], "ram_efficient")
-            self.assertEqual(res["calls"], 0)
-            self.assertFalse(res["accelerated_optimizer"])
+    def test_ram_efficient_loading_goes_through_accelerate(self):
+        """Meta ranks > 0 go through accelerate as a QLoRA user's do: rank 1's optimizer holds the
+        last meta parameter once per entry (accelerator.py::Accelerator._prepare_fsdp2's data_ptr
+        map), and the session names what it holds (red when the names were the entries' own)."""
+        rank0, rank1 = run(SCEN.format(raf="true", extra="loading ram_efficient\n"))
+        for res in (rank0, rank1):
+            self.assertEqual(res["prepared_by"], "accelerate")
+            self.assertEqual(res["calls"], 1)
+            self.assertTrue(res["accelerated_optimizer"])
             self.assertTrue(res["opt_registered"])
+        self.assertEqual(rank0["opt_names"], ["lin0.lora_A.default", "lin0.lora_B.default",
+                                              "lin1.lora_A.default", "lin1.lora_B.default"])
+        self.assertTrue(rank0["opt_distinct"])
+        self.assertEqual(rank1["opt_names"], ["lin1.lora_B.default"] * 4)
+        self.assertFalse(rank1["opt_distinct"])
 
     def test_accelerate_on_meta_ranks_mixes_the_optimizer_up(self):
-        """The measured reason `loading ram_efficient` stays direct: every meta parameter's
-        data_ptr() is 0, so _prepare_fsdp2's map gives rank 1's optimizer one parameter four
-        times (red the day accelerate maps them apart: then that path can go through it)."""
+        """What `loading ram_efficient` gets from accelerate, which the model and the C++ backend
+        mirror: every meta parameter's data_ptr() is 0, so _prepare_fsdp2's map gives rank 1's
+        optimizer one parameter four times (red the day accelerate maps them apart: then the
+        mirrors go)."""
         rank0, rank1 = run("", target=rank_meta_probe)
         self.assertEqual((rank0["held"], rank0["distinct"]), (4, 4))
         self.assertEqual((rank1["held"], rank1["distinct"]), (4, 1))

@@ -18,10 +18,6 @@ RAF = {"true": True, "false": False, "none": None}
 REASONS = {
     "prepare_twice": "prepare after prepare: accelerate's fsdp2_prepare_model leaves an FSDPModule as it is",
     "root_not_last": "accelerate shards the root, always last (fsdp2_prepare_model)",
-    # ranks > 0 hold meta (transformers 4.x's quantized load; a non-quantized one gets CPU
-    # placeholders, which accelerate maps exactly): docs/design/upstream-backend.md
-    "ram_efficient": ("loading ram_efficient: on ranks > 0 every meta parameter's data_ptr() is 0, and "
-                      "_prepare_fsdp2's data_ptr mapping hands the optimizer one parameter for all of them"),
     "nothing_trainable": ("nothing for the optimizer: under FSDP2 Accelerator.prepare raises 'When using FSDP2, "
                           "a model and optimizer must be passed together'"),
     "grouped": ("a grouped fully_shard([a, b]): accelerate's auto-wrap gives every module it picks a "
@@ -39,8 +35,6 @@ def blocker(sess, held):
         return "prepare_twice"
     if not s.shards or not s.shards[-1].is_root or any(d.is_root for d in s.shards[:-1]):
         return "root_not_last"
-    if s.loading == "ram_efficient":
-        return "ram_efficient"
     if not held:
         return "nothing_trainable"
     if any(len(d.modules) > 1 for d in s.shards if not d.is_root):
@@ -109,7 +103,7 @@ def shard_one(sess, d):
         fully_shard(mods if len(mods) > 1 else mods[0], mesh=sess.mesh, reshard_after_forward=RAF[d.raf])
 
 
-def accelerator(units=(), child_raf=True):
+def accelerator(units=(), child_raf=True, ram_efficient=False):
     """An Accelerator with an FSDP2 plugin whose auto-wrap picks the classes `units` by name
     (auto_wrap_policy="transformer_based_wrap", transformer_cls_names_to_wrap), each sharded
     with reshard_after_forward=child_raf. accelerate 1.15 selects FSDP only for an accelerator
@@ -123,7 +117,7 @@ def accelerator(units=(), child_raf=True):
     from accelerate import Accelerator
     from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
     wrap = {"auto_wrap_policy": "transformer_based_wrap", "transformer_cls_names_to_wrap": list(units)} if units else {}
-    plugin = FullyShardedDataParallelPlugin(fsdp_version=2, cpu_ram_efficient_loading=False,
+    plugin = FullyShardedDataParallelPlugin(fsdp_version=2, cpu_ram_efficient_loading=ram_efficient,
                                             reshard_after_forward=child_raf, **wrap)
     threads = torch.get_num_threads()
     acc = Accelerator(cpu=True, fsdp_plugin=plugin)
@@ -147,10 +141,15 @@ def through_accelerate(sess):
     units, raf, marked = mark_units(sess)
     held = optimizer_params(sess)  # every parameter is unsharded here: data_ptr() tells them apart
     child_raf = next((v is not False for v in raf.values()), True)  # None: True below the root
+    ram = sess.scen.loading == "ram_efficient"
+    if ram:  # fsdp2_prepare_model broadcasts every state-dict entry (fsdp2_load_full_state_dict)
+        REC.broadcast_keys = [observe.model_name(k) for k in sess.pm.state_dict()]
+        REC.broadcast_index = 0
     try:
-        model, opt = accelerator(units, child_raf).prepare(sess.pm, adamw(held))
+        model, opt = accelerator(units, child_raf, ram).prepare(sess.pm, adamw(held))
     finally:
         unmark_units(marked)
+        REC.broadcast_keys = None
     for name, value in raf.items():
         if (value is not False) != child_raf:
             sess.module_of(name).set_reshard_after_forward(value is not False, recurse=False)
@@ -158,7 +157,16 @@ def through_accelerate(sess):
     value = sess.root_raf(RAF[root.raf])
     if value is not None:
         model.set_reshard_after_forward(value, recurse=False)
-    sess.pm, sess.opt, sess.opt_names = model, opt, [n for n, _ in held]
+    sess.pm, sess.opt, sess.opt_names = model, opt, held_names(model, opt, held)
+
+
+def held_names(model, opt, held):
+    """The name of each object the prepared optimizer holds. Under ram-efficient loading the
+    ranks > 0 hold meta parameters, all with data_ptr() 0, and accelerate's _prepare_fsdp2 maps
+    by data_ptr (accelerator.py::Accelerator._prepare_fsdp2): every meta entry there becomes the
+    last meta parameter in named_parameters() order, frozen base weights included."""
+    registered = {id(p): observe.model_name(n) for n, p in model.named_parameters()}
+    return [registered.get(id(p), n) for p, (n, _) in zip(opt.param_groups[0]["params"], held)]
 
 
 def direct(sess):
