@@ -211,6 +211,7 @@ RankReport RealRank::report(const Op& op, int step) {
   r.present.assign(n, 0);
   r.u_registered.assign(n, 0);
   r.whole.assign(n, 0);
+  r.adam_steps.assign(n, 0);
   r.s_values.assign(n, {});
   r.u_values.assign(n, {});
   for (size_t p = 0; p < n; ++p) {
@@ -232,6 +233,7 @@ RankReport RealRank::report(const Op& op, int step) {
     bool holds_u = present && rp.u.defined() && registered(p).unsafeGetTensorImpl() == rp.u.unsafeGetTensorImpl();
     r.u_registered[p] = holds_u;
     r.whole[p] = params_[p].detached;
+    r.adam_steps[p] = rp.adam_step;
     if (holds_u) {
       at::Tensor u = rp.u.is_contiguous() ? rp.u : rp.u.detach().contiguous();
       r.u_values[p].assign(u.data_ptr<float>(), u.data_ptr<float>() + u.numel());
