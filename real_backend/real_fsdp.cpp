@@ -252,8 +252,8 @@ void RealRank::op_forward(bool grad_enabled) {
 void RealRank::init_mp_dtypes(int g) {
   groups_[g].dtype_attrs = true;  // _fsdp_param.py::FSDPParam.init_dtype_attrs on each param, before the check
   std::set<at::ScalarType> dtypes;
-  for (int p : layout_->groups[g].params)
-    if (params_[p].leaf.s.defined() && params_[p].leaf.s.requires_grad()) dtypes.insert(param_dtype(p));
+  for (int p : layout_->groups[g].params)  // a re-added adapter's ghost: the FSDPParam's own shard
+    if (fsdp_param(p).s.defined() && fsdp_param(p).s.requires_grad()) dtypes.insert(param_dtype(p));
   if (dtypes.size() > 1) {
     // Python's set of the two dtypes prints bf16 first (as measured on torch 2.13).
     std::string got;
