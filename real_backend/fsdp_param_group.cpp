@@ -84,8 +84,9 @@ void FsdpParamGroup::prefetch_unshard() {
 void FsdpParamGroup::lazy_init() {
   dtype_attrs = true;  // _fsdp_param.py::FSDPParam.init_dtype_attrs on each param, before the check
   std::set<at::ScalarType> dtypes;
-  for (int p : spec().params)
-    if ((*params_)[p].leaf.s.defined() && (*params_)[p].leaf.s.requires_grad()) dtypes.insert(params_->param_dtype(p));
+  for (int p : spec().params)  // a re-added adapter's ghost: the FSDPParam's own shard
+    if ((*params_)[p].fsdp_objects().s.defined() && (*params_)[p].fsdp_objects().s.requires_grad())
+      dtypes.insert(params_->param_dtype(p));
   if (dtypes.size() > 1) {
     // Python's set of the two dtypes prints bf16 first (as measured on torch 2.13).
     std::string got;

@@ -193,16 +193,21 @@ void judge_deltas(const Layout& layout, const std::vector<std::vector<RankReport
 
 // replica_diff: a whole unmanaged adapter tensor (added after fully_shard: no group reduces its
 // grad) whose values differ between this rank and a peer. Managed shards differ by design.
+// replica_coincident: one an AdamW step moved yet equal on every peer (lr * sign(g) on the first
+// step can leave per-rank data's replicas bit-identical): the values cannot tell it was not reduced.
 static void judge_replicas(const Layout& layout, const RankReport& rep, const std::vector<const RankReport*>& peers, Observation& o) {
   if (rep.groups.empty()) return;  // before prepare every parameter is whole and nothing trains
   for (size_t p = 0; p < layout.params.size(); ++p) {
     const ParamSpec& ps = layout.params[p];
     if (ps.adapter < 0 || !(ps.group < 0 || rep.whole[p]) || !rep.present[p] || rep.s_values[p].empty()) continue;
-    bool differ = false;
-    for (const RankReport* peer : peers)
-      differ = differ || (p < peer->present.size() && peer->present[p] && !peer->s_values[p].empty() &&
-                          peer->s_values[p] != rep.s_values[p]);
+    bool differ = false, compared = false;
+    for (const RankReport* peer : peers) {
+      const bool held = p < peer->present.size() && peer->present[p] && !peer->s_values[p].empty();
+      compared = compared || held;
+      differ = differ || (held && peer->s_values[p] != rep.s_values[p]);
+    }
     if (differ) o.replica_diff.emplace_back(ps.name);
+    else if (compared && p < rep.adam_steps.size() && rep.adam_steps[p] > 0) o.replica_coincident.emplace_back(ps.name);
   }
 }
 

@@ -18,6 +18,7 @@ void write_report(std::string& out, const RankReport& r) {
     w.i64(r.present[i]);
     w.i64(r.u_registered[i]);
     w.i64(r.whole[i]);
+    w.i64(i < r.adam_steps.size() ? r.adam_steps[i] : 0);
     w.bytes(r.s_values[i].data(), r.s_values[i].size() * sizeof(float));
     w.bytes(r.u_values[i].data(), r.u_values[i].size() * sizeof(float));
   }
@@ -40,16 +41,18 @@ bool read_report(const std::string& in, size_t* pos, RankReport* r) {
     for (auto& s : m) s = rd.str();
     if (!rd.ok) break;
   }
-  size_t n = rd.count(3 * sizeof(int64_t));
+  size_t n = rd.count(4 * sizeof(int64_t));
   r->present.resize(n);
   r->u_registered.resize(n);
   r->whole.resize(n);
+  r->adam_steps.resize(n);
   r->s_values.resize(n);
   r->u_values.resize(n);
   for (size_t i = 0; i < n && rd.ok; ++i) {
     r->present[i] = static_cast<uint8_t>(rd.i64());
     r->u_registered[i] = static_cast<uint8_t>(rd.i64());
     r->whole[i] = static_cast<uint8_t>(rd.i64());
+    r->adam_steps[i] = rd.i64();
     r->s_values[i] = rd.pod_array<float>();
     r->u_values[i] = rd.pod_array<float>();
   }

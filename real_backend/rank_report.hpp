@@ -34,6 +34,7 @@ struct RankReport : Observation {
   std::vector<uint8_t> present;               // per param: in the module tree
   std::vector<uint8_t> u_registered;          // per param: the module holds U now
   std::vector<uint8_t> whole;                 // per param: S is a whole unmanaged tensor under a managed name (a re-add)
+  std::vector<int64_t> adam_steps;            // per param: the AdamW steps S's state has taken (0: none)
   std::vector<std::vector<float>> s_values;   // per param: this rank's S (padded chunk, or full when unmanaged)
   std::vector<std::vector<float>> u_values;   // per param: U's values when registered, else empty
   // delta_weight: per entry of `deltas`, the value get_delta_weight returned and what it is; the

@@ -271,6 +271,7 @@ RankReport RealRank::report(const Op& op, int step) {
   r.present.assign(n, 0);
   r.u_registered.assign(n, 0);
   r.whole.assign(n, 0);
+  r.adam_steps.assign(n, 0);
   r.s_values.assign(n, {});
   r.u_values.assign(n, {});
   for (size_t p = 0; p < n; ++p) {
@@ -292,6 +293,7 @@ RankReport RealRank::report(const Op& op, int step) {
     bool holds_u = params_[p].holds_unsharded();
     r.u_registered[p] = holds_u;
     r.whole[p] = params_[p].detached;
+    r.adam_steps[p] = rp.adam_step;
     if (holds_u) {
       at::Tensor u = rp.u.is_contiguous() ? rp.u : rp.u.detach().contiguous();
       r.u_values[p].assign(u.data_ptr<float>(), u.data_ptr<float>() + u.numel());

@@ -34,6 +34,8 @@ struct FsdpParam {
   bool detached = false;
   uint32_t ghost_ver = 0;   // the ghost shard's values (frozen at the re-add, or stepped by the optimizer)
   bool ghost_grad = false;  // the ghost shard's grad (the optimizer still holds it)
+  DType ghost_dtype = DType::F32;  // the ghost shard's dtype: the deleted module's, whatever the re-add holds
+  bool ghost_rg = false;           // the ghost shard's requires_grad, as the deleted module left it
   bool rg_s = false, rg_u = false;
   bool grad_s = false, grad_u = false;
   uint32_t ver_s = 0, ver_u = 0;  // LoRA values: bumped by optimizer updates and loads
@@ -55,6 +57,8 @@ struct FsdpParam {
   // The values an all-gather packs under this name: a ghost packs the deleted module's shard
   // (torch _fsdp_param_group.py::FSDPParamGroup.unshard).
   uint32_t packed_version() const { return detached ? ghost_ver : ver_s; }
+  DType packed_dtype() const { return detached ? ghost_dtype : dtype; }
+  bool managed_rg() const { return detached ? ghost_rg : rg_s; }  // FSDPParam.sharded_param.requires_grad
 
   // _fsdp_param.py::FSDPParam.to_unsharded -> set_requires_grad_if_needed(S, U): S -> U only.
   void to_unsharded() {
@@ -77,6 +81,8 @@ struct FsdpParam {
     detached = true;
     ghost_ver = ver_s;
     ghost_grad = grad_s;
+    ghost_dtype = dtype;
+    ghost_rg = rg_s;
   }
   // A new Parameter object (add_adapter / load_adapter) holding `version`, frozen, no grad.
   void recreate(uint32_t version) {

@@ -37,9 +37,9 @@ Raise FsdpParamGroup::init_mp_dtypes(const GroupContext& c) {
   TrScope scope({c.prov, &c.params, &c.layers}, Tr::LazyInitDtypes);
   dtype_attrs = true;  // each FSDPParam.init_dtype_attrs, before the check
   bool f32 = false, bf16 = false;
-  for (int p : c.topo.groups[c.g].params) {
-    if (!c.params[p].rg_s) continue;
-    (c.params[p].dtype == DType::BF16 ? bf16 : f32) = true;
+  for (int p : c.topo.groups[c.g].params) {  // a re-added adapter's ghost is checked by its own shard
+    if (!c.params[p].managed_rg()) continue;
+    (c.params[p].packed_dtype() == DType::BF16 ? bf16 : f32) = true;
   }
   if (f32 && bf16)
     return c.raise(Status::AssertionError, "FSDP expects uniform original parameter dtype but got {torch.bfloat16, torch.float32}");
@@ -58,12 +58,13 @@ void FsdpParamGroup::all_gather(const GroupContext& c) {
   if (c.topo.world > 1) {
     // torch 2.13 _fsdp_collectives.py::_get_all_gather_input_metadatas: the wire dtype is the
     // shards' own (bf16 for a bf16-only group); a group whose shards differ in dtype (bf16 base,
-    // fp32 adapters) is packed and gathered as uint8 bytes (foreach_all_gather).
+    // fp32 adapters) is packed and gathered as uint8 bytes (foreach_all_gather). A re-added
+    // adapter's ghost packs the deleted module's shard in that shard's dtype.
     int64_t count = gi.numel, bytes = 0;
-    DType wire = c.params[gi.params[0]].dtype;
+    DType wire = c.params[gi.params[0]].packed_dtype();
     for (int p : gi.params) {
-      if (c.params[p].dtype != c.params[gi.params[0]].dtype) wire = DType::U8;
-      bytes += c.topo.params[p].shard_numel * dtype_bytes(c.params[p].dtype);
+      if (c.params[p].packed_dtype() != c.params[gi.params[0]].packed_dtype()) wire = DType::U8;
+      bytes += c.topo.params[p].shard_numel * dtype_bytes(c.params[p].packed_dtype());
     }
     if (wire == DType::U8) count = bytes;
     CollRecord rec{CollOp::AllGather, c.g, count, CollRecord::kIntoU, c.g, c.log.next_contribution()};

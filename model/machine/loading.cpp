@@ -35,7 +35,9 @@ void RankModel::place_new_adapter(int adapter, bool autocast) {
   if (default_placement()) return;
   const bool per_adapter = topo_->profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
   for (const auto& li : topo_->layers) {
-    if (li.A[adapter] < 0) continue;
+    // A refused injection placed modules only in the layers it reached: the others keep what they
+    // hold (a deleted adapter's FSDPParam still in its group keeps its dtype).
+    if (li.A[adapter] < 0 || !st_.params[li.A[adapter]].present) continue;
     const FsdpParam& base = st_.params[li.weight];
     for (const auto* container : {&li.A, &li.B}) {
       FsdpParam& ps = st_.params[(*container)[adapter]];

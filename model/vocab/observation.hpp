@@ -175,6 +175,9 @@ struct LayerObs {
     kOmitDefault | kNotCompared)                                                                         \
   /* unmanaged adapter parameters (whole replicas on every rank) whose values differ between ranks */     \
   X(std::vector<Name>, replica_diff, , nullptr, "replica_diff", "replica_diff", kOmitDefault)     \
+  /* value backends: unmanaged replicas an AdamW step moved whose values still equal every peer's */  \
+  X(std::vector<Name>, replica_coincident, , nullptr, "replica_coincident", "replica_coincident",  \
+    kOmitDefault | kNotCompared)                                                                         \
   /* memory: sharded parameters held after the op, and unsharded copies alive at its peak, per owner */  \
   X(std::vector<OwnerBytes>, sharded_bytes, , nullptr, "sharded_bytes", "sharded_bytes", 0)              \
   X(std::vector<OwnerBytes>, peak_unsharded, , nullptr, "peak_unsharded_bytes", "peak_unsharded", 0)

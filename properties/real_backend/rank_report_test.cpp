@@ -19,6 +19,7 @@ RankReport sample(int step) {
   r.present = {1, 0};
   r.u_registered = {1, 0};
   r.whole = {0, 1};
+  r.adam_steps = {0, 3};
   r.s_values = {{1.5f, -2.0f}, {}};
   r.u_values = {{1.5f, -2.0f, 3.0f}, {}};
   r.delta_layer = 1;
@@ -48,6 +49,7 @@ TEST(RankReport, RoundTripsEveryField) {
   EXPECT_EQ(a.present, want.present);
   EXPECT_EQ(a.u_registered, want.u_registered);
   EXPECT_EQ(a.whole, want.whole);
+  EXPECT_EQ(a.adam_steps, want.adam_steps);
   EXPECT_EQ(a.s_values, want.s_values);
   EXPECT_EQ(a.u_values, want.u_values);
   EXPECT_EQ(a.delta_layer, want.delta_layer);

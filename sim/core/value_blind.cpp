@@ -18,14 +18,16 @@ void reconcile_class(WeightClass model, uint8_t* alt, WeightClass* value) {
 
 bool contains(const std::vector<Name>& v, Name x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// The model's reload_diff, if it adds to the values' only parameters the values call coincident.
-void reconcile_reload(const Observation& model, Observation* value) {
-  if (value->reload_coincident.empty() || model.reload_diff == value->reload_diff) return;
-  for (const auto& n : value->reload_diff)
-    if (!contains(model.reload_diff, n)) return;
-  for (const auto& n : model.reload_diff)
-    if (!contains(value->reload_diff, n) && !contains(value->reload_coincident, n)) return;
-  value->reload_diff = model.reload_diff;
+// The model's list of parameters apart (reload_diff, replica_diff), if it adds to the values'
+// only parameters the values call coincident (equal by value though what was done moved them:
+// taken in from rank 0, stepped since a save, or stepped without a reduction on every rank).
+void take_model_list(const std::vector<Name>& model, const std::vector<Name>& coincident, std::vector<Name>* value) {
+  if (coincident.empty() || model == *value) return;
+  for (const auto& n : *value)
+    if (!contains(model, n)) return;
+  for (const auto& n : model)
+    if (!contains(*value, n) && !contains(coincident, n)) return;
+  *value = model;
 }
 
 // Takes the model's class for an unjudged one, noting it.
@@ -80,7 +82,8 @@ std::vector<Observation> reconcile_value_blind(const std::vector<Observation>& m
       reconcile_class(m.layers[i].stored, &v.layers[i].stored_alt, &v.layers[i].stored);
       reconcile_class(m.layers[i].registered, &v.layers[i].registered_alt, &v.layers[i].registered);
     }
-    reconcile_reload(m, &v);
+    take_model_list(m.reload_diff, v.reload_coincident, &v.reload_diff);
+    take_model_list(m.replica_diff, v.replica_coincident, &v.replica_diff);
   }
   return values;
 }

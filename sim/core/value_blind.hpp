@@ -1,9 +1,10 @@
 // What the value backends cannot see. They read the stored weight and the
 // reloaded adapters off real values; where a delta in play is zero on a rank's
 // rows (a B row no step moved), or a reload took in another rank's rows equal
-// to this rank's own, the values fit more than one reading. Those backends
-// report the other readings (LayerObs::stored_alt / registered_alt,
-// Observation::reload_coincident); the model, which tracks what was done rather
+// to this rank's own, or an unreduced step left replicas equal on every rank, the
+// values fit more than one reading. Those backends report the other readings
+// (LayerObs::stored_alt / registered_alt, Observation::reload_coincident,
+// replica_coincident); the model, which tracks what was done rather
 // than what it came to, reports one.
 #pragma once
 #include <string>

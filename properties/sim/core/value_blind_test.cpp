@@ -106,10 +106,30 @@ TEST(ValueBlind, ReloadTakesTheModelsSetOnlyOverCoincidentParameters) {
   EXPECT_EQ(reconcile_value_blind({reload({b})}, {reload({a}, {b})}).at(0).reload_diff, std::vector<std::string>{a});
 }
 
+Observation replicas(std::vector<std::string> diff, std::vector<std::string> coincident = {}) {
+  Observation o;
+  o.step = 4, o.rank = 0, o.op = "train_step";
+  o.replica_diff.assign(diff.begin(), diff.end());
+  o.replica_coincident.assign(coincident.begin(), coincident.end());
+  return o;
+}
+
+TEST(ValueBlind, ReplicasTakeTheModelsSetOnlyOverCoincidentOnes) {
+  const std::string a = "lin0.lora_B.late", b = "lin1.lora_B.late";
+  // AdamW's first step left lin1's one-row B equal on both ranks with per-rank data.
+  EXPECT_EQ(reconcile_value_blind({replicas({a, b})}, {replicas({a}, {b})}).at(0).replica_diff, (std::vector<std::string>{a, b}));
+  EXPECT_EQ(reconcile_value_blind({replicas({b})}, {replicas({}, {b})}).at(0).replica_diff, std::vector<std::string>{b});
+  // not coincident: the values' "equal" stands against the model's "apart"
+  EXPECT_EQ(reconcile_value_blind({replicas({a, b})}, {replicas({a})}).at(0).replica_diff, std::vector<std::string>{a});
+  // the values say A is apart and the model does not: not taken
+  EXPECT_EQ(reconcile_value_blind({replicas({b})}, {replicas({a}, {b})}).at(0).replica_diff, std::vector<std::string>{a});
+}
+
 TEST(ValueBlind, AlternativesRoundTripThroughJson) {
   Observation o = with_layer(WeightClass::Exact, WeightClass::MissingDelta, bit(WeightClass::ExtraDelta),
                              bit(WeightClass::Exact) | bit(WeightClass::ExtraDelta));
   o.reload_coincident = {"lin1.lora_B.default"};
+  o.replica_coincident = {"lin1.lora_B.late"};
   std::ostringstream os;
   print_json(os, o);
   EXPECT_NE(os.str().find("\"stored_alt\":[\"extra_delta\"]"), std::string::npos) << os.str();
@@ -120,6 +140,7 @@ TEST(ValueBlind, AlternativesRoundTripThroughJson) {
   EXPECT_EQ(back.layers.at(0).stored_alt, o.layers.at(0).stored_alt);
   EXPECT_EQ(back.layers.at(0).registered_alt, o.layers.at(0).registered_alt);
   EXPECT_EQ(back.reload_coincident, o.reload_coincident);
+  EXPECT_EQ(back.replica_coincident, o.replica_coincident);
 }
 
 }  // namespace

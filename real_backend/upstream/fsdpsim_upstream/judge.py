@@ -424,19 +424,25 @@ def judge_replicas(o, r, world, init, vals):
     """replica_diff: each whole adapter tensor no FSDP group manages (added
     after fully_shard, so nothing reduces its grad) whose values differ
     between this rank and a peer, compared bit for bit. Managed shards
-    differ by design and are not compared. Same rule as the C++ observer."""
+    differ by design and are not compared. Same rule as the C++ observer.
+    replica_coincident: such a tensor an AdamW step moved (torch/optim/adamw.py
+    state["step"] > 0) that still equals every peer's, as lr * sign(g) of a
+    first step can leave per-rank data's replicas bit-identical."""
     mine = vals[r].get(o["step"])
     if not mine or not o.get("groups"):
         return  # no values (a stuck rank), or before prepare (no FSDP yet)
-    diff = []
+    diff, same = [], []
     for p in o.get("params", []):
         n = p["name"]
         if p.get("group") or mine["s"].get(n) is None:
             continue
-        for j in range(world):
-            theirs = None if j == r else _view(r, j, o["step"], init, vals).get(n)
-            if theirs is not None and theirs != mine["s"][n]:
-                diff.append(n)
-                break
+        peers = [_view(r, j, o["step"], init, vals).get(n) for j in range(world) if j != r]
+        peers = [t for t in peers if t is not None]
+        if any(t != mine["s"][n] for t in peers):
+            diff.append(n)
+        elif peers and mine.get("steps", {}).get(n, 0) > 0:
+            same.append(n)
     if diff:
         o["replica_diff"] = diff
+    if same:
+        o["replica_coincident"] = same

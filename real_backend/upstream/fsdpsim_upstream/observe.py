@@ -222,6 +222,7 @@ def _local(sess, op, step, grads):
         if managed(sess, name) is None:  # unmanaged, or re-added over a deleted managed one
             values["s"][name] = flat(p)
             values["u"].pop(name, None)
+            values.setdefault("steps", {})[name] = adam_steps(sess, p)  # judge.py's replica_coincident
     bases = {sess.scen.base_name(l.name) for l in sess.scen.layers} - set(sess.fsdp_param)
     for n, p in (sess.named_cache if bases else ()):
         if model_name(n) in bases:  # a base weight no group manages (before prepare): held whole
