@@ -141,7 +141,8 @@ void Optimizer::init_state() {
   }
   for (size_t i = 0; i < held_.size(); ++i) {
     ParamTensors* rp = state_of(i);
-    if (!rp || !objects_[i].requires_grad()) continue;
+    // an object held twice (a ram-efficient rank's data_ptr map) gets its state once, at its first position
+    if (!rp || !objects_[i].requires_grad() || rp->adam_m.defined()) continue;
     rp->adam_m = at::zeros_like(rp->s);
     rp->adam_v = at::zeros_like(rp->s);
     rp->adam_step = 1;

@@ -345,8 +345,8 @@ TEST(Observation, TraceHashIsPinned) {
   next.step = 4;
   next.message = kNoGradFnMessage;
   EXPECT_EQ(observations_hash({}), 0x14650fb0739d0383ull);
-  EXPECT_EQ(observations_hash({o}), 0x722c768b6c5567afull);
-  EXPECT_EQ(observations_hash({o, next}), 0x562917d3fe34ccbbull);
+  EXPECT_EQ(observations_hash({o}), 0x7bd704101649eec6ull);
+  EXPECT_EQ(observations_hash({o, next}), 0x4301f0032d2422ebull);
 }
 
 }  // namespace
