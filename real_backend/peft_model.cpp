@@ -272,6 +272,12 @@ void PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool tr
   // set_peft_model_state_dict -> load_state_dict: FSDP's load pre-hook reshards every group
   // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks).
   if (fsdp_->prepared) fsdp_->reshard_all();
+  // Its post-hook on every managed module (torch _fsdp_param.py::FSDPParam.reset_sharded_param)
+  // reads `_local_tensor` off the registered parameter: a group the pre-hook could not reshard
+  // (its lazy init's dtype check raised before the hooks) still registers U, a plain Parameter.
+  for (const FsdpParamGroup& g : fsdp_->groups)
+    if (g.unsharded() && !g.state_dict_hooks)
+      throw OpError(Status::Exception, "AttributeError: 'Parameter' object has no attribute '_local_tensor'");
 }
 
 // BaseTuner.delete_adapter: refuses merged adapters; then each tuner layer's

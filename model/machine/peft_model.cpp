@@ -250,6 +250,12 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
   // then set_peft_model_state_dict -> model.load_state_dict, whose FSDP pre-hook
   // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks) reshards every group.
   if (st_.prepared) fsdp().reshard_all();
+  // Its post-hook on every managed module (torch _fsdp_param.py::FSDPParam.reset_sharded_param)
+  // reads `_local_tensor` off the registered parameter: a group the pre-hook could not reshard
+  // (its lazy init's dtype check raised before the hooks) still registers U, a plain Parameter.
+  for (const FsdpParamGroup& g : st_.groups)
+    if (g.unsharded() && !g.state_dict_hooks)
+      return raise(Status::Exception, "AttributeError: 'Parameter' object has no attribute '_local_tensor'");
   return {};
 }
 
