@@ -344,7 +344,9 @@ void PeftModel::delta_weight(int layer, OpResult* res) {
 // is rank 0's; this rank keeps its chunk of the saved values and rank 0's rows.
 void PeftModel::save_adapters(const Op& op, OpResult* res) {
   AdapterSet names = op.names.empty() ? present_ : adapters_named(op.names);
-  if (op.names.empty() && layout_->profile.get(Switch::AdapterSaveSelection) == sw::kActive) names = active_ & present_;
+  // the active adapters as the tuner lists them (BaseTuner.active_adapters): one whose config an add
+  // dropped is still there, and the check below refuses it, as save_pretrained's lookup does
+  if (op.names.empty() && layout_->profile.get(Switch::AdapterSaveSelection) == sw::kActive) names = active_;
   if (!present_.includes(names))
     throw OpError(Status::ValueError, "selected adapters are not in the model: " + names.without(present_).text(layout_->adapters));
   ++saves_;
