@@ -8,6 +8,7 @@
 #include "model/vocab/limits.hpp"
 
 #include <cstring>
+#include <limits>
 #include <thread>
 
 namespace fsdpsim::real {
@@ -238,12 +239,18 @@ at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int s
 
 // The bytes as each rank holds them: the root's tensor in its dtype; a receiver's torch.empty of
 // its own dtype and size (accelerate utils/fsdp_utils.py::fsdp2_load_full_state_dict), which gloo
-// fills with the root's bytes first and leaves as it was after them.
+// fills with the root's bytes first and leaves as it was after them. What torch.empty holds is
+// whatever the allocator hands back, which depends on the process's earlier sequences: the tail
+// takes the value torch's deterministic mode writes there instead (NaN for floating dtypes, the
+// largest value for integers: ATen/native/TensorFactories.h::fill_empty_deterministic_, which
+// torch.empty runs under use_deterministic_algorithms), as the upstream pool sets it, so a sequence observes the same tail
+// whatever ran before it.
 at::Tensor Comm::broadcast_part_filled(const at::Tensor& full, DType dtype) {
   const at::ScalarType st = dtype == DType::BF16 ? at::kBFloat16 : dtype == DType::U8 ? at::kByte : at::kFloat;
   const int64_t n = full.numel();
+  const at::Scalar untouched = st == at::kByte ? at::Scalar(255) : at::Scalar(std::numeric_limits<float>::quiet_NaN());
   std::vector<at::Tensor> t{rank_ == 0 ? full.reshape({-1}).to(st).contiguous().view(at::kByte).clone()
-                                       : at::empty({n * dtype_bytes(dtype)}, at::kByte)};
+                                       : at::full({n}, untouched, at::TensorOptions().dtype(st)).view(at::kByte)};
   root_bytes_ = -1;
   run([&] { return pg_->broadcast(t); });  // BroadcastOptions: root rank 0
   return t[0].view(st).to(at::kFloat);
