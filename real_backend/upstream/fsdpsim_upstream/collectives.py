@@ -162,16 +162,6 @@ def _written(now, before, values):
     return not torch.equal(local_of(now), values)
 
 
-def _fill_as_deterministic_empty(tensor):
-    """A receiver's buffer is accelerate's torch.empty (fsdp_utils.py::fsdp2_load_full_state_dict),
-    whose bytes are whatever the allocator hands back: a broadcast that part-fills it would leave
-    a tail that depends on what the process ran before. It takes the value torch.empty writes under
-    use_deterministic_algorithms (ATen/native/TensorFactories.h::fill_empty_deterministic_: NaN for
-    floating dtypes, the largest value for integers), as the C++ backend's Comm::broadcast_part_filled."""
-    with torch.no_grad():
-        tensor.fill_(float("nan") if tensor.is_floating_point() else torch.iinfo(tensor.dtype).max)
-
-
 def install():
     orig_ag = dist.all_gather_single
     orig_rs = dist.reduce_scatter_single
@@ -216,8 +206,6 @@ def install():
         keys = REC.broadcast_keys or []
         key = keys[REC.broadcast_index] if REC.broadcast_index < len(keys) else "?"
         REC.broadcast_index += 1
-        if dist.get_rank() != k.get("src", a[0] if a else 0):
-            _fill_as_deterministic_empty(tensor)
         REC.issue("broadcast", key, tensor.numel(), DTYPES.get(tensor.dtype, str(tensor.dtype)),
                   {key: int(tensor.numel())})
         return REC.run_issued(lambda: orig_bc(tensor, *a, **k))
