@@ -8,6 +8,7 @@
 #include "model/vocab/limits.hpp"
 
 #include <cstring>
+#include <limits>
 #include <thread>
 
 namespace fsdpsim::real {
@@ -249,12 +250,18 @@ at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int s
 
 // The bytes as each rank holds them: the root's tensor in its dtype; a receiver's torch.empty of
 // its own dtype and size (accelerate utils/fsdp_utils.py::fsdp2_load_full_state_dict), which gloo
-// fills with the root's bytes first and leaves as it was after them.
+// fills with the root's bytes first and leaves as it was after them. What torch.empty holds is
+// whatever the allocator hands back, which depends on the process's earlier sequences: the tail
+// takes the value torch's deterministic mode writes there instead (NaN for floating dtypes, the
+// largest value for integers: ATen/native/TensorFactories.h::fill_empty_deterministic_, which
+// torch.empty runs under use_deterministic_algorithms), as the upstream pool sets it, so a sequence observes the same tail
+// whatever ran before it.
 at::Tensor Comm::broadcast_part_filled(const at::Tensor& full, DType dtype) {
   const at::ScalarType st = dtype == DType::BF16 ? at::kBFloat16 : dtype == DType::U8 ? at::kByte : at::kFloat;
   const int64_t n = full.numel();
+  const at::Scalar untouched = st == at::kByte ? at::Scalar(255) : at::Scalar(std::numeric_limits<float>::quiet_NaN());
   std::vector<at::Tensor> t{rank_ == 0 ? full.reshape({-1}).to(st).contiguous().view(at::kByte).clone()
-                                       : at::empty({n * dtype_bytes(dtype)}, at::kByte)};
+                                       : at::full({n}, untouched, at::TensorOptions().dtype(st)).view(at::kByte)};
   root_bytes_ = -1;
   run([&] { return pg_->broadcast(t); });  // BroadcastOptions: root rank 0
   return t[0].view(st).to(at::kFloat);
@@ -276,26 +283,52 @@ std::string Comm::file_key(int save) const {
 
 at::Tensor Comm::read_rank0_file(int64_t numel, int save) {
   const std::string key = file_key(save);
-  // Every collective spans the whole group, this rank included: a rank 0 waiting in (or failed in)
-  // one this rank never entered cannot write the file while this rank waits for it, so it never
-  // will. The counts run over the ranks' whole lives (a pool's earlier sequences may have left them
-  // apart), and rank 0 may still be leaving the last sequence's final collective: so it must also
-  // have stayed there 0.5 s. Else this waits, as the upstream pool (fsdpsim_upstream/op_checkpoints.py::
-  // run_load_adapters) does, 10 s at most.
-  const auto give_up = std::chrono::steady_clock::now() + std::min(timeout_, std::chrono::milliseconds(10000));
-  try {
-    while (!store_->check({key})) {
-      if (probe_ && probe_->progress) {
-        const RankSnapshot p0 = probe_->progress->get(0);
-        const int64_t mine = probe_->progress->get(rank_).collectives;
-        if ((p0.phase == RankPhase::InCollective || p0.phase == RankPhase::Failed) && p0.collectives > mine && p0.seconds > 0.5)
-          return at::Tensor();
-      }
-      if (std::chrono::steady_clock::now() > give_up) return at::Tensor();
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // Whether rank 0 will still write the file is decided by where rank 0 is, never by how long it
+  // took (the model's rule: sim/core/simulator.cpp, file_missing). Every collective spans the whole
+  // group, this rank included: a rank 0 in a collective of this sequence that this rank has not
+  // entered (its save's own gathers included) cannot go on while this rank waits, and one past
+  // this sequence is done with it: neither writes the file. A rank 0 that is still running (or
+  // still leaving a collective this rank has left, or not yet at this sequence) may: wait for it,
+  // as the upstream pool does (fsdpsim_upstream/op_checkpoints.py::run_load_adapters).
+  const bool probed = probe_ && probe_->progress;
+  auto written = [&] {
+    try {
+      return store_->check({key});
+    } catch (const std::exception& e) {
+      throw CommBroken(std::string("the rank group's store: ") + e.what());
     }
-  } catch (const std::exception&) {
-    return at::Tensor();
+  };
+  auto never_writes = [&] {
+    const RankSnapshot p0 = probe_->progress->get(0);
+    const int64_t mine = probe_->progress->get(rank_).in_sequence;
+    return p0.sequence > sequence_ || (p0.sequence == sequence_ && p0.in_sequence > mine &&
+                                       (p0.phase == RankPhase::InCollective || p0.phase == RankPhase::Failed));
+  };
+  // No progress slot (a torchrun launch): a bounded wait, the one decision left to a clock.
+  const auto give_up = std::chrono::steady_clock::now() + std::min(timeout_, std::chrono::milliseconds(10000));
+  // A rank 0 whose slot stops changing this long is the harness's failure, not the op's outcome.
+  const auto stall_limit = std::max(timeout_, std::chrono::milliseconds(60000));
+  int64_t changes = probed ? probe_->progress->get(0).changes : 0;
+  auto moved = std::chrono::steady_clock::now();
+  while (!written()) {
+    if (probed) {
+      // rank 0 writes the file before it enters its next collective: look once more after seeing it there
+      if (never_writes()) {
+        if (written()) break;
+        return at::Tensor();
+      }
+      const int64_t now_changes = probe_->progress->get(0).changes;
+      if (now_changes != changes) {
+        changes = now_changes;
+        moved = std::chrono::steady_clock::now();
+      } else if (std::chrono::steady_clock::now() - moved > stall_limit) {
+        throw CommBroken("rank " + std::to_string(rank_) + " waited for rank 0's adapter file while rank 0 made no progress for " +
+                         std::to_string(stall_limit.count() / 1000) + " s");
+      }
+    } else if (std::chrono::steady_clock::now() > give_up) {
+      return at::Tensor();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   std::vector<uint8_t> bytes = store_->get(key);
   if (static_cast<int64_t>(bytes.size()) != numel * static_cast<int64_t>(sizeof(float))) return at::Tensor();

@@ -92,10 +92,15 @@ class Comm {
   // A file rank 0 writes and every rank reads (the adapter checkpoint), kept in the
   // rank group's store under this sequence's name: no collective, so a rank out of
   // step meets no peer. begin_sequence names the next sequence (every rank runs each).
-  void begin_sequence() { ++sequence_; }
+  void begin_sequence() {
+    ++sequence_;
+    if (probe_ && probe_->progress) probe_->progress->begin_sequence(rank_, sequence_);
+  }
   void write_rank0_file(const at::Tensor& flat, int save);  // save: the rank's save_adapters count
   // Rank 0's file of this sequence's save number `save`, `numel` floats, waiting for it while
-  // rank 0 may still write it (at most 10 s); undefined when rank 0 wrote none.
+  // rank 0 may still write it; undefined when rank 0 wrote none and never will (it waits in a
+  // collective this rank has not entered, or is past this sequence). Decided from rank 0's
+  // progress slot, never by a clock; without one (torchrun) it waits at most 10 s.
   at::Tensor read_rank0_file(int64_t numel, int save);
   std::string file_key(int save) const;
   // Tells the peers this rank has no more collectives; throws CollectiveFailure

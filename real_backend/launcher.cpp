@@ -432,6 +432,14 @@ class ThreadPool : public RealRanks::Impl {
   bool build(RealResult& res) {
     try {
       comms_ = join_thread_ranks(world_, timeout_);
+      // a progress slot per thread rank, as forked ranks have: Comm::read_rank0_file reads rank 0's
+      progress_ = std::make_unique<RankProgress>(world_);
+      probes_.assign(static_cast<size_t>(world_), RankProbe{});
+      for (int r = 0; r < world_; ++r) {
+        probes_[r].progress = progress_.get();
+        probes_[r].rank = r;
+        comms_[r]->set_probe(&probes_[r]);
+      }
     } catch (const std::runtime_error& e) {
       comms_.clear();
       res.infra_failure = true;
@@ -443,6 +451,8 @@ class ThreadPool : public RealRanks::Impl {
 
   int world_;
   std::chrono::milliseconds timeout_;
+  std::unique_ptr<RankProgress> progress_;  // before comms_: the comms point at its probes
+  std::vector<RankProbe> probes_;
   std::vector<std::unique_ptr<Comm>> comms_;
 };
 

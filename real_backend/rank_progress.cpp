@@ -28,12 +28,23 @@ void RankProgress::set(int rank, RankPhase phase, const std::string& what) {
   RankSlot& s = slots_[rank];
   s.seq.fetch_add(1);  // odd: being written
   s.phase.store(static_cast<int32_t>(phase));
-  if (phase == RankPhase::InCollective) s.collectives.fetch_add(1);
+  if (phase == RankPhase::InCollective) {
+    s.collectives.fetch_add(1);
+    s.in_sequence.fetch_add(1);
+  }
   s.since_ns.store(monotonic_ns());
   size_t n = std::min(what.size(), sizeof s.what - 1);
   std::memcpy(s.what, what.data(), n);
   s.what[n] = 0;
   s.changes.fetch_add(1);
+  s.seq.fetch_add(1);
+}
+
+void RankProgress::begin_sequence(int rank, int64_t sequence) {
+  RankSlot& s = slots_[rank];
+  s.seq.fetch_add(1);
+  s.sequence.store(sequence);
+  s.in_sequence.store(0);
   s.seq.fetch_add(1);
 }
 
@@ -50,6 +61,8 @@ RankSnapshot RankProgress::get(int rank) const {
     int64_t since = s.since_ns.load();
     out.changes = s.changes.load();
     out.collectives = s.collectives.load();
+    out.sequence = s.sequence.load();
+    out.in_sequence = s.in_sequence.load();
     if (s.seq.load() != a) continue;
     what[sizeof what - 1] = 0;
     out.what = what;

@@ -23,6 +23,8 @@ struct RankSlot {
   std::atomic<int64_t> since_ns{0};    // CLOCK_MONOTONIC at the phase's start
   std::atomic<int64_t> changes{0};     // bumped at every phase change: progress
   std::atomic<int64_t> collectives{0};  // collectives entered so far (every one spans the whole group)
+  std::atomic<int64_t> sequence{0};     // the sequence it runs (Comm::begin_sequence's number)
+  std::atomic<int64_t> in_sequence{0};  // collectives entered since that sequence began
   char what[160] = {};                 // "all_gather(lin0, 1024 elements) at step 3"
 };
 
@@ -31,6 +33,8 @@ struct RankSnapshot {
   double seconds = 0;  // in this phase, so far
   int64_t changes = 0;
   int64_t collectives = 0;  // collectives entered so far, the one it waits in included
+  int64_t sequence = 0;     // the sequence it runs
+  int64_t in_sequence = 0;  // collectives entered in that sequence, the one it waits in included
   std::string what;
 };
 
@@ -43,6 +47,7 @@ class RankProgress {
   RankProgress& operator=(const RankProgress&) = delete;
 
   void set(int rank, RankPhase phase, const std::string& what);
+  void begin_sequence(int rank, int64_t sequence);  // counts this sequence's collectives from 0
   RankSnapshot get(int rank) const;
   int64_t total_changes() const;  // sum over ranks: grows while any rank makes progress
   int world() const { return world_; }

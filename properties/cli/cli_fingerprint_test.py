@@ -36,6 +36,14 @@ check("world 2: 5 sequences" in w2 and "world 1" not in w2, "--world 2: %s" % w2
 r = fsdpsim(["fingerprint", "--seed", "11", "--count", "3", "--json", "--quiet"])
 rec = json.loads(r.stdout.splitlines()[0]) if r.stdout else {}
 check(rec.get("type") == "fingerprint" and rec.get("count") == 3 and rec.get("broken") == 0, "--json: %s" % r.stdout)
+# --wide: a line per sequence first (seed, world, its hash), the same fingerprint after them
+r = fsdpsim(["fingerprint", "--seed", "11", "--count", "3", "--wide", "--quiet"])
+lines = r.stdout.splitlines()
+each = [l.split() for l in lines[:3]]
+check([e[:4] for e in each] == [["seed", str(11 + i), "world", "%d:" % (1 + i)] for i in range(3)] and
+      len({e[4] for e in each}) == 3, "--wide: %s" % r.stdout)
+three, _ = hash_of(["--seed", "11", "--count", "3"])
+check(len(lines) > 3 and lines[3].split()[1] == three, "--wide changed the fingerprint: %s vs %s" % (r.stdout, three))
 r = fsdpsim(["fingerprint", "--seed", "11", "--backend", "model,real"])
 check(r.returncode == 3 and "one --backend" in r.stderr, "two backends: exit %d %s" % (r.returncode, r.stderr))
 

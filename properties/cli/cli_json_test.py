@@ -76,6 +76,7 @@ def main():
     case(["random", "--seed", "1", "--count", "2"], [0], {"sequence"})
     case(["random", "--seed", "1", "--count", "2", "--out", os.path.join(TMP, "random")], [0], {"sequence"})
     case(["fingerprint", "--seed", "1", "--count", "8"], [0], {"fingerprint"})
+    case(["fingerprint", "--seed", "1", "--count", "2", "--wide"], [0], {"fingerprint_sequence", "fingerprint"})
     case(["coverage", "--count", "20", "--world", "2"], [1], {"coverage_feature", "coverage_pair", "coverage_gap", "coverage_summary"})
     case(["bench", "--seconds", "1", "--model-only"], [0], {"bench_figure", "bench_explorer"})
     case(["explore", "--builtin", "seed000_merged_raf_false", "--depth", "3", "--out", os.path.join(TMP, "explore")], [1], {"explore_summary", "explore_class"})

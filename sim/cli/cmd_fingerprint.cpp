@@ -69,6 +69,15 @@ int cmd_fingerprint(const Args& a) {
     auto [it, fresh] = per_world.emplace(opt.world, kOffset);
     it->second = fold(it->second, h);
     ++count[opt.world];
+    // --wide: each sequence's own hash, so two runs that differ name the sequences that moved
+    if (a.wide) {
+      if (a.json) {
+        JsonRecord j("fingerprint_sequence");
+        j.num("seed", static_cast<int64_t>(seed)).num("world", opt.world).str("hash", hex(h)).print(std::cout);
+      } else {
+        std::cout << "  seed " << seed << " world " << opt.world << ": " << hex(h) << (res.infra_failure ? " broken" : "") << "\n";
+      }
+    }
     if (i % 256 == 0) progress.status(std::to_string(i) + "/" + std::to_string(a.count) + " sequences");
   }
   progress.done();

@@ -95,10 +95,11 @@ std::vector<Command> make_table() {
        "       fsdpsim random --seed S [--count N] [--world W] [--draw ...] [--out DIR] [--json]\n"});
   row({"coverage", cmd_coverage, {"--seed", "--count", "--world", "--worlds", "--draw", "--json"},
        "       fsdpsim coverage [--seed S] [--count N] [--world W | --worlds A-B] [--draw ...] [--json]\n"});
-  row({"fingerprint", cmd_fingerprint, {"--seed", "--count", "--backend", "--world", "--profile", "--draw", "--ranks", "--timeout", "--json"},
+  row({"fingerprint", cmd_fingerprint, {"--seed", "--count", "--backend", "--world", "--profile", "--draw", "--ranks", "--timeout", "--json", "--wide"},
        "       fsdpsim fingerprint --seed S [--count N] [--backend model|real|upstream] [--world W] [--profile P] [--draw ...] [--json]\n"
-       "                                             one hash over N generated sequences and the backend's observations\n"
-       "                                             (worlds 1..4 in turn unless --world): unchanged by a refactoring\n"});
+       "                    [--wide]                 one hash over N generated sequences and the backend's observations\n"
+       "                                             (worlds 1..4 in turn unless --world): unchanged by a refactoring;\n"
+       "                                             --wide: a line per sequence (seed, world, hash) to diff two runs\n"});
   row({"bench", run_bench, {"--seconds", "--model-only", "--timeout", "--json", "--stability", "--discovery", "--fuzzer"},
        "       fsdpsim bench [--seconds T] [--model-only] [--json]\n"
        "       fsdpsim bench --stability [--seconds T] [--json]   five hunts (seeds 1..5): union of root causes / largest\n"

@@ -222,6 +222,25 @@ class PrepareTest(unittest.TestCase):
         self.assertEqual(rank0["full"], rank1["full"])
 
 
+class DeterministicEmptyTest(unittest.TestCase):
+    """A ram-efficient prepare's uninitialized memory (the broadcast receivers' torch.empty, the
+    scatter's torch.empty_like) holds torch's deterministic fill, not what the process ran before,
+    and the mode is restored after it (prepare.py::deterministic_empty)."""
+
+    def test_empty_is_filled_inside_and_mode_restored(self):
+        import torch
+        from fsdpsim_upstream.prepare import deterministic_empty
+        for _ in range(3):
+            torch.full((64,), 7.0)  # a freed block of 7s the allocator may hand back
+            with deterministic_empty(True):
+                self.assertTrue(torch.isnan(torch.empty(64)).all())
+                self.assertTrue(torch.isnan(torch.empty_like(torch.ones(8, dtype=torch.bfloat16))).all())
+                self.assertTrue((torch.empty(8, dtype=torch.uint8) == 255).all())
+        self.assertFalse(torch.are_deterministic_algorithms_enabled())
+        with deterministic_empty(False):
+            self.assertFalse(torch.are_deterministic_algorithms_enabled())
+
+
 class ExportTest(unittest.TestCase):
     """`export --python` writes the torch calls accelerate's fsdp2_prepare_model makes, never a forced
     AcceleratorState (accelerate 1.15 picks FSDP for multi-device distributed types only, state.py)."""

@@ -194,6 +194,41 @@ class ProbeVerdictTest(unittest.TestCase):
             absent.verdict()
 
 
+class FileWaitTest(unittest.TestCase):
+    """A rank's wait for rank 0's adapter file is answered by where rank 0 is, never by a clock
+    (pool.py::answer_files): ready once written, missing once rank 0 waits in a collective, has
+    ended or died without it, and unanswered while rank 0 runs, however long."""
+
+    class Rank:
+        def __init__(self):
+            self.sent = []
+
+        def send(self, msg):
+            self.sent.append(msg)
+
+    def pool(self, rundir):
+        p = Pool.__new__(Pool)  # no rank processes: answer_files reads the run's state alone
+        p.ranks = [self.Rank(), self.Rank()]
+        p.rundir, p.file_waits, p.dead = rundir, {1: 1}, set()
+        return p
+
+    def test_answer_follows_rank0s_state(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.pool(d)
+            p.answer_files([None, None], [False, False])  # rank 0 runs: it may still write
+            self.assertEqual(p.ranks[1].sent, [])
+            p.answer_files([{"t": "coll"}, None], [False, False])  # waits in a collective: never
+            self.assertEqual(p.ranks[1].sent, [{"t": "file", "ready": False}])
+            p = self.pool(d)
+            p.answer_files([None, None], [True, False])  # ended without it
+            self.assertEqual(p.ranks[1].sent, [{"t": "file", "ready": False}])
+            p = self.pool(d)
+            open(os.path.join(d, "adapters-1.done"), "w").close()
+            p.answer_files([{"t": "coll"}, None], [False, False])  # written before its collective
+            self.assertEqual(p.ranks[1].sent, [{"t": "file", "ready": True}])
+            self.assertEqual(p.file_waits, {})
+
+
 class FaultTest(unittest.TestCase):
     def test_stuck_rank_is_an_error_not_a_hang(self):
         # asleep outside any paired collective: a harness failure (exit 4), never a `hang` observation

@@ -53,6 +53,9 @@ class Recorder:
         # coordinator how it ended here and returns on its `go` (raises CollectiveAbort else)
         self.probe = None
         self.report = None
+        # `file_ready(n)` (ranks > 0 of a pool): asks the coordinator whether rank 0's n-th saved
+        # adapter file is there, answered once rank 0 wrote it or never will (pool.py::answer_files)
+        self.file_ready = None
         self.world = 1
 
     def issue(self, op, group, count, dtype, parts, dtensor=False):

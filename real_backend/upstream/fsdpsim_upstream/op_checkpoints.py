@@ -6,7 +6,6 @@ torch, PEFT and the session are imported where a run needs them: the export impo
 module without them."""
 import os
 import sys
-import time
 
 from .op_calls import OMIT, Call, Value, config, perform_all, print_all, refusal
 
@@ -155,15 +154,15 @@ def run_load_adapters(s, op, calls):
     from peft.utils import set_peft_model_state_dict
     from . import observe
     from .session import saved_name
+    from .collectives import REC
     n = max(getattr(s, "saves", 0), 1)  # a peer that never saved reads rank 0's first
-    done = os.path.join(s.tmpdir, f"adapters-{n}.done")
-    if getattr(s, "saved", None) is None and not os.path.exists(done):
+    # Whether rank 0 wrote (or will write) the file is decided by where rank 0 is, never by a clock:
+    # a peer asks the coordinator, which sees every rank (pool.py::answer_files); rank 0's own file
+    # (or a single rank's) is written by now or never.
+    ready = REC.file_ready(n) if REC.file_ready is not None else \
+        os.path.exists(os.path.join(s.tmpdir, f"adapters-{n}.done"))
+    if not ready:
         raise refusal("no adapters were saved (save_adapters first)")
-    t0 = time.time()
-    while not os.path.exists(done):  # rank 0 may still be writing
-        if time.time() - t0 > 10:
-            raise refusal("no adapters were saved (save_adapters first)")
-        time.sleep(0.005)
     saved = torch.load(os.path.join(s.tmpdir, f"adapters-{n}.pt"))
     s.reload_expect = getattr(s, "saved_own", None) or {}
     # rank 0's local rows, of the shape this rank holds: they land on this rank's rows

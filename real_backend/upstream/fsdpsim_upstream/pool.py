@@ -243,6 +243,8 @@ class Pool:
         self.prepared_by = [None] * self.world  # each rank's prepare path (prepare.py::run), from its end message
         # each rank's collectives in issue order, as the pool paired them: {rank: the step of its op in it}
         self.pairings = {r: [] for r in range(self.world)}
+        self.rundir = rundir
+        self.file_waits = {}  # rank -> the number of rank 0's adapter file it waits for (answer_files)
         init = {}
         pending = [None] * self.world  # the collective each rank waits in
         ended = [False] * self.world
@@ -266,6 +268,7 @@ class Pool:
                         continue
                     rp.buf += chunk
                     last = looked = time.time()
+                self.answer_files(pending, ended)
                 if self.probe is not None:  # its own bound (probe.py), not the liveness watch
                     self.settle_probe(ended, obs, ops)
                     last = looked = time.time()
@@ -294,6 +297,8 @@ class Pool:
                     self.coll_log[r][1].append(msg["coll"])
                 elif t == "out":
                     self.probe.outcome[r] = msg
+                elif t == "file":
+                    self.file_waits[r] = msg["n"]
                 elif t == "end":
                     ended[r] = True
                     self.prepared_by[r] = msg.get("prepared_by")
@@ -301,6 +306,7 @@ class Pool:
                     raise RuntimeError(f"rank {r}: {msg['message']}")
             if self.probe is not None:
                 self.settle_probe(ended, obs, ops)
+            self.answer_files(pending, ended)
             self.pair(pending, ended)
         out = []
         log = judge.RoundingLog()
@@ -408,6 +414,19 @@ class Pool:
                 obs[r].append(probe.stuck_observation(step, r, ops[step - 1].text(), status, message, colls))
             else:
                 self.ranks[r].send({"t": "abort", "status": status, "message": message})
+
+    def answer_files(self, pending, ended):
+        """Answers each rank waiting for rank 0's n-th adapter file (op_checkpoints.py::
+        run_load_adapters): ready once rank 0 wrote it; missing once rank 0 waits in a collective
+        (which needs the waiting rank too), has ended or died, and still had not: rank 0 writes
+        the file before it says anything further, so that is final. While rank 0 runs, the rank
+        waits, however long that takes (the model's rule: sim/core/simulator.cpp, file_missing)."""
+        for r, n in list(self.file_waits.items()):
+            written = os.path.exists(os.path.join(self.rundir, f"adapters-{n}.done"))
+            if not written and pending[0] is None and not ended[0] and 0 not in self.dead:
+                continue
+            del self.file_waits[r]
+            self.ranks[r].send({"t": "file", "ready": written})
 
     def note_pairing(self, heads):
         """The ranks whose collectives went to gloo together, with the step of each one's op: which

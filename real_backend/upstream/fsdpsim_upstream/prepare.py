@@ -5,6 +5,8 @@ accelerate's steps do, one by one) where it cannot. Which one ran, or the
 reason key (REASONS) why not accelerate, is kept on the session (`prepared_by`)
 and reported to crosscheck's summary. The reasons are measured on CPU gloo with
 accelerate 1.15.0 / torch 2.13 (docs/design/upstream-backend.md)."""
+import contextlib
+
 import torch
 from torch.distributed.fsdp import fully_shard
 
@@ -220,6 +222,29 @@ def remap_optimizer_by_data_ptr(sess, opt, held, old_ptrs):
     sess.opt, sess.opt_names = opt, held_names(sess.pm, opt, held)
 
 
+@contextlib.contextmanager
+def deterministic_empty(on):
+    """Under ram-efficient loading the ranks > 0 receive every entry into accelerate's torch.empty
+    (fsdp_utils.py::fsdp2_load_full_state_dict) and take their shard through distribute_tensor's
+    scatter into torch.empty_like (placement_types.py::Shard._split_tensor's caller): a root that
+    sends fewer bytes leaves the rest as the allocator had it, which depends on what the rank
+    process ran before. torch's own deterministic mode fills such memory (NaN, the integer
+    maximum: torch.utils.deterministic.fill_uninitialized_memory); warn_only keeps every op as it
+    is. The C++ backend fills the same way (Comm::broadcast_part_filled)."""
+    if not on:
+        yield
+        return
+    was, warn_only = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
 def run(sess):
     """The prepare op: accelerate's path unless blocker() names a reason. The sequence's path is
     its first prepare's (the one that shards the model), kept before it runs: a prepare that
@@ -228,14 +253,15 @@ def run(sess):
     reason = blocker(sess, optimizer_params(sess))
     if sess.prepared_by is None:
         sess.prepared_by = "accelerate" if reason is None else reason
-    if reason is None:
-        through_accelerate(sess)
-        sess._name_fsdp_params()
-    else:
-        remapped = direct(sess)
-        sess._name_fsdp_params()  # build_optimizer reads the FSDPParams by name
-        if not remapped:
-            build_optimizer(sess)
+    remapped = False
+    with deterministic_empty(sess.scen.loading == "ram_efficient"):
+        if reason is None:
+            through_accelerate(sess)
+        else:
+            remapped = direct(sess)
+    sess._name_fsdp_params()  # build_optimizer reads the FSDPParams by name
+    if reason is not None and not remapped:
+        build_optimizer(sess)
     sess.prepared = True
 
 

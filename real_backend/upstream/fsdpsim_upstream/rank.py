@@ -67,7 +67,13 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
         if reply.get("t") != "go":
             raise CollectiveAbort(reply["status"], reply["message"])
 
+    def file_ready(n):
+        # rank 0's n-th adapter file: the coordinator answers once rank 0 wrote it or never will
+        chan.send({"t": "file", "n": n})
+        return bool(chan.recv().get("ready"))
+
     REC.check = check if world > 1 else None
+    REC.file_ready = file_ready if world > 1 and rank > 0 else None
     REC.report = report if world > 1 else None
     REC.world = world
     sess = Session(scen, ops, rank, world, mesh, sw, tmpdir)
