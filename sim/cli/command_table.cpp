@@ -34,9 +34,10 @@ const char* kUsageTail =
     "every command: --quiet (no progress lines on stderr), --help; --json: one object per line, each with a\n"
     "            \"type\" (docs/cli-json.schema.json); colours only when stdout is a terminal and NO_COLOR is unset\n";
 
+// A common flag by name, as args.cpp declares it.
 Flag F(const char* name) { return common_flag(name); }
 
-// The hunt's and bench's old spelling of --fail-on-unreported: "new" meant "no patched switch removes it".
+// The hunt's old spelling of --fail-on-unreported: "new" meant "no patched switch removes it".
 void fail_on_new(HuntFlags& h, const std::string&) {
   std::cerr << "fsdpsim: --fail-on-new is now --fail-on-unreported (exit 1 on a root cause no upstream report covers)\n";
   h.fail_on_unreported = true;
@@ -67,6 +68,7 @@ void parse_ops(ExploreFlags& e, const std::string& v) {
   }
 }
 
+// Where the hunt writes without --out (cmd_hunt.cpp).
 std::string hunt_out(const Args&, const HuntFlags&) { return "out/hunt"; }
 // The project's own docs/findings (sim/core/project_data.hpp), wherever the user stands; --check and --issue write none.
 std::string findings_out(const Args&, const FindingsFlags& f) {
