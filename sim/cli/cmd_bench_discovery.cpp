@@ -151,10 +151,10 @@ std::string fmt_s(double t, double limit) {
 
 }  // namespace
 
-int cmd_bench_discovery(const Args& a) {
+int cmd_bench_discovery(const Args& a, const std::string& fuzzer) {
   const double seconds = a.have_seconds ? a.seconds : 60.0;
-  if (!a.fuzzer.empty() && !std::filesystem::exists(a.fuzzer))
-    throw SourceError("<command line>", {}, "--fuzzer expects the lifecycle_fuzzer binary (cmake -DFSDPSIM_FUZZ=ON), got '" + a.fuzzer + "'");
+  if (!fuzzer.empty() && !std::filesystem::exists(fuzzer))
+    throw SourceError("<command line>", {}, "--fuzzer expects the lifecycle_fuzzer binary (cmake -DFSDPSIM_FUZZ=ON), got '" + fuzzer + "'");
   Progress progress("bench", a.quiet || a.json);
   // Each seed thread's root causes: its corpus files' (corpus/regressions/seedNNN_*.seq, each
   // triaged into its recorded class, as `fsdpsim triage` does); without a corpus, the built-in
@@ -198,7 +198,7 @@ int cmd_bench_discovery(const Args& a) {
     std::vector<Reached> runs;
   };
   std::vector<Loop> loops = {{"hunt fuzz loop", {}}};
-  if (!a.fuzzer.empty()) loops.push_back({"lifecycle_fuzzer", {}});
+  if (!fuzzer.empty()) loops.push_back({"lifecycle_fuzzer", {}});
   progress.note("discovery: seeds 1.." + std::to_string(kRuns) + ", " + std::to_string(static_cast<int>(seconds)) + " s each, " +
                 std::to_string(loops.size()) + " loop(s): about " + std::to_string(static_cast<int>(seconds * kRuns * loops.size() / 60 + 1)) +
                 " min");
@@ -211,7 +211,7 @@ int cmd_bench_discovery(const Args& a) {
       } else {
         Reached r;
         std::string error;
-        if (!fuzzer_run(a.fuzzer, seed, seconds, &r, &error)) {
+        if (!fuzzer_run(fuzzer, seed, seconds, &r, &error)) {
           progress.done();
           std::cerr << "fsdpsim bench: " << error << "\n";
           return kInfra;
@@ -247,7 +247,7 @@ int cmd_bench_discovery(const Args& a) {
     return kClean;
   }
   std::cout << "discovery: median of seeds 1.." << kRuns << ", " << seconds << " s per run";
-  if (a.fuzzer.empty()) std::cout << " (lifecycle_fuzzer: not measured, give --fuzzer PATH)";
+  if (fuzzer.empty()) std::cout << " (lifecycle_fuzzer: not measured, give --fuzzer PATH)";
   std::cout << "\n\n";
   size_t width = std::string("median time to the seeds' root causes").size();
   for (const auto& [id, who] : seed_root) width = std::max(width, id.size() + who.size() + 3);

@@ -25,13 +25,13 @@ constexpr int kForcedTries = 200;
 
 }  // namespace
 
-int cmd_coverage(const Args& a) {
+int cmd_coverage(const Args& a, const CoverageFlags& own) {
   const uint64_t seed = a.have_seed ? a.seed : 1;
   const int count = a.count_given ? a.count : 1000;
   std::vector<int> worlds;
   if (a.world > 0) worlds = {a.world};
   else
-    for (int w = a.worlds_lo; w <= a.worlds_hi; ++w) worlds.push_back(w);
+    for (int w = own.worlds_lo; w <= own.worlds_hi; ++w) worlds.push_back(w);
   const std::string draw = a.draw.empty() ? "all" : a.draw;
   GenOptions opt;
   apply_draws_or_default(draw, &opt);

@@ -44,7 +44,7 @@ void print_summary_json(const CrosscheckResults& r, int done, int completed, int
 
 }  // namespace
 
-int cmd_crosscheck(const Args& a) {
+int cmd_crosscheck(const Args& a, const CrosscheckFlags& own) {
   if (!a.have_seed) throw SourceError("<command line>", {}, "crosscheck expects --seed S");
   GenOptions opt;
   opt.world = a.world > 0 ? a.world : 2;
@@ -64,13 +64,13 @@ int cmd_crosscheck(const Args& a) {
   CrosscheckResults results;
   results.seed = a.seed, results.count = a.count, results.world = opt.world;
   results.backends = backends_text(backends), results.profile = a.profile, results.draw = a.draw;
-  std::tie(results.first, results.end) = shard_range(a.count, a.shard_index, a.shard_count);
+  std::tie(results.first, results.end) = shard_range(a.count, own.shard_index, own.shard_count);
   const int run_count = static_cast<int>(results.end - results.first);
   std::ostringstream head;
   head << "crosscheck seed " << a.seed << ", " << a.count << " sequences, world " << opt.world << ", backends " << backends_text(backends)
        << (uses(backends, Backend::Real) ? ", ranks " + a.ranks : "") << (a.draw.empty() ? "" : ", draw " + a.draw);
-  if (a.shard_count > 1)
-    head << ", shard " << a.shard_index << "/" << a.shard_count
+  if (own.shard_count > 1)
+    head << ", shard " << own.shard_index << "/" << own.shard_count
          << (run_count ? " (sequences " + std::to_string(results.first) + ".." + std::to_string(results.end - 1) + ")" : " (no sequences)");
   if (!a.json) std::cout << head.str() << "\n";
   Progress progress("crosscheck", a.quiet);
@@ -157,7 +157,7 @@ int cmd_crosscheck(const Args& a) {
   print_upstream_versions(std::cout, pools, a.json);
   if (!a.junit.empty()) junit.write(a.junit, total);  // partial when interrupted: the sequences that ran
   if (interrupted()) return interrupted_exit(interrupted());  // no results file: the block is incomplete
-  if (!a.results.empty()) write_results_file(a.results, results);
+  if (!own.results.empty()) write_results_file(own.results, results);
   if (broken) return kInfra;
   return divergent ? kDivergence : kClean;
 }

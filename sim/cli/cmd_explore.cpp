@@ -27,8 +27,6 @@ extern char** environ;
 namespace fsdpsim::cli {
 namespace {
 
-[[noreturn]] void usage_error(const std::string& what) { throw SourceError("<command line>", {}, what); }
-
 // Runs Graphviz `dot -Tsvg IN -o OUT`; false (with a message) when it fails.
 bool render_svg(const std::string& dot_file, const std::string& svg_file) {
   std::vector<std::string> args = {"dot", "-Tsvg", dot_file, "-o", svg_file};
@@ -59,10 +57,10 @@ bool write_dot_file(const std::string& path, const ExploreResult& r, int64_t* dr
 
 // Before the search, which may take minutes: the drawing's files must be writable and
 // Graphviz present, so a bad --dot/--svg is exit 3 at once, not after the search.
-void check_drawing(const Args& a) {
-  if (!a.dot.empty()) check_output_file("--dot", a.dot);
-  if (a.svg.empty()) return;
-  check_output_file("--svg", a.svg);
+void check_drawing(const ExploreFlags& own) {
+  if (!own.dot.empty()) check_output_file("--dot", own.dot);
+  if (own.svg.empty()) return;
+  check_output_file("--svg", own.svg);
   if (std::system("dot -V > /dev/null 2>&1") != 0) usage_error("--svg needs Graphviz `dot` on the PATH (or write --dot FILE instead)");
 }
 
@@ -129,17 +127,17 @@ void bench_explorer(std::ostream& os, double budget, bool json) {
   if (!json) print_aligned(os, rows);
 }
 
-int cmd_explore(const Args& a) {
+int cmd_explore(const Args& a, const ExploreFlags& own) {
   SeqFile f;
   std::string source;
-  if (!a.builtin.empty()) {
+  if (!own.builtin.empty()) {
     if (!a.positional.empty()) usage_error("explore takes FILE.seq or --builtin NAME, not both");
-    const BuiltinScenario* b = find_builtin(a.builtin);
+    const BuiltinScenario* b = find_builtin(own.builtin);
     if (!b) {
       std::vector<std::string> names;
       for (const auto& s : builtin_scenarios()) names.push_back(s.name);
-      const std::string hint = did_you_mean(a.builtin, names);
-      usage_error("--builtin expects one of " + (hint.empty() ? builtin_names() : "the built-in scenarios") + ", got '" + a.builtin + "'" + hint);
+      const std::string hint = did_you_mean(own.builtin, names);
+      usage_error("--builtin expects one of " + (hint.empty() ? builtin_names() : "the built-in scenarios") + ", got '" + own.builtin + "'" + hint);
     }
     f = b->file;
     source = "<built-in " + b->name + ">";
@@ -154,17 +152,17 @@ int cmd_explore(const Args& a) {
   apply_overrides(f, a, source);
 
   ExploreOptions opt;
-  opt.depth = a.depth;
-  opt.rank_ops = a.rank_ops;
-  opt.full_alphabet = a.full_alphabet;
-  opt.only_ops = a.ops;
+  opt.depth = own.depth;
+  opt.rank_ops = own.rank_ops;
+  opt.full_alphabet = own.full_alphabet;
+  opt.only_ops = own.ops;
   opt.max_seconds = a.have_seconds ? a.seconds : 0;
-  if (a.max_states > 0) opt.max_states = a.max_states;
+  if (own.max_states > 0) opt.max_states = own.max_states;
   opt.max_bytes = a.memory_budget > 0 ? a.memory_budget : default_memory_budget();
   Progress progress("explore", a.quiet);
   opt.progress = &progress.as_stream();
-  check_ops(a.ops, explore_alphabet(f.scenario, opt.rank_ops, opt.full_alphabet), opt.full_alphabet);
-  check_drawing(a);
+  check_ops(own.ops, explore_alphabet(f.scenario, opt.rank_ops, opt.full_alphabet), opt.full_alphabet);
+  check_drawing(own);
   ExploreResult r = explore(f, opt);
   progress.done();
   if (r.limited) progress.note(stop_text(r) + "; what was found so far follows");
@@ -187,20 +185,20 @@ int cmd_explore(const Args& a) {
   if (a.json) print_explore_json(source, f, r, class_files);
   // Over kMaxDrawnStates the drawing keeps only the paths to the findings (write_state_dot).
   int64_t drawn = 0;
-  if (!a.dot.empty() && !write_dot_file(a.dot, r, &drawn)) return kInfra;
-  if (!a.svg.empty()) {
-    const std::string dot_file = a.dot.empty() ? a.svg + ".dot.tmp" : a.dot;
-    if (a.dot.empty() && !write_dot_file(dot_file, r, &drawn)) return kInfra;
-    const bool ok = render_svg(dot_file, a.svg);
-    if (a.dot.empty()) std::filesystem::remove(dot_file);
+  if (!own.dot.empty() && !write_dot_file(own.dot, r, &drawn)) return kInfra;
+  if (!own.svg.empty()) {
+    const std::string dot_file = own.dot.empty() ? own.svg + ".dot.tmp" : own.dot;
+    if (own.dot.empty() && !write_dot_file(dot_file, r, &drawn)) return kInfra;
+    const bool ok = render_svg(dot_file, own.svg);
+    if (own.dot.empty()) std::filesystem::remove(dot_file);
     if (!ok) return kInfra;
   }
-  if ((!a.dot.empty() || !a.svg.empty()) && !a.json)
+  if ((!own.dot.empty() || !own.svg.empty()) && !a.json)
     std::cout << "drew " << (drawn == r.states ? "all " + std::to_string(drawn) + " states"
                                                : std::to_string(drawn) + " of " + std::to_string(r.states) +
                                                      " states (over " + std::to_string(kMaxDrawnStates) +
                                                      ": the paths from the initial state to each finding class)")
-              << " to " << (a.svg.empty() ? a.dot : a.svg) << "\n";
+              << " to " << (own.svg.empty() ? own.dot : own.svg) << "\n";
   for (const auto& c : r.classes)
     if (!c.replayed) return kInfra;  // the search and a whole run disagree: a harness bug
   return r.classes.empty() ? kClean : kFinding;

@@ -28,8 +28,8 @@ namespace {
 // `# signature:`, `# class:` and `# finding:`), or with --no-shrink the file as
 // written with its first finding's signature and sentence. A file without a
 // finding is exported as written and the script checks nothing (stderr says so).
-SeqFile sequence_to_export(SeqFile f, const Args& a, const std::string& file) {
-  if (!a.no_shrink) {
+SeqFile sequence_to_export(SeqFile f, const Args& a, const ExportFlags& own, const std::string& file) {
+  if (!own.no_shrink) {
     TriageResult t;
     if (triage(f, &t)) return t.minimal;
   } else {
@@ -83,13 +83,13 @@ bool fsdp_independent(const SeqFile& f, const Args& a) {
   return false;
 }
 
-int cmd_export(const Args& a) {
+int cmd_export(const Args& a, const ExportFlags& own) {
   if (a.positional.size() != 1) throw SourceError("<command line>", {}, "export expects exactly one FILE.seq");
-  if (!a.python) throw SourceError("<command line>", {}, "export expects --python (the only format so far)");
+  if (!own.python) throw SourceError("<command line>", {}, "export expects --python (the only format so far)");
   const std::string& file = a.positional[0];
   SeqFile f = parse_seq_file(file);
   apply_overrides(f, a, file);
-  f = sequence_to_export(f, a, file);
+  f = sequence_to_export(f, a, own, file);
   const Profile profile = effective_profile(f.scenario);
   std::string tmp = (std::filesystem::temp_directory_path() / "fsdpsim-export-XXXXXX").string();
   int fd = ::mkstemp(tmp.data());

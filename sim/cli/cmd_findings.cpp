@@ -38,19 +38,19 @@ std::string read_file(const std::string& path) { return read_input_file(path, kT
 
 // --issue REPORT: the report's draft issue body on stdout; its repro (DIR/<stem>.py) run now through
 // fsdpsim_upstream.issue_run unless --no-run, within --timeout (300 s when not given).
-int print_issue(const Args& a, const std::string& dir) {
-  const FindingReport* r = find_report(a.issue);
+int print_issue(const Args& a, const FindingsFlags& own, const std::string& dir) {
+  const FindingReport* r = find_report(own.issue);
   if (!r) {
     throw SourceError("<command line>", {}, "--issue expects a report id from docs/findings/README.md's reports (" +
                                                 std::to_string(finding_reports().size()) + ", e.g. " + finding_reports()[0].id + ", " +
-                                                finding_reports()[1].id + "), got '" + a.issue + "'");
+                                                finding_reports()[1].id + "), got '" + own.issue + "'");
   }
   const std::string name = finding_stem(r->repro) + ".py";
   const std::string script_path = dir + "/" + name;
   const std::string script = std::filesystem::exists(script_path) ? read_file(script_path) : "";
   ReproRun run;
   if (script.empty()) run.not_run = "no script is kept at " + script_path;
-  else if (a.no_run) run.not_run = "--no-run was given";
+  else if (own.no_run) run.not_run = "--no-run was given";
   else {
     std::string tmp = (std::filesystem::temp_directory_path() / "fsdpsim-issue-XXXXXX").string();
     const int fd = ::mkstemp(tmp.data());
@@ -106,12 +106,12 @@ std::vector<std::string> unborne_fix_claims(const std::string& dir) {
 
 }  // namespace
 
-int cmd_findings(const Args& a) {
-  const bool check = a.check;
+int cmd_findings(const Args& a, const FindingsFlags& own) {
+  const bool check = own.check;
   // The project's pages and corpus (sim/core/project_data.hpp), shown as the user reaches them.
   const ProjectData& data = project_data();
   const std::string dir = !a.out.empty() ? a.out : shown_path(data.findings_dir());
-  if (!a.issue.empty()) return print_issue(a, dir);
+  if (!own.issue.empty()) return print_issue(a, own, dir);
   std::vector<std::string> inputs = a.positional;
   for (const auto& d : data.corpus_dirs()) inputs.push_back(shown_path(d));
   if (inputs.empty()) throw SourceError("<command line>", {}, "findings expects PATH... or " + missing_data_line("the corpus", ""));

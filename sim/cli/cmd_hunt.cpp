@@ -63,7 +63,7 @@ void print_hunt_json(const HuntReport& rep, const std::string& out, int code, in
 
 // A testcase per class: a failure where a backend disagrees with the model (the
 // hunt's exit 2) or, with --fail-on-new, where the class has no known fix (exit 1).
-void write_hunt_junit(const HuntReport& rep, const Args& a) {
+void write_hunt_junit(const HuntReport& rep, const Args& a, const HuntFlags& own) {
   JunitReport junit("fsdpsim hunt (seed " + std::to_string(rep.seed) + ", profile " + rep.profile + ")");
   for (const auto& c : rep.classes) {
     JunitCase jc;
@@ -72,9 +72,9 @@ void write_hunt_junit(const HuntReport& rep, const Args& a) {
     if (differs) {
       jc.outcome = JunitCase::Outcome::Failure, jc.message = "real " + c.real + ", upstream " + c.upstream;
       for (const auto& d : c.divergences) jc.text += d + "\n";
-    } else if (a.fail_on_unreported && is_unreported(root_cause_entry(c.t.root_cause.id).verdict)) {
+    } else if (own.fail_on_unreported && is_unreported(root_cause_entry(c.t.root_cause.id).verdict)) {
       jc.outcome = JunitCase::Outcome::Failure, jc.message = "root cause " + c.t.root_cause.id + ": no upstream report covers it";
-    } else if (a.fail_on_uncatalogued && c.regression.empty()) {
+    } else if (own.fail_on_uncatalogued && c.regression.empty()) {
       jc.outcome = JunitCase::Outcome::Failure, jc.message = "no regression file in the corpus carries this signature";
     }
     jc.text = c.t.signature + "\n" + c.t.symptom + "\n" + jc.text;
@@ -127,23 +127,23 @@ void run_scripts(HuntReport& rep, const std::string& out, Progress& progress, co
 
 }  // namespace
 
-int cmd_hunt(const Args& a) {
+int cmd_hunt(const Args& a, const HuntFlags& own) {
   if (!a.positional.empty()) throw SourceError("<command line>", {}, "hunt takes no files, got '" + a.positional[0] + "'");
   // The corpus the catalogue is checked against: --corpus DIR, else the project's
   // corpus/regressions and corpus/divergences (sim/core/project_data.hpp), wherever fsdpsim runs.
-  if (!a.corpus.empty() && !std::filesystem::is_directory(a.corpus))
-    throw SourceError("<command line>", {}, "--corpus expects a directory of .seq files, got '" + a.corpus + "'");
+  if (!own.corpus.empty() && !std::filesystem::is_directory(own.corpus))
+    throw SourceError("<command line>", {}, "--corpus expects a directory of .seq files, got '" + own.corpus + "'");
   std::vector<std::string> corpus;
-  if (!a.corpus.empty()) corpus.push_back(a.corpus);
-  if (a.corpus.empty()) corpus = project_data().corpus_dirs();
+  if (!own.corpus.empty()) corpus.push_back(own.corpus);
+  if (own.corpus.empty()) corpus = project_data().corpus_dirs();
   HuntOptions o;
-  o.seconds = a.have_seconds ? a.seconds : a.model_only ? kHuntModelOnlyDefaultSeconds : kHuntDefaultSeconds;
+  o.seconds = a.have_seconds ? a.seconds : own.model_only ? kHuntModelOnlyDefaultSeconds : kHuntDefaultSeconds;
   o.world = a.world > 0 ? a.world : 2;
   o.profile = a.profile.empty() ? "upstream" : a.profile;
   o.seed = a.have_seed ? a.seed : 1;
   o.scenarios = hunt_scenarios();
   o.explore = hunt_explore_hook();
-  o.confirm_real = o.confirm_upstream = !a.model_only;
+  o.confirm_real = o.confirm_upstream = !own.model_only;
   // sim/findings/hunt.cpp already spaces its lines (a phase done, fuzzing every 2 s): each one stays.
   Progress progress("hunt", a.quiet);
   o.progress = [&progress](const std::string& line) { progress.note(line); };
@@ -151,7 +151,7 @@ int cmd_hunt(const Args& a) {
   const std::string out = a.out.empty() ? "out/hunt" : a.out;
   progress.note("seed " + std::to_string(o.seed) + ", profile " + o.profile + ", world " + std::to_string(o.world) + ", " +
                 std::to_string(static_cast<int>(o.seconds)) + " s budget (" +
-                (a.model_only ? "model only" : "the model a third, confirmation the rest") + "), " + std::to_string(o.scenarios.size()) +
+                (own.model_only ? "model only" : "the model a third, confirmation the rest") + "), " + std::to_string(o.scenarios.size()) +
                 " built-in scenarios, explorer " + (o.explore ? "on" : "not built in"));
   // SIGINT/SIGTERM/SIGHUP: the backends' handler stops their ranks and pools first
   // (it chains to ours), then the hunt ends at its next step with what it has.
@@ -169,28 +169,28 @@ int cmd_hunt(const Args& a) {
     attach_regressions(rep, corpus_signatures(files));
   }
   // Said once: which columns go without the project's data, and why.
-  if (const std::string line = missing_data_line(a.corpus.empty() ? "the regression column" : "", "the repro column and page links"); !line.empty())
+  if (const std::string line = missing_data_line(own.corpus.empty() ? "the regression column" : "", "the repro column and page links"); !line.empty())
     std::cerr << "fsdpsim: " << line << "\n";
-  int code = sig ? interrupted_exit(sig) : hunt_exit_code(rep, a.fail_on_unreported, a.fail_on_uncatalogued);
+  int code = sig ? interrupted_exit(sig) : hunt_exit_code(rep, own.fail_on_unreported, own.fail_on_uncatalogued);
   std::string error;
   if (!write_hunt_outputs(rep, out, code, &error)) {
     std::cerr << "fsdpsim: " << error << "\n";
     return kInfra;
   }
-  if (a.scripts && !a.model_only && rep.upstream_installed && !sig) {
+  if (own.scripts && !own.model_only && rep.upstream_installed && !sig) {
     run_scripts(rep, out, progress, a);
-    code = hunt_exit_code(rep, a.fail_on_unreported, a.fail_on_uncatalogued);
+    code = hunt_exit_code(rep, own.fail_on_unreported, own.fail_on_uncatalogued);
     if (!write_hunt_outputs(rep, out, code, &error)) {
       std::cerr << "fsdpsim: " << error << "\n";
       return kInfra;
     }
   }
-  if (!a.junit.empty()) write_hunt_junit(rep, a);
-  if (!a.html.empty()) {  // after write_hunt_outputs: the page names each class's file
-    std::ofstream page(a.html, std::ios::binary | std::ios::trunc);
-    if (page) page << hunt_html(rep, a.html);
+  if (!a.junit.empty()) write_hunt_junit(rep, a, own);
+  if (!own.html.empty()) {  // after write_hunt_outputs: the page names each class's file
+    std::ofstream page(own.html, std::ios::binary | std::ios::trunc);
+    if (page) page << hunt_html(rep, own.html);
     if (!page.flush()) {
-      std::cerr << "fsdpsim: --html: cannot write '" << a.html << "': " << std::strerror(errno) << "\n";
+      std::cerr << "fsdpsim: --html: cannot write '" << own.html << "': " << std::strerror(errno) << "\n";
       return kInfra;
     }
   }
@@ -203,16 +203,16 @@ int cmd_hunt(const Args& a) {
   std::cout << "hunt (seed " << rep.seed << ", " << rep.profile << ", world " << rep.world << "): " << rep.sequences << " fuzzed ("
             << rep.with_findings << " with findings), " << rep.explored << " explored, " << rep.triaged << " triaged into "
             << rep.classes.size() << " classes\n";
-  if (a.model_only) std::cout << "not confirmed (--model-only): the model's findings only\n";
+  if (own.model_only) std::cout << "not confirmed (--model-only): the model's findings only\n";
   print_catalogue(std::cout, rep);
   if (!rep.upstream_versions.empty()) std::cout << rep.upstream_versions << "\n";
   else if (!rep.upstream_installed) std::cout << "upstream: not installed (.venv missing), confirmed on the real backend only\n";
-  else if (!a.model_only)
+  else if (!own.model_only)
     std::cout << "upstream: no pool was ready before " << (sig ? "the signal" : "the --seconds deadline") << ", nothing confirmed there\n";
   char times[200];
   std::snprintf(times, sizeof times, "time: explore %.1f s, fuzz %.1f s, triage %.1f s, confirm %.1f s\n", rep.t_explore, rep.t_fuzz, rep.t_triage,
                 rep.t_confirm);
-  std::cout << times << "written: " << out << "/summary.json and one .seq per class" << (a.html.empty() ? "" : ", " + a.html) << "\n";
+  std::cout << times << "written: " << out << "/summary.json and one .seq per class" << (own.html.empty() ? "" : ", " + own.html) << "\n";
   if (rep.infra) std::cerr << "fsdpsim: " << rep.infra_message << "\n";
   if (sig) std::cerr << "fsdpsim: hunt interrupted by signal " << sig << " (" << strsignal(sig) << "): partial results, exit " << code << "\n";
   return code;
@@ -221,7 +221,7 @@ int cmd_hunt(const Args& a) {
 // Prints FILE, class stem, verdict and signature (tab-separated) per file;
 // --out DIR writes each minimal sequence there; --check compares with the
 // file's own `# signature:` line (exit 1 on any difference).
-int cmd_triage(const Args& a) {
+int cmd_triage(const Args& a, const TriageFlags& own) {
   if (a.positional.empty()) throw SourceError("<command line>", {}, "triage expects FILE.seq or a directory");
   int code = kClean;
   std::vector<std::string> problems;
@@ -246,7 +246,7 @@ int cmd_triage(const Args& a) {
           .print(std::cout);
     if (!found) {
       if (!a.json) std::cout << file << "\t-\tnone\t-\n";
-      if (a.check && !recorded.empty()) {
+      if (own.check && !recorded.empty()) {
         std::cerr << file << ": records '" << recorded << "' but has no finding\n";
         code = kFinding;
       }
@@ -255,12 +255,12 @@ int cmd_triage(const Args& a) {
     if (!a.json)
       std::cout << file << "\t" << class_file_stem(t) << "\t" << t.root_cause.id << "\t" << verdict
                 << (t.fix_switch.empty() ? "" : ", removed by " + t.fix_switch) << "\t" << t.signature << "\n";
-    if (a.check && recorded != t.signature) {
+    if (own.check && recorded != t.signature) {
       std::cerr << file << ": signature line says '" << recorded << "', triage computes '" << t.signature << "'\n";
       code = kFinding;
     }
     // A recorded fix claim holds only while the re-run still bears it out.
-    if (const std::string fix = fix_comment(f); a.check && !fix.empty() && fix != fix_comment(t.minimal)) {
+    if (const std::string fix = fix_comment(f); own.check && !fix.empty() && fix != fix_comment(t.minimal)) {
       std::cerr << file << ": fix line says '" << fix << "', a re-run on the " << kFixClaimBackend << " says '" << fix_comment(t.minimal) << "'\n";
       code = kFinding;
     }

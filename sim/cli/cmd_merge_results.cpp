@@ -13,7 +13,7 @@
 
 namespace fsdpsim::cli {
 
-int cmd_merge_results(const Args& a) {
+int cmd_merge_results(const Args& a, const MergeResultsFlags& own) {
   if (a.positional.empty()) throw SourceError("<command line>", {}, "merge-results expects at least one results file");
   std::vector<CrosscheckResults> parts;
   for (const auto& file : a.positional) {
@@ -31,7 +31,7 @@ int cmd_merge_results(const Args& a) {
         .num("seed", static_cast<int64_t>(m.seed)).num("count", m.count).num("world", m.world).str("backends", m.backends)
         .str("profile", m.profile).num("first", m.first).num("end", m.end).seeds("divergent", m.divergent).seeds("broken", m.broken)
         .counts("findings", m.findings).strs("files", a.positional).print(std::cout);
-    if (!a.results.empty()) write_results_file(a.results, m);
+    if (!own.results.empty()) write_results_file(own.results, m);
     if (!m.broken.empty()) return kInfra;
     return m.divergent.empty() ? kClean : kDivergence;
   }
@@ -43,7 +43,7 @@ int cmd_merge_results(const Args& a) {
                             {"divergent", seeds(m.divergent)},
                             {"backend failures", seeds(m.broken)},
                             {"findings (model)", spec.empty() ? "none" : spec}});
-  if (!a.results.empty()) write_results_file(a.results, m);
+  if (!own.results.empty()) write_results_file(own.results, m);
   if (!m.broken.empty()) return kInfra;
   return m.divergent.empty() ? kClean : kDivergence;
 }

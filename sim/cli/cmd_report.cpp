@@ -12,9 +12,9 @@
 
 namespace fsdpsim::cli {
 
-int cmd_report(const Args& a) {
+int cmd_report(const Args& a, const ReportFlags& own) {
   if (a.positional.size() != 1) throw SourceError("<command line>", {}, "report expects exactly one FILE.seq");
-  if (a.html.empty()) throw SourceError("<command line>", {}, "report expects --html OUT.html");
+  if (own.html.empty()) throw SourceError("<command line>", {}, "report expects --html OUT.html");
   const std::string& file = a.positional[0];
   SeqFile f = parse_seq_file(file);
   apply_overrides(f, a, file);
@@ -42,15 +42,15 @@ int cmd_report(const Args& a) {
     if (const std::string line = missing_data_line("", "the root cause's page link"); !line.empty()) std::cerr << "fsdpsim: " << line << "\n";
   TimelineCounts counts;
   std::string section = timeline_section(t, &counts);
-  std::ofstream out(a.html, std::ios::binary | std::ios::trunc);
-  if (out) out << html_page("fsdpsim report " + file, report_summary_box(t, file, backends_text(a.backends), a.html) + section);
-  if (!out.flush()) throw SourceError("<command line>", {}, "--html: cannot write '" + a.html + "': " + std::strerror(errno));
+  std::ofstream out(own.html, std::ios::binary | std::ios::trunc);
+  if (out) out << html_page("fsdpsim report " + file, report_summary_box(t, file, backends_text(a.backends), own.html) + section);
+  if (!out.flush()) throw SourceError("<command line>", {}, "--html: cannot write '" + own.html + "': " + std::strerror(errno));
   if (a.json) {
     JsonRecord r("report");
-    r.str("html", a.html).str("file", file).num("ops", counts.steps).num("world", f.scenario.world).str("backends", backends_text(a.backends));
+    r.str("html", own.html).str("file", file).num("ops", counts.steps).num("world", f.scenario.world).str("backends", backends_text(a.backends));
     r.num("findings", counts.findings).num("differing_cells", res.runs.size() > 1 ? counts.differing_cells : 0).print(std::cout);
   } else {
-    std::cout << "wrote " << a.html << ": " << counts.steps << " ops, world " << f.scenario.world << ", backends "
+    std::cout << "wrote " << own.html << ": " << counts.steps << " ops, world " << f.scenario.world << ", backends "
             << backends_text(a.backends) << ", " << counts.findings << " findings";
     if (res.runs.size() > 1) std::cout << ", " << counts.differing_cells << " differing cells";
     std::cout << "\n";

@@ -59,12 +59,12 @@ int shrink_divergence(const Args& a, const SeqFile& f, const std::string& file) 
 
 }  // namespace
 
-int cmd_shrink(const Args& a) {
+int cmd_shrink(const Args& a, const ShrinkFlags& own) {
   if (a.positional.size() != 1) throw SourceError("<command line>", {}, "shrink expects exactly one FILE.seq");
   const std::string& file = a.positional[0];
   SeqFile f = parse_seq_file(file);
   apply_overrides(f, a, file);
-  if (a.divergence) return shrink_divergence(a, f, file);
+  if (own.divergence) return shrink_divergence(a, f, file);
   ShrinkResult res;
   Progress progress("shrink", a.quiet);
   bool found = shrink(f, &res, [&progress](const std::string& line) { progress.status(line); });

@@ -125,7 +125,7 @@ int cmd_random(const Args& a) {
 
 // Figures asked for by the issues: model ops/s on one core, generated and
 // simulated sequences/s at world 2, and the same with observations built.
-int cmd_bench(const Args& a) {
+int cmd_bench_figures(const Args& a, bool model_only) {
   const double budget = a.seconds;
   const uint64_t seed = 1;
   // --json: each figure one bench_figure record (name, value, unit) instead of the lines.
@@ -270,7 +270,7 @@ int cmd_bench(const Args& a) {
   }
   // 2b. The explorer over the built-in scenarios (sim/core/explore.cpp).
   bench_explorer(std::cout, budget, a.json);
-  if (a.model_only) return kClean;
+  if (model_only) return kClean;
   // 5. The real backend: 10-op generated sequences at world 2.
   GenOptions ten = opt;
   ten.min_ops = ten.max_ops = 10;
@@ -332,6 +332,13 @@ int cmd_bench(const Args& a) {
   if (rc < 0) say << "upstream backend: not measured (" << error << ")\n";
   else if (rc != 0) say << "upstream backend: the bench failed (exit " << rc << ")\n";
   return kClean;
+}
+
+// bench is three commands behind one name: --stability and --discovery pick the other two.
+int cmd_bench(const Args& a, const BenchFlags& own) {
+  if (own.stability && own.discovery) throw SourceError("<command line>", {}, "bench takes --stability or --discovery, not both");
+  if (!own.fuzzer.empty() && !own.discovery) throw SourceError("<command line>", {}, "--fuzzer goes with bench --discovery");
+  return own.stability ? cmd_bench_stability(a) : own.discovery ? cmd_bench_discovery(a, own.fuzzer) : cmd_bench_figures(a, own.model_only);
 }
 
 }  // namespace fsdpsim::cli

@@ -30,13 +30,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::vector<ReleaseSet> sets_of(const Args& a, std::string* name) {
+std::vector<ReleaseSet> sets_of(const Args& a, const VersionsFlags& own, std::string* name) {
   if (!a.upstream_set.empty()) {
     *name = a.upstream_set;
     return {parse_release_set(a.upstream_set)};
   }
-  *name = a.matrix;
-  return matrix_sets(a.matrix);
+  *name = own.matrix;
+  return matrix_sets(own.matrix);
 }
 
 // Where a pool's error says the harness met an API the release lacks (rank.py's `fail`).
@@ -183,22 +183,22 @@ Cell run_on_release(const std::string& file, const std::string& set, const Args&
   return c;
 }
 
-int cmd_versions(const Args& a) {
-  if (!a.bisect.empty()) return cmd_versions_bisect(a);
-  if (!a.compare.empty()) return cmd_versions_compare(a);
+int cmd_versions(const Args& a, const VersionsFlags& own) {
+  if (!own.bisect.empty()) return cmd_versions_bisect(a, own);
+  if (!own.compare.empty()) return cmd_versions_compare(a, own);
   if (a.positional.empty()) throw SourceError("<command line>", {}, "versions expects at least one file or directory");
   const auto t0 = Clock::now();
   std::string matrix_name;
   // --peft PATH: the pinned release and the local PEFT, and only what changed between them.
-  const bool local_peft = !a.peft_path.empty();
+  const bool local_peft = !own.peft_path.empty();
   if (local_peft && !a.upstream_set.empty()) throw SourceError("<command line>", {}, "versions --peft takes no --upstream: it runs the pinned release and PATH");
   // Built a step at a time, not as a braced list: GCC 12 mis-destroys a braced list's elements when
   // a later one throws (parse_release_set on a missing PATH; ASan: stack-use-after-scope).
   const std::vector<ReleaseSet> sets = [&] {
-    if (!local_peft) return sets_of(a, &matrix_name);
+    if (!local_peft) return sets_of(a, own, &matrix_name);
     std::vector<ReleaseSet> out;
     out.push_back(matrix_sets("pinned").front());
-    out.push_back(parse_release_set("peft=" + a.peft_path));
+    out.push_back(parse_release_set("peft=" + own.peft_path));
     return out;
   }();
   std::vector<std::string> problems;

@@ -33,8 +33,8 @@ std::string version_at(const std::string& v, int column) {
 
 // --releases A..B: PyPI's final releases between A and B (inclusive), A and B
 // themselves need not be releases (0.13..0.21.2); A,B,C: those, oldest first.
-std::vector<std::string> releases_of(const Args& a, std::string* range) {
-  std::string spec = a.releases;
+std::vector<std::string> releases_of(const VersionsFlags& own, std::string* range) {
+  std::string spec = own.releases;
   if (spec.empty()) {  // the default matrix's span
     const std::vector<ReleaseSet> sets = matrix_sets("default");
     spec = sets.front().pins.at("peft") + ".." + sets.back().pins.at("peft");
@@ -65,7 +65,7 @@ std::vector<std::string> releases_of(const Args& a, std::string* range) {
   if (rc != 0) throw InfraError(message.empty() ? "release_env --list peft: exit " + std::to_string(rc) : message);
   for (const auto& v : all)
     if (compare_release_versions(lo, v) <= 0 && compare_release_versions(v, hi) <= 0) out.push_back(v);
-  if (out.empty()) throw SourceError("<command line>", {1, 1}, "expected --releases A..B to hold a PEFT release on PyPI, got '" + a.releases + "'");
+  if (out.empty()) throw SourceError("<command line>", {1, 1}, "expected --releases A..B to hold a PEFT release on PyPI, got '" + own.releases + "'");
   return out;
 }
 
@@ -106,16 +106,16 @@ std::string fixed_line(const BisectAnswer& b, const std::vector<std::string>& re
 
 }  // namespace
 
-int cmd_versions_bisect(const Args& a) {
+int cmd_versions_bisect(const Args& a, const VersionsFlags& own) {
   if (!a.positional.empty()) throw SourceError("<command line>", {}, "versions --bisect expects one FILE after --bisect and no other paths, got '" + a.positional.front() + "'");
-  if (!a.upstream_set.empty() || !a.peft_path.empty()) throw SourceError("<command line>", {}, "versions --bisect takes --releases, not --upstream or --peft");
+  if (!a.upstream_set.empty() || !own.peft_path.empty()) throw SourceError("<command line>", {}, "versions --bisect takes --releases, not --upstream or --peft");
   const auto t0 = std::chrono::steady_clock::now();
-  parse_seq_file(a.bisect);  // bad input before any environment is made
+  parse_seq_file(own.bisect);  // bad input before any environment is made
   std::string range;
-  const std::vector<std::string> rel = releases_of(a, &range);
+  const std::vector<std::string> rel = releases_of(own, &range);
   arm_interrupts();
   Progress progress("versions", a.quiet);
-  progress.note("bisect " + a.bisect + " over PEFT " + range + ": " + std::to_string(rel.size()) +
+  progress.note("bisect " + own.bisect + " over PEFT " + range + ": " + std::to_string(rel.size()) +
                 " releases (assumes it appears in one release and is fixed in one later release)");
   std::vector<Cell> cells(rel.size());
   std::vector<double> env_seconds(rel.size(), 0);
@@ -126,7 +126,7 @@ int cmd_versions_bisect(const Args& a) {
     Cell c;
     {
       Waiting waiting(progress, "probe " + std::to_string(probes + 1) + ": peft " + rel[i] + " (its environment made on first use)");
-      c = run_on_release(a.bisect, "peft==" + rel[i], a, &env_seconds[i]);
+      c = run_on_release(own.bisect, "peft==" + rel[i], a, &env_seconds[i]);
     }
     ++probes;
     std::ostringstream line;
@@ -135,7 +135,7 @@ int cmd_versions_bisect(const Args& a) {
     progress.note(line.str());
     if (a.json) {
       JsonRecord r("versions_probe");
-      r.str("file", a.bisect).str("release", "peft==" + rel[i]).num("probe", probes).str("verdict", c.verdict).str("detail", c.detail);
+      r.str("file", own.bisect).str("release", "peft==" + rel[i]).num("probe", probes).str("verdict", c.verdict).str("detail", c.detail);
       r.real("seconds", c.seconds).real("environment_seconds", env_seconds[i]).print(std::cout);
     }
     if (c.verdict == "broken") broken = "peft " + rel[i] + ": " + c.detail;
@@ -152,7 +152,7 @@ int cmd_versions_bisect(const Args& a) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (a.json) {
     JsonRecord r("versions_bisect");
-    r.str("file", a.bisect).str("range", range).num("releases", static_cast<int64_t>(rel.size())).num("probes", probes).flag("found", b.found);
+    r.str("file", own.bisect).str("range", range).num("releases", static_cast<int64_t>(rel.size())).num("probes", probes).flag("found", b.found);
     if (b.found) {
       r.str("first_reproducing", rel[b.first_reproducing]).str("clean_before", name_or(rel, b.clean_before, ""));
       r.str("last_reproducing", rel[b.last_reproducing]).str("fixed_in", name_or(rel, b.fixed_in, ""));
@@ -161,7 +161,7 @@ int cmd_versions_bisect(const Args& a) {
     r.real("seconds", seconds).print(std::cout);
     return b.found ? kFinding : kClean;  // a release that reproduces is a finding
   }
-  std::cout << "bisect " << a.bisect << ": PEFT " << rel.front() << ".." << rel.back() << ", " << rel.size() << " releases, " << probes
+  std::cout << "bisect " << own.bisect << ": PEFT " << rel.front() << ".." << rel.back() << ", " << rel.size() << " releases, " << probes
             << " probed (assumes it appears in one release and is fixed in one later release)\n";
   std::cout << std::left << std::setw(10) << "release" << "verdict\n";
   for (size_t i = 0; i < rel.size(); ++i)

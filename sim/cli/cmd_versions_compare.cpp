@@ -42,11 +42,11 @@ int print_changes_and_fixes(const std::vector<VerdictChange>& changes, const std
   return changes.empty() && contradicted == 0 ? kClean : kFinding;
 }
 
-int cmd_versions_compare(const Args& a) {
+int cmd_versions_compare(const Args& a, const VersionsFlags& own) {
   if (a.positional.size() != 1)
     throw SourceError("<command line>", {}, "versions --compare KEPT expects one NEW file (a `versions --json` output), got " +
                                                  std::to_string(a.positional.size()) + " paths");
-  const std::vector<ReleaseVerdict> kept = read_verdicts(a.compare), now = read_verdicts(a.positional.front());
+  const std::vector<ReleaseVerdict> kept = read_verdicts(own.compare), now = read_verdicts(a.positional.front());
   if (now.empty()) throw SourceError(a.positional.front(), {}, "expected versions_cell records, got none");
   return print_changes_and_fixes(verdict_changes(kept, now), check_fixes(root_cause_catalogue(), fixes_shipped(), now), a.json);
 }

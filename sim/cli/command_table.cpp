@@ -1,18 +1,19 @@
-// The command table (command_table.hpp): each command's row, and the usage texts read off it.
+// The command table (command_table.hpp): each command's row with its flags, and the usage texts read off it.
 #include "sim/cli/command_table.hpp"
 
+#include <algorithm>
+#include <iostream>
+#include <stdexcept>
+#include <typeinfo>
+
 #include "model/vocab/source_error.hpp"
+#include "model/vocab/text.hpp"
+#include "sim/cli/commands.hpp"
+#include "sim/core/project_data.hpp"
 #include "sim/findings/hunt.hpp"
 
 namespace fsdpsim::cli {
 namespace {
-
-// bench is three commands behind one name: --stability and --discovery pick the other two.
-int run_bench(const Args& a) {
-  if (a.stability && a.discovery) throw SourceError("<command line>", {}, "bench takes --stability or --discovery, not both");
-  if (!a.fuzzer.empty() && !a.discovery) throw SourceError("<command line>", {}, "--fuzzer goes with bench --discovery");
-  return a.stability ? cmd_bench_stability(a) : a.discovery ? cmd_bench_discovery(a) : cmd_bench(a);
-}
 
 // The flags of every command that runs a sequence on the backends.
 const char* kBackendNotes =
@@ -33,13 +34,65 @@ const char* kUsageTail =
     "every command: --quiet (no progress lines on stderr), --help; --json: one object per line, each with a\n"
     "            \"type\" (docs/cli-json.schema.json); colours only when stdout is a terminal and NO_COLOR is unset\n";
 
+// A common flag by name, as args.cpp declares it.
+Flag F(const char* name) { return common_flag(name); }
+
+// The hunt's old spelling of --fail-on-unreported: "new" meant "no patched switch removes it".
+void fail_on_new(HuntFlags& h, const std::string&) {
+  std::cerr << "fsdpsim: --fail-on-new is now --fail-on-unreported (exit 1 on a root cause no upstream report covers)\n";
+  h.fail_on_unreported = true;
+}
+
+// crosscheck --shard I/N: block I (0-based) of N.
+void parse_shard(CrosscheckFlags& c, const std::string& v) {
+  size_t slash = v.find('/');
+  if (slash == std::string::npos) usage_error("--shard expects I/N (0 <= I < N), got '" + v + "'");
+  c.shard_count = static_cast<int>(flag_int("--shard N", v.substr(slash + 1), 1, 100000));
+  c.shard_index = static_cast<int>(flag_int("--shard I", v.substr(0, slash), 0, 100000));
+  if (c.shard_index >= c.shard_count) usage_error("--shard expects I/N with 0 <= I < N, got '" + v + "'");
+}
+
+// coverage --worlds A-B (or A).
+void parse_worlds(CoverageFlags& c, const std::string& v) {
+  const size_t dash = v.find('-');
+  c.worlds_lo = static_cast<int>(flag_int("--worlds", v.substr(0, dash), 1, 64));
+  c.worlds_hi = dash == std::string::npos ? c.worlds_lo : static_cast<int>(flag_int("--worlds", v.substr(dash + 1), 1, 64));
+  if (c.worlds_hi < c.worlds_lo) usage_error("--worlds expects A-B with A <= B, got '" + v + "'");
+}
+
+// explore --ops a,b: op kinds or op texts.
+void parse_ops(ExploreFlags& e, const std::string& v) {
+  for (const std::string& item : split(v)) {
+    if (item.empty()) usage_error("--ops expects a comma list of op kinds or op texts, got '" + v + "'");
+    e.ops.push_back(item);
+  }
+}
+
+// Where the hunt writes without --out (cmd_hunt.cpp).
+std::string hunt_out(const Args&, const HuntFlags&) { return "out/hunt"; }
+// The project's own docs/findings (sim/core/project_data.hpp), wherever the user stands; --check and --issue write none.
+std::string findings_out(const Args&, const FindingsFlags& f) {
+  return f.check || !f.issue.empty() ? "" : project_data().findings_dir();
+}
+
 std::vector<Command> make_table() {
   std::vector<Command> t;
   t.reserve(32);  // the references `row` returns stay valid while a row is finished
   auto row = [&](Command c) -> Command& { return t.emplace_back(std::move(c)); };
-  Command& hunt = row({"hunt", cmd_hunt,
-      {"--seconds", "--world", "--out", "--fail-on-unreported", "--fail-on-new", "--fail-on-uncatalogued", "--corpus", "--profile", "--seed",
-       "--ranks", "--timeout", "--json", "--junit", "--html", "--model-only", "--scripts"},
+  const std::string hunt_seconds = std::to_string(kHuntDefaultSeconds) + " s; " + std::to_string(kHuntModelOnlyDefaultSeconds) + " with --model-only";
+  Command& hunt = row(command("hunt", cmd_hunt,
+      {F("--seconds").with_help("the budget: explore and fuzz for T s (default " + hunt_seconds + ")"),
+       F("--world").with_help("every built-in scenario at N ranks instead of its own"),
+       with_default_path(F("--out").with_help("the catalogue, its classes and scripts go here (default out/hunt)"), hunt_out),
+       own_switch("--fail-on-unreported", &HuntFlags::fail_on_unreported, "exit 1 when a root cause has no upstream report"),
+       own_flag<HuntFlags>("--fail-on-new", "", "", "the old name of --fail-on-unreported (taken with a warning)", fail_on_new),
+       own_switch("--fail-on-uncatalogued", &HuntFlags::fail_on_uncatalogued, "exit 1 when a class has no regression file in the corpus"),
+       own_text("--corpus", "DIR", &HuntFlags::corpus, "the regression files the catalogue is checked against (default corpus/regressions, corpus/divergences)"),
+       F("--profile").with_help("every built-in scenario under profile P instead of its own"), F("--seed").with_help("the seed of the fuzz loop"), F("--ranks"), F("--timeout"), F("--json"),
+       F("--junit").with_help("a JUnit XML report, a testcase per class"),
+       own_text("--html", "OUT.html", &HuntFlags::html, "the catalogue as one page, each class linked to its timeline", Writes::File),
+       own_switch("--model-only", &HuntFlags::model_only, "no confirmation on the real and upstream backends"),
+       own_switch("--scripts", &HuntFlags::scripts, "also export each root cause's shortest class and run it under torchrun")},
       "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-unreported] [--profile P] [--seed S] [--json]\n"
       "                    [--model-only]     no confirmation on the real and upstream backends\n"
       "                    [--scripts]        also export each root cause's shortest class and run it under torchrun\n"
@@ -47,82 +100,132 @@ std::vector<Command> make_table() {
       "                    [--junit FILE]     a testcase per class\n"
       "                    [--html OUT.html]  the catalogue as one page, each class linked to its timeline\n"
       "                                             explore and fuzz the built-in scenarios for T s (default @HUNT_SECONDS@),\n"
-      "                                             triage into classes, confirm on real (and upstream), catalogue\n"});
+      "                                             triage into classes, confirm on real (and upstream), catalogue\n"));
   hunt.lists_builtins = true;
   hunt.help_word = false;
-  row({"triage", cmd_triage, {"--check", "--out", "--profile", "--set", "--world", "--json"},
+  row(command("triage", cmd_triage,
+      {own_switch("--check", &TriageFlags::check, "exit 1 where a file's `# signature:` line differs from its class"),
+       F("--out").with_help("each class's minimal sequence written here"), F("--profile"), F("--set"), F("--world"), F("--json")},
        "       fsdpsim triage PATH... [--check] [--out DIR] [--profile P] [--set k=v] [--world N] [--json]\n"
-       "                                             each file's class signature and root cause\n"});
-  row({"findings", cmd_findings, {"--check", "--out", "--issue", "--no-run", "--timeout"},
+       "                                             each file's class signature and root cause\n"));
+  row(command("findings", cmd_findings,
+      {own_switch("--check", &FindingsFlags::check, "exit 1 when DIR is stale, writing nothing"),
+       with_default_path(F("--out").with_help("the finding pages' directory (default the project's docs/findings)"), findings_out),
+       own_text("--issue", "REPORT", &FindingsFlags::issue, "print REPORT's draft issue body, its repro run now"),
+       own_switch("--no-run", &FindingsFlags::no_run, "with --issue: do not run the repro"),
+       F("--timeout").with_help("with --issue: the repro's timeout in ms (default 300 s)")},
        "       fsdpsim findings [PATH...] [--out DIR] [--check]   the finding pages (default DIR docs/findings) from the\n"
        "                                             root-cause catalogue, DIR's minimal sequences and corpus/;\n"
        "                                             --check: exit 1 when DIR is stale\n"
-       "       fsdpsim findings --issue REPORT [--no-run] [--timeout MS]   a draft issue body for REPORT, its repro run now\n"});
-  row({"demo", cmd_main_job, {"--wide"}, "       fsdpsim demo [--wide]                 seed 000 replayed under upstream and patched\n"}).help_word = false;
-  row({"run", cmd_run, {"--memory-budget", "--backend", "--profile", "--set", "--world", "--json", "--ranks", "--timeout", "--upstream", "--wide"},
+       "       fsdpsim findings --issue REPORT [--no-run] [--timeout MS]   a draft issue body for REPORT, its repro run now\n"));
+  row(command("demo", cmd_main_job, {F("--wide")},
+       "       fsdpsim demo [--wide]                 seed 000 replayed under upstream and patched\n")).help_word = false;
+  row(command("run", cmd_run,
+      {F("--memory-budget"), F("--backend"), F("--profile"), F("--set"), F("--world"), F("--json"), F("--ranks"), F("--timeout"), F("--upstream"),
+       F("--wide")},
        "       fsdpsim run FILE.seq [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
-       "                    [--wide]           the table's cells whole (default: cut to fit 120 columns)\n"}).backend_notes = true;
-  row({"check", cmd_check, {"--memory-budget", "--backend", "--profile", "--set", "--ranks", "--timeout", "--json", "--junit", "--upstream"},
-       "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v] [--json] [--junit FILE]   a testcase per file\n"}).backend_notes = true;
-  row({"crosscheck", cmd_crosscheck,
-       {"--seed", "--count", "--world", "--profile", "--out", "--ranks", "--timeout", "--against", "--backends", "--shard", "--results", "--json",
-        "--junit", "--draw"},
+       "                    [--wide]           the table's cells whole (default: cut to fit 120 columns)\n")).backend_notes = true;
+  row(command("check", cmd_check,
+      {F("--memory-budget"), F("--backend"), F("--profile"), F("--set"), F("--ranks"), F("--timeout"), F("--json"),
+       F("--junit").with_help("a JUnit XML report, a testcase per file"), F("--upstream")},
+       "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v] [--json] [--junit FILE]   a testcase per file\n")).backend_notes = true;
+  row(command("crosscheck", cmd_crosscheck,
+      {F("--seed"), F("--count").with_help("how many sequences, one per seed from S (default 1)"), F("--world").with_help("every sequence at N ranks (default 1..4 in turn)"),
+       F("--profile").with_help("every sequence under profile P"), F("--out").with_help("each diverging sequence written here (default crosscheck-S)"), F("--ranks"), F("--timeout"),
+       F("--against"), F("--backends"),
+       own_flag<CrosscheckFlags>("--shard", "I/N", "0/2", "run block I (0-based) of N of the seed range", parse_shard),
+       own_text("--results", "FILE", &CrosscheckFlags::results, "the results as JSON, for merge-results", Writes::File), F("--json"),
+       F("--junit").with_help("a JUnit XML report, a testcase per sequence, failing where it diverges"), F("--draw")},
        "       fsdpsim crosscheck --seed S [--count N] [--world W] [--profile P] [--out DIR]\n"
        "                          [--against real|upstream | --backends B,B[,B]]   (default model,real)\n"
        "                          [--shard I/N] [--results FILE]   block I (0-based) of N of the seed range;\n"
        "                                             the results as JSON, for merge-results\n"
        "                          [--json] [--junit FILE]   a testcase per sequence, failing where it diverges\n"
-       "                          [--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P]   optional draws, in percent\n"})
+       "                          [--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P]   optional draws, in percent\n"))
       .backend_notes = true;
-  row({"merge-results", cmd_merge_results, {"--results", "--json"},
-       "       fsdpsim merge-results FILE... [--results OUT] [--json]   the shards' results as one run's\n", kBackendNotes});
-  row({"worker", cmd_worker, {"--timeout"},
+  row(command("merge-results", cmd_merge_results,
+      {own_text("--results", "OUT", &MergeResultsFlags::results, "the merged results written as one results file", Writes::File), F("--json")},
+       "       fsdpsim merge-results FILE... [--results OUT] [--json]   the shards' results as one run's\n", kBackendNotes));
+  row(command("worker", cmd_worker, {F("--timeout").with_help("the rank's timeout (100..600000, default 5000)")},
        "       fsdpsim worker FILE.seq [--timeout MS]   one rank of a torchrun-style launch (RANK, WORLD_SIZE,\n"
-       "                                             MASTER_ADDR, MASTER_PORT); rank 0 prints the observations\n"});
-  row({"shrink", cmd_shrink, {"--memory-budget", "--profile", "--set", "--world", "--divergence", "--backend", "--ranks", "--timeout", "--json"},
+       "                                             MASTER_ADDR, MASTER_PORT); rank 0 prints the observations\n"));
+  row(command("shrink", cmd_shrink,
+      {F("--memory-budget"), F("--profile"), F("--set"), F("--world"),
+       own_switch("--divergence", &ShrinkFlags::divergence, "keep a divergence between the backends, not the first finding"),
+       F("--backend").with_help("with --divergence: the backends compared (default model,real)"), F("--ranks"), F("--timeout"), F("--json")},
        "       fsdpsim shrink FILE.seq [--profile P] [--set k=v] [--world N] [--json]\n"
-       "       fsdpsim shrink FILE.seq --divergence [--backend B] [--json]   keep a divergence (default model,real)\n"})
+       "       fsdpsim shrink FILE.seq --divergence [--backend B] [--json]   keep a divergence (default model,real)\n"))
       .backend_notes = true;
-  row({"expect", cmd_expect, {"--profile", "--set", "--world"},
-       "       fsdpsim expect FILE.seq [--profile P] [--set k=v] [--world N]   the file with expectations from a model run\n"});
-  row({"cost", cmd_cost, {"--memory-budget", "--backend", "--profile", "--set", "--world", "--ranks", "--timeout", "--json"},
+  row(command("expect", cmd_expect, {F("--profile"), F("--set"), F("--world")},
+       "       fsdpsim expect FILE.seq [--profile P] [--set k=v] [--world N]   the file with expectations from a model run\n"));
+  row(command("cost", cmd_cost, {F("--memory-budget"), F("--backend"), F("--profile"), F("--set"), F("--world"), F("--ranks"), F("--timeout"), F("--json")},
        "       fsdpsim cost FILE.seq [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
        "                                             bytes per rank and adapter: sharded, gathered and reduced\n"
-       "                                             per train_step, peak unsharded\n"})
+       "                                             per train_step, peak unsharded\n"))
       .backend_notes = true;
-  row({"profiles", cmd_profiles, {"--json"}, "       fsdpsim profiles [--json]\n"}).help_word = false;
-  row({"random", cmd_random, {"--seed", "--count", "--world", "--out", "--json", "--draw"},
-       "       fsdpsim random --seed S [--count N] [--world W] [--draw ...] [--out DIR] [--json]\n"});
-  row({"coverage", cmd_coverage, {"--seed", "--count", "--world", "--worlds", "--draw", "--json"},
-       "       fsdpsim coverage [--seed S] [--count N] [--world W | --worlds A-B] [--draw ...] [--json]\n"});
-  row({"fingerprint", cmd_fingerprint, {"--seed", "--count", "--backend", "--world", "--profile", "--draw", "--ranks", "--timeout", "--json", "--wide"},
+  row(command("profiles", cmd_profiles, {F("--json")}, "       fsdpsim profiles [--json]\n")).help_word = false;
+  row(command("random", cmd_random,
+      {F("--seed"), F("--count").with_help("how many sequences, one per seed from S (default 1)"), F("--world").with_help("every sequence at W ranks"),
+       F("--out").with_help("the sequences written here as .seq files (default: printed)"), F("--json"), F("--draw")},
+       "       fsdpsim random --seed S [--count N] [--world W] [--draw ...] [--out DIR] [--json]\n"));
+  row(command("coverage", cmd_coverage,
+      {F("--seed"), F("--count").with_help("how many sequences, one per seed from S"), F("--world").with_help("every sequence at W ranks"),
+       own_flag<CoverageFlags>("--worlds", "A-B", "1-2", "the sequences' worlds drawn from A..B (default 1-4)", parse_worlds), F("--draw"), F("--json")},
+       "       fsdpsim coverage [--seed S] [--count N] [--world W | --worlds A-B] [--draw ...] [--json]\n"));
+  row(command("fingerprint", cmd_fingerprint,
+      {F("--seed"), F("--count").with_help("how many sequences, one per seed from S"), F("--backend").with_help("the backend whose observations are hashed: model, real or upstream"),
+       F("--world").with_help("every sequence at W ranks (default 1..4 in turn)"), F("--profile").with_help("every sequence under profile P"), F("--draw"), F("--ranks"), F("--timeout"), F("--json"),
+       F("--wide").with_help("a line per sequence (seed, world, hash), to diff two runs")},
        "       fsdpsim fingerprint --seed S [--count N] [--backend model|real|upstream] [--world W] [--profile P] [--draw ...] [--json]\n"
        "                    [--wide]                 one hash over N generated sequences and the backend's observations\n"
        "                                             (worlds 1..4 in turn unless --world): unchanged by a refactoring;\n"
-       "                                             --wide: a line per sequence (seed, world, hash) to diff two runs\n"});
-  row({"bench", run_bench, {"--seconds", "--model-only", "--timeout", "--json", "--stability", "--discovery", "--fuzzer"},
+       "                                             --wide: a line per sequence (seed, world, hash) to diff two runs\n"));
+  row(command("bench", cmd_bench,
+      {F("--seconds").with_help("each figure's budget in seconds (with --discovery: each seed's, default 60)"), own_switch("--model-only", &BenchFlags::model_only, "skip the real backend's figures"),
+       F("--timeout"), F("--json"), own_switch("--stability", &BenchFlags::stability, "five hunts (seeds 1..5): union of root causes / largest"),
+       own_switch("--discovery", &BenchFlags::discovery, "the hunt's fuzz loop over seeds 1..5: time to each seed's root cause"),
+       own_text("--fuzzer", "PATH", &BenchFlags::fuzzer, "with --discovery: the lifecycle_fuzzer binary measured too")},
        "       fsdpsim bench [--seconds T] [--model-only] [--json]\n"
        "       fsdpsim bench --stability [--seconds T] [--json]   five hunts (seeds 1..5): union of root causes / largest\n"
        "       fsdpsim bench --discovery [--seconds T] [--fuzzer PATH] [--json]   the hunt's fuzz loop (and lifecycle_fuzzer)\n"
        "                                             over seeds 1..5, T s each (default 60): median time to each seed\n"
-       "                                             scenario's root cause, root causes reached in 10 s and in T s\n"});
-  row({"export", cmd_export, {"--python", "--no-shrink", "--out", "--profile", "--set", "--world"},
-       "       fsdpsim export FILE.seq --python [--no-shrink] [--out PATH] [--profile P] [--set k=v] [--world N]\n"});
-  row({"explore", cmd_explore,
-       {"--builtin", "--depth", "--world", "--profile", "--set", "--rank-ops", "--full", "--ops", "--seconds", "--out", "--dot", "--svg", "--json",
-        "--max-states", "--memory-budget"},
+       "                                             scenario's root cause, root causes reached in 10 s and in T s\n"));
+  row(command("export", cmd_export,
+      {own_switch("--python", &ExportFlags::python, "a torchrun (or plain python) script asserting the file's triaged finding"),
+       own_switch("--no-shrink", &ExportFlags::no_shrink, "the file as written, not its triaged minimal sequence"),
+       F("--out").writing(Writes::File, "PATH").with_help("the script's file (default: printed)"), F("--profile"), F("--set"), F("--world")},
+       "       fsdpsim export FILE.seq --python [--no-shrink] [--out PATH] [--profile P] [--set k=v] [--world N]\n"));
+  row(command("explore", cmd_explore,
+      {own_text("--builtin", "NAME", &ExploreFlags::builtin, "start from a built-in scenario (listed below) instead of FILE.seq"),
+       own_int("--depth", "D", &ExploreFlags::depth, 0, 64, "the longest sequence searched (default 6; 0: until exhausted or a cap)"), F("--world"),
+       F("--profile"), F("--set"), own_switch("--rank-ops", &ExploreFlags::rank_ops, "also @R variants of ops a user may run on one rank (classes marked rank-divergent)"),
+       own_switch("--full", &ExploreFlags::full_alphabet, "every variant of each op, not the core alphabet of one op per lifecycle effect"),
+       own_flag<ExploreFlags>("--ops", "K,K", "merge,eval", "only these op kinds or op texts, each in the alphabet", parse_ops),
+       F("--seconds").with_help("stop after T s"), F("--out").with_help("each finding class's shortest sequence written here"),
+       own_text("--dot", "FILE", &ExploreFlags::dot, "the state graph as Graphviz dot", Writes::File),
+       own_text("--svg", "FILE", &ExploreFlags::svg, "the state graph drawn as SVG", Writes::File), F("--json"),
+       own_int("--max-states", "N", &ExploreFlags::max_states, 1, int64_t{1} << 40, "stop after N states (default 1000000)"),
+       F("--memory-budget").with_help("stop when the search holds BYTES (512M, 8G; default half the memory)")},
        "       fsdpsim explore [FILE.seq | --builtin NAME] [--depth D] [--world W] [--profile P] [--set k=v]\n"
        "                       [--rank-ops] [--full] [--ops K,K] [--seconds T] [--out DIR] [--dot FILE] [--svg FILE] [--json]\n"
        "                       [--max-states N] [--memory-budget BYTES]\n"
        "                                             breadth-first search over the model's states (--depth 0: until\n"
        "                                             exhausted or a cap: 1000000 states, the memory budget); the shortest\n"
-       "                                             sequence of each finding class\n"})
+       "                                             sequence of each finding class\n"))
       .lists_builtins = true;
-  row({"report", cmd_report, {"--memory-budget", "--html", "--backend", "--profile", "--set", "--world", "--ranks", "--timeout", "--json"},
+  row(command("report", cmd_report,
+      {F("--memory-budget"), own_text("--html", "OUT.html", &ReportFlags::html, "the page written: the sequence as one self-contained timeline", Writes::File),
+       F("--backend"), F("--profile"), F("--set"), F("--world"), F("--ranks"), F("--timeout"), F("--json")},
        "       fsdpsim report FILE.seq --html OUT.html [--backend B] [--profile P] [--set k=v] [--world N] [--json]\n"
-       "                                             the sequence drawn as one self-contained HTML timeline\n"})
+       "                                             the sequence drawn as one self-contained HTML timeline\n"))
       .backend_notes = true;
-  Command& versions = row({"versions", cmd_versions, {"--matrix", "--upstream", "--timeout", "--json", "--bisect", "--releases", "--peft", "--compare"},
+  Command& versions = row(command("versions", cmd_versions,
+      {own_text("--matrix", "NAME", &VersionsFlags::matrix, "the matrix of release sets (real_backend/upstream/matrix.txt, default `default`)"),
+       F("--upstream").with_help("one release set instead of a matrix"), F("--timeout"), F("--json"),
+       own_text("--bisect", "FILE", &VersionsFlags::bisect, "the first PEFT release FILE reproduces on and the first it is gone in"),
+       own_text("--releases", "A..B|A,B,C", &VersionsFlags::releases, "with --bisect: the PEFT releases searched"),
+       own_text("--peft", "PATH", &VersionsFlags::peft_path, "the files whose verdict changes from the pinned PEFT to PATH (a checkout or wheel)"),
+       own_text("--compare", "KEPT", &VersionsFlags::compare, "a versions --json run (NEW, the positional) against KEPT")},
        "       fsdpsim versions PATH... [--matrix NAME | --upstream SET] [--json]   each file on every release set of\n"
        "                                             a matrix (real_backend/upstream/matrix.txt, default `default`):\n"
        "                                             reproduces / does not reproduce / cannot run (exit 1: one reproduces)\n"
@@ -133,10 +236,15 @@ std::vector<Command> make_table() {
        "                                             changed, and each fix switch against the release that shipped it\n"
        "       fsdpsim versions --peft PATH FILE... [--json]   the files whose verdict changes from the pinned PEFT\n"
        "                                             to PATH, a local checkout or wheel (exit 1: one changed)\n",
-       kUpstreamNote});
+       kUpstreamNote));
   // --against names a backend on every command that takes it (crosscheck --against real|upstream).
   versions.renamed = {{"--against", "versions --against PATH is now versions --peft PATH (a local PEFT checkout or wheel); "
                                     "--against names a backend (crosscheck --against real|upstream)"}};
+  // A flag stores into Args or into its command's own struct, never another command's.
+  for (const Command& c : t)
+    for (const Flag& f : c.flags)
+      if (f.own_type && *f.own_type != *c.own_type)
+        throw std::logic_error(std::string("command table: ") + c.name + "'s " + f.name + " stores into another command's options");
   return t;
 }
 
@@ -172,6 +280,17 @@ const std::string& full_usage() {
   return text;
 }
 
+// `CMD --help`'s list of the row's flags: each with what it takes and its help line.
+std::string flag_list(const Command& c) {
+  std::string out = std::string("flags of ") + c.name + " (and --quiet, --help):\n";
+  for (const Flag& f : c.flags) {
+    std::string left = "  " + f.name + (f.is_switch() ? "" : " " + f.value);
+    left.resize(std::max(left.size() + 2, size_t{29}), ' ');
+    out += left + f.help + "\n";
+  }
+  return out;
+}
+
 std::string command_usage(const Command& c) {
   // The shared notes stand where `fsdpsim --help` has them, before or after the command's own lines.
   std::string out;
@@ -179,7 +298,15 @@ std::string command_usage(const Command& c) {
     if (&other == &c) out += with_hunt_seconds(c.usage);
     if (c.backend_notes) out += other.notes;
   }
-  return out + kUsageTail;
+  return out + flag_list(c) + kUsageTail;
+}
+
+Command command(const char* name, int (*handler)(const Args&), std::vector<Flag> flags, const char* usage, const char* notes) {
+  Command c{name, std::move(flags), usage, notes};
+  c.make_own = [] { return std::static_pointer_cast<void>(std::make_shared<NoOwnFlags>()); };
+  c.run = [handler](const Args& a, const void*) { return handler(a); };
+  c.own_type = &typeid(NoOwnFlags);
+  return c;
 }
 
 }  // namespace fsdpsim::cli

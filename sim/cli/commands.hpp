@@ -10,6 +10,7 @@
 #include "model/vocab/seq.hpp"
 #include "sim/core/crosscheck.hpp"
 #include "sim/core/generator.hpp"
+#include "sim/cli/args.hpp"
 
 namespace fsdpsim::cli {
 
@@ -20,69 +21,6 @@ enum Exit : int { kClean = 0, kFinding = 1, kDivergence = 2, kBadInput = 3, kInf
 struct InfraError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// Command-line arguments after the subcommand, with the common flags parsed.
-struct Args {
-  std::vector<std::string> positional;
-  std::string backend = "model";  // as written: "both", "model,upstream"
-  BackendList backends = {Backend::Model};  // --backend, --backends or --against (a backend), parsed
-  std::string profile;                                       // empty: the file's own
-  std::vector<std::pair<std::string, std::string>> sets;     // --set k=v
-  int world = 0;                                             // 0: the file's own
-  bool json = false;   // --json: one typed JSON object per line (docs/cli-json.schema.json)
-  bool quiet = false;  // --quiet: no progress lines on stderr
-  bool wide = false;   // --wide: tables with every cell whole (default: within 120 columns)
-  std::string junit;   // --junit FILE: JUnit XML (check, crosscheck, hunt)
-  uint64_t seed = 0;
-  bool have_seed = false;
-  bool have_seconds = false;
-  int count = 1;
-  bool count_given = false;          // --count was given (coverage's default differs)
-  int worlds_lo = 1, worlds_hi = 4;  // coverage --worlds A-B
-  std::string out;
-  double seconds = 2.0;
-  std::string ranks = "processes";  // real backend: processes | threads
-  int64_t memory_budget = 0;  // --memory-budget BYTES (K/M/G suffixes); 0: default_memory_budget()
-  int timeout_ms = kDefaultTimeoutMs;  // one default for the real ranks and the upstream pool
-  bool model_only = false;  // bench: skip the real backend; hunt: no confirmation
-  bool stability = false;   // bench --stability: the hunts' root-cause stability figure
-  bool discovery = false;   // bench --discovery: time to each seed's root cause, root causes in 10 s and T s
-  std::string fuzzer;       // bench --discovery --fuzzer PATH: the lifecycle_fuzzer binary to measure too
-  bool scripts = false;     // hunt --scripts: each root cause's repro script run under torchrun
-  bool python = false;      // export: a torchrun script
-  bool no_shrink = false;   // export: the file as written, not its triaged minimal sequence
-  bool divergence = false;  // shrink: keep a divergence between backends, not a finding
-  bool fail_on_unreported = false;  // hunt: exit 1 when a root cause has no upstream report (--fail-on-new too)
-  bool fail_on_uncatalogued = false;  // hunt: exit 1 when a class has no regression file in --corpus
-  std::string corpus;  // hunt --corpus DIR: the regressions the catalogue is checked against
-  bool check = false;        // triage: compare with each file's `# signature:` line
-  std::string issue;         // findings --issue REPORT: print that report's draft issue body
-  bool no_run = false;       // findings --issue --no-run: do not run the repro script
-  // explore
-  std::string builtin;        // --builtin NAME
-  int depth = 6;              // --depth D
-  int64_t max_states = 0;     // --max-states N (0: ExploreOptions' default)
-  std::string dot, svg;       // --dot FILE, --svg FILE
-  bool rank_ops = false;      // --rank-ops
-  bool full_alphabet = false; // --full
-  std::vector<std::string> ops;  // --ops a,b (op kinds or op texts)
-  std::string html;         // report: the page to write
-  int shard_index = 0;      // crosscheck --shard I/N: this job runs block I (0-based) of N
-  int shard_count = 1;
-  std::string results;      // crosscheck: the JSON results file (merge-results reads them)
-  std::string draw;         // crosscheck, random: --draw checkpoint=P,... (GenOptions' optional draws)
-  std::string upstream_set; // --upstream peft==X[,...]: the release set the upstream pool runs (normalized)
-  std::string matrix = "default";  // versions --matrix NAME (real_backend/upstream/matrix.txt)
-  std::string bisect;       // versions --bisect FILE: the first release it reproduces on, the first it is gone
-  std::string releases;     // versions --releases A..B or A,B,C (PEFT versions; "peft==" prefix allowed)
-  std::string compare;      // versions --compare KEPT NEW: a matrix run against the kept one
-  std::string peft_path;    // versions --peft PATH: a local PEFT checkout or wheel compared with the pinned release
-};
-
-struct Command;  // command_table.hpp
-// The flags of `argv` that command `c` takes (its row of the command table, and --quiet).
-// Throws SourceError("<command line>: ...") on a bad flag: an unknown one names the command.
-Args parse_args(const std::vector<std::string>& argv, const Command& c);
 
 // Applies --profile/--set/--world to a parsed file (throws SourceError).
 void apply_overrides(SeqFile& f, const Args& a, const std::string& file);
@@ -111,31 +49,105 @@ void print_divergences(std::ostream& os, const BackendRun& res);
 // with json, {"upstream_versions":{...}}. Nothing when the pool never started.
 void print_upstream_versions(std::ostream& os, RealPools& pools, bool json);
 
+// The handlers, each after its command's own options (the flags its row stores there,
+// command_table.cpp); the common ones are in Args.
 int cmd_run(const Args& a);
-int cmd_findings(const Args& a);
-int cmd_bench_stability(const Args& a);
-int cmd_bench_discovery(const Args& a);
 int cmd_check(const Args& a);
 int cmd_profiles(const Args& a);
 int cmd_random(const Args& a);
 int cmd_fingerprint(const Args& a);
-int cmd_coverage(const Args& a);
-int cmd_bench(const Args& a);
-int cmd_crosscheck(const Args& a);
 int cmd_worker(const Args& a);
-int cmd_shrink(const Args& a);
 int cmd_expect(const Args& a);
 int cmd_cost(const Args& a);
 int cmd_main_job(const Args& a);  // `fsdpsim demo`: seed 000 under both profiles
-int cmd_hunt(const Args& a);
-int cmd_triage(const Args& a);
-int cmd_export(const Args& a);
-int cmd_explore(const Args& a);
+
+struct FindingsFlags {
+  bool check = false;  // --check: exit 1 when the pages are stale
+  std::string issue;   // --issue REPORT: print that report's draft issue body
+  bool no_run = false; // --no-run: with --issue, do not run the repro script
+};
+int cmd_findings(const Args& a, const FindingsFlags& own);
+
+struct BenchFlags {
+  bool model_only = false;  // --model-only: skip the real backend
+  bool stability = false;   // --stability: the hunts' root-cause stability figure
+  bool discovery = false;   // --discovery: time to each seed's root cause, root causes in 10 s and T s
+  std::string fuzzer;       // --discovery --fuzzer PATH: the lifecycle_fuzzer binary to measure too
+};
+int cmd_bench(const Args& a, const BenchFlags& own);  // picks one of the three below
+int cmd_bench_figures(const Args& a, bool model_only);
+int cmd_bench_stability(const Args& a);
+int cmd_bench_discovery(const Args& a, const std::string& fuzzer);
+
+struct CoverageFlags {
+  int worlds_lo = 1, worlds_hi = 4;  // --worlds A-B
+};
+int cmd_coverage(const Args& a, const CoverageFlags& own);
+
+struct CrosscheckFlags {
+  int shard_index = 0;  // --shard I/N: this job runs block I (0-based) of N
+  int shard_count = 1;
+  std::string results;  // --results FILE: the JSON results (merge-results reads them)
+};
+int cmd_crosscheck(const Args& a, const CrosscheckFlags& own);
+
+struct ShrinkFlags {
+  bool divergence = false;  // --divergence: keep a divergence between backends, not a finding
+};
+int cmd_shrink(const Args& a, const ShrinkFlags& own);
+
+struct HuntFlags {
+  bool model_only = false;            // --model-only: no confirmation on the real and upstream backends
+  bool scripts = false;               // --scripts: each root cause's repro script run under torchrun
+  bool fail_on_unreported = false;    // exit 1 when a root cause has no upstream report (--fail-on-new too)
+  bool fail_on_uncatalogued = false;  // exit 1 when a class has no regression file in --corpus
+  std::string corpus;                 // --corpus DIR: the regressions the catalogue is checked against
+  std::string html;                   // --html OUT.html: the catalogue as one page
+};
+int cmd_hunt(const Args& a, const HuntFlags& own);
+
+struct TriageFlags {
+  bool check = false;  // --check: compare with each file's `# signature:` line
+};
+int cmd_triage(const Args& a, const TriageFlags& own);
+
+struct ExportFlags {
+  bool python = false;     // --python: a torchrun script
+  bool no_shrink = false;  // --no-shrink: the file as written, not its triaged minimal sequence
+};
+int cmd_export(const Args& a, const ExportFlags& own);
+
+struct ExploreFlags {
+  std::string builtin;          // --builtin NAME
+  int depth = 6;                // --depth D
+  int64_t max_states = 0;       // --max-states N (0: ExploreOptions' default)
+  std::string dot, svg;         // --dot FILE, --svg FILE
+  bool rank_ops = false;        // --rank-ops
+  bool full_alphabet = false;   // --full
+  std::vector<std::string> ops; // --ops a,b (op kinds or op texts)
+};
+int cmd_explore(const Args& a, const ExploreFlags& own);
 // bench: each built-in scenario explored to depth 4 (at most `budget` seconds each);
 // a table, or with json one bench_explorer record per scenario.
 void bench_explorer(std::ostream& os, double budget, bool json);
-int cmd_report(const Args& a);
-int cmd_merge_results(const Args& a);
-int cmd_versions(const Args& a);
+
+struct ReportFlags {
+  std::string html;  // --html OUT.html: the page to write
+};
+int cmd_report(const Args& a, const ReportFlags& own);
+
+struct MergeResultsFlags {
+  std::string results;  // --results OUT: the merged results
+};
+int cmd_merge_results(const Args& a, const MergeResultsFlags& own);
+
+struct VersionsFlags {
+  std::string matrix = "default";  // --matrix NAME (real_backend/upstream/matrix.txt)
+  std::string bisect;     // --bisect FILE: the first release it reproduces on, the first it is gone
+  std::string releases;   // --releases A..B or A,B,C (PEFT versions; "peft==" prefix allowed)
+  std::string compare;    // --compare KEPT NEW: a matrix run against the kept one
+  std::string peft_path;  // --peft PATH: a local PEFT checkout or wheel compared with the pinned release
+};
+int cmd_versions(const Args& a, const VersionsFlags& own);
 
 }  // namespace fsdpsim::cli

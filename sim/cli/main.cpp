@@ -39,9 +39,16 @@ const char* kVersion =
     "fsdpsim " FSDPSIM_VERSION "\n"
     "upstream backend pins: torch 2.13.0, peft 0.21.2, accelerate 1.15.0 (real_backend/upstream/requirements.txt)\n";
 
+// The row's flags parsed, every output path checked (exit 3 now, not after the work: output_path.hpp), then its handler.
+int run_command(const Command& c, const std::vector<std::string>& argv) {
+  const Invocation inv = parse_args(argv, c);
+  check_output_paths(c, inv);
+  return c.run(inv.args, inv.own.get());
+}
+
 int dispatch(const std::vector<std::string>& args) {
   const Command& default_command = command_table().front();  // the hunt
-  if (args.empty()) return default_command.run(parse_args({}, default_command));
+  if (args.empty()) return run_command(default_command, {});
   std::string name = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (name == "-h" || name == "--help" || name == "help") {
@@ -73,9 +80,7 @@ int dispatch(const std::vector<std::string>& args) {
     std::cout << command_usage(*c) << (c->lists_builtins ? builtin_usage() : "");
     return kClean;
   }
-  const Args a = parse_args(rest, *c);
-  check_output_paths(c->name, a);  // every output path: exit 3 now, not after the work (sim/cli/output_path.hpp)
-  return c->run(a);
+  return run_command(*c, rest);
 }
 
 }  // namespace

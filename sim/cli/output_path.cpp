@@ -11,8 +11,6 @@
 #include <fmt/format.h>
 
 #include "model/vocab/source_error.hpp"
-#include "sim/cli/commands.hpp"
-#include "sim/core/project_data.hpp"
 
 namespace fsdpsim::cli {
 namespace {
@@ -93,25 +91,6 @@ void check_output_file(const std::string& flag, const std::string& path) {
   if (fd < 0 && errno == ENXIO && S_ISFIFO(st.st_mode)) refuse(flag, path, "a FIFO no process reads (nothing would take the output)");
   if (fd < 0) refuse(flag, path, fmt::format("not writable: {}", std::strerror(errno)));
   ::close(fd);
-}
-
-void check_output_paths(const std::string& command, const Args& a) {
-  // --out names a file for export and a directory for every other command.
-  if (command == "export") {
-    if (!a.out.empty()) check_output_file("--out", a.out);
-  } else if (command == "hunt") {
-    check_output_dir("--out", a.out.empty() ? "out/hunt" : a.out);
-  } else if (command == "findings") {
-    // The default is the project's own docs/findings (sim/core/project_data.hpp), wherever the user stands.
-    if (!a.check && a.issue.empty()) check_output_dir("--out", a.out.empty() ? project_data().findings_dir() : a.out);
-  } else if (!a.out.empty()) {
-    check_output_dir("--out", a.out);
-  }
-  if (!a.results.empty()) check_output_file("--results", a.results);
-  if (!a.junit.empty()) check_output_file("--junit", a.junit);
-  if (!a.html.empty()) check_output_file("--html", a.html);
-  if (!a.dot.empty()) check_output_file("--dot", a.dot);
-  if (!a.svg.empty()) check_output_file("--svg", a.svg);
 }
 
 }  // namespace fsdpsim::cli

@@ -8,8 +8,6 @@
 
 namespace fsdpsim::cli {
 
-struct Args;
-
 // A directory FLAG names (--out DIR): an existing one must be a writable
 // directory; a new one needs its nearest existing ancestor to be a writable
 // directory. Creates nothing. A SourceError on "<command line>" otherwise.
@@ -23,9 +21,8 @@ void prepare_out_dir(const std::string& dir);
 // reader is refused, never waited on); a new one's directory must exist and be
 // writable. Creates nothing. A SourceError on "<command line>" otherwise.
 void check_output_file(const std::string& flag, const std::string& path);
-
-// Every output flag `command` takes, and the default directories it writes
-// (hunt: out/hunt; findings: docs/findings), checked as above before the command runs.
-void check_output_paths(const std::string& command, const Args& a);
+// Every output flag of a command (its row's flags that write, command_table.hpp: --out,
+// --results, --junit, --html, --dot, --svg) and the default directories they write (hunt:
+// out/hunt; findings: docs/findings) are checked as above before the command runs.
 
 }  // namespace fsdpsim::cli

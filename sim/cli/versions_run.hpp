@@ -27,8 +27,8 @@ Cell run_file(const std::string& file, RealPools& pools);
 // "VERSION VERDICT[: DETAIL]") answers from that file instead, building and running nothing.
 Cell run_on_release(const std::string& file, const std::string& set, const Args& a, double* env_seconds);
 
-int cmd_versions_bisect(const Args& a);   // cmd_versions_bisect.cpp
-int cmd_versions_compare(const Args& a);  // cmd_versions_compare.cpp
+int cmd_versions_bisect(const Args& a, const VersionsFlags& own);   // cmd_versions_bisect.cpp
+int cmd_versions_compare(const Args& a, const VersionsFlags& own);  // cmd_versions_compare.cpp
 // The changes (versions_change) and fix checks (versions_fix) as lines or
 // records; kFinding when something changed or a fix is contradicted.
 int print_changes_and_fixes(const std::vector<VerdictChange>& changes, const std::vector<FixCheck>& fixes, bool json);
