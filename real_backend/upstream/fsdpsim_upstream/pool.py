@@ -160,6 +160,7 @@ class Pool:
         self.ranks = []
         self.versions = {}
         self.on_wait = None  # called with a `wait` event each time a slow rank extends a run
+        self.timing = {}
 
     def start(self, deadline=120.0):
         if rank_spawn.fork_mode():
@@ -217,14 +218,19 @@ class Pool:
         line, rp.buf = rp.buf.split("\n", 1)
         return json.loads(line)
 
-    def run(self, text, switches):
-        """Runs one sequence on every rank. Returns (observations, restarted)."""
+    def run(self, text, switches, reuse=None):
+        """Runs one sequence on every rank. Returns (observations, restarted). `reuse`: whether the
+        ranks may run it on the model they kept from the previous sequence (None: the pool's own
+        setting, FSDPSIM_UPSTREAM_REUSE)."""
         import shutil
+        t0 = time.perf_counter()
         rundir = tempfile.mkdtemp(prefix="run-", dir=self.log_dir)
+        self.timing = {"ranks": {}, "judge": 0.0}  # where the run's time went (bench.py's breakdown)
         try:
             return self._run(text, switches, rundir)
         finally:
             shutil.rmtree(rundir, ignore_errors=True)
+            self.timing["wall"] = time.perf_counter() - t0
 
     def _run(self, text, switches, rundir):
         from . import seqfile
@@ -297,11 +303,13 @@ class Pool:
                 elif t == "end":
                     ended[r] = True
                     self.prepared_by[r] = msg.get("prepared_by")
+                    self.timing["ranks"][r] = msg.get("timing")
                 elif t == "fail":
                     raise RuntimeError(f"rank {r}: {msg['message']}")
             if self.probe is not None:
                 self.settle_probe(ended, obs, ops)
             self.pair(pending, ended)
+        t_judge = time.perf_counter()
         out = []
         log = judge.RoundingLog()
         judge.set_peer_views(obs, self.world, self.pairings)
@@ -319,6 +327,7 @@ class Pool:
                     o["message"] = self.cross[(r, o["step"])]
                 out.append(o)
         out.sort(key=lambda o: (o["step"], o["rank"]))
+        self.timing["judge"] = time.perf_counter() - t_judge
         if self.restart:  # a failed collective leaves gloo's pairs unusable: fresh ranks for the next
             for rp in self.ranks:
                 rp.kill()
