@@ -26,7 +26,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 SEED000 = os.path.join(ROOT, "corpus", "regressions", "seed000_merged_set_adapter_w2.seq")
 # seed 000's scenario with ten ops of every kind the pool handles most
 # the breakdown's columns: Pool.run keyword arguments, and their names
-VARIANTS = ([{}], ["now"])
+VARIANTS = ([{"reuse": False}, {"reuse": True}], ["reuse off", "reuse on"])
 TEN_OPS = """---
 train_step
 eval

@@ -105,6 +105,6 @@ def figures(results, names):
     out = []
     for name, r in zip(names, results):
         for key, _ in ROWS:
-            out.append({"type": "bench_figure", "name": f"upstream_breakdown_{name}_{key}",
+            out.append({"type": "bench_figure", "name": f"upstream_breakdown_{name.replace(' ', '_')}_{key}",
                         "value": round(r["row"][key], 3), "unit": "ms per sequence"})
     return out

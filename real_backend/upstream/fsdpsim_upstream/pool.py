@@ -161,6 +161,9 @@ class Pool:
         self.versions = {}
         self.on_wait = None  # called with a `wait` event each time a slow rank extends a run
         self.timing = {}
+        # a rank may start a sequence from the model of the previous one when the scenario is the
+        # same (reuse.py); FSDPSIM_UPSTREAM_REUSE=0 builds every sequence afresh
+        self.reuse = os.environ.get("FSDPSIM_UPSTREAM_REUSE", "1") != "0"
 
     def start(self, deadline=120.0):
         if rank_spawn.fork_mode():
@@ -227,17 +230,18 @@ class Pool:
         rundir = tempfile.mkdtemp(prefix="run-", dir=self.log_dir)
         self.timing = {"ranks": {}, "judge": 0.0}  # where the run's time went (bench.py's breakdown)
         try:
-            return self._run(text, switches, rundir)
+            return self._run(text, switches, rundir, reuse)
         finally:
             shutil.rmtree(rundir, ignore_errors=True)
             self.timing["wall"] = time.perf_counter() - t0
 
-    def _run(self, text, switches, rundir):
+    def _run(self, text, switches, rundir, reuse):
         from . import seqfile
         scen, ops = seqfile.parse(text)
 
         for rp in self.ranks:
-            rp.send({"cmd": "run", "seq": text, "switches": switches, "dir": rundir})
+            rp.send({"cmd": "run", "seq": text, "switches": switches, "dir": rundir,
+                     "reuse": self.reuse if reuse is None else reuse})
         obs = {r: [] for r in range(self.world)}
         vals = {r: {} for r in range(self.world)}
         self.cross = {}  # (rank, step) -> the op's first cross-pairing, as settle_probe words it

@@ -41,7 +41,7 @@ class Channel:
         return json.loads(line)
 
 
-def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
+def run_sequence(text, switches, rank, world, mesh, chan, tmpdir, reuse=False):
     from . import observe, profiles, seqfile
     from .collectives import REC, CollectiveAbort
     from .session import HarnessError, Session, classify_exception, harness_level
@@ -76,6 +76,9 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
     REC.report = report if world > 1 else None
     REC.world = world
     sess = Session(scen, ops, rank, world, mesh, sw, tmpdir)
+    if reuse:
+        from . import reuse as kept
+        sess.reuse_key = kept.key_of(text, sw)
     REC.log = []
     sess.build()
     with PHASES.timed("observe"):
@@ -215,12 +218,14 @@ def main():
                     prof = globals().setdefault("_prof", cProfile.Profile())
                     prof.enable()
                     try:
-                        run_sequence(req["seq"], req.get("switches"), rank, world, mesh, chan, req.get("dir") or tmpdir)
+                        run_sequence(req["seq"], req.get("switches"), rank, world, mesh, chan, req.get("dir") or tmpdir,
+                             bool(req.get("reuse")))
                     finally:
                         prof.disable()
                         prof.dump_stats(os.environ["FSDPSIM_UPSTREAM_PROFILE"])
                     continue
-                run_sequence(req["seq"], req.get("switches"), rank, world, mesh, chan, req.get("dir") or tmpdir)
+                run_sequence(req["seq"], req.get("switches"), rank, world, mesh, chan, req.get("dir") or tmpdir,
+                             bool(req.get("reuse")))
             except Exception as e:  # a failure outside any op: the sequence cannot run here
                 traceback.print_exc(file=sys.stderr)
                 from .session import harness_level
