@@ -1,7 +1,8 @@
 """Upstream backend speed, where a person waits (`fsdpsim bench` runs this):
 - a pool's start at world 2 (the coordinator ready with its ranks), ranks forked from the
   coordinator that imported the libraries once against ranks in fresh interpreters;
-- a ten-op sequence on a started pool (per sequence), and a corpus file (per file, one pool
+- a ten-op sequence on a started pool (per sequence, with where its time goes:
+  bench_breakdown.py), and a corpus file (per file, one pool
   per world started beforehand, as `check` keeps them);
 - `fsdpsim run FILE --backend upstream` end to end (given --fsdpsim);
 - a fresh torchrun per sequence (the same sequence exported), against the started pool.
@@ -17,12 +18,15 @@ import sys
 import tempfile
 import time
 
+from . import bench_breakdown
 from .pool import Pool, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 SEED000 = os.path.join(ROOT, "corpus", "regressions", "seed000_merged_set_adapter_w2.seq")
 # seed 000's scenario with ten ops of every kind the pool handles most
+# the breakdown's columns: Pool.run keyword arguments, and their names
+VARIANTS = ([{"reuse": False}, {"reuse": True}], ["reuse off", "reuse on"])
 TEN_OPS = """---
 train_step
 eval
@@ -115,16 +119,15 @@ def main():
     pool = Pool(args.world, 20000)
     pool.start()
     try:
-        pool.run(text, None)  # warm-up
-        n, t0 = 0, time.time()
-        while time.time() - t0 < args.seconds or n < 3:
-            pool.run(text, None)
-            n += 1
-        per_seq = (time.time() - t0) / n
+        variants, names = VARIANTS
+        results = bench_breakdown.sample(pool, text, variants, args.seconds)
     finally:
         pool.close()
+    per_seq = results[0]["row"]["total"] / 1000
     figure("upstream_sequence", per_seq * 1000, "ms",
            f"  ten-op sequence         {per_seq * 1000:6.0f} ms  ({1 / per_seq:.1f} seq/s on a started pool)")
+    lines.extend(bench_breakdown.table(results, names))
+    figures.extend(bench_breakdown.figures(results, names))
 
     per_file = corpus_files(args.corpus, args.seconds)
     med = statistics.median(per_file)

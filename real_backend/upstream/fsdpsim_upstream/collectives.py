@@ -19,6 +19,8 @@ import torch.distributed as dist
 from torch.distributed.fsdp._fully_shard import _fsdp_param_group
 from torch.distributed.tensor import DTensor
 
+from .timing import PHASES
+
 DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
@@ -74,14 +76,16 @@ class Recorder:
         tensor): its outcome goes to the coordinator, what an all-gather delivered included."""
         probe, self.probe = self.probe, None
         if probe is None or self.report is None:
-            return call()
+            with PHASES.timed("gloo"):
+                return call()
         set_timeout(probe.get("timeout_ms"))
         try:
-            result = call()
-            if hasattr(result, "wait"):
-                result.wait()
-            elif isinstance(result, torch.Tensor):
-                torch.ops._c10d_functional.wait_tensor(result)
+            with PHASES.timed("gloo"):
+                result = call()
+                if hasattr(result, "wait"):
+                    result.wait()
+                elif isinstance(result, torch.Tensor):
+                    torch.ops._c10d_functional.wait_tensor(result)
         except Exception as e:  # gloo's own words: a timeout, a peer's closed connection
             text = str(e).strip().splitlines()
             self.report(probe["id"], {"how": "raised", "text": f"{type(e).__name__}: {text[0] if text else ''}"})

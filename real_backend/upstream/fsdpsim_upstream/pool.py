@@ -160,6 +160,10 @@ class Pool:
         self.ranks = []
         self.versions = {}
         self.on_wait = None  # called with a `wait` event each time a slow rank extends a run
+        self.timing = {}
+        # a rank may start a sequence from the model of the previous one when the scenario is the
+        # same (reuse.py); FSDPSIM_UPSTREAM_REUSE=0 builds every sequence afresh
+        self.reuse = os.environ.get("FSDPSIM_UPSTREAM_REUSE", "1") != "0"
 
     def start(self, deadline=120.0):
         if rank_spawn.fork_mode():
@@ -217,21 +221,27 @@ class Pool:
         line, rp.buf = rp.buf.split("\n", 1)
         return json.loads(line)
 
-    def run(self, text, switches):
-        """Runs one sequence on every rank. Returns (observations, restarted)."""
+    def run(self, text, switches, reuse=None):
+        """Runs one sequence on every rank. Returns (observations, restarted). `reuse`: whether the
+        ranks may run it on the model they kept from the previous sequence (None: the pool's own
+        setting, FSDPSIM_UPSTREAM_REUSE)."""
         import shutil
+        t0 = time.perf_counter()
         rundir = tempfile.mkdtemp(prefix="run-", dir=self.log_dir)
+        self.timing = {"ranks": {}, "judge": 0.0}  # where the run's time went (bench.py's breakdown)
         try:
-            return self._run(text, switches, rundir)
+            return self._run(text, switches, rundir, reuse)
         finally:
             shutil.rmtree(rundir, ignore_errors=True)
+            self.timing["wall"] = time.perf_counter() - t0
 
-    def _run(self, text, switches, rundir):
+    def _run(self, text, switches, rundir, reuse):
         from . import seqfile
         scen, ops = seqfile.parse(text)
 
         for rp in self.ranks:
-            rp.send({"cmd": "run", "seq": text, "switches": switches, "dir": rundir})
+            rp.send({"cmd": "run", "seq": text, "switches": switches, "dir": rundir,
+                     "reuse": self.reuse if reuse is None else reuse})
         obs = {r: [] for r in range(self.world)}
         vals = {r: {} for r in range(self.world)}
         self.cross = {}  # (rank, step) -> the op's first cross-pairing, as settle_probe words it
@@ -302,12 +312,14 @@ class Pool:
                 elif t == "end":
                     ended[r] = True
                     self.prepared_by[r] = msg.get("prepared_by")
+                    self.timing["ranks"][r] = msg.get("timing")
                 elif t == "fail":
                     raise RuntimeError(f"rank {r}: {msg['message']}")
             if self.probe is not None:
                 self.settle_probe(ended, obs, ops)
             self.answer_files(pending, ended)
             self.pair(pending, ended)
+        t_judge = time.perf_counter()
         out = []
         log = judge.RoundingLog()
         judge.set_peer_views(obs, self.world, self.pairings)
@@ -325,6 +337,7 @@ class Pool:
                     o["message"] = self.cross[(r, o["step"])]
                 out.append(o)
         out.sort(key=lambda o: (o["step"], o["rank"]))
+        self.timing["judge"] = time.perf_counter() - t_judge
         if self.restart:  # a failed collective leaves gloo's pairs unusable: fresh ranks for the next
             for rp in self.ranks:
                 rp.kill()

@@ -41,19 +41,23 @@ class Channel:
         return json.loads(line)
 
 
-def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
+def run_sequence(text, switches, rank, world, mesh, chan, tmpdir, reuse=False):
     from . import observe, profiles, seqfile
     from .collectives import REC, CollectiveAbort
     from .session import HarnessError, Session, classify_exception, harness_level
 
+    from .timing import PHASES, clock
+    t_start = clock()
+    PHASES.reset()
     scen, ops = seqfile.parse(text)
     sw = profiles.resolve(scen.profile, scen.sets, switches)
     REC.param_name.clear()
     REC.group_name.clear()
 
     def check(rec, step, dtensor=False, wire=None):
-        chan.send({"t": "coll", "step": step, "coll": rec, "dtensor": dtensor, "wire": wire})
-        reply = chan.recv()
+        with PHASES.timed("pairing"):  # the coordinator answers once every peer issued its n-th collective
+            chan.send({"t": "coll", "step": step, "coll": rec, "dtensor": dtensor, "wire": wire})
+            reply = chan.recv()
         if reply.get("t") != "go":
             raise CollectiveAbort(reply["status"], reply["message"])
         REC.probe = reply.get("probe")
@@ -62,8 +66,9 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
 
     def report(ident, outcome):
         # how a let-through collective ended here; the coordinator answers once every rank in it has
-        chan.send(dict(outcome, t="out", id=ident))
-        reply = chan.recv()
+        with PHASES.timed("pairing"):
+            chan.send(dict(outcome, t="out", id=ident))
+            reply = chan.recv()
         if reply.get("t") != "go":
             raise CollectiveAbort(reply["status"], reply["message"])
 
@@ -77,15 +82,19 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
     REC.report = report if world > 1 else None
     REC.world = world
     sess = Session(scen, ops, rank, world, mesh, sw, tmpdir)
+    if reuse:
+        from . import reuse as kept
+        sess.reuse_key = kept.key_of(text, sw)
     REC.log = []
     sess.build()
-    init = {"s": {}}
-    for name, fp in sess.fsdp_param.items():
-        if not name.endswith(".bias"):
-            init["s"][name] = observe.flat(fp.sharded_param)
-    w0 = {l: observe.flat(t) for l, t in sess.w0.items()}
-    chan.send({"t": "init", "values": init, "w0": w0, "dtype": scen.dtype, "scaling": {
-        a.name: a.alpha / a.r for a in scen.adapters}, "shapes": shapes_of(scen)})
+    with PHASES.timed("observe"):
+        init = {"s": {}}
+        for name, fp in sess.fsdp_param.items():
+            if not name.endswith(".bias"):
+                init["s"][name] = observe.flat(fp.sharded_param)
+        w0 = {l: observe.flat(t) for l, t in sess.w0.items()}
+        chan.send({"t": "init", "values": init, "w0": w0, "dtype": scen.dtype, "scaling": {
+            a.name: a.alpha / a.r for a in scen.adapters}, "shapes": shapes_of(scen)})
     for i, op in enumerate(ops):
         if not op.runs_on(rank):
             continue
@@ -93,10 +102,11 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
         inject_fault(rank, step)
         REC.log = []
         REC.step = step
-        observe.grad_marks(sess)
+        with PHASES.timed("observe"):
+            observe.grad_marks(sess)
         status, message, index = "ok", "", None
         try:
-            with observe.funcol_mode(sess, op):
+            with observe.funcol_mode(sess, op), PHASES.op(op.kind):
                 sess.run_op(op)
         except CollectiveAbort as e:
             # a rank stuck in a collective: only the collectives up to that one are known
@@ -120,6 +130,7 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
                     message = f"KeyError: <sharded parameter {sess.opt_names[index]}>"
             if status == "exception":
                 traceback.print_exc(file=sys.stderr)
+        t_obs = clock()
         grads = observe.grads_received(sess) if op.is_training else None
         obs, values = observe.local(sess, op, step, grads)
         obs["status"] = status
@@ -129,8 +140,11 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir):
             obs["index"] = index
         obs["collectives"] = REC.log
         chan.send({"t": "obs", "obs": obs, "values": values})
-    # which path prepared the model (prepare.py::run): "accelerate", a fallback's reason key, or none yet
-    chan.send({"t": "end", "prepared_by": sess.prepared_by})
+        PHASES.add("observe", clock() - t_obs)
+    # which path prepared the model (prepare.py::run): "accelerate", a fallback's reason key, or none
+    # yet; where the sequence's time went here (timing.py, bench.py's breakdown)
+    PHASES.add("rank_total", clock() - t_start)
+    chan.send({"t": "end", "prepared_by": sess.prepared_by, "timing": PHASES.report()})
 
 
 def one_line(e):
@@ -210,12 +224,14 @@ def main():
                     prof = globals().setdefault("_prof", cProfile.Profile())
                     prof.enable()
                     try:
-                        run_sequence(req["seq"], req.get("switches"), rank, world, mesh, chan, req.get("dir") or tmpdir)
+                        run_sequence(req["seq"], req.get("switches"), rank, world, mesh, chan, req.get("dir") or tmpdir,
+                             bool(req.get("reuse")))
                     finally:
                         prof.disable()
                         prof.dump_stats(os.environ["FSDPSIM_UPSTREAM_PROFILE"])
                     continue
-                run_sequence(req["seq"], req.get("switches"), rank, world, mesh, chan, req.get("dir") or tmpdir)
+                run_sequence(req["seq"], req.get("switches"), rank, world, mesh, chan, req.get("dir") or tmpdir,
+                             bool(req.get("reuse")))
             except Exception as e:  # a failure outside any op: the sequence cannot run here
                 traceback.print_exc(file=sys.stderr)
                 from .session import harness_level

@@ -8,9 +8,10 @@ import torch
 import torch.nn as nn
 from peft import LoraConfig, get_peft_model
 
-from . import observe, op_table, prepare
+from . import observe, op_table, prepare, reuse
 from .collectives import REC
 from .seqfile import Op
+from .timing import PHASES
 from .outcomes import CannotRun, HarnessError, classify_exception, harness_level  # noqa: F401 (rank.py and the tests import them from here)
 
 BATCH = 4
@@ -110,6 +111,7 @@ class Session:
         self.fsdp_module_of = {}  # every module fully_shard was given, by layer name ("root": the model)
         self.fsdp_param = {}  # fsdpsim name -> FSDPParam
         self.named_cache = None  # model.named_parameters() while an observation is read
+        self.reuse_key = None  # set (reuse.key_of) where the model may come from the previous sequence
 
     # ---- building -------------------------------------------------------
     def base_net(self):
@@ -127,15 +129,10 @@ class Session:
 
     def build(self):
         self.dtype = torch.bfloat16 if self.scen.dtype == "bf16" else torch.float32
-        net = self.base_net()
-        torch.manual_seed(self.scen.seed)
-        cpu = Net(self.scen.layers).to(self.dtype)  # W0 as every rank will hold it after prepare
-        self.w0 = {l.name: getattr(cpu, l.name).weight.detach().clone() for l in self.scen.layers}
-        live = [a for a in self.scen.adapters if not a.deferred]
-        self.pm = get_peft_model(net, lora_config(live[0], layers=self.scen.layers), adapter_name=live[0].name,
-                                 autocast_adapter_dtype=self.scen.autocast(live[0]))
-        for a in live[1:]:
-            op_table.ROW["add_adapter"].run(self, Op("add_adapter", names=[a.name]))
+        with PHASES.timed("reset"):  # the last sequence's model, where the scenario is the same (reuse.py)
+            kept = reuse.take(self, self.reuse_key)
+        if not kept:
+            self.build_model()
         self.patch_delta_weight()
         # `data per_rank`: each rank its own batch, as a DistributedSampler hands out
         # (rank 0's is the `same` batch every rank reads otherwise)
@@ -143,7 +140,25 @@ class Session:
         g = torch.Generator().manual_seed(self.scen.seed + 1 + shift)
         self.x = torch.randn(BATCH, self.scen.layers[0].fan_in, generator=g)
         if not any(op.kind == "prepare" for op in self.ops):
-            self.prepare()
+            with PHASES.timed("prepare"):
+                self.prepare()
+
+    def build_model(self):
+        """The base model and PEFT's adapters on it, kept for the next sequence of the same
+        scenario where reuse is on (reuse.py)."""
+        with PHASES.timed("model"):
+            net = self.base_net()
+            torch.manual_seed(self.scen.seed)
+            cpu = Net(self.scen.layers).to(self.dtype)  # W0 as every rank will hold it after prepare
+            self.w0 = {l.name: getattr(cpu, l.name).weight.detach().clone() for l in self.scen.layers}
+        with PHASES.timed("peft"):
+            live = [a for a in self.scen.adapters if not a.deferred]
+            self.pm = get_peft_model(net, lora_config(live[0], layers=self.scen.layers), adapter_name=live[0].name,
+                                     autocast_adapter_dtype=self.scen.autocast(live[0]))
+            for a in live[1:]:
+                op_table.ROW["add_adapter"].run(self, Op("add_adapter", names=[a.name]))
+        with PHASES.timed("reset"):
+            reuse.keep(self, self.reuse_key)
 
     def layer(self, name):
         """The layer's own module (PEFT's LoRA layer, or the plain one no adapter
