@@ -292,11 +292,22 @@ void PeftModel::delete_adapter(int adapter) {
     if (ls.lora_a[adapter] >= 0) (*params_)[ls.lora_a[adapter]].registered = (*params_)[ls.lora_b[adapter]].registered = at::Tensor();
   bool first = true;
   AdapterSet tuner_active;
+  const bool shared = layout_->profile.get(Switch::DeleteFallback) == sw::kShared;
   for (auto& ly : layers_) {
     if (!ly->tuner) continue;
+    const bool was_active = ly->active.contains(adapter);
     ly->delete_adapter(adapter);
     if (first) tuner_active = ly->active;
+    // delete_fallback=shared (docs/findings/delete-fallback-per-layer.patch): the first layer's pick on every layer.
+    else if (shared && was_active && !(ly->active == tuner_active)) ly->set_adapter(tuner_active, false);
     first = false;
+  }
+  // ... then BaseTuner.delete_adapter freezes an active adapter whose config has inference_mode.
+  for (size_t l = 0; shared && l < layout_->layers.size(); ++l) {
+    const LayerSpec& ls = layout_->layers[l];
+    for (int a : tuner_active & inference_mode_)
+      if (ls.lora_a[a] >= 0 && params_->registered(ls.lora_a[a]).defined() && !wrappers_[l]->wrapped)
+        for (int p : {ls.lora_a[a], ls.lora_b[a]}) params_->set_requires_grad(p, false);
   }
   for (auto& w : wrappers_) w->delete_adapter(adapter, tuner_active);
   active_ = tuner_active;

@@ -273,10 +273,12 @@ Raise RankModel::op_delete_adapter(int adapter) {
     if (li.A[adapter] >= 0) st_.params[li.A[adapter]].present = st_.params[li.B[adapter]].present = false;
   bool first = true;
   AdapterSet tuner_active;
+  const bool shared = topo_->profile.get(Switch::DeleteFallback) == sw::kShared;
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     LoraLayer& lp = st_.layers[l];
     if (!lp.tuner) continue;
-    if (lp.active.contains(adapter)) {
+    const bool was_active = lp.active.contains(adapter);
+    if (was_active) {
       AdapterSet next = lp.active.without(AdapterSet::of(adapter));
       if (next.empty()) {
         const LayerInfo& li = topo_->layers[l];
@@ -293,7 +295,21 @@ Raise RankModel::op_delete_adapter(int adapter) {
       }
     }
     if (first) tuner_active = lp.active;  // module-level delete_adapter returns the first layer's active_adapters
+    // delete_fallback=shared (docs/findings/delete-fallback-per-layer.patch): a later layer that lost its
+    // active adapter takes the first layer's pick, as BaseTunerLayer.delete_adapter's docstring asks.
+    else if (shared && was_active && !(lp.active == tuner_active)) {
+      TrScope fallback(site(), Tr::DeleteFallback);
+      lp.set_adapter(layer_context(static_cast<int>(l)), tuner_active, false);
+    }
     first = false;
+  }
+  // ... and BaseTuner.delete_adapter freezes again an active adapter whose config has inference_mode
+  // (BaseTuner.set_requires_grad over the LoRA layers).
+  for (size_t l = 0; shared && l < topo_->layers.size(); ++l) {
+    const LayerInfo& li = topo_->layers[l];
+    for (int a : tuner_active & st_.inference_mode)
+      if (li.A[a] >= 0 && st_.params[li.A[a]].present && !st_.layers[l].wrapper)
+        for (int p : {li.A[a], li.B[a]}) set_registered_rg(p, false);
   }
   if (Raise r = wrappers_delete_adapter(adapter, tuner_active)) return r;
   st_.active = tuner_active;

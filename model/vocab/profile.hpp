@@ -21,8 +21,9 @@ enum class Switch : uint8_t {
   DeltaWeightGather,     // off | on
   AdapterSaveGather,     // off | on
   AdapterSaveSelection,  // all | active
+  DeleteFallback,        // per_layer | shared
 };
-constexpr int kSwitchCount = 9;
+constexpr int kSwitchCount = 10;
 
 // Value indexes per switch (positions in SwitchInfo::values).
 namespace sw {
@@ -32,6 +33,7 @@ enum EnableInferenceMode : uint8_t { kIgnore = 0, kRespect = 1 };
 enum RootReshardRule : uint8_t { kAuto = 0, kForceFalse = 1 };
 enum AdapterMetaCheck : uint8_t { kContainer = 0, kPerAdapter = 1 };
 enum AdapterSaveSelection : uint8_t { kAll = 0, kActive = 1 };
+enum DeleteFallback : uint8_t { kPerLayer = 0, kShared = 1 };
 }  // namespace sw
 
 struct SwitchInfo {
