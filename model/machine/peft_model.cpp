@@ -304,12 +304,15 @@ Raise RankModel::op_delete_adapter(int adapter) {
     first = false;
   }
   // ... and BaseTuner.delete_adapter freezes again an active adapter whose config has inference_mode
-  // (BaseTuner.set_requires_grad over the LoRA layers).
-  for (size_t l = 0; shared && l < topo_->layers.size(); ++l) {
-    const LayerInfo& li = topo_->layers[l];
-    for (int a : tuner_active & st_.inference_mode)
-      if (li.A[a] >= 0 && st_.params[li.A[a]].present && !st_.layers[l].wrapper)
-        for (int p : {li.A[a], li.B[a]}) set_registered_rg(p, false);
+  // (BaseTuner.set_requires_grad over the LoRA layers): part of the fallback, blamed on it.
+  if (shared) {
+    TrScope refreeze(site(), Tr::DeleteFallback);
+    for (size_t l = 0; l < topo_->layers.size(); ++l) {
+      const LayerInfo& li = topo_->layers[l];
+      for (int a : tuner_active & st_.inference_mode)
+        if (li.A[a] >= 0 && st_.params[li.A[a]].present && !st_.layers[l].wrapper)
+          for (int p : {li.A[a], li.B[a]}) set_registered_rg(p, false);
+    }
   }
   if (Raise r = wrappers_delete_adapter(adapter, tuner_active)) return r;
   st_.active = tuner_active;

@@ -285,7 +285,7 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "and an adapter loaded frozen (inference_mode) trains although nobody selected it. It needs no FSDP.",
        "Users deleting the active adapter of a multi-adapter model whose adapters target different modules.",
        "Call set_adapter on the adapter you want before deleting the active one.",
-       "Choose the fallback once in BaseTuner.delete_adapter, honouring its inference_mode.", ""},
+       "Choose the fallback once in BaseTuner.delete_adapter, honouring its inference_mode.", "delete_fallback=shared"},
       {"raises-in/load_adapters",
        "set_peft_model_state_dict of a checkpoint holding an adapter deleted since raises KeyError midway",
        V::Documented, "set_peft_model_state_dict's docstring: the model needs the adapters already in place",
