@@ -102,11 +102,21 @@ def triage(fsdpsim, files, *flags):
     return out
 
 
+def pins_switches(file):
+    """Whether the file sets switches of its own (`set NAME=VALUE`): a patched copy of PEFT cannot
+    honour such a pin (e.g. `delete_fallback=per_layer` under the patched profile), so the file
+    says nothing about whether the profile and the copy agree."""
+    with open(file) as f:
+        return any(line.startswith("set ") for line in f)
+
+
 def report_classes(report, triaged):
     """One corpus file per class of the report's entry points (`report` or `report/...`), at most
     PER_ROOT_CAUSE classes per entry point, in file order: {file: root cause}."""
     seen, per_cause, out = set(), {}, {}
     for file, (cls, cause) in sorted(triaged.items()):
+        if pins_switches(file):
+            continue
         if (cause == report or cause.startswith(report + "/")) and cls not in seen:
             if per_cause.get(cause, 0) < PER_ROOT_CAUSE:
                 seen.add(cls)
