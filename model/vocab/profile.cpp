@@ -42,6 +42,8 @@ static_assert(same(kSwitchRows[static_cast<int>(Switch::DeltaWeightGather)].name
 static_assert(same(kSwitchRows[static_cast<int>(Switch::AdapterSaveGather)].name, "adapter_save_gather"));
 static_assert(same(kSwitchRows[static_cast<int>(Switch::AdapterSaveSelection)].name, "adapter_save_selection"));
 static_assert(same(kSwitchRows[static_cast<int>(Switch::DeleteFallback)].name, "delete_fallback"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::TunerFlagsReshard)].name, "tuner_flags_reshard"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::SaveKeyPrefixes)].name, "save_key_prefixes"));
 static_assert(same(value_name(Switch::SetAdapterReshard, sw::kSkipMerged), "skip_merged") &&
               same(value_name(Switch::SetAdapterReshard, sw::kUnmergeFirst), "unmerge_first"));
 static_assert(same(value_name(Switch::DisableExitReshard, sw::kOn), "on") &&
@@ -53,6 +55,8 @@ static_assert(same(value_name(Switch::RootReshardRule, sw::kForceFalse), "force_
 static_assert(same(value_name(Switch::AdapterMetaCheck, sw::kPerAdapter), "per_adapter"));
 static_assert(same(value_name(Switch::AdapterSaveSelection, sw::kActive), "active"));
 static_assert(same(value_name(Switch::DeleteFallback, sw::kShared), "shared"));
+static_assert(same(value_name(Switch::TunerFlagsReshard, sw::kOn), "on"));
+static_assert(same(value_name(Switch::SaveKeyPrefixes, sw::kWrappersStripped), "wrappers_stripped"));
 
 }  // namespace
 

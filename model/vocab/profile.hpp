@@ -22,8 +22,10 @@ enum class Switch : uint8_t {
   AdapterSaveGather,     // off | on
   AdapterSaveSelection,  // all | active
   DeleteFallback,        // per_layer | shared
+  TunerFlagsReshard,     // off | on
+  SaveKeyPrefixes,       // module_names | wrappers_stripped
 };
-constexpr int kSwitchCount = 10;
+constexpr int kSwitchCount = 12;
 
 // Value indexes per switch (positions in SwitchInfo::values).
 namespace sw {
@@ -34,6 +36,7 @@ enum RootReshardRule : uint8_t { kAuto = 0, kForceFalse = 1 };
 enum AdapterMetaCheck : uint8_t { kContainer = 0, kPerAdapter = 1 };
 enum AdapterSaveSelection : uint8_t { kAll = 0, kActive = 1 };
 enum DeleteFallback : uint8_t { kPerLayer = 0, kShared = 1 };
+enum SaveKeyPrefixes : uint8_t { kModuleNames = 0, kWrappersStripped = 1 };
 }  // namespace sw
 
 struct SwitchInfo {

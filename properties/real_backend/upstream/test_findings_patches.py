@@ -33,12 +33,8 @@ CORPUS = [os.path.join(ROOT, "corpus", "regressions"), os.path.join(ROOT, "corpu
 # Entry points whose fix no profile switch models yet: the patched profile still shows their classes
 # where the patched copy is clean. Each leaves this set when a switch models it (the test says so).
 PROFILE_GAPS = {
-    "flag-on-copy/base_model.set_adapter",
-    "flag-on-copy/delete_adapter-fallback",
-    "flag-on-copy/disable_adapter-enter",
     "half-added-adapter",
     "param-wrapper-single-expert",
-    "save-skips-checkpointed-layers",
 }
 PER_ROOT_CAUSE = 3  # classes checked per entry point: the whole corpus on every patch would take most of an hour
 # What `pip install` needs to build the copy (a flat layout: peft/ beside this file); no dependencies

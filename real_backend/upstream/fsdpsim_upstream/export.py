@@ -30,6 +30,9 @@ def unwritten(sw, scen, ops=()):
     """A switch value whose fix this scenario would need and the script cannot write yet, else None."""
     if sw.get("delete_fallback") == "shared" and any(op.kind == "delete_adapter" for op in ops):
         return "delete_fallback=shared"
+    if (sw.get("save_key_prefixes") == "wrappers_stripped" and scen.checkpoint
+            and any(op.kind == "save_adapters" for op in ops)):
+        return "save_key_prefixes=wrappers_stripped"
     if sw["delta_weight_gather"] == "on" and any(l.experts for l in scen.layers):
         return "delta_weight_gather=on (on an experts layer)"
     if sw["adapter_meta_check"] == "per_adapter" and scen.loading != "full":
