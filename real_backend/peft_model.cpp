@@ -96,11 +96,7 @@ void PeftModel::set_adapter(const Op& op) {
       case sw::kNone:  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no reshard (the upstream profile)
         break;
       case sw::kSkipMerged:  // _reshard_fsdp_modules (#3872): skips modules holding a merged layer
-        for (size_t g = 0; g < layout_->groups.size(); ++g) {
-          bool merged = false;
-          for (int l : layout_->groups[g].layers) merged = merged || !layers_[l]->merged.empty();
-          if (!merged) fsdp_->groups[g].module_reshard();
-        }
+        reshard_groups_without_merged();
         break;
       case sw::kUnmergeFirst:  // #3895
         if (any_merged()) unmerge_adapter();
@@ -111,6 +107,11 @@ void PeftModel::set_adapter(const Op& op) {
   // PeftModel.set_adapter checks its peft_config; BaseTuner.set_adapter (a list) checks nothing.
   if (!op.list_form && !present_.includes(names)) throw OpError(Status::ValueError, "Adapter " + op.names[0] + " not found.");
   if (!op.list_form) peft_active_ = names.first();  // PeftModel.set_adapter names its own first
+  if (tuner_flags_reshard()) {  // flag-on-copy.patch's module-level set_adapter: unmerge, then reshard
+    for (auto& ly : layers_)
+      if (!ly->merged.empty()) ly->unmerge();
+    reshard_groups_without_merged();
+  }
   set_adapter_module_level(names, op.list_form, false);
   active_order_ = AdapterOrder{};
   for (const auto& n : op.names)
@@ -132,6 +133,19 @@ void PeftModel::merge(const Op& op) {
   }
 }
 
+// FSDPModule.reshard on every FSDP module holding no merged layer (#3872's _reshard_fsdp_modules,
+// flag-on-copy.patch's _reshard_fsdp2_modules).
+void PeftModel::reshard_groups_without_merged() {
+  for (size_t g = 0; g < layout_->groups.size(); ++g) {
+    bool merged = false;
+    for (int l : layout_->groups[g].layers) merged = merged || !layers_[l]->merged.empty();
+    if (!merged) fsdp_->groups[g].module_reshard();
+  }
+}
+
+// tuner_flags_reshard=on: the tuner reshards before it writes adapter flags (flag-on-copy.patch).
+bool PeftModel::tuner_flags_reshard() const { return layout_->profile.get(Switch::TunerFlagsReshard) == sw::kOn; }
+
 void PeftModel::unmerge_adapter() {
   for (auto& ly : layers_) ly->unmerge();
 }
@@ -152,6 +166,7 @@ void PeftModel::disable_enter() {
   if (!present_.contains(peft_active_))
     throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[peft_active_].name + "'");
   active_without_config();  // BaseTuner.disable_adapter_layers, before any layer
+  if (tuner_flags_reshard()) reshard_groups_without_merged();  // _enable_adapter_layers(False)
   enable_adapter_layers(false);
   disabled_ = true;
 }
@@ -171,6 +186,7 @@ void PeftModel::disable_exit() {
     if (any_merged()) unmerge_adapter();
     fsdp_->module_reshard_all();
   }
+  if (tuner_flags_reshard()) reshard_groups_without_merged();  // _enable_adapter_layers(True)
   enable_adapter_layers(true);
   disabled_ = false;
 }
@@ -292,17 +308,29 @@ void PeftModel::delete_adapter(int adapter) {
     for (int a : ly->merged)
       if (a == adapter)
         throw OpError(Status::ValueError, "Cannot delete adapter(s) ['" + name + "'] while they are merged. Please unmerge them first.");
+  if (tuner_flags_reshard()) reshard_groups_without_merged();  // the fallback's flags reach the shards
   present_.erase(adapter);
   peft_config_.erase(std::find(peft_config_.begin(), peft_config_.end(), adapter));
   for (const auto& ls : layout_->layers)
     if (ls.lora_a[adapter] >= 0) (*params_)[ls.lora_a[adapter]].registered = (*params_)[ls.lora_b[adapter]].registered = at::Tensor();
   bool first = true;
   AdapterSet tuner_active;
+  const bool shared = layout_->profile.get(Switch::DeleteFallback) == sw::kShared;
   for (auto& ly : layers_) {
     if (!ly->tuner) continue;
+    const bool was_active = ly->active.contains(adapter);
     ly->delete_adapter(adapter);
     if (first) tuner_active = ly->active;
+    // delete_fallback=shared (docs/findings/delete-fallback-per-layer.patch): the first layer's pick on every layer.
+    else if (shared && was_active && !(ly->active == tuner_active)) ly->set_adapter(tuner_active, false);
     first = false;
+  }
+  // ... then BaseTuner.delete_adapter freezes an active adapter whose config has inference_mode.
+  for (size_t l = 0; shared && l < layout_->layers.size(); ++l) {
+    const LayerSpec& ls = layout_->layers[l];
+    for (int a : tuner_active & inference_mode_)
+      if (ls.lora_a[a] >= 0 && params_->registered(ls.lora_a[a]).defined() && !wrappers_[l]->wrapped)
+        for (int p : {ls.lora_a[a], ls.lora_b[a]}) params_->set_requires_grad(p, false);
   }
   for (auto& w : wrappers_) w->delete_adapter(adapter, tuner_active);
   active_ = tuner_active;
@@ -392,7 +420,8 @@ void PeftModel::save_adapters(const Op& op, OpResult* res) {
     // PEFT's get_peft_model_state_dict looks the keys up by module path: under checkpoint_wrapper
     // the path holds `_checkpoint_wrapped_module.` and the key does not, so the layer is dropped
     // (after the full state dict's gather).
-    if (layout_->layers[ps.layer].checkpoint) continue;
+    // save_key_prefixes=wrappers_stripped (save-skips-checkpointed-layers.patch) keeps it.
+    if (layout_->layers[ps.layer].checkpoint && layout_->profile.get(Switch::SaveKeyPrefixes) != sw::kWrappersStripped) continue;
     // ... one entry per state dict it is in (peft utils/save_and_load.py::get_peft_model_state_dict, per adapter)
     for (int c = orphan ? names.count() : 1; c > 0; --c)
       res->saved.push_back({ps.name, mine.size(0), ps.rows, dtype_of((*params_)[p].leaf.place)});

@@ -57,6 +57,8 @@ class PeftModel {
   void enable_adapter_layers(bool enabled);
   void active_without_config() const;  // throws KeyError for a tuner-active name without a config
   bool any_merged() const;
+  void reshard_groups_without_merged();
+  bool tuner_flags_reshard() const;
   bool saved_local_rows(size_t p) const;  // the saved file holds rank 0's local rows of p
   AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(layout_->adapters, names); }
 

@@ -34,11 +34,7 @@ Raise RankModel::op_set_adapter(const Op& op) {
         break;
       case sw::kSkipMerged:
         // _reshard_fsdp_modules as of #3872: a module holding any merged layer is skipped.
-        for (size_t g = 0; g < topo_->groups.size(); ++g) {
-          bool merged = false;
-          for (int l : topo_->groups[g].layers) merged = merged || st_.layers[l].any_merged();
-          if (!merged) st_.groups[g].reshard(fsdp().context(static_cast<int>(g)));  // FSDPModule.reshard
-        }
+        reshard_groups_without_merged();
         break;
       case sw::kUnmergeFirst:
         // #3895: unmerge_adapter, then reshard every FSDP module, then set_adapter.
@@ -53,6 +49,14 @@ Raise RankModel::op_set_adapter(const Op& op) {
   if (!op.list_form && !st_.present.includes(names)) return raise(Status::ValueError, fmt::format("Adapter {} not found.", op.names[0]));
   // peft_model.py::PeftModel.set_adapter names its own active_adapter first.
   if (!op.list_form) st_.peft_active = static_cast<int8_t>(names.first());
+  // tuner_flags_reshard=on (docs/findings/flag-on-copy.patch, module-level set_adapter, both forms):
+  // every layer unmerges first, then every FSDP module reshards, so the flags reach the shards.
+  if (tuner_flags_reshard()) {
+    for (size_t l = 0; l < topo_->layers.size(); ++l)
+      if (st_.layers[l].any_merged())
+        if (Raise r = st_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
+    reshard_groups_without_merged();
+  }
   if (Raise r = set_adapter_module_level(names, op.list_form, false)) return r;
   st_.active_order = AdapterOrder::named(topo_->adapters, op.names);
   return {};
@@ -77,6 +81,20 @@ Raise RankModel::op_merge(const Op& op) {
   return {};
 }
 
+// FSDPModule.reshard on every FSDP module that holds no merged layer (resharding would drop the
+// merged weight): peft#3872's _reshard_fsdp_modules, and flag-on-copy.patch's _reshard_fsdp2_modules.
+void RankModel::reshard_groups_without_merged() {
+  for (size_t g = 0; g < topo_->groups.size(); ++g) {
+    bool merged = false;
+    for (int l : topo_->groups[g].layers) merged = merged || st_.layers[l].any_merged();
+    if (!merged) st_.groups[g].reshard(fsdp().context(static_cast<int>(g)));
+  }
+}
+
+// tuner_flags_reshard=on: the tuner reshards before it writes adapter flags (flag-on-copy.patch:
+// tuners_utils.py's module-level set_adapter, BaseTuner._enable_adapter_layers and delete_adapter).
+bool RankModel::tuner_flags_reshard() const { return topo_->profile.get(Switch::TunerFlagsReshard) == sw::kOn; }
+
 // tuners_utils.py::BaseTuner.unmerge_adapter: every layer unmerges.
 Raise RankModel::unmerge_adapter() {
   for (size_t l = 0; l < topo_->layers.size(); ++l)
@@ -93,6 +111,7 @@ Raise RankModel::op_disable_enter() {
     return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[st_.peft_active].name));
   // tuners_utils.py::BaseTuner.disable_adapter_layers, before any layer
   if (Raise r = active_without_config()) return r;
+  if (tuner_flags_reshard()) reshard_groups_without_merged();  // _enable_adapter_layers(False)
   for (size_t l = 0; l < topo_->layers.size(); ++l) st_.layers[l].enable_adapters(layer_context(static_cast<int>(l)), false);
   st_.disabled = true;
   return {};
@@ -118,6 +137,7 @@ Raise RankModel::op_disable_exit() {
       if (Raise r = unmerge_adapter()) return r;
     fsdp().module_reshard_all();
   }
+  if (tuner_flags_reshard()) reshard_groups_without_merged();  // _enable_adapter_layers(True)
   for (size_t l = 0; l < topo_->layers.size(); ++l) st_.layers[l].enable_adapters(layer_context(static_cast<int>(l)), true);
   st_.disabled = false;
   return {};
@@ -273,16 +293,19 @@ Raise RankModel::op_delete_adapter(int adapter) {
   for (const auto& lp : st_.layers)
     if (lp.is_merged(adapter))
       return raise(Status::ValueError, fmt::format("Cannot delete adapter(s) ['{}'] while they are merged. Please unmerge them first.", name));
+  if (tuner_flags_reshard()) reshard_groups_without_merged();  // the fallback's flags reach the shards
   st_.present.erase(adapter);
   st_.config_order.erase(adapter);
   for (const auto& li : topo_->layers)
     if (li.A[adapter] >= 0) st_.params[li.A[adapter]].present = st_.params[li.B[adapter]].present = false;
   bool first = true;
   AdapterSet tuner_active;
+  const bool shared = topo_->profile.get(Switch::DeleteFallback) == sw::kShared;
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     LoraLayer& lp = st_.layers[l];
     if (!lp.tuner) continue;
-    if (lp.active.contains(adapter)) {
+    const bool was_active = lp.active.contains(adapter);
+    if (was_active) {
       AdapterSet next = lp.active.without(AdapterSet::of(adapter));
       if (next.empty()) {
         const LayerInfo& li = topo_->layers[l];
@@ -299,7 +322,24 @@ Raise RankModel::op_delete_adapter(int adapter) {
       }
     }
     if (first) tuner_active = lp.active;  // module-level delete_adapter returns the first layer's active_adapters
+    // delete_fallback=shared (docs/findings/delete-fallback-per-layer.patch): a later layer that lost its
+    // active adapter takes the first layer's pick, as BaseTunerLayer.delete_adapter's docstring asks.
+    else if (shared && was_active && !(lp.active == tuner_active)) {
+      TrScope fallback(site(), Tr::DeleteFallback);
+      lp.set_adapter(layer_context(static_cast<int>(l)), tuner_active, false);
+    }
     first = false;
+  }
+  // ... and BaseTuner.delete_adapter freezes again an active adapter whose config has inference_mode
+  // (BaseTuner.set_requires_grad over the LoRA layers): part of the fallback, blamed on it.
+  if (shared) {
+    TrScope refreeze(site(), Tr::DeleteFallback);
+    for (size_t l = 0; l < topo_->layers.size(); ++l) {
+      const LayerInfo& li = topo_->layers[l];
+      for (int a : tuner_active & st_.inference_mode)
+        if (li.A[a] >= 0 && st_.params[li.A[a]].present && !st_.layers[l].wrapper)
+          for (int p : {li.A[a], li.B[a]}) set_registered_rg(p, false);
+    }
   }
   if (Raise r = wrappers_delete_adapter(adapter, tuner_active)) return r;
   st_.active = tuner_active;
@@ -381,7 +421,10 @@ Raise RankModel::op_save_adapters(const Op& op) {
     // rolled back) pass, and go into each saved adapter's state dict.
     const bool orphan = a >= 0 && !st_.present.contains(a) && !names.empty();
     const bool selected = a >= 0 && (names.contains(a) || orphan) && st_.params[p].present;
-    const bool saved = selected && !topo_->layers[topo_->params[p].layer].checkpoint;
+    // save_key_prefixes=wrappers_stripped (docs/findings/save-skips-checkpointed-layers.patch): the
+    // module names drop the wrapper's segment as the keys do, and the tensors are saved.
+    const bool saved = selected && (!topo_->layers[topo_->params[p].layer].checkpoint ||
+                                    topo_->profile.get(Switch::SaveKeyPrefixes) == sw::kWrappersStripped);
     st_.saved_ver[p] = st_.params[p].ver_s;
     st_.saved_drift[p] = st_.params[p].drift;
     st_.saved_rows[p] = saved ? saved_rows(static_cast<int>(p), 0) : -1;

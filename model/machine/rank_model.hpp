@@ -137,6 +137,8 @@ class RankModel {
   Raise set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode);
   Raise op_merge(const Op& op);
   Raise unmerge_adapter();
+  void reshard_groups_without_merged();
+  bool tuner_flags_reshard() const;
   Raise op_disable_enter();
   Raise op_disable_exit();
   Raise inject_adapter(int adapter, bool inference_mode, bool first);

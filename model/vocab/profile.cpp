@@ -41,6 +41,9 @@ static_assert(same(kSwitchRows[static_cast<int>(Switch::AdapterMetaCheck)].name,
 static_assert(same(kSwitchRows[static_cast<int>(Switch::DeltaWeightGather)].name, "delta_weight_gather"));
 static_assert(same(kSwitchRows[static_cast<int>(Switch::AdapterSaveGather)].name, "adapter_save_gather"));
 static_assert(same(kSwitchRows[static_cast<int>(Switch::AdapterSaveSelection)].name, "adapter_save_selection"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::DeleteFallback)].name, "delete_fallback"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::TunerFlagsReshard)].name, "tuner_flags_reshard"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::SaveKeyPrefixes)].name, "save_key_prefixes"));
 static_assert(same(value_name(Switch::SetAdapterReshard, sw::kSkipMerged), "skip_merged") &&
               same(value_name(Switch::SetAdapterReshard, sw::kUnmergeFirst), "unmerge_first"));
 static_assert(same(value_name(Switch::DisableExitReshard, sw::kOn), "on") &&
@@ -51,6 +54,9 @@ static_assert(same(value_name(Switch::EnableInferenceMode, sw::kRespect), "respe
 static_assert(same(value_name(Switch::RootReshardRule, sw::kForceFalse), "force_false"));
 static_assert(same(value_name(Switch::AdapterMetaCheck, sw::kPerAdapter), "per_adapter"));
 static_assert(same(value_name(Switch::AdapterSaveSelection, sw::kActive), "active"));
+static_assert(same(value_name(Switch::DeleteFallback, sw::kShared), "shared"));
+static_assert(same(value_name(Switch::TunerFlagsReshard, sw::kOn), "on"));
+static_assert(same(value_name(Switch::SaveKeyPrefixes, sw::kWrappersStripped), "wrappers_stripped"));
 
 }  // namespace
 

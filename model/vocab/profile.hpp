@@ -21,8 +21,11 @@ enum class Switch : uint8_t {
   DeltaWeightGather,     // off | on
   AdapterSaveGather,     // off | on
   AdapterSaveSelection,  // all | active
+  DeleteFallback,        // per_layer | shared
+  TunerFlagsReshard,     // off | on
+  SaveKeyPrefixes,       // module_names | wrappers_stripped
 };
-constexpr int kSwitchCount = 9;
+constexpr int kSwitchCount = 12;
 
 // Value indexes per switch (positions in SwitchInfo::values).
 namespace sw {
@@ -32,6 +35,8 @@ enum EnableInferenceMode : uint8_t { kIgnore = 0, kRespect = 1 };
 enum RootReshardRule : uint8_t { kAuto = 0, kForceFalse = 1 };
 enum AdapterMetaCheck : uint8_t { kContainer = 0, kPerAdapter = 1 };
 enum AdapterSaveSelection : uint8_t { kAll = 0, kActive = 1 };
+enum DeleteFallback : uint8_t { kPerLayer = 0, kShared = 1 };
+enum SaveKeyPrefixes : uint8_t { kModuleNames = 0, kWrappersStripped = 1 };
 }  // namespace sw
 
 struct SwitchInfo {

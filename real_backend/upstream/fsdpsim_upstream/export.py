@@ -26,8 +26,13 @@ DTYPE = {"fp32": "torch.float32", "bf16": "torch.bfloat16"}
 BATCH = 4
 
 
-def unwritten(sw, scen):
+def unwritten(sw, scen, ops=()):
     """A switch value whose fix this scenario would need and the script cannot write yet, else None."""
+    if sw.get("delete_fallback") == "shared" and any(op.kind == "delete_adapter" for op in ops):
+        return "delete_fallback=shared"
+    if (sw.get("save_key_prefixes") == "wrappers_stripped" and scen.checkpoint
+            and any(op.kind == "save_adapters" for op in ops)):
+        return "save_key_prefixes=wrappers_stripped"
     if sw["delta_weight_gather"] == "on" and any(l.experts for l in scen.layers):
         return "delta_weight_gather=on (on an experts layer)"
     if sw["adapter_meta_check"] == "per_adapter" and scen.loading != "full":
@@ -339,7 +344,7 @@ class Writer:
                 "(not run on GPU here)."]
 
     def script(self, run_name):
-        missing = unwritten(self.sw, self.scen)
+        missing = unwritten(self.sw, self.scen, self.ops)
         if missing:
             raise ValueError(f"export --python does not write the fix of {missing} yet")
         if not self.fsdp and any((op.kind in op_table.ROW and op_table.ROW[op.kind].needs_fsdp) or op.rank >= 0

@@ -4,6 +4,7 @@ calls)`) and as the exported script writes it (`write_*(w, op, ind, calls)`). Th
 keeps what it saved or loaded for the observations (observe.py); the script keeps the calls.
 torch, PEFT and the session are imported where a run needs them: the export imports this
 module without them."""
+import contextlib
 import os
 import sys
 
@@ -77,6 +78,27 @@ def write_optimizer_checkpoint(w, op, ind, calls):
 
 
 # -- save_adapters / load_adapters ------------------------------------------------------------
+@contextlib.contextmanager
+def save_key_prefixes(sw):
+    """save_key_prefixes=wrappers_stripped, docs/findings/save-skips-checkpointed-layers.patch: the
+    module-name prefixes PEFT 0.21 matches state-dict keys against (tuners_utils.py::
+    _get_tuner_state_dict_key_prefixes) drop the wrapper segments that the wrappers' state-dict hooks
+    strip from the keys. Applied around the real call: the prefixes it returns, stripped."""
+    if sw.get("save_key_prefixes", "module_names") != "wrappers_stripped":
+        yield
+        return
+    from peft.tuners import tuners_utils
+    real = tuners_utils._get_tuner_state_dict_key_prefixes
+    wrappers = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module")
+
+    def stripped(model, adapter_name=None):
+        return {".".join(p for p in k.split(".") if p not in wrappers) for k in real(model, adapter_name)}
+    tuners_utils._get_tuner_state_dict_key_prefixes = stripped
+    try:
+        yield
+    finally:
+        tuners_utils._get_tuner_state_dict_key_prefixes = real
+
 def run_save_adapters(s, op, calls):
     """PeftModel.save_pretrained's selection (all adapters unless named;
     adapter_save_selection=active keeps only the active one), each
@@ -105,7 +127,8 @@ def run_save_adapters(s, op, calls):
     s.saved = {}
     s.saved_obs = []
     for a in names:
-        asd = get_peft_model_state_dict(s.pm, state_dict=sd, adapter_name=a)
+        with save_key_prefixes(s.sw):
+            asd = get_peft_model_state_dict(s.pm, state_dict=sd, adapter_name=a)
         local = {k: (v.to_local() if isinstance(v, DTensor) else v).detach().clone() for k, v in asd.items()}
         s.saved[a] = local
         for k, v in asd.items():
@@ -179,7 +202,8 @@ def run_load_adapters(s, op, calls):
             elif s.rank > 0 and mine is not None and observe.managed(s, name) is None:
                 s.reload_foreign.add(name)
     for a, asd in saved.items():
-        res = set_peft_model_state_dict(s.pm, asd, adapter_name=a)
+        with save_key_prefixes(s.sw):  # the patched prefixes map a checkpointed layer's keys on load too
+            res = set_peft_model_state_dict(s.pm, asd, adapter_name=a)
         if os.environ.get("FSDPSIM_UPSTREAM_DEBUG"):
             print("load", a, {k: tuple(v.shape) for k, v in asd.items()}, res, file=sys.stderr)
 

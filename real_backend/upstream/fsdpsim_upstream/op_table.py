@@ -122,17 +122,50 @@ def set_adapter_calls(scen, op):
     return [Call("model", "set_adapter", op.names[0])]
 
 
+def reshard_unmerged(s):
+    """FSDPModule.reshard on every FSDP module holding no merged layer (peft#3872's
+    _reshard_fsdp_modules; flag-on-copy.patch's tuners_utils.py::_reshard_fsdp2_modules)."""
+    for g, m in s.fsdp_modules:
+        if not any(getattr(s.layer(l.name), "merged", False) for l in s.scen.layers if s.group_of_layer(l.name) == g):
+            m.reshard()
+
+
+def write_reshard_unmerged(w, ind):
+    w.emit(f"{ind}for m in ({', '.join(w.groups())},):")
+    w.emit(f"{ind}    if not any(getattr(l, 'merged', False) for l in m.modules()):")
+    w.emit(f"{ind}        m.reshard()")
+
+
+def tuner_flags_reshard(sw):
+    """tuner_flags_reshard=on, docs/findings/flag-on-copy.patch: the tuner reshards every FSDP module
+    holding no merged layer before it writes adapter flags (module-level tuners_utils.py::set_adapter,
+    BaseTuner._enable_adapter_layers, BaseTuner.delete_adapter)."""
+    return sw.get("tuner_flags_reshard", "off") == "on"
+
+
 def run_set_adapter(s, op, calls):
-    if not op.list_form:  # the list form is BaseTuner.set_adapter: no switch's fix applies there
+    if not op.list_form:  # the list form is BaseTuner.set_adapter: no set_adapter_reshard fix applies there
         mode = s.sw["set_adapter_reshard"]
         if mode == "unmerge_first":
             s.unmerge_and_reshard_all()
         elif mode == "skip_merged":
-            for g, m in s.fsdp_modules:
-                if not any(getattr(s.layer(l.name), "merged", False) for l in s.scen.layers
-                           if s.group_of_layer(l.name) == g):
-                    m.reshard()
+            reshard_unmerged(s)
+    # tuner_flags_reshard: after PeftModel.set_adapter's own check, both forms reach the module-level
+    # set_adapter, which (patched) unmerges every layer and then reshards
+    if tuner_flags_reshard(s.sw) and (op.list_form or op.names[0] in s.pm.peft_config):
+        for m in s.lora_layers():
+            if getattr(m, "merged", False):
+                m.unmerge()
+        reshard_unmerged(s)
     perform_all(s, calls)
+
+
+def write_tuner_flags_reshard(w, ind, unmerge=False):
+    if tuner_flags_reshard(w.sw) and w.fsdp:
+        w.fix(ind, "reshard each FSDP module holding no merged layer before adapter flags change", "tuner_flags_reshard")
+        if unmerge:
+            w.emit(f"{ind}model.base_model.unmerge_adapter()")
+        write_reshard_unmerged(w, ind)
 
 
 def write_set_adapter(w, op, ind, calls):
@@ -144,9 +177,8 @@ def write_set_adapter(w, op, ind, calls):
         w.reshard_all(ind)
     elif w.sw["set_adapter_reshard"] == "skip_merged" and w.fsdp:
         w.fix(ind, "reshard each FSDP module that holds no merged layer", "set_adapter_reshard")
-        w.emit(f"{ind}for m in ({', '.join(w.groups())},):")
-        w.emit(f"{ind}    if not any(getattr(l, 'merged', False) for l in m.modules()):")
-        w.emit(f"{ind}        m.reshard()")
+        write_reshard_unmerged(w, ind)
+    write_tuner_flags_reshard(w, ind, unmerge=True)
     print_all(w, calls, ind)
 
 
@@ -157,9 +189,18 @@ def disable_enter_calls(scen, op):
 def run_disable_enter(s, op, calls):
     if s.disable_ctx is not None:
         raise refusal("disable_enter inside disable_adapter(): the context is already entered")
+    # tuner_flags_reshard: in _enable_adapter_layers, after the config reads that may raise KeyError
+    tuner = s.pm.base_model
+    if tuner_flags_reshard(s.sw) and all(a in s.pm.peft_config for a in [s.pm.active_adapter, *tuner.active_adapters]):
+        reshard_unmerged(s)
     names = {}
     perform_all(s, calls, names)
     s.disable_ctx = names["ctx"]  # only once entered
+
+
+def write_disable_enter(w, op, ind, calls):
+    write_tuner_flags_reshard(w, ind)
+    print_all(w, calls, ind)
 
 
 def disable_exit_calls(scen, op):
@@ -171,6 +212,8 @@ def run_disable_exit(s, op, calls):
         raise refusal("disable_exit outside disable_adapter(): no matching disable_enter")
     if s.sw["disable_exit_reshard"] == "on":
         s.unmerge_and_reshard_all()
+    if tuner_flags_reshard(s.sw):  # _enable_adapter_layers(True)
+        reshard_unmerged(s)
     ctx, s.disable_ctx = s.disable_ctx, None
     perform_all(s, calls, {"ctx": ctx})
     if s.sw["enable_inference_mode"] == "respect":
@@ -190,6 +233,7 @@ def write_disable_exit(w, op, ind, calls):
         w.fix(ind, "unmerge and reshard before the exit re-enables adapters", "disable_exit_reshard")
         w.emit(f"{ind}model.base_model.unmerge_adapter()")
         w.reshard_all(ind)
+    write_tuner_flags_reshard(w, ind)
     print_all(w, calls, ind)
     if w.sw["enable_inference_mode"] == "respect":
         w.fix(ind, "enable_adapters keeps an inference_mode adapter frozen", "enable_inference_mode")
@@ -277,6 +321,10 @@ def write_delta_weight(w, op, ind, calls):
 
 
 def run_delete_adapter(s, op, calls):
+    # tuner_flags_reshard: BaseTuner.delete_adapter reshards after its config and merged checks
+    if tuner_flags_reshard(s.sw) and op.names[0] in s.pm.peft_config and not any(
+            op.names[0] in getattr(m, "merged_adapters", []) for m in s.lora_layers()):
+        reshard_unmerged(s)
     if s.sw.get("delete_fallback", "per_layer") != "shared":
         perform_all(s, calls)
         return
@@ -299,6 +347,11 @@ def run_delete_adapter(s, op, calls):
         if frozen and isinstance(m, BaseTunerLayer):
             m.set_requires_grad(frozen, requires_grad=False)
 
+def write_delete_adapter(w, op, ind, calls):
+    write_tuner_flags_reshard(w, ind)
+    print_all(w, calls, ind)
+
+
 ROWS = (
     Row("forward", run=lambda s, op, calls: forward(s, True), write=write_forward, forward_pass=True),
     Row("eval", run=lambda s, op, calls: forward(s, False), write=write_eval, forward_pass=True),
@@ -309,11 +362,12 @@ ROWS = (
     Row("merge", lambda scen, op: [Call("model.base_model", "merge_adapter", *([list(op.names)] if op.names else []))]),
     Row("unmerge", lambda scen, op: [Call("model.base_model", "unmerge_adapter")]),
     Row("set_adapter", set_adapter_calls, run=run_set_adapter, write=write_set_adapter),
-    Row("disable_enter", disable_enter_calls, run=run_disable_enter),
+    Row("disable_enter", disable_enter_calls, run=run_disable_enter, write=write_disable_enter),
     Row("disable_exit", disable_exit_calls, run=run_disable_exit, write=write_disable_exit),
     Row("add_adapter", add_adapter_calls, run=run_add_adapter),
     Row("load_adapter", ckpt.load_adapter_calls, run=ckpt.run_load_adapter, write=ckpt.write_load_adapter),
-    Row("delete_adapter", lambda scen, op: [Call("model", "delete_adapter", op.names[0])], run=run_delete_adapter),
+    Row("delete_adapter", lambda scen, op: [Call("model", "delete_adapter", op.names[0])], run=run_delete_adapter,
+        write=write_delete_adapter),
     Row("reshard", run=run_reshard_unshard, write=write_reshard_unshard, needs_fsdp=True),
     Row("unshard", run=run_reshard_unshard, write=write_reshard_unshard, needs_fsdp=True),
     Row("state_dict", lambda scen, op: [Call("model", "state_dict")]),
