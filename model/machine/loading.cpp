@@ -83,8 +83,8 @@ void RankModel::op_prepare() {
     if (st_.params[p].present && st_.params[p].device == Device::Meta) meta.push_back(p);
   for (auto& ps : st_.params) ps.device = Device::Cpu;
   st_.prepared = true;
-  prepare_optimizer();
-  map_meta_entries_to_last_meta(meta);
+  st_.optimizer.prepare(optimizer_port(fsdp()));
+  st_.optimizer.map_by_data_ptr(meta);
 }
 
 Collective RankModel::collective_of(const CollRecord& c) const {

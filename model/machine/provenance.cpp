@@ -151,6 +151,11 @@ void Provenance::note_drops(const std::vector<FsdpParam>& fsdp_params, const std
   }
 }
 
+Raise raise_at(Provenance* prov, Status s, std::string msg) {
+  if (prov) prov->note_raise();
+  return Raise(s, std::move(msg));
+}
+
 void Provenance::note_raise() {
   raised.op = stack.empty() ? Tr::None : stack.front();
   raised.site = stack.empty() ? Tr::None : stack.back();

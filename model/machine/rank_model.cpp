@@ -1,6 +1,7 @@
 // RankModel: the state after prepare, op dispatch, and the training ops
 // (forward with FSDP hooks, backward, step).
 #include "model/machine/rank_model.hpp"
+#include "model/machine/activation_checkpoint.hpp"
 #include "model/machine/param_wrapper.hpp"
 
 #include <fmt/format.h>
@@ -72,12 +73,24 @@ void RankModel::reset() {
     static_cast<void>(inject_adapter(a, d.inference_mode, first));  // nothing is merged yet: nothing raises
     first = false;
   }
-  if (st_.prepared) prepare_optimizer();  // before prepare there is no optimizer yet
+  if (st_.prepared) st_.optimizer.prepare(optimizer_port(fsdp()));  // before prepare there is no optimizer yet
 }
 
 LayerContext RankModel::layer_context(int layer) {
   return LayerContext{*topo_, layer, st_.params, st_.groups, st_.layers, prov_, st_.inference_mode, st_.prepared,
                       dtensor(), st_.graph.grad, res_.corrupt_deltas};
+}
+
+// The optimizer's port over this rank's parameters; `fsdp` must outlive it (a temporary lives
+// through the call it is built in).
+OptimizerPort RankModel::optimizer_port(const FsdpState& fsdp) {
+  return OptimizerPort{*topo_, rank_, st_.params, st_.groups, fsdp, prov_};
+}
+
+bool RankModel::is_registered_s(int param) const { return s_registered(*topo_, st_.params, st_.groups, param); }
+
+int RankModel::optimizer_missing(int* first_index) const {
+  return st_.optimizer.missing(*topo_, st_.params, st_.groups, first_index);
 }
 
 bool RankModel::registered_rg(int param) const { return st_.params[param].registered_rg(is_registered_u(param)); }
@@ -145,17 +158,17 @@ Raise RankModel::dispatch(const Op& op) {
     case OpKind::Forward: return op_forward(true);
     case OpKind::Eval: return op_forward(false);
     case OpKind::Backward: return op_backward();
-    case OpKind::Step: st_.optimizer.step(*topo_, rank_, st_.params); break;
-    case OpKind::ZeroGrad: op_zero_grad(); break;
+    case OpKind::Step: st_.optimizer.step(optimizer_port(fsdp())); break;
+    case OpKind::ZeroGrad: st_.optimizer.zero_grad(optimizer_port(fsdp())); break;
     case OpKind::TrainStep: {
-      op_zero_grad();
+      st_.optimizer.zero_grad(optimizer_port(fsdp()));
       if (Raise r = op_forward(true)) return r;
       {
         TrScope backward(site(), Tr::Backward);
         if (Raise r = op_backward()) return r;
       }
       TrScope step(site(), Tr::OptimizerStep);
-      st_.optimizer.step(*topo_, rank_, st_.params);
+      st_.optimizer.step(optimizer_port(fsdp()));
       break;
     }
     case OpKind::Merge: return op_merge(op);
@@ -184,15 +197,15 @@ Raise RankModel::dispatch(const Op& op) {
     }
     // _fsdp_state.py: the state-dict pre-hook reshards every group holding params.
     case OpKind::StateDict: fsdp().reshard_all(); break;
-    case OpKind::SaveOptimizer: return op_save_optimizer();
-    case OpKind::LoadOptimizer: return op_load_optimizer();
+    case OpKind::SaveOptimizer: return st_.optimizer.save(optimizer_port(fsdp()), &res_.index, &res_.opt_missing);
+    case OpKind::LoadOptimizer: return st_.optimizer.load(optimizer_port(fsdp()), &res_.index, &res_.opt_missing);
     case OpKind::SaveAdapters: return op_save_adapters(op);
     case OpKind::LoadAdapters: return op_load_adapters();
     case OpKind::DeltaWeight: return op_delta_weight(topo_->layer_index(op.names[0]));
     case OpKind::Prepare: op_prepare(); break;
     // A fresh torch.optim.AdamW built as prepare builds it, now holding the late adapters' tensors.
     case OpKind::NewOptimizer:
-      if (st_.prepared) prepare_optimizer();
+      if (st_.prepared) st_.optimizer.prepare(optimizer_port(fsdp()));
       break;
     // _fully_shard.py::FSDPModule.set_requires_gradient_sync on the root (recurse=True): every group.
     case OpKind::GradientSync:
@@ -278,10 +291,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
         st_.groups[g].post_forward(fsdp().context(g));
       return r;
     }
-    if (li.checkpoint && grad_enabled && path_rg) {
-      checkpoint_saves(static_cast<int>(l), input_rg, &gr.ckpt_saved[l]);
-      gr.ckpt_input_rg[l] = input_rg;
-    }
+    if (li.checkpoint && grad_enabled && path_rg) CheckpointWrapper(layer_context(static_cast<int>(l)), st_.layers[l], gr).forward(input_rg);
     if (child && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g)) {
       gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
       st_.groups[g].post_forward(fsdp().context(g));
@@ -343,7 +353,7 @@ Raise RankModel::op_backward() {
   // the layers above it have their grads, that layer and those below have none.
   auto recompute = [&](int l) -> Raise {
     if (gr.ckpt_saved[l].empty()) return {};
-    Raise r = checkpoint_recompute(l, gr.ckpt_input_rg[l]);
+    Raise r = CheckpointWrapper(layer_context(l), st_.layers[l], gr).recompute();
     if (r) {
       for (int p : fresh)
         if (topo_->params[p].layer <= l) st_.params[p].grad_u = false;

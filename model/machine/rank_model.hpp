@@ -124,9 +124,6 @@ class RankModel {
   FsdpState fsdp() { return FsdpState(*topo_, rank_, st_, log_, res_.grads, prov_); }
   // --- LoRA layers (lora_layer.cpp, param_wrapper.cpp hold their transitions) ---
   LayerContext layer_context(int layer);  // what layer's transitions reach on this rank
-  // --- activation checkpointing (activation_checkpoint.cpp) ---
-  void checkpoint_saves(int layer, bool input_rg, std::vector<SavedMeta>* out) const;
-  Raise checkpoint_recompute(int layer, bool input_rg);
   void set_registered_rg(int param, bool value);
   // --- modules_to_save wrappers (modules_to_save.cpp) ---
   Raise wrappers_set_adapter(AdapterSet names, bool list_form, bool inference_mode);
@@ -162,12 +159,8 @@ class RankModel {
   Raise op_backward();
   Raise dispatch(const Op& op);
   static Tr op_transition(const Op& op);
-  void op_zero_grad();
-  // --- optimizer and checkpoints (optimizer.cpp) ---
-  void prepare_optimizer();
-  void map_meta_entries_to_last_meta(const std::vector<int>& meta);
-  Raise op_save_optimizer();
-  Raise op_load_optimizer();
+  // --- the optimizer (optimizer.hpp) ---
+  OptimizerPort optimizer_port(const FsdpState& fsdp);
 
   // What upstream raises here: `return raise(...)`; with provenance, the raise site is noted.
   Raise raise(Status s, std::string msg) const {
