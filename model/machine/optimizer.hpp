@@ -43,7 +43,7 @@ struct Optimizer {
   std::vector<int> saved_state;  // param indices whose FQN had optimizer state in the last checkpoint
 
   // Optimizer.state is keyed by the object: an object held at two positions (a ram-efficient
-  // rank's optimizer, RankModel::map_meta_entries_to_last_meta) has one state, at its first.
+  // rank's optimizer, Optimizer::map_by_data_ptr) has one state, at its first.
   bool has_state(int i) const {
     return std::any_of(state.begin(), state.end(), [&](int j) { return objects[j] == objects[i]; });
   }

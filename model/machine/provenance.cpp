@@ -1,10 +1,10 @@
-// Provenance recording (provenance.hpp): the transition table and RankModel's
+// Provenance recording (provenance.hpp): the transition table and the transitions'
 // scope, drop and raise notes. Only runs with a Provenance attached.
 #include "model/machine/provenance.hpp"
 
 #include <array>
 
-#include "model/machine/rank_model.hpp"
+#include "model/machine/rank_state.hpp"
 
 namespace fsdpsim {
 

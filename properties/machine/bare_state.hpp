@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/machine/fsdp_state.hpp"
+#include "model/machine/peft_model.hpp"
 #include "model/machine/rank_state.hpp"
 #include "model/vocab/seq.hpp"
 
@@ -23,7 +24,9 @@ inline RankState bare_state(const Topology& t) {
 
 // One rank (rank 0) of a scenario's header on a bare state, with the pieces a class's port takes.
 struct BareRank {
-  explicit BareRank(const std::string& header) : topo(compile_topology(parse_seq(header, "<test>"))), st(bare_state(topo)) {}
+  explicit BareRank(const std::string& header)
+      : header_(header), topo(compile_topology(parse_seq(header, "<test>"))), st(bare_state(topo)) {}
+  std::string header_;  // ends with the `---` line
   Topology topo;
   RankState st;
   CollectiveLog log;
@@ -33,6 +36,14 @@ struct BareRank {
   LayerContext layer(int l) {
     return LayerContext{topo, l, st.params, st.groups, st.layers, nullptr, st.inference_mode, st.prepared,
                         dtensor(), st.graph.grad, corrupt_deltas};
+  }
+  PeftPort peft_port() {
+    return PeftPort{topo, 0, st, st, st.params, st.groups, st.layers, st.prepared, st.graph.grad, corrupt_deltas,
+                    fsdp(), Accelerator(topo, 0, st.params, st.prepared, log), dtensor(), nullptr};
+  }
+  // One op line of this scenario.
+  Op op(const std::string& line) const {
+    return parse_seq(header_ + line + "\n", "<test>").ops.at(0);
   }
   int param(const char* name) const {
     for (size_t p = 0; p < topo.params.size(); ++p)
