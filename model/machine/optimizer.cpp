@@ -143,9 +143,13 @@ Raise Optimizer::save(const OptimizerPort& port, int64_t* index, int* n_missing)
   if (*n_missing > 0) {
     for (int i : state)
       if (!s_registered(port.topo, port.params, port.groups, objects[i])) {
-        first = last_position_of(i);  // the state's key (Optimizer.state_dict's index)
+        first = i;
         break;
       }
+    // torch/optim/optimizer.py::Optimizer.state_dict: the dict comprehension over a param group
+    // keeps each object's last position, the index of its state key and of every param-group
+    // entry that holds it (no state: the first missing entry's object)
+    first = last_position_of(first);
     *index = first;
     return raise_at(port.prov, Status::KeyError, fmt::format("KeyError: {}", first));
   }

@@ -1,10 +1,10 @@
 // The abstract lifecycle machine for one rank: the op dispatcher. It owns the
-// rank's state (RankState: FsdpParam, FsdpParamGroup, LoraLayer, Optimizer) and
-// the op's CollectiveLog, and routes each op to the transitions named after the
-// upstream objects they mirror: the concepts' own methods (FsdpParamGroup's on a
-// GroupContext, LoraLayer's on a LayerContext, the Optimizer's), and its own for
-// what spans them (PeftModel, FSDPState over every group, DCP), so this file reads
-// side by side with real_backend/. A transition that may raise returns a Raise
+// rank's state (RankState: FsdpParam, FsdpParamGroup, LoraLayer, Optimizer, the
+// PEFT bookkeeping) and the op's CollectiveLog, and routes each op to the class
+// named after the upstream object it mirrors, built on the fly over its narrow
+// port (PeftModel, Accelerator, Optimizer, FsdpState, CheckpointWrapper; the
+// groups' and layers' own methods on a GroupContext or LayerContext); forward and
+// backward over the groups and layers stay here. It reads side by side with real_backend/. A transition that may raise returns a Raise
 // (op_raised.hpp), handed up to apply() and into the OpResult.
 #pragma once
 #include <cstdint>
