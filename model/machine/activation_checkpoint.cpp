@@ -8,7 +8,9 @@
 // active_adapters, merged and disable_adapters when called) and the parameters the
 // group's pre_backward registered, so a flag change between forward and backward
 // changes what it saves.
-#include "model/machine/rank_model.hpp"
+#include "model/machine/activation_checkpoint.hpp"
+
+#include "model/machine/provenance.hpp"
 
 namespace fsdpsim {
 
@@ -31,41 +33,46 @@ constexpr const char* kMetadataMessage =
 // the bias, PEFT's scaling and the sum save nothing. PEFT's Linear.forward runs the base
 // layer, then per active adapter lora_B(lora_A(x)) on x cast to lora_A's dtype
 // (peft lora/layer.py::Linear.forward, _cast_input_dtype); merged or disabled, the base only.
-void RankModel::checkpoint_saves(int layer, bool input_rg, std::vector<SavedMeta>* out) const {
+void CheckpointWrapper::saves(bool input_rg, std::vector<SavedMeta>* out) const {
   out->clear();
-  const LayerInfo& li = topo_->layers[layer];
-  const LoraLayer& lp = st_.layers[layer];
-  auto dims = [&](int p) { return std::pair<int64_t, int64_t>(topo_->params[p].dim0, topo_->params[p].rest); };
+  const LayerInfo& li = c_.topo.layers[c_.layer];
+  const LoraLayer& lp = module_;
+  auto dims = [&](int p) { return std::pair<int64_t, int64_t>(c_.topo.params[p].dim0, c_.topo.params[p].rest); };
   auto linear = [&](int w, bool x_rg, DType x_dtype) {
     auto [rows, cols] = dims(w);  // (out, in)
-    if (x_rg) out->push_back({cols, rows, st_.params[w].dtype});
-    if (registered_rg(w)) out->push_back({kBatchRows, cols, x_dtype});
+    if (x_rg) out->push_back({cols, rows, c_.params[w].dtype});
+    if (c_.registered_rg(w)) out->push_back({kBatchRows, cols, x_dtype});
   };
-  linear(li.weight, input_rg, st_.params[li.weight].dtype);
+  linear(li.weight, input_rg, c_.params[li.weight].dtype);
   if (lp.disabled || lp.any_merged()) return;
   for (int a : lp.active) {
     const int pa = li.A[a], pb = li.B[a];
-    if (pa < 0 || !st_.params[pa].present) continue;
-    const DType dt = st_.params[pa].dtype;
+    if (pa < 0 || !c_.params[pa].present) continue;
+    const DType dt = c_.params[pa].dtype;
     linear(pa, input_rg, dt);
-    linear(pb, input_rg || registered_rg(pa), dt);
+    linear(pb, input_rg || c_.registered_rg(pa), dt);
   }
+}
+
+void CheckpointWrapper::forward(bool input_rg) {
+  saves(input_rg, &graph_.ckpt_saved[c_.layer]);
+  graph_.ckpt_input_rg[c_.layer] = input_rg;
 }
 
 // The recompute when autograd reaches the layer in backward. Disabled and merged, it
 // unmerges first, as the forward does.
-Raise RankModel::checkpoint_recompute(int layer, bool input_rg) {
-  TrScope scope(site(), Tr::CheckpointRecompute);
-  const std::vector<SavedMeta>& forward = st_.graph.ckpt_saved[layer];
-  if (st_.layers[layer].disabled && st_.layers[layer].any_merged())
-    if (Raise r = st_.layers[layer].unmerge(layer_context(layer))) return r;
+Raise CheckpointWrapper::recompute() {
+  TrScope scope({c_.prov, &c_.params, &c_.layers}, Tr::CheckpointRecompute);
+  const std::vector<SavedMeta>& forward = graph_.ckpt_saved[c_.layer];
+  if (module_.disabled && module_.any_merged())
+    if (Raise r = module_.unmerge(c_)) return r;
   thread_local std::vector<SavedMeta> recomputed;
-  checkpoint_saves(layer, input_rg, &recomputed);
+  saves(graph_.ckpt_input_rg[c_.layer], &recomputed);
   // torch/utils/checkpoint.py::_CheckpointFrame.check_recomputed_tensors_match: the recompute
   // stops once it saved as many as the forward did, so only a shorter list is a count error.
-  if (recomputed.size() < forward.size()) return raise(Status::Exception, kCountMessage);
+  if (recomputed.size() < forward.size()) return c_.raise(Status::Exception, kCountMessage);
   for (size_t i = 0; i < forward.size(); ++i)
-    if (forward[i] != recomputed[i]) return raise(Status::Exception, kMetadataMessage);
+    if (forward[i] != recomputed[i]) return c_.raise(Status::Exception, kMetadataMessage);
   return {};
 }
 

@@ -1,27 +1,28 @@
 // Where parameters live before and after prepare (devices, dtypes), the
 // prepare op with its ram-efficient broadcasts, and the memory figures the
 // cost report reads.
-#include "model/machine/rank_model.hpp"
+#include "model/machine/loading.hpp"
+
 #include "model/vocab/refill.hpp"
 
 namespace fsdpsim {
 
 // transformers + accelerate's fsdp_cpu_ram_efficient_loading: only rank 0
 // loads real base weights; the other ranks hold meta tensors until prepare.
-void RankModel::place_base_params() {
+void Accelerator::place_base_params() {
   if (default_placement()) return;  // FsdpParam's defaults: cpu, fp32
-  const bool meta = topo_->loading == Loading::RamEfficient && rank_ != 0;
-  for (size_t p = 0; p < topo_->params.size(); ++p) {
+  const bool meta = topo_.loading == Loading::RamEfficient && rank_ != 0;
+  for (size_t p = 0; p < topo_.params.size(); ++p) {
     // A modules_to_save copy is a deep copy of its original (other.py::ModulesToSaveWrapper.update): placed alike.
-    if (is_lora(topo_->params[p].kind)) continue;
-    st_.params[p].device = meta ? Device::Meta : Device::Cpu;
-    st_.params[p].dtype = topo_->dtype;
+    if (is_lora(topo_.params[p].kind)) continue;
+    params_[p].device = meta ? Device::Meta : Device::Cpu;
+    params_[p].dtype = topo_.dtype;
   }
 }
 
 // Every parameter on cpu in fp32, whatever moves happen.
-bool RankModel::default_placement() const {
-  return topo_->loading == Loading::Full && topo_->dtype == DType::F32;
+bool Accelerator::default_placement() const {
+  return topo_.loading == Loading::Full && topo_.dtype == DType::F32;
 }
 
 // A new adapter's A and B start on cpu in fp32;
@@ -31,30 +32,30 @@ bool RankModel::default_placement() const {
 // meta (adapter_meta_check container, #2834); per_adapter looks at this
 // adapter's own parameters only. tuners_utils.py::BaseTuner._cast_adapter_dtype
 // then casts bf16 adapter weights to fp32 unless autocast_adapter_dtype=False.
-void RankModel::place_new_adapter(int adapter, bool autocast) {
+void Accelerator::place_new_adapter(int adapter, bool autocast) {
   if (default_placement()) return;
-  const bool per_adapter = topo_->profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
-  for (const auto& li : topo_->layers) {
+  const bool per_adapter = topo_.profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
+  for (const auto& li : topo_.layers) {
     // A refused injection placed modules only in the layers it reached: the others keep what they
     // hold (a deleted adapter's FSDPParam still in its group keeps its dtype).
-    if (li.A[adapter] < 0 || !st_.params[li.A[adapter]].present) continue;
-    const FsdpParam& base = st_.params[li.weight];
+    if (li.A[adapter] < 0 || !params_[li.A[adapter]].present) continue;
+    const FsdpParam& base = params_[li.weight];
     for (const auto* container : {&li.A, &li.B}) {
-      FsdpParam& ps = st_.params[(*container)[adapter]];
+      FsdpParam& ps = params_[(*container)[adapter]];
       ps.device = Device::Cpu;
       ps.dtype = DType::F32;
       bool skip = false;
-      for (int a = 0; a < topo_->n_adapters() && !per_adapter; ++a) {
+      for (int a = 0; a < topo_.n_adapters() && !per_adapter; ++a) {
         int q = (*container)[a];
-        skip = skip || (q >= 0 && st_.params[q].present && st_.params[q].device == Device::Meta);
+        skip = skip || (q >= 0 && params_[q].present && params_[q].device == Device::Meta);
       }
       if (skip) continue;
       ps.device = base.device;
       ps.dtype = base.dtype;
     }
-    if (!topo_->adapters[adapter].autocast_or(topo_->autocast_adapter_dtype) || !autocast) continue;
+    if (!topo_.adapters[adapter].autocast_or(topo_.autocast_adapter_dtype) || !autocast) continue;
     for (int p : {li.A[adapter], li.B[adapter]})
-      if (st_.params[p].dtype == DType::BF16) st_.params[p].dtype = DType::F32;
+      if (params_[p].dtype == DType::BF16) params_[p].dtype = DType::F32;
   }
 }
 
@@ -65,53 +66,27 @@ void RankModel::place_new_adapter(int adapter, bool autocast) {
 // parameter's dtype); nothing compares names or dtypes, so the collectives
 // decide. Then every parameter is real, and accelerator.py::_prepare_fsdp2
 // points the optimizer at the sharded objects.
-void RankModel::op_prepare() {
-  if (topo_->loading == Loading::RamEfficient) {
-    for (int p : topo_->state_dict_order) {
-      const ParamInfo& pi = topo_->params[p];
-      if (!st_.params[p].present) continue;
+void Accelerator::prepare(Optimizer& optimizer, const OptimizerPort& port) {
+  if (topo_.loading == Loading::RamEfficient) {
+    for (int p : topo_.state_dict_order) {
+      const ParamInfo& pi = topo_.params[p];
+      if (!params_[p].present) continue;
       CollRecord c{CollOp::Broadcast, -1, static_cast<int64_t>(pi.dim0) * pi.rest};
       c.member_begin = log_.next_member();
       c.member_count = 1;
-      c.dtype = st_.params[p].dtype;
+      c.dtype = params_[p].dtype;
       log_.issue(c);
       log_.pack(p);
     }
   }
   std::vector<int> meta;  // the registered parameters on meta now, in named_parameters() order
-  for (int p : topo_->state_dict_order)
-    if (st_.params[p].present && st_.params[p].device == Device::Meta) meta.push_back(p);
-  for (auto& ps : st_.params) ps.device = Device::Cpu;
-  st_.prepared = true;
-  prepare_optimizer();
-  map_meta_entries_to_last_meta(meta);
+  for (int p : topo_.state_dict_order)
+    if (params_[p].present && params_[p].device == Device::Meta) meta.push_back(p);
+  for (auto& ps : params_) ps.device = Device::Cpu;
+  prepared_ = true;
+  optimizer.prepare(port);
+  optimizer.map_by_data_ptr(meta);
 }
-
-Collective RankModel::collective_of(const CollRecord& c) const {
-  Collective out;
-  collective_into(c, out);
-  return out;
-}
-
-void RankModel::collective_into(const CollRecord& c, Collective& out) const {
-  out.op = c.op;
-  out.count = c.count;
-  out.dtype = c.op == CollOp::Broadcast ? c.dtype : DType::F32;  // an all-gather's wire dtype is for pairing only
-  {
-    Refill<CollPart> parts(out.parts);
-    for (int i = 0; i < c.member_count; ++i) {
-      const ParamInfo& pi = topo_->params[log_.member(c, i)];
-      // A one-parameter all-gather (DTensor's redistribution) carries that tensor as sent, padding included.
-      CollPart& part = parts.next();
-      part.param = pi.name;
-      part.numel = c.op == CollOp::Broadcast                               ? static_cast<int64_t>(pi.dim0) * pi.rest
-                   : c.op == CollOp::AllGather && c.member_count == 1 ? c.count
-                                                                          : pi.shard_numel;
-    }
-  }
-  out.group = c.op == CollOp::Broadcast ? out.parts[0].param : topo_->groups[c.group].name;
-}
-
 
 namespace {
 void by_owner(const Topology& t, const std::array<int64_t, kMaxAdapters + 1>& v, std::vector<OwnerBytes>& out) {
@@ -131,29 +106,30 @@ void by_owner(const Topology& t, const std::array<int64_t, kMaxAdapters + 1>& v,
 }
 }  // namespace
 
-void RankModel::sharded_bytes_into(std::vector<OwnerBytes>& out) const {
+void sharded_bytes_into(const Topology& topo, const std::vector<FsdpParam>& params, bool prepared, std::vector<OwnerBytes>& out) {
   std::array<int64_t, kMaxAdapters + 1> v{};
-  for (size_t p = 0; p < topo_->params.size(); ++p) {
-    const ParamInfo& pi = topo_->params[p];
-    const FsdpParam& ps = st_.params[p];
+  for (size_t p = 0; p < topo.params.size(); ++p) {
+    const ParamInfo& pi = topo.params[p];
+    const FsdpParam& ps = params[p];
     if (!ps.present || ps.device == Device::Meta) continue;
     // Until prepare runs fully_shard every parameter is whole.
-    int64_t n = group_of(static_cast<int>(p)) >= 0 && st_.prepared ? pi.shard_numel : static_cast<int64_t>(pi.dim0) * pi.rest;
+    int64_t n = managing_group(topo, params, static_cast<int>(p)) >= 0 && prepared ? pi.shard_numel
+                                                                                    : static_cast<int64_t>(pi.dim0) * pi.rest;
     v[pi.adapter < 0 ? kMaxAdapters : pi.adapter] += n * dtype_bytes(ps.dtype);
   }
-  by_owner(*topo_, v, out);
+  by_owner(topo, v, out);
 }
 
-void RankModel::peak_unsharded_into(std::vector<OwnerBytes>& out) const {
+void peak_unsharded_into(const Topology& topo, const UnshardedMemory& memory, std::vector<OwnerBytes>& out) {
   std::array<int64_t, kMaxAdapters + 1> v{};
-  for (size_t g = 0; g < topo_->groups.size(); ++g) {
-    if (!((st_.memory.peak_groups >> g) & 1)) continue;
-    for (int p : topo_->groups[g].params) {
-      int a = topo_->params[p].adapter;
-      v[a < 0 ? kMaxAdapters : a] += topo_->params[p].shard_numel * topo_->world * 4;
+  for (size_t g = 0; g < topo.groups.size(); ++g) {
+    if (!((memory.peak_groups >> g) & 1)) continue;
+    for (int p : topo.groups[g].params) {
+      int a = topo.params[p].adapter;
+      v[a < 0 ? kMaxAdapters : a] += topo.params[p].shard_numel * topo.world * 4;
     }
   }
-  by_owner(*topo_, v, out);
+  by_owner(topo, v, out);
 }
 
 }  // namespace fsdpsim

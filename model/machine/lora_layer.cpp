@@ -2,6 +2,7 @@
 // peft/tuners/tuners_utils.py::BaseTunerLayer). Every edit lands on whichever
 // object the module holds now: the shard S, or FSDP's temporary copy U. The stored and
 // registered weights' classes (what the observation reports) follow (RankModel's).
+#include "model/machine/modules_to_save.hpp"
 #include "model/machine/param_wrapper.hpp"
 #include "model/machine/provenance.hpp"
 
@@ -83,9 +84,9 @@ void LoraLayer::update_layer(const LayerContext& c, int adapter, bool inference_
 // tuners_utils.py::BaseTunerLayer.enable_adapters: disabling freezes every
 // adapter (no unmerge); enabling calls the layer's set_adapter(active), which
 // ignores inference_mode upstream (#3447) and honours it when patched (#3453).
-// A ModulesToSaveWrapper has its own (wrapper_enable_adapters).
+// A ModulesToSaveWrapper has its own (ModulesToSaveWrapper::enable_adapters).
 void LoraLayer::enable_adapters(const LayerContext& c, bool enabled) {
-  if (wrapper) return wrapper_enable_adapters(c, enabled);
+  if (wrapper) return ModulesToSaveWrapper(c, *this).enable_adapters(enabled);
   const LayerInfo& li = c.topo.layers[c.layer];
   if (!enabled) {
     for (int a = 0; a < c.topo.n_adapters(); ++a) {

@@ -3,8 +3,8 @@
 // are merged into its weight, whether it is disabled; and its transitions, named
 // after the upstream methods: set_adapter, update_layer, enable_adapters, forward,
 // merge, unmerge and get_delta_weight (lora_layer.cpp; a ParamWrapper target's
-// get_delta_weight and forward are param_wrapper.cpp's), and a ModulesToSaveWrapper's
-// (modules_to_save.cpp), on the parameters a LayerContext hands in. A delta read off
+// get_delta_weight and forward are param_wrapper.cpp's), on the parameters a LayerContext hands
+// in; a ModulesToSaveWrapper's state too, which that class (modules_to_save.hpp) runs. A delta read off
 // shards issues its all-gathers through the DTensor port (dtensor.hpp).
 #pragma once
 #include <array>
@@ -93,11 +93,6 @@ struct LoraLayer {
   void set_adapter(const LayerContext& c, AdapterSet names, bool inference_mode);
   void update_layer(const LayerContext& c, int adapter, bool inference_mode);
   void enable_adapters(const LayerContext& c, bool enabled);
-  // Its ModulesToSaveWrapper side (modules_to_save.cpp): one adapter's copy's requires_grad,
-  // which copy runs, and its enable_adapters.
-  void set_copy_rg(const LayerContext& c, int adapter, bool rg);
-  void wrapper_set_adapter(const LayerContext& c, int adapter, bool inference_mode);  // adapter -1: set_adapter([])
-  void wrapper_enable_adapters(const LayerContext& c, bool enabled);
 };
 
 }  // namespace fsdpsim

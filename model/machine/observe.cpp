@@ -108,7 +108,7 @@ void RankModel::observe_into(Observation& o, int step, const Op& op, const OpRes
         for (int c = 0; c < copies; ++c) {
           SavedObs& so = saved.next();
           so.name = t.params[p].name;
-          so.rows = saved_rows(static_cast<int>(p), rank_);
+          so.rows = saved_rows(*topo_, st_.params, static_cast<int>(p), rank_);
           so.full_rows = t.params[p].dim0;
           so.dtype = st_.params[p].dtype;
         }
@@ -121,8 +121,8 @@ void RankModel::observe_into(Observation& o, int step, const Op& op, const OpRes
     o.sharded_bytes.clear();
     o.peak_unsharded.clear();
   } else {
-    sharded_bytes_into(o.sharded_bytes);
-    peak_unsharded_into(o.peak_unsharded);
+    sharded_bytes_into(*topo_, st_.params, st_.prepared, o.sharded_bytes);
+    peak_unsharded_into(*topo_, st_.memory, o.peak_unsharded);
   }
 }
 

@@ -1,8 +1,10 @@
-// The optimizer's object list and DCP optimizer checkpoints.
-#include "model/machine/rank_model.hpp"
+// The optimizer's object list, its step and zero_grad, and DCP optimizer checkpoints.
+#include "model/machine/optimizer.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include "model/machine/fsdp_state.hpp"
+#include "model/machine/provenance.hpp"
 
 namespace fsdpsim {
 
@@ -17,15 +19,15 @@ std::string fqn_of(const ParamInfo& pi) {
 // accelerate/accelerator.py::Accelerator._prepare_fsdp2 ->
 // fsdp_utils.py::fsdp2_switch_optimizer_parameters: the optimizer ends up holding
 // the S objects registered right after prepare, in model.parameters() order.
-void RankModel::prepare_optimizer() {
-  st_.optimizer.objects.clear();
-  st_.optimizer.state.clear();
-  for (int p : topo_->state_dict_order) {  // model.parameters(): lora_A/lora_B in injection order
-    FsdpParam& ps = st_.params[p];
+void Optimizer::prepare(const OptimizerPort& port) {
+  objects.clear();
+  state.clear();
+  for (int p : port.topo.state_dict_order) {  // model.parameters(): lora_A/lora_B in injection order
+    FsdpParam& ps = port.params[p];
     ps.recreated = false;
     if (!ps.present) continue;
-    bool take = topo_->optimizer == OptimizerParams::Trainable ? ps.rg_s : topo_->params[p].adapter >= 0;
-    if (take) st_.optimizer.objects.push_back(p);
+    bool take = port.topo.optimizer == OptimizerParams::Trainable ? ps.rg_s : port.topo.params[p].adapter >= 0;
+    if (take) objects.push_back(p);
   }
 }
 
@@ -34,43 +36,45 @@ void RankModel::prepare_optimizer() {
 // 0 is written last for the last meta parameter in named_parameters() order (a frozen base
 // weight too), and fsdp2_switch_optimizer_parameters hands every meta entry that object.
 // torch's AdamW then steps it once per entry (state keyed by the object).
-void RankModel::map_meta_entries_to_last_meta(const std::vector<int>& meta) {
+void Optimizer::map_by_data_ptr(const std::vector<int>& meta) {
   if (meta.empty()) return;
-  for (int& p : st_.optimizer.objects)
+  for (int& p : objects)
     if (std::find(meta.begin(), meta.end(), p) != meta.end()) p = meta.back();
 }
 
 // An optimizer object is found by identity among model.named_parameters() only
 // while its S is the registered object; an adapter added again after a delete
 // brings new Parameter objects the optimizer never saw.
-bool RankModel::is_registered_s(int param) const {
-  const FsdpParam& ps = st_.params[param];
-  return ps.present && !ps.recreated && !is_registered_u(param);
+bool s_registered(const Topology& topo, const std::vector<FsdpParam>& params, const std::vector<FsdpParamGroup>& groups, int p) {
+  const FsdpParam& ps = params[p];
+  return ps.present && !ps.recreated && !u_registered(topo, params, groups, p);
 }
 
-int RankModel::optimizer_missing(int* first_index) const {
-  int missing = 0;
+int Optimizer::missing(const Topology& topo, const std::vector<FsdpParam>& params, const std::vector<FsdpParamGroup>& groups,
+                       int* first_index) const {
+  int n = 0;
   *first_index = -1;
-  for (size_t i = 0; i < st_.optimizer.objects.size(); ++i) {
-    int p = st_.optimizer.objects[i];
-    if (is_registered_s(p)) continue;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    if (s_registered(topo, params, groups, objects[i])) continue;
     if (*first_index < 0) *first_index = static_cast<int>(i);
-    ++missing;
+    ++n;
   }
-  return missing;
+  return n;
 }
 
 // torch/optim AdamW.step: updates, in place, each held object that has a grad
 // (an object replaced by a re-added adapter is in no graph; torch/optim/adamw.py::AdamW.step still
 // updates the ghost shard it holds when that kept a grad from before the delete).
-void Optimizer::step(const Topology& topo, int rank, std::vector<FsdpParam>& params) {
+void Optimizer::step(const OptimizerPort& port) {
+  const Topology& topo = port.topo;
+  std::vector<FsdpParam>& params = port.params;
   for (size_t i = 0; i < objects.size(); ++i) {
     const int p = objects[i];
     // torch/optim/adamw.py::AdamW._init_group: state is created for each object with a grad.
     if (object_has_grad(static_cast<int>(i), params)) {
       create_state(static_cast<int>(i));
       if (grad_is_rank_specific(topo, params, p))  // a different update on each rank: the replicas part
-        params[p].drift = (params[p].drift * 2654435761u + 0x10000u * static_cast<uint32_t>(rank + 1)) | 1u;
+        params[p].drift = (params[p].drift * 2654435761u + 0x10000u * static_cast<uint32_t>(port.rank + 1)) | 1u;
     }
     params[p].optimizer_update();
   }
@@ -95,12 +99,12 @@ bool grad_is_rank_specific(const Topology& topo, const std::vector<FsdpParam>& p
 // name's new object), then torch/nn/modules/module.py::Module.zero_grad over the objects the
 // modules register now (U while a group is unsharded). A shard no optimizer holds keeps its
 // grad while its group is unsharded, and a later optimizer that holds it steps it.
-void RankModel::op_zero_grad() {
-  const std::vector<int>& held = st_.optimizer.objects;
-  for (size_t i = 0; i < st_.params.size(); ++i) {
+void Optimizer::zero_grad(const OptimizerPort& port) {
+  const std::vector<int>& held = objects;
+  for (size_t i = 0; i < port.params.size(); ++i) {
     const int p = static_cast<int>(i);
-    FsdpParam& ps = st_.params[i];
-    const bool u = is_registered_u(p);
+    FsdpParam& ps = port.params[i];
+    const bool u = u_registered(port.topo, port.params, port.groups, p);
     if (std::find(held.begin(), held.end(), p) != held.end()) {
       if (ps.detached) {
         ps.ghost_grad = false;
@@ -131,25 +135,25 @@ void Optimizer::init_state(const std::vector<FsdpParam>& params) {
 // optimizer object to an FQN through model.named_parameters() at call time,
 // first the state's keys (creation order), then every param group's; an object
 // that is not registered raises a bare KeyError with its index.
-Raise RankModel::op_save_optimizer() {
-  if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) fsdp().module_reshard_all();
-  st_.optimizer.init_state(st_.params);
+Raise Optimizer::save(const OptimizerPort& port, int64_t* index, int* n_missing) {
+  if (port.topo.profile.get(Switch::OptimizerCkptReshard) == sw::kOn) port.fsdp.module_reshard_all();
+  init_state(port.params);
   int first = -1;
-  res_.opt_missing = optimizer_missing(&first);
-  if (res_.opt_missing > 0) {
-    for (int i : st_.optimizer.state)
-      if (!is_registered_s(st_.optimizer.objects[i])) {
+  *n_missing = missing(port.topo, port.params, port.groups, &first);
+  if (*n_missing > 0) {
+    for (int i : state)
+      if (!s_registered(port.topo, port.params, port.groups, objects[i])) {
         first = i;
         break;
       }
     // torch/optim/optimizer.py::Optimizer.state_dict: the dict comprehension over a param group
     // keeps each object's last position, the index of its state key and of every param-group
     // entry that holds it (no state: the first missing entry's object)
-    first = st_.optimizer.last_position_of(first);
-    res_.index = first;
-    return raise(Status::KeyError, fmt::format("KeyError: {}", first));
+    first = last_position_of(first);
+    *index = first;
+    return raise_at(port.prov, Status::KeyError, fmt::format("KeyError: {}", first));
   }
-  st_.optimizer.checkpoint();
+  checkpoint();
   return {};
 }
 
@@ -159,29 +163,28 @@ Raise RankModel::op_save_optimizer() {
 // raises under the default strict=True (a checkpoint with no state at all is
 // loaded as is). Optimizer.load_state_dict then keeps the saved state of the
 // objects that require grad, in param-group order.
-Raise RankModel::op_load_optimizer() {
-  Optimizer& opt = st_.optimizer;
-  if (!opt.has_ckpt) return raise(Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
-  if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) fsdp().module_reshard_all();
-  st_.optimizer.init_state(st_.params);
+Raise Optimizer::load(const OptimizerPort& port, int64_t* index, int* n_missing) {
+  if (!has_ckpt) return raise_at(port.prov, Status::ValueError, "no optimizer checkpoint to load (save_optimizer first)");
+  if (port.topo.profile.get(Switch::OptimizerCkptReshard) == sw::kOn) port.fsdp.module_reshard_all();
+  init_state(port.params);
   int first = -1;
-  res_.opt_missing = optimizer_missing(&first);
+  *n_missing = missing(port.topo, port.params, port.groups, &first);
   // A checkpoint with no state at all is returned as is (no lookup, nothing raises).
-  for (size_t i = 0; i < opt.objects.size() && !opt.saved_state.empty(); ++i) {
-    const int p = opt.objects[i];
-    if (!is_registered_s(p)) {
-      res_.index = static_cast<int64_t>(i);
-      return raise(Status::KeyError, fmt::format("KeyError: <sharded parameter {}>", topo_->params[p].name.str()));
+  for (size_t i = 0; i < objects.size() && !saved_state.empty(); ++i) {
+    const int p = objects[i];
+    if (!s_registered(port.topo, port.params, port.groups, p)) {
+      *index = static_cast<int64_t>(i);
+      return raise_at(port.prov, Status::KeyError, fmt::format("KeyError: <sharded parameter {}>", port.topo.params[p].name.str()));
     }
-    if (st_.params[p].rg_s && !opt.saved(p))
-      return raise(Status::Exception, fmt::format("RuntimeError: Missing optimizer state for parameter '{}' in checkpoint. The "
+    if (port.params[p].rg_s && !saved(p))
+      return raise_at(port.prov, Status::Exception, fmt::format("RuntimeError: Missing optimizer state for parameter '{}' in checkpoint. The "
                                                   "parameter requires gradients but has no saved optimizer state. To load "
                                                   "anyway, use StateDictOptions(strict=False).",
-                                                  fqn_of(topo_->params[p])));
+                                                  fqn_of(port.topo.params[p])));
   }
-  opt.state.clear();
-  for (size_t i = 0; i < opt.objects.size(); ++i)
-    if (st_.params[opt.objects[i]].rg_s && opt.saved(opt.objects[i])) opt.create_state(static_cast<int>(i));
+  state.clear();
+  for (size_t i = 0; i < objects.size(); ++i)
+    if (port.params[objects[i]].rg_s && saved(objects[i])) create_state(static_cast<int>(i));
   return {};
 }
 

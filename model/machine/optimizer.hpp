@@ -1,15 +1,38 @@
-// The optimizer's view on one rank: which parameter objects it holds, which have
-// AdamW state, and what the last DCP optimizer checkpoint saved; its step and its
-// state init on the parameters it is handed (optimizer.cpp). The methods that look
-// the objects up in the module tree are RankModel's (optimizer.cpp).
+// The optimizer accelerate's prepare builds on one rank (torch/optim/adamw.py::AdamW), and its
+// DCP checkpoints (accelerate utils/fsdp_utils.py::save_fsdp_optimizer / load_fsdp_optimizer over
+// torch/distributed/checkpoint/state_dict.py): which parameter objects it holds, which have AdamW
+// state, and what the last checkpoint saved; its transitions find the objects among the registered
+// ones through an OptimizerPort (optimizer.cpp). Same file and class as real_backend/optimizer.hpp.
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <vector>
+
+#include "model/machine/op_raised.hpp"
 
 namespace fsdpsim {
 
 struct FsdpParam;
+struct FsdpParamGroup;
 struct Topology;
+class FsdpState;
+class Provenance;
+
+// What the optimizer's transitions reach on one rank: the parameters (which object each name
+// registers now, and its grad), the groups (an unsharded group registers U), FSDP's state (the
+// patched profile reshards every module before a checkpoint) and the provenance (a raise's site).
+struct OptimizerPort {
+  const Topology& topo;
+  int rank;
+  std::vector<FsdpParam>& params;
+  const std::vector<FsdpParamGroup>& groups;
+  const FsdpState& fsdp;
+  Provenance* prov;
+};
+
+// The module registers param's sharded object S now, and it is the object created at prepare: an
+// optimizer finds it by identity among model.named_parameters() (a re-added adapter's is new).
+bool s_registered(const Topology& topo, const std::vector<FsdpParam>& params, const std::vector<FsdpParamGroup>& groups, int p);
 
 struct Optimizer {
   std::vector<int> objects;  // param indices whose S objects the optimizer holds, in pid order
@@ -20,7 +43,7 @@ struct Optimizer {
   std::vector<int> saved_state;  // param indices whose FQN had optimizer state in the last checkpoint
 
   // Optimizer.state is keyed by the object: an object held at two positions (a ram-efficient
-  // rank's optimizer, RankModel::map_meta_entries_to_last_meta) has one state, at its first.
+  // rank's optimizer, Optimizer::map_by_data_ptr) has one state, at its first.
   bool has_state(int i) const {
     return std::any_of(state.begin(), state.end(), [&](int j) { return objects[j] == objects[i]; });
   }
@@ -44,8 +67,25 @@ struct Optimizer {
     for (int i : state) saved_state.push_back(objects[i]);
   }
   bool object_has_grad(int i, const std::vector<FsdpParam>& params) const;  // position i: its object's .grad is not None
-  void step(const Topology& topo, int rank, std::vector<FsdpParam>& params);
   void init_state(const std::vector<FsdpParam>& params);
+
+  // accelerate/utils/fsdp_utils.py::fsdp2_switch_optimizer_parameters: the S objects registered now.
+  void prepare(const OptimizerPort& port);
+  // accelerate/accelerator.py::Accelerator._prepare_fsdp2: the data_ptr() map's meta entries
+  // (`meta`: the parameters on meta before prepare, in named_parameters() order).
+  void map_by_data_ptr(const std::vector<int>& meta);
+  // torch/optim/adamw.py::AdamW.step
+  void step(const OptimizerPort& port);
+  // torch/optim/optimizer.py::Optimizer.zero_grad, then torch/nn/modules/module.py::Module.zero_grad
+  void zero_grad(const OptimizerPort& port);
+  // accelerate utils/fsdp_utils.py::save_fsdp_optimizer (state_dict.py::_get_optim_state_dict);
+  // *index: the optimizer index a KeyError names, *missing: objects not registered.
+  [[nodiscard]] Raise save(const OptimizerPort& port, int64_t* index, int* missing);
+  // accelerate utils/fsdp_utils.py::load_fsdp_optimizer (state_dict.py::_split_optim_state_dict).
+  [[nodiscard]] Raise load(const OptimizerPort& port, int64_t* index, int* missing);
+  // Objects not among model.named_parameters() now, compared by identity; *first: the first one's position.
+  int missing(const Topology& topo, const std::vector<FsdpParam>& params, const std::vector<FsdpParamGroup>& groups,
+              int* first) const;
 };
 
 // A whole unmanaged replica's gradient differs between the ranks (optimizer.cpp).

@@ -1,10 +1,12 @@
 // PeftModel / BaseTuner level ops (peft/peft_model.py, peft/tuners/tuners_utils.py).
 // The order of reshards, unmerges and flips is what the profile switches choose.
+#include "model/machine/peft_model.hpp"
+
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "model/machine/rank_model.hpp"
+#include "model/machine/provenance.hpp"
 #include "model/machine/version_token.hpp"
 
 namespace fsdpsim {
@@ -12,24 +14,28 @@ namespace fsdpsim {
 // tuners_utils.py::set_adapter (module level): the modules_to_save wrappers first, then per
 // layer in module order, unmerge if merged ("Adapter cannot be set when the model is merged"),
 // then the layer's set_adapter.
-Raise RankModel::set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode) {
-  if (Raise r = wrappers_set_adapter(names, list_form, inference_mode)) return r;
-  for (size_t l = 0; l < topo_->layers.size(); ++l) {
-    if (st_.layers[l].any_merged())
-      if (Raise r = st_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
-    st_.layers[l].set_adapter(layer_context(static_cast<int>(l)), names, inference_mode);
+Raise PeftModel::set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode) {
+  // other.py::_set_adapter: the modules_to_save wrappers first.
+  for (size_t l = 0; l < p_.layers.size(); ++l)
+    if (p_.layers[l].wrapper)
+      if (Raise r = ModulesToSaveWrapper(layer_context(static_cast<int>(l)), p_.layers[l]).set_adapter_named(names, list_form, inference_mode))
+        return r;
+  for (size_t l = 0; l < p_.topo.layers.size(); ++l) {
+    if (p_.layers[l].any_merged())
+      if (Raise r = p_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
+    p_.layers[l].set_adapter(layer_context(static_cast<int>(l)), names, inference_mode);
   }
-  st_.active = names;
+  p_.config.active = names;
   return {};
 }
 
 // `set_adapter X`: peft_model.py::PeftModel.set_adapter. `set_adapter [..]`:
 // tuners_utils.py::BaseTuner.set_adapter (no FSDP handling at all).
-Raise RankModel::op_set_adapter(const Op& op) {
+Raise PeftModel::set_adapter(const Op& op) {
   const AdapterSet names = adapters_named(op.names);
   // The profile's fix runs around the call, so before PeftModel.set_adapter's own check.
   if (!op.list_form) {
-    switch (topo_->profile.get(Switch::SetAdapterReshard)) {
+    switch (p_.topo.profile.get(Switch::SetAdapterReshard)) {
       case sw::kNone:  // peft 0.21.2 peft_model.py::PeftModel.set_adapter: no reshard (the upstream profile)
         break;
       case sw::kSkipMerged:
@@ -40,42 +46,42 @@ Raise RankModel::op_set_adapter(const Op& op) {
         // #3895: unmerge_adapter, then reshard every FSDP module, then set_adapter.
         if (any_merged())
           if (Raise r = unmerge_adapter()) return r;  // get_delta_weight raised inside unmerge
-        fsdp().module_reshard_all();
+        p_.fsdp.module_reshard_all();
         break;
     }
   }
   // PeftModel.set_adapter checks its peft_config; BaseTuner.set_adapter (the list form) checks
   // nothing: a name no layer has is simply part of the active list.
-  if (!op.list_form && !st_.present.includes(names)) return raise(Status::ValueError, fmt::format("Adapter {} not found.", op.names[0]));
+  if (!op.list_form && !p_.config.present.includes(names)) return raise(Status::ValueError, fmt::format("Adapter {} not found.", op.names[0]));
   // peft_model.py::PeftModel.set_adapter names its own active_adapter first.
-  if (!op.list_form) st_.peft_active = static_cast<int8_t>(names.first());
+  if (!op.list_form) p_.config.peft_active = static_cast<int8_t>(names.first());
   // tuner_flags_reshard=on (docs/findings/flag-on-copy.patch, module-level set_adapter, both forms):
   // every layer unmerges first, then every FSDP module reshards, so the flags reach the shards.
   if (tuner_flags_reshard()) {
-    for (size_t l = 0; l < topo_->layers.size(); ++l)
-      if (st_.layers[l].any_merged())
-        if (Raise r = st_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
+    for (size_t l = 0; l < p_.topo.layers.size(); ++l)
+      if (p_.layers[l].any_merged())
+        if (Raise r = p_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
     reshard_groups_without_merged();
   }
   if (Raise r = set_adapter_module_level(names, op.list_form, false)) return r;
-  st_.active_order = AdapterOrder::named(topo_->adapters, op.names);
+  p_.config.active_order = AdapterOrder::named(p_.topo.adapters, op.names);
   return {};
 }
 
 // tuners_utils.py::BaseTuner.merge_adapter -> each layer's merge(adapter_names);
 // by default a layer merges its own active adapters, in the order set_adapter listed them
 // (tuners_utils.py::check_adapters_to_merge returns the layer's active_adapters list).
-Raise RankModel::op_merge(const Op& op) {
-  for (size_t l = 0; l < topo_->layers.size(); ++l) {
+Raise PeftModel::merge(const Op& op) {
+  for (size_t l = 0; l < p_.topo.layers.size(); ++l) {
     if (op.names.empty()) {
-      const AdapterSet active = st_.layers[l].active;
-      std::vector<int> order = st_.active_order.only(active).list();
-      for (int a : active.without(st_.active_order.set())) order.push_back(a);
+      const AdapterSet active = p_.layers[l].active;
+      std::vector<int> order = p_.config.active_order.only(active).list();
+      for (int a : active.without(p_.config.active_order.set())) order.push_back(a);
       for (int a : order)
-        if (Raise r = st_.layers[l].merge(layer_context(static_cast<int>(l)), a)) return r;
+        if (Raise r = p_.layers[l].merge(layer_context(static_cast<int>(l)), a)) return r;
     } else {
       for (const auto& n : op.names)
-        if (Raise r = st_.layers[l].merge(layer_context(static_cast<int>(l)), adapters_named({n}).first())) return r;
+        if (Raise r = p_.layers[l].merge(layer_context(static_cast<int>(l)), adapters_named({n}).first())) return r;
     }
   }
   return {};
@@ -83,37 +89,37 @@ Raise RankModel::op_merge(const Op& op) {
 
 // FSDPModule.reshard on every FSDP module that holds no merged layer (resharding would drop the
 // merged weight): peft#3872's _reshard_fsdp_modules, and flag-on-copy.patch's _reshard_fsdp2_modules.
-void RankModel::reshard_groups_without_merged() {
-  for (size_t g = 0; g < topo_->groups.size(); ++g) {
+void PeftModel::reshard_groups_without_merged() {
+  for (size_t g = 0; g < p_.topo.groups.size(); ++g) {
     bool merged = false;
-    for (int l : topo_->groups[g].layers) merged = merged || st_.layers[l].any_merged();
-    if (!merged) st_.groups[g].reshard(fsdp().context(static_cast<int>(g)));
+    for (int l : p_.topo.groups[g].layers) merged = merged || p_.layers[l].any_merged();
+    if (!merged) p_.fsdp.group(static_cast<int>(g)).reshard(p_.fsdp.context(static_cast<int>(g)));  // FSDPModule.reshard
   }
 }
 
 // tuner_flags_reshard=on: the tuner reshards before it writes adapter flags (flag-on-copy.patch:
 // tuners_utils.py's module-level set_adapter, BaseTuner._enable_adapter_layers and delete_adapter).
-bool RankModel::tuner_flags_reshard() const { return topo_->profile.get(Switch::TunerFlagsReshard) == sw::kOn; }
+bool PeftModel::tuner_flags_reshard() const { return p_.topo.profile.get(Switch::TunerFlagsReshard) == sw::kOn; }
 
 // tuners_utils.py::BaseTuner.unmerge_adapter: every layer unmerges.
-Raise RankModel::unmerge_adapter() {
-  for (size_t l = 0; l < topo_->layers.size(); ++l)
-    if (Raise r = st_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
+Raise PeftModel::unmerge_adapter() {
+  for (size_t l = 0; l < p_.topo.layers.size(); ++l)
+    if (Raise r = p_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
   return {};
 }
 
 // peft_model.py::PeftModel.disable_adapter (enter): peft_config[active_adapter], then
 // disable_adapter_layers, no unmerge.
-Raise RankModel::op_disable_enter() {
-  if (st_.disabled) return raise(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
+Raise PeftModel::disable_enter() {
+  if (p_.config.disabled) return raise(Status::ValueError, "disable_enter inside disable_adapter(): the context is already entered");
   // Its first read is peft_config[self.active_adapter]: a name a delete left behind raises.
-  if (st_.peft_active >= 0 && !st_.present.contains(st_.peft_active))
-    return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[st_.peft_active].name));
+  if (p_.config.peft_active >= 0 && !p_.config.present.contains(p_.config.peft_active))
+    return raise(Status::KeyError, fmt::format("KeyError: '{}'", p_.topo.adapters[p_.config.peft_active].name));
   // tuners_utils.py::BaseTuner.disable_adapter_layers, before any layer
   if (Raise r = active_without_config()) return r;
   if (tuner_flags_reshard()) reshard_groups_without_merged();  // _enable_adapter_layers(False)
-  for (size_t l = 0; l < topo_->layers.size(); ++l) st_.layers[l].enable_adapters(layer_context(static_cast<int>(l)), false);
-  st_.disabled = true;
+  for (size_t l = 0; l < p_.topo.layers.size(); ++l) p_.layers[l].enable_adapters(layer_context(static_cast<int>(l)), false);
+  p_.config.disabled = true;
   return {};
 }
 
@@ -121,25 +127,25 @@ Raise RankModel::op_disable_enter() {
 // peft_config[name] (its bias) for each of the tuner's active adapters: a name a list-form
 // set_adapter gave it without a config raises (crosscheck --world 3 --against upstream, seed 900098).
 // In declaration order: the list's own order differs only with two such names.
-Raise RankModel::active_without_config() {
-  for (int a : st_.active)
-    if (!st_.present.contains(a)) return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[a].name));
+Raise PeftModel::active_without_config() const {
+  for (int a : p_.config.active)
+    if (!p_.config.present.contains(a)) return raise(Status::KeyError, fmt::format("KeyError: '{}'", p_.topo.adapters[a].name));
   return {};
 }
 
 // peft_model.py::PeftModel.disable_adapter (exit): enable_adapter_layers. With
 // disable_exit_reshard on (#3800), unmerge and reshard every module first, so
 // the flips reach the shards.
-Raise RankModel::op_disable_exit() {
-  if (!st_.disabled) return raise(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
-  if (topo_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
+Raise PeftModel::disable_exit() {
+  if (!p_.config.disabled) return raise(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
+  if (p_.topo.profile.get(Switch::DisableExitReshard) == sw::kOn) {
     if (any_merged())
       if (Raise r = unmerge_adapter()) return r;
-    fsdp().module_reshard_all();
+    p_.fsdp.module_reshard_all();
   }
   if (tuner_flags_reshard()) reshard_groups_without_merged();  // _enable_adapter_layers(True)
-  for (size_t l = 0; l < topo_->layers.size(); ++l) st_.layers[l].enable_adapters(layer_context(static_cast<int>(l)), true);
-  st_.disabled = false;
+  for (size_t l = 0; l < p_.topo.layers.size(); ++l) p_.layers[l].enable_adapters(layer_context(static_cast<int>(l)), true);
+  p_.config.disabled = false;
   return {};
 }
 
@@ -149,30 +155,33 @@ Raise RankModel::op_disable_exit() {
 // restores the requires_grad it snapshotted of every parameter the modules
 // registered before (named_parameters(recurse=False), the new adapter's
 // excluded), except on the very first injection (get_peft_model's).
-Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
+Raise PeftModel::inject_adapter(int adapter, bool inference_mode, bool first) {
   TrScope scope(site(), Tr::InjectAdapter);
   // mapping_existing_parameter_requires_grad; a buffer per thread (every reset injects each adapter)
   thread_local std::vector<std::pair<int, bool>> kept;
   kept.clear();
   if (!first)
-    for (size_t p = 0; p < topo_->params.size(); ++p) {
-      int a = topo_->params[p].adapter;
-      if (a >= 0 && a != adapter && st_.params[p].present) kept.push_back({static_cast<int>(p), registered_rg(static_cast<int>(p))});
+    for (size_t p = 0; p < p_.topo.params.size(); ++p) {
+      int a = p_.topo.params[p].adapter;
+      if (a >= 0 && a != adapter && p_.params[p].present) kept.push_back({static_cast<int>(p), registered_rg(static_cast<int>(p))});
     }
   // Each target's lora/layer.py::LoraLayer.update_layer (LoraLayer::update_layer): what it leaves
   // stays where the housekeeping's set_adapter below raises (an unmerge) before reaching that
   // layer or at it (crosscheck --world 4 seed 41400026).
-  for (size_t l = 0; l < topo_->layers.size() && !first; ++l)
-    if (topo_->layers[l].A[adapter] >= 0) st_.layers[l].update_layer(layer_context(static_cast<int>(l)), adapter, inference_mode);
-  for (size_t l = 0; l < topo_->layers.size(); ++l)
-    if (topo_->layers[l].A[adapter] >= 0) st_.layers[l].tuner = true;
-  place_new_adapter(adapter);
+  for (size_t l = 0; l < p_.topo.layers.size() && !first; ++l)
+    if (p_.topo.layers[l].A[adapter] >= 0) p_.layers[l].update_layer(layer_context(static_cast<int>(l)), adapter, inference_mode);
+  for (size_t l = 0; l < p_.topo.layers.size(); ++l)
+    if (p_.topo.layers[l].A[adapter] >= 0) p_.layers[l].tuner = true;
+  p_.accelerator.place_new_adapter(adapter);
   // It passes its active_adapters, a list.
-  if (Raise r = set_adapter_module_level(st_.active, true, inference_mode)) return r;  // an unmerge raised: no restore
+  if (Raise r = set_adapter_module_level(p_.config.active, true, inference_mode)) return r;  // an unmerge raised: no restore
   // tuners_utils.py::BaseTuner._mark_only_adapters_as_trainable comes next: no restore either.
   if (Raise r = active_without_config()) return r;
-  set_additional_trainable_modules(adapter, inference_mode);
-  for (const auto& [p, rg] : kept) set_registered_rg(p, rg);
+  // other.py::set_additional_trainable_modules -> _set_trainable on each layer the adapter lists.
+  for (size_t l = 0; l < p_.topo.layers.size(); ++l)
+    if (p_.topo.layers[l].SW[adapter] >= 0)
+      ModulesToSaveWrapper(layer_context(static_cast<int>(l)), p_.layers[l]).add(adapter, inference_mode, p_.config.active.contains(adapter));
+  for (const auto& [p, rg] : kept) set_registered_rg(p_.topo, p_.params, p_.groups, p, rg);
   return {};
 }
 
@@ -180,26 +189,26 @@ Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
 // After fully_shard the new A, B are plain tensors no FSDP group manages. The
 // new adapter is inactive, so frozen; load_adapter(is_trainable=True) then calls
 // PeftModel.set_requires_grad(adapter_name), which makes it trainable.
-Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
-  if (st_.present.contains(adapter))
-    return raise(Status::ValueError, fmt::format("Adapter with name {} already exists.", topo_->adapters[adapter].name));
+Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
+  if (p_.config.present.contains(adapter))
+    return raise(Status::ValueError, fmt::format("Adapter with name {} already exists.", p_.topo.adapters[adapter].name));
   // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
-  const std::string conflict = target_parameters_conflict(topo_->target_parameters, topo_->adapters, adapter, st_.present.bits());
+  const std::string conflict = target_parameters_conflict(p_.topo.target_parameters, p_.topo.adapters, adapter, p_.config.present.bits());
   if (!conflict.empty()) return raise(Status::ValueError, conflict);
   // peft tuners/lora/layer.py::LoraLayer.update_layer: new nn.Linear modules; torch
   // _fsdp_init.py::_get_managed_states ran at fully_shard, so no group manages them and the
   // group keeps the deleted module's FSDPParam.
   auto create_in = [&](const LayerInfo& li) {
     for (int p : {li.A[adapter], li.B[adapter]}) {
-      FsdpParam& ps = st_.params[p];
-      if (st_.prepared && topo_->params[p].group >= 0 && !ps.detached) ps.keep_ghost();
+      FsdpParam& ps = p_.params[p];
+      if (p_.prepared && p_.topo.params[p].group >= 0 && !ps.detached) ps.keep_ghost();
       // Loaded weights differ from a fresh init, except an init=zero B: the checkpoint is that
       // adapter's own fresh init, saved (peft lora/layer.py::LoraLayer.reset_lora_parameters), so B is zero.
-      const bool zero_b = topo_->params[p].kind == ParamKind::LoraB && topo_->adapters[adapter].init == LoraInit::Zero;
+      const bool zero_b = p_.topo.params[p].kind == ParamKind::LoraB && p_.topo.adapters[adapter].init == LoraInit::Zero;
       ps.recreate(load && !zero_b ? version::kLoaded : 0u);
       // A graph recorded before a delete_adapter holds the deleted Parameter: the next backward
       // writes its grad there, not into this new object (crosscheck seed 880700).
-      st_.graph.grad[p] = 0;
+      p_.graph_grad[p] = 0;
     }
   };
   // A refused injection is not atomic: inject_adapter has already injected the targets before
@@ -208,72 +217,72 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
   // requires_grad restore) never runs. PeftModel.add_adapter then drops only the config: the
   // adapter is in those layers but not in the model.
   auto partial = [&](int l) {
-    create_in(topo_->layers[l]);
-    st_.layers[l].update_layer(layer_context(l), adapter, inference_mode);
+    create_in(p_.topo.layers[l]);
+    p_.layers[l].update_layer(layer_context(l), adapter, inference_mode);
   };
   // peft tuners_utils.py::BaseTuner.inject_adapter matches target_modules against module paths:
   // after prepare a checkpointed layer's path holds the checkpoint_wrapper, which
   // lora/model.py::LoraModel._create_new_module refuses (not a supported module type).
-  for (size_t w = 0; w < topo_->layers.size() && st_.prepared; ++w) {
-    const LayerInfo& lw = topo_->layers[w];
+  for (size_t w = 0; w < p_.topo.layers.size() && p_.prepared; ++w) {
+    const LayerInfo& lw = p_.topo.layers[w];
     if (!lw.checkpoint || lw.A[adapter] < 0) continue;
     for (size_t l = 0; l < w; ++l)
-      if (topo_->layers[l].experts == 0 && topo_->layers[l].A[adapter] >= 0) partial(static_cast<int>(l));
-    place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
+      if (p_.topo.layers[l].experts == 0 && p_.topo.layers[l].A[adapter] >= 0) partial(static_cast<int>(l));
+    p_.accelerator.place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
     // The module's repr spans lines; its first line is the message. fully_shard renamed the wrapper's class.
     return raise(Status::ValueError,
-                 fmt::format("Target module {}(", topo_->groups[lw.group].is_root ? "CheckpointWrapper" : "FSDPCheckpointWrapper"));
+                 fmt::format("Target module {}(", p_.topo.groups[lw.group].is_root ? "CheckpointWrapper" : "FSDPCheckpointWrapper"));
   }
   // peft tuners_utils.py::BaseTuner._inject_parameters reuses a ParamWrapper only by its class
   // name, which fully_shard changed (FSDPParamWrapper) on a module it was given: it raises. A
   // ParamWrapper made after fully_shard (around the FSDP module) keeps its name.
   int refused = -1;
-  for (size_t l = 0; l < topo_->layers.size() && st_.prepared && refused < 0; ++l) {
-    const LayerInfo& li = topo_->layers[l];
-    if (li.experts > 0 && li.A[adapter] >= 0 && st_.layers[l].tuner && !topo_->groups[li.group].is_root && !li.wrapper_after_fsdp)
+  for (size_t l = 0; l < p_.topo.layers.size() && p_.prepared && refused < 0; ++l) {
+    const LayerInfo& li = p_.topo.layers[l];
+    if (li.experts > 0 && li.A[adapter] >= 0 && p_.layers[l].tuner && !p_.topo.groups[li.group].is_root && !li.wrapper_after_fsdp)
       refused = static_cast<int>(l);
   }
   if (refused >= 0) {
     // Linear targets come first (target_modules), then the experts targets before this one.
-    for (size_t l = 0; l < topo_->layers.size(); ++l)
-      if (topo_->layers[l].experts == 0 && topo_->layers[l].A[adapter] >= 0) partial(static_cast<int>(l));
+    for (size_t l = 0; l < p_.topo.layers.size(); ++l)
+      if (p_.topo.layers[l].experts == 0 && p_.topo.layers[l].A[adapter] >= 0) partial(static_cast<int>(l));
     for (int l = 0; l < refused; ++l)
-      if (topo_->layers[l].experts > 0 && topo_->layers[l].A[adapter] >= 0) partial(l);
-    place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
+      if (p_.topo.layers[l].experts > 0 && p_.topo.layers[l].A[adapter] >= 0) partial(l);
+    p_.accelerator.place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
     return raise(Status::ValueError, fmt::format("Trying to wrap an `nn.Parameter` of layer '{}' of type Experts, which is not a "
                                                  "valid target. Make sure that this layer is not also targeted with "
                                                  "`target_modules`. For some models, PEFT will do this automatically, try setting "
                                                  "`target_modules=[]` to prevent it.",
-                                                 topo_->layers[refused].name.str()));
+                                                 p_.topo.layers[refused].name.str()));
   }
   // peft_model.py::PeftModel.add_adapter: peft_config[name] = config, a dict key at the end
-  st_.present.insert(adapter);
-  st_.config_order.push_back(adapter);
-  st_.inference_mode.set(adapter, inference_mode);
-  for (const auto& li : topo_->layers)
+  p_.config.present.insert(adapter);
+  p_.config.config_order.push_back(adapter);
+  p_.config.inference_mode.set(adapter, inference_mode);
+  for (const auto& li : p_.topo.layers)
     if (li.A[adapter] >= 0) create_in(li);
   // peft_model.py::PeftModel.add_adapter drops the config of an injection that raised.
   if (Raise r = inject_adapter(adapter, inference_mode, false)) {
-    st_.present.erase(adapter);
-    st_.config_order.erase(adapter);
+    p_.config.present.erase(adapter);
+    p_.config.config_order.erase(adapter);
     return r;
   }
   if (!load) return {};
   if (trainable) {
     // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name) when is_trainable
-    for (const auto& li : topo_->layers) {
+    for (const auto& li : p_.topo.layers) {
       if (li.A[adapter] < 0) continue;
-      set_registered_rg(li.A[adapter], true);
-      set_registered_rg(li.B[adapter], true);
+      set_registered_rg(p_.topo, p_.params, p_.groups, li.A[adapter], true);
+      set_registered_rg(p_.topo, p_.params, p_.groups, li.B[adapter], true);
     }
   }
   // then set_peft_model_state_dict -> model.load_state_dict, whose FSDP pre-hook
   // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks) reshards every group.
-  if (st_.prepared) fsdp().reshard_all();
+  if (p_.prepared) p_.fsdp.reshard_all();
   // Its post-hook on every managed module (torch _fsdp_param.py::FSDPParam.reset_sharded_param)
   // reads `_local_tensor` off the registered parameter: a group the pre-hook could not reshard
   // (its lazy init's dtype check raised before the hooks) still registers U, a plain Parameter.
-  for (const FsdpParamGroup& g : st_.groups)
+  for (const FsdpParamGroup& g : p_.groups)
     if (g.unsharded() && !g.state_dict_hooks)
       return raise(Status::Exception, "AttributeError: 'Parameter' object has no attribute '_local_tensor'");
   return {};
@@ -287,38 +296,38 @@ Raise RankModel::op_add_adapter(int adapter, bool inference_mode, bool load, boo
 // set_adapter. The tuner's active adapter becomes the first tuner layer's list
 // (module order), so layers may end with different active adapters. FSDP's
 // group keeps the parameters it manages: they are still all-gathered.
-Raise RankModel::op_delete_adapter(int adapter) {
-  const std::string& name = topo_->adapters[adapter].name;
-  if (!st_.present.contains(adapter)) return raise(Status::ValueError, fmt::format("Adapter {} does not exist", name));
-  for (const auto& lp : st_.layers)
+Raise PeftModel::delete_adapter(int adapter) {
+  const std::string& name = p_.topo.adapters[adapter].name;
+  if (!p_.config.present.contains(adapter)) return raise(Status::ValueError, fmt::format("Adapter {} does not exist", name));
+  for (const auto& lp : p_.layers)
     if (lp.is_merged(adapter))
       return raise(Status::ValueError, fmt::format("Cannot delete adapter(s) ['{}'] while they are merged. Please unmerge them first.", name));
   if (tuner_flags_reshard()) reshard_groups_without_merged();  // the fallback's flags reach the shards
-  st_.present.erase(adapter);
-  st_.config_order.erase(adapter);
-  for (const auto& li : topo_->layers)
-    if (li.A[adapter] >= 0) st_.params[li.A[adapter]].present = st_.params[li.B[adapter]].present = false;
+  p_.config.present.erase(adapter);
+  p_.config.config_order.erase(adapter);
+  for (const auto& li : p_.topo.layers)
+    if (li.A[adapter] >= 0) p_.params[li.A[adapter]].present = p_.params[li.B[adapter]].present = false;
   bool first = true;
   AdapterSet tuner_active;
-  const bool shared = topo_->profile.get(Switch::DeleteFallback) == sw::kShared;
-  for (size_t l = 0; l < topo_->layers.size(); ++l) {
-    LoraLayer& lp = st_.layers[l];
+  const bool shared = p_.topo.profile.get(Switch::DeleteFallback) == sw::kShared;
+  for (size_t l = 0; l < p_.topo.layers.size(); ++l) {
+    LoraLayer& lp = p_.layers[l];
     if (!lp.tuner) continue;
     const bool was_active = lp.active.contains(adapter);
     if (was_active) {
       AdapterSet next = lp.active.without(AdapterSet::of(adapter));
       if (next.empty()) {
-        const LayerInfo& li = topo_->layers[l];
+        const LayerInfo& li = p_.topo.layers[l];
         int best = -1;  // sorted(this layer's own adapters)[0]
-        for (int a = 0; a < topo_->n_adapters(); ++a)
-          if (li.A[a] >= 0 && st_.params[li.A[a]].present &&
-              (best < 0 || topo_->adapters[a].name < topo_->adapters[best].name))
+        for (int a = 0; a < p_.topo.n_adapters(); ++a)
+          if (li.A[a] >= 0 && p_.params[li.A[a]].present &&
+              (best < 0 || p_.topo.adapters[a].name < p_.topo.adapters[best].name))
             best = a;
         next = best < 0 ? AdapterSet{} : AdapterSet::of(best);
         TrScope fallback(site(), Tr::DeleteFallback);
-        st_.layers[l].set_adapter(layer_context(static_cast<int>(l)), next, false);
+        p_.layers[l].set_adapter(layer_context(static_cast<int>(l)), next, false);
       } else {
-        st_.layers[l].set_adapter(layer_context(static_cast<int>(l)), next, false);
+        p_.layers[l].set_adapter(layer_context(static_cast<int>(l)), next, false);
       }
     }
     if (first) tuner_active = lp.active;  // module-level delete_adapter returns the first layer's active_adapters
@@ -334,46 +343,49 @@ Raise RankModel::op_delete_adapter(int adapter) {
   // (BaseTuner.set_requires_grad over the LoRA layers): part of the fallback, blamed on it.
   if (shared) {
     TrScope refreeze(site(), Tr::DeleteFallback);
-    for (size_t l = 0; l < topo_->layers.size(); ++l) {
-      const LayerInfo& li = topo_->layers[l];
-      for (int a : tuner_active & st_.inference_mode)
-        if (li.A[a] >= 0 && st_.params[li.A[a]].present && !st_.layers[l].wrapper)
-          for (int p : {li.A[a], li.B[a]}) set_registered_rg(p, false);
+    for (size_t l = 0; l < p_.topo.layers.size(); ++l) {
+      const LayerInfo& li = p_.topo.layers[l];
+      for (int a : tuner_active & p_.config.inference_mode)
+        if (li.A[a] >= 0 && p_.params[li.A[a]].present && !p_.layers[l].wrapper)
+          for (int p : {li.A[a], li.B[a]}) set_registered_rg(p_.topo, p_.params, p_.groups, p, false);
     }
   }
-  if (Raise r = wrappers_delete_adapter(adapter, tuner_active)) return r;
-  st_.active = tuner_active;
+  // tuners_utils.py::_delete_auxiliary_adapter on each wrapper holding a copy of it.
+  for (size_t l = 0; l < p_.layers.size(); ++l)
+    if (p_.layers[l].wrapper && p_.layers[l].copies.contains(adapter))
+      if (Raise r = ModulesToSaveWrapper(layer_context(static_cast<int>(l)), p_.layers[l]).delete_adapter(adapter, tuner_active)) return r;
+  p_.config.active = tuner_active;
   // peft_model.py::PeftModel.delete_adapter: its own active_adapter follows only when exactly one
   // adapter stays active; else it keeps naming the deleted one (the next forward's KeyError).
-  if (tuner_active.count() == 1) st_.peft_active = static_cast<int8_t>(tuner_active.first());
+  if (tuner_active.count() == 1) p_.config.peft_active = static_cast<int8_t>(tuner_active.first());
   return {};
 }
 
 // The delta_weight op: get_delta_weight for each active adapter of the layer
 // (lora/layer.py::Linear / ParamWrapper.get_delta_weight).
-Raise RankModel::op_delta_weight(int layer) {
-  const LayerInfo& li = topo_->layers[layer];
+Raise PeftModel::delta_weight(int layer, AdapterOrder* deltas) {
+  const LayerInfo& li = p_.topo.layers[layer];
   // tuners_utils.py::BaseTuner.active_adapters keeps set_adapter's list order (a delete drops its
   // name in place): those first, then any other active adapter in declaration order.
-  AdapterOrder order = st_.active_order.only(st_.active);
-  for (int a = 0; a < topo_->n_adapters(); ++a)
-    if (st_.active.contains(a)) order.push_back(a);
+  AdapterOrder order = p_.config.active_order.only(p_.config.active);
+  for (int a = 0; a < p_.topo.n_adapters(); ++a)
+    if (p_.config.active.contains(a)) order.push_back(a);
   for (int i = 0; i < kMaxAdapters && order.at(i) >= 0; ++i) {
     const int a = order.at(i);
     // The tuner's active adapters (BaseTuner.active_adapters), not the layer's own list: after a
     // delete the two can differ, and the caller asks the model which adapters are active.
-    if (!st_.active.contains(a) || li.A[a] < 0 || !st_.params[li.A[a]].present) continue;
-    if (Raise r = st_.layers[layer].get_delta_weight(layer_context(layer), a, 0)) return r;
-    res_.deltas.push_back(a);
+    if (!p_.config.active.contains(a) || li.A[a] < 0 || !p_.params[li.A[a]].present) continue;
+    if (Raise r = p_.layers[layer].get_delta_weight(layer_context(layer), a, 0)) return r;
+    deltas->push_back(a);
     // Read off an unsharded copy the optimizer has stepped past (or rows no rank holds), B @ A
     // is not the adapter's delta: the adapter is what its shards hold. A copy gathered from
     // ranks whose shards differed, and unchanged since, is exactly those shards. ParamWrapper's
     // einsum reads the same registered lora_A / lora_B weights (lora/layer.py::ParamWrapper.
     // get_delta_weight; crosscheck seed 39500015, world 1).
-    const FsdpParam& pa = st_.params[li.A[a]];
-    const FsdpParam& pb = st_.params[li.B[a]];
-    if (is_registered_u(li.A[a]) && !pa.detached && (pa.u_stale() || pb.u_stale()))
-      res_.corrupt_deltas.insert(a);
+    const FsdpParam& pa = p_.params[li.A[a]];
+    const FsdpParam& pb = p_.params[li.B[a]];
+    if (p_.dtensor.is_registered_u(li.A[a]) && !pa.detached && (pa.u_stale() || pb.u_stale()))
+      p_.corrupt_deltas.insert(a);
   }
   return {};
 }
@@ -383,13 +395,13 @@ Raise RankModel::op_delta_weight(int layer) {
 // DTensors it does not gather (adapter_save_gather off), so a managed
 // parameter contributes its local rows.
 // Rows of p's object on this rank: its local rows while a group manages it, else the whole tensor.
-int64_t RankModel::own_rows(int p) const {
-  return group_of(p) >= 0 ? topo_->params[p].local_rows(rank_) : topo_->params[p].dim0;
+int64_t PeftModel::own_rows(int p) const {
+  return p_.dtensor.group_of(p) >= 0 ? p_.topo.params[p].local_rows(p_.rank) : p_.topo.params[p].dim0;
 }
 
-int64_t RankModel::saved_rows(int p, int rank) const {
-  const ParamInfo& pi = topo_->params[p];
-  bool local = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOff && group_of(p) >= 0 && topo_->world > 1;
+int64_t saved_rows(const Topology& topo, const std::vector<FsdpParam>& params, int p, int rank) {
+  const ParamInfo& pi = topo.params[p];
+  bool local = topo.profile.get(Switch::AdapterSaveGather) == sw::kOff && managing_group(topo, params, p) >= 0 && topo.world > 1;
   return local ? pi.local_rows(rank) : pi.dim0;
 }
 
@@ -397,21 +409,21 @@ int64_t RankModel::saved_rows(int p, int rank) const {
 // starts from model.state_dict(): its FSDP pre-hook reshards every group. With
 // no names every adapter is saved (adapter_save_selection all), or only the
 // active ones (accelerate's non-FSDP2 adapter_only path). Rank 0 writes.
-Raise RankModel::op_save_adapters(const Op& op) {
+Raise PeftModel::save_adapters(const Op& op) {
   const AdapterSet names = !op.names.empty() ? adapters_named(op.names)
-                           : topo_->profile.get(Switch::AdapterSaveSelection) == sw::kActive ? st_.active
-                                                                                              : st_.present;
-  if (!st_.present.includes(names))
-    return raise(Status::ValueError, fmt::format("selected adapters are not in the model: {}", names.without(st_.present).text(topo_->adapters)));
-  fsdp().reshard_all();
-  ++st_.saves;
-  st_.saved_adapters = names;
+                           : p_.topo.profile.get(Switch::AdapterSaveSelection) == sw::kActive ? p_.config.active
+                                                                                              : p_.config.present;
+  if (!p_.config.present.includes(names))
+    return raise(Status::ValueError, fmt::format("selected adapters are not in the model: {}", names.without(p_.config.present).text(p_.topo.adapters)));
+  p_.fsdp.reshard_all();
+  ++p_.file.saves;
+  p_.file.saved_adapters = names;
   // peft_model.py::PeftModel.save_pretrained walks selected_adapters as given, else
   // list(peft_config): the file holds the adapters in that order.
-  st_.saved_order = !op.names.empty() ? AdapterOrder::named(topo_->adapters, op.names) : st_.config_order.only(names);
-  const bool gather = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOn;
-  for (size_t p = 0; p < topo_->params.size(); ++p) {
-    int a = topo_->params[p].adapter;
+  p_.file.saved_order = !op.names.empty() ? AdapterOrder::named(p_.topo.adapters, op.names) : p_.config.config_order.only(names);
+  const bool gather = p_.topo.profile.get(Switch::AdapterSaveGather) == sw::kOn;
+  for (size_t p = 0; p < p_.topo.params.size(); ++p) {
+    int a = p_.topo.params[p].adapter;
     // peft utils/save_and_load.py::get_peft_model_state_dict matches the state dict's keys
     // against module paths, which under checkpoint_wrapper hold `_checkpoint_wrapped_module.`
     // while the keys have it stripped: a checkpointed layer's tensors are silently left out.
@@ -419,26 +431,26 @@ Raise RankModel::op_save_adapters(const Op& op) {
     // save_and_load.py::_filter_state_dict_for_adapter_name drops the keys of the OTHER adapters
     // in peft_config only: the tensors an add_adapter injected before it raised (its config
     // rolled back) pass, and go into each saved adapter's state dict.
-    const bool orphan = a >= 0 && !st_.present.contains(a) && !names.empty();
-    const bool selected = a >= 0 && (names.contains(a) || orphan) && st_.params[p].present;
+    const bool orphan = a >= 0 && !p_.config.present.contains(a) && !names.empty();
+    const bool selected = a >= 0 && (names.contains(a) || orphan) && p_.params[p].present;
     // save_key_prefixes=wrappers_stripped (docs/findings/save-skips-checkpointed-layers.patch): the
     // module names drop the wrapper's segment as the keys do, and the tensors are saved.
-    const bool saved = selected && (!topo_->layers[topo_->params[p].layer].checkpoint ||
-                                    topo_->profile.get(Switch::SaveKeyPrefixes) == sw::kWrappersStripped);
-    st_.saved_ver[p] = st_.params[p].ver_s;
-    st_.saved_drift[p] = st_.params[p].drift;
-    st_.saved_rows[p] = saved ? saved_rows(static_cast<int>(p), 0) : -1;
-    st_.saved_own_rows[p] = own_rows(static_cast<int>(p));
+    const bool saved = selected && (!p_.topo.layers[p_.topo.params[p].layer].checkpoint ||
+                                    p_.topo.profile.get(Switch::SaveKeyPrefixes) == sw::kWrappersStripped);
+    p_.file.saved_ver[p] = p_.params[p].ver_s;
+    p_.file.saved_drift[p] = p_.params[p].drift;
+    p_.file.saved_rows[p] = saved ? saved_rows(p_.topo, p_.params, static_cast<int>(p), 0) : -1;
+    p_.file.saved_own_rows[p] = own_rows(static_cast<int>(p));
   }
   // DCP's full state dict all-gathers each managed tensor (DTensor.full_tensor) in
   // model.state_dict() order: per layer lora_A then lora_B, each in injection order
   // (torch distributed/checkpoint/state_dict.py::_get_model_state_dict; crosscheck seed 460440).
   if (gather)
-    for (int p : topo_->state_dict_order) {
-      const int a = topo_->params[p].adapter;
+    for (int p : p_.topo.state_dict_order) {
+      const int a = p_.topo.params[p].adapter;
       // DTensor.full_tensor gathers in the parameter's own dtype (a merge gathers fp32 copies)
-      if (a >= 0 && names.contains(a) && st_.params[p].present && group_of(p) >= 0)
-        dtensor().all_gather(p, CollRecord::kNowhere, -1, a, 0, -1, st_.params[p].dtype);
+      if (a >= 0 && names.contains(a) && p_.params[p].present && p_.dtensor.group_of(p) >= 0)
+        p_.dtensor.all_gather(p, CollRecord::kNowhere, -1, a, 0, -1, p_.params[p].dtype);
     }
   return {};
 }
@@ -452,46 +464,46 @@ Raise RankModel::op_save_adapters(const Op& op) {
 // holds rank 0's rows); any other shape meets torch's size-mismatch error,
 // raised after the adapter's fitting tensors were copied (later adapters are
 // not loaded). reload_diff: what differs from what this rank held at save time.
-Raise RankModel::op_load_adapters() {
+Raise PeftModel::load_adapters(bool rank0_file_missing, std::vector<int>* reload_diff) {
   // A save that selected no adapter still wrote a file (of none): only a rank that never saved has none.
-  if (st_.saves == 0) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
+  if (p_.file.saves == 0) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
   // A rank r > 0 reads the file rank 0's save of the same number wrote; rank 0 never wrote it.
-  if (rank0_file_missing_) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
+  if (rank0_file_missing) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
   // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter in the file's
   // order, reads peft_config[adapter_name] first: an adapter deleted since the save raises
   // KeyError there, after the adapters before it loaded (each load_state_dict's FSDP pre-hook
   // reshards). A size mismatch raises after its adapter's fitting tensors were copied.
-  const std::vector<int> file = st_.saved_order.list();
+  const std::vector<int> file = p_.file.saved_order.list();
   size_t reach = 0;  // file[0, reach) are looked up
   int missing = -1;
   while (reach < file.size() && missing < 0) {
-    if (!st_.present.contains(file[reach])) missing = file[reach];
+    if (!p_.config.present.contains(file[reach])) missing = file[reach];
     ++reach;
   }
   if (missing >= 0) --reach;  // its lookup raised: nothing of it loads
-  if (reach > 0) fsdp().reshard_all();
-  std::vector<uint8_t> reached(topo_->params.size(), 0);  // this load wrote the parameter
+  if (reach > 0) p_.fsdp.reshard_all();
+  std::vector<uint8_t> reached(p_.topo.params.size(), 0);  // this load wrote the parameter
   bool size_mismatch = false;
   for (size_t i = 0; i < reach && !size_mismatch; ++i) {
-    for (size_t p = 0; p < topo_->params.size(); ++p) {
-      const ParamInfo& pi = topo_->params[p];
-      FsdpParam& ps = st_.params[p];
+    for (size_t p = 0; p < p_.topo.params.size(); ++p) {
+      const ParamInfo& pi = p_.topo.params[p];
+      FsdpParam& ps = p_.params[p];
       // a half-added adapter's tensors were saved under each adapter's keys; set_peft_model_state_dict
       // maps them back to that adapter's own parameters: they reload with the first adapter loaded
-      const bool orphan = pi.adapter >= 0 && !st_.saved_adapters.contains(pi.adapter) && i == 0;
-      if ((pi.adapter != file[i] && !orphan) || st_.saved_rows[p] < 0 || !ps.present) continue;
+      const bool orphan = pi.adapter >= 0 && !p_.file.saved_adapters.contains(pi.adapter) && i == 0;
+      if ((pi.adapter != file[i] && !orphan) || p_.file.saved_rows[p] < 0 || !ps.present) continue;
       const int a = pi.adapter;
-      const int64_t rows0 = st_.saved_rows[p];  // rows of rank 0's saved tensor
+      const int64_t rows0 = p_.file.saved_rows[p];  // rows of rank 0's saved tensor
       if (rows0 == pi.dim0) {
-        ps.ver_s = st_.saved_ver[p];  // this rank's chunk of the full saved values
+        ps.ver_s = p_.file.saved_ver[p];  // this rank's chunk of the full saved values
         // A whole replica takes rank 0's copy: every rank holds the same values again.
-        if (group_of(static_cast<int>(p)) < 0) ps.drift = st_.saved_drift[p] ? kRank0Copy : 0;
+        if (p_.dtensor.group_of(static_cast<int>(p)) < 0) ps.drift = p_.file.saved_drift[p] ? kRank0Copy : 0;
         reached[p] = 1;
-      } else if (group_of(static_cast<int>(p)) >= 0 && rows0 == pi.local_rows(rank_)) {
+      } else if (p_.dtensor.group_of(static_cast<int>(p)) >= 0 && rows0 == pi.local_rows(p_.rank)) {
         // rank 0's rows wrapped as this rank's shard: rank 0 gets its own back, the others values no rank
         // held (except a B still exactly zero under init=zero: rank 0's rows are zeros too)
-        const bool zero_b = pi.kind == ParamKind::LoraB && st_.saved_ver[p] == 0 && topo_->adapters[a].init == LoraInit::Zero;
-        ps.ver_s = rank_ == 0 || zero_b ? st_.saved_ver[p] : version::foreign_rows(st_.saved_ver[p], rank_);
+        const bool zero_b = pi.kind == ParamKind::LoraB && p_.file.saved_ver[p] == 0 && p_.topo.adapters[a].init == LoraInit::Zero;
+        ps.ver_s = p_.rank == 0 || zero_b ? p_.file.saved_ver[p] : version::foreign_rows(p_.file.saved_ver[p], p_.rank);
         reached[p] = 1;
       } else {
         // torch nn/modules/module.py::Module.load_state_dict gathers every size mismatch and raises one
@@ -505,18 +517,49 @@ Raise RankModel::op_load_adapters() {
   // once the load wrote it: what that rank trained is thrown away. One the load never reached
   // keeps this rank's own values. An adapter deleted and added again since the save is a new
   // whole tensor where a group's shard was saved: another shape, so other values.
-  for (size_t p = 0; p < topo_->params.size(); ++p) {
-    const bool replaced_replica = reached[p] && rank_ > 0 && st_.saved_drift[p] != 0 && group_of(static_cast<int>(p)) < 0;
-    const bool reshaped = own_rows(static_cast<int>(p)) != st_.saved_own_rows[p];
-    if (st_.saved_rows[p] >= 0 && st_.params[p].present &&
-        (st_.params[p].ver_s != st_.saved_ver[p] || replaced_replica || reshaped) && holds_rows(static_cast<int>(p), rank_))
-      res_.reload_diff.push_back(static_cast<int>(p));
+  for (size_t p = 0; p < p_.topo.params.size(); ++p) {
+    const bool replaced_replica = reached[p] && p_.rank > 0 && p_.file.saved_drift[p] != 0 && p_.dtensor.group_of(static_cast<int>(p)) < 0;
+    const bool reshaped = own_rows(static_cast<int>(p)) != p_.file.saved_own_rows[p];
+    if (p_.file.saved_rows[p] >= 0 && p_.params[p].present &&
+        (p_.params[p].ver_s != p_.file.saved_ver[p] || replaced_replica || reshaped) && p_.dtensor.holds_rows(static_cast<int>(p), p_.rank))
+      reload_diff->push_back(static_cast<int>(p));
   }
   // The raise comes after reload_diff on purpose: the copies made before it are observable.
   // Its first line names the module (upstream: FSDPPeftModel).
   if (size_mismatch) return raise(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
-  if (missing >= 0) return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[missing].name));
+  if (missing >= 0) return raise(Status::KeyError, fmt::format("KeyError: '{}'", p_.topo.adapters[missing].name));
   return {};
 }
+
+// peft mapping.py::get_peft_model, then PeftModel.add_adapter for each later declared adapter:
+// tuners_utils.py::BaseTuner.inject_adapter per declared adapter. get_peft_model's sets the active
+// one's requires_grad from its inference_mode; each later one restores every existing flag, so
+// only the first adapter's config counts.
+void PeftModel::get_peft_model() {
+  p_.config.active = AdapterSet::of(0);  // the first adapter (get_peft_model's) is active
+  p_.config.peft_active = 0;
+  bool first = true;
+  for (int a = 0; a < p_.topo.n_adapters(); ++a) {
+    const AdapterDecl& d = p_.topo.adapters[a];
+    if (d.deferred) continue;
+    p_.config.present.insert(a);
+    p_.config.config_order.push_back(a);
+    if (d.inference_mode) p_.config.inference_mode.insert(a);
+    static_cast<void>(inject_adapter(a, d.inference_mode, first));  // nothing is merged yet: nothing raises
+    first = false;
+  }
+}
+
+// What a layer's transitions reach on this rank (LayerContext).
+LayerContext PeftModel::layer_context(int layer) const {
+  return LayerContext{p_.topo, layer, p_.params, p_.groups, p_.layers, p_.prov, p_.config.inference_mode, p_.prepared,
+                      p_.dtensor, p_.graph_grad, p_.corrupt_deltas};
+}
+
+bool PeftModel::any_merged() const {
+  return std::any_of(p_.layers.begin(), p_.layers.end(), [](const LoraLayer& l) { return l.any_merged(); });
+}
+
+Raise PeftModel::raise(Status s, std::string msg) const { return raise_at(p_.prov, s, std::move(msg)); }
 
 }  // namespace fsdpsim

@@ -1,10 +1,10 @@
-// Provenance recording (provenance.hpp): the transition table and RankModel's
+// Provenance recording (provenance.hpp): the transition table and the transitions'
 // scope, drop and raise notes. Only runs with a Provenance attached.
 #include "model/machine/provenance.hpp"
 
 #include <array>
 
-#include "model/machine/rank_model.hpp"
+#include "model/machine/rank_state.hpp"
 
 namespace fsdpsim {
 
@@ -149,6 +149,11 @@ void Provenance::note_drops(const std::vector<FsdpParam>& fsdp_params, const std
     if (ps.rg_u != ps.rg_s) t.rg_drop = Drop{t.rg_u.op, writer(t.rg_u), dropper, step(), next_seq()};
     if (ps.w_u != ps.w_s) t.w_drop = Drop{t.w_u.op, writer(t.w_u), dropper, step(), next_seq()};
   }
+}
+
+Raise raise_at(Provenance* prov, Status s, std::string msg) {
+  if (prov) prov->note_raise();
+  return Raise(s, std::move(msg));
 }
 
 void Provenance::note_raise() {

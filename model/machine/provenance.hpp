@@ -14,6 +14,7 @@
 
 #include "model/machine/fsdp_param.hpp"
 #include "model/machine/lora_layer.hpp"
+#include "model/machine/op_raised.hpp"
 
 namespace fsdpsim {
 
@@ -136,6 +137,10 @@ struct ScopeSite {
   const std::vector<FsdpParam>* params = nullptr;
   const std::vector<LoraLayer>* layers = nullptr;
 };
+
+// What upstream raises at a transition (`return raise_at(prov, ...)`); with provenance, the raise
+// site is noted.
+Raise raise_at(Provenance* prov, Status s, std::string msg);
 
 // A scope names the transition running; at its exit every piece it changed that no inner scope
 // stamped is stamped with it. Without a Provenance it costs one null test.

@@ -1,9 +1,14 @@
 // RankModel: the state after prepare, op dispatch, and the training ops
 // (forward with FSDP hooks, backward, step).
 #include "model/machine/rank_model.hpp"
+#include "model/machine/activation_checkpoint.hpp"
+#include "model/machine/loading.hpp"
+#include "model/machine/peft_model.hpp"
 #include "model/machine/param_wrapper.hpp"
 
 #include <fmt/format.h>
+
+#include "model/vocab/refill.hpp"
 
 #include <algorithm>
 
@@ -55,24 +60,10 @@ void RankModel::reset() {
     st_.params[p].present = a < 0 || !topo_->adapters[a].deferred;
   }
   st_.prepared = !topo_->explicit_prepare;
-  place_base_params();
-  st_.active = AdapterSet::of(0);  // the first adapter (get_peft_model's) is active
-  st_.peft_active = 0;
+  accelerator().place_base_params();
   res_ = OpResult{};
-  // tuners_utils.py::BaseTuner.inject_adapter per declared adapter: get_peft_model's
-  // sets the active one's requires_grad from its inference_mode; each later one
-  // restores every existing flag, so only the first adapter's config counts.
-  bool first = true;
-  for (int a = 0; a < topo_->n_adapters(); ++a) {
-    const AdapterDecl& d = topo_->adapters[a];
-    if (d.deferred) continue;
-    st_.present.insert(a);
-    st_.config_order.push_back(a);
-    if (d.inference_mode) st_.inference_mode.insert(a);
-    static_cast<void>(inject_adapter(a, d.inference_mode, first));  // nothing is merged yet: nothing raises
-    first = false;
-  }
-  if (st_.prepared) prepare_optimizer();  // before prepare there is no optimizer yet
+  peft().get_peft_model();
+  if (st_.prepared) st_.optimizer.prepare(optimizer_port(fsdp()));  // before prepare there is no optimizer yet
 }
 
 LayerContext RankModel::layer_context(int layer) {
@@ -80,10 +71,26 @@ LayerContext RankModel::layer_context(int layer) {
                       dtensor(), st_.graph.grad, res_.corrupt_deltas};
 }
 
+// The optimizer's port over this rank's parameters; `fsdp` must outlive it (a temporary lives
+// through the call it is built in).
+OptimizerPort RankModel::optimizer_port(const FsdpState& fsdp) {
+  return OptimizerPort{*topo_, rank_, st_.params, st_.groups, fsdp, prov_};
+}
+
+Accelerator RankModel::accelerator() { return Accelerator(*topo_, rank_, st_.params, st_.prepared, log_); }
+
+bool RankModel::is_registered_s(int param) const { return s_registered(*topo_, st_.params, st_.groups, param); }
+
+int RankModel::optimizer_missing(int* first_index) const {
+  return st_.optimizer.missing(*topo_, st_.params, st_.groups, first_index);
+}
+
 bool RankModel::registered_rg(int param) const { return st_.params[param].registered_rg(is_registered_u(param)); }
 
-// A flip reaches whichever object is registered now: S, or the temporary U (FsdpParam::set_registered_rg).
-void RankModel::set_registered_rg(int param, bool value) { fsdpsim::set_registered_rg(*topo_, st_.params, st_.groups, param, value); }
+PeftModel RankModel::peft() {
+  return PeftModel(PeftPort{*topo_, rank_, st_, st_, st_.params, st_.groups, st_.layers, st_.prepared, st_.graph.grad,
+                            res_.corrupt_deltas, fsdp(), accelerator(), dtensor(), prov_});
+}
 
 const OpResult& RankModel::apply(const Op& op) {
   log_.clear();
@@ -145,27 +152,27 @@ Raise RankModel::dispatch(const Op& op) {
     case OpKind::Forward: return op_forward(true);
     case OpKind::Eval: return op_forward(false);
     case OpKind::Backward: return op_backward();
-    case OpKind::Step: st_.optimizer.step(*topo_, rank_, st_.params); break;
-    case OpKind::ZeroGrad: op_zero_grad(); break;
+    case OpKind::Step: st_.optimizer.step(optimizer_port(fsdp())); break;
+    case OpKind::ZeroGrad: st_.optimizer.zero_grad(optimizer_port(fsdp())); break;
     case OpKind::TrainStep: {
-      op_zero_grad();
+      st_.optimizer.zero_grad(optimizer_port(fsdp()));
       if (Raise r = op_forward(true)) return r;
       {
         TrScope backward(site(), Tr::Backward);
         if (Raise r = op_backward()) return r;
       }
       TrScope step(site(), Tr::OptimizerStep);
-      st_.optimizer.step(*topo_, rank_, st_.params);
+      st_.optimizer.step(optimizer_port(fsdp()));
       break;
     }
-    case OpKind::Merge: return op_merge(op);
-    case OpKind::Unmerge: return unmerge_adapter();
-    case OpKind::SetAdapter: return op_set_adapter(op);
-    case OpKind::DisableEnter: return op_disable_enter();
-    case OpKind::DisableExit: return op_disable_exit();
-    case OpKind::AddAdapter: return op_add_adapter(adapter(), topo_->adapters[adapter()].inference_mode, false, false);
-    case OpKind::LoadAdapter: return op_add_adapter(adapter(), !op.trainable, true, op.trainable);
-    case OpKind::DeleteAdapter: return op_delete_adapter(adapter());
+    case OpKind::Merge: return peft().merge(op);
+    case OpKind::Unmerge: return peft().unmerge_adapter();
+    case OpKind::SetAdapter: return peft().set_adapter(op);
+    case OpKind::DisableEnter: return peft().disable_enter();
+    case OpKind::DisableExit: return peft().disable_exit();
+    case OpKind::AddAdapter: return peft().add_adapter(adapter(), topo_->adapters[adapter()].inference_mode, false, false);
+    case OpKind::LoadAdapter: return peft().add_adapter(adapter(), !op.trainable, true, op.trainable);
+    case OpKind::DeleteAdapter: return peft().delete_adapter(adapter());
     case OpKind::Reshard:
     case OpKind::Unshard: {
       // FSDPModule.reshard() / unshard() act on one module's group (not
@@ -184,15 +191,15 @@ Raise RankModel::dispatch(const Op& op) {
     }
     // _fsdp_state.py: the state-dict pre-hook reshards every group holding params.
     case OpKind::StateDict: fsdp().reshard_all(); break;
-    case OpKind::SaveOptimizer: return op_save_optimizer();
-    case OpKind::LoadOptimizer: return op_load_optimizer();
-    case OpKind::SaveAdapters: return op_save_adapters(op);
-    case OpKind::LoadAdapters: return op_load_adapters();
-    case OpKind::DeltaWeight: return op_delta_weight(topo_->layer_index(op.names[0]));
-    case OpKind::Prepare: op_prepare(); break;
+    case OpKind::SaveOptimizer: return st_.optimizer.save(optimizer_port(fsdp()), &res_.index, &res_.opt_missing);
+    case OpKind::LoadOptimizer: return st_.optimizer.load(optimizer_port(fsdp()), &res_.index, &res_.opt_missing);
+    case OpKind::SaveAdapters: return peft().save_adapters(op);
+    case OpKind::LoadAdapters: return peft().load_adapters(rank0_file_missing_, &res_.reload_diff);
+    case OpKind::DeltaWeight: return peft().delta_weight(topo_->layer_index(op.names[0]), &res_.deltas);
+    case OpKind::Prepare: accelerator().prepare(st_.optimizer, optimizer_port(fsdp())); break;
     // A fresh torch.optim.AdamW built as prepare builds it, now holding the late adapters' tensors.
     case OpKind::NewOptimizer:
-      if (st_.prepared) prepare_optimizer();
+      if (st_.prepared) st_.optimizer.prepare(optimizer_port(fsdp()));
       break;
     // _fully_shard.py::FSDPModule.set_requires_gradient_sync on the root (recurse=True): every group.
     case OpKind::GradientSync:
@@ -278,10 +285,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
         st_.groups[g].post_forward(fsdp().context(g));
       return r;
     }
-    if (li.checkpoint && grad_enabled && path_rg) {
-      checkpoint_saves(static_cast<int>(l), input_rg, &gr.ckpt_saved[l]);
-      gr.ckpt_input_rg[l] = input_rg;
-    }
+    if (li.checkpoint && grad_enabled && path_rg) CheckpointWrapper(layer_context(static_cast<int>(l)), st_.layers[l], gr).forward(input_rg);
     if (child && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g)) {
       gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
       st_.groups[g].post_forward(fsdp().context(g));
@@ -343,7 +347,7 @@ Raise RankModel::op_backward() {
   // the layers above it have their grads, that layer and those below have none.
   auto recompute = [&](int l) -> Raise {
     if (gr.ckpt_saved[l].empty()) return {};
-    Raise r = checkpoint_recompute(l, gr.ckpt_input_rg[l]);
+    Raise r = CheckpointWrapper(layer_context(l), st_.layers[l], gr).recompute();
     if (r) {
       for (int p : fresh)
         if (topo_->params[p].layer <= l) st_.params[p].grad_u = false;
@@ -400,6 +404,31 @@ Raise RankModel::op_backward() {
   // Only a backward whose pre_backward queued the final callback runs it.
   if (queued_here && st_.final_callback_queued) return fsdp().post_backward_final_callback(done);
   return {};
+}
+
+Collective RankModel::collective_of(const CollRecord& c) const {
+  Collective out;
+  collective_into(c, out);
+  return out;
+}
+
+void RankModel::collective_into(const CollRecord& c, Collective& out) const {
+  out.op = c.op;
+  out.count = c.count;
+  out.dtype = c.op == CollOp::Broadcast ? c.dtype : DType::F32;  // an all-gather's wire dtype is for pairing only
+  {
+    Refill<CollPart> parts(out.parts);
+    for (int i = 0; i < c.member_count; ++i) {
+      const ParamInfo& pi = topo_->params[log_.member(c, i)];
+      // A one-parameter all-gather (DTensor's redistribution) carries that tensor as sent, padding included.
+      CollPart& part = parts.next();
+      part.param = pi.name;
+      part.numel = c.op == CollOp::Broadcast                               ? static_cast<int64_t>(pi.dim0) * pi.rest
+                   : c.op == CollOp::AllGather && c.member_count == 1 ? c.count
+                                                                          : pi.shard_numel;
+    }
+  }
+  out.group = c.op == CollOp::Broadcast ? out.parts[0].param : topo_->groups[c.group].name;
 }
 
 }  // namespace fsdpsim

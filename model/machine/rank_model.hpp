@@ -1,10 +1,10 @@
 // The abstract lifecycle machine for one rank: the op dispatcher. It owns the
-// rank's state (RankState: FsdpParam, FsdpParamGroup, LoraLayer, Optimizer) and
-// the op's CollectiveLog, and routes each op to the transitions named after the
-// upstream objects they mirror: the concepts' own methods (FsdpParamGroup's on a
-// GroupContext, LoraLayer's on a LayerContext, the Optimizer's), and its own for
-// what spans them (PeftModel, FSDPState over every group, DCP), so this file reads
-// side by side with real_backend/. A transition that may raise returns a Raise
+// rank's state (RankState: FsdpParam, FsdpParamGroup, LoraLayer, Optimizer, the
+// PEFT bookkeeping) and the op's CollectiveLog, and routes each op to the class
+// named after the upstream object it mirrors, built on the fly over its narrow
+// port (PeftModel, Accelerator, Optimizer, FsdpState, CheckpointWrapper; the
+// groups' and layers' own methods on a GroupContext or LayerContext); forward and
+// backward over the groups and layers stay here. It reads side by side with real_backend/. A transition that may raise returns a Raise
 // (op_raised.hpp), handed up to apply() and into the OpResult.
 #pragma once
 #include <cstdint>
@@ -14,6 +14,8 @@
 #include "model/machine/collective_log.hpp"
 #include "model/machine/dtensor.hpp"
 #include "model/machine/fsdp_state.hpp"
+#include "model/machine/loading.hpp"
+#include "model/machine/peft_model.hpp"
 #include "model/machine/op_raised.hpp"
 #include "model/machine/provenance.hpp"
 #include "model/machine/rank_state.hpp"
@@ -124,52 +126,18 @@ class RankModel {
   FsdpState fsdp() { return FsdpState(*topo_, rank_, st_, log_, res_.grads, prov_); }
   // --- LoRA layers (lora_layer.cpp, param_wrapper.cpp hold their transitions) ---
   LayerContext layer_context(int layer);  // what layer's transitions reach on this rank
-  // --- activation checkpointing (activation_checkpoint.cpp) ---
-  void checkpoint_saves(int layer, bool input_rg, std::vector<SavedMeta>* out) const;
-  Raise checkpoint_recompute(int layer, bool input_rg);
-  void set_registered_rg(int param, bool value);
-  // --- modules_to_save wrappers (modules_to_save.cpp) ---
-  Raise wrappers_set_adapter(AdapterSet names, bool list_form, bool inference_mode);
-  void set_additional_trainable_modules(int adapter, bool inference_mode);
-  Raise wrappers_delete_adapter(int adapter, AdapterSet new_active);
-  // --- PEFT model (peft_model.cpp) ---
-  Raise op_set_adapter(const Op& op);
-  Raise set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode);
-  Raise op_merge(const Op& op);
-  Raise unmerge_adapter();
-  void reshard_groups_without_merged();
-  bool tuner_flags_reshard() const;
-  Raise op_disable_enter();
-  Raise op_disable_exit();
-  Raise inject_adapter(int adapter, bool inference_mode, bool first);
-  Raise active_without_config();  // KeyError for a tuner-active name without a config
-  Raise op_add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
-  Raise op_delete_adapter(int adapter);
-  Raise op_delta_weight(int layer);
-  Raise op_save_adapters(const Op& op);
-  Raise op_load_adapters();
-  int64_t saved_rows(int param, int rank) const;
-  int64_t own_rows(int param) const;
-  // --- loading and prepare (loading.cpp) ---
-  void place_base_params();
-  void place_new_adapter(int adapter, bool autocast = true);  // autocast: BaseTuner._cast_adapter_dtype ran
-  void op_prepare();
-  // --- memory (loading.cpp) ---
-  bool default_placement() const;
-  void sharded_bytes_into(std::vector<OwnerBytes>& out) const;
-  void peak_unsharded_into(std::vector<OwnerBytes>& out) const;
+  // --- PEFT model (peft_model.hpp; it runs the modules_to_save wrappers, modules_to_save.hpp) ---
+  PeftModel peft();
+  // --- loading and prepare (loading.hpp) ---
+  Accelerator accelerator();
   // --- training (rank_model.cpp) ---
   Raise op_forward(bool grad_enabled);
   Raise forward_hooks(bool grad_enabled);  // op_forward's body; op_forward restores the graph on a raise
   Raise op_backward();
   Raise dispatch(const Op& op);
   static Tr op_transition(const Op& op);
-  void op_zero_grad();
-  // --- optimizer and checkpoints (optimizer.cpp) ---
-  void prepare_optimizer();
-  void map_meta_entries_to_last_meta(const std::vector<int>& meta);
-  Raise op_save_optimizer();
-  Raise op_load_optimizer();
+  // --- the optimizer (optimizer.hpp) ---
+  OptimizerPort optimizer_port(const FsdpState& fsdp);
 
   // What upstream raises here: `return raise(...)`; with provenance, the raise site is noted.
   Raise raise(Status s, std::string msg) const {

@@ -70,10 +70,8 @@ struct UnshardedMemory {
   }
 };
 
-struct RankState {
-  std::vector<FsdpParam> params;
-  std::vector<FsdpParamGroup> groups;
-  std::vector<LoraLayer> layers;
+// PeftModel's bookkeeping (plain Python attributes upstream): its peft_config and the active adapters.
+struct PeftConfig {
   AdapterSet present;          // adapters in the model
   AdapterOrder config_order;   // the same, in PeftModel.peft_config's (insertion) order
   // The active adapters as the last set_adapter listed them: each layer's _active_adapter is that
@@ -83,6 +81,25 @@ struct RankState {
   int8_t peft_active = 0;      // PeftModel.active_adapter: one adapter's index (a plain attribute of its own)
   AdapterSet inference_mode;   // per adapter config inference_mode
   bool disabled = false;       // inside `with disable_adapter()`
+};
+
+// The adapter checkpoint save_adapters wrote, as this rank knows it (PeftModel's).
+struct AdapterFile {
+  AdapterSet saved_adapters;        // adapters written by the last save_adapters
+  AdapterOrder saved_order;         // the same, in the file's order (the order load_adapters walks)
+  int saves = 0;                    // save_adapters that ended ok: names rank 0's file a load reads
+  std::vector<uint32_t> saved_ver;  // per param: the values saved
+  std::vector<uint32_t> saved_drift;  // per param: this rank's FsdpParam::drift at the save
+  std::vector<int64_t> saved_rows;  // per param: rows rank 0's checkpoint holds (-1: not saved)
+  std::vector<int64_t> saved_own_rows;  // per param: rows this rank's own object held at the save
+};
+
+// PeftModel's two parts are bases, so a reader names their fields as the rank's (st.present) and
+// PeftModel's port takes just them.
+struct RankState : PeftConfig, AdapterFile {
+  std::vector<FsdpParam> params;
+  std::vector<FsdpParamGroup> groups;
+  std::vector<LoraLayer> layers;
   bool prepared = true;        // fully_shard has run (false until an explicit prepare op)
   // FSDPState._is_root set: the root's lazy init has run (or raised). Not in the state key: with a
   // root group it is that group's lazy_inited.
@@ -92,13 +109,6 @@ struct RankState {
   // the callback (a checkpointed layer's recompute) leaves it set, and no later backward queues one.
   bool final_callback_queued = false;
   Optimizer optimizer;
-  AdapterSet saved_adapters;        // adapters written by the last save_adapters
-  AdapterOrder saved_order;         // the same, in the file's order (the order load_adapters walks)
-  int saves = 0;                    // save_adapters that ended ok: names rank 0's file a load reads
-  std::vector<uint32_t> saved_ver;  // per param: the values saved
-  std::vector<uint32_t> saved_drift;  // per param: this rank's FsdpParam::drift at the save
-  std::vector<int64_t> saved_rows;  // per param: rows rank 0's checkpoint holds (-1: not saved)
-  std::vector<int64_t> saved_own_rows;  // per param: rows this rank's own object held at the save
   UnshardedMemory memory;
   PendingGraph graph;
   // _fsdp_param_group.py::FSDPCommContext.post_forward_order: the groups in

@@ -112,7 +112,7 @@ struct Renamer {
     for (size_t p = 0; p < values.size(); ++p) {
       auto& v = values[p];
       // A value above a counter, or one load_adapters derived by arithmetic on a saved version
-      // (a rank > 0's rows: saved + 0x8000 + rank, RankModel::op_load_adapters), keeps raw values.
+      // (a rank > 0's rows: saved + 0x8000 + rank, PeftModel::load_adapters), keeps raw values.
       for (uint32_t x : v)
         if (x != kMixedVersion && (x > min_counter[p] || (version::maybe_foreign_rows(x) && !fixed_version(p, x)))) raw[p] = 1;
       v.erase(std::remove_if(v.begin(), v.end(), [&](uint32_t x) { return fixed_version(p, x); }), v.end());

@@ -1,6 +1,8 @@
 // Seed 001: where adapters live before prepare, and what prepare broadcasts.
 #include <gtest/gtest.h>
 
+#include "model/machine/loading.hpp"
+#include "properties/machine/bare_state.hpp"
 #include "properties/test_util.hpp"
 
 namespace fsdpsim::test {
@@ -114,4 +116,43 @@ TEST(Loading, AdaptersLoadedBeforePrepareAreShardedAfterAreNot) {
 }
 
 }  // namespace
+}  // namespace fsdpsim::test
+
+namespace fsdpsim::test {
+
+// The class alone on rank 1 of a state the test builds (properties/machine/bare_state.hpp), no
+// RankModel: ram-efficient loading leaves rank 1's base weights on meta, the first adapter follows
+// its base layer there and the second, whose container then holds a meta tensor, stays on cpu in
+// fp32; prepare broadcasts every parameter from rank 0, puts everything on cpu and hands every
+// optimizer entry that was on meta the one object the data_ptr() map keeps for key 0.
+TEST(Accelerator, DrivenAlonePlacesOnMetaThenPrepareBroadcastsAndMapsTheMetaEntries) {
+  BareRank r(seed001("upstream"));
+  r.st.prepared = false;
+  Accelerator acc(r.topo, 1, r.st.params, r.st.prepared, r.log);
+  acc.place_base_params();
+  EXPECT_EQ(r.st.params[r.param("lin0.weight")].device, Device::Meta);
+  EXPECT_EQ(r.st.params[r.param("lin0.weight")].dtype, DType::BF16);
+  acc.place_new_adapter(0);
+  acc.place_new_adapter(1);
+  const FsdpParam& ref_a = r.st.params[r.param("lin0.lora_A.reference")];
+  const FsdpParam& pol_a = r.st.params[r.param("lin0.lora_A.policy")];
+  EXPECT_EQ(ref_a.device, Device::Meta);
+  EXPECT_EQ(ref_a.dtype, DType::BF16);
+  EXPECT_EQ(pol_a.device, Device::Cpu);
+  EXPECT_EQ(pol_a.dtype, DType::F32);
+  std::vector<OwnerBytes> bytes;
+  sharded_bytes_into(r.topo, r.st.params, r.st.prepared, bytes);
+  EXPECT_EQ(owner_bytes_text(bytes), "policy:448");  // nothing on meta counts
+
+  for (const char* p : {"lin0.lora_A.reference", "lin1.lora_B.reference"}) r.st.params[r.param(p)].rg_s = true;
+  const OptimizerPort port{r.topo, 1, r.st.params, r.st.groups, r.fsdp(), nullptr};
+  acc.prepare(r.st.optimizer, port);
+  EXPECT_TRUE(r.st.prepared);
+  ASSERT_EQ(r.log.records().size(), r.topo.params.size());
+  for (const CollRecord& c : r.log.records()) EXPECT_EQ(c.op, CollOp::Broadcast);
+  for (const FsdpParam& ps : r.st.params) EXPECT_EQ(ps.device, Device::Cpu);
+  ASSERT_EQ(r.st.optimizer.objects.size(), 2u);
+  EXPECT_EQ(r.st.optimizer.objects[0], r.st.optimizer.objects[1]);
+}
+
 }  // namespace fsdpsim::test

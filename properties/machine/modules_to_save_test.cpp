@@ -2,6 +2,8 @@
 // names and order, whose copy runs and trains, and the wrapper's own refusals.
 #include <gtest/gtest.h>
 
+#include "model/machine/modules_to_save.hpp"
+#include "properties/machine/bare_state.hpp"
 #include "properties/test_util.hpp"
 
 using namespace fsdpsim;
@@ -89,4 +91,35 @@ TEST(ModulesToSave, ALayerBothTargetedAndSavedIsBadInput) {
               std::string::npos)
         << e.what();
   }
+}
+
+// The class alone on a state the test builds (properties/machine/bare_state.hpp), no RankModel:
+// the first add makes the layer a wrapper running a's copy (trainable), a second adds b's frozen
+// copy; set_adapter moves the one trainable copy; a list naming both copies is refused; a delete
+// of the copy running with b left active drops a's copy and runs b's.
+TEST(ModulesToSaveWrapper, DrivenAloneAddSwitchRefuseAndDelete) {
+  BareRank r(saved_header());
+  const int l = r.topo.layer_index("lin1");
+  LoraLayer& module = r.st.layers[l];
+  const int aw = r.param("lin1.modules_to_save.a.weight"), bw = r.param("lin1.modules_to_save.b.weight");
+  ModulesToSaveWrapper(r.layer(l), module).add(0, false, true);
+  EXPECT_TRUE(module.wrapper);
+  EXPECT_EQ(module.copy_active, 0);
+  EXPECT_TRUE(r.st.params[aw].rg_s);
+  ModulesToSaveWrapper(r.layer(l), module).add(1, false, false);
+  EXPECT_EQ(module.copy_active, 0);
+  EXPECT_FALSE(r.st.params[bw].rg_s);
+  ModulesToSaveWrapper(r.layer(l), module).set_adapter(1, false);
+  EXPECT_FALSE(r.st.params[aw].rg_s);
+  EXPECT_TRUE(r.st.params[bw].rg_s);
+  const Raise two = ModulesToSaveWrapper(r.layer(l), module).set_adapter_named(AdapterSet::of(0) | AdapterSet::of(1), true, false);
+  ASSERT_TRUE(two);
+  EXPECT_EQ(two->message, "Only one adapter can be set at a time for FSDPModulesToSaveWrapper(");
+  ASSERT_FALSE(ModulesToSaveWrapper(r.layer(l), module).delete_adapter(0, AdapterSet::of(1)));
+  EXPECT_FALSE(module.copies.contains(0));
+  EXPECT_FALSE(r.st.params[aw].present);
+  EXPECT_EQ(module.copy_active, 1);
+  ModulesToSaveWrapper(r.layer(l), module).enable_adapters(false);
+  EXPECT_TRUE(module.disabled);
+  EXPECT_FALSE(r.st.params[bw].rg_s);
 }

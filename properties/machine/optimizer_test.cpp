@@ -1,6 +1,8 @@
 // The optimizer's object list and DCP checkpoints (model/machine/optimizer.cpp).
 #include <gtest/gtest.h>
 
+#include "model/vocab/seq.hpp"
+#include "properties/machine/bare_state.hpp"
 #include "properties/test_util.hpp"
 
 using namespace fsdpsim;
@@ -71,4 +73,42 @@ TEST(Optimizer, StepUpdatesOnlyHeldShardsWithAGradient) {
   t.op("zero_grad");
   t.op("step");
   EXPECT_EQ(t.ps("vis.lora_A.default").ver_s, 2u);
+}
+
+// The class alone, on a state the test builds (properties/machine/bare_state.hpp), no RankModel:
+// prepare holds the trainable S objects in parameter order; load before any save refuses; once
+// a group is unsharded its objects are not registered, so save misses them and its KeyError names
+// the first of them that has AdamW state (the state init the first save ran gave each one).
+TEST(Optimizer, DrivenAloneSaveMissesTheObjectsOfAnUnshardedGroup) {
+  const Topology t = compile_topology(parse_seq(seed000_header(2), "<test>"));
+  RankState st = bare_state(t);
+  for (size_t p = 0; p < t.params.size(); ++p) st.params[p].rg_s = t.params[p].adapter == 0;
+  CollectiveLog log;
+  AdapterSet grads;
+  const FsdpState fsdp(t, 0, st, log, grads, nullptr);
+  const OptimizerPort port{t, 0, st.params, st.groups, fsdp, nullptr};
+  Optimizer& opt = st.optimizer;
+  opt.prepare(port);
+  ASSERT_EQ(opt.objects.size(), 4u);  // default's lora_A and lora_B on lin0 and lin1
+  EXPECT_EQ(t.params[opt.objects[0]].name, "lin0.lora_A.default");
+  int64_t index = -1;
+  int missing = 0;
+  const Raise before = opt.load(port, &index, &missing);
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->status, Status::ValueError);
+  ASSERT_FALSE(opt.save(port, &index, &missing));
+  EXPECT_EQ(missing, 0);
+  EXPECT_EQ(opt.saved_state.size(), 4u);
+  ASSERT_FALSE(fsdp.lazy_init());
+  ASSERT_FALSE(fsdp.module_unshard(t.group_index("lin0")));
+  const Raise r = opt.save(port, &index, &missing);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, Status::KeyError);
+  EXPECT_EQ(missing, 2);  // lin0's lora_A and lora_B
+  EXPECT_EQ(index, 0);
+  EXPECT_EQ(r->message, "KeyError: 0");
+  // zero_grad drops the grad of a held S object.
+  st.params[opt.objects[2]].grad_s = true;
+  opt.zero_grad(port);
+  EXPECT_FALSE(st.params[opt.objects[2]].grad_s);
 }

@@ -1,6 +1,7 @@
 // PeftModel-level ops and their profile switches (model/machine/peft_model.cpp).
 #include <gtest/gtest.h>
 
+#include "properties/machine/bare_state.hpp"
 #include "properties/test_util.hpp"
 
 using namespace fsdpsim;
@@ -314,3 +315,30 @@ TEST(LoadAdapters, TheFileOrderDecidesWhatLoadsBeforeAKeyError) {
 
 }  // namespace
 }  // namespace fsdpsim::test
+
+// The class alone on a state the test builds (properties/machine/bare_state.hpp), no RankModel:
+// get_peft_model injects both adapters with the first one trainable; set_adapter moves the
+// trainable flags; a merge lists the active adapter in every layer, and delete_adapter refuses it
+// while merged; after unmerge_adapter the delete goes through and the layers fall back to default.
+TEST(PeftModel, DrivenAloneInjectsSwitchesMergesAndRefusesToDeleteAMergedAdapter) {
+  BareRank r(seed000_header(1));
+  PeftModel peft(r.peft_port());
+  peft.get_peft_model();
+  const int a_default = r.param("lin0.lora_A.default"), a_other = r.param("lin0.lora_A.other");
+  EXPECT_EQ(r.st.present, AdapterSet::of(0) | AdapterSet::of(1));
+  EXPECT_TRUE(r.st.params[a_default].rg_s);
+  EXPECT_FALSE(r.st.params[a_other].rg_s);
+  ASSERT_FALSE(peft.set_adapter(r.op("set_adapter other")));
+  EXPECT_EQ(r.st.active, AdapterSet::of(1));
+  EXPECT_FALSE(r.st.params[a_default].rg_s);
+  EXPECT_TRUE(r.st.params[a_other].rg_s);
+  ASSERT_FALSE(peft.merge(r.op("merge")));
+  for (const LoraLayer& l : r.st.layers) EXPECT_TRUE(l.is_merged(1));
+  const Raise refused = peft.delete_adapter(1);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->message, "Cannot delete adapter(s) ['other'] while they are merged. Please unmerge them first.");
+  ASSERT_FALSE(peft.unmerge_adapter());
+  ASSERT_FALSE(peft.delete_adapter(1));
+  EXPECT_EQ(r.st.present, AdapterSet::of(0));
+  EXPECT_EQ(r.st.active, AdapterSet::of(0));
+}
