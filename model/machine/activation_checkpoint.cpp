@@ -39,7 +39,7 @@ void RankModel::checkpoint_saves(int layer, bool input_rg, std::vector<SavedMeta
   auto linear = [&](int w, bool x_rg, DType x_dtype) {
     auto [rows, cols] = dims(w);  // (out, in)
     if (x_rg) out->push_back({cols, rows, st_.params[w].dtype});
-    if (registered_rg(w)) out->push_back({kBatchRows, cols, x_dtype});
+    if (observer().registered_rg(w)) out->push_back({kBatchRows, cols, x_dtype});
   };
   linear(li.weight, input_rg, st_.params[li.weight].dtype);
   if (lp.disabled || lp.any_merged()) return;
@@ -48,7 +48,7 @@ void RankModel::checkpoint_saves(int layer, bool input_rg, std::vector<SavedMeta
     if (pa < 0 || !st_.params[pa].present) continue;
     const DType dt = st_.params[pa].dtype;
     linear(pa, input_rg, dt);
-    linear(pb, input_rg || registered_rg(pa), dt);
+    linear(pb, input_rg || observer().registered_rg(pa), dt);
   }
 }
 

@@ -1,8 +1,7 @@
-// Where parameters live before and after prepare (devices, dtypes), the
-// prepare op with its ram-efficient broadcasts, and the memory figures the
-// cost report reads.
+// Where parameters live before and after prepare (devices, dtypes), and the
+// prepare op with its ram-efficient broadcasts (the memory figures the cost
+// report reads are the observer's: observer.cpp).
 #include "model/machine/rank_model.hpp"
-#include "model/vocab/refill.hpp"
 
 namespace fsdpsim {
 
@@ -85,75 +84,6 @@ void RankModel::op_prepare() {
   st_.prepared = true;
   prepare_optimizer();
   map_meta_entries_to_last_meta(meta);
-}
-
-Collective RankModel::collective_of(const CollRecord& c) const {
-  Collective out;
-  collective_into(c, out);
-  return out;
-}
-
-void RankModel::collective_into(const CollRecord& c, Collective& out) const {
-  out.op = c.op;
-  out.count = c.count;
-  out.dtype = c.op == CollOp::Broadcast ? c.dtype : DType::F32;  // an all-gather's wire dtype is for pairing only
-  {
-    Refill<CollPart> parts(out.parts);
-    for (int i = 0; i < c.member_count; ++i) {
-      const ParamInfo& pi = topo_->params[log_.member(c, i)];
-      // A one-parameter all-gather (DTensor's redistribution) carries that tensor as sent, padding included.
-      CollPart& part = parts.next();
-      part.param = pi.name;
-      part.numel = c.op == CollOp::Broadcast                               ? static_cast<int64_t>(pi.dim0) * pi.rest
-                   : c.op == CollOp::AllGather && c.member_count == 1 ? c.count
-                                                                          : pi.shard_numel;
-    }
-  }
-  out.group = c.op == CollOp::Broadcast ? out.parts[0].param : topo_->groups[c.group].name;
-}
-
-
-namespace {
-void by_owner(const Topology& t, const std::array<int64_t, kMaxAdapters + 1>& v, std::vector<OwnerBytes>& out) {
-  Refill<OwnerBytes> owners(out);
-  for (int a = 0; a < t.n_adapters(); ++a)
-    if (v[a] > 0) {
-      OwnerBytes& ob = owners.next();
-      ob.owner = t.adapter_names[a];
-      ob.bytes = v[a];
-    }
-  if (v[kMaxAdapters] > 0) {
-    OwnerBytes& ob = owners.next();
-    static const Name base("base");
-    ob.owner = base;
-    ob.bytes = v[kMaxAdapters];
-  }
-}
-}  // namespace
-
-void RankModel::sharded_bytes_into(std::vector<OwnerBytes>& out) const {
-  std::array<int64_t, kMaxAdapters + 1> v{};
-  for (size_t p = 0; p < topo_->params.size(); ++p) {
-    const ParamInfo& pi = topo_->params[p];
-    const FsdpParam& ps = st_.params[p];
-    if (!ps.present || ps.device == Device::Meta) continue;
-    // Until prepare runs fully_shard every parameter is whole.
-    int64_t n = group_of(static_cast<int>(p)) >= 0 && st_.prepared ? pi.shard_numel : static_cast<int64_t>(pi.dim0) * pi.rest;
-    v[pi.adapter < 0 ? kMaxAdapters : pi.adapter] += n * dtype_bytes(ps.dtype);
-  }
-  by_owner(*topo_, v, out);
-}
-
-void RankModel::peak_unsharded_into(std::vector<OwnerBytes>& out) const {
-  std::array<int64_t, kMaxAdapters + 1> v{};
-  for (size_t g = 0; g < topo_->groups.size(); ++g) {
-    if (!((st_.memory.peak_groups >> g) & 1)) continue;
-    for (int p : topo_->groups[g].params) {
-      int a = topo_->params[p].adapter;
-      v[a < 0 ? kMaxAdapters : a] += topo_->params[p].shard_numel * topo_->world * 4;
-    }
-  }
-  by_owner(*topo_, v, out);
 }
 
 }  // namespace fsdpsim

@@ -40,26 +40,6 @@ void RankModel::map_meta_entries_to_last_meta(const std::vector<int>& meta) {
     if (std::find(meta.begin(), meta.end(), p) != meta.end()) p = meta.back();
 }
 
-// An optimizer object is found by identity among model.named_parameters() only
-// while its S is the registered object; an adapter added again after a delete
-// brings new Parameter objects the optimizer never saw.
-bool RankModel::is_registered_s(int param) const {
-  const FsdpParam& ps = st_.params[param];
-  return ps.present && !ps.recreated && !is_registered_u(param);
-}
-
-int RankModel::optimizer_missing(int* first_index) const {
-  int missing = 0;
-  *first_index = -1;
-  for (size_t i = 0; i < st_.optimizer.objects.size(); ++i) {
-    int p = st_.optimizer.objects[i];
-    if (is_registered_s(p)) continue;
-    if (*first_index < 0) *first_index = static_cast<int>(i);
-    ++missing;
-  }
-  return missing;
-}
-
 // torch/optim AdamW.step: updates, in place, each held object that has a grad
 // (an object replaced by a re-added adapter is in no graph; torch/optim/adamw.py::AdamW.step still
 // updates the ghost shard it holds when that kept a grad from before the delete).
@@ -100,7 +80,7 @@ void RankModel::op_zero_grad() {
   for (size_t i = 0; i < st_.params.size(); ++i) {
     const int p = static_cast<int>(i);
     FsdpParam& ps = st_.params[i];
-    const bool u = is_registered_u(p);
+    const bool u = observer().is_registered_u(p);
     if (std::find(held.begin(), held.end(), p) != held.end()) {
       if (ps.detached) {
         ps.ghost_grad = false;
@@ -135,10 +115,10 @@ Raise RankModel::op_save_optimizer() {
   if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) fsdp().module_reshard_all();
   st_.optimizer.init_state(st_.params);
   int first = -1;
-  res_.opt_missing = optimizer_missing(&first);
+  res_.opt_missing = observer().optimizer_missing(&first);
   if (res_.opt_missing > 0) {
     for (int i : st_.optimizer.state)
-      if (!is_registered_s(st_.optimizer.objects[i])) {
+      if (!observer().is_registered_s(st_.optimizer.objects[i])) {
         first = st_.optimizer.last_position_of(i);  // the state's key (Optimizer.state_dict's index)
         break;
       }
@@ -161,11 +141,11 @@ Raise RankModel::op_load_optimizer() {
   if (topo_->profile.get(Switch::OptimizerCkptReshard) == sw::kOn) fsdp().module_reshard_all();
   st_.optimizer.init_state(st_.params);
   int first = -1;
-  res_.opt_missing = optimizer_missing(&first);
+  res_.opt_missing = observer().optimizer_missing(&first);
   // A checkpoint with no state at all is returned as is (no lookup, nothing raises).
   for (size_t i = 0; i < opt.objects.size() && !opt.saved_state.empty(); ++i) {
     const int p = opt.objects[i];
-    if (!is_registered_s(p)) {
+    if (!observer().is_registered_s(p)) {
       res_.index = static_cast<int64_t>(i);
       return raise(Status::KeyError, fmt::format("KeyError: <sharded parameter {}>", topo_->params[p].name.str()));
     }

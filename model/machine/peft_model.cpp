@@ -42,7 +42,7 @@ Raise RankModel::op_set_adapter(const Op& op) {
         break;
       case sw::kUnmergeFirst:
         // #3895: unmerge_adapter, then reshard every FSDP module, then set_adapter.
-        if (any_merged())
+        if (observer().any_merged())
           if (Raise r = unmerge_adapter()) return r;  // get_delta_weight raised inside unmerge
         fsdp().module_reshard_all();
         break;
@@ -114,7 +114,7 @@ Raise RankModel::active_without_config() {
 Raise RankModel::op_disable_exit() {
   if (!st_.disabled) return raise(Status::ValueError, "disable_exit outside disable_adapter(): no matching disable_enter");
   if (topo_->profile.get(Switch::DisableExitReshard) == sw::kOn) {
-    if (any_merged())
+    if (observer().any_merged())
       if (Raise r = unmerge_adapter()) return r;
     fsdp().module_reshard_all();
   }
@@ -137,7 +137,7 @@ Raise RankModel::inject_adapter(int adapter, bool inference_mode, bool first) {
   if (!first)
     for (size_t p = 0; p < topo_->params.size(); ++p) {
       int a = topo_->params[p].adapter;
-      if (a >= 0 && a != adapter && st_.params[p].present) kept.push_back({static_cast<int>(p), registered_rg(static_cast<int>(p))});
+      if (a >= 0 && a != adapter && st_.params[p].present) kept.push_back({static_cast<int>(p), observer().registered_rg(static_cast<int>(p))});
     }
   // Each target's lora/layer.py::LoraLayer.update_layer (LoraLayer::update_layer): what it leaves
   // stays where the housekeeping's set_adapter below raises (an unmerge) before reaching that
@@ -326,25 +326,15 @@ Raise RankModel::op_delta_weight(int layer) {
     // get_delta_weight; crosscheck seed 39500015, world 1).
     const FsdpParam& pa = st_.params[li.A[a]];
     const FsdpParam& pb = st_.params[li.B[a]];
-    if (is_registered_u(li.A[a]) && !pa.detached && (pa.u_stale() || pb.u_stale()))
+    if (observer().is_registered_u(li.A[a]) && !pa.detached && (pa.u_stale() || pb.u_stale()))
       res_.corrupt_deltas.insert(a);
   }
   return {};
 }
 
-// Rows of parameter p in the adapter state dict rank `rank` computes:
-// get_peft_model_state_dict reads model.state_dict(), whose FSDP2 values are
-// DTensors it does not gather (adapter_save_gather off), so a managed
-// parameter contributes its local rows.
 // Rows of p's object on this rank: its local rows while a group manages it, else the whole tensor.
 int64_t RankModel::own_rows(int p) const {
-  return group_of(p) >= 0 ? topo_->params[p].local_rows(rank_) : topo_->params[p].dim0;
-}
-
-int64_t RankModel::saved_rows(int p, int rank) const {
-  const ParamInfo& pi = topo_->params[p];
-  bool local = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOff && group_of(p) >= 0 && topo_->world > 1;
-  return local ? pi.local_rows(rank) : pi.dim0;
+  return observer().group_of(p) >= 0 ? topo_->params[p].local_rows(rank_) : topo_->params[p].dim0;
 }
 
 // peft_model.py::PeftModel.save_pretrained -> get_peft_model_state_dict, which
@@ -378,7 +368,7 @@ Raise RankModel::op_save_adapters(const Op& op) {
     const bool saved = selected && !topo_->layers[topo_->params[p].layer].checkpoint;
     st_.saved_ver[p] = st_.params[p].ver_s;
     st_.saved_drift[p] = st_.params[p].drift;
-    st_.saved_rows[p] = saved ? saved_rows(static_cast<int>(p), 0) : -1;
+    st_.saved_rows[p] = saved ? observer().saved_rows(static_cast<int>(p), 0) : -1;
     st_.saved_own_rows[p] = own_rows(static_cast<int>(p));
   }
   // DCP's full state dict all-gathers each managed tensor (DTensor.full_tensor) in
@@ -388,7 +378,7 @@ Raise RankModel::op_save_adapters(const Op& op) {
     for (int p : topo_->state_dict_order) {
       const int a = topo_->params[p].adapter;
       // DTensor.full_tensor gathers in the parameter's own dtype (a merge gathers fp32 copies)
-      if (a >= 0 && names.contains(a) && st_.params[p].present && group_of(p) >= 0)
+      if (a >= 0 && names.contains(a) && st_.params[p].present && observer().group_of(p) >= 0)
         dtensor().all_gather(p, CollRecord::kNowhere, -1, a, 0, -1, st_.params[p].dtype);
     }
   return {};
@@ -435,9 +425,9 @@ Raise RankModel::op_load_adapters() {
       if (rows0 == pi.dim0) {
         ps.ver_s = st_.saved_ver[p];  // this rank's chunk of the full saved values
         // A whole replica takes rank 0's copy: every rank holds the same values again.
-        if (group_of(static_cast<int>(p)) < 0) ps.drift = st_.saved_drift[p] ? kRank0Copy : 0;
+        if (observer().group_of(static_cast<int>(p)) < 0) ps.drift = st_.saved_drift[p] ? kRank0Copy : 0;
         reached[p] = 1;
-      } else if (group_of(static_cast<int>(p)) >= 0 && rows0 == pi.local_rows(rank_)) {
+      } else if (observer().group_of(static_cast<int>(p)) >= 0 && rows0 == pi.local_rows(rank_)) {
         // rank 0's rows wrapped as this rank's shard: rank 0 gets its own back, the others values no rank
         // held (except a B still exactly zero under init=zero: rank 0's rows are zeros too)
         const bool zero_b = pi.kind == ParamKind::LoraB && st_.saved_ver[p] == 0 && topo_->adapters[a].init == LoraInit::Zero;
@@ -456,10 +446,10 @@ Raise RankModel::op_load_adapters() {
   // keeps this rank's own values. An adapter deleted and added again since the save is a new
   // whole tensor where a group's shard was saved: another shape, so other values.
   for (size_t p = 0; p < topo_->params.size(); ++p) {
-    const bool replaced_replica = reached[p] && rank_ > 0 && st_.saved_drift[p] != 0 && group_of(static_cast<int>(p)) < 0;
+    const bool replaced_replica = reached[p] && rank_ > 0 && st_.saved_drift[p] != 0 && observer().group_of(static_cast<int>(p)) < 0;
     const bool reshaped = own_rows(static_cast<int>(p)) != st_.saved_own_rows[p];
     if (st_.saved_rows[p] >= 0 && st_.params[p].present &&
-        (st_.params[p].ver_s != st_.saved_ver[p] || replaced_replica || reshaped) && holds_rows(static_cast<int>(p), rank_))
+        (st_.params[p].ver_s != st_.saved_ver[p] || replaced_replica || reshaped) && observer().holds_rows(static_cast<int>(p), rank_))
       res_.reload_diff.push_back(static_cast<int>(p));
   }
   // The raise comes after reload_diff on purpose: the copies made before it are observable.

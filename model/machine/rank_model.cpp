@@ -80,8 +80,6 @@ LayerContext RankModel::layer_context(int layer) {
                       dtensor(), st_.graph.grad, res_.corrupt_deltas};
 }
 
-bool RankModel::registered_rg(int param) const { return st_.params[param].registered_rg(is_registered_u(param)); }
-
 // A flip reaches whichever object is registered now: S, or the temporary U (FsdpParam::set_registered_rg).
 void RankModel::set_registered_rg(int param, bool value) { fsdpsim::set_registered_rg(*topo_, st_.params, st_.groups, param, value); }
 
@@ -215,7 +213,7 @@ Raise RankModel::op_forward(bool grad_enabled) {
   if (r) st_.graph = previous;
   if (!r && grad_enabled && prov_) {
     prov_->graph_step = prov_->step();
-    prov_->graph_merged = any_merged();
+    prov_->graph_merged = observer().any_merged();
   }
   return r;
 }
@@ -266,7 +264,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     // The FSDP module of a layer wrapped after fully_shard is its base layer: its output
     // requires grad only through the input or the base parameters.
     const bool base_rg = li.lora_after_fsdp &&
-                         (path_rg || (grad_enabled && (registered_rg(li.weight) || (li.bias >= 0 && registered_rg(li.bias)))));
+                         (path_rg || (grad_enabled && (observer().registered_rg(li.weight) || (li.bias >= 0 && observer().registered_rg(li.bias)))));
     // A module that raises leaves every group it entered UNSHARDED (no post_forward); the
     // previous forward's output stands.
     const bool input_rg = path_rg;
@@ -333,7 +331,7 @@ Raise RankModel::op_backward() {
   // writes their grad directly; nothing is reduced across ranks.
   auto unmanaged_grads = [&](int above_layer) {
     for (size_t p = 0; p < topo_->params.size(); ++p) {
-      if (group_of(static_cast<int>(p)) >= 0 || !gr.grad[p] || !st_.params[p].rg_s) continue;
+      if (observer().group_of(static_cast<int>(p)) >= 0 || !gr.grad[p] || !st_.params[p].rg_s) continue;
       if (topo_->params[p].layer <= above_layer) continue;
       st_.params[p].grad_s = true;
       if (topo_->params[p].adapter >= 0) res_.grads.insert(topo_->params[p].adapter);

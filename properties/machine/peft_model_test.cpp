@@ -35,7 +35,7 @@ TEST(PeftModel, SetAdapterUnmergeFirstReachesTheShards) {
   t.op("eval");
   t.op("merge");
   t.op("set_adapter other");
-  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::Exact);  // +delta then -delta on U
+  EXPECT_EQ(t.model->observer().classify_stored(t.layer("lin0")), WeightClass::Exact);  // +delta then -delta on U
   EXPECT_EQ(t.state("root"), ShardedState::Sharded);
   EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_s);
   EXPECT_FALSE(t.ps("lin0.lora_A.default").rg_s);
@@ -155,8 +155,8 @@ TEST(PeftModel, DeletingTheActiveAdapterActivatesAndTrainsTheFallback) {
   EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_s);
   // The FSDP group still gathers the deleted parameters.
   t.op("unshard lin0");
-  ASSERT_EQ(t.model->collectives().size(), 1u);
-  EXPECT_EQ(t.model->collectives()[0].count, t.topo->groups[t.group("lin0")].numel);
+  ASSERT_EQ(t.model->log().records().size(), 1u);
+  EXPECT_EQ(t.model->log().records()[0].count, t.topo->groups[t.group("lin0")].numel);
 }
 
 // BaseTunerLayer.delete_adapter: each layer falls back to sorted(its own adapters)[0];
@@ -206,8 +206,8 @@ TEST(PeftModel, StateDictReshardsEveryGroup) {
 TEST(PeftModel, DeltaWeightOnShardedLayerGathersA) {
   OneRank t(seed000_header(2));
   EXPECT_EQ(t.op("delta_weight lin1").status, Status::Ok);
-  ASSERT_EQ(t.model->collectives().size(), 1u);
-  EXPECT_EQ(t.model->collectives()[0].group, t.group("root"));
+  ASSERT_EQ(t.model->log().records().size(), 1u);
+  EXPECT_EQ(t.model->log().records()[0].group, t.group("root"));
 }
 
 // Seed 003: save_adapters / load_adapters under FSDP2 (S6).
