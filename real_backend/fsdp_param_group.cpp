@@ -153,6 +153,10 @@ void FsdpParamGroup::post_backward(AdapterSet* grads_to) {
   }
   to_sharded();
   if (with_grad.empty()) return;
+  // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.post_backward passes self._orig_dtype to
+  // foreach_reduce: a group whose dtype check raised (or that the root's lazy init never reached)
+  // has no such attribute. It is set exactly where the state-dict hooks are registered.
+  if (!state_dict_hooks) throw OpError(Status::Exception, kNoOrigDtype);
   // torch 2.13 _fsdp_collectives.py::foreach_reduce checks the gradients' dtypes (U's, the
   // params' own) first; the gradients taken off U above are lost with the raise.
   std::set<at::ScalarType> grad_dtypes;

@@ -169,8 +169,8 @@ void Optimizer::save(int64_t* index) {
       }
     }
     // torch/optim/optimizer.py::Optimizer.state_dict numbers an object held twice by its last
-    // position: the state's key (with no state the first missing position, measured upstream).
-    for (size_t i = 0; oldest != 0 && i < held_.size(); ++i)
+    // position in its param group: the state's key, or (no state) the first missing entry's.
+    for (size_t i = 0; i < held_.size(); ++i)
       if (objects_[i].is_same(objects_[first])) first = static_cast<int>(i);
     *index = first;
     throw OpError(Status::KeyError, "KeyError: " + std::to_string(first));

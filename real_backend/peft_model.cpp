@@ -398,7 +398,8 @@ void PeftModel::save_adapters(const Op& op, OpResult* res) {
   std::vector<at::Tensor> file;
   for (size_t p = 0; p < params_->size(); ++p)
     if (saved_[p].rows >= 0) file.push_back(saved_[p].file.reshape({-1}).to(at::kFloat));
-  if (!file.empty()) pg_->comm->write_rank0_file(at::cat(file), saves_);
+  // A file of no tensors is still written: a peer's load waits for it as for any other.
+  pg_->comm->write_rank0_file(file.empty() ? at::empty({0}, at::kFloat) : at::cat(file), saves_);
 }
 
 // The saved file holds rank 0's local rows of p, not the full tensor.
@@ -417,12 +418,13 @@ bool PeftModel::saved_local_rows(size_t p) const {
 // reload_coincident: rank 0's rows taken in, or an optimizer step since the save, equal to this
 // rank's own by value.
 void PeftModel::load_adapters(OpResult* res) {
-  if (saved_adapters_.empty()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
+  // A save that selected no adapter still wrote a file (of none): only a rank that never saved has none.
+  if (saves_ == 0) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
   // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter in the file's
   // order, reads peft_config[adapter_name] first: an adapter deleted since the save raises KeyError
   // there, after the adapters before it loaded (each load_state_dict's FSDP pre-hook reshards).
   // the file's first adapter loads (and reshards)
-  if (present_.contains(saved_file_order_.front())) fsdp_->reshard_all();
+  if (!saved_file_order_.empty() && present_.contains(saved_file_order_.front())) fsdp_->reshard_all();
   const int world = layout_->world, rank = pg_->rank();
   // Rank 0's file, in parameter order (the others send buffers of that size): its local rows,
   // and its full tensors, which differ from this rank's own once per-rank data trained a
@@ -435,7 +437,8 @@ void PeftModel::load_adapters(OpResult* res) {
       file_floats += saved_[p].rows * layout_->params[p].cols;
       if (rank == 0) mine.push_back(saved_[p].file.reshape({-1}).to(at::kFloat));
     }
-  if (file_floats > 0) {
+  // a peer reads rank 0's file even when it holds no tensor: one rank 0 never wrote is no file
+  if (file_floats > 0 || rank > 0) {
     at::Tensor all = rank == 0 ? at::cat(mine) : pg_->comm->read_rank0_file(file_floats, std::max(saves_, 1));  // a peer that never saved reads rank 0's first
     if (!all.defined()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
     int64_t at = 0;

@@ -203,6 +203,11 @@ Raise FsdpParamGroup::post_backward(const GroupContext& c) {
   }
   to_sharded(c);
   if (with_grad.empty()) return {};  // a group with no gradient issues no collective
+  // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.post_backward passes self._orig_dtype to
+  // foreach_reduce: a group whose dtype check raised (or that the root's lazy init never reached)
+  // has no such attribute, which raises before foreach_reduce reads the gradients. It is set
+  // exactly where the state-dict hooks are registered.
+  if (!state_dict_hooks) return c.raise(Status::Exception, kNoOrigDtype);
   // torch 2.13 _fsdp_collectives.py::foreach_reduce checks the gradients' dtypes first: the
   // gradients already taken off U are lost with the raise.
   if (f32 && bf16)

@@ -119,9 +119,13 @@ Raise RankModel::op_save_optimizer() {
   if (res_.opt_missing > 0) {
     for (int i : st_.optimizer.state)
       if (!observer().is_registered_s(st_.optimizer.objects[i])) {
-        first = st_.optimizer.last_position_of(i);  // the state's key (Optimizer.state_dict's index)
+        first = i;
         break;
       }
+    // torch/optim/optimizer.py::Optimizer.state_dict: the dict comprehension over a param group
+    // keeps each object's last position, the index of its state key and of every param-group
+    // entry that holds it (no state: the first missing entry's object)
+    first = st_.optimizer.last_position_of(first);
     res_.index = first;
     return raise(Status::KeyError, fmt::format("KeyError: {}", first));
   }

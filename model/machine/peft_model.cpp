@@ -394,7 +394,8 @@ Raise RankModel::op_save_adapters(const Op& op) {
 // raised after the adapter's fitting tensors were copied (later adapters are
 // not loaded). reload_diff: what differs from what this rank held at save time.
 Raise RankModel::op_load_adapters() {
-  if (st_.saved_adapters.empty()) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
+  // A save that selected no adapter still wrote a file (of none): only a rank that never saved has none.
+  if (st_.saves == 0) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
   // A rank r > 0 reads the file rank 0's save of the same number wrote; rank 0 never wrote it.
   if (rank0_file_missing_) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
   // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter in the file's

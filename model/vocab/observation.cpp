@@ -15,6 +15,7 @@
 namespace fsdpsim {
 
 const char* const kNoGradFnMessage = "element 0 of tensors does not require grad and does not have a grad_fn";
+const char* const kNoOrigDtype = "AttributeError: 'FSDPParamGroup' object has no attribute '_orig_dtype'";
 
 std::string grad_dtype_refused_message(DType got) {
   return std::string("RuntimeError: attempting to assign a gradient with dtype ") +

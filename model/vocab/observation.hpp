@@ -24,6 +24,8 @@ bool status_from_name(const std::string& s, Status* out);
 
 // Upstream error texts the observations carry verbatim.
 extern const char* const kNoGradFnMessage;  // torch autograd, loss without grad_fn
+// A reduce in FSDPParamGroup.post_backward on a group whose lazy init never set _orig_dtype.
+extern const char* const kNoOrigDtype;
 // torch's grad setter (torch/csrc/autograd/python_variable.cpp::THPVariable_set_grad) refusing a
 // gradient of dtype `got` for a tensor of the other of fp32 and bf16 (its grad_dtype), as measured.
 std::string grad_dtype_refused_message(DType got);

@@ -119,6 +119,9 @@ def run_save_adapters(s, op, calls):
     # what this rank held at save time: a reload must restore exactly that
     chosen = {x["name"] for x in s.saved_obs}
     s.saved_own = {n: observe.local_of(t).detach().clone() for n, t in observe.shard_objects(s) if n in chosen}
+    # and how many AdamW steps each had taken: a step since that leaves the values as they were
+    # (bf16 rounding an lr-sized update away) is one the reload's values cannot show
+    s.saved_steps = {n: observe.adam_steps(s, t) for n, t in observe.shard_objects(s) if n in chosen}
     # each save has its own file: a rank 0 already at its next save never changes what a
     # peer still loads (the C++ backend's Comm::write_rank0_file numbers them the same way)
     s.saves = getattr(s, "saves", 0) + 1

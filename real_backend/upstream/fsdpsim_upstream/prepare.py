@@ -172,9 +172,13 @@ def held_names(model, opt, held):
 def direct(sess):
     """fully_shard bottom-up as the scenario says; under ram_efficient loading as
     accelerate's fsdp2_prepare_model does it: full state dict, model to meta, fully_shard,
-    fsdp2_load_full_state_dict. build_optimizer() follows (AdamW over the S objects registered
-    right after: what accelerate's fsdp2_switch_optimizer_parameters leaves it holding)."""
+    fsdp2_load_full_state_dict. The optimizer follows: AdamW over the S objects registered right
+    after (build_optimizer), or, for a first prepare under ram_efficient loading, the one a user's
+    Accelerator.prepare leaves (remap_optimizer_by_data_ptr)."""
     ram = sess.scen.loading == "ram_efficient"
+    remap = ram and not sess.prepared and optimizer_params(sess)
+    if remap:
+        opt, held, old_ptrs = optimizer_before_prepare(sess)
     if ram:
         original_sd = sess.pm.state_dict()
         sess.pm.to("meta")
@@ -182,6 +186,38 @@ def direct(sess):
         shard_one(sess, d)
     if ram:
         load_full_state_dict(sess, original_sd)
+    if remap:
+        remap_optimizer_by_data_ptr(sess, opt, held, old_ptrs)
+    return bool(remap)
+
+
+def optimizer_before_prepare(sess):
+    """A user's AdamW over the unsharded parameters, made before Accelerator.prepare, and what
+    accelerate's _prepare_fsdp2 records of it before it shards: each parameter's data_ptr() by
+    canonical name (Accelerator._get_named_parameters(drop_refs=True)), the optimizer's entries
+    swapped for placeholders that keep their parameter's data_ptr() (accelerator.py::
+    Accelerator._prepare_fsdp2)."""
+    from accelerate.utils.fsdp_utils import fsdp2_canonicalize_names
+    held = optimizer_params(sess)
+    opt = adamw(held)
+    old_ptrs = fsdp2_canonicalize_names({n: p.data_ptr() for n, p in sess.pm.named_parameters()})
+    for group in opt.param_groups:
+        for i, p in enumerate(group["params"]):
+            group["params"][i] = torch.empty(1, dtype=p.dtype, device=p.device)
+            group["params"][i].data_ptr = p.data_ptr()
+    return opt, held, old_ptrs
+
+
+def remap_optimizer_by_data_ptr(sess, opt, held, old_ptrs):
+    """accelerate's _prepare_fsdp2 after fsdp2_prepare_model: old data_ptr() -> the parameter of
+    that canonical name now (a later name overwrites an earlier one of the same pointer: every meta
+    parameter of a ram-efficient rank > 0 has 0), then fsdp2_switch_optimizer_parameters. Any
+    ram-efficient prepare a user makes goes through it, however the model is sharded."""
+    from accelerate.utils.fsdp_utils import fsdp2_canonicalize_names, fsdp2_switch_optimizer_parameters
+    new_params = fsdp2_canonicalize_names(dict(sess.pm.named_parameters()))
+    mapping = {ptr: new_params[n] for n, ptr in old_ptrs.items()}
+    fsdp2_switch_optimizer_parameters(opt, mapping)
+    sess.opt, sess.opt_names = opt, held_names(sess.pm, opt, held)
 
 
 def run(sess):
@@ -196,9 +232,10 @@ def run(sess):
         through_accelerate(sess)
         sess._name_fsdp_params()
     else:
-        direct(sess)
+        remapped = direct(sess)
         sess._name_fsdp_params()  # build_optimizer reads the FSDPParams by name
-        build_optimizer(sess)
+        if not remapped:
+            build_optimizer(sess)
     sess.prepared = True
 
 
