@@ -1,6 +1,6 @@
-// Where parameters live before and after prepare (devices, dtypes), the
-// prepare op with its ram-efficient broadcasts, and the memory figures the
-// cost report reads.
+// Where parameters live before and after prepare (devices, dtypes), and the
+// prepare op with its ram-efficient broadcasts (the memory figures the cost
+// report reads are the observer's: observer.cpp).
 #include "model/machine/loading.hpp"
 
 #include "model/vocab/refill.hpp"
@@ -86,50 +86,6 @@ void Accelerator::prepare(Optimizer& optimizer, const OptimizerPort& port) {
   prepared_ = true;
   optimizer.prepare(port);
   optimizer.map_by_data_ptr(meta);
-}
-
-namespace {
-void by_owner(const Topology& t, const std::array<int64_t, kMaxAdapters + 1>& v, std::vector<OwnerBytes>& out) {
-  Refill<OwnerBytes> owners(out);
-  for (int a = 0; a < t.n_adapters(); ++a)
-    if (v[a] > 0) {
-      OwnerBytes& ob = owners.next();
-      ob.owner = t.adapter_names[a];
-      ob.bytes = v[a];
-    }
-  if (v[kMaxAdapters] > 0) {
-    OwnerBytes& ob = owners.next();
-    static const Name base("base");
-    ob.owner = base;
-    ob.bytes = v[kMaxAdapters];
-  }
-}
-}  // namespace
-
-void sharded_bytes_into(const Topology& topo, const std::vector<FsdpParam>& params, bool prepared, std::vector<OwnerBytes>& out) {
-  std::array<int64_t, kMaxAdapters + 1> v{};
-  for (size_t p = 0; p < topo.params.size(); ++p) {
-    const ParamInfo& pi = topo.params[p];
-    const FsdpParam& ps = params[p];
-    if (!ps.present || ps.device == Device::Meta) continue;
-    // Until prepare runs fully_shard every parameter is whole.
-    int64_t n = managing_group(topo, params, static_cast<int>(p)) >= 0 && prepared ? pi.shard_numel
-                                                                                    : static_cast<int64_t>(pi.dim0) * pi.rest;
-    v[pi.adapter < 0 ? kMaxAdapters : pi.adapter] += n * dtype_bytes(ps.dtype);
-  }
-  by_owner(topo, v, out);
-}
-
-void peak_unsharded_into(const Topology& topo, const UnshardedMemory& memory, std::vector<OwnerBytes>& out) {
-  std::array<int64_t, kMaxAdapters + 1> v{};
-  for (size_t g = 0; g < topo.groups.size(); ++g) {
-    if (!((memory.peak_groups >> g) & 1)) continue;
-    for (int p : topo.groups[g].params) {
-      int a = topo.params[p].adapter;
-      v[a < 0 ? kMaxAdapters : a] += topo.params[p].shard_numel * topo.world * 4;
-    }
-  }
-  by_owner(topo, v, out);
 }
 
 }  // namespace fsdpsim

@@ -40,9 +40,4 @@ class Accelerator {
   CollectiveLog& log_;
 };
 
-// The shards this rank holds, per owner (an adapter, or "base"): whole tensors until prepare.
-void sharded_bytes_into(const Topology& topo, const std::vector<FsdpParam>& params, bool prepared, std::vector<OwnerBytes>& out);
-// The unsharded copies alive at the op's peak, per owner.
-void peak_unsharded_into(const Topology& topo, const UnshardedMemory& memory, std::vector<OwnerBytes>& out);
-
 }  // namespace fsdpsim

@@ -390,10 +390,6 @@ Raise PeftModel::delta_weight(int layer, AdapterOrder* deltas) {
   return {};
 }
 
-// Rows of parameter p in the adapter state dict rank `rank` computes:
-// get_peft_model_state_dict reads model.state_dict(), whose FSDP2 values are
-// DTensors it does not gather (adapter_save_gather off), so a managed
-// parameter contributes its local rows.
 // Rows of p's object on this rank: its local rows while a group manages it, else the whole tensor.
 int64_t PeftModel::own_rows(int p) const {
   return p_.dtensor.group_of(p) >= 0 ? p_.topo.params[p].local_rows(p_.rank) : p_.topo.params[p].dim0;

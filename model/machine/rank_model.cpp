@@ -79,14 +79,6 @@ OptimizerPort RankModel::optimizer_port(const FsdpState& fsdp) {
 
 Accelerator RankModel::accelerator() { return Accelerator(*topo_, rank_, st_.params, st_.prepared, log_); }
 
-bool RankModel::is_registered_s(int param) const { return s_registered(*topo_, st_.params, st_.groups, param); }
-
-int RankModel::optimizer_missing(int* first_index) const {
-  return st_.optimizer.missing(*topo_, st_.params, st_.groups, first_index);
-}
-
-bool RankModel::registered_rg(int param) const { return st_.params[param].registered_rg(is_registered_u(param)); }
-
 PeftModel RankModel::peft() {
   return PeftModel(PeftPort{*topo_, rank_, st_, st_, st_.params, st_.groups, st_.layers, st_.prepared, st_.graph.grad,
                             res_.corrupt_deltas, fsdp(), accelerator(), dtensor(), prov_});
@@ -222,7 +214,7 @@ Raise RankModel::op_forward(bool grad_enabled) {
   if (r) st_.graph = previous;
   if (!r && grad_enabled && prov_) {
     prov_->graph_step = prov_->step();
-    prov_->graph_merged = any_merged();
+    prov_->graph_merged = observer().any_merged();
   }
   return r;
 }
@@ -273,7 +265,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     // The FSDP module of a layer wrapped after fully_shard is its base layer: its output
     // requires grad only through the input or the base parameters.
     const bool base_rg = li.lora_after_fsdp &&
-                         (path_rg || (grad_enabled && (registered_rg(li.weight) || (li.bias >= 0 && registered_rg(li.bias)))));
+                         (path_rg || (grad_enabled && (observer().registered_rg(li.weight) || (li.bias >= 0 && observer().registered_rg(li.bias)))));
     // A module that raises leaves every group it entered UNSHARDED (no post_forward); the
     // previous forward's output stands.
     const bool input_rg = path_rg;
@@ -337,7 +329,7 @@ Raise RankModel::op_backward() {
   // writes their grad directly; nothing is reduced across ranks.
   auto unmanaged_grads = [&](int above_layer) {
     for (size_t p = 0; p < topo_->params.size(); ++p) {
-      if (group_of(static_cast<int>(p)) >= 0 || !gr.grad[p] || !st_.params[p].rg_s) continue;
+      if (observer().group_of(static_cast<int>(p)) >= 0 || !gr.grad[p] || !st_.params[p].rg_s) continue;
       if (topo_->params[p].layer <= above_layer) continue;
       st_.params[p].grad_s = true;
       if (topo_->params[p].adapter >= 0) res_.grads.insert(topo_->params[p].adapter);
@@ -404,31 +396,6 @@ Raise RankModel::op_backward() {
   // Only a backward whose pre_backward queued the final callback runs it.
   if (queued_here && st_.final_callback_queued) return fsdp().post_backward_final_callback(done);
   return {};
-}
-
-Collective RankModel::collective_of(const CollRecord& c) const {
-  Collective out;
-  collective_into(c, out);
-  return out;
-}
-
-void RankModel::collective_into(const CollRecord& c, Collective& out) const {
-  out.op = c.op;
-  out.count = c.count;
-  out.dtype = c.op == CollOp::Broadcast ? c.dtype : DType::F32;  // an all-gather's wire dtype is for pairing only
-  {
-    Refill<CollPart> parts(out.parts);
-    for (int i = 0; i < c.member_count; ++i) {
-      const ParamInfo& pi = topo_->params[log_.member(c, i)];
-      // A one-parameter all-gather (DTensor's redistribution) carries that tensor as sent, padding included.
-      CollPart& part = parts.next();
-      part.param = pi.name;
-      part.numel = c.op == CollOp::Broadcast                               ? static_cast<int64_t>(pi.dim0) * pi.rest
-                   : c.op == CollOp::AllGather && c.member_count == 1 ? c.count
-                                                                          : pi.shard_numel;
-    }
-  }
-  out.group = c.op == CollOp::Broadcast ? out.parts[0].param : topo_->groups[c.group].name;
 }
 
 }  // namespace fsdpsim

@@ -1,13 +1,13 @@
 // Why this key covers everything that affects future behaviour:
 //
-// A RankModel is its RankState plus per-op scratch (OpResult, collectives,
-// digests) that apply() clears before every op, so the key walks every field
+// A rank is its RankState plus per-op scratch (OpResult, collectives,
+// digests) that RankModel::apply clears before every op, so the key walks every field
 // of RankState except memory.peak/peak_groups (reset from memory.now at
 // the start of each op). The static_asserts below fail when a field is added
 // to the state, so this file is revisited then.
 //
 // Versions (ver_s, ver_u, ghost_ver, saved_ver, and the A/B versions packed
-// in a merged delta id, see RankModel::delta_id) are object ids: the model
+// in a merged delta id, see version::delta_id) are object ids: the model
 // compares them for equality (same parameter, across ranks, inside delta ids),
 // tests B's against 0 (B still zero under init=zero), assigns constants (0 and
 // 0x100 when a deferred adapter is added or loaded, kMixedVersion to a mixed
@@ -47,9 +47,9 @@ using version::kLoaded;
 
 // U's fields (ver_u, w_u, rg_u) are read only while the group is
 // UNSHARDED (is_registered_u); each unshard rewrites them from S first
-// (RankModel::unshard), so while SHARDED they are dead and left out. grad_u
+// (FsdpParamGroup::unshard), so while SHARDED they are dead and left out. grad_u
 // is not: an unsynced backward leaves it on the resharded U (post_backward).
-bool u_live(const RankModel& m, size_t p) {
+bool u_live(const Observer& m, size_t p) {
   const int g = m.group_of(static_cast<int>(p));
   return g >= 0 && m.state().groups[g].unsharded();
 }
@@ -76,7 +76,7 @@ struct Renamer {
   }
 
   template <typename F>
-  void each_delta(const RankModel& m, F f) const {
+  void each_delta(const Observer& m, F f) const {
     const RankState& st = m.state();
     for (const auto& li : topo.layers) {
       const bool u = u_live(m, static_cast<size_t>(li.weight));
@@ -88,7 +88,7 @@ struct Renamer {
     }
   }
 
-  void collect(const std::vector<RankModel>& ranks) {
+  void collect(const std::vector<Observer>& ranks) {
     std::vector<uint32_t> min_counter(topo.params.size(), 0xffffffffu);
     for (const auto& m : ranks) {
       const RankState& st = m.state();
@@ -145,7 +145,7 @@ void push_weight(const Renamer& rn, const Topology& t, int layer, const WeightCo
 
 }  // namespace
 
-void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>& out) {
+void append_state_key(const std::vector<Observer>& ranks, std::vector<uint32_t>& out) {
   if (ranks.empty()) return;
   const Topology& t = ranks[0].topology();
   Renamer rn(t);

@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/machine/rank_model.hpp"
+#include "model/machine/observer.hpp"
 
 namespace fsdpsim {
 
-// Appends the key words of `ranks` (one RankModel per rank, same topology).
-void append_state_key(const std::vector<RankModel>& ranks, std::vector<uint32_t>& out);
+// Appends the key words of `ranks` (every rank's view, in rank order, same topology).
+void append_state_key(const std::vector<Observer>& ranks, std::vector<uint32_t>& out);
 
 }  // namespace fsdpsim

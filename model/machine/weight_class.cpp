@@ -1,7 +1,7 @@
 // The weight classes the observation reports (model/vocab/observation.hpp::WeightClass): what
 // a layer's stored shard and its registered object hold against W0 plus the deltas of its
 // merged adapters, computed from the current A and B (a shard's peers' too, after a run).
-#include "model/machine/rank_model.hpp"
+#include "model/machine/observer.hpp"
 
 namespace fsdpsim {
 
@@ -45,54 +45,47 @@ bool plain_w0(const WeightContent& c, const LoraLayer& lp) {
 
 // The stored shard against W0 + sum of merged deltas computed from the shards' A, B.
 // A rank holding only padding rows of W stores nothing that can be wrong.
-WeightClass RankModel::classify_stored(int layer) const {
+WeightClass Observer::classify_stored(int layer) const {
   const LayerInfo& li = topo_->layers[layer];
   if (!holds_rows(li.weight, rank_)) return WeightClass::Exact;
-  if (plain_w0(st_.params[li.weight].w_s, st_.layers[layer])) return WeightClass::Exact;
+  if (plain_w0(st_->params[li.weight].w_s, st_->layers[layer])) return WeightClass::Exact;
   std::array<DeltaId, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a)
-    if (li.A[a] >= 0) cur[a] = dtensor().delta_id(a, st_.params[li.A[a]].ver_s, st_.params[li.B[a]].ver_s);
-  return classify(st_.params[li.weight].w_s, st_.layers[layer], cur, topo_->n_adapters());
+    if (li.A[a] >= 0) cur[a] = dtensor().delta_id(a, st_->params[li.A[a]].ver_s, st_->params[li.B[a]].ver_s);
+  return classify(st_->params[li.weight].w_s, st_->layers[layer], cur, topo_->n_adapters());
 }
 
 // The object the module holds now (U while unsharded) against the same sum.
-WeightClass RankModel::classify_registered(int layer) const {
+WeightClass Observer::classify_registered(int layer) const {
   const LayerInfo& li = topo_->layers[layer];
-  const FsdpParam& w = st_.params[li.weight];
+  const FsdpParam& w = st_->params[li.weight];
   if (!is_registered_u(li.weight) && !holds_rows(li.weight, rank_)) return WeightClass::Exact;
   const WeightContent& held = is_registered_u(li.weight) ? w.w_u : w.w_s;
-  if (plain_w0(held, st_.layers[layer])) return WeightClass::Exact;
+  if (plain_w0(held, st_->layers[layer])) return WeightClass::Exact;
   std::array<DeltaId, kMaxAdapters> cur{};
-  auto ver = [&](int p) { return st_.params[p].registered_version(is_registered_u(p)); };
+  auto ver = [&](int p) { return st_->params[p].registered_version(is_registered_u(p)); };
   const DTensor dt = dtensor();
   for (int a = 0; a < topo_->n_adapters(); ++a)
     if (li.A[a] >= 0) cur[a] = dt.delta_id(a, ver(li.A[a]), ver(li.B[a]));
-  return classify(held, st_.layers[layer], cur, topo_->n_adapters());
+  return classify(held, st_->layers[layer], cur, topo_->n_adapters());
 }
 
-StoredSnapshot RankModel::stored_snapshot() const {
-  StoredSnapshot s;
-  stored_snapshot_into(s);
-  return s;
-}
-
-// Into a snapshot of an earlier run: assign keeps the lists' buffers.
-void RankModel::stored_snapshot_into(StoredSnapshot& s) const {
-  const size_t n = st_.params.size();
+void Observer::stored_snapshot_into(StoredSnapshot& s) const {
+  const size_t n = st_->params.size();
   s.ver_s.resize(n);
   s.replica.resize(n);
   for (size_t p = 0; p < n; ++p) {
-    const FsdpParam& ps = st_.params[p];
+    const FsdpParam& ps = st_->params[p];
     s.ver_s[p] = ps.ver_s;
-    const bool whole = st_.prepared && ps.present && topo_->params[p].adapter >= 0 && group_of(static_cast<int>(p)) < 0;
+    const bool whole = st_->prepared && ps.present && topo_->params[p].adapter >= 0 && group_of(static_cast<int>(p)) < 0;
     s.replica[p] = whole ? (uint64_t{1} << 63) | uint64_t{ps.ver_s} << 32 | ps.drift : 0;
   }
   s.w_s.resize(topo_->layers.size());
-  for (size_t l = 0; l < topo_->layers.size(); ++l) s.w_s[l] = st_.params[topo_->layers[l].weight].w_s;
-  s.layers.assign(st_.layers.begin(), st_.layers.end());
+  for (size_t l = 0; l < topo_->layers.size(); ++l) s.w_s[l] = st_->params[topo_->layers[l].weight].w_s;
+  s.layers.assign(st_->layers.begin(), st_->layers.end());
 }
 
-WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
+WeightClass Observer::classify_stored(const StoredSnapshot& own, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
                                        int layer) const {
   const LayerInfo& li = topo_->layers[layer];
   if (!holds_rows(li.weight, rank_)) return WeightClass::Exact;
@@ -121,8 +114,8 @@ WeightClass RankModel::classify_stored(const StoredSnapshot& own, const std::vec
   return classify(own.w_s[layer], own.layers[layer], cur, topo_->n_adapters());
 }
 
-bool RankModel::any_merged() const {
-  for (const auto& l : st_.layers)
+bool Observer::any_merged() const {
+  for (const auto& l : st_->layers)
     if (l.any_merged()) return true;
   return false;
 }

@@ -39,9 +39,9 @@ TEST(FsdpGroup, UnshardCreatesUOnceAndCopiesRequiresGradFromS) {
   OneRank t(seed000_header(2));
   EXPECT_FALSE(t.model->state().groups[t.group("lin0")].has_u);
   t.op("unshard lin0");
-  ASSERT_EQ(t.model->collectives().size(), 1u);
-  EXPECT_EQ(t.model->collectives()[0].op, CollOp::AllGather);
-  EXPECT_EQ(t.model->collectives()[0].count, t.topo->groups[t.group("lin0")].numel);
+  ASSERT_EQ(t.model->log().records().size(), 1u);
+  EXPECT_EQ(t.model->log().records()[0].op, CollOp::AllGather);
+  EXPECT_EQ(t.model->log().records()[0].count, t.topo->groups[t.group("lin0")].numel);
   EXPECT_TRUE(t.model->state().groups[t.group("lin0")].has_u);
   EXPECT_EQ(t.state("lin0"), ShardedState::Unsharded);
   EXPECT_TRUE(t.ps("lin0.lora_A.default").rg_u);
@@ -56,7 +56,7 @@ TEST(FsdpGroup, UnshardOfAnUnshardedGroupIsANoOpWithoutResync) {
   EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_u);
   EXPECT_FALSE(t.ps("lin0.lora_A.other").rg_s);
   t.op("unshard lin0");
-  EXPECT_TRUE(t.model->collectives().empty());
+  EXPECT_TRUE(t.model->log().records().empty());
   EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_u);  // not re-synced from S
 }
 
@@ -108,7 +108,7 @@ TEST(FsdpGroup, BackwardReduceScattersOnlyParametersWithAGradient) {
   ASSERT_EQ(r.status, Status::Ok);
   int64_t want = t.topo->params[t.param("lin1.lora_A.default")].shard_numel + t.topo->params[t.param("lin1.lora_B.default")].shard_numel;
   bool found = false;
-  for (const auto& c : t.model->collectives())
+  for (const auto& c : t.model->log().records())
     if (c.op == CollOp::ReduceScatter && c.group == t.group("root")) {
       EXPECT_EQ(c.count, want);  // frozen base and frozen `other` are gathered, not reduced
       found = true;
@@ -129,17 +129,17 @@ TEST(FsdpGroup, EveryCollectiveNamesItsWireDtype) {
       "dtype bf16\n---\n";
   OneRank t(text);
   t.op("unshard lin0");  // bf16 weight and bias only: bf16 elements
-  ASSERT_EQ(t.model->collectives().size(), 1u);
-  EXPECT_EQ(t.model->collectives()[0].dtype, DType::BF16);
-  EXPECT_EQ(t.model->collectives()[0].count, t.topo->groups[t.group("lin0")].numel);
+  ASSERT_EQ(t.model->log().records().size(), 1u);
+  EXPECT_EQ(t.model->log().records()[0].dtype, DType::BF16);
+  EXPECT_EQ(t.model->log().records()[0].count, t.topo->groups[t.group("lin0")].numel);
   t.op("unshard lin1");  // bf16 base and b, fp32 a: uint8 bytes
-  ASSERT_EQ(t.model->collectives().size(), 1u);
-  EXPECT_EQ(t.model->collectives()[0].dtype, DType::U8);
-  EXPECT_EQ(t.model->collectives()[0].count, 2 * (8 + 2) + 4 * (4 + 4) + 2 * (8 + 8));
+  ASSERT_EQ(t.model->log().records().size(), 1u);
+  EXPECT_EQ(t.model->log().records()[0].dtype, DType::U8);
+  EXPECT_EQ(t.model->log().records()[0].count, 2 * (8 + 2) + 4 * (4 + 4) + 2 * (8 + 8));
 
   auto reduce_dtypes = [](OneRank& r) {
     std::vector<DType> out;
-    for (const auto& c : r.model->collectives())
+    for (const auto& c : r.model->log().records())
       if (c.op == CollOp::ReduceScatter) out.push_back(c.dtype);
     return out;
   };
@@ -160,7 +160,7 @@ TEST(FsdpGroup, AGroupWithNoGradientIssuesNoReduceScatter) {
   t.op("set_adapter default");
   ASSERT_EQ(t.op("train_step").status, Status::Ok);
   int lin0_gathers = 0, root_reduces = 0;
-  for (const auto& c : t.model->collectives()) {
+  for (const auto& c : t.model->log().records()) {
     EXPECT_FALSE(c.op == CollOp::ReduceScatter && c.group == t.group("lin0")) << "lin0 holds only frozen params";
     lin0_gathers += c.op == CollOp::AllGather && c.group == t.group("lin0");
     root_reduces += c.op == CollOp::ReduceScatter && c.group == t.group("root");
@@ -173,7 +173,7 @@ TEST(FsdpGroup, ReshardAfterForwardTrueGroupsAreGatheredAgainInBackward) {
   OneRank t(seed000_header(2, "upstream", "true"));
   t.op("train_step");
   int ag = 0;
-  for (const auto& c : t.model->collectives()) ag += c.op == CollOp::AllGather;
+  for (const auto& c : t.model->log().records()) ag += c.op == CollOp::AllGather;
   EXPECT_EQ(ag, 4);  // forward: root, lin0; backward: root, lin0 again
 }
 
@@ -184,7 +184,7 @@ TEST(FsdpGroup, ReshardAfterForwardTrueGroupsAreGatheredAgainInBackward) {
 TEST(FsdpGroup, WorldOneIssuesNoCollectiveAndKeepsEveryOtherEffect) {
   OneRank t(seed000_header(1));
   t.op("unshard lin0");
-  EXPECT_TRUE(t.model->collectives().empty());
+  EXPECT_TRUE(t.model->log().records().empty());
   EXPECT_TRUE(t.model->state().groups[t.group("lin0")].has_u);
   EXPECT_EQ(t.state("lin0"), ShardedState::Unsharded);
   EXPECT_TRUE(t.ps("lin0.lora_A.default").rg_u);
@@ -194,22 +194,22 @@ TEST(FsdpGroup, WorldOneIssuesNoCollectiveAndKeepsEveryOtherEffect) {
   EXPECT_EQ(r.status, Status::Ok);
   EXPECT_EQ(r.grads.bits(), 1);  // {default}, on the shards
   EXPECT_TRUE(t.ps("lin0.lora_A.default").grad_s);
-  EXPECT_TRUE(t.model->collectives().empty());
+  EXPECT_TRUE(t.model->log().records().empty());
   // Patched: merges, deltas and the gathered adapter save on sharded layers.
   OneRank p(seed000_header(1, "patched", "true"));
   for (const char* op : {"eval", "merge", "delta_weight lin0", "unmerge", "set_adapter other", "train_step",
                          "save_adapters", "load_adapters"}) {
     EXPECT_EQ(p.op(op).status, Status::Ok) << op;
-    EXPECT_TRUE(p.model->collectives().empty()) << op;
+    EXPECT_TRUE(p.model->log().records().empty()) << op;
   }
-  EXPECT_EQ(p.model->classify_stored(p.layer("lin0")), WeightClass::Exact);
+  EXPECT_EQ(p.model->observer().classify_stored(p.layer("lin0")), WeightClass::Exact);
 }
 
 namespace {
 // "ag root; ag lin0; rs lin1; ..." for the collectives of the last op.
 std::string coll_names(const OneRank& t) {
   std::string out;
-  for (const auto& c : t.model->collectives())
+  for (const auto& c : t.model->log().records())
     out += std::string(c.op == CollOp::AllGather ? "ag " : "rs ") + t.topo->groups[c.group].name + "; ";
   return out;
 }

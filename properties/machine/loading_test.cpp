@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "model/machine/loading.hpp"
+#include "model/machine/observer.hpp"
 #include "properties/machine/bare_state.hpp"
 #include "properties/test_util.hpp"
 
@@ -141,7 +142,7 @@ TEST(Accelerator, DrivenAlonePlacesOnMetaThenPrepareBroadcastsAndMapsTheMetaEntr
   EXPECT_EQ(pol_a.device, Device::Cpu);
   EXPECT_EQ(pol_a.dtype, DType::F32);
   std::vector<OwnerBytes> bytes;
-  sharded_bytes_into(r.topo, r.st.params, r.st.prepared, bytes);
+  Observer(r.topo, 1, r.st, r.log).sharded_bytes_into(bytes);
   EXPECT_EQ(owner_bytes_text(bytes), "policy:448");  // nothing on meta counts
 
   for (const char* p : {"lin0.lora_A.reference", "lin1.lora_B.reference"}) r.st.params[r.param(p)].rg_s = true;

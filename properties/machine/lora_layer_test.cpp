@@ -10,24 +10,24 @@ using namespace fsdpsim::test;
 TEST(LoraLayer, MergeWhileShardedUpdatesTheShardAndGathersA) {
   OneRank t(seed000_header(2));
   t.op("merge");
-  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::Exact);
+  EXPECT_EQ(t.model->observer().classify_stored(t.layer("lin0")), WeightClass::Exact);
   EXPECT_EQ(t.model->state().layers[t.layer("lin0")].n_merged, 1);
   // B @ A on DTensors redistributes A: one all-gather of A per merged layer.
-  ASSERT_EQ(t.model->collectives().size(), 2u);
-  EXPECT_EQ(t.model->collectives()[0].count, t.topo->params[t.param("lin0.lora_A.default")].shard_numel);
+  ASSERT_EQ(t.model->log().records().size(), 2u);
+  EXPECT_EQ(t.model->log().records()[0].count, t.topo->params[t.param("lin0.lora_A.default")].shard_numel);
 }
 
 TEST(LoraLayer, MergeWhileUnshardedLandsOnTheTemporaryCopy) {
   OneRank t(seed000_header());
   t.op("eval");
   t.op("merge");
-  EXPECT_EQ(t.model->classify_registered(t.layer("lin0")), WeightClass::Exact);
-  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::MissingDelta);
+  EXPECT_EQ(t.model->observer().classify_registered(t.layer("lin0")), WeightClass::Exact);
+  EXPECT_EQ(t.model->observer().classify_stored(t.layer("lin0")), WeightClass::MissingDelta);
   t.op("reshard");
-  EXPECT_EQ(t.model->classify_registered(t.layer("lin0")), WeightClass::MissingDelta);
+  EXPECT_EQ(t.model->observer().classify_registered(t.layer("lin0")), WeightClass::MissingDelta);
   // D4: unmerging while sharded now subtracts a delta the shard never had.
   t.op("unmerge");
-  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::Corrupt);
+  EXPECT_EQ(t.model->observer().classify_stored(t.layer("lin0")), WeightClass::Corrupt);
   EXPECT_EQ(t.model->state().layers[t.layer("lin0")].n_merged, 0);
 }
 
@@ -37,7 +37,7 @@ TEST(LoraLayer, UnmergePopsEveryMergedAdapterLifo) {
   EXPECT_EQ(t.model->state().layers[t.layer("lin1")].n_merged, 2);
   t.op("unmerge");
   EXPECT_EQ(t.model->state().layers[t.layer("lin1")].n_merged, 0);
-  EXPECT_EQ(t.model->classify_stored(t.layer("lin1")), WeightClass::Exact);
+  EXPECT_EQ(t.model->observer().classify_stored(t.layer("lin1")), WeightClass::Exact);
 }
 
 TEST(LoraLayer, UnmergeAfterTheAdapterChangedLeavesACorruptWeight) {
@@ -45,13 +45,13 @@ TEST(LoraLayer, UnmergeAfterTheAdapterChangedLeavesACorruptWeight) {
   t.op("train_step");  // default trains: its shard values change
   t.op("merge");
   EXPECT_EQ(t.op_may_raise("load_adapters").status, Status::ValueError);  // nothing saved yet: no change
-  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::Exact);
+  EXPECT_EQ(t.model->observer().classify_stored(t.layer("lin0")), WeightClass::Exact);
   t.op("save_adapters");
   t.op("unmerge");
   t.op("train_step");
   t.op("merge");
   t.op("load_adapters");  // restores older A, B while merged
-  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::Corrupt);
+  EXPECT_EQ(t.model->observer().classify_stored(t.layer("lin0")), WeightClass::Corrupt);
 }
 
 TEST(LoraLayer, ForwardWhileDisabledAndMergedUnmergesFirst) {
@@ -62,7 +62,7 @@ TEST(LoraLayer, ForwardWhileDisabledAndMergedUnmergesFirst) {
   t.op("eval");
   EXPECT_EQ(t.model->state().layers[t.layer("lin0")].n_merged, 0);
   // The eval unsharded everything, so the unmerge ran on U (D5): the shard keeps the delta.
-  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::ExtraDelta);
+  EXPECT_EQ(t.model->observer().classify_stored(t.layer("lin0")), WeightClass::ExtraDelta);
 }
 
 TEST(LoraLayer, SetAdapterFlipsOnlyTheRegisteredObject) {

@@ -36,14 +36,14 @@ TEST(PeftModel, SetAdapterUnmergeFirstReachesTheShards) {
   t.op("eval");
   t.op("merge");
   t.op("set_adapter other");
-  EXPECT_EQ(t.model->classify_stored(t.layer("lin0")), WeightClass::Exact);  // +delta then -delta on U
+  EXPECT_EQ(t.model->observer().classify_stored(t.layer("lin0")), WeightClass::Exact);  // +delta then -delta on U
   EXPECT_EQ(t.state("root"), ShardedState::Sharded);
   EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_s);
   EXPECT_FALSE(t.ps("lin0.lora_A.default").rg_s);
 }
 
 TEST(PeftModel, SetAdapterNoneNeverReshards) {
-  OneRank t(with_switch(seed000_header(1, "patched"), "set_adapter_reshard=none"));
+  OneRank t(with_switch(with_switch(seed000_header(1, "patched"), "set_adapter_reshard=none"), "tuner_flags_reshard=off"));
   t.op("eval");
   t.op("set_adapter other");
   EXPECT_EQ(t.state("root"), ShardedState::Unsharded);
@@ -74,7 +74,8 @@ TEST(PeftModel, UpstreamSetAdapterAfterUnmergeKeepsTheGroupsUnsharded) {
 }
 
 TEST(PeftModel, ListFormSetAdapterIsTheTunerLevelCall) {
-  OneRank t(seed000_header(1, "patched"));
+  // tuner_flags_reshard (on under patched) is the tuner-level fix; this is set_adapter_reshard's alone
+  OneRank t(with_switch(seed000_header(1, "patched"), "tuner_flags_reshard=off"));
   t.op("eval");
   t.op("set_adapter [default,other]");
   EXPECT_EQ(t.state("root"), ShardedState::Unsharded);  // no FSDP handling at all
@@ -156,8 +157,8 @@ TEST(PeftModel, DeletingTheActiveAdapterActivatesAndTrainsTheFallback) {
   EXPECT_TRUE(t.ps("lin0.lora_A.other").rg_s);
   // The FSDP group still gathers the deleted parameters.
   t.op("unshard lin0");
-  ASSERT_EQ(t.model->collectives().size(), 1u);
-  EXPECT_EQ(t.model->collectives()[0].count, t.topo->groups[t.group("lin0")].numel);
+  ASSERT_EQ(t.model->log().records().size(), 1u);
+  EXPECT_EQ(t.model->log().records()[0].count, t.topo->groups[t.group("lin0")].numel);
 }
 
 // BaseTunerLayer.delete_adapter: each layer falls back to sorted(its own adapters)[0];
@@ -207,8 +208,8 @@ TEST(PeftModel, StateDictReshardsEveryGroup) {
 TEST(PeftModel, DeltaWeightOnShardedLayerGathersA) {
   OneRank t(seed000_header(2));
   EXPECT_EQ(t.op("delta_weight lin1").status, Status::Ok);
-  ASSERT_EQ(t.model->collectives().size(), 1u);
-  EXPECT_EQ(t.model->collectives()[0].group, t.group("root"));
+  ASSERT_EQ(t.model->log().records().size(), 1u);
+  EXPECT_EQ(t.model->log().records()[0].group, t.group("root"));
 }
 
 // Seed 003: save_adapters / load_adapters under FSDP2 (S6).
@@ -298,7 +299,8 @@ namespace {
 // selected_adapters as given, else peft_config's): the KeyError of a deleted adapter stops the
 // walk there, so what comes before it in the FILE reloads, whatever the declaration order.
 TEST(LoadAdapters, TheFileOrderDecidesWhatLoadsBeforeAKeyError) {
-  const std::string head = "optimizer trainable\n" + save_header("patched") + "set_adapter b\n";
+  // tuner_flags_reshard=off: the delete leaves the groups as the load found them
+  const std::string head = "optimizer trainable\n" + with_switch(save_header("patched"), "tuner_flags_reshard=off") + "set_adapter b\n";
   const std::string tail = "train_step\nunshard\ndelete_adapter a\nload_adapters\n";
   RunResult named = simulate(head + "save_adapters [b,a]\n" + tail);
   RunResult all = simulate(head + "save_adapters\n" + tail);

@@ -19,6 +19,14 @@
 namespace fsdpsim {
 namespace {
 
+// Every rank's state key, in rank order, read through the ranks' observers (state_key.hpp).
+void append_ranks_key(const Simulator& sim, std::vector<uint32_t>& words) {
+  thread_local std::vector<Observer> views;  // a buffer: this runs per explored state
+  views.clear();
+  for (const RankModel& m : sim.ranks()) views.push_back(m.observer());
+  append_state_key(views, words);
+}
+
 // A reached state: every rank's model and what the spec checks remember.
 struct Node {
   Simulator sim;
@@ -183,7 +191,7 @@ ExploreResult explore(const SeqFile& f, const ExploreOptions& opt) {
   auto key_for = [&](const Node& n, bool stuck) {
     if (stuck) return stuck_key;  // nothing runs after a hang: every stuck state is the same sink
     words.clear();
-    append_state_key(n.sim.ranks(), words);
+    append_ranks_key(n.sim, words);
     n.checker.append_key(words);
     return key_of(words);
   };
@@ -354,7 +362,7 @@ std::vector<uint32_t> explore_state_key(const SeqFile& f) {
     checker.step(f.ops[i], r.observations.data(), r.observations.size(), findings);
   }
   std::vector<uint32_t> words;
-  append_state_key(sim.ranks(), words);
+  append_ranks_key(sim, words);
   checker.append_key(words);
   return words;
 }

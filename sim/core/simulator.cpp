@@ -82,7 +82,6 @@ Simulator::Simulator(const Topology& topo) : topo_(&topo) {
       pool.ranks.pop_back();
       ranks_.back().rebind(topo, r);
     }
-    ranks_.back().set_peer_judged(topo.world > 1);  // judge_against_peers classifies the layers
   }
   queues_ = std::move(pool.queues);
 }
@@ -180,7 +179,7 @@ std::vector<PendingCollective> Simulator::pending_heads() const {
       continue;
     }
     const Pending& p = queues_[r][heads_[r]];
-    Collective c = ranks_[r].collective_of(p.coll);
+    Collective c = ranks_[r].observer().collective_of(p.coll);
     std::vector<std::string> names;  // the parts name the parameters packed
     for (const auto& part : c.parts) names.push_back(part.param);
     heads.push_back({true, std::move(c), p.step, std::move(names)});
@@ -220,16 +219,17 @@ bool Simulator::same_members(size_t r, size_t q) const {
   const CollRecord& a = queues_[r][heads_[r]].coll;
   const CollRecord& b = queues_[q][heads_[q]].coll;
   if (a.member_count != b.member_count) return false;
-  const int* ma = ranks_[r].members().data() + a.member_begin;
-  return std::equal(ma, ma + a.member_count, ranks_[q].members().data() + b.member_begin);
+  const int* ma = ranks_[r].log().members().data() + a.member_begin;
+  return std::equal(ma, ma + a.member_count, ranks_[q].log().members().data() + b.member_begin);
 }
 
 // A matched collective changed what rank r's op left behind: its weights'
 // observation and snapshot are taken again.
 void Simulator::refresh_observation(size_t r, const Pending& p) {
   if (p.obs < 0) return;
-  ranks_[r].observe_layers_into(observations_->at(p.obs).layers);
-  ranks_[r].stored_snapshot_into(snapshots_[p.obs]);
+  const Observer view = observer(r);
+  view.observe_layers_into(observations_->at(p.obs).layers);
+  view.stored_snapshot_into(snapshots_[p.obs]);
 }
 
 // Matched all-gathers: where the ranks contributed different values of a
@@ -237,7 +237,7 @@ void Simulator::refresh_observation(size_t r, const Pending& p) {
 void Simulator::mix_check() {
   auto digest = [&](size_t r, int i) {
     const CollRecord& c = queues_[r][heads_[r]].coll;
-    return c.digest_begin < 0 ? 0 : ranks_[r].digests()[c.digest_begin + i];
+    return c.digest_begin < 0 ? 0 : ranks_[r].log().digest(c, i);
   };
   const CollRecord& c0 = queues_[0][heads_[0]].coll;
   bool same_kind = true;
@@ -355,7 +355,7 @@ void Simulator::judge_against_peers(RunResult& res) {
       judge_replicas(snapshots_[mine[r][i]], peers, o);
       for (size_t l = 0; l < o.layers.size(); ++l) {
         LayerObs& lo = o.layers[l];
-        lo.stored = ranks_[r].classify_stored(snapshots_[mine[r][i]], peers, static_cast<int>(l));
+        lo.stored = observer(r).classify_stored(snapshots_[mine[r][i]], peers, static_cast<int>(l));
         // The layer's group by index: o.groups lists the topology's groups once prepared, none before.
         const int g = topo_->layers[l].group;
         const bool held_shard = o.groups.empty() || o.groups[g].state == ShardedState::Sharded;
@@ -426,7 +426,7 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
   // Each rank's state as this run starts, for peers that have not run
   // anything yet when an observation is judged.
   if (opt.observe && world > 1)
-    for (int r = 0; r < world; ++r) ranks_[r].stored_snapshot_into(snapshot_at(initial_, r));
+    for (int r = 0; r < world; ++r) observer(r).stored_snapshot_into(snapshot_at(initial_, r));
   queues_.resize(world);
   for (auto& q : queues_) q.clear();
   heads_.assign(world, 0);
@@ -468,14 +468,15 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
       const OpResult& r = m.apply(op);
       ++res.rank_ops;
       m.set_rank0_file_missing(false);
-      if (pick == 0) save0_pending = op.kind == OpKind::SaveAdapters && !m.collectives().empty();
-      const auto& colls = m.collectives();
+      const auto& colls = m.log().records();
+      if (pick == 0) save0_pending = op.kind == OpKind::SaveAdapters && !colls.empty();
       int obs = -1;
       if (opt.observe) {
         obs = static_cast<int>(observed.size());
-        m.observe_into(observed.next(), first_step + i + 1, op, r, colls.data(), colls.size(), opt.spec_fields_only);
+        const Observer view = observer(pick);
+        view.observe_into(observed.next(), first_step + i + 1, op, r, opt.spec_fields_only);
         issued_.push_back(static_cast<uint32_t>(colls.size()));
-        m.stored_snapshot_into(snapshot_at(snapshots_, obs));  // indexed like the observations
+        view.stored_snapshot_into(snapshot_at(snapshots_, obs));  // indexed like the observations
       }
       res.trace_hash = mix(res.trace_hash, (static_cast<uint64_t>(first_step + i + 1) << 40) ^ (static_cast<uint64_t>(pick) << 32) ^
                                                (static_cast<uint64_t>(r.status) << 8) ^ r.grads.bits());

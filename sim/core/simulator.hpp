@@ -76,6 +76,9 @@ class Simulator {
   std::vector<PendingCollective> pending_heads() const;
   void fill_part(const CollRecord& root);
   void cross_pair();
+  // Rank r's view (model/machine/observer.hpp). With two or more ranks the stored weight classes
+  // are judged against the peers' shards after the run (judge_against_peers), not per rank.
+  Observer observer(size_t r) const { return ranks_[r].observer(topo_->world > 1); }
 
   const Topology* topo_;
   std::vector<RankModel> ranks_;
@@ -108,7 +111,7 @@ RunResult run_checked_sampled(const SeqFile& f, uint32_t every);
 RunResult run_checked_sampled(const SeqFile& f, const Topology& topo, uint32_t every);
 
 // Gives a finished run's observations back to this thread's pool: the next runs
-// fill them in place (RankModel::observe_into), keeping their strings' and
+// fill them in place (Observer::observe_into), keeping their strings' and
 // lists' buffers, so a loop that runs many sequences and keeps none of their
 // observations hardly allocates. Optional; a result that is not handed back is
 // simply freed.

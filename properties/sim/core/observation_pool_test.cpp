@@ -1,4 +1,4 @@
-// Observations written over earlier ones (RankModel::observe_into, the
+// Observations written over earlier ones (Observer::observe_into, the
 // simulator's pool, model/vocab/refill.hpp) must read exactly as fresh ones.
 #include <gtest/gtest.h>
 
@@ -71,11 +71,10 @@ TEST(ObservationPool, ObserveIntoAnEarlierObservationWritesEveryField) {
     for (size_t i = 0; i < f.ops.size(); ++i) {
       if (!f.ops[i].runs_on(0)) continue;
       const OpResult& r = m.apply(f.ops[i]);
-      const auto& colls = m.collectives();
       clear_spares();
-      const Observation fresh = m.observe(static_cast<int>(i) + 1, f.ops[i], r, colls.data(), colls.size());
+      const Observation fresh = m.observer().observe(static_cast<int>(i) + 1, f.ops[i], r);
       Observation reused = junk();
-      m.observe_into(reused, static_cast<int>(i) + 1, f.ops[i], r, colls.data(), colls.size());
+      m.observer().observe_into(reused, static_cast<int>(i) + 1, f.ops[i], r);
       expect_same(fresh, reused, print_seq(f) + "step " + std::to_string(i + 1));
     }
   }
@@ -143,9 +142,9 @@ TEST(ObservationPool, ARankModelTakenFromAnotherSequenceRunsAsANewOne) {
       if (!f.ops[k].runs_on(0)) continue;
       const int step = static_cast<int>(k) + 1;
       const OpResult& a = fresh.apply(f.ops[k]);
-      const Observation want = fresh.observe(step, f.ops[k], a, fresh.collectives().data(), fresh.collectives().size());
+      const Observation want = fresh.observer().observe(step, f.ops[k], a);
       const OpResult& b = taken.apply(f.ops[k]);
-      const Observation got = taken.observe(step, f.ops[k], b, taken.collectives().data(), taken.collectives().size());
+      const Observation got = taken.observer().observe(step, f.ops[k], b);
       expect_same(want, got, print_seq(earlier) + "then\n" + print_seq(f) + "step " + std::to_string(step));
       if (!(want == got)) return;
     }
