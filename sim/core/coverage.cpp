@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "model/vocab/profile.hpp"
+#include "sim/core/generator.hpp"
 #include "model/vocab/seq_words.hpp"
 #include "model/vocab/source_error.hpp"
 
@@ -18,7 +19,7 @@ std::vector<Feature> build_features() {
   add("world", "", "W", true, true);
   add("seed", "", "S", true, true);
   for (const auto& p : profile_names()) add("profile", "", p, true);
-  for (const auto& info : switch_table()) add("set", info.name, info.name);
+  for (int k = 0; k < kDrawnSwitches; ++k) add("set", switch_table()[k].name, switch_table()[k].name);
   add("layer", "", "IN OUT", false, true);
   add("layer", "experts", "experts=E");
   add("adapter", "r", "r=N", false, true);

@@ -41,6 +41,11 @@ struct GenOptions {
   std::vector<std::string> force;
 };
 
+// The switches `--draw all` overrides one by one (`set NAME=VALUE`): those the profile had when
+// its seeds were fixed (the first nine of switch_table()). A switch added later is reached through
+// the profiles that set it (`patched`), so a seed keeps printing the sequence it printed.
+constexpr int kDrawnSwitches = 9;
+
 // `--draw all` or `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P` (percentages 0..100) onto opt; returns an
 // error text naming what was expected, or "" when the list is good.
 std::string apply_draws(const std::string& list, GenOptions* opt);

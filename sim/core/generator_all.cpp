@@ -45,7 +45,8 @@ std::string pick(Prng& rng, const std::vector<std::string>& v) { return v[rng.be
 
 void draw_overrides(Prng& rng, Swarm& sw, Scenario& s) {
   if (!sw.on("set")) return;
-  for (const auto& info : switch_table()) {
+  for (int k = 0; k < kDrawnSwitches; ++k) {
+    const SwitchInfo& info = switch_table()[k];
     const std::string feature = std::string("set ") + info.name;
     if (!rng.chance(25) && !sw.forced(feature)) continue;
     const std::string value = info.values[rng.below(static_cast<uint32_t>(info.values.size()))];
