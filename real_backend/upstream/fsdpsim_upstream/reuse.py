@@ -9,8 +9,8 @@ anything, and a copy of the untouched model needs no list of what to undo.
 
 Where the copy could differ from a fresh build, the build does not keep the model (keepable):
 a function that holds a module by closure (a hook PEFT or torch registered) would still point at
-the kept model after copy.deepcopy, which copies functions as they are. `FSDPSIM_UPSTREAM_REUSE=0`
-(the pool's default for every run, pool.py) builds every sequence afresh; test_reuse.py checks
+the kept model after copy.deepcopy, which copies functions as they are. Without
+`FSDPSIM_UPSTREAM_REUSE=1` (the pool's default for every run, pool.py) every sequence is built afresh; test_reuse.py checks
 that both give the same observations."""
 import copy
 import types
