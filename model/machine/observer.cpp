@@ -13,27 +13,6 @@ bool Observer::in_some_layer(int adapter) const {
   return false;
 }
 
-int Observer::optimizer_missing(int* first_index) const {
-  int missing = 0;
-  *first_index = -1;
-  for (size_t i = 0; i < st_->optimizer.objects.size(); ++i) {
-    int p = st_->optimizer.objects[i];
-    if (is_registered_s(p)) continue;
-    if (*first_index < 0) *first_index = static_cast<int>(i);
-    ++missing;
-  }
-  return missing;
-}
-
-// get_peft_model_state_dict reads model.state_dict(), whose FSDP2 values are DTensors it does
-// not gather (adapter_save_gather off), so a managed parameter contributes its local rows
-// (peft utils/save_and_load.py::get_peft_model_state_dict).
-int64_t Observer::saved_rows(int p, int rank) const {
-  const ParamInfo& pi = topo_->params[p];
-  bool local = topo_->profile.get(Switch::AdapterSaveGather) == sw::kOff && group_of(p) >= 0 && topo_->world > 1;
-  return local ? pi.local_rows(rank) : pi.dim0;
-}
-
 Observation Observer::observe(int step, const Op& op, const OpResult& r) const {
   Observation o;
   observe_into(o, step, op, r);

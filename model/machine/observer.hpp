@@ -13,6 +13,8 @@
 #include "model/machine/collective_log.hpp"
 #include "model/machine/dtensor.hpp"
 #include "model/machine/op_result.hpp"
+#include "model/machine/optimizer.hpp"
+#include "model/machine/peft_model.hpp"
 #include "model/machine/rank_state.hpp"
 #include "model/machine/topology.hpp"
 #include "model/vocab/observation.hpp"
@@ -44,10 +46,7 @@ class Observer {
   bool is_registered_u(int param) const { return u_registered(*topo_, st_->params, st_->groups, param); }
   // The module holds this parameter's S object now, the one the optimizer was handed: an
   // adapter added again after a delete brings new Parameter objects the optimizer never saw.
-  bool is_registered_s(int param) const {
-    const FsdpParam& ps = st_->params[param];
-    return ps.present && !ps.recreated && !is_registered_u(param);
-  }
+  bool is_registered_s(int param) const { return s_registered(*topo_, st_->params, st_->groups, param); }
   bool registered_rg(int param) const { return st_->params[param].registered_rg(is_registered_u(param)); }
   // The FSDP group managing the registered object now (-1: none; a re-added adapter's new module).
   int group_of(int param) const { return managing_group(*topo_, st_->params, param); }
@@ -56,9 +55,11 @@ class Observer {
   bool in_some_layer(int adapter) const;  // some layer holds this adapter's tensors (PEFT's config aside)
   bool any_merged() const;
   // Optimizer objects the module no longer registers (is_registered_s); *first_index: the first one's position.
-  int optimizer_missing(int* first_index) const;
-  // Rows of param in the adapter state dict rank `rank` computes (observer.cpp).
-  int64_t saved_rows(int param, int rank) const;
+  int optimizer_missing(int* first_index) const {
+    return st_->optimizer.missing(*topo_, st_->params, st_->groups, first_index);
+  }
+  // Rows of param in the adapter state dict rank `rank` computes (peft_model.hpp).
+  int64_t saved_rows(int param, int rank) const { return fsdpsim::saved_rows(*topo_, st_->params, param, rank); }
 
   // --- the observation (observer.cpp) ---
   Observation observe(int step, const Op& op, const OpResult& r) const;
