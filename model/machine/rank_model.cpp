@@ -63,6 +63,7 @@ void RankModel::reset() {
   accelerator().place_base_params();
   res_ = OpResult{};
   peft().get_peft_model();
+  if (st_.prepared) accelerator().upcast_trainable();
   if (st_.prepared) st_.optimizer.prepare(optimizer_port(fsdp()));  // before prepare there is no optimizer yet
 }
 

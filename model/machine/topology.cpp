@@ -28,6 +28,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   t.loading = s.loading;
   t.dtype = s.dtype;
   t.autocast_adapter_dtype = s.autocast_adapter_dtype;
+  t.mp_upcast = !s.mp.empty();
   t.data = s.data;
   t.world = s.world;
   t.adapters = s.adapters;
@@ -68,6 +69,8 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     g.name = Name("root");
     g.is_root = true;
     g.raf = resolve_raf(s.shards[root_shard], true);
+    g.mp_param = s.policy_of(s.shards[root_shard]).param_dtype;
+    g.mp_reduce = s.policy_of(s.shards[root_shard]).reduce_dtype;
     group_of_shard[root_shard] = 0;
     t.groups.push_back(g);
   }
@@ -77,6 +80,8 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     GroupInfo g;
     g.name = Name(s.shards[d].modules[0]);
     g.raf = resolve_raf(s.shards[d], false);
+    g.mp_param = s.policy_of(s.shards[d]).param_dtype;
+    g.mp_reduce = s.policy_of(s.shards[d]).reduce_dtype;
     group_of_shard[d] = static_cast<int>(t.groups.size());
     t.groups.push_back(g);
   }

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,6 +49,8 @@ struct GroupInfo {
   bool is_root = false;
   bool raf = true;          // reshard_after_forward as resolved at lazy init
   int64_t numel = 0;        // all-gather element count per rank
+  // The MixedPrecisionPolicy its fully_shard call got (torch _fsdp_api.py); unset: None.
+  std::optional<DType> mp_param, mp_reduce;
 };
 
 struct LayerInfo {
@@ -84,6 +87,8 @@ struct Topology {
   Loading loading = Loading::Full;
   DType dtype = DType::F32;
   bool autocast_adapter_dtype = true;
+  // The scenario's `mixed_precision` line: accelerate's prepare upcasts trainable parameters to fp32.
+  bool mp_upcast = false;
   Data data = Data::Same;  // `data per_rank`: each rank's forward reads its own batch
   bool explicit_prepare = false;  // the ops start before prepare (the parameters are whole)
 
