@@ -362,7 +362,12 @@ def judge_layers(o, r, world, init, vals, log=None):
                 h_u = log.track((r, layer, "u"), prior_u, event(dsu, u.shape), u - w0, fit_tol(u - w0, dsu, w0), w0)
             if dsu is None:
                 continue
-            lo["registered"], alt = judged(u - w0, dsu, w0, h_u)
+            if dtype != "bf16" and wname in mine.get("u_cast", ()):
+                # U is the policy's bf16 cast of the fp32 shard (torch _fsdp_param.py::
+                # FSDPParam.init_dtype_attrs): the cast is one more bf16 rounding than the merges on it
+                lo["registered"], alt = classify(u - w0, merged, dsu, "bf16", w0, rounded, events + 1)
+            else:
+                lo["registered"], alt = judged(u - w0, dsu, w0, h_u)
         else:
             log.history.pop((r, layer, "u"), None)
             lo["registered"] = lo["stored"]
