@@ -34,6 +34,10 @@ struct GenOptions {
   // Chance of a grouped `fully_shard a,b` (two layers, adjacent or not, either order; a third of
   // them with a raising one-expert later member). 0 (the default) draws nothing.
   int grouped_percent = 0;
+  // Chance of a mixed-precision policy: a `mixed_precision` line (param_dtype, reduce_dtype,
+  // output_dtype, cast_forward_inputs drawn) and now and then one fully_shard overriding a key.
+  // 0 (the default) draws nothing, so every recorded --seed keeps its scenario and ops.
+  int mixed_precision_percent = 0;
   // `--draw all`: the whole-vocabulary generator (generator_all.cpp), a stream of its own; the
   // percentages above do not apply to it.
   bool all = false;
@@ -46,7 +50,7 @@ struct GenOptions {
 // the profiles that set it (`patched`), so a seed keeps printing the sequence it printed.
 constexpr int kDrawnSwitches = 9;
 
-// `--draw all` or `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P` (percentages 0..100) onto opt; returns an
+// `--draw all` or `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P,mixed_precision=P` (percentages 0..100) onto opt; returns an
 // error text naming what was expected, or "" when the list is good.
 std::string apply_draws(const std::string& list, GenOptions* opt);
 
