@@ -83,7 +83,8 @@ struct LoraLayer {
   [[nodiscard]] Raise get_delta_weight(const LayerContext& c, int adapter, int sign);
   // lora/layer.py::Linear.forward: records which registered objects autograd will give a
   // gradient (`path_rg`: the output requires grad so far).
-  [[nodiscard]] Raise forward(const LayerContext& c, bool grad_enabled, bool* path_rg);
+  // *act: the activation's dtype, in (after the FSDP module's input cast) and out.
+  [[nodiscard]] Raise forward(const LayerContext& c, bool grad_enabled, bool* path_rg, DType* act);
   // The layer's output is not its base output (an active adapter adds a term).
   bool adds_output(const LayerContext& c) const;
   int active_count(const LayerContext& c) const;  // active adapters this layer holds

@@ -1,6 +1,7 @@
 // RankModel: the state after prepare, op dispatch, and the training ops
 // (forward with FSDP hooks, backward, step).
 #include "model/machine/rank_model.hpp"
+#include "model/machine/activation_dtype.hpp"
 #include "model/machine/activation_checkpoint.hpp"
 #include "model/machine/loading.hpp"
 #include "model/machine/peft_model.hpp"
@@ -248,6 +249,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   if (st_.peft_active >= 0 && !st_.present.contains(st_.peft_active))
     return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[st_.peft_active].name));
   bool path_rg = false;
+  DType act = topo_->dtype;  // session Net.forward: `x = x.to(dtype)`, after the root's input cast
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     int g = topo_->layers[l].group;
     bool child = g != root;
@@ -270,7 +272,11 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     // A module that raises leaves every group it entered UNSHARDED (no post_forward); the
     // previous forward's output stands.
     const bool input_rg = path_rg;
-    if (Raise r = st_.layers[l].forward(layer_context(static_cast<int>(l)), grad_enabled, &path_rg)) {
+    // The layer is a child group's FSDP module (each member of a grouped one: its hooks run per
+    // module, _fsdp_state.py::_register_group_forward_hooks): its policy casts what enters and leaves.
+    const bool module_hooks = child && !li.lora_after_fsdp;
+    if (module_hooks) act = fsdp_cast_in(topo_->groups[g], act);
+    if (Raise r = st_.layers[l].forward(layer_context(static_cast<int>(l)), grad_enabled, &path_rg, &act)) {
       // ... except the member completing a grouped fully_shard([...]): its post-forward hook is
       // registered with always_call=True and runs on the raise (torch 2.13
       // _fsdp_state.py::_register_group_forward_hooks): the group reshards and goes IDLE.
@@ -278,6 +284,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
         st_.groups[g].post_forward(fsdp().context(g));
       return r;
     }
+    if (module_hooks) act = fsdp_cast_out(topo_->groups[g], act);
     if (li.checkpoint && grad_enabled && path_rg) CheckpointWrapper(layer_context(static_cast<int>(l)), st_.layers[l], gr).forward(input_rg);
     if (child && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g)) {
       gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;

@@ -51,6 +51,8 @@ struct GroupInfo {
   int64_t numel = 0;        // all-gather element count per rank
   // The MixedPrecisionPolicy its fully_shard call got (torch _fsdp_api.py); unset: None.
   std::optional<DType> mp_param, mp_reduce;
+  std::optional<DType> mp_output;  // output_dtype
+  bool mp_cast_inputs = true;      // cast_forward_inputs (the policy's default: true)
 };
 
 struct LayerInfo {
@@ -89,6 +91,8 @@ struct Topology {
   bool autocast_adapter_dtype = true;
   // The scenario's `mixed_precision` line: accelerate's prepare upcasts trainable parameters to fp32.
   bool mp_upcast = false;
+  // Some fully_shard call has a policy (the line or an override): collectives observe their wire dtype.
+  bool mixed_precision = false;
   Data data = Data::Same;  // `data per_rank`: each rank's forward reads its own batch
   bool explicit_prepare = false;  // the ops start before prepare (the parameters are whole)
 
