@@ -251,7 +251,7 @@ void write_one(std::ostream& os, const Collective& c) {
   print_json_string(os, c.group);
   os << ",\"count\":";
   write_number(os, c.count);
-  if (c.op == CollOp::Broadcast) os << ",\"dtype\":\"" << dtype_name(c.dtype) << "\"";
+  if (c.op == CollOp::Broadcast || c.dtype != DType::F32) os << ",\"dtype\":\"" << dtype_name(c.dtype) << "\"";
   os << ",\"parts\":{";
   for (size_t j = 0; j < c.parts.size(); ++j) {
     os << (j ? "," : "");
