@@ -396,6 +396,12 @@ def judge_deltas(o, r, world, init, vals):
         want = delta_of(A, B, wshape) * init[r]["scaling"][a]
         got = vec(d["v"])
         magnitude = None  # per element: what the bf16 roundings scale with
+        # A or B registered as a MixedPrecisionPolicy's bf16 copy of its fp32 shard (torch
+        # _fsdp_param.py::FSDPParam.init_dtype_attrs): each factor was rounded to bf16 before PEFT's
+        # product (lora/layer.py::Linear.get_delta_weight multiplies in fp32 on CPU and casts the
+        # delta back to bf16), so an element is off by up to 2^-8 per factor of sum_k |B_ik| |A_kj|.
+        factor_cast = an in mine.get("u_cast", ()) or bn in mine.get("u_cast", ())
+        products = delta_of(A.abs(), B.abs(), wshape) * abs(init[r]["scaling"][a]) if factor_cast else None
         if d.get("partial"):
             # a Partial DTensor (B @ A on uneven shards) is the sum of the locals each rank holds
             # in that place: a peer out of step holds another adapter's (its i-th delta of this op)
@@ -414,12 +420,16 @@ def judge_deltas(o, r, world, init, vals):
             dim = d["shard_dim"]
             n, start = _chunk_rows(want.shape[dim], world, r)
             want = want.narrow(dim, start, n)
+            products = products.narrow(dim, start, n) if products is not None else None
         flat = want.reshape(-1)
         dtype = init[r].get("dtype", "fp32")
         # bf16: the delta itself is cast to the weight's dtype once (and a Partial sum of casts)
         if magnitude is None or magnitude.numel() != flat.numel():
             magnitude = flat.abs()
         bound = BF16_ROUNDING * (magnitude.reshape(-1) + flat.abs()) if dtype == "bf16" else None
+        if products is not None and products.numel() == flat.numel():
+            dtype = "bf16"
+            bound = BF16_ROUNDING * (2 * products.reshape(-1) + 2 * flat.abs())
         ok = got.numel() == want.numel() and _close(
             got.reshape(-1), flat, _tolerance(flat, float(want.abs().max()) if want.numel() else 0.0, dtype, bound))
         o["deltas"][a] = "exact" if ok else "corrupt"
