@@ -291,17 +291,20 @@ def judge_layers(o, r, world, init, vals, log=None):
 
         def deltas_for(registered):
             """Each adapter's delta on the values; None when one cannot be assembled from
-            every rank's rows (a peer holds none, or rows of another shape): unjudged."""
+            every rank's rows (a peer holds none, or rows of another shape): unjudged. A factor
+            registered as a policy's bf16 copy is read from its fp32 shard: a merge on the shard
+            added the shard's delta, and one on the copy is within the bf16 bound of it."""
+            cast = mine.get("u_cast", ())
             ds = {}
             for a, sc in scaling.items():
                 an, bn = f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}"
                 if an not in shapes or an not in mine["s"]:
                     continue
-                if registered and an in mine["u"]:
+                if registered and an in mine["u"] and an not in cast:
                     A = vec(mine["u"][an]).reshape(shapes[an])
                 else:
                     A = _full(an, shapes[an], r, step, world, init, vals, mine["s"])
-                if registered and bn in mine["u"]:
+                if registered and bn in mine["u"] and bn not in cast:
                     B = vec(mine["u"][bn]).reshape(shapes[bn])
                 else:
                     B = _full(bn, shapes[bn], r, step, world, init, vals, mine["s"])
