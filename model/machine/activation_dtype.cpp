@@ -19,9 +19,17 @@ std::string linear_dtype_error(DType x, DType w, std::optional<DType> bias) {
   return {};
 }
 
-std::string einsum_dtype_error(DType x, DType w) {
+std::string einsum_dtype_error(DType x, DType w, int64_t fan_in, int64_t fan_out, DType* out) {
+  *out = x;
   if (x == w) return {};
-  return fmt::format("RuntimeError: expected scalar type {} but found {}", scalar_name(x), scalar_name(w));
+  if (fan_in == 1) {
+    *out = DType::F32;  // bf16 * fp32 promotes
+    return {};
+  }
+  if (kForwardBatch * fan_in * fan_out < 400)
+    return fmt::format("RuntimeError: expected scalar type {} but found {}", scalar_name(x), scalar_name(w));
+  if (x == DType::F32) return linear_dtype_error(x, w, std::nullopt);  // mm's check
+  return "RuntimeError: expected scalar type Float but found BFloat16";  // the fp32 result's dtype, the bf16 input
 }
 
 }  // namespace fsdpsim

@@ -21,7 +21,11 @@ inline DType fsdp_cast_out(const GroupInfo& g, DType x) { return g.mp_output.val
 // without), "" when the dtypes agree: measured on torch 2.13 (aten/src/ATen/native/LinearAlgebra.cpp
 // addmm_impl_cpu_ checks self against mat2 first, then mat1 against mat2; mm's check names c10 types).
 std::string linear_dtype_error(DType x, DType w, std::optional<DType> bias);
-// torch.einsum("bi,eio->bo", x, W) (the experts layer's forward): its bmm's type check.
-std::string einsum_dtype_error(DType x, DType w);
+// torch.einsum("bi,eio->bo", x, W) (the experts layer's forward) on the harness's batch of
+// kForwardBatch rows: with fan_in 1 nothing is contracted (a broadcast product, the dtypes
+// promoted: *out fp32); else one (1, batch, in) @ (1, in, out) bmm, whose CPU kernel checks the
+// dtypes its own way below batch * in * out = 400 and through mm from there (measured on torch 2.13).
+constexpr int64_t kForwardBatch = 4;  // real_backend/upstream session.py BATCH
+std::string einsum_dtype_error(DType x, DType w, int64_t fan_in, int64_t fan_out, DType* out);
 
 }  // namespace fsdpsim

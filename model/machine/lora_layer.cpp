@@ -151,9 +151,11 @@ Raise LoraLayer::forward(const LayerContext& c, bool grad_enabled, bool* path_rg
   // its output has the input's dtype.
   auto base = [&]() -> Raise {
     const DType x = base_hooks ? fsdp_cast_in(gi, *act) : *act;
-    const std::string err = li.experts > 0 ? einsum_dtype_error(x, forward_dtype(c, li.weight)) : linear_error(c, x, li.weight, li.bias);
+    DType y = x;
+    const std::string err = li.experts > 0 ? einsum_dtype_error(x, forward_dtype(c, li.weight), li.fan_in, li.fan_out, &y)
+                                           : linear_error(c, x, li.weight, li.bias);
     if (!err.empty()) return c.raise(Status::Exception, err);
-    *act = base_hooks ? fsdp_cast_out(gi, x) : x;
+    *act = base_hooks ? fsdp_cast_out(gi, y) : y;
     return {};
   };
   // other.py::AuxiliaryTrainingWrapper.forward: the running adapter's copy, else original_module.

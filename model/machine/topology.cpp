@@ -129,6 +129,8 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     LayerInfo li;
     li.name = Name(ld.name);
     li.experts = ld.experts;
+    li.fan_in = ld.in;
+    li.fan_out = ld.out;
     li.checkpoint = s.checkpointed(ld.name);
     li.group = g;
     li.A.fill(-1);

@@ -58,6 +58,7 @@ struct GroupInfo {
 struct LayerInfo {
   Name name;
   int experts = 0;  // > 0: a ParamWrapper target of shape (E, in, out), no bias
+  int fan_in = 0, fan_out = 0;
   int group = -1;
   int weight = -1, bias = -1;
   std::array<int, kMaxAdapters> A{}, B{};

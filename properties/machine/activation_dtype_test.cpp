@@ -23,9 +23,20 @@ TEST(ActivationDtype, LinearChecksTheBiasBeforeTheInput) {
             "RuntimeError: expected m1 and m2 to have the same dtype, but got: float != c10::BFloat16");
 }
 
-TEST(ActivationDtype, EinsumNamesTheInputFirst) {
-  EXPECT_EQ(einsum_dtype_error(DType::BF16, DType::BF16), "");
-  EXPECT_EQ(einsum_dtype_error(DType::F32, DType::BF16), "RuntimeError: expected scalar type Float but found BFloat16");
+TEST(ActivationDtype, EinsumChecksByItsBmmPath) {
+  DType out = DType::BF16;
+  EXPECT_EQ(einsum_dtype_error(DType::BF16, DType::BF16, 8, 8, &out), "");
+  EXPECT_EQ(out, DType::BF16);
+  // 4 * 9 * 11 = 396: bmm's own kernel
+  EXPECT_EQ(einsum_dtype_error(DType::F32, DType::BF16, 9, 11, &out), "RuntimeError: expected scalar type Float but found BFloat16");
+  EXPECT_EQ(einsum_dtype_error(DType::BF16, DType::F32, 9, 11, &out), "RuntimeError: expected scalar type BFloat16 but found Float");
+  // 4 * 10 * 10 = 400: through mm
+  EXPECT_EQ(einsum_dtype_error(DType::F32, DType::BF16, 10, 10, &out),
+            "RuntimeError: expected m1 and m2 to have the same dtype, but got: float != c10::BFloat16");
+  EXPECT_EQ(einsum_dtype_error(DType::BF16, DType::F32, 10, 10, &out), "RuntimeError: expected scalar type Float but found BFloat16");
+  // fan_in 1 contracts nothing: a promoted product
+  EXPECT_EQ(einsum_dtype_error(DType::BF16, DType::F32, 1, 100, &out), "");
+  EXPECT_EQ(out, DType::F32);
 }
 
 TEST(ActivationDtype, PolicyCastsInOnlyWithAParamDtype) {
