@@ -250,6 +250,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[st_.peft_active].name));
   bool path_rg = false;
   DType act = topo_->dtype;  // session Net.forward: `x = x.to(dtype)`, after the root's input cast
+  bool recast = false;       // the last layer's output_dtype cast made a new tensor
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     int g = topo_->layers[l].group;
     bool child = g != root;
@@ -284,7 +285,9 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
         st_.groups[g].post_forward(fsdp().context(g));
       return r;
     }
+    const DType before_cast = act;
     if (module_hooks) act = fsdp_cast_out(topo_->groups[g], act);
+    recast = act != before_cast;
     if (li.checkpoint && grad_enabled && path_rg) CheckpointWrapper(layer_context(static_cast<int>(l)), st_.layers[l], gr).forward(input_rg);
     if (child && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g)) {
       gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
@@ -298,7 +301,10 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   if (root >= 0 && !stuck(root)) {
     gr.group_out_rg[root] = path_rg;
     st_.groups[root].post_forward(fsdp().context(root));
-    gr.hooks.emplace_back(root, 2 * static_cast<int>(topo_->layers.size()) - 1);
+    // The group's pre-backward hook sits on its output before its output_dtype cast
+    // (_fsdp_state.py::FSDPState._post_forward); a cast that changed the dtype made a new tensor,
+    // the model's output, which autograd reaches first: the root's hook is on it.
+    gr.hooks.emplace_back(root, 2 * static_cast<int>(topo_->layers.size()) - 1 + (recast ? 1 : 0));
   }
   gr.valid = true;
   gr.loss_rg = grad_enabled && path_rg;
