@@ -292,22 +292,27 @@ def judge_layers(o, r, world, init, vals, log=None):
         def deltas_for(registered):
             """Each adapter's delta on the values; None when one cannot be assembled from
             every rank's rows (a peer holds none, or rows of another shape): unjudged. A factor
-            registered as a policy's bf16 copy is read from its fp32 shard: a merge on the shard
-            added the shard's delta, and one on the copy is within the bf16 bound of it."""
+            registered as a policy's bf16 copy that still equals its fp32 shard's cast is read
+            from the shard: a merge on the shard added the shard's delta, and one on the copy is
+            within the bf16 bound of it. A stale copy (a step moved the shard since the gather)
+            is read as it is."""
             cast = mine.get("u_cast", ())
+
+            def factor(name):
+                whole = _full(name, shapes[name], r, step, world, init, vals, mine["s"])
+                if not registered or name not in mine["u"]:
+                    return whole
+                u = vec(mine["u"][name]).reshape(shapes[name])
+                if name in cast and whole is not None and torch.equal(whole.to(torch.bfloat16).to(u.dtype), u):
+                    return whole
+                return u
+
             ds = {}
             for a, sc in scaling.items():
                 an, bn = f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}"
                 if an not in shapes or an not in mine["s"]:
                     continue
-                if registered and an in mine["u"] and an not in cast:
-                    A = vec(mine["u"][an]).reshape(shapes[an])
-                else:
-                    A = _full(an, shapes[an], r, step, world, init, vals, mine["s"])
-                if registered and bn in mine["u"] and bn not in cast:
-                    B = vec(mine["u"][bn]).reshape(shapes[bn])
-                else:
-                    B = _full(bn, shapes[bn], r, step, world, init, vals, mine["s"])
+                A, B = factor(an), factor(bn)
                 if A is None or B is None:
                     return None
                 ds[a] = delta_of(A, B, wshape) * sc
