@@ -381,7 +381,7 @@ Raise RankModel::op_backward() {
           if (Raise r = recompute(*l)) return r;
       if (gr.group_in_rg[g]) {
         done[g] = 1;
-        if (Raise r = st_.groups[g].post_backward(fsdp().context(g))) return r;
+        if (Raise r = st_.groups[g].post_backward(fsdp().context(g), res_.grads)) return r;
       }
     }
     i = j;
@@ -393,7 +393,7 @@ Raise RankModel::op_backward() {
   for (size_t g = 0; g < topo_->groups.size(); ++g)
     if (st_.groups[g].state_pre_backward && !gr.group_out_rg[g] && st_.groups[g].unsharded()) grads_into_u(static_cast<int>(g));
   // Only a backward whose pre_backward queued the final callback runs it.
-  if (queued_here && st_.final_callback_queued) return fsdp().post_backward_final_callback(done);
+  if (queued_here && st_.final_callback_queued) return fsdp().post_backward_final_callback(done, res_.grads);
   return {};
 }
 

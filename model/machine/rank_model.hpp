@@ -61,7 +61,7 @@ class RankModel {
 
  private:
   // --- FSDP2 state over every group (fsdp_state.hpp); the groups' own transitions are FsdpParamGroup's ---
-  FsdpState fsdp() { return FsdpState(*topo_, rank_, st_, log_, res_.grads, prov_); }
+  FsdpState fsdp() { return FsdpState(*topo_, rank_, st_, st_.params, log_, site()); }
   // --- LoRA layers (lora_layer.cpp, param_wrapper.cpp hold their transitions) ---
   LayerPort layer_port(int layer);  // what layer's transitions reach on this rank
   // --- PEFT model (peft_model.hpp; it runs the modules_to_save wrappers, modules_to_save.hpp) ---

@@ -31,7 +31,7 @@ struct BareRank {
   RankState st;
   CollectiveLog log;
   AdapterSet grads, corrupt_deltas;
-  FsdpState fsdp() { return FsdpState(topo, 0, st, log, grads, nullptr); }
+  FsdpState fsdp() { return FsdpState(topo, 0, st, st.params, log, ScopeSite{}); }
   DTensor dtensor() { return DTensor(topo, 0, st.params, st.groups, log, nullptr); }
   LayerParams layer_params(int l) { return LayerParams{topo, l, st.params, st.groups, st.prepared}; }
   LayerPort layer(int l) { return LayerPort{layer_params(l), dtensor(), ScopeSite{}}; }

@@ -16,8 +16,7 @@ TEST(FsdpState, LazyInitOnceThenUnshardAndTheStateDictHookReshards) {
   st.groups.assign(t.groups.size(), FsdpParamGroup{});
   st.layers.assign(t.layers.size(), LoraLayer{});
   CollectiveLog log;
-  AdapterSet grads;
-  const FsdpState fsdp(t, 0, st, log, grads, nullptr);
+  const FsdpState fsdp(t, 0, st, st.params, log, ScopeSite{});
   ASSERT_FALSE(fsdp.lazy_init());
   EXPECT_TRUE(st.root_lazy_inited);
   for (const FsdpParamGroup& g : st.groups) EXPECT_TRUE(g.state_dict_hooks);
@@ -32,6 +31,6 @@ TEST(FsdpState, LazyInitOnceThenUnshardAndTheStateDictHookReshards) {
   RankState unprepared;
   unprepared.prepared = false;
   unprepared.groups.assign(t.groups.size(), FsdpParamGroup{});
-  ASSERT_FALSE(FsdpState(t, 0, unprepared, log, grads, nullptr).lazy_init());
+  ASSERT_FALSE(FsdpState(t, 0, unprepared, unprepared.params, log, ScopeSite{}).lazy_init());
   EXPECT_FALSE(unprepared.root_lazy_inited);
 }
