@@ -30,7 +30,9 @@ def main():
     ap.add_argument("dirs", nargs="+")
     ap.add_argument("--limit", type=int, default=0, help="at most N files (0: all)")
     args = ap.parse_args()
-    files = sorted(f for d in args.dirs for f in glob.glob(os.path.join(d, "*.seq")))
+    # the directories' files in turn (the first of each, then the second...): worlds mixed as they come
+    files = sorted((f for d in args.dirs for f in glob.glob(os.path.join(d, "*.seq"))),
+                   key=lambda f: (os.path.basename(f), f))
     if args.limit:
         files = files[:args.limit]
     pools, counts = {}, {"files": 0, "copied": 0, "same": 0, "differs": 0, "varies": 0, "not_copied": 0}
