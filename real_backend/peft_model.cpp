@@ -223,6 +223,14 @@ void PeftModel::inject_adapter(int adapter, bool inference_mode, bool first) {
 // _move_adapter_to_device_of_base_layer; the new adapter is inactive, so frozen,
 // until load_adapter(is_trainable=True) calls PeftModel.set_requires_grad on it.
 void PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
+  // peft_model.py::PeftModel.load_adapter of a name in peft_config: no add_adapter, no
+  // set_requires_grad; set_peft_model_state_dict loads into the existing tensors.
+  if (load && present_.contains(adapter)) {
+    if (fsdp_->prepared) fsdp_->reshard_all();  // load_state_dict's pre-hook, before the copy
+    accelerator_->load_into_adapter(adapter);
+    load_state_dict_hooks();
+    return;
+  }
   if (present_.contains(adapter))
     throw OpError(Status::ValueError, "Adapter with name " + layout_->adapters[adapter].name + " already exists.");
   // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
@@ -285,8 +293,12 @@ void PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool tr
         params_->set_requires_grad(ls.lora_a[adapter], true);
         params_->set_requires_grad(ls.lora_b[adapter], true);
       }
-  // set_peft_model_state_dict -> load_state_dict: FSDP's load pre-hook reshards every group
-  // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks).
+  load_state_dict_hooks();
+}
+
+// set_peft_model_state_dict -> load_state_dict: FSDP's load pre-hook reshards every group
+// (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks).
+void PeftModel::load_state_dict_hooks() {
   if (fsdp_->prepared) fsdp_->reshard_all();
   // Its post-hook on every managed module (torch _fsdp_param.py::FSDPParam.reset_sharded_param)
   // reads `_local_tensor` off the registered parameter: a group the pre-hook could not reshard

@@ -53,6 +53,7 @@ class PeftModel {
 
  private:
   void inject_adapter(int adapter, bool inference_mode, bool first);
+  void load_state_dict_hooks();
   void set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode);
   void enable_adapter_layers(bool enabled);
   void active_without_config() const;  // throws KeyError for a tuner-active name without a config

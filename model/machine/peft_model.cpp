@@ -190,6 +190,7 @@ Raise PeftModel::inject_adapter(int adapter, bool inference_mode, bool first) {
 // new adapter is inactive, so frozen; load_adapter(is_trainable=True) then calls
 // PeftModel.set_requires_grad(adapter_name), which makes it trainable.
 Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
+  if (load && p_.config.present.contains(adapter)) return load_into_existing(adapter);
   if (p_.config.present.contains(adapter))
     return raise(Status::ValueError, fmt::format("Adapter with name {} already exists.", p_.topo.adapters[adapter].name));
   // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
@@ -276,8 +277,12 @@ Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool t
       set_registered_rg(p_.topo, p_.params, p_.groups, li.B[adapter], true);
     }
   }
-  // then set_peft_model_state_dict -> model.load_state_dict, whose FSDP pre-hook
-  // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks) reshards every group.
+  return load_state_dict_hooks();
+}
+
+// set_peft_model_state_dict -> model.load_state_dict, whose FSDP pre-hook
+// (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks) reshards every group.
+Raise PeftModel::load_state_dict_hooks() {
   if (p_.prepared) p_.fsdp.reshard_all();
   // Its post-hook on every managed module (torch _fsdp_param.py::FSDPParam.reset_sharded_param)
   // reads `_local_tensor` off the registered parameter: a group the pre-hook could not reshard
@@ -286,6 +291,26 @@ Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool t
     if (g.unsharded() && !g.state_dict_hooks)
       return raise(Status::Exception, "AttributeError: 'Parameter' object has no attribute '_local_tensor'");
   return {};
+}
+
+// peft_model.py::PeftModel.load_adapter of a name already in peft_config: no add_adapter and no
+// set_requires_grad (is_trainable only picks eval()); set_peft_model_state_dict copies the
+// checkpoint into the adapter's existing tensors (the objects the optimizer holds), a managed one
+// taking its chunk of the full tensor (save_and_load.py::_reshard_dtensor_values_for_load).
+Raise PeftModel::load_into_existing(int adapter) {
+  if (p_.prepared) p_.fsdp.reshard_all();  // the pre-hook runs before the copy
+  for (const auto& li : p_.topo.layers) {
+    if (li.A[adapter] < 0) continue;
+    for (int p : {li.A[adapter], li.B[adapter]}) {
+      FsdpParam& ps = p_.params[p];
+      if (!ps.present) continue;
+      // the checkpoint is the adapter's own fresh init, saved: an init=zero B is zero
+      const bool zero_b = p_.topo.params[p].kind == ParamKind::LoraB && p_.topo.adapters[adapter].init == LoraInit::Zero;
+      ps.ver_s = zero_b ? 0u : version::kLoaded;
+      ps.drift = 0;  // every rank reads the same file
+    }
+  }
+  return load_state_dict_hooks();
 }
 
 // tuners_utils.py::BaseTuner.delete_adapter: refuses merged adapters; then

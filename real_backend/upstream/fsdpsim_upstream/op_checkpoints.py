@@ -162,7 +162,10 @@ def write_save_adapters(w, op, ind, calls):
         names = "model.base_model.active_adapters"
     else:
         names = "model.peft_config"
-    w.emit(f"{ind}saved = {{a: get_peft_model_state_dict(model, adapter_name=a) for a in {names}}}")
+    # save_pretrained writes the tensors to a file: a copy. get_peft_model_state_dict's tensors share
+    # the parameters' storage (nn.Module.state_dict detaches), so a later optimizer step would move them too.
+    w.emit(f"{ind}saved = {{a: {{k: v.clone() for k, v in get_peft_model_state_dict(model, adapter_name=a).items()}} "
+           f"for a in {names}}}")
     if w.sw["adapter_save_gather"] == "on" and w.fsdp:
         w.fix(ind, "gather every DTensor of the adapters' state dict before it is written", "adapter_save_gather")
         w.emit(f"{ind}saved = {{a: {{k: full(v) for k, v in sd.items()}} for a, sd in saved.items()}}")
