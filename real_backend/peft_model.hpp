@@ -59,6 +59,7 @@ class PeftModel {
   void active_without_config() const;  // throws KeyError for a tuner-active name without a config
   bool any_merged() const;
   void reshard_groups_without_merged();
+  void roll_back_injection(int adapter, const std::vector<std::pair<int, bool>>& before);
   bool tuner_flags_reshard() const;
   bool saved_local_rows(size_t p) const;  // the saved file holds rank 0's local rows of p
   AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(layout_->adapters, names); }

@@ -221,6 +221,16 @@ Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool t
     create_in(p_.topo.layers[l]);
     p_.layers[l].update_layer(layer_port(l), adapter, inference_mode);
   };
+  // add_adapter_rollback=on (docs/findings/half-added-adapter.patch): the requires_grad of every
+  // registered parameter before the injection, for the rollback to restore (roll_back_injection).
+  const bool rollback = p_.topo.profile.get(Switch::AddAdapterRollback) == sw::kOn;
+  std::vector<std::pair<int, bool>> before;
+  for (size_t p = 0; p < p_.topo.params.size() && rollback; ++p)
+    if (p_.topo.params[p].adapter >= 0 && p_.params[p].present) before.push_back({static_cast<int>(p), registered_rg(static_cast<int>(p))});
+  auto refused_by = [&](Raise r) {
+    if (rollback) roll_back_injection(adapter, before);
+    return r;
+  };
   // peft tuners_utils.py::BaseTuner.inject_adapter matches target_modules against module paths:
   // after prepare a checkpointed layer's path holds the checkpoint_wrapper, which
   // lora/model.py::LoraModel._create_new_module refuses (not a supported module type).
@@ -231,8 +241,8 @@ Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool t
       if (p_.topo.layers[l].experts == 0 && p_.topo.layers[l].A[adapter] >= 0) partial(static_cast<int>(l));
     p_.accelerator.place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
     // The module's repr spans lines; its first line is the message. fully_shard renamed the wrapper's class.
-    return raise(Status::ValueError,
-                 fmt::format("Target module {}(", p_.topo.groups[lw.group].is_root ? "CheckpointWrapper" : "FSDPCheckpointWrapper"));
+    return refused_by(raise(Status::ValueError,
+                            fmt::format("Target module {}(", p_.topo.groups[lw.group].is_root ? "CheckpointWrapper" : "FSDPCheckpointWrapper")));
   }
   // peft tuners_utils.py::BaseTuner._inject_parameters reuses a ParamWrapper only by its class
   // name, which fully_shard changed (FSDPParamWrapper) on a module it was given: it raises. A
@@ -250,11 +260,11 @@ Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool t
     for (int l = 0; l < refused; ++l)
       if (p_.topo.layers[l].experts > 0 && p_.topo.layers[l].A[adapter] >= 0) partial(l);
     p_.accelerator.place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
-    return raise(Status::ValueError, fmt::format("Trying to wrap an `nn.Parameter` of layer '{}' of type Experts, which is not a "
+    return refused_by(raise(Status::ValueError, fmt::format("Trying to wrap an `nn.Parameter` of layer '{}' of type Experts, which is not a "
                                                  "valid target. Make sure that this layer is not also targeted with "
                                                  "`target_modules`. For some models, PEFT will do this automatically, try setting "
                                                  "`target_modules=[]` to prevent it.",
-                                                 p_.topo.layers[refused].name.str()));
+                                                 p_.topo.layers[refused].name.str())));
   }
   // peft_model.py::PeftModel.add_adapter: peft_config[name] = config, a dict key at the end
   p_.config.present.insert(adapter);
@@ -311,6 +321,30 @@ Raise PeftModel::load_into_existing(int adapter) {
     }
   }
   return load_state_dict_hooks();
+}
+
+// add_adapter_rollback=on, docs/findings/half-added-adapter.patch's PeftModel.add_adapter rollback:
+// BaseTunerLayer.delete_adapter on every layer the refused injection reached (a layer made for the
+// new adapter alone, active on it, falls back to nothing and stays an empty LoRA layer), then the
+// requires_grad taken before the injection, on the same registered objects (nothing resharded since).
+void PeftModel::roll_back_injection(int adapter, const std::vector<std::pair<int, bool>>& before) {
+  for (size_t l = 0; l < p_.topo.layers.size(); ++l) {
+    const LayerInfo& li = p_.topo.layers[l];
+    if (li.A[adapter] < 0 || !p_.params[li.A[adapter]].present) continue;
+    p_.params[li.A[adapter]].present = p_.params[li.B[adapter]].present = false;
+    LoraLayer& lp = p_.layers[l];
+    if (!lp.active.contains(adapter)) continue;
+    AdapterSet next = lp.active.without(AdapterSet::of(adapter));
+    for (int a = 0; a < p_.topo.n_adapters() && next.empty(); ++a)  // sorted(_all_available_adapter_names())[0]
+      if (li.A[a] >= 0 && p_.params[li.A[a]].present) {
+        int best = a;
+        for (int b = a + 1; b < p_.topo.n_adapters(); ++b)
+          if (li.A[b] >= 0 && p_.params[li.A[b]].present && p_.topo.adapters[b].name < p_.topo.adapters[best].name) best = b;
+        next = AdapterSet::of(best);
+      }
+    lp.set_adapter(layer_port(static_cast<int>(l)), next, false);
+  }
+  for (const auto& [p, rg] : before) set_registered_rg(p_.topo, p_.params, p_.groups, p, rg);
 }
 
 // tuners_utils.py::BaseTuner.delete_adapter: refuses merged adapters; then

@@ -65,6 +65,7 @@ class PeftModel {
   [[nodiscard]] Raise inject_adapter(int adapter, bool inference_mode, bool first);
   [[nodiscard]] Raise load_into_existing(int adapter);
   [[nodiscard]] Raise load_state_dict_hooks();
+  void roll_back_injection(int adapter, const std::vector<std::pair<int, bool>>& before);
   [[nodiscard]] Raise set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode);
   [[nodiscard]] Raise active_without_config() const;  // KeyError for a tuner-active name without a config
   bool any_merged() const;

@@ -33,6 +33,10 @@ def unwritten(sw, scen, ops=()):
     if (sw.get("save_key_prefixes") == "wrappers_stripped" and scen.checkpoint
             and any(op.kind == "save_adapters" for op in ops)):
         return "save_key_prefixes=wrappers_stripped"
+    # a refusal needs a checkpointed or experts target after fully_shard
+    if (sw.get("add_adapter_rollback") == "on" and (scen.checkpoint or any(l.experts for l in scen.layers))
+            and any(op.kind in ("add_adapter", "load_adapter") for op in ops)):
+        return "add_adapter_rollback=on"
     if sw["delta_weight_gather"] == "on" and any(l.experts for l in scen.layers):
         return "delta_weight_gather=on (on an experts layer)"
     if sw["adapter_meta_check"] == "per_adapter" and scen.loading != "full":

@@ -8,6 +8,7 @@ import contextlib
 import os
 import sys
 
+from .candidate_fixes import add_adapter_rollback
 from .op_calls import OMIT, Call, Value, config, perform_all, print_all, refusal
 
 
@@ -40,7 +41,8 @@ def run_load_adapter(s, op, calls):
         torch.manual_seed(s.scen.seed + 7 + s.scen.adapters.index(a))
         src = get_peft_model(Net(s.scen.layers), lora_config(a, layers=s.scen.layers), adapter_name=name)
         src.save_pretrained(path, selected_adapters=[name])
-    perform_all(s, calls)
+    with add_adapter_rollback(s, name):  # load_adapter adds it through PeftModel.add_adapter
+        perform_all(s, calls)
     s.move_per_adapter(name)
 
 
