@@ -21,6 +21,7 @@
 #include "model/vocab/source_error.hpp"
 #include "real_backend/child_signal.hpp"
 #include "real_backend/comm.hpp"
+#include "real_backend/fork_guard.hpp"
 #include "real_backend/layout.hpp"
 #include "real_backend/observer.hpp"
 #include "real_backend/rank_failure.hpp"
@@ -334,7 +335,9 @@ class ProcessPool : public RealRanks::Impl {
           ::close(a[0]), ::close(a[1]);
           throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
         }
+        std::unique_lock<std::mutex> no_threads_mid_work(fork_mutex());  // fork_guard.hpp
         pid_t pid = ::fork();
+        no_threads_mid_work.unlock();
         if (pid == 0) {
           ::close(a[1]);
           ::close(b[0]);

@@ -103,6 +103,26 @@ void Accelerator::place_new_adapter_in(int l, int adapter, bool load, bool autoc
       place_param(p, (*params_)[p].leaf.place.is_meta(), at::kFloat);
 }
 
+// set_peft_model_state_dict -> load_state_dict copies into the objects already registered (the
+// optimizer's); a managed one takes its chunk of the full tensor (save_and_load.py::
+// _reshard_dtensor_values_for_load); a meta one stays meta (module.py::_load_from_state_dict: a no-op).
+void Accelerator::load_into_adapter(int adapter) {
+  at::NoGradGuard ng;
+  for (const LayerSpec& ls : layout_->layers) {
+    if (ls.lora_a[adapter] < 0) continue;
+    for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
+      ParamTensors& rp = (*params_)[p].leaf;
+      if (!params_->registered(p).defined() || rp.s.is_meta()) continue;
+      const ParamSpec& ps = layout_->params[p];
+      std::vector<float> full = initial_values(*layout_, seed_, p, true);
+      at::Tensor v = fsdp_->prepared && params_->group_of(p) >= 0 ? dtensor_->chunk_of(full, ps)
+                                                                  : at::from_blob(full.data(), {ps.rows * ps.cols}, at::kFloat).clone();
+      rp.s.variable_data().copy_(v.reshape(rp.s.sizes()));
+      if (!rp.place.is_meta()) rp.place = rp.s.detach().to(rp.place.scalar_type());
+    }
+  }
+}
+
 // accelerate/utils/fsdp_utils.py::fsdp2_prepare_model. With ram-efficient
 // loading, fsdp2_load_full_state_dict first: rank 0 broadcasts each present
 // parameter in state-dict order and every rank adopts its values in its own

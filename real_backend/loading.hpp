@@ -27,6 +27,9 @@ class Accelerator {
   void place_new_adapter(int adapter, bool load);
   // One layer's share of place_new_adapter (autocast false: the cast is never reached).
   void place_new_adapter_in(int layer, int adapter, bool load, bool autocast = true);
+  // peft_model.py::PeftModel.load_adapter of a name already in peft_config: the checkpoint's
+  // values copied into the adapter's existing tensors.
+  void load_into_adapter(int adapter);
   // accelerate/utils/fsdp_utils.py::fsdp2_prepare_model.
   void prepare();
   // The shards this rank holds, per owner.

@@ -223,6 +223,14 @@ void PeftModel::inject_adapter(int adapter, bool inference_mode, bool first) {
 // _move_adapter_to_device_of_base_layer; the new adapter is inactive, so frozen,
 // until load_adapter(is_trainable=True) calls PeftModel.set_requires_grad on it.
 void PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
+  // peft_model.py::PeftModel.load_adapter of a name in peft_config: no add_adapter, no
+  // set_requires_grad; set_peft_model_state_dict loads into the existing tensors.
+  if (load && present_.contains(adapter)) {
+    if (fsdp_->prepared) fsdp_->reshard_all();  // load_state_dict's pre-hook, before the copy
+    accelerator_->load_into_adapter(adapter);
+    load_state_dict_hooks();
+    return;
+  }
   if (present_.contains(adapter))
     throw OpError(Status::ValueError, "Adapter with name " + layout_->adapters[adapter].name + " already exists.");
   // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
@@ -237,6 +245,16 @@ void PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool tr
     accelerator_->place_new_adapter_in(l, adapter, load, false);  // _cast_adapter_dtype would come after: never reached
     layers_[l]->update_layer(adapter, inference_mode);
   };
+  // add_adapter_rollback=on (docs/findings/half-added-adapter.patch): requires_grad of every
+  // registered parameter before the injection, restored by the rollback (roll_back_injection).
+  const bool rollback = layout_->profile.get(Switch::AddAdapterRollback) == sw::kOn;
+  std::vector<std::pair<int, bool>> before;
+  for (size_t p = 0; p < params_->size() && rollback; ++p)
+    if (layout_->params[p].adapter >= 0 && params_->registered(p).defined()) before.push_back({static_cast<int>(p), params_->registered(p).requires_grad()});
+  auto refuse = [&](Status status, const std::string& message) {
+    if (rollback) roll_back_injection(adapter, before);
+    throw OpError(status, message);
+  };
   // peft tuners_utils.py::BaseTuner.inject_adapter finds the targets by module path: after
   // prepare a checkpointed layer's path holds the checkpoint_wrapper, which LoraModel's
   // _create_new_module refuses, after the targets before it were injected.
@@ -246,8 +264,7 @@ void PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool tr
     for (size_t l = 0; l < w; ++l)
       if (layout_->layers[l].experts == 0 && layout_->layers[l].lora_a[adapter] >= 0) partial(static_cast<int>(l));
     // the first line of the message (the wrapper's repr spans lines); fully_shard renamed its class
-    throw OpError(Status::ValueError, std::string("Target module ") +
-                                          (layout_->groups[lw.group].is_root ? "CheckpointWrapper(" : "FSDPCheckpointWrapper("));
+    refuse(Status::ValueError, std::string("Target module ") + (layout_->groups[lw.group].is_root ? "CheckpointWrapper(" : "FSDPCheckpointWrapper("));
   }
   int refused = -1;
   for (size_t l = 0; l < layout_->layers.size() && fsdp_->prepared && refused < 0; ++l) {
@@ -260,7 +277,7 @@ void PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool tr
       if (layout_->layers[l].experts == 0 && layout_->layers[l].lora_a[adapter] >= 0) partial(static_cast<int>(l));
     for (int l = 0; l < refused; ++l)
       if (layout_->layers[l].experts > 0 && layout_->layers[l].lora_a[adapter] >= 0) partial(l);
-    throw OpError(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + layout_->layers[refused].name +
+    refuse(Status::ValueError, "Trying to wrap an `nn.Parameter` of layer '" + layout_->layers[refused].name +
                                           "' of type Experts, which is not a valid target. Make sure that this layer "
                                           "is not also targeted with `target_modules`. For some models, PEFT will do "
                                           "this automatically, try setting `target_modules=[]` to prevent it.");
@@ -285,8 +302,12 @@ void PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool tr
         params_->set_requires_grad(ls.lora_a[adapter], true);
         params_->set_requires_grad(ls.lora_b[adapter], true);
       }
-  // set_peft_model_state_dict -> load_state_dict: FSDP's load pre-hook reshards every group
-  // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks).
+  load_state_dict_hooks();
+}
+
+// set_peft_model_state_dict -> load_state_dict: FSDP's load pre-hook reshards every group
+// (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks).
+void PeftModel::load_state_dict_hooks() {
   if (fsdp_->prepared) fsdp_->reshard_all();
   // Its post-hook on every managed module (torch _fsdp_param.py::FSDPParam.reset_sharded_param)
   // reads `_local_tensor` off the registered parameter: a group the pre-hook could not reshard
@@ -294,6 +315,19 @@ void PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool tr
   for (const FsdpParamGroup& g : fsdp_->groups)
     if (g.unsharded() && !g.state_dict_hooks)
       throw OpError(Status::Exception, "AttributeError: 'Parameter' object has no attribute '_local_tensor'");
+}
+
+// add_adapter_rollback=on, half-added-adapter.patch's PeftModel.add_adapter rollback: each layer the
+// refused injection reached loses the adapter (BaseTunerLayer.delete_adapter), then every parameter
+// registered before gets back its requires_grad (the same objects: nothing resharded since).
+void PeftModel::roll_back_injection(int adapter, const std::vector<std::pair<int, bool>>& before) {
+  for (size_t l = 0; l < layout_->layers.size(); ++l) {
+    const LayerSpec& ls = layout_->layers[l];
+    if (ls.lora_a[adapter] < 0 || !params_->registered(ls.lora_a[adapter]).defined()) continue;
+    (*params_)[ls.lora_a[adapter]].registered = (*params_)[ls.lora_b[adapter]].registered = at::Tensor();
+    layers_[l]->delete_adapter(adapter);
+  }
+  for (const auto& [p, rg] : before) params_->set_requires_grad(p, rg);
 }
 
 // BaseTuner.delete_adapter: refuses merged adapters; then each tuner layer's

@@ -53,11 +53,13 @@ class PeftModel {
 
  private:
   void inject_adapter(int adapter, bool inference_mode, bool first);
+  void load_state_dict_hooks();
   void set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode);
   void enable_adapter_layers(bool enabled);
   void active_without_config() const;  // throws KeyError for a tuner-active name without a config
   bool any_merged() const;
   void reshard_groups_without_merged();
+  void roll_back_injection(int adapter, const std::vector<std::pair<int, bool>>& before);
   bool tuner_flags_reshard() const;
   bool saved_local_rows(size_t p) const;  // the saved file holds rank 0's local rows of p
   AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(layout_->adapters, names); }

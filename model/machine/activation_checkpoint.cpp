@@ -35,39 +35,39 @@ constexpr const char* kMetadataMessage =
 // (peft lora/layer.py::Linear.forward, _cast_input_dtype); merged or disabled, the base only.
 void CheckpointWrapper::saves(bool input_rg, std::vector<SavedMeta>* out) const {
   out->clear();
-  const LayerInfo& li = c_.topo.layers[c_.layer];
+  const LayerInfo& li = c_.own.info();
   const LoraLayer& lp = module_;
-  auto dims = [&](int p) { return std::pair<int64_t, int64_t>(c_.topo.params[p].dim0, c_.topo.params[p].rest); };
+  auto dims = [&](int p) { return std::pair<int64_t, int64_t>(c_.own.topo.params[p].dim0, c_.own.topo.params[p].rest); };
   auto linear = [&](int w, bool x_rg, DType x_dtype) {
     auto [rows, cols] = dims(w);  // (out, in)
-    if (x_rg) out->push_back({cols, rows, c_.params[w].dtype});
-    if (c_.registered_rg(w)) out->push_back({kBatchRows, cols, x_dtype});
+    if (x_rg) out->push_back({cols, rows, c_.own.params[w].dtype});
+    if (c_.own.registered_rg(w)) out->push_back({kBatchRows, cols, x_dtype});
   };
-  linear(li.weight, input_rg, c_.params[li.weight].dtype);
+  linear(li.weight, input_rg, c_.own.params[li.weight].dtype);
   if (lp.disabled || lp.any_merged()) return;
   for (int a : lp.active) {
     const int pa = li.A[a], pb = li.B[a];
-    if (pa < 0 || !c_.params[pa].present) continue;
-    const DType dt = c_.params[pa].dtype;
+    if (pa < 0 || !c_.own.params[pa].present) continue;
+    const DType dt = c_.own.params[pa].dtype;
     linear(pa, input_rg, dt);
-    linear(pb, input_rg || c_.registered_rg(pa), dt);
+    linear(pb, input_rg || c_.own.registered_rg(pa), dt);
   }
 }
 
 void CheckpointWrapper::forward(bool input_rg) {
-  saves(input_rg, &graph_.ckpt_saved[c_.layer]);
-  graph_.ckpt_input_rg[c_.layer] = input_rg;
+  saves(input_rg, &graph_.ckpt_saved[c_.own.layer]);
+  graph_.ckpt_input_rg[c_.own.layer] = input_rg;
 }
 
 // The recompute when autograd reaches the layer in backward. Disabled and merged, it
 // unmerges first, as the forward does.
 Raise CheckpointWrapper::recompute() {
-  TrScope scope({c_.prov, &c_.params, &c_.layers}, Tr::CheckpointRecompute);
-  const std::vector<SavedMeta>& forward = graph_.ckpt_saved[c_.layer];
+  TrScope scope(c_.scope, Tr::CheckpointRecompute);
+  const std::vector<SavedMeta>& forward = graph_.ckpt_saved[c_.own.layer];
   if (module_.disabled && module_.any_merged())
     if (Raise r = module_.unmerge(c_)) return r;
   thread_local std::vector<SavedMeta> recomputed;
-  saves(graph_.ckpt_input_rg[c_.layer], &recomputed);
+  saves(graph_.ckpt_input_rg[c_.own.layer], &recomputed);
   // torch/utils/checkpoint.py::_CheckpointFrame.check_recomputed_tensors_match: the recompute
   // stops once it saved as many as the forward did, so only a shorter list is a count error.
   if (recomputed.size() < forward.size()) return c_.raise(Status::Exception, kCountMessage);

@@ -1,7 +1,7 @@
 // Activation checkpointing on one layer (`checkpoint LAYER`, hazard B7; torch/utils/checkpoint.py,
 // non-reentrant, checkpoint_wrapper's default): what autograd saves for the layer's forward, kept
 // in the pending graph, and the recompute backward runs when it reaches the layer, compared with
-// it (activation_checkpoint.cpp). Built on the fly over the layer's LayerContext (its parameters
+// it (activation_checkpoint.cpp). Built on the fly over the layer's LayerPort (its parameters
 // and LoRA layer) and the pending graph. Same file and class as real_backend/activation_checkpoint.
 #pragma once
 #include <vector>
@@ -13,8 +13,8 @@ namespace fsdpsim {
 
 class CheckpointWrapper {
  public:
-  // c: the wrapped layer's context; module: its LoRA layer; graph: the forward's saves.
-  CheckpointWrapper(const LayerContext& c, LoraLayer& module, PendingGraph& graph) : c_(c), module_(module), graph_(graph) {}
+  // c: the wrapped layer's port; module: its LoRA layer; graph: the forward's saves.
+  CheckpointWrapper(const LayerPort& c, LoraLayer& module, PendingGraph& graph) : c_(c), module_(module), graph_(graph) {}
   // torch/utils/checkpoint.py::_checkpoint_without_reentrant_generator: the layer's forward
   // keeps its input (`input_rg`: it requires grad) and records what autograd saved.
   void forward(bool input_rg);
@@ -25,7 +25,7 @@ class CheckpointWrapper {
  private:
   void saves(bool input_rg, std::vector<SavedMeta>* out) const;
 
-  const LayerContext& c_;
+  const LayerPort& c_;
   LoraLayer& module_;
   PendingGraph& graph_;
 };

@@ -11,14 +11,9 @@
 
 namespace fsdpsim {
 
-Raise GroupContext::raise(Status s, std::string msg) const {
-  if (prov) prov->note_raise();
-  return Raise(s, std::move(msg));
-}
-
 // Only the total and which groups were unsharded are kept at a new peak; the
 // per-owner split is computed when an observation asks for it.
-void GroupContext::note_unsharded(bool unsharded) const { memory.note(g, topo.groups[g].numel * topo.world * 4, unsharded); }
+void GroupContext::note_unsharded(bool unsharded) const { state.memory.note(g, topo.groups[g].numel * topo.world * 4, unsharded); }
 
 uint64_t param_digest(const Topology& topo, const std::vector<FsdpParam>& params, int param, int rank) {
   const FsdpParam& ps = params[param];
@@ -34,7 +29,7 @@ uint64_t param_digest(const Topology& topo, const std::vector<FsdpParam>& params
 // original dtypes of the group's parameters whose sharded parameter requires grad must be one;
 // frozen parameters are not looked at. Python prints the set of torch dtypes.
 Raise FsdpParamGroup::init_mp_dtypes(const GroupContext& c) {
-  TrScope scope({c.prov, &c.params, &c.layers}, Tr::LazyInitDtypes);
+  TrScope scope(c.scope, Tr::LazyInitDtypes);
   dtype_attrs = true;  // each FSDPParam.init_dtype_attrs, before the check
   const GroupInfo& gi = c.topo.groups[c.g];
   // torch 2.13 _fsdp_param.py::FSDPParam.init_dtype_attrs: reduce_dtype equal to param_dtype is
@@ -96,8 +91,8 @@ void FsdpParamGroup::all_gather(const GroupContext& c) {
 // _all_gather_result is pending) and runs FSDPParam.to_unsharded.
 void FsdpParamGroup::unshard(const GroupContext& c) {
   if (unsharded()) return;
-  TrScope scope({c.prov, &c.params, &c.layers}, Tr::ToUnsharded);
-  if (c.prov) c.prov->group_unsharded[c.g] = c.prov->stamp();
+  TrScope scope(c.scope, Tr::ToUnsharded);
+  if (c.scope.prov) c.scope.prov->group_unsharded[c.g] = c.scope.prov->stamp();
   if (!gather_pending) all_gather(c);
   gather_pending = false;
   has_u = true;  // _fsdp_param.py::FSDPParam.init_unsharded_param: created once, then reused
@@ -110,7 +105,7 @@ void FsdpParamGroup::unshard(const GroupContext& c) {
 // Nothing is written back: a requires_grad flip or a data edit made on U since
 // the all-gather is simply dropped.
 void FsdpParamGroup::to_sharded(const GroupContext& c) {
-  if (c.prov && unsharded()) c.prov->note_drops(c.params, c.topo.groups[c.g].params);
+  if (c.scope.prov && unsharded()) c.scope.prov->note_drops(c.params, c.topo.groups[c.g].params);
   if (unsharded()) c.note_unsharded(false);
   sharded = ShardedState::Sharded;
 }
@@ -135,7 +130,7 @@ void FsdpParamGroup::pre_forward_in_pre_backward(const GroupContext& c) {
 Raise FsdpParamGroup::pre_forward(const GroupContext& c) {
   lazy_init();
   training = TrainingState::Forward;
-  if (c.root_lazy_inited && !dtype_attrs)
+  if (c.state.root_lazy_inited && !dtype_attrs)
     return c.raise(Status::Exception, "AttributeError: 'FSDPParam' object has no attribute 'param_dtype'");
   unshard(c);
   return {};
@@ -145,7 +140,7 @@ Raise FsdpParamGroup::pre_forward(const GroupContext& c) {
 // _record_post_forward (under no_grad too), then IDLE.
 void FsdpParamGroup::post_forward(const GroupContext& c) {
   reshard(c);
-  record_post_forward(c.post_forward_order, c.g);
+  record_post_forward(c.state.post_forward_order, c.g);
   training = TrainingState::Idle;
 }
 
@@ -156,7 +151,7 @@ void FsdpParamGroup::pre_backward(const GroupContext& c) {
   // _fsdp_state.py::FSDPState._pre_backward: the state's PRE_BACKWARD and the final callback
   // (queued once, _register_root_post_backward_final_callback) come before the group's own.
   state_pre_backward = true;
-  c.final_callback_queued = true;
+  c.state.final_callback_queued = true;
   if (training == TrainingState::PreBackward) return;
   training = TrainingState::PreBackward;
   unshard(c);
@@ -176,8 +171,8 @@ void FsdpParamGroup::backward_prefetch(const GroupContext& c) {
   const int i = pop_post_forward_index();
   if (i - 1 < 0) return;  // none left (-1), or the first post_forward (0)
   GroupContext on_target = c;
-  on_target.g = c.post_forward_order[i - 1];
-  FsdpParamGroup& target = c.groups[on_target.g];
+  on_target.g = c.state.post_forward_order[i - 1];
+  FsdpParamGroup& target = c.state.groups[on_target.g];
   if (!target.takes_prefetch()) return;
   target.all_gather(on_target);
   target.gather_pending = true;
@@ -189,8 +184,8 @@ void FsdpParamGroup::backward_prefetch(const GroupContext& c) {
 // Without gradient sync (reduce_grads False) it only reshards: U keeps its grad,
 // which the next synced post_backward reduces with that backward's, whichever
 // adapter is active by then (fp32: no unsharded_accumulated_grad, U.grad itself).
-Raise FsdpParamGroup::post_backward(const GroupContext& c) {
-  TrScope scope({c.prov, &c.params, &c.layers}, reduce_grads ? Tr::PostBackwardReduce : Tr::PostBackwardUnsynced);
+Raise FsdpParamGroup::post_backward(const GroupContext& c, AdapterSet& grads) {
+  TrScope scope(c.scope, reduce_grads ? Tr::PostBackwardReduce : Tr::PostBackwardUnsynced);
   training = TrainingState::PostBackward;
   if (!reduce_grads) {
     reshard(c);
@@ -244,7 +239,7 @@ Raise FsdpParamGroup::post_backward(const GroupContext& c) {
     if (lands != c.params[p].dtype && !c.params[p].grad_s)
       return c.raise(Status::Exception, grad_dtype_refused_message(lands));
     c.params[p].grad_s = true;
-    if (c.topo.params[p].adapter >= 0) c.grads.insert(c.topo.params[p].adapter);
+    if (c.topo.params[p].adapter >= 0) grads.insert(c.topo.params[p].adapter);
   }
   return {};
 }

@@ -8,10 +8,12 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/machine/fsdp_param.hpp"
 #include "model/machine/op_raised.hpp"
+#include "model/machine/scope_site.hpp"
 #include "model/machine/topology.hpp"
 #include "model/vocab/adapter_set.hpp"
 #include "model/vocab/observation.hpp"
@@ -20,32 +22,25 @@
 namespace fsdpsim {
 
 struct FsdpParamGroup;
-struct LoraLayer;
-struct UnshardedMemory;
+struct FsdpRootState;
 class CollectiveLog;
-class Provenance;
 
-// What one group's transitions reach: the rank's parameters (the group's are
-// topo.groups[g].params), the other groups (a backward prefetch unshards one), the op's
-// collectives, the unsharded memory, the rank's FSDP state flags, the op's gradients
-// (OpResult::grads) and the provenance (null: none). RankModel::group_context builds it.
+// What one group's transitions reach: its parameters (topo.groups[g].params index the rank's),
+// the op's collectives, the FSDP state it belongs to (FsdpRootState: the other groups, which a
+// backward prefetch unshards, the post-forward order, the memory its all-gather output holds,
+// the root's flags) and where a transition or a raise is noted. FsdpState::context builds it;
+// post_backward takes the op's gradients as its argument.
 struct GroupContext {
   const Topology& topo;
   int rank;
   int g;  // the group's index
   std::vector<FsdpParam>& params;
-  std::vector<FsdpParamGroup>& groups;
-  std::vector<int>& post_forward_order;  // _fsdp_param_group.py::FSDPCommContext.post_forward_order
   CollectiveLog& log;
-  UnshardedMemory& memory;
-  bool root_lazy_inited;                 // FSDPState._lazy_init has run
-  bool& final_callback_queued;           // FSDPStateContext.post_backward_final_callback_queued
-  AdapterSet& grads;                     // adapters whose shard received a gradient this op
-  Provenance* prov;
-  const std::vector<LoraLayer>& layers;  // for the provenance scopes' snapshots
+  FsdpRootState& state;
+  ScopeSite scope;
 
   // What upstream raises here; with provenance the raise site is noted.
-  Raise raise(Status s, std::string msg) const;
+  Raise raise(Status s, std::string msg) const { return raise_at(scope.prov, s, std::move(msg)); }
   // Group g's all-gather output (world padded shards, fp32) comes or goes.
   void note_unsharded(bool unsharded) const;
 };
@@ -104,7 +99,8 @@ struct FsdpParamGroup {
   void pre_forward_in_pre_backward(const GroupContext& c);
   void post_forward(const GroupContext& c);
   void pre_backward(const GroupContext& c);
-  [[nodiscard]] Raise post_backward(const GroupContext& c);
+  // grads: the adapters whose shard received a gradient this op (OpResult::grads).
+  [[nodiscard]] Raise post_backward(const GroupContext& c, AdapterSet& grads);
   // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.finalize_backward, from the root's final callback.
   void finalize_backward(const GroupContext& c);
 

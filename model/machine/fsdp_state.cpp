@@ -6,11 +6,7 @@
 
 namespace fsdpsim {
 
-GroupContext FsdpState::context(int g) const {
-  return GroupContext{topo_, rank_, g,         st_.params,          st_.groups,                st_.post_forward_order,
-                      log_,  st_.memory, st_.root_lazy_inited, st_.final_callback_queued, grads_,
-                      prov_, st_.layers};
-}
+GroupContext FsdpState::context(int g) const { return GroupContext{topo_, rank_, g, params_, log_, st_, scope_}; }
 
 // torch 2.13 _fsdp_state.py::FSDPState._lazy_init: once, at the root's first pre-forward (it marks
 // itself root before the groups' lazy_init, so a raise there is never retried), every group in
@@ -28,11 +24,11 @@ Raise FsdpState::lazy_init() const {
 // A post_backward that raises ends it there: the groups after it keep their state (their FSDP
 // states stay PRE_BACKWARD) and the callback stays marked queued, so no later backward queues
 // it again (_fsdp_state.py::FSDPState._root_post_backward_final_callback resets the flag last).
-Raise FsdpState::post_backward_final_callback(const std::vector<uint8_t>& done) const {
+Raise FsdpState::post_backward_final_callback(const std::vector<uint8_t>& done, AdapterSet& grads) const {
   for (size_t g = 0; g < topo_.groups.size(); ++g) {
     const GroupContext c = context(static_cast<int>(g));
     if (!done[g])
-      if (Raise r = st_.groups[g].post_backward(c)) return r;
+      if (Raise r = st_.groups[g].post_backward(c, grads)) return r;
     st_.groups[g].finalize_backward(c);
   }
   st_.post_forward_order.clear();  // torch 2.13 _fsdp_state.py::_root_post_backward_final_callback (is_last_backward)

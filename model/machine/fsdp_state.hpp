@@ -2,8 +2,8 @@
 // _fsdp_state.py::FSDPState and the root's context): the root's lazy init, the final backward
 // callback, the state-dict hook and FSDPModule.reshard()/unshard() on every module; it owns the
 // groups (FsdpParamGroup, whose own transitions are fsdp_param_group.cpp's) and the
-// post-forward order, which live in the rank's state. Built on the fly over that state, the
-// op's collectives and gradients (OpResult::grads) and the provenance (fsdp_state.cpp).
+// post-forward order, which live in the rank's FsdpRootState. Built on the fly over that part of
+// the state, the rank's parameters, the op's collectives and the provenance (fsdp_state.cpp).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -16,16 +16,19 @@ namespace fsdpsim {
 
 class FsdpState {
  public:
-  FsdpState(const Topology& topo, int rank, RankState& st, CollectiveLog& log, AdapterSet& grads, Provenance* prov)
-      : topo_(topo), rank_(rank), st_(st), log_(log), grads_(grads), prov_(prov) {}
+  // state: FSDP's part of the rank's state; params: the rank's parameters (the groups' are
+  // topo.groups[g].params); log: the op's collectives; scope: where transitions are noted.
+  FsdpState(const Topology& topo, int rank, FsdpRootState& state, std::vector<FsdpParam>& params, CollectiveLog& log,
+            const ScopeSite& scope)
+      : topo_(topo), rank_(rank), st_(state), params_(params), log_(log), scope_(scope) {}
 
   GroupContext context(int g) const;  // what group g's transitions reach on this rank
   FsdpParamGroup& group(int g) const { return st_.groups[g]; }
   // _fsdp_state.py::FSDPState._lazy_init: once, at the root's first pre-forward.
   [[nodiscard]] Raise lazy_init() const;
   // _fsdp_state.py::FSDPState._root_post_backward_final_callback; `done`: the groups whose
-  // post_backward already ran in this backward.
-  [[nodiscard]] Raise post_backward_final_callback(const std::vector<uint8_t>& done) const;
+  // post_backward already ran in this backward; grads: the op's (OpResult::grads).
+  [[nodiscard]] Raise post_backward_final_callback(const std::vector<uint8_t>& done, AdapterSet& grads) const;
   // The state-dict pre-hook on every group (_fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks).
   void reshard_all() const;
   // FSDPModule.reshard() on every FSDP module.
@@ -36,10 +39,10 @@ class FsdpState {
  private:
   const Topology& topo_;
   int rank_;
-  RankState& st_;
+  FsdpRootState& st_;
+  std::vector<FsdpParam>& params_;
   CollectiveLog& log_;
-  AdapterSet& grads_;
-  Provenance* prov_;
+  ScopeSite scope_;
 };
 
 }  // namespace fsdpsim

@@ -20,36 +20,29 @@ void WeightContent::add(int adapter, DeltaId version, int sign) {
   ver[adapter] = c == 0 ? 0 : version;
 }
 
-Raise LayerContext::raise(Status s, std::string msg) const {
-  if (prov) prov->note_raise();
-  return Raise(s, std::move(msg));
-}
-
-bool LayerContext::registered_rg(int param) const { return params[param].registered_rg(is_registered_u(param)); }
-
 // The delta B @ A * scaling is recomputed from the current A and B at every
 // merge and unmerge (lora/layer.py::Linear.get_delta_weight); nothing is cached.
-DeltaId LoraLayer::delta_version(const LayerContext& c, int adapter) const {
-  const LayerInfo& li = c.topo.layers[c.layer];
-  auto ver = [&](int p) { return c.params[p].registered_version(c.is_registered_u(p)); };
+DeltaId LoraLayer::delta_version(const LayerPort& c, int adapter) const {
+  const LayerInfo& li = c.own.info();
+  auto ver = [&](int p) { return c.own.params[p].registered_version(c.own.is_registered_u(p)); };
   return c.dtensor.delta_id(adapter, ver(li.A[adapter]), ver(li.B[adapter]));
 }
 
-WeightContent& LoraLayer::registered_weight(const LayerContext& c) const {
-  const int w = c.topo.layers[c.layer].weight;
-  return c.params[w].registered_weight(c.is_registered_u(w));
+WeightContent& LoraLayer::registered_weight(const LayerPort& c) const {
+  const int w = c.own.info().weight;
+  return c.own.params[w].registered_weight(c.own.is_registered_u(w));
 }
 
-Raise LoraLayer::merge(const LayerContext& c, int adapter) {
-  const int a = c.topo.layers[c.layer].A[adapter];
-  if (a < 0 || !c.params[a].present) return {};  // the layer does not hold the adapter's tensors
+Raise LoraLayer::merge(const LayerPort& c, int adapter) {
+  const int a = c.own.info().A[adapter];
+  if (a < 0 || !c.own.params[a].present) return {};  // the layer does not hold the adapter's tensors
   if (is_merged(adapter)) return {};  // "Already following adapters were merged"
   if (Raise r = get_delta_weight(c, adapter, +1)) return r;
   push_merged(adapter);
   return {};
 }
 
-Raise LoraLayer::unmerge(const LayerContext& c) {
+Raise LoraLayer::unmerge(const LayerPort& c) {
   while (any_merged())
     if (Raise r = get_delta_weight(c, pop_merged(), -1)) return r;
   return {};
@@ -59,13 +52,13 @@ Raise LoraLayer::unmerge(const LayerContext& c) {
 // tuners_utils.py::BaseTunerLayer.set_adapter: requires_grad = (a in names) and
 // not inference_mode on every adapter's A and B, through
 // utils/other.py::_set_layer_requires_grad (which only sees registered objects).
-void LoraLayer::set_adapter(const LayerContext& c, AdapterSet names, bool inference_mode) {
-  const LayerInfo& li = c.topo.layers[c.layer];
-  for (int a = 0; a < c.topo.n_adapters(); ++a) {
-    if (li.A[a] < 0 || !c.params[li.A[a]].present) continue;
+void LoraLayer::set_adapter(const LayerPort& c, AdapterSet names, bool inference_mode) {
+  const LayerInfo& li = c.own.info();
+  for (int a = 0; a < c.own.topo.n_adapters(); ++a) {
+    if (li.A[a] < 0 || !c.own.params[li.A[a]].present) continue;
     bool rg = names.contains(a) && !inference_mode;
-    set_registered_rg(c.topo, c.params, c.groups, li.A[a], rg);
-    set_registered_rg(c.topo, c.params, c.groups, li.B[a], rg);
+    c.own.set_registered_rg(li.A[a], rg);
+    c.own.set_registered_rg(li.B[a], rg);
   }
   active = names;
 }
@@ -73,38 +66,38 @@ void LoraLayer::set_adapter(const LayerContext& c, AdapterSet names, bool infere
 // lora/layer.py::LoraLayer.update_layer (the adapter injected here) ends with the layer's own
 // set_adapter(its active adapters, the new config's inference_mode); a new LoRA layer is active
 // on the new adapter, frozen (lora/model.py::LoraModel._create_and_replace).
-void LoraLayer::update_layer(const LayerContext& c, int adapter, bool inference_mode) {
+void LoraLayer::update_layer(const LayerPort& c, int adapter, bool inference_mode) {
   if (tuner) return set_adapter(c, active, inference_mode);
   tuner = true;
   set_adapter(c, AdapterSet::of(adapter), inference_mode);
-  const LayerInfo& li = c.topo.layers[c.layer];
-  set_registered_rg(c.topo, c.params, c.groups, li.A[adapter], false);
-  set_registered_rg(c.topo, c.params, c.groups, li.B[adapter], false);
+  const LayerInfo& li = c.own.info();
+  c.own.set_registered_rg(li.A[adapter], false);
+  c.own.set_registered_rg(li.B[adapter], false);
 }
 
 // tuners_utils.py::BaseTunerLayer.enable_adapters: disabling freezes every
 // adapter (no unmerge); enabling calls the layer's set_adapter(active), which
 // ignores inference_mode upstream (#3447) and honours it when patched (#3453).
 // A ModulesToSaveWrapper has its own (ModulesToSaveWrapper::enable_adapters).
-void LoraLayer::enable_adapters(const LayerContext& c, bool enabled) {
-  if (wrapper) return ModulesToSaveWrapper(c, *this).enable_adapters(enabled);
-  const LayerInfo& li = c.topo.layers[c.layer];
+void LoraLayer::enable_adapters(const LayerPort& c, bool enabled, AdapterSet inference_mode) {
+  if (wrapper) return ModulesToSaveWrapper(c.own, c.scope.prov, *this).enable_adapters(enabled);
+  const LayerInfo& li = c.own.info();
   if (!enabled) {
-    for (int a = 0; a < c.topo.n_adapters(); ++a) {
-      if (li.A[a] < 0 || !c.params[li.A[a]].present) continue;
-      set_registered_rg(c.topo, c.params, c.groups, li.A[a], false);
-      set_registered_rg(c.topo, c.params, c.groups, li.B[a], false);
+    for (int a = 0; a < c.own.topo.n_adapters(); ++a) {
+      if (li.A[a] < 0 || !c.own.params[li.A[a]].present) continue;
+      c.own.set_registered_rg(li.A[a], false);
+      c.own.set_registered_rg(li.B[a], false);
     }
     disabled = true;
     return;
   }
-  TrScope scope({c.prov, &c.params, &c.layers}, Tr::EnableAdapters);
-  bool respect = c.topo.profile.get(Switch::EnableInferenceMode) == sw::kRespect;
-  for (int a = 0; a < c.topo.n_adapters(); ++a) {
-    if (li.A[a] < 0 || !c.params[li.A[a]].present) continue;
-    bool rg = active.contains(a) && !(respect && c.inference_mode.contains(a));
-    set_registered_rg(c.topo, c.params, c.groups, li.A[a], rg);
-    set_registered_rg(c.topo, c.params, c.groups, li.B[a], rg);
+  TrScope scope(c.scope, Tr::EnableAdapters);
+  bool respect = c.own.topo.profile.get(Switch::EnableInferenceMode) == sw::kRespect;
+  for (int a = 0; a < c.own.topo.n_adapters(); ++a) {
+    if (li.A[a] < 0 || !c.own.params[li.A[a]].present) continue;
+    bool rg = active.contains(a) && !(respect && inference_mode.contains(a));
+    c.own.set_registered_rg(li.A[a], rg);
+    c.own.set_registered_rg(li.B[a], rg);
   }
   disabled = false;
 }
@@ -115,45 +108,45 @@ void LoraLayer::enable_adapters(const LayerContext& c, bool enabled) {
 // a Raise when the forward raised (an E == 1 ParamWrapper, below).
 // peft lora/layer.py::Linear.forward: `result = result + lora_B(lora_A(x)) * scaling` for each
 // active adapter, unless disabled or merged (then the base output is the layer's output).
-bool LoraLayer::adds_output(const LayerContext& c) const { return tuner && !disabled && !any_merged() && active_count(c) > 0; }
+bool LoraLayer::adds_output(const LayerPort& c) const { return tuner && !disabled && !any_merged() && active_count(c) > 0; }
 
 // The layer's active adapters that it holds (lora_A has them).
-int LoraLayer::active_count(const LayerContext& c) const {
-  const LayerInfo& li = c.topo.layers[c.layer];
+int LoraLayer::active_count(const LayerPort& c) const {
+  const LayerInfo& li = c.own.info();
   int n = 0;
-  for (int a : active) n += li.A[a] >= 0 && c.params[li.A[a]].present;
+  for (int a : active) n += li.A[a] >= 0 && c.own.params[li.A[a]].present;
   return n;
 }
 
 namespace {
 // The dtype a forward reads a parameter in: U's (the policy's param_dtype cast) while U is
 // registered, else the plain parameter's or shard's own.
-DType forward_dtype(const LayerContext& c, int p) { return c.is_registered_u(p) ? c.params[p].gathered_dtype() : c.params[p].dtype; }
+DType forward_dtype(const LayerParams& c, int p) { return c.is_registered_u(p) ? c.params[p].gathered_dtype() : c.params[p].dtype; }
 
 // F.linear(x, weight, bias) on the activation's dtype `x`: torch's dtype error, else "".
-std::string linear_error(const LayerContext& c, DType x, int weight, int bias) {
+std::string linear_error(const LayerParams& c, DType x, int weight, int bias) {
   return linear_dtype_error(x, forward_dtype(c, weight), bias >= 0 ? std::optional<DType>(forward_dtype(c, bias)) : std::nullopt);
 }
 }  // namespace
 
-Raise LoraLayer::forward(const LayerContext& c, bool grad_enabled, bool* path_rg, DType* act) {
-  const LayerInfo& li = c.topo.layers[c.layer];
+Raise LoraLayer::forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, bool grad_enabled, bool* path_rg, DType* act) {
+  const LayerInfo& li = c.own.info();
   auto use = [&](int p) {
-    if (p < 0 || !c.registered_rg(p)) return;  // p < 0: a ParamWrapper target has no bias
+    if (p < 0 || !c.own.registered_rg(p)) return;  // p < 0: a ParamWrapper target has no bias
     *path_rg = true;
-    if (grad_enabled) c.grad[p] = 1;
+    if (grad_enabled) graph_grad[p] = 1;
   };
   // A LoRA layer made around the FSDP module (a child group's layer): FSDP's casts wrap the
   // base layer's call alone (_fsdp_state.py::FSDPState._pre_forward / _post_forward).
-  const GroupInfo& gi = c.topo.groups[li.group];
+  const GroupInfo& gi = c.own.topo.groups[li.group];
   const bool base_hooks = li.lora_after_fsdp && !gi.is_root;
   // The base layer's call: nn.Linear's F.linear, or the experts' einsum (session Experts.forward);
   // its output has the input's dtype.
   auto base = [&]() -> Raise {
     const DType x = base_hooks ? fsdp_cast_in(gi, *act) : *act;
     DType y = x;
-    const std::string err = li.experts > 0 ? einsum_dtype_error(x, forward_dtype(c, li.weight), li.fan_in, li.fan_out, &y)
-                                           : linear_error(c, x, li.weight, li.bias);
+    const std::string err = li.experts > 0 ? einsum_dtype_error(x, forward_dtype(c.own, li.weight), li.fan_in, li.fan_out, &y)
+                                           : linear_error(c.own, x, li.weight, li.bias);
     if (!err.empty()) return c.raise(Status::Exception, err);
     *act = base_hooks ? fsdp_cast_out(gi, y) : y;
     return {};
@@ -162,7 +155,7 @@ Raise LoraLayer::forward(const LayerContext& c, bool grad_enabled, bool* path_rg
   if (wrapper && !disabled && copy_active >= 0 && trains.contains(copy_active)) {
     use(li.SW[copy_active]);
     use(li.SB[copy_active]);
-    const std::string err = linear_error(c, *act, li.SW[copy_active], li.SB[copy_active]);
+    const std::string err = linear_error(c.own, *act, li.SW[copy_active], li.SB[copy_active]);
     return err.empty() ? Raise{} : c.raise(Status::Exception, err);
   }
   use(li.weight);
@@ -170,7 +163,7 @@ Raise LoraLayer::forward(const LayerContext& c, bool grad_enabled, bool* path_rg
   if (wrapper) return base();
   if (disabled) {
     // U is registered here (the group's pre_forward ran), so the unmerge reads no shard and cannot raise.
-    TrScope scope({c.prov, &c.params, &c.layers}, Tr::DisabledForwardUnmerge);
+    TrScope scope(c.scope, Tr::DisabledForwardUnmerge);
     if (any_merged())
       if (Raise r = unmerge(c)) return r;
     return base();
@@ -182,7 +175,7 @@ Raise LoraLayer::forward(const LayerContext& c, bool grad_enabled, bool* path_rg
     if (Raise r = base()) return r;
   DType x = *act;  // Linear.forward's `x`, recast per adapter
   for (int a : active) {
-    if (li.A[a] < 0 || !c.params[li.A[a]].present) continue;
+    if (li.A[a] < 0 || !c.own.params[li.A[a]].present) continue;
     // peft 0.21.2 lora/layer.py::ParamWrapper._activate_lora: with E == 1 it sums
     // get_delta_weight (Linear's (out, in) delta) and registers W + delta as the
     // parametrization of the (1, in, out) weight: torch's broadcasting error.
@@ -195,8 +188,8 @@ Raise LoraLayer::forward(const LayerContext& c, bool grad_enabled, bool* path_rg
     if (li.experts > 0) continue;
     // Linear.forward: `x = self._cast_input_dtype(x, lora_A.weight.dtype)`, then
     // lora_B(lora_A(x)) (both without bias); the sum is cast back to the base output's dtype.
-    x = forward_dtype(c, li.A[a]);
-    const std::string err = linear_dtype_error(x, forward_dtype(c, li.B[a]), std::nullopt);
+    x = forward_dtype(c.own, li.A[a]);
+    const std::string err = linear_dtype_error(x, forward_dtype(c.own, li.B[a]), std::nullopt);
     if (!err.empty()) return c.raise(Status::Exception, err);
   }
   if (li.experts > 0) return base();
@@ -215,17 +208,18 @@ Raise LoraLayer::forward(const LayerContext& c, bool grad_enabled, bool* path_rg
 // weight stored (1, in, out). With delta_weight_gather on (the fix #3102
 // proposed) A and B are gathered first (full_tensor) and the delta is laid out
 // like the weight. sign: +1 merge, -1 unmerge, 0 delta only (the delta_weight op).
-Raise LoraLayer::get_delta_weight(const LayerContext& c, int adapter, int sign) {
-  TrScope scope({c.prov, &c.params, &c.layers}, Tr::GetDeltaWeight);
+Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, AdapterSet* corrupt_deltas) {
+  const Topology& topo = c.own.topo;
+  TrScope scope(c.scope, Tr::GetDeltaWeight);
   DTensor dt = c.dtensor;
-  const int layer = c.layer;
-  const LayerInfo& li = c.topo.layers[layer];
+  const int layer = c.own.layer;
+  const LayerInfo& li = topo.layers[layer];
   const int a = li.A[adapter], b = li.B[adapter];
-  const bool sharded_read = c.dtensor.group_of(a) >= 0 && !c.is_registered_u(a);
+  const bool sharded_read = c.dtensor.group_of(a) >= 0 && !c.own.is_registered_u(a);
   const CollRecord::Into into = sign != 0 ? CollRecord::kIntoShard : CollRecord::kNowhere;
-  const bool gather_fix = c.topo.profile.get(Switch::DeltaWeightGather) == sw::kOn;
+  const bool gather_fix = topo.profile.get(Switch::DeltaWeightGather) == sw::kOn;
   // An adapter added after prepare holds plain A and B while W is still a DTensor shard.
-  const bool late_on_shard = c.prepared && c.dtensor.group_of(a) < 0 && c.dtensor.group_of(li.weight) >= 0 && !c.is_registered_u(li.weight);
+  const bool late_on_shard = c.own.prepared && c.dtensor.group_of(a) < 0 && c.dtensor.group_of(li.weight) >= 0 && !c.own.is_registered_u(li.weight);
   // delta_weight_gather=on lays a ParamWrapper's plain delta out like W (each rank slices its own
   // rows, no collective), so only a Linear's late delta still meets W's shard as a plain tensor.
   const bool late_distributed = late_on_shard && li.experts > 0 && gather_fix;
@@ -235,14 +229,14 @@ Raise LoraLayer::get_delta_weight(const LayerContext& c, int adapter, int sign) 
     // the mix before any shape.
     return c.raise(Status::Exception, DTensor::mixed_tensor_error(sign > 0 ? "add_.Tensor" : "sub_.Tensor"));
   }
-  if (li.experts > 0) return ParamWrapper::get_delta_weight(*this, c, adapter, sign, {sharded_read, late_distributed, into, gather_fix});
-  if (sharded_read && c.topo.world > 1 && c.topo.params[li.weight].dim0 < c.topo.world) {
+  if (li.experts > 0) return ParamWrapper::get_delta_weight(*this, c, adapter, sign, {sharded_read, late_distributed, into, gather_fix, corrupt_deltas});
+  if (sharded_read && topo.world > 1 && topo.params[li.weight].dim0 < topo.world) {
     // Fewer rows than ranks: B @ A cannot keep B's Shard(0) (torch 2.13
     // distributed/tensor/_ops/utils.py::is_tensor_shardable). With r >= world B moves to
     // Shard(1) (one all-gather of B padded on dim 1, a Partial delta); else both are gathered.
-    const int64_t w = c.topo.world, r = c.topo.adapters[adapter].r;
+    const int64_t w = topo.world, r = topo.adapters[adapter].r;
     if (r >= w) {
-      const int64_t rows = (c.topo.params[b].dim0 + w - 1) / w;
+      const int64_t rows = (topo.params[b].dim0 + w - 1) / w;
       dt.all_gather(b, CollRecord::kNowhere, layer, adapter, 0, rows * ((r + w - 1) / w) * w);
     } else {
       dt.all_gather(b, CollRecord::kNowhere, layer, adapter);

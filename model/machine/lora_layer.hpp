@@ -3,47 +3,51 @@
 // are merged into its weight, whether it is disabled; and its transitions, named
 // after the upstream methods: set_adapter, update_layer, enable_adapters, forward,
 // merge, unmerge and get_delta_weight (lora_layer.cpp; a ParamWrapper target's
-// get_delta_weight and forward are param_wrapper.cpp's), on the parameters a LayerContext hands
+// get_delta_weight and forward are param_wrapper.cpp's), on the parameters a LayerPort hands
 // in; a ModulesToSaveWrapper's state too, which that class (modules_to_save.hpp) runs. A delta read off
 // shards issues its all-gathers through the DTensor port (dtensor.hpp).
 #pragma once
 #include <array>
 #include <cstdint>
-
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "model/machine/dtensor.hpp"
 #include "model/machine/op_raised.hpp"
+#include "model/machine/scope_site.hpp"
 #include "model/vocab/adapter_set.hpp"
 
 namespace fsdpsim {
 
-class Provenance;
-struct LoraLayer;
-
-// What a layer's transitions reach: its index, the parameters (a requires_grad flip lands on
-// the object registered now, which the groups' state says), the rank's layers and provenance
-// (the scopes), the adapters' inference_mode, whether fully_shard ran, the DTensor port its
-// delta reads gather through, the autograd graph a forward records into (per parameter: a
-// grad will be written) and the op's corrupt deltas (a delta_weight read that is not the
-// layer's delta). RankModel::layer_context builds it.
-struct LayerContext {
+// The layer's own parameters as this rank holds them (topo.layers[layer] names them): which
+// object of each is registered now (S, or the group's temporary U, as the groups' state says;
+// a requires_grad flip lands there) and whether fully_shard made the managed ones DTensors.
+struct LayerParams {
   const Topology& topo;
   int layer;
   std::vector<FsdpParam>& params;
-  const std::vector<FsdpParamGroup>& groups;
-  const std::vector<LoraLayer>& layers;
-  Provenance* prov;
-  AdapterSet inference_mode;
-  bool prepared;
+  const std::vector<FsdpParamGroup>& groups;  // read only to know which object is registered
+  bool prepared;                               // fully_shard ran
+
+  const LayerInfo& info() const { return topo.layers[layer]; }
+  bool is_registered_u(int param) const { return u_registered(topo, params, groups, param); }
+  bool registered_rg(int param) const { return params[param].registered_rg(is_registered_u(param)); }
+  void set_registered_rg(int param, bool value) const { fsdpsim::set_registered_rg(topo, params, groups, param, value); }
+};
+
+// What a layer's transitions reach: its own parameters, the DTensor port its delta reads gather
+// through, and where a transition or a raise is noted. What else one transition reads or writes
+// is its argument (enable_adapters' inference_mode, forward's autograd graph, the delta_weight
+// op's corrupt deltas), as on real_backend::LoraLayer. RankModel::layer_port and
+// PeftModel::layer_port build it.
+struct LayerPort {
+  LayerParams own;
   DTensor dtensor;
-  std::vector<uint8_t>& grad;
-  AdapterSet& corrupt_deltas;
+  ScopeSite scope;
 
   // What upstream raises here; with provenance the raise site is noted.
-  Raise raise(Status s, std::string msg) const;
-  bool is_registered_u(int param) const { return dtensor.is_registered_u(param); }
-  bool registered_rg(int param) const;
+  Raise raise(Status s, std::string msg) const { return raise_at(scope.prov, s, std::move(msg)); }
 };
 
 struct LoraLayer {
@@ -73,27 +77,29 @@ struct LoraLayer {
 
   // lora/layer.py::Linear.merge (ParamWrapper.merge alike): W.data += delta for
   // each adapter not yet merged; a delta that raises leaves merged_adapters as it was.
-  [[nodiscard]] Raise merge(const LayerContext& c, int adapter);
+  [[nodiscard]] Raise merge(const LayerPort& c, int adapter);
   // lora/layer.py::Linear.unmerge: pops every merged adapter, LIFO, then
   // W.data -= delta; the pop happens before the delta, so a raising delta
   // leaves the adapter unlisted but still in W.
-  [[nodiscard]] Raise unmerge(const LayerContext& c);
+  [[nodiscard]] Raise unmerge(const LayerPort& c);
   // lora/layer.py::Linear.get_delta_weight (a ParamWrapper's: param_wrapper.cpp) added into the
   // registered weight: sign +1 merge, -1 unmerge, 0 the delta only (the delta_weight op).
-  [[nodiscard]] Raise get_delta_weight(const LayerContext& c, int adapter, int sign);
+  // corrupt_deltas: where the delta_weight op (sign 0) notes a read that is not the layer's delta.
+  [[nodiscard]] Raise get_delta_weight(const LayerPort& c, int adapter, int sign, AdapterSet* corrupt_deltas = nullptr);
   // lora/layer.py::Linear.forward: records which registered objects autograd will give a
-  // gradient (`path_rg`: the output requires grad so far).
+  // gradient in `graph_grad` (per param; `path_rg`: the output requires grad so far).
   // *act: the activation's dtype, in (after the FSDP module's input cast) and out.
-  [[nodiscard]] Raise forward(const LayerContext& c, bool grad_enabled, bool* path_rg, DType* act);
+  [[nodiscard]] Raise forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, bool grad_enabled, bool* path_rg, DType* act);
   // The layer's output is not its base output (an active adapter adds a term).
-  bool adds_output(const LayerContext& c) const;
-  int active_count(const LayerContext& c) const;  // active adapters this layer holds
+  bool adds_output(const LayerPort& c) const;
+  int active_count(const LayerPort& c) const;  // active adapters this layer holds
   // The delta B @ A of the registered A and B (recomputed at every merge and unmerge).
-  DeltaId delta_version(const LayerContext& c, int adapter) const;
-  WeightContent& registered_weight(const LayerContext& c) const;  // the base weight object registered now
-  void set_adapter(const LayerContext& c, AdapterSet names, bool inference_mode);
-  void update_layer(const LayerContext& c, int adapter, bool inference_mode);
-  void enable_adapters(const LayerContext& c, bool enabled);
+  DeltaId delta_version(const LayerPort& c, int adapter) const;
+  WeightContent& registered_weight(const LayerPort& c) const;  // the base weight object registered now
+  void set_adapter(const LayerPort& c, AdapterSet names, bool inference_mode);
+  void update_layer(const LayerPort& c, int adapter, bool inference_mode);
+  // inference_mode: the adapters configured so (PeftConfig::inference_mode).
+  void enable_adapters(const LayerPort& c, bool enabled, AdapterSet inference_mode);
 };
 
 }  // namespace fsdpsim

@@ -11,14 +11,14 @@ namespace fsdpsim {
 // fully_shard swaps the class of each module it is given for FSDP<name>; the root's call is on
 // the PeftModel, so a wrapper in the root's group keeps its name.
 const char* ModulesToSaveWrapper::class_name() const {
-  return c_.prepared && !c_.topo.groups[c_.topo.layers[c_.layer].group].is_root ? "FSDPModulesToSaveWrapper" : "ModulesToSaveWrapper";
+  return own_.prepared && !own_.topo.groups[own_.info().group].is_root ? "FSDPModulesToSaveWrapper" : "ModulesToSaveWrapper";
 }
 
 // peft utils/other.py::_set_layer_requires_grad on one adapter's copy (weight and bias).
 void ModulesToSaveWrapper::set_copy_rg(int adapter, bool rg) {
-  const LayerInfo& li = c_.topo.layers[c_.layer];
+  const LayerInfo& li = own_.info();
   for (int p : {li.SW[adapter], li.SB[adapter]})
-    if (p >= 0 && c_.params[p].present) set_registered_rg(c_.topo, c_.params, c_.groups, p, rg);
+    if (p >= 0 && own_.params[p].present) own_.set_registered_rg(p, rg);
 }
 
 // other.py::ModulesToSaveWrapper.set_adapter: freezes the copy running now, then (unless
@@ -34,11 +34,11 @@ void ModulesToSaveWrapper::set_adapter(int adapter, bool inference_mode) {
 // name passes as it is), and a wrapper not training along with it runs none.
 Raise ModulesToSaveWrapper::set_adapter_named(AdapterSet names, bool list_form, bool inference_mode) {
   // inject_adapter passes the active list, empty after a delete left none active.
-  if (list_form && names.empty()) return c_.raise(Status::ValueError, "Please specify at least one adapter to set");
+  if (list_form && names.empty()) return raise_at(prov_, Status::ValueError, "Please specify at least one adapter to set");
   const AdapterSet here = list_form ? names & module_.copies : names;
   if (here.count() > 1) {
     // Its text formats the module, whose repr spans lines: the first line ends with the class.
-    return c_.raise(Status::ValueError, fmt::format("Only one adapter can be set at a time for {}(", class_name()));
+    return raise_at(prov_, Status::ValueError, fmt::format("Only one adapter can be set at a time for {}(", class_name()));
   }
   const int a = here.empty() ? -1 : here.first();
   set_adapter(a >= 0 && module_.trains.contains(a) ? a : -1, inference_mode);
@@ -70,15 +70,15 @@ void ModulesToSaveWrapper::add(int adapter, bool inference_mode, bool active) {
 // tuners_utils.py::_delete_auxiliary_adapter -> ModulesToSaveWrapper.delete_adapter, with the
 // first LoRA layer's active adapters after its own delete (none: no LoRA layer).
 Raise ModulesToSaveWrapper::delete_adapter(int adapter, AdapterSet new_active) {
-  const LayerInfo& li = c_.topo.layers[c_.layer];
+  const LayerInfo& li = own_.info();
   auto drop = [&]() {
-    for (int p : {li.SW[adapter], li.SB[adapter]}) c_.params[p].present = false;
+    for (int p : {li.SW[adapter], li.SB[adapter]}) own_.params[p].present = false;
     module_.copies.erase(adapter);
   };
   if (new_active.count() > 1) {
     std::string list;
-    for (int a : new_active) fmt::format_to(std::back_inserter(list), "{}'{}'", list.empty() ? "[" : ", ", c_.topo.adapters[a].name);
-    return c_.raise(Status::ValueError,
+    for (int a : new_active) fmt::format_to(std::back_inserter(list), "{}'{}'", list.empty() ? "[" : ", ", own_.topo.adapters[a].name);
+    return raise_at(prov_, Status::ValueError,
                     fmt::format("Attempted to set multiple ({}]) adapters at once for {}, which is not allowed.", list, class_name()));
   }
   module_.trains.erase(adapter);
@@ -90,7 +90,7 @@ Raise ModulesToSaveWrapper::delete_adapter(int adapter, AdapterSet new_active) {
   }
   // It compares the new adapter with active_adapters[0], which a wrapper running none lacks:
   // the copy stays in the ModuleDict, out of _adapters.
-  if (module_.copy_active < 0) return c_.raise(Status::Exception, "IndexError: list index out of range");
+  if (module_.copy_active < 0) return raise_at(prov_, Status::Exception, "IndexError: list index out of range");
   // ModulesToSaveWrapper.set_adapter would refuse a `next` outside _adapters, but only a
   // deleted adapter leaves _adapters, and no LoRA layer names a deleted one as active.
   if (next != module_.copy_active) set_adapter(next, false);

@@ -3,7 +3,7 @@
 // requires_grad flips, which land on whatever object FSDP has registered (a flip on the
 // unsharded copy is lost at the next reshard, as seed 000's is). Its state is the layer's
 // (LoraLayer's wrapper fields, so the rank's state stays one plain value); it is built on the fly
-// over it and the layer's parameters (modules_to_save.cpp). Same file and class as
+// over it and the layer's parameters (LayerParams; modules_to_save.cpp). Same file and class as
 // real_backend/modules_to_save.
 #pragma once
 #include "model/machine/lora_layer.hpp"
@@ -12,8 +12,8 @@ namespace fsdpsim {
 
 class ModulesToSaveWrapper {
  public:
-  // c: the wrapped layer's context; module: its state.
-  ModulesToSaveWrapper(const LayerContext& c, LoraLayer& module) : c_(c), module_(module) {}
+  // own: the wrapped layer's parameters; prov: where a raise is noted (null: nowhere); module: its state.
+  ModulesToSaveWrapper(const LayerParams& own, Provenance* prov, LoraLayer& module) : own_(own), prov_(prov), module_(module) {}
   // other.py::_set_trainable on this layer for a newly injected adapter (`active`: the tuner's
   // active adapters hold it): a new wrapper, or one more copy (ModulesToSaveWrapper.update).
   void add(int adapter, bool inference_mode, bool active);
@@ -30,7 +30,8 @@ class ModulesToSaveWrapper {
   void set_copy_rg(int adapter, bool rg);
   const char* class_name() const;
 
-  const LayerContext& c_;
+  LayerParams own_;
+  Provenance* prov_;
   LoraLayer& module_;
 };
 

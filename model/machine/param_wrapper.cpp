@@ -32,27 +32,28 @@ ExpertsEinsum experts_einsum(const Topology& topo, int layer, int adapter) {
 // lora/layer.py::ParamWrapper.get_delta_weight (E experts) reads lora_A[a].weight and
 // lora_B[a].weight without calling the modules (LoraLayer::get_delta_weight says how a sharded
 // read gathers); `read`: where it reads A and B from.
-Raise ParamWrapper::get_delta_weight(LoraLayer& lp, const LayerContext& c, int adapter, int sign, const DeltaRead& read) {
+Raise ParamWrapper::get_delta_weight(LoraLayer& lp, const LayerPort& c, int adapter, int sign, const DeltaRead& read) {
+  const Topology& topo = c.own.topo;
   DTensor dt = c.dtensor;
-  const int layer = c.layer;
-  const LayerInfo& li = c.topo.layers[layer];
+  const int layer = c.own.layer;
+  const LayerInfo& li = topo.layers[layer];
   const int a = li.A[adapter], b = li.B[adapter];
   const bool sharded_read = read.sharded_read, late_distributed = read.late_distributed, gather_fix = read.gather_fix;
   const CollRecord::Into into = read.into;
   if (li.experts == 1) {
     // peft 0.21.2 lora/layer.py::ParamWrapper.get_delta_weight -> Linear.get_delta_weight for
     // num_experts == 1: B @ A, shape (out, in), for a weight stored (1, in, out) (is_transposed).
-    if (sharded_read && c.topo.world > 1) {
-      const int64_t w = c.topo.world, r = c.topo.adapters[adapter].r;
+    if (sharded_read && topo.world > 1) {
+      const int64_t w = topo.world, r = topo.adapters[adapter].r;
       if (gather_fix) {
         // delta_weight_gather=on (the #3102 fix) reads the full A and B.
         dt.all_gather(a, CollRecord::kNowhere, layer, adapter);
         dt.all_gather(b, CollRecord::kNowhere, layer, adapter);
-      } else if (c.topo.params[b].dim0 < w && r >= w) {
+      } else if (topo.params[b].dim0 < w && r >= w) {
         // B @ A with fewer out rows than ranks, as for a Linear above: B moves to Shard(1).
-        const int64_t rows = (c.topo.params[b].dim0 + w - 1) / w;
+        const int64_t rows = (topo.params[b].dim0 + w - 1) / w;
         dt.all_gather(b, CollRecord::kNowhere, layer, adapter, 0, rows * ((r + w - 1) / w) * w);
-      } else if (c.topo.params[b].dim0 < w) {
+      } else if (topo.params[b].dim0 < w) {
         dt.all_gather(b, CollRecord::kNowhere, layer, adapter);
         dt.all_gather(a, CollRecord::kNowhere, layer, adapter);
       } else {
@@ -64,15 +65,15 @@ Raise ParamWrapper::get_delta_weight(LoraLayer& lp, const LayerContext& c, int a
     if (sign == 0 || err.empty()) {
       // the delta_weight op returns the (out, in) delta: not the layer's delta
       if (sign == 0) {
-        c.corrupt_deltas.insert(adapter);
+        if (read.corrupt_deltas) read.corrupt_deltas->insert(adapter);
         return {};
       }
       // `param.data += delta` broadcasts (out, in) onto (1, in, out): DTensor first makes the
       // delta, Shard(0) over its out rows, Replicate (torch 2.13 _redistribute.py): one all-gather
       // of this rank's padded rows, named after the weight it is added to.
-      const int64_t w = c.topo.world, out = c.topo.params[b].dim0;
+      const int64_t w = topo.world, out = topo.params[b].dim0;
       if (dtensor_add && w > 1 && (out >= w || gather_fix))
-        dt.all_gather(li.weight, CollRecord::kNowhere, layer, adapter, 0, (out + w - 1) / w * c.topo.params[a].rest);
+        dt.all_gather(li.weight, CollRecord::kNowhere, layer, adapter, 0, (out + w - 1) / w * topo.params[a].rest);
       // a square layer adds the transposed delta: a delta of its own, which unmerge takes back
       DeltaId v = lp.delta_version(c, adapter);
       if (v != kZeroDelta) v ^= kTransposedDelta;
@@ -81,16 +82,16 @@ Raise ParamWrapper::get_delta_weight(LoraLayer& lp, const LayerContext& c, int a
     }
     return c.raise(Status::ShapeError, err);
   }
-  if (!sharded_read || c.topo.world == 1) {
+  if (!sharded_read || topo.world == 1) {
     if (sign != 0) lp.registered_weight(c).add(adapter, lp.delta_version(c, adapter), sign);
     return {};
   }
   // ParamWrapper.get_delta_weight's einsum has no fp32 cast (Linear.get_delta_weight's CPU cast is
   // not on this path): each DTensor gather sends its tensor's own dtype, the delta's is A's and B's
   // promoted (peft 0.21.2 lora/layer.py::ParamWrapper.get_delta_weight).
-  const auto own = [&](int p) { return c.params[p].dtype; };
+  const auto own = [&](int p) { return c.own.params[p].dtype; };
   const DType delta_dtype = own(a) == DType::BF16 && own(b) == DType::BF16 ? DType::BF16 : DType::F32;
-  if (c.topo.profile.get(Switch::DeltaWeightGather) == sw::kOn) {
+  if (topo.profile.get(Switch::DeltaWeightGather) == sw::kOn) {
     // A, then B, gathered whole: the delta settles once B's gather pairs, from the A slots this
     // rank's experts read and every B slot, whatever tensor each peer posted (Simulator::
     // apply_gathered_deltas).
@@ -100,14 +101,14 @@ Raise ParamWrapper::get_delta_weight(LoraLayer& lp, const LayerContext& c, int a
   }
   // torch 2.13 distributed/tensor/_ops/_view_ops.py::_ViewShardingPropagator._analyze_split (strict
   // view): A.reshape(E, -1, in) of a Shard(0) A raises when E does not divide over the mesh.
-  const int64_t E = li.experts, r = c.topo.adapters[adapter].r;
-  if (E % c.topo.world != 0 && r > 1)
+  const int64_t E = li.experts, r = topo.adapters[adapter].r;
+  if (E % topo.world != 0 && r > 1)
     return c.raise(Status::Exception, fmt::format("RuntimeError: Cannot unflatten unevenly sharded tensor: output dimension 0 (size "
                                                 "{}) is not evenly divisible by mesh dimension 0 (size {}). Please redistribute "
                                                 "the tensor before this operation.",
-                                                E, c.topo.world));
-  const int64_t out = c.topo.params[b].dim0, w = c.topo.world;
-  const ExpertsEinsum plan = experts_einsum(c.topo, layer, adapter);  // see experts_einsum
+                                                E, topo.world));
+  const int64_t out = topo.params[b].dim0, w = topo.world;
+  const ExpertsEinsum plan = experts_einsum(topo, layer, adapter);  // see experts_einsum
   if (plan == ExpertsEinsum::kViewRaises)
     return c.raise(Status::ShapeError, "This operation would remove or reshape sharded dimension 3, which requires "
                               "redistribution. Please redistribute the input first.");
@@ -131,7 +132,7 @@ Raise ParamWrapper::get_delta_weight(LoraLayer& lp, const LayerContext& c, int a
   // columns, padded on dim 0 to a multiple of the world so the result splits into W's chunks.
   if (sign != 0 && shard_out)
     dt.all_gather(li.weight, CollRecord::kNowhere, layer, adapter, 0,
-                  (E + w - 1) / w * w * (c.topo.params[li.weight].rest / out) * ((out + w - 1) / w), delta_dtype);
+                  (E + w - 1) / w * w * (topo.params[li.weight].rest / out) * ((out + w - 1) / w), delta_dtype);
   return {};
 }
 
@@ -146,16 +147,17 @@ Raise ParamWrapper::get_delta_weight(LoraLayer& lp, const LayerContext& c, int a
 // registration) combines plain LoRA factors with the registered weight, the DTensor shard while
 // the group is SHARDED. One adapter on E > 1 experts in fp32 folds into torch.baddbmm
 // (_LoraFactorsProxy); otherwise W + delta (_LoraParameterProxy). DTensor refuses the mix.
-Raise ParamWrapper::forward(const LoraLayer& lp, const LayerContext& c) {
-  const LayerInfo& li = c.topo.layers[c.layer];
-  if (!c.prepared || !li.wrapper_after_fsdp || c.is_registered_u(li.weight) || !lp.adds_output(c)) return {};
-  const bool fold = lp.active_count(c) == 1 && li.experts > 1 && c.params[li.weight].dtype != DType::BF16;
+Raise ParamWrapper::forward(const LoraLayer& lp, const LayerPort& c) {
+  const LayerInfo& li = c.own.info();
+  if (!c.own.prepared || !li.wrapper_after_fsdp || c.own.is_registered_u(li.weight) || !lp.adds_output(c)) return {};
+  const bool fold = lp.active_count(c) == 1 && li.experts > 1 && c.own.params[li.weight].dtype != DType::BF16;
   return c.raise(Status::Exception, DTensor::mixed_tensor_error(fold ? "baddbmm.default" : "add.Tensor"));
 }
 
-std::string ParamWrapper::one_expert_add_error(const LayerContext& c, int adapter, bool dtensor) {
-  const LayerInfo& li = c.topo.layers[c.layer];
-  const int in = c.topo.params[li.A[adapter]].rest, out = c.topo.params[li.B[adapter]].dim0;
+std::string ParamWrapper::one_expert_add_error(const LayerPort& c, int adapter, bool dtensor) {
+  const Topology& topo = c.own.topo;
+  const LayerInfo& li = c.own.info();
+  const int in = topo.params[li.A[adapter]].rest, out = topo.params[li.B[adapter]].dim0;
   if (out == in || out == 1 || in == 1) return "";
   if (dtensor)
     return fmt::format("Attempting to broadcast a dimension of length {0} at -1! Mismatching argument at index 1 had "

@@ -18,12 +18,12 @@ Raise PeftModel::set_adapter_module_level(AdapterSet names, bool list_form, bool
   // other.py::_set_adapter: the modules_to_save wrappers first.
   for (size_t l = 0; l < p_.layers.size(); ++l)
     if (p_.layers[l].wrapper)
-      if (Raise r = ModulesToSaveWrapper(layer_context(static_cast<int>(l)), p_.layers[l]).set_adapter_named(names, list_form, inference_mode))
+      if (Raise r = modules_to_save(static_cast<int>(l)).set_adapter_named(names, list_form, inference_mode))
         return r;
   for (size_t l = 0; l < p_.topo.layers.size(); ++l) {
     if (p_.layers[l].any_merged())
-      if (Raise r = p_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
-    p_.layers[l].set_adapter(layer_context(static_cast<int>(l)), names, inference_mode);
+      if (Raise r = p_.layers[l].unmerge(layer_port(static_cast<int>(l)))) return r;
+    p_.layers[l].set_adapter(layer_port(static_cast<int>(l)), names, inference_mode);
   }
   p_.config.active = names;
   return {};
@@ -60,7 +60,7 @@ Raise PeftModel::set_adapter(const Op& op) {
   if (tuner_flags_reshard()) {
     for (size_t l = 0; l < p_.topo.layers.size(); ++l)
       if (p_.layers[l].any_merged())
-        if (Raise r = p_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
+        if (Raise r = p_.layers[l].unmerge(layer_port(static_cast<int>(l)))) return r;
     reshard_groups_without_merged();
   }
   if (Raise r = set_adapter_module_level(names, op.list_form, false)) return r;
@@ -78,10 +78,10 @@ Raise PeftModel::merge(const Op& op) {
       std::vector<int> order = p_.config.active_order.only(active).list();
       for (int a : active.without(p_.config.active_order.set())) order.push_back(a);
       for (int a : order)
-        if (Raise r = p_.layers[l].merge(layer_context(static_cast<int>(l)), a)) return r;
+        if (Raise r = p_.layers[l].merge(layer_port(static_cast<int>(l)), a)) return r;
     } else {
       for (const auto& n : op.names)
-        if (Raise r = p_.layers[l].merge(layer_context(static_cast<int>(l)), adapters_named({n}).first())) return r;
+        if (Raise r = p_.layers[l].merge(layer_port(static_cast<int>(l)), adapters_named({n}).first())) return r;
     }
   }
   return {};
@@ -104,7 +104,7 @@ bool PeftModel::tuner_flags_reshard() const { return p_.topo.profile.get(Switch:
 // tuners_utils.py::BaseTuner.unmerge_adapter: every layer unmerges.
 Raise PeftModel::unmerge_adapter() {
   for (size_t l = 0; l < p_.topo.layers.size(); ++l)
-    if (Raise r = p_.layers[l].unmerge(layer_context(static_cast<int>(l)))) return r;
+    if (Raise r = p_.layers[l].unmerge(layer_port(static_cast<int>(l)))) return r;
   return {};
 }
 
@@ -118,7 +118,7 @@ Raise PeftModel::disable_enter() {
   // tuners_utils.py::BaseTuner.disable_adapter_layers, before any layer
   if (Raise r = active_without_config()) return r;
   if (tuner_flags_reshard()) reshard_groups_without_merged();  // _enable_adapter_layers(False)
-  for (size_t l = 0; l < p_.topo.layers.size(); ++l) p_.layers[l].enable_adapters(layer_context(static_cast<int>(l)), false);
+  for (size_t l = 0; l < p_.topo.layers.size(); ++l) p_.layers[l].enable_adapters(layer_port(static_cast<int>(l)), false, p_.config.inference_mode);
   p_.config.disabled = true;
   return {};
 }
@@ -144,7 +144,7 @@ Raise PeftModel::disable_exit() {
     p_.fsdp.module_reshard_all();
   }
   if (tuner_flags_reshard()) reshard_groups_without_merged();  // _enable_adapter_layers(True)
-  for (size_t l = 0; l < p_.topo.layers.size(); ++l) p_.layers[l].enable_adapters(layer_context(static_cast<int>(l)), true);
+  for (size_t l = 0; l < p_.topo.layers.size(); ++l) p_.layers[l].enable_adapters(layer_port(static_cast<int>(l)), true, p_.config.inference_mode);
   p_.config.disabled = false;
   return {};
 }
@@ -169,7 +169,7 @@ Raise PeftModel::inject_adapter(int adapter, bool inference_mode, bool first) {
   // stays where the housekeeping's set_adapter below raises (an unmerge) before reaching that
   // layer or at it (crosscheck --world 4 seed 41400026).
   for (size_t l = 0; l < p_.topo.layers.size() && !first; ++l)
-    if (p_.topo.layers[l].A[adapter] >= 0) p_.layers[l].update_layer(layer_context(static_cast<int>(l)), adapter, inference_mode);
+    if (p_.topo.layers[l].A[adapter] >= 0) p_.layers[l].update_layer(layer_port(static_cast<int>(l)), adapter, inference_mode);
   for (size_t l = 0; l < p_.topo.layers.size(); ++l)
     if (p_.topo.layers[l].A[adapter] >= 0) p_.layers[l].tuner = true;
   p_.accelerator.place_new_adapter(adapter);
@@ -180,7 +180,7 @@ Raise PeftModel::inject_adapter(int adapter, bool inference_mode, bool first) {
   // other.py::set_additional_trainable_modules -> _set_trainable on each layer the adapter lists.
   for (size_t l = 0; l < p_.topo.layers.size(); ++l)
     if (p_.topo.layers[l].SW[adapter] >= 0)
-      ModulesToSaveWrapper(layer_context(static_cast<int>(l)), p_.layers[l]).add(adapter, inference_mode, p_.config.active.contains(adapter));
+      modules_to_save(static_cast<int>(l)).add(adapter, inference_mode, p_.config.active.contains(adapter));
   for (const auto& [p, rg] : kept) set_registered_rg(p_.topo, p_.params, p_.groups, p, rg);
   return {};
 }
@@ -190,6 +190,7 @@ Raise PeftModel::inject_adapter(int adapter, bool inference_mode, bool first) {
 // new adapter is inactive, so frozen; load_adapter(is_trainable=True) then calls
 // PeftModel.set_requires_grad(adapter_name), which makes it trainable.
 Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool trainable) {
+  if (load && p_.config.present.contains(adapter)) return load_into_existing(adapter);
   if (p_.config.present.contains(adapter))
     return raise(Status::ValueError, fmt::format("Adapter with name {} already exists.", p_.topo.adapters[adapter].name));
   // peft lora/model.py::LoraModel._check_new_adapter_config, first thing inject_adapter does.
@@ -218,7 +219,17 @@ Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool t
   // adapter is in those layers but not in the model.
   auto partial = [&](int l) {
     create_in(p_.topo.layers[l]);
-    p_.layers[l].update_layer(layer_context(l), adapter, inference_mode);
+    p_.layers[l].update_layer(layer_port(l), adapter, inference_mode);
+  };
+  // add_adapter_rollback=on (docs/findings/half-added-adapter.patch): the requires_grad of every
+  // registered parameter before the injection, for the rollback to restore (roll_back_injection).
+  const bool rollback = p_.topo.profile.get(Switch::AddAdapterRollback) == sw::kOn;
+  std::vector<std::pair<int, bool>> before;
+  for (size_t p = 0; p < p_.topo.params.size() && rollback; ++p)
+    if (p_.topo.params[p].adapter >= 0 && p_.params[p].present) before.push_back({static_cast<int>(p), registered_rg(static_cast<int>(p))});
+  auto refused_by = [&](Raise r) {
+    if (rollback) roll_back_injection(adapter, before);
+    return r;
   };
   // peft tuners_utils.py::BaseTuner.inject_adapter matches target_modules against module paths:
   // after prepare a checkpointed layer's path holds the checkpoint_wrapper, which
@@ -230,8 +241,8 @@ Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool t
       if (p_.topo.layers[l].experts == 0 && p_.topo.layers[l].A[adapter] >= 0) partial(static_cast<int>(l));
     p_.accelerator.place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
     // The module's repr spans lines; its first line is the message. fully_shard renamed the wrapper's class.
-    return raise(Status::ValueError,
-                 fmt::format("Target module {}(", p_.topo.groups[lw.group].is_root ? "CheckpointWrapper" : "FSDPCheckpointWrapper"));
+    return refused_by(raise(Status::ValueError,
+                            fmt::format("Target module {}(", p_.topo.groups[lw.group].is_root ? "CheckpointWrapper" : "FSDPCheckpointWrapper")));
   }
   // peft tuners_utils.py::BaseTuner._inject_parameters reuses a ParamWrapper only by its class
   // name, which fully_shard changed (FSDPParamWrapper) on a module it was given: it raises. A
@@ -249,11 +260,11 @@ Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool t
     for (int l = 0; l < refused; ++l)
       if (p_.topo.layers[l].experts > 0 && p_.topo.layers[l].A[adapter] >= 0) partial(l);
     p_.accelerator.place_new_adapter(adapter, false);  // _cast_adapter_dtype comes after the injection: never reached
-    return raise(Status::ValueError, fmt::format("Trying to wrap an `nn.Parameter` of layer '{}' of type Experts, which is not a "
+    return refused_by(raise(Status::ValueError, fmt::format("Trying to wrap an `nn.Parameter` of layer '{}' of type Experts, which is not a "
                                                  "valid target. Make sure that this layer is not also targeted with "
                                                  "`target_modules`. For some models, PEFT will do this automatically, try setting "
                                                  "`target_modules=[]` to prevent it.",
-                                                 p_.topo.layers[refused].name.str()));
+                                                 p_.topo.layers[refused].name.str())));
   }
   // peft_model.py::PeftModel.add_adapter: peft_config[name] = config, a dict key at the end
   p_.config.present.insert(adapter);
@@ -276,8 +287,12 @@ Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool t
       set_registered_rg(p_.topo, p_.params, p_.groups, li.B[adapter], true);
     }
   }
-  // then set_peft_model_state_dict -> model.load_state_dict, whose FSDP pre-hook
-  // (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks) reshards every group.
+  return load_state_dict_hooks();
+}
+
+// set_peft_model_state_dict -> model.load_state_dict, whose FSDP pre-hook
+// (torch _fsdp_param_group.py::FSDPParamGroup._register_state_dict_hooks) reshards every group.
+Raise PeftModel::load_state_dict_hooks() {
   if (p_.prepared) p_.fsdp.reshard_all();
   // Its post-hook on every managed module (torch _fsdp_param.py::FSDPParam.reset_sharded_param)
   // reads `_local_tensor` off the registered parameter: a group the pre-hook could not reshard
@@ -286,6 +301,50 @@ Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool t
     if (g.unsharded() && !g.state_dict_hooks)
       return raise(Status::Exception, "AttributeError: 'Parameter' object has no attribute '_local_tensor'");
   return {};
+}
+
+// peft_model.py::PeftModel.load_adapter of a name already in peft_config: no add_adapter and no
+// set_requires_grad (is_trainable only picks eval()); set_peft_model_state_dict copies the
+// checkpoint into the adapter's existing tensors (the objects the optimizer holds), a managed one
+// taking its chunk of the full tensor (save_and_load.py::_reshard_dtensor_values_for_load).
+Raise PeftModel::load_into_existing(int adapter) {
+  if (p_.prepared) p_.fsdp.reshard_all();  // the pre-hook runs before the copy
+  for (const auto& li : p_.topo.layers) {
+    if (li.A[adapter] < 0) continue;
+    for (int p : {li.A[adapter], li.B[adapter]}) {
+      FsdpParam& ps = p_.params[p];
+      if (!ps.present) continue;
+      // the checkpoint is the adapter's own fresh init, saved: an init=zero B is zero
+      const bool zero_b = p_.topo.params[p].kind == ParamKind::LoraB && p_.topo.adapters[adapter].init == LoraInit::Zero;
+      ps.ver_s = zero_b ? 0u : version::kLoaded;
+      ps.drift = 0;  // every rank reads the same file
+    }
+  }
+  return load_state_dict_hooks();
+}
+
+// add_adapter_rollback=on, docs/findings/half-added-adapter.patch's PeftModel.add_adapter rollback:
+// BaseTunerLayer.delete_adapter on every layer the refused injection reached (a layer made for the
+// new adapter alone, active on it, falls back to nothing and stays an empty LoRA layer), then the
+// requires_grad taken before the injection, on the same registered objects (nothing resharded since).
+void PeftModel::roll_back_injection(int adapter, const std::vector<std::pair<int, bool>>& before) {
+  for (size_t l = 0; l < p_.topo.layers.size(); ++l) {
+    const LayerInfo& li = p_.topo.layers[l];
+    if (li.A[adapter] < 0 || !p_.params[li.A[adapter]].present) continue;
+    p_.params[li.A[adapter]].present = p_.params[li.B[adapter]].present = false;
+    LoraLayer& lp = p_.layers[l];
+    if (!lp.active.contains(adapter)) continue;
+    AdapterSet next = lp.active.without(AdapterSet::of(adapter));
+    for (int a = 0; a < p_.topo.n_adapters() && next.empty(); ++a)  // sorted(_all_available_adapter_names())[0]
+      if (li.A[a] >= 0 && p_.params[li.A[a]].present) {
+        int best = a;
+        for (int b = a + 1; b < p_.topo.n_adapters(); ++b)
+          if (li.A[b] >= 0 && p_.params[li.A[b]].present && p_.topo.adapters[b].name < p_.topo.adapters[best].name) best = b;
+        next = AdapterSet::of(best);
+      }
+    lp.set_adapter(layer_port(static_cast<int>(l)), next, false);
+  }
+  for (const auto& [p, rg] : before) set_registered_rg(p_.topo, p_.params, p_.groups, p, rg);
 }
 
 // tuners_utils.py::BaseTuner.delete_adapter: refuses merged adapters; then
@@ -325,9 +384,9 @@ Raise PeftModel::delete_adapter(int adapter) {
             best = a;
         next = best < 0 ? AdapterSet{} : AdapterSet::of(best);
         TrScope fallback(site(), Tr::DeleteFallback);
-        p_.layers[l].set_adapter(layer_context(static_cast<int>(l)), next, false);
+        p_.layers[l].set_adapter(layer_port(static_cast<int>(l)), next, false);
       } else {
-        p_.layers[l].set_adapter(layer_context(static_cast<int>(l)), next, false);
+        p_.layers[l].set_adapter(layer_port(static_cast<int>(l)), next, false);
       }
     }
     if (first) tuner_active = lp.active;  // module-level delete_adapter returns the first layer's active_adapters
@@ -335,7 +394,7 @@ Raise PeftModel::delete_adapter(int adapter) {
     // active adapter takes the first layer's pick, as BaseTunerLayer.delete_adapter's docstring asks.
     else if (shared && was_active && !(lp.active == tuner_active)) {
       TrScope fallback(site(), Tr::DeleteFallback);
-      lp.set_adapter(layer_context(static_cast<int>(l)), tuner_active, false);
+      lp.set_adapter(layer_port(static_cast<int>(l)), tuner_active, false);
     }
     first = false;
   }
@@ -353,7 +412,7 @@ Raise PeftModel::delete_adapter(int adapter) {
   // tuners_utils.py::_delete_auxiliary_adapter on each wrapper holding a copy of it.
   for (size_t l = 0; l < p_.layers.size(); ++l)
     if (p_.layers[l].wrapper && p_.layers[l].copies.contains(adapter))
-      if (Raise r = ModulesToSaveWrapper(layer_context(static_cast<int>(l)), p_.layers[l]).delete_adapter(adapter, tuner_active)) return r;
+      if (Raise r = modules_to_save(static_cast<int>(l)).delete_adapter(adapter, tuner_active)) return r;
   p_.config.active = tuner_active;
   // peft_model.py::PeftModel.delete_adapter: its own active_adapter follows only when exactly one
   // adapter stays active; else it keeps naming the deleted one (the next forward's KeyError).
@@ -375,7 +434,7 @@ Raise PeftModel::delta_weight(int layer, AdapterOrder* deltas) {
     // The tuner's active adapters (BaseTuner.active_adapters), not the layer's own list: after a
     // delete the two can differ, and the caller asks the model which adapters are active.
     if (!p_.config.active.contains(a) || li.A[a] < 0 || !p_.params[li.A[a]].present) continue;
-    if (Raise r = p_.layers[layer].get_delta_weight(layer_context(layer), a, 0)) return r;
+    if (Raise r = p_.layers[layer].get_delta_weight(layer_port(layer), a, 0, &p_.corrupt_deltas)) return r;
     deltas->push_back(a);
     // Read off an unsharded copy the optimizer has stepped past (or rows no rank holds), B @ A
     // is not the adapter's delta: the adapter is what its shards hold. A copy gathered from
@@ -546,11 +605,14 @@ void PeftModel::get_peft_model() {
   }
 }
 
-// What a layer's transitions reach on this rank (LayerContext).
-LayerContext PeftModel::layer_context(int layer) const {
-  return LayerContext{p_.topo, layer, p_.params, p_.groups, p_.layers, p_.prov, p_.config.inference_mode, p_.prepared,
-                      p_.dtensor, p_.graph_grad, p_.corrupt_deltas};
-}
+// A layer's own parameters on this rank (LayerParams).
+LayerParams PeftModel::layer_params(int layer) const { return LayerParams{p_.topo, layer, p_.params, p_.groups, p_.prepared}; }
+
+// What a layer's transitions reach on this rank (LayerPort).
+LayerPort PeftModel::layer_port(int layer) const { return LayerPort{layer_params(layer), p_.dtensor, site()}; }
+
+// The modules_to_save wrapper on `layer` (its state is the layer's).
+ModulesToSaveWrapper PeftModel::modules_to_save(int layer) const { return ModulesToSaveWrapper(layer_params(layer), p_.prov, p_.layers[layer]); }
 
 bool PeftModel::any_merged() const {
   return std::any_of(p_.layers.begin(), p_.layers.end(), [](const LoraLayer& l) { return l.any_merged(); });

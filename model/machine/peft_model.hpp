@@ -3,7 +3,7 @@
 // wrappers, the adapter checkpoint rank 0 writes (AdapterFile); the ops, named after the upstream
 // methods (peft_model.cpp). The order of reshards, unmerges and flips is what the profile's
 // switches choose. Built on the fly over a PeftPort; it reaches the layers through their
-// LayerContext, FSDP through FsdpState, placement through Accelerator and gathers through the
+// LayerPort, FSDP through FsdpState, placement through Accelerator and gathers through the
 // DTensor port. Same file and class as real_backend/peft_model.
 #pragma once
 #include <cstdint>
@@ -63,13 +63,18 @@ class PeftModel {
 
  private:
   [[nodiscard]] Raise inject_adapter(int adapter, bool inference_mode, bool first);
+  [[nodiscard]] Raise load_into_existing(int adapter);
+  [[nodiscard]] Raise load_state_dict_hooks();
+  void roll_back_injection(int adapter, const std::vector<std::pair<int, bool>>& before);
   [[nodiscard]] Raise set_adapter_module_level(AdapterSet names, bool list_form, bool inference_mode);
   [[nodiscard]] Raise active_without_config() const;  // KeyError for a tuner-active name without a config
   bool any_merged() const;
   void reshard_groups_without_merged();
   bool tuner_flags_reshard() const;
   int64_t own_rows(int param) const;
-  LayerContext layer_context(int layer) const;
+  LayerParams layer_params(int layer) const;
+  LayerPort layer_port(int layer) const;
+  ModulesToSaveWrapper modules_to_save(int layer) const;
   bool registered_rg(int param) const { return p_.params[param].registered_rg(p_.dtensor.is_registered_u(param)); }
   Raise raise(Status s, std::string msg) const;
   ScopeSite site() const { return {p_.prov, &p_.params, &p_.layers}; }

@@ -15,6 +15,7 @@
 #include "model/machine/fsdp_param.hpp"
 #include "model/machine/lora_layer.hpp"
 #include "model/machine/op_raised.hpp"
+#include "model/machine/scope_site.hpp"
 
 namespace fsdpsim {
 
@@ -130,17 +131,6 @@ struct PieceSnapshot {
   std::vector<int> merged_counts;  // per layer: n_merged, and the list as a bit mask << 8
   std::vector<uint32_t> active;    // per layer: its active adapters' bits
 };
-
-// Where a scope records (null: nowhere) and the pieces it compares: a rank's params and layers.
-struct ScopeSite {
-  Provenance* prov = nullptr;
-  const std::vector<FsdpParam>* params = nullptr;
-  const std::vector<LoraLayer>* layers = nullptr;
-};
-
-// What upstream raises at a transition (`return raise_at(prov, ...)`); with provenance, the raise
-// site is noted.
-Raise raise_at(Provenance* prov, Status s, std::string msg);
 
 // A scope names the transition running; at its exit every piece it changed that no inner scope
 // stamped is stamped with it. Without a Provenance it costs one null test.

@@ -68,9 +68,8 @@ void RankModel::reset() {
   if (st_.prepared) st_.optimizer.prepare(optimizer_port(fsdp()));  // before prepare there is no optimizer yet
 }
 
-LayerContext RankModel::layer_context(int layer) {
-  return LayerContext{*topo_, layer, st_.params, st_.groups, st_.layers, prov_, st_.inference_mode, st_.prepared,
-                      dtensor(), st_.graph.grad, res_.corrupt_deltas};
+LayerPort RankModel::layer_port(int layer) {
+  return LayerPort{{*topo_, layer, st_.params, st_.groups, st_.prepared}, dtensor(), site()};
 }
 
 // The optimizer's port over this rank's parameters; `fsdp` must outlive it (a temporary lives
@@ -255,7 +254,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     int g = topo_->layers[l].group;
     bool child = g != root;
     if (child && topo_->groups[g].first_layer == static_cast<int>(l)) {
-      if (Raise r = ParamWrapper::forward(st_.layers[l], layer_context(static_cast<int>(l)))) return r;
+      if (Raise r = ParamWrapper::forward(st_.layers[l], layer_port(static_cast<int>(l)))) return r;
       // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.pre_forward registers the post-backward
       // node only when entering a forward pass: a group left in FORWARD by a raise gets none.
       if (stuck(g)) {
@@ -277,7 +276,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     // module, _fsdp_state.py::_register_group_forward_hooks): its policy casts what enters and leaves.
     const bool module_hooks = child && !li.lora_after_fsdp;
     if (module_hooks) act = fsdp_cast_in(topo_->groups[g], act);
-    if (Raise r = st_.layers[l].forward(layer_context(static_cast<int>(l)), grad_enabled, &path_rg, &act)) {
+    if (Raise r = st_.layers[l].forward(layer_port(static_cast<int>(l)), st_.graph.grad, grad_enabled, &path_rg, &act)) {
       // ... except the member completing a grouped fully_shard([...]): its post-forward hook is
       // registered with always_call=True and runs on the raise (torch 2.13
       // _fsdp_state.py::_register_group_forward_hooks): the group reshards and goes IDLE.
@@ -288,14 +287,14 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     const DType before_cast = act;
     if (module_hooks) act = fsdp_cast_out(topo_->groups[g], act);
     recast = act != before_cast;
-    if (li.checkpoint && grad_enabled && path_rg) CheckpointWrapper(layer_context(static_cast<int>(l)), st_.layers[l], gr).forward(input_rg);
+    if (li.checkpoint && grad_enabled && path_rg) CheckpointWrapper(layer_port(static_cast<int>(l)), st_.layers[l], gr).forward(input_rg);
     if (child && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g)) {
       gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
       st_.groups[g].post_forward(fsdp().context(g));
       // A LoRA layer wrapped around the FSDP module puts the hook on the base output, which
       // autograd reaches after the layer's own output (tensor 2l, not 2l + 1) once the LoRA
       // layer adds a term to it (peft lora/layer.py::Linear.forward; else it returns that tensor).
-      gr.hooks.emplace_back(g, 2 * static_cast<int>(l) + (li.lora_after_fsdp && st_.layers[l].adds_output(layer_context(static_cast<int>(l))) ? 0 : 1));
+      gr.hooks.emplace_back(g, 2 * static_cast<int>(l) + (li.lora_after_fsdp && st_.layers[l].adds_output(layer_port(static_cast<int>(l))) ? 0 : 1));
     }
   }
   if (root >= 0 && !stuck(root)) {
@@ -353,7 +352,7 @@ Raise RankModel::op_backward() {
   // the layers above it have their grads, that layer and those below have none.
   auto recompute = [&](int l) -> Raise {
     if (gr.ckpt_saved[l].empty()) return {};
-    Raise r = CheckpointWrapper(layer_context(l), st_.layers[l], gr).recompute();
+    Raise r = CheckpointWrapper(layer_port(l), st_.layers[l], gr).recompute();
     if (r) {
       for (int p : fresh)
         if (topo_->params[p].layer <= l) st_.params[p].grad_u = false;
@@ -396,7 +395,7 @@ Raise RankModel::op_backward() {
           if (Raise r = recompute(*l)) return r;
       if (gr.group_in_rg[g]) {
         done[g] = 1;
-        if (Raise r = st_.groups[g].post_backward(fsdp().context(g))) return r;
+        if (Raise r = st_.groups[g].post_backward(fsdp().context(g), res_.grads)) return r;
       }
     }
     i = j;
@@ -408,7 +407,7 @@ Raise RankModel::op_backward() {
   for (size_t g = 0; g < topo_->groups.size(); ++g)
     if (st_.groups[g].state_pre_backward && !gr.group_out_rg[g] && st_.groups[g].unsharded()) grads_into_u(static_cast<int>(g));
   // Only a backward whose pre_backward queued the final callback runs it.
-  if (queued_here && st_.final_callback_queued) return fsdp().post_backward_final_callback(done);
+  if (queued_here && st_.final_callback_queued) return fsdp().post_backward_final_callback(done, res_.grads);
   return {};
 }
 

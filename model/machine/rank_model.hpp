@@ -3,7 +3,7 @@
 // PEFT bookkeeping) and the op's CollectiveLog, and routes each op to the class
 // named after the upstream object it mirrors, built on the fly over its narrow
 // port (PeftModel, Accelerator, Optimizer, FsdpState, CheckpointWrapper; the
-// groups' and layers' own methods on a GroupContext or LayerContext); forward and
+// groups' and layers' own methods on a GroupContext or LayerPort); forward and
 // backward over the groups and layers stay here. It reads side by side with real_backend/. A transition that may raise returns a Raise
 // (op_raised.hpp), handed up to apply() and into the OpResult.
 #pragma once
@@ -61,9 +61,9 @@ class RankModel {
 
  private:
   // --- FSDP2 state over every group (fsdp_state.hpp); the groups' own transitions are FsdpParamGroup's ---
-  FsdpState fsdp() { return FsdpState(*topo_, rank_, st_, log_, res_.grads, prov_); }
+  FsdpState fsdp() { return FsdpState(*topo_, rank_, st_, st_.params, log_, site()); }
   // --- LoRA layers (lora_layer.cpp, param_wrapper.cpp hold their transitions) ---
-  LayerContext layer_context(int layer);  // what layer's transitions reach on this rank
+  LayerPort layer_port(int layer);  // what layer's transitions reach on this rank
   // --- PEFT model (peft_model.hpp; it runs the modules_to_save wrappers, modules_to_save.hpp) ---
   PeftModel peft();
   // --- loading and prepare (loading.hpp) ---

@@ -1,5 +1,5 @@
 // One rank's abstract state: per parameter its FsdpParam (S, U), per group its
-// FsdpParamGroup, per layer its LoraLayer, the PEFT model's adapter sets, the
+// FsdpParamGroup (in FSDP's root state, FsdpRootState), per layer its LoraLayer, the PEFT model's adapter sets, the
 // Optimizer, the pending autograd graph and the unsharded memory. One plain value,
 // so the explorer copies and keys a rank by it (state_key.cpp).
 #pragma once
@@ -94,12 +94,12 @@ struct AdapterFile {
   std::vector<int64_t> saved_own_rows;  // per param: rows this rank's own object held at the save
 };
 
-// PeftModel's two parts are bases, so a reader names their fields as the rank's (st.present) and
-// PeftModel's port takes just them.
-struct RankState : PeftConfig, AdapterFile {
-  std::vector<FsdpParam> params;
+// FSDP2's state on the root (_fsdp_state.py::FSDPState with its FSDPStateContext and
+// FSDPCommContext): the groups, whether fully_shard ran, the root's lazy init, the final callback's
+// flag, the post-forward order and the memory the groups' all-gather outputs hold. FsdpState's
+// port takes just this part of the rank's state.
+struct FsdpRootState {
   std::vector<FsdpParamGroup> groups;
-  std::vector<LoraLayer> layers;
   bool prepared = true;        // fully_shard has run (false until an explicit prepare op)
   // FSDPState._is_root set: the root's lazy init has run (or raised). Not in the state key: with a
   // root group it is that group's lazy_inited.
@@ -108,12 +108,19 @@ struct RankState : PeftConfig, AdapterFile {
   // pre_backward of a backward, cleared by the final callback; a backward that raised before
   // the callback (a checkpointed layer's recompute) leaves it set, and no later backward queues one.
   bool final_callback_queued = false;
-  Optimizer optimizer;
   UnshardedMemory memory;
-  PendingGraph graph;
   // _fsdp_param_group.py::FSDPCommContext.post_forward_order: the groups in
   // post_forward order (eval forwards included) since the last backward.
   std::vector<int> post_forward_order;
+};
+
+// PeftModel's two parts and FSDPState's are bases, so a reader names their fields as the rank's
+// (st.present, st.groups) and each class's port takes just its part.
+struct RankState : PeftConfig, AdapterFile, FsdpRootState {
+  std::vector<FsdpParam> params;
+  std::vector<LoraLayer> layers;
+  Optimizer optimizer;
+  PendingGraph graph;
 };
 
 }  // namespace fsdpsim

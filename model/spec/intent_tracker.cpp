@@ -6,17 +6,23 @@ IntentTracker::IntentTracker(const SpecContext& ctx) {
   const auto& ad = ctx.scenario().adapters;
   RankIntent start;
   start.intended = ad[0].inference_mode ? 0 : 1;
-  for (size_t a = 0; a < ad.size(); ++a)
+  for (size_t a = 0; a < ad.size(); ++a) {
     if (ad[a].inference_mode) start.inference_mode |= 1u << a;
+    if (!ad[a].deferred) start.present |= 1u << a;
+  }
   ranks_.assign(ctx.world(), start);
 }
 
 void IntentTracker::observe(const SpecContext& ctx, const Op& op, const Observation& o) {
   RankIntent& ri = ranks_[o.rank];
-  if (op.kind == OpKind::LoadAdapter && o.status == Status::Ok) {
+  // peft_model.py::PeftModel.load_adapter reads is_trainable only for a name not in peft_config:
+  // a load into an existing adapter keeps its config's inference_mode.
+  if (op.kind == OpKind::LoadAdapter && o.status == Status::Ok && !(ri.present & ctx.mask_of(op.names))) {
     const Mask m = ctx.mask_of(op.names);
     ri.inference_mode = op.trainable ? ri.inference_mode & ~m : ri.inference_mode | m;
   }
+  if (op.kind == OpKind::AddAdapter || op.kind == OpKind::LoadAdapter || op.kind == OpKind::DeleteAdapter)
+    ri.present = ctx.present_in(o);
   if (o.status != Status::Ok) return;
   switch (op.kind) {
     case OpKind::SetAdapter:

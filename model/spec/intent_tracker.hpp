@@ -22,6 +22,7 @@ class IntentTracker {
     Mask intended = 0;        // set_adapter's adapters, none inside disable_adapter()
     Mask before_disable = 0;  // restored by disable_exit
     Mask inference_mode = 0;  // per adapter config: loaded frozen
+    Mask present = 0;         // in the model after the last op (not in the key: the state holds it)
   };
   std::vector<RankIntent> ranks_;
 };

@@ -21,7 +21,7 @@ bool OpRules::names_declared(const Scenario& s, const Op& op) {
 
 bool OpRules::file_may_hold(const Scenario& s, const Op& op) {
   if (!names_declared(s, op) || op.rank >= s.world) return false;
-  return !injects(op.kind) || (!op.names.empty() && may_inject(s, s.adapter_index(op.names[0])));
+  return !injects(op.kind) || (!op.names.empty() && may_name(s, op.kind, s.adapter_index(op.names[0])));
 }
 
 // set_adapter (PEFT's reshard fix), optimizer checkpoints (torch's), training, eval and

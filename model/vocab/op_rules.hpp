@@ -25,9 +25,11 @@ class OpRules {
   static bool adapter_bookkeeping(OpKind k);
   static bool allowed_before_prepare(const Op& op);
   // add_adapter / load_adapter inject an adapter (peft_model.py::PeftModel.add_adapter,
-  // PeftModel.load_adapter); only a `deferred` one is not in the model already.
+  // PeftModel.load_adapter); only a `deferred` one is not in the model already. A file may load
+  // any adapter: PeftModel.load_adapter of a name in peft_config loads into the existing one.
   static bool injects(OpKind k) { return k == OpKind::AddAdapter || k == OpKind::LoadAdapter; }
   static bool may_inject(const Scenario& s, int adapter) { return s.adapters[adapter].deferred; }
+  static bool may_name(const Scenario& s, OpKind k, int adapter) { return k == OpKind::LoadAdapter || may_inject(s, adapter); }
   // Every name the op carries is declared: an adapter, or for reshard/unshard/delta_weight a
   // layer (or `root` for reshard/unshard).
   static bool names_declared(const Scenario& s, const Op& op);

@@ -24,8 +24,9 @@ enum class Switch : uint8_t {
   DeleteFallback,        // per_layer | shared
   TunerFlagsReshard,     // off | on
   SaveKeyPrefixes,       // module_names | wrappers_stripped
+  AddAdapterRollback,    // off | on
 };
-constexpr int kSwitchCount = 12;
+constexpr int kSwitchCount = 13;
 
 // Value indexes per switch (positions in SwitchInfo::values).
 namespace sw {

@@ -539,8 +539,9 @@ Op parse_op_line(LineParser& lp, const Scenario& s) {
       Token t = lp.next("an adapter name");
       check_adapter(lp, t, s, t.text);
       op.names = {t.text};
-      if (OpRules::injects(op.kind) && !OpRules::may_inject(s, s.adapter_index(t.text)))
-        lp.fail(t, "adapter '" + t.text + "' is already in the model; only `deferred` adapters can be added or loaded");
+      if (OpRules::injects(op.kind) && !OpRules::may_name(s, op.kind, s.adapter_index(t.text)))
+        lp.fail(t, "adapter '" + t.text + "' is already in the model; only `deferred` adapters can be added "
+                   "(load_adapter loads into an existing one)");
       if (op.kind == OpKind::LoadAdapter) {
         Token m = lp.next("trainable or frozen");
         if (m.text == "trainable") op.trainable = true;

@@ -31,12 +31,10 @@ struct BareRank {
   RankState st;
   CollectiveLog log;
   AdapterSet grads, corrupt_deltas;
-  FsdpState fsdp() { return FsdpState(topo, 0, st, log, grads, nullptr); }
+  FsdpState fsdp() { return FsdpState(topo, 0, st, st.params, log, ScopeSite{}); }
   DTensor dtensor() { return DTensor(topo, 0, st.params, st.groups, log, nullptr); }
-  LayerContext layer(int l) {
-    return LayerContext{topo, l, st.params, st.groups, st.layers, nullptr, st.inference_mode, st.prepared,
-                        dtensor(), st.graph.grad, corrupt_deltas};
-  }
+  LayerParams layer_params(int l) { return LayerParams{topo, l, st.params, st.groups, st.prepared}; }
+  LayerPort layer(int l) { return LayerPort{layer_params(l), dtensor(), ScopeSite{}}; }
   PeftPort peft_port() {
     return PeftPort{topo, 0, st, st, st.params, st.groups, st.layers, st.prepared, st.graph.grad, corrupt_deltas,
                     fsdp(), Accelerator(topo, 0, st.params, st.prepared, log), dtensor(), nullptr};

@@ -275,8 +275,8 @@ TEST(FsdpGroup, AGroupRunsItsTransitionsOnTheContextItIsHanded) {
   RankState st = t.model->state();  // right after prepare: every group SHARDED
   CollectiveLog log;
   AdapterSet grads;
-  GroupContext c{topo, 0, g, st.params, st.groups, st.post_forward_order, log, st.memory,
-                 true, st.final_callback_queued, grads, nullptr, st.layers};
+  st.root_lazy_inited = true;  // the root's lazy init said done
+  const GroupContext c{topo, 0, g, st.params, log, st, ScopeSite{}};
   FsdpParamGroup& gs = st.groups[g];
   // The root's lazy init said done but never reached this group: no param_dtype to gather with.
   EXPECT_TRUE(gs.pre_forward(c));
@@ -293,7 +293,7 @@ TEST(FsdpGroup, AGroupRunsItsTransitionsOnTheContextItIsHanded) {
   gs.post_forward(c);  // reshard_after_forward=false: stays UNSHARDED, its post-forward recorded
   EXPECT_TRUE(gs.unsharded());
   EXPECT_EQ(st.post_forward_order, std::vector<int>{g});
-  ASSERT_FALSE(gs.post_backward(c));  // no gradient on U: resharded, no reduce-scatter
+  ASSERT_FALSE(gs.post_backward(c, grads));  // no gradient on U: resharded, no reduce-scatter
   EXPECT_FALSE(gs.unsharded());
   EXPECT_EQ(log.records().size(), 1u);
   EXPECT_EQ(st.memory.now, 0);

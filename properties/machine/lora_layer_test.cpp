@@ -105,12 +105,10 @@ TEST(LoraLayerAlone, MergeAddsTheDeltaThroughThePortAndUnmergeTakesItBack) {
   std::vector<LoraLayer> layers(t.layers.size());
   CollectiveLog log;
   std::vector<uint8_t> grad(t.params.size(), 0);
-  AdapterSet corrupt;
   const int l = t.layer_index("lin0");
   const LayerInfo& li = t.layers[l];
   params[li.B[0]].ver_s = 2;
-  const LayerContext c{t, l, params, groups, layers, nullptr, AdapterSet{}, true,
-                       DTensor(t, 0, params, groups, log, nullptr), grad, corrupt};
+  const LayerPort c{{t, l, params, groups, true}, DTensor(t, 0, params, groups, log, nullptr), ScopeSite{}};
   LoraLayer& lp = layers[l];
   lp.tuner = true;
   lp.active = AdapterSet::of(0);
@@ -128,6 +126,6 @@ TEST(LoraLayerAlone, MergeAddsTheDeltaThroughThePortAndUnmergeTakesItBack) {
   EXPECT_EQ(lp.n_merged, 0);
   bool path_rg = false;
   DType act = DType::F32;
-  ASSERT_FALSE(lp.forward(c, true, &path_rg, &act));  // default's A and B are frozen (never set trainable here)
+  ASSERT_FALSE(lp.forward(c, grad, true, &path_rg, &act));  // default's A and B are frozen (never set trainable here)
   EXPECT_FALSE(path_rg);
 }

@@ -84,8 +84,7 @@ TEST(Optimizer, DrivenAloneSaveMissesTheObjectsOfAnUnshardedGroup) {
   RankState st = bare_state(t);
   for (size_t p = 0; p < t.params.size(); ++p) st.params[p].rg_s = t.params[p].adapter == 0;
   CollectiveLog log;
-  AdapterSet grads;
-  const FsdpState fsdp(t, 0, st, log, grads, nullptr);
+  const FsdpState fsdp(t, 0, st, st.params, log, ScopeSite{});
   const OptimizerPort port{t, 0, st.params, st.groups, fsdp, nullptr};
   Optimizer& opt = st.optimizer;
   opt.prepare(port);

@@ -50,9 +50,10 @@ void on_two_ranks(std::chrono::milliseconds timeout, const std::function<void(Co
 TEST(CommDeterminism, SlowRank0StillDeliversItsFile) {
   const at::Tensor saved = at::arange(6, at::kFloat);
   std::vector<int> got(2, -1);
-  on_two_ranks(std::chrono::milliseconds(100), [&](Comm& comm) {
+  // The timeout also bounds the ranks' gloo connect: 100 ms failed that under load on 2 cores.
+  on_two_ranks(std::chrono::milliseconds(1500), [&](Comm& comm) {
     if (comm.rank() == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2000));
       comm.write_rank0_file(saved, 1);
       got[0] = 1;
       return;

@@ -17,6 +17,7 @@
 #include "model/vocab/json_reader.hpp"
 #include "model/vocab/observation_json.hpp"
 #include "real_backend/child_signal.hpp"
+#include "real_backend/fork_guard.hpp"
 #include "real_backend/store_dir.hpp"
 
 extern char** environ;
@@ -245,7 +246,9 @@ bool UpstreamPool::spawn(int world, std::string* error) {
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&block, s);
   ::pthread_sigmask(SIG_BLOCK, &block, &saved);
   pid_t parent = ::getpid();
+  std::unique_lock<std::mutex> no_threads_mid_work(real::fork_mutex());  // fork_guard.hpp
   pid_t pid = ::fork();
+  no_threads_mid_work.unlock();
   if (pid == 0) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // the pool cleans up and leaves when fsdpsim dies
@@ -420,7 +423,9 @@ int spawn_module(const std::string& module, const std::vector<std::string>& args
     std::error_code ec;
     if (!caches.empty()) std::filesystem::remove_all(caches, ec);
   };
+  std::unique_lock<std::mutex> no_threads_mid_work(real::fork_mutex());  // fork_guard.hpp
   pid_t pid = ::fork();
+  no_threads_mid_work.unlock();
   if (pid < 0) {
     *error = std::string("upstream backend: fork failed: ") + std::strerror(errno);
     remove_caches();

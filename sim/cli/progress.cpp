@@ -1,5 +1,7 @@
 #include "sim/cli/progress.hpp"
 
+#include "real_backend/fork_guard.hpp"
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -97,8 +99,14 @@ std::ostream& Progress::as_stream() {
   return *stream_;
 }
 
+// The constructor returns once the thread is in its wait: a rank forked in the
+// scope never catches the thread starting up, and each line it shows is
+// written under the fork lock (real_backend/fork_guard.hpp).
 Waiting::Waiting(Progress& progress, std::string text) : progress_(progress), text_(std::move(text)) {
-  if (!progress_.quiet_) thread_ = std::thread([this] { loop(); });
+  if (progress_.quiet_) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  thread_ = std::thread([this] { loop(); });
+  cv_.wait(lock, [this] { return started_; });
 }
 
 Waiting::~Waiting() {
@@ -117,7 +125,10 @@ void Waiting::loop() {
   const auto every = progress_.terminal_ ? kStatusEvery : std::chrono::seconds(kStatusEveryPiped);
   auto next = t0 + kAfter;
   std::unique_lock<std::mutex> lock(mu_);
+  started_ = true;
+  cv_.notify_all();
   while (!cv_.wait_until(lock, next, [this] { return stop_; })) {
+    std::lock_guard<std::mutex> no_fork(real::fork_mutex());
     const auto s = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0).count();
     progress_.emit(text_ + " (" + std::to_string(s) + " s)", false);
     next += every;

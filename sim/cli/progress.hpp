@@ -71,6 +71,7 @@ class Waiting {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool started_ = false;
   std::thread thread_;
 };
 

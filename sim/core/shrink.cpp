@@ -6,6 +6,7 @@
 #include <set>
 
 #include "model/vocab/cross_paired.hpp"
+#include "model/vocab/op_rules.hpp"
 
 namespace fsdpsim {
 namespace {
@@ -258,7 +259,16 @@ bool simplify_scenario(SeqFile& f, Oracle& o) {
             }) || changed;
   for (size_t a = 0; a < f.scenario.adapters.size(); ++a) {
     changed = try_scenario(f, o, [&](SeqFile& c) { return c.scenario.adapters[a].inference_mode && !(c.scenario.adapters[a].inference_mode = false); }) || changed;
-    changed = try_scenario(f, o, [&](SeqFile& c) { return c.scenario.adapters[a].deferred && !(c.scenario.adapters[a].deferred = false); }) || changed;
+    // An adapter an add/load brings in stays deferred: a load of one already in the model is another op
+    // (PeftModel.load_adapter loads into it), so the class would change.
+    const auto injected = [&](const SeqFile& c) {
+      return std::any_of(c.ops.begin(), c.ops.end(), [&](const Op& op) {
+        return OpRules::injects(op.kind) && !op.names.empty() && op.names[0] == c.scenario.adapters[a].name;
+      });
+    };
+    changed = try_scenario(f, o, [&](SeqFile& c) {
+                return c.scenario.adapters[a].deferred && !injected(c) && !(c.scenario.adapters[a].deferred = false);
+              }) || changed;
     changed = try_scenario(f, o, [&](SeqFile& c) {
                 return c.scenario.adapters[a].autocast.has_value() && (c.scenario.adapters[a].autocast.reset(), true);
               }) || changed;

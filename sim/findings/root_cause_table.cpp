@@ -332,7 +332,9 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "A refused add_adapter / load_adapter leaves the adapter injected in earlier layers and the flags changed",
        V::Reported, "huggingface/peft#3707 (open)",
        {{L::Peft, "peft/tuners/tuners_utils.py", "BaseTuner.inject_adapter",
-         "injects target by target and restores the requires_grad snapshot only at its end"}},
+         "injects target by target and restores the requires_grad snapshot only at its end"},
+        {L::Peft, "peft/peft_model.py", "PeftModel.add_adapter",
+         "on an exception from the injection deletes only the peft_config entry, then re-raises"}},
        {tracker("huggingface/peft#3707", "open", "a failed injection leaves orphaned adapter layers"),
         tracker("huggingface/peft#3487", "closed", "injection applied a new adapter's inference_mode to the active adapters"),
         tracker("huggingface/peft#3495", "merged", "snapshot requires_grad before injection and restore it after; a refused injection skips the restore")},
@@ -342,7 +344,8 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "only the config. The release matrix shows it on PEFT 0.20.0 and later, not on 0.17.1-0.19.1.",
        "Users loading adapters whose targets a sharded model refuses (checkpoint-wrapped or FSDP-wrapped experts).",
        "After a failed add, delete_adapter(name) and set_adapter again.",
-       "Roll back the injected layers and restore the requires_grad snapshot in inject_adapter on failure.", ""},
+       "In PeftModel.add_adapter's rollback, also delete the adapter from every tuner layer holding it and restore the "
+       "requires_grad flags taken before the injection.", "add_adapter_rollback=on"},
       {"mixed-adapter-dtypes-in-one-group",
        "Trainable parameters of two dtypes in one FSDP group (an fp32 LoRA adapter beside a bf16 modules_to_save copy): "
        "FSDP's lazy init raises the uniform-dtype AssertionError",

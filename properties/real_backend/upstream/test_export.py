@@ -110,6 +110,24 @@ class GroupedMember(unittest.TestCase):
         self.assertEqual(code, 0, "\n".join(lines) + err)
 
 
+class SessionTrigger(unittest.TestCase):
+    """The script runs what the upstream session ran up to the finding, no more and no less."""
+
+    def test_a_finding_before_prepare_is_checked_before_any_fully_shard(self):
+        script, _ = export("export_load_adapter_before_prepare_placement.seq", "--no-shrink")
+        self.assertNotIn("fully_shard(", script)
+        code, lines, err = run_script(script)
+        self.assertEqual(code, 1, "\n".join(lines) + err)
+        self.assertIn("['torch.bfloat16', 'torch.float32']", lines[0])
+
+    def test_the_saved_state_dict_is_a_copy_the_optimizer_cannot_move(self):
+        script, _ = export("export_reload_into_merged_adapter_copies_the_save.seq", "--no-shrink")
+        self.assertNotIn("torch.distributed", script)  # plain python: no FSDP needed
+        code, lines, err = run_script(script)
+        self.assertEqual(code, 1, "\n".join(lines) + err)
+        self.assertIn("expected lin0.weight == its initial value + the deltas", lines[0])
+
+
 class Verdicts(unittest.TestCase):
     def test_with_the_fix_it_exits_0(self):
         script, err = export("seed000_merged_set_adapter_w2.seq", "--set", "set_adapter_reshard=unmerge_first")

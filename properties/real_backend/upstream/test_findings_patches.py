@@ -33,7 +33,6 @@ CORPUS = [os.path.join(ROOT, "corpus", "regressions"), os.path.join(ROOT, "corpu
 # Entry points whose fix no profile switch models yet: the patched profile still shows their classes
 # where the patched copy is clean. Each leaves this set when a switch models it (the test says so).
 PROFILE_GAPS = {
-    "half-added-adapter",
     "param-wrapper-single-expert",
 }
 PER_ROOT_CAUSE = 3  # classes checked per entry point: the whole corpus on every patch would take most of an hour

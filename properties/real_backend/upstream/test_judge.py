@@ -277,5 +277,30 @@ class PeerViews(unittest.TestCase):
         self.assertEqual(judge._PEERS[(1, 2)][0], 1)
 
 
+class DecodedOnce(unittest.TestCase):
+    """The judge decodes each rank text once per run and shares the vector (judge.py, _DECODED and
+    _ASSEMBLED): no judging step may write into a shared vector, and forget() empties both."""
+
+    def setUp(self):
+        judge.forget()
+        self.case = Bf16History("merge_unmerge_merge")
+        self.case.setUp()
+
+    def test_a_text_is_decoded_once_and_judging_leaves_the_vectors_as_decoded(self):
+        decoded = []
+        real = judge._decode
+        judge._decode = lambda v: decoded.append(v) or real(v)
+        try:
+            self.case.merge_unmerge_merge()  # three steps of the same A and B
+            self.assertEqual(len(decoded), len(set(decoded)), "a text was decoded twice in one run")
+            for text, t in judge._DECODED.items():
+                self.assertTrue(torch.equal(t, real(text)), "judging wrote into a shared decoded vector")
+        finally:
+            judge._decode = real
+        self.assertTrue(judge._ASSEMBLED or judge._DECODED)
+        judge.forget()
+        self.assertEqual((judge._DECODED, judge._ASSEMBLED), ({}, {}))
+
+
 if __name__ == "__main__":
     unittest.main()

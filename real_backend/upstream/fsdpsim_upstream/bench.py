@@ -70,6 +70,14 @@ def pool_start_seconds(world, spawn):
         p.wait()
 
 
+def started_pool(pools, world):
+    """The pool of `world` from `pools` (world -> Pool), started the first time a world comes."""
+    if world not in pools:
+        pools[world] = Pool(world, 20000)
+        pools[world].start()
+    return pools[world]
+
+
 def corpus_files(corpus, seconds):
     """Per-file seconds of the corpus files (sorted), one started pool per world, until `seconds`."""
     pools, per_file = {}, []
@@ -78,12 +86,9 @@ def corpus_files(corpus, seconds):
         for path in sorted(glob.glob(os.path.join(corpus, "*.seq"))):
             with open(path) as f:
                 text = f.read()
-            w = world_of(text)
-            if w not in pools:
-                pools[w] = Pool(w, 20000)
-                pools[w].start()
+            pool = started_pool(pools, world_of(text))
             t0 = time.time()
-            pools[w].run(text, None)
+            pool.run(text, None)
             per_file.append(time.time() - t0)
             t_end = t_end or time.time() + seconds
             if time.time() > t_end:

@@ -33,6 +33,10 @@ def unwritten(sw, scen, ops=()):
     if (sw.get("save_key_prefixes") == "wrappers_stripped" and scen.checkpoint
             and any(op.kind == "save_adapters" for op in ops)):
         return "save_key_prefixes=wrappers_stripped"
+    # a refusal needs a checkpointed or experts target after fully_shard
+    if (sw.get("add_adapter_rollback") == "on" and (scen.checkpoint or any(l.experts for l in scen.layers))
+            and any(op.kind in ("add_adapter", "load_adapter") for op in ops)):
+        return "add_adapter_rollback=on"
     if sw["delta_weight_gather"] == "on" and any(l.experts for l in scen.layers):
         return "delta_weight_gather=on (on an experts layer)"
     if sw["adapter_meta_check"] == "per_adapter" and scen.loading != "full":
@@ -62,9 +66,12 @@ def safe_attr(name):
 
 
 class Writer:
-    def __init__(self, scen, ops, sw, finding, plain=False):
+    def __init__(self, scen, ops, sw, finding, plain=False, prepares=None):
         self.scen, self.ops, self.sw, self.f = scen, ops, sw, finding
         self.fsdp = not plain
+        # whether the sequence calls `prepare` (perhaps after the finding's step, which the script
+        # stops at): then nothing is sharded before it, else the build shards up front
+        self.prepares = any(op.kind == "prepare" for op in ops) if prepares is None else prepares
         self.lines = []
         self.applied = []  # the switches whose fix the script writes (its `# fix` lines)
         self.w0 = None  # the layer whose initial weight the check needs
@@ -219,7 +226,7 @@ class Writer:
         e(f"model = get_peft_model(net, {self.config(live[0])}{name}{self.autocast(live[0])})")
         for a in live[1:]:
             op_table.ROW["add_adapter"].write(self, seqfile.Op("add_adapter", names=[a.name]), "")
-        if self.fsdp and not any(op.kind == "prepare" for op in self.ops):
+        if self.fsdp and not self.prepares:
             self.shard("")
         elif not self.fsdp:
             self.checkpoint("")
@@ -350,7 +357,7 @@ class Writer:
         if not self.fsdp and any((op.kind in op_table.ROW and op_table.ROW[op.kind].needs_fsdp) or op.rank >= 0
                                  for op in self.ops):
             raise ValueError("--plain: the sequence calls FSDP or runs on one rank: it needs torchrun")
-        body = Writer(self.scen, self.ops, self.sw, self.f, plain=not self.fsdp)
+        body = Writer(self.scen, self.ops, self.sw, self.f, plain=not self.fsdp, prepares=self.prepares)
         body.body()  # first: the check decides what the build needs (w0, a collective timeout)
         code_ops = body.lines
         body.lines = []
@@ -394,10 +401,12 @@ def export(text, path="", switches=None, out="", plain=False):
     finding = repro_checks.parse(comments)
     if finding and finding.spec in ("S2", "S7") and (scen.dtype != "fp32" or scen.loading != "full"):
         raise ValueError(f"export --python checks weight values in fp32 with full loading only")
+    prepares = any(op.kind == "prepare" for op in ops)
     if finding:
         ops = ops[:finding.step]  # what follows the finding's step changes nothing it checks
     sw = profiles.resolve(scen.profile, scen.sets, switches)
-    return Writer(scen, ops, sw, finding, plain).script(os.path.basename(out) if out else "repro.py")
+    # a finding before `prepare` (a placement at load_adapter) is checked on the model as it is then
+    return Writer(scen, ops, sw, finding, plain, prepares).script(os.path.basename(out) if out else "repro.py")
 
 
 def main():

@@ -3,6 +3,8 @@ object each module has registered (the DTensor shard S or the unsharded U),
 requires_grad on both, gradients on the shards, placements, the optimizer's
 objects that are not registered, and the raw values the coordinator needs to
 judge stored weights across ranks."""
+import functools
+
 import torch
 from torch.distributed.tensor import DTensor
 
@@ -16,6 +18,7 @@ ELEM = {torch.float32: 4, torch.bfloat16: 2, torch.float16: 2}
 WRAPPERS = ("_checkpoint_wrapped_module", "base_layer")
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of the name, asked for each parameter at each observation
 def model_name(peft_name):
     """`base_model.model.lin0.lora_A.default.weight` -> `lin0.lora_A.default`;
     `...lin0.base_layer.weight` -> `lin0.weight`;
@@ -175,9 +178,9 @@ def local(sess, op, step, grads):
 
 def _local(sess, op, step, grads):
     o = {"step": step, "rank": sess.rank, "op": op.text(), "status": "ok"}
-    if grads is not None:
-        o["grads"] = sorted(grads, key=lambda a: adapter_order(sess).get(a, 99))
     ad = adapter_order(sess)
+    if grads is not None:
+        o["grads"] = sorted(grads, key=lambda a: ad.get(a, 99))
     active = sess.pm.base_model.active_adapters
     active = [active] if isinstance(active, str) else list(active)
     o["active"] = sorted(active, key=lambda a: ad.get(a, 99))
@@ -193,7 +196,8 @@ def _local(sess, op, step, grads):
         groups.append({"name": gname, "state": "UNSHARDED" if u else "SHARDED", "registered": "U" if u else "S"})
     o["groups"] = groups
     params = []
-    for name, s in sorted(shard_objects(sess), key=lambda x: param_sort_key(sess)(x[0])):
+    by_param = param_sort_key(sess)
+    for name, s in sorted(shard_objects(sess), key=lambda x: by_param(x[0])):
         fp = managed(sess, name)
         rg_u = None
         if fp is not None and hasattr(fp, "_unsharded_param"):

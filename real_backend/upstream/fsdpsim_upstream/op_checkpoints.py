@@ -8,6 +8,7 @@ import contextlib
 import os
 import sys
 
+from .candidate_fixes import add_adapter_rollback
 from .op_calls import OMIT, Call, Value, config, perform_all, print_all, refusal
 
 
@@ -40,7 +41,8 @@ def run_load_adapter(s, op, calls):
         torch.manual_seed(s.scen.seed + 7 + s.scen.adapters.index(a))
         src = get_peft_model(Net(s.scen.layers), lora_config(a, layers=s.scen.layers), adapter_name=name)
         src.save_pretrained(path, selected_adapters=[name])
-    perform_all(s, calls)
+    with add_adapter_rollback(s, name):  # load_adapter adds it through PeftModel.add_adapter
+        perform_all(s, calls)
     s.move_per_adapter(name)
 
 
@@ -162,7 +164,10 @@ def write_save_adapters(w, op, ind, calls):
         names = "model.base_model.active_adapters"
     else:
         names = "model.peft_config"
-    w.emit(f"{ind}saved = {{a: get_peft_model_state_dict(model, adapter_name=a) for a in {names}}}")
+    # save_pretrained writes the tensors to a file: a copy. get_peft_model_state_dict's tensors share
+    # the parameters' storage (nn.Module.state_dict detaches), so a later optimizer step would move them too.
+    w.emit(f"{ind}saved = {{a: {{k: v.clone() for k, v in get_peft_model_state_dict(model, adapter_name=a).items()}} "
+           f"for a in {names}}}")
     if w.sw["adapter_save_gather"] == "on" and w.fsdp:
         w.fix(ind, "gather every DTensor of the adapters' state dict before it is written", "adapter_save_gather")
         w.emit(f"{ind}saved = {{a: {{k: full(v) for k, v in sd.items()}} for a, sd in saved.items()}}")

@@ -8,6 +8,7 @@ what the script spells differently. A new op is one row here.
 
 The ops that save or load checkpoints have their functions in op_checkpoints.py."""
 from . import op_checkpoints as ckpt
+from .candidate_fixes import add_adapter_rollback
 from .op_calls import Call, autocast, config, perform_all, print_all, refusal
 
 
@@ -249,7 +250,8 @@ def add_adapter_calls(scen, op):
 
 
 def run_add_adapter(s, op, calls):
-    perform_all(s, calls)
+    with add_adapter_rollback(s, op.names[0]):
+        perform_all(s, calls)
     s.move_per_adapter(op.names[0])
 
 

@@ -324,19 +324,22 @@ class Pool:
         out = []
         log = judge.RoundingLog()
         judge.set_peer_views(obs, self.world, self.pairings)
-        for r in range(self.world):
-            for o in obs[r]:
-                if "layers" in o and r in init:
-                    judge.judge_layers(o, r, self.world, init, vals, log)
-                if "deltas" in o and r in init:
-                    judge.judge_deltas(o, r, self.world, init, vals)
-                if r in init:
-                    judge.judge_replicas(o, r, self.world, init, vals)
-                # an op that went on after gloo cross-paired one of its collectives (an op that
-                # raised keeps its exception's text, as the model's simulator does)
-                if o.get("status") == "ok" and not o.get("message") and (r, o["step"]) in self.cross:
-                    o["message"] = self.cross[(r, o["step"])]
-                out.append(o)
+        try:
+            for r in range(self.world):
+                for o in obs[r]:
+                    if "layers" in o and r in init:
+                        judge.judge_layers(o, r, self.world, init, vals, log)
+                    if "deltas" in o and r in init:
+                        judge.judge_deltas(o, r, self.world, init, vals)
+                    if r in init:
+                        judge.judge_replicas(o, r, self.world, init, vals)
+                    # an op that went on after gloo cross-paired one of its collectives (an op that
+                    # raised keeps its exception's text, as the model's simulator does)
+                    if o.get("status") == "ok" and not o.get("message") and (r, o["step"]) in self.cross:
+                        o["message"] = self.cross[(r, o["step"])]
+                    out.append(o)
+        finally:
+            judge.forget()
         out.sort(key=lambda o: (o["step"], o["rank"]))
         self.timing["judge"] = time.perf_counter() - t_judge
         if self.restart:  # a failed collective leaves gloo's pairs unusable: fresh ranks for the next
