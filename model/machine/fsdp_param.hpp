@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include "model/machine/version_token.hpp"
 #include "model/vocab/limits.hpp"
@@ -48,6 +49,9 @@ struct FsdpParam {
   WeightContent w_s, w_u;         // base weights: merged deltas
   Device device = Device::Cpu;    // of S (before prepare: the plain parameter)
   DType dtype = DType::F32;
+  // _fsdp_param.py::FSDPParam.init_dtype_attrs: the policy's param_dtype when it differs from the
+  // shard's dtype at the group's lazy init (the all-gather casts to it and U holds it); unset: None.
+  std::optional<DType> param_dtype;
 
   bool registered_rg(bool u) const { return u ? rg_u : rg_s; }
   // _fsdp_param.py::FSDPParam._setattr_on_modules: a flip reaches whichever object is registered now.
@@ -58,6 +62,9 @@ struct FsdpParam {
   // (torch _fsdp_param_group.py::FSDPParamGroup.unshard).
   uint32_t packed_version() const { return detached ? ghost_ver : ver_s; }
   DType packed_dtype() const { return detached ? ghost_dtype : dtype; }
+  // What the all-gather carries and U holds: the cast, else the shard's own dtype
+  // (_fsdp_collectives.py::_get_param_all_gather_inputs).
+  DType gathered_dtype() const { return param_dtype.value_or(packed_dtype()); }
   bool managed_rg() const { return detached ? ghost_rg : rg_s; }  // FSDPParam.sharded_param.requires_grad
 
   // _fsdp_param.py::FSDPParam.to_unsharded -> set_requires_grad_if_needed(S, U): S -> U only.

@@ -31,15 +31,23 @@ uint64_t param_digest(const Topology& topo, const std::vector<FsdpParam>& params
 Raise FsdpParamGroup::init_mp_dtypes(const GroupContext& c) {
   TrScope scope(c.scope, Tr::LazyInitDtypes);
   dtype_attrs = true;  // each FSDPParam.init_dtype_attrs, before the check
+  const GroupInfo& gi = c.topo.groups[c.g];
+  // torch 2.13 _fsdp_param.py::FSDPParam.init_dtype_attrs: reduce_dtype equal to param_dtype is
+  // None; param_dtype equal to the shard's own dtype is None.
+  const std::optional<DType> reduce = gi.mp_reduce == gi.mp_param ? std::nullopt : gi.mp_reduce;
   bool f32 = false, bf16 = false;
-  for (int p : c.topo.groups[c.g].params) {  // a re-added adapter's ghost is checked by its own shard
-    if (!c.params[p].managed_rg()) continue;
-    (c.params[p].packed_dtype() == DType::BF16 ? bf16 : f32) = true;
+  for (int p : gi.params) {  // a re-added adapter's ghost is checked by its own shard
+    FsdpParam& ps = c.params[p];
+    ps.param_dtype = gi.mp_param == ps.packed_dtype() ? std::nullopt : gi.mp_param;
+    if (!ps.managed_rg()) continue;
+    (ps.packed_dtype() == DType::BF16 ? bf16 : f32) = true;
   }
   if (f32 && bf16)
     return c.raise(Status::AssertionError, "FSDP expects uniform original parameter dtype but got {torch.bfloat16, torch.float32}");
   has_orig_dtype = f32 || bf16;
   orig_dtype = bf16 ? DType::BF16 : DType::F32;
+  // pytorch#187376: a group with nothing trainable here keeps None, whatever is unfrozen later.
+  reduce_dtype = has_orig_dtype ? reduce : std::nullopt;
   state_dict_hooks = true;  // FSDPParamGroup.lazy_init registers them right after the check
   return {};
 }
@@ -55,11 +63,12 @@ void FsdpParamGroup::all_gather(const GroupContext& c) {
     // shards' own (bf16 for a bf16-only group); a group whose shards differ in dtype (bf16 base,
     // fp32 adapters) is packed and gathered as uint8 bytes (foreach_all_gather). A re-added
     // adapter's ghost packs the deleted module's shard in that shard's dtype.
+    // Under a MixedPrecisionPolicy each input is first cast to its param_dtype.
     int64_t count = gi.numel, bytes = 0;
-    DType wire = c.params[gi.params[0]].packed_dtype();
+    DType wire = c.params[gi.params[0]].gathered_dtype();
     for (int p : gi.params) {
-      if (c.params[p].packed_dtype() != c.params[gi.params[0]].packed_dtype()) wire = DType::U8;
-      bytes += c.topo.params[p].shard_numel * dtype_bytes(c.params[p].packed_dtype());
+      if (c.params[p].gathered_dtype() != c.params[gi.params[0]].gathered_dtype()) wire = DType::U8;
+      bytes += c.topo.params[p].shard_numel * dtype_bytes(c.params[p].gathered_dtype());
     }
     if (wire == DType::U8) count = bytes;
     CollRecord rec{CollOp::AllGather, c.g, count, CollRecord::kIntoU, c.g, c.log.next_contribution()};
@@ -193,7 +202,8 @@ Raise FsdpParamGroup::post_backward(const GroupContext& c, AdapterSet& grads) {
       with_grad.push_back(p);
       count += c.topo.params[p].shard_numel;
       ps.grad_u = false;
-      (ps.dtype == DType::BF16 ? bf16 : f32) = true;
+      // U's gradient is in U's dtype: the policy's param_dtype where it casts.
+      (ps.param_dtype.value_or(ps.dtype) == DType::BF16 ? bf16 : f32) = true;
     }
   }
   to_sharded(c);
@@ -211,9 +221,9 @@ Raise FsdpParamGroup::post_backward(const GroupContext& c, AdapterSet& grads) {
   // own, no reduce-scatter is issued.
   if (c.topo.world > 1) {
     CollRecord rec{CollOp::ReduceScatter, c.g, count};
-    // torch 2.13 _fsdp_collectives.py::foreach_reduce: reduce_dtype (no policy sets one) falls back
-    // to the gradients' dtype, the parameters' own.
-    rec.dtype = bf16 ? DType::BF16 : DType::F32;
+    // torch 2.13 _fsdp_collectives.py::foreach_reduce: the group's _reduce_dtype, else the
+    // gradients' dtype.
+    rec.dtype = reduce_dtype.value_or(bf16 ? DType::BF16 : DType::F32);
     rec.member_begin = c.log.next_member();
     rec.member_count = static_cast<int>(with_grad.size());
     c.log.issue(rec);
@@ -223,8 +233,11 @@ Raise FsdpParamGroup::post_backward(const GroupContext& c, AdapterSet& grads) {
     // foreach_reduce casts the reduced gradient to the group's _orig_dtype and assigns it to a
     // shard without a gradient (one with a gradient adds it in place): autograd's grad setter
     // refuses another dtype (a trainable set of the other dtype than at lazy init).
-    if (has_orig_dtype && orig_dtype != c.params[p].dtype && !c.params[p].grad_s)
-      return c.raise(Status::Exception, grad_dtype_refused_message(orig_dtype));
+    // Without _orig_dtype the gradient stays in the reduce dtype (pytorch#187376: a group frozen at
+    // its lazy init reduces an unfrozen adapter's gradient in the compute dtype).
+    const DType lands = has_orig_dtype ? orig_dtype : reduce_dtype.value_or(bf16 ? DType::BF16 : DType::F32);
+    if (lands != c.params[p].dtype && !c.params[p].grad_s)
+      return c.raise(Status::Exception, grad_dtype_refused_message(lands));
     c.params[p].grad_s = true;
     if (c.topo.params[p].adapter >= 0) grads.insert(c.topo.params[p].adapter);
   }

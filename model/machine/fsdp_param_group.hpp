@@ -67,6 +67,9 @@ struct FsdpParamGroup {
   // reduced gradient to it.
   bool has_orig_dtype = false;
   DType orig_dtype = DType::F32;
+  // _fsdp_param_group.py::FSDPParamGroup._reduce_dtype: the trainable params' reduce_dtype at that
+  // check (unset: None, so foreach_reduce reduces in the gradients' dtype).
+  std::optional<DType> reduce_dtype;
   bool gather_pending = false;  // FSDPParamGroup._all_gather_result: a backward prefetch not yet waited for
   // _fsdp_param_group.py::FSDPParamGroup.reduce_grads, set by FSDPModule.set_requires_gradient_sync:
   // false keeps each backward's gradients on U (no reduce-scatter) until a synced backward.

@@ -66,7 +66,14 @@ void Accelerator::place_new_adapter(int adapter, bool autocast) {
 // parameter's dtype); nothing compares names or dtypes, so the collectives
 // decide. Then every parameter is real, and accelerator.py::_prepare_fsdp2
 // points the optimizer at the sharded objects.
+void Accelerator::upcast_trainable() {
+  if (!topo_.mp_upcast) return;
+  for (auto& ps : params_)
+    if (ps.present && ps.rg_s) ps.dtype = DType::F32;
+}
+
 void Accelerator::prepare(Optimizer& optimizer, const OptimizerPort& port) {
+  upcast_trainable();
   if (topo_.loading == Loading::RamEfficient) {
     for (int p : topo_.state_dict_order) {
       const ParamInfo& pi = topo_.params[p];

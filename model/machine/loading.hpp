@@ -29,6 +29,9 @@ class Accelerator {
   // accelerate/utils/fsdp_utils.py::fsdp2_prepare_model, then accelerator.py::_prepare_fsdp2's
   // optimizer switch (`port`: the optimizer's view of the parameters).
   void prepare(Optimizer& optimizer, const OptimizerPort& port);
+  // accelerate 1.15 utils/fsdp_utils.py::fsdp2_prepare_model under mixed precision: every trainable
+  // parameter not in fp32 is upcast in place before fully_shard.
+  void upcast_trainable();
 
  private:
   bool default_placement() const;

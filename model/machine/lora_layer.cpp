@@ -2,6 +2,7 @@
 // peft/tuners/tuners_utils.py::BaseTunerLayer). Every edit lands on whichever
 // object the module holds now: the shard S, or FSDP's temporary copy U. The stored and
 // registered weights' classes (what the observation reports) follow (RankModel's).
+#include "model/machine/activation_dtype.hpp"
 #include "model/machine/modules_to_save.hpp"
 #include "model/machine/param_wrapper.hpp"
 #include "model/machine/provenance.hpp"
@@ -117,29 +118,62 @@ int LoraLayer::active_count(const LayerPort& c) const {
   return n;
 }
 
-Raise LoraLayer::forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, bool grad_enabled, bool* path_rg) {
+namespace {
+// The dtype a forward reads a parameter in: U's (the policy's param_dtype cast) while U is
+// registered, else the plain parameter's or shard's own.
+DType forward_dtype(const LayerParams& c, int p) { return c.is_registered_u(p) ? c.params[p].gathered_dtype() : c.params[p].dtype; }
+
+// F.linear(x, weight, bias) on the activation's dtype `x`: torch's dtype error, else "".
+std::string linear_error(const LayerParams& c, DType x, int weight, int bias) {
+  return linear_dtype_error(x, forward_dtype(c, weight), bias >= 0 ? std::optional<DType>(forward_dtype(c, bias)) : std::nullopt);
+}
+}  // namespace
+
+Raise LoraLayer::forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, bool grad_enabled, bool* path_rg, DType* act) {
   const LayerInfo& li = c.own.info();
   auto use = [&](int p) {
     if (p < 0 || !c.own.registered_rg(p)) return;  // p < 0: a ParamWrapper target has no bias
     *path_rg = true;
     if (grad_enabled) graph_grad[p] = 1;
   };
+  // A LoRA layer made around the FSDP module (a child group's layer): FSDP's casts wrap the
+  // base layer's call alone (_fsdp_state.py::FSDPState._pre_forward / _post_forward).
+  const GroupInfo& gi = c.own.topo.groups[li.group];
+  const bool base_hooks = li.lora_after_fsdp && !gi.is_root;
+  // The base layer's call: nn.Linear's F.linear, or the experts' einsum (session Experts.forward);
+  // its output has the input's dtype.
+  auto base = [&]() -> Raise {
+    const DType x = base_hooks ? fsdp_cast_in(gi, *act) : *act;
+    DType y = x;
+    const std::string err = li.experts > 0 ? einsum_dtype_error(x, forward_dtype(c.own, li.weight), li.fan_in, li.fan_out, &y)
+                                           : linear_error(c.own, x, li.weight, li.bias);
+    if (!err.empty()) return c.raise(Status::Exception, err);
+    *act = base_hooks ? fsdp_cast_out(gi, y) : y;
+    return {};
+  };
   // other.py::AuxiliaryTrainingWrapper.forward: the running adapter's copy, else original_module.
   if (wrapper && !disabled && copy_active >= 0 && trains.contains(copy_active)) {
     use(li.SW[copy_active]);
     use(li.SB[copy_active]);
-    return {};
+    const std::string err = linear_error(c.own, *act, li.SW[copy_active], li.SB[copy_active]);
+    return err.empty() ? Raise{} : c.raise(Status::Exception, err);
   }
   use(li.weight);
   use(li.bias);
-  if (wrapper) return {};
+  if (wrapper) return base();
   if (disabled) {
     // U is registered here (the group's pre_forward ran), so the unmerge reads no shard and cannot raise.
     TrScope scope(c.scope, Tr::DisabledForwardUnmerge);
-    if (any_merged()) return unmerge(c);
-    return {};
+    if (any_merged())
+      if (Raise r = unmerge(c)) return r;
+    return base();
   }
-  if (any_merged()) return {};
+  if (any_merged()) return base();
+  // lora/layer.py::Linear.forward calls the base layer first; ParamWrapper.forward activates
+  // its adapters (_activate_lora) around the base layer's call.
+  if (li.experts == 0)
+    if (Raise r = base()) return r;
+  DType x = *act;  // Linear.forward's `x`, recast per adapter
   for (int a : active) {
     if (li.A[a] < 0 || !c.own.params[li.A[a]].present) continue;
     // peft 0.21.2 lora/layer.py::ParamWrapper._activate_lora: with E == 1 it sums
@@ -151,7 +185,14 @@ Raise LoraLayer::forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, b
     }
     use(li.A[a]);
     use(li.B[a]);
+    if (li.experts > 0) continue;
+    // Linear.forward: `x = self._cast_input_dtype(x, lora_A.weight.dtype)`, then
+    // lora_B(lora_A(x)) (both without bias); the sum is cast back to the base output's dtype.
+    x = forward_dtype(c.own, li.A[a]);
+    const std::string err = linear_dtype_error(x, forward_dtype(c.own, li.B[a]), std::nullopt);
+    if (!err.empty()) return c.raise(Status::Exception, err);
   }
+  if (li.experts > 0) return base();
   return {};
 }
 

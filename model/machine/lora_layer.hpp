@@ -88,7 +88,8 @@ struct LoraLayer {
   [[nodiscard]] Raise get_delta_weight(const LayerPort& c, int adapter, int sign, AdapterSet* corrupt_deltas = nullptr);
   // lora/layer.py::Linear.forward: records which registered objects autograd will give a
   // gradient in `graph_grad` (per param; `path_rg`: the output requires grad so far).
-  [[nodiscard]] Raise forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, bool grad_enabled, bool* path_rg);
+  // *act: the activation's dtype, in (after the FSDP module's input cast) and out.
+  [[nodiscard]] Raise forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, bool grad_enabled, bool* path_rg, DType* act);
   // The layer's output is not its base output (an active adapter adds a term).
   bool adds_output(const LayerPort& c) const;
   int active_count(const LayerPort& c) const;  // active adapters this layer holds

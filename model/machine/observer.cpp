@@ -163,7 +163,10 @@ Collective Observer::collective_of(const CollRecord& c) const {
 void Observer::collective_into(const CollRecord& c, Collective& out) const {
   out.op = c.op;
   out.count = c.count;
-  out.dtype = c.op == CollOp::Broadcast ? c.dtype : DType::F32;  // an all-gather's wire dtype is for pairing only
+  // A broadcast's dtype, and under a mixed_precision policy every collective's wire dtype (the
+  // policy's param_dtype / reduce_dtype): a wrong cast is a divergence. Without a policy the wire
+  // dtype follows from the parameters' own dtypes, observed already, and is left at fp32.
+  out.dtype = c.op == CollOp::Broadcast || topo_->mixed_precision ? c.dtype : DType::F32;
   {
     Refill<CollPart> parts(out.parts);
     for (int i = 0; i < c.member_count; ++i) {

@@ -1,6 +1,7 @@
 // RankModel: the state after prepare, op dispatch, and the training ops
 // (forward with FSDP hooks, backward, step).
 #include "model/machine/rank_model.hpp"
+#include "model/machine/activation_dtype.hpp"
 #include "model/machine/activation_checkpoint.hpp"
 #include "model/machine/loading.hpp"
 #include "model/machine/peft_model.hpp"
@@ -63,6 +64,7 @@ void RankModel::reset() {
   accelerator().place_base_params();
   res_ = OpResult{};
   peft().get_peft_model();
+  if (st_.prepared) accelerator().upcast_trainable();
   if (st_.prepared) st_.optimizer.prepare(optimizer_port(fsdp()));  // before prepare there is no optimizer yet
 }
 
@@ -246,6 +248,8 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   if (st_.peft_active >= 0 && !st_.present.contains(st_.peft_active))
     return raise(Status::KeyError, fmt::format("KeyError: '{}'", topo_->adapters[st_.peft_active].name));
   bool path_rg = false;
+  DType act = topo_->dtype;  // session Net.forward: `x = x.to(dtype)`, after the root's input cast
+  bool recast = false;       // the last layer's output_dtype cast made a new tensor
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     int g = topo_->layers[l].group;
     bool child = g != root;
@@ -268,7 +272,11 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
     // A module that raises leaves every group it entered UNSHARDED (no post_forward); the
     // previous forward's output stands.
     const bool input_rg = path_rg;
-    if (Raise r = st_.layers[l].forward(layer_port(static_cast<int>(l)), st_.graph.grad, grad_enabled, &path_rg)) {
+    // The layer is a child group's FSDP module (each member of a grouped one: its hooks run per
+    // module, _fsdp_state.py::_register_group_forward_hooks): its policy casts what enters and leaves.
+    const bool module_hooks = child && !li.lora_after_fsdp;
+    if (module_hooks) act = fsdp_cast_in(topo_->groups[g], act);
+    if (Raise r = st_.layers[l].forward(layer_port(static_cast<int>(l)), st_.graph.grad, grad_enabled, &path_rg, &act)) {
       // ... except the member completing a grouped fully_shard([...]): its post-forward hook is
       // registered with always_call=True and runs on the raise (torch 2.13
       // _fsdp_state.py::_register_group_forward_hooks): the group reshards and goes IDLE.
@@ -276,6 +284,9 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
         st_.groups[g].post_forward(fsdp().context(g));
       return r;
     }
+    const DType before_cast = act;
+    if (module_hooks) act = fsdp_cast_out(topo_->groups[g], act);
+    recast = act != before_cast;
     if (li.checkpoint && grad_enabled && path_rg) CheckpointWrapper(layer_port(static_cast<int>(l)), st_.layers[l], gr).forward(input_rg);
     if (child && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g)) {
       gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
@@ -289,7 +300,10 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   if (root >= 0 && !stuck(root)) {
     gr.group_out_rg[root] = path_rg;
     st_.groups[root].post_forward(fsdp().context(root));
-    gr.hooks.emplace_back(root, 2 * static_cast<int>(topo_->layers.size()) - 1);
+    // The group's pre-backward hook sits on its output before its output_dtype cast
+    // (_fsdp_state.py::FSDPState._post_forward); a cast that changed the dtype made a new tensor,
+    // the model's output, which autograd reaches first: the root's hook is on it.
+    gr.hooks.emplace_back(root, 2 * static_cast<int>(topo_->layers.size()) - 1 + (recast ? 1 : 0));
   }
   gr.valid = true;
   gr.loss_rg = grad_enabled && path_rg;

@@ -6,6 +6,15 @@
 
 namespace fsdpsim {
 
+namespace {
+// The policy's forward casts (torch _fsdp_api.py::MixedPrecisionPolicy: cast_forward_inputs
+// defaults to true, output_dtype to None).
+void set_forward_casts(GroupInfo& g, const MixedPrecision& mp) {
+  g.mp_output = mp.output_dtype;
+  g.mp_cast_inputs = mp.cast_forward_inputs.value_or(true);
+}
+}  // namespace
+
 int Topology::group_index(const std::string& module) const {
   for (size_t g = 0; g < groups.size(); ++g) {
     if (module == "root" ? groups[g].is_root : false) return static_cast<int>(g);
@@ -28,6 +37,8 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   t.loading = s.loading;
   t.dtype = s.dtype;
   t.autocast_adapter_dtype = s.autocast_adapter_dtype;
+  t.mp_upcast = !s.mp.empty();
+  t.mixed_precision = s.mixed_precision();
   t.data = s.data;
   t.world = s.world;
   t.adapters = s.adapters;
@@ -68,6 +79,9 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     g.name = Name("root");
     g.is_root = true;
     g.raf = resolve_raf(s.shards[root_shard], true);
+    g.mp_param = s.policy_of(s.shards[root_shard]).param_dtype;
+    g.mp_reduce = s.policy_of(s.shards[root_shard]).reduce_dtype;
+    set_forward_casts(g, s.policy_of(s.shards[root_shard]));
     group_of_shard[root_shard] = 0;
     t.groups.push_back(g);
   }
@@ -77,6 +91,9 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     GroupInfo g;
     g.name = Name(s.shards[d].modules[0]);
     g.raf = resolve_raf(s.shards[d], false);
+    g.mp_param = s.policy_of(s.shards[d]).param_dtype;
+    g.mp_reduce = s.policy_of(s.shards[d]).reduce_dtype;
+    set_forward_casts(g, s.policy_of(s.shards[d]));
     group_of_shard[d] = static_cast<int>(t.groups.size());
     t.groups.push_back(g);
   }
@@ -112,6 +129,8 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     LayerInfo li;
     li.name = Name(ld.name);
     li.experts = ld.experts;
+    li.fan_in = ld.in;
+    li.fan_out = ld.out;
     li.checkpoint = s.checkpointed(ld.name);
     li.group = g;
     li.A.fill(-1);

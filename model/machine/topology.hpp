@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,11 +49,16 @@ struct GroupInfo {
   bool is_root = false;
   bool raf = true;          // reshard_after_forward as resolved at lazy init
   int64_t numel = 0;        // all-gather element count per rank
+  // The MixedPrecisionPolicy its fully_shard call got (torch _fsdp_api.py); unset: None.
+  std::optional<DType> mp_param, mp_reduce;
+  std::optional<DType> mp_output;  // output_dtype
+  bool mp_cast_inputs = true;      // cast_forward_inputs (the policy's default: true)
 };
 
 struct LayerInfo {
   Name name;
   int experts = 0;  // > 0: a ParamWrapper target of shape (E, in, out), no bias
+  int fan_in = 0, fan_out = 0;
   int group = -1;
   int weight = -1, bias = -1;
   std::array<int, kMaxAdapters> A{}, B{};
@@ -84,6 +90,10 @@ struct Topology {
   Loading loading = Loading::Full;
   DType dtype = DType::F32;
   bool autocast_adapter_dtype = true;
+  // The scenario's `mixed_precision` line: accelerate's prepare upcasts trainable parameters to fp32.
+  bool mp_upcast = false;
+  // Some fully_shard call has a policy (the line or an override): collectives observe their wire dtype.
+  bool mixed_precision = false;
   Data data = Data::Same;  // `data per_rank`: each rank's forward reads its own batch
   bool explicit_prepare = false;  // the ops start before prepare (the parameters are whole)
 

@@ -121,7 +121,8 @@ std::string diff_text(const LayerObs& l) {
                      weight_class_name(l.stored), weight_class_name(l.registered));
 }
 std::string diff_text(const Collective& c) {
-  std::string s = collective_text(c) + "[";
+  // a wire dtype other than fp32 (a mixed_precision policy's) is named: it may be what differs
+  std::string s = collective_text(c) + (c.op != CollOp::Broadcast && c.dtype != DType::F32 ? fmt::format(" {}", dtype_name(c.dtype)) : "") + "[";
   for (size_t i = 0; i < c.parts.size(); ++i) fmt::format_to(std::back_inserter(s), "{}{}:{}", i ? "," : "", c.parts[i].param.str(), c.parts[i].numel);
   return s + "]";
 }

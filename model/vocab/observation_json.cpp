@@ -77,6 +77,8 @@ constexpr int kCollOps = static_cast<int>(CollOp::Broadcast) + 1;
 constexpr int kShardedStates = 2;
 constexpr int kDevices = 2;
 constexpr int kDTypes = 2;
+// A collective's wire dtype may also be uint8 (a group of mixed dtypes packs bytes).
+constexpr int kWireDTypes = 3;
 
 // Each value type's JSON form, read back. `path` names the value in errors.
 void read_value(const JsonValue& v, const std::string& path, int& out) { out = static_cast<int>(integer(v, path)); }
@@ -145,7 +147,7 @@ void read_value(const JsonValue& v, const std::string& path, std::vector<Collect
     c.op = need_enum<CollOp>(x, "op", p, kCollOps, coll_op_name);
     c.group = Name(need_str(x, "group", p));
     c.count = need_int(x, "count", p);
-    if (x.find("dtype")) c.dtype = need_enum<DType>(x, "dtype", p, kDTypes, dtype_name);
+    if (x.find("dtype")) c.dtype = need_enum<DType>(x, "dtype", p, kWireDTypes, dtype_name);
     each_member(need(x, "parts", p, Kind::Object), p + "parts", Kind::Number, [&](const std::string& k, const JsonValue& n) {
       c.parts.push_back({Name(k), integer(n, p + "parts." + k)});
     });
@@ -251,7 +253,7 @@ void write_one(std::ostream& os, const Collective& c) {
   print_json_string(os, c.group);
   os << ",\"count\":";
   write_number(os, c.count);
-  if (c.op == CollOp::Broadcast) os << ",\"dtype\":\"" << dtype_name(c.dtype) << "\"";
+  if (c.op == CollOp::Broadcast || c.dtype != DType::F32) os << ",\"dtype\":\"" << dtype_name(c.dtype) << "\"";
   os << ",\"parts\":{";
   for (size_t j = 0; j < c.parts.size(); ++j) {
     os << (j ? "," : "");

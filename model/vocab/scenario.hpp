@@ -30,14 +30,37 @@ struct LayerDecl {
 // reshard_after_forward as passed to fully_shard: true, false, or omitted (None).
 enum class Raf : uint8_t { True, False, None };
 
+// torch _fsdp_api.py::MixedPrecisionPolicy: each key unset is the policy's None (no cast), except
+// cast_forward_inputs (True by default). On the scenario's `mixed_precision` line it is the policy
+// every fully_shard gets; on a fully_shard line, the keys that call overrides.
+struct MixedPrecision {
+  std::optional<DType> param_dtype, reduce_dtype, output_dtype;
+  std::optional<bool> cast_forward_inputs;
+  bool empty() const { return !param_dtype && !reduce_dtype && !output_dtype && !cast_forward_inputs; }
+  // This policy's keys, with `over`'s given keys replacing them.
+  MixedPrecision with(const MixedPrecision& over) const {
+    MixedPrecision m = *this;
+    if (over.param_dtype) m.param_dtype = over.param_dtype;
+    if (over.reduce_dtype) m.reduce_dtype = over.reduce_dtype;
+    if (over.output_dtype) m.output_dtype = over.output_dtype;
+    if (over.cast_forward_inputs) m.cast_forward_inputs = over.cast_forward_inputs;
+    return m;
+  }
+  bool operator==(const MixedPrecision& o) const {
+    return param_dtype == o.param_dtype && reduce_dtype == o.reduce_dtype && output_dtype == o.output_dtype &&
+           cast_forward_inputs == o.cast_forward_inputs;
+  }
+};
+
 // One fully_shard call; `modules` holds layer names or "root". Calls are
 // listed bottom-up, root last (fully_shard must be applied bottom-up).
 struct ShardDecl {
   std::vector<std::string> modules;
   Raf raf = Raf::None;
+  MixedPrecision mp;  // the keys this call sets over the scenario's `mixed_precision` line
   SourcePos pos;
   bool is_root() const { return modules.size() == 1 && modules[0] == "root"; }
-  bool operator==(const ShardDecl& o) const { return modules == o.modules && raf == o.raf; }
+  bool operator==(const ShardDecl& o) const { return modules == o.modules && raf == o.raf && mp == o.mp; }
 };
 
 enum class LoraInit : uint8_t { Zero, Random };  // Zero: PEFT default (lora_B = 0)
@@ -107,6 +130,10 @@ struct Scenario {
   DType dtype = DType::F32;           // the base weights' dtype as loaded
   bool autocast_adapter_dtype = true;  // PEFT casts bf16 adapter weights to fp32 when they are added
   Data data = Data::Same;
+  // The `mixed_precision` line: the MixedPrecisionPolicy every fully_shard is called with (what
+  // accelerate's FSDP2 plugin passes for mixed_precision="bf16"); empty: none.
+  MixedPrecision mp;
+  SourcePos mp_pos;  // the `mixed_precision` line, if any
   // Layers wrapped in checkpoint_wrapper before fully_shard, as accelerate's activation
   // checkpointing wraps them (accelerate/utils/fsdp_utils.py::fsdp2_apply_ac); module order.
   std::vector<std::string> checkpoint;
@@ -116,7 +143,15 @@ struct Scenario {
     return world == o.world && seed == o.seed && profile == o.profile && overrides == o.overrides &&
            layers == o.layers && adapters == o.adapters && shards == o.shards && optimizer == o.optimizer &&
            loading == o.loading && dtype == o.dtype && autocast_adapter_dtype == o.autocast_adapter_dtype &&
-           data == o.data && checkpoint == o.checkpoint;
+           data == o.data && checkpoint == o.checkpoint && mp == o.mp;
+  }
+  // The policy fully_shard call d is made with: the scenario's, with d's own keys over it.
+  MixedPrecision policy_of(const ShardDecl& d) const { return mp.with(d.mp); }
+  // Some fully_shard call is made with a policy that sets a key.
+  bool mixed_precision() const {
+    for (const auto& d : shards)
+      if (!policy_of(d).empty()) return true;
+    return !mp.empty();
   }
   int layer_index(const std::string& name) const;
   // The layers a child `fully_shard a,b` was given, in the order given: the order its group

@@ -26,6 +26,8 @@ SeqFile parse_seq_file(const std::string& path);
 
 std::string print_seq(const SeqFile& f);
 std::string print_scenario(const Scenario& s);
+// " param_dtype=bf16 reduce_dtype=fp32": the keys a MixedPrecision sets, each with a leading blank.
+std::string mixed_precision_text(const MixedPrecision& m);
 std::string expect_item_text(const ExpectItem& it);  // "grads={other}"
 
 // Which ops may come before an explicit `prepare`, and the other rules on ops:

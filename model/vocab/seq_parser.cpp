@@ -25,7 +25,7 @@ namespace fsdpsim {
 // coverage table, which must know every one).
 const std::vector<std::string>& directive_names() {
   static const std::vector<std::string> names = {"world", "seed", "profile", "set", "layer", "adapter", "fully_shard",
-                                                 "optimizer", "loading", "dtype", "data", "checkpoint", "---"};
+                                                 "optimizer", "loading", "dtype", "data", "checkpoint", "mixed_precision", "---"};
   return names;
 }
 
@@ -198,6 +198,42 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
   s.adapters.push_back(a);
 }
 
+const std::vector<std::string>& mixed_precision_keys() {
+  static const std::vector<std::string> keys = {"param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs"};
+  return keys;
+}
+
+// One key of a MixedPrecisionPolicy (torch _fsdp_api.py) into m; false when k is not one. A key
+// given twice on one line is refused (the second would silently win).
+bool parse_mixed_precision_key(LineParser& lp, const Token& t, const std::string& k, const std::string& v, MixedPrecision& m) {
+  std::optional<DType>* dt = k == "param_dtype" ? &m.param_dtype : k == "reduce_dtype" ? &m.reduce_dtype
+                             : k == "output_dtype" ? &m.output_dtype : nullptr;
+  if (dt) {
+    if (dt->has_value()) lp.fail(t, "`" + k + "` is given twice on this line");
+    DType d;
+    if (!dtype_from_name(v, &d) || d == DType::U8) lp.fail(t, "expected " + k + "=fp32|bf16, got '" + v + "'");
+    *dt = d;
+    return true;
+  }
+  if (k != "cast_forward_inputs") return false;
+  if (m.cast_forward_inputs) lp.fail(t, "`" + k + "` is given twice on this line");
+  if (v != "true" && v != "false") lp.fail(t, "expected cast_forward_inputs=true|false, got '" + v + "'");
+  m.cast_forward_inputs = v == "true";
+  return true;
+}
+
+// `mixed_precision param_dtype=bf16 reduce_dtype=fp32 [output_dtype=D] [cast_forward_inputs=B]`.
+void parse_mixed_precision(LineParser& lp, Scenario& s) {
+  const char* what = "param_dtype=, reduce_dtype=, output_dtype= (fp32|bf16) or cast_forward_inputs=true|false";
+  if (lp.done()) lp.fail(lp.end_column(), std::string("expected at least one of ") + what);
+  while (!lp.done()) {
+    Token t = lp.next(what);
+    auto [k, v] = split_kv(lp, t, what);
+    if (!parse_mixed_precision_key(lp, t, k, v, s.mp))
+      lp.fail(t, "unknown mixed_precision key '" + k + "' (expected " + what + did_you_mean(k, mixed_precision_keys()) + ")");
+  }
+}
+
 void parse_fully_shard(LineParser& lp, Scenario& s, const Token& kw) {
   ShardDecl d;
   d.pos = lp.pos(kw);
@@ -216,12 +252,17 @@ void parse_fully_shard(LineParser& lp, Scenario& s, const Token& kw) {
   }
   for (const auto& prev : s.shards)
     if (prev.is_root()) lp.fail(kw, "fully_shard after the root: calls go bottom-up, root last");
+  const char* what = "reshard_after_forward=true|false|none or a mixed_precision key (param_dtype=, reduce_dtype=, "
+                     "output_dtype=, cast_forward_inputs=)";
   while (!lp.done()) {
-    Token t = lp.next("reshard_after_forward=true|false|none");
-    auto [k, v] = split_kv(lp, t, "reshard_after_forward=true|false|none");
-    if (k != "reshard_after_forward")
-      lp.fail(t, "unknown fully_shard option '" + k + "' (expected reshard_after_forward=true|false|none" +
-                     did_you_mean(k, {"reshard_after_forward"}) + ")");
+    Token t = lp.next(what);
+    auto [k, v] = split_kv(lp, t, what);
+    if (parse_mixed_precision_key(lp, t, k, v, d.mp)) continue;
+    if (k != "reshard_after_forward") {
+      std::vector<std::string> keys = mixed_precision_keys();
+      keys.push_back("reshard_after_forward");
+      lp.fail(t, "unknown fully_shard option '" + k + "' (expected " + what + did_you_mean(k, keys) + ")");
+    }
     if (v == "true") d.raf = Raf::True;
     else if (v == "false") d.raf = Raf::False;
     else if (v == "none") d.raf = Raf::None;
@@ -263,7 +304,7 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
   const std::string& k = kw.text;
   if (k == "---") return true;
   if (k == "world" || k == "seed" || k == "profile" || k == "loading" || k == "dtype" || k == "optimizer" ||
-      k == "data" || k == "checkpoint")
+      k == "data" || k == "checkpoint" || k == "mixed_precision")
     once.note(lp, kw, line_no);
   if (k == "world") {
     Token n = lp.next("the world size");
@@ -311,6 +352,9 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
     else lp.fail(t, "expected data same|per_rank, got '" + t.text + "'");
   } else if (k == "checkpoint") {
     parse_checkpoint(lp, s);
+  } else if (k == "mixed_precision") {
+    s.mp_pos = lp.pos(kw);
+    parse_mixed_precision(lp, s);
   } else if (k == "optimizer") {
     Token t = lp.next("trainable or all");
     if (t.text == "trainable") s.optimizer = OptimizerParams::Trainable;
@@ -325,7 +369,7 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
     if (hint.empty() && !did_you_mean(k, all_op_names()).empty())
       hint = did_you_mean(k, all_op_names()) + " (an op: ops go after the `---` line)";
     lp.fail(kw, "unknown directive '" + k + "'" +
-                    (hint.empty() ? " (expected world, seed, profile, set, layer, adapter, fully_shard, optimizer, loading, dtype, data, checkpoint or ---)"
+                    (hint.empty() ? " (expected world, seed, profile, set, layer, adapter, fully_shard, optimizer, loading, dtype, data, checkpoint, mixed_precision or ---)"
                                   : hint));
   }
   if (!lp.done()) lp.fail(lp.peek(), "unexpected '" + lp.peek().text + "' at end of " + k + " line");

@@ -68,6 +68,16 @@ std::string op_text(const Op& op) {
   return out;
 }
 
+// " param_dtype=bf16 reduce_dtype=fp32 ...": the keys a policy sets, in the policy's field order.
+std::string mixed_precision_text(const MixedPrecision& m) {
+  std::string out;
+  if (m.param_dtype) out.append(" param_dtype=").append(dtype_name(*m.param_dtype));
+  if (m.reduce_dtype) out.append(" reduce_dtype=").append(dtype_name(*m.reduce_dtype));
+  if (m.output_dtype) out.append(" output_dtype=").append(dtype_name(*m.output_dtype));
+  if (m.cast_forward_inputs) out.append(" cast_forward_inputs=").append(*m.cast_forward_inputs ? "true" : "false");
+  return out;
+}
+
 std::string print_scenario(const Scenario& s) {
   std::ostringstream os;
   os << "world " << s.world << "\n";
@@ -89,13 +99,14 @@ std::string print_scenario(const Scenario& s) {
     os << "\n";
   }
   for (const auto& d : s.shards)
-    os << "fully_shard " << join(d.modules) << " reshard_after_forward=" << raf_name(d.raf) << "\n";
+    os << "fully_shard " << join(d.modules) << " reshard_after_forward=" << raf_name(d.raf) << mixed_precision_text(d.mp) << "\n";
   os << "optimizer " << (s.optimizer == OptimizerParams::Trainable ? "trainable" : "all") << "\n";
   if (s.loading == Loading::RamEfficient) os << "loading ram_efficient\n";
   if (s.dtype != DType::F32 || !s.autocast_adapter_dtype)
     os << "dtype " << dtype_name(s.dtype) << (s.autocast_adapter_dtype ? "" : " autocast_adapter_dtype=false") << "\n";
   if (s.data == Data::PerRank) os << "data per_rank\n";
   if (!s.checkpoint.empty()) os << "checkpoint " << join(s.checkpoint) << "\n";
+  if (!s.mp.empty()) os << "mixed_precision" << mixed_precision_text(s.mp) << "\n";
   return os.str();
 }
 

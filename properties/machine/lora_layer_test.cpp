@@ -125,6 +125,7 @@ TEST(LoraLayerAlone, MergeAddsTheDeltaThroughThePortAndUnmergeTakesItBack) {
   ASSERT_FALSE(lp.merge(c, 1));
   EXPECT_EQ(lp.n_merged, 0);
   bool path_rg = false;
-  ASSERT_FALSE(lp.forward(c, grad, true, &path_rg));  // default's A and B are frozen (never set trainable here)
+  DType act = DType::F32;
+  ASSERT_FALSE(lp.forward(c, grad, true, &path_rg, &act));  // default's A and B are frozen (never set trainable here)
   EXPECT_FALSE(path_rg);
 }

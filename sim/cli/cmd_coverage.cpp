@@ -32,7 +32,8 @@ int cmd_coverage(const Args& a, const CoverageFlags& own) {
   if (a.world > 0) worlds = {a.world};
   else
     for (int w = own.worlds_lo; w <= own.worlds_hi; ++w) worlds.push_back(w);
-  const std::string draw = a.draw.empty() ? "all" : a.draw;
+  // The whole vocabulary, a policy line (mixed precision) in a third of the sequences.
+  const std::string draw = a.draw.empty() ? std::string(kCoverageDraw) : a.draw;
   GenOptions opt;
   apply_draws_or_default(draw, &opt);
   const auto& feats = vocab_features();

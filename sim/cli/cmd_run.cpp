@@ -183,6 +183,9 @@ RealPools pools_of(const Args& a) {
 }
 
 void check_memory(const SeqFile& f, const Args& a, const std::string& file) {
+  SourcePos at;
+  if (uses(a.backends, Backend::Real))
+    if (std::string why = real_backend_refusal(f.scenario, &at); !why.empty()) throw SourceError(file, at, why);
   if (uses(a.backends, Backend::Real) || uses(a.backends, Backend::Upstream))
     check_memory_budget(f, a.memory_budget > 0 ? a.memory_budget : default_memory_budget(), file);
 }

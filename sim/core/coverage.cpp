@@ -38,6 +38,11 @@ std::vector<Feature> build_features() {
   for (const char* v : {"true", "false"}) add("dtype", "autocast_adapter_dtype", std::string("autocast_adapter_dtype=") + v, true);
   for (const char* v : {"same", "per_rank"}) add("data", "", v, true);
   add("checkpoint", "", "L");
+  // The scenario's policy line, key by key (one value per key), and a fully_shard that overrides it.
+  for (const char* key : {"param_dtype", "reduce_dtype", "output_dtype"})
+    for (DType t : {DType::F32, DType::BF16}) add("mixed_precision", key, std::string(key) + "=" + dtype_name(t), true);
+  for (const char* v : {"true", "false"}) add("mixed_precision", "cast_forward_inputs", std::string("cast_forward_inputs=") + v, true);
+  add("fully_shard", "policy", "POLICY_KEY=V");
   for (int k = 0; k < kOpKindCount; ++k) add("op", op_name(static_cast<OpKind>(k)), op_name(static_cast<OpKind>(k)));
   // The forms an op line can take beyond its kind (seq_parser.cpp::parse_op_line).
   for (const char* form : {"@R op", "set_adapter [a,b]", "merge NAME", "merge [a,b]", "save_adapters NAMES", "reshard MODULE",
@@ -94,6 +99,13 @@ std::vector<bool> features_of(const SeqFile& f) {
   hold(s.autocast_adapter_dtype ? "dtype autocast_adapter_dtype=true" : "dtype autocast_adapter_dtype=false");
   hold(s.data == Data::PerRank ? "data per_rank" : "data same");
   if (!s.checkpoint.empty()) hold("checkpoint L");
+  auto hold_dtype = [&](const char* key, const std::optional<DType>& t) {
+    if (t) hold(std::string("mixed_precision ") + key + "=" + dtype_name(*t));
+  };
+  hold_dtype("param_dtype", s.mp.param_dtype), hold_dtype("reduce_dtype", s.mp.reduce_dtype), hold_dtype("output_dtype", s.mp.output_dtype);
+  if (s.mp.cast_forward_inputs) hold(*s.mp.cast_forward_inputs ? "mixed_precision cast_forward_inputs=true" : "mixed_precision cast_forward_inputs=false");
+  for (const auto& d : s.shards)
+    if (!d.mp.empty()) hold("fully_shard POLICY_KEY=V");
   for (const Op& op : f.ops) {
     hold(std::string("op ") + op_name(op.kind));
     if (op.rank >= 0) hold("@R op");

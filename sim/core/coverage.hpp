@@ -23,6 +23,9 @@ struct Feature {
 // Built from the vocabulary's own lists: directive_names(), adapter_option_names(), the profile
 // and switch tables, the op kinds (FSDPSIM_OPS) and the enums' value names.
 const std::vector<Feature>& vocab_features();
+// What `fsdpsim coverage` draws unless told: the whole vocabulary (`--draw all`), with the opt-in
+// capabilities (a mixed_precision policy) in a third of the sequences.
+constexpr const char* kCoverageDraw = "all,mixed_precision=33";
 // Which features the file holds, indexed as vocab_features().
 std::vector<bool> features_of(const SeqFile& f);
 // Two features may meet in one file as far as the grammar goes (not two values of a one-value

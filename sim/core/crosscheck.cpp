@@ -44,6 +44,15 @@ bool parse_backends(const std::string& text, BackendList* out, std::string* erro
   return true;
 }
 
+std::string real_backend_refusal(const Scenario& s, SourcePos* at) {
+  if (!s.mixed_precision()) return "";
+  *at = s.mp_pos;
+  for (const auto& d : s.shards)
+    if (!d.mp.empty() && s.mp.empty()) *at = d.pos;
+  return "the C++ backend (real) does not implement mixed precision (a MixedPrecisionPolicy on fully_shard); "
+         "run this file with --backend model,upstream";
+}
+
 std::string backends_text(const BackendList& b) {
   std::string s;
   for (Backend x : b) s += (s.empty() ? "" : ",") + std::string(backend_name(x));

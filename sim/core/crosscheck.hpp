@@ -25,6 +25,9 @@ extern const BackendList kModelAndReal;  // `both`
 // comes first: the others are compared with the first. False with *error.
 bool parse_backends(const std::string& text, BackendList* out, std::string* error);
 std::string backends_text(const BackendList& b);  // "model,upstream"
+// Why the C++ backend (real) cannot run the scenario, with the position of the line that asks for
+// it in *at; "" when it can. Every command that picks that backend refuses such a file (exit 3).
+std::string real_backend_refusal(const Scenario& s, SourcePos* at);
 std::string backend_who(Backend b);             // "model", "real backend", "upstream backend"
 
 // One backend's run of the sequence.

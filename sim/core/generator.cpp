@@ -135,6 +135,23 @@ void DrawsReached::count(const SeqFile& f) {
   padded += s.world >= 3 && has_padding_only_rank(compile_topology(f));
 }
 
+// A MixedPrecisionPolicy for every fully_shard (mostly accelerate's bf16 compute), and with chance
+// 1/5 one call overriding a key of it (the only policy when the scenario line drew no key).
+void draw_mixed_precision(Prng& rng, Scenario& s) {
+  auto dtype = [&](uint32_t bf16_percent) { return rng.chance(bf16_percent) ? DType::BF16 : DType::F32; };
+  if (rng.chance(85)) s.mp.param_dtype = dtype(85);
+  if (rng.chance(80)) s.mp.reduce_dtype = dtype(30);
+  if (rng.chance(30)) s.mp.output_dtype = dtype(50);
+  if (rng.chance(20)) s.mp.cast_forward_inputs = rng.chance(50);
+  if (rng.chance(20)) {
+    ShardDecl& d = s.shards[rng.below(static_cast<uint32_t>(s.shards.size()))];
+    if (rng.chance(50)) d.mp.reduce_dtype = dtype(50);
+    else d.mp.param_dtype = dtype(50);
+  }
+  if (s.mixed_precision()) return;
+  s.mp.param_dtype = DType::BF16;  // a draw of no key at all: accelerate's bf16 compute
+}
+
 GenOptions swarm_options(Prng& rng, int world, bool wide_worlds) {
   GenOptions g;
   g.world = world;
@@ -206,28 +223,34 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
     if (s.checkpoint.empty() && !linear.empty()) s.checkpoint.push_back(linear[rng.below(static_cast<uint32_t>(linear.size()))]);
   }
   if (opt.modules_to_save_percent > 0 && rng.chance(static_cast<uint32_t>(opt.modules_to_save_percent))) draw_modules_to_save(rng, s);
+  if (opt.mixed_precision_percent > 0 && rng.chance(static_cast<uint32_t>(opt.mixed_precision_percent))) draw_mixed_precision(rng, s);
   return s;
 }
 
 std::string apply_draws(const std::string& list, GenOptions* opt) {
   const std::string expected =
-      "all (the whole-vocabulary generator) or a comma list of checkpoint=P, gradient_sync=P, per_rank_data=P, modules_to_save=P or grouped=P (P a percentage 0..100)";
-  if (list == "all") {
-    opt->all = true;
-    return "";
-  }
-  for (const std::string& item : split(list)) {
+      "all (the whole-vocabulary generator), all,mixed_precision=P, or a comma list of checkpoint=P, gradient_sync=P, per_rank_data=P, "
+      "modules_to_save=P, grouped=P or mixed_precision=P (P a percentage 0..100)";
+  const std::vector<std::string> items = split(list);
+  opt->all = std::find(items.begin(), items.end(), "all") != items.end();
+  for (const std::string& item : items) {
+    if (item == "all") continue;
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) return fmt::format("expects {}, got '{}'", expected, item);
     int64_t p = 0;
     const std::string why = read_whole_number(item.substr(eq + 1), 0, 100, &p);
     if (!why.empty()) return fmt::format("{}= expects a percentage, {}", item.substr(0, eq), why);
     const std::string key = item.substr(0, eq);
+    // The whole-vocabulary generator draws every scenario feature itself; the opt-in
+    // capabilities (a policy line) join it by their percentage.
+    if (opt->all && key != "mixed_precision")
+      return fmt::format("{}= does not combine with all (the whole-vocabulary generator draws it itself); expects {}", key, expected);
     if (key == "checkpoint") opt->checkpoint_percent = p;
     else if (key == "gradient_sync") opt->gradient_sync_percent = p;
     else if (key == "per_rank_data") opt->per_rank_data_percent = p;
     else if (key == "modules_to_save") opt->modules_to_save_percent = p;
     else if (key == "grouped") opt->grouped_percent = p;
+    else if (key == "mixed_precision") opt->mixed_precision_percent = p;
     else return fmt::format("expects {}, got unknown '{}'", expected, key);
   }
   return "";

@@ -34,6 +34,10 @@ struct GenOptions {
   // Chance of a grouped `fully_shard a,b` (two layers, adjacent or not, either order; a third of
   // them with a raising one-expert later member). 0 (the default) draws nothing.
   int grouped_percent = 0;
+  // Chance of a mixed-precision policy: a `mixed_precision` line (param_dtype, reduce_dtype,
+  // output_dtype, cast_forward_inputs drawn) and now and then one fully_shard overriding a key.
+  // 0 (the default) draws nothing, so every recorded --seed keeps its scenario and ops.
+  int mixed_precision_percent = 0;
   // `--draw all`: the whole-vocabulary generator (generator_all.cpp), a stream of its own; the
   // percentages above do not apply to it.
   bool all = false;
@@ -46,8 +50,9 @@ struct GenOptions {
 // the profiles that set it (`patched`), so a seed keeps printing the sequence it printed.
 constexpr int kDrawnSwitches = 9;
 
-// `--draw all` or `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P` (percentages 0..100) onto opt; returns an
-// error text naming what was expected, or "" when the list is good.
+// `--draw all`, `--draw all,mixed_precision=P` (the whole vocabulary with a policy line in P % of
+// the sequences) or `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P,mixed_precision=P`
+// (percentages 0..100) onto opt; returns an error text naming what was expected, or "" when the list is good.
 std::string apply_draws(const std::string& list, GenOptions* opt);
 
 // Replaces the own fully_shard lines of layers a and b (a != b, not the root's) by one grouped
@@ -81,6 +86,9 @@ void share_experts_targets(Scenario& s);
 // A modules_to_save layer: one Linear, non-checkpointed layer no adapter targets any more, saved
 // by each non-deferred adapter with chance 3/4 (at least one).
 void draw_saved_module(Prng& rng, Scenario& s);
+// A MixedPrecisionPolicy for every fully_shard (mostly accelerate's bf16 compute), and with chance
+// 1/5 one call overriding a key of it.
+void draw_mixed_precision(Prng& rng, Scenario& s);
 // An adapter's name, r, alpha and targets (each layer with chance 3/4, at least one), drawn in
 // that order: both generators draw their adapters' shape this way.
 AdapterDecl draw_adapter_shape(Prng& rng, const Scenario& s, const char* name);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "model/vocab/op_rules.hpp"
+#include "model/vocab/placement.hpp"
 #include "model/vocab/profile.hpp"
 #include "model/vocab/source_error.hpp"
 #include "sim/core/generator.hpp"
@@ -52,6 +53,29 @@ void draw_overrides(Prng& rng, Swarm& sw, Scenario& s) {
     const std::string value = info.values[rng.below(static_cast<uint32_t>(info.values.size()))];
     s.overrides.push_back({info.name, value, {}});
   }
+}
+
+// `all,mixed_precision=P`: a policy line added to P % of the sequences `--draw all` gives, drawn on
+// a stream forked from the sequence's (so the rest of each sequence stays what `all` drew). A
+// forced policy feature is drawn whatever P.
+void draw_policy(const Prng& main, Swarm& sw, const GenOptions& opt, Scenario& s) {
+  Prng rng = main.fork(0x6d70);
+  bool forced = sw.forced("fully_shard POLICY_KEY=V");
+  for (const char* key : {"param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs"})
+    for (const char* v : {"fp32", "bf16", "true", "false"}) forced |= sw.forced(std::string("mixed_precision ") + key + "=" + v);
+  const bool drawn = opt.mixed_precision_percent > 0 && rng.chance(static_cast<uint32_t>(opt.mixed_precision_percent));
+  if (!drawn && !forced) return;
+  draw_mixed_precision(rng, s);
+  for (DType t : {DType::F32, DType::BF16}) {
+    const std::string v = dtype_name(t);
+    if (sw.forced("mixed_precision param_dtype=" + v)) s.mp.param_dtype = t;
+    if (sw.forced("mixed_precision reduce_dtype=" + v)) s.mp.reduce_dtype = t;
+    if (sw.forced("mixed_precision output_dtype=" + v)) s.mp.output_dtype = t;
+  }
+  for (bool v : {true, false})
+    if (sw.forced(std::string("mixed_precision cast_forward_inputs=") + (v ? "true" : "false"))) s.mp.cast_forward_inputs = v;
+  if (sw.forced("fully_shard POLICY_KEY=V") && std::all_of(s.shards.begin(), s.shards.end(), [](const ShardDecl& d) { return d.mp.empty(); }))
+    s.shards[rng.below(static_cast<uint32_t>(s.shards.size()))].mp.reduce_dtype = DType::F32;
 }
 
 Scenario draw_scenario(Prng& rng, Swarm& sw, const GenOptions& opt) {
@@ -117,6 +141,7 @@ Scenario draw_scenario(Prng& rng, Swarm& sw, const GenOptions& opt) {
     if (s.checkpoint.empty() && !linear.empty()) s.checkpoint.push_back(pick(rng, linear));
   }
   if (sw.on("adapter modules_to_save")) draw_saved_module(rng, s);
+  draw_policy(rng, sw, opt, s);
   return s;
 }
 

@@ -30,6 +30,9 @@ class Prng {
   // Uniform in [0, n) (n > 0); the tiny modulo bias is irrelevant here.
   uint32_t below(uint32_t n) { return static_cast<uint32_t>(next() % n); }
   bool chance(uint32_t percent) { return below(100) < percent; }
+  // A second stream that starts from this one's state and `salt` without advancing it: draws
+  // added to a generator on it leave every later draw of this stream as it was.
+  Prng fork(uint64_t salt) const { return Prng(s_[0] ^ rotl(s_[3], 29) ^ (salt * 0xd1342543de82ef95ull)); }
 
  private:
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

@@ -164,6 +164,34 @@ class NoDefaultVerdicts(unittest.TestCase):
         self.assertEqual(judged({}), "unjudged")  # the peer computed none: nothing to sum
 
 
+class PolicyCopies(unittest.TestCase):
+    """Under a MixedPrecisionPolicy U holds bf16 copies of fp32 shards (`u_cast`): a delta_weight
+    PEFT computes from the copies of A and B carries their rounding, which the judge allows."""
+
+    def setUp(self):
+        g = torch.Generator().manual_seed(5)
+        self.A, self.B = torch.randn(4, 6, generator=g), torch.randn(5, 4, generator=g)
+        shapes = {"lin0.weight": [5, 6], "lin0.lora_A.a": [4, 6], "lin0.lora_B.a": [5, 4]}
+        self.init = {0: {"shapes": shapes, "scaling": {"a": 2.0}, "dtype": "fp32",
+                         "w0": {"lin0": enc(torch.zeros(5, 6))}, "values": {"s": {}}}}
+
+    def judged(self, delta, cast):
+        s = {"lin0.weight": enc(torch.zeros(5, 6)), "lin0.lora_A.a": enc(self.A), "lin0.lora_B.a": enc(self.B)}
+        u = {"lin0.lora_A.a": enc(self.A.bfloat16()), "lin0.lora_B.a": enc(self.B.bfloat16())}
+        vals = {0: {1: {"s": s, "u": u, "u_cast": list(u) if cast else [], "delta_layer": "lin0",
+                        "deltas": {"a": {"shard_dim": None, "partial": False, "shape": [5, 6], "v": enc(delta)}}}}}
+        o = {"step": 1, "rank": 0, "deltas": {"a": "unjudged"}}
+        judge.judge_deltas(o, 0, 1, self.init, vals)
+        return o["deltas"]["a"]
+
+    def test_a_delta_of_the_bf16_copies_is_exact(self):
+        # lora/layer.py::Linear.get_delta_weight on CPU: the bf16 factors multiplied in fp32, cast back
+        on_copies = ((self.B.bfloat16().float() @ self.A.bfloat16().float()) * 2.0).bfloat16()
+        self.assertEqual(self.judged(on_copies, cast=True), "exact")
+        self.assertEqual(self.judged(on_copies, cast=False), "corrupt")  # fp32 factors: no such rounding
+        self.assertEqual(self.judged(on_copies.float() + 0.25, cast=True), "corrupt")
+
+
 class ChunkRows(unittest.TestCase):
     """Each rank's chunk of a dim sharded as FSDP and DTensor shard it: ceil(rows / world) per
     rank, the last ones short or empty."""

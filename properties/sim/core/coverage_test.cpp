@@ -53,6 +53,20 @@ TEST(Coverage, FeaturesOfAHandWrittenFile) {
   EXPECT_EQ(held_names(f), expected);
 }
 
+TEST(Coverage, FeaturesOfAPolicy) {
+  const SeqFile f = parse_seq(
+      "world 2\nlayer lin0 4 2\nadapter default targets=lin0\nfully_shard lin0 reduce_dtype=bf16\nfully_shard root\n"
+      "mixed_precision param_dtype=bf16 output_dtype=fp32 cast_forward_inputs=false\n---\ntrain_step\n",
+      "<test>");
+  const std::set<std::string> held = held_names(f);
+  for (const char* name : {"mixed_precision param_dtype=bf16", "mixed_precision output_dtype=fp32",
+                           "mixed_precision cast_forward_inputs=false", "fully_shard POLICY_KEY=V"})
+    EXPECT_TRUE(held.count(name)) << name;
+  // The override's reduce_dtype is the call's, not the line's.
+  for (const char* name : {"mixed_precision reduce_dtype=bf16", "mixed_precision reduce_dtype=fp32", "mixed_precision param_dtype=fp32"})
+    EXPECT_FALSE(held.count(name)) << name;
+}
+
 TEST(Coverage, TwoValuesOfOneDirectiveNeverMeet) {
   auto at = [](const std::string& n) {
     for (const auto& f : vocab_features())
@@ -62,6 +76,8 @@ TEST(Coverage, TwoValuesOfOneDirectiveNeverMeet) {
   };
   EXPECT_FALSE(grammar_allows(at("dtype fp32"), at("dtype bf16")));
   EXPECT_FALSE(grammar_allows(at("profile upstream"), at("profile patched")));
+  EXPECT_FALSE(grammar_allows(at("mixed_precision param_dtype=fp32"), at("mixed_precision param_dtype=bf16")));
+  EXPECT_TRUE(grammar_allows(at("mixed_precision param_dtype=bf16"), at("mixed_precision reduce_dtype=fp32")));
   EXPECT_TRUE(grammar_allows(at("dtype bf16"), at("dtype autocast_adapter_dtype=false")));
   EXPECT_TRUE(grammar_allows(at("adapter init=zero"), at("adapter init=random")));  // one per adapter
   EXPECT_TRUE(grammar_allows(at("dtype bf16"), at("loading full")));

@@ -71,10 +71,14 @@ TEST(GeneratorAll, EveryDrawIsValidAndPrintsBackToItself) {
     }
 }
 
+// With the opt-in capabilities (kCoverageDraw: a policy line in a third of the sequences).
 TEST(GeneratorAll, EveryFeatureReachableAtEveryWorld) {
   const auto& feats = vocab_features();
   for (int world = 1; world <= 4; ++world) {
-    const Coverage c = measure_coverage(7, 1500, draw_all(world));
+    GenOptions opt;
+    ASSERT_EQ(apply_draws(kCoverageDraw, &opt), "");
+    opt.world = world;
+    const Coverage c = measure_coverage(7, 1500, opt);
     for (size_t i = 0; i < feats.size(); ++i) EXPECT_GT(c.feature[i], 0) << feats[i].name << " at world " << world;
   }
 }
@@ -98,4 +102,58 @@ TEST(GeneratorAll, ForcedFeaturesAreDrawn) {
     both += held[at("loading full")] && held[at("adapter autocast=false")];
   }
   EXPECT_EQ(both, 100);
+}
+
+// `all,mixed_precision=P` adds a policy line to some sequences and leaves the rest as `all` drew
+// them: the policy is drawn last, and not at all at P = 0.
+TEST(GeneratorAll, APolicyJoinsTheWholeVocabularyWithoutMovingItsSeeds) {
+  GenOptions with;
+  ASSERT_EQ(apply_draws("all,mixed_precision=40", &with), "");
+  with.world = 2;
+  int policies = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    Prng a(seed), b(seed);
+    const SeqFile plain = generate_seq(a, draw_all(2));
+    const SeqFile mp = generate_seq(b, with);
+    if (!mp.scenario.mixed_precision()) {
+      EXPECT_EQ(print_seq(mp), print_seq(plain)) << "seed " << seed;
+      continue;
+    }
+    ++policies;
+    EXPECT_FALSE(plain.scenario.mixed_precision());
+    SeqFile back;
+    ASSERT_NO_THROW(back = parse_seq(print_seq(mp), "<generated>")) << print_seq(mp);
+    EXPECT_EQ(back.scenario, mp.scenario);
+  }
+  EXPECT_GT(policies, 50);
+  EXPECT_LT(policies, 110);
+  GenOptions zero;
+  ASSERT_EQ(apply_draws("all,mixed_precision=0", &zero), "");
+  zero.world = 2;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    Prng a(seed), b(seed);
+    EXPECT_EQ(print_seq(generate_seq(a, zero)), print_seq(generate_seq(b, draw_all(2))));
+  }
+}
+
+TEST(GeneratorAll, OnlyThePolicyPercentageCombinesWithAll) {
+  GenOptions opt;
+  EXPECT_NE(apply_draws("all,checkpoint=20", &opt).find("checkpoint= does not combine with all"), std::string::npos);
+  EXPECT_NE(apply_draws("all,bogus=1", &opt).find("does not combine with all"), std::string::npos);
+  EXPECT_EQ(apply_draws("mixed_precision=10,all", &opt), "");
+  EXPECT_TRUE(opt.all);
+  EXPECT_EQ(opt.mixed_precision_percent, 10);
+}
+
+// A forced policy feature is drawn even at P = 0 (coverage's witness search).
+TEST(GeneratorAll, ForcedPolicyFeaturesAreDrawn) {
+  GenOptions opt = draw_all(3);
+  opt.force = {"mixed_precision cast_forward_inputs=false", "mixed_precision reduce_dtype=bf16", "fully_shard POLICY_KEY=V"};
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    Prng rng(seed);
+    const SeqFile f = generate_seq(rng, opt);
+    EXPECT_EQ(f.scenario.mp.cast_forward_inputs, std::optional<bool>(false));
+    EXPECT_EQ(f.scenario.mp.reduce_dtype, std::optional<DType>(DType::BF16));
+    EXPECT_TRUE(std::any_of(f.scenario.shards.begin(), f.scenario.shards.end(), [](const ShardDecl& d) { return !d.mp.empty(); }));
+  }
 }

@@ -2,6 +2,8 @@
 // determinism (sim/core/simulator.cpp).
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "properties/test_util.hpp"
 #include "sim/core/generator.hpp"
 
@@ -195,4 +197,22 @@ TEST(Simulator, AReusedTopologyRunsAsAFreshlyCompiledOne) {
   EXPECT_TRUE(compile_topology_reused(early).layers[1].lora_after_fsdp == compile_topology(early).layers[1].lora_after_fsdp);
   EXPECT_TRUE(compile_topology_reused(late).layers[1].lora_after_fsdp == compile_topology(late).layers[1].lora_after_fsdp);
   EXPECT_NE(compile_topology(early).layers[1].lora_after_fsdp, compile_topology(late).layers[1].lora_after_fsdp);
+}
+
+// Under a mixed_precision policy a collective's observation names its wire dtype (the all-gather
+// casts to param_dtype, the reduce-scatter runs in reduce_dtype); without one it stays fp32.
+TEST(Simulator, PolicyCollectivesObserveTheirWireDtype) {
+  const std::string head =
+      "world 2\nseed 3\nlayer lin0 8 6\nlayer lin1 6 4\nadapter default r=2 alpha=4 targets=lin0,lin1 init=random\n"
+      "fully_shard lin0 reshard_after_forward=true\nfully_shard root reshard_after_forward=true\noptimizer trainable\n";
+  auto dtypes = [](const RunResult& r) {
+    std::set<std::pair<CollOp, DType>> seen;
+    for (const auto& c : obs_at(r, 1, 0).collectives) seen.insert({c.op, c.dtype});
+    return seen;
+  };
+  RunResult mp = simulate(head + "mixed_precision param_dtype=bf16 reduce_dtype=fp32\n---\ntrain_step\n");
+  EXPECT_EQ(dtypes(mp), (std::set<std::pair<CollOp, DType>>{{CollOp::AllGather, DType::BF16}, {CollOp::ReduceScatter, DType::F32}}));
+  RunResult plain = simulate(head + "dtype bf16 autocast_adapter_dtype=false\n---\ntrain_step\n");
+  ASSERT_FALSE(dtypes(plain).empty());
+  for (const auto& [op, dtype] : dtypes(plain)) EXPECT_EQ(dtype, DType::F32) << coll_op_name(op);
 }

@@ -21,7 +21,7 @@ from torch.distributed.tensor import DTensor
 
 from .timing import PHASES
 
-DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.uint8: "uint8"}
 
 
 class CollectiveAbort(Exception):
@@ -59,10 +59,13 @@ class Recorder:
         # adapter file is there, answered once rank 0 wrote it or never will (pool.py::answer_files)
         self.file_ready = None
         self.world = 1
+        self.wire_dtypes = False  # the scenario has a mixed_precision policy (rank.py main)
 
     def issue(self, op, group, count, dtype, parts, dtensor=False):
         rec = {"op": op, "group": group, "count": int(count), "parts": parts}
-        if op == "broadcast":
+        # a broadcast's dtype; under a mixed_precision policy every wire dtype (the model's
+        # observer.cpp Observer::collective_into keeps the same ones)
+        if op == "broadcast" or (self.wire_dtypes and dtype != "fp32"):
             rec["dtype"] = dtype
         self.log.append(rec)
         if self.check is not None:

@@ -322,20 +322,28 @@ def judge_layers(o, r, world, init, vals, log=None):
 
         def deltas_for(registered):
             """Each adapter's delta on the values; None when one cannot be assembled from
-            every rank's rows (a peer holds none, or rows of another shape): unjudged."""
+            every rank's rows (a peer holds none, or rows of another shape): unjudged. A factor
+            registered as a policy's bf16 copy that still equals its fp32 shard's cast is read
+            from the shard: a merge on the shard added the shard's delta, and one on the copy is
+            within the bf16 bound of it. A stale copy (a step moved the shard since the gather)
+            is read as it is."""
+            cast = mine.get("u_cast", ())
+
+            def factor(name):
+                whole = _full(name, shapes[name], r, step, world, init, vals, mine["s"])
+                if not registered or name not in mine["u"]:
+                    return whole
+                u = vec(mine["u"][name]).reshape(shapes[name])
+                if name in cast and whole is not None and torch.equal(whole.to(torch.bfloat16).to(u.dtype), u):
+                    return whole
+                return u
+
             ds = {}
             for a, sc in scaling.items():
                 an, bn = f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}"
                 if an not in shapes or an not in mine["s"]:
                     continue
-                if registered and an in mine["u"]:
-                    A = vec(mine["u"][an]).reshape(shapes[an])
-                else:
-                    A = _full(an, shapes[an], r, step, world, init, vals, mine["s"])
-                if registered and bn in mine["u"]:
-                    B = vec(mine["u"][bn]).reshape(shapes[bn])
-                else:
-                    B = _full(bn, shapes[bn], r, step, world, init, vals, mine["s"])
+                A, B = factor(an), factor(bn)
                 if A is None or B is None:
                     return None
                 ds[a] = delta_of(A, B, wshape) * sc
@@ -393,7 +401,12 @@ def judge_layers(o, r, world, init, vals, log=None):
                 h_u = log.track((r, layer, "u"), prior_u, event(dsu, u.shape), u - w0, fit_tol(u - w0, dsu, w0), w0)
             if dsu is None:
                 continue
-            lo["registered"], alt = judged(u - w0, dsu, w0, h_u)
+            if dtype != "bf16" and wname in mine.get("u_cast", ()):
+                # U is the policy's bf16 cast of the fp32 shard (torch _fsdp_param.py::
+                # FSDPParam.init_dtype_attrs): the cast is one more bf16 rounding than the merges on it
+                lo["registered"], alt = classify(u - w0, merged, dsu, "bf16", w0, rounded, events + 1)
+            else:
+                lo["registered"], alt = judged(u - w0, dsu, w0, h_u)
         else:
             log.history.pop((r, layer, "u"), None)
             lo["registered"] = lo["stored"]
@@ -422,6 +435,12 @@ def judge_deltas(o, r, world, init, vals):
         want = delta_of(A, B, wshape) * init[r]["scaling"][a]
         got = vec(d["v"])
         magnitude = None  # per element: what the bf16 roundings scale with
+        # A or B registered as a MixedPrecisionPolicy's bf16 copy of its fp32 shard (torch
+        # _fsdp_param.py::FSDPParam.init_dtype_attrs): each factor was rounded to bf16 before PEFT's
+        # product (lora/layer.py::Linear.get_delta_weight multiplies in fp32 on CPU and casts the
+        # delta back to bf16), so an element is off by up to 2^-8 per factor of sum_k |B_ik| |A_kj|.
+        factor_cast = an in mine.get("u_cast", ()) or bn in mine.get("u_cast", ())
+        products = delta_of(A.abs(), B.abs(), wshape) * abs(init[r]["scaling"][a]) if factor_cast else None
         if d.get("partial"):
             # a Partial DTensor (B @ A on uneven shards) is the sum of the locals each rank holds
             # in that place: a peer out of step holds another adapter's (its i-th delta of this op)
@@ -440,12 +459,16 @@ def judge_deltas(o, r, world, init, vals):
             dim = d["shard_dim"]
             n, start = _chunk_rows(want.shape[dim], world, r)
             want = want.narrow(dim, start, n)
+            products = products.narrow(dim, start, n) if products is not None else None
         flat = want.reshape(-1)
         dtype = init[r].get("dtype", "fp32")
         # bf16: the delta itself is cast to the weight's dtype once (and a Partial sum of casts)
         if magnitude is None or magnitude.numel() != flat.numel():
             magnitude = flat.abs()
         bound = BF16_ROUNDING * (magnitude.reshape(-1) + flat.abs()) if dtype == "bf16" else None
+        if products is not None and products.numel() == flat.numel():
+            dtype = "bf16"
+            bound = BF16_ROUNDING * (2 * products.reshape(-1) + 2 * flat.abs())
         ok = got.numel() == want.numel() and _close(
             got.reshape(-1), flat, _tolerance(flat, float(want.abs().max()) if want.numel() else 0.0, dtype, bound))
         o["deltas"][a] = "exact" if ok else "corrupt"

@@ -222,6 +222,8 @@ def _local(sess, op, step, grads):
         reg = registered(fp)
         if reg is not fp.sharded_param and reg is not None:
             values["u"][name] = flat(reg)
+            if reg.dtype != fp.sharded_param.dtype:  # a MixedPrecisionPolicy's param_dtype copy (judge.py)
+                values.setdefault("u_cast", []).append(name)
     for name, p in sess.named_adapter_params():
         if managed(sess, name) is None:  # unmanaged, or re-added over a deleted managed one
             values["s"][name] = flat(p)

@@ -24,6 +24,8 @@ REASONS = {
                           "a model and optimizer must be passed together'"),
     "grouped": ("a grouped fully_shard([a, b]): accelerate's auto-wrap gives every module it picks a "
                 "fully_shard of its own (fsdp2_prepare_model)"),
+    "mp_override": ("a fully_shard line that overrides the mixed_precision policy: accelerate's plugin "
+                    "passes one mp_policy to every fully_shard (fsdp2_prepare_model)"),
     "checkpoint_child": ("a checkpointed layer sharded as a child: accelerate's auto-wrap, bottom-up, shards the "
                          "module inside the CheckpointWrapper and then the wrapper as an empty unit, where the "
                          "scenario shards the wrapper"),
@@ -43,7 +45,30 @@ def blocker(sess, held):
         return "grouped"
     if any(m in s.checkpoint for d in s.shards if not d.is_root for m in d.modules):
         return "checkpoint_child"
+    if any(d.mp for d in s.shards):
+        return "mp_override"
     return None
+
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def mp_policy(keys):
+    """torch's MixedPrecisionPolicy from a line's keys (_fsdp_api.py); unset keys keep its defaults."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    kw = {k: DTYPES[v] for k, v in keys.items() if k != "cast_forward_inputs"}
+    if "cast_forward_inputs" in keys:
+        kw["cast_forward_inputs"] = keys["cast_forward_inputs"] == "true"
+    return MixedPrecisionPolicy(**kw)
+
+
+def upcast_trainable(sess):
+    """accelerate 1.15 utils/fsdp_utils.py::fsdp2_prepare_model under mixed precision: every
+    trainable parameter not in fp32 is upcast in place (param.data) before fully_shard, so each
+    group's trainable parameters share one original dtype."""
+    for _, p in sess.pm.named_parameters():
+        if p.requires_grad and p.dtype != torch.float32:
+            p.data = p.data.to(torch.float32)
 
 
 def optimizer_params(sess):
@@ -98,14 +123,15 @@ def unmark_units(marked):
 
 def shard_one(sess, d):
     """One `fully_shard` line of the scenario, as the direct path calls it."""
+    mp = {"mp_policy": mp_policy(sess.scen.policy_keys(d))} if sess.scen.policy_keys(d) else {}
     if d.is_root:
-        fully_shard(sess.pm, mesh=sess.mesh, reshard_after_forward=sess.root_raf(RAF[d.raf]))
+        fully_shard(sess.pm, mesh=sess.mesh, reshard_after_forward=sess.root_raf(RAF[d.raf]), **mp)
     else:
         mods = [sess.module_of(m) for m in d.modules]
-        fully_shard(mods if len(mods) > 1 else mods[0], mesh=sess.mesh, reshard_after_forward=RAF[d.raf])
+        fully_shard(mods if len(mods) > 1 else mods[0], mesh=sess.mesh, reshard_after_forward=RAF[d.raf], **mp)
 
 
-def accelerator(units=(), child_raf=True, ram_efficient=False):
+def accelerator(units=(), child_raf=True, ram_efficient=False, mp=None):
     """An Accelerator with an FSDP2 plugin whose auto-wrap picks the classes `units` by name
     (auto_wrap_policy="transformer_based_wrap", transformer_cls_names_to_wrap), each sharded
     with reshard_after_forward=child_raf. accelerate 1.15 selects FSDP only for an accelerator
@@ -115,14 +141,24 @@ def accelerator(units=(), child_raf=True, ram_efficient=False):
     (measured). No public setting reaches FSDP on CPU gloo, so the shared state's distributed_type
     and plugin are set as accelerate's own test scripts do on CPU
     (test_utils/scripts/test_distributed_data_loop.py); from there Accelerator.prepare runs its
-    own _prepare_fsdp2."""
+    own _prepare_fsdp2. A mixed_precision policy `mp` (its keys) goes to the plugin as its
+    mixed_precision_policy, with the Accelerator's mixed_precision="bf16" that users pair it with
+    (dataclasses.py::FullyShardedDataParallelPlugin.set_mixed_precision keeps a policy already given)."""
     from accelerate import Accelerator
     from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
     wrap = {"auto_wrap_policy": "transformer_based_wrap", "transformer_cls_names_to_wrap": list(units)} if units else {}
+    if mp:
+        wrap["mixed_precision_policy"] = mp_policy(mp)
     plugin = FullyShardedDataParallelPlugin(fsdp_version=2, cpu_ram_efficient_loading=ram_efficient,
                                             reshard_after_forward=child_raf, **wrap)
     threads = torch.get_num_threads()
-    acc = Accelerator(cpu=True, fsdp_plugin=plugin)
+    # The state is shared by every prepare in this process: its mixed_precision is this prepare's
+    # (state.py::AcceleratorState._check_initialized refuses a change once it is initialised).
+    from accelerate.state import AcceleratorState
+    want = "bf16" if mp else "no"
+    if AcceleratorState._shared_state.get("_mixed_precision") is not None:
+        AcceleratorState._shared_state["_mixed_precision"] = want
+    acc = Accelerator(cpu=True, fsdp_plugin=plugin, mixed_precision=want)
     # PartialState.__init__ on MULTI_CPU without OMP_NUM_THREADS sets torch's thread count to the
     # cores per rank: the rank keeps its own (rank.py main: one thread per rank process)
     torch.set_num_threads(threads)
@@ -148,7 +184,7 @@ def through_accelerate(sess):
         REC.broadcast_keys = [observe.model_name(k) for k in sess.pm.state_dict()]
         REC.broadcast_index = 0
     try:
-        model, opt = accelerator(units, child_raf, ram).prepare(sess.pm, adamw(held))
+        model, opt = accelerator(units, child_raf, ram, sess.scen.mp).prepare(sess.pm, adamw(held))
     finally:
         unmark_units(marked)
         REC.broadcast_keys = None
@@ -181,6 +217,8 @@ def direct(sess):
     remap = ram and not sess.prepared and optimizer_params(sess)
     if remap:
         opt, held, old_ptrs = optimizer_before_prepare(sess)
+    if sess.scen.mp:
+        upcast_trainable(sess)
     if ram:
         original_sd = sess.pm.state_dict()
         sess.pm.to("meta")

@@ -101,6 +101,7 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir, reuse=False):
     REC.file_ready = file_ready if world > 1 and rank > 0 else None
     REC.report = report if world > 1 else None
     REC.world = world
+    REC.wire_dtypes = bool(scen.mp) or any(d.mp for d in scen.shards)
     sess = Session(scen, ops, rank, world, mesh, sw, tmpdir)
     if reuse:
         from . import reuse as kept

@@ -26,10 +26,19 @@ class Adapter:
     modules_to_save: list = field(default_factory=list)
 
 
+MP_KEYS = ("param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs")
+
+
+def mp_keys(words):
+    """The MixedPrecisionPolicy keys a `mixed_precision` or `fully_shard` line sets, as text."""
+    return {k: v for k, v in (w.split("=", 1) for w in words if "=" in w) if k in MP_KEYS}
+
+
 @dataclass
 class Shard:
     modules: list
     raf: str  # true | false | none
+    mp: dict = field(default_factory=dict)  # the mixed_precision keys this call overrides
 
     @property
     def is_root(self):
@@ -80,6 +89,12 @@ class Scenario:
     data: str = "same"
     # `checkpoint lin0,lin1`: layers wrapped in checkpoint_wrapper before fully_shard (hazard B7)
     checkpoint: list = field(default_factory=list)
+    # `mixed_precision k=v ...`: the MixedPrecisionPolicy every fully_shard gets (text values)
+    mp: dict = field(default_factory=dict)
+
+    def policy_keys(self, shard):
+        """The policy keys fully_shard call `shard` is made with: the scenario's, its own over them."""
+        return {**self.mp, **shard.mp}
 
     def adapter(self, name):
         return next(a for a in self.adapters if a.name == name)
@@ -168,7 +183,7 @@ def parse(text):
             for w in rest[1:]:
                 if w.startswith("reshard_after_forward="):
                     raf = w.split("=", 1)[1]
-            scen.shards.append(Shard(rest[0].split(","), raf))
+            scen.shards.append(Shard(rest[0].split(","), raf, mp_keys(rest[1:])))
         elif key == "optimizer":
             scen.optimizer = rest[0]
         elif key == "loading":
@@ -177,6 +192,8 @@ def parse(text):
             scen.data = rest[0]
         elif key == "checkpoint":
             scen.checkpoint = [n for n in rest[0].split(",") if n]
+        elif key == "mixed_precision":
+            scen.mp = mp_keys(rest)
         elif key == "dtype":
             scen.dtype = rest[0]
             scen.autocast_adapter_dtype = "autocast_adapter_dtype=false" not in rest[1:]
