@@ -236,8 +236,10 @@ Raise FsdpParamGroup::post_backward(const GroupContext& c, AdapterSet& grads) {
     // Without _orig_dtype the gradient stays in the reduce dtype (pytorch#187376: a group frozen at
     // its lazy init reduces an unfrozen adapter's gradient in the compute dtype).
     const DType lands = has_orig_dtype ? orig_dtype : reduce_dtype.value_or(bf16 ? DType::BF16 : DType::F32);
-    if (lands != c.params[p].dtype && !c.params[p].grad_s)
+    if (lands != c.params[p].dtype && !c.params[p].grad_s) {
+      TrScope unset(c.scope, has_orig_dtype ? Tr::PostBackwardReduce : Tr::ReduceDtypeUnset);
       return c.raise(Status::Exception, grad_dtype_refused_message(lands));
+    }
     c.params[p].grad_s = true;
     if (c.topo.params[p].adapter >= 0) grads.insert(c.topo.params[p].adapter);
   }

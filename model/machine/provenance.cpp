@@ -47,6 +47,7 @@ const TrInfo& tr_info(Tr t) {
       {"init_mp_dtypes", "torch _fully_shard/_fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes"},
       {"checkpoint-recompute", "torch utils/checkpoint.py::_checkpoint_hook (recompute metadata check)"},
       {"get_delta_weight", "peft tuners/lora/layer.py::Linear.get_delta_weight / ParamWrapper.get_delta_weight"},
+      {"reduce-dtype-unset", "torch _fully_shard/_fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes (nothing trainable: None)"},
   }};
   return table[static_cast<size_t>(t)];
 }
@@ -61,6 +62,7 @@ bool is_mechanism(Tr t) {
     case Tr::PostBackwardReduce:
     case Tr::PostBackwardUnsynced:
     case Tr::CheckpointRecompute:
+    case Tr::ReduceDtypeUnset:
       return true;
     default:
       return false;
@@ -161,7 +163,7 @@ void Provenance::note_raise() {
   raised.site = stack.empty() ? Tr::None : stack.back();
   raised.step = step();
   if (raised_steps.empty() || raised_steps.back() != step()) raised_steps.push_back(step());
-  if ((raised.site == Tr::CheckpointRecompute || raised.site == Tr::PostBackwardReduce) && !wedged_step) {
+  if ((raised.site == Tr::CheckpointRecompute || raised.site == Tr::PostBackwardReduce || raised.site == Tr::ReduceDtypeUnset) && !wedged_step) {
     wedged_step = step();
     wedged_site = raised.site;
   }

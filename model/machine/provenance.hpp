@@ -39,6 +39,7 @@ enum class Tr : uint8_t {
   LazyInitDtypes,           // FSDPParamGroup._init_mp_dtypes
   CheckpointRecompute,      // torch.utils.checkpoint's recompute metadata check
   GetDeltaWeight,           // lora Linear / ParamWrapper.get_delta_weight
+  ReduceDtypeUnset,         // foreach_reduce on a group whose _init_mp_dtypes saw nothing trainable
   kCount
 };
 

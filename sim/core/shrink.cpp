@@ -203,8 +203,33 @@ bool try_scenario(SeqFile& f, Oracle& o, const std::function<bool(SeqFile&)>& ed
 // (true), the optimizer holds the trainable parameters, adapters lose
 // inference_mode and deferral and start random (a zero B hides a delta until
 // a step trains it), modules_to_save copies go, overrides go, the values' seed becomes 0.
-bool simplify_scenario(SeqFile& f, Oracle& o) {
+// A MixedPrecisionPolicy: the whole of it (the line and every call's keys) dropped, else each
+// call's keys, else each key of the line in turn.
+bool simplify_policy(SeqFile& f, Oracle& o) {
+  if (!f.scenario.mixed_precision()) return false;
+  const bool gone = try_scenario(f, o, [](SeqFile& c) {
+    c.scenario.mp = {};
+    for (auto& d : c.scenario.shards) d.mp = {};
+    return true;
+  });
+  if (gone) return true;
   bool changed = false;
+  for (size_t d = 0; d < f.scenario.shards.size(); ++d)
+    changed = try_scenario(f, o, [&](SeqFile& c) { return !c.scenario.shards[d].mp.empty() && (c.scenario.shards[d].mp = {}, true); }) || changed;
+  auto drop = [&](auto field) {
+    changed = try_scenario(f, o, [&](SeqFile& c) {
+                auto& key = c.scenario.mp.*field;
+                return key.has_value() && (key.reset(), c.scenario.mixed_precision());
+              }) || changed;
+  };
+  drop(&MixedPrecision::param_dtype), drop(&MixedPrecision::reduce_dtype), drop(&MixedPrecision::output_dtype),
+      drop(&MixedPrecision::cast_forward_inputs);
+  return changed;
+}
+
+bool simplify_scenario(SeqFile& f, Oracle& o) {
+  // The policy first: a finding it does not need is then shown on a plain fp32 setup.
+  bool changed = simplify_policy(f, o);
   for (size_t l = 0; l < f.scenario.layers.size(); ++l)
     changed = try_scenario(f, o, [&](SeqFile& c) { return c.scenario.layers[l].experts != 0 && (c.scenario.layers[l].experts = 0, true); }) || changed;
   changed = try_scenario(f, o, [](SeqFile& c) {

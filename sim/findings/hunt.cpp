@@ -28,6 +28,9 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 constexpr double kModelShare = 1.0 / 3;  // of --seconds: explore, fuzz, triage; confirmation gets the rest
 constexpr double kPoolStartGuess = 5;    // seconds an upstream pool takes to start when none has been timed
+// The swarm's share of sequences with a MixedPrecisionPolicy, and its stream's salt.
+constexpr uint32_t kSwarmPolicyPercent = 15;
+constexpr uint64_t kSwarmPolicyStream = 0x6d70;
 
 struct Candidate {
   SeqFile file;
@@ -110,6 +113,11 @@ struct Confirmation {
 Confirmation confirm_on(const HuntClass& c, Backend other, RealPools& pools, HuntReport& rep, std::mutex& mu,
                         const std::function<bool()>& stopped) {
   Confirmation out;
+  SourcePos at;
+  if (other == Backend::Real && !real_backend_refusal(c.t.minimal.scenario, &at).empty()) {
+    out.verdict = kNotRunThere;
+    return out;
+  }
   BackendRun br = run_backend(c.t.minimal, {Backend::Model, other}, pools, false);
   if (br.infra_failure && stopped()) {  // the signal stopped its ranks or its pool: no harness failure
     out.verdict = kNotConfirmedInterrupted;
@@ -347,6 +355,9 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
       // checkpointing (B7), grouped fully_shard and, at world 2, a quarter at worlds 3-4 where a
       // rank holds only padding rows (sim/core/generator.hpp)
       f = generate_seq(r, swarm_options(r, o.world, true));
+      // A mixed-precision policy on some of them, drawn on a stream of its own so that the swarm's
+      // other sequences stay what they were.
+      if (Prng side = r.fork(kSwarmPolicyStream); side.chance(kSwarmPolicyPercent)) draw_mixed_precision(side, f.scenario);
       by = "fuzz swarm " + std::to_string(s);
     }
     f = for_hunt(f, o);

@@ -23,6 +23,9 @@ namespace fsdpsim {
 inline const std::string kNotConfirmedBudget = "not confirmed (time budget)";
 // One a signal (HuntOptions::stop) came before, or cut short while it ran.
 inline const std::string kNotConfirmedInterrupted = "not confirmed (interrupted)";
+// One the backend does not implement (the C++ backend refuses the scenario: crosscheck.hpp's
+// real_backend_refusal): not asked, so neither confirmed nor a disagreement.
+inline const std::string kNotRunThere = "not run (not implemented there)";
 
 struct NamedScenario {
   std::string name;  // "seed000"

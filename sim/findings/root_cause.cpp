@@ -262,6 +262,13 @@ bool raised_here(const Run& r, const Finding& fd, Blame* out) {
 // The S1 rule: the adapters that got gradients wrongly (or none), and why their flags say so.
 bool s1_rule(const Run& r, const Finding& fd, Blame* b) {
   const std::string& t = fd.text;
+  if (r.before.pv.wedged_step && r.before.pv.wedged_site == Tr::ReduceDtypeUnset) {
+    *b = blame("reduce-dtype-unset-after-frozen-forward", {Tr::LazyInitDtypes, Tr::ReduceDtypeUnset, Tr::PostBackwardReduce},
+               fmt::format("a group all frozen at its first forward kept no reduce dtype; its gradient at step {} came in the compute "
+                           "dtype and the shard's grad setter refused it, leaving FSDP in PRE_BACKWARD",
+                           r.before.pv.wedged_step));
+    return true;
+  }
   if (r.before.pv.wedged_step) {
     const bool ckpt = r.before.pv.wedged_site == Tr::CheckpointRecompute;
     *b = blame("checkpoint-error-wedges-fsdp", {r.before.pv.wedged_site, Tr::PostBackwardReduce},

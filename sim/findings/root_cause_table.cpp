@@ -410,6 +410,28 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "adapter of another dtype (PEFT's autocast_adapter_dtype=False) after the first step.",
        "Catch the error and call reset_iter_state() on the root module.",
        "accelerate / Trainer could call reset_iter_state() when a step raises.", ""},
+      {"reduce-dtype-unset-after-frozen-forward",
+       "A group whose parameters were all frozen at its first forward under a MixedPrecisionPolicy keeps no reduce dtype: "
+       "after set_adapter unfreezes an adapter there, its gradient arrives in the compute dtype and the fp32 shard refuses it",
+       V::Reported,
+       "pytorch/pytorch#186998 (closed); its fix pytorch/pytorch#187376 (closed) is not in torch 2.13.0, which still raises it",
+       {{L::Torch, "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py", "FSDPParamGroup._init_mp_dtypes",
+         "derives _orig_dtype and _reduce_dtype from the parameters trainable at lazy init: None when there are none"},
+        {L::Torch, "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py", "foreach_reduce",
+         "reduces in the reduce dtype (the compute dtype when None) and assigns the result to the shard's grad"}},
+       {tracker("pytorch/pytorch#186998", "closed", "mixed precision breaks after unfreezing when the first forward ran frozen"),
+        tracker("pytorch/pytorch#187376", "closed", "falls back to the group's floating-point parameters when nothing is trainable at lazy init")},
+       "FSDP2 fixes a group's `_orig_dtype` and `_reduce_dtype` at its lazy init from the parameters that require grad "
+       "then. With several adapters, a child group may hold only frozen ones at the first forward (the base weight and an "
+       "adapter not yet active): both stay None for good. After `set_adapter` makes that adapter trainable, "
+       "`foreach_reduce` reduces its gradient in the bf16 compute dtype and assigns it to the fp32 shard; autograd's grad "
+       "setter raises (\"attempting to assign a gradient with dtype 'c10::BFloat16' to a tensor with grad_dtype 'Float'\") inside the root's "
+       "final callback, which leaves FSDP in PRE_BACKWARD (see checkpoint-error-wedges-fsdp): later steps train nothing.",
+       "Users of a bf16 MixedPrecisionPolicy (accelerate's mixed_precision=\"bf16\" under FSDP2) who switch to an adapter "
+       "that no group held trainable at the first forward, or who unfreeze layers after a first frozen forward.",
+       "Make every adapter trainable (or run one training step) before the first forward, or shard LoRA layers whose "
+       "adapters switch into the root's group.",
+       "In torch: resolve the dtypes from the group's floating-point parameters when none is trainable (pytorch#187376).", ""},
       {"late-adapter-not-managed-by-fsdp",
        "Adapters added after fully_shard are plain tensors no FSDP group reduces: each rank trains its own copy",
        V::UnsupportedUse,

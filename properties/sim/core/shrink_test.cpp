@@ -121,3 +121,25 @@ TEST(Shrink, CanonicalShrinkPrefersAnEvalToAnInternalUnshard) {
     EXPECT_EQ(print_seq(a.minimal), print_seq(b.minimal));  // deterministic
   }
 }
+
+// A MixedPrecisionPolicy the finding does not need is dropped whole; one it needs keeps only the
+// keys it needs (pytorch#187376: the frozen-at-first-forward group needs a bf16 param_dtype).
+TEST(Shrink, APolicyGoesWhereTheFindingDoesNotNeedIt) {
+  std::string header = seed000_header(2, "upstream", "none");
+  header.insert(header.find("---"), "mixed_precision param_dtype=bf16 reduce_dtype=fp32 cast_forward_inputs=true\n");
+  ShrinkResult r;
+  ASSERT_TRUE(shrink(parse_seq(header + "train_step\neval\nsave_optimizer\n"), &r));
+  EXPECT_EQ(r.signature, "S4:save_optimizer:key_error");
+  EXPECT_FALSE(r.minimal.scenario.mixed_precision()) << print_seq(r.minimal);
+
+  const SeqFile frozen = parse_seq(
+      "world 2\nlayer lin0 8 6\nlayer lin1 6 4\nadapter default targets=lin1\nadapter other targets=lin0\n"
+      "fully_shard lin0 reshard_after_forward=true\nfully_shard root reshard_after_forward=true\noptimizer all\n"
+      "mixed_precision param_dtype=bf16 reduce_dtype=fp32 cast_forward_inputs=true\n---\n"
+      "train_step\nset_adapter other\ntrain_step\ntrain_step\n");
+  ASSERT_TRUE(shrink(frozen, &r));
+  EXPECT_EQ(r.signature, "S1:train_step:ok:missing");
+  MixedPrecision bf16;
+  bf16.param_dtype = DType::BF16;
+  EXPECT_EQ(r.minimal.scenario.mp, bf16) << print_seq(r.minimal);
+}

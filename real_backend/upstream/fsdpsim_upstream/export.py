@@ -166,16 +166,25 @@ class Writer:
             raf = RAF[d.raf]
             if d.is_root and self.sw["root_reshard_rule"] == "force_false":
                 raf = "False"
+            policy = self.policy(s.policy_keys(d))
             if d.is_root:
-                e(f"{ind}fully_shard(model, mesh=mesh, reshard_after_forward={raf})")
+                e(f"{ind}fully_shard(model, mesh=mesh, reshard_after_forward={raf}{policy})")
             else:
                 mods = [self.layer(m) for m in d.modules]
                 arg = mods[0] if len(mods) == 1 else "[" + ", ".join(mods) + "]"
-                e(f"{ind}fully_shard({arg}, mesh=mesh, reshard_after_forward={raf})")
+                e(f"{ind}fully_shard({arg}, mesh=mesh, reshard_after_forward={raf}{policy})")
         if ram:
             e(f"{ind}fsdp2_load_full_state_dict(SimpleNamespace(is_main_process=rank == 0), model, full_sd)")
         e(f"{ind}shards = dict(model.named_parameters())  # the parameters FSDP registered: gradients land here")
         self.optimizer(ind)
+
+    @staticmethod
+    def policy(keys):
+        """`, mp_policy=MixedPrecisionPolicy(...)` for a call made with policy keys (torch _fsdp_api.py), else ""."""
+        if not keys:
+            return ""
+        args = [f"{k}={DTYPE[v]}" if k != "cast_forward_inputs" else f"{k}={v == 'true'}" for k, v in keys.items()]
+        return f", mp_policy=MixedPrecisionPolicy({', '.join(args)})"
 
     def checkpoint(self, ind):
         """Activation checkpointing of the scenario's layers (before any fully_shard), as accelerate's
@@ -306,7 +315,8 @@ class Writer:
             e(f"from torch.distributed.checkpoint.state_dict import {', '.join(names)}")
         if self.fsdp:
             e("from torch.distributed.device_mesh import init_device_mesh")
-            e("from torch.distributed.fsdp import fully_shard")
+            e("from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard" if "MixedPrecisionPolicy(" in code
+              else "from torch.distributed.fsdp import fully_shard")
         if "DTensor" in code:
             e("from torch.distributed.tensor import DTensor")
 
