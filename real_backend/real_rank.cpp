@@ -282,6 +282,7 @@ RankReport RealRank::report(const Op& op, int step) {
   const size_t n = layout_->params.size();
   r.present.assign(n, 0);
   r.u_registered.assign(n, 0);
+  r.u_cast.assign(n, 0);
   r.whole.assign(n, 0);
   r.adam_steps.assign(n, 0);
   r.s_values.assign(n, {});
@@ -304,6 +305,7 @@ RankReport RealRank::report(const Op& op, int step) {
     }
     bool holds_u = params_[p].holds_unsharded();
     r.u_registered[p] = holds_u;
+    r.u_cast[p] = holds_u && params_[p].mp_param_dtype.has_value();
     r.whole[p] = params_[p].detached;
     r.adam_steps[p] = rp.adam_step;
     if (holds_u) {
