@@ -165,7 +165,9 @@ void FsdpParamGroup::post_backward(AdapterSet* grads_to) {
     ParamTensors& rp = (*params_)[p].fsdp_objects();
     if (!rp.u.defined() || !rp.u.grad().defined()) continue;
     with_grad.push_back(p);
-    grads.push_back(rp.u.grad().detach().clone());
+    // U's gradient is in U's dtype (the policy's cast: U's storage is fp32, its values that dtype's)
+    at::Tensor g = rp.u.grad().detach().clone();
+    grads.push_back(layout_->mixed_precision ? g.to(params_->gathered_dtype(p)).to(at::kFloat) : g);
     rp.u.mutable_grad().reset();
   }
   to_sharded();
