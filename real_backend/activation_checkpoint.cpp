@@ -6,6 +6,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include "real_backend/activation_dtype.hpp"
 #include "real_backend/op_raised.hpp"
 
 namespace fsdpsim::real {
@@ -18,13 +19,23 @@ void CheckpointWrapper::reset() {
 
 // torch's mm derivative keeps the weight (transposed) for the input's gradient and the
 // input for the weight's, each only when that gradient is needed; the bias keeps nothing.
+// Under a MixedPrecisionPolicy each operand is read in its real dtype (U's: the policy's cast) and
+// the activation carries its own, so at::linear raises torch's dtype errors itself.
 at::Tensor CheckpointWrapper::linear(const at::Tensor& x, at::ScalarType x_dtype, int w, int b) {
+  const bool mp = layout_->mixed_precision;
   const at::Tensor& wt = params_->registered(w);
+  const at::ScalarType w_dtype = mp ? params_->forward_dtype(w) : params_->param_dtype(w);
   if (saving_ && at::GradMode::is_enabled()) {
-    if (x.requires_grad()) saving_->push_back({{wt.size(1), wt.size(0)}, params_->param_dtype(w)});
-    if (wt.requires_grad()) saving_->push_back({x.sizes().vec(), x_dtype});
+    if (x.requires_grad()) saving_->push_back({{wt.size(1), wt.size(0)}, w_dtype});
+    if (wt.requires_grad()) saving_->push_back({x.sizes().vec(), mp ? x.scalar_type() : x_dtype});
   }
-  return b >= 0 ? at::linear(x, wt, params_->registered(b)) : at::linear(x, wt);
+  if (!mp) return b >= 0 ? at::linear(x, wt, params_->registered(b)) : at::linear(x, wt);
+  try {
+    const at::Tensor w_in = wt.to(w_dtype);
+    return b >= 0 ? at::linear(x, w_in, params_->registered(b).to(params_->forward_dtype(b))) : at::linear(x, w_in);
+  } catch (const c10::Error& e) {
+    raise_op_error(e);  // aten/src/ATen/native/LinearAlgebra.cpp: addmm's / mm's dtype checks
+  }
 }
 
 void CheckpointWrapper::begin_forward() {

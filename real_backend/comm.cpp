@@ -98,8 +98,8 @@ std::vector<PendingCollective> Comm::heads(const at::Tensor& prints) const {
     const auto& names = h.coll.op == CollOp::Broadcast ? param_names_ : group_names_;
     h.coll.group = p[r][1] < static_cast<int64_t>(names.size()) ? names[p[r][1]] : "?";
     h.coll.count = p[r][2];
-    // as observed: a broadcast's dtype; an all-gather's wire dtype only pairs (Comm::all_gather)
-    h.coll.dtype = h.coll.op == CollOp::Broadcast ? static_cast<DType>(p[r][4]) : DType::F32;
+    // as observed (Comm::observed): a broadcast's dtype, every wire dtype under a policy
+    h.coll.dtype = observed(h.coll.op, static_cast<DType>(p[r][4]));
     h.step = static_cast<int>(p[r][3]);
     auto member = [&](int bit) { return (static_cast<uint64_t>(p[r][kMembers + bit / 64]) >> (bit % 64)) & 1; };
     // the group's packing order first (a grouped fully_shard packs as given), then any other
@@ -200,7 +200,7 @@ at::Tensor Comm::announce(int op, int group, int64_t count, int step, const std:
 
 at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const std::vector<int>& members,
                             int64_t recorded_count, bool dtensor, DType wire) {
-  issued_.push_back({CollOp::AllGather, group, recorded_count >= 0 ? recorded_count : chunk.numel(), DType::F32, members});
+  issued_.push_back({CollOp::AllGather, group, recorded_count >= 0 ? recorded_count : chunk.numel(), observed(CollOp::AllGather, wire), members});
   if (world_ == 1) return chunk.reshape({-1}).clone();
   at::Tensor got = announce(0, group, chunk.numel(), step, members, chunk, wire, dtensor);
   if (got.defined()) return got.reshape({-1});
@@ -221,7 +221,7 @@ at::Tensor Comm::all_gather(const at::Tensor& chunk, int group, int step, const 
 at::Tensor Comm::reduce_scatter_avg(const at::Tensor& flat, int group, int step, const std::vector<int>& members,
                                     DType wire) {
   int64_t seg = flat.numel() / world_;
-  issued_.push_back({CollOp::ReduceScatter, group, seg, DType::F32, members});
+  issued_.push_back({CollOp::ReduceScatter, group, seg, observed(CollOp::ReduceScatter, wire), members});
   if (world_ == 1) return flat.clone();
   announce(1, group, seg, step, members, at::Tensor(), wire);
   at::Tensor in = flat.reshape({-1}).contiguous();

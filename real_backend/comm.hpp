@@ -59,10 +59,14 @@ class Comm {
   int rank() const { return rank_; }
   int world() const { return world_; }
   // `packing`: each group's parameters in the order it packs them (a failure names them so).
-  void set_names(std::vector<std::string> groups, std::vector<std::string> params, std::vector<std::vector<int>> packing = {}) {
+  // `wire_dtypes`: a mixed_precision policy is on, so every collective is observed with its wire
+  // dtype (the policy's param_dtype / reduce_dtype, or uint8); else only a broadcast's is.
+  void set_names(std::vector<std::string> groups, std::vector<std::string> params, std::vector<std::vector<int>> packing = {},
+                 bool wire_dtypes = false) {
     group_names_ = std::move(groups);
     param_names_ = std::move(params);
     packing_ = std::move(packing);
+    wire_dtypes_ = wire_dtypes;
   }
 
   // All-gathers this rank's flat chunk of `members` (parameter indices); returns
@@ -128,6 +132,9 @@ class Comm {
   int rank_, world_;
   std::vector<std::string> group_names_, param_names_;
   std::vector<std::vector<int>> packing_;
+  bool wire_dtypes_ = false;
+  // What an observation names as a collective's dtype (see set_names).
+  DType observed(CollOp op, DType wire) const { return op == CollOp::Broadcast || wire_dtypes_ ? wire : DType::F32; }
   std::vector<IssuedCollective> issued_;
   std::string crossed_;
   int64_t max_count_ = 0;  // the largest count the ranks announced for the current collective

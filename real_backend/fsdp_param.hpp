@@ -5,6 +5,7 @@
 // swaps with unsafe_setattr_param). Same file and class as the model's
 // model/machine/fsdp_param.hpp.
 #pragma once
+#include <optional>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -39,6 +40,10 @@ class FsdpParam {
   // group keeps gathering (torch _fsdp_init.py::_get_managed_states ran at fully_shard).
   bool detached = false;
   ParamTensors ghost;
+  // torch 2.13 _fsdp_param.py::FSDPParam.init_dtype_attrs: the policy's param_dtype where it differs
+  // from the shard's own dtype at the group's lazy init (the all-gather casts to it, U holds it);
+  // unset: None. U's storage stays fp32 with the cast's values; its dtype is this.
+  std::optional<at::ScalarType> mp_param_dtype;
 
   bool present() const { return registered.defined(); }
   // The FSDPParam the group holds under this name: the deleted module's (the ghost) after a re-add.
@@ -46,6 +51,11 @@ class FsdpParam {
   const ParamTensors& fsdp_objects() const { return detached ? ghost : leaf; }
   // The parameter's own dtype (compute stays fp32 in S; `place` carries the dtype).
   at::ScalarType param_dtype() const;
+  // What the all-gather carries and U holds: the cast, else the shard's own dtype
+  // (_fsdp_collectives.py::_get_param_all_gather_inputs).
+  at::ScalarType gathered_dtype() const { return mp_param_dtype.value_or(param_dtype()); }
+  // The dtype a forward reads the registered object in: U's while U is registered, else its own.
+  at::ScalarType forward_dtype() const { return holds_unsharded() ? gathered_dtype() : param_dtype(); }
   // The name holds this name's own U (what a report calls UNSHARDED).
   bool holds_unsharded() const;
   // The group keeps the deleted module's FSDPParam; the name gets a fresh leaf.
@@ -76,6 +86,8 @@ class Parameters {
   int group_of(int p) const { return slots_[p].detached ? -1 : layout_->params[p].group; }
   void set_requires_grad(int p, bool v) { slots_[p].set_requires_grad(v); }
   at::ScalarType param_dtype(int p) const { return slots_[p].param_dtype(); }
+  at::ScalarType gathered_dtype(int p) const { return slots_[p].gathered_dtype(); }
+  at::ScalarType forward_dtype(int p) const { return slots_[p].forward_dtype(); }
 
  private:
   const Layout* layout_;

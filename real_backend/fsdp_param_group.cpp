@@ -13,7 +13,7 @@ namespace fsdpsim::real {
 bool FsdpParamGroup::gathers_bytes() const {
   const GroupSpec& gs = spec();
   for (int p : gs.params)
-    if (params_->param_dtype(p) != params_->param_dtype(gs.params[0])) return true;
+    if (params_->gathered_dtype(p) != params_->gathered_dtype(gs.params[0])) return true;
   return false;
 }
 
@@ -25,15 +25,19 @@ at::Tensor FsdpParamGroup::all_gather() {
   std::vector<at::Tensor> flat;
   for (int p : gs.params) {
     at::Tensor f = (*params_)[p].fsdp_objects().s.reshape({-1});  // a ghost packs the deleted module's shard
-    // torch 2.13 _fsdp_collectives.py::foreach_all_gather: shards of different dtypes travel as uint8.
-    flat.push_back(bytes ? f.to(params_->param_dtype(p)).contiguous().view(at::kByte) : f);
+    // torch 2.13 _fsdp_collectives.py::_get_param_all_gather_inputs: under a MixedPrecisionPolicy
+    // the shard is first cast to its param_dtype (the values U gets are that cast's).
+    const bool cast = (*params_)[p].mp_param_dtype.has_value();
+    if (cast && !bytes) f = f.to(params_->gathered_dtype(p)).to(at::kFloat);
+    // torch 2.13 _fsdp_collectives.py::foreach_all_gather: inputs of different dtypes travel as uint8.
+    flat.push_back(bytes ? f.to(params_->gathered_dtype(p)).contiguous().view(at::kByte) : f);
   }
   // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.unshard / wait_for_unshard: world_size == 1
   // initialises U from the shards directly, no all-gather.
   if (layout_->world == 1) return at::cat(flat);
   // torch 2.13 _fsdp_collectives.py::_get_all_gather_input_metadatas: gloo pairs the group's
   // bytes, counted in its wire dtype: the shards' own, uint8 when they differ.
-  const DType wire = bytes ? DType::U8 : dtype_of(params_->param_dtype(gs.params[0]));
+  const DType wire = bytes ? DType::U8 : dtype_of(params_->gathered_dtype(gs.params[0]));
   at::Tensor got = pg_->comm->all_gather(at::cat(flat), index_, pg_->step, gs.params, -1, false, wire);
   return bytes ? got.to(at::kByte) : got;  // what travels comes back as floats
 }
@@ -50,7 +54,7 @@ void FsdpParamGroup::unshard() {
   all_gather_result = at::Tensor();
   const bool bytes = gathers_bytes();
   auto unit = [&](int p) {
-    return layout_->params[p].chunk_numel() * (bytes ? static_cast<int64_t>(c10::elementSize(params_->param_dtype(p))) : 1);
+    return layout_->params[p].chunk_numel() * (bytes ? static_cast<int64_t>(c10::elementSize(params_->gathered_dtype(p))) : 1);
   };
   int64_t stride = 0;
   for (int p : gs.params) stride += unit(p);
@@ -61,7 +65,7 @@ void FsdpParamGroup::unshard() {
     for (int r = 0; r < world; ++r) chunks.push_back(gathered.narrow(0, r * stride + offset, unit(p)));
     offset += unit(p);
     at::Tensor full = at::cat(chunks);
-    if (bytes) full = full.view(params_->param_dtype(p)).to(at::kFloat);
+    if (bytes) full = full.view(params_->gathered_dtype(p)).to(at::kFloat);
     full = full.narrow(0, 0, ps.rows * ps.cols);
     (*params_)[p].to_unsharded(full, param_shape(*layout_, ps, ps.rows));
   }
@@ -83,10 +87,20 @@ void FsdpParamGroup::prefetch_unshard() {
 // that require grad, read off the tensors, must be one (frozen shards are not looked at).
 void FsdpParamGroup::lazy_init() {
   dtype_attrs = true;  // _fsdp_param.py::FSDPParam.init_dtype_attrs on each param, before the check
+  const GroupSpec& gs = spec();
+  const auto scalar = [](std::optional<DType> d) {
+    return d ? std::optional<at::ScalarType>(*d == DType::BF16 ? at::kBFloat16 : at::kFloat) : std::nullopt;
+  };
+  // torch 2.13 _fsdp_param.py::FSDPParam.init_dtype_attrs: a param_dtype equal to the shard's own
+  // dtype is None; a reduce_dtype equal to param_dtype is None.
+  const std::optional<at::ScalarType> policy_param = scalar(gs.mp_param);
+  const std::optional<at::ScalarType> reduce = gs.mp_reduce == gs.mp_param ? std::nullopt : scalar(gs.mp_reduce);
   std::set<at::ScalarType> dtypes;
-  for (int p : spec().params)  // a re-added adapter's ghost: the FSDPParam's own shard
-    if ((*params_)[p].fsdp_objects().s.defined() && (*params_)[p].fsdp_objects().s.requires_grad())
-      dtypes.insert(params_->param_dtype(p));
+  for (int p : gs.params) {  // a re-added adapter's ghost: the FSDPParam's own shard
+    FsdpParam& fp = (*params_)[p];
+    fp.mp_param_dtype = policy_param == fp.param_dtype() ? std::nullopt : policy_param;
+    if (fp.fsdp_objects().s.defined() && fp.fsdp_objects().s.requires_grad()) dtypes.insert(fp.param_dtype());
+  }
   if (dtypes.size() > 1) {
     // Python's set of the two dtypes prints bf16 first (as measured on torch 2.13).
     std::string got;
@@ -95,6 +109,9 @@ void FsdpParamGroup::lazy_init() {
     throw OpError(Status::AssertionError, "FSDP expects uniform original parameter dtype but got {" + got + "}");
   }
   orig_dtype = dtypes.empty() ? std::nullopt : std::optional<at::ScalarType>(*dtypes.begin());
+  // _fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes: with nothing trainable here the group
+  // keeps no reduce dtype either, whatever is unfrozen later (pytorch#187376).
+  reduce_dtype = dtypes.empty() ? std::nullopt : reduce;
   state_dict_hooks = true;  // FSDPParamGroup.lazy_init registers them right after the check
 }
 
@@ -148,7 +165,9 @@ void FsdpParamGroup::post_backward(AdapterSet* grads_to) {
     ParamTensors& rp = (*params_)[p].fsdp_objects();
     if (!rp.u.defined() || !rp.u.grad().defined()) continue;
     with_grad.push_back(p);
-    grads.push_back(rp.u.grad().detach().clone());
+    // U's gradient is in U's dtype (the policy's cast: U's storage is fp32, its values that dtype's)
+    at::Tensor g = rp.u.grad().detach().clone();
+    grads.push_back(layout_->mixed_precision ? g.to(params_->gathered_dtype(p)).to(at::kFloat) : g);
     rp.u.mutable_grad().reset();
   }
   to_sharded();
@@ -159,8 +178,9 @@ void FsdpParamGroup::post_backward(AdapterSet* grads_to) {
   if (!state_dict_hooks) throw OpError(Status::Exception, kNoOrigDtype);
   // torch 2.13 _fsdp_collectives.py::foreach_reduce checks the gradients' dtypes (U's, the
   // params' own) first; the gradients taken off U above are lost with the raise.
+  // U's gradient is in U's dtype: the policy's param_dtype where it casts.
   std::set<at::ScalarType> grad_dtypes;
-  for (int p : with_grad) grad_dtypes.insert(params_->param_dtype(p));
+  for (int p : with_grad) grad_dtypes.insert(params_->gathered_dtype(p));
   if (grad_dtypes.size() > 1)
     throw OpError(Status::AssertionError, "FSDP reduce-scatter expects uniform gradient dtype but got {torch.bfloat16, torch.float32}");
   // chunk_cat: each grad padded on dim 0 to world * chunk rows, rank r's rows of
@@ -173,11 +193,17 @@ void FsdpParamGroup::post_backward(AdapterSet* grads_to) {
     per_param.push_back(padded.view({world, ps.chunk_numel()}));
   }
   at::Tensor flat = at::cat(per_param, 1).reshape({-1});
-  // torch 2.13 _fsdp_collectives.py::foreach_reduce: no reduce-scatter at world_size == 1.
-  // torch 2.13 _fsdp_collectives.py::foreach_reduce: the reduce dtype (no policy sets one) is the
-  // gradients' own, which gloo's pairing counts bytes in.
-  const DType wire = dtype_of(*grad_dtypes.begin());
+  // torch 2.13 _fsdp_collectives.py::foreach_reduce: the gradients are cast to the group's
+  // _reduce_dtype, else reduced in their own dtype, which gloo's pairing counts bytes in; no
+  // reduce-scatter at world_size == 1. The reduced gradient is cast to _orig_dtype, else it stays
+  // in the reduce dtype. What travels is fp32 with the reduce dtype's values, rounded again after.
+  const at::ScalarType reduce_in = reduce_dtype.value_or(*grad_dtypes.begin());
+  const bool policy = layout_->mixed_precision;
+  if (policy) flat = flat.to(reduce_in).to(at::kFloat);
+  const DType wire = dtype_of(reduce_in);
   at::Tensor mine = world == 1 ? flat : pg_->comm->reduce_scatter_avg(flat, index_, pg_->step, with_grad, wire);
+  const at::ScalarType lands = orig_dtype.value_or(reduce_in);
+  if (policy) mine = mine.to(reduce_in).to(lands).to(at::kFloat);
   int64_t offset = 0;
   for (int p : with_grad) {
     const ParamSpec& ps = layout_->params[p];
@@ -187,8 +213,9 @@ void FsdpParamGroup::post_backward(AdapterSet* grads_to) {
     at::Tensor& sg = rp.s.mutable_grad();
     // foreach_reduce casts the reduced gradient to the group's _orig_dtype; a shard with a gradient
     // adds it in place, one without takes it through the grad setter, which refuses another dtype
-    if (!sg.defined() && orig_dtype && *orig_dtype != params_->param_dtype(p))
-      throw OpError(Status::Exception, grad_dtype_refused_message(*orig_dtype == at::kFloat ? DType::F32 : DType::BF16));
+    // (pytorch#187376: a group frozen at its lazy init hands an unfrozen adapter's fp32 shard a
+    // gradient in the compute dtype).
+    if (!sg.defined() && lands != params_->param_dtype(p)) throw OpError(Status::Exception, grad_dtype_refused_message(dtype_of(lands)));
     if (sg.defined()) sg.add_(part);
     else sg = part;
     if (ps.adapter >= 0) grads_to->insert(ps.adapter);

@@ -38,6 +38,9 @@ class FsdpParamGroup {
   // FSDPParamGroup._orig_dtype from its last dtype check that passed (none: nothing trainable
   // then): foreach_reduce casts the reduced gradient to it.
   std::optional<at::ScalarType> orig_dtype;
+  // _fsdp_param_group.py::FSDPParamGroup._reduce_dtype: the trainable params' reduce_dtype at that
+  // check (unset: None, so foreach_reduce reduces in the gradients' dtype).
+  std::optional<at::ScalarType> reduce_dtype;
   bool reduce_grads = true;  // FSDPParamGroup.reduce_grads (set_requires_gradient_sync)
   std::vector<int> post_forward_indices;  // FSDPParamGroup._post_forward_indices
   at::Tensor all_gather_result;  // FSDPParamGroup._all_gather_result: a backward prefetch not yet waited for

@@ -173,12 +173,17 @@ struct RealRanks::Impl {
 
 namespace {
 
-std::vector<std::vector<RankReport>> parse_replies(const std::vector<std::string>& replies) {
+// A reply that does not read back to its end is an infrastructure failure (*error names the rank
+// and where), never a shorter run: the reports past it would be missing without a word.
+std::vector<std::vector<RankReport>> parse_replies(const std::vector<std::string>& replies, std::string* error) {
   std::vector<std::vector<RankReport>> out(replies.size());
   for (size_t r = 0; r < replies.size(); ++r) {
     size_t pos = 1;
     RankReport rep;
     while (pos < replies[r].size() && read_report(replies[r], &pos, &rep)) out[r].push_back(rep);
+    if (pos < replies[r].size() && error->empty())
+      *error = "rank " + std::to_string(r) + "'s report " + std::to_string(out[r].size() + 1) + " could not be read back (byte " +
+               std::to_string(pos) + " of " + std::to_string(replies[r].size()) + ")";
   }
   return out;
 }
@@ -285,7 +290,10 @@ class ProcessPool : public RealRanks::Impl {
       return fail(res, describe_failure(collect(states, closed), verdict, stalled, interrupting_signal()));
     }
     Layout layout = make_layout(f);
-    res.observations = observe(layout, f.scenario.seed, parse_replies(replies));
+    std::string unreadable;
+    std::vector<std::vector<RankReport>> reports = parse_replies(replies, &unreadable);
+    if (!unreadable.empty()) return fail(res, unreadable);
+    res.observations = observe(layout, f.scenario.seed, reports);
     return res;
   }
 

@@ -29,6 +29,17 @@ int Layout::adapter_named(const std::string& name) const {
   return -1;
 }
 
+namespace {
+// torch _fsdp_api.py::MixedPrecisionPolicy as that fully_shard call got it (cast_forward_inputs
+// defaults to true, every dtype to None).
+void set_policy(GroupSpec& g, const MixedPrecision& mp) {
+  g.mp_param = mp.param_dtype;
+  g.mp_reduce = mp.reduce_dtype;
+  g.mp_output = mp.output_dtype;
+  g.mp_cast_inputs = mp.cast_forward_inputs.value_or(true);
+}
+}  // namespace
+
 Layout make_layout(const SeqFile& f) {
   const Scenario& s = f.scenario;
   Layout out;
@@ -39,6 +50,8 @@ Layout make_layout(const SeqFile& f) {
   out.loading = s.loading;
   out.dtype = s.dtype;
   out.autocast_adapter_dtype = s.autocast_adapter_dtype;
+  out.mp_upcast = !s.mp.empty();
+  out.mixed_precision = s.mixed_precision();
   out.explicit_prepare = prepare_index(f) >= 0;
   out.wrapped = wrapped_at_prepare(f);
   const std::vector<int> order = adapter_order_at_prepare(f);  // ModuleDict insertion order
@@ -73,6 +86,7 @@ Layout make_layout(const SeqFile& f) {
     // The root's None means "keep the parameters gathered after forward"; torch
     // <= 2.7 forced that whatever was passed.
     g.reshard_after_forward = !legacy_root && root->raf == Raf::True;
+    set_policy(g, s.policy_of(*root));
     group_of_decl.push_back({root, 0});
     out.groups.push_back(g);
   }
@@ -82,6 +96,7 @@ Layout make_layout(const SeqFile& f) {
     GroupSpec g;
     g.name = d->modules.front();
     g.reshard_after_forward = d->raf != Raf::False;  // None on a non-root means True
+    set_policy(g, s.policy_of(*d));
     group_of_decl.push_back({d, static_cast<int>(out.groups.size())});
     out.groups.push_back(g);
   }

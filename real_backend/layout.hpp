@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct GroupSpec {
   std::vector<int> layers;
   int first_layer = -1, last_layer = -1;
   int64_t numel = 0;  // per-rank all-gather input
+  // The MixedPrecisionPolicy its fully_shard call got (torch _fsdp_api.py); unset: None.
+  std::optional<DType> mp_param, mp_reduce, mp_output;
+  bool mp_cast_inputs = true;  // cast_forward_inputs (the policy's default: true)
 };
 
 struct LayerSpec {
@@ -75,6 +79,10 @@ struct Layout {
   Loading loading = Loading::Full;
   DType dtype = DType::F32;  // the base weights' dtype as loaded
   bool autocast_adapter_dtype = true;
+  // The scenario's `mixed_precision` line: accelerate's prepare upcasts trainable parameters to fp32.
+  bool mp_upcast = false;
+  // Some fully_shard call has a policy: the forward carries real dtypes, collectives observe their wire dtype.
+  bool mixed_precision = false;
   bool explicit_prepare = false;  // a `prepare` op runs it; else it happens before op 1
   uint8_t wrapped = 0;            // adapters in the model at prepare (wrapped_at_prepare)
   int group_of_module(const std::string& module) const;  // -1: no FSDP state with parameters

@@ -130,8 +130,19 @@ void Accelerator::load_into_adapter(int adapter) {
 // fingerprint before gloo sees the buffers). Then fully_shard keeps each
 // managed parameter's padded dim-0 chunk, and the optimizer is built over the
 // trainable S objects (fsdp2_switch_optimizer_parameters).
+void Accelerator::upcast_trainable() {
+  if (!layout_->mp_upcast) return;
+  for (size_t p = 0; p < params_->size(); ++p) {
+    FsdpParam& fp = (*params_)[p];
+    // param.data = param.data.to(torch.float32): the same object, values kept (S holds them in fp32)
+    if (fp.present() && fp.registered.requires_grad() && fp.leaf.place.defined() && fp.leaf.place.scalar_type() != at::kFloat)
+      fp.leaf.place = fp.leaf.place.to(at::kFloat);
+  }
+}
+
 void Accelerator::prepare() {
   at::NoGradGuard ng;
+  upcast_trainable();
   const size_t n = params_->size();
   // What accelerate's _prepare_fsdp2 keys its map by: each registered tensor's data_ptr() before prepare.
   std::vector<int64_t> data_ptr_before(n, -1);

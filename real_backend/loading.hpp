@@ -32,6 +32,9 @@ class Accelerator {
   void load_into_adapter(int adapter);
   // accelerate/utils/fsdp_utils.py::fsdp2_prepare_model.
   void prepare();
+  // accelerate 1.15 utils/fsdp_utils.py::fsdp2_prepare_model under mixed precision (a
+  // `mixed_precision` line): every trainable parameter not in fp32 is upcast in place before fully_shard.
+  void upcast_trainable();
   // The shards this rank holds, per owner.
   std::vector<OwnerBytes> sharded_bytes() const;
 

@@ -2,6 +2,7 @@
 // peft/tuners/tuners_utils.py::BaseTunerLayer): every edit hits whatever leaf
 // the registry holds now, the shard S or the unsharded U.
 #include "real_backend/lora_layer.hpp"
+#include "real_backend/activation_dtype.hpp"
 
 #include <ATen/core/grad_mode.h>
 
@@ -149,10 +150,14 @@ at::Tensor LoraLayer::forward(const at::Tensor& h, at::Tensor* base_out) {
   const LayerSpec& ls = spec();
   if (disabled && !merged.empty()) unmerge();
   if (ls.experts > 0) {
-    at::Tensor y = experts_.forward(*this, h);
+    // a wrapper made around a child group's FSDP module: FSDP's casts wrap the module's call
+    const GroupSpec& gs = layout_->groups[ls.group];
+    const bool base_hooks = layout_->mixed_precision && ls.lora_after_fsdp && !gs.is_root;
+    at::Tensor y = experts_.forward(*this, base_hooks ? fsdp_cast_in(gs, h) : h);
     if (base_out) *base_out = y;
-    return y;
+    return base_hooks ? fsdp_cast_out(gs, y) : y;
   }
+  if (layout_->mixed_precision) return forward_cast(h, base_out);
   at::Tensor y = ckpt_->linear(h, params_->param_dtype(ls.weight), ls.weight, ls.bias);
   if (base_out) *base_out = y;
   if (disabled || !merged.empty()) return y;
@@ -163,6 +168,30 @@ at::Tensor LoraLayer::forward(const at::Tensor& h, at::Tensor* base_out) {
     y = y + ckpt_->linear(ckpt_->linear(h, dt, ls.lora_a[a]), dt, ls.lora_b[a]) * lora_scaling(*layout_, static_cast<int>(a));
   }
   return y;
+}
+
+// peft 0.21.2 lora/layer.py::Linear.forward with the activation in its real dtype: the base layer
+// first (a LoRA layer made around a child group's FSDP module: FSDP's casts wrap that call alone,
+// _fsdp_state.py::FSDPState._pre_forward / _post_forward, its hook on the uncast output), then per
+// active adapter `x = self._cast_input_dtype(x, lora_A.weight.dtype)` and lora_B(lora_A(x)) added,
+// the sum cast back to the base output's dtype.
+at::Tensor LoraLayer::forward_cast(const at::Tensor& h, at::Tensor* base_out) {
+  const LayerSpec& ls = spec();
+  const GroupSpec& gs = layout_->groups[ls.group];
+  const bool base_hooks = ls.lora_after_fsdp && !gs.is_root;
+  at::Tensor y = ckpt_->linear(base_hooks ? fsdp_cast_in(gs, h) : h, h.scalar_type(), ls.weight, ls.bias);
+  if (base_out) *base_out = y;
+  if (base_hooks) y = fsdp_cast_out(gs, y);
+  if (disabled || !merged.empty()) return y;
+  const at::ScalarType result_dtype = y.scalar_type();
+  at::Tensor x = h;
+  for (size_t a = 0; a < layout_->adapters.size(); ++a) {
+    if (!active.contains(static_cast<int>(a)) || !holds(static_cast<int>(a))) continue;
+    x = x.to(params_->forward_dtype(ls.lora_a[a]));
+    y = y + ckpt_->linear(ckpt_->linear(x, x.scalar_type(), ls.lora_a[a]), x.scalar_type(), ls.lora_b[a]) *
+                lora_scaling(*layout_, static_cast<int>(a));
+  }
+  return y.to(result_dtype);
 }
 
 void LoraLayer::activate_lora() { experts_.activate_lora(*this); }

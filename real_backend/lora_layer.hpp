@@ -55,6 +55,8 @@ class LoraLayer {
 
  private:
   at::Tensor linear_delta(int adapter, DeltaForm* form);
+  // forward under a MixedPrecisionPolicy: the activation's real dtype through PEFT's casts
+  at::Tensor forward_cast(const at::Tensor& h, at::Tensor* base_out);
   void apply_delta(const at::Tensor& d, bool add);
 
   const Layout* layout_;

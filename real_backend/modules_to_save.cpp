@@ -1,6 +1,7 @@
 // PeftModel's modules_to_save on real tensors (peft/utils/other.py::ModulesToSaveWrapper).
 // Method names mirror model/machine/modules_to_save.cpp; nothing here asks the model.
 #include "real_backend/modules_to_save.hpp"
+#include "real_backend/activation_dtype.hpp"
 
 #include <ATen/core/grad_mode.h>
 
@@ -91,6 +92,11 @@ at::Tensor ModulesToSaveWrapper::forward(const at::Tensor& h) {
   const int a = copy_active;
   const bool copy = !module_->disabled && a >= 0 && trains.contains(a);
   const int w = copy ? ls.saved_w[a] : ls.weight, b = copy ? ls.saved_b[a] : ls.bias;
+  // original_module made around a child group's FSDP module: FSDP's casts wrap its call
+  // (_fsdp_state.py::FSDPState._pre_forward / _post_forward); the copy has none.
+  const GroupSpec& gs = layout_->groups[ls.group];
+  if (!copy && layout_->mixed_precision && ls.lora_after_fsdp && !gs.is_root)
+    return fsdp_cast_out(gs, ckpt_->linear(fsdp_cast_in(gs, h), h.scalar_type(), w, b));
   return ckpt_->linear(h, params_->param_dtype(w), w, b);
 }
 

@@ -2,6 +2,7 @@
 // `target_parameters`): the delta on real tensors, where get_delta_weight reads
 // A and B from, and the forward through autograd.
 #include "real_backend/param_wrapper.hpp"
+#include "real_backend/activation_dtype.hpp"
 
 #include <ATen/core/grad_mode.h>
 
@@ -275,7 +276,16 @@ at::Tensor ParamWrapper::forward(const LoraLayer& layer, const at::Tensor& h) {
       }
     }
   }
-  return at::matmul(h, w.sum(0));
+  if (!layout_->mixed_precision) return at::matmul(h, w.sum(0));
+  // Under a MixedPrecisionPolicy the experts module's own forward, einsum("bi,eio->bo", x, W) / E
+  // (the harness's Experts.forward), on the weight in its real dtype (U's: the policy's cast; peft
+  // lora/layer.py::_LoraParameterProxy.forward keeps W's dtype): libtorch's bmm / mm raise the
+  // dtype error themselves.
+  try {
+    return at::einsum("bi,eio->bo", {h, w.to(params_->forward_dtype(ls.weight))}) / static_cast<double>(ls.experts);
+  } catch (const c10::Error& e) {
+    raise_op_error(e);
+  }
 }
 
 }  // namespace fsdpsim::real

@@ -23,7 +23,7 @@ inline void name_collectives(Comm& comm, const Layout& layout) {
   std::vector<std::vector<int>> packing;
   for (const auto& g : layout.groups) groups.push_back(g.name), packing.push_back(g.params);
   for (const auto& p : layout.params) params.push_back(p.name);
-  comm.set_names(groups, params, packing);
+  comm.set_names(groups, params, packing, layout.mixed_precision);
 }
 
 }  // namespace fsdpsim::real

@@ -16,7 +16,7 @@ void write_report(std::string& out, const RankReport& r) {
   w.i64(static_cast<int64_t>(r.present.size()));
   for (size_t i = 0; i < r.present.size(); ++i) {
     w.i64(r.present[i]);
-    w.i64(r.u_registered[i]);
+    w.i64(r.u_registered[i] | (i < r.u_cast.size() && r.u_cast[i] ? 2 : 0));  // both flags in one word
     w.i64(r.whole[i]);
     w.i64(i < r.adam_steps.size() ? r.adam_steps[i] : 0);
     w.bytes(r.s_values[i].data(), r.s_values[i].size() * sizeof(float));
@@ -44,13 +44,16 @@ bool read_report(const std::string& in, size_t* pos, RankReport* r) {
   size_t n = rd.count(4 * sizeof(int64_t));
   r->present.resize(n);
   r->u_registered.resize(n);
+  r->u_cast.resize(n);
   r->whole.resize(n);
   r->adam_steps.resize(n);
   r->s_values.resize(n);
   r->u_values.resize(n);
   for (size_t i = 0; i < n && rd.ok; ++i) {
     r->present[i] = static_cast<uint8_t>(rd.i64());
-    r->u_registered[i] = static_cast<uint8_t>(rd.i64());
+    const int64_t u_flags = rd.i64();
+    r->u_registered[i] = static_cast<uint8_t>(u_flags & 1);
+    r->u_cast[i] = static_cast<uint8_t>((u_flags >> 1) & 1);
     r->whole[i] = static_cast<uint8_t>(rd.i64());
     r->adam_steps[i] = rd.i64();
     r->s_values[i] = rd.pod_array<float>();

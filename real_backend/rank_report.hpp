@@ -33,6 +33,9 @@ struct RankReport : Observation {
   std::vector<std::vector<std::string>> merged;  // per layer
   std::vector<uint8_t> present;               // per param: in the module tree
   std::vector<uint8_t> u_registered;          // per param: the module holds U now
+  // per param: that U is a MixedPrecisionPolicy's param_dtype cast of S (its values bf16's), as
+  // upstream's observe.py lists it in `u_cast` (torch _fsdp_param.py::FSDPParam.init_dtype_attrs)
+  std::vector<uint8_t> u_cast;
   std::vector<uint8_t> whole;                 // per param: S is a whole unmanaged tensor under a managed name (a re-add)
   std::vector<int64_t> adam_steps;            // per param: the AdamW steps S's state has taken (0: none)
   std::vector<std::vector<float>> s_values;   // per param: this rank's S (padded chunk, or full when unmanaged)

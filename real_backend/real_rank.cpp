@@ -1,6 +1,7 @@
 // RealRank: the model before and after prepare, op dispatch, and the per-op report
 // read off the real objects.
 #include "real_backend/real_rank.hpp"
+#include "real_backend/activation_dtype.hpp"
 
 #include <ATen/core/grad_mode.h>
 
@@ -157,7 +158,11 @@ void RealRank::forward_hooks(bool grad_enabled) {
   peft_.check_active_config();
   // `data same`: every rank reads rank 0's batch; `per_rank`: its own (a DistributedSampler's shard).
   std::vector<float> x = rank_input(*layout_, seed_, layout_->data == Data::PerRank ? comm_->rank() : 0);
-  at::Tensor h = at::from_blob(x.data(), {3, layout_->layers.front().in}, at::kFloat).clone();
+  at::Tensor h = at::from_blob(x.data(), {static_cast<int64_t>(x.size()) / layout_->layers.front().in, layout_->layers.front().in}, at::kFloat).clone();
+  const bool mp = layout_->mixed_precision;
+  // session.py Net.forward: `x = x.to(dtype)`, after the root's pre-forward (whose input cast never
+  // reaches a layer); under a policy the activation then carries its real dtype.
+  if (mp) h = h.to(scalar_type_of(layout_->dtype));
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     int g = layout_->layers[l].group;
     const GroupSpec& gs = layout_->groups[g];
@@ -166,6 +171,10 @@ void RealRank::forward_hooks(bool grad_enabled) {
       peft_.layer(static_cast<int>(l)).activate_lora();
       fsdp_.pre_forward(g, h);
     }
+    // A child group's FSDP module (each member of a grouped one: _fsdp_state.py::
+    // _register_group_forward_hooks runs its hooks per module) casts what enters and leaves it.
+    const bool module_hooks = mp && child && !layout_->layers[l].lora_after_fsdp;
+    if (module_hooks) h = fsdp_cast_in(gs, h);
     at::Tensor base_out;
     const at::Tensor in = h;
     const bool ckpt = layout_->layers[l].checkpoint;
@@ -181,6 +190,9 @@ void RealRank::forward_hooks(bool grad_enabled) {
     if (ckpt) ckpt_.forward(static_cast<int>(l), in, h);
     // A layer wrapped after fully_shard: the FSDP module is its base layer.
     if (child && gs.last_layer == static_cast<int>(l)) fsdp_.post_forward(g, layout_->layers[l].lora_after_fsdp ? base_out : h);
+    // _fsdp_state.py::FSDPState._post_forward: the pre-backward hook sits on the output before its
+    // output_dtype cast; a cast that changes the dtype is a new tensor, the next one's input.
+    if (module_hooks) h = fsdp_cast_out(gs, h);
     if (l + 1 < layout_->layers.size()) h = at::relu(h);
   }
   fsdp_.root_post_forward(h);
@@ -270,6 +282,7 @@ RankReport RealRank::report(const Op& op, int step) {
   const size_t n = layout_->params.size();
   r.present.assign(n, 0);
   r.u_registered.assign(n, 0);
+  r.u_cast.assign(n, 0);
   r.whole.assign(n, 0);
   r.adam_steps.assign(n, 0);
   r.s_values.assign(n, {});
@@ -292,6 +305,7 @@ RankReport RealRank::report(const Op& op, int step) {
     }
     bool holds_u = params_[p].holds_unsharded();
     r.u_registered[p] = holds_u;
+    r.u_cast[p] = holds_u && params_[p].mp_param_dtype.has_value();
     r.whole[p] = params_[p].detached;
     r.adam_steps[p] = rp.adam_step;
     if (holds_u) {

@@ -133,7 +133,8 @@ struct Get {
   static ShardedState enum_last(ShardedState) { return ShardedState::Unsharded; }
   static CollOp enum_last(CollOp) { return CollOp::Broadcast; }
   static Device enum_last(Device) { return Device::Meta; }
-  static DType enum_last(DType) { return DType::BF16; }
+  // uint8: a collective's wire dtype under a policy (a group of mixed dtypes packs bytes)
+  static DType enum_last(DType) { return DType::U8; }
 };
 
 }  // namespace
