@@ -338,7 +338,7 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
          "on an exception from the injection deletes only the peft_config entry, then re-raises"},
         {L::Peft, "peft/tuners/tuners_utils.py", "BaseTuner._inject_parameters",
          "refuses a target_parameters entry whose module is a tuner layer of another class than `ParamWrapper`, "
-         "compared by `__class__.__name__`: fully_shard's `FSDPParamWrapper` fails it, which is the minimal sequence's refusal"}},
+         "compared by `__class__.__name__`: fully_shard's `FSDPParamWrapper` fails it: a later adapter's target_parameters entry on a sharded experts layer is refused"}},
        {tracker("huggingface/peft#3707", "open", "a failed injection leaves orphaned adapter layers"),
         tracker("huggingface/peft#3487", "closed", "injection applied a new adapter's inference_mode to the active adapters"),
         tracker("huggingface/peft#3495", "merged", "snapshot requires_grad before injection and restore it after; a refused injection skips the restore")},
