@@ -93,7 +93,12 @@ void DTensor::check_inplace_placement(int layer, int adapter, bool add) const {
   // An experts weight (E, in, out) sharded on E: the same when E < world (param_wrapper.cpp).
   const bool experts_dtensors = ls.experts > 1 && params_->group_of(pa) >= 0 && group_sharded(layout_->params[pa].group) &&
                                 layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn;
-  if ((!dtensors && !experts_dtensors) || layout_->world == 1 || layout_->params[ls.weight].rows >= layout_->world) return;
+  // One expert with single_expert_delta=param_layout: the (1, in, out) delta is Shard(2) (B's rows
+  // transposed), W's one row keeps no Shard(0) either (measured upstream, world 2).
+  const bool one_expert_dtensors = ls.experts == 1 && params_->group_of(pa) >= 0 && group_sharded(layout_->params[pa].group) &&
+                                   layout_->profile.get(Switch::SingleExpertDelta) == sw::kParamLayout &&
+                                   layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn;
+  if ((!dtensors && !experts_dtensors && !one_expert_dtensors) || layout_->world == 1 || layout_->params[ls.weight].rows >= layout_->world) return;
   throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
                                        ".Tensor: in-place operations that require placement changes are not "
                                        "supported. The input has placement (Shard(dim=0),), but no valid strategy "

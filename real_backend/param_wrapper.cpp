@@ -194,12 +194,16 @@ at::Tensor ParamWrapper::one_expert_delta(int adapter, bool merge, bool dtensor,
     b = params_->registered(pb);
   }
   if (!few_rows) d = at::matmul(b, a) * scale;  // (rows of B, in)
-  if (what) *what = {form, {ls.out, ls.in}, {}};  // Linear's delta, not the layer's (E, in, out)
-  if (!merge) return d;
+  // single_expert_delta=param_layout (docs/findings/param-wrapper-single-expert.patch): the delta
+  // transposed and unsqueezed to the weight's (1, in, out); B's rows become its last dimension.
+  const bool param_layout = layout_->profile.get(Switch::SingleExpertDelta) == sw::kParamLayout;
+  if (what && param_layout) *what = {form == kDeltaRows ? kDeltaColumns : form, {1, ls.in, ls.out}, {}};
+  else if (what) *what = {form, {ls.out, ls.in}, {}};  // Linear's delta, not the layer's (E, in, out)
+  if (!merge) return param_layout ? d.t().unsqueeze(0).contiguous() : d;
   const int64_t in = ls.in, out = ls.out;
   at::Tensor w = params_->registered(pw);
   const bool dtensor_add = dtensor || late_distributed;
-  if (out != in && out != 1 && in != 1) {
+  if (!param_layout && out != in && out != 1 && in != 1) {
     // torch 2.13 distributed/tensor/_ops/utils.py::infer_broadcast_dims_map: libtorch 1.13 has no
     // DTensor, so this text is written by fsdpsim (torch 2.13's words).
     if (dtensor_add)
@@ -209,6 +213,9 @@ at::Tensor ParamWrapper::one_expert_delta(int adapter, bool merge, bool dtensor,
                                             std::to_string(in) + ", " + std::to_string(out) + "]");
     return d;  // W.data += delta: libtorch's own broadcast error (apply_delta)
   }
+  // single_expert_delta=param_layout on a sharded group: the in-place add raises before any
+  // redistribution (DTensor::check_inplace_placement, after this returns).
+  if (param_layout && dtensor && !gather_fix && layout_->world > 1) return d;
   // The broadcasting add needs the delta whole: DTensor redistributes its Shard(0) rows to
   // Replicate (torch 2.13 _redistribute.py), one all-gather named after the weight.
   at::Tensor full = at::zeros({out, in});
@@ -224,7 +231,7 @@ at::Tensor ParamWrapper::one_expert_delta(int adapter, bool merge, bool dtensor,
   }
   at::Tensor add = at::zeros(w.sizes());
   if (w.size(0) > 0 && (!dtensor_add || layout_->params[pw].local_rows(pg_->rank()) > 0)) {
-    add.narrow(0, 0, 1).copy_(full.reshape({1, in, out}));
+    add.narrow(0, 0, 1).copy_(param_layout ? full.t().reshape({1, in, out}) : full.reshape({1, in, out}));
   }
   return add;
 }
@@ -267,7 +274,10 @@ at::Tensor ParamWrapper::forward(const LoraLayer& layer, const at::Tensor& h) {
           // _activate_lora with E == 1: W (1, in, out) + Linear's (out, in) delta; broadcasts only
           // when out == in or a side is 1 (then the delta laid out as the weight), else torch's error.
           at::Tensor d = at::matmul(params_->registered(ls.lora_b[a]), params_->registered(ls.lora_a[a])) * scale;
-          w = (ls.out == ls.in || ls.out == 1 || ls.in == 1) ? w + d.reshape(w.sizes()) : w + d;
+          if (layout_->profile.get(Switch::SingleExpertDelta) == sw::kParamLayout)
+            w = w + d.t().reshape(w.sizes());  // single_expert_delta=param_layout: the layer's delta
+          else
+            w = (ls.out == ls.in || ls.out == 1 || ls.in == 1) ? w + d.reshape(w.sizes()) : w + d;
           continue;
         }
         w = w + experts_einsum(params_->registered(ls.lora_a[a]), params_->registered(ls.lora_b[a]), ls.experts) * scale;

@@ -176,10 +176,10 @@ Raise LoraLayer::forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, b
   DType x = *act;  // Linear.forward's `x`, recast per adapter
   for (int a : active) {
     if (li.A[a] < 0 || !c.own.params[li.A[a]].present) continue;
-    // peft 0.21.2 lora/layer.py::ParamWrapper._activate_lora: with E == 1 it sums
+    // peft 0.21.2 lora/layer.py::ParamWrapper._activate_lora: with E == 1 (single_expert_delta=linear) it sums
     // get_delta_weight (Linear's (out, in) delta) and registers W + delta as the
     // parametrization of the (1, in, out) weight: torch's broadcasting error.
-    if (li.experts == 1) {
+    if (li.experts == 1 && c.own.topo.profile.get(Switch::SingleExpertDelta) != sw::kParamLayout) {
       std::string err = ParamWrapper::one_expert_add_error(c, a, false);
       if (!err.empty()) return c.raise(Status::ShapeError, err);
     }

@@ -61,13 +61,21 @@ Raise ParamWrapper::get_delta_weight(LoraLayer& lp, const LayerPort& c, int adap
       }
     }
     const bool dtensor_add = sharded_read || late_distributed;  // the delta W meets is a DTensor
-    const std::string err = one_expert_add_error(c, adapter, dtensor_add);
+    // single_expert_delta=param_layout (docs/findings/param-wrapper-single-expert.patch): the same
+    // B @ A, transposed and unsqueezed to the weight's (1, in, out): the layer's delta, added as is.
+    const bool param_layout = topo.profile.get(Switch::SingleExpertDelta) == sw::kParamLayout;
+    const std::string err = param_layout ? "" : one_expert_add_error(c, adapter, dtensor_add);
     if (sign == 0 || err.empty()) {
       // the delta_weight op returns the (out, in) delta: not the layer's delta
       if (sign == 0) {
-        if (read.corrupt_deltas) read.corrupt_deltas->insert(adapter);
+        if (read.corrupt_deltas && !param_layout) read.corrupt_deltas->insert(adapter);
         return {};
       }
+      // single_expert_delta=param_layout: the (1, in, out) delta is Shard(2) (B's rows transposed)
+      // and W's one row keeps no Shard(0): the in-place add raises after the delta's gathers
+      // (measured upstream, world 2: corpus/regressions/single_expert_delta_square_merge_world2.seq).
+      if (param_layout && sharded_read && topo.world > 1 && !gather_fix)
+        return c.raise(Status::Exception, DTensor::inplace_placement_error(sign));
       // `param.data += delta` broadcasts (out, in) onto (1, in, out): DTensor first makes the
       // delta, Shard(0) over its out rows, Replicate (torch 2.13 _redistribute.py): one all-gather
       // of this rank's padded rows, named after the weight it is added to.
@@ -76,7 +84,7 @@ Raise ParamWrapper::get_delta_weight(LoraLayer& lp, const LayerPort& c, int adap
         dt.all_gather(li.weight, CollRecord::kNowhere, layer, adapter, 0, (out + w - 1) / w * topo.params[a].rest);
       // a square layer adds the transposed delta: a delta of its own, which unmerge takes back
       DeltaId v = lp.delta_version(c, adapter);
-      if (v != kZeroDelta) v ^= kTransposedDelta;
+      if (v != kZeroDelta && !param_layout) v ^= kTransposedDelta;
       lp.registered_weight(c).add(adapter, v, sign);
       return {};
     }

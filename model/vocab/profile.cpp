@@ -45,6 +45,7 @@ static_assert(same(kSwitchRows[static_cast<int>(Switch::DeleteFallback)].name, "
 static_assert(same(kSwitchRows[static_cast<int>(Switch::TunerFlagsReshard)].name, "tuner_flags_reshard"));
 static_assert(same(kSwitchRows[static_cast<int>(Switch::SaveKeyPrefixes)].name, "save_key_prefixes"));
 static_assert(same(kSwitchRows[static_cast<int>(Switch::AddAdapterRollback)].name, "add_adapter_rollback"));
+static_assert(same(kSwitchRows[static_cast<int>(Switch::SingleExpertDelta)].name, "single_expert_delta"));
 static_assert(same(value_name(Switch::SetAdapterReshard, sw::kSkipMerged), "skip_merged") &&
               same(value_name(Switch::SetAdapterReshard, sw::kUnmergeFirst), "unmerge_first"));
 static_assert(same(value_name(Switch::DisableExitReshard, sw::kOn), "on") &&
@@ -59,6 +60,7 @@ static_assert(same(value_name(Switch::DeleteFallback, sw::kShared), "shared"));
 static_assert(same(value_name(Switch::TunerFlagsReshard, sw::kOn), "on"));
 static_assert(same(value_name(Switch::SaveKeyPrefixes, sw::kWrappersStripped), "wrappers_stripped"));
 static_assert(same(value_name(Switch::AddAdapterRollback, sw::kOn), "on"));
+static_assert(same(value_name(Switch::SingleExpertDelta, sw::kParamLayout), "param_layout"));
 
 }  // namespace
 

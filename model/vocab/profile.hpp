@@ -25,8 +25,9 @@ enum class Switch : uint8_t {
   TunerFlagsReshard,     // off | on
   SaveKeyPrefixes,       // module_names | wrappers_stripped
   AddAdapterRollback,    // off | on
+  SingleExpertDelta,     // linear | param_layout
 };
-constexpr int kSwitchCount = 13;
+constexpr int kSwitchCount = 14;
 
 // Value indexes per switch (positions in SwitchInfo::values).
 namespace sw {
@@ -38,6 +39,7 @@ enum AdapterMetaCheck : uint8_t { kContainer = 0, kPerAdapter = 1 };
 enum AdapterSaveSelection : uint8_t { kAll = 0, kActive = 1 };
 enum DeleteFallback : uint8_t { kPerLayer = 0, kShared = 1 };
 enum SaveKeyPrefixes : uint8_t { kModuleNames = 0, kWrappersStripped = 1 };
+enum SingleExpertDelta : uint8_t { kLinear = 0, kParamLayout = 1 };
 }  // namespace sw
 
 struct SwitchInfo {

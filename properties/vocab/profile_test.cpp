@@ -115,7 +115,7 @@ TEST(Profile, ApplyOverrideUnknownSwitch) {
   EXPECT_EQ(err,
             "unknown switch 'bogus' (expected one of: set_adapter_reshard, disable_exit_reshard, "
             "optimizer_ckpt_reshard, enable_inference_mode, root_reshard_rule, adapter_meta_check, delta_weight_gather, "
-            "adapter_save_gather, adapter_save_selection, delete_fallback, tuner_flags_reshard, save_key_prefixes, add_adapter_rollback)");
+            "adapter_save_gather, adapter_save_selection, delete_fallback, tuner_flags_reshard, save_key_prefixes, add_adapter_rollback, single_expert_delta)");
   EXPECT_EQ(p, before);
 }
 
@@ -136,12 +136,12 @@ TEST(Profile, ProfileText) {
             "upstream (set_adapter_reshard=none, disable_exit_reshard=off, optimizer_ckpt_reshard=off, "
             "enable_inference_mode=ignore, root_reshard_rule=auto, adapter_meta_check=container, delta_weight_gather=off, "
             "adapter_save_gather=off, adapter_save_selection=all, delete_fallback=per_layer, tuner_flags_reshard=off, "
-            "save_key_prefixes=module_names, add_adapter_rollback=off)");
+            "save_key_prefixes=module_names, add_adapter_rollback=off, single_expert_delta=linear)");
   EXPECT_EQ(profile_text(*profile_by_name("patched")),
             "patched (set_adapter_reshard=unmerge_first, disable_exit_reshard=on, optimizer_ckpt_reshard=on, "
             "enable_inference_mode=respect, root_reshard_rule=auto, adapter_meta_check=per_adapter, delta_weight_gather=on, "
             "adapter_save_gather=on, adapter_save_selection=all, delete_fallback=shared, tuner_flags_reshard=on, "
-            "save_key_prefixes=wrappers_stripped, add_adapter_rollback=on)");
+            "save_key_prefixes=wrappers_stripped, add_adapter_rollback=on, single_expert_delta=param_layout)");
   Profile p = *profile_by_name("upstream");
   ASSERT_EQ(apply_override(p, "root_reshard_rule", "force_false"), "");
   ASSERT_EQ(apply_override(p, "set_adapter_reshard", "skip_merged"), "");
@@ -149,7 +149,7 @@ TEST(Profile, ProfileText) {
             "upstream (set_adapter_reshard=skip_merged, disable_exit_reshard=off, optimizer_ckpt_reshard=off, "
             "enable_inference_mode=ignore, root_reshard_rule=force_false, adapter_meta_check=container, "
             "delta_weight_gather=off, adapter_save_gather=off, adapter_save_selection=all, delete_fallback=per_layer, "
-            "tuner_flags_reshard=off, save_key_prefixes=module_names, add_adapter_rollback=off)");
+            "tuner_flags_reshard=off, save_key_prefixes=module_names, add_adapter_rollback=off, single_expert_delta=linear)");
 }
 
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "model/vocab/json_reader.hpp"
+#include "model/vocab/profile.hpp"
 
 namespace fsdpsim {
 namespace {
@@ -84,9 +85,13 @@ std::string details(const FindingReport& r, const std::vector<ReleaseVerdict>& r
 }  // namespace
 
 const std::vector<std::string>& internal_words() {
-  static const std::vector<std::string> words = {"S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "fsdpsim", "signature", "blame",
-                                                 "profile switch", "--set ", "fix_switch", ".seq", "minimal sequence", "root cause",
-                                                 "corpus", "seed 00", "@R", "upstream backend", "model backend", "spec "};
+  static const std::vector<std::string> words = [] {
+    std::vector<std::string> w = {"S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "fsdpsim", "signature", "blame",
+                                  "profile switch", "--set ", "fix_switch", ".seq", "minimal sequence", "root cause",
+                                  "corpus", "seed 00", "@R", "upstream backend", "model backend", "spec "};
+    for (const SwitchInfo& s : switch_table()) w.emplace_back(s.name);  // every switch, one added later too
+    return w;
+  }();
   return words;
 }
 

@@ -241,7 +241,8 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "of a square layer adds the transposed delta. It needs no FSDP.",
        "Users targeting a 3-D experts parameter with a single expert.",
        "Target the module instead, or squeeze the expert dimension.",
-       "Reshape and transpose the E = 1 delta to the parameter's shape in ParamWrapper.get_delta_weight.", ""},
+       "Reshape and transpose the E = 1 delta to the parameter's shape in ParamWrapper.get_delta_weight.",
+       "single_expert_delta=param_layout"},
       {"enable-ignores-inference-mode",
        "enable_adapters makes an inference_mode (frozen) adapter trainable",
        V::Reported, "huggingface/peft#3447 (closed; its fix PR #3453 closed unmerged)",
@@ -334,7 +335,10 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        {{L::Peft, "peft/tuners/tuners_utils.py", "BaseTuner.inject_adapter",
          "injects target by target and restores the requires_grad snapshot only at its end"},
         {L::Peft, "peft/peft_model.py", "PeftModel.add_adapter",
-         "on an exception from the injection deletes only the peft_config entry, then re-raises"}},
+         "on an exception from the injection deletes only the peft_config entry, then re-raises"},
+        {L::Peft, "peft/tuners/tuners_utils.py", "BaseTuner._inject_parameters",
+         "refuses a target_parameters entry whose module is a tuner layer of another class than `ParamWrapper`, "
+         "compared by `__class__.__name__`: fully_shard's `FSDPParamWrapper` fails it: a later adapter's target_parameters entry on a sharded experts layer is refused"}},
        {tracker("huggingface/peft#3707", "open", "a failed injection leaves orphaned adapter layers"),
         tracker("huggingface/peft#3487", "closed", "injection applied a new adapter's inference_mode to the active adapters"),
         tracker("huggingface/peft#3495", "merged", "snapshot requires_grad before injection and restore it after; a refused injection skips the restore")},
@@ -342,7 +346,11 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "each layer's `update_layer` already ran its set_adapter with the new config's inference_mode (a frozen load "
        "freezes the active adapter), and the requires_grad restore at its end (peft#3495) never runs. PeftModel drops "
        "only the config. The release matrix shows it on PEFT 0.20.0 and later, not on 0.17.1-0.19.1.",
-       "Users loading adapters whose targets a sharded model refuses (checkpoint-wrapped or FSDP-wrapped experts).",
+       "Users whose add_adapter / load_adapter PEFT refuses part-way: a target_parameters entry on a module another "
+       "adapter targets with target_modules (plain PEFT, the script), a checkpoint-wrapped layer, or an experts "
+       "parameter whose ParamWrapper fully_shard wrapped (its class renamed `FSDPParamWrapper`, which "
+       "`_inject_parameters`' class-name check refuses; adding adapters after fully_shard is unsupported anyway, "
+       "so that refusal is the trigger here, not a report of its own).",
        "After a failed add, delete_adapter(name) and set_adapter again.",
        "In PeftModel.add_adapter's rollback, also delete the adapter from every tuner layer holding it and restore the "
        "requires_grad flags taken before the injection.", "add_adapter_rollback=on"},

@@ -32,9 +32,7 @@ from fsdpsim_upstream.repro_run import run_all  # noqa: E402
 CORPUS = [os.path.join(ROOT, "corpus", "regressions"), os.path.join(ROOT, "corpus", "divergences")]
 # Entry points whose fix no profile switch models yet: the patched profile still shows their classes
 # where the patched copy is clean. Each leaves this set when a switch models it (the test says so).
-PROFILE_GAPS = {
-    "param-wrapper-single-expert",
-}
+PROFILE_GAPS = set()
 PER_ROOT_CAUSE = 3  # classes checked per entry point: the whole corpus on every patch would take most of an hour
 # What `pip install` needs to build the copy (a flat layout: peft/ beside this file); no dependencies
 # are declared, the shared .venv already has them.

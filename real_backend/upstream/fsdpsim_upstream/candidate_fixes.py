@@ -24,3 +24,27 @@ def add_adapter_rollback(s, name):
             p.requires_grad = requires_grad
         raise
 
+
+@contextlib.contextmanager
+def single_expert_delta(s):
+    """single_expert_delta=param_layout, docs/findings/param-wrapper-single-expert.patch: while an
+    op runs, peft/tuners/lora/layer.py::ParamWrapper.get_delta_weight returns a one-expert 3-d
+    parameter's delta in the parameter's layout, (1, in, out) (or (1, out, in) when swapped), not
+    Linear's (out, in). The class method is swapped for the op only (a process runs one session)."""
+    if s.sw.get("single_expert_delta", "linear") != "param_layout":
+        yield
+        return
+    from peft.tuners.lora.layer import ParamWrapper
+    pinned = ParamWrapper.get_delta_weight
+
+    def in_param_layout(self, adapter_name, *args, **kwargs):
+        delta = pinned(self, adapter_name, *args, **kwargs)
+        if self.num_experts == 1 and self.get_param().ndim == 3:
+            delta = (delta if self._did_swap_in_out_features else delta.T).unsqueeze(0)
+        return delta
+
+    ParamWrapper.get_delta_weight = in_param_layout
+    try:
+        yield
+    finally:
+        ParamWrapper.get_delta_weight = pinned

@@ -37,6 +37,8 @@ def unwritten(sw, scen, ops=()):
     if (sw.get("add_adapter_rollback") == "on" and (scen.checkpoint or any(l.experts for l in scen.layers))
             and any(op.kind in ("add_adapter", "load_adapter") for op in ops)):
         return "add_adapter_rollback=on"
+    if sw.get("single_expert_delta") == "param_layout" and any(l.experts == 1 for l in scen.layers):
+        return "single_expert_delta=param_layout"
     if sw["delta_weight_gather"] == "on" and any(l.experts for l in scen.layers):
         return "delta_weight_gather=on (on an experts layer)"
     if sw["adapter_meta_check"] == "per_adapter" and scen.loading != "full":

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 from peft import LoraConfig, get_peft_model
 
-from . import observe, op_table, prepare, reuse
+from . import candidate_fixes, observe, op_table, prepare, reuse
 from .collectives import REC
 from .seqfile import Op
 from .timing import PHASES
@@ -321,7 +321,8 @@ class Session:
             raise NotImplementedError(f"op {op.kind} is not supported by the upstream backend yet")
         late = [] if row.forward_pass else self.patch_delta_weight(late=True)
         try:
-            row.run(self, op)
+            with candidate_fixes.single_expert_delta(self):
+                row.run(self, op)
         finally:
             for m in late:
                 del m.get_delta_weight
