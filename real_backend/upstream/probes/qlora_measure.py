@@ -3,8 +3,8 @@ layer on CPU, the facts docs/design/upstream-backend.md states for `quant=`:
   dispatch   which LoRA class PEFT's dispatcher picks, with and without the model's is_loaded_in_4bit
   merge      merge / unmerge on a Linear4bit base: dequantize, add, requantize, judged against the
              quantization step of the block each weight sits in
-  shard      fully_shard on a uint8 Params4bit (world 2, gloo): what the parameter becomes, and
-             whether forward / backward still run
+  shard      fully_shard on a uint8 Params4bit (world 2, gloo): what the parameter becomes,
+             whether forward / backward still run, and a merge afterwards (on the shard)
   ignored    accelerate's exclusion of frozen uint8 Params4bit (ignored_params) instead
   meta       a Linear4bit built on meta (what ram-efficient loading hands ranks > 0) moved to cpu
 Run: .venv/bin/python real_backend/upstream/probes/qlora_measure.py [dispatch|merge|shard|ignored|meta]"""
@@ -114,6 +114,11 @@ def rank_main(rank, world, port, mode):
         print(f"rank {rank} {mode}: weight {type(w).__name__} {w.dtype} global {tuple(w.shape)} local {tuple(local.shape)}, "
               f"quant_state on it {getattr(w, 'quant_state', None) is not None}; forward equals unsharded "
               f"{torch.equal(out.detach(), ref)}, lora_A grad {m.base_model.model.lin0.lora_A['default'].weight.grad is not None}")
+        try:  # trl#5975: merge_adapter with the 4-bit weight sharded (outside forward: the shard)
+            m.base_model.model.lin0.merge()
+            print(f"rank {rank} {mode}: merge after the step ran")
+        except Exception as e:  # noqa: BLE001
+            print(f"rank {rank} {mode}: merge after the step raised {type(e).__name__}: {str(e)[:160]}")
     except Exception as e:  # noqa: BLE001
         print(f"rank {rank} {mode}: raised {type(e).__name__}: {str(e)[:200]}")
     dist.destroy_process_group()
