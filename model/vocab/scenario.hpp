@@ -16,14 +16,21 @@ namespace fsdpsim {
 // experts = E > 0 it is instead a mixture-of-experts parameter of shape
 // (E, in, out), no bias, that LoRA targets through a ParamWrapper
 // (target_parameters): lora_A (r*E, in), lora_B (out, r*E).
+// A layer's 4-bit storage (bitsandbytes Params4bit quant_type): `quant=nf4|fp4` on its line.
+enum class Quant : uint8_t { NF4, FP4 };
+inline const char* quant_name(Quant q) { return q == Quant::NF4 ? "nf4" : "fp4"; }
+
 struct LayerDecl {
   std::string name;
   int in = 0;
   int out = 0;
   int experts = 0;
+  std::optional<Quant> quant;          // set: the base is a bitsandbytes Linear4bit (QLoRA)
+  std::optional<DType> compute_dtype;  // Linear4bit's compute_dtype; unset: bitsandbytes' default
   SourcePos pos;
   bool operator==(const LayerDecl& o) const {
-    return name == o.name && in == o.in && out == o.out && experts == o.experts;
+    return name == o.name && in == o.in && out == o.out && experts == o.experts && quant == o.quant &&
+           compute_dtype == o.compute_dtype;
   }
 };
 
@@ -152,6 +159,12 @@ struct Scenario {
     for (const auto& d : shards)
       if (!policy_of(d).empty()) return true;
     return !mp.empty();
+  }
+  // The first layer with `quant=` (a 4-bit Linear4bit base), or nullptr.
+  const LayerDecl* quantized() const {
+    for (const auto& l : layers)
+      if (l.quant) return &l;
+    return nullptr;
   }
   int layer_index(const std::string& name) const;
   // The layers a child `fully_shard a,b` was given, in the order given: the order its group

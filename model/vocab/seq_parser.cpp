@@ -130,12 +130,33 @@ void parse_layer(LineParser& lp, Scenario& s, const Token& kw) {
   l.in = static_cast<int>(parse_int(lp, in, in.text, 1, 4096, "the input size"));
   Token out = lp.next("the output size");
   l.out = static_cast<int>(parse_int(lp, out, out.text, 1, 4096, "the output size"));
-  if (!lp.done()) {
-    Token t = lp.next("experts=E");
-    auto [k, v] = split_kv(lp, t, "experts=E");
-    if (k != "experts") lp.fail(t, "unknown layer option '" + k + "' (expected experts=E" + did_you_mean(k, {"experts"}) + ")");
-    l.experts = static_cast<int>(parse_int(lp, t, v, 1, 64, "the number of experts"));
+  // options in any order, each at most once: experts=E, or quant=nf4|fp4 [compute_dtype=bf16|fp32]
+  // (a bitsandbytes Linear4bit base: a Linear layer, never an experts parameter)
+  std::optional<Token> experts_at, quant_at, compute_at;
+  while (!lp.done()) {
+    Token t = lp.next("a layer option");
+    auto [k, v] = split_kv(lp, t, "experts=E, quant=nf4|fp4 or compute_dtype=bf16|fp32");
+    std::optional<Token>* seen = k == "experts" ? &experts_at : k == "quant" ? &quant_at : k == "compute_dtype" ? &compute_at : nullptr;
+    if (!seen)
+      lp.fail(t, "unknown layer option '" + k + "' (expected experts=E, quant=nf4|fp4 or compute_dtype=bf16|fp32" +
+                     did_you_mean(k, {"experts", "quant", "compute_dtype"}) + ")");
+    if (*seen) lp.fail(t, "layer option '" + k + "' given twice");
+    *seen = t;
+    if (k == "experts") {
+      l.experts = static_cast<int>(parse_int(lp, t, v, 1, 64, "the number of experts"));
+    } else if (k == "quant") {
+      if (v == "nf4") l.quant = Quant::NF4;
+      else if (v == "fp4") l.quant = Quant::FP4;
+      else lp.fail(t, "expected quant=nf4|fp4, got '" + v + "'");
+    } else {
+      DType d;
+      if (!dtype_from_name(v, &d) || d == DType::U8) lp.fail(t, "expected compute_dtype=bf16|fp32, got '" + v + "'");
+      l.compute_dtype = d;
+    }
   }
+  if (compute_at && !quant_at) lp.fail(*compute_at, "compute_dtype= is the compute dtype of a 4-bit layer: it needs quant=nf4|fp4 on the same line");
+  if (quant_at && experts_at)
+    lp.fail(*quant_at, "quant= makes the layer a bitsandbytes Linear4bit; an experts layer (experts=E) cannot be quantized");
   if (s.layer_index(l.name) >= 0) lp.fail(name, "layer '" + l.name + "' is declared twice");
   s.layers.push_back(l);
 }

@@ -87,6 +87,8 @@ std::string print_scenario(const Scenario& s) {
   for (const auto& l : s.layers) {
     os << "layer " << l.name << " " << l.in << " " << l.out;
     if (l.experts > 0) os << " experts=" << l.experts;
+    if (l.quant) os << " quant=" << quant_name(*l.quant);
+    if (l.compute_dtype) os << " compute_dtype=" << dtype_name(*l.compute_dtype);
     os << "\n";
   }
   for (const auto& a : s.adapters) {

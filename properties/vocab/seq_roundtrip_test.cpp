@@ -204,10 +204,25 @@ delta_weight b_1 expect stored=b_1:extra_delta merged=b_1:[x,default] state=a:UN
 )",
       // world 1, a single layer, empty op list
       "layer only 7 7\nadapter solo targets=only\nfully_shard root\n---\n",
+      // 4-bit layers (options in either order print canonically), beside an experts layer
+      "layer q 4 4 compute_dtype=bf16 quant=nf4\nlayer p 4 2 quant=fp4\nlayer e 2 2 experts=2\n"
+      "adapter a targets=q,p\nfully_shard root\n---\nmerge\n",
       // a comment with no text, and a file of ops only on ranks
       "#\n#\nworld 3\nlayer l 2 2\nadapter a targets=l\nfully_shard l\nfully_shard root\n---\n@2 eval\n@0 reshard l\n",
   };
   return v;
+}
+
+TEST(SeqRoundTrip, QuantLayerOptions) {
+  const Scenario s = parse_seq("layer q 4 4 compute_dtype=bf16 quant=nf4\nlayer p 4 2 quant=fp4\nadapter a targets=q\n"
+                               "fully_shard root\n---\n").scenario;
+  ASSERT_EQ(s.layers.size(), 2u);
+  EXPECT_EQ(s.layers[0].quant, Quant::NF4);
+  EXPECT_EQ(s.layers[0].compute_dtype, DType::BF16);
+  EXPECT_EQ(s.layers[1].quant, Quant::FP4);
+  EXPECT_FALSE(s.layers[1].compute_dtype.has_value());
+  EXPECT_EQ(s.quantized(), &s.layers[0]);
+  EXPECT_NE(print_scenario(s).find("layer q 4 4 quant=nf4 compute_dtype=bf16\n"), std::string::npos);
 }
 
 TEST(SeqRoundTrip, HandWritten) {

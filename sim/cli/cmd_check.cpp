@@ -48,6 +48,7 @@ FileOutcome check_one(const std::string& file, const Args& a, RealPools& pools) 
     check_memory(f, a, file);
     out.ops = static_cast<int>(f.ops.size()), out.world = f.scenario.world, out.profile = f.scenario.profile;
     BackendRun res = run_backend(f, a.backends, pools);
+    if (!res.skipped.empty() && !a.json) std::cout << "note: " << file << ": " << res.skipped << "\n";
     arm_interrupts();  // a backend started in this run installed its own handler: ours again
     if (res.infra_failure) {
       // A run a signal cut short (the pool stopped for it) is not a broken backend.

@@ -44,9 +44,13 @@ bool parse_backends(const std::string& text, BackendList* out, std::string* erro
   return true;
 }
 
-std::string real_backend_refusal(const Scenario&, SourcePos*) {
-  // Every scenario feature runs on the C++ backend today (mixed precision included:
-  // real_backend/activation_dtype.hpp); a feature it cannot run is refused here.
+std::string real_backend_refusal(const Scenario& s, SourcePos* at) {
+  // Mixed precision runs on the C++ backend (real_backend/activation_dtype.hpp); 4-bit bases do not.
+  if (const LayerDecl* q = s.quantized()) {
+    *at = q->pos;
+    return "the C++ backend (real) does not implement 4-bit (QLoRA) base layers (layer '" + q->name + "' quant=" +
+           quant_name(*q->quant) + ": a bitsandbytes Linear4bit); run this file with --backend upstream";
+  }
   return "";
 }
 
@@ -231,8 +235,22 @@ bool run_single(const SeqFile& f, Backend b, RealPools& pools, bool twice, Singl
 
 }  // namespace
 
-BackendRun run_backend(const SeqFile& f, const BackendList& backends, RealPools& pools, bool twice) {
+BackendList runnable_backends(const SeqFile& f, const BackendList& backends, std::string* skipped) {
+  SourcePos at;
+  const bool real = std::find(backends.begin(), backends.end(), Backend::Real) != backends.end();
+  std::string why = real ? real_backend_refusal(f.scenario, &at) : "";
+  if (why.empty() || backends.size() < 3) return backends;
+  // Three backends and the C++ one cannot run the scenario: the other two are compared.
+  BackendList two;
+  for (Backend b : backends)
+    if (b != Backend::Real) two.push_back(b);
+  *skipped = why.substr(0, why.find(';')) + ": compared " + backends_text(two) + " only";
+  return two;
+}
+
+BackendRun run_backend(const SeqFile& f, const BackendList& all, RealPools& pools, bool twice) {
   BackendRun out;
+  const BackendList backends = runnable_backends(f, all, &out.skipped);
   for (Backend b : backends) {
     out.used_upstream = out.used_upstream || b == Backend::Upstream;
     SingleRun run;
@@ -240,6 +258,7 @@ BackendRun run_backend(const SeqFile& f, const BackendList& backends, RealPools&
     if (!run_single(f, b, pools, twice, &run, &error)) {
       BackendRun bad = infra(error);
       bad.used_upstream = out.used_upstream;
+      bad.skipped = out.skipped;
       return bad;
     }
     if (b == Backend::Upstream) out.upstream_prepared_by = run.prepared_by;

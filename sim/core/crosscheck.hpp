@@ -28,6 +28,9 @@ std::string backends_text(const BackendList& b);  // "model,upstream"
 // Why the C++ backend (real) cannot run the scenario, with the position of the line that asks for
 // it in *at; "" when it can. Every command that picks that backend refuses such a file (exit 3).
 std::string real_backend_refusal(const Scenario& s, SourcePos* at);
+// The backends that run f: all of them, or, of three, the two left where the C++ backend refuses
+// the scenario (real_backend_refusal; *skipped then says so).
+BackendList runnable_backends(const SeqFile& f, const BackendList& backends, std::string* skipped);
 std::string backend_who(Backend b);             // "model", "real backend", "upstream backend"
 
 // One backend's run of the sequence.
@@ -59,6 +62,7 @@ struct BackendRun {
   std::string infra_message;  // "real backend failed: ..." or "upstream backend: ..."
   bool used_upstream = false;
   std::string upstream_prepared_by;  // the upstream run's prepare path, when upstream ran (SingleRun::prepared_by)
+  std::string skipped;  // set: a backend of three could not run the scenario (why, and which two were compared)
 };
 
 // Keeps one pool of real ranks per world size, and one upstream pool per

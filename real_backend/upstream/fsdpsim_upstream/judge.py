@@ -312,6 +312,10 @@ def judge_layers(o, r, world, init, vals, log=None):
         wname = weight_name(layer, shapes)
         if wname not in mine["s"] or mine["s"][wname] is None:
             continue
+        if layer in init[r].get("quant", ()):
+            # packed 4-bit codes: a merge requantizes (docs/design/upstream-backend.md), which
+            # these fp32 value checks cannot read; the layer's weight stays unjudged
+            continue
         wshape = shapes[wname]
         out_f = wshape[0]
         w0 = vec(init[r]["w0"][layer]).reshape(wshape)
@@ -422,6 +426,8 @@ def judge_deltas(o, r, world, init, vals):
     if not mine or "deltas" not in mine:
         return
     layer = mine["delta_layer"]
+    if layer in init[r].get("quant", ()):
+        return  # a 4-bit layer's delta: unjudged, as its weight (judge_layers)
     shapes = init[r]["shapes"]
     wshape = shapes[weight_name(layer, shapes)]
     out_f = wshape[0]

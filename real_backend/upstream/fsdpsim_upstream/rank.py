@@ -115,7 +115,8 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir, reuse=False):
                 init["s"][name] = observe.flat(fp.sharded_param)
         w0 = {l: observe.flat(t) for l, t in sess.w0.items()}
         chan.post({"t": "init", "values": init, "w0": w0, "dtype": scen.dtype, "scaling": {
-            a.name: a.alpha / a.r for a in scen.adapters}, "shapes": shapes_of(scen)})
+            a.name: a.alpha / a.r for a in scen.adapters}, "shapes": shapes_of(scen),
+            "quant": [l.name for l in scen.layers if l.quant]})
     for i, op in enumerate(ops):
         if not op.runs_on(rank):
             continue
@@ -204,7 +205,10 @@ def shapes_of(scen):
     out = {}
     for l in scen.layers:
         e = max(l.experts, 1)
-        out[scen.base_name(l.name)] = [l.experts, l.fan_in, l.fan_out] if l.experts else [l.fan_out, l.fan_in]
+        out[scen.base_name(l.name)] = ([l.experts, l.fan_in, l.fan_out] if l.experts
+                                       # a Params4bit holds two 4-bit codes a byte, as one column
+                                       # (bitsandbytes/functional.py::quantize_4bit)
+                                       else [(l.fan_out * l.fan_in + 1) // 2, 1] if l.quant else [l.fan_out, l.fan_in])
         for a in scen.adapters:
             if l.name in a.targets:
                 out[f"{l.name}.lora_A.{a.name}"] = [a.r * e, l.fan_in]

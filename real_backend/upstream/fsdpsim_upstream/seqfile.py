@@ -10,6 +10,8 @@ class Layer:
     fan_in: int
     fan_out: int
     experts: int = 0
+    quant: object = None  # `quant=nf4|fp4`: a bitsandbytes Linear4bit base with that quant_type
+    compute_dtype: object = None  # its compute_dtype ("bf16" / "fp32"); None: bitsandbytes' default
 
 
 @dataclass
@@ -166,11 +168,9 @@ def parse(text):
             k, v = rest[0].split("=", 1)
             scen.sets[k] = v
         elif key == "layer":
-            experts = 0
-            for w in rest[3:]:
-                if w.startswith("experts="):
-                    experts = int(w.split("=", 1)[1])
-            scen.layers.append(Layer(rest[0], int(rest[1]), int(rest[2]), experts))
+            opts = dict(w.split("=", 1) for w in rest[3:])
+            scen.layers.append(Layer(rest[0], int(rest[1]), int(rest[2]), int(opts.get("experts", 0)),
+                                     opts.get("quant"), opts.get("compute_dtype")))
         elif key == "adapter":
             kv = dict(w.split("=", 1) for w in rest[1:] if "=" in w)
             scen.adapters.append(Adapter(rest[0], int(kv.get("r", 8)), int(kv.get("alpha", 8)),

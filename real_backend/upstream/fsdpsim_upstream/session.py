@@ -33,6 +33,30 @@ class Experts(nn.Module):
         return torch.einsum("bi,eio->bo", x, self.weight) / self.weight.shape[0]
 
 
+COMPUTE_DTYPE = {"bf16": torch.bfloat16, "fp32": torch.float32, None: None}
+
+
+def linear4bit(l):
+    """`quant=nf4|fp4`: a bitsandbytes Linear4bit (an nn.Linear whose weight is a Params4bit,
+    quantized when moved to a device: bitsandbytes/nn/modules.py::Params4bit.to). It draws its
+    initial weight as nn.Linear does, so the unquantized W0 is the plain layer's."""
+    import bitsandbytes as bnb
+    return bnb.nn.Linear4bit(l.fan_in, l.fan_out, bias=True, compute_dtype=COMPUTE_DTYPE[l.compute_dtype],
+                             quant_type=l.quant)
+
+
+def quantize(net, layers):
+    """Quantizes the 4-bit layers where the weights are real (Params4bit.to a non-meta device), and
+    marks the model loaded in 4-bit as transformers does: PEFT's LoRA dispatch reads
+    `is_loaded_in_4bit` to pick lora.bnb.Linear4bit (peft/tuners/lora/model.py::
+    LoraModel._create_new_module passes it as loaded_in_4bit to bnb.py::dispatch_bnb_4bit)."""
+    if any(l.quant for l in layers):
+        net.is_loaded_in_4bit = True
+        if next(net.parameters()).device.type != "meta":
+            net.to("cpu")
+    return net
+
+
 # Net's own state sits in its instance __dict__ under this key: a '.' is refused in .seq names
 # (model/vocab/name_rules.cpp), so no layer can take it, whereas a plain attribute such as
 # `order` would be replaced by a layer of that name (Module.__setattr__ moves it to _modules).
@@ -50,7 +74,7 @@ class Net(nn.Module):
             # add_module, not setattr: torch refuses a name that is already an attribute
             # (torch/nn/modules/module.py::Module.add_module) where setattr would shadow it
             self.add_module(l.name, Experts(l.experts, l.fan_in, l.fan_out) if l.experts
-                            else nn.Linear(l.fan_in, l.fan_out))
+                            else linear4bit(l) if l.quant else nn.Linear(l.fan_in, l.fan_out))
         self.__dict__[HARNESS] = ([l.name for l in layers], dtype)
 
     def forward(self, x):
@@ -125,7 +149,7 @@ class Session:
                 net = Net(self.scen.layers, self.dtype)
         else:
             net = Net(self.scen.layers, self.dtype)
-        return net.to(self.dtype)
+        return quantize(net.to(self.dtype), self.scen.layers)
 
     def build(self):
         self.dtype = torch.bfloat16 if self.scen.dtype == "bf16" else torch.float32
@@ -149,7 +173,7 @@ class Session:
         with PHASES.timed("model"):
             net = self.base_net()
             torch.manual_seed(self.scen.seed)
-            cpu = Net(self.scen.layers).to(self.dtype)  # W0 as every rank will hold it after prepare
+            cpu = quantize(Net(self.scen.layers).to(self.dtype), self.scen.layers)  # W0 as every rank will hold it after prepare
             self.w0 = {l.name: getattr(cpu, l.name).weight.detach().clone() for l in self.scen.layers}
         with PHASES.timed("peft"):
             live = [a for a in self.scen.adapters if not a.deferred]
