@@ -45,6 +45,12 @@ bool parse_backends(const std::string& text, BackendList* out, std::string* erro
 }
 
 std::string real_backend_refusal(const Scenario& s, SourcePos* at) {
+  for (const auto& a : s.adapters)
+    if (a.use_dora) {
+      *at = a.pos;
+      return "the C++ backend (real) does not implement DoRA (adapter '" + a.name + "' has use_dora); "
+             "run this file with --backend model,upstream";
+    }
   if (!s.mixed_precision()) return "";
   *at = s.mp_pos;
   for (const auto& d : s.shards)

@@ -38,6 +38,9 @@ struct GenOptions {
   // output_dtype, cast_forward_inputs drawn) and now and then one fully_shard overriding a key.
   // 0 (the default) draws nothing, so every recorded --seed keeps its scenario and ops.
   int mixed_precision_percent = 0;
+  // Chance of DoRA: `use_dora` on each adapter without an experts target with chance 3/5, at least
+  // one. 0 (the default) draws nothing, so every recorded --seed keeps its scenario and ops.
+  int dora_percent = 0;
   // `--draw all`: the whole-vocabulary generator (generator_all.cpp), a stream of its own; the
   // percentages above do not apply to it.
   bool all = false;
@@ -50,7 +53,7 @@ struct GenOptions {
 // the profiles that set it (`patched`), so a seed keeps printing the sequence it printed.
 constexpr int kDrawnSwitches = 9;
 
-// `--draw all` or `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P,mixed_precision=P` (percentages 0..100) onto opt; returns an
+// `--draw all` or `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P,mixed_precision=P,dora=P` (percentages 0..100) onto opt; returns an
 // error text naming what was expected, or "" when the list is good.
 std::string apply_draws(const std::string& list, GenOptions* opt);
 

@@ -91,6 +91,14 @@ Scenario draw_scenario(Prng& rng, Swarm& sw, const GenOptions& opt) {
         std::none_of(s.adapters.begin(), s.adapters.end(), [&](const AdapterDecl& d) { return d.autocast == value; }))
       std::find_if(s.adapters.begin(), s.adapters.end() - 1, [](const AdapterDecl& d) { return !d.autocast; })->autocast = value;
   if (sw.forced("adapter init=zero")) s.adapters[0].init = LoraInit::Zero;
+  // Only where forced (no draw: `--draw all` keeps every seed's sequence); the first adapter without
+  // an experts target, as ParamWrapper refuses use_dora (lora/layer.py::ParamWrapper.__init__).
+  if (sw.forced("adapter use_dora"))
+    for (auto& d : s.adapters)
+      if (!d.deferred && std::none_of(d.targets.begin(), d.targets.end(), [&](const std::string& t) { return s.layers[s.layer_index(t)].experts > 0; })) {
+        d.use_dora = true;
+        break;
+      }
   for (const auto& l : s.layers)
     if (rng.chance(60)) s.shards.push_back({{l.name}, rafs[rng.below(3)], {}});
   s.shards.push_back({{"root"}, rafs[rng.below(3)], {}});
