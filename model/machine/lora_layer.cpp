@@ -230,6 +230,14 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
     // the mix before any shape.
     return c.raise(Status::Exception, DTensor::mixed_tensor_error(sign > 0 ? "add_.Tensor" : "sub_.Tensor"));
   }
+  // variants.py::DoraLinearVariant.unmerge divides the magnitude by the norm its merge cached: a norm
+  // taken off the DTensor shard meeting a plain U (or the reverse) is DTensor's mixed-tensor error,
+  // raised after get_delta_weight's reads (measured on torch 2.13, worlds 1 and 2).
+  const bool weight_shard = c.dtensor.group_of(li.weight) >= 0 && !c.own.is_registered_u(li.weight);
+  const bool dora = li.M[adapter] >= 0 && sign != 0;
+  if (dora && sign > 0) dora_norm_on_shard = weight_shard ? dora_norm_on_shard | AdapterSet::of(adapter) : dora_norm_on_shard.without(AdapterSet::of(adapter));
+  const bool dora_mixed = dora && sign < 0 && dora_norm_on_shard.contains(adapter) != weight_shard;
+  const auto dora_raise = [&]() { return c.raise(Status::Exception, DTensor::mixed_tensor_error("div.Tensor")); };
   if (li.experts > 0) return ParamWrapper::get_delta_weight(*this, c, adapter, sign, {sharded_read, late_distributed, into, gather_fix, corrupt_deltas});
   if (sharded_read && topo.world > 1 && topo.params[li.weight].dim0 < topo.world) {
     // Fewer rows than ranks: B @ A cannot keep B's Shard(0) (torch 2.13
@@ -249,9 +257,10 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
     return c.raise(Status::Exception, DTensor::inplace_placement_error(sign));
   }
   if (sharded_read) {
-    dt.all_gather(a, into, layer, adapter, sign);
-    return {};
+    dt.all_gather(a, into, layer, adapter, dora_lost ? 0 : sign);  // a lost DoRA edit lands nowhere, at any world
+    return dora_mixed ? dora_raise() : Raise{};
   }
+  if (dora_mixed) return dora_raise();
   if (sign != 0) registered_weight(c).add(adapter, delta_version(c, adapter), sign);
   return {};
 }
