@@ -68,7 +68,7 @@ for name in seq_parser lifecycle; do
 done
 
 # The generator must draw the whole vocabulary: a feature or compatible pair never drawn in
-# 10 000 whole-vocabulary sequences per world (coverage's default `--draw all,mixed_precision=33`) (a directive or op the parser learnt and the generator
+# 10 000 whole-vocabulary sequences per world (coverage's default `--draw all,mixed_precision=33,dora=33`) (a directive or op the parser learnt and the generator
 # did not) fails the night.
 started=$SECONDS
 "$fsdpsim" coverage --count 10000 --worlds 1-4 --quiet > "$out/coverage.txt" 2>&1

@@ -151,7 +151,7 @@ void DTensor::mark_mixed(const CollRecord& c, int i) {
 // (lora/layer.py::Linear.get_delta_weight): it holds (cu - cs) deltas of the gathered version.
 void DTensor::rebase_u_delta(int p, uint32_t local_ver) {
   const ParamInfo& pi = topo_->params[p];
-  if (!is_lora(pi.kind) || pi.layer < 0 || pi.adapter < 0) return;
+  if (!is_lora(pi.kind) || pi.kind == ParamKind::LoraM || pi.layer < 0 || pi.adapter < 0) return;
   const LayerInfo& li = topo_->layers[pi.layer];
   const int a = pi.adapter;
   if (li.experts != 0 || li.weight < 0 || li.A[a] < 0 || li.B[a] < 0) return;

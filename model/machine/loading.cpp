@@ -54,7 +54,7 @@ void Accelerator::place_new_adapter(int adapter, bool autocast) {
       ps.dtype = base.dtype;
     }
     if (!topo_.adapters[adapter].autocast_or(topo_.autocast_adapter_dtype) || !autocast) continue;
-    for (int p : {li.A[adapter], li.B[adapter]})
+    for (int p : li.tensors(adapter))
       if (params_[p].dtype == DType::BF16) params_[p].dtype = DType::F32;
   }
 }

@@ -57,8 +57,7 @@ void LoraLayer::set_adapter(const LayerPort& c, AdapterSet names, bool inference
   for (int a = 0; a < c.own.topo.n_adapters(); ++a) {
     if (li.A[a] < 0 || !c.own.params[li.A[a]].present) continue;
     bool rg = names.contains(a) && !inference_mode;
-    c.own.set_registered_rg(li.A[a], rg);
-    c.own.set_registered_rg(li.B[a], rg);
+    for (int p : li.tensors(a)) c.own.set_registered_rg(p, rg);
   }
   active = names;
 }
@@ -70,9 +69,7 @@ void LoraLayer::update_layer(const LayerPort& c, int adapter, bool inference_mod
   if (tuner) return set_adapter(c, active, inference_mode);
   tuner = true;
   set_adapter(c, AdapterSet::of(adapter), inference_mode);
-  const LayerInfo& li = c.own.info();
-  c.own.set_registered_rg(li.A[adapter], false);
-  c.own.set_registered_rg(li.B[adapter], false);
+  for (int p : c.own.info().tensors(adapter)) c.own.set_registered_rg(p, false);
 }
 
 // tuners_utils.py::BaseTunerLayer.enable_adapters: disabling freezes every
@@ -85,8 +82,7 @@ void LoraLayer::enable_adapters(const LayerPort& c, bool enabled, AdapterSet inf
   if (!enabled) {
     for (int a = 0; a < c.own.topo.n_adapters(); ++a) {
       if (li.A[a] < 0 || !c.own.params[li.A[a]].present) continue;
-      c.own.set_registered_rg(li.A[a], false);
-      c.own.set_registered_rg(li.B[a], false);
+      for (int p : li.tensors(a)) c.own.set_registered_rg(p, false);
     }
     disabled = true;
     return;
@@ -96,8 +92,7 @@ void LoraLayer::enable_adapters(const LayerPort& c, bool enabled, AdapterSet inf
   for (int a = 0; a < c.own.topo.n_adapters(); ++a) {
     if (li.A[a] < 0 || !c.own.params[li.A[a]].present) continue;
     bool rg = active.contains(a) && !(respect && inference_mode.contains(a));
-    c.own.set_registered_rg(li.A[a], rg);
-    c.own.set_registered_rg(li.B[a], rg);
+    for (int p : li.tensors(a)) c.own.set_registered_rg(p, rg);
   }
   disabled = false;
 }
@@ -185,6 +180,8 @@ Raise LoraLayer::forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, b
     }
     use(li.A[a]);
     use(li.B[a]);
+    // variants.py::DoraLinearVariant.forward: the magnitude scales the output, so it gets a gradient.
+    use(li.M[a]);
     if (li.experts > 0) continue;
     // Linear.forward: `x = self._cast_input_dtype(x, lora_A.weight.dtype)`, then
     // lora_B(lora_A(x)) (both without bias); the sum is cast back to the base output's dtype.
@@ -216,7 +213,11 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
   const LayerInfo& li = topo.layers[layer];
   const int a = li.A[adapter], b = li.B[adapter];
   const bool sharded_read = c.dtensor.group_of(a) >= 0 && !c.own.is_registered_u(a);
-  const CollRecord::Into into = sign != 0 ? CollRecord::kIntoShard : CollRecord::kNowhere;
+  // variants.py::DoraLinearVariant.merge_unsafe / unmerge end with `orig_weight.data = new_weight`: on
+  // the FSDP2 shard (a DTensor Parameter) that assignment is lost, the shard keeps its values
+  // (measured on torch 2.13, world 2), though merged_adapters lists the adapter.
+  const bool dora_lost = c.own.info().M[adapter] >= 0 && sharded_read;
+  const CollRecord::Into into = sign != 0 && !dora_lost ? CollRecord::kIntoShard : CollRecord::kNowhere;
   const bool gather_fix = topo.profile.get(Switch::DeltaWeightGather) == sw::kOn;
   // An adapter added after prepare holds plain A and B while W is still a DTensor shard.
   const bool late_on_shard = c.own.prepared && c.dtensor.group_of(a) < 0 && c.dtensor.group_of(li.weight) >= 0 && !c.own.is_registered_u(li.weight);
@@ -229,6 +230,14 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
     // the mix before any shape.
     return c.raise(Status::Exception, DTensor::mixed_tensor_error(sign > 0 ? "add_.Tensor" : "sub_.Tensor"));
   }
+  // variants.py::DoraLinearVariant.unmerge divides the magnitude by the norm its merge cached: a norm
+  // taken off the DTensor shard meeting a plain U (or the reverse) is DTensor's mixed-tensor error,
+  // raised after get_delta_weight's reads (measured on torch 2.13, worlds 1 and 2).
+  const bool weight_shard = c.dtensor.group_of(li.weight) >= 0 && !c.own.is_registered_u(li.weight);
+  const bool dora = li.M[adapter] >= 0 && sign != 0;
+  if (dora && sign > 0) dora_norm_on_shard = weight_shard ? dora_norm_on_shard | AdapterSet::of(adapter) : dora_norm_on_shard.without(AdapterSet::of(adapter));
+  const bool dora_mixed = dora && sign < 0 && dora_norm_on_shard.contains(adapter) != weight_shard;
+  const auto dora_raise = [&]() { return c.raise(Status::Exception, DTensor::mixed_tensor_error("div.Tensor")); };
   if (li.experts > 0) return ParamWrapper::get_delta_weight(*this, c, adapter, sign, {sharded_read, late_distributed, into, gather_fix, corrupt_deltas});
   if (sharded_read && topo.world > 1 && topo.params[li.weight].dim0 < topo.world) {
     // Fewer rows than ranks: B @ A cannot keep B's Shard(0) (torch 2.13
@@ -248,9 +257,10 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
     return c.raise(Status::Exception, DTensor::inplace_placement_error(sign));
   }
   if (sharded_read) {
-    dt.all_gather(a, into, layer, adapter, sign);
-    return {};
+    dt.all_gather(a, into, layer, adapter, dora_lost ? 0 : sign);  // a lost DoRA edit lands nowhere, at any world
+    return dora_mixed ? dora_raise() : Raise{};
   }
+  if (dora_mixed) return dora_raise();
   if (sign != 0) registered_weight(c).add(adapter, delta_version(c, adapter), sign);
   return {};
 }

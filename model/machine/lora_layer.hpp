@@ -64,6 +64,9 @@ struct LoraLayer {
   // `_active_adapter = []`); `disabled` is its _disable_adapters.
   bool wrapper = false;
   AdapterSet copies, trains;
+  // DoRA adapters whose merge cached its weight norm off the sharded DTensor weight
+  // (variants.py::DoraLinearVariant.merge_unsafe's _cache_store), not off a plain U.
+  AdapterSet dora_norm_on_shard;
   int8_t copy_active = -1;
 
   bool is_merged(int adapter) const {

@@ -200,7 +200,7 @@ Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool t
   // _fsdp_init.py::_get_managed_states ran at fully_shard, so no group manages them and the
   // group keeps the deleted module's FSDPParam.
   auto create_in = [&](const LayerInfo& li) {
-    for (int p : {li.A[adapter], li.B[adapter]}) {
+    for (int p : li.tensors(adapter)) {
       FsdpParam& ps = p_.params[p];
       if (p_.prepared && p_.topo.params[p].group >= 0 && !ps.detached) ps.keep_ghost();
       // Loaded weights differ from a fresh init, except an init=zero B: the checkpoint is that
@@ -283,8 +283,7 @@ Raise PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool t
     // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name) when is_trainable
     for (const auto& li : p_.topo.layers) {
       if (li.A[adapter] < 0) continue;
-      set_registered_rg(p_.topo, p_.params, p_.groups, li.A[adapter], true);
-      set_registered_rg(p_.topo, p_.params, p_.groups, li.B[adapter], true);
+      for (int p : li.tensors(adapter)) set_registered_rg(p_.topo, p_.params, p_.groups, p, true);
     }
   }
   return load_state_dict_hooks();
@@ -311,7 +310,7 @@ Raise PeftModel::load_into_existing(int adapter) {
   if (p_.prepared) p_.fsdp.reshard_all();  // the pre-hook runs before the copy
   for (const auto& li : p_.topo.layers) {
     if (li.A[adapter] < 0) continue;
-    for (int p : {li.A[adapter], li.B[adapter]}) {
+    for (int p : li.tensors(adapter)) {
       FsdpParam& ps = p_.params[p];
       if (!ps.present) continue;
       // the checkpoint is the adapter's own fresh init, saved: an init=zero B is zero
@@ -331,7 +330,7 @@ void PeftModel::roll_back_injection(int adapter, const std::vector<std::pair<int
   for (size_t l = 0; l < p_.topo.layers.size(); ++l) {
     const LayerInfo& li = p_.topo.layers[l];
     if (li.A[adapter] < 0 || !p_.params[li.A[adapter]].present) continue;
-    p_.params[li.A[adapter]].present = p_.params[li.B[adapter]].present = false;
+    for (int p : li.tensors(adapter)) p_.params[p].present = false;
     LoraLayer& lp = p_.layers[l];
     if (!lp.active.contains(adapter)) continue;
     AdapterSet next = lp.active.without(AdapterSet::of(adapter));
@@ -365,7 +364,7 @@ Raise PeftModel::delete_adapter(int adapter) {
   p_.config.present.erase(adapter);
   p_.config.config_order.erase(adapter);
   for (const auto& li : p_.topo.layers)
-    if (li.A[adapter] >= 0) p_.params[li.A[adapter]].present = p_.params[li.B[adapter]].present = false;
+    for (int p : li.tensors(adapter)) p_.params[p].present = false;
   bool first = true;
   AdapterSet tuner_active;
   const bool shared = p_.topo.profile.get(Switch::DeleteFallback) == sw::kShared;
@@ -406,7 +405,7 @@ Raise PeftModel::delete_adapter(int adapter) {
       const LayerInfo& li = p_.topo.layers[l];
       for (int a : tuner_active & p_.config.inference_mode)
         if (li.A[a] >= 0 && p_.params[li.A[a]].present && !p_.layers[l].wrapper)
-          for (int p : {li.A[a], li.B[a]}) set_registered_rg(p_.topo, p_.params, p_.groups, p, false);
+          for (int p : li.tensors(a)) set_registered_rg(p_.topo, p_.params, p_.groups, p, false);
     }
   }
   // tuners_utils.py::_delete_auxiliary_adapter on each wrapper holding a copy of it.

@@ -99,7 +99,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   }
   // At most a weight, a bias and per adapter two LoRA or two saved-copy tensors per layer: the
   // lists below are sized once.
-  const size_t max_params = s.layers.size() * (2 + 2 * s.adapters.size());
+  const size_t max_params = s.layers.size() * (2 + 3 * s.adapters.size());
   t.params.reserve(max_params);
   t.layers.reserve(s.layers.size());
   t.state_dict_order.reserve(max_params);
@@ -135,6 +135,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     li.group = g;
     li.A.fill(-1);
     li.B.fill(-1);
+    li.M.fill(-1);
     GroupInfo& gi = t.groups[g];
     gi.layers.push_back(static_cast<int>(l));
     if (gi.first_layer < 0) gi.first_layer = static_cast<int>(l);
@@ -178,6 +179,12 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
       if (targets(s.adapters[a]))
         li.B[a] = add_param(dotted(ld.name, ".lora_B.", s.adapters[a].name), ParamKind::LoraB, static_cast<int>(l),
                             static_cast<int>(a), ld.out, s.adapters[a].r * fan, ((wrapped >> a) & 1) ? g : -1);
+    // peft/tuners/lora/variants.py::DoraLinearVariant.init: the lora_magnitude_vector ModuleDict is
+    // registered after lora_A and lora_B; one (out,) vector per DoRA adapter, in injection order.
+    for (size_t a = 0; a < s.adapters.size(); ++a)
+      if (targets(s.adapters[a]) && s.adapters[a].use_dora)
+        li.M[a] = add_param(dotted(ld.name, ".lora_magnitude_vector.", s.adapters[a].name), ParamKind::LoraM, static_cast<int>(l),
+                            static_cast<int>(a), ld.out, 1, ((wrapped >> a) & 1) ? g : -1);
     t.layers.push_back(li);
   }
   // Parameters are listed in file order, but a group packs its members in
@@ -194,7 +201,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
       const LayerInfo& li = t.layers[l];
       for (int p : {li.weight, li.bias})
         if (p >= 0) members.push_back(p);
-      for (const auto* side : {&li.A, &li.B})
+      for (const auto* side : {&li.A, &li.B, &li.M})
         for (int a : order)
           if ((*side)[a] >= 0 && t.params[(*side)[a]].group >= 0) members.push_back((*side)[a]);
       for (int a : order)
@@ -212,7 +219,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   for (const LayerInfo& li : t.layers) {
     for (int p : {li.weight, li.bias})
       if (p >= 0) t.state_dict_order.push_back(p);
-    for (const auto* side : {&li.A, &li.B})
+    for (const auto* side : {&li.A, &li.B, &li.M})
       for (int a : order)
         if ((*side)[a] >= 0) t.state_dict_order.push_back((*side)[a]);
     for (int a : order)

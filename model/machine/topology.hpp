@@ -20,8 +20,19 @@ namespace fsdpsim {
 
 // SavedWeight, SavedBias: one adapter's copy of a modules_to_save layer (its Weight and Bias
 // are then the wrapper's original_module).
-enum class ParamKind : uint8_t { Weight, Bias, LoraA, LoraB, SavedWeight, SavedBias };
-inline bool is_lora(ParamKind k) { return k == ParamKind::LoraA || k == ParamKind::LoraB; }
+// LoraM: a DoRA adapter's lora_magnitude_vector (peft/tuners/lora/dora.py::DoraLinearLayer), one
+// value per output row.
+enum class ParamKind : uint8_t { Weight, Bias, LoraA, LoraB, SavedWeight, SavedBias, LoraM };
+inline bool is_lora(ParamKind k) { return k == ParamKind::LoraA || k == ParamKind::LoraB || k == ParamKind::LoraM; }
+
+// An adapter's own tensors on one layer: lora_A, lora_B and, for a DoRA adapter, its magnitude
+// (every PEFT loop over an adapter's parameters reaches the three alike).
+struct AdapterTensors {
+  std::array<int, 3> p{};
+  int n = 0;
+  const int* begin() const { return p.data(); }
+  const int* end() const { return p.data() + n; }
+};
 
 struct ParamInfo {
   Name name;  // "lin0.weight", "lin0.lora_A.other"
@@ -62,6 +73,14 @@ struct LayerInfo {
   int group = -1;
   int weight = -1, bias = -1;
   std::array<int, kMaxAdapters> A{}, B{};
+  std::array<int, kMaxAdapters> M{};  // a DoRA adapter's magnitude vector (-1: none here)
+  AdapterTensors tensors(int a) const {
+    AdapterTensors t;
+    if (A[a] < 0) return t;
+    t.p = {A[a], B[a], M[a]};
+    t.n = M[a] >= 0 ? 3 : 2;
+    return t;
+  }
   // No adapter targeted it when fully_shard ran: a later one wraps the FSDP
   // module in a new LoRA layer, so FSDP's hooks see the base output only.
   bool lora_after_fsdp = false;  // -1 where the adapter does not target the layer

@@ -85,6 +85,9 @@ struct AdapterDecl {
   LoraInit init = LoraInit::Random;
   bool inference_mode = false;
   bool deferred = false;
+  // PEFT's LoraConfig(use_dora=True): each target layer holds a trainable magnitude vector
+  // lora_magnitude_vector.<name>.weight (out,) besides A and B (peft/tuners/lora/dora.py).
+  bool use_dora = false;
   // The autocast_adapter_dtype this adapter's own entry point is called with (get_peft_model,
   // PeftModel.add_adapter and load_adapter each take one: peft/peft_model.py); unset: the
   // scenario's `dtype ... autocast_adapter_dtype=` value.
@@ -93,7 +96,8 @@ struct AdapterDecl {
   bool operator==(const AdapterDecl& o) const {
     return name == o.name && r == o.r && alpha == o.alpha && targets == o.targets &&
            modules_to_save == o.modules_to_save && init == o.init &&
-           inference_mode == o.inference_mode && deferred == o.deferred && autocast == o.autocast;
+           inference_mode == o.inference_mode && deferred == o.deferred && autocast == o.autocast &&
+           use_dora == o.use_dora;
   }
   bool autocast_or(bool scenario_wide) const { return autocast.value_or(scenario_wide); }
   bool saves(const std::string& layer) const {
@@ -154,6 +158,12 @@ struct Scenario {
   }
   // The policy fully_shard call d is made with: the scenario's, with d's own keys over it.
   MixedPrecision policy_of(const ShardDecl& d) const { return mp.with(d.mp); }
+  // Some adapter is a DoRA adapter (`use_dora`).
+  bool uses_dora() const {
+    for (const auto& a : adapters)
+      if (a.use_dora) return true;
+    return false;
+  }
   // Some fully_shard call is made with a policy that sets a key.
   bool mixed_precision() const {
     for (const auto& d : shards)

@@ -166,6 +166,20 @@ void validate(const SeqFile& f, const std::string& file) {
                                   " (make the adapters target the same experts layers, or declare this one deferred)");
     declared |= 1u << a;
   }
+  // use_dora on an experts target: PEFT refuses it (lora/layer.py::ParamWrapper.__init__ raises
+  // ValueError), which the model does not run; bad input rather than a modelled raise.
+  for (const auto& a : s.adapters) {
+    // variants.py::DoraLinearVariant.init on a target already under fully_shard: the weight norm adds
+    // a plain delta to the DTensor weight and raises mid-injection; that partial injection is not modelled.
+    if (a.use_dora && a.deferred)
+      fail(a.pos, "adapter '" + a.name + "' has use_dora and is deferred: a DoRA adapter added after fully_shard "
+                  "(its weight norm meets the sharded weight) is not modelled; declare it without deferred");
+    if (a.use_dora)
+      for (const auto& t : a.targets)
+        if (s.layers[s.layer_index(t)].experts > 0)
+          fail(a.pos, "adapter '" + a.name + "' has use_dora and targets experts layer '" + t +
+                          "': PEFT's ParamWrapper does not support DoRA (it raises at injection), which is not modelled");
+  }
   // modules_to_save: what the model covers of PEFT's ModulesToSaveWrapper.
   for (const auto& a : s.adapters) {
     for (const auto& m : a.modules_to_save) {

@@ -30,7 +30,7 @@ const std::vector<std::string>& directive_names() {
 }
 
 const std::vector<std::string>& adapter_option_names() {
-  static const std::vector<std::string> names = {"r", "alpha", "targets", "modules_to_save", "init", "autocast", "inference_mode", "deferred"};
+  static const std::vector<std::string> names = {"r", "alpha", "targets", "modules_to_save", "init", "autocast", "inference_mode", "deferred", "use_dora"};
   return names;
 }
 
@@ -184,10 +184,15 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       a.deferred = true;
       continue;
     }
+    if (t.text == "use_dora") {
+      if (a.use_dora) lp.fail(t, "use_dora given twice for adapter '" + a.name + "'");
+      a.use_dora = true;
+      continue;
+    }
     const std::vector<std::string>& options = adapter_option_names();
     if (t.text.find('=') == std::string::npos && !did_you_mean(t.text, options).empty())
       lp.fail(t, "unknown adapter option '" + t.text + "'" + did_you_mean(t.text, options));
-    auto [k, v] = split_kv(lp, t, "r=N, alpha=N, targets=L1,L2, modules_to_save=L1,L2, init=zero|random, autocast=true|false, inference_mode or deferred");
+    auto [k, v] = split_kv(lp, t, "r=N, alpha=N, targets=L1,L2, modules_to_save=L1,L2, init=zero|random, autocast=true|false, inference_mode, deferred or use_dora");
     if (k == "r") {
       a.r = static_cast<int>(parse_int(lp, t, v, 1, 1024, "the rank r"));
     } else if (k == "alpha") {

@@ -97,6 +97,7 @@ std::string print_scenario(const Scenario& s) {
     if (!a.modules_to_save.empty()) os << " modules_to_save=" << join(a.modules_to_save);
     if (a.inference_mode) os << " inference_mode";
     if (a.deferred) os << " deferred";
+    if (a.use_dora) os << " use_dora";
     if (a.autocast) os << " autocast=" << (*a.autocast ? "true" : "false");
     os << "\n";
   }

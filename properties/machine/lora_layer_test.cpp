@@ -129,3 +129,36 @@ TEST(LoraLayerAlone, MergeAddsTheDeltaThroughThePortAndUnmergeTakesItBack) {
   ASSERT_FALSE(lp.forward(c, grad, true, &path_rg, &act));  // default's A and B are frozen (never set trainable here)
   EXPECT_FALSE(path_rg);
 }
+
+namespace {
+// seed000's header with `default` a DoRA adapter.
+std::string dora_header(int world) {
+  std::string h = seed000_header(world);
+  const std::string a = "adapter default r=8 alpha=8 targets=lin0,lin1";
+  return h.replace(h.find(a), a.size(), a + " use_dora");
+}
+}  // namespace
+
+TEST(LoraLayer, DoraMagnitudeIsRegisteredAfterEveryAdaptersAAndB) {
+  OneRank t(dora_header(2));
+  const LayerInfo& li = t.topo->layers[t.layer("lin0")];
+  ASSERT_GE(li.M[0], 0);
+  EXPECT_EQ(li.M[1], -1);  // `other` is a plain LoRA adapter
+  EXPECT_EQ(t.topo->params[li.M[0]].name.str(), "lin0.lora_magnitude_vector.default");
+  EXPECT_EQ(t.topo->params[li.M[0]].dim0, 20);  // one value per output row
+  EXPECT_GT(li.M[0], li.B[1]);                    // its ModuleDict comes after lora_A and lora_B
+  EXPECT_GE(t.topo->params[li.M[0]].group, 0);    // fully_shard manages it
+  // set_adapter moves its requires_grad with A and B
+  EXPECT_TRUE(t.model->state().params[li.M[0]].registered_rg(false));
+  t.op("set_adapter other");
+  EXPECT_FALSE(t.model->state().params[li.M[0]].registered_rg(false));
+}
+
+TEST(LoraLayer, DoraMergeOnTheShardIsLost) {
+  OneRank t(dora_header(2));
+  t.op("merge");
+  // DoraLinearVariant.merge_unsafe's `orig_weight.data = new_weight` leaves the DTensor shard as it was.
+  EXPECT_EQ(t.model->observer().classify_stored(t.layer("lin0")), WeightClass::MissingDelta);
+  EXPECT_EQ(t.model->state().layers[t.layer("lin0")].n_merged, 1);
+  ASSERT_EQ(t.model->log().records().size(), 2u);  // still get_delta_weight's all-gather of A per layer
+}

@@ -442,6 +442,16 @@ TEST(SeqParser, PrepareRules) {
   }
 }
 
+TEST(SeqParser, UseDoraIsAFlagThePrinterKeeps) {
+  const SeqFile f = parse_seq("layer a 4 4\nadapter x r=2 targets=a use_dora\nadapter y r=2 targets=a\nfully_shard root\n---\ntrain_step\n", "<t>");
+  EXPECT_TRUE(f.scenario.adapters[0].use_dora);
+  EXPECT_FALSE(f.scenario.adapters[1].use_dora);
+  EXPECT_TRUE(f.scenario.uses_dora());
+  const std::string printed = print_seq(f);
+  EXPECT_NE(printed.find(" use_dora\n"), std::string::npos) << printed;
+  EXPECT_EQ(parse_seq(printed, "<t>").scenario, f.scenario);
+}
+
 }  // namespace
 // A per-adapter autocast (the autocast_adapter_dtype its entry point takes) prints after the
 // other options only when given, and round-trips.

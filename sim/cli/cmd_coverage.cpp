@@ -32,7 +32,7 @@ int cmd_coverage(const Args& a, const CoverageFlags& own) {
   if (a.world > 0) worlds = {a.world};
   else
     for (int w = own.worlds_lo; w <= own.worlds_hi; ++w) worlds.push_back(w);
-  // The whole vocabulary, a policy line (mixed precision) in a third of the sequences.
+  // The whole vocabulary, with the opt-in capabilities (coverage.hpp's kCoverageDraw).
   const std::string draw = a.draw.empty() ? std::string(kCoverageDraw) : a.draw;
   GenOptions opt;
   apply_draws_or_default(draw, &opt);

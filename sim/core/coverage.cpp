@@ -30,6 +30,7 @@ std::vector<Feature> build_features() {
   for (const char* v : {"true", "false"}) add("adapter", "autocast", std::string("autocast=") + v);
   add("adapter", "inference_mode", "inference_mode");
   add("adapter", "deferred", "deferred");
+  add("adapter", "use_dora", "use_dora");
   for (Raf r : {Raf::True, Raf::False, Raf::None}) add("fully_shard", "reshard_after_forward", std::string("reshard_after_forward=") + raf_name(r));
   add("fully_shard", "group", "a,b");
   for (const char* v : {"trainable", "all"}) add("optimizer", "", v, true);
@@ -88,6 +89,7 @@ std::vector<bool> features_of(const SeqFile& f) {
     if (a.autocast) hold(*a.autocast ? "adapter autocast=true" : "adapter autocast=false");
     if (a.inference_mode) hold("adapter inference_mode");
     if (a.deferred) hold("adapter deferred");
+    if (a.use_dora) hold("adapter use_dora");
   }
   for (const auto& d : s.shards) {
     hold(std::string("fully_shard reshard_after_forward=") + raf_name(d.raf));

@@ -24,8 +24,8 @@ struct Feature {
 // and switch tables, the op kinds (FSDPSIM_OPS) and the enums' value names.
 const std::vector<Feature>& vocab_features();
 // What `fsdpsim coverage` draws unless told: the whole vocabulary (`--draw all`), with the opt-in
-// capabilities (a mixed_precision policy) in a third of the sequences.
-constexpr const char* kCoverageDraw = "all,mixed_precision=33";
+// capabilities (a mixed_precision policy, DoRA adapters) each in a third of the sequences.
+constexpr const char* kCoverageDraw = "all,mixed_precision=33,dora=33";
 // Which features the file holds, indexed as vocab_features().
 std::vector<bool> features_of(const SeqFile& f);
 // Two features may meet in one file as far as the grammar goes (not two values of a one-value

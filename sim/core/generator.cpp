@@ -152,6 +152,20 @@ void draw_mixed_precision(Prng& rng, Scenario& s) {
   s.mp.param_dtype = DType::BF16;  // a draw of no key at all: accelerate's bf16 compute
 }
 
+// DoRA (LoraConfig(use_dora=True)) on each adapter with chance 3/5, at least one; never on an adapter
+// with an experts target (lora/layer.py::ParamWrapper.__init__ refuses use_dora), nor on a deferred one
+// (a DoRA adapter added after fully_shard is not modelled: seq_checks.cpp).
+void draw_dora(Prng& rng, Scenario& s) {
+  std::vector<AdapterDecl*> eligible;
+  for (auto& a : s.adapters)
+    if (!a.deferred && std::none_of(a.targets.begin(), a.targets.end(), [&](const std::string& t) { return s.layers[s.layer_index(t)].experts > 0; }))
+      eligible.push_back(&a);
+  if (eligible.empty()) return;
+  bool any = false;
+  for (AdapterDecl* a : eligible) any |= a->use_dora = rng.chance(60);
+  if (!any) eligible[rng.below(static_cast<uint32_t>(eligible.size()))]->use_dora = true;
+}
+
 GenOptions swarm_options(Prng& rng, int world, bool wide_worlds) {
   GenOptions g;
   g.world = world;
@@ -224,13 +238,14 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
   }
   if (opt.modules_to_save_percent > 0 && rng.chance(static_cast<uint32_t>(opt.modules_to_save_percent))) draw_modules_to_save(rng, s);
   if (opt.mixed_precision_percent > 0 && rng.chance(static_cast<uint32_t>(opt.mixed_precision_percent))) draw_mixed_precision(rng, s);
+  if (opt.dora_percent > 0 && rng.chance(static_cast<uint32_t>(opt.dora_percent))) draw_dora(rng, s);
   return s;
 }
 
 std::string apply_draws(const std::string& list, GenOptions* opt) {
   const std::string expected =
-      "all (the whole-vocabulary generator), all,mixed_precision=P, or a comma list of checkpoint=P, gradient_sync=P, per_rank_data=P, "
-      "modules_to_save=P, grouped=P or mixed_precision=P (P a percentage 0..100)";
+      "all (the whole-vocabulary generator), all,mixed_precision=P,dora=P, or a comma list of checkpoint=P, gradient_sync=P, per_rank_data=P, "
+      "modules_to_save=P, grouped=P, mixed_precision=P or dora=P (P a percentage 0..100)";
   const std::vector<std::string> items = split(list);
   opt->all = std::find(items.begin(), items.end(), "all") != items.end();
   for (const std::string& item : items) {
@@ -242,8 +257,8 @@ std::string apply_draws(const std::string& list, GenOptions* opt) {
     if (!why.empty()) return fmt::format("{}= expects a percentage, {}", item.substr(0, eq), why);
     const std::string key = item.substr(0, eq);
     // The whole-vocabulary generator draws every scenario feature itself; the opt-in
-    // capabilities (a policy line) join it by their percentage.
-    if (opt->all && key != "mixed_precision")
+    // capabilities (a policy line, DoRA) join it by their percentage.
+    if (opt->all && key != "mixed_precision" && key != "dora")
       return fmt::format("{}= does not combine with all (the whole-vocabulary generator draws it itself); expects {}", key, expected);
     if (key == "checkpoint") opt->checkpoint_percent = p;
     else if (key == "gradient_sync") opt->gradient_sync_percent = p;
@@ -251,6 +266,7 @@ std::string apply_draws(const std::string& list, GenOptions* opt) {
     else if (key == "modules_to_save") opt->modules_to_save_percent = p;
     else if (key == "grouped") opt->grouped_percent = p;
     else if (key == "mixed_precision") opt->mixed_precision_percent = p;
+    else if (key == "dora") opt->dora_percent = p;
     else return fmt::format("expects {}, got unknown '{}'", expected, key);
   }
   return "";

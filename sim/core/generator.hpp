@@ -38,6 +38,9 @@ struct GenOptions {
   // output_dtype, cast_forward_inputs drawn) and now and then one fully_shard overriding a key.
   // 0 (the default) draws nothing, so every recorded --seed keeps its scenario and ops.
   int mixed_precision_percent = 0;
+  // Chance of DoRA: `use_dora` on each adapter without an experts target with chance 3/5, at least
+  // one. 0 (the default) draws nothing, so every recorded --seed keeps its scenario and ops.
+  int dora_percent = 0;
   // `--draw all`: the whole-vocabulary generator (generator_all.cpp), a stream of its own; the
   // percentages above do not apply to it.
   bool all = false;
@@ -50,8 +53,9 @@ struct GenOptions {
 // the profiles that set it (`patched`), so a seed keeps printing the sequence it printed.
 constexpr int kDrawnSwitches = 9;
 
-// `--draw all`, `--draw all,mixed_precision=P` (the whole vocabulary with a policy line in P % of
-// the sequences) or `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P,mixed_precision=P`
+// `--draw all`, `--draw all,mixed_precision=P,dora=P` (the whole vocabulary with a policy line or
+// DoRA adapters in P % of the sequences) or
+// `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P,mixed_precision=P,dora=P`
 // (percentages 0..100) onto opt; returns an error text naming what was expected, or "" when the list is good.
 std::string apply_draws(const std::string& list, GenOptions* opt);
 
@@ -89,6 +93,8 @@ void draw_saved_module(Prng& rng, Scenario& s);
 // A MixedPrecisionPolicy for every fully_shard (mostly accelerate's bf16 compute), and with chance
 // 1/5 one call overriding a key of it.
 void draw_mixed_precision(Prng& rng, Scenario& s);
+// use_dora on each adapter that is neither deferred nor targets an experts layer, with chance 3/5 (at least one).
+void draw_dora(Prng& rng, Scenario& s);
 // An adapter's name, r, alpha and targets (each layer with chance 3/4, at least one), drawn in
 // that order: both generators draw their adapters' shape this way.
 AdapterDecl draw_adapter_shape(Prng& rng, const Scenario& s, const char* name);

@@ -115,6 +115,14 @@ Scenario draw_scenario(Prng& rng, Swarm& sw, const GenOptions& opt) {
         std::none_of(s.adapters.begin(), s.adapters.end(), [&](const AdapterDecl& d) { return d.autocast == value; }))
       std::find_if(s.adapters.begin(), s.adapters.end() - 1, [](const AdapterDecl& d) { return !d.autocast; })->autocast = value;
   if (sw.forced("adapter init=zero")) s.adapters[0].init = LoraInit::Zero;
+  // Only where forced (no draw: `--draw all` keeps every seed's sequence); the first adapter without
+  // an experts target, as ParamWrapper refuses use_dora (lora/layer.py::ParamWrapper.__init__).
+  if (sw.forced("adapter use_dora"))
+    for (auto& d : s.adapters)
+      if (!d.deferred && std::none_of(d.targets.begin(), d.targets.end(), [&](const std::string& t) { return s.layers[s.layer_index(t)].experts > 0; })) {
+        d.use_dora = true;
+        break;
+      }
   for (const auto& l : s.layers)
     if (rng.chance(60)) s.shards.push_back({{l.name}, rafs[rng.below(3)], {}});
   s.shards.push_back({{"root"}, rafs[rng.below(3)], {}});
@@ -142,6 +150,8 @@ Scenario draw_scenario(Prng& rng, Swarm& sw, const GenOptions& opt) {
   }
   if (sw.on("adapter modules_to_save")) draw_saved_module(rng, s);
   draw_policy(rng, sw, opt, s);
+  // `all,dora=P`: DoRA adapters in P % of the sequences, on a stream of their own as the policy.
+  if (Prng side = rng.fork(0x646f7261); opt.dora_percent > 0 && side.chance(static_cast<uint32_t>(opt.dora_percent))) draw_dora(side, s);
   return s;
 }
 

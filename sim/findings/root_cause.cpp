@@ -317,8 +317,8 @@ bool s2_rule(const Run& r, const Finding& fd, Blame* b) {
   // An adapter whose A or B the optimizer moved after its delta went into W.
   const Stamp& merged = r.after.pv.layer_merged[static_cast<size_t>(l)];
   for (int a = 0; a < r.topo.n_adapters(); ++a)
-    for (int p : {li.A[a], li.B[a]}) {
-      if (p < 0 || !merged.seq) continue;
+    for (int p : li.tensors(a)) {
+      if (!merged.seq) continue;
       const Stamp& v = r.after.pv.params[static_cast<size_t>(p)].ver_s;
       if (!v.seq || v.seq < merged.seq || v.op != Tr::OptimizerStep) continue;
       *b = blame("training-a-merged-adapter", {Tr::Merge, Tr::OptimizerStep},

@@ -32,8 +32,8 @@ def model_name(peft_name):
     layer, *rest = n.split(".")
     while len(rest) > 1 and rest[0] in WRAPPERS:
         rest.pop(0)
-    if len(rest) == 3 and rest[0] in ("lora_A", "lora_B") and rest[2] == "weight":
-        rest.pop()  # a LoRA Linear's weight is named by its adapter
+    if len(rest) == 3 and rest[0] in ("lora_A", "lora_B", "lora_magnitude_vector") and rest[2] == "weight":
+        rest.pop()  # a LoRA Linear's (or DoRA magnitude's) weight is named by its adapter
     return ".".join([layer] + rest)
 
 

@@ -213,6 +213,8 @@ def shapes_of(scen):
             if l.name in a.targets:
                 out[f"{l.name}.lora_A.{a.name}"] = [a.r * e, l.fan_in]
                 out[f"{l.name}.lora_B.{a.name}"] = [l.fan_out, a.r * e]
+                if a.use_dora:  # peft/tuners/lora/dora.py::DoraLinearLayer.update_layer: one norm per output row
+                    out[f"{l.name}.lora_magnitude_vector.{a.name}"] = [l.fan_out]
             if l.name in a.modules_to_save:  # a deep copy of the Linear (other.py::ModulesToSaveWrapper.update)
                 out[f"{l.name}.modules_to_save.{a.name}.weight"] = [l.fan_out, l.fan_in]
     return out

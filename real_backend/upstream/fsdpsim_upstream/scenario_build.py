@@ -17,4 +17,6 @@ def lora_config_text(a, layers):
         out += f", modules_to_save={list(a.modules_to_save)!r}"
     if a.inference_mode:
         out += ", inference_mode=True"
+    if a.use_dora:
+        out += ", use_dora=True"
     return out + ")"

@@ -26,6 +26,7 @@ class Adapter:
     autocast: object = None  # the autocast_adapter_dtype its entry point takes; None: the scenario's
     # LoraConfig(modules_to_save=...): layers PEFT wraps in a ModulesToSaveWrapper (peft/utils/other.py)
     modules_to_save: list = field(default_factory=list)
+    use_dora: bool = False  # LoraConfig(use_dora=True): a lora_magnitude_vector per target layer
 
 
 MP_KEYS = ("param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs")
@@ -126,7 +127,8 @@ class Scenario:
         for l in self.layers:
             for a in self.adapters:
                 if l.name in a.targets:
-                    for kind in ("lora_A", "lora_B"):
+                    kinds = ("lora_A", "lora_B") + (("lora_magnitude_vector",) if a.use_dora else ())
+                    for kind in kinds:
                         owners[f"{l.name}.{kind}.{a.name}"] = (l.name, kind, a.name)
             # ModulesToSaveWrapper.update: one deep copy of the layer per adapter listing it
             for a in self.adapters:
@@ -177,7 +179,8 @@ def parse(text):
                                          kv.get("targets", "").split(","), kv.get("init", "random"),
                                          "inference_mode" in rest[1:], "deferred" in rest[1:],
                                          {"true": True, "false": False}.get(kv.get("autocast")),
-                                         [n for n in kv.get("modules_to_save", "").split(",") if n]))
+                                         [n for n in kv.get("modules_to_save", "").split(",") if n],
+                                         "use_dora" in rest[1:]))
         elif key == "fully_shard":
             raf = "none"
             for w in rest[1:]:

@@ -93,7 +93,8 @@ def saved_name(key, adapter, scen=None):
     A modules_to_save copy is saved as `L.weight` / `L.bias`
     (peft/utils/other.py::ModulesToSaveWrapper.adapter_state_dict): its copy's name."""
     name = observe.model_name(key.replace(".lora_A.weight", f".lora_A.{adapter}.weight")
-                              .replace(".lora_B.weight", f".lora_B.{adapter}.weight"))
+                              .replace(".lora_B.weight", f".lora_B.{adapter}.weight")
+                              .replace(".lora_magnitude_vector", f".lora_magnitude_vector.{adapter}.weight"))
     for layer in (scen.adapter(adapter).modules_to_save if scen is not None else ()):
         for what in ("weight", "bias"):
             if name == f"{layer}.{what}":
@@ -111,7 +112,8 @@ def lora_config(a, inference_mode=None, layers=()):
     extra = {"target_parameters": params} if params else {}
     return LoraConfig(r=a.r, lora_alpha=a.alpha, target_modules=[t for t in a.targets if t not in experts] or None,
                       init_lora_weights=(a.init == "zero"), modules_to_save=list(a.modules_to_save) or None,
-                      inference_mode=a.inference_mode if inference_mode is None else inference_mode, **extra)
+                      inference_mode=a.inference_mode if inference_mode is None else inference_mode,
+                      use_dora=a.use_dora, **extra)
 
 
 def is_ac_wrapper(m):
