@@ -538,6 +538,14 @@ void PeftModel::load_adapters(OpResult* res) {
       const bool half_added = ps.adapter >= 0 && !saved_adapters_.contains(ps.adapter) && i == 0;
       if ((ps.adapter != a && !half_added) || saved_[p].rows < 0 || !params_->registered(p).defined()) continue;
       at::Tensor v;
+      // _reshard_dtensor_values_for_load finds no parameter under a checkpointed layer's stripped key
+      // (named_parameters keeps `_checkpoint_wrapped_module.`): the plain tensor meets the DTensor
+      // in _load_from_state_dict, a size mismatch or copy_'s mixed-tensor error, collected; nothing copied
+      const bool refused = params_->group_of(static_cast<int>(p)) >= 0 && layout_->layers[ps.layer].checkpoint;
+      if (refused) {
+        if (!raised) raised.emplace(Status::Exception, "RuntimeError: Error(s) in loading state_dict for FSDPPeftModel:");
+        continue;
+      }
       if (!saved_local_rows(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
         // an unmanaged replica takes rank 0's copy; a managed full tensor is the same on every rank
         v = params_->group_of(static_cast<int>(p)) < 0 ? file0[p] : saved_[p].file;

@@ -57,6 +57,9 @@ void DTensor::settle(const CollRecord& c, uint32_t version, uint32_t other_versi
                          ? delta_id(c.adapter, version, other_version != kNoRows ? other_version : params[b].ver_s)
                          : delta_id(c.adapter, other_version != kNoRows ? other_version : params[a].ver_s, version);
   params[li.weight].w_s.add(c.adapter, id, c.sign);
+  // B's own rows times A: NaN rows of B (a part-filled broadcast's tail) make this rank's weight rows
+  // NaN, which no merge or unmerge undoes (crosscheck seed 40120, world 2)
+  if (params[b].nan_rows) params[li.weight].w_s.corrupt = true;
   note_deferred(c);
 }
 
@@ -173,12 +176,19 @@ void DTensor::rebase_u_delta(int p, uint32_t local_ver) {
   w.w_u.corrupt = w.w_u.corrupt || was_corrupt;
 }
 
-void DTensor::mark_part_filled(const CollRecord& broadcast) {
-  FsdpParam& ps = (*params_)[log_->member(broadcast, 0)];
-  if (topo_->params[log_->member(broadcast, 0)].adapter < 0) {
+void DTensor::mark_part_filled(const CollRecord& broadcast, int64_t sent_bytes) {
+  const int p = log_->member(broadcast, 0);
+  FsdpParam& ps = (*params_)[p];
+  if (topo_->params[p].adapter < 0) {
     ps.w_s.corrupt = true;
   } else {
     ps.ver_s = kMixedVersion;
+    // accelerate utils/fsdp_utils.py::fsdp2_load_full_state_dict broadcasts the full tensor, then
+    // distribute_tensor keeps this rank's chunk: its rows past the root's bytes are the empty tail
+    const ParamInfo& pi = topo_->params[p];
+    const int64_t filled = sent_bytes / dtype_bytes(broadcast.dtype);
+    const int64_t end = (static_cast<int64_t>(pi.chunk_rows) * rank_ + pi.local_rows(rank_)) * pi.rest;
+    ps.nan_rows = pi.local_rows(rank_) > 0 && end > filled;
   }
 }
 

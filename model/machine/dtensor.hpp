@@ -105,7 +105,8 @@ class DTensor {
   // A matched group all-gather combined different values of its i-th parameter from different
   // ranks: what this rank's U holds is a mix.
   void mark_mixed(const CollRecord& c, int i);
-  void mark_part_filled(const CollRecord& broadcast);  // its parameter holds values no rank holds
+  // its parameter holds values no rank holds; `sent_bytes`: what the root sent (the rest is torch.empty's)
+  void mark_part_filled(const CollRecord& broadcast, int64_t sent_bytes);
   // The same when each rank's rows are still what it holds and fit together: LoRA rows of
   // different versions are one tensor (version `ver`, version::mix_version); a base weight's
   // rows, each W0 + B_r @ A for one A, are W0 + (the gathered B) @ A (content `w`). False where

@@ -39,6 +39,9 @@ struct FsdpParam {
   bool ghost_rg = false;           // the ghost shard's requires_grad, as the deleted module left it
   bool rg_s = false, rg_u = false;
   bool grad_s = false, grad_u = false;
+  // This rank's rows reach a part-filled broadcast's tail (NaN: torch.empty under the deterministic
+  // mode the value backends run): a merge of these rows writes NaN into the weight, equal to nothing.
+  bool nan_rows = false;
   uint32_t ver_s = 0, ver_u = 0;  // LoRA values: bumped by optimizer updates and loads
   // A whole unmanaged replica's lineage beyond ver_s: 0 while it holds what every rank holds,
   // else a token of the rank-specific gradients (per-rank data) that moved it (Optimizer::step).

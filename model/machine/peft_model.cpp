@@ -509,6 +509,16 @@ Raise PeftModel::save_adapters(const Op& op) {
   return {};
 }
 
+// A managed parameter of a checkpointed layer: peft utils/save_and_load.py::
+// _reshard_dtensor_values_for_load looks the key up in model.named_parameters(), whose names
+// keep `_checkpoint_wrapped_module.` while the key has it stripped (save_key_prefixes=
+// wrappers_stripped saved it), so the plain tensor reaches load_state_dict as it is: torch's
+// _load_from_state_dict then records a size mismatch (rank 0's local rows) or DTensor's
+// "got mixed torch.Tensor and DTensor" from copy_ (the full tensor), and copies nothing.
+static bool dtensor_load_refused(const Topology& topo, int p, int group) {
+  return group >= 0 && topo.layers[topo.params[p].layer].checkpoint;
+}
+
 // peft_model.py::PeftModel.load_adapter -> set_peft_model_state_dict ->
 // load_state_dict (its FSDP pre-hook reshards), adapter by adapter, on rank 0's
 // file. utils/save_and_load.py::_reshard_dtensor_values_for_load first turns a
@@ -548,7 +558,9 @@ Raise PeftModel::load_adapters(bool rank0_file_missing, std::vector<int>* reload
       if ((pi.adapter != file[i] && !orphan) || p_.file.saved_rows[p] < 0 || !ps.present) continue;
       const int a = pi.adapter;
       const int64_t rows0 = p_.file.saved_rows[p];  // rows of rank 0's saved tensor
-      if (rows0 == pi.dim0) {
+      if (dtensor_load_refused(p_.topo, static_cast<int>(p), p_.dtensor.group_of(static_cast<int>(p)))) {
+        size_mismatch = true;  // collected like a size mismatch: the adapter's other tensors still load
+      } else if (rows0 == pi.dim0) {
         ps.ver_s = p_.file.saved_ver[p];  // this rank's chunk of the full saved values
         // A whole replica takes rank 0's copy: every rank holds the same values again.
         if (p_.dtensor.group_of(static_cast<int>(p)) < 0) ps.drift = p_.file.saved_drift[p] ? kRank0Copy : 0;

@@ -171,7 +171,7 @@ void append_state_key(const std::vector<Observer>& ranks, std::vector<uint32_t>&
       out.push_back(ps.present | ps.recreated << 1 | ps.detached << 2 | (ps.detached && ps.ghost_grad) << 3 | ps.rg_s << 4 |
                     (u && ps.rg_u) << 5 | ps.grad_s << 6 | ps.grad_u << 7 | u << 8 |
                     static_cast<uint32_t>(ps.device) << 12 | static_cast<uint32_t>(ps.dtype) << 16 |
-                    static_cast<uint32_t>(ps.detached ? ps.ghost_dtype : DType::F32) << 20 | (ps.detached && ps.ghost_rg) << 24);
+                    static_cast<uint32_t>(ps.detached ? ps.ghost_dtype : DType::F32) << 20 | (ps.detached && ps.ghost_rg) << 24 | ps.nan_rows << 25);
       out.push_back(rn.map(p, ps.ver_s));
       out.push_back(ps.drift);
       if (u) out.push_back(rn.map(p, ps.ver_u));

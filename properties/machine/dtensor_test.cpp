@@ -107,3 +107,28 @@ TEST(DTensor, APeerGatheringAnotherTensorMakesTheDeltaReadCorrupt) {
   EXPECT_FALSE(out[0].settled);  // a read, not a merge: W is untouched
   EXPECT_GE(gathered_a[0], version::kMixBase);
 }
+
+// A broadcast that sent half the bytes this rank posted (bf16 into fp32) leaves the tail as
+// torch.empty had it: rank 1's rows of B lie there, so its merge writes NaN (corrupt); rank 0's
+// rows of the same tensor were filled and its merge stays a delta.
+TEST(DTensor, AMergeOfBRowsInAPartFilledTailIsCorrupt) {
+  const Topology t = topology(2);
+  const int layer = t.layer_index("lin0");
+  const LayerInfo& li = t.layers[layer];
+  const ParamInfo& pb = t.params[li.B[0]];
+  const int64_t numel = static_cast<int64_t>(pb.dim0) * pb.rest;
+  for (int rank : {0, 1}) {
+    RankPieces r(t);
+    r.log.pack(li.B[0]);
+    CollRecord bc{CollOp::Broadcast, -1, numel};
+    bc.member_count = 1;
+    bc.dtype = DType::F32;
+    r.log.issue(bc);
+    DTensor dt = r.port(t, rank);
+    dt.mark_part_filled(r.log.records()[0], numel * 2);  // the root's bf16 bytes: half of fp32's
+    EXPECT_EQ(r.params[li.B[0]].nan_rows, rank == 1);
+    dt.all_gather(li.A[0], CollRecord::kIntoShard, layer, 0, +1);
+    dt.settle(r.log.records().back(), 3);
+    EXPECT_EQ(r.params[li.weight].w_s.corrupt, rank == 1) << "rank " << rank;
+  }
+}

@@ -209,7 +209,7 @@ void Simulator::fill_part(const CollRecord& root) {
   const int64_t sent = root.count * dtype_bytes(root.dtype);
   for (size_t r = 1; r < queues_.size(); ++r) {
     const CollRecord& c = queues_[r][heads_[r]].coll;
-    if (c.count * dtype_bytes(c.dtype) > sent) ranks_[r].dtensor().mark_part_filled(c);
+    if (c.count * dtype_bytes(c.dtype) > sent) ranks_[r].dtensor().mark_part_filled(c, sent);
   }
 }
 
