@@ -1,10 +1,10 @@
 // PeftModel and its BaseTuner on one rank (peft/peft_model.py, peft/tuners/tuners_utils.py): the
 // adapters' configs and active ones (PeftConfig), the tuner's LoRA layers and modules_to_save
 // wrappers, the adapter checkpoint rank 0 writes (AdapterFile); the ops, named after the upstream
-// methods (peft_model.cpp; the adapter checkpoints' save_and_load.cpp). The order of reshards, unmerges and flips is what the profile's
-// switches choose. Built on the fly over a PeftPort; it reaches the layers through their
-// LayerPort, FSDP through FsdpState, placement through Accelerator and gathers through the
-// DTensor port. Same file and class as real_backend/peft_model.
+// methods (peft_model.cpp; the adapter checkpoints' save_and_load.cpp). The order of reshards,
+// unmerges and flips is what the profile's switches choose. Built on the fly over a PeftPort; it
+// reaches the layers through their LayerPort, FSDP through FsdpState, placement through
+// Accelerator and gathers through the DTensor port. Same file and class as real_backend/peft_model.
 #pragma once
 #include <cstdint>
 #include <vector>
