@@ -1,6 +1,7 @@
 // PeftModel and its BaseTuner (peft/peft_model.py, peft/tuners/tuners_utils.py)
 // on the real module: the adapters' configs and active ones, the tuner's LoRA
-// layers and modules_to_save wrappers, the adapter checkpoint rank 0 writes.
+// layers and modules_to_save wrappers, the adapter checkpoint rank 0 writes
+// (peft_model.cpp; the adapter checkpoints' save_and_load.cpp).
 // Same file and class as model/machine/peft_model.
 #pragma once
 #include <memory>

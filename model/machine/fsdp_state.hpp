@@ -24,6 +24,9 @@ class FsdpState {
 
   GroupContext context(int g) const;  // what group g's transitions reach on this rank
   FsdpParamGroup& group(int g) const { return st_.groups[g]; }
+  const std::vector<FsdpParamGroup>& groups() const { return st_.groups; }
+  // The module registers param's unsharded copy U now (its group is unsharded), else its shard S.
+  bool is_registered_u(int param) const { return u_registered(topo_, params_, st_.groups, param); }
   // _fsdp_state.py::FSDPState._lazy_init: once, at the root's first pre-forward.
   [[nodiscard]] Raise lazy_init() const;
   // _fsdp_state.py::FSDPState._root_post_backward_final_callback; `done`: the groups whose

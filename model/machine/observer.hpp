@@ -46,7 +46,7 @@ class Observer {
   bool is_registered_u(int param) const { return u_registered(*topo_, st_->params, st_->groups, param); }
   // The module holds this parameter's S object now, the one the optimizer was handed: an
   // adapter added again after a delete brings new Parameter objects the optimizer never saw.
-  bool is_registered_s(int param) const { return s_registered(*topo_, st_->params, st_->groups, param); }
+  bool is_registered_s(int param) const { return s_registered(st_->params[param], is_registered_u(param)); }
   bool registered_rg(int param) const { return st_->params[param].registered_rg(is_registered_u(param)); }
   // The FSDP group managing the registered object now (-1: none; a re-added adapter's new module).
   int group_of(int param) const { return managing_group(*topo_, st_->params, param); }
@@ -56,7 +56,7 @@ class Observer {
   bool any_merged() const;
   // Optimizer objects the module no longer registers (is_registered_s); *first_index: the first one's position.
   int optimizer_missing(int* first_index) const {
-    return st_->optimizer.missing(*topo_, st_->params, st_->groups, first_index);
+    return st_->optimizer.missing(st_->params, [this](int p) { return is_registered_u(p); }, first_index);
   }
   // Rows of param in the adapter state dict rank `rank` computes (peft_model.hpp).
   int64_t saved_rows(int param, int rank) const { return fsdpsim::saved_rows(*topo_, st_->params, param, rank); }

@@ -42,25 +42,8 @@ void Optimizer::map_by_data_ptr(const std::vector<int>& meta) {
     if (std::find(meta.begin(), meta.end(), p) != meta.end()) p = meta.back();
 }
 
-// An optimizer object is found by identity among model.named_parameters() only
-// while its S is the registered object; an adapter added again after a delete
-// brings new Parameter objects the optimizer never saw.
-bool s_registered(const Topology& topo, const std::vector<FsdpParam>& params, const std::vector<FsdpParamGroup>& groups, int p) {
-  const FsdpParam& ps = params[p];
-  return ps.present && !ps.recreated && !u_registered(topo, params, groups, p);
-}
-
-int Optimizer::missing(const Topology& topo, const std::vector<FsdpParam>& params, const std::vector<FsdpParamGroup>& groups,
-                       int* first_index) const {
-  int n = 0;
-  *first_index = -1;
-  for (size_t i = 0; i < objects.size(); ++i) {
-    if (s_registered(topo, params, groups, objects[i])) continue;
-    if (*first_index < 0) *first_index = static_cast<int>(i);
-    ++n;
-  }
-  return n;
-}
+bool OptimizerPort::is_registered_u(int p) const { return fsdp.is_registered_u(p); }
+bool OptimizerPort::s_registered(int p) const { return fsdpsim::s_registered(params[p], is_registered_u(p)); }
 
 // torch/optim AdamW.step: updates, in place, each held object that has a grad
 // (an object replaced by a re-added adapter is in no graph; torch/optim/adamw.py::AdamW.step still
@@ -104,7 +87,7 @@ void Optimizer::zero_grad(const OptimizerPort& port) {
   for (size_t i = 0; i < port.params.size(); ++i) {
     const int p = static_cast<int>(i);
     FsdpParam& ps = port.params[i];
-    const bool u = u_registered(port.topo, port.params, port.groups, p);
+    const bool u = port.is_registered_u(p);
     if (std::find(held.begin(), held.end(), p) != held.end()) {
       if (ps.detached) {
         ps.ghost_grad = false;
@@ -139,10 +122,10 @@ Raise Optimizer::save(const OptimizerPort& port, int64_t* index, int* n_missing)
   if (port.topo.profile.get(Switch::OptimizerCkptReshard) == sw::kOn) port.fsdp.module_reshard_all();
   init_state(port.params);
   int first = -1;
-  *n_missing = missing(port.topo, port.params, port.groups, &first);
+  *n_missing = missing(port.params, [&port](int p) { return port.is_registered_u(p); }, &first);
   if (*n_missing > 0) {
     for (int i : state)
-      if (!s_registered(port.topo, port.params, port.groups, objects[i])) {
+      if (!port.s_registered(objects[i])) {
         first = i;
         break;
       }
@@ -168,11 +151,11 @@ Raise Optimizer::load(const OptimizerPort& port, int64_t* index, int* n_missing)
   if (port.topo.profile.get(Switch::OptimizerCkptReshard) == sw::kOn) port.fsdp.module_reshard_all();
   init_state(port.params);
   int first = -1;
-  *n_missing = missing(port.topo, port.params, port.groups, &first);
+  *n_missing = missing(port.params, [&port](int p) { return port.is_registered_u(p); }, &first);
   // A checkpoint with no state at all is returned as is (no lookup, nothing raises).
   for (size_t i = 0; i < objects.size() && !saved_state.empty(); ++i) {
     const int p = objects[i];
-    if (!s_registered(port.topo, port.params, port.groups, p)) {
+    if (!port.s_registered(p)) {
       *index = static_cast<int64_t>(i);
       return raise_at(port.prov, Status::KeyError, fmt::format("KeyError: <sharded parameter {}>", port.topo.params[p].name.str()));
     }

@@ -8,31 +8,35 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/machine/fsdp_param.hpp"
 #include "model/machine/op_raised.hpp"
 
 namespace fsdpsim {
 
-struct FsdpParam;
-struct FsdpParamGroup;
 struct Topology;
 class FsdpState;
 class Provenance;
 
 // What the optimizer's transitions reach on one rank: the parameters (which object each name
-// registers now, and its grad), the groups (an unsharded group registers U), FSDP's state (the
-// patched profile reshards every module before a checkpoint) and the provenance (a raise's site).
+// registers now, and its grad), FSDP's state (which copy a parameter registers now, U while its
+// group is unsharded; the patched profile reshards every module before a checkpoint) and the
+// provenance (a raise's site).
 struct OptimizerPort {
   const Topology& topo;
   int rank;
   std::vector<FsdpParam>& params;
-  const std::vector<FsdpParamGroup>& groups;
   const FsdpState& fsdp;
   Provenance* prov;
+
+  bool is_registered_u(int p) const;  // FsdpState::is_registered_u
+  // The module registers p's sharded object S now, and it is the object created at prepare.
+  bool s_registered(int p) const;
 };
 
-// The module registers param's sharded object S now, and it is the object created at prepare: an
-// optimizer finds it by identity among model.named_parameters() (a re-added adapter's is new).
-bool s_registered(const Topology& topo, const std::vector<FsdpParam>& params, const std::vector<FsdpParamGroup>& groups, int p);
+// An optimizer finds its object by identity among model.named_parameters(): the module registers
+// the sharded object S (`u_registered`: it registers U instead), and it is the object created at
+// prepare (a re-added adapter's is new).
+inline bool s_registered(const FsdpParam& ps, bool u_registered) { return ps.present && !ps.recreated && !u_registered; }
 
 struct Optimizer {
   std::vector<int> objects;  // param indices whose S objects the optimizer holds, in pid order
@@ -83,9 +87,20 @@ struct Optimizer {
   [[nodiscard]] Raise save(const OptimizerPort& port, int64_t* index, int* missing);
   // accelerate utils/fsdp_utils.py::load_fsdp_optimizer (state_dict.py::_split_optim_state_dict).
   [[nodiscard]] Raise load(const OptimizerPort& port, int64_t* index, int* missing);
-  // Objects not among model.named_parameters() now, compared by identity; *first: the first one's position.
-  int missing(const Topology& topo, const std::vector<FsdpParam>& params, const std::vector<FsdpParamGroup>& groups,
-              int* first) const;
+  // Objects not among model.named_parameters() now, compared by identity; *first: the first one's
+  // position. is_registered_u(p): the module registers p's unsharded copy U now.
+  template <class IsRegisteredU>
+  int missing(const std::vector<FsdpParam>& params, const IsRegisteredU& is_registered_u, int* first) const {
+    int n = 0;
+    *first = -1;
+    for (size_t i = 0; i < objects.size(); ++i) {
+      const int p = objects[i];
+      if (s_registered(params[p], is_registered_u(p))) continue;
+      if (*first < 0) *first = static_cast<int>(i);
+      ++n;
+    }
+    return n;
+  }
 };
 
 // A whole unmanaged replica's gradient differs between the ranks (optimizer.cpp).

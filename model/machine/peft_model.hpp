@@ -1,10 +1,10 @@
 // PeftModel and its BaseTuner on one rank (peft/peft_model.py, peft/tuners/tuners_utils.py): the
 // adapters' configs and active ones (PeftConfig), the tuner's LoRA layers and modules_to_save
 // wrappers, the adapter checkpoint rank 0 writes (AdapterFile); the ops, named after the upstream
-// methods (peft_model.cpp). The order of reshards, unmerges and flips is what the profile's
-// switches choose. Built on the fly over a PeftPort; it reaches the layers through their
-// LayerPort, FSDP through FsdpState, placement through Accelerator and gathers through the
-// DTensor port. Same file and class as real_backend/peft_model.
+// methods (peft_model.cpp; the adapter checkpoints' save_and_load.cpp). The order of reshards,
+// unmerges and flips is what the profile's switches choose. Built on the fly over a PeftPort; it
+// reaches the layers through their LayerPort, FSDP through FsdpState, placement through
+// Accelerator and gathers through the DTensor port. Same file and class as real_backend/peft_model.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -20,20 +20,24 @@
 
 namespace fsdpsim {
 
-// What PeftModel reaches on one rank: its own bookkeeping and checkpoint, the module tree's
-// pieces (parameters, groups, layers, the prepared flag, the pending graph's grads), the op's
-// corrupt deltas (a delta read that is not the layer's delta), and the concept classes it calls.
-struct PeftPort {
+// The module tree PeftModel's ops walk on one rank: the parameters, the tuner's LoRA layers and
+// whether fully_shard ran. Which object each parameter registers now is the DTensor port's
+// question, the groups are FsdpState's.
+struct PeftModules {
   const Topology& topo;
-  int rank;
+  std::vector<FsdpParam>& params;
+  std::vector<LoraLayer>& layers;
+  const bool& prepared;
+};
+
+// What PeftModel reaches on one rank: its own bookkeeping and checkpoint, the module tree, the
+// concept classes it calls (the rank is the DTensor port's) and where a raise is noted. What else
+// one op reads or writes is its argument (add_adapter's pending autograd graph, delta_weight's
+// corrupt deltas).
+struct PeftPort {
   PeftConfig& config;
   AdapterFile& file;
-  std::vector<FsdpParam>& params;
-  const std::vector<FsdpParamGroup>& groups;
-  std::vector<LoraLayer>& layers;
-  bool& prepared;
-  std::vector<uint8_t>& graph_grad;
-  AdapterSet& corrupt_deltas;
+  PeftModules tree;
   FsdpState fsdp;
   Accelerator accelerator;
   DTensor dtensor;
@@ -52,10 +56,12 @@ class PeftModel {
   [[nodiscard]] Raise unmerge_adapter();
   [[nodiscard]] Raise disable_enter();
   [[nodiscard]] Raise disable_exit();
-  [[nodiscard]] Raise add_adapter(int adapter, bool inference_mode, bool load, bool trainable);
+  // graph_grad: the pending autograd graph's grads (a recreated parameter gets none).
+  [[nodiscard]] Raise add_adapter(int adapter, bool inference_mode, bool load, bool trainable, std::vector<uint8_t>& graph_grad);
   [[nodiscard]] Raise delete_adapter(int adapter);
-  // deltas: the adapters whose delta was computed, in order.
-  [[nodiscard]] Raise delta_weight(int layer, AdapterOrder* deltas);
+  // deltas: the adapters whose delta was computed, in order; corrupt_deltas: those whose read
+  // is not the adapter's delta.
+  [[nodiscard]] Raise delta_weight(int layer, AdapterOrder* deltas, AdapterSet* corrupt_deltas);
   [[nodiscard]] Raise save_adapters(const Op& op);
   // rank0_file_missing: rank 0 never wrote the file this load reads; reload_diff: the
   // parameters whose values differ from this rank's at save time.
@@ -75,10 +81,14 @@ class PeftModel {
   LayerParams layer_params(int layer) const;
   LayerPort layer_port(int layer) const;
   ModulesToSaveWrapper modules_to_save(int layer) const;
-  bool registered_rg(int param) const { return p_.params[param].registered_rg(p_.dtensor.is_registered_u(param)); }
+  bool registered_rg(int param) const { return p_.tree.params[param].registered_rg(p_.dtensor.is_registered_u(param)); }
+  // A requires_grad flip reaches whichever object is registered now: S, or the temporary U.
+  void set_registered_rg(int param, bool value) const {
+    p_.tree.params[param].set_registered_rg(p_.dtensor.is_registered_u(param), value);
+  }
   Raise raise(Status s, std::string msg) const;
-  ScopeSite site() const { return {p_.prov, &p_.params, &p_.layers}; }
-  AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(p_.topo.adapters, names); }
+  ScopeSite site() const { return {p_.prov, &p_.tree.params, &p_.tree.layers}; }
+  AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(p_.tree.topo.adapters, names); }
 
   PeftPort p_;
 };

@@ -75,14 +75,13 @@ LayerPort RankModel::layer_port(int layer) {
 // The optimizer's port over this rank's parameters; `fsdp` must outlive it (a temporary lives
 // through the call it is built in).
 OptimizerPort RankModel::optimizer_port(const FsdpState& fsdp) {
-  return OptimizerPort{*topo_, rank_, st_.params, st_.groups, fsdp, prov_};
+  return OptimizerPort{*topo_, rank_, st_.params, fsdp, prov_};
 }
 
 Accelerator RankModel::accelerator() { return Accelerator(*topo_, rank_, st_.params, st_.prepared, log_); }
 
 PeftModel RankModel::peft() {
-  return PeftModel(PeftPort{*topo_, rank_, st_, st_, st_.params, st_.groups, st_.layers, st_.prepared, st_.graph.grad,
-                            res_.corrupt_deltas, fsdp(), accelerator(), dtensor(), prov_});
+  return PeftModel(PeftPort{st_, st_, PeftModules{*topo_, st_.params, st_.layers, st_.prepared}, fsdp(), accelerator(), dtensor(), prov_});
 }
 
 const OpResult& RankModel::apply(const Op& op) {
@@ -163,8 +162,8 @@ Raise RankModel::dispatch(const Op& op) {
     case OpKind::SetAdapter: return peft().set_adapter(op);
     case OpKind::DisableEnter: return peft().disable_enter();
     case OpKind::DisableExit: return peft().disable_exit();
-    case OpKind::AddAdapter: return peft().add_adapter(adapter(), topo_->adapters[adapter()].inference_mode, false, false);
-    case OpKind::LoadAdapter: return peft().add_adapter(adapter(), !op.trainable, true, op.trainable);
+    case OpKind::AddAdapter: return peft().add_adapter(adapter(), topo_->adapters[adapter()].inference_mode, false, false, st_.graph.grad);
+    case OpKind::LoadAdapter: return peft().add_adapter(adapter(), !op.trainable, true, op.trainable, st_.graph.grad);
     case OpKind::DeleteAdapter: return peft().delete_adapter(adapter());
     case OpKind::Reshard:
     case OpKind::Unshard: {
@@ -188,7 +187,7 @@ Raise RankModel::dispatch(const Op& op) {
     case OpKind::LoadOptimizer: return st_.optimizer.load(optimizer_port(fsdp()), &res_.index, &res_.opt_missing);
     case OpKind::SaveAdapters: return peft().save_adapters(op);
     case OpKind::LoadAdapters: return peft().load_adapters(rank0_file_missing_, &res_.reload_diff);
-    case OpKind::DeltaWeight: return peft().delta_weight(topo_->layer_index(op.names[0]), &res_.deltas);
+    case OpKind::DeltaWeight: return peft().delta_weight(topo_->layer_index(op.names[0]), &res_.deltas, &res_.corrupt_deltas);
     case OpKind::Prepare: accelerator().prepare(st_.optimizer, optimizer_port(fsdp())); break;
     // A fresh torch.optim.AdamW built as prepare builds it, now holding the late adapters' tensors.
     case OpKind::NewOptimizer:

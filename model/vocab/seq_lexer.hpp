@@ -1,6 +1,6 @@
 // The `.seq` parser's lexer: one line split into tokens on blanks, brackets
 // and braces keeping their contents together; every error names
-// file:line:column. Used by seq_parser.cpp only.
+// file:line:column. Used by seq_parser.cpp and seq_op_parser.cpp only.
 #pragma once
 #include <string>
 #include <vector>

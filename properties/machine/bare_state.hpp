@@ -36,8 +36,8 @@ struct BareRank {
   LayerParams layer_params(int l) { return LayerParams{topo, l, st.params, st.groups, st.prepared}; }
   LayerPort layer(int l) { return LayerPort{layer_params(l), dtensor(), ScopeSite{}}; }
   PeftPort peft_port() {
-    return PeftPort{topo, 0, st, st, st.params, st.groups, st.layers, st.prepared, st.graph.grad, corrupt_deltas,
-                    fsdp(), Accelerator(topo, 0, st.params, st.prepared, log), dtensor(), nullptr};
+    return PeftPort{st, st, PeftModules{topo, st.params, st.layers, st.prepared}, fsdp(),
+                    Accelerator(topo, 0, st.params, st.prepared, log), dtensor(), nullptr};
   }
   // One op line of this scenario.
   Op op(const std::string& line) const {

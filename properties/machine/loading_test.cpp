@@ -146,7 +146,7 @@ TEST(Accelerator, DrivenAlonePlacesOnMetaThenPrepareBroadcastsAndMapsTheMetaEntr
   EXPECT_EQ(owner_bytes_text(bytes), "policy:448");  // nothing on meta counts
 
   for (const char* p : {"lin0.lora_A.reference", "lin1.lora_B.reference"}) r.st.params[r.param(p)].rg_s = true;
-  const OptimizerPort port{r.topo, 1, r.st.params, r.st.groups, r.fsdp(), nullptr};
+  const OptimizerPort port{r.topo, 1, r.st.params, r.fsdp(), nullptr};
   acc.prepare(r.st.optimizer, port);
   EXPECT_TRUE(r.st.prepared);
   ASSERT_EQ(r.log.records().size(), r.topo.params.size());

@@ -85,7 +85,7 @@ TEST(Optimizer, DrivenAloneSaveMissesTheObjectsOfAnUnshardedGroup) {
   for (size_t p = 0; p < t.params.size(); ++p) st.params[p].rg_s = t.params[p].adapter == 0;
   CollectiveLog log;
   const FsdpState fsdp(t, 0, st, st.params, log, ScopeSite{});
-  const OptimizerPort port{t, 0, st.params, st.groups, fsdp, nullptr};
+  const OptimizerPort port{t, 0, st.params, fsdp, nullptr};
   Optimizer& opt = st.optimizer;
   opt.prepare(port);
   ASSERT_EQ(opt.objects.size(), 4u);  // default's lora_A and lora_B on lin0 and lin1

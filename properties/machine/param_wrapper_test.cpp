@@ -1,6 +1,8 @@
 // Seed 002: get_delta_weight on a sharded ParamWrapper (experts) target.
 #include <gtest/gtest.h>
 
+#include "model/machine/param_wrapper.hpp"
+#include "properties/machine/bare_state.hpp"
 #include "properties/test_util.hpp"
 
 namespace fsdpsim::test {
@@ -109,6 +111,33 @@ TEST(ParamWrapper, UnshardedGroupReadsFullTensors) {
   RunResult r = simulate(experts("upstream", 2, 3) + "unshard moe\ndelta_weight moe\n");
   EXPECT_EQ(obs_at(r, 2, 0).status, Status::Ok);
   EXPECT_TRUE(obs_at(r, 2, 0).collectives.empty());
+}
+
+// ParamWrapper driven without the dispatcher, on a bare rank 0 of a 2-rank mesh (every group
+// sharded): a merge of the experts target reads A off its shard through one DTensor all-gather
+// (E * r = 6 rows of 8, shard-padded: 24 elements) whose delta lands in the layer's shard once
+// the gather is matched, then the einsum's add redistributes the weight (its shard: 32). Nothing
+// lands in W before the settlement; the layer records the merge.
+TEST(ParamWrapperAlone, AShardMergeGathersAThroughThePortThenTheWeight) {
+  BareRank r(experts("upstream", 2, 3));
+  r.st.prepared = true;
+  const int l = r.topo.layer_index("moe");
+  LoraLayer& lp = r.st.layers[l];
+  lp.tuner = true;
+  lp.active = AdapterSet::of(0);
+  ASSERT_FALSE(ParamWrapper::forward(lp, r.layer(l)));  // a wrapper made before fully_shard: nothing to activate
+  ASSERT_FALSE(lp.merge(r.layer(l), 0));
+  EXPECT_EQ(lp.n_merged, 1);
+  const std::vector<CollRecord>& c = r.log.records();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].op, CollOp::AllGather);
+  EXPECT_EQ(c[0].count, 24);
+  EXPECT_EQ(c[0].into, CollRecord::kIntoShard);
+  EXPECT_EQ(c[0].target, l);
+  EXPECT_EQ(c[0].sign, 1);
+  EXPECT_EQ(c[1].count, 32);
+  EXPECT_EQ(c[1].into, CollRecord::kNowhere);
+  EXPECT_EQ(r.st.params[r.param("moe.weight")].w_s, WeightContent{});
 }
 
 }  // namespace
