@@ -95,9 +95,13 @@ TEST(ParamWrapper, OneExpertFailsInForwardAndItsDeltaIsCorrupt) {
   EXPECT_EQ(obs_at(r, 2, 1).deltas, (std::vector<DeltaObs>{{"default", WeightClass::Corrupt}}));
 }
 
+// PEFT 0.21.2's Linear path on the one-expert weight, under every profile that keeps it (the
+// patched profile's single_expert_delta=param_layout takes the weight's layout instead).
 TEST(ParamWrapper, OneExpertShardedMergeRaisesDTensorsBroadcastError) {
   for (const char* profile : {"upstream", "patched"}) {
-    RunResult r = simulate(experts(profile, 1, 3) + "merge\n");
+    std::string text = experts(profile, 1, 3) + "merge\n";
+    text.insert(text.find("\nlayer"), "\nset single_expert_delta=linear");
+    RunResult r = simulate(text);
     const Observation& m = obs_at(r, 1, 0);
     EXPECT_EQ(m.status, Status::ShapeError) << profile;
     EXPECT_EQ(m.message,

@@ -85,14 +85,15 @@ TEST(FixClaim, TheReportBoxSaysWhatRemainsInsteadOfAFix) {
 
 // A finding page states the catalogue switch's effect on its minimal sequence as a re-run found
 // it. A raised merge on a one-expert layer leaves the root unsharded, and save_optimizer raises
-// KeyError under optimizer_ckpt_reshard=on too (the patched profile): no "shows the finding gone".
+// KeyError under optimizer_ckpt_reshard=on too (the patched profile, its one-expert delta pinned to
+// PEFT 0.21.2's Linear path): no "shows the finding gone".
 TEST(FixClaim, AFindingPageClaimsOnlyWhatItsSequenceShows) {
   const std::string id = "optimizer-checkpoint-while-unsharded";
   ASSERT_EQ(root_cause_entry(id).fix_switch, "optimizer_ckpt_reshard=on");
   TriagedFile kept;
   kept.file = "kept.seq";
   kept.t.minimal = parse_seq(
-      "world 1\nprofile patched\nlayer lin0 20 2 experts=1\nadapter default r=4 alpha=4 targets=lin0\n"
+      "world 1\nprofile patched\nset single_expert_delta=linear\nlayer lin0 20 2 experts=1\nadapter default r=4 alpha=4 targets=lin0\n"
       "fully_shard root reshard_after_forward=none\n---\nmerge\ntrain_step\nsave_optimizer\n",
       "<test>");
   kept.t.root_cause.id = id;
