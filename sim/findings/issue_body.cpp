@@ -47,8 +47,10 @@ std::string reproduction(const FindingReport& r, const std::string& script, cons
   if (script.empty()) return "No standalone script is kept for this report yet.\n";
   md += fmt::format("`{}`:\n\n```python\n{}{}```\n\n", script_name, script, script.back() == '\n' ? "" : "\n");
   if (!run.ran) return md + fmt::format("It could not be run for this draft: {}. Run it before filing.\n", run.not_run);
-  const std::string how = run.timed_out ? fmt::format("`{}` on CPU/gloo did not finish in the time given and was stopped; its output until then:", run.command)
-                                        : fmt::format("`{}` on CPU/gloo exits {}; its output now:", run.command, run.exit_code);
+  // A plain `python` repro starts no process group: gloo is torchrun's.
+  const char* where = run.command.rfind("torchrun", 0) == 0 ? "on CPU/gloo" : "on CPU";
+  const std::string how = run.timed_out ? fmt::format("`{}` {} did not finish in the time given and was stopped; its output until then:", run.command, where)
+                                        : fmt::format("`{}` {} exits {}; its output now:", run.command, where, run.exit_code);
   md += fmt::format("{}\n\n```\n{}{}```\n", how, run.output, run.output.empty() || run.output.back() == '\n' ? "" : "\n");
   return md;
 }

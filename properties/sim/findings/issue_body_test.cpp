@@ -79,3 +79,14 @@ TEST(IssueBody, SaysWhenTheReproCouldNotRun) {
   EXPECT_EQ(ok.exit_code, 1);
   EXPECT_EQ(ok.command, "python x.py");
 }
+
+// A plain-python repro is said to run on CPU, not on gloo (which is torchrun's).
+TEST(IssueBody, APlainPythonReproRunsOnCpuNotGloo) {
+  const FindingReport& r = finding_reports().front();
+  EXPECT_NE(issue_body(r, kScript, "repro.py", ran(), {}).find("`torchrun --nproc_per_node=2 repro.py` on CPU/gloo exits 1"), std::string::npos);
+  ReproRun plain = ran();
+  plain.command = "python repro.py";
+  const std::string body = issue_body(r, kScript, "repro.py", plain, {});
+  EXPECT_NE(body.find("`python repro.py` on CPU exits 1"), std::string::npos) << body;
+  EXPECT_EQ(body.find("gloo"), std::string::npos) << body;
+}
