@@ -147,9 +147,12 @@ TEST(Experts, PatchedGathersAThenBAndMergesExactly) {
 // E == 1 (PEFT 0.21.2's Linear path on a (1, in, out) weight): the delta is
 // corrupt, a sharded merge raises DTensor's broadcast error (fsdpsim's text),
 // the forward libtorch's own.
+// The patched profile keeps that path here (single_expert_delta=linear; param_layout is its patch).
 TEST(Experts, OneExpertDeltaIsCorruptAndMergeAndForwardFail) {
   for (const char* profile : {"upstream", "patched"}) {
-    real::RealResult r = run_both(moe_header(profile, 1) + "delta_weight moe\nmerge\nforward\n");
+    std::string text = moe_header(profile, 1) + "delta_weight moe\nmerge\nforward\n";
+    text.insert(text.find("\nlayer"), "\nset single_expert_delta=linear");
+    real::RealResult r = run_both(text);
     for (int rank = 0; rank < 2; ++rank) {
       const Observation& d = obs_at(r.observations, 1, rank);
       ASSERT_EQ(d.status, Status::Ok) << profile << ": " << d.message;

@@ -185,7 +185,11 @@ TEST(Hunt, PatchedListsNoClassWithAKnownFix) {
   EXPECT_FALSE(r.classes.empty());  // patched still has classes without a fix (the E = 1 ParamWrapper, misuse, ...)
   for (const auto& c : r.classes) {
     EXPECT_NE(c.t.verdict, Verdict::Known) << c.t.signature;
-    EXPECT_NE(c.t.signature, "S3:ok | eval(S) set_adapter(U) *(U) | root_raf=false");  // seed 000's class is fixed
+    // seed 000's class is fixed; the same signature after a forward that raised (a policy's dtype
+    // mismatch leaves the root unsharded mid-forward) is not: the patched PEFT agrees (upstream
+    // backend, the flag-on-copy patch), so such a class may stay.
+    const bool after_a_raise = print_seq(c.t.minimal).find("expect error=") != std::string::npos;
+    if (!after_a_raise) EXPECT_NE(c.t.signature, "S3:ok | eval(S) set_adapter(U) *(U) | root_raf=false") << print_seq(c.t.minimal);
   }
 }
 
