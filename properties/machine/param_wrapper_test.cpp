@@ -117,6 +117,15 @@ TEST(ParamWrapper, UnshardedGroupReadsFullTensors) {
   EXPECT_TRUE(obs_at(r, 2, 0).collectives.empty());
 }
 
+// Rank 0 after prepare with the experts layer `l` a tuner layer running adapter 0.
+LoraLayer& prepared_moe(BareRank& r, int l) {
+  r.st.prepared = true;
+  LoraLayer& lp = r.st.layers[l];
+  lp.tuner = true;
+  lp.active = AdapterSet::of(0);
+  return lp;
+}
+
 // ParamWrapper driven without the dispatcher, on a bare rank 0 of a 2-rank mesh (every group
 // sharded): a merge of the experts target reads A off its shard through one DTensor all-gather
 // (E * r = 6 rows of 8, shard-padded: 24 elements) whose delta lands in the layer's shard once
@@ -124,11 +133,8 @@ TEST(ParamWrapper, UnshardedGroupReadsFullTensors) {
 // lands in W before the settlement; the layer records the merge.
 TEST(ParamWrapperAlone, AShardMergeGathersAThroughThePortThenTheWeight) {
   BareRank r(experts("upstream", 2, 3));
-  r.st.prepared = true;
   const int l = r.topo.layer_index("moe");
-  LoraLayer& lp = r.st.layers[l];
-  lp.tuner = true;
-  lp.active = AdapterSet::of(0);
+  LoraLayer& lp = prepared_moe(r, l);
   ASSERT_FALSE(ParamWrapper::forward(lp, r.layer(l)));  // a wrapper made before fully_shard: nothing to activate
   ASSERT_FALSE(lp.merge(r.layer(l), 0));
   EXPECT_EQ(lp.n_merged, 1);
@@ -142,6 +148,38 @@ TEST(ParamWrapperAlone, AShardMergeGathersAThroughThePortThenTheWeight) {
   EXPECT_EQ(c[1].count, 32);
   EXPECT_EQ(c[1].into, CollRecord::kNowhere);
   EXPECT_EQ(r.st.params[r.param("moe.weight")].w_s, WeightContent{});
+}
+
+
+// ParamWrapper's own methods called directly (not through LoraLayer::merge), on a bare rank 0 of
+// a 2-rank mesh: the delta_weight op's read (sign 0) of a sharded experts target gathers A only
+// and adds nothing; E = 1 returns Linear's (out, in) delta, which the read notes as corrupt;
+// forward of a wrapper made after fully_shard meets W's shard and raises DTensor's mixed-tensor
+// error (torch.baddbmm: one fp32 adapter on E > 1 experts).
+TEST(ParamWrapperAlone, DeltaReadAndForwardCalledDirectly) {
+  BareRank r(experts("upstream", 2, 3));
+  const int l = r.topo.layer_index("moe");
+  LoraLayer& lp = prepared_moe(r, l);
+  const DeltaRead read{true, false, CollRecord::kNowhere, false, &r.corrupt_deltas};
+  ASSERT_FALSE(ParamWrapper::get_delta_weight(lp, r.layer(l), 0, 0, read));
+  ASSERT_EQ(r.log.records().size(), 1u);
+  EXPECT_EQ(r.log.records()[0].op, CollOp::AllGather);
+  EXPECT_EQ(r.log.records()[0].count, 24);  // A: E * r = 6 rows of 8, shard-padded
+  EXPECT_EQ(r.st.params[r.param("moe.weight")].w_s, WeightContent{});
+  EXPECT_TRUE(r.corrupt_deltas.empty());
+
+  BareRank one(experts("upstream", 1, 3));
+  one.st.prepared = true;
+  const int l1 = one.topo.layer_index("moe");
+  const DeltaRead read1{true, false, CollRecord::kNowhere, false, &one.corrupt_deltas};
+  ASSERT_FALSE(ParamWrapper::get_delta_weight(one.st.layers[l1], one.layer(l1), 0, 0, read1));
+  EXPECT_EQ(one.corrupt_deltas, AdapterSet::of(0));
+
+  r.topo.layers[l].wrapper_after_fsdp = true;
+  const Raise f = ParamWrapper::forward(lp, r.layer(l));
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->message, "RuntimeError: aten.baddbmm.default got mixed torch.Tensor and DTensor, need to convert all "
+                        "torch.Tensor to DTensor before calling distributed operators!");
 }
 
 }  // namespace

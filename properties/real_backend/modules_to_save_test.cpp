@@ -5,7 +5,9 @@
 // (peft/utils/other.py::ModulesToSaveWrapper.set_adapter / enable_adapters / forward).
 #include <gtest/gtest.h>
 
+#include "properties/real_backend/module_fixture.hpp"
 #include "properties/test_util.hpp"
+#include "real_backend/op_raised.hpp"
 #include "real_backend/launcher.hpp"
 
 using namespace fsdpsim;
@@ -83,4 +85,57 @@ TEST(RealModulesToSave, SetAdapterOnTheUnshardedCopiesIsLostAtReshard) {
     EXPECT_TRUE(param(s3, "lin1.modules_to_save.a.weight")->rg_s);
     EXPECT_EQ(obs_at(r.observations, 4, rank).status, Status::NoGradFn);
   }
+}
+
+// The wrapper driven without a rank (properties/real_backend/module_fixture.hpp: one world-1
+// rank's classes, no launcher), before prepare: the first add deep-copies the original (a's copy
+// trainable and running), a second adds b's frozen copy; forward runs the active copy and the
+// original once disabled; a list naming both copies is refused; deleting a's copy with b left
+// active runs b's.
+TEST(ModulesToSaveWrapperAlone, AddForwardSwitchRefuseAndDelete) {
+  RealModule m("world 1\nprofile upstream\nlayer lin0 6 8\nlayer lin1 8 3\n"
+               "adapter a r=2 alpha=2 targets=lin0 modules_to_save=lin1\nadapter b r=2 alpha=2 targets=lin0 modules_to_save=lin1\n"
+               "fully_shard lin1\nfully_shard root\n---\n");
+  m.accelerator.place_base_params();
+  const int l = 1, w = m.layout.layers[l].weight, bias = m.layout.layers[l].bias;
+  const int aw = m.param("lin1.modules_to_save.a.weight"), bw = m.param("lin1.modules_to_save.b.weight");
+  real::LoraLayer& module = m.peft.layer(l);
+  real::ModulesToSaveWrapper wrapper(m.layout, l, m.params, m.fsdp, m.ckpt, module);
+  wrapper.add(0, false, true);
+  wrapper.add(1, false, false);
+  EXPECT_TRUE(wrapper.wrapped);
+  EXPECT_EQ(wrapper.copy_active, 0);
+  EXPECT_TRUE(m.params.registered(aw).requires_grad());
+  EXPECT_FALSE(m.params.registered(bw).requires_grad());
+  EXPECT_TRUE(at::equal(m.params.registered(bw), m.params.registered(w)));  // a deep copy of the original
+
+  const at::Tensor h = at::sin(at::arange(16, at::kFloat) * 0.7).view({2, 8});
+  {
+    at::NoGradGuard ng;
+    m.params.registered(aw).add_(1.0);  // a's copy now differs from the original
+  }
+  const at::Tensor original = at::linear(h, m.params.registered(w), m.params.registered(bias)).detach();
+  const at::Tensor y = wrapper.forward(h);
+  EXPECT_TRUE(y.requires_grad());  // a's trainable copy ran
+  EXPECT_TRUE(at::allclose(y.detach(), at::linear(h, m.params.registered(aw), m.params.registered(bias)).detach()));
+  EXPECT_FALSE(at::allclose(y.detach(), original));
+  wrapper.enable_adapters(false);
+  EXPECT_TRUE(module.disabled);
+  EXPECT_FALSE(m.params.registered(aw).requires_grad());
+  EXPECT_TRUE(at::allclose(wrapper.forward(h).detach(), original));
+  wrapper.enable_adapters(true);
+  EXPECT_TRUE(m.params.registered(aw).requires_grad());
+
+  try {
+    wrapper.set_adapter_named(AdapterSet::of(0) | AdapterSet::of(1), true, false);
+    ADD_FAILURE() << "two copies at once were not refused";
+  } catch (const real::OpError& e) {
+    EXPECT_EQ(e.status, Status::ValueError);
+    EXPECT_STREQ(e.what(), "Only one adapter can be set at a time for ModulesToSaveWrapper(");
+  }
+  wrapper.delete_adapter(0, AdapterSet::of(1));
+  EXPECT_FALSE(wrapper.copy_registered(0));
+  EXPECT_EQ(wrapper.copy_active, 1);
+  EXPECT_TRUE(m.params.registered(bw).requires_grad());
+  EXPECT_TRUE(at::allclose(wrapper.forward(h).detach(), original));  // b's copy: the original's values
 }

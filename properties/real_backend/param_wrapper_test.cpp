@@ -4,9 +4,11 @@
 // patched, and training through the layer.
 #include <gtest/gtest.h>
 
+#include "properties/real_backend/module_fixture.hpp"
 #include "properties/test_util.hpp"
 #include "real_backend/layout.hpp"
 #include "real_backend/param_wrapper.hpp"
+#include "real_backend/values.hpp"
 #include "sim/core/crosscheck.hpp"
 
 using namespace fsdpsim;
@@ -184,4 +186,37 @@ TEST(Experts, TrainStepSendsGradientsToTheActiveAdapter) {
       EXPECT_EQ(*o.grads, std::vector<std::string>{"b"});
     }
   }
+}
+
+// ParamWrapper driven without a rank (properties/real_backend/module_fixture.hpp wires the classes
+// for one world-1 rank, no launcher): get_delta_weight reads the registered A and B, the einsum's
+// delta matches the expert-by-expert one scaled by alpha / r, and forward runs the weight plus
+// each active adapter's delta (the weight alone once the layer is disabled).
+TEST(ParamWrapperAlone, DeltaAndForwardOnOneRank) {
+  RealModule m(moe_header("upstream", 2, 1));
+  m.load();
+  real::LoraLayer& layer = m.peft.layer(0);
+  real::ParamWrapper pw(m.layout, 0, m.params, m.dtensor, m.pg);
+  const at::Tensor w = m.params.registered(m.layout.layers[0].weight).detach().clone();
+  auto delta = [&](const std::string& adapter, int index) {
+    return real::experts_delta_per_expert(m.params.registered(m.param("moe.lora_A." + adapter)).detach(),
+                                          m.params.registered(m.param("moe.lora_B." + adapter)).detach(), 2) *
+           real::lora_scaling(m.layout, index);
+  };
+  const at::Tensor da = delta("a", 0), db = delta("b", 1);
+  ASSERT_GT(da.abs().sum().item<float>(), 0.0f);
+  real::DeltaValue what;
+  ASSERT_EQ(real::lora_scaling(m.layout, 1), 2.0f);  // b's delta is scaled: alpha 8 / r 4
+  EXPECT_TRUE(at::allclose(pw.get_delta_weight(1, false, &what), db, 1e-5, 1e-6));
+  EXPECT_EQ(what.form, real::kDeltaFull);
+  EXPECT_EQ(what.shape, (std::vector<int64_t>{2, 8, 4}));
+  EXPECT_TRUE(at::allclose(pw.get_delta_weight(0, true), da, 1e-5, 1e-6));  // a merge's add: the whole delta at world 1
+
+  const at::Tensor h = seeded({3, 8}, 0.3);
+  layer.active = AdapterSet::of(0) | AdapterSet::of(1);
+  EXPECT_TRUE(at::allclose(pw.forward(layer, h).detach(), at::matmul(h, (w + da + db).sum(0)), 1e-4, 1e-5));
+  layer.active = AdapterSet::of(1);
+  EXPECT_TRUE(at::allclose(pw.forward(layer, h).detach(), at::matmul(h, (w + db).sum(0)), 1e-4, 1e-5));
+  layer.disabled = true;
+  EXPECT_TRUE(at::allclose(pw.forward(layer, h).detach(), at::matmul(h, w.sum(0)), 1e-4, 1e-5));
 }

@@ -11,6 +11,8 @@ import tempfile
 import traceback
 import warnings
 
+from .timing import clock  # stdlib only (time, contextlib): safe before torch, and off post()'s path
+
 
 def _die_with_parent():
     try:
@@ -40,7 +42,6 @@ class Channel:
         which every wait for an answer starts with (a collective, an outcome, a file, the end).
         Each write wakes the coordinator, and on a loaded machine a woken process takes the
         core: one write per exchange instead of one per message."""
-        from .timing import clock
         self.held.append(json.dumps(msg, separators=(",", ":")) + "\n")
         if self.held_since is None:
             self.held_since = clock()
@@ -66,7 +67,7 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir, reuse=False):
     from .collectives import REC, CollectiveAbort
     from .session import HarnessError, Session, classify_exception, harness_level
 
-    from .timing import PHASES, clock
+    from .timing import PHASES
     t_start = clock()
     PHASES.reset()
     scen, ops = seqfile.parse(text)
