@@ -175,7 +175,6 @@ void LoraLayer::unmerge() {
 }
 
 void LoraLayer::set_adapter(AdapterSet names, bool inference_mode) {
-  const LayerSpec& ls = spec();
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (!holds(static_cast<int>(a))) continue;
     set_adapter_requires_grad(static_cast<int>(a), names.contains(static_cast<int>(a)) && !inference_mode);
@@ -185,7 +184,6 @@ void LoraLayer::set_adapter(AdapterSet names, bool inference_mode) {
 
 // inference_mode ignored upstream (#3447); honoured when patched (#3453).
 void LoraLayer::enable_adapters(bool enabled, AdapterSet inference_mode) {
-  const LayerSpec& ls = spec();
   bool respect = layout_->profile.get(Switch::EnableInferenceMode) == sw::kRespect;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (!holds(static_cast<int>(a))) continue;

@@ -52,6 +52,8 @@ class LoraLayer {
     bool on_shard = false;
   };
   const DoraNorm* dora_norm(int adapter) const;
+  // W is registered as its DTensor shard (a DoRA edit on it is lost).
+  bool weight_on_shard() const;
   // lora/layer.py::Linear / ParamWrapper.get_delta_weight: sign +1 merge, -1 unmerge (their
   // checks around the delta), 0 the delta alone; *form: which rows it returned.
   at::Tensor get_delta_weight(int adapter, int sign, DeltaForm* form = nullptr);
@@ -67,7 +69,6 @@ class LoraLayer {
   void apply_delta(const at::Tensor& d, bool add);
   // The adapter's tensors on this layer flip requires_grad together (utils/other.py::_set_adapter).
   void set_adapter_requires_grad(int adapter, bool rg);
-  bool weight_on_shard() const;
   // variants.py::DoraLinearVariant.merge_unsafe and unmerge (the shard's edits are lost).
   void dora_merge(int adapter);
   void dora_unmerge(int adapter);

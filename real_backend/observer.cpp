@@ -101,6 +101,9 @@ struct DoraRows {
   Mat w0;
   int64_t cols = 1;
   std::vector<Mat> factors;
+  // > 0: the magnitude came through bf16 (a bf16 base: dora.py computes its norm in the base's dtype),
+  // so each factor is off by up to 2^-8 of 1: that rounding of W0's largest |W0| is allowed.
+  float rounding = 0.0f;
 };
 
 // D = W - W0 against the merged deltas: exact; else the subset of the layer's
@@ -114,6 +117,8 @@ struct DoraRows {
 // of merged adapters is replayed in merge order (the merged ones first, then the rest by index).
 WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::vector<std::pair<int, Mat>>& deltas,
                      float magnitude, uint8_t* alt, uint32_t ever, const DoraRows& dora = {}) {
+  for (const Mat& f : dora.factors)
+    if (!f.empty()) magnitude = std::max(magnitude, dora.rounding);
   std::vector<size_t> order;
   for (int a : merged)
     for (size_t i = 0; i < deltas.size(); ++i)
@@ -350,7 +355,9 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           // dora.py: each DoRA adapter's magnitude over the row norms of W0 + its delta, on the rows
           // the deltas hold (the unmerged base weight is W0: the other merges are taken out first).
           auto dora_rows = [&](const std::vector<std::pair<int, Mat>>& dl, bool registered, const Mat& w0_part) {
-            DoraRows dr{w0_part, ls.in, {}};
+            DoraRows dr{w0_part, ls.in, {}, 0.0f};
+            if (layout.dtype == DType::BF16)
+              for (float v : w0) dr.rounding = std::max(dr.rounding, std::fabs(v));
             for (const auto& [a, delta] : dl) {
               const int pm = ls.lora_m[a];
               Mat f;
