@@ -4,6 +4,8 @@
 #include "real_backend/lora_layer.hpp"
 #include "real_backend/activation_dtype.hpp"
 
+#include <algorithm>
+
 #include <ATen/core/grad_mode.h>
 
 #include "real_backend/op_raised.hpp"
@@ -103,10 +105,21 @@ at::Tensor LoraLayer::unmerged_base_weight() {
     at::Tensor& t;
     ~Drop() { t = at::Tensor(); }
   } drop{replay_base_};
-  if (!was.empty()) unmerge();
+  // the `finally`: merge(adapter_names=to_merge) of those actually unmerged, in order, also after
+  // an unmerge that raised (a DoRA norm cached off the shard meeting U), before the raise goes on
+  const auto merge_again = [&]() {
+    for (int a : was)
+      if (std::find(merged.begin(), merged.end(), a) == merged.end()) merge(a);
+  };
+  try {
+    if (!was.empty()) unmerge();
+  } catch (const OpError&) {
+    merge_again();
+    throw;
+  }
   replay_base_ = params_->registered(spec().weight).detach().clone();
   const at::Tensor base = replay_base_;
-  for (int a : was) merge(a);  // merge(adapter_names=to_merge): each not yet merged, in order
+  merge_again();
   return base;
 }
 

@@ -130,3 +130,27 @@ TEST(LoraLayerDora, MergeOnTheShardIsLostAndItsNormRefusesAnUnmergeOnU) {
   }
   EXPECT_TRUE(layer.merged.empty());
 }
+
+// layer.py::Linear._unmerged_base_weight's `finally`: a DoRA merge beside a DoRA adapter merged on
+// the shard unmerges it on U (its norm cached off the shard: DTensor's mixed-tensor error), merges it
+// again on U, then the error goes on; the new adapter is not listed.
+TEST(LoraLayerDora, AMergeWhoseReplayRaisesMergesTheOthersAgainFirst) {
+  RealModule m("world 1\nprofile upstream\nlayer lin0 6 4\nadapter d r=2 alpha=4 targets=lin0 init=random use_dora\n"
+               "adapter e r=2 alpha=2 targets=lin0 init=random use_dora\nfully_shard root\n---\n");
+  m.load();
+  real::LoraLayer& layer = m.peft.layer(0);
+  const int wp = m.layout.layers[0].weight;
+  layer.merge(0);  // on the shard: lost, its norm cached there
+  m.fsdp.groups[m.layout.layers[0].group].unshard();
+  const at::Tensor w0 = m.params.registered(wp).detach().clone();
+  try {
+    layer.merge(1);
+    FAIL() << "no raise";
+  } catch (const real::OpError& e) {
+    EXPECT_NE(e.message.find("aten.div.Tensor got mixed torch.Tensor and DTensor"), std::string::npos) << e.message;
+  }
+  EXPECT_EQ(layer.merged, std::vector<int>{0});
+  const at::Tensor delta = at::matmul(value(m, "lin0.lora_B.d"), value(m, "lin0.lora_A.d")) * real::lora_scaling(m.layout, 0);
+  EXPECT_TRUE(at::allclose(m.params.registered(wp).detach(), w0 + delta, 1e-5, 1e-6));  // the magnitude is the init norm
+  EXPECT_FALSE(layer.dora_norm(0)->on_shard);
+}
