@@ -78,8 +78,7 @@ void CheckpointWrapper::recompute(int layer, const RunLayer& run_layer) {
   use_u(ls.weight);
   use_u(ls.bias);
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
-    use_u(ls.lora_a[a]);
-    use_u(ls.lora_b[a]);
+    for (int p : ls.adapter_params(static_cast<int>(a))) use_u(p);
   }
   std::vector<SavedTensor> got;
   {

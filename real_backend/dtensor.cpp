@@ -78,9 +78,13 @@ void DTensor::check_mixed(int layer, int adapter, bool add) const {
   if (!late_delta_on_shard(layer, adapter)) return;
   // delta_weight_gather=on lays a ParamWrapper's plain delta out like W (param_wrapper.cpp).
   if (ls.experts == 0 || layout_->profile.get(Switch::DeltaWeightGather) != sw::kOn)
-    throw OpError(Status::Exception, std::string("RuntimeError: aten.") + (add ? "add_" : "sub_") +
-                                         ".Tensor got mixed torch.Tensor and DTensor, need to convert all torch.Tensor "
-                                         "to DTensor before calling distributed operators!");
+    throw OpError(Status::Exception, mixed_tensor_error(add ? "add_.Tensor" : "sub_.Tensor"));
+}
+
+// torch 2.13 distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info's refusal.
+std::string DTensor::mixed_tensor_error(const std::string& aten_op) {
+  return "RuntimeError: aten." + aten_op + " got mixed torch.Tensor and DTensor, need to convert all torch.Tensor "
+         "to DTensor before calling distributed operators!";
 }
 
 // torch 2.13 distributed/tensor/_ops/utils.py::expand_to_full_mesh_op_strategy: on a sharded

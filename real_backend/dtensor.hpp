@@ -4,6 +4,7 @@
 // (full_tensor, redistribute), with DTensor's dispatch refusals. Same file and
 // class as model/machine/dtensor.
 #pragma once
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -35,6 +36,8 @@ class DTensor {
   bool late_delta_on_shard(int layer, int adapter) const;
   // _dispatch.py::OpDispatcher.unwrap_to_op_info: a plain delta into a DTensor shard.
   void check_mixed(int layer, int adapter, bool add) const;
+  // DTensor's text for a plain tensor meeting a DTensor in `aten_op` ("div.Tensor").
+  static std::string mixed_tensor_error(const std::string& aten_op);
   // _ops/utils.py::expand_to_full_mesh_op_strategy: an in-place op that must change placement.
   void check_inplace_placement(int layer, int adapter, bool add) const;
 

@@ -112,6 +112,7 @@ Layout make_layout(const SeqFile& f) {
     ls.group = g;
     ls.lora_a.assign(s.adapters.size(), -1);
     ls.lora_b.assign(s.adapters.size(), -1);
+    ls.lora_m.assign(s.adapters.size(), -1);
     ls.saved_w.assign(s.adapters.size(), -1);
     ls.saved_b.assign(s.adapters.size(), -1);
     ls.saved_module = s.saved_module(decl.name);
@@ -165,6 +166,12 @@ Layout make_layout(const SeqFile& f) {
       if (targets(s.adapters[a]))
         ls.lora_b[a] = add(decl.name + ".lora_B." + s.adapters[a].name, Role::LoraB, static_cast<int>(a), decl.out,
                            s.adapters[a].r * rank_mult, (out.wrapped >> a) & 1);
+    // peft/tuners/lora/variants.py::DoraLinearVariant.init: the lora_magnitude_vector ModuleDict is
+    // registered after lora_A and lora_B, one (out,) vector per DoRA adapter (stored 1-D like a bias).
+    for (size_t a = 0; a < s.adapters.size(); ++a)
+      if (targets(s.adapters[a]) && s.adapters[a].use_dora)
+        ls.lora_m[a] = add(decl.name + ".lora_magnitude_vector." + s.adapters[a].name, Role::LoraM, static_cast<int>(a), decl.out, 1,
+                           (out.wrapped >> a) & 1);
     out.layers.push_back(ls);
   }
   // A group packs its members in named_parameters order: lora_A/lora_B are
@@ -177,7 +184,7 @@ Layout make_layout(const SeqFile& f) {
       const LayerSpec& ls = out.layers[l];
       for (int p : {ls.weight, ls.bias})
         if (p >= 0) members.push_back(p);
-      for (const auto* side : {&ls.lora_a, &ls.lora_b})
+      for (const auto* side : {&ls.lora_a, &ls.lora_b, &ls.lora_m})
         for (int a : order)
           if ((*side)[a] >= 0 && out.params[(*side)[a]].group >= 0) members.push_back((*side)[a]);
       for (int a : order)
@@ -204,7 +211,7 @@ Layout make_layout(const SeqFile& f) {
   for (const LayerSpec& ls : out.layers) {
     for (int p : {ls.weight, ls.bias})
       if (p >= 0) out.state_dict_order.push_back(p);
-    for (const auto* side : {&ls.lora_a, &ls.lora_b})
+    for (const auto* side : {&ls.lora_a, &ls.lora_b, &ls.lora_m})
       for (int a : order)
         if ((*side)[a] >= 0) out.state_dict_order.push_back((*side)[a]);
     for (int a : order)
@@ -215,7 +222,7 @@ Layout make_layout(const SeqFile& f) {
 }
 
 std::vector<int64_t> param_shape(const Layout& l, const ParamSpec& p, int64_t rows) {
-  if (p.role == Role::Bias || p.role == Role::SavedBias) return {rows};
+  if (p.role == Role::Bias || p.role == Role::SavedBias || p.role == Role::LoraM) return {rows};
   const LayerSpec& ls = l.layers[p.layer];
   if (p.role == Role::Weight && ls.experts > 0) return {rows, ls.in, ls.out};
   return {rows, p.cols};

@@ -17,7 +17,8 @@ namespace fsdpsim::real {
 
 // SavedWeight, SavedBias: one adapter's copy of a modules_to_save layer, whose Weight and Bias
 // are then the ModulesToSaveWrapper's original_module (peft/utils/other.py).
-enum class Role : uint8_t { Weight, Bias, LoraA, LoraB, SavedWeight, SavedBias };
+// LoraM: a DoRA adapter's lora_magnitude_vector (peft/tuners/lora/dora.py::DoraLinearLayer.weight), (out,).
+enum class Role : uint8_t { Weight, Bias, LoraA, LoraB, SavedWeight, SavedBias, LoraM };
 
 struct ParamSpec {
   std::string name;  // "lin0.lora_A.other", as module.named_parameters() spells it
@@ -52,6 +53,14 @@ struct LayerSpec {
   int group = -1;
   int weight = -1, bias = -1;
   std::vector<int> lora_a, lora_b;  // per adapter, -1 when not a target
+  std::vector<int> lora_m;          // per adapter, its DoRA magnitude vector (-1: not a DoRA target)
+  // The adapter's own tensors here: lora_A, lora_B and, for a DoRA adapter, its magnitude
+  // (every loop over an adapter's parameters: set_adapter, placement, delete, load).
+  std::vector<int> adapter_params(int a) const {
+    if (lora_a[a] < 0) return {};
+    if (lora_m[a] < 0) return {lora_a[a], lora_b[a]};
+    return {lora_a[a], lora_b[a], lora_m[a]};
+  }
   // No adapter targeted it at fully_shard: a later one wraps the FSDP module
   // (BaseTuner.inject_adapter), whose hooks then see the base output only.
   bool lora_after_fsdp = false;

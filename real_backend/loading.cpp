@@ -71,6 +71,10 @@ void Accelerator::move_adapter_to_device_of_base_layer(int layer, int adapter) {
     }
     if (!skip) place_param(p, w.is_meta(), w.scalar_type());
   }
+  // lora/layer.py::LoraLayer.update_layer moves the adapter before the variant's init, which then
+  // computes the DoRA magnitude from the base weight and the moved A and B: where and in what
+  // dtype the base weight is (dora.py::DoraLinearLayer.update_layer).
+  if (ls.lora_m[adapter] >= 0) place_param(ls.lora_m[adapter], w.is_meta(), w.scalar_type());
 }
 
 // lora/model.py::LoraModel._create_and_replace -> LoraLayer.update_layer per
@@ -86,7 +90,7 @@ void Accelerator::place_new_adapter(int adapter, bool load) {
 void Accelerator::place_new_adapter_in(int l, int adapter, bool load, bool autocast) {
   {
     const LayerSpec& ls = layout_->layers[l];
-    for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
+    for (int p : ls.adapter_params(adapter)) {
       // peft tuners/lora/layer.py::LoraLayer.update_layer: a new module; after fully_shard over a managed
       // name the group keeps the deleted one's FSDPParam (torch _fsdp_init.py::_get_managed_states).
       if (fsdp_->prepared && layout_->params[p].group >= 0 && !(*params_)[p].detached) {
@@ -97,7 +101,7 @@ void Accelerator::place_new_adapter_in(int l, int adapter, bool load, bool autoc
     move_adapter_to_device_of_base_layer(l, adapter);
   }
   const LayerSpec& ls = layout_->layers[l];
-  for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]})
+  for (int p : ls.adapter_params(adapter))
     if (autocast && layout_->adapters[adapter].autocast_or(layout_->autocast_adapter_dtype) &&
         (*params_)[p].leaf.place.scalar_type() == at::kBFloat16)
       place_param(p, (*params_)[p].leaf.place.is_meta(), at::kFloat);
@@ -110,7 +114,7 @@ void Accelerator::load_into_adapter(int adapter) {
   at::NoGradGuard ng;
   for (const LayerSpec& ls : layout_->layers) {
     if (ls.lora_a[adapter] < 0) continue;
-    for (int p : {ls.lora_a[adapter], ls.lora_b[adapter]}) {
+    for (int p : ls.adapter_params(adapter)) {
       ParamTensors& rp = (*params_)[p].leaf;
       if (!params_->registered(p).defined() || rp.s.is_meta()) continue;
       const ParamSpec& ps = layout_->params[p];

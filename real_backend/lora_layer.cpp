@@ -4,6 +4,8 @@
 #include "real_backend/lora_layer.hpp"
 #include "real_backend/activation_dtype.hpp"
 
+#include <algorithm>
+
 #include <ATen/core/grad_mode.h>
 
 #include "real_backend/op_raised.hpp"
@@ -19,6 +21,22 @@ void LoraLayer::reset() {
   merged.clear();
   disabled = false;
   tuner = false;
+  dora_norms_.assign(layout_->adapters.size(), DoraNorm{});
+  replay_base_ = at::Tensor();
+}
+
+// W is registered as its DTensor shard: fully_shard manages it and its group is sharded.
+bool LoraLayer::weight_on_shard() const {
+  const int g = params_->group_of(spec().weight);
+  return dtensor_->prepared() && g >= 0 && dtensor_->group_sharded(g);
+}
+
+const LoraLayer::DoraNorm* LoraLayer::dora_norm(int adapter) const {
+  return adapter < static_cast<int>(dora_norms_.size()) && dora_norms_[adapter].norm.defined() ? &dora_norms_[adapter] : nullptr;
+}
+
+void LoraLayer::set_adapter_requires_grad(int adapter, bool rg) {
+  for (int p : spec().adapter_params(adapter)) params_->set_requires_grad(p, rg);
 }
 
 bool LoraLayer::holds(int adapter) const {
@@ -73,8 +91,77 @@ void LoraLayer::merge(int adapter) {
   if (!holds(adapter)) return;
   for (int m : merged)
     if (m == adapter) return;
-  apply_delta(get_delta_weight(adapter, +1), true);
+  if (spec().lora_m[adapter] >= 0) dora_merge(adapter);
+  else apply_delta(get_delta_weight(adapter, +1), true);
   merged.push_back(adapter);
+}
+
+// layer.py::Linear._unmerged_base_weight: unmerge every merged adapter, copy W, merge them again
+// in their order; the copy is what a DoRA merge takes its weight norm from.
+at::Tensor LoraLayer::unmerged_base_weight() {
+  if (replay_base_.defined()) return replay_base_;
+  const std::vector<int> was = merged;
+  struct Drop {
+    at::Tensor& t;
+    ~Drop() { t = at::Tensor(); }
+  } drop{replay_base_};
+  // the `finally`: merge(adapter_names=to_merge) of those actually unmerged, in order, also after
+  // an unmerge that raised (a DoRA norm cached off the shard meeting U), before the raise goes on
+  const auto merge_again = [&]() {
+    for (int a : was)
+      if (std::find(merged.begin(), merged.end(), a) == merged.end()) merge(a);
+  };
+  try {
+    if (!was.empty()) unmerge();
+  } catch (const OpError&) {
+    merge_again();
+    throw;
+  }
+  replay_base_ = params_->registered(spec().weight).detach().clone();
+  const at::Tensor base = replay_base_;
+  merge_again();
+  return base;
+}
+
+// variants.py::DoraLinearVariant.merge_unsafe: the norm of each row of the unmerged base weight plus
+// the delta (scaling 1: the delta holds it), cached; W.data = (magnitude / norm) * (W + delta). On
+// the sharded DTensor parameter that assignment is lost (torch 2.13): the shard keeps its values,
+// though get_delta_weight's all-gather of A ran. The replay of merged adapters happens on U only.
+void LoraLayer::dora_merge(int adapter) {
+  at::NoGradGuard ng;
+  const LayerSpec& ls = spec();
+  const at::Tensor d = get_delta_weight(adapter, +1);
+  const bool on_shard = weight_on_shard();
+  const at::Tensor w = params_->registered(ls.weight).variable_data();
+  const at::Tensor base = on_shard ? w : unmerged_base_weight();
+  at::Tensor norm;
+  try {
+    norm = at::linalg_vector_norm(base + d, 2, {1}).detach();
+  } catch (const c10::Error& e) {
+    throw OpError(Status::ShapeError, first_line(e.what_without_backtrace()));
+  }
+  dora_norms_[adapter] = {norm, on_shard};
+  if (on_shard) return;
+  const at::Tensor factor = params_->registered(ls.lora_m[adapter]).detach() / norm;
+  w.copy_(factor.view({-1, 1}) * (w + d));
+}
+
+// variants.py::DoraLinearVariant.unmerge: W.data = W / (magnitude / cached norm) - delta. A norm cached
+// off the shard meeting a plain U (or the reverse) is DTensor's mixed-tensor error, raised after
+// get_delta_weight's reads; the shard's assignment is lost.
+void LoraLayer::dora_unmerge(int adapter) {
+  at::NoGradGuard ng;
+  const LayerSpec& ls = spec();
+  const at::Tensor d = get_delta_weight(adapter, -1);
+  const bool on_shard = weight_on_shard();
+  DoraNorm cached = dora_norms_[adapter];
+  dora_norms_[adapter] = DoraNorm{};  // _cache_pop
+  if (!cached.norm.defined()) throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[adapter].name + "-weight_norm'");
+  if (cached.on_shard != on_shard) throw OpError(Status::Exception, DTensor::mixed_tensor_error("div.Tensor"));
+  if (on_shard) return;
+  const at::Tensor w = params_->registered(ls.weight).variable_data();
+  const at::Tensor factor = params_->registered(ls.lora_m[adapter]).detach() / cached.norm;
+  w.copy_(w / factor.view({-1, 1}) - d);
 }
 
 // W.data += delta (merge) or -= delta (unmerge) on the registered weight;
@@ -95,30 +182,25 @@ void LoraLayer::unmerge() {
   while (!merged.empty()) {
     int adapter = merged.back();
     merged.pop_back();
-    apply_delta(get_delta_weight(adapter, -1), false);
+    if (spec().lora_m[adapter] >= 0) dora_unmerge(adapter);
+    else apply_delta(get_delta_weight(adapter, -1), false);
   }
 }
 
 void LoraLayer::set_adapter(AdapterSet names, bool inference_mode) {
-  const LayerSpec& ls = spec();
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (!holds(static_cast<int>(a))) continue;
-    bool rg = names.contains(static_cast<int>(a)) && !inference_mode;
-    params_->set_requires_grad(ls.lora_a[a], rg);
-    params_->set_requires_grad(ls.lora_b[a], rg);
+    set_adapter_requires_grad(static_cast<int>(a), names.contains(static_cast<int>(a)) && !inference_mode);
   }
   active = names;
 }
 
 // inference_mode ignored upstream (#3447); honoured when patched (#3453).
 void LoraLayer::enable_adapters(bool enabled, AdapterSet inference_mode) {
-  const LayerSpec& ls = spec();
   bool respect = layout_->profile.get(Switch::EnableInferenceMode) == sw::kRespect;
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (!holds(static_cast<int>(a))) continue;
-    bool rg = enabled && active.contains(static_cast<int>(a)) && !(respect && inference_mode.contains(static_cast<int>(a)));
-    params_->set_requires_grad(ls.lora_a[a], rg);
-    params_->set_requires_grad(ls.lora_b[a], rg);
+    set_adapter_requires_grad(static_cast<int>(a), enabled && active.contains(static_cast<int>(a)) && !(respect && inference_mode.contains(static_cast<int>(a))));
   }
   disabled = !enabled;
 }
@@ -129,8 +211,7 @@ void LoraLayer::update_layer(int adapter, bool inference_mode) {
   if (tuner) return set_adapter(active, inference_mode);
   tuner = true;
   set_adapter(AdapterSet::of(adapter), inference_mode);
-  params_->set_requires_grad(spec().lora_a[adapter], false);
-  params_->set_requires_grad(spec().lora_b[adapter], false);
+  set_adapter_requires_grad(adapter, false);
 }
 
 void LoraLayer::delete_adapter(int adapter) {
@@ -165,6 +246,10 @@ at::Tensor LoraLayer::forward(const at::Tensor& h, at::Tensor* base_out) {
     if (!active.contains(static_cast<int>(a)) || !holds(static_cast<int>(a))) continue;
     // PEFT casts the input to lora_A's dtype (lora/layer.py::Linear.forward, _cast_input_dtype).
     const at::ScalarType dt = params_->param_dtype(ls.lora_a[a]);
+    if (ls.lora_m[a] >= 0) {
+      y = y + dora_forward(h, static_cast<int>(a), y);
+      continue;
+    }
     y = y + ckpt_->linear(ckpt_->linear(h, dt, ls.lora_a[a]), dt, ls.lora_b[a]) * lora_scaling(*layout_, static_cast<int>(a));
   }
   return y;
@@ -188,6 +273,10 @@ at::Tensor LoraLayer::forward_cast(const at::Tensor& h, at::Tensor* base_out) {
   for (size_t a = 0; a < layout_->adapters.size(); ++a) {
     if (!active.contains(static_cast<int>(a)) || !holds(static_cast<int>(a))) continue;
     x = x.to(params_->forward_dtype(ls.lora_a[a]));
+    if (ls.lora_m[a] >= 0) {
+      y = y + dora_forward(x, static_cast<int>(a), y);
+      continue;
+    }
     y = y + ckpt_->linear(ckpt_->linear(x, x.scalar_type(), ls.lora_a[a]), x.scalar_type(), ls.lora_b[a]) *
                 lora_scaling(*layout_, static_cast<int>(a));
   }
@@ -195,5 +284,35 @@ at::Tensor LoraLayer::forward_cast(const at::Tensor& h, at::Tensor* base_out) {
 }
 
 void LoraLayer::activate_lora() { experts_.activate_lora(*this); }
+
+}  // namespace fsdpsim::real
+
+namespace fsdpsim::real {
+
+// peft 0.21.2 variants.py::DoraLinearVariant.forward -> dora.py::DoraLinearLayer.forward (dropout
+// off: base_result is the running result): lora_weight = lora_B(lora_A(eye)).T, the base weight's
+// row norms with it added (detached), mag_norm_scale = magnitude / norm, and the term
+// (mag_norm_scale - 1) * (result - bias) + mag_norm_scale * lora_B(lora_A(x)) * scaling.
+// Under a policy every operand is read in its forward dtype and the term in x's.
+at::Tensor LoraLayer::dora_forward(const at::Tensor& x, int adapter, const at::Tensor& result) {
+  const LayerSpec& ls = spec();
+  const bool mp = layout_->mixed_precision;
+  const at::ScalarType dt = x.scalar_type();
+  const float scale = lora_scaling(*layout_, adapter);
+  const auto read = [&](int p) { return mp ? params_->registered(p).to(params_->forward_dtype(p)) : params_->registered(p); };
+  const at::Tensor eye = at::eye(ls.in, at::TensorOptions().dtype(mp ? params_->forward_dtype(ls.lora_a[adapter]) : at::kFloat));
+  const at::Tensor lora_weight = ckpt_->linear(ckpt_->linear(eye, eye.scalar_type(), ls.lora_a[adapter]), eye.scalar_type(), ls.lora_b[adapter]).t().to(dt);
+  at::Tensor norm;
+  {
+    at::NoGradGuard ng;
+    const at::Tensor weight = read(ls.weight).to(dt);
+    norm = at::linalg_vector_norm(weight + scale * lora_weight.detach(), 2, {1}).to(dt).detach();
+  }
+  const at::Tensor mag_norm_scale = (read(ls.lora_m[adapter]) / norm).view({1, -1});
+  const at::Tensor lora_result = ckpt_->linear(ckpt_->linear(x, dt, ls.lora_a[adapter]), dt, ls.lora_b[adapter]);
+  at::Tensor base_result = result;
+  if (ls.bias >= 0) base_result = base_result - read(ls.bias);
+  return (mag_norm_scale - 1) * base_result + mag_norm_scale * lora_result * scale;
+}
 
 }  // namespace fsdpsim::real

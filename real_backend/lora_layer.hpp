@@ -45,6 +45,15 @@ class LoraLayer {
   void merge(int adapter);
   // lora/layer.py::Linear.unmerge: every merged adapter, LIFO.
   void unmerge();
+  // A DoRA adapter's weight norm as its merge cached it (variants.py::DoraLinearVariant.merge_unsafe's
+  // _cache_store): the values, and whether they were taken off the DTensor shard (else off U).
+  struct DoraNorm {
+    at::Tensor norm;
+    bool on_shard = false;
+  };
+  const DoraNorm* dora_norm(int adapter) const;
+  // W is registered as its DTensor shard (a DoRA edit on it is lost).
+  bool weight_on_shard() const;
   // lora/layer.py::Linear / ParamWrapper.get_delta_weight: sign +1 merge, -1 unmerge (their
   // checks around the delta), 0 the delta alone; *form: which rows it returned.
   at::Tensor get_delta_weight(int adapter, int sign, DeltaForm* form = nullptr);
@@ -58,6 +67,16 @@ class LoraLayer {
   // forward under a MixedPrecisionPolicy: the activation's real dtype through PEFT's casts
   at::Tensor forward_cast(const at::Tensor& h, at::Tensor* base_out);
   void apply_delta(const at::Tensor& d, bool add);
+  // The adapter's tensors on this layer flip requires_grad together (utils/other.py::_set_adapter).
+  void set_adapter_requires_grad(int adapter, bool rg);
+  // variants.py::DoraLinearVariant.merge_unsafe and unmerge (the shard's edits are lost).
+  void dora_merge(int adapter);
+  void dora_unmerge(int adapter);
+  // layer.py::Linear._unmerged_base_weight: W with the merged adapters taken out (unmerged, copied,
+  // merged again); a nested call (the re-merge of a DoRA adapter) reads the outer copy.
+  at::Tensor unmerged_base_weight();
+  // variants.py::DoraLinearVariant.forward: the DoRA term added to `result` (the running output).
+  at::Tensor dora_forward(const at::Tensor& x, int adapter, const at::Tensor& result);
 
   const Layout* layout_;
   int index_;
@@ -65,6 +84,8 @@ class LoraLayer {
   DTensor* dtensor_;
   CheckpointWrapper* ckpt_;
   ParamWrapper experts_;
+  std::vector<DoraNorm> dora_norms_;  // per adapter (undefined norm: none cached)
+  at::Tensor replay_base_;            // _unmerged_base_weight's copy while it re-merges
 };
 
 }  // namespace fsdpsim::real

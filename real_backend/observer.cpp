@@ -95,19 +95,47 @@ bool equals_bf16_cast(const Mat& whole, const Mat& u) {
   return true;
 }
 
+// What a DoRA merge's rescaling needs to be replayed on D's rows: W0 there, the row width, and per
+// delta its factor rows (empty: plain LoRA).
+struct DoraRows {
+  Mat w0;
+  int64_t cols = 1;
+  std::vector<Mat> factors;
+  // > 0: the magnitude came through bf16 (a bf16 base: dora.py computes its norm in the base's dtype),
+  // so each factor is off by up to 2^-8 of 1: that rounding of W0's largest |W0| is allowed.
+  float rounding = 0.0f;
+};
+
 // D = W - W0 against the merged deltas: exact; else the subset of the layer's
 // adapters D does equal decides missing (fewer) / extra (more) / corrupt.
 // *alt: the other classes D fits as well (a delta in play that is zero on these
 // rows: a B row no step moved), which the values cannot tell from the first;
 // `corrupt` among them when the delta of an adapter merged now or before (`ever`,
 // a bit per adapter) is zero on these rows.
+// A DoRA adapter's merge (`dora`: per delta, its rows' magnitude / ||W0 + delta|| factor, empty for
+// plain LoRA) rescales W + delta row by row (variants.py::DoraLinearVariant.merge_unsafe), so a set
+// of merged adapters is replayed in merge order (the merged ones first, then the rest by index).
 WeightClass classify(const Mat& d, const std::vector<int>& merged, const std::vector<std::pair<int, Mat>>& deltas,
-                     float magnitude, uint8_t* alt, uint32_t ever) {
+                     float magnitude, uint8_t* alt, uint32_t ever, const DoraRows& dora = {}) {
+  for (const Mat& f : dora.factors)
+    if (!f.empty()) magnitude = std::max(magnitude, dora.rounding);
+  std::vector<size_t> order;
+  for (int a : merged)
+    for (size_t i = 0; i < deltas.size(); ++i)
+      if (deltas[i].first == a && std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+  for (size_t i = 0; i < deltas.size(); ++i)
+    if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
   auto sum_of = [&](uint32_t mask) {
     Mat s(d.size(), 0.0f);
-    for (size_t i = 0; i < deltas.size(); ++i)
-      if ((mask >> i) & 1)
-        for (size_t k = 0; k < s.size(); ++k) s[k] += deltas[i].second[k];
+    for (size_t i : order) {
+      if (!((mask >> i) & 1)) continue;
+      const Mat* f = i < dora.factors.size() && !dora.factors[i].empty() ? &dora.factors[i] : nullptr;
+      for (size_t k = 0; k < s.size(); ++k) {
+        s[k] += deltas[i].second[k];
+        // W0 + s -> f (W0 + s): as a difference from W0, s -> f (W0 + s) - W0
+        if (f) s[k] = (*f)[k / dora.cols] * (dora.w0[k] + s[k]) - dora.w0[k];
+      }
+    }
     return s;
   };
   uint32_t want = 0;
@@ -324,6 +352,32 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
             return ds;
           };
           Mat w0 = initial_values(layout, seed, ls.weight);
+          // dora.py: each DoRA adapter's magnitude over the row norms of W0 + its delta, on the rows
+          // the deltas hold (the unmerged base weight is W0: the other merges are taken out first).
+          auto dora_rows = [&](const std::vector<std::pair<int, Mat>>& dl, bool registered, const Mat& w0_part) {
+            DoraRows dr{w0_part, ls.in, {}, 0.0f};
+            if (layout.dtype == DType::BF16)
+              for (float v : w0) dr.rounding = std::max(dr.rounding, std::fabs(v));
+            for (const auto& [a, delta] : dl) {
+              const int pm = ls.lora_m[a];
+              Mat f;
+              if (pm >= 0 && !rep.s_values[pm].empty()) {
+                const Mat mag_full = value(pm, registered);
+                const Mat mag = registered ? mag_full : rows_of(mag_full, layout.params[pm], r);
+                f.assign(mag.size(), 0.0f);
+                for (size_t row = 0; row < f.size() && (row + 1) * ls.in <= delta.size(); ++row) {
+                  double n = 0.0;
+                  for (int64_t c = 0; c < ls.in; ++c) {
+                    const double x = static_cast<double>(w0_part[row * ls.in + c]) + delta[row * ls.in + c];
+                    n += x * x;
+                  }
+                  f[row] = n > 0.0 ? static_cast<float>(mag[row] / std::sqrt(n)) : 1.0f;  // a padding row
+                }
+              }
+              dr.factors.push_back(std::move(f));
+            }
+            return dr;
+          };
           float magnitude = 0.0f;  // > 0: a bf16 base weight, whose U went through bf16
           // (or an fp32 base weight whose U is a MixedPrecisionPolicy's bf16 cast)
           if (layout.dtype == DType::BF16 || (rep.u_registered[ls.weight] && rep.u_cast[ls.weight]))
@@ -331,11 +385,13 @@ std::vector<Observation> observe(const Layout& layout, uint64_t seed, const std:
           Mat ds = rep.s_values[ls.weight];
           Mat w0_rows = rows_of(w0, wspec, r);
           for (size_t i = 0; i < ds.size(); ++i) ds[i] -= w0_rows[i];
-          lo.stored = classify(ds, merged, deltas_for(false, true), 0.0f, &lo.stored_alt, ever[l]);
+          const auto stored_deltas = deltas_for(false, true);
+          lo.stored = classify(ds, merged, stored_deltas, 0.0f, &lo.stored_alt, ever[l], dora_rows(stored_deltas, false, w0_rows));
           if (rep.u_registered[ls.weight]) {
             Mat du = rep.u_values[ls.weight];
             for (size_t i = 0; i < du.size(); ++i) du[i] -= w0[i];
-            lo.registered = classify(du, merged, deltas_for(true, false), magnitude, &lo.registered_alt, ever[l]);
+            const auto whole_deltas = deltas_for(true, false);
+            lo.registered = classify(du, merged, whole_deltas, magnitude, &lo.registered_alt, ever[l], dora_rows(whole_deltas, true, w0));
           } else {
             lo.registered = lo.stored;
             lo.registered_alt = lo.stored_alt;

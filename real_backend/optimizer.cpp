@@ -207,9 +207,9 @@ void Optimizer::load(int64_t* index) {
       throw OpError(Status::KeyError, "KeyError: <sharded parameter " + name + ">");
     }
     if (objects_[i].requires_grad() && (i >= ckpt_.size() || ckpt_[i].second.empty())) {
-      // DCP's FQN: a LoRA parameter is its lora_A/lora_B Linear's weight; a modules_to_save copy's name ends in .weight/.bias.
+      // DCP's FQN: a LoRA parameter is its lora_A/lora_B Linear's weight (a DoRA magnitude its DoraLinearLayer's); a modules_to_save copy's name ends in .weight/.bias.
       const Role role = layout_->params[held_[i]].role;
-      const bool lora = role == Role::LoraA || role == Role::LoraB;
+      const bool lora = role == Role::LoraA || role == Role::LoraB || role == Role::LoraM;
       throw OpError(Status::Exception, "RuntimeError: Missing optimizer state for parameter 'base_model.model." + name +
                                            (lora ? ".weight" : "") + "' in checkpoint. The parameter requires gradients but has no saved "
                                            "optimizer state. To load anyway, use StateDictOptions(strict=False).");

@@ -297,10 +297,7 @@ void PeftModel::add_adapter(int adapter, bool inference_mode, bool load, bool tr
   if (!load) return;
   if (trainable)
     for (const auto& ls : layout_->layers)  // peft_model.py::PeftModel.load_adapter: set_requires_grad(adapter_name)
-      if (ls.lora_a[adapter] >= 0) {
-        params_->set_requires_grad(ls.lora_a[adapter], true);
-        params_->set_requires_grad(ls.lora_b[adapter], true);
-      }
+      for (int p : ls.adapter_params(adapter)) params_->set_requires_grad(p, true);
   load_state_dict_hooks();
 }
 
@@ -311,7 +308,7 @@ void PeftModel::roll_back_injection(int adapter, const std::vector<std::pair<int
   for (size_t l = 0; l < layout_->layers.size(); ++l) {
     const LayerSpec& ls = layout_->layers[l];
     if (ls.lora_a[adapter] < 0 || !params_->registered(ls.lora_a[adapter]).defined()) continue;
-    (*params_)[ls.lora_a[adapter]].registered = (*params_)[ls.lora_b[adapter]].registered = at::Tensor();
+    for (int p : ls.adapter_params(adapter)) (*params_)[p].registered = at::Tensor();
     layers_[l]->delete_adapter(adapter);
   }
   for (const auto& [p, rg] : before) params_->set_requires_grad(p, rg);
@@ -333,7 +330,7 @@ void PeftModel::delete_adapter(int adapter) {
   present_.erase(adapter);
   peft_config_.erase(std::find(peft_config_.begin(), peft_config_.end(), adapter));
   for (const auto& ls : layout_->layers)
-    if (ls.lora_a[adapter] >= 0) (*params_)[ls.lora_a[adapter]].registered = (*params_)[ls.lora_b[adapter]].registered = at::Tensor();
+    for (int p : ls.adapter_params(adapter)) (*params_)[p].registered = at::Tensor();
   bool first = true;
   AdapterSet tuner_active;
   const bool shared = layout_->profile.get(Switch::DeleteFallback) == sw::kShared;
@@ -351,7 +348,7 @@ void PeftModel::delete_adapter(int adapter) {
     const LayerSpec& ls = layout_->layers[l];
     for (int a : tuner_active & inference_mode_)
       if (ls.lora_a[a] >= 0 && params_->registered(ls.lora_a[a]).defined() && !wrappers_[l]->wrapped)
-        for (int p : {ls.lora_a[a], ls.lora_b[a]}) params_->set_requires_grad(p, false);
+        for (int p : ls.adapter_params(a)) params_->set_requires_grad(p, false);
   }
   for (auto& w : wrappers_) w->delete_adapter(adapter, tuner_active);
   active_ = tuner_active;

@@ -14,6 +14,8 @@ namespace fsdpsim::real {
 std::vector<float> initial_values(const Layout& l, uint64_t seed, int param, bool loaded = false);
 // This rank's batch: 3 rows of the first layer's input.
 std::vector<float> rank_input(const Layout& l, uint64_t seed, int rank);
+// A DoRA magnitude's initial values (one per output row of its layer).
+std::vector<float> dora_magnitude(const Layout& l, uint64_t seed, int param, bool loaded);
 float lora_scaling(const Layout& l, int adapter);  // alpha / r
 
 }  // namespace fsdpsim::real

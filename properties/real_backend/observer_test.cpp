@@ -235,3 +235,49 @@ TEST(Observer, ARankHoldingNoExpertsIsJudgedNotDefaulted) {
       << "values where the slice is empty";
   EXPECT_EQ(t.judge(0, {kDeltaRows, shape, {}}), WeightClass::Corrupt) << "rank 0 holds expert 0";
 }
+
+// A DoRA adapter's merge on a plain weight writes (m / ||W0 + delta||) (W0 + delta) row by row
+// (variants.py::DoraLinearVariant.merge_unsafe): the observer replays it from the magnitude's
+// values, so the rescaled weight is exact, W0 + delta (the rescaling left out) is not, and W0
+// alone is the delta missing.
+TEST(Observer, ADoraMergeIsJudgedByItsRescaledValues) {
+  const Layout layout = make_layout(parse_seq(
+      "world 1\nlayer lin0 4 3\nadapter a r=2 alpha=4 targets=lin0 init=random use_dora\nfully_shard root\n---\nmerge\n", "<test>"));
+  const LayerSpec& ls = layout.layers[0];
+  ASSERT_GE(ls.lora_m[0], 0);
+  const auto w0 = initial_values(layout, kSeed, ls.weight);
+  const auto a = initial_values(layout, kSeed, ls.lora_a[0]);
+  const auto b = initial_values(layout, kSeed, ls.lora_b[0]);
+  const double scaling = lora_scaling(layout, 0);
+  std::vector<float> merged_plain(w0.size()), rescaled(w0.size()), mag(static_cast<size_t>(ls.out));
+  for (int64_t o = 0; o < ls.out; ++o) {
+    double norm = 0;
+    for (int64_t i = 0; i < ls.in; ++i) {
+      double d = 0;
+      for (int k = 0; k < 2; ++k) d += double{b[o * 2 + k]} * a[k * ls.in + i];
+      merged_plain[o * ls.in + i] = static_cast<float>(w0[o * ls.in + i] + d * scaling);
+      norm += double{merged_plain[o * ls.in + i]} * merged_plain[o * ls.in + i];
+    }
+    mag[o] = static_cast<float>(1.5 * std::sqrt(norm));  // a step moved the magnitude: 1.5 x the norm
+    for (int64_t i = 0; i < ls.in; ++i) rescaled[o * ls.in + i] = 1.5f * merged_plain[o * ls.in + i];
+  }
+  auto classify = [&](const std::vector<float>& w) {
+    RankReport rep;
+    rep.step = 1;
+    rep.op = "merge";
+    rep.groups = {{"root", ShardedState::Unsharded}};
+    rep.merged = {{"a"}};
+    const size_t n = layout.params.size();
+    rep.present.assign(n, 1);
+    rep.u_registered.assign(n, 0);
+    rep.whole.assign(n, 0);
+    rep.u_values.assign(n, {});
+    for (size_t p = 0; p < n; ++p) rep.s_values.push_back(initial_values(layout, kSeed, static_cast<int>(p)));
+    rep.s_values[ls.lora_m[0]] = mag;
+    rep.s_values[ls.weight] = w;
+    return observe(layout, kSeed, {{rep}}).at(0).layers.at(0).stored;
+  };
+  EXPECT_EQ(classify(rescaled), WeightClass::Exact);
+  EXPECT_EQ(classify(merged_plain), WeightClass::Corrupt);
+  EXPECT_EQ(classify(w0), WeightClass::MissingDelta);
+}

@@ -45,18 +45,12 @@ bool parse_backends(const std::string& text, BackendList* out, std::string* erro
 }
 
 std::string real_backend_refusal(const Scenario& s, SourcePos* at) {
-  // Mixed precision runs on the C++ backend (real_backend/activation_dtype.hpp); 4-bit bases and DoRA do not.
+  // Mixed precision and DoRA run on the C++ backend (real_backend/activation_dtype.hpp, lora_layer.cpp); 4-bit bases do not.
   if (const LayerDecl* q = s.quantized()) {
     *at = q->pos;
     return "the C++ backend (real) does not implement 4-bit (QLoRA) base layers (layer '" + q->name + "' quant=" +
            quant_name(*q->quant) + ": a bitsandbytes Linear4bit); run this file with --backend upstream";
   }
-  for (const auto& a : s.adapters)
-    if (a.use_dora) {
-      *at = a.pos;
-      return "the C++ backend (real) does not implement DoRA (adapter '" + a.name + "' has use_dora); "
-             "run this file with --backend model,upstream";
-    }
   return "";
 }
 
