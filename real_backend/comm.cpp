@@ -237,6 +237,7 @@ at::Tensor Comm::reduce_scatter_avg(const at::Tensor& flat, int group, int step,
 
 at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int step) {
   issued_.push_back({CollOp::Broadcast, param, full.numel(), dtype, {param}});
+  part_filled_ = at::Tensor();
   at::Tensor flat = full.reshape({-1}).to(at::kFloat).contiguous();
   if (world_ == 1) return flat.clone();
   at::Tensor got = announce(static_cast<int>(kBroadcast), param, full.numel(), step, {param}, flat, dtype);
@@ -256,15 +257,42 @@ at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int s
 // largest value for integers: ATen/native/TensorFactories.h::fill_empty_deterministic_, which
 // torch.empty runs under use_deterministic_algorithms), as the upstream pool sets it, so a sequence observes the same tail
 // whatever ran before it.
+static at::Scalar untouched(at::ScalarType st) {
+  return st == at::kByte ? at::Scalar(255) : at::Scalar(std::numeric_limits<float>::quiet_NaN());
+}
+
 at::Tensor Comm::broadcast_part_filled(const at::Tensor& full, DType dtype) {
   const at::ScalarType st = dtype == DType::BF16 ? at::kBFloat16 : dtype == DType::U8 ? at::kByte : at::kFloat;
   const int64_t n = full.numel();
-  const at::Scalar untouched = st == at::kByte ? at::Scalar(255) : at::Scalar(std::numeric_limits<float>::quiet_NaN());
   std::vector<at::Tensor> t{rank_ == 0 ? full.reshape({-1}).to(st).contiguous().view(at::kByte).clone()
-                                       : at::full({n}, untouched, at::TensorOptions().dtype(st)).view(at::kByte)};
+                                       : at::full({n}, untouched(st), at::TensorOptions().dtype(st)).view(at::kByte)};
+  const int64_t sent = root_bytes_;
   root_bytes_ = -1;
   run([&] { return pg_->broadcast(t); });  // BroadcastOptions: root rank 0
+  if (rank_ != 0 && t[0].numel() > sent) {
+    part_filled_ = t[0];
+    part_filled_root_bytes_ = sent;
+  }
   return t[0].view(st).to(at::kFloat);
+}
+
+// accelerate's distribute_tensor(full, mesh, [Shard(0)]) scatters rank 0's padded chunks (torch
+// distributed/tensor/placement_types.py::Shard._shard_tensor, src_data_rank 0) into a torch.empty
+// chunk of this rank's dtype: rank 0's chunk bytes for this rank first (its own dtype, zero
+// padding past the tensor), the empty tail after them. Those bytes are the ones the broadcast
+// already carried, so they are read from its buffer here rather than sent again.
+at::Tensor Comm::part_filled_chunk(int64_t chunk_numel, DType dtype) const {
+  if (!part_filled_.defined()) return at::Tensor();
+  const at::ScalarType st = dtype == DType::BF16 ? at::kBFloat16 : dtype == DType::U8 ? at::kByte : at::kFloat;
+  const int64_t numel = std::max<int64_t>(1, part_filled_.numel() / static_cast<int64_t>(at::elementSize(st)));
+  const int64_t root_chunk = chunk_numel * part_filled_root_bytes_ / numel;  // bytes of rank 0's chunk
+  at::Tensor out = at::full({chunk_numel}, untouched(st), at::TensorOptions().dtype(st));
+  at::Tensor bytes = out.view(at::kByte);
+  const int64_t from = rank_ * root_chunk, have = std::clamp<int64_t>(part_filled_root_bytes_ - from, 0, root_chunk);
+  if (have > 0) bytes.narrow(0, 0, have).copy_(part_filled_.narrow(0, from, have));
+  const int64_t pad = std::min(root_chunk, bytes.numel()) - have;  // rank 0's zero padding
+  if (pad > 0) bytes.narrow(0, have, pad).zero_();
+  return out.to(at::kFloat);
 }
 
 // PeftModel.save_pretrained on rank 0 writes the file; the others read it from disk

@@ -93,6 +93,10 @@ class Comm {
   at::Tensor broadcast(const at::Tensor& full, int param, DType dtype, int step);
   // Each rank's own bytes on gloo, the receivers part-filled; this rank's values in fp32.
   at::Tensor broadcast_part_filled(const at::Tensor& full, DType dtype);
+  // After a part-filled broadcast on a receiver: the chunk distribute_tensor's scatter from rank 0
+  // leaves in this rank's dtype (chunk_numel elements, as fp32); undefined where the last broadcast
+  // filled this rank's buffer whole.
+  at::Tensor part_filled_chunk(int64_t chunk_numel, DType dtype) const;
   // A file rank 0 writes and every rank reads (the adapter checkpoint), kept in the
   // rank group's store under this sequence's name: no collective, so a rank out of
   // step meets no peer. begin_sequence names the next sequence (every rank runs each).
@@ -139,6 +143,8 @@ class Comm {
   std::string crossed_;
   int64_t max_count_ = 0;  // the largest count the ranks announced for the current collective
   int64_t root_bytes_ = -1;  // a broadcast whose root sends fewer bytes than a rank posted: the root's bytes, else -1
+  at::Tensor part_filled_;   // the last broadcast's buffer as bytes where it was part-filled on this rank
+  int64_t part_filled_root_bytes_ = 0;
   RankProbe* probe_ = nullptr;
 };
 

@@ -155,6 +155,7 @@ void Accelerator::prepare() {
       data_ptr_before[p] = params_->registered(p).is_meta() ? 0 : reinterpret_cast<int64_t>(params_->registered(p).data_ptr());
   optimizer_->prepare();  // built before prepare, as a Trainer builds it
   const std::vector<int> held_before = optimizer_->held();
+  std::vector<at::Tensor> scattered(n);  // a part-filled load's chunk (Comm::part_filled_chunk)
   if (layout_->loading == Loading::RamEfficient) {
     for (int p : layout_->state_dict_order) {
       if (!params_->registered(p).defined()) continue;
@@ -163,6 +164,10 @@ void Accelerator::prepare() {
       // Rank 0 sends its tensor; the others receive into a buffer (their own tensor may be meta).
       at::Tensor mine = rp.s.is_meta() ? at::zeros({ps.rows * ps.cols}) : rp.s.detach();
       at::Tensor got = pg_->comm->broadcast(mine, static_cast<int>(p), dtype_of(rp.place), pg_->step).view(param_shape(*layout_, ps, ps.rows));
+      scattered[p] = pg_->comm->part_filled_chunk(ps.chunk_numel(), dtype_of(rp.place));
+      // the scatter's padding rows are cut off (Shard._shard_tensor unpads); FSDP pads with zeros
+      const int64_t mine_numel = ps.local_rows(pg_->rank()) * ps.cols;
+      if (scattered[p].defined()) scattered[p].narrow(0, mine_numel, scattered[p].numel() - mine_numel).zero_();
       const bool rg = rp.s.requires_grad();
       rp.s = got.clone().requires_grad_(rg);
       rp.place = got.to(rp.place.scalar_type());
@@ -176,7 +181,7 @@ void Accelerator::prepare() {
     at::Tensor full = rp.s.detach().contiguous().reshape({-1});
     std::vector<float> v(full.data_ptr<float>(), full.data_ptr<float>() + full.numel());
     const bool rg = rp.s.requires_grad();
-    rp.s = dtensor_->chunk_of(v, ps).requires_grad_(rg);
+    rp.s = (scattered[p].defined() ? scattered[p].view(param_shape(*layout_, ps, ps.chunk_rows)) : dtensor_->chunk_of(v, ps)).requires_grad_(rg);
     rp.place = rp.s.detach().to(rp.place.scalar_type());
     (*params_)[p].registered = rp.s;
   }

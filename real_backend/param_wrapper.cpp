@@ -217,9 +217,11 @@ at::Tensor ParamWrapper::one_expert_delta(int adapter, bool merge, bool dtensor,
   // redistribution (DTensor::check_inplace_placement, after this returns).
   if (param_layout && dtensor && !gather_fix && layout_->world > 1) return d;
   // The broadcasting add needs the delta whole: DTensor redistributes its Shard(0) rows to
-  // Replicate (torch 2.13 _redistribute.py), one all-gather named after the weight.
+  // Replicate (torch 2.13 _redistribute.py), one all-gather named after the weight. A delta in the
+  // weight's own layout (param_layout, reached here only with delta_weight_gather=on, which reads
+  // A and B whole) is distributed like W: nothing to redistribute.
   at::Tensor full = at::zeros({out, in});
-  if (dtensor_add && !few_rows && layout_->world > 1) {
+  if (dtensor_add && !few_rows && layout_->world > 1 && !param_layout) {
     const ParamSpec& bs = layout_->params[pb];
     const int64_t start = pg_->rank() * bs.chunk_rows, rows = bs.local_rows(pg_->rank());
     at::Tensor mine = at::zeros({bs.chunk_rows, in});

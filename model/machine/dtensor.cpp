@@ -184,11 +184,15 @@ void DTensor::mark_part_filled(const CollRecord& broadcast, int64_t sent_bytes) 
   } else {
     ps.ver_s = kMixedVersion;
     // accelerate utils/fsdp_utils.py::fsdp2_load_full_state_dict broadcasts the full tensor, then
-    // distribute_tensor keeps this rank's chunk: its rows past the root's bytes are the empty tail
+    // distribute_tensor scatters rank 0's padded chunks (torch distributed/tensor/placement_types.py::
+    // Shard._shard_tensor, src_data_rank 0) into a torch.empty chunk of this rank's dtype: the root's
+    // chunk bytes come first, the empty tail after them (crosscheck seeds 40120 and 40481, world 2).
+    // An element only part-written keeps the tail's high bytes: NaN.
     const ParamInfo& pi = topo_->params[p];
-    const int64_t filled = sent_bytes / dtype_bytes(broadcast.dtype);
-    const int64_t end = (static_cast<int64_t>(pi.chunk_rows) * rank_ + pi.local_rows(rank_)) * pi.rest;
-    ps.nan_rows = pi.local_rows(rank_) > 0 && end > filled;
+    const int64_t numel = std::max<int64_t>(1, int64_t{pi.dim0} * pi.rest);
+    const int64_t chunk = int64_t{pi.chunk_rows} * pi.rest;
+    const int64_t filled = chunk * sent_bytes / numel / dtype_bytes(broadcast.dtype);
+    ps.nan_rows = pi.local_rows(rank_) > 0 && pi.local_rows(rank_) * pi.rest > filled;
   }
 }
 

@@ -113,7 +113,27 @@ void DTensor::settle_deltas(std::vector<MatchedGather>& g, std::vector<uint32_t>
       }
       return true;
     };
-    out[r].corrupt_delta = pc.into == CollRecord::kNowhere && pc.sign == 0 && pc.adapter >= 0 && foreign && !blind_to_slots();
+    // NaN rows (a part-filled load's tail, DTensor::mark_part_filled) in a slot this rank reads, or
+    // in the B rows it keeps: B @ A is NaN wherever they enter, zero factors included (0 * NaN),
+    // so only an empty delta (no B rows, no chunk of W here) escapes (crosscheck seeds 40431, 50021).
+    auto reads_nan = [&] {
+      if (param < 0 || !for_delta) return false;
+      const LayerInfo& li = topo.layers[pc.target];
+      if (dr.delta_keeps_b_rows(pc.target, pc.adapter)) {
+        const int b = li.B[pc.adapter];
+        if (b < 0 || !dr.holds_rows(b, static_cast<int>(r))) return false;
+        if ((*dr.params_)[b].nan_rows) return true;
+      }
+      if (dr.delta_chunk_empty(pc.target, pc.adapter)) return false;
+      for (size_t j = 0; j < n; ++j) {
+        const bool its_rows = j == r || (dr.holds_rows(param, static_cast<int>(j)) && own[j] != kNoRows && same_members(g, j, r));
+        if (its_rows && dr.delta_reads_slot(pc.target, pc.adapter, param, static_cast<int>(j)) && (*g[j].dt.params_)[param].nan_rows)
+          return true;
+      }
+      return false;
+    };
+    const bool nan_read = reads_nan();
+    out[r].corrupt_delta = pc.into == CollRecord::kNowhere && pc.sign == 0 && pc.adapter >= 0 && ((foreign && !blind_to_slots()) || nan_read);
     const bool gathered_a_here = for_delta && param == topo.layers[pc.target].A[pc.adapter];
     if (gathered_a_here) gathered_a[r] = a_version;
     if (pc.into != CollRecord::kIntoShard) continue;
@@ -131,6 +151,9 @@ void DTensor::settle_deltas(std::vector<MatchedGather>& g, std::vector<uint32_t>
       other = version::mix_version(bv);
     }
     g[r].dt.settle(pc, a_version, other);
+    // a peer's NaN rows of A gathered into this rank's merge (crosscheck seed 40481, world 2)
+    const int w = topo.layers[pc.target].weight;
+    if (nan_read && dr.holds_rows(w, static_cast<int>(r))) (*g[r].dt.params_)[w].w_s.corrupt = true;
     out[r].settled = true;
   }
 }

@@ -79,8 +79,11 @@ Raise ParamWrapper::get_delta_weight(LoraLayer& lp, const LayerPort& c, int adap
       // `param.data += delta` broadcasts (out, in) onto (1, in, out): DTensor first makes the
       // delta, Shard(0) over its out rows, Replicate (torch 2.13 _redistribute.py): one all-gather
       // of this rank's padded rows, named after the weight it is added to.
+      // single_expert_delta=param_layout with delta_weight_gather=on: the delta is already laid out like
+      // W and distributed with W's placements (each rank slices its rows), so the add redistributes
+      // nothing (fsdpsim_upstream session.py::Session.delta_on_full, distribute_tensor with src_data_rank=None).
       const int64_t w = topo.world, out = topo.params[b].dim0;
-      if (dtensor_add && w > 1 && (out >= w || gather_fix))
+      if (dtensor_add && w > 1 && !param_layout && (out >= w || gather_fix))
         dt.all_gather(li.weight, CollRecord::kNowhere, layer, adapter, 0, (out + w - 1) / w * topo.params[a].rest);
       // a square layer adds the transposed delta: a delta of its own, which unmerge takes back
       DeltaId v = lp.delta_version(c, adapter);

@@ -34,6 +34,7 @@ void RankModel::reset() {
     keep(fresh.saved_drift, st_.saved_drift);
     keep(fresh.saved_rows, st_.saved_rows);
     keep(fresh.saved_own_rows, st_.saved_own_rows);
+    keep(fresh.saved_nan, st_.saved_nan);
     keep(fresh.graph.grad, st_.graph.grad);
     keep(fresh.graph.group_out_rg, st_.graph.group_out_rg);
     keep(fresh.graph.group_in_rg, st_.graph.group_in_rg);
@@ -53,6 +54,7 @@ void RankModel::reset() {
   st_.saved_drift.assign(topo_->params.size(), 0);
   st_.saved_rows.assign(topo_->params.size(), -1);
   st_.saved_own_rows.assign(topo_->params.size(), 0);
+  st_.saved_nan.assign(topo_->params.size(), 0);
   st_.graph.grad.assign(topo_->params.size(), 0);
   st_.graph.group_out_rg.assign(topo_->groups.size(), 0);
   st_.graph.group_in_rg.assign(topo_->groups.size(), 0);

@@ -92,6 +92,7 @@ struct AdapterFile {
   std::vector<uint32_t> saved_drift;  // per param: this rank's FsdpParam::drift at the save
   std::vector<int64_t> saved_rows;  // per param: rows rank 0's checkpoint holds (-1: not saved)
   std::vector<int64_t> saved_own_rows;  // per param: rows this rank's own object held at the save
+  std::vector<uint8_t> saved_nan;  // per param: this rank's rows held a part-filled load's NaN tail at the save
 };
 
 // FSDP2's state on the root (_fsdp_state.py::FSDPState with its FSDPStateContext and

@@ -39,6 +39,7 @@ Raise PeftModel::load_into_existing(int adapter) {
       const bool zero_b = p_.tree.topo.params[p].kind == ParamKind::LoraB && p_.tree.topo.adapters[adapter].init == LoraInit::Zero;
       ps.ver_s = zero_b ? 0u : version::kLoaded;
       ps.drift = 0;  // every rank reads the same file
+      ps.nan_rows = false;
     }
   }
   return load_state_dict_hooks();
@@ -91,6 +92,7 @@ Raise PeftModel::save_adapters(const Op& op) {
     p_.file.saved_drift[p] = p_.tree.params[p].drift;
     p_.file.saved_rows[p] = saved ? saved_rows(p_.tree.topo, p_.tree.params, static_cast<int>(p), 0) : -1;
     p_.file.saved_own_rows[p] = own_rows(static_cast<int>(p));
+    p_.file.saved_nan[p] = p_.tree.params[p].nan_rows;
   }
   // DCP's full state dict all-gathers each managed tensor (DTensor.full_tensor) in
   // model.state_dict() order: per layer lora_A then lora_B, each in injection order
@@ -158,6 +160,8 @@ Raise PeftModel::load_adapters(bool rank0_file_missing, std::vector<int>* reload
         size_mismatch = true;  // collected like a size mismatch: the adapter's other tensors still load
       } else if (rows0 == pi.dim0) {
         ps.ver_s = p_.file.saved_ver[p];  // this rank's chunk of the full saved values
+        // its NaN rows too, where it held them; a whole replica takes rank 0's copy, which never does
+        ps.nan_rows = p_.file.saved_nan[p] && p_.dtensor.group_of(static_cast<int>(p)) >= 0;
         // A whole replica takes rank 0's copy: every rank holds the same values again.
         if (p_.dtensor.group_of(static_cast<int>(p)) < 0) ps.drift = p_.file.saved_drift[p] ? kRank0Copy : 0;
         reached[p] = 1;
@@ -166,6 +170,7 @@ Raise PeftModel::load_adapters(bool rank0_file_missing, std::vector<int>* reload
         // held (except a B still exactly zero under init=zero: rank 0's rows are zeros too)
         const bool zero_b = pi.kind == ParamKind::LoraB && p_.file.saved_ver[p] == 0 && p_.tree.topo.adapters[a].init == LoraInit::Zero;
         ps.ver_s = p_.dtensor.rank() == 0 || zero_b ? p_.file.saved_ver[p] : version::foreign_rows(p_.file.saved_ver[p], p_.dtensor.rank());
+        ps.nan_rows = false;  // rank 0, the load's root, never held a NaN tail
         reached[p] = 1;
       } else {
         // torch nn/modules/module.py::Module.load_state_dict gathers every size mismatch and raises one
@@ -178,12 +183,14 @@ Raise PeftModel::load_adapters(bool rank0_file_missing, std::vector<int>* reload
   // A whole replica per-rank gradients moved apart differs from rank 0's copy on every other rank
   // once the load wrote it: what that rank trained is thrown away. One the load never reached
   // keeps this rank's own values. An adapter deleted and added again since the save is a new
-  // whole tensor where a group's shard was saved: another shape, so other values.
+  // whole tensor where a group's shard was saved: another shape, so other values. NaN rows, held
+  // at the save or now, equal nothing (crosscheck seed 40333, world 2).
   for (size_t p = 0; p < p_.tree.topo.params.size(); ++p) {
     const bool replaced_replica = reached[p] && p_.dtensor.rank() > 0 && p_.file.saved_drift[p] != 0 && p_.dtensor.group_of(static_cast<int>(p)) < 0;
     const bool reshaped = own_rows(static_cast<int>(p)) != p_.file.saved_own_rows[p];
+    const bool nan = p_.file.saved_nan[p] || p_.tree.params[p].nan_rows;
     if (p_.file.saved_rows[p] >= 0 && p_.tree.params[p].present &&
-        (p_.tree.params[p].ver_s != p_.file.saved_ver[p] || replaced_replica || reshaped) && p_.dtensor.holds_rows(static_cast<int>(p), p_.dtensor.rank()))
+        (p_.tree.params[p].ver_s != p_.file.saved_ver[p] || replaced_replica || reshaped || nan) && p_.dtensor.holds_rows(static_cast<int>(p), p_.dtensor.rank()))
       reload_diff->push_back(static_cast<int>(p));
   }
   // The raise comes after reload_diff on purpose: the copies made before it are observable.

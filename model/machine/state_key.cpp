@@ -39,7 +39,7 @@ static_assert(sizeof(LoraLayer) == 24, "LoraLayer changed: extend append_state_k
 static_assert(sizeof(Optimizer) == 80, "Optimizer changed: extend append_state_key");
 static_assert(sizeof(UnshardedMemory) == 24, "UnshardedMemory changed: extend append_state_key");
 static_assert(sizeof(PendingGraph) == 152, "PendingGraph changed: extend append_state_key");
-static_assert(sizeof(RankState) == 488, "RankState changed: extend append_state_key");
+static_assert(sizeof(RankState) == 512, "RankState changed: extend append_state_key");
 
 namespace {
 
@@ -180,7 +180,7 @@ void append_state_key(const std::vector<Observer>& ranks, std::vector<uint32_t>&
       out.push_back(static_cast<uint32_t>(st.saved_rows[p]));
       if (st.saved_rows[p] >= 0) out.push_back(rn.map(p, st.saved_ver[p]));
       if (st.saved_rows[p] >= 0) out.push_back(static_cast<uint32_t>(st.saved_own_rows[p]));
-      if (st.saved_rows[p] >= 0) out.push_back(st.saved_drift[p]);
+      if (st.saved_rows[p] >= 0) out.push_back(st.saved_drift[p] ^ static_cast<uint32_t>(st.saved_nan[p]) << 31);
       if (weight_layer[p] >= 0) {
         push_weight(rn, t, weight_layer[p], ps.w_s, out);
         if (u) push_weight(rn, t, weight_layer[p], ps.w_u, out);

@@ -108,27 +108,76 @@ TEST(DTensor, APeerGatheringAnotherTensorMakesTheDeltaReadCorrupt) {
   EXPECT_GE(gathered_a[0], version::kMixBase);
 }
 
-// A broadcast that sent half the bytes this rank posted (bf16 into fp32) leaves the tail as
-// torch.empty had it: rank 1's rows of B lie there, so its merge writes NaN (corrupt); rank 0's
-// rows of the same tensor were filled and its merge stays a delta.
+// A broadcast that sent half the bytes rank 1 posted (bf16 into fp32): distribute_tensor's scatter
+// fills the first half of rank 1's chunk with rank 0's chunk bytes and leaves torch.empty's tail.
+// Rank 1's 10 rows of B (20 x 8) reach that tail: its merge writes NaN (corrupt).
 TEST(DTensor, AMergeOfBRowsInAPartFilledTailIsCorrupt) {
   const Topology t = topology(2);
   const int layer = t.layer_index("lin0");
   const LayerInfo& li = t.layers[layer];
   const ParamInfo& pb = t.params[li.B[0]];
   const int64_t numel = static_cast<int64_t>(pb.dim0) * pb.rest;
-  for (int rank : {0, 1}) {
+  for (bool part_filled : {false, true}) {
     RankPieces r(t);
     r.log.pack(li.B[0]);
     CollRecord bc{CollOp::Broadcast, -1, numel};
     bc.member_count = 1;
     bc.dtype = DType::F32;
     r.log.issue(bc);
-    DTensor dt = r.port(t, rank);
-    dt.mark_part_filled(r.log.records()[0], numel * 2);  // the root's bf16 bytes: half of fp32's
-    EXPECT_EQ(r.params[li.B[0]].nan_rows, rank == 1);
+    DTensor dt = r.port(t, 1);
+    if (part_filled) dt.mark_part_filled(r.log.records()[0], numel * 2);  // the root's bf16 bytes: half of fp32's
+    EXPECT_EQ(r.params[li.B[0]].nan_rows, part_filled);
     dt.all_gather(li.A[0], CollRecord::kIntoShard, layer, 0, +1);
     dt.settle(r.log.records().back(), 3);
-    EXPECT_EQ(r.params[li.weight].w_s.corrupt, rank == 1) << "rank " << rank;
+    EXPECT_EQ(r.params[li.weight].w_s.corrupt, part_filled);
   }
+}
+
+// The tail is measured in rank 1's chunk, not in the broadcast's buffer: A (3 x 10) at world 2
+// gives rank 1 one row of a two-row chunk, which rank 0's bf16 chunk bytes fill whole (crosscheck
+// seed 40120: upstream's rank 0 gathers no NaN from it); one more row would reach the tail.
+TEST(DTensor, APartFilledChunkIsNaNOnlyPastTheRootsChunkBytes) {
+  const Topology t = compile_topology(parse_seq(
+      "world 2\nseed 1\nprofile upstream\nlayer lin0 10 2\nadapter default r=3 alpha=3 targets=lin0\n"
+      "fully_shard root reshard_after_forward=true\noptimizer trainable\n---\nprepare\n",
+      "<test>"));
+  const LayerInfo& li = t.layers[t.layer_index("lin0")];
+  const ParamInfo& pa = t.params[li.A[0]];
+  ASSERT_EQ(pa.local_rows(1), 1);
+  ASSERT_EQ(pa.chunk_rows, 2);
+  RankPieces r(t);
+  r.log.pack(li.A[0]);
+  CollRecord bc{CollOp::Broadcast, -1, int64_t{pa.dim0} * pa.rest};
+  bc.member_count = 1;
+  bc.dtype = DType::F32;
+  r.log.issue(bc);
+  r.port(t, 1).mark_part_filled(r.log.records()[0], bc.count * 2);
+  EXPECT_FALSE(r.params[li.A[0]].nan_rows);
+  EXPECT_EQ(r.params[li.A[0]].ver_s, kMixedVersion);  // bf16 bytes read as fp32: values no rank holds
+}
+
+// A delta_weight read and a merge gather every rank's rows of A: rank 1's NaN rows make the delta
+// NaN on rank 0 as well (a read: corrupt; a merge: W corrupt), though rank 0's own rows are whole.
+TEST(DTensor, APeersNaNRowsOfAReachEveryRanksDelta) {
+  const Topology t = topology(2);
+  const int layer = t.layer_index("lin0");
+  const LayerInfo& li = t.layers[layer];
+  for (CollRecord::Into into : {CollRecord::kNowhere, CollRecord::kIntoShard})
+    for (bool nan : {false, true}) {
+      RankPieces r0(t), r1(t);
+      for (RankPieces* r : {&r0, &r1}) r->params[li.B[0]].ver_s = 2;
+      r1.params[li.A[0]].nan_rows = nan;
+      const int sign = into == CollRecord::kNowhere ? 0 : +1;
+      r0.port(t, 0).all_gather(li.A[0], into, layer, 0, sign);
+      r1.port(t, 1).all_gather(li.A[0], into, layer, 0, sign);
+      std::vector<MatchedGather> g{{r0.port(t, 0), &r0.log.records()[0]}, {r1.port(t, 1), &r1.log.records()[0]}};
+      std::vector<uint32_t> gathered_a(2, kNoRows);
+      std::vector<GatherSettled> out;
+      DTensor::settle_deltas(g, gathered_a, out);
+      if (into == CollRecord::kNowhere) {
+        EXPECT_EQ(out[0].corrupt_delta, nan);
+      } else {
+        EXPECT_EQ(r0.params[li.weight].w_s.corrupt, nan);
+      }
+    }
 }
