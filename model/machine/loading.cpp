@@ -33,13 +33,17 @@ bool Accelerator::default_placement() const {
 // adapter's own parameters only. tuners_utils.py::BaseTuner._cast_adapter_dtype
 // then casts bf16 adapter weights to fp32 unless autocast_adapter_dtype=False.
 void Accelerator::place_new_adapter(int adapter, bool autocast) {
-  if (default_placement()) return;
+  // Under a policy an unsharded group's base weight is a param_dtype copy, even in an fp32 model.
+  if (default_placement() && !topo_.mixed_precision) return;
   const bool per_adapter = topo_.profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
   for (const auto& li : topo_.layers) {
     // A refused injection placed modules only in the layers it reached: the others keep what they
     // hold (a deleted adapter's FSDPParam still in its group keeps its dtype).
     if (li.A[adapter] < 0 || !params_[li.A[adapter]].present) continue;
     const FsdpParam& base = params_[li.weight];
+    // The module's weight now: U, in the policy's param_dtype, while its group is unsharded.
+    const bool u = groups_ && u_registered(topo_, params_, *groups_, li.weight);
+    const DType base_dtype = u ? base.gathered_dtype() : base.dtype;
     for (const auto* container : {&li.A, &li.B}) {
       FsdpParam& ps = params_[(*container)[adapter]];
       ps.device = Device::Cpu;
@@ -51,7 +55,16 @@ void Accelerator::place_new_adapter(int adapter, bool autocast) {
       }
       if (skip) continue;
       ps.device = base.device;
-      ps.dtype = base.dtype;
+      ps.dtype = base_dtype;
+    }
+    if (li.M[adapter] >= 0) {
+      // dora.py::DoraLinearLayer.update_layer: the magnitude is the norm of base weight + B @ A,
+      // made after the move above, so it takes the promotion of those dtypes (bf16 only when all are).
+      FsdpParam& m = params_[li.M[adapter]];
+      const bool all_bf16 = base_dtype == DType::BF16 && params_[li.A[adapter]].dtype == DType::BF16 &&
+                            params_[li.B[adapter]].dtype == DType::BF16;
+      m.device = params_[li.A[adapter]].device;  // the norm is taken on A's device (meta beside a meta base)
+      m.dtype = all_bf16 ? DType::BF16 : DType::F32;
     }
     if (!topo_.adapters[adapter].autocast_or(topo_.autocast_adapter_dtype) || !autocast) continue;
     for (int p : li.tensors(adapter))

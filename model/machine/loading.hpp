@@ -9,6 +9,7 @@
 
 #include "model/machine/collective_log.hpp"
 #include "model/machine/fsdp_param.hpp"
+#include "model/machine/fsdp_param_group.hpp"
 #include "model/machine/optimizer.hpp"
 #include "model/machine/rank_state.hpp"
 #include "model/machine/topology.hpp"
@@ -18,8 +19,10 @@ namespace fsdpsim {
 
 class Accelerator {
  public:
-  Accelerator(const Topology& topo, int rank, std::vector<FsdpParam>& params, bool& prepared, CollectiveLog& log)
-      : topo_(topo), rank_(rank), params_(params), prepared_(prepared), log_(log) {}
+  // `groups`: the FSDP groups, to read which copy of a base weight is registered (none: the shards).
+  Accelerator(const Topology& topo, int rank, std::vector<FsdpParam>& params, bool& prepared, CollectiveLog& log,
+              const std::vector<FsdpParamGroup>* groups = nullptr)
+      : topo_(topo), rank_(rank), params_(params), prepared_(prepared), log_(log), groups_(groups) {}
   // transformers' from_pretrained under accelerate's fsdp_cpu_ram_efficient_loading: every base
   // parameter placed (only rank 0 holds values, the others' are on meta).
   void place_base_params();
@@ -41,6 +44,7 @@ class Accelerator {
   std::vector<FsdpParam>& params_;
   bool& prepared_;
   CollectiveLog& log_;
+  const std::vector<FsdpParamGroup>* groups_;
 };
 
 }  // namespace fsdpsim

@@ -80,7 +80,7 @@ OptimizerPort RankModel::optimizer_port(const FsdpState& fsdp) {
   return OptimizerPort{*topo_, rank_, st_.params, fsdp, prov_};
 }
 
-Accelerator RankModel::accelerator() { return Accelerator(*topo_, rank_, st_.params, st_.prepared, log_); }
+Accelerator RankModel::accelerator() { return Accelerator(*topo_, rank_, st_.params, st_.prepared, log_, &st_.groups); }
 
 PeftModel RankModel::peft() {
   return PeftModel(PeftPort{st_, st_, PeftModules{*topo_, st_.params, st_.layers, st_.prepared}, fsdp(), accelerator(), dtensor(), prov_});

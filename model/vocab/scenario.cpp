@@ -1,8 +1,23 @@
 #include "model/vocab/scenario.hpp"
 
+#include <algorithm>
+
 #include "model/vocab/enum_names.hpp"
 
 namespace fsdpsim {
+
+// tuners_utils.py::BaseTunerLayer._move_adapter_to_device_of_base_layer skips a container holding a
+// meta parameter; dora.py::DoraLinearLayer.update_layer then moves the meta weight to A's device.
+std::string Scenario::dora_meets_meta_base(const AdapterDecl& a) const {
+  if (a.deferred || loading != Loading::RamEfficient || world < 2) return "";
+  for (const auto& earlier : adapters) {
+    if (&earlier == &a) break;
+    if (earlier.deferred) continue;
+    for (const auto& t : a.targets)
+      if (std::find(earlier.targets.begin(), earlier.targets.end(), t) != earlier.targets.end()) return t;
+  }
+  return "";
+}
 
 int Scenario::layer_index(const std::string& name) const {
   for (size_t i = 0; i < layers.size(); ++i)

@@ -177,6 +177,11 @@ struct Scenario {
     return nullptr;
   }
   int layer_index(const std::string& name) const;
+  // A declared adapter `a` that would be built with use_dora beside an earlier declared adapter on
+  // one of its layers, under ram-efficient loading at world > 1: the first layer's name, else "".
+  // There a rank > 0 raises in get_peft_model (its lora_A container already holds a meta tensor,
+  // so the new A stays on cpu and DoRA's weight norm copies the meta base weight to it).
+  std::string dora_meets_meta_base(const AdapterDecl& a) const;
   // The layers a child `fully_shard a,b` was given, in the order given: the order its group
   // packs them (torch _fsdp_init.py::_get_managed_modules walks the modules in that order).
   std::vector<int> packing_order(const ShardDecl& d) const;

@@ -174,6 +174,11 @@ void validate(const SeqFile& f, const std::string& file) {
     if (a.use_dora && a.deferred)
       fail(a.pos, "adapter '" + a.name + "' has use_dora and is deferred: a DoRA adapter added after fully_shard "
                   "(its weight norm meets the sharded weight) is not modelled; declare it without deferred");
+    const std::string shared = a.use_dora ? s.dora_meets_meta_base(a) : "";
+    if (!shared.empty())
+      fail(a.pos, "adapter '" + a.name + "' has use_dora beside an earlier adapter on layer '" + shared +
+                      "' under loading ram_efficient at world " + std::to_string(s.world) +
+                      ": ranks > 0 raise in get_peft_model (`Cannot copy out of meta tensor`: its weight norm copies the meta base weight), which is not modelled");
     if (a.use_dora)
       for (const auto& t : a.targets)
         if (s.layers[s.layer_index(t)].experts > 0)

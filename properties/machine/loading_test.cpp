@@ -40,6 +40,18 @@ TEST(Loading, UpstreamContainerCheckLeavesTheSecondAdapterOnCpuInFp32) {
   EXPECT_EQ(owner_bytes_text(r1.sharded_bytes), "policy:448");
 }
 
+// DoRA's magnitude is the norm of base weight + B @ A taken after their move (dora.py::
+// DoraLinearLayer.update_layer): bf16 beside a bf16 base without autocast, on meta where A is.
+TEST(Loading, DoraMagnitudeFollowsAAndB) {
+  const std::string text =
+      "world 2\nlayer lin0 8 4\nadapter default r=2 targets=lin0 use_dora\nfully_shard root\n"
+      "loading ram_efficient\ndtype bf16 autocast_adapter_dtype=false\n---\nset_adapter default\nprepare\n";
+  RunResult r = simulate(text);
+  EXPECT_EQ(placed(obs_at(r, 1, 0), "lin0.lora_magnitude_vector.default"), "cpu/bf16");
+  EXPECT_EQ(placed(obs_at(r, 1, 1), "lin0.lora_magnitude_vector.default"), "meta/bf16");
+  EXPECT_EQ(placed(obs_at(r, 2, 1), "lin0.lora_magnitude_vector.default"), "cpu/bf16");
+}
+
 // gloo completes a broadcast whose root sends fewer bytes than a peer posted (measured on
 // torch 2.13 CPU gloo): rank 1's fp32 policy tensors are part-filled, prepare goes on.
 TEST(Loading, UpstreamPrepareCrossPairsThePolicyBroadcast) {

@@ -452,6 +452,23 @@ TEST(SeqParser, UseDoraIsAFlagThePrinterKeeps) {
   EXPECT_EQ(parse_seq(printed, "<t>").scenario, f.scenario);
 }
 
+// DoRA beside an earlier adapter on a layer under ram-efficient loading at world > 1: rank 1 raises in
+// get_peft_model, not modelled, so the parser refuses it at the adapter's line; world 1, or the DoRA
+// adapter first on its layers, is accepted.
+TEST(SeqParser, DoraBesideAnEarlierAdapterOnAMetaBaseIsRefused) {
+  const std::string tail = "fully_shard root\nloading ram_efficient\n---\nprepare\ntrain_step\n";
+  const std::string late = "layer a 4 4\nadapter x r=2 targets=a\nadapter y r=2 targets=a use_dora\n";
+  try {
+    parse_seq("world 2\n" + late + tail, "m.seq");
+    FAIL() << "no error";
+  } catch (const SourceError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("m.seq:4:1: ", 0), 0u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Cannot copy out of meta tensor"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(parse_seq("world 1\n" + late + tail, "m.seq"));
+  EXPECT_NO_THROW(parse_seq("world 2\nlayer a 4 4\nadapter y r=2 targets=a use_dora\nadapter x r=2 targets=a\n" + tail, "m.seq"));
+}
+
 }  // namespace
 // A per-adapter autocast (the autocast_adapter_dtype its entry point takes) prints after the
 // other options only when given, and round-trips.

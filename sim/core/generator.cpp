@@ -154,11 +154,12 @@ void draw_mixed_precision(Prng& rng, Scenario& s) {
 
 // DoRA (LoraConfig(use_dora=True)) on each adapter with chance 3/5, at least one; never on an adapter
 // with an experts target (lora/layer.py::ParamWrapper.__init__ refuses use_dora), nor on a deferred one
-// (a DoRA adapter added after fully_shard is not modelled: seq_checks.cpp).
+// (a DoRA adapter added after fully_shard is not modelled: seq_checks.cpp), nor beside an earlier
+// adapter under ram-efficient loading at world > 1 (Scenario::dora_meets_meta_base).
 void draw_dora(Prng& rng, Scenario& s) {
   std::vector<AdapterDecl*> eligible;
   for (auto& a : s.adapters)
-    if (!a.deferred && std::none_of(a.targets.begin(), a.targets.end(), [&](const std::string& t) { return s.layers[s.layer_index(t)].experts > 0; }))
+    if (!a.deferred && s.dora_meets_meta_base(a).empty() && std::none_of(a.targets.begin(), a.targets.end(), [&](const std::string& t) { return s.layers[s.layer_index(t)].experts > 0; }))
       eligible.push_back(&a);
   if (eligible.empty()) return;
   bool any = false;

@@ -29,6 +29,10 @@ class Swarm {
   bool forced(const std::string& feature) const {
     return std::find(force_.begin(), force_.end(), feature) != force_.end();
   }
+  // Some forced feature starts with `prefix` (every key=value of one directive at once).
+  bool forced_prefix(const std::string& prefix) const {
+    return std::any_of(force_.begin(), force_.end(), [&](const std::string& f) { return f.rfind(prefix, 0) == 0; });
+  }
   // A two-valued directive: on_feature's value when drawn on, unless the caller forces the other.
   bool either(const std::string& on_feature, const std::string& off_feature) {
     const bool drawn = on(on_feature);
@@ -60,9 +64,7 @@ void draw_overrides(Prng& rng, Swarm& sw, Scenario& s) {
 // forced policy feature is drawn whatever P.
 void draw_policy(const Prng& main, Swarm& sw, const GenOptions& opt, Scenario& s) {
   Prng rng = main.fork(0x6d70);
-  bool forced = sw.forced("fully_shard POLICY_KEY=V");
-  for (const char* key : {"param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs"})
-    for (const char* v : {"fp32", "bf16", "true", "false"}) forced |= sw.forced(std::string("mixed_precision ") + key + "=" + v);
+  const bool forced = sw.forced("fully_shard POLICY_KEY=V") || sw.forced_prefix("mixed_precision ");
   const bool drawn = opt.mixed_precision_percent > 0 && rng.chance(static_cast<uint32_t>(opt.mixed_precision_percent));
   if (!drawn && !forced) return;
   draw_mixed_precision(rng, s);

@@ -302,5 +302,33 @@ class DecodedOnce(unittest.TestCase):
         self.assertEqual((judge._DECODED, judge._ASSEMBLED), ({}, {}))
 
 
+
+class DoraMerge(unittest.TestCase):
+    """World 1, fp32, one layer lin0 (4, 3), one DoRA adapter `a` (r = 1, scaling 1) whose magnitude
+    a step moved off the weight norm: its merge rescales the rows (lora/variants.py::
+    DoraLinearVariant.merge_safe), which the judge reads from the values."""
+
+    def test_rescaled_merge_is_exact_and_plain_lora_sum_is_not(self):
+        g = torch.Generator().manual_seed(11)
+        w0 = torch.rand(4, 3, generator=g) + 0.5
+        A = torch.rand(1, 3, generator=g) * 0.5
+        B = torch.rand(4, 1, generator=g) * 0.5
+        m = torch.linalg.norm(w0 + B @ A, dim=1) * 1.1  # a step moved the magnitude
+        shapes = {"lin0.weight": [4, 3], "lin0.lora_A.a": [1, 3], "lin0.lora_B.a": [4, 1],
+                  "lin0.lora_magnitude_vector.a": [4]}
+        init = {0: {"shapes": shapes, "scaling": {"a": 1.0}, "dtype": "fp32", "w0": {"lin0": enc(w0)}}}
+
+        def stored(w):
+            vals = {0: {0: {"s": {"lin0.weight": enc(w), "lin0.lora_A.a": enc(A), "lin0.lora_B.a": enc(B),
+                                  "lin0.lora_magnitude_vector.a": enc(m)}, "u": {}}}}
+            o = {"step": 0, "rank": 0, "layers": [{"name": "lin0", "merged": ["a"]}]}
+            judge.judge_layers(o, 0, 1, init, vals, judge.RoundingLog())
+            return o["layers"][0]["stored"]
+
+        merged = (m / torch.linalg.norm(w0 + B @ A, dim=1)).reshape(-1, 1) * (w0 + B @ A)
+        self.assertEqual(stored(merged), "exact")
+        self.assertEqual(stored(w0 + B @ A), "corrupt")
+        self.assertEqual(stored(w0), "missing_delta")
+
 if __name__ == "__main__":
     unittest.main()

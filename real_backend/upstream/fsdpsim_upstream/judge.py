@@ -3,6 +3,8 @@ extra_delta, corrupt) against W0 + the merged adapters' deltas. A rank holds
 only its rows of every adapter, so the full B @ A comes from every rank's rows
 at that point: the coordinator has them all. Same rule and tolerance as the
 C++ backend's observer (real_backend/observer.cpp)."""
+import math
+
 import torch
 
 
@@ -115,7 +117,7 @@ def _view(r, j, step, init, vals):
 
 def _full(name, shape, r, step, world, init, vals, own):
     mine = own.get(name)
-    if mine is not None and vec(mine).numel() == shape[0] * shape[1]:
+    if mine is not None and vec(mine).numel() == math.prod(shape):
         # every row on this rank (held whole before prepare or when added after it, or a shard
         # holding all rows): its own values are the full tensor, whatever a peer holds (meta under
         # ram-efficient loading)
@@ -136,10 +138,9 @@ def _full(name, shape, r, step, world, init, vals, own):
 
 
 def _assemble(texts, shape, world, r):
-    rows = shape[0]
     t = torch.cat([vec(v) for v in texts])
-    if t.numel() != rows * shape[1]:
-        if t.numel() == shape[0] * shape[1] * world:  # not sharded: every rank holds it whole
+    if t.numel() != math.prod(shape):  # a magnitude vector (out,) as well as a matrix
+        if t.numel() == math.prod(shape) * world:  # not sharded: every rank holds it whole
             t = vec(texts[r])
         else:
             return None
@@ -163,6 +164,15 @@ def delta_of(A, B, wshape):
     a = A.reshape(E, -1, fan_in)
     b = B.reshape(fan_out, -1, E)
     return torch.einsum("ore,eri->eio", b, a)
+
+
+def dora_delta(w0, delta, magnitude):
+    """What a DoRA merge onto W0 adds, read from the values (lora/variants.py::DoraLinearVariant.merge_safe):
+    each row of W0 + delta rescaled by magnitude / its norm, less W0. Equal to delta while the
+    magnitude still is the norm it was initialised to."""
+    w = w0.to(torch.float64) + delta.to(torch.float64)
+    factor = magnitude.to(torch.float64).reshape(-1, 1) / torch.linalg.norm(w, dim=1).reshape(-1, 1)
+    return (factor * w - w0.to(torch.float64)).to(delta.dtype)
 
 
 # fp32 keeps the real backend's tolerance: 1e-4 of the largest delta in play.
@@ -351,6 +361,12 @@ def judge_layers(o, r, world, init, vals, log=None):
                 if A is None or B is None:
                     return None
                 ds[a] = delta_of(A, B, wshape) * sc
+                mn = f"{layer}.lora_magnitude_vector.{a}"
+                if mn in shapes and mn in mine["s"] and len(wshape) == 2:
+                    m = factor(mn)
+                    if m is None:
+                        return None
+                    ds[a] = dora_delta(w0, ds[a], m)
             return ds
 
         ds = deltas_for(False)
