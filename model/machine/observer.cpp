@@ -141,7 +141,9 @@ void Observer::observe_layers_into(std::vector<LayerObs>& out) const {
     lo.name = topo_->layers[l].name;
     const LayerInfo& li = topo_->layers[l];
     // A 4-bit weight accelerate left out of sharding (ignored_params) has no group managing it.
-    if (st.prepared && !(li.quant && group_of(li.weight) < 0)) lo.group = topo_->groups[li.group].name;
+    // (On meta, where a RAM-efficient rank > 0 never quantized it, the weight is a float that fully_shard takes.)
+    const bool ignored = li.quant && group_of(li.weight) < 0 && st.params[li.weight].device != Device::Meta;
+    if (st.prepared && !ignored) lo.group = topo_->groups[li.group].name;
     else lo.group.clear();
     {
       Refill<Name> merged(lo.merged);
