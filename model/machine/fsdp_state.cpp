@@ -4,6 +4,8 @@
 // upstream function it mirrors.
 #include "model/machine/fsdp_state.hpp"
 
+#include <algorithm>
+
 #include "model/machine/optimizer.hpp"
 
 namespace fsdpsim {
@@ -28,8 +30,16 @@ Raise FsdpState::lazy_init() const {
 // a 4-bit model) raises, naming the group's meta parameters.
 Raise FsdpState::validate_no_meta_params(int g) const {
   std::string names;
+  // torch's FSDPParam._param_fqn: a LoRA-wrapped layer's own weight and bias sit under its base_layer.
+  auto fqn = [&](int p) {
+    const ParamInfo& pi = topo_.params[p];
+    const LayerInfo& li = topo_.layers[pi.layer];
+    const bool wrapped = std::any_of(li.A.begin(), li.A.begin() + topo_.n_adapters(), [](int a) { return a >= 0; });
+    if (is_lora(pi.kind) || !wrapped || (pi.kind != ParamKind::Weight && pi.kind != ParamKind::Bias)) return fqn_of(pi);
+    return "base_model.model." + li.name.str() + (pi.kind == ParamKind::Weight ? ".base_layer.weight" : ".base_layer.bias");
+  };
   auto note = [&](int p) {
-    if (params_[p].present && params_[p].device == Device::Meta) names += (names.empty() ? "'" : ", '") + fqn_of(topo_.params[p]) + "'";
+    if (params_[p].present && params_[p].device == Device::Meta) names += (names.empty() ? "'" : ", '") + fqn(p) + "'";
   };
   for (int p : topo_.groups[g].params) {
     // A 4-bit layer built on meta was never quantized: its weight is a float Params4bit, which
