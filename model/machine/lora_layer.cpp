@@ -203,7 +203,8 @@ Raise LoraLayer::forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, b
 // With plain factors (an adapter added after prepare, or U registered) the merge requantizes.
 Raise LoraLayer::quant_merge_raise(const LayerPort& c, int adapter, int sign, bool sharded_read) {
   const int w = c.own.info().weight;
-  if (c.dtensor.group_of(w) >= 0)
+  // A weight left on meta (a RAM-efficient rank > 0) was never quantized: a float that fully_shard took.
+  if (c.dtensor.group_of(w) >= 0 || c.own.params[w].device == Device::Meta)
     return c.raise(Status::Exception, std::string("AttributeError: '") + (c.own.is_registered_u(w) ? "Parameter" : "DTensor") +
                                           "' object has no attribute 'quant_state'");
   if (!sharded_read) {
