@@ -262,7 +262,7 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
   const bool dora_mixed = dora && sign < 0 && dora_norm_on_shard.contains(adapter) != weight_shard;
   const auto dora_raise = [&]() { return c.raise(Status::Exception, DTensor::mixed_tensor_error("div.Tensor")); };
   if (li.experts > 0) return ParamWrapper::get_delta_weight(*this, c, adapter, sign, {sharded_read, late_distributed, into, gather_fix, corrupt_deltas});
-  if (sharded_read && topo.world > 1 && topo.params[li.weight].dim0 < topo.world) {
+  if (sharded_read && topo.world > 1 && li.fan_out < topo.world) {
     // Fewer rows than ranks: B @ A cannot keep B's Shard(0) (torch 2.13
     // distributed/tensor/_ops/utils.py::is_tensor_shardable). With r >= world B moves to
     // Shard(1) (one all-gather of B padded on dim 1, a Partial delta); else both are gathered.
