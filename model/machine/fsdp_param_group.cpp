@@ -38,7 +38,8 @@ Raise FsdpParamGroup::init_mp_dtypes(const GroupContext& c) {
   bool f32 = false, bf16 = false;
   for (int p : gi.params) {  // a re-added adapter's ghost is checked by its own shard
     FsdpParam& ps = c.params[p];
-    ps.param_dtype = gi.mp_param == ps.packed_dtype() ? std::nullopt : gi.mp_param;
+    // ... and None for a non-floating parameter (a 4-bit layer's packed uint8 weight).
+    ps.param_dtype = gi.mp_param == ps.packed_dtype() || ps.packed_dtype() == DType::U8 ? std::nullopt : gi.mp_param;
     if (!ps.managed_rg()) continue;
     (ps.packed_dtype() == DType::BF16 ? bf16 : f32) = true;
   }

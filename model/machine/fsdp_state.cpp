@@ -4,6 +4,10 @@
 // upstream function it mirrors.
 #include "model/machine/fsdp_state.hpp"
 
+#include <algorithm>
+
+#include "model/machine/optimizer.hpp"
+
 namespace fsdpsim {
 
 GroupContext FsdpState::context(int g) const { return GroupContext{topo_, rank_, g, params_, log_, st_, scope_}; }
@@ -14,9 +18,39 @@ GroupContext FsdpState::context(int g) const { return GroupContext{topo_, rank_,
 Raise FsdpState::lazy_init() const {
   if (st_.root_lazy_inited || !st_.prepared) return {};  // before prepare no FSDP state exists
   st_.root_lazy_inited = true;
-  for (size_t g = 0; g < topo_.groups.size(); ++g)
+  for (size_t g = 0; g < topo_.groups.size(); ++g) {
+    if (Raise r = validate_no_meta_params(static_cast<int>(g))) return r;
     if (Raise r = st_.groups[g].init_mp_dtypes(context(static_cast<int>(g)))) return r;
+  }
   return {};
+}
+
+// torch 2.13 _fsdp_param_group.py::FSDPParamGroup._validate_no_meta_params, the first check of the
+// group's lazy_init: a shard still on meta (a rank > 0 whose RAM-efficient load accelerate skipped for
+// a 4-bit model) raises, naming the group's meta parameters.
+Raise FsdpState::validate_no_meta_params(int g) const {
+  std::string names;
+  // torch's FSDPParam._param_fqn: a LoRA-wrapped layer's own weight and bias sit under its base_layer.
+  auto fqn = [&](int p) {
+    const ParamInfo& pi = topo_.params[p];
+    const LayerInfo& li = topo_.layers[pi.layer];
+    const bool wrapped = std::any_of(li.A.begin(), li.A.begin() + topo_.n_adapters(), [](int a) { return a >= 0; });
+    if (is_lora(pi.kind) || !wrapped || (pi.kind != ParamKind::Weight && pi.kind != ParamKind::Bias)) return fqn_of(pi);
+    return "base_model.model." + li.name.str() + (pi.kind == ParamKind::Weight ? ".base_layer.weight" : ".base_layer.bias");
+  };
+  auto note = [&](int p) {
+    if (params_[p].present && params_[p].device == Device::Meta) names += (names.empty() ? "'" : ", '") + fqn(p) + "'";
+  };
+  for (int p : topo_.groups[g].params) {
+    // A 4-bit layer built on meta was never quantized: its weight is a float Params4bit, which
+    // accelerate does not leave out (only non-floating ones are ignored_params), registered before the bias.
+    const LayerInfo& li = topo_.layers[topo_.params[p].layer];
+    if (p == li.bias && li.quant && topo_.params[li.weight].group < 0) note(li.weight);
+    note(p);
+  }
+  if (names.empty()) return {};
+  return context(g).raise(Status::Exception, "RuntimeError: FSDP parameters should be materialized from meta device before training, "
+                                             "but the following were still on meta device: [" + names + "]");
 }
 
 // _fsdp_state.py::FSDPState._root_post_backward_final_callback: post_backward

@@ -29,6 +29,7 @@ class FsdpState {
   bool is_registered_u(int param) const { return u_registered(topo_, params_, st_.groups, param); }
   // _fsdp_state.py::FSDPState._lazy_init: once, at the root's first pre-forward.
   [[nodiscard]] Raise lazy_init() const;
+  [[nodiscard]] Raise validate_no_meta_params(int g) const;
   // _fsdp_state.py::FSDPState._root_post_backward_final_callback; `done`: the groups whose
   // post_backward already ran in this backward; grads: the op's (OpResult::grads).
   [[nodiscard]] Raise post_backward_final_callback(const std::vector<uint8_t>& done, AdapterSet& grads) const;

@@ -10,13 +10,16 @@ namespace fsdpsim {
 // transformers + accelerate's fsdp_cpu_ram_efficient_loading: only rank 0
 // loads real base weights; the other ranks hold meta tensors until prepare.
 void Accelerator::place_base_params() {
+  // A 4-bit layer's weight is the packed uint8 Params4bit (bitsandbytes/nn/modules.py::Params4bit).
+  for (const auto& li : topo_.layers)
+    if (li.quant) params_[li.weight].dtype = DType::U8;
   if (default_placement()) return;  // FsdpParam's defaults: cpu, fp32
   const bool meta = topo_.loading == Loading::RamEfficient && rank_ != 0;
   for (size_t p = 0; p < topo_.params.size(); ++p) {
     // A modules_to_save copy is a deep copy of its original (other.py::ModulesToSaveWrapper.update): placed alike.
     if (is_lora(topo_.params[p].kind)) continue;
     params_[p].device = meta ? Device::Meta : Device::Cpu;
-    params_[p].dtype = topo_.dtype;
+    if (params_[p].dtype != DType::U8) params_[p].dtype = topo_.dtype;
   }
 }
 
@@ -33,8 +36,10 @@ bool Accelerator::default_placement() const {
 // adapter's own parameters only. tuners_utils.py::BaseTuner._cast_adapter_dtype
 // then casts bf16 adapter weights to fp32 unless autocast_adapter_dtype=False.
 void Accelerator::place_new_adapter(int adapter, bool autocast) {
+  bool compute_cast = false;  // a 4-bit layer's compute_dtype is the dtype its adapters move to
+  for (const auto& li : topo_.layers) compute_cast |= li.quant && li.compute_dtype && li.A[adapter] >= 0;
   // Under a policy an unsharded group's base weight is a param_dtype copy, even in an fp32 model.
-  if (default_placement() && !topo_.mixed_precision) return;
+  if (default_placement() && !topo_.mixed_precision && !compute_cast) return;
   const bool per_adapter = topo_.profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
   for (const auto& li : topo_.layers) {
     // A refused injection placed modules only in the layers it reached: the others keep what they
@@ -55,7 +60,10 @@ void Accelerator::place_new_adapter(int adapter, bool autocast) {
       }
       if (skip) continue;
       ps.device = base.device;
-      ps.dtype = base_dtype;
+      // tuners_utils.py::BaseTunerLayer._get_base_layer_device_and_dtype: a bnb Linear4bit gives its
+      // compute_dtype (None: no cast); an integer dtype is never cast to.
+      if (li.quant) ps.dtype = li.compute_dtype.value_or(ps.dtype);
+      else ps.dtype = base_dtype;
     }
     if (li.M[adapter] >= 0) {
       // dora.py::DoraLinearLayer.update_layer: the magnitude is the norm of base weight + B @ A,
@@ -87,7 +95,10 @@ void Accelerator::upcast_trainable() {
 
 void Accelerator::prepare(Optimizer& optimizer, const OptimizerPort& port) {
   upcast_trainable();
-  if (topo_.loading == Loading::RamEfficient) {
+  // utils/fsdp_utils.py::fsdp2_prepare_model: `cpu_ram_efficient_loading and not model_has_params4bit`:
+  // with a 4-bit layer nothing is broadcast and the meta parameters of ranks > 0 stay on meta.
+  const bool load = topo_.loading == Loading::RamEfficient && !topo_.params4bit;
+  if (load) {
     for (int p : topo_.state_dict_order) {
       const ParamInfo& pi = topo_.params[p];
       if (!params_[p].present) continue;
@@ -102,7 +113,8 @@ void Accelerator::prepare(Optimizer& optimizer, const OptimizerPort& port) {
   std::vector<int> meta;  // the registered parameters on meta now, in named_parameters() order
   for (int p : topo_.state_dict_order)
     if (params_[p].present && params_[p].device == Device::Meta) meta.push_back(p);
-  for (auto& ps : params_) ps.device = Device::Cpu;
+  if (!topo_.params4bit || topo_.loading != Loading::RamEfficient)
+    for (auto& ps : params_) ps.device = Device::Cpu;
   prepared_ = true;
   optimizer.prepare(port);
   optimizer.map_by_data_ptr(meta);

@@ -140,8 +140,11 @@ Raise LoraLayer::forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, b
   auto base = [&]() -> Raise {
     const DType x = base_hooks ? fsdp_cast_in(gi, *act) : *act;
     DType y = x;
-    const std::string err = li.experts > 0 ? einsum_dtype_error(x, forward_dtype(c.own, li.weight), li.fan_in, li.fan_out, &y)
-                                           : linear_error(c.own, x, li.weight, li.bias);
+    // bitsandbytes/nn/modules.py::Linear4bit.forward casts its bias to the input's dtype and the
+    // dequantized product back to it: a 4-bit base raises no dtype error and keeps x's dtype.
+    const std::string err = li.quant          ? std::string()
+                            : li.experts > 0 ? einsum_dtype_error(x, forward_dtype(c.own, li.weight), li.fan_in, li.fan_out, &y)
+                                             : linear_error(c.own, x, li.weight, li.bias);
     if (!err.empty()) return c.raise(Status::Exception, err);
     *act = base_hooks ? fsdp_cast_out(gi, y) : y;
     return {};
@@ -193,6 +196,25 @@ Raise LoraLayer::forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, b
   return {};
 }
 
+// peft/tuners/lora/bnb.py::Linear4bit.merge / unmerge after fully_shard: dequantize_bnb_weight reads the
+// weight's own quant_state, which a weight fully_shard manages no longer carries (the DTensor shard, or
+// the plain unsharded Parameter); a weight accelerate left whole (ignored_params) dequantizes, and the
+// delta of DTensor factors cannot be added to (subtracted from) it. Measured on torch 2.13, world 2.
+// With plain factors (an adapter added after prepare, or U registered) the merge requantizes.
+Raise LoraLayer::quant_merge_raise(const LayerPort& c, int adapter, int sign, bool sharded_read) {
+  const int w = c.own.info().weight;
+  // A weight left on meta (a RAM-efficient rank > 0) was never quantized: a float that fully_shard took.
+  if (c.dtensor.group_of(w) >= 0 || c.own.params[w].device == Device::Meta)
+    return c.raise(Status::Exception, std::string("AttributeError: '") + (c.own.is_registered_u(w) ? "Parameter" : "DTensor") +
+                                          "' object has no attribute 'quant_state'");
+  if (!sharded_read) {
+    registered_weight(c).add(adapter, delta_version(c, adapter), sign);
+    return {};
+  }
+  if (Raise r = get_delta_weight(c, adapter, 0)) return r;  // the delta: DTensor's gathers of the factors
+  return c.raise(Status::Exception, DTensor::mixed_tensor_error(sign > 0 ? "add.Tensor" : "sub.Tensor"));
+}
+
 // lora/layer.py::Linear.get_delta_weight: B @ A on DTensors redistributes A
 // (one all-gather of A); B's local rows meet W's local rows.
 // lora/layer.py::ParamWrapper.get_delta_weight (E experts) reads
@@ -213,6 +235,7 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
   const LayerInfo& li = topo.layers[layer];
   const int a = li.A[adapter], b = li.B[adapter];
   const bool sharded_read = c.dtensor.group_of(a) >= 0 && !c.own.is_registered_u(a);
+  if (li.quant && sign != 0 && c.own.prepared) return quant_merge_raise(c, adapter, sign, sharded_read);
   // variants.py::DoraLinearVariant.merge_unsafe / unmerge end with `orig_weight.data = new_weight`: on
   // the FSDP2 shard (a DTensor Parameter) that assignment is lost, the shard keeps its values
   // (measured on torch 2.13, world 2), though merged_adapters lists the adapter.
@@ -239,7 +262,7 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
   const bool dora_mixed = dora && sign < 0 && dora_norm_on_shard.contains(adapter) != weight_shard;
   const auto dora_raise = [&]() { return c.raise(Status::Exception, DTensor::mixed_tensor_error("div.Tensor")); };
   if (li.experts > 0) return ParamWrapper::get_delta_weight(*this, c, adapter, sign, {sharded_read, late_distributed, into, gather_fix, corrupt_deltas});
-  if (sharded_read && topo.world > 1 && topo.params[li.weight].dim0 < topo.world) {
+  if (sharded_read && topo.world > 1 && li.fan_out < topo.world) {
     // Fewer rows than ranks: B @ A cannot keep B's Shard(0) (torch 2.13
     // distributed/tensor/_ops/utils.py::is_tensor_shardable). With r >= world B moves to
     // Shard(1) (one all-gather of B padded on dim 1, a Partial delta); else both are gathered.

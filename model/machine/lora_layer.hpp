@@ -85,6 +85,8 @@ struct LoraLayer {
   // W.data -= delta; the pop happens before the delta, so a raising delta
   // leaves the adapter unlisted but still in W.
   [[nodiscard]] Raise unmerge(const LayerPort& c);
+  // A merge (sign +1) or unmerge (-1) on a 4-bit layer after prepare (lora_layer.cpp).
+  [[nodiscard]] Raise quant_merge_raise(const LayerPort& c, int adapter, int sign, bool sharded_read);
   // lora/layer.py::Linear.get_delta_weight (a ParamWrapper's: param_wrapper.cpp) added into the
   // registered weight: sign +1 merge, -1 unmerge, 0 the delta only (the delta_weight op).
   // corrupt_deltas: where the delta_weight op (sign 0) notes a read that is not the layer's delta.

@@ -94,6 +94,9 @@ void Observer::observe_into(Observation& o, int step, const Op& op, const OpResu
       DeltaObs& d = deltas.next();
       d.adapter = t.adapter_names[a];
       d.value = r.corrupt_deltas.contains(a) ? WeightClass::Corrupt : WeightClass::Exact;
+      // The delta of a 4-bit layer: unjudged, as its weight (judge.py::judge_deltas).
+      if (op.kind == OpKind::DeltaWeight && !op.names.empty())
+        if (const int l = t.layer_index(op.names[0]); l >= 0 && t.layers[l].quant) d.value = WeightClass::Unjudged;
     }
   }
   {
@@ -136,7 +139,11 @@ void Observer::observe_layers_into(std::vector<LayerObs>& out) const {
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     LayerObs& lo = layers.next();
     lo.name = topo_->layers[l].name;
-    if (st.prepared) lo.group = topo_->groups[topo_->layers[l].group].name;
+    const LayerInfo& li = topo_->layers[l];
+    // A 4-bit weight accelerate left out of sharding (ignored_params) has no group managing it.
+    // (On meta, where a RAM-efficient rank > 0 never quantized it, the weight is a float that fully_shard takes.)
+    const bool ignored = li.quant && group_of(li.weight) < 0 && st.params[li.weight].device != Device::Meta;
+    if (st.prepared && !ignored) lo.group = topo_->groups[li.group].name;
     else lo.group.clear();
     {
       Refill<Name> merged(lo.merged);
@@ -150,6 +157,10 @@ void Observer::observe_layers_into(std::vector<LayerObs>& out) const {
       lo.stored = classify_stored(static_cast<int>(l));
       lo.registered = classify_registered(static_cast<int>(l));
     }
+    // A 4-bit weight holds packed codes that every merge requantizes (peft/tuners/lora/bnb.py::
+    // Linear4bit.merge): its values are W0 + deltas only up to the quantization error, which the
+    // value backends' fp32 checks do not read (judge.py leaves it unjudged), so no class is claimed.
+    if (li.quant) lo.stored = lo.registered = WeightClass::Unjudged;
     lo.stored_alt = lo.registered_alt = 0;
   }
 }

@@ -8,13 +8,11 @@
 
 namespace fsdpsim {
 
-namespace {
 // The FQN DCP names a LoRA parameter by: the lora_A/lora_B Linear's weight under the PeftModel
 // (a modules_to_save copy's name already ends in .weight or .bias).
 std::string fqn_of(const ParamInfo& pi) {
   return fmt::format("base_model.model.{}{}", pi.name.str(), is_lora(pi.kind) ? ".weight" : "");
 }
-}  // namespace
 
 // accelerate/accelerator.py::Accelerator._prepare_fsdp2 ->
 // fsdp_utils.py::fsdp2_switch_optimizer_parameters: the optimizer ends up holding

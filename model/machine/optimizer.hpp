@@ -10,8 +10,12 @@
 
 #include "model/machine/fsdp_param.hpp"
 #include "model/machine/op_raised.hpp"
+#include "model/machine/topology.hpp"
 
 namespace fsdpsim {
+
+// A parameter's name under the PeftModel as torch and DCP print it ("base_model.model.lin0.lora_A.a.weight").
+std::string fqn_of(const ParamInfo& pi);
 
 struct Topology;
 class FsdpState;

@@ -30,6 +30,16 @@ int Topology::layer_index(const std::string& name) const {
   return -1;
 }
 
+bool prepare_by_accelerate(const Scenario& s) {
+  if (s.shards.empty() || !s.shards.back().is_root()) return false;
+  for (size_t d = 0; d + 1 < s.shards.size(); ++d) {
+    const ShardDecl& sd = s.shards[d];
+    if (sd.is_root() || sd.modules.size() > 1 || !sd.mp.empty()) return false;
+    if (s.checkpointed(sd.modules[0])) return false;
+  }
+  return s.shards.back().mp.empty();
+}
+
 Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order) {
   if (order.empty())
     for (size_t a = 0; a < s.adapters.size(); ++a) order.push_back(static_cast<int>(a));
@@ -41,6 +51,10 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   t.mixed_precision = s.mixed_precision();
   t.data = s.data;
   t.world = s.world;
+  t.params4bit = s.quantized() != nullptr;
+  t.params4bit_ignored = t.params4bit && prepare_by_accelerate(s);
+  // accelerate 1.15 utils/fsdp_utils.py::fsdp2_prepare_model: no fp32 upcast when the model has a Params4bit.
+  t.mp_upcast = t.mp_upcast && !t.params4bit;
   t.adapters = s.adapters;
   for (const auto& a : s.adapters) t.adapter_names.emplace_back(a.name);
   t.optimizer = s.optimizer;
@@ -132,6 +146,8 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     li.fan_in = ld.in;
     li.fan_out = ld.out;
     li.checkpoint = s.checkpointed(ld.name);
+    li.quant = ld.quant;
+    li.compute_dtype = ld.compute_dtype;
     li.group = g;
     li.A.fill(-1);
     li.B.fill(-1);
@@ -161,6 +177,12 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
         li.SW[a] = add_param(saved_copy_name(ld.name, s.adapters[a].name, "weight"), ParamKind::SavedWeight, static_cast<int>(l), a, ld.out, ld.in, ga);
         li.SB[a] = add_param(saved_copy_name(ld.name, s.adapters[a].name, "bias"), ParamKind::SavedBias, static_cast<int>(l), a, ld.out, 1, ga);
       }
+    } else if (ld.quant) {
+      // bitsandbytes Params4bit: two 4-bit codes a byte, stored (in*out/2, 1); a direct fully_shard
+      // shards those bytes along dim 0, accelerate leaves it whole (its ignored_params).
+      li.weight = add_param(dotted(ld.name, ".weight"), ParamKind::Weight, static_cast<int>(l), -1, (ld.in * ld.out + 1) / 2, 1,
+                            t.params4bit_ignored ? -1 : g);
+      li.bias = add_param(dotted(ld.name, ".bias"), ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
     } else {
       li.weight = add_param(dotted(ld.name, ".weight"), ParamKind::Weight, static_cast<int>(l), -1, ld.out, ld.in, g);
       li.bias = add_param(dotted(ld.name, ".bias"), ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
@@ -200,7 +222,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     for (int l : packing) {
       const LayerInfo& li = t.layers[l];
       for (int p : {li.weight, li.bias})
-        if (p >= 0) members.push_back(p);
+        if (p >= 0 && t.params[p].group >= 0) members.push_back(p);  // an ignored 4-bit weight has none
       for (const auto* side : {&li.A, &li.B, &li.M})
         for (int a : order)
           if ((*side)[a] >= 0 && t.params[(*side)[a]].group >= 0) members.push_back((*side)[a]);

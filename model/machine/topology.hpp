@@ -93,6 +93,10 @@ struct LayerInfo {
   // adapter its copy's weight and bias (-1: that adapter has no copy here).
   bool saved_module = false;
   std::array<int, kMaxAdapters> SW{}, SB{};
+  // `quant=`: a bitsandbytes Linear4bit whose weight is the packed uint8 Params4bit of
+  // (in*out/2, 1) (bitsandbytes/nn/modules.py::Params4bit._quantize).
+  std::optional<Quant> quant;
+  std::optional<DType> compute_dtype;  // its Linear4bit.compute_dtype (unset: None)
 };
 
 struct Topology {
@@ -115,6 +119,12 @@ struct Topology {
   bool mixed_precision = false;
   Data data = Data::Same;  // `data per_rank`: each rank's forward reads its own batch
   bool explicit_prepare = false;  // the ops start before prepare (the parameters are whole)
+  // Some layer is 4-bit (a Params4bit in the model): accelerate skips its fp32 upcast and its
+  // RAM-efficient load (utils/fsdp_utils.py::fsdp2_prepare_model, `model_has_params4bit`).
+  bool params4bit = false;
+  // accelerate's own prepare runs (prepare_by_accelerate): the frozen uint8 Params4bit weights are
+  // its ignored_params, whole on every rank in no group; else the direct fully_shard shards their bytes.
+  bool params4bit_ignored = false;
 
   int n_adapters() const { return static_cast<int>(adapters.size()); }
   int group_index(const std::string& module) const;
@@ -134,6 +144,11 @@ Topology compile_topology(const SeqFile& f);
 // the ops compile_topology(f) reads are compared; the reference holds until this thread's
 // next call.
 const Topology& compile_topology_reused(const SeqFile& f);
+
+// Whether upstream's prepare takes accelerate's own Accelerator.prepare for this scenario rather than
+// the direct fully_shard calls (the static part of real_backend/upstream/fsdpsim_upstream/prepare.py::blocker:
+// root last and alone, one module per child call, no checkpointed child, no per-call policy).
+bool prepare_by_accelerate(const Scenario& s);
 
 // Some rank holds only padding rows of an FSDP-managed parameter (ParamInfo::rows_on).
 bool has_padding_only_rank(const Topology& t);

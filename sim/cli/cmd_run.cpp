@@ -187,11 +187,7 @@ void check_memory(const SeqFile& f, const Args& a, const std::string& file) {
   // of three backends the other two run it (runnable_backends); of two, one alone is no comparison
   if (uses(a.backends, Backend::Real) && a.backends.size() < 3)
     if (std::string why = real_backend_refusal(f.scenario, &at); !why.empty()) throw SourceError(file, at, why);
-  // The model has no 4-bit base layer yet: what upstream does with one is measured
-  // (docs/design/upstream-backend.md), not modelled, so the model refuses it rather than run a plain Linear.
-  if (const LayerDecl* q = f.scenario.quantized(); q && uses(a.backends, Backend::Model))
-    throw SourceError(file, q->pos, "the model does not implement 4-bit (QLoRA) base layers yet (layer '" + q->name +
-                                        "' quant=" + quant_name(*q->quant) + "); run this file with --backend upstream");
+  if (std::string why = model_refusal(f.scenario, &at); !why.empty() && uses(a.backends, Backend::Model)) throw SourceError(file, at, why);
   if (uses(a.backends, Backend::Real) || uses(a.backends, Backend::Upstream))
     check_memory_budget(f, a.memory_budget > 0 ? a.memory_budget : default_memory_budget(), file);
 }

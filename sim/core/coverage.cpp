@@ -22,6 +22,8 @@ std::vector<Feature> build_features() {
   for (int k = 0; k < kDrawnSwitches; ++k) add("set", switch_table()[k].name, switch_table()[k].name);
   add("layer", "", "IN OUT", false, true);
   add("layer", "experts", "experts=E");
+  for (const char* v : {"nf4", "fp4"}) add("layer", "quant", std::string("quant=") + v);
+  for (DType t : {DType::F32, DType::BF16}) add("layer", "compute_dtype", std::string("compute_dtype=") + dtype_name(t));
   add("adapter", "r", "r=N", false, true);
   add("adapter", "alpha", "alpha=N", false, true);
   add("adapter", "targets", "targets=L", false, true);
@@ -80,8 +82,11 @@ std::vector<bool> features_of(const SeqFile& f) {
   hold("world W"), hold("seed S"), hold("layer IN OUT");
   hold("profile " + s.profile);
   for (const auto& o : s.overrides) hold("set " + o.name);
-  for (const auto& l : s.layers)
+  for (const auto& l : s.layers) {
     if (l.experts > 0) hold("layer experts=E");
+    if (l.quant) hold(std::string("layer quant=") + quant_name(*l.quant));
+    if (l.compute_dtype) hold(std::string("layer compute_dtype=") + dtype_name(*l.compute_dtype));
+  }
   for (const auto& a : s.adapters) {
     hold("adapter r=N"), hold("adapter alpha=N"), hold("adapter targets=L");
     if (!a.modules_to_save.empty()) hold("adapter modules_to_save");

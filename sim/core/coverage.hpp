@@ -25,7 +25,7 @@ struct Feature {
 const std::vector<Feature>& vocab_features();
 // What `fsdpsim coverage` draws unless told: the whole vocabulary (`--draw all`), with the opt-in
 // capabilities (a mixed_precision policy, DoRA adapters) each in a third of the sequences.
-constexpr const char* kCoverageDraw = "all,mixed_precision=33,dora=33";
+constexpr const char* kCoverageDraw = "all,mixed_precision=33,dora=33,qlora=33";
 // Which features the file holds, indexed as vocab_features().
 std::vector<bool> features_of(const SeqFile& f);
 // Two features may meet in one file as far as the grammar goes (not two values of a one-value

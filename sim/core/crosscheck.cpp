@@ -54,6 +54,22 @@ std::string real_backend_refusal(const Scenario& s, SourcePos* at) {
   return "";
 }
 
+std::string model_refusal(const Scenario& s, SourcePos* at) {
+  // PEFT 0.21.2 runs DoRA on a Linear4bit (bnb.py::Linear4bit with DoraLinearVariant: measured on the
+  // upstream backend); the model's DoRA reads a float base weight, which a 4-bit layer does not have.
+  for (const auto& a : s.adapters) {
+    if (!a.use_dora) continue;
+    for (const auto& l : s.layers)
+      for (const auto& t : a.targets)
+        if (l.quant && t == l.name) {
+          *at = a.pos;
+          return "the model does not implement DoRA on a 4-bit base (adapter '" + a.name + "' has use_dora and targets '" + l.name +
+                 "' quant=" + quant_name(*l.quant) + "); run this file with --backend upstream";
+        }
+  }
+  return "";
+}
+
 std::string backends_text(const BackendList& b) {
   std::string s;
   for (Backend x : b) s += (s.empty() ? "" : ",") + std::string(backend_name(x));

@@ -167,6 +167,32 @@ void draw_dora(Prng& rng, Scenario& s) {
   if (!any) eligible[rng.below(static_cast<uint32_t>(eligible.size()))]->use_dora = true;
 }
 
+// A 4-bit base (quant=nf4|fp4, compute_dtype left out, bf16 or fp32) on each Linear layer with
+// chance 1/2, at least one; never on an experts layer (the parser refuses it), a modules_to_save
+// layer, or a layer a DoRA adapter targets (the model refuses DoRA on a 4-bit base).
+bool qlora_eligible(const Scenario& s, const LayerDecl& l) {
+  const bool dora = std::any_of(s.adapters.begin(), s.adapters.end(), [&](const AdapterDecl& a) {
+    return a.use_dora && std::find(a.targets.begin(), a.targets.end(), l.name) != a.targets.end();
+  });
+  return l.experts == 0 && !dora && !s.saved_module(l.name);
+}
+
+void draw_qlora(Prng& rng, Scenario& s) {
+  std::vector<LayerDecl*> eligible;
+  for (auto& l : s.layers)
+    if (qlora_eligible(s, l)) eligible.push_back(&l);
+  if (eligible.empty()) return;
+  const auto quantize = [&](LayerDecl& l) {
+    l.quant = rng.chance(50) ? Quant::NF4 : Quant::FP4;
+    const uint32_t c = rng.below(3);
+    if (c > 0) l.compute_dtype = c == 1 ? DType::BF16 : DType::F32;
+  };
+  bool any = false;
+  for (LayerDecl* l : eligible)
+    if (rng.chance(50)) quantize(*l), any = true;
+  if (!any) quantize(*eligible[rng.below(static_cast<uint32_t>(eligible.size()))]);
+}
+
 GenOptions swarm_options(Prng& rng, int world, bool wide_worlds) {
   GenOptions g;
   g.world = world;
@@ -240,13 +266,14 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
   if (opt.modules_to_save_percent > 0 && rng.chance(static_cast<uint32_t>(opt.modules_to_save_percent))) draw_modules_to_save(rng, s);
   if (opt.mixed_precision_percent > 0 && rng.chance(static_cast<uint32_t>(opt.mixed_precision_percent))) draw_mixed_precision(rng, s);
   if (opt.dora_percent > 0 && rng.chance(static_cast<uint32_t>(opt.dora_percent))) draw_dora(rng, s);
+  if (opt.qlora_percent > 0 && rng.chance(static_cast<uint32_t>(opt.qlora_percent))) draw_qlora(rng, s);
   return s;
 }
 
 std::string apply_draws(const std::string& list, GenOptions* opt) {
   const std::string expected =
-      "all (the whole-vocabulary generator), all,mixed_precision=P,dora=P, or a comma list of checkpoint=P, gradient_sync=P, per_rank_data=P, "
-      "modules_to_save=P, grouped=P, mixed_precision=P or dora=P (P a percentage 0..100)";
+      "all (the whole-vocabulary generator), all,mixed_precision=P,dora=P,qlora=P, or a comma list of checkpoint=P, gradient_sync=P, "
+      "per_rank_data=P, modules_to_save=P, grouped=P, mixed_precision=P, dora=P or qlora=P (P a percentage 0..100)";
   const std::vector<std::string> items = split(list);
   opt->all = std::find(items.begin(), items.end(), "all") != items.end();
   for (const std::string& item : items) {
@@ -258,8 +285,8 @@ std::string apply_draws(const std::string& list, GenOptions* opt) {
     if (!why.empty()) return fmt::format("{}= expects a percentage, {}", item.substr(0, eq), why);
     const std::string key = item.substr(0, eq);
     // The whole-vocabulary generator draws every scenario feature itself; the opt-in
-    // capabilities (a policy line, DoRA) join it by their percentage.
-    if (opt->all && key != "mixed_precision" && key != "dora")
+    // capabilities (a policy line, DoRA, 4-bit bases) join it by their percentage.
+    if (opt->all && key != "mixed_precision" && key != "dora" && key != "qlora")
       return fmt::format("{}= does not combine with all (the whole-vocabulary generator draws it itself); expects {}", key, expected);
     if (key == "checkpoint") opt->checkpoint_percent = p;
     else if (key == "gradient_sync") opt->gradient_sync_percent = p;
@@ -268,6 +295,7 @@ std::string apply_draws(const std::string& list, GenOptions* opt) {
     else if (key == "grouped") opt->grouped_percent = p;
     else if (key == "mixed_precision") opt->mixed_precision_percent = p;
     else if (key == "dora") opt->dora_percent = p;
+    else if (key == "qlora") opt->qlora_percent = p;
     else return fmt::format("expects {}, got unknown '{}'", expected, key);
   }
   return "";

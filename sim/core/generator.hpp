@@ -41,6 +41,9 @@ struct GenOptions {
   // Chance of DoRA: `use_dora` on each adapter without an experts target with chance 3/5, at least
   // one. 0 (the default) draws nothing, so every recorded --seed keeps its scenario and ops.
   int dora_percent = 0;
+  // Chance of 4-bit bases: `quant=nf4|fp4 [compute_dtype=..]` on each eligible Linear layer with
+  // chance 1/2, at least one (draw_qlora). 0 (the default) draws nothing.
+  int qlora_percent = 0;
   // `--draw all`: the whole-vocabulary generator (generator_all.cpp), a stream of its own; the
   // percentages above do not apply to it.
   bool all = false;
@@ -53,9 +56,9 @@ struct GenOptions {
 // the profiles that set it (`patched`), so a seed keeps printing the sequence it printed.
 constexpr int kDrawnSwitches = 9;
 
-// `--draw all`, `--draw all,mixed_precision=P,dora=P` (the whole vocabulary with a policy line or
-// DoRA adapters in P % of the sequences) or
-// `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P,mixed_precision=P,dora=P`
+// `--draw all`, `--draw all,mixed_precision=P,dora=P,qlora=P` (the whole vocabulary with a policy line,
+// DoRA adapters or 4-bit bases in P % of the sequences) or
+// `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P,mixed_precision=P,dora=P,qlora=P`
 // (percentages 0..100) onto opt; returns an error text naming what was expected, or "" when the list is good.
 std::string apply_draws(const std::string& list, GenOptions* opt);
 
@@ -95,6 +98,9 @@ void draw_saved_module(Prng& rng, Scenario& s);
 void draw_mixed_precision(Prng& rng, Scenario& s);
 // use_dora on each adapter that is neither deferred nor targets an experts layer, with chance 3/5 (at least one).
 void draw_dora(Prng& rng, Scenario& s);
+// quant= on each Linear layer that is not saved nor a DoRA target with chance 1/2 (at least one).
+void draw_qlora(Prng& rng, Scenario& s);
+bool qlora_eligible(const Scenario& s, const LayerDecl& l);
 // An adapter's name, r, alpha and targets (each layer with chance 3/4, at least one), drawn in
 // that order: both generators draw their adapters' shape this way.
 AdapterDecl draw_adapter_shape(Prng& rng, const Scenario& s, const char* name);

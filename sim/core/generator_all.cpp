@@ -46,6 +46,32 @@ class Swarm {
   const std::vector<std::string>& force_;
 };
 
+// A forced 4-bit feature (coverage's witnesses) is held by the first layer that can take it.
+void force_qlora(const Swarm& sw, Scenario& s) {
+  for (Quant q : {Quant::NF4, Quant::FP4}) {
+    if (!sw.forced(std::string("layer quant=") + quant_name(q)) ||
+        std::any_of(s.layers.begin(), s.layers.end(), [&](const LayerDecl& l) { return l.quant == q; }))
+      continue;
+    for (auto& l : s.layers)
+      if (!l.quant && qlora_eligible(s, l)) {
+        l.quant = q;
+        break;
+      }
+  }
+  for (DType t : {DType::F32, DType::BF16}) {
+    if (!sw.forced(std::string("layer compute_dtype=") + dtype_name(t)) ||
+        std::any_of(s.layers.begin(), s.layers.end(), [&](const LayerDecl& l) { return l.compute_dtype == t; }))
+      continue;
+    for (auto& l : s.layers)
+      if ((l.quant || qlora_eligible(s, l)) && !l.compute_dtype) {
+        if (!l.quant) l.quant = Quant::NF4;
+        l.compute_dtype = t;
+        break;
+      }
+  }
+}
+
+
 std::string pick(Prng& rng, const std::vector<std::string>& v) { return v[rng.below(static_cast<uint32_t>(v.size()))]; }
 
 void draw_overrides(Prng& rng, Swarm& sw, Scenario& s) {
@@ -154,6 +180,9 @@ Scenario draw_scenario(Prng& rng, Swarm& sw, const GenOptions& opt) {
   draw_policy(rng, sw, opt, s);
   // `all,dora=P`: DoRA adapters in P % of the sequences, on a stream of their own as the policy.
   if (Prng side = rng.fork(0x646f7261); opt.dora_percent > 0 && side.chance(static_cast<uint32_t>(opt.dora_percent))) draw_dora(side, s);
+  // `all,qlora=P`: 4-bit bases in P % of the sequences, on a stream of their own.
+  if (Prng side = rng.fork(0x716c6f72); opt.qlora_percent > 0 && side.chance(static_cast<uint32_t>(opt.qlora_percent))) draw_qlora(side, s);
+  force_qlora(sw, s);
   return s;
 }
 

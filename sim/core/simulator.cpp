@@ -360,6 +360,7 @@ void Simulator::judge_against_peers(RunResult& res) {
         const int g = topo_->layers[l].group;
         const bool held_shard = o.groups.empty() || o.groups[g].state == ShardedState::Sharded;
         if (held_shard) lo.registered = lo.stored;
+        if (topo_->layers[l].quant) lo.stored = lo.registered = WeightClass::Unjudged;  // as Observer::observe_layers_into says why
       }
     }
   }

@@ -32,7 +32,8 @@ void take_model_list(const std::vector<Name>& model, const std::vector<Name>& co
 
 // Takes the model's class for an unjudged one, noting it.
 void settle(const Observation& v, const std::string& what, WeightClass model, WeightClass* value, std::vector<std::string>* notes) {
-  if (*value != WeightClass::Unjudged) return;
+  // Both unjudged (a 4-bit layer, whose requantized codes neither reads): the same reading, no note.
+  if (*value != WeightClass::Unjudged || model == WeightClass::Unjudged) return;
   notes->push_back("step " + std::to_string(v.step) + " rank " + std::to_string(v.rank) + " (" + v.op + "): " + what +
                    " unjudged (model: " + weight_class_name(model) + ")");
   *value = model;

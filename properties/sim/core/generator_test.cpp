@@ -191,3 +191,29 @@ TEST(Generator, FixedSeedsPrintFixedSequences) {
     EXPECT_EQ(fnv(text), hash) << "seed " << seed << ":\n" << text;
   }
 }
+
+// qlora=P: nothing at 0 (every recorded seed keeps its sequence), with `all` on a forked stream that
+// leaves the rest of the sequence as `all` alone draws it; 4-bit layers only where the model runs them.
+TEST(Generator, QloraOnlyWhenAskedOnAForkedStream) {
+  auto quantized = [](const SeqFile& f) { return f.scenario.quantized() != nullptr; };
+  int with = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    for (bool all : {false, true}) {
+      GenOptions off, on;
+      off.all = on.all = all;
+      on.qlora_percent = 100;
+      Prng a(seed), b(seed);
+      SeqFile plain = generate_seq(a, off), f = generate_seq(b, on);
+      EXPECT_FALSE(quantized(plain));
+      ASSERT_NO_THROW(validate(f, "<generated>")) << print_seq(f);
+      EXPECT_EQ(parse_seq(print_seq(f), "<generated>"), f);
+      for (const auto& l : f.scenario.layers)
+        if (l.quant) EXPECT_TRUE(l.experts == 0 && !f.scenario.saved_module(l.name)) << print_seq(f);
+      SeqFile cleared = f;
+      for (auto& l : cleared.scenario.layers) l.quant.reset(), l.compute_dtype.reset();
+      if (all) EXPECT_EQ(print_seq(cleared), print_seq(plain));  // the fork draws nothing else
+      with += quantized(f);
+    }
+  }
+  EXPECT_GT(with, 300);
+}

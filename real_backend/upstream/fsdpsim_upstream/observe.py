@@ -10,7 +10,7 @@ from torch.distributed.tensor import DTensor
 
 from .collectives import DTYPES, local_of  # noqa: F401 (session.py reads observe.local_of)
 
-ELEM = {torch.float32: 4, torch.bfloat16: 2, torch.float16: 2}
+ELEM = {torch.float32: 4, torch.bfloat16: 2, torch.float16: 2, torch.uint8: 1}  # uint8: a 4-bit layer's packed Params4bit
 
 
 # The modules torch and PEFT put between a layer and its parameters: torch's
