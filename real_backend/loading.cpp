@@ -60,6 +60,8 @@ void Accelerator::place_param(int p, bool meta, at::ScalarType dtype) {
 void Accelerator::move_adapter_to_device_of_base_layer(int layer, int adapter) {
   const LayerSpec& ls = layout_->layers[layer];
   const at::Tensor& w = (*params_)[ls.weight].leaf.place;
+  // The module's weight now: U, in the policy's param_dtype, while its group is unsharded.
+  const at::ScalarType dtype = w.is_meta() ? w.scalar_type() : (*params_)[ls.weight].forward_dtype();
   const bool per_adapter = layout_->profile.get(Switch::AdapterMetaCheck) == sw::kPerAdapter;
   for (const std::vector<int>* container : {&ls.lora_a, &ls.lora_b}) {
     const int p = (*container)[adapter];
@@ -69,12 +71,12 @@ void Accelerator::move_adapter_to_device_of_base_layer(int layer, int adapter) {
     } else {
       for (int q : *container) skip = skip || (q >= 0 && params_->registered(q).defined() && (*params_)[q].leaf.place.is_meta());
     }
-    if (!skip) place_param(p, w.is_meta(), w.scalar_type());
+    if (!skip) place_param(p, w.is_meta(), dtype);
   }
   // lora/layer.py::LoraLayer.update_layer moves the adapter before the variant's init, which then
   // computes the DoRA magnitude from the base weight and the moved A and B: where and in what
   // dtype the base weight is (dora.py::DoraLinearLayer.update_layer).
-  if (ls.lora_m[adapter] >= 0) place_param(ls.lora_m[adapter], w.is_meta(), w.scalar_type());
+  if (ls.lora_m[adapter] >= 0) place_param(ls.lora_m[adapter], w.is_meta(), dtype);
 }
 
 // lora/model.py::LoraModel._create_and_replace -> LoraLayer.update_layer per
