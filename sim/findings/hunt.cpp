@@ -28,9 +28,10 @@ constexpr double kPoolStartGuess = 5;    // seconds an upstream pool takes to st
 // The swarm's share of sequences with a MixedPrecisionPolicy, and its stream's salt.
 constexpr uint32_t kSwarmPolicyPercent = 15;
 constexpr uint64_t kSwarmPolicyStream = 0x6d70;
-// The swarm's share of sequences with DoRA adapters (`use_dora`), on a stream of its own too.
-constexpr uint32_t kSwarmDoraPercent = 15;
+// The streams of the swarm's DoRA adapters (`use_dora`) and 4-bit bases (`quant=`); their shares
+// are HuntOptions' (4-bit fewer: only the model and upstream run them).
 constexpr uint64_t kSwarmDoraStream = 0x646f7261;
+constexpr uint64_t kSwarmQloraStream = 0x71346269;
 
 struct Candidate {
   SeqFile file;
@@ -344,8 +345,8 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
       // A mixed-precision policy on some of them, drawn on a stream of its own so that the swarm's
       // other sequences stay what they were.
       if (Prng side = r.fork(kSwarmPolicyStream); side.chance(kSwarmPolicyPercent)) draw_mixed_precision(side, f.scenario);
-      if (Prng side = r.fork(kSwarmDoraStream); side.chance(kSwarmDoraPercent)) draw_dora(side, f.scenario);
-      // 4-bit bases (`quant=`) join here on a stream of their own once the model runs them (not yet).
+      if (Prng side = r.fork(kSwarmDoraStream); side.chance(o.swarm_dora_percent)) draw_dora(side, f.scenario);
+      if (Prng side = r.fork(kSwarmQloraStream); side.chance(o.swarm_qlora_percent)) draw_qlora(side, f.scenario);
       by = "fuzz swarm " + std::to_string(s);
     }
     f = for_hunt(f, o);

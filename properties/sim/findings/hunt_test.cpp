@@ -21,6 +21,8 @@ HuntOptions short_hunt(const std::string& profile) {
   o.seconds = 6;  // 2 s for the model's phases, the rest for confirming on the C++ backend
   o.profile = profile;
   o.seed = 7;
+  // Every class is confirmed on the C++ backend here, which does not run 4-bit bases.
+  o.swarm_qlora_percent = 0;
   o.scenarios = hunt_scenarios();
   o.explore = hunt_explore_hook();
   o.confirm_upstream = false;
