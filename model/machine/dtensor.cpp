@@ -220,31 +220,45 @@ bool DTensor::concatenated_u(const std::vector<const DTensor*>& ranks, const std
   *ver = version::mix_version(vers);
   *w = WeightContent{};
   if (pi.kind != ParamKind::Weight) return true;
-  const LayerInfo* li = nullptr;
-  for (const auto& l : topo.layers)
-    if (l.weight == p) li = &l;
+  int layer = -1;
+  for (size_t l = 0; l < topo.layers.size(); ++l)
+    if (topo.layers[l].weight == p) layer = static_cast<int>(l);
   const WeightContent* first = nullptr;
   for (const WeightContent* x : rows)
     if (x && !first) first = x;
-  if (!li || !first) return false;
+  if (layer < 0 || !first) return false;
+  const LayerInfo& li = topo.layers[layer];
   for (const WeightContent* x : rows)
-    if (x && (x->corrupt || x->coeff != first->coeff)) return false;
+    if (x && x->corrupt) return false;
   *w = *first;
   for (int a = 0; a < topo.n_adapters(); ++a) {
-    if (first->coeff[a] == 0) continue;
+    // The rows that hold a delta name its A; a rank whose rows hold none may still hold B_r @ A
+    // for a B_r that is zero now (a merge of PEFT's zero-init B adds nothing, WeightContent::add).
+    const WeightContent* ref = nullptr;
+    for (const WeightContent* x : rows)
+      if (x && x->coeff[a] != 0 && !ref) ref = x;
+    if (!ref) continue;
     // peft lora/layer.py::Linear.get_delta_weight on a Shard(0) B: each rank's rows are B_r @ A.
-    if (li->B[a] < 0 || topo.params[li->B[a]].dim0 != pi.dim0) return false;
+    if (li.B[a] < 0 || topo.params[li.B[a]].dim0 != pi.dim0) return false;
     thread_local std::vector<uint32_t> b;
     b.assign(ranks.size(), kNoRows);
-    const DeltaId id0 = first->ver[a];
+    const DeltaId id0 = ref->ver[a];
     bool same = true;
     for (size_t r = 0; r < rows.size(); ++r) {
       if (!rows[r]) continue;
+      if (rows[r]->coeff[a] == 0 && ref->coeff[a] == 1 && ranks[r]->b_is_zero(layer, a)) {
+        // B_r zero now: these rows are W0's, which B_r @ A at B_r's version 0 adds nothing to.
+        same = false;
+        b[r] = 0;
+        continue;
+      }
+      if (rows[r]->coeff[a] != ref->coeff[a]) return false;
       const DeltaId id = rows[r]->ver[a];
       same = same && id == id0;
       if (id == kZeroDelta || (id & kTransposedDelta) || (id >> 32) != (id0 >> 32)) return false;  // no common A
       b[r] = static_cast<uint32_t>(id);
     }
+    w->coeff[a] = ref->coeff[a];
     if (!same) w->ver[a] = m0.delta_id(a, static_cast<uint32_t>(id0 >> 32), version::mix_version(b));
   }
   return true;
