@@ -29,7 +29,7 @@ constexpr double kPoolStartGuess = 5;    // seconds an upstream pool takes to st
 constexpr uint32_t kSwarmPolicyPercent = 15;
 constexpr uint64_t kSwarmPolicyStream = 0x6d70;
 // The streams of the swarm's DoRA adapters (`use_dora`) and 4-bit bases (`quant=`); their shares
-// are HuntOptions' (4-bit fewer: only the model and upstream run them).
+// are HuntOptions'.
 constexpr uint64_t kSwarmDoraStream = 0x646f7261;
 constexpr uint64_t kSwarmQloraStream = 0x71346269;
 
