@@ -13,7 +13,25 @@ using namespace fsdpsim;
 using namespace fsdpsim::real;
 
 namespace {
+
 constexpr uint64_t kSeed = 5;
+
+// Rank 0's report after `merge` at step 1: every parameter present on its shard at its initial
+// values, groups and merged adapters as given.
+RankReport merge_report(const Layout& layout, ShardedState state, std::vector<std::string> merged) {
+  RankReport rep;
+  rep.step = 1;
+  rep.op = "merge";
+  rep.groups = {{"root", state}};
+  rep.merged = {std::move(merged)};
+  const size_t n = layout.params.size();
+  rep.present.assign(n, 1);
+  rep.u_registered.assign(n, 0);
+  rep.whole.assign(n, 0);
+  rep.u_values.assign(n, {});
+  for (size_t p = 0; p < n; ++p) rep.s_values.push_back(initial_values(layout, kSeed, static_cast<int>(p)));
+  return rep;
+}
 
 struct OneLayer {
   Layout layout = make_layout(parse_seq(
@@ -40,17 +58,7 @@ struct OneLayer {
   // The report of rank 0 after `merge`, its stored weight W0 + factor * delta
   // with `offset` added to one element.
   WeightClass classify(float factor, float offset, bool zero_b = false, uint8_t* alt = nullptr, bool merged = true) const {
-    RankReport rep;
-    rep.step = 1;
-    rep.op = "merge";
-    rep.groups = {{"root", ShardedState::Sharded}};
-    rep.merged = {merged ? std::vector<std::string>{"a"} : std::vector<std::string>{}};
-    const size_t n = layout.params.size();
-    rep.present.assign(n, 1);
-    rep.u_registered.assign(n, 0);
-    rep.whole.assign(n, 0);
-    rep.u_values.assign(n, {});
-    for (size_t p = 0; p < n; ++p) rep.s_values.push_back(initial_values(layout, kSeed, static_cast<int>(p)));
+    RankReport rep = merge_report(layout, ShardedState::Sharded, merged ? std::vector<std::string>{"a"} : std::vector<std::string>{});
     if (zero_b) std::fill(rep.s_values[layout.layers[0].lora_b[0]].begin(), rep.s_values[layout.layers[0].lora_b[0]].end(), 0.0f);
     auto& w = rep.s_values[layout.layers[0].weight];
     for (size_t i = 0; i < w.size(); ++i) w[i] += factor * delta[i];
@@ -262,17 +270,7 @@ TEST(Observer, ADoraMergeIsJudgedByItsRescaledValues) {
     for (int64_t i = 0; i < ls.in; ++i) rescaled[o * ls.in + i] = 1.5f * merged_plain[o * ls.in + i];
   }
   auto classify = [&](const std::vector<float>& w) {
-    RankReport rep;
-    rep.step = 1;
-    rep.op = "merge";
-    rep.groups = {{"root", ShardedState::Unsharded}};
-    rep.merged = {{"a"}};
-    const size_t n = layout.params.size();
-    rep.present.assign(n, 1);
-    rep.u_registered.assign(n, 0);
-    rep.whole.assign(n, 0);
-    rep.u_values.assign(n, {});
-    for (size_t p = 0; p < n; ++p) rep.s_values.push_back(initial_values(layout, kSeed, static_cast<int>(p)));
+    RankReport rep = merge_report(layout, ShardedState::Unsharded, {"a"});
     rep.s_values[ls.lora_m[0]] = mag;
     rep.s_values[ls.weight] = w;
     return observe(layout, kSeed, {{rep}}).at(0).layers.at(0).stored;
