@@ -36,8 +36,8 @@ class Experts(nn.Module):
 def seed_cpu(seed):
     """torch.manual_seed's CPU generator alone: the ranks draw on CPU only, and torch.manual_seed also
     queues a seeding of each lazy device (cuda, xpu, mtia), each with a formatted Python stack
-    (torch/random.py::manual_seed, torch/cuda/__init__.py::_lazy_call): 0.8 ms a call quiet, three
-    calls a build. The CPU stream is the same (manual_seed seeds torch.default_generator with it)."""
+    (torch/random.py::manual_seed, torch/cuda/__init__.py::_lazy_call): 0.8 ms a call quiet, two
+    a build. The CPU stream is the same (manual_seed seeds torch.default_generator with it)."""
     torch.default_generator.manual_seed(int(seed))
 
 
