@@ -31,14 +31,13 @@ def load_adapter_calls(scen, op):
 
 def run_load_adapter(s, op, calls):
     """The checkpoint holds the adapter's seeded initial values, written once per rank before."""
-    import torch
     from peft import get_peft_model
-    from .session import Net, lora_config
+    from .session import Net, lora_config, seed_cpu
     name = op.names[0]
     a = s.scen.adapter(name)
     path = source_dir(s, name)
     if not os.path.exists(path):
-        torch.manual_seed(s.scen.seed + 7 + s.scen.adapters.index(a))
+        seed_cpu(s.scen.seed + 7 + s.scen.adapters.index(a))
         src = get_peft_model(Net(s.scen.layers), lora_config(a, layers=s.scen.layers), adapter_name=name)
         src.save_pretrained(path, selected_adapters=[name])
     with add_adapter_rollback(s, name):  # load_adapter adds it through PeftModel.add_adapter
