@@ -55,10 +55,13 @@ class PrepareShareTest(unittest.TestCase):
             self.assertGreaterEqual(got["accelerate"], COUNT * 9 // 10, (world, got))
 
     def test_groups_and_checkpointed_children_are_accelerates_units(self):
-        """A group is accelerate's tail, a checkpointed child its input embedding (or the tail)."""
-        for draw in ("grouped=100", "checkpoint=100"):
+        """A group is accelerate's tail, a checkpointed child its input embedding (or the tail); what
+        stays direct is a checkpointed child before an auto-wrap one (`unit_order`: 38 of 300 when
+        measured) or more checkpointed children than the two units hold."""
+        for draw, tenths in (("grouped=100", 9), ("checkpoint=100", 8)):
             got = reasons(2, draw=draw)
-            self.assertGreaterEqual(got["accelerate"], COUNT * 9 // 10, (draw, got))
+            self.assertGreaterEqual(got["accelerate"], COUNT * tenths // 10, (draw, got))
+            self.assertLessEqual(set(got), {"accelerate", "unit_order", "checkpoint_child"}, (draw, got))
 
 
 SCEN = """world 2
