@@ -79,6 +79,21 @@ def rank_main(rank, world, text, out):
     root_group = sess.pm._get_fsdp_state()._fsdp_param_group  # None: every parameter is in a child's unit
     res["root_reshards"] = root_group is not None and root_group.post_forward_mesh_info is not None
     res["lin0_reshards"] = lin0._get_fsdp_state()._fsdp_param_group.post_forward_mesh_info is not None
+    # each layer's unit after the forward: its state's index among the layers' (one per unit), whether it holds
+    # parameters and reshards after forward, and the class the layer's module (the wrapper under `checkpoint`) has
+    states, units = [], {}
+    for name in (l.name for l in scen.layers):
+        mod = sess.module_of(name)
+        state = mod._get_fsdp_state() if hasattr(mod, "_get_fsdp_state") else None
+        if state is not None and state not in states:
+            states.append(state)
+        group = state._fsdp_param_group if state is not None else None
+        units[name] = [states.index(state) if state is not None else None, type(mod).__name__,
+                       group is not None, group is not None and group.post_forward_mesh_info is not None]
+    res["units"] = units
+    res["net_class"] = type(sess.pm.base_model.model).__name__
+    res["net_roles"] = [r for r in ("get_input_embeddings", "get_output_embeddings", "base_model_prefix")
+                        if hasattr(sess.pm.base_model.model, r)]
     try:  # under FSDP2 accelerate takes no model without its optimizer (the reason `new_optimizer` is direct)
         prepare.accelerator().prepare(torch.nn.Linear(2, 2))
         res["model_alone"] = "ok"
@@ -181,6 +196,41 @@ class PrepareTest(unittest.TestCase):
             self.assertTrue(res["opt_registered"])
             self.assertTrue(res["opt_distinct"])
             self.assertTrue(res["lin0_reshards"])  # =none below the root: torch's True
+
+    def test_grouped_child_is_accelerates_tail(self):
+        """A group [a, b] is the one grouped unit fsdp2_prepare_model makes, its tail [final norm,
+        output embedding]: one unit for both layers, sharded by accelerate (red while `grouped`
+        took the direct path); the tail's reshard_after_forward=False gives way to the scenario's,
+        and the Net and the layers have their own classes again afterwards."""
+        text = SCEN.format(raf="none", extra="").replace(
+            "layer lin1 20 2", "layer lin1 20 6\nlayer lin2 6 2").replace(
+            "fully_shard lin0 reshard_after_forward=false",
+            "fully_shard lin0 reshard_after_forward=false\nfully_shard lin2,lin1 reshard_after_forward=true").replace(
+            "targets=lin0,lin1", "targets=lin0,lin1,lin2")
+        for res in run(text):
+            self.assertEqual(res["prepared_by"], "accelerate")
+            self.assertEqual(res["sharded_before"], [])
+            self.assertTrue(res["opt_registered"])
+            self.assertEqual(res["units"], {"lin0": [0, "FSDPLinear", True, False],
+                                            "lin1": [1, "FSDPLinear", True, True],
+                                            "lin2": [1, "FSDPLinear", True, True]})
+            self.assertEqual((res["net_class"], res["net_roles"]), ("Net", []))
+
+    def test_checkpointed_children_are_accelerates_embedding_and_tail(self):
+        """Two checkpointed layers sharded as children: the first is the input embedding's unit, the
+        second the tail alone, each unit on the CheckpointWrapper as the scenario has it (accelerate's
+        auto-wrap would shard the module inside and leave the wrapper an empty unit); red while
+        `checkpoint_child` took the direct path."""
+        text = SCEN.format(raf="false", extra="checkpoint lin0,lin1\n").replace(
+            "fully_shard lin0 reshard_after_forward=false",
+            "fully_shard lin0 reshard_after_forward=none\nfully_shard lin1 reshard_after_forward=none")
+        for res in run(text):
+            self.assertEqual(res["prepared_by"], "accelerate")
+            self.assertTrue(res["opt_registered"])
+            self.assertTrue(res["opt_distinct"])
+            self.assertEqual(res["units"], {"lin0": [0, "FSDPCheckpointWrapper", True, True],
+                                            "lin1": [1, "FSDPCheckpointWrapper", True, True]})
+            self.assertEqual((res["net_class"], res["net_roles"]), ("Net", []))
 
     def test_ram_efficient_loading_goes_through_accelerate(self):
         """Meta ranks > 0 go through accelerate as a QLoRA user's do: rank 1's optimizer holds the

@@ -22,14 +22,51 @@ REASONS = {
     "root_not_last": "accelerate shards the root, always last (fsdp2_prepare_model)",
     "nothing_trainable": ("nothing for the optimizer: under FSDP2 Accelerator.prepare raises 'When using FSDP2, "
                           "a model and optimizer must be passed together'"),
-    "grouped": ("a grouped fully_shard([a, b]): accelerate's auto-wrap gives every module it picks a "
-                "fully_shard of its own (fsdp2_prepare_model)"),
+    "grouped": ("a second grouped fully_shard([a, b]), or a layer beside the group's first named with 'Norm': "
+                "the one grouped unit fsdp2_prepare_model makes is its tail [final norm, output embedding], "
+                "the final norm found as the last child whose class name holds 'Norm' (_find_final_norm)"),
     "mp_override": ("a fully_shard line that overrides the mixed_precision policy: accelerate's plugin "
                     "passes one mp_policy to every fully_shard (fsdp2_prepare_model)"),
-    "checkpoint_child": ("a checkpointed layer sharded as a child: accelerate's auto-wrap, bottom-up, shards the "
-                         "module inside the CheckpointWrapper and then the wrapper as an empty unit, where the "
-                         "scenario shards the wrapper"),
+    "checkpoint_child": ("more checkpointed layers sharded as children than fsdp2_prepare_model has units of one "
+                         "named module for (the input embedding, and the tail where no group takes it): its "
+                         "auto-wrap, bottom-up, shards the module inside a CheckpointWrapper and then the wrapper "
+                         "as an empty unit, where the scenario shards the wrapper"),
+    "unit_order": ("children in an order fsdp2_prepare_model does not shard them in: its auto-wrap units "
+                   "bottom-up (layer order), then the input embedding, then the tail"),
 }
+
+
+class Units:
+    """Where each child the scenario shards sits in accelerate's fsdp2_prepare_model, which makes,
+    in this order, its auto-wrap units (one module each, picked by class name), the input
+    embedding's unit (get_input_embeddings(), one module) and its tail (fully_shard([final norm,
+    output embedding]), reshard_after_forward=False). A checkpointed child cannot be an auto-wrap
+    unit (the policy looks through the CheckpointWrapper): it is the input embedding, or else the
+    tail alone; a group [a, b] is the tail, a as the final norm, b as the output embedding."""
+
+    def __init__(self, scen):
+        self.children = [d for d in scen.shards if not d.is_root]
+        self.groups = [d for d in self.children if len(d.modules) > 1]
+        self.wrapped = [d for d in self.children if len(d.modules) == 1 and d.modules[0] in scen.checkpoint]
+        layer_order = [l.name for l in scen.layers]  # the Net's children: accelerate's bottom-up order
+        self.auto = sorted((d for d in self.children if len(d.modules) == 1 and d not in self.wrapped),
+                           key=lambda d: layer_order.index(d.modules[0]))
+        self.embed = self.wrapped[0] if self.wrapped else None
+        rest = self.wrapped[1:] + self.groups
+        self.tail = rest[0] if len(rest) == 1 else None
+        grouped = self.tail is not None and len(self.tail.modules) > 1
+        self.final_norm = self.tail.modules[0] if grouped else None
+        self.output = self.tail.modules[-1] if self.tail is not None else None
+
+    def reason(self):
+        order = self.auto + [d for d in (self.embed, self.tail) if d is not None]
+        if len(self.groups) > 1 or (self.final_norm and any("Norm" in d.modules[0] for d in self.auto)):
+            return "grouped"
+        if len(self.wrapped) + len(self.groups) > 2:
+            return "checkpoint_child"
+        if [id(d) for d in order] != [id(d) for d in self.children]:
+            return "unit_order"
+        return None
 
 
 def blocker(sess, held):
@@ -41,10 +78,9 @@ def blocker(sess, held):
         return "root_not_last"
     if not held:
         return "nothing_trainable"
-    if any(len(d.modules) > 1 for d in s.shards if not d.is_root):
-        return "grouped"
-    if any(m in s.checkpoint for d in s.shards if not d.is_root for m in d.modules):
-        return "checkpoint_child"
+    reason = Units(s).reason()
+    if reason:
+        return reason
     if any(d.mp for d in s.shards):
         return "mp_override"
     return None
@@ -89,24 +125,51 @@ def adamw(held):
     return torch.optim.AdamW([p for _, p in held], lr=1e-2)
 
 
-def mark_units(sess):
-    """Each child the scenario shards gets a class of its own (a subclass of its own class, named
-    after its layer), as a user's model has one class per unit it wraps: accelerate's
-    transformer-class auto-wrap (fsdp_utils.py::fsdp2_prepare_auto_wrap_policy) then picks exactly
-    those modules. Returns the class names, the children's reshard_after_forward by layer (None:
-    torch's default, True below the root) and (module, suffix) for unmark_units."""
-    names, raf, marked = [], {}, []
-    for d in sess.scen.shards:
-        if d.is_root:
-            continue
-        name = d.modules[0]
+def mark_units(sess, units):
+    """Each auto-wrap child gets a class of its own (a subclass of its own class, named after its
+    layer), as a user's model has one class per unit it wraps: accelerate's transformer-class
+    auto-wrap (fsdp_utils.py::fsdp2_prepare_auto_wrap_policy) then picks exactly those modules.
+    A group's first member, the tail's final norm, gets a class whose name holds "Norm", as a
+    transformers model's final norm has (fsdp_utils.py::_find_final_norm reads the name). Returns
+    the auto-wrap class names and (module, suffix) for unmark_units."""
+    names, marked = [], []
+
+    def mark(name, suffix):
         mod = sess.module_of(name)
         cls = type(mod)
-        mod.__class__ = type(f"{cls.__name__}_{name}", (cls,), {"__module__": cls.__module__})
-        names.append(mod.__class__.__name__)
-        raf[name] = RAF[d.raf]
-        marked.append((mod, f"_{name}"))
-    return names, raf, marked
+        mod.__class__ = type(f"{cls.__name__}{suffix}", (cls,), {"__module__": cls.__module__})
+        marked.append((mod, suffix))
+        return mod.__class__.__name__
+
+    for d in units.auto:
+        names.append(mark(d.modules[0], f"_{d.modules[0]}"))
+    if units.final_norm:
+        mark(units.final_norm, f"_{units.final_norm}_FinalNorm")
+    return names, marked
+
+
+@contextlib.contextmanager
+def embedding_roles(sess, units):
+    """For the prepare, the Net answers what fsdp2_prepare_model asks a transformers model: its
+    input and output embeddings (get_input_embeddings, get_output_embeddings: the units.embed and
+    units.output layers) and, for a final norm, where its decoder's children are
+    (base_model_prefix; PeftModel and LoraModel hand a missing attribute down, their __getattr__,
+    so model.model is the Net). Nothing else reads them: the Net's own class is back after."""
+    net = sess.pm.base_model.model
+    cls = type(net)
+    roles = {}
+    if units.embed is not None:
+        roles["get_input_embeddings"] = lambda self, m=sess.module_of(units.embed.modules[0]): m
+    if units.output is not None:
+        roles["get_output_embeddings"] = lambda self, m=sess.module_of(units.output): m
+    if units.final_norm:
+        roles["base_model_prefix"] = "model"
+    if roles:
+        net.__class__ = type(cls.__name__, (cls,), {"__module__": cls.__module__, **roles})
+    try:
+        yield
+    finally:
+        net.__class__ = cls
 
 
 def unmark_units(marked):
@@ -170,27 +233,32 @@ def accelerator(units=(), child_raf=True, ram_efficient=False, mp=None):
 
 def through_accelerate(sess):
     """Accelerator.prepare(model, AdamW over the unsharded adapter parameters) shards it all:
-    the children by accelerate's auto-wrap (mark_units), bottom-up, then the root
-    (fsdp2_prepare_model, whose root takes no reshard_after_forward: torch's None, False at the
-    root); the optimizer switched to the sharded objects (fsdp2_switch_optimizer_parameters) and
-    wrapped (AcceleratedOptimizer). The plugin has one reshard_after_forward for every child: the
-    first child's; a child or root that says otherwise is set afterwards with
+    the children as fsdp2_prepare_model makes its units (Units: auto-wrap by class, mark_units;
+    the input embedding and the tail, embedding_roles), then the root (which takes no
+    reshard_after_forward: torch's None, False at the root); the optimizer switched to the sharded
+    objects (fsdp2_switch_optimizer_parameters) and wrapped (AcceleratedOptimizer). The plugin has
+    one reshard_after_forward for the auto-wrap and embedding units, the first one's, and the tail
+    takes False; a unit or root that says otherwise is set afterwards with
     FSDPModule.set_reshard_after_forward(recurse=False), torch's documented way to set it."""
-    units, raf, marked = mark_units(sess)
+    units = Units(sess.scen)
+    names, marked = mark_units(sess, units)
     held = optimizer_params(sess)  # every parameter is unsharded here: data_ptr() tells them apart
-    child_raf = next((v is not False for v in raf.values()), True)  # None: True below the root
+    plugin_units = units.auto + ([units.embed] if units.embed is not None else [])
+    child_raf = next((RAF[d.raf] is not False for d in plugin_units), True)  # None: True below the root
     ram = sess.scen.loading == "ram_efficient"
     if ram:  # fsdp2_prepare_model broadcasts every state-dict entry (fsdp2_load_full_state_dict)
         REC.broadcast_keys = [observe.model_name(k) for k in sess.pm.state_dict()]
         REC.broadcast_index = 0
     try:
-        model, opt = accelerator(units, child_raf, ram, sess.scen.mp).prepare(sess.pm, adamw(held))
+        with embedding_roles(sess, units):
+            model, opt = accelerator(names, child_raf, ram, sess.scen.mp).prepare(sess.pm, adamw(held))
     finally:
         unmark_units(marked)
         REC.broadcast_keys = None
-    for name, value in raf.items():
-        if (value is not False) != child_raf:
-            sess.module_of(name).set_reshard_after_forward(value is not False, recurse=False)
+    for d in units.children:
+        given = False if d is units.tail else child_raf  # fsdp2_prepare_model: the tail's is False
+        if (RAF[d.raf] is not False) != given:
+            sess.module_of(d.modules[0]).set_reshard_after_forward(not given, recurse=False)
     root = sess.scen.shards[-1]
     value = sess.root_raf(RAF[root.raf])
     if value is not None:
