@@ -38,8 +38,11 @@ Raise FsdpState::validate_no_meta_params(int g) const {
     if (is_lora(pi.kind) || !wrapped || (pi.kind != ParamKind::Weight && pi.kind != ParamKind::Bias)) return fqn_of(pi);
     return "base_model.model." + li.name.str() + (pi.kind == ParamKind::Weight ? ".base_layer.weight" : ".base_layer.bias");
   };
+  // FSDPParam._param_fqn is None until the root's lazy init ran _init_fqns (before its groups' checks,
+  // so a raised lazy init still named them): an FSDPModule.unshard before any forward prints None.
   auto note = [&](int p) {
-    if (params_[p].present && params_[p].device == Device::Meta) names += (names.empty() ? "'" : ", '") + fqn(p) + "'";
+    if (!params_[p].present || params_[p].device != Device::Meta) return;
+    names += (names.empty() ? "" : ", ") + (st_.root_lazy_inited ? "'" + fqn(p) + "'" : std::string("None"));
   };
   for (int p : topo_.groups[g].params) {
     // A 4-bit layer built on meta was never quantized: its weight is a float Params4bit, which
@@ -86,10 +89,12 @@ void FsdpState::module_reshard_all() const {
   for (size_t g = 0; g < topo_.groups.size(); ++g) st_.groups[g].reshard(context(static_cast<int>(g)));
 }
 
-// _fully_shard.py::FSDPModule.unshard: the group's lazy_init (its dtype check) on every call.
+// _fully_shard.py::FSDPModule.unshard: the group's lazy_init on every call, its meta check (torch 2.13
+// _fsdp_param_group.py::FSDPParamGroup.lazy_init -> _validate_no_meta_params) before its dtype check.
 Raise FsdpState::module_unshard(int g) const {
   FsdpParamGroup& gs = st_.groups[g];
   gs.lazy_init();
+  if (Raise r = validate_no_meta_params(g)) return r;
   if (Raise r = gs.init_mp_dtypes(context(g))) return r;
   gs.unshard(context(g));
   return {};
