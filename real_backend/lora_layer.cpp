@@ -52,7 +52,8 @@ at::Tensor LoraLayer::get_delta_weight(int adapter, int sign, DeltaForm* form) {
   at::NoGradGuard ng;
   if (sign != 0) dtensor_->check_mixed(index_, adapter, sign > 0);
   at::Tensor d = spec().experts > 0 ? experts_.get_delta_weight(adapter, true) : linear_delta(adapter, form);
-  if (sign != 0) dtensor_->check_inplace_placement(index_, adapter, sign > 0);
+  // variants.py::DoraLinearVariant builds its new weight out of place: no in-place placement rule.
+  if (sign != 0 && spec().lora_m[adapter] < 0) dtensor_->check_inplace_placement(index_, adapter, sign > 0);
   return d;
 }
 
@@ -126,22 +127,29 @@ at::Tensor LoraLayer::unmerged_base_weight() {
 // variants.py::DoraLinearVariant.merge_unsafe: the norm of each row of the unmerged base weight plus
 // the delta (scaling 1: the delta holds it), cached; W.data = (magnitude / norm) * (W + delta). On
 // the sharded DTensor parameter that assignment is lost (torch 2.13): the shard keeps its values,
-// though get_delta_weight's all-gather of A ran. The replay of merged adapters happens on U only.
+// though get_delta_weight's all-gather of A ran, and so are the replay's (its unmerges' and re-merges'
+// all-gathers are issued on the shard as on U).
 void LoraLayer::dora_merge(int adapter) {
   at::NoGradGuard ng;
   const LayerSpec& ls = spec();
   const at::Tensor d = get_delta_weight(adapter, +1);
   const bool on_shard = weight_on_shard();
   const at::Tensor w = params_->registered(ls.weight).variable_data();
-  const at::Tensor base = on_shard ? w : unmerged_base_weight();
+  const at::Tensor base = unmerged_base_weight();
+  if (on_shard) {
+    // a norm off the shard is never read (its unmerge is lost too), only where it was taken; DTensor
+    // takes it whatever the delta's placement, which this rank's rows alone (none, with fewer rows
+    // than ranks) need not broadcast with
+    dora_norms_[adapter] = {at::zeros({0}), true};
+    return;
+  }
   at::Tensor norm;
   try {
     norm = at::linalg_vector_norm(base + d, 2, {1}).detach();
   } catch (const c10::Error& e) {
     throw OpError(Status::ShapeError, first_line(e.what_without_backtrace()));
   }
-  dora_norms_[adapter] = {norm, on_shard};
-  if (on_shard) return;
+  dora_norms_[adapter] = {norm, false};
   const at::Tensor factor = params_->registered(ls.lora_m[adapter]).detach() / norm;
   w.copy_(factor.view({-1, 1}) * (w + d));
 }

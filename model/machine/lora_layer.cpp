@@ -48,6 +48,21 @@ Raise LoraLayer::unmerge(const LayerPort& c) {
   return {};
 }
 
+// The copy is cached only once the unmerge returned, so a re-merge after a raising unmerge replays
+// again for its DoRA adapters; the `finally`'s merge stops at its first raise, which then goes on.
+Raise LoraLayer::unmerged_base_weight(const LayerPort& c) {
+  if (replay_cached || !any_merged()) return {};
+  const auto was = merged;
+  const int n_was = n_merged;
+  Raise raised = unmerge(c);
+  replay_cached = !raised;
+  Raise again;
+  for (int i = 0; i < n_was && !again; ++i)
+    if (!is_merged(was[i])) again = merge(c, was[i]);
+  replay_cached = false;
+  return again ? std::move(again) : std::move(raised);
+}
+
 
 // tuners_utils.py::BaseTunerLayer.set_adapter: requires_grad = (a in names) and
 // not inference_mode on every adapter's A and B, through
@@ -258,9 +273,17 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
   // raised after get_delta_weight's reads (measured on torch 2.13, worlds 1 and 2).
   const bool weight_shard = c.dtensor.group_of(li.weight) >= 0 && !c.own.is_registered_u(li.weight);
   const bool dora = li.M[adapter] >= 0 && sign != 0;
-  if (dora && sign > 0) dora_norm_on_shard = weight_shard ? dora_norm_on_shard | AdapterSet::of(adapter) : dora_norm_on_shard.without(AdapterSet::of(adapter));
   const bool dora_mixed = dora && sign < 0 && dora_norm_on_shard.contains(adapter) != weight_shard;
   const auto dora_raise = [&]() { return c.raise(Status::Exception, DTensor::mixed_tensor_error("div.Tensor")); };
+  // variants.py::DoraLinearVariant.merge_unsafe, after get_delta_weight's reads: the weight norm off
+  // _unmerged_base_weight (the merged adapters taken out and merged again), then cached (_cache_store).
+  const auto dora_norm = [&]() -> Raise {
+    if (!dora || sign < 0) return {};
+    if (Raise r = unmerged_base_weight(c)) return r;
+    const AdapterSet me = AdapterSet::of(adapter);
+    dora_norm_on_shard = weight_shard ? dora_norm_on_shard | me : dora_norm_on_shard.without(me);
+    return {};
+  };
   if (li.experts > 0) return ParamWrapper::get_delta_weight(*this, c, adapter, sign, {sharded_read, late_distributed, into, gather_fix, corrupt_deltas});
   if (sharded_read && topo.world > 1 && li.fan_out < topo.world) {
     // Fewer rows than ranks: B @ A cannot keep B's Shard(0) (torch 2.13
@@ -275,16 +298,26 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
       dt.all_gather(a, CollRecord::kNowhere, layer, adapter);
     }
     if (sign == 0) return {};  // the delta_weight op: the full delta, replicated or partial
+    // DoRA's merge and unmerge build a new weight out of place (`dora_factor * (W + delta)`,
+    // `W / dora_factor - delta`), which any placement allows; its assignment to the shard is lost.
+    if (dora) return dora_mixed ? dora_raise() : dora_norm();
     // _ops/utils.py::expand_to_full_mesh_op_strategy: `W.data += delta` (`-=` on unmerge) must keep
     // W's Shard(0), which no delta placement can reach: the in-place op raises.
     return c.raise(Status::Exception, DTensor::inplace_placement_error(sign));
   }
   if (sharded_read) {
     dt.all_gather(a, into, layer, adapter, dora_lost ? 0 : sign);  // a lost DoRA edit lands nowhere, at any world
-    return dora_mixed ? dora_raise() : Raise{};
+    return dora_mixed ? dora_raise() : dora_norm();
   }
   if (dora_mixed) return dora_raise();
-  if (sign != 0) registered_weight(c).add(adapter, delta_version(c, adapter), sign);
+  if (Raise r = dora_norm()) return r;
+  if (sign == 0) return {};
+  WeightContent& w = registered_weight(c);
+  const DeltaId d = delta_version(c, adapter);
+  // variants.py::DoraLinearVariant.unmerge: W / dora_factor - delta undoes the merge only where W holds
+  // it; on a W without it (a merge a reshard dropped) the division leaves neither W0 nor W0 + delta.
+  if (dora && sign < 0 && w.coeff[adapter] <= 0 && d != kZeroDelta) w.corrupt = true;
+  else w.add(adapter, d, sign);
   return {};
 }
 

@@ -68,6 +68,9 @@ struct LoraLayer {
   // (variants.py::DoraLinearVariant.merge_unsafe's _cache_store), not off a plain U.
   AdapterSet dora_norm_on_shard;
   int8_t copy_active = -1;
+  // layer.py::Linear._unmerged_base_weight's cached copy is held (between its unmerge and the end of
+  // its re-merge): a DoRA merge re-entered from that re-merge replays nothing. False between ops.
+  bool replay_cached = false;
 
   bool is_merged(int adapter) const {
     for (int i = 0; i < n_merged; ++i)
@@ -85,6 +88,9 @@ struct LoraLayer {
   // W.data -= delta; the pop happens before the delta, so a raising delta
   // leaves the adapter unlisted but still in W.
   [[nodiscard]] Raise unmerge(const LayerPort& c);
+  // lora/layer.py::Linear._unmerged_base_weight, as a DoRA merge enters it: unmerge every merged
+  // adapter, then merge again those it took out, in their order (also after the unmerge raised).
+  [[nodiscard]] Raise unmerged_base_weight(const LayerPort& c);
   // A merge (sign +1) or unmerge (-1) on a 4-bit layer after prepare (lora_layer.cpp).
   [[nodiscard]] Raise quant_merge_raise(const LayerPort& c, int adapter, int sign, bool sharded_read);
   // lora/layer.py::Linear.get_delta_weight (a ParamWrapper's: param_wrapper.cpp) added into the
