@@ -309,7 +309,7 @@ std::string Comm::file_key(int save) const {
   return "fsdpsim-file-" + std::to_string(sequence_) + "-" + std::to_string(save);
 }
 
-at::Tensor Comm::read_rank0_file(int64_t numel, int save) {
+at::Tensor Comm::read_rank0_file(int save) {
   const std::string key = file_key(save);
   // Whether rank 0 will still write the file is decided by where rank 0 is, never by how long it
   // took (the model's rule: sim/core/simulator.cpp, file_missing). Every collective spans the whole
@@ -359,8 +359,7 @@ at::Tensor Comm::read_rank0_file(int64_t numel, int save) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   std::vector<uint8_t> bytes = store_->get(key);
-  if (static_cast<int64_t>(bytes.size()) != numel * static_cast<int64_t>(sizeof(float))) return at::Tensor();
-  at::Tensor t = at::empty({numel}, at::kFloat);
+  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size() / sizeof(float))}, at::kFloat);
   std::memcpy(t.data_ptr<float>(), bytes.data(), bytes.size());
   return t;
 }

@@ -105,11 +105,11 @@ class Comm {
     if (probe_ && probe_->progress) probe_->progress->begin_sequence(rank_, sequence_);
   }
   void write_rank0_file(const at::Tensor& flat, int save);  // save: the rank's save_adapters count
-  // Rank 0's file of this sequence's save number `save`, `numel` floats, waiting for it while
+  // Rank 0's file of this sequence's save number `save`, as floats, waiting for it while
   // rank 0 may still write it; undefined when rank 0 wrote none and never will (it waits in a
   // collective this rank has not entered, or is past this sequence). Decided from rank 0's
   // progress slot, never by a clock; without one (torchrun) it waits at most 10 s.
-  at::Tensor read_rank0_file(int64_t numel, int save);
+  at::Tensor read_rank0_file(int save);
   std::string file_key(int save) const;
   // Tells the peers this rank has no more collectives; throws CollectiveFailure
   // when one of them is still waiting in one.

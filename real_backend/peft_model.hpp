@@ -63,6 +63,9 @@ class PeftModel {
   void roll_back_injection(int adapter, const std::vector<std::pair<int, bool>>& before);
   bool tuner_flags_reshard() const;
   bool saved_local_rows(size_t p) const;  // the saved file holds rank 0's local rows of p
+  at::Tensor file_layout() const;           // what the saved file's keys and shapes say, as floats
+  int64_t adopt_file_layout(const at::Tensor& all);  // rank 0's file's layout as this rank's record
+  int64_t layout_floats(const at::Tensor& all) const;  // the floats of the layout heading a file
   AdapterSet adapters_named(const std::vector<std::string>& names) const { return AdapterSet::named(layout_->adapters, names); }
 
   const Layout* layout_;

@@ -92,13 +92,48 @@ void PeftModel::save_adapters(const Op& op, OpResult* res) {
     saved_[p].rows = local ? ps.local_rows(0) : ps.rows;
     saved_[p].adam_step = (*params_)[p].leaf.adam_step;
   }
-  // Rank 0 writes the file and the others read it: its local rows, and its full tensors
+  // Rank 0 writes the file and the others read it: its layout (what PEFT's keys and shapes say: a
+  // peer that never saved knows it from the file alone), then its local rows and its full tensors
   // (which differ from theirs once per-rank data trained an unmanaged replica apart).
-  std::vector<at::Tensor> file;
+  // A file of no tensors is still written: a peer's load waits for it as for any other.
+  std::vector<at::Tensor> file{file_layout()};
   for (size_t p = 0; p < params_->size(); ++p)
     if (saved_[p].rows >= 0) file.push_back(saved_[p].file.reshape({-1}).to(at::kFloat));
-  // A file of no tensors is still written: a peer's load waits for it as for any other.
-  pg_->comm->write_rank0_file(file.empty() ? at::empty({0}, at::kFloat) : at::cat(file), saves_);
+  pg_->comm->write_rank0_file(at::cat(file), saves_);
+}
+
+// The file's layout as floats: the adapters in the file's order, the saved set's bits, then per
+// parameter the rows its tensor holds (-1: not in the file). Small integers, exact in fp32.
+at::Tensor PeftModel::file_layout() const {
+  std::vector<float> h{static_cast<float>(saved_file_order_.size())};
+  for (int a : saved_file_order_) h.push_back(static_cast<float>(a));
+  h.push_back(static_cast<float>(saved_adapters_.bits()));
+  for (const SavedParam& sp : saved_) h.push_back(static_cast<float>(sp.rows));
+  return at::tensor(h, at::kFloat);
+}
+
+// A peer that never saved reads rank 0's first file (as PEFT's load_adapter reads whatever the
+// path holds; fsdpsim_upstream/op_checkpoints.py::run_load_adapters): the layout becomes its
+// record of the save, with no values of its own to compare a reload with. Returns the floats
+// the layout took (-1: not a file of this model).
+int64_t PeftModel::adopt_file_layout(const at::Tensor& all) {
+  const int64_t floats = layout_floats(all);
+  if (floats < 0) return -1;
+  const float* f = all.data_ptr<float>();
+  const int64_t order = static_cast<int64_t>(f[0]), params = static_cast<int64_t>(params_->size());
+  saved_file_order_.assign(f + 1, f + 1 + order);
+  saved_adapters_ = AdapterSet::from_bits(static_cast<uint8_t>(f[order + 1]));
+  saved_.assign(params_->size(), SavedParam{});
+  for (int64_t p = 0; p < params; ++p) saved_[p].rows = static_cast<int64_t>(f[order + 2 + p]);
+  return floats;
+}
+
+// The floats the layout at the head of a file takes (-1: too short to be one of this model's).
+int64_t PeftModel::layout_floats(const at::Tensor& all) const {
+  const int64_t n = all.numel();
+  const float order = n > 0 ? all.data_ptr<float>()[0] : -1.0f;
+  if (order < 0 || n < static_cast<int64_t>(order) + 2 + static_cast<int64_t>(params_->size())) return -1;
+  return static_cast<int64_t>(order) + 2 + static_cast<int64_t>(params_->size());
 }
 
 // The saved file holds rank 0's local rows of p, not the full tensor.
@@ -117,17 +152,26 @@ bool PeftModel::saved_local_rows(size_t p) const {
 // reload_coincident: rank 0's rows taken in, or an optimizer step since the save, equal to this
 // rank's own by value.
 void PeftModel::load_adapters(OpResult* res) {
-  // A save that selected no adapter still wrote a file (of none): only a rank that never saved has none.
-  if (saves_ == 0) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
+  // A save that selected no adapter still wrote a file (of none): only a rank that never saved has
+  // no record of one. Rank 0 then has no file; a peer reads rank 0's first.
+  const bool recorded = saves_ > 0;
+  const int world = layout_->world, rank = pg_->rank();
+  if (!recorded && (rank == 0 || world == 1)) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
+  // Rank 0's file, in parameter order after its layout: its local rows, and its full tensors,
+  // which differ from this rank's own once per-rank data trained a replica no group reduces apart
+  // (beyond-seeds B1).
+  at::Tensor all;
+  int64_t from = 0;  // where the values start in `all`
+  if (rank > 0) {
+    all = pg_->comm->read_rank0_file(std::max(saves_, 1));  // a peer that never saved reads rank 0's first
+    from = !all.defined() ? -1 : recorded ? layout_floats(all) : adopt_file_layout(all);
+    if (from < 0) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
+  }
   // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter in the file's
   // order, reads peft_config[adapter_name] first: an adapter deleted since the save raises KeyError
   // there, after the adapters before it loaded (each load_state_dict's FSDP pre-hook reshards).
   // the file's first adapter loads (and reshards)
   if (!saved_file_order_.empty() && present_.contains(saved_file_order_.front())) fsdp_->reshard_all();
-  const int world = layout_->world, rank = pg_->rank();
-  // Rank 0's file, in parameter order (the others send buffers of that size): its local rows,
-  // and its full tensors, which differ from this rank's own once per-rank data trained a
-  // replica no group reduces apart (beyond-seeds B1).
   std::vector<at::Tensor> file0(params_->size());
   int64_t file_floats = 0;
   std::vector<at::Tensor> mine;
@@ -136,17 +180,14 @@ void PeftModel::load_adapters(OpResult* res) {
       file_floats += saved_[p].rows * layout_->params[p].cols;
       if (rank == 0) mine.push_back(saved_[p].file.reshape({-1}).to(at::kFloat));
     }
-  // a peer reads rank 0's file even when it holds no tensor: one rank 0 never wrote is no file
-  if (file_floats > 0 || rank > 0) {
-    at::Tensor all = rank == 0 ? at::cat(mine) : pg_->comm->read_rank0_file(file_floats, std::max(saves_, 1));  // a peer that never saved reads rank 0's first
-    if (!all.defined()) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
-    int64_t at = 0;
-    for (size_t p = 0; p < params_->size(); ++p) {
-      if (saved_[p].rows < 0) continue;
-      const int64_t n = saved_[p].rows * layout_->params[p].cols;
-      file0[p] = all.narrow(0, at, n);
-      at += n;
-    }
+  if (rank == 0 && file_floats > 0) all = at::cat(mine);
+  // a peer's own save wrote other shapes than rank 0's: not the file it expects
+  if (rank > 0 && all.numel() - from != file_floats) throw OpError(Status::ValueError, "no adapters were saved (save_adapters first)");
+  for (size_t p = 0; p < params_->size() && all.defined(); ++p) {
+    if (saved_[p].rows < 0) continue;
+    const int64_t n = saved_[p].rows * layout_->params[p].cols;
+    file0[p] = all.narrow(0, from, n);
+    from += n;
   }
   at::NoGradGuard ng;
   std::vector<bool> foreign(params_->size(), false);  // this rank's rows of p now hold rank 0's
@@ -176,7 +217,7 @@ void PeftModel::load_adapters(OpResult* res) {
       }
       if (!saved_local_rows(p)) {  // the full tensor: this rank's padded chunk of it (a plain tensor takes it whole)
         // an unmanaged replica takes rank 0's copy; a managed full tensor is the same on every rank
-        v = params_->group_of(static_cast<int>(p)) < 0 ? file0[p] : saved_[p].file;
+        v = params_->group_of(static_cast<int>(p)) < 0 || !recorded ? file0[p] : saved_[p].file;
         foreign[p] = rank != 0 && params_->group_of(static_cast<int>(p)) < 0;
         if (params_->group_of(static_cast<int>(p)) >= 0 && world > 1) {
           at::Tensor flat = v.contiguous().reshape({-1});
@@ -197,7 +238,9 @@ void PeftModel::load_adapters(OpResult* res) {
       (*params_)[p].leaf.s.variable_data().copy_(v.reshape((*params_)[p].leaf.s.sizes()));
     }
   }
-  for (size_t p = 0; p < params_->size(); ++p) {
+  // A rank that kept no record of the save has nothing to compare with (the upstream pool's
+  // reload_expect is empty there).
+  for (size_t p = 0; p < params_->size() && recorded; ++p) {
     if (saved_[p].rows < 0 || !params_->registered(p).defined()) continue;
     if (!at::equal((*params_)[p].leaf.s.detach(), saved_[p].values)) res->reload_diff.push_back(layout_->params[p].name);
     // rank 0's rows, or an AdamW step since the save (bf16 can round an lr-sized update away), equal by value

@@ -63,9 +63,10 @@ class PeftModel {
   // is not the adapter's delta.
   [[nodiscard]] Raise delta_weight(int layer, AdapterOrder* deltas, AdapterSet* corrupt_deltas);
   [[nodiscard]] Raise save_adapters(const Op& op);
-  // rank0_file_missing: rank 0 never wrote the file this load reads; reload_diff: the
+  // rank0_file_missing: rank 0 never wrote the file this load reads; rank0_first: what rank 0's
+  // first file holds (null: none yet), read by a rank that never saved; reload_diff: the
   // parameters whose values differ from this rank's at save time.
-  [[nodiscard]] Raise load_adapters(bool rank0_file_missing, std::vector<int>* reload_diff);
+  [[nodiscard]] Raise load_adapters(bool rank0_file_missing, const AdapterFile* rank0_first, std::vector<int>* reload_diff);
 
  private:
   [[nodiscard]] Raise inject_adapter(int adapter, bool inference_mode, bool first);

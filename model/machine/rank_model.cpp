@@ -188,7 +188,7 @@ Raise RankModel::dispatch(const Op& op) {
     case OpKind::SaveOptimizer: return st_.optimizer.save(optimizer_port(fsdp()), &res_.index, &res_.opt_missing);
     case OpKind::LoadOptimizer: return st_.optimizer.load(optimizer_port(fsdp()), &res_.index, &res_.opt_missing);
     case OpKind::SaveAdapters: return peft().save_adapters(op);
-    case OpKind::LoadAdapters: return peft().load_adapters(rank0_file_missing_, &res_.reload_diff);
+    case OpKind::LoadAdapters: return peft().load_adapters(rank0_file_missing_, rank0_first_file_, &res_.reload_diff);
     case OpKind::DeltaWeight: return peft().delta_weight(topo_->layer_index(op.names[0]), &res_.deltas, &res_.corrupt_deltas);
     case OpKind::Prepare: accelerator().prepare(st_.optimizer, optimizer_port(fsdp())); break;
     // A fresh torch.optim.AdamW built as prepare builds it, now holding the late adapters' tensors.

@@ -43,6 +43,9 @@ class RankModel {
   // The next load_adapters finds no file of rank 0 for this rank's save number: rank 0 stopped
   // (stuck in a collective, or done) before writing it. The simulator says so per op.
   void set_rank0_file_missing(bool missing) { rank0_file_missing_ = missing; }
+  // What rank 0's first save wrote (null: nothing yet): the file a load on a rank that never
+  // saved reads. The file system is the world's, so the simulator keeps it (per op, as above).
+  void set_rank0_first_file(const AdapterFile* file) { rank0_first_file_ = file; }
   const OpResult& result() const { return res_; }  // the last op's
   const RankState& state() const { return st_; }
   const Topology& topology() const { return *topo_; }
@@ -90,6 +93,7 @@ class RankModel {
   const Topology* topo_;
   int rank_;
   bool rank0_file_missing_ = false;
+  const AdapterFile* rank0_first_file_ = nullptr;
   RankState st_;
   OpResult res_;
   CollectiveLog log_;  // this op's collectives

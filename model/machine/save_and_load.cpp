@@ -126,16 +126,21 @@ static bool dtensor_load_refused(const Topology& topo, int p, int group) {
 // holds rank 0's rows); any other shape meets torch's size-mismatch error,
 // raised after the adapter's fitting tensors were copied (later adapters are
 // not loaded). reload_diff: what differs from what this rank held at save time.
-Raise PeftModel::load_adapters(bool rank0_file_missing, std::vector<int>* reload_diff) {
-  // A save that selected no adapter still wrote a file (of none): only a rank that never saved has none.
-  if (p_.file.saves == 0) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
+Raise PeftModel::load_adapters(bool rank0_file_missing, const AdapterFile* rank0_first, std::vector<int>* reload_diff) {
+  // A save that selected no adapter still wrote a file (of none): only a rank that never saved has
+  // no record of one. Rank 0 then has no file; a rank r > 0 reads rank 0's first (PEFT's
+  // load_adapter reads whatever the path holds), knowing of it only what the file says.
+  const bool recorded = p_.file.saves > 0;
+  if (!recorded && (p_.dtensor.rank() == 0 || rank0_first == nullptr))
+    return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
   // A rank r > 0 reads the file rank 0's save of the same number wrote; rank 0 never wrote it.
   if (rank0_file_missing) return raise(Status::ValueError, "no adapters were saved (save_adapters first)");
+  const AdapterFile& f = recorded ? p_.file : *rank0_first;
   // peft utils/save_and_load.py::set_peft_model_state_dict, once per saved adapter in the file's
   // order, reads peft_config[adapter_name] first: an adapter deleted since the save raises
   // KeyError there, after the adapters before it loaded (each load_state_dict's FSDP pre-hook
   // reshards). A size mismatch raises after its adapter's fitting tensors were copied.
-  const std::vector<int> file = p_.file.saved_order.list();
+  const std::vector<int> file = f.saved_order.list();
   size_t reach = 0;  // file[0, reach) are looked up
   int missing = -1;
   while (reach < file.size() && missing < 0) {
@@ -152,24 +157,24 @@ Raise PeftModel::load_adapters(bool rank0_file_missing, std::vector<int>* reload
       FsdpParam& ps = p_.tree.params[p];
       // a half-added adapter's tensors were saved under each adapter's keys; set_peft_model_state_dict
       // maps them back to that adapter's own parameters: they reload with the first adapter loaded
-      const bool orphan = pi.adapter >= 0 && !p_.file.saved_adapters.contains(pi.adapter) && i == 0;
-      if ((pi.adapter != file[i] && !orphan) || p_.file.saved_rows[p] < 0 || !ps.present) continue;
+      const bool orphan = pi.adapter >= 0 && !f.saved_adapters.contains(pi.adapter) && i == 0;
+      if ((pi.adapter != file[i] && !orphan) || f.saved_rows[p] < 0 || !ps.present) continue;
       const int a = pi.adapter;
-      const int64_t rows0 = p_.file.saved_rows[p];  // rows of rank 0's saved tensor
+      const int64_t rows0 = f.saved_rows[p];  // rows of rank 0's saved tensor
       if (dtensor_load_refused(p_.tree.topo, static_cast<int>(p), p_.dtensor.group_of(static_cast<int>(p)))) {
         size_mismatch = true;  // collected like a size mismatch: the adapter's other tensors still load
       } else if (rows0 == pi.dim0) {
-        ps.ver_s = p_.file.saved_ver[p];  // this rank's chunk of the full saved values
+        ps.ver_s = f.saved_ver[p];  // this rank's chunk of the full saved values
         // its NaN rows too, where it held them; a whole replica takes rank 0's copy, which never does
-        ps.nan_rows = p_.file.saved_nan[p] && p_.dtensor.group_of(static_cast<int>(p)) >= 0;
+        ps.nan_rows = f.saved_nan[p] && p_.dtensor.group_of(static_cast<int>(p)) >= 0;
         // A whole replica takes rank 0's copy: every rank holds the same values again.
-        if (p_.dtensor.group_of(static_cast<int>(p)) < 0) ps.drift = p_.file.saved_drift[p] ? kRank0Copy : 0;
+        if (p_.dtensor.group_of(static_cast<int>(p)) < 0) ps.drift = f.saved_drift[p] ? kRank0Copy : 0;
         reached[p] = 1;
       } else if (p_.dtensor.group_of(static_cast<int>(p)) >= 0 && rows0 == pi.local_rows(p_.dtensor.rank())) {
         // rank 0's rows wrapped as this rank's shard: rank 0 gets its own back, the others values no rank
         // held (except a B still exactly zero under init=zero: rank 0's rows are zeros too)
-        const bool zero_b = pi.kind == ParamKind::LoraB && p_.file.saved_ver[p] == 0 && p_.tree.topo.adapters[a].init == LoraInit::Zero;
-        ps.ver_s = p_.dtensor.rank() == 0 || zero_b ? p_.file.saved_ver[p] : version::foreign_rows(p_.file.saved_ver[p], p_.dtensor.rank());
+        const bool zero_b = pi.kind == ParamKind::LoraB && f.saved_ver[p] == 0 && p_.tree.topo.adapters[a].init == LoraInit::Zero;
+        ps.ver_s = p_.dtensor.rank() == 0 || zero_b ? f.saved_ver[p] : version::foreign_rows(f.saved_ver[p], p_.dtensor.rank());
         ps.nan_rows = false;  // rank 0, the load's root, never held a NaN tail
         reached[p] = 1;
       } else {
@@ -185,12 +190,14 @@ Raise PeftModel::load_adapters(bool rank0_file_missing, std::vector<int>* reload
   // keeps this rank's own values. An adapter deleted and added again since the save is a new
   // whole tensor where a group's shard was saved: another shape, so other values. NaN rows, held
   // at the save or now, equal nothing (crosscheck seed 40333, world 2).
-  for (size_t p = 0; p < p_.tree.topo.params.size(); ++p) {
-    const bool replaced_replica = reached[p] && p_.dtensor.rank() > 0 && p_.file.saved_drift[p] != 0 && p_.dtensor.group_of(static_cast<int>(p)) < 0;
-    const bool reshaped = own_rows(static_cast<int>(p)) != p_.file.saved_own_rows[p];
-    const bool nan = p_.file.saved_nan[p] || p_.tree.params[p].nan_rows;
-    if (p_.file.saved_rows[p] >= 0 && p_.tree.params[p].present &&
-        (p_.tree.params[p].ver_s != p_.file.saved_ver[p] || replaced_replica || reshaped || nan) && p_.dtensor.holds_rows(static_cast<int>(p), p_.dtensor.rank()))
+  // A rank that kept no record of the save has nothing to compare with (the upstream pool's
+  // reload_expect is empty there).
+  for (size_t p = 0; p < p_.tree.topo.params.size() && recorded; ++p) {
+    const bool replaced_replica = reached[p] && p_.dtensor.rank() > 0 && f.saved_drift[p] != 0 && p_.dtensor.group_of(static_cast<int>(p)) < 0;
+    const bool reshaped = own_rows(static_cast<int>(p)) != f.saved_own_rows[p];
+    const bool nan = f.saved_nan[p] || p_.tree.params[p].nan_rows;
+    if (f.saved_rows[p] >= 0 && p_.tree.params[p].present &&
+        (p_.tree.params[p].ver_s != f.saved_ver[p] || replaced_replica || reshaped || nan) && p_.dtensor.holds_rows(static_cast<int>(p), p_.dtensor.rank()))
       reload_diff->push_back(static_cast<int>(p));
   }
   // The raise comes after reload_diff on purpose: the copies made before it are observable.

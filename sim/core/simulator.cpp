@@ -406,6 +406,7 @@ void Simulator::fail_collectives(bool mismatch, RunResult& res) {
 RunResult Simulator::run(const std::vector<Op>& ops, const RunOptions& opt) {
   if (!fresh_)  // constructed ranks are already in reset() state
     for (auto& r : ranks_) r.reset();
+  rank0_first_file_.saves = 0;
   return run_more(ops, 0, opt);
 }
 
@@ -465,10 +466,13 @@ RunResult Simulator::run_more(const std::vector<Op>& ops, int first_step, const 
       const Op& op = ops[i];
       RankModel& m = ranks_[pick];
       m.set_rank0_file_missing(file_missing(pick));
+      m.set_rank0_first_file(rank0_first_file_.saves > 0 ? &rank0_first_file_ : nullptr);
       if (Provenance* pv = m.provenance()) pv->start_op(first_step + i + 1);
       const OpResult& r = m.apply(op);
       ++res.rank_ops;
       m.set_rank0_file_missing(false);
+      m.set_rank0_first_file(nullptr);
+      if (pick == 0 && rank0_first_file_.saves == 0 && m.state().saves > 0) rank0_first_file_ = m.state();  // its AdapterFile part
       const auto& colls = m.log().records();
       if (pick == 0) save0_pending = op.kind == OpKind::SaveAdapters && !colls.empty();
       int obs = -1;

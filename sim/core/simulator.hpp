@@ -95,6 +95,9 @@ class Simulator {
   // its delta reads it), for a delta whose B is gathered next (delta_weight_gather=on experts).
   std::vector<uint32_t> gathered_a_;
   bool fresh_ = true;                                  // no run yet: the ranks need no reset
+  // What rank 0's first save wrote (saves 0: none yet): the file system is the world's, and a rank
+  // that never saved reads that file (fsdpsim_upstream/op_checkpoints.py::run_load_adapters).
+  AdapterFile rank0_first_file_;
 };
 
 // Runs the file twice (S8: same observations, same trace hash) and checks the spec.
