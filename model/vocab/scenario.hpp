@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/vocab/model_decl.hpp"
 #include "model/vocab/placement.hpp"
 #include "model/vocab/source_error.hpp"
 
@@ -134,6 +135,12 @@ struct Scenario {
   std::string profile = "upstream";
   std::vector<SwitchOverride> overrides;
   std::vector<LayerDecl> layers;  // module order == forward order
+  // The `model` line (instead of `layer` lines): a transformers family built from its config, its
+  // modules named by dotted paths (module_tree.hpp). Adapters' `targets=` then hold PEFT
+  // target_modules as written (suffixes or `all-linear`), `fully_shard` lines dotted module paths.
+  std::optional<ModelDecl> model;
+  ShardPlan plan = ShardPlan::None;  // `fully_shard_plan`, with a `model` line only
+  SourcePos plan_pos;
   std::vector<AdapterDecl> adapters;  // insertion order; the first is active at start
   std::vector<ShardDecl> shards;
   OptimizerParams optimizer = OptimizerParams::Trainable;
@@ -154,7 +161,7 @@ struct Scenario {
     return world == o.world && seed == o.seed && profile == o.profile && overrides == o.overrides &&
            layers == o.layers && adapters == o.adapters && shards == o.shards && optimizer == o.optimizer &&
            loading == o.loading && dtype == o.dtype && autocast_adapter_dtype == o.autocast_adapter_dtype &&
-           data == o.data && checkpoint == o.checkpoint && mp == o.mp;
+           data == o.data && checkpoint == o.checkpoint && mp == o.mp && model == o.model && plan == o.plan;
   }
   // The policy fully_shard call d is made with: the scenario's, with d's own keys over it.
   MixedPrecision policy_of(const ShardDecl& d) const { return mp.with(d.mp); }

@@ -22,7 +22,12 @@ struct SeqFile {
 // Throws SourceError("file:line:col: expected ...") on any malformed or
 // inconsistent input (unknown op, adapter, layer, switch; `@R` out of range).
 SeqFile parse_seq(const std::string& text, const std::string& file = "<input>");
-SeqFile parse_seq_file(const std::string& path);
+// A file every command runs: a `model` scenario is refused there (file:line:column at its `model`
+// line, exit 3), since no backend executes one yet (docs/design/known-limits.md); `allow_model`
+// (`fsdpsim scenario`, which prints it) takes it.
+SeqFile parse_seq_file(const std::string& path, bool allow_model = false);
+// Why a `model` scenario cannot run yet: the one line every command that would run it gives.
+std::string model_scenario_refusal();
 
 std::string print_seq(const SeqFile& f);
 std::string print_scenario(const Scenario& s);

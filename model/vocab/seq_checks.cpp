@@ -112,7 +112,7 @@ void validate(const SeqFile& f, const std::string& file) {
   // Errors about the scenario as a whole point at its `---` line (the end of
   // what was declared), never at 1:1.
   const SourcePos end = f.separator.line > 0 ? f.separator : SourcePos{1, 1};
-  if (s.layers.empty()) fail(end, "expected at least one `layer` in the scenario");
+  if (s.layers.empty() && !s.model) fail(end, "expected at least one `layer` in the scenario (or a `model` line)");
   if (s.adapters.empty()) fail(end, "expected at least one `adapter` in the scenario");
   if (s.adapters.size() > static_cast<size_t>(kMaxAdapters))
     fail(s.adapters[kMaxAdapters].pos, "at most " + std::to_string(kMaxAdapters) + " adapters are supported");
@@ -133,8 +133,10 @@ void validate(const SeqFile& f, const std::string& file) {
     if (!why.empty()) fail(a.pos, why);
   }
   if (s.adapters[0].deferred) fail(s.adapters[0].pos, "the first adapter is the active one and cannot be deferred");
-  if (s.shards.empty() || !s.shards.back().is_root())
-    fail(s.shards.empty() ? end : s.shards.back().pos, "expected `fully_shard root` as the last fully_shard");
+  if (s.plan == ShardPlan::None && (s.shards.empty() || !s.shards.back().is_root()))
+    fail(s.shards.empty() ? end : s.shards.back().pos,
+         s.model ? "expected `fully_shard root` as the last fully_shard, or a `fully_shard_plan` line"
+                 : "expected `fully_shard root` as the last fully_shard");
   size_t params = 0;  // collectives name their parameters in a kMaxParams-bit set
   for (const auto& l : s.layers) {
     params += l.experts > 0 ? 1 : 2;
@@ -179,7 +181,7 @@ void validate(const SeqFile& f, const std::string& file) {
       fail(a.pos, "adapter '" + a.name + "' has use_dora beside an earlier adapter on layer '" + shared +
                       "' under loading ram_efficient at world " + std::to_string(s.world) +
                       ": ranks > 0 raise in get_peft_model (`Cannot copy out of meta tensor`: its weight norm copies the meta base weight), which is not modelled");
-    if (a.use_dora)
+    if (a.use_dora && !s.model)  // a model scenario's targets are PEFT target_modules, not layers
       for (const auto& t : a.targets)
         if (s.layers[s.layer_index(t)].experts > 0)
           fail(a.pos, "adapter '" + a.name + "' has use_dora and targets experts layer '" + t +
@@ -187,6 +189,7 @@ void validate(const SeqFile& f, const std::string& file) {
   }
   // modules_to_save: what the model covers of PEFT's ModulesToSaveWrapper.
   for (const auto& a : s.adapters) {
+    if (s.model) break;  // the parser refuses modules_to_save on a model scenario
     for (const auto& m : a.modules_to_save) {
       const std::string why = "adapter '" + a.name + "' lists '" + m + "' in modules_to_save, ";
       if (s.layers[s.layer_index(m)].experts > 0)

@@ -154,7 +154,7 @@ Op parse_op_line(LineParser& lp, const Scenario& s) {
   }
   auto kind = op_from_name(first.text);
   if (!kind) {
-    const auto& directives = directive_names();
+    const std::vector<std::string> directives = all_directive_names();
     if (std::find(directives.begin(), directives.end(), first.text) != directives.end())
       lp.fail(first, "unknown op '" + first.text + "': it is a scenario directive, and those go above the `---` line");
     lp.fail(first, "unknown op '" + first.text + "'" + suggest_or_list(first.text, all_op_names()));

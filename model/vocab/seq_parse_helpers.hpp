@@ -26,6 +26,14 @@ int64_t parse_int(seq_lexer::LineParser& lp, const seq_lexer::Token& t, const st
 std::vector<std::string> parse_names(seq_lexer::LineParser& lp, const seq_lexer::Token& t, std::string s, const char* what);
 std::pair<std::string, std::string> split_kv(seq_lexer::LineParser& lp, const seq_lexer::Token& t, const char* what);
 
+// Real-model scenarios (seq_model_parser.cpp): the `model` and `fully_shard_plan` lines, an
+// adapter's `targets=` as PEFT target_modules, and a `fully_shard` line's dotted module paths.
+void parse_model(seq_lexer::LineParser& lp, Scenario& s, const seq_lexer::Token& kw);
+void parse_fully_shard_plan(seq_lexer::LineParser& lp, Scenario& s, const seq_lexer::Token& kw);
+std::vector<std::string> parse_model_targets(seq_lexer::LineParser& lp, const Scenario& s, const seq_lexer::Token& t,
+                                             const std::string& v);
+std::vector<std::string> parse_model_shard_modules(seq_lexer::LineParser& lp, const Scenario& s, const seq_lexer::Token& mods);
+
 // One op line after `---` (seq_op_parser.cpp), and an `expect` clause, on the op line or on a
 // line of its own, added to `op`.
 Op parse_op_line(seq_lexer::LineParser& lp, const Scenario& s);

@@ -31,6 +31,17 @@ const std::vector<std::string>& directive_names() {
   return names;
 }
 
+const std::vector<std::string>& model_directive_names() {
+  static const std::vector<std::string> names = {"model", "fully_shard_plan"};
+  return names;
+}
+
+std::vector<std::string> all_directive_names() {
+  std::vector<std::string> out = directive_names();
+  out.insert(out.end() - 1, model_directive_names().begin(), model_directive_names().end());
+  return out;
+}
+
 const std::vector<std::string>& adapter_option_names() {
   static const std::vector<std::string> names = {"r", "alpha", "targets", "modules_to_save", "init", "autocast", "inference_mode", "deferred", "use_dora"};
   return names;
@@ -126,6 +137,7 @@ using seq_lexer::Token;
 using namespace seq_parse;
 
 void parse_layer(LineParser& lp, Scenario& s, const Token& kw) {
+  if (s.model) lp.fail(kw, "a `model` line and `layer` lines cannot be in one file: the model line declares every module");
   LayerDecl l;
   l.pos = lp.pos(kw);
   Token name = lp.next("a layer name");
@@ -207,6 +219,11 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       a.r = static_cast<int>(parse_int(lp, t, v, 1, 1024, "the rank r"));
     } else if (k == "alpha") {
       a.alpha = static_cast<int>(parse_int(lp, t, v, 1, 1 << 20, "alpha"));
+    } else if (k == "targets" && s.model) {
+      a.targets = parse_model_targets(lp, s, t, v);
+      have_targets = true;
+    } else if (k == "modules_to_save" && s.model) {
+      lp.fail(t, "modules_to_save= on a `model` scenario is not modelled yet (docs/design/known-limits.md)");
     } else if (k == "targets") {
       a.targets = parse_names(lp, t, v, "a list of layer names");
       if (a.targets.empty()) lp.fail(t, "expected at least one target layer in targets=");
@@ -230,7 +247,8 @@ void parse_adapter(LineParser& lp, Scenario& s, const Token& kw) {
       lp.fail(t, "unknown adapter option '" + k + "'" + suggest_or_list(k, options));
     }
   }
-  if (!have_targets) lp.fail(lp.end_column(), "expected targets=L1,L2 for adapter '" + a.name + "'");
+  if (!have_targets)
+    lp.fail(lp.end_column(), "expected targets=" + std::string(s.model ? "MODULES" : "L1,L2") + " for adapter '" + a.name + "'");
   s.adapters.push_back(a);
 }
 
@@ -273,14 +291,18 @@ void parse_mixed_precision(LineParser& lp, Scenario& s) {
 void parse_fully_shard(LineParser& lp, Scenario& s, const Token& kw) {
   ShardDecl d;
   d.pos = lp.pos(kw);
+  if (s.plan != ShardPlan::None)
+    lp.fail(kw, "fully_shard_plan and fully_shard lines cannot be in one file: the plan makes every call");
   Token mods = lp.next("a module name, a list a,b, or root");
-  d.modules = parse_names(lp, mods, mods.text, "module names (layers or root)");
+  if (s.model) d.modules = parse_model_shard_modules(lp, s, mods);
+  else d.modules = parse_names(lp, mods, mods.text, "module names (layers or root)");
   if (d.modules.empty()) lp.fail(mods, "expected at least one module in fully_shard");
   for (const auto& m : d.modules) {
     if (m == "root") {
       if (d.modules.size() > 1) lp.fail(mods, "root cannot be grouped with layers");
       continue;
     }
+    if (s.model) continue;  // parse_model_shard_modules checked it
     if (s.layer_index(m) < 0) lp.fail(mods, "unknown module '" + m + "'" + layer_hint(s, m, true));
     for (const auto& prev : s.shards)
       for (const auto& pm : prev.modules)
@@ -340,7 +362,7 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
   const std::string& k = kw.text;
   if (k == "---") return true;
   if (k == "world" || k == "seed" || k == "profile" || k == "loading" || k == "dtype" || k == "optimizer" ||
-      k == "data" || k == "checkpoint" || k == "mixed_precision")
+      k == "data" || k == "checkpoint" || k == "mixed_precision" || k == "model" || k == "fully_shard_plan")
     once.note(lp, kw, line_no);
   if (k == "world") {
     Token n = lp.next("the world size");
@@ -361,6 +383,10 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
     s.overrides.push_back({name, value, lp.pos(t)});
   } else if (k == "layer") {
     parse_layer(lp, s, kw);
+  } else if (k == "model") {
+    parse_model(lp, s, kw);
+  } else if (k == "fully_shard_plan") {
+    parse_fully_shard_plan(lp, s, kw);
   } else if (k == "adapter") {
     parse_adapter(lp, s, kw);
   } else if (k == "fully_shard") {
@@ -387,6 +413,7 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
     else if (t.text == "per_rank") s.data = Data::PerRank;
     else lp.fail(t, "expected data same|per_rank, got '" + t.text + "'");
   } else if (k == "checkpoint") {
+    if (s.model) lp.fail(kw, "`checkpoint` on a `model` scenario is not modelled yet (docs/design/known-limits.md)");
     parse_checkpoint(lp, s);
   } else if (k == "mixed_precision") {
     s.mp_pos = lp.pos(kw);
@@ -401,11 +428,11 @@ bool parse_header_line(LineParser& lp, Scenario& s, SeenOnce& once, int line_no)
     lp.fail(kw, "unknown directive '" + k + "': it is an op, and ops go after a `---` line that ends the scenario (add `---` above line " +
                     std::to_string(line_no) + ")");
   } else {
-    std::string hint = did_you_mean(k, directive_names());
+    std::string hint = did_you_mean(k, all_directive_names());
     if (hint.empty() && !did_you_mean(k, all_op_names()).empty())
       hint = did_you_mean(k, all_op_names()) + " (an op: ops go after the `---` line)";
     lp.fail(kw, "unknown directive '" + k + "'" +
-                    (hint.empty() ? " (expected world, seed, profile, set, layer, adapter, fully_shard, optimizer, loading, dtype, data, checkpoint, mixed_precision or ---)"
+                    (hint.empty() ? " (expected world, seed, profile, set, layer, model, adapter, fully_shard, fully_shard_plan, optimizer, loading, dtype, data, checkpoint, mixed_precision or ---)"
                                   : hint));
   }
   if (!lp.done()) lp.fail(lp.peek(), "unexpected '" + lp.peek().text + "' at end of " + k + " line");
@@ -474,10 +501,17 @@ SeqFile parse_seq(const std::string& text, const std::string& file) {
   return f;
 }
 
-SeqFile parse_seq_file(const std::string& path) {
+std::string model_scenario_refusal() {
+  return "a `model` scenario is parsed (`fsdpsim scenario --tree FILE` prints its modules) but not run yet: the model, "
+         "the C++ backend and the upstream backend run `layer` scenarios only (docs/design/known-limits.md)";
+}
+
+SeqFile parse_seq_file(const std::string& path, bool allow_model) {
   // A FIFO, a device or a directory is refused from its type; a file over the
   // limits of model/vocab/input_file.hpp at the line where it crosses them.
-  return parse_seq(read_input_file(path, kSeqInput), path);
+  SeqFile f = parse_seq(read_input_file(path, kSeqInput), path);
+  if (f.scenario.model && !allow_model) throw SourceError(path, f.scenario.model->pos, model_scenario_refusal());
+  return f;
 }
 
 }  // namespace fsdpsim

@@ -91,6 +91,14 @@ std::string print_scenario(const Scenario& s) {
     if (l.compute_dtype) os << " compute_dtype=" << dtype_name(*l.compute_dtype);
     os << "\n";
   }
+  if (s.model) {
+    const ModelDecl& m = *s.model;
+    os << "model " << family_name(m.family) << " hidden=" << m.hidden << " intermediate=" << m.intermediate
+       << " layers=" << m.layers << " heads=" << m.heads << " kv_heads=" << m.kv_heads << " vocab=" << m.vocab
+       << " tie_embeddings=" << (m.tie_embeddings ? "true" : "false");
+    if (m.experts > 0) os << " experts=" << m.experts << " top_k=" << m.top_k;
+    os << " seq_len=" << m.seq_len << "\n";
+  }
   for (const auto& a : s.adapters) {
     os << "adapter " << a.name << " r=" << a.r << " alpha=" << a.alpha << " targets=" << join(a.targets)
        << " init=" << (a.init == LoraInit::Zero ? "zero" : "random");
@@ -103,6 +111,7 @@ std::string print_scenario(const Scenario& s) {
   }
   for (const auto& d : s.shards)
     os << "fully_shard " << join(d.modules) << " reshard_after_forward=" << raf_name(d.raf) << mixed_precision_text(d.mp) << "\n";
+  if (s.plan != ShardPlan::None) os << "fully_shard_plan " << shard_plan_name(s.plan) << "\n";
   os << "optimizer " << (s.optimizer == OptimizerParams::Trainable ? "trainable" : "all") << "\n";
   if (s.loading == Loading::RamEfficient) os << "loading ram_efficient\n";
   if (s.dtype != DType::F32 || !s.autocast_adapter_dtype)

@@ -163,6 +163,10 @@ std::vector<Command> make_table() {
        "                                             bytes per rank and adapter: sharded, gathered and reduced\n"
        "                                             per train_step, peak unsharded\n"))
       .backend_notes = true;
+  row(command("scenario", cmd_scenario,
+      {own_switch("--tree", &ScenarioFlags::tree, "the module tree of the file's `model` line: modules, parameters, tied weights")},
+       "       fsdpsim scenario FILE.seq [--tree]  the file as the parser reads it (canonical form); --tree: its `model`\n"
+       "                                             line's modules and parameters as transformers builds them\n"));
   row(command("profiles", cmd_profiles, {F("--json")}, "       fsdpsim profiles [--json]\n")).help_word = false;
   row(command("random", cmd_random,
       {F("--seed"), F("--count").with_help("how many sequences, one per seed from S (default 1)"), F("--world").with_help("every sequence at W ranks"),

@@ -136,6 +136,11 @@ struct ReportFlags {
 };
 int cmd_report(const Args& a, const ReportFlags& own);
 
+struct ScenarioFlags {
+  bool tree = false;  // --tree: the module tree a `model` line stands for
+};
+int cmd_scenario(const Args& a, const ScenarioFlags& own);
+
 struct MergeResultsFlags {
   std::string results;  // --results OUT: the merged results
 };
