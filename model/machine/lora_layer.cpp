@@ -306,6 +306,10 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
     return c.raise(Status::Exception, DTensor::inplace_placement_error(sign));
   }
   if (sharded_read) {
+    if (dora_lost && sign != 0 && c.scope.prov) {  // provenance: the edit W's shard never got (root_cause.cpp's S2 rule)
+      TrScope lost(c.scope, Tr::DoraDataAssign);
+      c.scope.prov->params[static_cast<size_t>(li.weight)].w_lost = c.scope.prov->stamp();
+    }
     dt.all_gather(a, into, layer, adapter, dora_lost ? 0 : sign);  // a lost DoRA edit lands nowhere, at any world
     return dora_mixed ? dora_raise() : dora_norm();
   }

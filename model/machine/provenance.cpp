@@ -48,6 +48,7 @@ const TrInfo& tr_info(Tr t) {
       {"checkpoint-recompute", "torch utils/checkpoint.py::_checkpoint_hook (recompute metadata check)"},
       {"get_delta_weight", "peft tuners/lora/layer.py::Linear.get_delta_weight / ParamWrapper.get_delta_weight"},
       {"reduce-dtype-unset", "torch _fully_shard/_fsdp_param_group.py::FSDPParamGroup._init_mp_dtypes (nothing trainable: None)"},
+      {"dora-data-assign", "peft tuners/lora/variants.py::DoraLinearVariant.merge_unsafe / lora/layer.py::Linear.unmerge (`.data =` on the DTensor shard)"},
   }};
   return table[static_cast<size_t>(t)];
 }
@@ -63,6 +64,7 @@ bool is_mechanism(Tr t) {
     case Tr::PostBackwardUnsynced:
     case Tr::CheckpointRecompute:
     case Tr::ReduceDtypeUnset:
+    case Tr::DoraDataAssign:
       return true;
     default:
       return false;

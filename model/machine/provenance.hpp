@@ -40,6 +40,7 @@ enum class Tr : uint8_t {
   CheckpointRecompute,      // torch.utils.checkpoint's recompute metadata check
   GetDeltaWeight,           // lora Linear / ParamWrapper.get_delta_weight
   ReduceDtypeUnset,         // foreach_reduce on a group whose _init_mp_dtypes saw nothing trainable
+  DoraDataAssign,           // DoRA's merge / unmerge: `weight.data = new` on the DTensor shard, a no-op there
   kCount
 };
 
@@ -73,6 +74,7 @@ struct Drop {
 struct ParamTags {
   Stamp rg_s, rg_u, w_s, w_u, ver_s, present, grad_s, grad_u;
   Stamp meta;  // device or dtype of S (placement)
+  Stamp w_lost;  // a weight edit assigned to S's `.data` that left the shard as it was (DoraDataAssign)
   Drop rg_drop, w_drop;
 };
 

@@ -88,10 +88,6 @@ int cmd_export(const Args& a, const ExportFlags& own) {
   if (!own.python) throw SourceError("<command line>", {}, "export expects --python (the only format so far)");
   const std::string& file = a.positional[0];
   SeqFile f = parse_seq_file(file);
-  // the repro's base is an nn.Sequential of nn.Linear (export.py::Export.base): a 4-bit layer
-  // would come out as a plain one, a different program
-  if (const LayerDecl* q = f.scenario.quantized())
-    throw SourceError(file, q->pos, "export --python does not write 4-bit (quant=) layers yet (layer '" + q->name + "')");
   apply_overrides(f, a, file);
   f = sequence_to_export(f, a, own, file);
   const Profile profile = effective_profile(f.scenario);

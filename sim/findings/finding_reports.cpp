@@ -45,6 +45,19 @@ const std::vector<FindingReport>& finding_reports() {
        "The merge (or unmerge) edits the unsharded copy; the reshard drops it, so the shards miss the delta while the "
        "layer lists it merged, or keep it while nothing is listed.",
        "weight-on-copy/merge-unmerge"},
+      {"dora-data-assign-on-shard", L::Peft,
+       "FSDP2: DoRA's merge assigns `weight.data` on the sharded DTensor, which ignores it: merged_adapters lists the "
+       "adapter while the weights stay unmerged",
+       {L::Peft, "peft/tuners/lora/variants.py", "DoraLinearVariant.merge_unsafe",
+        "and the `weight.data = ...` assignments of Linear.unmerge and Linear.merge(safe_merge=True): write the new "
+        "weight in place (`copy_` under no_grad)"},
+       "torch's DTensor `.data` setter (torch/distributed/tensor/_api.py): raise instead of leaving the local shard as it "
+       "was, or document it (pytorch/pytorch#157391)",
+       {"dora-data-assign-on-shard"},
+       "After merge_adapter() on an FSDP2 model with DoRA adapters, the merged forward equals the unmerged one.",
+       "The merge leaves every shard as it was while merged_adapters lists the adapter: the forward runs the base weight "
+       "alone.",
+       "dora-data-assign-on-shard"},
       {"optimizer-checkpoint-while-unsharded", L::Accelerate,
        "FSDP2: saving the optimizer after a no_grad eval raises KeyError: accelerate's root stays unsharded and DCP maps "
        "parameters by identity",
@@ -226,6 +239,11 @@ const CandidateFix* candidate_fix(const FindingReport& r) {
         "first, then merge into the sharded parameter) or refuse to edit a weight FSDP2 holds unsharded, and a disabled "
         "forward's unmerge runs inside forward, where only the unsharded copy exists. The alternative site is torch's "
         "FSDPParam.to_sharded, which by design does not write an edited unsharded parameter back (pytorch/pytorch#129229)"}},
+      {"dora-data-assign-on-shard",
+       {false,
+        "not written yet: the change is small (in-place `copy_` under no_grad where variants.py and layer.py assign "
+        "`.data`; measured to land the merge at world 2) but touches every `.data =` merge path, whose plain-tensor "
+        "behaviour (a dtype change on assignment) a maintainer should weigh"}},
       {"placement-differs-across-ranks",
        {false,
         "not written: the second adapter is created while ranks other than 0 hold the base model on the meta device, and "

@@ -65,10 +65,10 @@ struct HuntOptions {
   std::function<void(const SeqFile&, double)> on_new_key;
   bool fuzz_only = false;
   // The swarm's shares of sequences with DoRA adapters and with 4-bit bases (each on a stream
-  // of its own, so the other sequences stay what they were). 4-bit is off by default: `--scripts`
-  // exports a plain script for a 4-bit class that does not reproduce it yet.
+  // of its own, so the other sequences stay what they were). `--scripts` writes 4-bit layers
+  // as the upstream backend builds them (export.py::Writer.linear4bit).
   uint32_t swarm_dora_percent = 15;
-  uint32_t swarm_qlora_percent = 0;
+  uint32_t swarm_qlora_percent = 10;
   // True once a signal asked the hunt to stop: every phase ends at its next sequence or class,
   // a run the signal cut short (its ranks or pool stopped) is no failure, and the report
   // holds what was found and confirmed until then (HuntReport::interrupted).

@@ -212,6 +212,20 @@ bool edited_on_copy(const Run& r, int layer, Blame* out) {
   return false;
 }
 
+// A DoRA merge or unmerge whose `weight.data = new` the sharded DTensor ignored, after the shard's last write.
+bool lost_assignment(const Run& r, int layer, Blame* out) {
+  for (size_t l = 0; l < r.topo.layers.size(); ++l) {
+    if (layer >= 0 && static_cast<int>(l) != layer) continue;
+    const ParamTags& t = r.after.pv.params[static_cast<size_t>(r.topo.layers[l].weight)];
+    if (!t.w_lost.seq || t.w_lost.seq < t.w_s.seq) continue;
+    *out = blame("dora-data-assign-on-shard", {t.w_lost.op, Tr::DoraDataAssign},
+                 fmt::format("{}'s DoRA edit by {} at step {} assigned `weight.data` on the sharded DTensor: the shard kept its values",
+                             r.topo.layers[l].name.str(), slug(t.w_lost.op), t.w_lost.step));
+    return true;
+  }
+  return false;
+}
+
 bool single_expert(Blame* out) {
   *out = blame("param-wrapper-single-expert", {Tr::GetDeltaWeight}, "an experts layer with E = 1 takes Linear's (out, in) delta path");
   return true;
@@ -310,7 +324,7 @@ bool s1_rule(const Run& r, const Finding& fd, Blame* b) {
 // The S2 rule: the layer's stored (or registered) weight, and who edited it where.
 bool s2_rule(const Run& r, const Finding& fd, Blame* b) {
   const int l = layer_in(r.topo, fd.text);
-  if (dropped_weight(r, r.after, l, 0, b) || edited_on_copy(r, l, b)) return true;
+  if (dropped_weight(r, r.after, l, 0, b) || edited_on_copy(r, l, b) || lost_assignment(r, l, b)) return true;
   if (l < 0) return false;
   const LayerInfo& li = r.topo.layers[static_cast<size_t>(l)];
   if (li.experts == 1) return single_expert(b);

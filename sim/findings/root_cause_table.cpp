@@ -132,6 +132,42 @@ const std::vector<RootCauseEntry>& root_cause_catalogue() {
        "Reshard the owning FSDP module before the weight edit in BaseTuner.merge_adapter / unmerge_adapter (or refuse "
        "to edit an unsharded weight).",
        ""},
+      {"dora-data-assign-on-shard",
+       "DoRA's merge and unmerge assign `weight.data = new_weight`; on an FSDP2 sharded (DTensor) weight that assignment "
+       "leaves the local shard as it was: the merge is lost while merged_adapters lists the adapter",
+       V::Unreported,
+       "no PEFT report of it found; torch's maintainers acknowledge that a `.data` assignment does not work on FSDP2's "
+       "DTensor parameters and mean to document it (pytorch/pytorch#157391, open)",
+       {{L::Peft, "peft/tuners/lora/variants.py", "DoraLinearVariant.merge_unsafe",
+         "ends with `orig_weight.data = new_weight`: a new tensor assigned to the parameter, nothing written into it"},
+        {L::Peft, "peft/tuners/lora/layer.py", "Linear.unmerge",
+         "assigns the DoRA variant's unmerged weight with `weight.data = unmerged` (the safe_merge path of Linear.merge "
+         "assigns `base_layer.weight.data = orig_weight` the same way)"},
+        {L::Torch, "torch/distributed/tensor/_api.py", "DTensor.__new__",
+         "keeps the shard in `_local_tensor`, which every DTensor op and FSDP2's all-gather read; the `.data` setter "
+         "swaps the wrapper's own (storage-less) tensor and leaves it as it was (measured on torch 2.13, no FSDP needed)"}},
+       {tracker("pytorch/pytorch#157391", "open",
+                "FSDP2 maintainers: changing `.data` does not work for the DTensor model.parameters(); the contract is to be "
+                "documented (from a report in pytorch#157209)"),
+        tracker("pytorch/pytorch#89845", "closed", "DTensor does not support the `param.data = view` idiom (FSDP1 worked around it)"),
+        tracker("huggingface/peft#1806", "merged", "made DoRA train under FSDP; its merge paths kept the `.data` assignment")},
+       "Under FSDP2 a resharded layer's base weight is a DTensor parameter whose shard lives in its `_local_tensor`. "
+       "`DoraLinearVariant.merge_unsafe` (peft tuners/lora/variants.py) computes the merged weight and assigns it with "
+       "`orig_weight.data = new_weight`; on a DTensor that setter changes the wrapper's own tensor only, so the local "
+       "shard, which the next all-gather reads, keeps W0. The layer appends the adapter to merged_adapters anyway, so the "
+       "forward skips the DoRA path and runs the base weight alone: outputs lose the adapter, silently. The unmerge "
+       "(`weight.data = unmerged` in lora/layer.py::Linear.unmerge) is lost the same way. LoRA's default merge writes in "
+       "place (`weight.data += delta`) and lands; its `safe_merge=True` path assigns `.data` and is lost too "
+       "(measured at world 2; not modelled).",
+       "Users who merge DoRA adapters on an FSDP2 model for generation or evaluation (merge_adapter, RL rollouts), and "
+       "users of merge(safe_merge=True) on a sharded layer.",
+       "Do not merge under FSDP2: DoRA's unmerged forward computes the same output; or merge on a full copy of the "
+       "weights (get_model_state_dict(full_state_dict=True)).",
+       "In PEFT: write the new weight in place (`with torch.no_grad(): orig_weight.copy_(new_weight)`) in "
+       "DoraLinearVariant.merge_unsafe, Linear.unmerge's variant branch and the safe_merge assignment (measured: the "
+       "merged forward then equals the unmerged one at world 2). In torch: make DTensor's `.data` setter raise, or document "
+       "the contract (pytorch#157391).",
+       ""},
       {"weight-on-copy/disabled-forward",
        "A disabled LoRA layer's forward unmerges on the unsharded copy; the reshard keeps the delta in the shard",
        V::Unreported, "no upstream report",

@@ -128,6 +128,20 @@ class SessionTrigger(unittest.TestCase):
         self.assertIn("expected lin0.weight == its initial value + the deltas", lines[0])
 
 
+class FourBit(unittest.TestCase):
+    """A 4-bit base (`quant=`) written as the upstream backend builds it (session.py::linear4bit,
+    quantize) and, on accelerate's path, its uint8 weight left out of every fully_shard as
+    accelerate's fsdp2_prepare_model leaves it (ignored_params)."""
+
+    def test_linear4bit_quantized_and_left_out_of_fully_shard(self):
+        script, _ = export("../qlora/merge_after_prepare_raises.seq")
+        self.assertIn("import bitsandbytes as bnb", script)
+        self.assertIn("bnb.nn.Linear4bit(16, 8, compute_dtype=torch.float32, quant_type='nf4')", script)
+        self.assertIn("net.is_loaded_in_4bit = True", script)
+        self.assertLess(script.index("net.to('cpu')"), script.index("get_peft_model("))
+        self.assertEqual(script.count("ignored_params=ignored"), 2)  # the child and the root
+
+
 class Verdicts(unittest.TestCase):
     def test_with_the_fix_it_exits_0(self):
         script, err = export("seed000_merged_set_adapter_w2.seq", "--set", "set_adapter_reshard=unmerge_first")

@@ -60,6 +60,16 @@ TEST(RootCause, WeightEditsOnTheUnshardedCopy) {
   }
 }
 
+// DoRA's merge assigns `weight.data` on the sharded DTensor, which keeps its shard
+// (corpus/dora/merge_on_the_shard_is_lost.seq): its own id, not a weight edit on the copy.
+TEST(RootCause, DoraMergeOnTheShardIsADataAssignment) {
+  TriageResult t = triaged(parse_seq_file(std::string(FSDPSIM_SOURCE_DIR) + "/corpus/dora/merge_on_the_shard_is_lost.seq"));
+  EXPECT_EQ(t.root_cause.id, "dora-data-assign-on-shard") << t.root_cause.how;
+  EXPECT_NE(t.root_cause.how.find("DoRA edit by merge_adapter"), std::string::npos) << t.root_cause.how;
+  EXPECT_NE(blamed_functions(t.root_cause).find("DoraLinearVariant.merge_unsafe"), std::string::npos);
+  EXPECT_EQ(root_cause_entry(t.root_cause.id).verdict, RootVerdict::Unreported);
+}
+
 TEST(RootCause, Seed004IsAnOptimizerCheckpointWhileUnsharded) {
   TriageResult t = triaged(corpus("seed004_eval_then_save_optimizer.seq"));
   EXPECT_EQ(t.root_cause.id, "optimizer-checkpoint-while-unsharded");

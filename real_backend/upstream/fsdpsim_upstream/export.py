@@ -18,11 +18,15 @@ import platform
 import sys
 from importlib import metadata
 
-from . import op_table, profiles, repro_asserts, repro_checks, seqfile
+from types import SimpleNamespace
+
+from . import op_table, prepare, profiles, repro_asserts, repro_checks, seqfile
 from .scenario_build import lora_config_text
 
 RAF = {"true": "True", "false": "False", "none": "None"}
 DTYPE = {"fp32": "torch.float32", "bf16": "torch.bfloat16"}
+# what session.py::linear4bit passes bitsandbytes as a 4-bit layer's compute_dtype (None: its default)
+COMPUTE_DTYPE = {"fp32": "torch.float32", "bf16": "torch.bfloat16"}
 BATCH = 4
 
 
@@ -150,10 +154,44 @@ class Writer:
         s = self.scen
         mods = []
         for l in s.layers:
-            mod = f"Experts({l.experts}, {l.fan_in}, {l.fan_out})" if l.experts else f"nn.Linear({l.fan_in}, {l.fan_out})"
+            mod = (f"Experts({l.experts}, {l.fan_in}, {l.fan_out})" if l.experts else self.linear4bit(l) if l.quant
+                   else f"nn.Linear({l.fan_in}, {l.fan_out})")
             mods.append(f"({self.name(l.name)!r}, {mod})")
         cast = f".to({DTYPE[s.dtype]})" if s.dtype != "fp32" else ""
         return f"nn.Sequential(OrderedDict([{', '.join(mods)}])){cast}"
+
+    @staticmethod
+    def linear4bit(l):
+        """`quant=nf4|fp4`: the bitsandbytes Linear4bit session.py::linear4bit builds (an nn.Linear whose
+        weight is a Params4bit: it draws its initial weight as nn.Linear does)."""
+        dtype = f", compute_dtype={COMPUTE_DTYPE[l.compute_dtype]}" if l.compute_dtype else ""
+        return f"bnb.nn.Linear4bit({l.fan_in}, {l.fan_out}{dtype}, quant_type={l.quant!r})"
+
+    def quantize(self, ind):
+        """session.py::quantize: the 4-bit weights quantized where they are real (Params4bit.to a device),
+        the model marked loaded in 4-bit as transformers marks it: PEFT's LoRA dispatch reads
+        `is_loaded_in_4bit` (peft/tuners/lora/model.py::LoraModel._create_new_module) to pick
+        lora.bnb.Linear4bit."""
+        if not any(l.quant for l in self.scen.layers):
+            return
+        self.emit(f"{ind}net.is_loaded_in_4bit = True  # as transformers marks a model loaded in 4-bit")
+        if self.scen.loading == "ram_efficient" and self.fsdp:
+            self.emit(f"{ind}if rank == 0:  # the ranks holding real weights quantize them (Params4bit.to)")
+            self.emit(f"{ind}    net.to('cpu')")
+        else:
+            self.emit(f"{ind}net.to('cpu')  # Params4bit.to quantizes the 4-bit weights")
+
+    def ignored(self, ind):
+        """accelerate's fsdp2_prepare_model (accelerate/utils/fsdp_utils.py) leaves a model's frozen
+        non-floating Params4bit out of every fully_shard (ignored_params); the upstream backend takes that
+        path where prepare.py::blocker names no reason: the script passes the same set there."""
+        if not any(l.quant for l in self.scen.layers):
+            return ""
+        if prepare.blocker(SimpleNamespace(prepared=False, scen=self.scen), held=[True]) is not None:
+            return ""
+        self.emit(f"{ind}ignored = {{p for p in model.parameters() if type(p).__name__ == 'Params4bit' and not "
+                  f"p.requires_grad and not p.is_floating_point()}}  # what accelerate leaves out of sharding")
+        return ", ignored_params=ignored"
 
     def shard(self, ind):
         """fully_shard bottom-up as the scenario says (the calls accelerate's fsdp2_prepare_model makes),
@@ -164,17 +202,18 @@ class Writer:
         if ram:  # accelerate's fsdp2_prepare_model with cpu_ram_efficient_loading: shard on meta, then broadcast
             e(f"{ind}full_sd = model.state_dict()")
             e(f"{ind}model.to('meta')")
+        ignored = self.ignored(ind)
         for d in s.shards:
             raf = RAF[d.raf]
             if d.is_root and self.sw["root_reshard_rule"] == "force_false":
                 raf = "False"
             policy = self.policy(s.policy_keys(d))
             if d.is_root:
-                e(f"{ind}fully_shard(model, mesh=mesh, reshard_after_forward={raf}{policy})")
+                e(f"{ind}fully_shard(model, mesh=mesh, reshard_after_forward={raf}{policy}{ignored})")
             else:
                 mods = [self.layer(m) for m in d.modules]
                 arg = mods[0] if len(mods) == 1 else "[" + ", ".join(mods) + "]"
-                e(f"{ind}fully_shard({arg}, mesh=mesh, reshard_after_forward={raf}{policy})")
+                e(f"{ind}fully_shard({arg}, mesh=mesh, reshard_after_forward={raf}{policy}{ignored})")
         if ram:
             e(f"{ind}fsdp2_load_full_state_dict(SimpleNamespace(is_main_process=rank == 0), model, full_sd)")
         e(f"{ind}shards = dict(model.named_parameters())  # the parameters FSDP registered: gradients land here")
@@ -230,6 +269,7 @@ class Writer:
             e(f"    net = {net}")
         else:
             e(f"net = {net}")
+        self.quantize("")
         if self.w0:
             e(f"w0 = net.get_submodule({self.name(self.w0)!r}).weight.detach().clone()")
         live = [a for a in s.adapters if not a.deferred]
@@ -304,6 +344,8 @@ class Writer:
         if self.fsdp:
             e("import torch.distributed as dist")
         e("import torch.nn as nn")
+        if "bnb." in code:
+            e("import bitsandbytes as bnb")
         e("from peft import LoraConfig, get_peft_model")
         peft_utils = [n for n in ("get_peft_model_state_dict", "set_peft_model_state_dict") if n + "(" in code]
         if peft_utils:
@@ -411,8 +453,9 @@ def export(text, path="", switches=None, out="", plain=False):
     scen, ops = seqfile.parse(text)
     comments = [l[1:].strip() for l in text.splitlines() if l.startswith("#")]
     finding = repro_checks.parse(comments)
-    if finding and finding.spec in ("S2", "S7") and (scen.dtype != "fp32" or scen.loading != "full"):
-        raise ValueError(f"export --python checks weight values in fp32 with full loading only")
+    if finding and finding.spec in ("S2", "S7") and (scen.dtype != "fp32" or scen.loading != "full"
+                                                     or any(l.quant for l in scen.layers)):
+        raise ValueError(f"export --python checks weight values in fp32 with full loading only, on no 4-bit layer")
     prepares = any(op.kind == "prepare" for op in ops)
     if finding:
         ops = ops[:finding.step]  # what follows the finding's step changes nothing it checks
