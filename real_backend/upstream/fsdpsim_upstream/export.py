@@ -20,7 +20,7 @@ from importlib import metadata
 
 from types import SimpleNamespace
 
-from . import op_table, prepare, profiles, repro_asserts, repro_checks, seqfile
+from . import op_table, profiles, repro_asserts, repro_checks, seqfile
 from .scenario_build import lora_config_text
 
 RAF = {"true": "True", "false": "False", "none": "None"}
@@ -187,6 +187,7 @@ class Writer:
         path where prepare.py::blocker names no reason: the script passes the same set there."""
         if not any(l.quant for l in self.scen.layers):
             return ""
+        from . import prepare  # imports torch: only a 4-bit export needs it (the op-table test runs without torch)
         if prepare.blocker(SimpleNamespace(prepared=False, scen=self.scen), held=[True]) is not None:
             return ""
         self.emit(f"{ind}ignored = {{p for p in model.parameters() if type(p).__name__ == 'Params4bit' and not "
