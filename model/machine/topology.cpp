@@ -30,14 +30,37 @@ int Topology::layer_index(const std::string& name) const {
   return -1;
 }
 
+// accelerate 1.15 utils/fsdp_utils.py::fsdp2_prepare_model makes its auto-wrap units (one layer each, in layer
+// order), then the input embedding's unit and its tail fully_shard([final norm, output embedding]); the upstream
+// backend maps a scenario onto them (prepare.py::Units): a checkpointed child is the embedding, or else the tail
+// alone; one group is the tail. Anything else takes the direct fully_shard path.
 bool prepare_by_accelerate(const Scenario& s) {
   if (s.shards.empty() || !s.shards.back().is_root()) return false;
+  std::vector<const ShardDecl*> children, groups, wrapped, autowrap;
   for (size_t d = 0; d + 1 < s.shards.size(); ++d) {
     const ShardDecl& sd = s.shards[d];
-    if (sd.is_root() || sd.modules.size() > 1 || !sd.mp.empty()) return false;
-    if (s.checkpointed(sd.modules[0])) return false;
+    if (sd.is_root() || !sd.mp.empty()) return false;
+    children.push_back(&sd);
+    if (sd.modules.size() > 1) groups.push_back(&sd);
+    else if (s.checkpointed(sd.modules[0])) wrapped.push_back(&sd);
+    else autowrap.push_back(&sd);
   }
-  return s.shards.back().mp.empty();
+  auto index = [&](const ShardDecl* d) {
+    for (size_t l = 0; l < s.layers.size(); ++l)
+      if (s.layers[l].name == d->modules[0]) return l;
+    return s.layers.size();
+  };
+  std::stable_sort(autowrap.begin(), autowrap.end(), [&](auto* a, auto* b) { return index(a) < index(b); });
+  std::vector<const ShardDecl*> rest(wrapped.size() > 1 ? wrapped.begin() + 1 : wrapped.end(), wrapped.end());
+  rest.insert(rest.end(), groups.begin(), groups.end());
+  const ShardDecl* tail = rest.size() == 1 ? rest[0] : nullptr;
+  const bool norm_clash = tail && tail->modules.size() > 1 &&
+      std::any_of(autowrap.begin(), autowrap.end(), [](auto* d) { return d->modules[0].find("Norm") != std::string::npos; });
+  if (groups.size() > 1 || norm_clash || wrapped.size() + groups.size() > 2) return false;
+  std::vector<const ShardDecl*> order = autowrap;
+  if (!wrapped.empty()) order.push_back(wrapped[0]);
+  if (tail) order.push_back(tail);
+  return order == children && s.shards.back().mp.empty();
 }
 
 Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order) {
