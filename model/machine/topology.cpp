@@ -45,12 +45,8 @@ bool prepare_by_accelerate(const Scenario& s) {
     else if (s.checkpointed(sd.modules[0])) wrapped.push_back(&sd);
     else autowrap.push_back(&sd);
   }
-  auto index = [&](const ShardDecl* d) {
-    for (size_t l = 0; l < s.layers.size(); ++l)
-      if (s.layers[l].name == d->modules[0]) return l;
-    return s.layers.size();
-  };
-  std::stable_sort(autowrap.begin(), autowrap.end(), [&](auto* a, auto* b) { return index(a) < index(b); });
+  std::stable_sort(autowrap.begin(), autowrap.end(),
+                   [&](auto* a, auto* b) { return s.layer_index(a->modules[0]) < s.layer_index(b->modules[0]); });
   std::vector<const ShardDecl*> rest(wrapped.size() > 1 ? wrapped.begin() + 1 : wrapped.end(), wrapped.end());
   rest.insert(rest.end(), groups.begin(), groups.end());
   const ShardDecl* tail = rest.size() == 1 ? rest[0] : nullptr;
