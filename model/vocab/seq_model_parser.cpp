@@ -72,7 +72,8 @@ void parse_model(LineParser& lp, Scenario& s, const Token& kw) {
       if (v != "true" && v != "false") lp.fail(t, "expected tie_embeddings=true|false, got '" + v + "'");
       m.tie_embeddings = v == "true";
     } else {
-      auto key = std::find_if(model_keys().begin(), model_keys().end(), [&](const ModelKey& mk) { return k == mk.name; });
+      const std::string name = k;  // C++17 lambdas cannot capture a structured binding
+      auto key = std::find_if(model_keys().begin(), model_keys().end(), [&](const ModelKey& mk) { return name == mk.name; });
       if (key == model_keys().end())
         lp.fail(t, "unknown model option '" + k + "'" + suggest_or_list(k, model_key_names()));
       m.*(key->field) = static_cast<int>(parse_int(lp, t, v, key->lo, key->hi, key->what));
