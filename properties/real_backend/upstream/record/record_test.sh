@@ -2,7 +2,8 @@
 # `fsdpsim record` end to end (label upstream): seed 000's reproduction script recorded as its
 # users ran it (torchrun, 2 ranks, gloo on CPU) gives the expected ops, the same bytes twice, and
 # a .seq whose check shows S1 (flag-on-copy) on the model and on upstream; the script prints the
-# same under the tracer as without it; unsupported calls are listed in the header.
+# same under the tracer as without it; unsupported calls are listed in the header; the checked-in
+# examples/sft_two_adapters.seq is current.
 # Usage: record_test.sh FSDPSIM SOURCE_DIR
 set -u
 FSDPSIM=$1
@@ -41,4 +42,7 @@ for n in "layer emb (Embedding): only nn.Linear layers are recorded" "layer norm
          "adapter default: lora_dropout=0.1" "merge_and_unload at unsupported.py:31"; do
   grep -q "^# not recorded: $n" u.seq || { cat u.seq; fail "header lacks: $n"; }
 done
+# The checked-in recording of examples/sft_two_adapters.py is what recording it gives today.
+(cd "$SRC" && "$FSDPSIM" record --out "$T/sft.seq" -- $RUN examples/sft_two_adapters.py > /dev/null 2>&1) || fail "record sft example"
+cmp "$T/sft.seq" "$SRC/examples/sft_two_adapters.seq" || fail "examples/sft_two_adapters.seq is stale: re-record it (docs/guide/record.md)"
 echo "record_test: ok"
