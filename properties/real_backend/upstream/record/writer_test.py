@@ -6,7 +6,8 @@ import unittest
 
 sys.path.insert(0, sys.argv.pop(1) + "/real_backend/upstream")
 from fsdpsim_upstream.record.loops import cut_loops  # noqa: E402
-from fsdpsim_upstream.record.ops import Op, fold_train_steps  # noqa: E402
+from fsdpsim_upstream.record.ops import Op, OpWriter, fold_train_steps  # noqa: E402
+from fsdpsim_upstream.record.scenario import Scenario  # noqa: E402
 from fsdpsim_upstream.record.ranks import merge_ranks  # noqa: E402
 
 
@@ -41,6 +42,16 @@ class Fold(unittest.TestCase):
     def test_a_raising_backward_is_not_folded(self):
         seq = ops("zero_grad", "forward") + [Op("backward", "t.py:1", "RuntimeError: x")] + ops("step")
         self.assertEqual([o.text for o in fold_train_steps(seq)], ["zero_grad", "forward", "backward", "step"])
+
+
+class Notes(unittest.TestCase):
+    def test_a_tracer_failure_is_named_not_dropped(self):
+        w = OpWriter(Scenario())
+        events = [{"op": "fully_shard", "at": "t.py:2", "args": {"modules": ["root"]}},
+                  {"op": "tracer_error", "at": "t.py:3", "args": {"what": "KeyError: 'x'"}},
+                  {"op": "merge_and_unload", "at": "t.py:4", "args": {}}]
+        self.assertEqual(w.ops(events), [])
+        self.assertEqual(w.notes, ["the call at t.py:3: the tracer failed on it (KeyError: 'x')", "merge_and_unload at t.py:4"])
 
 
 class Ranks(unittest.TestCase):

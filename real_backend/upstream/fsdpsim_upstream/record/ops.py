@@ -70,6 +70,9 @@ class OpWriter:
                 state["optimizer"] = True
                 return None  # the scenario's `optimizer` line
             return "new_optimizer"
+        if op == "tracer_error":
+            self.notes.append(f"the call at {e['at']}: the tracer failed on it ({a.get('what')})")
+            return None
         if op in _NOT_EXPRESSED:
             self.notes.append(f"{_NOT_EXPRESSED[op]} at {e['at']}")
             return None

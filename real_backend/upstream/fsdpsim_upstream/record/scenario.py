@@ -110,7 +110,7 @@ def line_of_root(ev):
 def scenario_lines(events, world, notes):
     """(Scenario, None), or (None, why nothing useful remains)."""
     s = Scenario()
-    gpm = next((e for e in events if e["op"] == "get_peft_model" and "tree" in e["args"]), None)
+    gpm = next((e for e in events if e["op"] == "get_peft_model" and e["args"].get("tree")), None)
     if gpm is None:
         return None, "no get_peft_model call (the .seq models a PEFT LoRA model)"
     a = gpm["args"]

@@ -59,18 +59,28 @@ def _wrap(owner, name, describe, mine=lambda a: True, always=False):
             res = orig(*a, **k)
         except BaseException as e:
             _S["depth"] -= 1
-            op, args = describe(a, k, None)
-            if op:
-                _emit(op, at, e, **args)
+            _record(describe, a, k, None, at, e)
             raise
         _S["depth"] -= 1
-        op, args = describe(a, k, res)
-        if op:
-            _emit(op, at, **args)
+        _record(describe, a, k, res, at, None)
         return res
 
     setattr(owner, name, wrapper)
     return orig
+
+
+def _record(describe, a, k, res, at, raised):
+    """The event of one call; a failure of the tracer itself is written down, never raised
+    into the script."""
+    try:
+        op, args = describe(a, k, res)
+        if op:
+            _emit(op, at, raised, **args)
+    except Exception as e:  # noqa: BLE001 - the script must run as without the tracer
+        try:
+            _emit("tracer_error", at, None, what=f"{type(e).__name__}: {e}"[:300])
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def _dtype(d):
@@ -142,7 +152,7 @@ def _patch_peft(peft):
         res.register_forward_pre_hook(_forward_hook)
         lora, saved = _targets(name)
         return "get_peft_model", {"adapter": name, "config": _config(k.get("peft_config", a[1] if len(a) > 1 else None)),
-                                  "tree": _S.pop("tree"), "targets": lora, "saved": saved,
+                                  "tree": _S.pop("tree", None), "targets": lora, "saved": saved,
                                   "autocast": k.get("autocast_adapter_dtype", True)}
 
     def snapshot_then(orig):
@@ -214,11 +224,11 @@ def _patch_peft(peft):
             except BaseException as e:
                 _S["depth"] -= 1
                 if top:
-                    _emit(op, at, e)
+                    _record(lambda *_: (op, {}), (), {}, None, at, e)
                 raise
             _S["depth"] -= 1
             if top:
-                _emit(op, at)
+                _record(lambda *_: (op, {}), (), {}, None, at, None)
             return res
 
     @functools.wraps(orig_disable)
@@ -233,7 +243,7 @@ def _forward_hook(module, args):
     if not _S["depth"]:
         import torch
 
-        _emit("forward", _caller(), grad=torch.is_grad_enabled())
+        _record(lambda *_: ("forward", {"grad": torch.is_grad_enabled()}), (), {}, None, _caller(), None)
 
 
 def _patch_torch(torch):
@@ -258,7 +268,7 @@ def _patch_torch(torch):
 
     def step_hook(opt, args, kwargs):
         if _S["peft"] is not None and not _S["depth"] and type(opt).__name__ != "AcceleratedOptimizer":
-            _emit("step", _caller())
+            _record(lambda *_: ("step", {}), (), {}, None, _caller(), None)
 
     optim.register_optimizer_step_pre_hook(step_hook)
 
