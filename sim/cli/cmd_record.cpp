@@ -54,7 +54,8 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? v : fallback;
 }
 
-// Every process whose environment holds this run's marker: torchrun, its ranks, their children.
+// Every process whose environment holds this run's marker: torchrun, its ranks, their children
+// (descendants of the command, signalled by pid through child_signal.hpp; never this process).
 std::vector<pid_t> run_processes(const std::string& marker) {
   std::vector<pid_t> out;
   std::error_code ec;
@@ -64,23 +65,23 @@ std::vector<pid_t> run_processes(const std::string& marker) {
     std::ifstream in(e.path() / "environ", std::ios::binary);
     std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (env.find(marker + '\0') != std::string::npos || (env.size() >= marker.size() && env.compare(env.size() - marker.size(), marker.size(), marker) == 0))
-      out.push_back(static_cast<pid_t>(std::stol(name)));
+      if (const pid_t pid = static_cast<pid_t>(std::stol(name)); pid != ::getpid()) out.push_back(pid);
   }
   return out;
 }
 
 // SIGTERM to the command's group and to every process of the run, 5 s to leave, then SIGKILL.
 void stop_run(pid_t child, const std::string& marker) {
-  ::kill(-child, SIGTERM);
-  for (pid_t p : run_processes(marker)) ::kill(p, SIGTERM);
+  real::signal_child_group(child, SIGTERM);
+  for (pid_t p : run_processes(marker)) real::signal_child(p, SIGTERM);
   for (int i = 0; i < 100; ++i) {
     int status = 0;
     const bool child_gone = real::wait_child(child, &status, WNOHANG) != 0;
     if (child_gone && run_processes(marker).empty()) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ::kill(-child, SIGKILL);
-  for (pid_t p : run_processes(marker)) ::kill(p, SIGKILL);
+  real::signal_child_group(child, SIGKILL);
+  for (pid_t p : run_processes(marker)) real::signal_child(p, SIGKILL);
   int status = 0;
   real::wait_child(child, &status);
 }
@@ -154,7 +155,7 @@ int cmd_record(const Args& a, const RecordFlags& own) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  for (pid_t p : run_processes(marker)) ::kill(p, SIGKILL);  // a rank the launcher left behind
+  for (pid_t p : run_processes(marker)) real::signal_child(p, SIGKILL);  // a rank the launcher left behind
   if (status != -1 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (code == 127) throw SourceError("<command line>", {}, "record could not run '" + a.command[0] + "' (not found on PATH, with the project's .venv/bin first)");
