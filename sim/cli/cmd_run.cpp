@@ -186,7 +186,7 @@ void check_memory(const SeqFile& f, const Args& a, const std::string& file) {
   SourcePos at;
   // of three backends the other two run it (runnable_backends); of two, one alone is no comparison
   if (uses(a.backends, Backend::Real) && a.backends.size() < 3)
-    if (std::string why = real_backend_refusal(f.scenario, &at); !why.empty()) throw SourceError(file, at, why);
+    if (std::string why = real_backend_refusal(f, &at); !why.empty()) throw SourceError(file, at, why);
   if (std::string why = model_refusal(f.scenario, &at); !why.empty() && uses(a.backends, Backend::Model)) throw SourceError(file, at, why);
   if (uses(a.backends, Backend::Real) || uses(a.backends, Backend::Upstream))
     check_memory_budget(f, a.memory_budget > 0 ? a.memory_budget : default_memory_budget(), file);

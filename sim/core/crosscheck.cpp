@@ -54,6 +54,19 @@ std::string real_backend_refusal(const Scenario& s, SourcePos* at) {
   return "";
 }
 
+std::string real_backend_refusal(const SeqFile& f, SourcePos* at) {
+  if (std::string why = real_backend_refusal(f.scenario, at); !why.empty()) return why;
+  // The whole model's DCP state dicts (torch distributed/checkpoint/state_dict.py) are not plain
+  // libtorch work: the C++ backend has no DTensor state dict to save or load.
+  for (const Op& op : f.ops)
+    if (op.kind == OpKind::SaveModel || op.kind == OpKind::LoadModel) {
+      *at = op.pos;
+      return std::string("the C++ backend (real) does not implement the model state dict ops (") + op_text(op) +
+             "); run this file with --backend upstream";
+    }
+  return "";
+}
+
 std::string model_refusal(const Scenario& s, SourcePos* at) {
   // PEFT 0.21.2 runs DoRA on a Linear4bit (bnb.py::Linear4bit with DoraLinearVariant: measured on the
   // upstream backend); the model's DoRA reads a float base weight, which a 4-bit layer does not have.
@@ -254,7 +267,7 @@ bool run_single(const SeqFile& f, Backend b, RealPools& pools, bool twice, Singl
 BackendList runnable_backends(const SeqFile& f, const BackendList& backends, std::string* skipped) {
   SourcePos at;
   const bool real = std::find(backends.begin(), backends.end(), Backend::Real) != backends.end();
-  std::string why = real ? real_backend_refusal(f.scenario, &at) : "";
+  std::string why = real ? real_backend_refusal(f, &at) : "";
   if (why.empty() || backends.size() < 3) return backends;
   // Three backends and the C++ one cannot run the scenario: the other two are compared.
   BackendList two;

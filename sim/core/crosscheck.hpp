@@ -28,6 +28,8 @@ std::string backends_text(const BackendList& b);  // "model,upstream"
 // Why the C++ backend (real) cannot run the scenario, with the position of the line that asks for
 // it in *at; "" when it can. Every command that picks that backend refuses such a file (exit 3).
 std::string real_backend_refusal(const Scenario& s, SourcePos* at);
+// The same for a whole file: the scenario, then its ops (save_model / load_model).
+std::string real_backend_refusal(const SeqFile& f, SourcePos* at);
 // Why the model refuses a scenario (DoRA on a 4-bit layer), with where; "" when it runs it.
 std::string model_refusal(const Scenario& s, SourcePos* at);
 // The backends that run f: all of them, or, of three, the two left where the C++ backend refuses
