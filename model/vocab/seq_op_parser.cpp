@@ -212,6 +212,18 @@ Op parse_op_line(LineParser& lp, const Scenario& s) {
       else if (t.text != "on") lp.fail(t, "expected gradient_sync on|off, got '" + t.text + "'");
       break;
     }
+    case OpKind::SaveModel:
+    case OpKind::LoadModel: {
+      // save_model full|sharded (DCP get_model_state_dict); load_model full|sharded (set_model_state_dict)
+      // or plain (nn.Module.load_state_dict of the full tensors)
+      const bool load = op.kind == OpKind::LoadModel;
+      Token t = lp.next(load ? "full, sharded or plain" : "full or sharded");
+      if (t.text != "full" && t.text != "sharded" && !(load && t.text == "plain"))
+        lp.fail(t, std::string("expected ") + (load ? "load_model full|sharded|plain" : "save_model full|sharded") + ", got '" +
+                       t.text + "'");
+      op.names = {t.text};
+      break;
+    }
     case OpKind::DeltaWeight: {
       Token t = lp.next("a layer name");  // every layer: a Linear or a ParamWrapper target
       if (s.layer_index(t.text) < 0) lp.fail(t, "unknown layer '" + t.text + "'" + layer_hint(s, t.text));

@@ -276,7 +276,7 @@ BackendList runnable_backends(const SeqFile& f, const BackendList& backends, std
   BackendList left;
   std::string why;
   for (Backend b : backends) {
-    const std::string no = b == Backend::Real ? real_backend_refusal(f.scenario, &at)
+    const std::string no = b == Backend::Real ? real_backend_refusal(f, &at)
                            : b == Backend::Upstream ? upstream_refusal(f.scenario, &at) : "";
     if (no.empty()) left.push_back(b);
     else why += (why.empty() ? "" : "; ") + no.substr(0, no.find(';'));

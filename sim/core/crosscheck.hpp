@@ -30,6 +30,8 @@ std::string backends_text(const BackendList& b);  // "model,upstream"
 std::string real_backend_refusal(const Scenario& s, SourcePos* at);
 // Why the upstream backend cannot run the scenario (a `model` scenario, not built there yet), as above.
 std::string upstream_refusal(const Scenario& s, SourcePos* at);
+// The same for a whole file: the scenario, then its ops (save_model / load_model).
+std::string real_backend_refusal(const SeqFile& f, SourcePos* at);
 // Why the model refuses a scenario (DoRA on a 4-bit layer), with where; "" when it runs it.
 std::string model_refusal(const Scenario& s, SourcePos* at);
 // The backends that run f: all of them, or the two or more left where others refuse the scenario
