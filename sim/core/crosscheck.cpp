@@ -67,6 +67,19 @@ std::string upstream_refusal(const Scenario& s, SourcePos* at) {
          "docs/design/known-limits.md); run this file with --backend model";
 }
 
+std::string real_backend_refusal(const SeqFile& f, SourcePos* at) {
+  if (std::string why = real_backend_refusal(f.scenario, at); !why.empty()) return why;
+  // The whole model's DCP state dicts (torch distributed/checkpoint/state_dict.py) are not plain
+  // libtorch work: the C++ backend has no DTensor state dict to save or load.
+  for (const Op& op : f.ops)
+    if (op.kind == OpKind::SaveModel || op.kind == OpKind::LoadModel) {
+      *at = op.pos;
+      return std::string("the C++ backend (real) does not implement the model state dict ops (") + op_text(op) +
+             "); run this file with --backend upstream";
+    }
+  return "";
+}
+
 std::string model_refusal(const Scenario& s, SourcePos* at) {
   if (s.model) {  // what model/vocab/model_lowering.cpp does not lower yet
     Scenario lowered = s;
