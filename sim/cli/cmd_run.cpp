@@ -188,8 +188,7 @@ void check_memory(const SeqFile& f, const Args& a, const std::string& file) {
   // where two or more backends run it the others are left out (runnable_backends); one alone is no comparison
   std::string skipped;
   for (Backend b : runnable_backends(f, a.backends, &skipped)) {
-    const std::string why = b == Backend::Real ? real_backend_refusal(f, &at)
-                            : b == Backend::Upstream ? upstream_refusal(f.scenario, &at) : "";
+    const std::string why = backend_refusal(f, b, &at);
     if (!why.empty()) throw SourceError(file, at, why);
   }
   if (std::string why = model_refusal(f.scenario, &at); !why.empty() && uses(a.backends, Backend::Model)) throw SourceError(file, at, why);

@@ -80,6 +80,10 @@ std::string real_backend_refusal(const SeqFile& f, SourcePos* at) {
   return "";
 }
 
+std::string backend_refusal(const SeqFile& f, Backend b, SourcePos* at) {
+  return b == Backend::Real ? real_backend_refusal(f, at) : b == Backend::Upstream ? upstream_refusal(f.scenario, at) : "";
+}
+
 std::string model_refusal(const Scenario& s, SourcePos* at) {
   if (s.model) {  // what model/vocab/model_lowering.cpp does not lower yet
     Scenario lowered = s;
@@ -289,8 +293,7 @@ BackendList runnable_backends(const SeqFile& f, const BackendList& backends, std
   BackendList left;
   std::string why;
   for (Backend b : backends) {
-    const std::string no = b == Backend::Real ? real_backend_refusal(f, &at)
-                           : b == Backend::Upstream ? upstream_refusal(f.scenario, &at) : "";
+    const std::string no = backend_refusal(f, b, &at);
     if (no.empty()) left.push_back(b);
     else why += (why.empty() ? "" : "; ") + no.substr(0, no.find(';'));
   }

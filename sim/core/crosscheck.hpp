@@ -32,6 +32,8 @@ std::string real_backend_refusal(const Scenario& s, SourcePos* at);
 std::string upstream_refusal(const Scenario& s, SourcePos* at);
 // The same for a whole file: the scenario, then its ops (save_model / load_model).
 std::string real_backend_refusal(const SeqFile& f, SourcePos* at);
+// Why backend b cannot run f (real_backend_refusal, upstream_refusal; the model runs every file here), as above.
+std::string backend_refusal(const SeqFile& f, Backend b, SourcePos* at);
 // Why the model refuses a scenario (DoRA on a 4-bit layer), with where; "" when it runs it.
 std::string model_refusal(const Scenario& s, SourcePos* at);
 // The backends that run f: all of them, or the two or more left where others refuse the scenario
