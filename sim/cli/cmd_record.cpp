@@ -42,6 +42,7 @@ struct RunDir {
     path = real::temp_base() + "/fsdpsim-record-XXXXXX";
     if (!::mkdtemp(path.data())) throw InfraError("record: cannot create a folder in " + real::temp_base());
     fs::create_directory(path + "/events");
+    fs::create_directory(path + "/tmp");
   }
   ~RunDir() {
     std::error_code ec;
@@ -111,6 +112,9 @@ pid_t start_command(const std::vector<std::string>& command, const RunDir& dir, 
     // torch's compile caches (importing PEFT makes one) inside the run's folder, removed with it.
     ::setenv("TORCHINDUCTOR_CACHE_DIR", (caches + "/inductor").c_str(), 0);
     ::setenv("TRITON_CACHE_DIR", (caches + "/triton").c_str(), 0);
+    // The command's temporary files too: torchrun makes a torchelastic_* log folder under $TMPDIR
+    // per launch and never removes it (torch/distributed/elastic/multiprocessing/api.py, DefaultLogsSpecs._make_log_dir).
+    ::setenv("TMPDIR", (dir.path + "/tmp").c_str(), 1);
     if (stdout_to_stderr) ::dup2(2, 1);
     ::execvp(argv[0], argv.data());
     std::fprintf(stderr, "fsdpsim record: cannot run '%s': %s\n", argv[0], std::strerror(errno));

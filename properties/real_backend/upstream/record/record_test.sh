@@ -33,7 +33,9 @@ for backend in model upstream; do
 done
 
 # The script's own output is the same with and without the tracer.
-$SRC/.venv/bin/$RUN seed000_repro.py > plain.out 2> /dev/null || fail "plain run"
+# Its own TMPDIR: torchrun leaves a torchelastic_* folder per launch, torch a compile cache.
+mkdir -p "$T/plain-tmp"
+TMPDIR="$T/plain-tmp" TORCHINDUCTOR_CACHE_DIR="$T/plain-tmp/inductor" $SRC/.venv/bin/$RUN seed000_repro.py > plain.out 2> /dev/null || fail "plain run"
 grep '^\[world' plain.out > p.txt; grep '^\[world' traced.out > t.txt
 [ -s p.txt ] && cmp p.txt t.txt || fail "the script printed differently under the tracer"
 
@@ -45,4 +47,7 @@ done
 # The checked-in recording of examples/sft_two_adapters.py is what recording it gives today.
 (cd "$SRC" && "$FSDPSIM" record --out "$T/sft.seq" -- $RUN examples/sft_two_adapters.py > /dev/null 2>&1) || fail "record sft example"
 cmp "$T/sft.seq" "$SRC/examples/sft_two_adapters.seq" || fail "examples/sft_two_adapters.seq is stale: re-record it (docs/guide/record.md)"
+# Nothing of the recordings is left under the TMPDIR this test was given (CI checks that too).
+left=$(ls -A "${TMPDIR:-/tmp}" | grep -E '^(torchelastic_|torchinductor_|fsdpsim-record-)' || true)
+[ -z "$left" ] || fail "left in TMPDIR: $left"
 echo "record_test: ok"
