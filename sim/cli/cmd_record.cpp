@@ -176,7 +176,7 @@ int cmd_record(const Args& a, const RecordFlags& own) {
   }
   if (rc != 0) throw InfraError("record: the writer failed" + (error.empty() ? " (exit " + std::to_string(rc) + ")" : ": " + error));
   try {
-    parse_seq_file(seq);  // the vocabulary's own check of what was written
+    parse_seq_file(seq, /*allow_model=*/true);  // the vocabulary's own check of what was written
   } catch (const SourceError& e) {  // the writer's mistake, not the user's input
     throw InfraError(std::string("record wrote a .seq the parser refuses: ") + e.what());
   }

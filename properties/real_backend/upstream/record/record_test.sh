@@ -16,7 +16,7 @@ mkdir "$T/tmp" && export TMPDIR="$T/tmp"
 HERE="$SRC/properties/real_backend/upstream/record"
 fail() { echo "FAIL: $*"; exit 1; }
 cd "$T" || exit 1
-cp "$HERE/seed000_repro.py" "$HERE/unsupported.py" .
+cp "$HERE/seed000_repro.py" "$HERE/unsupported.py" "$HERE/tiny_llama.py" .
 RUN="torchrun --standalone --nproc_per_node=2"
 
 "$FSDPSIM" record --out a.seq -- $RUN seed000_repro.py > traced.out 2> a.err || { cat a.err; fail "record seed000"; }
@@ -46,6 +46,21 @@ for n in "layer emb (Embedding): only nn.Linear layers are recorded" "layer norm
          "adapter default: lora_dropout=0.1" "merge_and_unload at unsupported.py:31"; do
   grep -q "^# not recorded: $n" u.seq || { cat u.seq; fail "header lacks: $n"; }
 done
+# A transformers model of a known family is recorded as a `model` line from its config, with module
+# paths for names, PEFT's target_modules as written, and seq_len from the token ids it was called on.
+"$FSDPSIM" record --out l.seq -- $RUN tiny_llama.py > /dev/null 2> l.err || { cat l.err; fail "record tiny_llama"; }
+for l in "model llama hidden=32 intermediate=64 layers=2 heads=4 kv_heads=2 vocab=64 tie_embeddings=false seq_len=12" \
+         "adapter policy r=4 alpha=8 targets=q_proj,v_proj init=zero" "adapter reference r=4 alpha=8 targets=q_proj,v_proj init=zero" \
+         "fully_shard model.layers.0 reshard_after_forward=none" "fully_shard model.layers.1 reshard_after_forward=none" \
+         "fully_shard root reshard_after_forward=none"; do
+  grep -qx "$l" l.seq || { cat l.seq; fail "tiny_llama: no line '$l'"; }
+done
+ops=$(sed -n '/^---$/,$p' l.seq | sed 1d | sed 's/ *#.*//' | tr '\n' ';')
+[ "$ops" = "$(printf '%s;' "set_adapter policy" forward backward step zero_grad "set_adapter reference" eval \
+  "set_adapter policy" forward backward step zero_grad "set_adapter reference" eval)" ] || { cat l.seq; fail "tiny_llama ops: $ops"; }
+grep -q '^# not recorded' l.seq && { cat l.seq; fail "tiny_llama: nothing should go unrecorded"; }
+"$FSDPSIM" check l.seq --backend model > lcheck.out || { cat lcheck.out; fail "tiny_llama's recording does not check on the model"; }
+
 # The checked-in recording of examples/sft_two_adapters.py is what recording it gives today.
 (cd "$SRC" && "$FSDPSIM" record --out "$T/sft.seq" -- $RUN examples/sft_two_adapters.py > /dev/null 2>&1) || fail "record sft example"
 cmp "$T/sft.seq" "$SRC/examples/sft_two_adapters.seq" || fail "examples/sft_two_adapters.seq is stale: re-record it (docs/guide/record.md)"

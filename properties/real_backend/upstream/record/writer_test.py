@@ -7,7 +7,7 @@ import unittest
 sys.path.insert(0, sys.argv.pop(1) + "/real_backend/upstream")
 from fsdpsim_upstream.record.loops import cut_loops  # noqa: E402
 from fsdpsim_upstream.record.ops import Op, OpWriter, fold_train_steps  # noqa: E402
-from fsdpsim_upstream.record.scenario import Scenario  # noqa: E402
+from fsdpsim_upstream.record.scenario import Scenario, _model_line  # noqa: E402
 from fsdpsim_upstream.record.ranks import merge_ranks  # noqa: E402
 
 
@@ -52,6 +52,26 @@ class Notes(unittest.TestCase):
                   {"op": "merge_and_unload", "at": "t.py:4", "args": {}}]
         self.assertEqual(w.ops(events), [])
         self.assertEqual(w.notes, ["the call at t.py:3: the tracer failed on it (KeyError: 'x')", "merge_and_unload at t.py:4"])
+
+
+class ModelLine(unittest.TestCase):
+    def test_gpt2_sizes_from_its_own_names_and_its_default_mlp(self):
+        tree = {"model_type": "gpt2", "config": {"n_embd": 16, "n_inner": None, "n_layer": 1, "n_head": 4,
+                                                 "vocab_size": 64, "tie_word_embeddings": True}}
+        fwd = [{"op": "forward", "args": {"grad": True, "tokens": 8}}]
+        self.assertEqual(_model_line(tree, fwd), "model gpt2 hidden=16 intermediate=64 layers=1 heads=4 kv_heads=4 "
+                                                  "vocab=64 tie_embeddings=true seq_len=8")
+
+    def test_qwen2_moe_names_its_experts_and_an_unset_kv_heads_is_heads(self):
+        tree = {"model_type": "qwen2_moe", "config": {"hidden_size": 32, "intermediate_size": 16, "num_hidden_layers": 2,
+                                                      "num_attention_heads": 4, "vocab_size": 64, "num_experts": 4,
+                                                      "num_experts_per_tok": 2, "tie_word_embeddings": False}}
+        self.assertEqual(_model_line(tree, []), "model qwen2_moe hidden=32 intermediate=16 layers=2 heads=4 kv_heads=4 "
+                                                "vocab=64 tie_embeddings=false experts=4 top_k=2")
+
+    def test_an_unknown_family_or_a_missing_size_is_layer_lines(self):
+        self.assertIsNone(_model_line({"model_type": "bert", "config": {"hidden_size": 8}}, []))
+        self.assertIsNone(_model_line({"model_type": "llama", "config": {"hidden_size": 8}}, []))
 
 
 class Ranks(unittest.TestCase):

@@ -20,9 +20,20 @@ class Scenario:
         self.first_optimizer = None  # the index of the optimizer event the `optimizer` line is
 
 
-def _adapter_line(name, args, deferred, notes, autocast_default):
+def _targets(cfg, wrapped, dotted):
+    """A `targets=` list: a model scenario keeps PEFT's target_modules as written (the model matches them
+    as PEFT does) where they are names, else the wrapped modules' own paths; a layer scenario its layers."""
+    if not dotted:
+        return [seq_name(t) for t in wrapped]
+    tm = cfg.get("target_modules")
+    if tm == "all-linear" or (isinstance(tm, list) and tm and all(isinstance(t, str) for t in tm)):
+        return [tm] if isinstance(tm, str) else tm
+    return list(wrapped)
+
+
+def _adapter_line(name, args, deferred, notes, autocast_default, dotted=False):
     cfg = args.get("config") or {}
-    targets = [seq_name(t) for t in args.get("targets", [])]
+    targets = _targets(cfg, args.get("targets", []), dotted) if args.get("targets") else []
     if not targets:
         notes.append(f"adapter {name}: no Linear layer holds it (target_modules matched nothing the model records)")
         return None
@@ -41,7 +52,7 @@ def _adapter_line(name, args, deferred, notes, autocast_default):
     if deferred:
         line += " deferred"
     if args.get("saved"):
-        line += " modules_to_save=" + ",".join(seq_name(s) for s in args["saved"])
+        line += " modules_to_save=" + ",".join(s if dotted else seq_name(s) for s in args["saved"])
     if cfg.get("use_dora"):
         line += " use_dora"
     return line
@@ -69,7 +80,37 @@ def _layer_lines(tree, notes):
     return lines, dtypes
 
 
-def _fully_shard_lines(shards, notes):
+_FAMILIES = ("llama", "qwen2", "mistral", "gpt2", "qwen2_moe")  # the `model` line's (docs/guide/seq-format.md)
+
+
+def _model_line(tree, events):
+    """A `model` line for a transformers causal LM of a known family, from its config; else None."""
+    cfg, family = tree.get("config") or {}, tree.get("model_type")
+    if family not in _FAMILIES:
+        return None
+    if family == "gpt2":
+        h = cfg.get("n_embd")
+        # transformers models/gpt2/modeling_gpt2.py::GPT2Block: an unset n_inner is 4 * n_embd
+        sizes = {"hidden": h, "intermediate": cfg.get("n_inner") or (4 * h if h else None), "layers": cfg.get("n_layer"),
+                 "heads": cfg.get("n_head"), "kv_heads": cfg.get("n_head"), "vocab": cfg.get("vocab_size")}
+    else:
+        sizes = {"hidden": cfg.get("hidden_size"), "intermediate": cfg.get("intermediate_size"),
+                 "layers": cfg.get("num_hidden_layers"), "heads": cfg.get("num_attention_heads"),
+                 "kv_heads": cfg.get("num_key_value_heads") or cfg.get("num_attention_heads"),
+                 "vocab": cfg.get("vocab_size")}
+    if family == "qwen2_moe":
+        sizes.update(experts=cfg.get("num_experts"), top_k=cfg.get("num_experts_per_tok"))
+    if any(v is None for v in sizes.values()):
+        return None
+    line = f"model {family} " + " ".join(f"{k}={v}" for k, v in sizes.items() if k not in ("experts", "top_k"))
+    line += f" tie_embeddings={'true' if cfg.get('tie_word_embeddings', family == 'gpt2') else 'false'}"
+    if family == "qwen2_moe":
+        line += f" experts={sizes['experts']} top_k={sizes['top_k']}"
+    tokens = next((e["args"]["tokens"] for e in events if e["op"] == "forward" and "tokens" in e["args"]), None)
+    return line + (f" seq_len={tokens}" if tokens else "")
+
+
+def _fully_shard_lines(shards, notes, dotted=False):
     out, mp_line = [], None
     root = [s for s in shards if s["args"]["modules"] == ["root"]]
     if not root:
@@ -90,7 +131,7 @@ def _fully_shard_lines(shards, notes):
         if text is None:
             notes.append(f"fully_shard {','.join(mods)} reshard_after_forward={raf} (an int) at {s['at']}; recorded as true")
             text = "true"
-        line = f"fully_shard {','.join(seq_name(m) for m in mods)} reshard_after_forward={text}"
+        line = f"fully_shard {','.join(m if dotted else seq_name(m) for m in mods)} reshard_after_forward={text}"
         mp = a.get("mp") or {}
         over = [f"{k}={_DTYPES.get(mp[k], mp[k])}" for k in _MP_KEYS if mp.get(k) and mp.get(k) != base.get(k)]
         if any(base.get(k) and not mp.get(k) for k in _MP_KEYS):
@@ -114,12 +155,19 @@ def scenario_lines(events, world, notes):
     if gpm is None:
         return None, "no get_peft_model call (the .seq models a PEFT LoRA model)"
     a = gpm["args"]
-    layers, dtypes = _layer_lines(a["tree"], notes)
+    model_line = _model_line(a["tree"], events)
+    if model_line:
+        # Names stay module paths; the dtype is the Linear layers' (a model line declares every module).
+        layers = [("model", model_line)]
+        dtypes = {r["dtype"] for r in a["tree"]["layers"] if r["cls"] in ("Linear", "Conv1D") and r["params"]}
+    else:
+        layers, dtypes = _layer_lines(a["tree"], notes)
     s.layers = {n for n, _ in layers}
     if not layers:
         return None, "no nn.Linear layer in the model"
+    dotted = model_line is not None
     shards = [e for e in events if e["op"] == "fully_shard"]
-    plan, mp_line = _fully_shard_lines(shards, notes)
+    plan, mp_line = _fully_shard_lines(shards, notes, dotted)
     if plan is None:
         return None, "no fully_shard of the PEFT model itself (the root group)"
     dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
@@ -127,7 +175,7 @@ def scenario_lines(events, world, notes):
         notes.append(f"layer dtypes {sorted(str(d) for d in dtypes)} (recorded as fp32)")
         dtype = "float32"
     autocast_default = a.get("autocast", True)
-    adapters = [_adapter_line(a["adapter"], a, False, notes, autocast_default)]
+    adapters = [_adapter_line(a["adapter"], a, False, notes, autocast_default, dotted)]
     s.initial.add(a["adapter"])
     first_shard = events.index(shards[0]) if shards else len(events)
     ops_seen = False
@@ -138,7 +186,7 @@ def scenario_lines(events, world, notes):
                 continue
             initial = e["op"] == "add_adapter" and i < first_shard and not ops_seen
             (s.initial if initial else s.deferred).add(name)
-            adapters.append(_adapter_line(name, e["args"], not initial, notes, autocast_default))
+            adapters.append(_adapter_line(name, e["args"], not initial, notes, autocast_default, dotted))
         elif e["op"] not in ("fully_shard", "optimizer", "get_peft_model"):
             ops_seen = True
     opt = next((e for e in events if e["op"] == "optimizer"), None)
@@ -147,7 +195,7 @@ def scenario_lines(events, world, notes):
         s.lines.append("dtype bf16" + ("" if autocast_default else " autocast_adapter_dtype=false"))
     if mp_line:
         s.lines.append(mp_line)
-    s.lines += [l for _, l in layers] + [l for l in adapters if l] + plan
+    s.lines += ([model_line] if model_line else [l for _, l in layers]) + [l for l in adapters if l] + plan
     if opt is not None:
         s.first_optimizer = events.index(opt)
         if opt["args"]["cls"] != "AdamW":

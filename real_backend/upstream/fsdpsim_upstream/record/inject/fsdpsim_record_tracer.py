@@ -113,13 +113,14 @@ def _targets(adapter):
 
 def _config(cfg):
     keys = ("r", "lora_alpha", "init_lora_weights", "use_dora", "modules_to_save", "inference_mode",
-            "lora_dropout", "use_rslora", "bias", "target_parameters", "peft_type")
+            "lora_dropout", "use_rslora", "bias", "target_parameters", "peft_type", "target_modules")
     out = {}
     for k in keys:
         v = getattr(cfg, k, None)
         out[k] = v if isinstance(v, (bool, int, float, str, type(None))) else (list(v) if isinstance(v, (list, tuple, set)) else str(v))
-    if isinstance(out.get("modules_to_save"), list):
-        out["modules_to_save"] = sorted(out["modules_to_save"])
+    for k in ("modules_to_save", "target_modules"):  # PEFT keeps target_modules as a set: sorted for one order
+        if isinstance(out.get(k), list):
+            out[k] = sorted(out[k])
     return out
 
 
@@ -134,8 +135,25 @@ def _tree(model):
                          "dtype": _dtype(getattr(w, "dtype", None)),
                          "params": sum(1 for _ in m.parameters(recurse=False))})
     cfg = getattr(model, "config", None)
+    cfg = cfg if cfg is not None and hasattr(cfg, "to_dict") else None
     return {"layers": rows, "cls": type(model).__name__,
-            "model_type": getattr(cfg, "model_type", None) if cfg is not None and hasattr(cfg, "to_dict") else None}
+            "model_type": getattr(cfg, "model_type", None) if cfg is not None else None,
+            "config": _model_config(cfg) if cfg is not None else None}
+
+
+# The transformers config attributes a `model` line is made of (each family's names: gpt2 has its own).
+_CONFIG_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                "num_key_value_heads", "vocab_size", "tie_word_embeddings", "num_experts",
+                "num_experts_per_tok", "n_embd", "n_inner", "n_layer", "n_head", "max_position_embeddings")
+
+
+def _model_config(cfg):
+    out = {}
+    for k in _CONFIG_KEYS:
+        v = getattr(cfg, k, None)
+        if isinstance(v, (bool, int)):
+            out[k] = v
+    return out
 
 
 def _patch_peft(peft):
@@ -149,7 +167,7 @@ def _patch_peft(peft):
         if _S["peft"] is not None:
             return "second_model", {}
         _S["peft"] = res
-        res.register_forward_pre_hook(_forward_hook)
+        res.register_forward_pre_hook(_forward_hook, with_kwargs=True)
         lora, saved = _targets(name)
         return "get_peft_model", {"adapter": name, "config": _config(k.get("peft_config", a[1] if len(a) > 1 else None)),
                                   "tree": _S.pop("tree", None), "targets": lora, "saved": saved,
@@ -239,11 +257,16 @@ def _patch_peft(peft):
     PeftModel.disable_adapter = disable_adapter
 
 
-def _forward_hook(module, args):
+def _forward_hook(module, args, kwargs):
     if not _S["depth"]:
         import torch
 
-        _record(lambda *_: ("forward", {"grad": torch.is_grad_enabled()}), (), {}, None, _caller(), None)
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        desc = {"grad": torch.is_grad_enabled()}
+        # Token ids (batch, length): a transformers model's batch; the length is the `model` line's seq_len.
+        if isinstance(ids, torch.Tensor) and ids.dim() == 2 and not ids.is_floating_point():
+            desc["tokens"] = int(ids.shape[1])
+        _record(lambda *_: ("forward", desc), (), {}, None, _caller(), None)
 
 
 def _patch_torch(torch):
