@@ -16,7 +16,7 @@ mkdir "$T/tmp" && export TMPDIR="$T/tmp"
 HERE="$SRC/properties/real_backend/upstream/record"
 fail() { echo "FAIL: $*"; exit 1; }
 cd "$T" || exit 1
-cp "$HERE/seed000_repro.py" "$HERE/unsupported.py" "$HERE/tiny_llama.py" .
+cp "$HERE/seed000_repro.py" "$HERE/unsupported.py" "$HERE/tiny_llama.py" "$HERE/accelerate_llama.py" .
 RUN="torchrun --standalone --nproc_per_node=2"
 
 "$FSDPSIM" record --out a.seq -- $RUN seed000_repro.py > traced.out 2> a.err || { cat a.err; fail "record seed000"; }
@@ -60,6 +60,18 @@ ops=$(sed -n '/^---$/,$p' l.seq | sed 1d | sed 's/ *#.*//' | tr '\n' ';')
   "set_adapter policy" forward backward step zero_grad "set_adapter reference" eval)" ] || { cat l.seq; fail "tiny_llama ops: $ops"; }
 grep -q '^# not recorded' l.seq && { cat l.seq; fail "tiny_llama: nothing should go unrecorded"; }
 "$FSDPSIM" check l.seq --backend model > lcheck.out || { cat lcheck.out; fail "tiny_llama's recording does not check on the model"; }
+
+# Accelerator.prepare's FSDP2 path is recorded as the fully_shard calls it makes: each decoder layer
+# (transformer_based_wrap), the untied input embedding, the output head with reshard_after_forward=False
+# (accelerate utils/fsdp_utils.py::fsdp2_prepare_model), then the root.
+"$FSDPSIM" record --out acc.seq -- $RUN accelerate_llama.py > /dev/null 2> acc.err || { cat acc.err; fail "record accelerate_llama"; }
+want=$(printf '%s\n' "fully_shard model.layers.0 reshard_after_forward=true" "fully_shard model.layers.1 reshard_after_forward=true" \
+  "fully_shard model.embed_tokens reshard_after_forward=true" "fully_shard lm_head reshard_after_forward=false" \
+  "fully_shard root reshard_after_forward=none")
+[ "$(grep '^fully_shard' acc.seq)" = "$want" ] || { cat acc.seq; fail "accelerate_llama: prepare's fully_shard calls"; }
+ops=$(sed -n '/^---$/,$p' acc.seq | sed 1d | sed 's/ *#.*//' | tr '\n' ';')
+[ "$ops" = "forward;backward;step;train_step;train_step;zero_grad;" ] || { cat acc.seq; fail "accelerate_llama ops: $ops"; }
+"$FSDPSIM" check acc.seq --backend model > acccheck.out || { cat acccheck.out; fail "accelerate_llama's recording does not check on the model"; }
 
 # The checked-in recording of examples/sft_two_adapters.py is what recording it gives today.
 (cd "$SRC" && "$FSDPSIM" record --out "$T/sft.seq" -- $RUN examples/sft_two_adapters.py > /dev/null 2>&1) || fail "record sft example"
