@@ -1,6 +1,8 @@
 // RealRank: the model before and after prepare, op dispatch, and the per-op report
 // read off the real objects.
 #include "real_backend/real_rank.hpp"
+
+#include <stdexcept>
 #include "real_backend/activation_dtype.hpp"
 
 #include <ATen/core/grad_mode.h>
@@ -130,6 +132,9 @@ void RealRank::dispatch(const Op& op) {
     case OpKind::Prepare: accelerator_.prepare(); break;
     case OpKind::NewOptimizer: optimizer_.renew(); break;
     case OpKind::GradientSync: fsdp_.set_requires_gradient_sync(op.sync); break;
+    // never an observation: every command refuses such a file first (sim/core/crosscheck.cpp::real_backend_refusal)
+    case OpKind::SaveModel:
+    case OpKind::LoadModel: throw std::logic_error(std::string(op_name(op.kind)) + " reached the C++ backend, which does not implement it");
   }
 }
 

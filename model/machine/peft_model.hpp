@@ -67,6 +67,10 @@ class PeftModel {
   // first file holds (null: none yet), read by a rank that never saved; reload_diff: the
   // parameters whose values differ from this rank's at save time.
   [[nodiscard]] Raise load_adapters(bool rank0_file_missing, const AdapterFile* rank0_first, std::vector<int>* reload_diff);
+  // save_model full|sharded and load_model full|sharded|plain: the model's whole state dict,
+  // base weights and adapters (model_state_dict.cpp).
+  [[nodiscard]] Raise save_model(const Op& op);
+  [[nodiscard]] Raise load_model(const Op& op);
 
  private:
   [[nodiscard]] Raise inject_adapter(int adapter, bool inference_mode, bool first);

@@ -36,6 +36,8 @@ const TrInfo& tr_info(Tr t) {
       {"delta_weight", "peft tuners/lora/layer.py::Linear.get_delta_weight"},
       {"gradient_sync", "torch _fully_shard/_fully_shard.py::FSDPModule.set_requires_gradient_sync"},
       {"new_optimizer", "torch optim/adamw.py::AdamW.__init__"},
+      {"save_model", "torch distributed/checkpoint/state_dict.py::get_model_state_dict"},
+      {"load_model", "torch distributed/checkpoint/state_dict.py::set_model_state_dict / nn/modules/module.py::Module.load_state_dict"},
       {"inject_adapter", "peft tuners/tuners_utils.py::BaseTuner.inject_adapter"},
       {"delete_adapter-fallback", "peft tuners/tuners_utils.py::BaseTunerLayer.delete_adapter"},
       {"disabled-forward-unmerge", "peft tuners/lora/layer.py::Linear.forward"},

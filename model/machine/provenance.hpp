@@ -26,7 +26,8 @@ enum class Tr : uint8_t {
   // op level (a user's call)
   Prepare, Forward, Eval, Backward, OptimizerStep, ZeroGrad, Merge, Unmerge, SetAdapter, BaseSetAdapter,
   DisableEnter, DisableExit, AddAdapter, LoadAdapter, DeleteAdapter, Reshard, Unshard, StateDict,
-  SaveOptimizer, LoadOptimizer, SaveAdapters, LoadAdapters, DeltaWeight, GradientSync, NewOptimizer,
+  SaveOptimizer, LoadOptimizer, SaveAdapters, LoadAdapters, DeltaWeight, GradientSync, NewOptimizer, SaveModel,
+  LoadModel,
   // inner mechanisms
   InjectAdapter,            // BaseTuner.inject_adapter: set_adapter with the new config's inference_mode
   DeleteFallback,           // BaseTunerLayer.delete_adapter: a layer falls back to its own first adapter

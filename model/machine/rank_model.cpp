@@ -136,6 +136,8 @@ Tr RankModel::op_transition(const Op& op) {
     case OpKind::Prepare: return Tr::Prepare;
     case OpKind::NewOptimizer: return Tr::NewOptimizer;
     case OpKind::GradientSync: return Tr::GradientSync;
+    case OpKind::SaveModel: return Tr::SaveModel;
+    case OpKind::LoadModel: return Tr::LoadModel;
   }
   return Tr::None;
 }
@@ -188,6 +190,8 @@ Raise RankModel::dispatch(const Op& op) {
     case OpKind::SaveOptimizer: return st_.optimizer.save(optimizer_port(fsdp()), &res_.index, &res_.opt_missing);
     case OpKind::LoadOptimizer: return st_.optimizer.load(optimizer_port(fsdp()), &res_.index, &res_.opt_missing);
     case OpKind::SaveAdapters: return peft().save_adapters(op);
+    case OpKind::SaveModel: return peft().save_model(op);
+    case OpKind::LoadModel: return peft().load_model(op);
     case OpKind::LoadAdapters: return peft().load_adapters(rank0_file_missing_, rank0_first_file_, &res_.reload_diff);
     case OpKind::DeltaWeight: return peft().delta_weight(topo_->layer_index(op.names[0]), &res_.deltas, &res_.corrupt_deltas);
     case OpKind::Prepare: accelerator().prepare(st_.optimizer, optimizer_port(fsdp())); break;

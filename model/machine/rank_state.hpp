@@ -83,7 +83,20 @@ struct PeftConfig {
   bool disabled = false;       // inside `with disable_adapter()`
 };
 
-// The adapter checkpoint save_adapters wrote, as this rank knows it (PeftModel's).
+// A model state dict save_model kept on this rank (torch distributed/checkpoint/state_dict.py::
+// get_model_state_dict's result, each rank its own): per parameter what the saved tensor holds.
+// `managed`: a DTensor in a sharded save (a full save holds plain tensors only).
+struct ModelStateEntry {
+  bool present = false, managed = false, nan_rows = false;
+  uint32_t ver = 0, drift = 0;
+  WeightContent w;
+};
+struct ModelStateFile {
+  std::vector<ModelStateEntry> full, sharded;  // empty: no save_model of that form yet
+};
+
+// The adapter checkpoint save_adapters wrote, as this rank knows it (PeftModel's), and the
+// model state dicts save_model kept.
 struct AdapterFile {
   AdapterSet saved_adapters;        // adapters written by the last save_adapters
   AdapterOrder saved_order;         // the same, in the file's order (the order load_adapters walks)
@@ -93,6 +106,7 @@ struct AdapterFile {
   std::vector<int64_t> saved_rows;  // per param: rows rank 0's checkpoint holds (-1: not saved)
   std::vector<int64_t> saved_own_rows;  // per param: rows this rank's own object held at the save
   std::vector<uint8_t> saved_nan;  // per param: this rank's rows held a part-filled load's NaN tail at the save
+  ModelStateFile model_sd;         // save_model's
 };
 
 // FSDP2's state on the root (_fsdp_state.py::FSDPState with its FSDPStateContext and

@@ -39,7 +39,8 @@ static_assert(sizeof(LoraLayer) == 24, "LoraLayer changed: extend append_state_k
 static_assert(sizeof(Optimizer) == 80, "Optimizer changed: extend append_state_key");
 static_assert(sizeof(UnshardedMemory) == 24, "UnshardedMemory changed: extend append_state_key");
 static_assert(sizeof(PendingGraph) == 152, "PendingGraph changed: extend append_state_key");
-static_assert(sizeof(RankState) == 512, "RankState changed: extend append_state_key");
+static_assert(sizeof(RankState) == 560, "RankState changed: extend append_state_key");
+static_assert(sizeof(ModelStateEntry) == 96, "ModelStateEntry changed: extend append_state_key");
 
 namespace {
 
@@ -99,6 +100,8 @@ struct Renamer {
         if (u_live(m, p)) values[p].push_back(ps.ver_s_at_gather);
         if (ps.detached) values[p].push_back(ps.ghost_ver);
         if (st.saved_rows[p] >= 0) values[p].push_back(st.saved_ver[p]);
+        for (const auto* file : {&st.model_sd.full, &st.model_sd.sharded})
+          if (!file->empty()) values[p].push_back((*file)[p].ver);
         min_counter[p] = std::min(min_counter[p], ps.ver_s);
         if (ps.detached) min_counter[p] = std::min(min_counter[p], ps.ghost_ver);
       }
@@ -184,6 +187,18 @@ void append_state_key(const std::vector<Observer>& ranks, std::vector<uint32_t>&
       if (weight_layer[p] >= 0) {
         push_weight(rn, t, weight_layer[p], ps.w_s, out);
         if (u) push_weight(rn, t, weight_layer[p], ps.w_u, out);
+      }
+    }
+    // save_model's dicts, only once one was saved (every other state keeps its key)
+    for (const auto* file : {&st.model_sd.full, &st.model_sd.sharded}) {
+      if (file->empty()) continue;
+      out.push_back(file == &st.model_sd.full ? 0xf0u : 0xf1u);
+      for (size_t p = 0; p < file->size(); ++p) {
+        const ModelStateEntry& e = (*file)[p];
+        out.push_back(static_cast<uint32_t>(e.present) | static_cast<uint32_t>(e.managed) << 1 | static_cast<uint32_t>(e.nan_rows) << 2);
+        out.push_back(rn.map(p, e.ver));
+        out.push_back(e.drift);
+        if (weight_layer[p] >= 0) push_weight(rn, t, weight_layer[p], e.w, out);
       }
     }
     // Of the post-forward bookkeeping a backward reads only each group's last

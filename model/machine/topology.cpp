@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "model/vocab/model_lowering.hpp"
+
 namespace fsdpsim {
 
 namespace {
@@ -18,6 +20,7 @@ void set_forward_casts(GroupInfo& g, const MixedPrecision& mp) {
 int Topology::group_index(const std::string& module) const {
   for (size_t g = 0; g < groups.size(); ++g) {
     if (module == "root" ? groups[g].is_root : false) return static_cast<int>(g);
+    if (!groups[g].is_root && groups[g].name == module) return static_cast<int>(g);  // a model scenario's unit path
     for (int l : groups[g].layers)
       if (!groups[g].is_root && layers[l].name == module) return static_cast<int>(g);
   }
@@ -91,7 +94,8 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   for (size_t d = 0; d < s.shards.size(); ++d) {
     if (s.shards[d].is_root()) root_shard = static_cast<int>(d);
     else
-      for (const auto& m : s.shards[d].modules) shard_of_layer[s.layer_index(m)] = static_cast<int>(d);
+      for (const auto& m : s.shards[d].modules)
+        if (s.layer_index(m) >= 0) shard_of_layer[s.layer_index(m)] = static_cast<int>(d);  // a lowered model call's name is no layer
   }
   // Groups in all_states order: the root's state first, then children in module
   // order (torch/distributed/fsdp/_fully_shard/_fsdp_state.py::FSDPState._lazy_init).
@@ -203,8 +207,12 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
                             t.params4bit_ignored ? -1 : g);
       li.bias = add_param(dotted(ld.name, ".bias"), ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
     } else {
-      li.weight = add_param(dotted(ld.name, ".weight"), ParamKind::Weight, static_cast<int>(l), -1, ld.out, ld.in, g);
-      li.bias = add_param(dotted(ld.name, ".bias"), ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
+      // A model scenario's module (model_lowering.hpp): a Conv1D stores its weight (in, out), so
+      // FSDP2's Shard(0) splits its input rows; llama's projections and norms have no bias.
+      const ModuleShape shape = module_shape(s, ld.name);
+      li.weight = shape.transposed ? add_param(dotted(ld.name, ".weight"), ParamKind::Weight, static_cast<int>(l), -1, ld.in, ld.out, g)
+                                   : add_param(dotted(ld.name, ".weight"), ParamKind::Weight, static_cast<int>(l), -1, ld.out, ld.in, g);
+      if (shape.bias) li.bias = add_param(dotted(ld.name, ".bias"), ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
     }
     const int fan = E > 0 ? E : 1;
     auto targets = [&](const AdapterDecl& a) {

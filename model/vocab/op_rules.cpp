@@ -11,6 +11,7 @@ bool OpRules::adapter_bookkeeping(OpKind k) {
 bool OpRules::allowed_before_prepare(const Op& op) { return op.rank < 0 && adapter_bookkeeping(op.kind); }
 
 bool OpRules::names_declared(const Scenario& s, const Op& op) {
+  if (op.kind == OpKind::SaveModel || op.kind == OpKind::LoadModel) return true;  // a form word, checked by the parser
   const bool module_arg = op.kind == OpKind::DeltaWeight || op.kind == OpKind::Reshard || op.kind == OpKind::Unshard;
   for (const auto& n : op.names) {
     const bool root = n == "root" && op.kind != OpKind::DeltaWeight;

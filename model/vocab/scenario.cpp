@@ -27,7 +27,8 @@ int Scenario::layer_index(const std::string& name) const {
 
 std::vector<int> Scenario::packing_order(const ShardDecl& d) const {
   std::vector<int> out;
-  for (const auto& m : d.modules) out.push_back(layer_index(m));
+  for (const auto& m : d.modules)
+    if (layer_index(m) >= 0) out.push_back(layer_index(m));  // a lowered model call's first name may be its path (model_lowering.hpp)
   return out;
 }
 

@@ -116,11 +116,12 @@ void validate(const SeqFile& f, const std::string& file) {
   if (s.adapters.empty()) fail(end, "expected at least one `adapter` in the scenario");
   if (s.adapters.size() > static_cast<size_t>(kMaxAdapters))
     fail(s.adapters[kMaxAdapters].pos, "at most " + std::to_string(kMaxAdapters) + " adapters are supported");
-  if (s.layers.size() > static_cast<size_t>(kMaxLayers))
+  if (s.layers.size() > static_cast<size_t>(kMaxLayers) && !s.model)  // a model's: model_lowering.cpp
     fail(s.layers[kMaxLayers].pos, "at most " + std::to_string(kMaxLayers) + " layers are supported");
   // The names the libraries refuse or mis-handle (name_rules.cpp), for files built in code
   // too: the parser refuses them at the name's own column, so none reaches the model.
   for (const auto& l : s.layers) {
+    if (s.model) break;  // dotted module paths of the tree (model/vocab/module_tree.hpp)
     std::string why = !is_name(l.name) || l.name == "root" || l.name == "expect" ? "'" + l.name + "' is not a layer name"
                                                                                 : layer_name_refusal(l.name);
     if (why.empty() && s.adapter_index(l.name) >= 0) why = shared_name_refusal(l.name, true);
@@ -150,7 +151,7 @@ void validate(const SeqFile& f, const std::string& file) {
   }
   if (params > static_cast<size_t>(kMaxParams))
     fail(s.layers.back().pos, "at most " + std::to_string(kMaxParams) + " parameters are supported, this scenario has " + std::to_string(params));
-  for (size_t i = 1; i < s.layers.size(); ++i)
+  for (size_t i = 1; i < s.layers.size() && !s.model; ++i)  // a model's modules are a graph, not a chain
     if (s.layers[i].in != s.layers[i - 1].out)
       fail(s.layers[i].pos, "layer '" + s.layers[i].name + "' takes " + std::to_string(s.layers[i].in) +
                                 " inputs but '" + s.layers[i - 1].name + "' gives " +

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/vocab/module_tree.hpp"
 #include "model/vocab/op_rules.hpp"
 #include "model/vocab/placement.hpp"
 #include "model/vocab/seq.hpp"
@@ -19,6 +20,12 @@ using seq_lexer::LineParser;
 using seq_lexer::Token;
 
 namespace {
+
+// What `reshard`/`unshard` and `state=` take: root, a layer, or on a `model` scenario any module
+// path of its tree (a fully_shard call's group is named after its first path: model_lowering.hpp).
+bool unit_name(const Scenario& s, const std::string& name) {
+  return name == "root" || s.layer_index(name) >= 0 || (s.model && module_tree(*s.model).module_index(name) >= 0);
+}
 
 int parse_rank(LineParser& lp, const Token& t, const Scenario& s) {
   int r = static_cast<int>(parse_int(lp, t, t.text.substr(1), 0, 63, "a rank after @"));
@@ -89,7 +96,7 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
   } else if (k == "state") {
     it.key = ExpectItem::Key::State;
     layer_colon(&it.value);
-    if (it.target != "root" && s.layer_index(it.target) < 0) lp.fail(t, "unknown group '" + it.target + "'" + layer_hint(s, it.target, true));
+    if (!unit_name(s, it.target)) lp.fail(t, "unknown group '" + it.target + "'" + layer_hint(s, it.target, true));
     if (it.value != "SHARDED" && it.value != "UNSHARDED") lp.fail(t, "expected state=GROUP:SHARDED|UNSHARDED");
   } else if (k == "placed") {
     it.key = ExpectItem::Key::Placed;
@@ -118,7 +125,7 @@ ExpectItem parse_expect_item(LineParser& lp, const Token& t, const Scenario& s) 
 }
 
 std::string module_or_root(LineParser& lp, const Token& t, const Scenario& s) {
-  if (t.text != "root" && s.layer_index(t.text) < 0)
+  if (!unit_name(s, t.text))
     lp.fail(t, "unknown module '" + t.text + "'" + layer_hint(s, t.text, true));
   return t.text;
 }
@@ -203,6 +210,18 @@ Op parse_op_line(LineParser& lp, const Scenario& s) {
       Token t = lp.next("on or off");
       if (t.text == "off") op.sync = false;
       else if (t.text != "on") lp.fail(t, "expected gradient_sync on|off, got '" + t.text + "'");
+      break;
+    }
+    case OpKind::SaveModel:
+    case OpKind::LoadModel: {
+      // save_model full|sharded (DCP get_model_state_dict); load_model full|sharded (set_model_state_dict)
+      // or plain (nn.Module.load_state_dict of the full tensors)
+      const bool load = op.kind == OpKind::LoadModel;
+      Token t = lp.next(load ? "full, sharded or plain" : "full or sharded");
+      if (t.text != "full" && t.text != "sharded" && !(load && t.text == "plain"))
+        lp.fail(t, std::string("expected ") + (load ? "load_model full|sharded|plain" : "save_model full|sharded") + ", got '" +
+                       t.text + "'");
+      op.names = {t.text};
       break;
     }
     case OpKind::DeltaWeight: {

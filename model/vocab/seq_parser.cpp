@@ -10,6 +10,7 @@
 
 #include "model/vocab/input_file.hpp"
 #include "model/vocab/limits.hpp"
+#include "model/vocab/model_lowering.hpp"
 #include "model/vocab/name_rules.hpp"
 #include "model/vocab/number.hpp"
 #include "model/vocab/op_rules.hpp"
@@ -466,6 +467,7 @@ SeqFile parse_seq(const std::string& text, const std::string& file) {
   int line_no = 0;
   bool in_ops = false, seen_content = false;
   SeenOnce once;
+  Scenario lowered;  // a `model` scenario lowered at its `---` (model_lowering.hpp): what the ops name
   for (const std::string& line : split_lines(text)) {
     ++line_no;
     size_t first = line.find_first_not_of(" \t");
@@ -486,15 +488,23 @@ SeqFile parse_seq(const std::string& text, const std::string& file) {
       SourcePos at = lp.pos(lp.peek());
       in_ops = parse_header_line(lp, f.scenario, once, line_no);
       if (in_ops && !lp.done()) lp.fail(lp.peek(), "unexpected text after ---");
+      if (in_ops && f.scenario.model) {
+        // The ops and expectations name the lowered modules and their parameters; the file keeps
+        // its targets and calls as written (and the lowered layers, which the printer leaves out).
+        lowered = f.scenario;
+        SourcePos refused;  // what the machine does not run yet: sim/core/crosscheck.cpp model_refusal
+        lower_model(lowered, &refused);
+        f.scenario.layers = lowered.layers;
+      }
       if (in_ops) f.separator = at;
       continue;
     }
     if (lp.peek().text == "expect") {
       if (f.ops.empty()) lp.fail(lp.peek(), "`expect` before any op");
-      seq_parse::parse_expects(lp, f.ops.back(), f.scenario);
+      seq_parse::parse_expects(lp, f.ops.back(), f.scenario.model ? lowered : f.scenario);
       continue;
     }
-    f.ops.push_back(seq_parse::parse_op_line(lp, f.scenario));
+    f.ops.push_back(seq_parse::parse_op_line(lp, f.scenario.model ? lowered : f.scenario));
   }
   if (!in_ops) throw SourceError(file, {line_no + 1, 1}, "expected a `---` line between the scenario and the ops");
   validate(f, file);
@@ -502,8 +512,8 @@ SeqFile parse_seq(const std::string& text, const std::string& file) {
 }
 
 std::string model_scenario_refusal() {
-  return "a `model` scenario is parsed (`fsdpsim scenario --tree FILE` prints its modules) but not run yet: the model, "
-         "the C++ backend and the upstream backend run `layer` scenarios only (docs/design/known-limits.md)";
+  return "a `model` scenario runs with `fsdpsim check` and `run` (backend model); this "
+         "command takes `layer` scenarios only (docs/design/known-limits.md)";
 }
 
 SeqFile parse_seq_file(const std::string& path, bool allow_model) {

@@ -85,6 +85,7 @@ std::string print_scenario(const Scenario& s) {
   os << "profile " << s.profile << "\n";
   for (const auto& o : s.overrides) os << "set " << o.name << "=" << o.value << "\n";
   for (const auto& l : s.layers) {
+    if (s.model) break;  // lowered from the model line (model_lowering.hpp), not written
     os << "layer " << l.name << " " << l.in << " " << l.out;
     if (l.experts > 0) os << " experts=" << l.experts;
     if (l.quant) os << " quant=" << quant_name(*l.quant);

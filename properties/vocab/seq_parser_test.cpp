@@ -76,6 +76,8 @@ expect merged=lin2:[] stored=lin2:corrupt finding=S8
 new_optimizer
 gradient_sync off
 gradient_sync on
+save_model sharded
+load_model plain
 )";
 
 TEST(SeqParser, FullFileScenario) {
@@ -136,9 +138,21 @@ TEST(SeqParser, FullFileCoversEveryOpKind) {
   for (const auto& op : f.ops) seen.insert(op.kind);
   EXPECT_EQ(static_cast<int>(seen.size()), kOpKindCount - 1);  // all but prepare (PrepareRules)
   EXPECT_FALSE(seen.count(OpKind::Prepare));
-  EXPECT_EQ(f.ops.size(), 33u);
+  EXPECT_EQ(f.ops.size(), 35u);
   EXPECT_EQ(f.ops[0].pos.line, 25);
   EXPECT_EQ(f.ops[0].pos.column, 1);
+}
+
+// save_model full|sharded, load_model full|sharded|plain: the form is the op's one name.
+TEST(SeqParser, ModelStateDictForms) {
+  SeqFile f = parse_seq(kFull);
+  EXPECT_EQ(f.ops.at(33).kind, OpKind::SaveModel);
+  EXPECT_EQ(f.ops.at(33).names, (std::vector<std::string>{"sharded"}));
+  EXPECT_EQ(f.ops.at(34).kind, OpKind::LoadModel);
+  EXPECT_EQ(op_text(f.ops.at(34)), "load_model plain");
+  const std::string head = "layer lin0 4 2\nadapter default r=1 alpha=1 targets=lin0\nfully_shard root\n---\n";
+  for (const char* bad : {"save_model plain", "save_model", "load_model half", "save_model full full"})
+    EXPECT_THROW(parse_seq(head + bad, "bad.seq"), SourceError) << bad;
 }
 
 TEST(SeqParser, FullFileOpArguments) {

@@ -177,6 +177,11 @@ Invocation parse_args(const std::vector<std::string>& argv, const Command& c) {
   inv.own = c.make_own();
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& s = argv[i];
+    if (s == "--") {
+      if (!c.takes_command) usage_error(std::string(c.name) + " takes no command after `--`");
+      inv.args.command.assign(argv.begin() + static_cast<std::ptrdiff_t>(i) + 1, argv.end());
+      break;
+    }
     if (s.size() < 2 || s.compare(0, 2, "--") != 0) {
       inv.args.positional.push_back(s);
       continue;

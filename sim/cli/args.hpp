@@ -40,6 +40,7 @@ struct Args {
   int timeout_ms = kDefaultTimeoutMs;  // one default for the real ranks and the upstream pool
   std::string draw;           // --draw checkpoint=P,... (GenOptions' optional draws)
   std::string upstream_set;   // --upstream peft==X[,...]: the release set the upstream pool runs (normalized)
+  std::vector<std::string> command;  // after `--` (record: the command it runs); only rows with takes_command
 };
 
 // What a flag's value names that the command will write: checked before any work (output_path.hpp).

@@ -43,7 +43,7 @@ FileOutcome check_one(const std::string& file, const Args& a, RealPools& pools) 
   FileOutcome out;
   out.file = file;
   try {
-    SeqFile f = parse_seq_file(file);
+    SeqFile f = parse_seq_file(file, /*allow_model=*/true);
     apply_overrides(f, a, file);
     check_memory(f, a, file);
     out.ops = static_cast<int>(f.ops.size()), out.world = f.scenario.world, out.profile = f.scenario.profile;

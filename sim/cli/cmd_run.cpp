@@ -20,6 +20,7 @@
 #include "sim/cli/output.hpp"
 #include "sim/cli/progress.hpp"
 #include "sim/core/cost.hpp"
+#include "model/vocab/model_lowering.hpp"
 #include "sim/core/crosscheck.hpp"
 #include "sim/core/default_scenario.hpp"
 #include "sim/findings/expectations.hpp"
@@ -184,9 +185,12 @@ RealPools pools_of(const Args& a) {
 
 void check_memory(const SeqFile& f, const Args& a, const std::string& file) {
   SourcePos at;
-  // of three backends the other two run it (runnable_backends); of two, one alone is no comparison
-  if (uses(a.backends, Backend::Real) && a.backends.size() < 3)
-    if (std::string why = real_backend_refusal(f.scenario, &at); !why.empty()) throw SourceError(file, at, why);
+  // where two or more backends run it the others are left out (runnable_backends); one alone is no comparison
+  std::string skipped;
+  for (Backend b : runnable_backends(f, a.backends, &skipped)) {
+    const std::string why = backend_refusal(f, b, &at);
+    if (!why.empty()) throw SourceError(file, at, why);
+  }
   if (std::string why = model_refusal(f.scenario, &at); !why.empty() && uses(a.backends, Backend::Model)) throw SourceError(file, at, why);
   if (uses(a.backends, Backend::Real) || uses(a.backends, Backend::Upstream))
     check_memory_budget(f, a.memory_budget > 0 ? a.memory_budget : default_memory_budget(), file);
@@ -195,7 +199,7 @@ void check_memory(const SeqFile& f, const Args& a, const std::string& file) {
 int cmd_run(const Args& a) {
   if (a.positional.size() != 1) throw SourceError("<command line>", {}, "run expects exactly one FILE.seq");
   const std::string& file = a.positional[0];
-  SeqFile f = parse_seq_file(file);
+  SeqFile f = parse_seq_file(file, /*allow_model=*/true);
   apply_overrides(f, a, file);
   check_memory(f, a, file);
   const Profile profile = effective_profile(f.scenario);
@@ -238,7 +242,7 @@ int cmd_run(const Args& a) {
     if (res.runs.size() > 1)  // the table is one backend's: say whose, and whose the findings are
       std::cout << "observations of the " << backend_who(res.runs.back().backend) << "; findings below: the "
                 << backend_who(res.runs.front().backend) << "'s, which the others are compared with\n";
-    print_table(std::cout, f.scenario, res.observations, a.wide ? 0 : kTableWidth);
+    print_table(std::cout, lowered_file(f).scenario, res.observations, a.wide ? 0 : kTableWidth);  // owners by resolved targets
     print_upstream_versions(std::cout, pools, false);
     std::cout << "\n";
     print_findings(std::cout, res.findings);

@@ -169,6 +169,13 @@ std::vector<Command> make_table() {
       {own_switch("--tree", &ScenarioFlags::tree, "the module tree of the file's `model` line: modules, parameters, tied weights")},
        "       fsdpsim scenario FILE.seq [--tree]  the file as the parser reads it (canonical form); --tree: its `model`\n"
        "                                             line's modules and parameters as transformers builds them\n"));
+  row(command("record", cmd_record,
+      {F("--out").writing(Writes::File, "FILE.seq").with_help("the recorded sequence's file (default: printed; the command's stdout then goes to stderr)"),
+       own_int("--steps", "N", &RecordFlags::steps, 1, 100000, "each loop kept to its first N iterations (default 3)"),
+       F("--seconds").with_help("the command's time limit in seconds (default 900): past it every process of the run is stopped")},
+       "       fsdpsim record [--out FILE.seq] [--steps N] [--seconds T] -- COMMAND...   runs COMMAND (python or torchrun)\n"
+       "                                             with a tracer of its PEFT / FSDP calls; writes them as a .seq\n"))
+      .takes_command = true;
   row(command("profiles", cmd_profiles, {F("--json")}, "       fsdpsim profiles [--json]\n")).help_word = false;
   row(command("random", cmd_random,
       {F("--seed"), F("--count").with_help("how many sequences, one per seed from S (default 1)"), F("--world").with_help("every sequence at W ranks"),

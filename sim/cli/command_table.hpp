@@ -27,6 +27,7 @@ struct Command {
   bool backend_notes = false;   // `CMD --help` also prints every shared note (it takes --backend)
   bool lists_builtins = false;  // `CMD --help` also lists the built-in scenarios
   bool help_word = true;        // `fsdpsim CMD help` is its help (false: `help` would be a positional)
+  bool takes_command = false;   // the words after `--` are a command it runs (Args::command)
   // Old spellings it refuses (exit 3), each with the message that gives the new one.
   std::vector<std::pair<std::string, std::string>> renamed = {};
   // Its own struct, default-made, and the handler that takes it (command() below fills both).

@@ -136,6 +136,11 @@ struct ReportFlags {
 };
 int cmd_report(const Args& a, const ReportFlags& own);
 
+struct RecordFlags {
+  int steps = 3;  // --steps N: each loop kept to its first N iterations
+};
+int cmd_record(const Args& a, const RecordFlags& own);
+
 struct ScenarioFlags {
   bool tree = false;  // --tree: the module tree a `model` line stands for
 };

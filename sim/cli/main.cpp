@@ -30,8 +30,10 @@ std::string builtin_usage() {
 }
 
 bool asks_for_help(const Command& c, const std::vector<std::string>& rest) {
-  for (const auto& a : rest)
+  for (const auto& a : rest) {
+    if (a == "--") break;  // what follows is record's command, with its own --help
     if (a == "--help" || a == "-h") return true;
+  }
   return c.help_word && rest.size() == 1 && rest[0] == "help";
 }
 

@@ -18,6 +18,8 @@ struct Feature {
   std::string key;        // the option ("" for the directive's own value)
   bool one_value = false;  // a directive given once: two of its values never meet in one file
   bool always = false;     // every file has it (world, seed, layer sizes, r, ...): not paired
+  // Why no generator draws it yet ("" when one does): `coverage` lists it apart, not as a gap.
+  std::string undrawn;
 };
 
 // Built from the vocabulary's own lists: directive_names(), adapter_option_names(), the profile

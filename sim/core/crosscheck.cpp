@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "model/vocab/model_lowering.hpp"
 #include "model/vocab/profile.hpp"
 #include "sim/core/simulator.hpp"
 
@@ -46,6 +47,11 @@ bool parse_backends(const std::string& text, BackendList* out, std::string* erro
 
 std::string real_backend_refusal(const Scenario& s, SourcePos* at) {
   // Mixed precision and DoRA run on the C++ backend (real_backend/activation_dtype.hpp, lora_layer.cpp); 4-bit bases do not.
+  if (s.model) {
+    *at = s.model->pos;
+    return std::string("the C++ backend (real) does not implement `model` scenarios (a transformers ") + family_name(s.model->family) +
+           " built from its config); run this file with --backend model";
+  }
   if (const LayerDecl* q = s.quantized()) {
     *at = q->pos;
     return "the C++ backend (real) does not implement 4-bit (QLoRA) base layers (layer '" + q->name + "' quant=" +
@@ -54,7 +60,35 @@ std::string real_backend_refusal(const Scenario& s, SourcePos* at) {
   return "";
 }
 
+std::string upstream_refusal(const Scenario& s, SourcePos* at) {
+  if (!s.model) return "";
+  *at = s.model->pos;
+  return "the upstream backend does not build `model` scenarios yet (AutoModelForCausalLM.from_config, "
+         "docs/design/known-limits.md); run this file with --backend model";
+}
+
+std::string real_backend_refusal(const SeqFile& f, SourcePos* at) {
+  if (std::string why = real_backend_refusal(f.scenario, at); !why.empty()) return why;
+  // The whole model's DCP state dicts (torch distributed/checkpoint/state_dict.py) are not plain
+  // libtorch work: the C++ backend has no DTensor state dict to save or load.
+  for (const Op& op : f.ops)
+    if (op.kind == OpKind::SaveModel || op.kind == OpKind::LoadModel) {
+      *at = op.pos;
+      return std::string("the C++ backend (real) does not implement the model state dict ops (") + op_text(op) +
+             "); run this file with --backend upstream";
+    }
+  return "";
+}
+
+std::string backend_refusal(const SeqFile& f, Backend b, SourcePos* at) {
+  return b == Backend::Real ? real_backend_refusal(f, at) : b == Backend::Upstream ? upstream_refusal(f.scenario, at) : "";
+}
+
 std::string model_refusal(const Scenario& s, SourcePos* at) {
+  if (s.model) {  // what model/vocab/model_lowering.cpp does not lower yet
+    Scenario lowered = s;
+    if (std::string why = lower_model(lowered, at); !why.empty()) return why;
+  }
   // PEFT 0.21.2 runs DoRA on a Linear4bit (bnb.py::Linear4bit with DoraLinearVariant: measured on the
   // upstream backend); the model's DoRA reads a float base weight, which a 4-bit layer does not have.
   for (const auto& a : s.adapters) {
@@ -222,7 +256,8 @@ bool run_twice(const SeqFile& f, bool twice, SingleRun* out, std::string* error,
 bool run_single(const SeqFile& f, Backend b, RealPools& pools, bool twice, SingleRun* out, std::string* error) {
   out->backend = b;
   if (b == Backend::Model) {
-    RunResult model = run_checked(f);  // always twice: the simulator is cheap
+    // A `model` file runs lowered to the machine's layers and calls (model/vocab/model_lowering.hpp).
+    RunResult model = run_checked(lowered_file(f));  // always twice: the simulator is cheap
     out->observations = std::move(model.observations);
     out->findings = std::move(model.findings);
     out->trace_hash = model.trace_hash;
@@ -253,15 +288,18 @@ bool run_single(const SeqFile& f, Backend b, RealPools& pools, bool twice, Singl
 
 BackendList runnable_backends(const SeqFile& f, const BackendList& backends, std::string* skipped) {
   SourcePos at;
-  const bool real = std::find(backends.begin(), backends.end(), Backend::Real) != backends.end();
-  std::string why = real ? real_backend_refusal(f.scenario, &at) : "";
-  if (why.empty() || backends.size() < 3) return backends;
-  // Three backends and the C++ one cannot run the scenario: the other two are compared.
-  BackendList two;
-  for (Backend b : backends)
-    if (b != Backend::Real) two.push_back(b);
-  *skipped = why.substr(0, why.find(';')) + ": compared " + backends_text(two) + " only";
-  return two;
+  // The backends that cannot run the scenario are left out where at least two others can: those
+  // are compared, and *skipped says which could not and why.
+  BackendList left;
+  std::string why;
+  for (Backend b : backends) {
+    const std::string no = backend_refusal(f, b, &at);
+    if (no.empty()) left.push_back(b);
+    else why += (why.empty() ? "" : "; ") + no.substr(0, no.find(';'));
+  }
+  if (why.empty() || left.size() < 2) return backends;
+  *skipped = why + ": compared " + backends_text(left) + " only";
+  return left;
 }
 
 BackendRun run_backend(const SeqFile& f, const BackendList& all, RealPools& pools, bool twice) {

@@ -28,10 +28,16 @@ std::string backends_text(const BackendList& b);  // "model,upstream"
 // Why the C++ backend (real) cannot run the scenario, with the position of the line that asks for
 // it in *at; "" when it can. Every command that picks that backend refuses such a file (exit 3).
 std::string real_backend_refusal(const Scenario& s, SourcePos* at);
+// Why the upstream backend cannot run the scenario (a `model` scenario, not built there yet), as above.
+std::string upstream_refusal(const Scenario& s, SourcePos* at);
+// The same for a whole file: the scenario, then its ops (save_model / load_model).
+std::string real_backend_refusal(const SeqFile& f, SourcePos* at);
+// Why backend b cannot run f (real_backend_refusal, upstream_refusal; the model runs every file here), as above.
+std::string backend_refusal(const SeqFile& f, Backend b, SourcePos* at);
 // Why the model refuses a scenario (DoRA on a 4-bit layer), with where; "" when it runs it.
 std::string model_refusal(const Scenario& s, SourcePos* at);
-// The backends that run f: all of them, or, of three, the two left where the C++ backend refuses
-// the scenario (real_backend_refusal; *skipped then says so).
+// The backends that run f: all of them, or the two or more left where others refuse the scenario
+// (real_backend_refusal, upstream_refusal; *skipped then says so).
 BackendList runnable_backends(const SeqFile& f, const BackendList& backends, std::string* skipped);
 std::string backend_who(Backend b);             // "model", "real backend", "upstream backend"
 

@@ -202,7 +202,7 @@ std::vector<std::string> some_present(Prng& rng, const Scenario& s, const OpRule
 
 std::vector<Op> draw_ops(Prng& rng, Swarm& sw, const Scenario& s) {
   std::vector<OpKind> enabled;
-  for (int k = 0; k < kOpKindCount; ++k) {
+  for (int k = 0; k < kDrawAllOpKinds; ++k) {
     const auto kind = static_cast<OpKind>(k);
     if (sw.on(std::string("op ") + op_name(kind))) enabled.push_back(kind);
   }

@@ -115,7 +115,7 @@ Confirmation confirm_on(const HuntClass& c, Backend other, RealPools& pools, Hun
                         const std::function<bool()>& stopped) {
   Confirmation out;
   SourcePos at;
-  if (other == Backend::Real && !real_backend_refusal(c.t.minimal.scenario, &at).empty()) {
+  if (other == Backend::Real && !real_backend_refusal(c.t.minimal, &at).empty()) {
     out.verdict = kNotRunThere;
     return out;
   }

@@ -79,7 +79,10 @@ TEST(GeneratorAll, EveryFeatureReachableAtEveryWorld) {
     ASSERT_EQ(apply_draws(kCoverageDraw, &opt), "");
     opt.world = world;
     const Coverage c = measure_coverage(7, 1500, opt);
-    for (size_t i = 0; i < feats.size(); ++i) EXPECT_GT(c.feature[i], 0) << feats[i].name << " at world " << world;
+    for (size_t i = 0; i < feats.size(); ++i) {
+      if (!feats[i].undrawn.empty()) continue;  // save_model / load_model: coverage lists them apart
+      EXPECT_GT(c.feature[i], 0) << feats[i].name << " at world " << world;
+    }
   }
 }
 

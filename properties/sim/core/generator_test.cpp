@@ -49,7 +49,8 @@ TEST(Generator, EverySequenceIsValidAndRunsWithoutValueErrors) {
     }
   }
   // gradient_sync only behind GenOptions::gradient_sync_percent (GradientSyncOnlyWhenAsked).
-  EXPECT_EQ(kinds.size(), static_cast<size_t>(kOpKindCount - 1)) << "every op kind but gradient_sync is generated";
+  // save_model / load_model (from kDrawAllOpKinds on) are drawn by no generator yet.
+  EXPECT_EQ(kinds.size(), static_cast<size_t>(kDrawAllOpKinds - 1)) << "every op kind but gradient_sync is generated";
   EXPECT_EQ(kinds.count(OpKind::GradientSync), 0u);
   EXPECT_LT(value_errors * 50, ops) << "generated sequences are mostly legal";
 }

@@ -355,9 +355,11 @@ class Writer:
             e("from accelerate.utils.fsdp_utils import fsdp2_load_full_state_dict")
         if "checkpoint_wrapper(" in code:  # the private module accelerate's fsdp2_apply_ac imports it from
             e("from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper")
-        if "optimizer_state_dict(" in code:
-            names = [n for n in ("get_optimizer_state_dict", "set_optimizer_state_dict") if n + "(" in code]
-            e(f"from torch.distributed.checkpoint.state_dict import {', '.join(names)}")
+        if "_state_dict(" in code:
+            names = [n for n in ("StateDictOptions", "get_model_state_dict", "get_optimizer_state_dict",
+                                 "set_model_state_dict", "set_optimizer_state_dict") if n + "(" in code]
+            if names:
+                e(f"from torch.distributed.checkpoint.state_dict import {', '.join(names)}")
         if self.fsdp:
             e("from torch.distributed.device_mesh import init_device_mesh")
             e("from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard" if "MixedPrecisionPolicy(" in code

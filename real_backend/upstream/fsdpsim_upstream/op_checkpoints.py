@@ -217,3 +217,44 @@ def write_load_adapters(w, op, ind, calls):
         raise ValueError("load_adapters without a save_adapters before it")
     w.emit(f"{ind}for a, sd in saved.items():")
     w.emit(f"{ind}    set_peft_model_state_dict(model, sd, adapter_name=a)")
+
+
+# -- the whole model's state dict (DCP) -------------------------------------------------------
+def run_save_model(s, op, calls):
+    """get_model_state_dict, full (each DTensor gathered into a plain tensor on every rank) or
+    sharded (the DTensors); each rank keeps a copy, as a script writing it to a file does."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    sd = get_model_state_dict(s.pm, options=StateDictOptions(full_state_dict=op.names[0] == "full"))
+    s.model_sd = getattr(s, "model_sd", {})
+    s.model_sd[op.names[0]] = {k: v.detach().clone() for k, v in sd.items()}
+
+
+def run_load_model(s, op, calls):
+    """The last save of its form, read afresh (set_model_state_dict rewrites the dict it is
+    given: torch distributed/checkpoint/state_dict.py::_load_model_state_dict puts the
+    distributed values into it). `plain` is nn.Module.load_state_dict of the full tensors."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+    form = "sharded" if op.names[0] == "sharded" else "full"
+    saved = getattr(s, "model_sd", {}).get(form)
+    if saved is None:
+        raise refusal(f"no {form} model state dict was saved (save_model {form} first)")
+    sd = {k: v.clone() for k, v in saved.items()}
+    if op.names[0] == "plain":
+        s.pm.load_state_dict(sd)
+    else:
+        set_model_state_dict(s.pm, sd, options=StateDictOptions(full_state_dict=form == "full"))
+
+
+def write_save_model(w, op, ind, calls):
+    full = op.names[0] == "full"
+    w.emit(f"{ind}model_sd_{op.names[0]} = {{k: v.clone() for k, v in get_model_state_dict("
+           f"model, options=StateDictOptions(full_state_dict={full})).items()}}")
+
+
+def write_load_model(w, op, ind, calls):
+    form = "sharded" if op.names[0] == "sharded" else "full"
+    sd = f"{{k: v.clone() for k, v in model_sd_{form}.items()}}"
+    if op.names[0] == "plain":
+        w.emit(f"{ind}model.load_state_dict({sd})")
+    else:
+        w.emit(f"{ind}set_model_state_dict(model, {sd}, options=StateDictOptions(full_state_dict={form == 'full'}))")

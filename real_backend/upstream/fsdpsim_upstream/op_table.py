@@ -383,6 +383,8 @@ ROWS = (
     # the root's FSDPModule.set_requires_gradient_sync (recurse=True: every FSDP module's reduce_grads)
     Row("gradient_sync", lambda scen, op: [Call("model", "set_requires_gradient_sync", op.names[0] == "on")],
         needs_fsdp=True),
+    Row("save_model", run=ckpt.run_save_model, write=ckpt.write_save_model, needs_fsdp=True),
+    Row("load_model", run=ckpt.run_load_model, write=ckpt.write_load_model, needs_fsdp=True),
 )
 
 ROW = {r.kind: r for r in ROWS}

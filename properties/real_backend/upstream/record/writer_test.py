@@ -1,0 +1,76 @@
+"""The record writer's pure parts (plain python3, no torch): loop cutting, train_step folding,
+rank merging with `@R` and error expectations. Usage: writer_test.py SOURCE_DIR"""
+
+import sys
+import unittest
+
+sys.path.insert(0, sys.argv.pop(1) + "/real_backend/upstream")
+from fsdpsim_upstream.record.loops import cut_loops  # noqa: E402
+from fsdpsim_upstream.record.ops import Op, OpWriter, fold_train_steps  # noqa: E402
+from fsdpsim_upstream.record.scenario import Scenario  # noqa: E402
+from fsdpsim_upstream.record.ranks import merge_ranks  # noqa: E402
+
+
+def ops(*texts, at="t.py:1"):
+    return [Op(t, at, None) for t in texts]
+
+
+class Loops(unittest.TestCase):
+    def test_a_loop_past_steps_is_cut_and_named(self):
+        body = ops("train_step", "eval")
+        out, header = cut_loops(ops("merge") + body * 5 + ops("unmerge"), 2)
+        self.assertEqual([o.text for o in out], ["merge"] + ["train_step", "eval"] * 2 + ["unmerge"])
+        self.assertEqual(header, ["loop of 2 ops (t.py:1): 5 iterations ran, the first 2 kept (--steps 2)"])
+
+    def test_a_loop_within_steps_is_kept(self):
+        seq = ops("forward", "backward") * 3
+        self.assertEqual(cut_loops(seq, 3), (seq, []))
+
+    def test_an_iteration_that_raised_stays(self):
+        seq = ops("train_step") * 4 + [Op("train_step", "t.py:1", "KeyError: 'x'")]
+        out, _ = cut_loops(seq, 2)
+        self.assertEqual(len(out), 3)
+        self.assertEqual(out[-1].raised, "KeyError: 'x'")
+
+
+class Fold(unittest.TestCase):
+    def test_zero_grad_forward_backward_step_is_train_step(self):
+        seq = [Op("zero_grad", "t.py:5", None), Op("forward", "t.py:6", None), Op("backward", "t.py:7", None),
+               Op("step", "t.py:8", None)]
+        self.assertEqual(fold_train_steps(seq), [Op("train_step", "t.py:5,6,7,8", None)])
+
+    def test_a_raising_backward_is_not_folded(self):
+        seq = ops("zero_grad", "forward") + [Op("backward", "t.py:1", "RuntimeError: x")] + ops("step")
+        self.assertEqual([o.text for o in fold_train_steps(seq)], ["zero_grad", "forward", "backward", "step"])
+
+
+class Notes(unittest.TestCase):
+    def test_a_tracer_failure_is_named_not_dropped(self):
+        w = OpWriter(Scenario())
+        events = [{"op": "fully_shard", "at": "t.py:2", "args": {"modules": ["root"]}},
+                  {"op": "tracer_error", "at": "t.py:3", "args": {"what": "KeyError: 'x'"}},
+                  {"op": "merge_and_unload", "at": "t.py:4", "args": {}}]
+        self.assertEqual(w.ops(events), [])
+        self.assertEqual(w.notes, ["the call at t.py:3: the tracer failed on it (KeyError: 'x')", "merge_and_unload at t.py:4"])
+
+
+class Ranks(unittest.TestCase):
+    def test_same_ops_are_written_once(self):
+        self.assertEqual(merge_ranks({0: ops("eval"), 1: ops("eval")}), ["eval".ljust(30) + "  # t.py:1"])
+
+    def test_a_rank_only_op_gets_its_rank(self):
+        lines = merge_ranks({0: ops("eval", "set_adapter b", "train_step"), 1: ops("eval", "train_step")})
+        self.assertEqual([l.split("#")[0].strip() for l in lines], ["eval", "@0 set_adapter b", "train_step"])
+
+    def test_an_error_on_every_rank_is_expected(self):
+        e = "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn"
+        lines = merge_ranks({0: [Op("backward", "t.py:9", e)], 1: [Op("backward", "t.py:9", e)]})
+        self.assertTrue(lines[0].startswith("backward  expect error=no_grad_fn"), lines)
+
+    def test_an_error_on_one_rank_names_it(self):
+        lines = merge_ranks({0: [Op("merge", "t.py:9", "ValueError: v")], 1: [Op("merge", "t.py:9", None)]})
+        self.assertTrue(lines[0].startswith("merge  expect @0 error=value_error"), lines)
+
+
+if __name__ == "__main__":
+    unittest.main()
