@@ -14,12 +14,16 @@
 namespace fsdpsim::real {
 namespace {
 
-// Fingerprint op codes: 0 all_gather, 1 reduce_scatter, 3 broadcast.
+// Fingerprint op codes: 0 all_gather, 1 reduce_scatter, 3 broadcast, 4 all_reduce.
 constexpr int64_t kFinish = 2;  // "this rank issues no more collectives"
 constexpr int64_t kBroadcast = 3;
+constexpr int64_t kAllReduce = 4;
 
 CollOp coll_op_of(int64_t code) {
-  return code == 0 ? CollOp::AllGather : code == kBroadcast ? CollOp::Broadcast : CollOp::ReduceScatter;
+  return code == 0            ? CollOp::AllGather
+         : code == kBroadcast ? CollOp::Broadcast
+         : code == kAllReduce ? CollOp::AllReduce
+                              : CollOp::ReduceScatter;
 }
 
 const char* collective_name(int64_t code) {
@@ -28,6 +32,7 @@ const char* collective_name(int64_t code) {
     case 1: return "reduce_scatter";
     case kFinish: return "the end-of-sequence exchange";
     case kBroadcast: return "broadcast";
+    case kAllReduce: return "all_reduce";
     default: return "an unknown exchange";
   }
 }
@@ -233,6 +238,27 @@ at::Tensor Comm::reduce_scatter_avg(const at::Tensor& flat, int group, int step,
   opts.reduceOp = c10d::ReduceOp::AVG;
   run([&] { return pg_->_reduce_scatter_base(out, in, opts); });
   return max_count_ > seg ? out.narrow(0, 0, seg).clone() : out;
+}
+
+// DTensor's own reduction of a Partial tensor (torch 2.13 distributed/tensor/_redistribute.py):
+// Partial -> Shard(0) of `flat` is a reduce-scatter (this rank's segment back), Partial ->
+// Replicate an all-reduce (the sum back), SUM, on the mesh's one group (paired by size alone).
+at::Tensor Comm::dtensor_reduce(CollOp op, const at::Tensor& flat, int group, int step, int member) {
+  at::Tensor in = flat.reshape({-1}).to(at::kFloat).contiguous();
+  issued_.push_back({op, group, in.numel(), observed(op, DType::F32), {member}, true});
+  if (world_ == 1) return in.clone();
+  announce(static_cast<int>(op == CollOp::AllReduce ? kAllReduce : 1), group, in.numel(), step, {member}, at::Tensor(),
+           DType::F32, true);
+  if (op == CollOp::AllReduce) {
+    std::vector<at::Tensor> io{in};
+    run([&] { return pg_->allreduce(io); });
+    return in;
+  }
+  at::Tensor out = at::empty({in.numel() / world_}, in.options());
+  c10d::ReduceScatterOptions opts;
+  opts.reduceOp = c10d::ReduceOp::SUM;
+  run([&] { return pg_->_reduce_scatter_base(out, in, opts); });
+  return out;
 }
 
 at::Tensor Comm::broadcast(const at::Tensor& full, int param, DType dtype, int step) {

@@ -35,6 +35,7 @@ struct IssuedCollective {
   int64_t count;
   DType dtype = DType::F32;
   std::vector<int> members;  // the parameters packed, in packing order
+  bool dtensor_reduce = false;  // DTensor's reduce-scatter or all-reduce: its one part is what it sends
 };
 
 // A hang (a peer finished without issuing the partner collective) or a
@@ -91,6 +92,10 @@ class Comm {
   // fingerprint's float buffer); rank 0's `full` comes back on every rank. A root sending
   // fewer bytes than some rank posted: broadcast_part_filled; more: a mismatch.
   at::Tensor broadcast(const at::Tensor& full, int param, DType dtype, int step);
+  // DTensor's reduction of a Partial tensor (a reduce-scatter or an all-reduce, SUM), named after
+  // `member`, recorded with the elements this rank sends (`flat`: a multiple of the world for a
+  // reduce-scatter).
+  at::Tensor dtensor_reduce(CollOp op, const at::Tensor& flat, int group, int step, int member);
   // Each rank's own bytes on gloo, the receivers part-filled; this rank's values in fp32.
   at::Tensor broadcast_part_filled(const at::Tensor& full, DType dtype);
   // After a part-filled broadcast on a receiver: the chunk distribute_tensor's scatter from rank 0

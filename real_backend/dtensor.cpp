@@ -35,6 +35,12 @@ at::Tensor DTensor::redistribute(const at::Tensor& local, int group, int member,
   return pg_->comm->all_gather(local, group, pg_->step, {member}, -1, true, wire);
 }
 
+at::Tensor DTensor::reduce(CollOp op, const at::Tensor& flat, int group, int member) {
+  return pg_->comm->dtensor_reduce(op, flat, group, pg_->step, member);
+}
+
+int DTensor::rank() const { return pg_->rank(); }
+
 // B @ A on DTensors whose W has fewer rows than ranks: B cannot stay Shard(0)
 // (torch 2.13 distributed/tensor/_ops/utils.py::is_tensor_shardable). With
 // r >= world, B moves to Shard(1): one all-gather of B's rows padded on dim 1

@@ -30,6 +30,10 @@ class DTensor {
   // A redistribution's all-gather of `local` (one collective on the mesh's group, named after
   // `member`), as DTensor issues it (a functional collective, not FSDP's).
   at::Tensor redistribute(const at::Tensor& local, int group, int member, DType wire = DType::F32);
+  // A redistribution of a Partial tensor: a reduce-scatter (`flat` a multiple of the world) or an
+  // all-reduce, SUM, named after `member` (Comm::dtensor_reduce).
+  at::Tensor reduce(CollOp op, const at::Tensor& flat, int group, int member);
+  int rank() const;
   // B @ A on DTensors whose W has fewer rows than ranks (Linear.get_delta_weight's matmul).
   at::Tensor matmul_few_rows(int layer, int adapter, DeltaForm* form = nullptr);
   // An adapter added after prepare (plain tensors) meets W's DTensor shard.

@@ -99,8 +99,11 @@ void LoraLayer::merge(int adapter) {
 
 // layer.py::Linear._unmerged_base_weight: unmerge every merged adapter, copy W, merge them again
 // in their order; the copy is what a DoRA merge takes its weight norm from.
-at::Tensor LoraLayer::unmerged_base_weight() {
-  if (replay_base_.defined()) return replay_base_;
+at::Tensor LoraLayer::unmerged_base_weight(const std::function<void()>& inside) {
+  if (replay_base_.defined() || merged.empty()) {
+    if (inside) inside();
+    if (replay_base_.defined()) return replay_base_;
+  }
   const std::vector<int> was = merged;
   struct Drop {
     at::Tensor& t;
@@ -120,6 +123,7 @@ at::Tensor LoraLayer::unmerged_base_weight() {
   }
   replay_base_ = params_->registered(spec().weight).detach().clone();
   const at::Tensor base = replay_base_;
+  if (inside && !was.empty()) inside();  // the `with` body, before the `finally`'s re-merge
   merge_again();
   return base;
 }
@@ -134,8 +138,13 @@ void LoraLayer::dora_merge(int adapter) {
   const LayerSpec& ls = spec();
   const at::Tensor d = get_delta_weight(adapter, +1);
   const bool on_shard = weight_on_shard();
+  const bool few = on_shard && few_rows();
   const at::Tensor w = params_->registered(ls.weight).variable_data();
-  const at::Tensor base = unmerged_base_weight();
+  const at::Tensor base = few ? unmerged_base_weight([&] { few_rows_weight_norm(adapter, d); }) : unmerged_base_weight();
+  if (few) {
+    few_rows_factor(adapter);
+    few_rows_weight_plus_delta(adapter, d);
+  }
   if (on_shard) {
     // a norm off the shard is never read (its unmerge is lost too), only where it was taken; DTensor
     // takes it whatever the delta's placement, which this rank's rows alone (none, with fewer rows
@@ -154,6 +163,47 @@ void LoraLayer::dora_merge(int adapter) {
   w.copy_(factor.view({-1, 1}) * (w + d));
 }
 
+// model/machine/lora_layer.cpp::dora_few_rows: a DoRA merge or unmerge on a weight of fewer rows than
+// ranks redistributes W and the magnitude (neither can stay Shard(0)); beside a Partial delta
+// (r >= world) W moves to Shard(1), the delta is reduce-scattered there, and the norm over dim 1 is
+// Partial until the factor all-reduces it. What they compute goes with the lost assignment.
+bool LoraLayer::few_rows() const { return layout_->world > 1 && layout_->params[spec().weight].rows < layout_->world; }
+
+bool LoraLayer::partial_delta(int adapter) const { return layout_->params[spec().lora_a[adapter]].rows >= layout_->world; }
+
+// `W + delta` (get_weight_norm's, then merge's `W.data + delta`): W and this rank's Shard(1) columns
+// of the delta, or the replicated W beside a replicated delta.
+at::Tensor LoraLayer::few_rows_weight_plus_delta(int adapter, const at::Tensor& d) {
+  const LayerSpec& ls = spec();
+  const ParamSpec& ws = layout_->params[ls.weight];
+  if (!partial_delta(adapter)) return dtensor_->full_tensor(ls.weight) + d;
+  const int64_t w = layout_->world, cols = (ls.in + w - 1) / w;
+  // Shard(0) -> Shard(1) is an all_to_all gloo runs as an all-gather of the padded columns
+  const at::Tensor mine = (*params_)[ls.weight].leaf.s.reshape({ws.chunk_rows, ws.cols}).to(at::kFloat);
+  const at::Tensor padded = at::constant_pad_nd(mine, {0, cols * w - ls.in});
+  const at::Tensor all = dtensor_->redistribute(padded, ws.group, ls.weight).view({w, ws.chunk_rows, cols * w});
+  const int64_t rank = dtensor_->rank();
+  const at::Tensor w_cols = all.narrow(2, rank * cols, cols).reshape({w * ws.chunk_rows, cols}).narrow(0, 0, ls.out);
+  // the Partial delta's column blocks, one per rank, reduce-scattered: this rank's block summed
+  const at::Tensor blocks = at::constant_pad_nd(d, {0, cols * w - ls.in}).view({ls.out, w, cols}).permute({1, 0, 2});
+  const at::Tensor d_cols = dtensor_->reduce(CollOp::ReduceScatter, blocks.contiguous(), ws.group, ls.weight).view({ls.out, cols});
+  return w_cols + d_cols;
+}
+
+void LoraLayer::few_rows_weight_norm(int adapter, const at::Tensor& d) {
+  const at::Tensor sum = few_rows_weight_plus_delta(adapter, d);
+  few_norm_sq_ = partial_delta(adapter) ? sum.pow(2).sum(1) : at::Tensor();  // a Partial norm, squared
+}
+
+// `magnitude / weight_norm`: the magnitude gathered; a Partial norm all-reduced (its squares summed).
+void LoraLayer::few_rows_factor(int adapter) {
+  const LayerSpec& ls = spec();
+  dtensor_->full_tensor(ls.lora_m[adapter]);
+  if (!partial_delta(adapter)) return;
+  const at::Tensor sq = few_norm_sq_.defined() ? few_norm_sq_ : at::zeros({ls.out});
+  dtensor_->reduce(CollOp::AllReduce, sq, layout_->params[ls.weight].group, ls.lora_m[adapter]);
+}
+
 // variants.py::DoraLinearVariant.unmerge: W.data = W / (magnitude / cached norm) - delta. A norm cached
 // off the shard meeting a plain U (or the reverse) is DTensor's mixed-tensor error, raised after
 // get_delta_weight's reads; the shard's assignment is lost.
@@ -166,6 +216,10 @@ void LoraLayer::dora_unmerge(int adapter) {
   dora_norms_[adapter] = DoraNorm{};  // _cache_pop
   if (!cached.norm.defined()) throw OpError(Status::KeyError, "KeyError: '" + layout_->adapters[adapter].name + "-weight_norm'");
   if (cached.on_shard != on_shard) throw OpError(Status::Exception, DTensor::mixed_tensor_error("div.Tensor"));
+  if (on_shard && few_rows()) {  // `W / (magnitude / norm) - delta`: the factor, then W alone
+    few_rows_factor(adapter);
+    dtensor_->full_tensor(ls.weight);
+  }
   if (on_shard) return;
   const at::Tensor w = params_->registered(ls.weight).variable_data();
   const at::Tensor factor = params_->registered(ls.lora_m[adapter]).detach() / cached.norm;

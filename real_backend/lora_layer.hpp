@@ -4,6 +4,7 @@
 // now, the shard S or the unsharded U. An experts layer's math is its ParamWrapper's.
 // Same file and class as model/machine/lora_layer.hpp.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -74,7 +75,13 @@ class LoraLayer {
   void dora_unmerge(int adapter);
   // layer.py::Linear._unmerged_base_weight: W with the merged adapters taken out (unmerged, copied,
   // merged again); a nested call (the re-merge of a DoRA adapter) reads the outer copy.
-  at::Tensor unmerged_base_weight();
+  at::Tensor unmerged_base_weight(const std::function<void()>& inside = {});
+  // A DoRA merge or unmerge on a weight of fewer rows than ranks: its redistributions.
+  bool few_rows() const;
+  bool partial_delta(int adapter) const;  // r >= world: B @ A is Partial
+  at::Tensor few_rows_weight_plus_delta(int adapter, const at::Tensor& d);
+  void few_rows_weight_norm(int adapter, const at::Tensor& d);
+  void few_rows_factor(int adapter);
   // variants.py::DoraLinearVariant.forward: the DoRA term added to `result` (the running output).
   at::Tensor dora_forward(const at::Tensor& x, int adapter, const at::Tensor& result);
 
@@ -86,6 +93,7 @@ class LoraLayer {
   ParamWrapper experts_;
   std::vector<DoraNorm> dora_norms_;  // per adapter (undefined norm: none cached)
   at::Tensor replay_base_;            // _unmerged_base_weight's copy while it re-merges
+  at::Tensor few_norm_sq_;            // a few-rows merge's Partial norm (squared), until the factor
 };
 
 }  // namespace fsdpsim::real

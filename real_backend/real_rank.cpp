@@ -29,7 +29,7 @@ std::vector<Collective> collectives_of(const Layout& l, const std::vector<Issued
       const ParamSpec& ps = l.params[p];
       // A one-parameter all-gather (DTensor's redistribution) carries that tensor as sent, padding included.
       k.parts.push_back({ps.name, c.op == CollOp::Broadcast                              ? ps.rows * ps.cols
-                                  : c.op == CollOp::AllGather && c.members.size() == 1 ? c.count
+                                  : (c.op == CollOp::AllGather || c.dtensor_reduce) && c.members.size() == 1 ? c.count
                                                                                        : ps.chunk_numel()});
     }
     out.push_back(std::move(k));

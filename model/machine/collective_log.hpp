@@ -32,6 +32,8 @@ struct CollRecord {
   // pairing only (not observed): an FSDP group's shards' dtype, uint8 when they differ (count is
   // then bytes), a reduce-scatter's the gradients' dtype, a DTensor gather's its tensor's.
   DType dtype = DType::F32;
+  // DTensor's own reduce-scatter or all-reduce (DTensor::reduce): its one part is what it sends.
+  bool dtensor_reduce = false;
 };
 
 class CollectiveLog {

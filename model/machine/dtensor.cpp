@@ -47,6 +47,16 @@ void DTensor::all_gather(int param, CollRecord::Into into, int layer, int adapte
   log_->issue(c);
 }
 
+void DTensor::reduce(CollOp op, int param, int64_t count) {
+  if (topo_->world == 1) return;
+  CollRecord c{op, topo_->params[param].group, count};
+  c.dtensor_reduce = true;
+  c.member_begin = log_->next_member();
+  c.member_count = 1;
+  log_->pack(param);
+  log_->issue(c);
+}
+
 void DTensor::settle(const CollRecord& c, uint32_t version, uint32_t other_version) {
   const LayerInfo& li = topo_->layers[c.target];
   const int a = li.A[c.adapter], b = li.B[c.adapter];

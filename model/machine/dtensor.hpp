@@ -52,6 +52,10 @@ class DTensor {
   // A merge's (sign != 0, into kIntoShard) delta settles once the gather pairs.
   void all_gather(int param, CollRecord::Into into, int layer, int adapter, int sign = 0, int64_t count = -1,
                   DType wire = DType::F32);
+  // _redistribute.py's Partial -> Shard (a reduce-scatter) or Partial -> Replicate (an all-reduce)
+  // of a tensor derived from `param` (the name it travels under), `count` elements sent; values
+  // are not modelled (a DoRA merge's delta and weight norm, whose result is lost on the shard).
+  void reduce(CollOp op, int param, int64_t count);
   // A merge or unmerge on a shard, once its all-gather is matched: the delta is B's rows times
   // the A every rank contributed, or (an experts einsum sharded on the experts) this rank's A
   // times the gathered B. `other_version` (not kNoRows): the other factor's version to use

@@ -50,12 +50,16 @@ Raise LoraLayer::unmerge(const LayerPort& c) {
 
 // The copy is cached only once the unmerge returned, so a re-merge after a raising unmerge replays
 // again for its DoRA adapters; the `finally`'s merge stops at its first raise, which then goes on.
-Raise LoraLayer::unmerged_base_weight(const LayerPort& c) {
-  if (replay_cached || !any_merged()) return {};
+Raise LoraLayer::unmerged_base_weight(const LayerPort& c, const std::function<void()>& inside) {
+  if (replay_cached || !any_merged()) {
+    if (inside) inside();
+    return {};
+  }
   const auto was = merged;
   const int n_was = n_merged;
   Raise raised = unmerge(c);
   replay_cached = !raised;
+  if (!raised && inside) inside();  // the `with` body: what reads the copy, before the re-merge
   Raise again;
   for (int i = 0; i < n_was && !again; ++i)
     if (!is_merged(was[i])) again = merge(c, was[i]);
@@ -216,6 +220,43 @@ Raise LoraLayer::forward(const LayerPort& c, std::vector<uint8_t>& graph_grad, b
 // the plain unsharded Parameter); a weight accelerate left whole (ignored_params) dequantizes, and the
 // delta of DTensor factors cannot be added to (subtracted from) it. Measured on torch 2.13, world 2.
 // With plain factors (an adapter added after prepare, or U registered) the merge requantizes.
+// variants.py::DoraLinearVariant.merge_unsafe / unmerge on a weight of fewer rows than ranks, after
+// get_delta_weight's gathers: neither W nor the magnitude can stay Shard(0) (torch 2.13
+// _ops/utils.py::is_tensor_shardable). Beside a replicated delta (r < world) W and the magnitude are
+// gathered where they meet it. A Partial delta (r >= world) meets W as Shard(1): W moves there
+// (_redistribute.py's Shard(0) -> Shard(1), an all_to_all gloo runs as an all-gather of W's padded
+// columns) and the delta is reduce-scattered; the norm over dim 1 of Shard(1) is Partial, all-reduced
+// where the factor divides the gathered magnitude by it (at the merge, and at the unmerge, which
+// reads the cached Partial norm); the unmerge's `W / factor - delta` gathers W alone. Measured on
+// torch 2.13 gloo (worlds 3 and 4, 2-3 rows, r 1-5).
+Raise LoraLayer::dora_few_rows(const LayerPort& c, int adapter, int sign,
+                               const std::function<Raise(const std::function<void()>&)>& norm) {
+  DTensor dt = c.dtensor;
+  const LayerInfo& li = c.own.info();
+  const int layer = c.own.layer;
+  const int64_t w = c.own.topo.world;
+  const bool partial = c.own.topo.adapters[adapter].r >= w;
+  const auto weight_plus_delta = [&]() {  // get_weight_norm's `W + delta`, merge's `W.data + delta`
+    if (!partial) return dt.all_gather(li.weight, CollRecord::kNowhere, layer, adapter);
+    const int64_t cols = (li.fan_in + w - 1) / w * w;
+    dt.all_gather(li.weight, CollRecord::kNowhere, layer, adapter, 0, cols);
+    dt.reduce(CollOp::ReduceScatter, li.weight, li.fan_out * cols);
+  };
+  const auto factor = [&]() {  // `magnitude / weight_norm`
+    dt.all_gather(li.M[adapter], CollRecord::kNowhere, layer, adapter);
+    if (partial) dt.reduce(CollOp::AllReduce, li.M[adapter], li.fan_out);
+  };
+  if (sign < 0) {
+    factor();
+    dt.all_gather(li.weight, CollRecord::kNowhere, layer, adapter);
+    return {};
+  }
+  if (Raise r = norm(weight_plus_delta)) return r;
+  factor();
+  weight_plus_delta();
+  return {};
+}
+
 Raise LoraLayer::quant_merge_raise(const LayerPort& c, int adapter, int sign, bool sharded_read) {
   const int w = c.own.info().weight;
   // A weight left on meta (a RAM-efficient rank > 0) was never quantized: a float that fully_shard took.
@@ -277,9 +318,9 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
   const auto dora_raise = [&]() { return c.raise(Status::Exception, DTensor::mixed_tensor_error("div.Tensor")); };
   // variants.py::DoraLinearVariant.merge_unsafe, after get_delta_weight's reads: the weight norm off
   // _unmerged_base_weight (the merged adapters taken out and merged again), then cached (_cache_store).
-  const auto dora_norm = [&]() -> Raise {
+  const auto dora_norm = [&](const std::function<void()>& inside = {}) -> Raise {
     if (!dora || sign < 0) return {};
-    if (Raise r = unmerged_base_weight(c)) return r;
+    if (Raise r = unmerged_base_weight(c, inside)) return r;
     const AdapterSet me = AdapterSet::of(adapter);
     dora_norm_on_shard = weight_shard ? dora_norm_on_shard | me : dora_norm_on_shard.without(me);
     return {};
@@ -300,7 +341,7 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
     if (sign == 0) return {};  // the delta_weight op: the full delta, replicated or partial
     // DoRA's merge and unmerge build a new weight out of place (`dora_factor * (W + delta)`,
     // `W / dora_factor - delta`), which any placement allows; its assignment to the shard is lost.
-    if (dora) return dora_mixed ? dora_raise() : dora_norm();
+    if (dora) return dora_mixed ? dora_raise() : dora_few_rows(c, adapter, sign, dora_norm);
     // _ops/utils.py::expand_to_full_mesh_op_strategy: `W.data += delta` (`-=` on unmerge) must keep
     // W's Shard(0), which no delta placement can reach: the in-place op raises.
     return c.raise(Status::Exception, DTensor::inplace_placement_error(sign));

@@ -9,6 +9,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,9 +91,15 @@ struct LoraLayer {
   [[nodiscard]] Raise unmerge(const LayerPort& c);
   // lora/layer.py::Linear._unmerged_base_weight, as a DoRA merge enters it: unmerge every merged
   // adapter, then merge again those it took out, in their order (also after the unmerge raised).
-  [[nodiscard]] Raise unmerged_base_weight(const LayerPort& c);
+  // `inside`: what the `with` body reads off the copy (a DoRA weight norm's collectives), run
+  // between the unmerge and the re-merge.
+  [[nodiscard]] Raise unmerged_base_weight(const LayerPort& c, const std::function<void()>& inside = {});
   // A merge (sign +1) or unmerge (-1) on a 4-bit layer after prepare (lora_layer.cpp).
   [[nodiscard]] Raise quant_merge_raise(const LayerPort& c, int adapter, int sign, bool sharded_read);
+  // A DoRA merge (sign > 0) or unmerge on a weight of fewer rows than ranks: its collectives.
+  // `norm`: the weight norm taken inside _unmerged_base_weight (its argument: the norm's collectives).
+  [[nodiscard]] Raise dora_few_rows(const LayerPort& c, int adapter, int sign,
+                                    const std::function<Raise(const std::function<void()>&)>& norm);
   // lora/layer.py::Linear.get_delta_weight (a ParamWrapper's: param_wrapper.cpp) added into the
   // registered weight: sign +1 merge, -1 unmerge, 0 the delta only (the delta_weight op).
   // corrupt_deltas: where the delta_weight op (sign 0) notes a read that is not the layer's delta.

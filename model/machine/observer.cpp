@@ -186,7 +186,7 @@ void Observer::collective_into(const CollRecord& c, Collective& out) const {
       CollPart& part = parts.next();
       part.param = pi.name;
       part.numel = c.op == CollOp::Broadcast                               ? static_cast<int64_t>(pi.dim0) * pi.rest
-                   : c.op == CollOp::AllGather && c.member_count == 1 ? c.count
+                   : (c.op == CollOp::AllGather || c.dtensor_reduce) && c.member_count == 1 ? c.count
                                                                           : pi.shard_numel;
     }
   }

@@ -33,7 +33,7 @@ static_assert(kStatusNames.size() == kStatusCount);
 constexpr auto kWeightClassNames = enum_names<WeightClass>("exact", "missing_delta", "extra_delta", "corrupt", "unjudged");
 static_assert(kWeightClassNames.size() == kWeightClassCount);
 constexpr auto kShardedStateNames = enum_names<ShardedState>("SHARDED", "UNSHARDED");
-constexpr auto kCollOpNames = enum_names<CollOp>("all_gather", "reduce_scatter", "broadcast");
+constexpr auto kCollOpNames = enum_names<CollOp>("all_gather", "reduce_scatter", "broadcast", "all_reduce");
 
 }  // namespace
 

@@ -42,7 +42,9 @@ bool weight_class_from_name(const std::string& s, WeightClass* out);
 enum class ShardedState : uint8_t { Sharded, Unsharded };
 const char* sharded_state_name(ShardedState s);
 
-enum class CollOp : uint8_t { AllGather, ReduceScatter, Broadcast };
+// AllReduce: DTensor's redistribution of a Partial tensor to Replicate (torch
+// distributed/tensor/placement_types.py::Partial._reduce_value), e.g. a delta made with r >= world.
+enum class CollOp : uint8_t { AllGather, ReduceScatter, Broadcast, AllReduce };
 const char* coll_op_name(CollOp c);
 
 // One parameter packed into a collective and the elements it takes there.

@@ -131,7 +131,7 @@ struct Get {
   static Status enum_last(Status) { return Status::AssertionError; }
   static WeightClass enum_last(WeightClass) { return WeightClass::Unjudged; }
   static ShardedState enum_last(ShardedState) { return ShardedState::Unsharded; }
-  static CollOp enum_last(CollOp) { return CollOp::Broadcast; }
+  static CollOp enum_last(CollOp) { return CollOp::AllReduce; }
   static Device enum_last(Device) { return Device::Meta; }
   // uint8: a collective's wire dtype under a policy (a group of mixed dtypes packs bytes)
   static DType enum_last(DType) { return DType::U8; }

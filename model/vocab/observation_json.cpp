@@ -73,7 +73,7 @@ void each_member(const JsonValue& v, const std::string& path, Kind k, F f) {
 
 constexpr int kStatuses = kStatusCount;
 constexpr int kWeightClasses = kWeightClassCount;
-constexpr int kCollOps = static_cast<int>(CollOp::Broadcast) + 1;
+constexpr int kCollOps = static_cast<int>(CollOp::AllReduce) + 1;
 constexpr int kShardedStates = 2;
 constexpr int kDevices = 2;
 constexpr int kDTypes = 2;

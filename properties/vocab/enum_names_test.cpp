@@ -21,6 +21,7 @@ TEST(EnumNames, EveryStatusAndWeightClassNameParsesBackToItsValue) {
   }
   EXPECT_STREQ(status_name(Status::AssertionError), "assertion_error");
   EXPECT_STREQ(coll_op_name(CollOp::Broadcast), "broadcast");
+  EXPECT_STREQ(coll_op_name(CollOp::AllReduce), "all_reduce");  // DTensor's Partial -> Replicate
   EXPECT_STREQ(sharded_state_name(ShardedState::Unsharded), "UNSHARDED");
 }
 

@@ -133,9 +133,11 @@ Simulator::Stop Simulator::match() {
     bool part_filled = false;
     for (size_t r = 1; r < queues_.size(); ++r) {
       const CollRecord& c = queues_[r][heads_[r]].coll;
-      // DTensor's redistribution (an all-gather no FSDP group issues) goes over the mesh's one
-      // process group: it pairs with any peer collective of that size and dtype.
-      const bool dtensor = c.op == CollOp::AllGather && (c.into != CollRecord::kIntoU || c0.into != CollRecord::kIntoU);
+      // DTensor's redistribution (an all-gather no FSDP group issues, an all-reduce of a Partial
+      // tensor) goes over the mesh's one process group: it pairs with any peer collective of that
+      // size and dtype.
+      const bool dtensor = c.op == CollOp::AllReduce ||
+                           (c.op == CollOp::AllGather && (c.into != CollRecord::kIntoU || c0.into != CollRecord::kIntoU));
       // Another op never pairs: gloo's algorithms exchange on their own slots, so both ranks wait
       // out the timeout (torch ProcessGroupGloo.cpp::ProcessGroupGloo::_allgather_base against
       // ::_reduce_scatter_base or ::broadcast, measured: docs/design/upstream-backend.md).
