@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "model/vocab/model_lowering.hpp"
+#include "model/vocab/module_tree.hpp"
 #include "model/vocab/profile.hpp"
 #include "sim/core/simulator.hpp"
 
@@ -62,9 +63,35 @@ std::string real_backend_refusal(const Scenario& s, SourcePos* at) {
 
 std::string upstream_refusal(const Scenario& s, SourcePos* at) {
   if (!s.model) return "";
-  *at = s.model->pos;
-  return "the upstream backend does not build `model` scenarios yet (AutoModelForCausalLM.from_config, "
-         "docs/design/known-limits.md); run this file with --backend model";
+  // The pool builds the transformers model from its config (real_backend/upstream/fsdpsim_upstream/
+  // model_scenario.py); what it does not run yet is refused here, each with its reason.
+  if (s.model->family == Family::Qwen2Moe) {
+    *at = s.model->pos;
+    return "the upstream backend does not run qwen2_moe `model` scenarios yet (experts, target_parameters; "
+           "docs/design/known-limits.md); run llama, qwen2, mistral or gpt2";
+  }
+  if (s.plan == ShardPlan::LoraModules) {
+    *at = s.plan_pos;
+    return "the upstream backend does not run fully_shard_plan lora_modules yet (docs/design/known-limits.md); "
+           "use fully_shard_plan transformer_layers or fully_shard lines";
+  }
+  const ModuleTree tree = module_tree(*s.model);
+  for (const auto& a : s.adapters) {
+    // a LoRA Embedding holds lora_embedding_A / lora_embedding_B (peft tuners/lora/layer.py::Embedding),
+    // names the pool's observation does not read yet; a ModulesToSaveWrapper at a dotted path likewise
+    bool embedding = false;
+    for (const auto& t : resolve_targets(tree, a.targets).modules) {
+      const int m = tree.module_index(t);
+      embedding = embedding || (m >= 0 && tree.modules[m].kind == ModuleKind::Embedding);
+    }
+    if (embedding || !a.modules_to_save.empty() || a.use_dora) {
+      *at = a.pos;
+      return "the upstream backend does not run adapter '" + a.name + "' of a `model` scenario yet (" +
+             (embedding ? "an Embedding target" : !a.modules_to_save.empty() ? "modules_to_save" : "use_dora") +
+             "; docs/design/known-limits.md); run this file with --backend model";
+    }
+  }
+  return "";
 }
 
 std::string real_backend_refusal(const SeqFile& f, SourcePos* at) {

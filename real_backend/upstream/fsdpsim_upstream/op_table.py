@@ -7,6 +7,7 @@ besides: the harness's bookkeeping for the observations, a fix a profile switch 
 what the script spells differently. A new op is one row here.
 
 The ops that save or load checkpoints have their functions in op_checkpoints.py."""
+from . import model_scenario
 from . import op_checkpoints as ckpt
 from .candidate_fixes import add_adapter_rollback
 from .op_calls import Call, autocast, config, perform_all, print_all, refusal
@@ -45,7 +46,7 @@ def loss_text(w):
 def forward(s, grad):
     import torch
     with torch.set_grad_enabled(grad):
-        s.pending_loss = s.pm(s.x).float().sum()
+        s.pending_loss = model_scenario.loss(s.pm, s.x) if s.scen.model else s.pm(s.x).float().sum()
 
 
 def write_forward(w, op, ind, calls):
