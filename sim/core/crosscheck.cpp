@@ -301,9 +301,10 @@ bool run_single(const SeqFile& f, Backend b, RealPools& pools, bool twice, Singl
   }
   upstream::UpstreamPool& pool = pools.upstream(f.scenario.world);
   if (!pool.start(f.scenario.world, error)) return false;
-  const std::string text = print_seq(f);
+  const std::string text = print_seq(f);  // a `model` file as written: the pool builds the model itself
   const std::string switches = switches_json(effective_profile(f.scenario));
-  return run_twice(f, twice, out, error, [&](std::vector<Observation>* obs, std::string* err) {
+  // its observations are read (fit, spec) against the layers the model lowers it to, the names the pool reports
+  return run_twice(lowered_file(f), twice, out, error, [&](std::vector<Observation>* obs, std::string* err) {
     upstream::UpstreamResult r = pool.run(text, switches);
     if (!r.ok) *err = r.error;
     else *obs = std::move(r.obs), out->prepared_by = r.prepared_by;
@@ -360,7 +361,7 @@ BackendRun run_backend(const SeqFile& f, const BackendList& all, RealPools& pool
       std::vector<Finding> s8;
       for (const auto& fd : other.findings)
         if (fd.spec == "S8") s8.push_back(fd);
-      other.findings = check_spec(f, other.observations);
+      other.findings = check_spec(lowered_file(f), other.observations);
       other.findings.insert(other.findings.end(), s8.begin(), s8.end());
     }
     c.divergences =
