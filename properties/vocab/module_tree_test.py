@@ -87,6 +87,14 @@ class ModuleTrees(unittest.TestCase):
                     self.assertEqual(code, 3, out)
                     self.assertIn("%s:2:1: %s" % (path, said), out)
                     self.assertEqual(len(out.strip().splitlines()), 1, out)
+            # what upstream does not run yet in a `model` file: refused at its line, the model alone runs it
+            ram = os.path.join(tmp, "ram.seq")
+            with open(path) as f, open(ram, "w") as g:
+                g.write(f.read().replace("world 2\n", "world 2\nloading ram_efficient\n").replace("---\n", "---\nprepare\n"))
+            code, out = run("run", ram, "--backend", "upstream")
+            self.assertEqual(code, 3, out)
+            self.assertIn("%s:2:1: the upstream backend does not run `loading ram_efficient`" % ram, out)
+            self.assertEqual(run("run", ram, "--backend", "model")[0], 0)
 
 
 if __name__ == "__main__":

@@ -75,6 +75,13 @@ std::string upstream_refusal(const Scenario& s, SourcePos* at) {
     return "the upstream backend does not run fully_shard_plan lora_modules yet (docs/design/known-limits.md); "
            "use fully_shard_plan transformer_layers or fully_shard lines";
   }
+  if (s.loading == Loading::RamEfficient) {
+    // ranks > 0 build the model on meta and take rank 0's weights in accelerate's prepare: on a
+    // transformers model a rank stalls there (measured, not yet traced)
+    *at = s.loading_pos;
+    return "the upstream backend does not run `loading ram_efficient` on a `model` scenario yet "
+           "(docs/design/known-limits.md); run this file with --backend model";
+  }
   const ModuleTree tree = module_tree(*s.model);
   for (const auto& a : s.adapters) {
     // a LoRA Embedding holds lora_embedding_A / lora_embedding_B (peft tuners/lora/layer.py::Embedding),

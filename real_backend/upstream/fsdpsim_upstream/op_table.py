@@ -7,7 +7,6 @@ besides: the harness's bookkeeping for the observations, a fix a profile switch 
 what the script spells differently. A new op is one row here.
 
 The ops that save or load checkpoints have their functions in op_checkpoints.py."""
-from . import model_scenario
 from . import op_checkpoints as ckpt
 from .candidate_fixes import add_adapter_rollback
 from .op_calls import Call, autocast, config, perform_all, print_all, refusal
@@ -45,6 +44,8 @@ def loss_text(w):
 
 def forward(s, grad):
     import torch
+
+    from . import model_scenario  # torch at import: the op table itself imports without it (export)
     with torch.set_grad_enabled(grad):
         s.pending_loss = model_scenario.loss(s.pm, s.x) if s.scen.model else s.pm(s.x).float().sum()
 
