@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "model/vocab/model_lowering.hpp"
+#include "model/vocab/module_tree.hpp"
 #include "model/vocab/profile.hpp"
 #include "sim/core/simulator.hpp"
 
@@ -62,9 +63,42 @@ std::string real_backend_refusal(const Scenario& s, SourcePos* at) {
 
 std::string upstream_refusal(const Scenario& s, SourcePos* at) {
   if (!s.model) return "";
-  *at = s.model->pos;
-  return "the upstream backend does not build `model` scenarios yet (AutoModelForCausalLM.from_config, "
-         "docs/design/known-limits.md); run this file with --backend model";
+  // The pool builds the transformers model from its config (real_backend/upstream/fsdpsim_upstream/
+  // model_scenario.py); what it does not run yet is refused here, each with its reason.
+  if (s.model->family == Family::Qwen2Moe) {
+    *at = s.model->pos;
+    return "the upstream backend does not run qwen2_moe `model` scenarios yet (experts, target_parameters; "
+           "docs/design/known-limits.md); run llama, qwen2, mistral or gpt2";
+  }
+  if (s.plan == ShardPlan::LoraModules) {
+    *at = s.plan_pos;
+    return "the upstream backend does not run fully_shard_plan lora_modules yet (docs/design/known-limits.md); "
+           "use fully_shard_plan transformer_layers or fully_shard lines";
+  }
+  if (s.loading == Loading::RamEfficient) {
+    // ranks > 0 build the model on meta and take rank 0's weights in accelerate's prepare: on a
+    // transformers model a rank stalls there (measured, not yet traced)
+    *at = s.loading_pos;
+    return "the upstream backend does not run `loading ram_efficient` on a `model` scenario yet "
+           "(docs/design/known-limits.md); run this file with --backend model";
+  }
+  const ModuleTree tree = module_tree(*s.model);
+  for (const auto& a : s.adapters) {
+    // a LoRA Embedding holds lora_embedding_A / lora_embedding_B (peft tuners/lora/layer.py::Embedding),
+    // names the pool's observation does not read yet; a ModulesToSaveWrapper at a dotted path likewise
+    bool embedding = false;
+    for (const auto& t : resolve_targets(tree, a.targets).modules) {
+      const int m = tree.module_index(t);
+      embedding = embedding || (m >= 0 && tree.modules[m].kind == ModuleKind::Embedding);
+    }
+    if (embedding || !a.modules_to_save.empty() || a.use_dora) {
+      *at = a.pos;
+      return "the upstream backend does not run adapter '" + a.name + "' of a `model` scenario yet (" +
+             (embedding ? "an Embedding target" : !a.modules_to_save.empty() ? "modules_to_save" : "use_dora") +
+             "; docs/design/known-limits.md); run this file with --backend model";
+    }
+  }
+  return "";
 }
 
 std::string real_backend_refusal(const SeqFile& f, SourcePos* at) {
@@ -274,9 +308,10 @@ bool run_single(const SeqFile& f, Backend b, RealPools& pools, bool twice, Singl
   }
   upstream::UpstreamPool& pool = pools.upstream(f.scenario.world);
   if (!pool.start(f.scenario.world, error)) return false;
-  const std::string text = print_seq(f);
+  const std::string text = print_seq(f);  // a `model` file as written: the pool builds the model itself
   const std::string switches = switches_json(effective_profile(f.scenario));
-  return run_twice(f, twice, out, error, [&](std::vector<Observation>* obs, std::string* err) {
+  // its observations are read (fit, spec) against the layers the model lowers it to, the names the pool reports
+  return run_twice(lowered_file(f), twice, out, error, [&](std::vector<Observation>* obs, std::string* err) {
     upstream::UpstreamResult r = pool.run(text, switches);
     if (!r.ok) *err = r.error;
     else *obs = std::move(r.obs), out->prepared_by = r.prepared_by;
@@ -333,7 +368,7 @@ BackendRun run_backend(const SeqFile& f, const BackendList& all, RealPools& pool
       std::vector<Finding> s8;
       for (const auto& fd : other.findings)
         if (fd.spec == "S8") s8.push_back(fd);
-      other.findings = check_spec(f, other.observations);
+      other.findings = check_spec(lowered_file(f), other.observations);
       other.findings.insert(other.findings.end(), s8.begin(), s8.end());
     }
     c.divergences =

@@ -41,6 +41,39 @@ save_optimizer
 """
 
 
+# A tiny Llama (2 decoder layers, accelerate's transformer-class plan, two adapters on every
+# Linear) as fsdpsim prints it (every model option spelled out): the ten ops on a `model` scenario.
+MODEL_SCENARIO = """world {world}
+seed 0
+model llama hidden=16 intermediate=32 layers=2 heads=4 kv_heads=2 vocab=64 tie_embeddings=false seq_len=8
+adapter default r=4 alpha=8 targets=all-linear init=random
+adapter other r=4 alpha=8 targets=all-linear init=random
+fully_shard_plan transformer_layers
+"""
+
+
+def model_vs_linear(world, seconds):
+    """Median seconds of the ten ops on the tiny Llama and on seed 000's Linear stack, the two
+    alternating on one started pool (so load on the machine hits both alike)."""
+    texts = [MODEL_SCENARIO.format(world=world) + TEN_OPS, ten_op_sequence(world)]
+    pool = Pool(world, 20000)
+    pool.start()
+    times = [[], []]
+    try:
+        for t in texts:  # each scenario's first build (and the reuse copy its second makes) left out
+            pool.run(t, None)
+            pool.run(t, None)
+        t_end = time.time() + seconds
+        while time.time() < t_end or len(times[0]) < 3:
+            for i, t in enumerate(texts):
+                t0 = time.time()
+                pool.run(t, None)
+                times[i].append(time.time() - t0)
+    finally:
+        pool.close()
+    return statistics.median(times[0]), statistics.median(times[1]), len(times[0])
+
+
 def ten_op_sequence(world):
     with open(SEED000) as f:
         scenario = f.read().split("---")[0]
@@ -133,6 +166,11 @@ def main():
            f"  ten-op sequence         {per_seq * 1000:6.0f} ms  ({1 / per_seq:.1f} seq/s on a started pool)")
     lines.extend(bench_breakdown.table(results, names))
     figures.extend(bench_breakdown.figures(results, names))
+
+    model_s, linear_s, n = model_vs_linear(args.world, args.seconds)
+    figure("upstream_model_vs_linear", model_s / linear_s, "x",
+           f"  model vs Linear stack   {model_s / linear_s:6.1f} x  (the ten ops on a tiny Llama {model_s * 1000:.0f} ms, "
+           f"on seed 000's Linear stack {linear_s * 1000:.0f} ms; medians of {n} each, one pool)")
 
     per_file = corpus_files(args.corpus, args.seconds)
     med = statistics.median(per_file)

@@ -361,6 +361,8 @@ def judge_layers(o, r, world, init, vals, log=None):
                 if A is None or B is None:
                     return None
                 ds[a] = delta_of(A, B, wshape) * sc
+                if layer in init[r].get("transposed", ()):  # a Conv1D: peft lora/layer.py::Linear.get_delta_weight's transpose(fan_in_fan_out)
+                    ds[a] = ds[a].T
                 mn = f"{layer}.lora_magnitude_vector.{a}"
                 if mn in shapes and mn in mine["s"] and len(wshape) == 2:
                     m = factor(mn)

@@ -18,6 +18,19 @@ ELEM = {torch.float32: 4, torch.bfloat16: 2, torch.float16: 2, torch.uint8: 1}  
 WRAPPERS = ("_checkpoint_wrapped_module", "base_layer")
 
 
+# A `model` scenario's layers are module paths with dots (model_scenario.layers_of), longest first:
+# there the layer is the longest of them that the name starts with, not its first part.
+DOTTED = []
+
+
+def set_layers(names):
+    """The scenario's layer names, for model_name (its cache holds only while they stay)."""
+    dotted = sorted((n for n in names if "." in n), key=len, reverse=True)
+    if dotted != DOTTED:
+        DOTTED[:] = dotted
+        model_name.cache_clear()
+
+
 @functools.lru_cache(maxsize=4096)  # a pure function of the name, asked for each parameter at each observation
 def model_name(peft_name):
     """`base_model.model.lin0.lora_A.default.weight` -> `lin0.lora_A.default`;
@@ -29,7 +42,11 @@ def model_name(peft_name):
     for prefix in ("base_model.model.", "_orig_mod."):
         if n.startswith(prefix):
             n = n[len(prefix):]
-    layer, *rest = n.split(".")
+    layer = next((d for d in DOTTED if n.startswith(d + ".")), None)
+    if layer is not None:
+        rest = n[len(layer) + 1:].split(".")
+    else:
+        layer, *rest = n.split(".")
     while len(rest) > 1 and rest[0] in WRAPPERS:
         rest.pop(0)
     if len(rest) == 3 and rest[0] in ("lora_A", "lora_B", "lora_magnitude_vector") and rest[2] == "weight":

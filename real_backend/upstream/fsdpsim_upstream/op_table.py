@@ -44,8 +44,10 @@ def loss_text(w):
 
 def forward(s, grad):
     import torch
+
+    from . import model_scenario  # torch at import: the op table itself imports without it (export)
     with torch.set_grad_enabled(grad):
-        s.pending_loss = s.pm(s.x).float().sum()
+        s.pending_loss = model_scenario.loss(s.pm, s.x) if s.scen.model else s.pm(s.x).float().sum()
 
 
 def write_forward(w, op, ind, calls):

@@ -6,6 +6,7 @@ reason key (REASONS) why not accelerate, is kept on the session (`prepared_by`)
 and reported to crosscheck's summary. The reasons are measured on CPU gloo with
 accelerate 1.15.0 / torch 2.13 (docs/design/upstream-backend.md)."""
 import contextlib
+import sys
 
 import torch
 from torch.distributed.fsdp import fully_shard
@@ -31,6 +32,8 @@ REASONS = {
                          "named module for (the input embedding, and the tail where no group takes it): its "
                          "auto-wrap, bottom-up, shards the module inside a CheckpointWrapper and then the wrapper "
                          "as an empty unit, where the scenario shards the wrapper"),
+    "model_lines": ("a transformers model sharded by fully_shard lines: accelerate's auto-wrap picks its units "
+                    "by decoder-layer class (fully_shard_plan transformer_layers), not by path"),
     "unit_order": ("children in an order fsdp2_prepare_model does not shard them in: its auto-wrap units "
                    "bottom-up (layer order), then the input embedding, then the tail"),
 }
@@ -78,6 +81,8 @@ def blocker(sess, held):
         return "root_not_last"
     if not held:
         return "nothing_trainable"
+    if s.model:
+        return None if s.plan == "transformer_layers" else "model_lines"
     reason = Units(s).reason()
     if reason:
         return reason
@@ -361,7 +366,10 @@ def run(sess):
         sess.prepared_by = "accelerate" if reason is None else reason
     remapped = False
     with deterministic_empty(sess.scen.loading == "ram_efficient"):
-        if reason is None:
+        if reason is None and sess.scen.model:
+            from . import model_scenario
+            model_scenario.through_accelerate(sess, sys.modules[__name__])
+        elif reason is None:
             through_accelerate(sess)
         else:
             remapped = direct(sess)

@@ -117,7 +117,7 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir, reuse=False):
         w0 = {l: observe.flat(t) for l, t in sess.w0.items()}
         chan.post({"t": "init", "values": init, "w0": w0, "dtype": scen.dtype, "scaling": {
             a.name: a.alpha / a.r for a in scen.adapters}, "shapes": shapes_of(scen),
-            "quant": [l.name for l in scen.layers if l.quant]})
+            "quant": [l.name for l in scen.layers if l.quant], "transposed": [l.name for l in scen.layers if l.transposed]})
     for i, op in enumerate(ops):
         if not op.runs_on(rank):
             continue
@@ -210,7 +210,8 @@ def shapes_of(scen):
         out[scen.base_name(l.name)] = ([l.experts, l.fan_in, l.fan_out] if l.experts
                                        # a Params4bit holds two 4-bit codes a byte, as one column
                                        # (bitsandbytes/functional.py::quantize_4bit)
-                                       else [(l.fan_out * l.fan_in + 1) // 2, 1] if l.quant else [l.fan_out, l.fan_in])
+                                       else [(l.fan_out * l.fan_in + 1) // 2, 1] if l.quant
+                                       else list(l.shape) if l.shape else [l.fan_out, l.fan_in])
         for a in scen.adapters:
             if l.name in a.targets:
                 out[f"{l.name}.lora_A.{a.name}"] = [a.r * e, l.fan_in]

@@ -12,6 +12,10 @@ class Layer:
     experts: int = 0
     quant: object = None  # `quant=nf4|fp4`: a bitsandbytes Linear4bit base with that quant_type
     compute_dtype: object = None  # its compute_dtype ("bf16" / "fp32"); None: bitsandbytes' default
+    # a `model` scenario's module: its weight's shape as stored (a Conv1D's is (in, out), a norm's
+    # (dim,)) and whether it is a Conv1D (PEFT's delta is transposed there: fan_in_fan_out)
+    shape: object = None
+    transposed: bool = False
 
 
 @dataclass
@@ -94,6 +98,10 @@ class Scenario:
     checkpoint: list = field(default_factory=list)
     # `mixed_precision k=v ...`: the MixedPrecisionPolicy every fully_shard gets (text values)
     mp: dict = field(default_factory=dict)
+    # `model FAMILY k=v ...` (model_config.parse_model_line): a transformers model built from its
+    # config, whose modules with parameters become `layers` once it is built (session.py)
+    model: object = None
+    plan: str = ""  # `fully_shard_plan transformer_layers`: accelerate's units (prepare.py)
 
     def policy_keys(self, shard):
         """The policy keys fully_shard call `shard` is made with: the scenario's, its own over them."""
@@ -187,6 +195,11 @@ def parse(text):
                 if w.startswith("reshard_after_forward="):
                     raf = w.split("=", 1)[1]
             scen.shards.append(Shard(rest[0].split(","), raf, mp_keys(rest[1:])))
+        elif key == "model":
+            from .model_config import parse_model_line
+            scen.model = parse_model_line(line)
+        elif key == "fully_shard_plan":
+            scen.plan = rest[0]
         elif key == "optimizer":
             scen.optimizer = rest[0]
         elif key == "loading":

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 from peft import LoraConfig, get_peft_model
 
-from . import candidate_fixes, observe, op_table, prepare, reuse
+from . import candidate_fixes, model_scenario, observe, op_table, prepare, reuse
 from .collectives import REC
 from .seqfile import Op
 from .timing import PHASES
@@ -118,7 +118,10 @@ def lora_config(a, inference_mode=None, layers=()):
     # target_parameters only when used: PEFT releases before it (0.15.x) take every other
     # argument here (peft/tuners/lora/config.py::LoraConfig), and so run the other scenarios.
     extra = {"target_parameters": params} if params else {}
-    return LoraConfig(r=a.r, lora_alpha=a.alpha, target_modules=[t for t in a.targets if t not in experts] or None,
+    modules = [t for t in a.targets if t not in experts] or None
+    if modules == ["all-linear"]:  # PEFT's shorthand is the string (peft/utils/constants.py::INCLUDE_LINEAR_LAYERS_SHORTHAND)
+        modules = "all-linear"
+    return LoraConfig(r=a.r, lora_alpha=a.alpha, target_modules=modules,
                       init_lora_weights=(a.init == "zero"), modules_to_save=list(a.modules_to_save) or None,
                       inference_mode=a.inference_mode if inference_mode is None else inference_mode,
                       use_dora=a.use_dora, **extra)
@@ -154,6 +157,8 @@ class Session:
         hold meta tensors (transformers' loading under accelerate's
         fsdp_cpu_ram_efficient_loading)."""
         seed_cpu(self.scen.seed)
+        if self.scen.model:
+            return model_scenario.build_base(self.scen, self.scen.seed, self.scen.loading == "ram_efficient" and self.rank > 0).to(self.dtype)
         if self.scen.loading == "ram_efficient" and self.rank > 0:
             with torch.device("meta"):
                 net = Net(self.scen.layers, self.dtype)
@@ -163,11 +168,23 @@ class Session:
 
     def build(self):
         self.dtype = torch.bfloat16 if self.scen.dtype == "bf16" else torch.float32
+        if self.scen.model:  # its layers: the modules of the model its config builds
+            self.scen.layers = model_scenario.layers_for(self.scen)
+        observe.set_layers([l.name for l in self.scen.layers])
         with PHASES.timed("reset"):  # the last sequence's model, where the scenario is the same (reuse.py)
             kept = reuse.take(self, self.reuse_key)
         if not kept:
             self.build_model()
         self.patch_delta_weight()
+        if self.scen.model:
+            model_scenario.resolve_targets(self)
+            if self.scen.plan == "transformer_layers":
+                self.scen.shards = model_scenario.plan_shards(self.scen, self.pm)
+            self.x = model_scenario.batch(self.scen, self.rank)
+            if not any(op.kind == "prepare" for op in self.ops):
+                with PHASES.timed("prepare"):
+                    self.prepare()
+            return
         # `data per_rank`: each rank its own batch, as a DistributedSampler hands out
         # (rank 0's is the `same` batch every rank reads otherwise)
         shift = self.rank * 1000003 if self.scen.data == "per_rank" else 0
@@ -189,8 +206,9 @@ class Session:
                 # the net just built holds it: the same draws from the same seed, which also leave
                 # the generator where the second build would
                 seed_cpu(self.scen.seed)
-                cpu = quantize(Net(self.scen.layers).to(self.dtype), self.scen.layers)
-            self.w0 = {l.name: getattr(cpu, l.name).weight.detach().clone() for l in self.scen.layers}
+                cpu = (model_scenario.build_base(self.scen, self.scen.seed).to(self.dtype) if self.scen.model
+                       else quantize(Net(self.scen.layers).to(self.dtype), self.scen.layers))
+            self.w0 = {l.name: cpu.get_submodule(l.name).weight.detach().clone() for l in self.scen.layers}
         with PHASES.timed("peft"):
             live = [a for a in self.scen.adapters if not a.deferred]
             self.pm = get_peft_model(net, lora_config(live[0], layers=self.scen.layers), adapter_name=live[0].name,
@@ -203,13 +221,13 @@ class Session:
     def layer(self, name):
         """The layer's own module (PEFT's LoRA layer, or the plain one no adapter
         targets): under `checkpoint`, the one the CheckpointWrapper holds."""
-        m = getattr(self.pm.base_model.model, name)
+        m = self.pm.base_model.model.get_submodule(name)
         return m._modules["_checkpoint_wrapped_module"] if name in self.scen.checkpoint and is_ac_wrapper(m) else m
 
     def module_of(self, group):
         """The module at a group's path: what fully_shard was given (under
         `checkpoint`, the CheckpointWrapper, as accelerate shards it)."""
-        return self.pm if group == "root" else getattr(self.pm.base_model.model, group)
+        return self.pm if group == "root" else self.pm.base_model.model.get_submodule(group)
 
     def apply_checkpointing(self):
         """`checkpoint L,...`: each layer wrapped where it sits, before any
@@ -217,7 +235,7 @@ class Session:
         accelerator.py::_prepare_fsdp2 runs before fsdp2_prepare_model)."""
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
         for name in self.scen.checkpoint:
-            m = getattr(self.pm.base_model.model, name)
+            m = self.pm.base_model.model.get_submodule(name)
             if not is_ac_wrapper(m):
                 self.pm.set_submodule("base_model.model." + name, checkpoint_wrapper(m, preserve_rng_state=False))
 
@@ -252,8 +270,11 @@ class Session:
                 groups.append((name, mod))
         # the model's order: the root's group first, then the children in module order, a grouped
         # fully_shard([lin2, lin0]) at its first module in the model (named_modules pre-order)
-        order = {l.name: i for i, l in enumerate(self.scen.layers)}
-        first = {d.modules[0]: min(order[m] for m in d.modules) for d in self.scen.shards if not d.is_root}
+        if self.scen.model:  # the calls' paths are modules above the layers
+            first = model_scenario.group_order(self.scen, self.scen.shards)
+        else:
+            order = {l.name: i for i, l in enumerate(self.scen.layers)}
+            first = {d.modules[0]: min(order[m] for m in d.modules) for d in self.scen.shards if not d.is_root}
         groups.sort(key=lambda g: -1 if g[0] == "root" else first[g[0]])
         self.fsdp_modules = groups
 
