@@ -3,6 +3,7 @@
 // and the script line it would happen at; every class confirmed on the backends after the model
 // in --backend (`--backend model,upstream`). A table, or with --json a near_class record per class
 // and a near_summary.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -93,6 +94,7 @@ int cmd_check_near(const Args& a, int k) {
   if (a.backends.empty() || a.backends.front() != Backend::Model)
     throw SourceError("<command line>", {}, "check --near K explores on the model and confirms on the others: --backend model or model,upstream, got '" + a.backend + "'");
   const std::string file = a.positional[0];
+  if (std::filesystem::is_directory(file)) throw SourceError(file, {}, "is a directory: check --near K takes one .seq file");
   SeqFile f = parse_seq_file(file);
   apply_overrides(f, a, file);
   const BackendList others(a.backends.begin() + 1, a.backends.end());
@@ -119,11 +121,12 @@ int cmd_check_near(const Args& a, int k) {
   auto where = [&](int origin) { return places[origin]; };
   auto edit_text = [&](const NearClass& c) {
     std::string s;
-    for (const NearEdit& e : c.edits) s += (s.empty() ? "" : "; then ") + near_edit_text(e, text, where);
+    for (const NearEdit& e : c.edits) s += (s.empty() ? "" : ", then ") + near_edit_text(e, text, where);
     return s.empty() ? std::string("(as recorded)") : s;
   };
   // Where the class's finding shows: its op in the representative, by the script line of the op it copies.
   auto at_text = [&](const NearClass& c) {
+    if (c.finding.step < 1 || c.finding.step > static_cast<int>(c.file.ops.size())) return std::string("the whole run");
     const int origin = c.origins[c.finding.step - 1];
     return "op " + std::to_string(c.finding.step) + " `" + op_text(c.file.ops[c.finding.step - 1]) + "` (" + places[origin] + ")";
   };
@@ -156,14 +159,22 @@ int cmd_check_near(const Args& a, int k) {
               << " run on the model\n";
     std::cout << "now: " << now << (now == 1 ? " class" : " classes") << "; " << near.classes.size() - now << " more within " << k
               << (k == 1 ? " edit" : " edits") << (others.empty() ? " (model only: --backend model,upstream confirms them)" : "") << "\n";
-    std::vector<std::vector<std::string>> rows = {{"class", "edits", "edit", "finding at", "sequences"}};
+    // The classes as a table, then each one's shortest edit as a sentence (the table's cells stay short).
+    std::vector<std::vector<std::string>> rows = {{"class", "edits", "finding at", "sequences"}};
     for (Backend b : others) rows[0].push_back(backend_name(b));
     for (size_t i = 0; i < near.classes.size(); ++i) {
       const NearClass& c = near.classes[i];
-      rows.push_back({c.id, c.now ? "now" : std::to_string(c.distance), edit_text(c), at_text(c), std::to_string(c.reached)});
+      rows.push_back({c.id, c.now ? "now" : std::to_string(c.distance), at_text(c), std::to_string(c.reached)});
       for (const auto& x : confirmations[i]) rows.back().push_back(x.verdict);
     }
     print_fitted(std::cout, rows, a.wide ? 0 : 120, 2);
+    for (size_t i = 0; i < near.classes.size(); ++i) {
+      const NearClass& c = near.classes[i];
+      if (c.now) continue;
+      std::cout << "- " << edit_text(c) << " leads to " << c.id << " at " << at_text(c);
+      for (const auto& x : confirmations[i]) std::cout << "; " << x.verdict << " on " << x.backend;
+      std::cout << "\n";
+    }
   }
   if (!others.empty()) print_upstream_versions(std::cout, pools, a.json);
   if (interrupted()) return interrupted_exit(interrupted());
