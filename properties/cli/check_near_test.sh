@@ -38,7 +38,8 @@ S3 flag-on-copy/set_adapter  now    op 9 `train_step` (examples/sft_two_adapters
 S3 rank-divergent-op         1      op 9 `train_step` (examples/sft_two_adapters.py:45,46,47,48)  6
 S5 rank-divergent-op         1      op 3 `train_step` (examples/sft_two_adapters.py:45,46,47,48)  26
 - run `set_adapter task_a` at examples/sft_two_adapters.py:43 (op 1) on rank 0 only leads to S3 rank-divergent-op at op 9 `train_step` (examples/sft_two_adapters.py:45,46,47,48)
-- run `train_step` at examples/sft_two_adapters.py:45,46,47,48 (op 2) on rank 0 only leads to S5 rank-divergent-op at op 3 `train_step` (examples/sft_two_adapters.py:45,46,47,48)'
+- run `train_step` at examples/sft_two_adapters.py:45,46,47,48 (op 2) on rank 0 only leads to S5 rank-divergent-op at op 3 `train_step` (examples/sft_two_adapters.py:45,46,47,48)
+- remove `eval` at examples/sft_two_adapters.py:51 (op 7) leaves no finding (12 of the 93 sequences have none)'
 "$FSDPSIM" check examples/sft_two_adapters.seq --near 1 --backend model > "$OUT/a.txt" 2> /dev/null
 [ $? = 1 ] || fail "a file with findings near it: exit not 1"
 [ "$(cat "$OUT/a.txt")" = "$want" ] || { diff <(echo "$want") "$OUT/a.txt"; fail "output differs"; }
@@ -49,7 +50,7 @@ cmp -s "$OUT/a.txt" "$OUT/b.txt" || fail "two runs differ"
 python3 "$SRC/properties/cli/json_schema_check.py" "$SRC/docs/cli-json.schema.json" "$OUT/j.json" || fail "--json against the schema"
 [ "$(grep -c '"type":"near_class"' "$OUT/j.json")" = 3 ] || fail "not 3 near_class records"
 grep -q '"edit_lines":\["examples/sft_two_adapters.py:43"\]' "$OUT/j.json" || fail "no edit line 43 in --json"
-grep -q '"type":"near_summary","file":"examples/sft_two_adapters.seq","k":1,"ops":14,"sequences":93,"refused":0,"classes_now":1,"classes_near":2' "$OUT/j.json" || fail "near_summary"
+grep -q '"type":"near_summary","file":"examples/sft_two_adapters.seq","k":1,"ops":14,"sequences":93,"refused":0,"clean":12,"classes_now":1,"classes_near":2,"first_clean":\["remove `eval` at examples/sft_two_adapters.py:51 (op 7)"\]' "$OUT/j.json" || fail "near_summary"
 
 cd "$OUT" || exit 1
 S=$SRC/examples/sft_two_adapters.seq

@@ -149,10 +149,12 @@ int cmd_check_near(const Args& a, int k) {
       for (const auto& x : confirmations[i]) conf.push_back(x.backend + ": " + x.verdict);
       r.strs("confirmations", conf).print(std::cout);
     }
+    std::vector<std::string> clean_edits;
+    for (const NearEdit& e : near.first_clean) clean_edits.push_back(near_edit_text(e, text, where));
     JsonRecord s("near_summary");
     s.str("file", file).num("k", k).num("ops", static_cast<int64_t>(f.ops.size())).num("sequences", near.sequences)
-        .num("refused", near.refused).num("classes_now", now).num("classes_near", static_cast<int64_t>(near.classes.size()) - now)
-        .str("confirmed_on", backends_text(others)).real("model_seconds", near.seconds).print(std::cout);
+        .num("refused", near.refused).num("clean", near.clean).num("classes_now", now).num("classes_near", static_cast<int64_t>(near.classes.size()) - now)
+        .strs("first_clean", clean_edits).str("confirmed_on", backends_text(others)).real("model_seconds", near.seconds).print(std::cout);
   } else {
     std::cout << "near " << file << ": " << f.ops.size() << " ops, world " << f.scenario.world << ", " << f.scenario.profile << "; within " << k
               << (k == 1 ? " edit: " : " edits: ") << near.sequences << " sequences, " << near.refused << " refused by the .seq rules, " << ran
@@ -174,6 +176,12 @@ int cmd_check_near(const Args& a, int k) {
       std::cout << "- " << edit_text(c) << " leads to " << c.id << " at " << at_text(c);
       for (const auto& x : confirmations[i]) std::cout << "; " << x.verdict << " on " << x.backend;
       std::cout << "\n";
+    }
+    // Where the file hits something now: the shortest edit that leaves no finding at all.
+    if (now > 0 && near.clean > 0) {
+      NearClass clean;
+      clean.edits = near.first_clean;
+      std::cout << "- " << edit_text(clean) << " leaves no finding (" << near.clean << " of the " << ran << " sequences have none)\n";
     }
   }
   if (!others.empty()) print_upstream_versions(std::cout, pools, a.json);

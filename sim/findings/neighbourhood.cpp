@@ -166,6 +166,14 @@ NearResult explore_near(const SeqFile& recorded, int k, const std::function<void
       continue;
     }
     RunResult r = run_checked_sampled(f, 16);
+    if (r.findings.empty()) {
+      ++res.clean;
+      // The fewest edits; among those a removal first, then a swap, an addition, one rank's op:
+      // the edit that reads most like a fix to the script.
+      static constexpr int kPrefer[] = {2, 0, 1, 3};  // by NearEdit::Kind
+      auto rank_of = [](const std::vector<NearEdit>& e) { return e.size() * 4 + kPrefer[static_cast<int>(e.front().kind)]; };
+      if (res.first_clean.empty() || rank_of(all[i].edits) < rank_of(res.first_clean)) res.first_clean = all[i].edits;
+    }
     gather(f, all[i], r, false);
     recycle(std::move(r));
     if (progress && ((i + 1) % 64 == 0 || i + 1 == all.size())) progress(static_cast<int64_t>(i + 1), total);

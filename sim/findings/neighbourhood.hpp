@@ -43,6 +43,10 @@ struct NearResult {
   std::vector<NearClass> classes;  // the recorded file's first (first finding's order), then by distance and edit order
   int64_t sequences = 0;           // distinct edited sequences (the recorded one not counted)
   int64_t refused = 0;             // of those, the ones the vocabulary's rules refuse (validate)
+  int64_t clean = 0;               // of those, the ones with no finding
+  // The shortest edit to one with no finding, a removal before a swap, an addition, one rank's op
+  // (empty: none has none).
+  std::vector<NearEdit> first_clean;
   double seconds = 0;
 };
 

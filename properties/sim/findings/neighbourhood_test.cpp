@@ -78,6 +78,12 @@ TEST(Neighbourhood, SftExampleOneEditAway) {
   EXPECT_EQ(r.classes[1].id, "S3 rank-divergent-op");
   EXPECT_EQ(edit_texts(r.classes[2], f), std::vector<std::string>{"run `train_step` at train.py:11 (op 2) on rank 0 only"});
   EXPECT_EQ(r.classes[2].id, "S5 rank-divergent-op");
+  // Without the eval after the second step (the one that leaves the root unsharded before
+  // set_adapter task_b) nothing is found: of the 12 clean sequences, the removal is named.
+  EXPECT_EQ(r.clean, 12);
+  NearClass clean;
+  clean.edits = r.first_clean;
+  EXPECT_EQ(edit_texts(clean, f), std::vector<std::string>{"remove `eval` at train.py:16 (op 7)"});
 }
 
 }  // namespace
