@@ -11,12 +11,7 @@ MODE=${3:-model}
 [ "$MODE" = upstream ] && { [ -x "$SRC/.venv/bin/python" ] || exit 77; }
 export TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/check_near.XXXXXX")
 trap 'rm -rf "$TMPDIR"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-expect_rc() {  # RC DESCRIPTION CMD...
-  local want=$1 what=$2; shift 2
-  "$@" > out.txt 2> err.txt; local rc=$?
-  [ "$rc" = "$want" ] || { cat out.txt err.txt; fail "$what: exit $rc, wanted $want"; }
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect_rc.sh"
 cd "$SRC" || exit 1
 OUT=$TMPDIR/run
 mkdir -p "$OUT"
