@@ -49,6 +49,7 @@ def main():
     open(os.path.join(TMP, "patched.jsonl"), "w").write(patched_obs)
     case(["check", patched, "--backend", "model,upstream"], [0], {"check_file", "check_summary", "upstream_versions"},
          S.fake_pool(os.path.join(TMP, "patched.jsonl")))
+    case(["check", os.path.join(ROOT, "examples", "sft_two_adapters.seq"), "--near", "1"], [1], {"near_class", "near_summary"})
     results = os.path.join(TMP, "results.json")
     case(["crosscheck", "--seed", "20000", "--count", "3", "--out", os.path.join(TMP, "cc"), "--results", results], [0], {"crosscheck_summary"})
     case(["crosscheck", "--seed", "5", "--count", "1", "--timeout", "2000", "--out", os.path.join(TMP, "cc_broken")], [4],

@@ -7,12 +7,7 @@ set -u
 FSDPSIM=$1
 export TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/record_usage.XXXXXX")
 trap 'rm -rf "$TMPDIR"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-expect_rc() {  # RC DESCRIPTION CMD...
-  local want=$1 what=$2; shift 2
-  "$@" > out.txt 2> err.txt; local rc=$?
-  [ "$rc" = "$want" ] || { cat out.txt err.txt; fail "$what: exit $rc, wanted $want"; }
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect_rc.sh"
 cd "$TMPDIR" || exit 1
 expect_rc 3 "no command" "$FSDPSIM" record --out x.seq
 grep -q "record expects the command to run after \`--\`" err.txt || fail "no-command message"

@@ -125,7 +125,8 @@ JunitCase junit_case(const FileOutcome& o) {
 
 }  // namespace
 
-int cmd_check(const Args& a) {
+int cmd_check(const Args& a, const CheckFlags& own) {
+  if (own.near > 0) return cmd_check_near(a, own.near);
   if (a.positional.empty()) throw SourceError("<command line>", {}, "check expects at least one file or directory");
   const auto t0 = Clock::now();
   int count[6] = {0, 0, 0, 0, 0, 0};  // per FileOutcome::Status

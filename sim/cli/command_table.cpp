@@ -127,8 +127,12 @@ std::vector<Command> make_table() {
        "                    [--wide]           the table's cells whole (default: cut to fit 120 columns)\n")).backend_notes = true;
   row(command("check", cmd_check,
       {F("--memory-budget"), F("--backend"), F("--profile"), F("--set"), F("--ranks"), F("--timeout"), F("--json"),
-       F("--junit").with_help("a JUnit XML report, a testcase per file"), F("--upstream")},
-       "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v] [--json] [--junit FILE]   a testcase per file\n")).backend_notes = true;
+       F("--junit").with_help("a JUnit XML report, a testcase per file"), F("--upstream"),
+       own_int("--near", "K", &CheckFlags::near, 1, 2,
+               "one FILE.seq and every sequence within K (1, 2) edits of its own ops, on the model; classes confirmed on the other backends"),
+       F("--wide")},
+       "       fsdpsim check PATH... [--backend B] [--profile P] [--set k=v] [--json] [--junit FILE]   a testcase per file\n"
+       "       fsdpsim check FILE.seq --near K [--backend model,upstream] [--json] [--wide]   the finding classes K edits away\n")).backend_notes = true;
   row(command("crosscheck", cmd_crosscheck,
       {F("--seed"), F("--count").with_help("how many sequences, one per seed from S (default 1)"), F("--world").with_help("every sequence at N ranks (default 1..4 in turn)"),
        F("--profile").with_help("every sequence under profile P"), F("--out").with_help("each diverging sequence written here (default crosscheck-S)"), F("--ranks"), F("--timeout"),

@@ -52,7 +52,11 @@ void print_upstream_versions(std::ostream& os, RealPools& pools, bool json);
 // The handlers, each after its command's own options (the flags its row stores there,
 // command_table.cpp); the common ones are in Args.
 int cmd_run(const Args& a);
-int cmd_check(const Args& a);
+struct CheckFlags {
+  int near = 0;  // --near K: the sequences within K edits of the file (cmd_check_near.cpp); 0: the file alone
+};
+int cmd_check(const Args& a, const CheckFlags& own);
+int cmd_check_near(const Args& a, int k);
 int cmd_profiles(const Args& a);
 int cmd_random(const Args& a);
 int cmd_fingerprint(const Args& a);
