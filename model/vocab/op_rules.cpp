@@ -1,6 +1,7 @@
 #include "model/vocab/op_rules.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace fsdpsim {
 
@@ -70,14 +71,10 @@ std::string OpRules::unload_unmodelled(const Scenario& s, const std::vector<Op>&
 }
 
 bool OpRules::runs_after_unload(OpKind k) {
-  switch (k) {
-    case OpKind::Forward: case OpKind::Eval: case OpKind::Generate: case OpKind::Backward: case OpKind::Step:
-    case OpKind::TrainStep: case OpKind::ZeroGrad: case OpKind::Reshard: case OpKind::Unshard: case OpKind::StateDict:
-    case OpKind::GradientSync: case OpKind::SaveModel: case OpKind::MergeAndUnload:
-      return true;
-    default:
-      return false;
-  }
+  static constexpr OpKind kRun[] = {OpKind::Forward,  OpKind::Eval,      OpKind::Generate,     OpKind::Backward,   OpKind::Step,
+                                    OpKind::TrainStep, OpKind::ZeroGrad, OpKind::Reshard,      OpKind::Unshard,    OpKind::StateDict,
+                                    OpKind::GradientSync, OpKind::SaveModel, OpKind::MergeAndUnload};
+  return std::find(std::begin(kRun), std::end(kRun), k) != std::end(kRun);
 }
 
 bool OpRules::rank_safe(OpKind k) {
