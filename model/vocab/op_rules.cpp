@@ -50,6 +50,7 @@ std::string OpRules::unload_unmodelled(const Scenario& s, const std::vector<Op>&
     *at = pos;
     return "the model does not implement merge_and_unload " + what + "; run this file with --backend upstream";
   };
+  if (s.model) return refuse(s.model->pos, "on a `model` scenario (only on `layer` stacks)");
   for (const auto& a : s.adapters) {
     if (a.deferred || a.use_dora || !a.modules_to_save.empty())
       return refuse(a.pos, "with adapter '" + a.name + "' (" +
