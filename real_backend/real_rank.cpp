@@ -3,6 +3,7 @@
 #include "real_backend/real_rank.hpp"
 
 #include <stdexcept>
+#include <string>
 #include "real_backend/activation_dtype.hpp"
 
 #include <ATen/core/grad_mode.h>
@@ -91,6 +92,7 @@ void RealRank::dispatch(const Op& op) {
   switch (op.kind) {
     case OpKind::Forward: forward(true); break;
     case OpKind::Eval: forward(false); break;
+    case OpKind::Generate: generate(std::stoi(op.names[0])); break;
     case OpKind::Backward: backward(); break;
     case OpKind::Step: optimizer_.step(); break;
     case OpKind::ZeroGrad: optimizer_.zero_grad(); break;
@@ -134,7 +136,8 @@ void RealRank::dispatch(const Op& op) {
     case OpKind::GradientSync: fsdp_.set_requires_gradient_sync(op.sync); break;
     // never an observation: every command refuses such a file first (sim/core/crosscheck.cpp::real_backend_refusal)
     case OpKind::SaveModel:
-    case OpKind::LoadModel: throw std::logic_error(std::string(op_name(op.kind)) + " reached the C++ backend, which does not implement it");
+    case OpKind::LoadModel:
+    case OpKind::MergeAndUnload: throw std::logic_error(std::string(op_name(op.kind)) + " reached the C++ backend, which does not implement it");
   }
 }
 
@@ -154,6 +157,21 @@ void RealRank::forward(bool grad_enabled) {
   }
 }
 
+// An RL rollout's decode steps on a Linear stack (upstream op_table.py::run_generate): under
+// no_grad, each step's input is the previous step's output when that has the batch's shape, else
+// the batch again. Nothing of the output is kept beyond the loss the last step leaves.
+void RealRank::generate(int steps) {
+  struct Clear {
+    at::Tensor& feed;
+    at::Tensor& out;
+    ~Clear() { feed = out = at::Tensor(); }
+  } clear{feed_, out_};
+  for (int step = 0; step < steps; ++step) {
+    forward(false);
+    feed_ = out_;
+  }
+}
+
 void RealRank::forward_hooks(bool grad_enabled) {
   at::AutoGradMode mode(grad_enabled);
   fsdp_.lazy_init();
@@ -164,6 +182,7 @@ void RealRank::forward_hooks(bool grad_enabled) {
   // `data same`: every rank reads rank 0's batch; `per_rank`: its own (a DistributedSampler's shard).
   std::vector<float> x = rank_input(*layout_, seed_, layout_->data == Data::PerRank ? comm_->rank() : 0);
   at::Tensor h = at::from_blob(x.data(), {static_cast<int64_t>(x.size()) / layout_->layers.front().in, layout_->layers.front().in}, at::kFloat).clone();
+  if (feed_.defined() && feed_.sizes() == h.sizes()) h = feed_.to(at::kFloat);  // generate's previous output
   const bool mp = layout_->mixed_precision;
   // session.py Net.forward: `x = x.to(dtype)`, after the root's pre-forward (whose input cast never
   // reaches a layer); under a policy the activation then carries its real dtype.
@@ -201,6 +220,7 @@ void RealRank::forward_hooks(bool grad_enabled) {
     if (l + 1 < layout_->layers.size()) h = at::relu(h);
   }
   fsdp_.root_post_forward(h);
+  out_ = h.detach();
   ckpt_.register_hooks([this](int layer, const at::Tensor& in) { return peft_.layer_forward(layer, in); });
   loss_ = h.sum();
   have_output_ = true;

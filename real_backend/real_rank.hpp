@@ -46,6 +46,8 @@ class RealRank {
   // forward restores the graph flags on a raise.
   void forward(bool grad_enabled);
   void forward_hooks(bool grad_enabled);
+  // `generate N`: N no_grad forwards, each fed the previous output where it has the batch's shape.
+  void generate(int steps);
   // loss.backward(): autograd, then FSDP's hooks in the order they fired.
   void backward();
   RankReport report(const Op& op, int step);
@@ -65,6 +67,8 @@ class RealRank {
   // the autograd graph of the last forward
   at::Tensor loss_;
   bool have_output_ = false;
+  // generate's next input (the last step's output), undefined outside a generate
+  at::Tensor feed_, out_;
   OpResult res_;  // this op's outcome (apply starts it afresh, report reads it)
 };
 

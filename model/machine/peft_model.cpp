@@ -88,6 +88,28 @@ Raise PeftModel::merge(const Op& op) {
   return {};
 }
 
+// tuners_utils.py::BaseTuner._unload_and_optionally_merge (merge_and_unload): layer by layer in
+// module order, Linear.merge of the layer's active adapters (as merge_adapter's), then
+// _replace_module puts its base layer in its place. The LoRA parameters leave the module tree
+// (not present), but FSDP's groups keep their FSDPParams and gather them as a deleted adapter's;
+// the base weight keeps the merged deltas and nothing lists them as merged any more. A merge that
+// raises leaves that layer and those after it as they were. peft_config stays on the tuner
+// (`del self.model.peft_config` removes the base model's copy), so the active adapter names do too.
+Raise PeftModel::merge_and_unload() {
+  for (size_t l = 0; l < p_.tree.topo.layers.size(); ++l) {
+    LoraLayer& lp = p_.tree.layers[l];
+    if (!lp.tuner) continue;
+    std::vector<int> order = p_.config.active_order.only(lp.active).list();
+    for (int a : lp.active.without(p_.config.active_order.set())) order.push_back(a);
+    for (int a : order)
+      if (Raise r = lp.merge(layer_port(static_cast<int>(l)), a)) return r;
+    for (int a = 0; a < p_.tree.topo.n_adapters(); ++a)
+      for (int p : p_.tree.topo.layers[l].tensors(a)) p_.tree.params[p].present = false;
+    lp = LoraLayer{};  // a plain Linear: no adapters, nothing merged, not a tuner layer
+  }
+  return {};
+}
+
 // FSDPModule.reshard on every FSDP module that holds no merged layer (resharding would drop the
 // merged weight): peft#3872's _reshard_fsdp_modules, and flag-on-copy.patch's _reshard_fsdp2_modules.
 void PeftModel::reshard_groups_without_merged() {

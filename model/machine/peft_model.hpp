@@ -54,6 +54,7 @@ class PeftModel {
   [[nodiscard]] Raise set_adapter(const Op& op);
   [[nodiscard]] Raise merge(const Op& op);
   [[nodiscard]] Raise unmerge_adapter();
+  [[nodiscard]] Raise merge_and_unload();
   [[nodiscard]] Raise disable_enter();
   [[nodiscard]] Raise disable_exit();
   // graph_grad: the pending autograd graph's grads (a recreated parameter gets none).

@@ -38,6 +38,8 @@ const TrInfo& tr_info(Tr t) {
       {"new_optimizer", "torch optim/adamw.py::AdamW.__init__"},
       {"save_model", "torch distributed/checkpoint/state_dict.py::get_model_state_dict"},
       {"load_model", "torch distributed/checkpoint/state_dict.py::set_model_state_dict / nn/modules/module.py::Module.load_state_dict"},
+      {"generate", "torch autograd/grad_mode.py::no_grad around nn/modules/module.py::Module.__call__, once per step"},
+      {"merge_and_unload", "peft tuners/tuners_utils.py::BaseTuner._unload_and_optionally_merge"},
       {"inject_adapter", "peft tuners/tuners_utils.py::BaseTuner.inject_adapter"},
       {"delete_adapter-fallback", "peft tuners/tuners_utils.py::BaseTunerLayer.delete_adapter"},
       {"disabled-forward-unmerge", "peft tuners/lora/layer.py::Linear.forward"},

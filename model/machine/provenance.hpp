@@ -27,7 +27,7 @@ enum class Tr : uint8_t {
   Prepare, Forward, Eval, Backward, OptimizerStep, ZeroGrad, Merge, Unmerge, SetAdapter, BaseSetAdapter,
   DisableEnter, DisableExit, AddAdapter, LoadAdapter, DeleteAdapter, Reshard, Unshard, StateDict,
   SaveOptimizer, LoadOptimizer, SaveAdapters, LoadAdapters, DeltaWeight, GradientSync, NewOptimizer, SaveModel,
-  LoadModel,
+  LoadModel, Generate, MergeAndUnload,
   // inner mechanisms
   InjectAdapter,            // BaseTuner.inject_adapter: set_adapter with the new config's inference_mode
   DeleteFallback,           // BaseTunerLayer.delete_adapter: a layer falls back to its own first adapter

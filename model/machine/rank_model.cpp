@@ -138,6 +138,8 @@ Tr RankModel::op_transition(const Op& op) {
     case OpKind::GradientSync: return Tr::GradientSync;
     case OpKind::SaveModel: return Tr::SaveModel;
     case OpKind::LoadModel: return Tr::LoadModel;
+    case OpKind::Generate: return Tr::Generate;
+    case OpKind::MergeAndUnload: return Tr::MergeAndUnload;
   }
   return Tr::None;
 }
@@ -147,6 +149,10 @@ Raise RankModel::dispatch(const Op& op) {
   switch (op.kind) {
     case OpKind::Forward: return op_forward(true);
     case OpKind::Eval: return op_forward(false);
+    case OpKind::Generate:  // N no_grad forwards (an RL rollout's decode steps); the first raise ends it
+      for (int step = std::stoi(op.names[0]); step > 0; --step)
+        if (Raise r = op_forward(false)) return r;
+      break;
     case OpKind::Backward: return op_backward();
     case OpKind::Step: st_.optimizer.step(optimizer_port(fsdp())); break;
     case OpKind::ZeroGrad: st_.optimizer.zero_grad(optimizer_port(fsdp())); break;
@@ -192,6 +198,7 @@ Raise RankModel::dispatch(const Op& op) {
     case OpKind::SaveAdapters: return peft().save_adapters(op);
     case OpKind::SaveModel: return peft().save_model(op);
     case OpKind::LoadModel: return peft().load_model(op);
+    case OpKind::MergeAndUnload: return peft().merge_and_unload();
     case OpKind::LoadAdapters: return peft().load_adapters(rank0_file_missing_, rank0_first_file_, &res_.reload_diff);
     case OpKind::DeltaWeight: return peft().delta_weight(topo_->layer_index(op.names[0]), &res_.deltas, &res_.corrupt_deltas);
     case OpKind::Prepare: accelerator().prepare(st_.optimizer, optimizer_port(fsdp())); break;

@@ -23,8 +23,8 @@ void S1GradsChecker::judge(const SpecContext& ctx, const Op& op, const Observati
     // micro-batch of another adapter is a finding there.
     if (!r.sync_off) check(ctx, o, intended, from_eval, out);
   }
-  if (op.kind == OpKind::Forward || op.kind == OpKind::Eval) {
-    r.eval_output = op.kind == OpKind::Eval;
+  if (op.kind == OpKind::Forward || op.kind == OpKind::Eval || op.kind == OpKind::Generate) {
+    r.eval_output = op.kind != OpKind::Forward;  // generate: its last no_grad forward's output
     r.flags_since_forward = false;
   }
   if (sets_flags(op.kind)) r.flags_since_forward = true;

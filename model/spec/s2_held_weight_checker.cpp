@@ -6,8 +6,13 @@
 
 namespace fsdpsim::spec {
 
-void S2HeldWeightChecker::observe(const SpecContext&, const Op&, const Observation& o, std::vector<Finding>& out) {
+void S2HeldWeightChecker::observe(const SpecContext&, const Op& op, const Observation& o, std::vector<Finding>& out) {
   uint32_t& reported = reported_[o.rank];
+  // merge_and_unload (peft tuners_utils.py::BaseTuner._unload_and_optionally_merge) leaves each
+  // base weight holding the deltas it merged, on purpose, and no LoRA layer whose merged flags
+  // could name them: from then on this rank's weights have no W0 + merged deltas to be judged by.
+  if (op.kind == OpKind::MergeAndUnload && o.status == Status::Ok) reported |= kUnloaded;
+  if (reported & kUnloaded) return;
   for (size_t l = 0; l < o.layers.size() && l < layers_; ++l) {
     const LayerObs& lo = o.layers[l];
     const uint32_t bit = 1u << l;

@@ -11,13 +11,15 @@ class S2HeldWeightChecker : public Checker {
  public:
   explicit S2HeldWeightChecker(const SpecContext& ctx) : layers_(ctx.layer_count()), reported_(ctx.world(), 0) {}
   void observe(const SpecContext& ctx, const Op& op, const Observation& o, std::vector<Finding>& out);
-  // Per rank one word: bit l set while layer l's bad weight is reported.
+  // Per rank one word: bit l set while layer l's bad weight is reported, and kUnloaded.
   void pack_key(const SpecContext& ctx, KeyWriter& key) const;
 
  private:
   size_t layers_;
-  std::vector<uint32_t> reported_;  // per rank, bit l: layer l's bad weight is reported
-  static_assert(kMaxLayers <= 32, "a rank's reported layers are one uint32_t");
+  // per rank, bit l: layer l's bad weight is reported; kUnloaded: a merge_and_unload ran
+  std::vector<uint32_t> reported_;
+  static constexpr uint32_t kUnloaded = 1u << 31;
+  static_assert(kMaxLayers < 31, "a rank's reported layers and its unloaded bit are one uint32_t");
 };
 
 }  // namespace fsdpsim::spec

@@ -16,6 +16,8 @@ constexpr int kMaxParams = 256;
 // run's memory whatever the file (a 4 MiB .seq holds 800 000 ops; at world 64 they were
 // 51 million observations and `std::bad_alloc`).
 constexpr long long kMaxOpRanks = 50000;
+// `generate N`'s steps: each is a whole no_grad forward on every rank.
+constexpr int kMaxGenerateSteps = 16;
 static_assert(kMaxAdapters <= 8, "adapter sets are uint8_t masks (OpResult::grads, RankState::present, Layout::wrapped)");
 static_assert(kMaxLayers + 1 <= 32, "FSDP groups (the root plus one per layer at most) are uint32_t bit sets");
 

@@ -22,16 +22,17 @@ namespace fsdpsim {
   X(SaveAdapters, "save_adapters") X(LoadAdapters, "load_adapters")        \
   X(DeltaWeight, "delta_weight") X(Prepare, "prepare")                   \
   X(NewOptimizer, "new_optimizer") X(GradientSync, "gradient_sync")       \
-  X(SaveModel, "save_model") X(LoadModel, "load_model")
+  X(SaveModel, "save_model") X(LoadModel, "load_model")                   \
+  X(MergeAndUnload, "merge_and_unload") X(Generate, "generate")
 
 enum class OpKind : uint8_t {
 #define FSDPSIM_ENUM(e, s) e,
   FSDPSIM_OPS(FSDPSIM_ENUM)
 #undef FSDPSIM_ENUM
 };
-constexpr int kOpKindCount = 27;
+constexpr int kOpKindCount = 29;
 // The kinds `--draw all` draws: those before save_model. A later kind drawn there would change
-// what every existing seed generates.
+// what every existing seed generates; `--draw all2` draws every kind.
 constexpr int kDrawAllOpKinds = 25;
 
 const char* op_name(OpKind k);
@@ -66,6 +67,7 @@ struct Op {
   std::vector<std::string> names;   // adapters (merge, set_adapter, save_adapters, add/load/delete)
                                     // or a module (reshard, unshard, delta_weight)
                                     // or the state dict's form (save_model full|sharded, load_model full|sharded|plain)
+                                    // or generate's step count in decimal (`generate 3`: {"3"})
   bool list_form = false;           // `set_adapter [a]` (base_model.set_adapter) vs `set_adapter a`
   bool trainable = false;           // load_adapter NAME trainable|frozen
   bool sync = true;                 // gradient_sync on|off (FSDPModule.set_requires_gradient_sync)

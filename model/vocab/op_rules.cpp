@@ -1,6 +1,7 @@
 #include "model/vocab/op_rules.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace fsdpsim {
 
@@ -11,7 +12,8 @@ bool OpRules::adapter_bookkeeping(OpKind k) {
 bool OpRules::allowed_before_prepare(const Op& op) { return op.rank < 0 && adapter_bookkeeping(op.kind); }
 
 bool OpRules::names_declared(const Scenario& s, const Op& op) {
-  if (op.kind == OpKind::SaveModel || op.kind == OpKind::LoadModel) return true;  // a form word, checked by the parser
+  // a form word or generate's step count, checked by the parser
+  if (op.kind == OpKind::SaveModel || op.kind == OpKind::LoadModel || op.kind == OpKind::Generate) return true;
   const bool module_arg = op.kind == OpKind::DeltaWeight || op.kind == OpKind::Reshard || op.kind == OpKind::Unshard;
   for (const auto& n : op.names) {
     const bool root = n == "root" && op.kind != OpKind::DeltaWeight;
@@ -29,13 +31,54 @@ bool OpRules::file_may_hold(const Scenario& s, const Op& op) {
 // explicit resharding: what the `patched` profile fixes or never breaks.
 bool OpRules::has_known_fix(OpKind k) {
   switch (k) {
-    case OpKind::Forward: case OpKind::Eval: case OpKind::Backward: case OpKind::Step: case OpKind::TrainStep:
-    case OpKind::ZeroGrad: case OpKind::SetAdapter: case OpKind::Reshard: case OpKind::StateDict:
+    case OpKind::Forward: case OpKind::Eval: case OpKind::Generate: case OpKind::Backward: case OpKind::Step:
+    case OpKind::TrainStep: case OpKind::ZeroGrad: case OpKind::SetAdapter: case OpKind::Reshard: case OpKind::StateDict:
     case OpKind::SaveOptimizer: case OpKind::LoadOptimizer: case OpKind::Prepare:
       return true;
     default:
       return false;
   }
+}
+
+// What the model's merge_and_unload covers (model/machine/peft_model.cpp::merge_and_unload): LoRA
+// on plain Linear layers FSDP manages from the start, none of them its own FSDP unit, and after it
+// the ops that reach no adapter. Anything else is refused at the first line leaving that ground.
+std::string OpRules::unload_unmodelled(const Scenario& s, const std::vector<Op>& ops, SourcePos* at) {
+  auto first = std::find_if(ops.begin(), ops.end(), [](const Op& op) { return op.kind == OpKind::MergeAndUnload; });
+  if (first == ops.end()) return "";
+  auto refuse = [&](const SourcePos& pos, const std::string& what) {
+    *at = pos;
+    return "the model does not implement merge_and_unload " + what + "; run this file with --backend upstream";
+  };
+  if (s.model) return refuse(s.model->pos, "on a `model` scenario (only on `layer` stacks)");
+  for (const auto& a : s.adapters) {
+    if (a.deferred || a.use_dora || !a.modules_to_save.empty())
+      return refuse(a.pos, "with adapter '" + a.name + "' (" +
+                               (a.deferred ? "deferred" : a.use_dora ? "use_dora" : "modules_to_save") + ")");
+    for (const auto& d : s.shards)
+      for (const auto& m : d.modules)
+        if (std::find(a.targets.begin(), a.targets.end(), m) != a.targets.end())
+          return refuse(d.pos, "where a LoRA layer is its own FSDP unit ('" + m +
+                                   "': its replacement takes FSDP's hooks out of the tree)");
+  }
+  for (const auto& l : s.layers)
+    if (l.experts > 0 || l.quant) return refuse(l.pos, "on layer '" + l.name + "' (" + (l.quant ? "4-bit" : "experts") + ")");
+  if (!s.checkpoint.empty()) return refuse(first->pos, "under activation checkpointing");
+  // the unload's merges show in no merged flag, so the upstream judge cannot bound their bf16
+  // rounding (crosscheck --draw all2 seed 94: model extra_delta, upstream corrupt)
+  if (s.dtype != DType::F32) return refuse(first->pos, "on bf16 weights");
+  if (s.shards.empty()) return refuse(first->pos, "without fully_shard (adapters held whole)");
+  // (a `prepare` after it is refused below: the adapters were held whole at the unload)
+  for (auto it = first + 1; it != ops.end(); ++it)
+    if (!runs_after_unload(it->kind)) return refuse(it->pos, "followed by `" + op_text(*it) + "`");
+  return "";
+}
+
+bool OpRules::runs_after_unload(OpKind k) {
+  static constexpr OpKind kRun[] = {OpKind::Forward,  OpKind::Eval,      OpKind::Generate,     OpKind::Backward,   OpKind::Step,
+                                    OpKind::TrainStep, OpKind::ZeroGrad, OpKind::Reshard,      OpKind::Unshard,    OpKind::StateDict,
+                                    OpKind::GradientSync, OpKind::SaveModel, OpKind::MergeAndUnload};
+  return std::find(std::begin(kRun), std::end(kRun), k) != std::end(kRun);
 }
 
 bool OpRules::rank_safe(OpKind k) {
@@ -52,6 +95,10 @@ std::vector<std::string> OpRules::shard_modules(const Scenario& s) {
 
 OpRules::OpRules(const Scenario& s) {
   for (size_t a = 0; a < s.adapters.size(); ++a) (s.adapters[a].deferred ? deferred_ : present_).insert(static_cast<int>(a));
+  Op unload;
+  unload.kind = OpKind::MergeAndUnload;
+  SourcePos at;
+  unloadable_ = unload_unmodelled(s, {unload}, &at).empty();
 }
 
 std::vector<int> OpRules::addable() const {
@@ -61,7 +108,9 @@ std::vector<int> OpRules::addable() const {
 }
 
 bool OpRules::possible(OpKind k) const {
+  if (unloaded_ && !runs_after_unload(k)) return false;  // what the model covers after merge_and_unload
   switch (k) {
+    case OpKind::MergeAndUnload: return unloadable_;
     case OpKind::Backward: return graph_;
     case OpKind::DisableEnter: return !disabled_;
     case OpKind::DisableExit: return disabled_;
@@ -107,7 +156,7 @@ bool OpRules::rank_legal(const Scenario& s, const Op& op, bool ranked) {
 void OpRules::apply(const Scenario& s, const Op& op) {
   switch (op.kind) {
     case OpKind::Forward: graph_ = true; break;
-    case OpKind::Eval: case OpKind::Backward: case OpKind::TrainStep: graph_ = false; break;
+    case OpKind::Eval: case OpKind::Generate: case OpKind::Backward: case OpKind::TrainStep: graph_ = false; break;
     case OpKind::DisableEnter: disabled_ = true; break;
     case OpKind::DisableExit: disabled_ = false; break;
     case OpKind::AddAdapter: case OpKind::LoadAdapter: present_.insert(s.adapter_index(op.names[0])); break;
@@ -115,6 +164,7 @@ void OpRules::apply(const Scenario& s, const Op& op) {
     case OpKind::SaveOptimizer: saved_optimizer_ = true; break;
     case OpKind::NewOptimizer: saved_optimizer_ = false; break;  // the checkpoint was the old optimizer's
     case OpKind::SaveAdapters: saved_adapters_ = true; break;
+    case OpKind::MergeAndUnload: unloaded_ = true; break;
     default: break;
   }
 }

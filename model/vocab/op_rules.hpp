@@ -40,6 +40,12 @@ class OpRules {
   // programs), not base_model.set_adapter([..]) (no FSDP handling at all).
   static bool has_known_fix(OpKind k);
   static bool has_known_fix(const Op& op) { return op.rank < 0 && !op.list_form && has_known_fix(op.kind); }
+  // Why the model cannot run a merge_and_unload among `ops` (peft_model.cpp covers LoRA on plain
+  // Linear layers managed from the start, none its own FSDP unit, then only ops reaching no
+  // adapter), with the line in *at; "" when it can (or there is none).
+  static std::string unload_unmodelled(const Scenario& s, const std::vector<Op>& ops, SourcePos* at);
+  // The ops the model runs after a merge_and_unload: forwards, training, resharding, saves.
+  static bool runs_after_unload(OpKind k);
 
   // --- what a drawn sequence may do next ---
 
@@ -74,6 +80,8 @@ class OpRules {
   bool disabled_ = false;         // inside disable_adapter()
   bool saved_optimizer_ = false;  // a checkpoint of the current optimizer exists
   bool saved_adapters_ = false;   // save_adapters ran
+  bool unloadable_ = false;       // the model covers a merge_and_unload of this scenario
+  bool unloaded_ = false;         // merge_and_unload ran: only runs_after_unload kinds follow
 };
 
 }  // namespace fsdpsim

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/vocab/limits.hpp"
 #include "model/vocab/module_tree.hpp"
 #include "model/vocab/op_rules.hpp"
 #include "model/vocab/placement.hpp"
@@ -222,6 +223,16 @@ Op parse_op_line(LineParser& lp, const Scenario& s) {
         lp.fail(t, std::string("expected ") + (load ? "load_model full|sharded|plain" : "save_model full|sharded") + ", got '" +
                        t.text + "'");
       op.names = {t.text};
+      break;
+    }
+    case OpKind::Generate: {
+      // generate N: N greedy decode steps under no_grad (an RL rollout); N in 1..kMaxGenerateSteps
+      Token t = lp.next("a step count");
+      const bool digits = !t.text.empty() && t.text.size() <= 2 && t.text.find_first_not_of("0123456789") == std::string::npos;
+      const int n = digits ? std::stoi(t.text) : 0;
+      if (n < 1 || n > kMaxGenerateSteps)
+        lp.fail(t, "expected generate N with N from 1 to " + std::to_string(kMaxGenerateSteps) + ", got '" + t.text + "'");
+      op.names = {std::to_string(n)};
       break;
     }
     case OpKind::DeltaWeight: {

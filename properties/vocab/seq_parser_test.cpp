@@ -78,6 +78,8 @@ gradient_sync off
 gradient_sync on
 save_model sharded
 load_model plain
+generate 3
+merge_and_unload
 )";
 
 TEST(SeqParser, FullFileScenario) {
@@ -138,7 +140,7 @@ TEST(SeqParser, FullFileCoversEveryOpKind) {
   for (const auto& op : f.ops) seen.insert(op.kind);
   EXPECT_EQ(static_cast<int>(seen.size()), kOpKindCount - 1);  // all but prepare (PrepareRules)
   EXPECT_FALSE(seen.count(OpKind::Prepare));
-  EXPECT_EQ(f.ops.size(), 35u);
+  EXPECT_EQ(f.ops.size(), 37u);
   EXPECT_EQ(f.ops[0].pos.line, 25);
   EXPECT_EQ(f.ops[0].pos.column, 1);
 }
@@ -152,6 +154,21 @@ TEST(SeqParser, ModelStateDictForms) {
   EXPECT_EQ(op_text(f.ops.at(34)), "load_model plain");
   const std::string head = "layer lin0 4 2\nadapter default r=1 alpha=1 targets=lin0\nfully_shard root\n---\n";
   for (const char* bad : {"save_model plain", "save_model", "load_model half", "save_model full full"})
+    EXPECT_THROW(parse_seq(head + bad, "bad.seq"), SourceError) << bad;
+}
+
+// generate N: the step count is the op's one name, 1..kMaxGenerateSteps; merge_and_unload takes none.
+TEST(SeqParser, GenerateStepsAndMergeAndUnload) {
+  SeqFile f = parse_seq(kFull);
+  EXPECT_EQ(f.ops.at(35).kind, OpKind::Generate);
+  EXPECT_EQ(op_text(f.ops.at(35)), "generate 3");
+  EXPECT_EQ(f.ops.at(36).kind, OpKind::MergeAndUnload);
+  EXPECT_TRUE(f.ops.at(36).names.empty());
+  const std::string head = "layer lin0 4 2\nadapter default r=1 alpha=1 targets=lin0\nfully_shard root\n---\n";
+  EXPECT_EQ(parse_seq(head + "generate 16").ops.at(0).names, (std::vector<std::string>{"16"}));
+  EXPECT_EQ(op_text(parse_seq(head + "generate 07").ops.at(0)), "generate 7");
+  for (const char* bad : {"generate", "generate 0", "generate 17", "generate -1", "generate x", "generate 2 2",
+                          "merge_and_unload default"})
     EXPECT_THROW(parse_seq(head + bad, "bad.seq"), SourceError) << bad;
 }
 

@@ -38,6 +38,8 @@ int cmd_coverage(const Args& a, const CoverageFlags& own) {
   apply_draws_or_default(draw, &opt);
   const auto& feats = vocab_features();
   const int n = static_cast<int>(feats.size());
+  // a feature `--draw all` leaves out is a feature like any other under all2, which draws it
+  auto listed_apart = [&](int i) { return !opt.all2 && !feats[i].undrawn.empty(); };
   Progress progress("coverage", a.quiet);
   std::vector<Coverage> per_world;
   for (int w : worlds) {
@@ -52,13 +54,13 @@ int cmd_coverage(const Args& a, const CoverageFlags& own) {
   for (const Coverage& c : per_world) {
     opt.world = c.world;
     for (int i = 0; i < n; ++i) {
-      if (feats[i].always || !feats[i].undrawn.empty() || c.feature[i] > 0) continue;
+      if (feats[i].always || listed_apart(i) || c.feature[i] > 0) continue;
       gaps.push_back({i, -1, c.world, forced_witness(i, -1, opt, kForcedTries, nullptr)});
     }
     for (int i = 0; i < n; ++i)
       for (int j = i + 1; j < n; ++j) {
         if (feats[i].always || feats[j].always) continue;
-        if (!feats[i].undrawn.empty() || !feats[j].undrawn.empty()) continue;  // listed apart below
+        if (listed_apart(i) || listed_apart(j)) continue;  // listed apart below
         if (!grammar_allows(feats[i], feats[j])) {
           apart += c.world == worlds[0];
           continue;
@@ -117,8 +119,8 @@ int cmd_coverage(const Args& a, const CoverageFlags& own) {
     std::cout << (g.refusal.empty() || g.refusal.rfind("never realised", 0) == 0 ? "never drawn" : "refused by the parser")
               << " at world " << g.world << ": " << name_of(g) << (g.refusal.empty() ? " (a forced draw reaches it)" : " (" + g.refusal + ")")
               << "\n";
-  for (const Feature& feat : feats)
-    if (!feat.undrawn.empty()) std::cout << "not drawn: " << feat.name << ": " << feat.undrawn << "\n";
+  for (int i = 0; i < n; ++i)
+    if (listed_apart(i)) std::cout << "not drawn: " << feats[i].name << ": " << feats[i].undrawn << "\n";
   std::cout << (missing ? std::to_string(missing) + " features or pairs never drawn" : "every feature and pair drawn at every world")
             << (refused ? ", " + std::to_string(refused) + " that the parser refuses together left out" : "") << "\n";
   return missing ? kFinding : kClean;

@@ -191,7 +191,7 @@ void check_memory(const SeqFile& f, const Args& a, const std::string& file) {
     const std::string why = backend_refusal(f, b, &at);
     if (!why.empty()) throw SourceError(file, at, why);
   }
-  if (std::string why = model_refusal(f.scenario, &at); !why.empty() && uses(a.backends, Backend::Model)) throw SourceError(file, at, why);
+  if (std::string why = model_refusal(f, &at); !why.empty() && uses(a.backends, Backend::Model)) throw SourceError(file, at, why);
   if (uses(a.backends, Backend::Real) || uses(a.backends, Backend::Upstream))
     check_memory_budget(lowered_file(f), a.memory_budget > 0 ? a.memory_budget : default_memory_budget(), file);
 }

@@ -147,7 +147,7 @@ std::vector<Command> make_table() {
        "                          [--json] [--junit FILE]   a testcase per sequence, failing where it diverges\n"
        "                          [--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P,mixed_precision=P,dora=P,qlora=P]\n"
        "                                             optional draws, in percent; --draw all[,mixed_precision=P,dora=P,qlora=P]\n"
-       "                                             draws the whole vocabulary\n"))
+       "                                             draws the whole vocabulary (all2: every op kind too)\n"))
       .backend_notes = true;
   row(command("merge-results", cmd_merge_results,
       {own_text("--results", "OUT", &MergeResultsFlags::results, "the merged results written as one results file", Writes::File), F("--json")},

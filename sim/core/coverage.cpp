@@ -47,10 +47,11 @@ std::vector<Feature> build_features() {
   for (const char* v : {"true", "false"}) add("mixed_precision", "cast_forward_inputs", std::string("cast_forward_inputs=") + v, true);
   add("fully_shard", "policy", "POLICY_KEY=V");
   for (int k = 0; k < kOpKindCount; ++k) add("op", op_name(static_cast<OpKind>(k)), op_name(static_cast<OpKind>(k)));
-  // The op kinds from kDrawAllOpKinds on (save_model, load_model) came after `--draw all`'s seeds were fixed.
+  // The op kinds from kDrawAllOpKinds on (save_model, load_model, merge_and_unload, generate) came
+  // after `--draw all`'s seeds were fixed: `--draw all2` draws them.
   for (auto& feat : f)
     if (auto kind = op_from_name(feat.key); feat.directive == "op" && kind && static_cast<int>(*kind) >= kDrawAllOpKinds)
-      feat.undrawn = "no generator draws it yet (docs/design/known-limits.md#model-state-dicts)";
+      feat.undrawn = "only --draw all2 draws it (docs/design/known-limits.md#model-state-dicts)";
   // The forms an op line can take beyond its kind (seq_parser.cpp::parse_op_line).
   for (const char* form : {"@R op", "set_adapter [a,b]", "merge NAME", "merge [a,b]", "save_adapters NAMES", "reshard MODULE",
                            "unshard MODULE", "load_adapter trainable", "load_adapter frozen", "gradient_sync on", "gradient_sync off"})

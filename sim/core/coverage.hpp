@@ -18,7 +18,8 @@ struct Feature {
   std::string key;        // the option ("" for the directive's own value)
   bool one_value = false;  // a directive given once: two of its values never meet in one file
   bool always = false;     // every file has it (world, seed, layer sizes, r, ...): not paired
-  // Why no generator draws it yet ("" when one does): `coverage` lists it apart, not as a gap.
+  // Why `--draw all` does not draw it ("" when it does): `coverage` lists it apart, not as a gap,
+  // unless its draw is all2, which draws it.
   std::string undrawn;
 };
 

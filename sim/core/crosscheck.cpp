@@ -1,4 +1,6 @@
 #include "sim/core/crosscheck.hpp"
+
+#include "model/vocab/op_rules.hpp"
 #include "model/vocab/enum_names.hpp"
 #include "sim/core/value_blind.hpp"
 
@@ -110,6 +112,10 @@ std::string real_backend_refusal(const SeqFile& f, SourcePos* at) {
       *at = op.pos;
       return std::string("the C++ backend (real) does not implement the model state dict ops (") + op_text(op) +
              "); run this file with --backend upstream";
+    } else if (op.kind == OpKind::MergeAndUnload) {
+      // PEFT swapping each LoRA layer for its base layer in a tree FSDP sharded is not libtorch work
+      *at = op.pos;
+      return "the C++ backend (real) does not implement merge_and_unload; run this file with --backend upstream";
     }
   return "";
 }
@@ -136,6 +142,11 @@ std::string model_refusal(const Scenario& s, SourcePos* at) {
         }
   }
   return "";
+}
+
+std::string model_refusal(const SeqFile& f, SourcePos* at) {
+  if (std::string why = model_refusal(f.scenario, at); !why.empty()) return why;
+  return OpRules::unload_unmodelled(f.scenario, f.ops, at);
 }
 
 std::string backends_text(const BackendList& b) {

@@ -36,6 +36,8 @@ std::string real_backend_refusal(const SeqFile& f, SourcePos* at);
 std::string backend_refusal(const SeqFile& f, Backend b, SourcePos* at);
 // Why the model refuses a scenario (DoRA on a 4-bit layer), with where; "" when it runs it.
 std::string model_refusal(const Scenario& s, SourcePos* at);
+// The same for a whole file: the scenario, then a merge_and_unload beyond what the model covers.
+std::string model_refusal(const SeqFile& f, SourcePos* at);
 // The backends that run f: all of them, or the two or more left where others refuse the scenario
 // (real_backend_refusal, upstream_refusal; *skipped then says so).
 BackendList runnable_backends(const SeqFile& f, const BackendList& backends, std::string* skipped);

@@ -272,12 +272,13 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
 
 std::string apply_draws(const std::string& list, GenOptions* opt) {
   const std::string expected =
-      "all (the whole-vocabulary generator), all,mixed_precision=P,dora=P,qlora=P, or a comma list of checkpoint=P, gradient_sync=P, "
+      "all (the whole-vocabulary generator), all2 (the same with every op kind), all[2],mixed_precision=P,dora=P,qlora=P, or a comma list of checkpoint=P, gradient_sync=P, "
       "per_rank_data=P, modules_to_save=P, grouped=P, mixed_precision=P, dora=P or qlora=P (P a percentage 0..100)";
   const std::vector<std::string> items = split(list);
-  opt->all = std::find(items.begin(), items.end(), "all") != items.end();
+  opt->all2 = std::find(items.begin(), items.end(), "all2") != items.end();
+  opt->all = opt->all2 || std::find(items.begin(), items.end(), "all") != items.end();
   for (const std::string& item : items) {
-    if (item == "all") continue;
+    if (item == "all" || item == "all2") continue;
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) return fmt::format("expects {}, got '{}'", expected, item);
     int64_t p = 0;

@@ -47,6 +47,9 @@ struct GenOptions {
   // `--draw all`: the whole-vocabulary generator (generator_all.cpp), a stream of its own; the
   // percentages above do not apply to it.
   bool all = false;
+  // `--draw all2` (all set too): the same generator drawing every op kind, save_model, load_model,
+  // merge_and_unload and generate included; a stream of its own, so `all`'s seeds keep theirs.
+  bool all2 = false;
   // Features (coverage.hpp's names) every knob drawing them switches on: coverage's forced draws.
   std::vector<std::string> force;
 };
@@ -57,6 +60,7 @@ struct GenOptions {
 constexpr int kDrawnSwitches = 9;
 
 // `--draw all`, `--draw all,mixed_precision=P,dora=P,qlora=P` (the whole vocabulary with a policy line,
+// all2 for every op kind,
 // DoRA adapters or 4-bit bases in P % of the sequences) or
 // `--draw checkpoint=P,gradient_sync=P,per_rank_data=P,modules_to_save=P,grouped=P,mixed_precision=P,dora=P,qlora=P`
 // (percentages 0..100) onto opt; returns an error text naming what was expected, or "" when the list is good.

@@ -200,9 +200,10 @@ std::vector<std::string> some_present(Prng& rng, const Scenario& s, const OpRule
   return names;
 }
 
-std::vector<Op> draw_ops(Prng& rng, Swarm& sw, const Scenario& s) {
+// all2: every op kind (all2's own stream); else the first kDrawAllOpKinds, as `--draw all`'s seeds were drawn.
+std::vector<Op> draw_ops(Prng& rng, Swarm& sw, const Scenario& s, bool all2) {
   std::vector<OpKind> enabled;
-  for (int k = 0; k < kDrawAllOpKinds; ++k) {
+  for (int k = 0; k < (all2 ? kOpKindCount : kDrawAllOpKinds); ++k) {
     const auto kind = static_cast<OpKind>(k);
     if (sw.on(std::string("op ") + op_name(kind))) enabled.push_back(kind);
   }
@@ -262,6 +263,17 @@ std::vector<Op> draw_ops(Prng& rng, Swarm& sw, const Scenario& s) {
       case OpKind::GradientSync:
         op.sync = sync = !sync;
         break;
+      case OpKind::SaveModel:
+        op.names = {rng.chance(50) ? "full" : "sharded"};
+        break;
+      case OpKind::LoadModel: {
+        static const char* const forms[] = {"full", "sharded", "plain"};
+        op.names = {forms[rng.below(3)]};
+        break;
+      }
+      case OpKind::Generate:
+        op.names = {std::to_string(1 + rng.below(4))};
+        break;
       default:
         break;
     }
@@ -282,7 +294,7 @@ SeqFile generate_seq_all(Prng& rng, const GenOptions& opt, bool gate) {
     Swarm sw(rng, opt.force);
     SeqFile f;
     f.scenario = draw_scenario(rng, sw, opt);
-    f.ops = draw_ops(rng, sw, f.scenario);
+    f.ops = draw_ops(rng, sw, f.scenario, opt.all2);
     if (!gate) return f;
     try {
       validate(f, "<generated>");

@@ -34,7 +34,7 @@ OPS = ["forward", "eval", "backward", "step", "train_step", "zero_grad", "merge"
        "set_adapter a", "set_adapter [a]", "disable_enter", "disable_exit", "add_adapter b",
        "load_adapter b trainable", "delete_adapter b", "reshard", "unshard lin0", "state_dict",
        "save_optimizer", "load_optimizer", "save_adapters", "load_adapters", "delta_weight lin0", "prepare",
-       "new_optimizer", "gradient_sync off", "save_model full", "load_model plain"]
+       "new_optimizer", "gradient_sync off", "save_model full", "load_model plain", "generate 2", "merge_and_unload"]
 
 
 def vocabulary():

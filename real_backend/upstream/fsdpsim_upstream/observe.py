@@ -80,7 +80,7 @@ def flat(t):
     return base64.b64encode(t.detach().float().clone().numpy().tobytes()).decode()
 
 
-NO_DTENSOR_MATH = ("forward", "eval", "backward", "train_step", "step", "zero_grad", "gradient_sync")
+NO_DTENSOR_MATH = ("forward", "eval", "generate", "backward", "train_step", "step", "zero_grad", "gradient_sync")
 
 
 def funcol_mode(sess, op):

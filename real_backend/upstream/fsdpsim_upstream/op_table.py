@@ -59,6 +59,27 @@ def write_eval(w, op, ind, calls):
     w.emit(f"{ind}    model(x)")
 
 
+def run_generate(s, op, calls):
+    """generate N on a Linear stack: an RL rollout's N decode steps as N forwards under no_grad,
+    each fed the previous output where it has the batch's shape (a square stack), else the batch.
+    The last output is the pending loss, as eval's (a backward of it raises)."""
+    import torch
+    x = s.x
+    with torch.no_grad():
+        for _ in range(int(op.names[0])):
+            out = s.pm(x)
+            x = out if out.shape == s.x.shape else s.x
+    s.pending_loss = out.float().sum()
+
+
+def write_generate(w, op, ind, calls):
+    w.emit(f"{ind}with torch.no_grad():  # generate {op.names[0]}: the decode steps of a rollout")
+    w.emit(f"{ind}    gen = x")
+    w.emit(f"{ind}    for _ in range({op.names[0]}):")
+    w.emit(f"{ind}        out = model(gen)")
+    w.emit(f"{ind}        gen = out if out.shape == x.shape else x")
+
+
 def backward_calls(scen, op):
     return [Call("loss", "backward")]
 
@@ -363,6 +384,10 @@ ROWS = (
     Row("step", step_calls, write=write_step),
     Row("train_step", run=run_train_step, write=write_train_step, forward_pass=True),
     Row("zero_grad", zero_grad_calls),
+    Row("generate", run=run_generate, write=write_generate, forward_pass=True),
+    # BaseTuner._unload_and_optionally_merge: each LoRA layer merges its active adapters and is
+    # replaced by its base layer, in the tree FSDP sharded
+    Row("merge_and_unload", lambda scen, op: [Call("model.base_model", "merge_and_unload")]),
     Row("merge", lambda scen, op: [Call("model.base_model", "merge_adapter", *([list(op.names)] if op.names else []))]),
     Row("unmerge", lambda scen, op: [Call("model.base_model", "unmerge_adapter")]),
     Row("set_adapter", set_adapter_calls, run=run_set_adapter, write=write_set_adapter),
