@@ -161,29 +161,32 @@ void DTensor::mark_mixed(const CollRecord& c, int i) {
 
 // The op's edit of U (a disabled forward's unmerge, peft lora/layer.py::Linear.forward, after
 // torch _fsdp_param_group.py::FSDPParamGroup.pre_forward's all-gather) read the gathered A and B
-// (lora/layer.py::Linear.get_delta_weight): it holds (cu - cs) deltas of the gathered version.
+// (lora/layer.py::Linear.get_delta_weight): where the gather gave U's A or B other values than the
+// local ones the edit was first made of, the edit is the gathered delta.
 void DTensor::rebase_u_delta(int p, uint32_t local_ver) {
   const ParamInfo& pi = topo_->params[p];
   if (!is_lora(pi.kind) || pi.kind == ParamKind::LoraM || pi.layer < 0 || pi.adapter < 0) return;
   const LayerInfo& li = topo_->layers[pi.layer];
   const int a = pi.adapter;
   if (li.experts != 0 || li.weight < 0 || li.A[a] < 0 || li.B[a] < 0) return;
-  std::vector<FsdpParam>& params = *params_;
-  FsdpParam& w = params[li.weight];
+  FsdpParam& w = (*params_)[li.weight];
   if (topo_->params[li.weight].group != pi.group || w.detached) return;
-  const int8_t cs = w.w_s.coeff[a], cu = w.w_u.coeff[a];
-  if (cs == cu && w.w_s.ver[a] == w.w_u.ver[a]) return;  // the op left this adapter's delta on U alone
-  const bool is_b = li.B[a] == p;
-  const uint32_t other = params[is_b ? li.A[a] : li.B[a]].ver_u;
-  const DeltaId local = is_b ? delta_id(a, other, local_ver) : delta_id(a, local_ver, other);
-  const DeltaId gathered = is_b ? delta_id(a, other, params[p].ver_u) : delta_id(a, params[p].ver_u, other);
-  if (local == gathered) return;
-  const bool was_corrupt = w.w_u.corrupt;
-  w.w_u.coeff[a] = cs;
-  w.w_u.ver[a] = w.w_s.ver[a];
-  w.w_u.corrupt = false;
-  w.w_u.add(a, gathered, cu - cs);
-  w.w_u.corrupt = w.w_u.corrupt || was_corrupt;
+  if (w.u_edit[a] == 0 || (*params_)[p].ver_u == local_ver) return;  // the op left this adapter's delta on U alone
+  // U's rows are S's (the ranks' weight rows agreed); a weight whose gathered rows were a mix stays one.
+  WeightContent base = w.w_s;
+  base.corrupt = base.corrupt || w.ver_u == kMixedVersion;
+  replay_u_edits(li.weight, base);
+}
+
+void DTensor::replay_u_edits(int weight, const WeightContent& gathered) {
+  FsdpParam& w = (*params_)[weight];
+  const LayerInfo& li = topo_->layers[topo_->params[weight].layer];
+  auto ver = [&](int p) { return (*params_)[p].registered_version(is_registered_u(p)); };
+  WeightContent got = gathered;
+  for (int a = 0; a < topo_->n_adapters(); ++a)
+    if (w.u_edit[a] != 0) got.add(a, delta_id(a, ver(li.A[a]), ver(li.B[a])), w.u_edit[a]);
+  got.corrupt = got.corrupt || w.u_edit_corrupt;
+  w.w_u = got;
 }
 
 void DTensor::mark_part_filled(const CollRecord& broadcast, int64_t sent_bytes) {
@@ -222,8 +225,10 @@ bool DTensor::concatenated_u(const std::vector<const DTensor*>& ranks, const std
     if (ps.detached || colls[r]->into != CollRecord::kIntoU) return false;
     const uint64_t d = m.log_->digest(*colls[r], i);
     if (d == 0) continue;  // padding only
-    // Changed since it was contributed (a later edit in the same op): not what was gathered.
-    if (m.digest_of(p) != d || ps.ver_u != ps.ver_s || ps.w_u != ps.w_s) return false;
+    // Changed since it was contributed (a later edit in the same op): not what was gathered. A Linear
+    // weight's U edits are the op's, made once the rows arrived (set_gathered replays them).
+    if (m.digest_of(p) != d || ps.ver_u != ps.ver_s) return false;
+    if (ps.w_u != ps.w_s && (pi.kind != ParamKind::Weight || topo.layers[pi.layer].experts != 0)) return false;
     vers[r] = ps.ver_s;
     rows[r] = &ps.w_s;
   }
@@ -285,7 +290,9 @@ void DTensor::set_gathered(const CollRecord& c, int i, uint32_t ver, const Weigh
   }
   // U was S's copy at the unshard (FsdpParam::to_unsharded); what the op did to U since, before
   // this gather paired (a disabled forward's unmerge, peft lora/layer.py::Linear.forward), lands on
-  // the gathered rows (a rank holding padding only takes every row from its peers).
+  // the gathered rows (a rank holding padding only takes every row from its peers), made of the
+  // gathered A and B.
+  if (topo_->layers[topo_->params[p].layer].experts == 0) return replay_u_edits(p, w);
   WeightContent got = w;
   for (int a = 0; a < topo_->n_adapters(); ++a) {
     const int8_t cs = ps.w_s.coeff[a], cu = ps.w_u.coeff[a];

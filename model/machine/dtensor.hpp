@@ -130,6 +130,9 @@ class DTensor {
   // A LoRA parameter's U took gathered values (set_gathered, mark_mixed) after the op already
   // edited the layer's U weight with a delta made of the local ones: make that edit the gathered delta's.
   void rebase_u_delta(int param, uint32_t local_ver);
+  // U of a Linear `weight` := `gathered` plus the op's edits of U (FsdpParam::u_edit), each made of
+  // U's A and B as they are now.
+  void replay_u_edits(int weight, const WeightContent& gathered);
 
   const Topology* topo_;
   int rank_;

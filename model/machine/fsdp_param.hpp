@@ -50,6 +50,13 @@ struct FsdpParam {
   // itself can differ from ver_s from the start (the gather of ranks' differing shards).
   uint32_t ver_s_at_gather = 0;
   WeightContent w_s, w_u;         // base weights: merged deltas
+  // A Linear base weight: per adapter, how many deltas ops merged into (+) or took out of (-) U
+  // since its all-gather, zero ones too; u_edit_corrupt: an edit no delta expresses (a DoRA unmerge
+  // of a weight without the merge). A gather that pairs later gives U other A and B (a disabled
+  // forward's unmerge runs before the peers' rows arrive): each edit is then the gathered ones' delta
+  // (DTensor::replay_u_edits). Not in the state key: to_unsharded clears it, and only that gather reads it.
+  std::array<int8_t, kMaxAdapters> u_edit{};
+  bool u_edit_corrupt = false;
   Device device = Device::Cpu;    // of S (before prepare: the plain parameter)
   DType dtype = DType::F32;
   // _fsdp_param.py::FSDPParam.init_dtype_attrs: the policy's param_dtype when it differs from the
@@ -76,6 +83,8 @@ struct FsdpParam {
     ver_u = ver_s;
     ver_s_at_gather = ver_s;
     w_u = w_s;
+    u_edit = {};
+    u_edit_corrupt = false;
     // U's grad survives the unshard: the same Parameter object is reused (FSDPParam.init_unsharded_param),
     // and a backward without gradient sync leaves its grad there (FSDPParamGroup.post_backward).
   }

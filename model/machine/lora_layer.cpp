@@ -33,6 +33,12 @@ WeightContent& LoraLayer::registered_weight(const LayerPort& c) const {
   return c.own.params[w].registered_weight(c.own.is_registered_u(w));
 }
 
+void LoraLayer::edit_registered(const LayerPort& c, int adapter, DeltaId d, int sign) const {
+  const int w = c.own.info().weight;
+  registered_weight(c).add(adapter, d, sign);
+  if (c.own.is_registered_u(w)) c.own.params[w].u_edit[adapter] = static_cast<int8_t>(c.own.params[w].u_edit[adapter] + sign);
+}
+
 Raise LoraLayer::merge(const LayerPort& c, int adapter) {
   const int a = c.own.info().A[adapter];
   if (a < 0 || !c.own.params[a].present) return {};  // the layer does not hold the adapter's tensors
@@ -264,7 +270,7 @@ Raise LoraLayer::quant_merge_raise(const LayerPort& c, int adapter, int sign, bo
     return c.raise(Status::Exception, std::string("AttributeError: '") + (c.own.is_registered_u(w) ? "Parameter" : "DTensor") +
                                           "' object has no attribute 'quant_state'");
   if (!sharded_read) {
-    registered_weight(c).add(adapter, delta_version(c, adapter), sign);
+    edit_registered(c, adapter, delta_version(c, adapter), sign);
     return {};
   }
   if (Raise r = get_delta_weight(c, adapter, 0)) return r;  // the delta: DTensor's gathers of the factors
@@ -361,8 +367,12 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
   const DeltaId d = delta_version(c, adapter);
   // variants.py::DoraLinearVariant.unmerge: W / dora_factor - delta undoes the merge only where W holds
   // it; on a W without it (a merge a reshard dropped) the division leaves neither W0 nor W0 + delta.
-  if (dora && sign < 0 && w.coeff[adapter] <= 0 && d != kZeroDelta) w.corrupt = true;
-  else w.add(adapter, d, sign);
+  if (dora && sign < 0 && w.coeff[adapter] <= 0 && d != kZeroDelta) {
+    w.corrupt = true;
+    if (c.own.is_registered_u(li.weight)) c.own.params[li.weight].u_edit_corrupt = true;
+  } else {
+    edit_registered(c, adapter, d, sign);
+  }
   return {};
 }
 

@@ -114,6 +114,8 @@ struct LoraLayer {
   // The delta B @ A of the registered A and B (recomputed at every merge and unmerge).
   DeltaId delta_version(const LayerPort& c, int adapter) const;
   WeightContent& registered_weight(const LayerPort& c) const;  // the base weight object registered now
+  // Adds sign * delta `d` to the registered weight; on U, noted in FsdpParam::u_edit too.
+  void edit_registered(const LayerPort& c, int adapter, DeltaId d, int sign) const;
   void set_adapter(const LayerPort& c, AdapterSet names, bool inference_mode);
   void update_layer(const LayerPort& c, int adapter, bool inference_mode);
   // inference_mode: the adapters configured so (PeftConfig::inference_mode).

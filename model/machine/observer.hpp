@@ -28,8 +28,11 @@ struct StoredSnapshot {
   std::vector<uint32_t> ver_s;      // per param
   std::vector<WeightContent> w_s;   // per layer
   std::vector<LoraLayer> layers;    // per layer
-  // per param: a whole unmanaged replica's value token (ver_s, drift), 0 for any other parameter
+  // per param: an adapter tensor's value token (ver_s, drift), held whole (an unmanaged replica)
+  // or as this rank's rows of a managed shard (kind), 0 for any other parameter
   std::vector<uint64_t> replica;
+  enum ReplicaKind : uint8_t { kNone, kWhole, kAllRows, kSomeRows };  // kNone: a shard with no row, not compared
+  std::vector<uint8_t> replica_kind;
 };
 
 class Observer {

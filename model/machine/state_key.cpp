@@ -33,7 +33,9 @@
 namespace fsdpsim {
 
 static_assert(sizeof(WeightContent) == 80, "WeightContent changed: extend append_state_key");
-static_assert(sizeof(FsdpParam) == 200, "FsdpParam changed: extend append_state_key");
+// FsdpParam::u_edit is left out: the unshard that starts a gather clears it, and only that
+// gather's pairing reads it (DTensor::replay_u_edits), in the same op.
+static_assert(sizeof(FsdpParam) == 208, "FsdpParam changed: extend append_state_key");
 static_assert(sizeof(FsdpParamGroup) == 40, "FsdpParamGroup changed: extend append_state_key");
 static_assert(sizeof(LoraLayer) == 24, "LoraLayer changed: extend append_state_key");
 static_assert(sizeof(Optimizer) == 80, "Optimizer changed: extend append_state_key");

@@ -74,11 +74,19 @@ void Observer::stored_snapshot_into(StoredSnapshot& s) const {
   const size_t n = st_->params.size();
   s.ver_s.resize(n);
   s.replica.resize(n);
+  s.replica_kind.resize(n);
   for (size_t p = 0; p < n; ++p) {
     const FsdpParam& ps = st_->params[p];
     s.ver_s[p] = ps.ver_s;
-    const bool whole = st_->prepared && ps.present && topo_->params[p].adapter >= 0 && group_of(static_cast<int>(p)) < 0;
-    s.replica[p] = whole ? (uint64_t{1} << 63) | uint64_t{ps.ver_s} << 32 | ps.drift : 0;
+    const ParamInfo& pi = topo_->params[p];
+    const bool adapter_tensor = st_->prepared && ps.present && pi.adapter >= 0;
+    const bool whole = adapter_tensor && group_of(static_cast<int>(p)) < 0;
+    // A peer's managed shard of the name is what a replica is compared with too: all the rows
+    // (rank 0 of a tensor with fewer rows than a chunk) are the same values, fewer never are.
+    const bool rows = adapter_tensor && !whole && pi.rows_on(rank_);
+    s.replica[p] = whole || rows ? (uint64_t{1} << 63) | uint64_t{ps.ver_s} << 32 | ps.drift : 0;
+    s.replica_kind[p] = whole ? StoredSnapshot::kWhole : !rows ? StoredSnapshot::kNone
+                        : pi.local_rows(rank_) == pi.dim0 ? StoredSnapshot::kAllRows : StoredSnapshot::kSomeRows;
   }
   s.w_s.resize(topo_->layers.size());
   for (size_t l = 0; l < topo_->layers.size(); ++l) s.w_s[l] = st_->params[topo_->layers[l].weight].w_s;

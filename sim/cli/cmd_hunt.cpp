@@ -141,6 +141,10 @@ int cmd_hunt(const Args& a, const HuntFlags& own) {
   o.world = a.world > 0 ? a.world : 2;
   o.profile = a.profile.empty() ? "upstream" : a.profile;
   o.seed = a.have_seed ? a.seed : 1;
+  if (own.budget_states > 0 && own.budget_sequences == 0)
+    throw SourceError("<command line>", {}, "--budget-states bounds a hunt bounded by counts: give --budget-sequences N too");
+  o.budget_sequences = own.budget_sequences;
+  o.budget_states = own.budget_states;
   o.scenarios = hunt_scenarios();
   o.explore = hunt_explore_hook();
   o.confirm_real = o.confirm_upstream = !own.model_only;
@@ -150,8 +154,11 @@ int cmd_hunt(const Args& a, const HuntFlags& own) {
   o.status = [&progress](const std::string& line) { progress.status(line); };
   const std::string out = a.out.empty() ? "out/hunt" : a.out;
   progress.note("seed " + std::to_string(o.seed) + ", profile " + o.profile + ", world " + std::to_string(o.world) + ", " +
-                std::to_string(static_cast<int>(o.seconds)) + " s budget (" +
-                (own.model_only ? "model only" : "the model a third, confirmation the rest") + "), " + std::to_string(o.scenarios.size()) +
+                (o.budget_sequences > 0 ? std::to_string(o.budget_sequences) + " sequences, " + std::to_string(static_cast<int>(o.seconds)) +
+                                              " s budget (" + (own.model_only ? "model only" : "confirmation") + "), "
+                                        : std::to_string(static_cast<int>(o.seconds)) + " s budget (" +
+                                              (own.model_only ? "model only" : "the model a third, confirmation the rest") + "), ") +
+                std::to_string(o.scenarios.size()) +
                 " built-in scenarios, explorer " + (o.explore ? "on" : "not built in"));
   // SIGINT/SIGTERM/SIGHUP: the backends' handler stops their ranks and pools first
   // (it chains to ours), then the hunt ends at its next step with what it has.

@@ -92,13 +92,18 @@ std::vector<Command> make_table() {
        F("--junit").with_help("a JUnit XML report, a testcase per class"),
        own_text("--html", "OUT.html", &HuntFlags::html, "the catalogue as one page, each class linked to its timeline", Writes::File),
        own_switch("--model-only", &HuntFlags::model_only, "no confirmation on the real and upstream backends"),
-       own_switch("--scripts", &HuntFlags::scripts, "also export each root cause's shortest class and run it under torchrun")},
+       own_switch("--scripts", &HuntFlags::scripts, "also export each root cause's shortest class and run it under torchrun"),
+       own_int("--budget-sequences", "N", &HuntFlags::budget_sequences, 1, int64_t{1} << 40,
+               "the model's phases bounded by counts: N fuzzed sequences, every candidate triaged; --seconds bounds confirmation alone"),
+       own_int("--budget-states", "N", &HuntFlags::budget_states, 1, int64_t{1} << 40,
+               "with --budget-sequences: the explorer's states per scenario (default 2000)")},
       "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-unreported] [--profile P] [--seed S] [--json]\n"
       "                    [--model-only]     no confirmation on the real and upstream backends\n"
       "                    [--scripts]        also export each root cause's shortest class and run it under torchrun\n"
       "                    [--corpus DIR] [--fail-on-uncatalogued]   (default corpus/regressions and corpus/divergences: each class's regression file)\n"
       "                    [--junit FILE]     a testcase per class\n"
       "                    [--html OUT.html]  the catalogue as one page, each class linked to its timeline\n"
+      "                    [--budget-sequences N [--budget-states M]]   the model's phases by counts, whatever the load\n"
       "                                             explore and fuzz the built-in scenarios for T s (default @HUNT_SECONDS@),\n"
       "                                             triage into classes, confirm on real (and upstream), catalogue\n"));
   hunt.lists_builtins = true;

@@ -107,6 +107,8 @@ struct HuntFlags {
   bool fail_on_uncatalogued = false;  // exit 1 when a class has no regression file in --corpus
   std::string corpus;                 // --corpus DIR: the regressions the catalogue is checked against
   std::string html;                   // --html OUT.html: the catalogue as one page
+  int64_t budget_sequences = 0;       // --budget-sequences N: the model's phases bounded by counts (HuntOptions)
+  int64_t budget_states = 0;          // --budget-states N: the explorer's states per scenario in such a hunt
 };
 int cmd_hunt(const Args& a, const HuntFlags& own);
 

@@ -369,13 +369,19 @@ void Simulator::judge_against_peers(RunResult& res) {
 }
 
 // Whole unmanaged replicas (adapters added after fully_shard) whose values this rank and a
-// peer hold differently, as the real backend's observer compares them.
+// peer hold differently, as the real backend's observer compares them (real_backend/observer.cpp::
+// judge_replicas, fsdpsim_upstream judge.py::judge_replicas): against whatever the peer holds under
+// the name, its own replica or its local rows of a managed shard (a name re-added after fully_shard
+// on this rank alone).
 void Simulator::judge_replicas(const StoredSnapshot& mine, const std::vector<std::pair<int, const StoredSnapshot*>>& peers,
                                Observation& o) const {
   for (size_t p = 0; p < mine.replica.size(); ++p) {
-    if (!mine.replica[p]) continue;
+    if (mine.replica_kind[p] != StoredSnapshot::kWhole) continue;
     bool differ = false;
-    for (const auto& [j, snap] : peers) differ = differ || (snap->replica[p] && snap->replica[p] != mine.replica[p]);
+    for (const auto& [j, snap] : peers) {
+      const uint8_t k = snap->replica_kind[p];
+      differ = differ || k == StoredSnapshot::kSomeRows || (k != StoredSnapshot::kNone && snap->replica[p] != mine.replica[p]);
+    }
     if (differ) o.replica_diff.push_back(topo_->params[p].name);
   }
 }

@@ -277,13 +277,17 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   };
   const std::function<bool()> stopped = [&o] { return o.stop && o.stop(); };
   const auto t0 = Clock::now();
-  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
+  const auto budget = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
+  // Bounded by counts, the model's phases take what they take; confirmation gets `seconds` after them.
+  const bool counted = o.budget_sequences > 0 && !o.fuzz_only;
+  auto deadline = t0 + budget;
+  const auto pool_deadline = counted ? Clock::time_point::max() : deadline;  // a pool's start is given up then
   // The upstream pools start now, one per likely world, in the background:
   // importing torch and PEFT in every rank takes seconds the fuzzing can use.
   rep.upstream_installed = upstream_installed();
   UpstreamWorkers upstream;
   if (o.confirm_upstream && rep.upstream_installed)
-    for (int w : std::set<int>{1, o.world}) upstream.start(w, deadline);
+    for (int w : std::set<int>{1, o.world}) upstream.start(w, pool_deadline);
   std::vector<Candidate> first;  // the scenarios' own lifecycles (triaged whatever the budget), then the explorer's
   if (!o.fuzz_only)
     for (const auto& ns : o.scenarios) {
@@ -297,11 +301,12 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   // Explore: a quarter of the model's share, shared by the scenarios.
   if (o.explore && !o.scenarios.empty() && !o.fuzz_only) {
     const double each = model * 0.25 / static_cast<double>(o.scenarios.size());
+    const int64_t states = counted ? (o.budget_states > 0 ? o.budget_states : kHuntBudgetStates) : 0;
     for (const auto& ns : o.scenarios) {
       const double left = model * 0.25 - since(t0);  // the explorer's share, whatever each call overran
-      if (left <= 0 || stopped()) break;
+      if ((!counted && left <= 0) || stopped()) break;
       SeqFile scen = for_hunt(ns.file, o);
-      for (auto& f : o.explore(scen, std::min(each, left))) {
+      for (auto& f : o.explore(scen, counted ? 0 : std::min(each, left), states)) {
         f = for_hunt(f, o);
         if (valid(f)) first.push_back({f, "explore " + ns.name}), ++rep.explored;
       }
@@ -322,7 +327,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   // reaches scenarios (experts, loading, dtypes) no built-in one has.
   const double fuzz_end = o.fuzz_only ? o.seconds : std::max(model * 0.5, since(t0) + model * 0.25);
   std::set<std::string> keys;  // on_new_key's
-  for (uint64_t i = 0; since(t0) < fuzz_end && !stopped(); ++i) {
+  for (uint64_t i = 0; (counted ? rep.sequences < o.budget_sequences : since(t0) < fuzz_end) && !stopped(); ++i) {
     const uint64_t s = rng.next();
     Prng r(s);
     SeqFile f;
@@ -358,7 +363,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
     const bool found = !res.findings.empty();
     if (found) {
       // a world the hunt started no upstream pool for: its pool starts now, beside the fuzzing
-      if (o.confirm_upstream && rep.upstream_installed && !upstream.has(f.scenario.world)) upstream.start(f.scenario.world, deadline);
+      if (o.confirm_upstream && rep.upstream_installed && !upstream.has(f.scenario.world)) upstream.start(f.scenario.world, pool_deadline);
       std::string key = finding_signature(f, res, res.findings[0]);
       if (o.on_new_key && keys.insert(key).second) o.on_new_key(f, since(t1));
       pool.add(std::move(key), {f, by});
@@ -384,7 +389,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   std::vector<Candidate> order = first;
   for (auto& c : pool.round_robin()) order.push_back(std::move(c));
   for (size_t k = 0; k < order.size(); ++k) {
-    if ((k >= lifecycles && since(t0) >= model) || stopped()) break;
+    if ((k >= lifecycles && !counted && since(t0) >= model) || stopped()) break;
     TriageResult t;
     if (!triage(order[k].file, &t)) continue;
     ++rep.triaged;
@@ -406,6 +411,7 @@ HuntReport hunt(const HuntOptions& o, RealPools& pools) {
   rep.t_triage = since(t2);
   say("triage: " + std::to_string(rep.classes.size()) + " classes in " + std::to_string(rep.t_triage).substr(0, 4) + " s");
   const auto t3 = Clock::now();
+  if (counted) deadline = t3 + budget;
   std::stable_sort(rep.classes.begin(), rep.classes.end(), [](const HuntClass& a, const HuntClass& b) {
     return std::make_pair(a.t.minimal.scenario.world, a.stem) < std::make_pair(b.t.minimal.scenario.world, b.stem);
   });

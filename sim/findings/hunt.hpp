@@ -34,12 +34,15 @@ struct NamedScenario {
 
 // The explorer's hook: the shortest sequences reaching each finding class from
 // a scenario's start, within `seconds`. Empty: the hunt fuzzes only.
-using ExploreHook = std::function<std::vector<SeqFile>(const SeqFile& scenario, double seconds)>;
+// The explorer's finding sequences from a scenario, within `seconds` (0: no limit) and
+// `max_states` (0: the explorer's own cap).
+using ExploreHook = std::function<std::vector<SeqFile>(const SeqFile& scenario, double seconds, int64_t max_states)>;
 
 // The hunt's default budgets (`fsdpsim hunt` without --seconds): the usage, the guide and the hunt's
 // first line all print these. The model gets 10 s either way: a third of 30, or all of 10 with --model-only.
 constexpr int kHuntDefaultSeconds = 30;
 constexpr int kHuntModelOnlyDefaultSeconds = 10;
+constexpr int64_t kHuntBudgetStates = 2000;  // per scenario, in a hunt bounded by counts
 
 struct HuntOptions {
   // The whole hunt's budget: explore, fuzz and triage in its first third (all of it when
@@ -48,6 +51,12 @@ struct HuntOptions {
   // it: the scenarios' own lifecycles (triaged whatever the budget), one confirmation already
   // under way, an upstream pool's start (about 3 s) already under way.
   double seconds = kHuntDefaultSeconds;
+  // The model's phases bounded by counts, whatever the machine's load (0: by `seconds`): the
+  // explorer takes up to `budget_states` states per scenario (0: kHuntBudgetStates), the fuzz loop
+  // runs this many sequences, triage takes every candidate; `seconds` then bounds the
+  // confirmation alone, counted from the end of triage (`hunt --budget-sequences N`).
+  int64_t budget_sequences = 0;
+  int64_t budget_states = 0;
   int world = 2;
   std::string profile = "upstream";
   uint64_t seed = 1;
