@@ -8,6 +8,8 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import torch_caches  # noqa: F401,E402  (first: torch's caches in a directory removed at exit)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "real_backend", "upstream"))
 
 

@@ -2,8 +2,9 @@
 # `fsdpsim record` end to end (label upstream): seed 000's reproduction script recorded as its
 # users ran it (torchrun, 2 ranks, gloo on CPU) gives the expected ops, the same bytes twice, and
 # a .seq whose check shows S1 (flag-on-copy) on the model and on upstream; the script prints the
-# same under the tracer as without it; unsupported calls are listed in the header; the checked-in
-# examples/sft_two_adapters.seq is current.
+# same under the tracer as without it; unsupported calls are listed in the header; a
+# transformers model, built by hand or prepared by accelerate, is a `model` line. The examples:
+# record_examples_test.sh.
 # Usage: record_test.sh FSDPSIM SOURCE_DIR
 set -u
 FSDPSIM=$1
@@ -75,9 +76,6 @@ ops=$(sed -n '/^---$/,$p' acc.seq | sed 1d | sed 's/ *#.*//' | tr '\n' ';')
   { cat mcheck.out; fail "the transformers recordings do not check on the model and upstream"; }
 grep -q '^2 passed, 0 failed expectations, 0 diverged' mcheck.out || { cat mcheck.out; fail "the transformers recordings diverge"; }
 
-# The checked-in recording of examples/sft_two_adapters.py is what recording it gives today.
-(cd "$SRC" && "$FSDPSIM" record --out "$T/sft.seq" -- $RUN examples/sft_two_adapters.py > /dev/null 2>&1) || fail "record sft example"
-cmp "$T/sft.seq" "$SRC/examples/sft_two_adapters.seq" || fail "examples/sft_two_adapters.seq is stale: re-record it (docs/guide/record.md)"
 left=$(ls -A "$T/tmp")
 [ -z "$left" ] || fail "the recordings left in TMPDIR: $left"
 echo "record_test: ok"
