@@ -21,15 +21,12 @@ done
 (cd "$SRC" && "$FSDPSIM" check examples/*.seq --backend model,upstream) > "$T/check.out" 2>&1
 grep -q '^0 passed, 3 failed expectations, 0 diverged, 0 broken runs, 0 bad input$' "$T/check.out" ||
   { cat "$T/check.out"; fail "the examples' check summary"; }
-# One line per finding (where, spec, step, rank), the same on both backends, as the guide shows them.
-got=$(grep -o '^  examples/[a-z_]*\.seq:[0-9]*:1: unexpected finding: S[0-9] step [0-9]* rank [0-9]' "$T/check.out" | sort -u)
-want=$(printf '%s\n' \
-  "  examples/dpo_policy_reference.seq:20:1: unexpected finding: S3 step 8 rank 0" \
-  "  examples/dpo_policy_reference.seq:29:1: unexpected finding: S3 step 17 rank 0" \
-  "  examples/dpo_policy_reference.seq:38:1: unexpected finding: S3 step 26 rank 0" \
-  "  examples/rl_merge_generate.seq:15:1: unexpected finding: S2 step 4 rank 0" \
-  "  examples/rl_merge_generate.seq:15:1: unexpected finding: S3 step 4 rank 0" \
-  "  examples/sft_two_adapters.seq:21:1: unexpected finding: S3 step 9 rank 0" | sort -u)
+# Rank 0's findings (where, spec, step), the same on both backends, as the guide shows them.
+got=$(grep -o '^  \[[a-z]*\] examples/[a-z_]*\.seq:[0-9]*:1: unexpected finding: S[0-9] step [0-9]* rank 0' "$T/check.out" | sort -u)
+want=$(for b in model upstream; do printf "  [$b] examples/%s: unexpected finding: %s rank 0\n" \
+  "dpo_policy_reference.seq:20:1" "S3 step 8" "dpo_policy_reference.seq:29:1" "S3 step 17" \
+  "dpo_policy_reference.seq:38:1" "S3 step 26" "rl_merge_generate.seq:15:1" "S2 step 4" \
+  "rl_merge_generate.seq:15:1" "S3 step 4" "sft_two_adapters.seq:21:1" "S3 step 9"; done | sort -u)
 [ "$got" = "$want" ] || { cat "$T/check.out"; fail "the examples' findings differ from the guide's"; }
 left=$(ls -A "$T/tmp")
 [ -z "$left" ] || fail "the recordings left in TMPDIR: $left"
