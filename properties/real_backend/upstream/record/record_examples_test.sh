@@ -4,14 +4,7 @@
 # and on upstream gives the findings docs/guide/record.md shows, the two backends agreeing.
 # Usage: record_examples_test.sh FSDPSIM SOURCE_DIR
 set -u
-FSDPSIM=$1
-SRC=$2
-[ -x "$SRC/.venv/bin/python" ] || exit 77
-T=$(mktemp -d "${TMPDIR:-/tmp}/record_examples.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-mkdir "$T/tmp" && export TMPDIR="$T/tmp"
-fail() { echo "FAIL: $*"; exit 1; }
-RUN="torchrun --standalone --nproc_per_node=2"
+. "$(dirname "$0")/record_env.sh" "$1" "$2" record_examples
 for ex in sft_two_adapters dpo_policy_reference rl_merge_generate; do
   (cd "$SRC" && "$FSDPSIM" record --out "$T/$ex.seq" -- $RUN "examples/$ex.py" > /dev/null 2> "$T/$ex.err") ||
     { cat "$T/$ex.err"; fail "record $ex"; }
@@ -28,6 +21,5 @@ want=$(for b in model upstream; do printf "  [$b] examples/%s: unexpected findin
   "dpo_policy_reference.seq:38:1" "S3 step 26" "rl_merge_generate.seq:15:1" "S2 step 4" \
   "rl_merge_generate.seq:15:1" "S3 step 4" "sft_two_adapters.seq:21:1" "S3 step 9"; done | sort -u)
 [ "$got" = "$want" ] || { cat "$T/check.out"; fail "the examples' findings differ from the guide's"; }
-left=$(ls -A "$T/tmp")
-[ -z "$left" ] || fail "the recordings left in TMPDIR: $left"
+left_in_tmpdir
 echo "record_examples_test: ok"

@@ -7,18 +7,10 @@
 # record_examples_test.sh.
 # Usage: record_test.sh FSDPSIM SOURCE_DIR
 set -u
-FSDPSIM=$1
-SRC=$2
-[ -x "$SRC/.venv/bin/python" ] || exit 77
-T=$(mktemp -d "${TMPDIR:-/tmp}/record_test.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-# The recordings get a TMPDIR of their own, which must be empty at the end (CI checks its TMPDIR too).
-mkdir "$T/tmp" && export TMPDIR="$T/tmp"
+. "$(dirname "$0")/record_env.sh" "$1" "$2" record_test
 HERE="$SRC/properties/real_backend/upstream/record"
-fail() { echo "FAIL: $*"; exit 1; }
 cd "$T" || exit 1
 cp "$HERE/seed000_repro.py" "$HERE/unsupported.py" "$HERE/tiny_llama.py" "$HERE/accelerate_llama.py" .
-RUN="torchrun --standalone --nproc_per_node=2"
 
 "$FSDPSIM" record --out a.seq -- $RUN seed000_repro.py > traced.out 2> a.err || { cat a.err; fail "record seed000"; }
 "$FSDPSIM" record --out b.seq -- $RUN seed000_repro.py > /dev/null 2>&1 || fail "record seed000 (second)"
@@ -76,6 +68,5 @@ ops=$(sed -n '/^---$/,$p' acc.seq | sed 1d | sed 's/ *#.*//' | tr '\n' ';')
   { cat mcheck.out; fail "the transformers recordings do not check on the model and upstream"; }
 grep -q '^2 passed, 0 failed expectations, 0 diverged' mcheck.out || { cat mcheck.out; fail "the transformers recordings diverge"; }
 
-left=$(ls -A "$T/tmp")
-[ -z "$left" ] || fail "the recordings left in TMPDIR: $left"
+left_in_tmpdir
 echo "record_test: ok"
