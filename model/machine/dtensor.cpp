@@ -64,8 +64,10 @@ void DTensor::settle(const CollRecord& c, uint32_t version, uint32_t other_versi
   // The experts einsum sharded on the experts gathers B and keeps this rank's A; with
   // delta_weight_gather=on B's gather follows A's, whose version the simulator passes (param_wrapper.cpp).
   const DeltaId id = log_->members().empty() || c.member_count == 0 || log_->member(c, 0) != b
-                         ? delta_id(c.adapter, version, other_version != kNoRows ? other_version : params[b].ver_s)
-                         : delta_id(c.adapter, other_version != kNoRows ? other_version : params[a].ver_s, version);
+                         ? delta_id(c.adapter, version, other_version != kNoRows ? other_version : params[b].ver_s,
+                                    magnitude_version(c.target, c.adapter))
+                         : delta_id(c.adapter, other_version != kNoRows ? other_version : params[a].ver_s, version,
+                                    magnitude_version(c.target, c.adapter));
   params[li.weight].w_s.add(c.adapter, id, c.sign);
   // B's own rows times A: NaN rows of B (a part-filled broadcast's tail) make this rank's weight rows
   // NaN, which no merge or unmerge undoes (crosscheck seed 40120, world 2)
@@ -90,7 +92,7 @@ void DTensor::note_deferred(const CollRecord& c) {
 bool DTensor::b_is_zero(int layer, int adapter) const {
   if (layer < 0) return false;
   const LayerInfo& li = topo_->layers[layer];
-  return li.B[adapter] >= 0 && delta_id(adapter, 0, (*params_)[li.B[adapter]].ver_s) == kZeroDelta;
+  return li.B[adapter] >= 0 && delta_id(adapter, 0, (*params_)[li.B[adapter]].ver_s, magnitude_version(layer, adapter)) == kZeroDelta;
 }
 
 bool DTensor::experts_gather_b(int layer, int adapter) const {
@@ -184,7 +186,7 @@ void DTensor::replay_u_edits(int weight, const WeightContent& gathered) {
   auto ver = [&](int p) { return (*params_)[p].registered_version(is_registered_u(p)); };
   WeightContent got = gathered;
   for (int a = 0; a < topo_->n_adapters(); ++a)
-    if (w.u_edit[a] != 0) got.add(a, delta_id(a, ver(li.A[a]), ver(li.B[a])), w.u_edit[a]);
+    if (w.u_edit[a] != 0) got.add(a, delta_id(a, ver(li.A[a]), ver(li.B[a]), li.M[a] >= 0 ? ver(li.M[a]) : 0), w.u_edit[a]);
   got.corrupt = got.corrupt || w.u_edit_corrupt;
   w.w_u = got;
 }

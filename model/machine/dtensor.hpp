@@ -62,9 +62,18 @@ class DTensor {
   // instead of this rank's: B's when A was gathered (experts_full_b_delta), A's when B was.
   void settle(const CollRecord& c, uint32_t version, uint32_t other_version = kNoRows);
 
-  // The delta id of adapter's B @ A at these versions (version::delta_id, with its init).
-  DeltaId delta_id(int adapter, uint32_t ver_a, uint32_t ver_b) const {
-    return version::delta_id(topo_->adapters[adapter].init == LoraInit::Zero, ver_a, ver_b);
+  // The delta id of adapter's B @ A at these versions (version::delta_id, with its init). A DoRA
+  // merge rescales W + B @ A by magnitude / norm (peft lora/variants.py::DoraLinearVariant.merge_unsafe),
+  // so a zero B merges nothing only while the magnitude (at ver_m) is still its init: a rank whose
+  // optimizer holds the magnitude but not B (Optimizer::map_by_data_ptr) moves W with B zero.
+  DeltaId delta_id(int adapter, uint32_t ver_a, uint32_t ver_b, uint32_t ver_m = 0) const {
+    const bool zero_init = topo_->adapters[adapter].init == LoraInit::Zero && version::magnitude_at_init(ver_m);
+    return version::delta_id(zero_init, ver_a, ver_b);
+  }
+  // This rank's DoRA magnitude version on the layer (0: no DoRA, or a magnitude never moved).
+  uint32_t magnitude_version(int layer, int adapter) const {
+    const int m = topo_->layers[layer].M[adapter];
+    return m >= 0 ? (*params_)[m].ver_s : 0;
   }
   // The FSDP group managing the registered object now (-1: none; a re-added adapter's new module).
   int group_of(int param) const { return managing_group(*topo_, *params_, param); }

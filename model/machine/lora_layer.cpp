@@ -25,7 +25,7 @@ void WeightContent::add(int adapter, DeltaId version, int sign) {
 DeltaId LoraLayer::delta_version(const LayerPort& c, int adapter) const {
   const LayerInfo& li = c.own.info();
   auto ver = [&](int p) { return c.own.params[p].registered_version(c.own.is_registered_u(p)); };
-  return c.dtensor.delta_id(adapter, ver(li.A[adapter]), ver(li.B[adapter]));
+  return c.dtensor.delta_id(adapter, ver(li.A[adapter]), ver(li.B[adapter]), li.M[adapter] >= 0 ? ver(li.M[adapter]) : 0);
 }
 
 WeightContent& LoraLayer::registered_weight(const LayerPort& c) const {

@@ -79,6 +79,9 @@ constexpr uint32_t kVersionMask = 0xffffu;
 constexpr uint32_t foreign_rows(uint32_t saved, int rank) {
   return (saved + kForeignRowsBase + static_cast<uint32_t>(rank)) & kVersionMask;
 }
+// A DoRA magnitude at this version still the norm it was made as (dora.py::DoraLinearLayer.update_layer):
+// never stepped, or loaded from a checkpoint of the fresh init (kLoaded, whose B is zero too).
+constexpr bool magnitude_at_init(uint32_t ver_m) { return ver_m == 0 || ver_m == kLoaded; }
 // x may be a foreign_rows value (the key keeps such values raw unless fixed).
 constexpr bool maybe_foreign_rows(uint32_t x) { return x >= kForeignRowsBase && x <= kVersionMask; }
 

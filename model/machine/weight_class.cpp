@@ -51,7 +51,7 @@ WeightClass Observer::classify_stored(int layer) const {
   if (plain_w0(st_->params[li.weight].w_s, st_->layers[layer])) return WeightClass::Exact;
   std::array<DeltaId, kMaxAdapters> cur{};
   for (int a = 0; a < topo_->n_adapters(); ++a)
-    if (li.A[a] >= 0) cur[a] = dtensor().delta_id(a, st_->params[li.A[a]].ver_s, st_->params[li.B[a]].ver_s);
+    if (li.A[a] >= 0) cur[a] = dtensor().delta_id(a, st_->params[li.A[a]].ver_s, st_->params[li.B[a]].ver_s, dtensor().magnitude_version(layer, a));
   return classify(st_->params[li.weight].w_s, st_->layers[layer], cur, topo_->n_adapters());
 }
 
@@ -66,7 +66,7 @@ WeightClass Observer::classify_registered(int layer) const {
   auto ver = [&](int p) { return st_->params[p].registered_version(is_registered_u(p)); };
   const DTensor dt = dtensor();
   for (int a = 0; a < topo_->n_adapters(); ++a)
-    if (li.A[a] >= 0) cur[a] = dt.delta_id(a, ver(li.A[a]), ver(li.B[a]));
+    if (li.A[a] >= 0) cur[a] = dt.delta_id(a, ver(li.A[a]), ver(li.B[a]), li.M[a] >= 0 ? ver(li.M[a]) : 0);
   return classify(held, st_->layers[layer], cur, topo_->n_adapters());
 }
 
@@ -117,7 +117,8 @@ WeightClass Observer::classify_stored(const StoredSnapshot& own, const std::vect
     };
     const uint32_t v_g = across_ranks(b_gathered ? li.B[a] : li.A[a]);
     const uint32_t v_b = dt.experts_full_b_delta(layer, a) ? across_ranks(li.B[a]) : own.ver_s[li.B[a]];
-    cur[a] = b_gathered ? dt.delta_id(a, own.ver_s[li.A[a]], v_g) : dt.delta_id(a, v_g, v_b);
+    const uint32_t v_m = li.M[a] >= 0 ? own.ver_s[li.M[a]] : 0;  // this rank's magnitude rows scale its weight rows
+    cur[a] = b_gathered ? dt.delta_id(a, own.ver_s[li.A[a]], v_g, v_m) : dt.delta_id(a, v_g, v_b, v_m);
   }
   return classify(own.w_s[layer], own.layers[layer], cur, topo_->n_adapters());
 }

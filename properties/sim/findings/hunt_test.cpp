@@ -52,9 +52,6 @@ TEST(Hunt, FindsSeed000ConfirmsOnRealAndWritesEveryClass) {
   o.budget_sequences = kCountedSequences;
   o.budget_states = kCountedStates;
   o.seconds = 600;
-  // No DoRA: its swarm draw meets the open DoRA merge under RAM-efficient loading (known-limits.md)
-  // in these counts; the other sequences stay what they were (DoRA has a stream of its own).
-  o.swarm_dora_percent = 0;
   HuntReport r = hunt(o, pools);
   ASSERT_FALSE(r.infra) << r.infra_message;
   EXPECT_EQ(r.sequences, kCountedSequences);
