@@ -108,7 +108,8 @@ Scenario draw_model_scenario(Prng& rng, const GenOptions& opt) {
       if (r.error.empty() && !r.modules.empty()) break;
     }
     d.init = rng.chance(80) ? LoraInit::Random : LoraInit::Zero;
-    d.deferred = a > 0 && rng.chance(30);
+    // no `deferred` adapter: the upstream harness cannot add or load one into a `model` file yet
+    // (docs/design/known-limits.md#real-models)
     s.adapters.push_back(d);
   }
   if (rng.chance(50)) s.plan = ShardPlan::TransformerLayers;
@@ -120,13 +121,17 @@ Scenario draw_model_scenario(Prng& rng, const GenOptions& opt) {
 }
 
 // The op kinds drawn on a model file: every kind but merge_and_unload (the model does not run it on
-// a `model` scenario: op_rules.cpp::unload_unmodelled); each sequence enables a random subset
-// (swarm testing), train_step always.
-std::vector<Op> draw_model_ops(Prng& rng, const Scenario& lowered) {
+// a `model` scenario: op_rules.cpp::unload_unmodelled), add_adapter / load_adapter and generate (the
+// upstream harness fails them on a `model` file: known-limits.md#real-models); each sequence enables a
+// random subset (swarm testing), train_step always.
+// `fsdp`: the modules a fully_shard call was given (the FSDPModules reshard / unshard act on).
+std::vector<Op> draw_model_ops(Prng& rng, const Scenario& lowered, const std::vector<std::string>& fsdp) {
   std::vector<OpKind> enabled = {OpKind::TrainStep};
   for (int k = 0; k < kOpKindCount; ++k) {
     const auto kind = static_cast<OpKind>(k);
-    if (kind != OpKind::MergeAndUnload && kind != OpKind::TrainStep && rng.chance(40)) enabled.push_back(kind);
+    if (kind != OpKind::MergeAndUnload && kind != OpKind::AddAdapter && kind != OpKind::LoadAdapter && kind != OpKind::Generate &&
+        kind != OpKind::TrainStep && rng.chance(40))
+      enabled.push_back(kind);
   }
   OpRules rules(lowered);
   AdapterSet present = rules.present();
@@ -136,7 +141,6 @@ std::vector<Op> draw_model_ops(Prng& rng, const Scenario& lowered) {
   for (const Op& op : ops) rules.apply(lowered, op);
   enabled.erase(std::remove(enabled.begin(), enabled.end(), OpKind::Prepare), enabled.end());
   const int n = static_cast<int>(ops.size()) + 3 + static_cast<int>(rng.below(8));
-  const std::vector<std::string> modules = OpRules::shard_modules(lowered);
   auto some_present = [&]() {
     std::vector<std::string> v;
     for (int a : rules.present()) v.push_back(lowered.adapters[a].name);
@@ -166,7 +170,7 @@ std::vector<Op> draw_model_ops(Prng& rng, const Scenario& lowered) {
         break;
       case OpKind::Reshard:
       case OpKind::Unshard:
-        if (rng.chance(50)) op.names = {pick(rng, modules)};
+        if (rng.chance(50)) op.names = {pick(rng, fsdp)};
         break;
       case OpKind::DeltaWeight:
         op.names = {pick(rng, lowered.adapters[0].targets)};
@@ -204,7 +208,15 @@ SeqFile generate_seq_models(Prng& rng, const GenOptions& opt) {
     Scenario lowered = f.scenario;
     SourcePos at;
     if (!lower_model(lowered, &at).empty()) continue;
-    f.ops = draw_model_ops(rng, lowered);
+    // A lowered group lists every layer it claims, but only the paths fully_shard was given are
+    // FSDPModules: the plan's are the lowered groups' names, explicit lines' their own paths.
+    std::vector<std::string> fsdp = OpRules::shard_modules(f.scenario);
+    if (f.scenario.plan == ShardPlan::TransformerLayers) {
+      fsdp = {"root"};
+      for (const auto& d : lowered.shards)
+        if (!d.is_root()) fsdp.push_back(d.modules[0]);
+    }
+    f.ops = draw_model_ops(rng, lowered, fsdp);
     try {
       parse_seq(print_seq(f), "<generated>");
       return f;
