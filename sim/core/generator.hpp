@@ -123,6 +123,8 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
 SeqFile generate_seq(Prng& rng, const GenOptions& opt);
 // The whole-vocabulary generator; `gate`: draw again until the parser's checks (validate) accept.
 SeqFile generate_seq_all(Prng& rng, const GenOptions& opt, bool gate = true);
+// save_model full|sharded (chance 1/2) or load_model full|sharded|plain (1/3 each): both generators' draw.
+std::string draw_state_dict_form(Prng& rng, OpKind k);
 // `--draw models`: a tiny transformers `model` scenario both the model and the upstream backend run
 // (generator_models.cpp), drawn again until the parser and the model's lowering accept it.
 SeqFile generate_seq_models(Prng& rng, const GenOptions& opt);

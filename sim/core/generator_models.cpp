@@ -179,13 +179,8 @@ std::vector<Op> draw_model_ops(Prng& rng, const Scenario& lowered, const std::ve
         op.sync = sync = !sync;
         break;
       case OpKind::SaveModel:
-        op.names = {rng.chance(50) ? "full" : "sharded"};
-        break;
       case OpKind::LoadModel:
-        op.names = {pick(rng, std::vector<std::string>{"full", "sharded", "plain"})};
-        break;
-      case OpKind::Generate:
-        op.names = {std::to_string(1 + rng.below(3))};
+        op.names = {draw_state_dict_form(rng, op.kind)};
         break;
       default:
         break;
