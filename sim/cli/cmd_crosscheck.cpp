@@ -56,6 +56,8 @@ int cmd_crosscheck(const Args& a, const CrosscheckFlags& own) {
   const BackendList backends = a.backends.size() >= 2 ? a.backends : kModelAndReal;
   if (opt.qlora_percent > 0 && uses(backends, Backend::Real))
     throw SourceError("<command line>", {}, "--draw qlora=P needs --against upstream: the C++ backend (real) does not implement 4-bit (QLoRA) base layers");
+  if (opt.models_percent > 0 && uses(backends, Backend::Real))
+    throw SourceError("<command line>", {}, "--draw models needs --against upstream: the C++ backend (real) does not run `model` scenarios");
   auto t0 = std::chrono::steady_clock::now();
   auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
   int divergent = 0, broken = 0, done = 0, cut = 0;  // cut: the sequence a signal cut short

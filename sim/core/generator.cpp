@@ -272,13 +272,17 @@ Scenario generate_scenario(Prng& rng, const GenOptions& opt) {
 
 std::string apply_draws(const std::string& list, GenOptions* opt) {
   const std::string expected =
-      "all (the whole-vocabulary generator), all2 (the same with every op kind), all[2],mixed_precision=P,dora=P,qlora=P, or a comma list of checkpoint=P, gradient_sync=P, "
+      "models (tiny transformers `model` scenarios) or models=P, all (the whole-vocabulary generator), all2 (the same with every op kind), all[2],mixed_precision=P,dora=P,qlora=P, or a comma list of checkpoint=P, gradient_sync=P, "
       "per_rank_data=P, modules_to_save=P, grouped=P, mixed_precision=P, dora=P or qlora=P (P a percentage 0..100)";
   const std::vector<std::string> items = split(list);
   opt->all2 = std::find(items.begin(), items.end(), "all2") != items.end();
   opt->all = opt->all2 || std::find(items.begin(), items.end(), "all") != items.end();
   for (const std::string& item : items) {
     if (item == "all" || item == "all2") continue;
+    if (item == "models") {
+      opt->models_percent = 100;
+      continue;
+    }
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) return fmt::format("expects {}, got '{}'", expected, item);
     int64_t p = 0;
@@ -287,7 +291,7 @@ std::string apply_draws(const std::string& list, GenOptions* opt) {
     const std::string key = item.substr(0, eq);
     // The whole-vocabulary generator draws every scenario feature itself; the opt-in
     // capabilities (a policy line, DoRA, 4-bit bases) join it by their percentage.
-    if (opt->all && key != "mixed_precision" && key != "dora" && key != "qlora")
+    if (opt->all && key != "mixed_precision" && key != "dora" && key != "qlora" && key != "models")
       return fmt::format("{}= does not combine with all (the whole-vocabulary generator draws it itself); expects {}", key, expected);
     if (key == "checkpoint") opt->checkpoint_percent = p;
     else if (key == "gradient_sync") opt->gradient_sync_percent = p;
@@ -297,6 +301,7 @@ std::string apply_draws(const std::string& list, GenOptions* opt) {
     else if (key == "mixed_precision") opt->mixed_precision_percent = p;
     else if (key == "dora") opt->dora_percent = p;
     else if (key == "qlora") opt->qlora_percent = p;
+    else if (key == "models") opt->models_percent = p;
     else return fmt::format("expects {}, got unknown '{}'", expected, key);
   }
   return "";
@@ -410,6 +415,10 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
 }
 
 SeqFile generate_seq(Prng& rng, const GenOptions& opt) {
+  // models=P: decided on a forked stream, so a sequence not drawn as a model is the one the rest
+  // of the list gives (and every seed without `models` keeps its sequence).
+  if (Prng side = rng.fork(0x6d6f64656c73); opt.models_percent > 0 && side.chance(static_cast<uint32_t>(opt.models_percent)))
+    return generate_seq_models(side, opt);
   if (opt.all) return generate_seq_all(rng, opt);
   SeqFile f;
   f.scenario = generate_scenario(rng, opt);

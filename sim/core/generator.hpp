@@ -50,6 +50,10 @@ struct GenOptions {
   // `--draw all2` (all set too): the same generator drawing every op kind, save_model, load_model,
   // merge_and_unload and generate included; a stream of its own, so `all`'s seeds keep theirs.
   bool all2 = false;
+  // `--draw models` (100) or `models=P`: a tiny `model` scenario (generator_models.cpp) in P % of
+  // the sequences, decided on a stream forked from each sequence's, so the others are what the
+  // rest of the list draws; 0 (the default) draws none.
+  int models_percent = 0;
   // Features (coverage.hpp's names) every knob drawing them switches on: coverage's forced draws.
   std::vector<std::string> force;
 };
@@ -59,6 +63,7 @@ struct GenOptions {
 // the profiles that set it (`patched`), so a seed keeps printing the sequence it printed.
 constexpr int kDrawnSwitches = 9;
 
+// `--draw models` or `models=P` (with any of the lists below): tiny `model` scenarios;
 // `--draw all`, `--draw all,mixed_precision=P,dora=P,qlora=P` (the whole vocabulary with a policy line,
 // all2 for every op kind,
 // DoRA adapters or 4-bit bases in P % of the sequences) or
@@ -118,5 +123,10 @@ std::vector<Op> generate_ops(Prng& rng, const Scenario& s, const GenOptions& opt
 SeqFile generate_seq(Prng& rng, const GenOptions& opt);
 // The whole-vocabulary generator; `gate`: draw again until the parser's checks (validate) accept.
 SeqFile generate_seq_all(Prng& rng, const GenOptions& opt, bool gate = true);
+// save_model full|sharded (chance 1/2) or load_model full|sharded|plain (1/3 each): both generators' draw.
+std::string draw_state_dict_form(Prng& rng, OpKind k);
+// `--draw models`: a tiny transformers `model` scenario both the model and the upstream backend run
+// (generator_models.cpp), drawn again until the parser and the model's lowering accept it.
+SeqFile generate_seq_models(Prng& rng, const GenOptions& opt);
 
 }  // namespace fsdpsim

@@ -264,13 +264,9 @@ std::vector<Op> draw_ops(Prng& rng, Swarm& sw, const Scenario& s, bool all2) {
         op.sync = sync = !sync;
         break;
       case OpKind::SaveModel:
-        op.names = {rng.chance(50) ? "full" : "sharded"};
+      case OpKind::LoadModel:
+        op.names = {draw_state_dict_form(rng, op.kind)};
         break;
-      case OpKind::LoadModel: {
-        static const char* const forms[] = {"full", "sharded", "plain"};
-        op.names = {forms[rng.below(3)]};
-        break;
-      }
       case OpKind::Generate:
         op.names = {std::to_string(1 + rng.below(4))};
         break;
@@ -286,6 +282,12 @@ std::vector<Op> draw_ops(Prng& rng, Swarm& sw, const Scenario& s, bool all2) {
 }
 
 }  // namespace
+
+std::string draw_state_dict_form(Prng& rng, OpKind k) {
+  static const char* const forms[] = {"full", "sharded", "plain"};
+  if (k == OpKind::SaveModel) return rng.chance(50) ? "full" : "sharded";
+  return forms[rng.below(3)];
+}
 
 SeqFile generate_seq_all(Prng& rng, const GenOptions& opt, bool gate) {
   // A draw the parser would refuse is drawn again from the same stream (the checks are
