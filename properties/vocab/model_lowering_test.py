@@ -18,6 +18,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "properties", "real_backend", "upstream"))
+import torch_caches  # noqa: F401,E402  (first: torch's caches in a directory removed at exit)
 sys.path.insert(0, os.path.join(ROOT, "real_backend", "upstream"))
 FSDPSIM = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(ROOT, "build", "fsdpsim")
 CORPUS = os.path.join(ROOT, "corpus", "models")
