@@ -36,9 +36,10 @@ grep '^\[world' plain.out > p.txt; grep '^\[world' traced.out > t.txt
 
 "$FSDPSIM" record --out u.seq -- $RUN unsupported.py > /dev/null 2> u.err || { cat u.err; fail "record unsupported"; }
 for n in "layer emb (Embedding): only nn.Linear layers are recorded" "layer norm (LayerNorm)" \
-         "adapter default: lora_dropout=0.1" "merge_and_unload at unsupported.py:31"; do
+         "adapter default: lora_dropout=0.1" "get_peft_model_state_dict outside save_pretrained at unsupported.py:32"; do
   grep -q "^# not recorded: $n" u.seq || { cat u.seq; fail "header lacks: $n"; }
 done
+grep -q '^merge_and_unload  *# unsupported.py:33$' u.seq || { cat u.seq; fail "merge_and_unload is not an op"; }
 # A transformers model of a known family is recorded as a `model` line from its config, with module
 # paths for names, PEFT's target_modules as written, and seq_len from the token ids it was called on.
 "$FSDPSIM" record --out l.seq -- $RUN tiny_llama.py > /dev/null 2> l.err || { cat l.err; fail "record tiny_llama"; }
@@ -50,7 +51,8 @@ for l in "model llama hidden=32 intermediate=64 layers=2 heads=4 kv_heads=2 voca
 done
 ops=$(sed -n '/^---$/,$p' l.seq | sed 1d | sed 's/ *#.*//' | tr '\n' ';')
 [ "$ops" = "$(printf '%s;' "set_adapter policy" forward backward step zero_grad "set_adapter reference" eval \
-  "set_adapter policy" forward backward step zero_grad "set_adapter reference" eval)" ] || { cat l.seq; fail "tiny_llama ops: $ops"; }
+  "set_adapter policy" forward backward step zero_grad "set_adapter reference" eval "set_adapter policy" "generate 3")" ] ||
+  { cat l.seq; fail "tiny_llama ops: $ops"; }
 grep -q '^# not recorded' l.seq && { cat l.seq; fail "tiny_llama: nothing should go unrecorded"; }
 
 # Accelerator.prepare's FSDP2 path is recorded as the fully_shard calls it makes: each decoder layer

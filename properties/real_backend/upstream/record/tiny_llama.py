@@ -1,5 +1,6 @@
 """A tiny Llama under FSDP2 with two LoRA adapters, as a user writes it: every decoder layer its own
-unit, then the PEFT model; two training steps on the policy adapter, a no_grad pass on the reference."""
+unit, then the PEFT model; two training steps on the policy adapter, a no_grad pass on the reference,
+then a greedy rollout of the policy (generate, as an RL loop samples)."""
 
 import warnings
 
@@ -39,4 +40,11 @@ for step in range(2):
         ref = model(input_ids=ids, labels=ids).loss
     if rank == 0:
         print(f"[world={world}] step {step}: loss {loss.item():.6f} reference {ref.item():.6f}", flush=True)
+model.set_adapter("policy")
+with torch.no_grad():
+    prompt = ids[:, :4]
+    rollout = model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=3,
+                             do_sample=False, pad_token_id=0)
+if rank == 0:
+    print(f"[world={world}] rollout {rollout.tolist()}", flush=True)
 dist.destroy_process_group()

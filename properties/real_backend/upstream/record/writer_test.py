@@ -49,9 +49,21 @@ class Notes(unittest.TestCase):
         w = OpWriter(Scenario())
         events = [{"op": "fully_shard", "at": "t.py:2", "args": {"modules": ["root"]}},
                   {"op": "tracer_error", "at": "t.py:3", "args": {"what": "KeyError: 'x'"}},
-                  {"op": "merge_and_unload", "at": "t.py:4", "args": {}}]
+                  {"op": "generate", "at": "t.py:4", "args": {"new_tokens": None, "max_new_tokens": 3}}]
         self.assertEqual(w.ops(events), [])
-        self.assertEqual(w.notes, ["the call at t.py:3: the tracer failed on it (KeyError: 'x')", "merge_and_unload at t.py:4"])
+        self.assertEqual(w.notes, ["the call at t.py:3: the tracer failed on it (KeyError: 'x')",
+                                   "generate at t.py:4: the tokens it added were not read off its result"])
+
+    def test_generate_is_one_forward_per_new_token_and_merge_and_unload_an_op(self):
+        w = OpWriter(Scenario())
+        events = [{"op": "fully_shard", "at": "t.py:2", "args": {"modules": ["root"]}},
+                  {"op": "generate", "at": "t.py:3", "args": {"new_tokens": 5, "max_new_tokens": 8}},
+                  {"op": "generate", "at": "t.py:4", "args": {"new_tokens": None, "max_new_tokens": 2},
+                   "raised": "RuntimeError: x"},
+                  {"op": "merge_and_unload", "at": "t.py:5", "args": {}}]
+        self.assertEqual(w.ops(events), [Op("generate 5", "t.py:3", None), Op("generate 2", "t.py:4", "RuntimeError: x"),
+                                         Op("merge_and_unload", "t.py:5", None)])
+        self.assertEqual(w.notes, [])
 
 
 class ModelLine(unittest.TestCase):

@@ -14,8 +14,6 @@ _ERRORS = (
 )
 
 _NOT_EXPRESSED = {
-    "merge_and_unload": "merge_and_unload",
-    "generate": "generate",
     "get_peft_model_state_dict": "get_peft_model_state_dict outside save_pretrained",
     "set_peft_model_state_dict": "set_peft_model_state_dict outside load_adapter",
 }
@@ -70,6 +68,15 @@ class OpWriter:
                 state["optimizer"] = True
                 return None  # the scenario's `optimizer` line
             return "new_optimizer"
+        if op == "merge_and_unload":
+            return "merge_and_unload"
+        if op == "generate":
+            # `generate N`: N no_grad forwards, one per token the decode added (as the call returned them)
+            n = a.get("new_tokens") or (a.get("max_new_tokens") if e.get("raised") else None)
+            if n:
+                return f"generate {n}"
+            self.notes.append(f"generate at {e['at']}: the tokens it added were not read off its result")
+            return None
         if op == "tracer_error":
             self.notes.append(f"the call at {e['at']}: the tracer failed on it ({a.get('what')})")
             return None

@@ -210,13 +210,23 @@ def _patch_peft(peft):
     _wrap(PeftModel, "set_adapter", lambda a, k, r: ("set_adapter", {"adapter": k.get("adapter_name", a[1])}), mine)
     _wrap(PeftModel, "delete_adapter", lambda a, k, r: ("delete_adapter", {"adapter": k.get("adapter_name", a[1])}), mine)
     names = lambda a, k, key, i: (lambda v: [v] if isinstance(v, str) else (list(v) if v is not None else None))(k.get(key, a[i] if len(a) > i else None))
+    def generate_desc(a, k, res):
+        """The tokens the decode added: one forward each (transformers generation/utils.py::
+        GenerationMixin._sample, one model call per new token), whatever stopped it."""
+        ids = k.get("input_ids", a[1] if len(a) > 1 else None)
+        out = getattr(res, "sequences", res)
+        shape = lambda t: getattr(t, "shape", None)
+        if shape(ids) is not None and shape(out) is not None and len(shape(ids)) == 2 and len(shape(out)) == 2:
+            return "generate", {"new_tokens": int(shape(out)[1] - shape(ids)[1])}
+        return "generate", {"new_tokens": None, "max_new_tokens": k.get("max_new_tokens")}
+
     _wrap(BaseTuner, "set_adapter", lambda a, k, r: ("set_adapter_list", {"adapters": names(a, k, "adapter_name", 1)}), mine_tuner)
     _wrap(BaseTuner, "delete_adapter", lambda a, k, r: ("delete_adapter", {"adapter": k.get("adapter_name", a[1])}), mine_tuner)
     _wrap(BaseTuner, "merge_adapter", lambda a, k, r: ("merge", {"adapters": names(a, k, "adapter_names", 1)}), mine_tuner)
     _wrap(BaseTuner, "unmerge_adapter", lambda a, k, r: ("unmerge", {}), mine_tuner)
     _wrap(BaseTuner, "merge_and_unload", lambda a, k, r: ("merge_and_unload", {}), mine_tuner)
     _wrap(PeftModel, "save_pretrained", lambda a, k, r: ("save_adapters", {"adapters": names(a, k, "selected_adapters", 3)}), mine)
-    _wrap(PeftModel, "generate", lambda a, k, r: ("generate", {}), mine)
+    _wrap(PeftModel, "generate", generate_desc, mine)
     for mod in {sys.modules.get(m) for m in ("peft", "peft.utils", "peft.utils.save_and_load")} - {None}:
         for fn in ("get_peft_model_state_dict", "set_peft_model_state_dict"):
             if hasattr(mod, fn) and not hasattr(getattr(mod, fn), "__wrapped__"):
