@@ -149,10 +149,7 @@ Raise RankModel::dispatch(const Op& op) {
   switch (op.kind) {
     case OpKind::Forward: return op_forward(true);
     case OpKind::Eval: return op_forward(false);
-    case OpKind::Generate:  // N no_grad forwards (an RL rollout's decode steps); the first raise ends it
-      for (int step = std::stoi(op.names[0]); step > 0; --step)
-        if (Raise r = op_forward(false)) return r;
-      break;
+    case OpKind::Generate: return op_generate(std::stoi(op.names[0]));
     case OpKind::Backward: return op_backward();
     case OpKind::Step: st_.optimizer.step(optimizer_port(fsdp())); break;
     case OpKind::ZeroGrad: st_.optimizer.zero_grad(optimizer_port(fsdp())); break;
@@ -232,7 +229,29 @@ Raise RankModel::op_forward(bool grad_enabled) {
   return r;
 }
 
-Raise RankModel::forward_hooks(bool grad_enabled) {
+// generate N: an RL rollout's N decode steps, each a no_grad forward; the first raise ends it. On
+// a `model` scenario it is transformers' generate, which PeftModel.generate reaches through the
+// base model (peft peft_model.py::PeftModelForCausalLM.generate): the forward the decode calls is
+// the inner causal LM's, so the root unit's hooks, registered on the PeftModel's forward (torch
+// _fully_shard/_fsdp_state.py::FSDPState._register_pre_forward_hook), never run; the child units'
+// do (huggingface/trl#4550, fixed in transformers' Trainer by register_fsdp_forward_method).
+Raise RankModel::op_generate(int steps) {
+  thread_local PendingGraph previous;
+  for (; steps > 0; --steps) {
+    if (!topo_->generate_skips_root) {
+      if (Raise r = op_forward(false)) return r;
+      continue;
+    }
+    previous = st_.graph;
+    if (Raise r = forward_hooks(false, false)) {
+      st_.graph = previous;
+      return r;
+    }
+  }
+  return {};
+}
+
+Raise RankModel::forward_hooks(bool grad_enabled, bool root_hooks) {
   PendingGraph& gr = st_.graph;
   std::fill(gr.grad.begin(), gr.grad.end(), 0);
   std::fill(gr.group_out_rg.begin(), gr.group_out_rg.end(), 0);
@@ -247,7 +266,9 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
   // A state left in PRE_BACKWARD returns from its pre-forward before anything else, and its
   // post-forward does nothing: no reshard, no hook (_fsdp_state.py::FSDPState._pre_forward).
   auto stuck = [&](int g) { return st_.groups[g].state_pre_backward; };
-  if (root >= 0 && stuck(root)) {
+  if (!root_hooks) {
+    // (op_rules: no generate on a model scenario before its first forward: the lazy init ran)
+  } else if (root >= 0 && stuck(root)) {
     st_.groups[root].pre_forward_in_pre_backward(fsdp().context(root));
   } else {
     // _fsdp_state.py::FSDPState._root_pre_forward: _lazy_init before anything is unsharded.
@@ -277,6 +298,10 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
       }
     }
     const LayerInfo& li = topo_->layers[l];
+    // Without the root's pre-forward its modules hold the sharded DTensors unless a forward left
+    // the root unsharded (the root's reshard_after_forward default keeps it after a forward).
+    if (!root_hooks && !child && root >= 0 && !st_.groups[root].unsharded())
+      return raise(Status::Exception, DTensor::mixed_tensor_error(li.sharded_call_op));
     // The FSDP module of a layer wrapped after fully_shard is its base layer: its output
     // requires grad only through the input or the base parameters.
     const bool base_rg = li.lora_after_fsdp &&
@@ -309,7 +334,7 @@ Raise RankModel::forward_hooks(bool grad_enabled) {
       gr.hooks.emplace_back(g, 2 * static_cast<int>(l) + (li.lora_after_fsdp && st_.layers[l].adds_output(layer_port(static_cast<int>(l))) ? 0 : 1));
     }
   }
-  if (root >= 0 && !stuck(root)) {
+  if (root >= 0 && !stuck(root) && root_hooks) {
     gr.group_out_rg[root] = path_rg;
     st_.groups[root].post_forward(fsdp().context(root));
     // The group's pre-backward hook sits on its output before its output_dtype cast

@@ -73,7 +73,10 @@ class RankModel {
   Accelerator accelerator();
   // --- training (rank_model.cpp) ---
   Raise op_forward(bool grad_enabled);
-  Raise forward_hooks(bool grad_enabled);  // op_forward's body; op_forward restores the graph on a raise
+  // op_forward's body; op_forward restores the graph on a raise. `root_hooks` false: the root
+  // unit's pre- and post-forward do not run (generate on a `model` scenario).
+  Raise forward_hooks(bool grad_enabled, bool root_hooks = true);
+  Raise op_generate(int steps);
   Raise op_backward();
   Raise dispatch(const Op& op);
   static Tr op_transition(const Op& op);

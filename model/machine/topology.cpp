@@ -72,6 +72,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   t.mp_upcast = !s.mp.empty();
   t.mixed_precision = s.mixed_precision();
   t.data = s.data;
+  t.generate_skips_root = s.model.has_value();
   t.world = s.world;
   t.params4bit = s.quantized() != nullptr;
   t.params4bit_ignored = t.params4bit && prepare_by_accelerate(s);
@@ -213,6 +214,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
       li.weight = shape.transposed ? add_param(dotted(ld.name, ".weight"), ParamKind::Weight, static_cast<int>(l), -1, ld.in, ld.out, g)
                                    : add_param(dotted(ld.name, ".weight"), ParamKind::Weight, static_cast<int>(l), -1, ld.out, ld.in, g);
       if (shape.bias) li.bias = add_param(dotted(ld.name, ".bias"), ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);
+      li.sharded_call_op = shape.sharded_call_op;
     }
     const int fan = E > 0 ? E : 1;
     auto targets = [&](const AdapterDecl& a) {

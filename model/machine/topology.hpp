@@ -97,6 +97,9 @@ struct LayerInfo {
   // (in*out/2, 1) (bitsandbytes/nn/modules.py::Params4bit._quantize).
   std::optional<Quant> quant;
   std::optional<DType> compute_dtype;  // its Linear4bit.compute_dtype (unset: None)
+  // A `model` scenario's module: the aten op it raises in when called on its sharded parameters
+  // (ModuleShape::sharded_call_op; "" for layer scenarios).
+  std::string sharded_call_op;
 };
 
 struct Topology {
@@ -119,6 +122,9 @@ struct Topology {
   bool mixed_precision = false;
   Data data = Data::Same;  // `data per_rank`: each rank's forward reads its own batch
   bool explicit_prepare = false;  // the ops start before prepare (the parameters are whole)
+  // A `model` scenario: `generate` is transformers' GenerationMixin.generate, reached through
+  // PeftModel.generate -> the base model, so the root unit's (the PeftModel's) FSDP hooks never run.
+  bool generate_skips_root = false;
   // Some layer is 4-bit (a Params4bit in the model): accelerate skips its fp32 upcast and its
   // RAM-efficient load (utils/fsdp_utils.py::fsdp2_prepare_model, `model_has_params4bit`).
   bool params4bit = false;

@@ -141,6 +141,23 @@ ModuleShape module_shape(const Scenario& s, const std::string& layer) {
   const int m = tree.module_index(layer);
   out.transposed = m >= 0 && tree.modules[m].kind == ModuleKind::Conv1D;
   out.bias = std::any_of(tree.params.begin(), tree.params.end(), [&](const TreeParam& p) { return p.name == layer + ".bias"; });
+  if (m >= 0) {
+    const TreeModule& mod = tree.modules[m];
+    const std::string& type = mod.type;
+    auto ends_with = [&](const char* tail) {
+      const std::string t(tail);
+      return type.size() >= t.size() && type.compare(type.size() - t.size(), t.size(), t) == 0;
+    };
+    // F.embedding; LlamaRMSNorm's `weight * hidden`; F.layer_norm; Conv1D's torch.addmm; F.linear
+    // (addmm with a bias, mm without; the output head reads a sliced, non-contiguous input: bmm).
+    out.sharded_call_op = mod.kind == ModuleKind::Embedding ? "embedding.default"
+                          : ends_with("RMSNorm")             ? "mul.Tensor"
+                          : ends_with("LayerNorm")           ? "native_layer_norm.default"
+                          : mod.kind == ModuleKind::Conv1D   ? "addmm.default"
+                          : layer == tree.output_head        ? "bmm.default"
+                          : out.bias                         ? "addmm.default"
+                                                             : "mm.default";
+  }
   return out;
 }
 

@@ -34,9 +34,14 @@ SeqFile lowered_file(const SeqFile& f);
 
 // A lowered layer's shape facts the LayerDecl does not carry: its module has a bias, and its
 // weight is stored (in, out) (transformers pytorch_utils.py::Conv1D). Layer scenarios: true, false.
+// `sharded_call_op`: the aten op that raises when the module runs on a plain input while its
+// parameters are the sharded DTensors (no FSDP pre-forward unsharded them: PeftModel.generate
+// skips the root unit's hooks), torch distributed/tensor/_dispatch.py::OpDispatcher.unwrap_to_op_info;
+// measured per module class on torch 2.13 ("" for layer scenarios).
 struct ModuleShape {
   bool bias = true;
   bool transposed = false;
+  std::string sharded_call_op;
 };
 ModuleShape module_shape(const Scenario& s, const std::string& layer);
 

@@ -74,6 +74,22 @@ std::string OpRules::unload_unmodelled(const Scenario& s, const std::vector<Op>&
   return "";
 }
 
+// torch _fully_shard/_fsdp_state.py::FSDPState._lazy_init runs from the pre-forward of the first
+// state called; under generate that is a child unit's (op_generate in model/machine/rank_model.cpp),
+// which then takes itself for a root (measured: gpt2 with a grouped [wte, wpe] unit raises "FSDP
+// requires a single root module"), a path the model does not follow.
+std::string OpRules::generate_unmodelled(const Scenario& s, const std::vector<Op>& ops, SourcePos* at) {
+  if (!s.model) return "";
+  for (const Op& op : ops) {
+    if (op.kind == OpKind::Forward || op.kind == OpKind::Eval || op.kind == OpKind::TrainStep) return "";
+    if (op.kind != OpKind::Generate) continue;
+    *at = op.pos;
+    return "the model does not implement `generate` on a `model` scenario before its first forward, eval or "
+           "train_step (FSDP's lazy init would run from a child unit); run this file with --backend upstream";
+  }
+  return "";
+}
+
 bool OpRules::runs_after_unload(OpKind k) {
   static constexpr OpKind kRun[] = {OpKind::Forward,  OpKind::Eval,      OpKind::Generate,     OpKind::Backward,   OpKind::Step,
                                     OpKind::TrainStep, OpKind::ZeroGrad, OpKind::Reshard,      OpKind::Unshard,    OpKind::StateDict,
@@ -99,6 +115,7 @@ OpRules::OpRules(const Scenario& s) {
   unload.kind = OpKind::MergeAndUnload;
   SourcePos at;
   unloadable_ = unload_unmodelled(s, {unload}, &at).empty();
+  model_ = s.model.has_value();
 }
 
 std::vector<int> OpRules::addable() const {
@@ -111,6 +128,7 @@ bool OpRules::possible(OpKind k) const {
   if (unloaded_ && !runs_after_unload(k)) return false;  // what the model covers after merge_and_unload
   switch (k) {
     case OpKind::MergeAndUnload: return unloadable_;
+    case OpKind::Generate: return !model_ || forwarded_;
     case OpKind::Backward: return graph_;
     case OpKind::DisableEnter: return !disabled_;
     case OpKind::DisableExit: return disabled_;
@@ -155,8 +173,9 @@ bool OpRules::rank_legal(const Scenario& s, const Op& op, bool ranked) {
 
 void OpRules::apply(const Scenario& s, const Op& op) {
   switch (op.kind) {
-    case OpKind::Forward: graph_ = true; break;
-    case OpKind::Eval: case OpKind::Generate: case OpKind::Backward: case OpKind::TrainStep: graph_ = false; break;
+    case OpKind::Forward: graph_ = forwarded_ = true; break;
+    case OpKind::Eval: case OpKind::TrainStep: graph_ = false, forwarded_ = true; break;
+    case OpKind::Generate: case OpKind::Backward: graph_ = false; break;
     case OpKind::DisableEnter: disabled_ = true; break;
     case OpKind::DisableExit: disabled_ = false; break;
     case OpKind::AddAdapter: case OpKind::LoadAdapter: present_.insert(s.adapter_index(op.names[0])); break;

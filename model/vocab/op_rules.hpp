@@ -44,6 +44,10 @@ class OpRules {
   // Linear layers managed from the start, none its own FSDP unit, then only ops reaching no
   // adapter), with the line in *at; "" when it can (or there is none).
   static std::string unload_unmodelled(const Scenario& s, const std::vector<Op>& ops, SourcePos* at);
+  // Why the model cannot run a `generate` among `ops` on a `model` scenario: one before the
+  // sequence's first forward (eval, train_step), when each child unit's pre-forward would run FSDP's
+  // lazy init as a root of its own; "" when it can.
+  static std::string generate_unmodelled(const Scenario& s, const std::vector<Op>& ops, SourcePos* at);
   // The ops the model runs after a merge_and_unload: forwards, training, resharding, saves.
   static bool runs_after_unload(OpKind k);
 
@@ -82,6 +86,8 @@ class OpRules {
   bool saved_adapters_ = false;   // save_adapters ran
   bool unloadable_ = false;       // the model covers a merge_and_unload of this scenario
   bool unloaded_ = false;         // merge_and_unload ran: only runs_after_unload kinds follow
+  bool model_ = false;            // a `model` scenario: generate skips the root unit's hooks
+  bool forwarded_ = false;        // a forward, eval or train_step ran (FSDP's lazy init)
 };
 
 }  // namespace fsdpsim

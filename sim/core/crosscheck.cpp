@@ -146,6 +146,7 @@ std::string model_refusal(const Scenario& s, SourcePos* at) {
 
 std::string model_refusal(const SeqFile& f, SourcePos* at) {
   if (std::string why = model_refusal(f.scenario, at); !why.empty()) return why;
+  if (std::string why = OpRules::generate_unmodelled(f.scenario, f.ops, at); !why.empty()) return why;
   return OpRules::unload_unmodelled(f.scenario, f.ops, at);
 }
 

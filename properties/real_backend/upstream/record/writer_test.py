@@ -66,6 +66,20 @@ class Notes(unittest.TestCase):
         self.assertEqual(w.notes, [])
 
 
+class StateDicts(unittest.TestCase):
+    def test_a_load_of_a_recorded_saves_keys_is_load_model_of_its_form(self):
+        w = OpWriter(Scenario())
+        ev = lambda op, at, **a: {"op": op, "at": f"t.py:{at}", "args": a}
+        events = [ev("fully_shard", 2, modules=["root"]), ev("save_model", 3, full=True, keys="k1"),
+                  ev("save_model", 4, full=False, keys="k2"), ev("load_model", 5, plain=True, keys="k1"),
+                  ev("load_model", 6, full=False, keys="k2"), ev("load_model", 7, full=True, keys="k1"),
+                  ev("load_model", 8, full=True, keys="other"), ev("load_model", 9, full=False, keys="k1")]
+        self.assertEqual([o.text for o in w.ops(events)], ["save_model full", "save_model sharded", "load_model plain",
+                                                           "load_model sharded", "load_model full"])
+        self.assertEqual(w.notes, ["set_model_state_dict at t.py:8: a dict no recorded get_model_state_dict (full) saved",
+                                   "set_model_state_dict at t.py:9: a dict no recorded get_model_state_dict saved"])
+
+
 class ModelLine(unittest.TestCase):
     def test_gpt2_sizes_from_its_own_names_and_its_default_mlp(self):
         tree = {"model_type": "gpt2", "config": {"n_embd": 16, "n_inner": None, "n_layer": 1, "n_head": 4,

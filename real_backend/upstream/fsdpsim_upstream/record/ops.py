@@ -68,6 +68,21 @@ class OpWriter:
                 state["optimizer"] = True
                 return None  # the scenario's `optimizer` line
             return "new_optimizer"
+        if op == "save_model":
+            form = "full" if a.get("full") else "sharded"
+            if state["sharded"]:  # (a save before fully_shard is named, not recorded)
+                state.setdefault("saved_keys", {})[form] = a.get("keys")
+            return f"save_model {form}"
+        if op == "load_model":
+            # the `.seq` loads the last save of the form (plain: full tensors), so only a dict with its keys
+            form = "plain" if a.get("plain") else "full" if a.get("full") else "sharded"
+            keys = state.get("saved_keys", {}).get("sharded" if form == "sharded" else "full")
+            if keys is not None and keys == a.get("keys"):
+                return f"load_model {form}"
+            call = "load_state_dict" if form == "plain" else "set_model_state_dict"
+            self.notes.append(f"{call} at {e['at']}: a dict no recorded get_model_state_dict"
+                              f"{'' if form == 'sharded' else ' (full)'} saved")
+            return None
         if op == "merge_and_unload":
             return "merge_and_unload"
         if op == "generate":

@@ -296,6 +296,9 @@ def _patch_torch(torch):
                              "all": len(params), "trainable": sum(1 for p in params if p.requires_grad),
                              "holds_frozen": any(id(p) in held and not p.requires_grad for p in params)}
 
+    _wrap(torch.nn.Module, "load_state_dict",
+          lambda a, k, r: ("load_model", {"plain": True, "keys": _keys(k.get("state_dict", a[1] if len(a) > 1 else None))}),
+          lambda a: a and _S["peft"] is not None and a[0] is _S["peft"])
     _wrap(optim.Optimizer, "__init__", init_desc)
     _wrap(optim.Optimizer, "zero_grad", lambda a, k, r: ("zero_grad", {}) if _S["peft"] is not None else (None, {}))
 
@@ -327,6 +330,23 @@ def _patch_fsdp(fsdp):
     _wrap(impl.FSDPModule, "set_requires_gradient_sync", sync, lambda a: _S["peft"] is not None)
 
 
+def _keys(sd):
+    """A state dict's keys as one short digest: a load is the `.seq`'s `load_model` only of a dict
+    with a recorded save's keys."""
+    import hashlib
+
+    return hashlib.sha1("\n".join(sorted(map(str, sd.keys()))).encode()).hexdigest()[:12] if hasattr(sd, "keys") else None
+
+
+def _patch_dcp(dcp):
+    mine = lambda a: a and _S["peft"] is not None and a[0] is _S["peft"]
+    full = lambda k: bool(getattr(k.get("options"), "full_state_dict", False))
+    _wrap(dcp, "get_model_state_dict", lambda a, k, r: ("save_model", {"full": full(k), "keys": _keys(r)}), mine)
+    _wrap(dcp, "set_model_state_dict",
+          lambda a, k, r: ("load_model", {"full": full(k), "keys": _keys(k.get("model_state_dict", a[1] if len(a) > 1 else None))}),
+          mine)
+
+
 def _patch_accelerate(accelerate):
     from accelerate import Accelerator
 
@@ -337,7 +357,8 @@ def _patch_accelerate(accelerate):
     _wrap(Accelerator, "prepare", prepare_desc)
 
 
-_PATCHES = {"torch": _patch_torch, "torch.distributed.fsdp": _patch_fsdp, "peft": _patch_peft, "accelerate": _patch_accelerate}
+_PATCHES = {"torch": _patch_torch, "torch.distributed.fsdp": _patch_fsdp, "peft": _patch_peft, "accelerate": _patch_accelerate,
+            "torch.distributed.checkpoint.state_dict": _patch_dcp}
 
 
 class _Finder(importlib.abc.MetaPathFinder):
