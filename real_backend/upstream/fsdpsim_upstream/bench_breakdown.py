@@ -101,8 +101,8 @@ def table(results, names):
     lines.append(f"  {'sequences/s':<{label_w}}" + rates)
     floors = "".join(f"{1000 / r['row']['floor']:>11.1f} seq/s" if r["row"]["floor"] else f"{'':>17}" for r in results)
     lines.append(f"  {'sequences/s at the floor':<{label_w}}" + floors)
-    lines.append(f"  ({results[0]['colls']:.0f} collectives per sequence on rank 0; "
-                 + ", ".join(f"{n}: {r['runs']} runs" for n, r in zip(names, results)) + ")")
+    lines.append("  (collectives per sequence on rank 0 and runs: "
+                 + ", ".join(f"{n} {r['colls']:.0f} and {r['runs']}" for n, r in zip(names, results)) + ")")
     return lines
 
 
