@@ -303,6 +303,59 @@ class DecodedOnce(unittest.TestCase):
 
 
 
+class JudgedOnce(unittest.TestCase):
+    """A layer whose values no op changed is judged once per run (judge.py, _JUDGED): the memo's
+    key holds everything the judgement reads, so a step that changed the stored rows, a factor or
+    what is merged is judged afresh, and a layer no adapter targets still is. World 1, fp32, lin0
+    (4, 3) with adapter `a` (r = 1, scaling 1), norm (4,) with none."""
+
+    def setUp(self):
+        judge.forget()
+        g = torch.Generator().manual_seed(3)
+        self.w0, self.n0 = torch.randn(4, 3, generator=g), torch.ones(4)
+        self.A, self.B = torch.randn(1, 3, generator=g), torch.randn(4, 1, generator=g)
+        shapes = {"lin0.weight": [4, 3], "lin0.lora_A.a": [1, 3], "lin0.lora_B.a": [4, 1], "norm.weight": [4]}
+        self.init = {0: {"shapes": shapes, "scaling": {"a": 1.0}, "dtype": "fp32",
+                         "w0": {"lin0": enc(self.w0), "norm": enc(self.n0)}, "values": {"s": {}}}}
+        self.vals, self.log, self.step = {0: {}}, judge.RoundingLog(), 0
+
+    def tearDown(self):
+        judge.forget()
+
+    def report(self, w, merged, B=None, norm=None):
+        """The classes of lin0 and norm at the next step."""
+        self.step += 1
+        B = self.B if B is None else B
+        self.vals[0][self.step] = {"s": {"lin0.weight": enc(w), "lin0.lora_A.a": enc(self.A), "lin0.lora_B.a": enc(B),
+                                         "norm.weight": enc(self.n0 if norm is None else norm)}, "u": {}}
+        o = {"step": self.step, "rank": 0, "layers": [
+            {"name": n, "merged": m, "stored": "unjudged", "registered": "unjudged"}
+            for n, m in (("lin0", merged), ("norm", []))]}
+        judge.judge_layers(o, 0, 1, self.init, self.vals, self.log)
+        return [(lo["stored"], lo["registered"]) for lo in o["layers"]]
+
+    def test_a_step_that_changed_nothing_is_judged_from_the_memo_alike(self):
+        first = self.report(self.w0, [])
+        calls = []
+        real = judge._judge_layer
+        judge._judge_layer = lambda *a: calls.append(a[1]) or real(*a)
+        try:
+            self.assertEqual(self.report(self.w0, []), first)
+        finally:
+            judge._judge_layer = real
+        self.assertEqual(first, [("exact", "exact")] * 2)
+        self.assertEqual(calls, [], "an unchanged layer was judged again")
+
+    def test_changed_rows_a_changed_factor_or_a_merge_are_judged_afresh(self):
+        self.report(self.w0, [])
+        self.assertEqual(self.report(self.w0 + 1, [])[0][0], "corrupt")  # the stored rows moved
+        self.assertEqual(self.report(self.w0, [], norm=self.n0 * 2)[1][0], "corrupt")  # a frozen norm's
+        self.assertEqual(self.report(self.w0 + self.B @ self.A, ["a"])[0][0], "exact")  # merged now
+        # the same weight and merged list, another B: the merged delta no longer matches the weight
+        self.assertEqual(self.report(self.w0 + self.B @ self.A, ["a"], B=self.B * 3)[0][0], "corrupt")
+        self.assertEqual(self.report(self.w0 + self.B @ self.A, ["a"])[0][0], "exact")
+
+
 class DoraMerge(unittest.TestCase):
     """World 1, fp32, one layer lin0 (4, 3), one DoRA adapter `a` (r = 1, scaling 1) whose magnitude
     a step moved off the weight norm: its merge rescales the rows (lora/variants.py::

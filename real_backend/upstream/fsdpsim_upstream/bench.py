@@ -2,7 +2,8 @@
 - a pool's start at world 2 (the coordinator ready with its ranks), ranks forked from the
   coordinator that imported the libraries once against ranks in fresh interpreters;
 - a ten-op sequence on a started pool (per sequence, with where its time goes:
-  bench_breakdown.py), and a corpus file (per file, one pool
+  bench_breakdown.py), the same ten ops on a tiny Llama against it (issue 51's ratio, with its
+  breakdown beside the Linear stack's), and a corpus file (per file, one pool
   per world started beforehand, as `check` keeps them);
 - `fsdpsim run FILE --backend upstream` end to end (given --fsdpsim);
 - a fresh torchrun per sequence (the same sequence exported), against the started pool.
@@ -52,26 +53,12 @@ fully_shard_plan transformer_layers
 """
 
 
-def model_vs_linear(world, seconds):
-    """Median seconds of the ten ops on the tiny Llama and on seed 000's Linear stack, the two
-    alternating on one started pool (so load on the machine hits both alike)."""
-    texts = [MODEL_SCENARIO.format(world=world) + TEN_OPS, ten_op_sequence(world)]
-    pool = Pool(world, 20000)
-    pool.start()
-    times = [[], []]
-    try:
-        for t in texts:  # each scenario's first build (and the reuse copy its second makes) left out
-            pool.run(t, None)
-            pool.run(t, None)
-        t_end = time.time() + seconds
-        while time.time() < t_end or len(times[0]) < 3:
-            for i, t in enumerate(texts):
-                t0 = time.time()
-                pool.run(t, None)
-                times[i].append(time.time() - t0)
-    finally:
-        pool.close()
-    return statistics.median(times[0]), statistics.median(times[1]), len(times[0])
+def model_vs_linear(pool, world, seconds):
+    """The ten ops on seed 000's Linear stack and on the tiny Llama, alternating on one started
+    pool (so load on the machine hits both alike), each scenario's first two runs left out (its
+    first build, and the reuse copy its second makes): bench_breakdown's rows per scenario."""
+    variants = [{"text": ten_op_sequence(world)}, {"text": MODEL_SCENARIO.format(world=world) + TEN_OPS}]
+    return bench_breakdown.sample(pool, None, variants, seconds, warm_ups=2)
 
 
 def ten_op_sequence(world):
@@ -167,10 +154,20 @@ def main():
     lines.extend(bench_breakdown.table(results, names))
     figures.extend(bench_breakdown.figures(results, names))
 
-    model_s, linear_s, n = model_vs_linear(args.world, args.seconds)
-    figure("upstream_model_vs_linear", model_s / linear_s, "x",
-           f"  model vs Linear stack   {model_s / linear_s:6.1f} x  (the ten ops on a tiny Llama {model_s * 1000:.0f} ms, "
-           f"on seed 000's Linear stack {linear_s * 1000:.0f} ms; medians of {n} each, one pool)")
+    pool = Pool(args.world, 20000)
+    pool.start()
+    try:
+        results = model_vs_linear(pool, args.world, args.seconds)
+    finally:
+        pool.close()
+    linear_ms, model_ms = (r["median_total"] for r in results)
+    figure("upstream_model_vs_linear", model_ms / linear_ms, "x",
+           f"  model vs Linear stack   {model_ms / linear_ms:6.1f} x  (the ten ops on a tiny Llama {model_ms:.0f} ms, "
+           f"on seed 000's Linear stack {linear_ms:.0f} ms; medians of {results[0]['runs']} each, one pool; "
+           f"where the time goes, means:)")
+    names = ["linear stack", "tiny llama"]
+    lines.extend(bench_breakdown.table(results, names))
+    figures.extend(bench_breakdown.figures(results, names))
 
     per_file = corpus_files(args.corpus, args.seconds)
     med = statistics.median(per_file)

@@ -2,7 +2,9 @@
 (timing.py) and the coordinator's, per sequence, and the floor they imply: the libraries' own
 work (build, PEFT, prepare, the ops' Python) plus the time inside gloo's collectives, as if the
 harness (observation, pairing, judging, the protocol) cost nothing. Columns are variants run
-alternately on one pool (reuse off and on), so that a loaded machine's drift hits both alike."""
+alternately on one pool (reuse off and on; or two scenarios, a variant's `text`: the tiny Llama
+beside seed 000's Linear stack), so that a loaded machine's drift hits both alike."""
+import statistics
 import time
 
 # (key, label): the rows, in the order a sequence spends them
@@ -44,18 +46,21 @@ def one(timing, rank=0):
     return row, per_kind
 
 
-def sample(pool, text, variants, seconds, min_runs=3):
-    """Runs `text` on `pool` for each variant (keyword arguments of Pool.run) in turn, after a
-    warm-up of each, until `seconds` pass; returns per variant the mean row (ms), the mean per-op-kind
-    Python time (ms, count per sequence), collectives per sequence and the number of runs."""
-    for v in variants:
-        pool.run(text, None, **v)
+def sample(pool, text, variants, seconds, min_runs=3, warm_ups=1):
+    """Runs `text` on `pool` for each variant (keyword arguments of Pool.run; a `text` key runs that
+    sequence instead) in turn, after `warm_ups` runs of each, until `seconds` pass; returns per
+    variant the mean row (ms), the median total (ms), the mean per-op-kind Python time (ms, count
+    per sequence), collectives per sequence and the number of runs."""
+    runs = [(v.get("text", text), {k: x for k, x in v.items() if k != "text"}) for v in variants]
+    for _ in range(warm_ups):
+        for t, kw in runs:
+            pool.run(t, None, **kw)
     acc = [{"rows": [], "kinds": [], "colls": 0} for _ in variants]
     t0 = time.time()
     n = 0
     while time.time() - t0 < seconds or n < min_runs:
-        for i, v in enumerate(variants):
-            out, _ = pool.run(text, None, **v)
+        for i, (t, kw) in enumerate(runs):
+            out, _ = pool.run(t, None, **kw)
             row, kinds = one(pool.timing)
             acc[i]["rows"].append(row)
             acc[i]["kinds"].append(kinds)
@@ -70,7 +75,8 @@ def sample(pool, text, variants, seconds, min_runs=3):
                 kc, ks = kinds.get(kind, (0, 0.0))
                 kinds[kind] = (kc + c, ks + s)
         kinds = {k: (c / n, 1000 * s / n) for k, (c, s) in kinds.items()}
-        result.append({"row": mean, "kinds": kinds, "colls": a["colls"] / n, "runs": n})
+        result.append({"row": mean, "kinds": kinds, "colls": a["colls"] / n, "runs": n,
+                       "median_total": 1000 * statistics.median(r["total"] for r in a["rows"])})
     return result
 
 
@@ -95,8 +101,8 @@ def table(results, names):
     lines.append(f"  {'sequences/s':<{label_w}}" + rates)
     floors = "".join(f"{1000 / r['row']['floor']:>11.1f} seq/s" if r["row"]["floor"] else f"{'':>17}" for r in results)
     lines.append(f"  {'sequences/s at the floor':<{label_w}}" + floors)
-    lines.append(f"  ({results[0]['colls']:.0f} collectives per sequence on rank 0; "
-                 + ", ".join(f"{n}: {r['runs']} runs" for n, r in zip(names, results)) + ")")
+    lines.append("  (collectives per sequence on rank 0 and runs: "
+                 + ", ".join(f"{n} {r['colls']:.0f} and {r['runs']}" for n, r in zip(names, results)) + ")")
     return lines
 
 

@@ -15,6 +15,11 @@ import torch
 # only read (every judging step makes new tensors). Emptied by forget() after each run.
 _DECODED = {}
 _ASSEMBLED = {}  # (shape, each rank's text) -> the full tensor _full assembled from them
+# _layer_key -> (whether the judgement noted the merges in the RoundingLog, the fields it set):
+# a layer whose values no op changed since a step judged (a frozen norm, the adapters between
+# two train_steps, every layer an eval or a reshard leaves alone) is judged once, not at each step
+_JUDGED = {}
+JUDGED_FIELDS = ("stored", "stored_alt", "registered", "registered_alt")
 
 
 def vec(v):
@@ -37,6 +42,7 @@ def forget():
     """Drops the decoded values of the run just judged."""
     _DECODED.clear()
     _ASSEMBLED.clear()
+    _JUDGED.clear()
 
 
 def _chunk_rows(rows, world, rank):
@@ -115,13 +121,14 @@ def _view(r, j, step, init, vals):
     return vals[j][best]["s"] if best is not None else init[j]["values"]["s"]
 
 
-def _full(name, shape, r, step, world, init, vals, own):
+def _sources(name, shape, r, step, world, init, vals, own):
+    """What _full assembles `name` from: (True, its own text) where this rank holds every row (held
+    whole before prepare or when added after it, or a shard holding all rows: its own values are
+    the full tensor, whatever a peer holds, meta under ram-efficient loading); else (False, each
+    rank's text as r sees it at `step`); None where a rank holds none."""
     mine = own.get(name)
     if mine is not None and vec(mine).numel() == math.prod(shape):
-        # every row on this rank (held whole before prepare or when added after it, or a shard
-        # holding all rows): its own values are the full tensor, whatever a peer holds (meta under
-        # ram-efficient loading)
-        return vec(mine).reshape(shape)
+        return True, mine
     texts = []
     for j in range(world):
         src = own if j == r else _view(r, j, step, init, vals)
@@ -129,9 +136,19 @@ def _full(name, shape, r, step, world, init, vals, own):
         if v is None:
             return None
         texts.append(v)
+    return False, tuple(texts)
+
+
+def _full(name, shape, r, step, world, init, vals, own):
+    src = _sources(name, shape, r, step, world, init, vals, own)
+    if src is None:
+        return None
+    whole, texts = src
+    if whole:
+        return vec(texts).reshape(shape)
     # the ranks' texts (and whose view: an unsharded tensor is the viewer's own) decide the
     # result, so an adapter no op moved is assembled once per run
-    key = (tuple(shape), tuple(texts), r)
+    key = (tuple(shape), texts, r)
     if key not in _ASSEMBLED:
         _ASSEMBLED[key] = _assemble(texts, shape, world, r)
     return _ASSEMBLED[key]
@@ -313,7 +330,6 @@ def judge_layers(o, r, world, init, vals, log=None):
     if mine is None:
         return
     shapes = init[r]["shapes"]
-    scaling = init[r]["scaling"]
     for lo in o["layers"]:
         layer = lo["name"]
         merged = set(lo["merged"])
@@ -326,114 +342,151 @@ def judge_layers(o, r, world, init, vals, log=None):
             # packed 4-bit codes: a merge requantizes (docs/design/upstream-backend.md), which
             # these fp32 value checks cannot read; the layer's weight stays unjudged
             continue
-        wshape = shapes[wname]
-        out_f = wshape[0]
-        w0 = vec(init[r]["w0"][layer]).reshape(wshape)
-        n, start = _chunk_rows(out_f, world, r)
-        s_local = vec(mine["s"][wname]).reshape([-1] + wshape[1:])
-        full_stored = s_local.shape[0] == out_f and world > 1 and n != out_f
-        rows = slice(0, out_f) if full_stored else slice(start, start + n)
+        key = _layer_key(layer, wname, merged, r, step, world, init, vals, mine, log)
+        if key in _JUDGED:
+            noted, fields = _JUDGED[key]
+            if noted:
+                log.note(r, layer, merged)
+            lo.update({f: list(v) if isinstance(v, list) else v for f, v in fields.items()})
+            continue
+        prev = log.prev.get((r, layer))
+        _judge_layer(lo, layer, wname, merged, r, step, world, init, vals, mine, log)
+        if key is not None:
+            _JUDGED[key] = (log.prev.get((r, layer)) is not prev, {f: lo[f] for f in JUDGED_FIELDS if f in lo})
 
-        def deltas_for(registered):
-            """Each adapter's delta on the values; None when one cannot be assembled from
-            every rank's rows (a peer holds none, or rows of another shape): unjudged. A factor
-            registered as a policy's bf16 copy that still equals its fp32 shard's cast is read
-            from the shard: a merge on the shard added the shard's delta, and one on the copy is
-            within the bf16 bound of it. A stale copy (a step moved the shard since the gather)
-            is read as it is."""
-            cast = mine.get("u_cast", ())
 
-            def factor(name):
-                whole = _full(name, shapes[name], r, step, world, init, vals, mine["s"])
-                if not registered or name not in mine["u"]:
-                    return whole
-                u = vec(mine["u"][name]).reshape(shapes[name])
-                if name in cast and whole is not None and torch.equal(whole.to(torch.bfloat16).to(u.dtype), u):
-                    return whole
-                return u
+def _layer_key(layer, wname, merged, r, step, world, init, vals, mine, log):
+    """Everything an fp32 judgement of the layer reads, as the values' texts: its stored rows and
+    registered copy, each adapter factor's sources (_sources, and the copy registered beside the
+    shard), what is merged now and ever, the merge events so far. None for bf16, whose judgement
+    also reads the tracked history (RoundingLog.track), which every step moves."""
+    if init[r].get("dtype", "fp32") == "bf16":
+        return None
+    shapes, cast = init[r]["shapes"], mine.get("u_cast", ())
+    kl = (r, layer)
+    prev = log.prev.get(kl, set())
+    factors = []
+    for a in init[r]["scaling"]:
+        for n in (f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}", f"{layer}.lora_magnitude_vector.{a}"):
+            if n in shapes and n in mine["s"]:
+                factors.append((n, _sources(n, shapes[n], r, step, world, init, vals, mine["s"]), mine["u"].get(n),
+                                n in cast))
+    return (r, layer, mine["s"][wname], mine["u"].get(wname), wname in cast, frozenset(merged),
+            frozenset(log.ever.get(kl, set()) | merged), log.events.get(kl, 0) + len(prev ^ merged), tuple(factors))
 
-            ds = {}
-            for a, sc in scaling.items():
-                an, bn = f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}"
-                if an not in shapes or an not in mine["s"]:
-                    continue
-                A, B = factor(an), factor(bn)
-                if A is None or B is None:
-                    return None
-                ds[a] = delta_of(A, B, wshape) * sc
-                if layer in init[r].get("transposed", ()):  # a Conv1D: peft lora/layer.py::Linear.get_delta_weight's transpose(fan_in_fan_out)
-                    ds[a] = ds[a].T
-                mn = f"{layer}.lora_magnitude_vector.{a}"
-                if mn in shapes and mn in mine["s"] and len(wshape) == 2:
-                    m = factor(mn)
-                    if m is None:
-                        return None
-                    ds[a] = dora_delta(w0, ds[a], m)
-            return ds
 
-        ds = deltas_for(False)
-        if ds is None:
-            continue  # stays `unjudged` (observe.py)
-        dtype = init[r].get("dtype", "fp32")
-        before = log.merged_before(r, layer)
-        rounded, events = log.note(r, layer, merged)
-        stored = {a: d[rows] for a, d in ds.items()}
-        d_s = s_local - w0[rows]
+def _judge_layer(lo, layer, wname, merged, r, step, world, init, vals, mine, log):
+    """Sets the layer's `stored` and `registered` (and their alternatives) from the values."""
+    shapes = init[r]["shapes"]
+    scaling = init[r]["scaling"]
+    wshape = shapes[wname]
+    out_f = wshape[0]
+    w0 = vec(init[r]["w0"][layer]).reshape(wshape)
+    n, start = _chunk_rows(out_f, world, r)
+    s_local = vec(mine["s"][wname]).reshape([-1] + wshape[1:])
+    full_stored = s_local.shape[0] == out_f and world > 1 and n != out_f
+    rows = slice(0, out_f) if full_stored else slice(start, start + n)
 
-        def event(deltas, shape):
-            """This step's merges minus its unmerges, of the values the edit read."""
-            e = torch.zeros(shape, dtype=torch.float64)
-            for a in merged ^ before:
-                if a not in deltas or list(deltas[a].shape) != list(shape):
-                    return None
-                e = e + deltas[a] if a in merged else e - deltas[a]
-            return e
+    def deltas_for(registered):
+        """Each adapter's delta on the values; None when one cannot be assembled from
+        every rank's rows (a peer holds none, or rows of another shape): unjudged. A factor
+        registered as a policy's bf16 copy that still equals its fp32 shard's cast is read
+        from the shard: a merge on the shard added the shard's delta, and one on the copy is
+        within the bf16 bound of it. A stale copy (a step moved the shard since the gather)
+        is read as it is."""
+        cast = mine.get("u_cast", ())
 
-        def fit_tol(d, deltas, w0_rows):
-            scale = max([float(x.abs().max()) for x in deltas.values() if x.numel()] + [0.0])
-            return _tolerance(d, scale, dtype, _bound(w0_rows, deltas, rounded, events))
+        def factor(name):
+            whole = _full(name, shapes[name], r, step, world, init, vals, mine["s"])
+            if not registered or name not in mine["u"]:
+                return whole
+            u = vec(mine["u"][name]).reshape(shapes[name])
+            if name in cast and whole is not None and torch.equal(whole.to(torch.bfloat16).to(u.dtype), u):
+                return whole
+            return u
 
-        def judged(d, deltas, w0_rows, h):
-            got, alt = classify(d, merged, deltas, dtype, w0_rows, rounded, events)
-            if h is None or got == "corrupt":
-                return got, alt
-            # The bf16 bound grows with every merge and unmerge; after a few it can hide what a
-            # step while merged changed (lora/layer.py::Linear.merge adds get_delta_weight of the
-            # values at merge time, unmerge subtracts that of the values at unmerge time). The
-            # weight's tracked history is free of rounding: it says what the weight holds.
-            return classify(h, merged, deltas, rounded=rounded)
-
-        h_s = h_u = None
-        if dtype == "bf16":
-            # before the first observation the shard holds W0: no history yet is a zero one
-            prior_s = log.history.get((r, layer, "s"), torch.zeros_like(d_s))
-            h_s = log.track((r, layer, "s"), prior_s, event(stored, d_s.shape), d_s, fit_tol(d_s, stored, w0[rows]),
-                            w0[rows])
-        lo["stored"], alt = judged(d_s, stored, w0[rows], h_s)
-        if alt:
-            lo["stored_alt"] = alt
-        if wname in mine["u"]:
-            u = vec(mine["u"][wname]).reshape(wshape)
-            dsu = deltas_for(True)
-            if dtype == "bf16":
-                # a copy gathered at this step starts from the shard's history (world 1: the shard is all of it)
-                prior_u = log.history.get((r, layer, "u"))
-                if prior_u is None and world == 1:
-                    prior_u = prior_s
-                h_u = log.track((r, layer, "u"), prior_u, event(dsu, u.shape), u - w0, fit_tol(u - w0, dsu, w0), w0)
-            if dsu is None:
+        ds = {}
+        for a, sc in scaling.items():
+            an, bn = f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}"
+            if an not in shapes or an not in mine["s"]:
                 continue
-            if dtype != "bf16" and wname in mine.get("u_cast", ()):
-                # U is the policy's bf16 cast of the fp32 shard (torch _fsdp_param.py::
-                # FSDPParam.init_dtype_attrs): the cast is one more bf16 rounding than the merges on it
-                lo["registered"], alt = classify(u - w0, merged, dsu, "bf16", w0, rounded, events + 1)
-            else:
-                lo["registered"], alt = judged(u - w0, dsu, w0, h_u)
+            A, B = factor(an), factor(bn)
+            if A is None or B is None:
+                return None
+            ds[a] = delta_of(A, B, wshape) * sc
+            if layer in init[r].get("transposed", ()):  # a Conv1D: peft lora/layer.py::Linear.get_delta_weight's transpose(fan_in_fan_out)
+                ds[a] = ds[a].T
+            mn = f"{layer}.lora_magnitude_vector.{a}"
+            if mn in shapes and mn in mine["s"] and len(wshape) == 2:
+                m = factor(mn)
+                if m is None:
+                    return None
+                ds[a] = dora_delta(w0, ds[a], m)
+        return ds
+
+    ds = deltas_for(False)
+    if ds is None:
+        return  # stays `unjudged` (observe.py)
+    dtype = init[r].get("dtype", "fp32")
+    before = log.merged_before(r, layer)
+    rounded, events = log.note(r, layer, merged)
+    stored = {a: d[rows] for a, d in ds.items()}
+    d_s = s_local - w0[rows]
+
+    def event(deltas, shape):
+        """This step's merges minus its unmerges, of the values the edit read."""
+        e = torch.zeros(shape, dtype=torch.float64)
+        for a in merged ^ before:
+            if a not in deltas or list(deltas[a].shape) != list(shape):
+                return None
+            e = e + deltas[a] if a in merged else e - deltas[a]
+        return e
+
+    def fit_tol(d, deltas, w0_rows):
+        scale = max([float(x.abs().max()) for x in deltas.values() if x.numel()] + [0.0])
+        return _tolerance(d, scale, dtype, _bound(w0_rows, deltas, rounded, events))
+
+    def judged(d, deltas, w0_rows, h):
+        got, alt = classify(d, merged, deltas, dtype, w0_rows, rounded, events)
+        if h is None or got == "corrupt":
+            return got, alt
+        # The bf16 bound grows with every merge and unmerge; after a few it can hide what a
+        # step while merged changed (lora/layer.py::Linear.merge adds get_delta_weight of the
+        # values at merge time, unmerge subtracts that of the values at unmerge time). The
+        # weight's tracked history is free of rounding: it says what the weight holds.
+        return classify(h, merged, deltas, rounded=rounded)
+
+    h_s = h_u = None
+    if dtype == "bf16":
+        # before the first observation the shard holds W0: no history yet is a zero one
+        prior_s = log.history.get((r, layer, "s"), torch.zeros_like(d_s))
+        h_s = log.track((r, layer, "s"), prior_s, event(stored, d_s.shape), d_s, fit_tol(d_s, stored, w0[rows]),
+                        w0[rows])
+    lo["stored"], alt = judged(d_s, stored, w0[rows], h_s)
+    if alt:
+        lo["stored_alt"] = alt
+    if wname in mine["u"]:
+        u = vec(mine["u"][wname]).reshape(wshape)
+        dsu = deltas_for(True)
+        if dtype == "bf16":
+            # a copy gathered at this step starts from the shard's history (world 1: the shard is all of it)
+            prior_u = log.history.get((r, layer, "u"))
+            if prior_u is None and world == 1:
+                prior_u = prior_s
+            h_u = log.track((r, layer, "u"), prior_u, event(dsu, u.shape), u - w0, fit_tol(u - w0, dsu, w0), w0)
+        if dsu is None:
+            return
+        if dtype != "bf16" and wname in mine.get("u_cast", ()):
+            # U is the policy's bf16 cast of the fp32 shard (torch _fsdp_param.py::
+            # FSDPParam.init_dtype_attrs): the cast is one more bf16 rounding than the merges on it
+            lo["registered"], alt = classify(u - w0, merged, dsu, "bf16", w0, rounded, events + 1)
         else:
-            log.history.pop((r, layer, "u"), None)
-            lo["registered"] = lo["stored"]
-        if alt:
-            lo["registered_alt"] = alt
+            lo["registered"], alt = judged(u - w0, dsu, w0, h_u)
+    else:
+        log.history.pop((r, layer, "u"), None)
+        lo["registered"] = lo["stored"]
+    if alt:
+        lo["registered_alt"] = alt
 
 
 def judge_deltas(o, r, world, init, vals):

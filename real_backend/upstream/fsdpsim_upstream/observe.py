@@ -3,6 +3,7 @@ object each module has registered (the DTensor shard S or the unsharded U),
 requires_grad on both, gradients on the shards, placements, the optimizer's
 objects that are not registered, and the raw values the coordinator needs to
 judge stored weights across ranks."""
+import contextlib
 import functools
 
 import torch
@@ -101,7 +102,9 @@ def grad_marks(sess):
     shards received a new or accumulated gradient."""
     from .collectives import REC
     REC.reduced.clear()
-    for name, s in shard_objects(sess):
+    with reading(sess):
+        marks = list(shard_objects(sess))
+    for name, s in marks:
         g = s.grad
         if g is not None:
             g._fsdpsim_mark = local_of(g)._version
@@ -181,16 +184,27 @@ def registered(fp):
     return info.module._parameters.get(info.param_name)
 
 
+@contextlib.contextmanager
+def reading(sess):
+    """While one observation is read the modules do not change: the model's named_parameters(),
+    which FSDPParam manages each name (managed) and each layer's module (Session.layer: a
+    get_submodule walk per call, a few per parameter) are read once. Nested: the outermost sets them."""
+    if getattr(sess, "named_cache", None) is not None:
+        yield
+        return
+    sess.named_cache = list(sess.pm.named_parameters())
+    sess.managed_memo, sess.layer_memo = {}, {}
+    try:
+        yield
+    finally:
+        sess.named_cache = sess.managed_memo = sess.layer_memo = None
+
+
 def local(sess, op, step, grads):
     """The observation fields one rank can read alone, plus `values` for the
     coordinator's judgement of stored weights."""
-    sess.named_cache = list(sess.pm.named_parameters())
-    sess.managed_memo = {}
-    try:
+    with reading(sess):
         return _local(sess, op, step, grads)
-    finally:
-        sess.named_cache = None
-        sess.managed_memo = None
 
 
 def _local(sess, op, step, grads):

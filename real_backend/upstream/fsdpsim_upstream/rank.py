@@ -155,8 +155,9 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir, reuse=False):
             if status == "exception":
                 traceback.print_exc(file=sys.stderr)
         t_obs = clock()
-        grads = observe.grads_received(sess) if op.is_training else None
-        obs, values = observe.local(sess, op, step, grads)
+        with observe.reading(sess):
+            grads = observe.grads_received(sess) if op.is_training else None
+            obs, values = observe.local(sess, op, step, grads)
         obs["status"] = status
         if message:
             obs["message"] = message

@@ -148,6 +148,7 @@ class Session:
         self.fsdp_module_of = {}  # every module fully_shard was given, by layer name ("root": the model)
         self.fsdp_param = {}  # fsdpsim name -> FSDPParam
         self.named_cache = None  # model.named_parameters() while an observation is read
+        self.managed_memo = self.layer_memo = None  # observe.reading's, while one is read
         self.reuse_key = None  # set (reuse.key_of) where the model may come from the previous sequence
 
     # ---- building -------------------------------------------------------
@@ -221,8 +222,14 @@ class Session:
     def layer(self, name):
         """The layer's own module (PEFT's LoRA layer, or the plain one no adapter
         targets): under `checkpoint`, the one the CheckpointWrapper holds."""
+        memo = self.layer_memo  # observe.reading: the modules stay while an observation is read
+        if memo is not None and name in memo:
+            return memo[name]
         m = self.pm.base_model.model.get_submodule(name)
-        return m._modules["_checkpoint_wrapped_module"] if name in self.scen.checkpoint and is_ac_wrapper(m) else m
+        m = m._modules["_checkpoint_wrapped_module"] if name in self.scen.checkpoint and is_ac_wrapper(m) else m
+        if memo is not None:
+            memo[name] = m
+        return m
 
     def module_of(self, group):
         """The module at a group's path: what fully_shard was given (under
