@@ -69,6 +69,20 @@ def loss(pm, x):
     return pm(input_ids=x, labels=x).loss.float()
 
 
+def greedy_decode(pm, x, steps):
+    """generate N on a `model` file: N greedy decode steps under no_grad, each a call of the PeftModel
+    (so FSDP's root hooks run, as the model's N forwards do): the prompt's prefill, then each step the
+    last argmax token alone against the KV cache, as transformers' generation/utils.py::
+    GenerationMixin._sample runs a greedy search. Returns the last logits' sum, the pending loss
+    (no grad: a backward of it raises, as after eval)."""
+    past, ids = None, x
+    with torch.no_grad():
+        for _ in range(steps):
+            out = pm(input_ids=ids, past_key_values=past, use_cache=True)
+            past, ids = out.past_key_values, out.logits[:, -1:].argmax(-1)
+    return out.logits.float().sum()
+
+
 def decoder_class(model):
     """The decoder layer class a user names to accelerate's transformer_based_wrap
     (fsdp_transformer_layer_cls_to_wrap): the model's _no_split_modules, which accelerate also

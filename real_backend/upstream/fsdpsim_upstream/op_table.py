@@ -64,6 +64,10 @@ def run_generate(s, op, calls):
     each fed the previous output where it has the batch's shape (a square stack), else the batch.
     The last output is the pending loss, as eval's (a backward of it raises)."""
     import torch
+    if s.scen.model:
+        from . import model_scenario
+        s.pending_loss = model_scenario.greedy_decode(s.pm, s.x, int(op.names[0]))
+        return
     x = s.x
     with torch.no_grad():
         for _ in range(int(op.names[0])):
@@ -276,6 +280,9 @@ def run_add_adapter(s, op, calls):
     with add_adapter_rollback(s, op.names[0]):
         perform_all(s, calls)
     s.move_per_adapter(op.names[0])
+    if s.scen.model:  # the targets PEFT matched for it (observe.owners reads them)
+        from . import model_scenario
+        model_scenario.resolve_targets(s)
 
 
 # -- FSDP's own calls -------------------------------------------------------------------------
