@@ -59,12 +59,20 @@ def read_file(path):
     scen = {"shards": [], "adapters": [], "world": 1}
     with open(path) as f:
         lines = f.read().splitlines()
+    # a deferred adapter is in the model at prepare where an add_adapter / load_adapter of it comes
+    # before the `prepare` op (without one, prepare runs before every op)
+    ops = [raw.split("#", 1)[0].split() for raw in lines[lines.index("---") + 1:]] if "---" in lines else []
+    ops = [w for w in ops if w]
+    before = ops[:next((i for i, w in enumerate(ops) if w[0] == "prepare"), 0)]
+    added = {w[1] for w in before if w[0] in ("add_adapter", "load_adapter") and len(w) > 1}
     for raw in lines:
         words = raw.split("#", 1)[0].split()
         if not words:
             continue
         if words[0] == "---":
             break
+        if words[0] == "adapter" and "deferred" in words and words[1] not in added:
+            continue
         if words[0] == "world":
             scen["world"] = int(words[1])
         elif words[0] == "model":

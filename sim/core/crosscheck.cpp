@@ -87,16 +87,17 @@ std::string upstream_refusal(const Scenario& s, SourcePos* at) {
   const ModuleTree tree = module_tree(*s.model);
   for (const auto& a : s.adapters) {
     // a LoRA Embedding holds lora_embedding_A / lora_embedding_B (peft tuners/lora/layer.py::Embedding),
-    // names the pool's observation does not read yet; a ModulesToSaveWrapper at a dotted path likewise
+    // names the pool's observation does not read yet; a ModulesToSaveWrapper at a dotted path likewise.
+    // DoRA runs (its magnitude on a Linear or a Conv1D: peft tuners/lora/variants.py::DoraLinearVariant)
     bool embedding = false;
     for (const auto& t : resolve_targets(tree, a.targets).modules) {
       const int m = tree.module_index(t);
       embedding = embedding || (m >= 0 && tree.modules[m].kind == ModuleKind::Embedding);
     }
-    if (embedding || !a.modules_to_save.empty() || a.use_dora) {
+    if (embedding || !a.modules_to_save.empty()) {
       *at = a.pos;
       return "the upstream backend does not run adapter '" + a.name + "' of a `model` scenario yet (" +
-             (embedding ? "an Embedding target" : !a.modules_to_save.empty() ? "modules_to_save" : "use_dora") +
+             (embedding ? "an Embedding target" : "modules_to_save") +
              "; docs/design/known-limits.md); run this file with --backend model";
     }
   }

@@ -2,11 +2,13 @@
 // `layer` lines: docs/guide/seq-format.md "Real models"), drawn only where both the model and the
 // upstream backend run them: llama, qwen2, mistral, gpt2 (not qwen2_moe), PEFT-style `targets=`
 // on Linear / Conv1D modules (never an Embedding nor a tied head), accelerate's
-// `fully_shard_plan transformer_layers` or explicit dotted `fully_shard` lines, no modules_to_save,
-// DoRA, checkpoint, ram-efficient loading nor merge_and_unload (sim/core/crosscheck.cpp
+// `fully_shard_plan transformer_layers` or explicit dotted `fully_shard` lines, deferred adapters
+// (add_adapter, load_adapter), no modules_to_save, DoRA, checkpoint, ram-efficient loading nor
+// merge_and_unload (sim/core/crosscheck.cpp
 // upstream_refusal and model_refusal name what each refuses).
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "model/vocab/model_lowering.hpp"
 #include "model/vocab/module_tree.hpp"
@@ -108,8 +110,9 @@ Scenario draw_model_scenario(Prng& rng, const GenOptions& opt) {
       if (r.error.empty() && !r.modules.empty()) break;
     }
     d.init = rng.chance(80) ? LoraInit::Random : LoraInit::Zero;
-    // no `deferred` adapter: the upstream harness cannot add or load one into a `model` file yet
-    // (docs/design/known-limits.md#real-models)
+    // a later adapter now and then deferred: add_adapter / load_adapter bring it in (before prepare
+    // too: ops_before_prepare), each on a transformers model on upstream
+    d.deferred = a > 0 && rng.chance(30);
     s.adapters.push_back(d);
   }
   if (rng.chance(50)) s.plan = ShardPlan::TransformerLayers;
@@ -121,16 +124,14 @@ Scenario draw_model_scenario(Prng& rng, const GenOptions& opt) {
 }
 
 // The op kinds drawn on a model file: every kind but merge_and_unload (the model does not run it on
-// a `model` scenario: op_rules.cpp::unload_unmodelled), add_adapter / load_adapter and generate (the
-// upstream harness fails them on a `model` file: known-limits.md#real-models); each sequence enables a
-// random subset (swarm testing), train_step always.
+// a `model` scenario: op_rules.cpp::unload_unmodelled); each sequence enables a random subset (swarm
+// testing), train_step always.
 // `fsdp`: the modules a fully_shard call was given (the FSDPModules reshard / unshard act on).
 std::vector<Op> draw_model_ops(Prng& rng, const Scenario& lowered, const std::vector<std::string>& fsdp) {
   std::vector<OpKind> enabled = {OpKind::TrainStep};
   for (int k = 0; k < kOpKindCount; ++k) {
     const auto kind = static_cast<OpKind>(k);
-    if (kind != OpKind::MergeAndUnload && kind != OpKind::AddAdapter && kind != OpKind::LoadAdapter && kind != OpKind::Generate &&
-        kind != OpKind::TrainStep && rng.chance(40))
+    if (kind != OpKind::MergeAndUnload && kind != OpKind::TrainStep && rng.chance(40))
       enabled.push_back(kind);
   }
   OpRules rules(lowered);
@@ -181,6 +182,9 @@ std::vector<Op> draw_model_ops(Prng& rng, const Scenario& lowered, const std::ve
       case OpKind::SaveModel:
       case OpKind::LoadModel:
         op.names = {draw_state_dict_form(rng, op.kind)};
+        break;
+      case OpKind::Generate:
+        op.names = {std::to_string(1 + rng.below(4))};
         break;
       default:
         break;

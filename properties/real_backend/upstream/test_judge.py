@@ -383,5 +383,29 @@ class DoraMerge(unittest.TestCase):
         self.assertEqual(stored(w0 + B @ A), "corrupt")
         self.assertEqual(stored(w0), "missing_delta")
 
+    def test_a_conv1d_merge_rescales_the_columns(self):
+        """A transformers Conv1D (gpt2's c_attn: weight (in, out), `transposed`): merge_safe takes
+        the norm of each output's column and rescales the columns (transpose by fan_in_fan_out)."""
+        g = torch.Generator().manual_seed(13)
+        w0 = torch.rand(3, 4, generator=g) + 0.5  # (in, out)
+        A = torch.rand(1, 3, generator=g) * 0.5
+        B = torch.rand(4, 1, generator=g) * 0.5
+        d = (B @ A).T
+        m = torch.linalg.norm(w0 + d, dim=0) * 1.1
+        shapes = {"c.weight": [3, 4], "c.lora_A.a": [1, 3], "c.lora_B.a": [4, 1], "c.lora_magnitude_vector.a": [4]}
+        init = {0: {"shapes": shapes, "scaling": {"a": 1.0}, "dtype": "fp32", "w0": {"c": enc(w0)},
+                    "transposed": ["c"]}}
+
+        def stored(w):
+            vals = {0: {0: {"s": {"c.weight": enc(w), "c.lora_A.a": enc(A), "c.lora_B.a": enc(B),
+                                  "c.lora_magnitude_vector.a": enc(m)}, "u": {}}}}
+            o = {"step": 0, "rank": 0, "layers": [{"name": "c", "merged": ["a"]}]}
+            judge.judge_layers(o, 0, 1, init, vals, judge.RoundingLog())
+            return o["layers"][0]["stored"]
+
+        self.assertEqual(stored((m / torch.linalg.norm(w0 + d, dim=0)).reshape(1, -1) * (w0 + d)), "exact")
+        self.assertEqual(stored(w0 + d), "corrupt")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -42,7 +42,8 @@ TEST(GeneratorModels, TwoHundredDrawsParseAndRunOnTheModel) {
   }
   EXPECT_EQ(families, (std::set<std::string>{"gpt2", "llama", "mistral", "qwen2"}));
   EXPECT_EQ(plans.size(), 2u);
-  for (const char* k : {"train_step", "merge", "set_adapter", "save_model", "load_model", "delta_weight", "unshard"})
+  for (const char* k : {"train_step", "merge", "set_adapter", "save_model", "load_model", "delta_weight", "unshard",
+                        "add_adapter", "load_adapter", "generate"})
     EXPECT_TRUE(kinds.count(k)) << k << " never drawn";
 }
 

@@ -183,10 +183,13 @@ def delta_of(A, B, wshape):
     return torch.einsum("ore,eri->eio", b, a)
 
 
-def dora_delta(w0, delta, magnitude):
+def dora_delta(w0, delta, magnitude, transposed=False):
     """What a DoRA merge onto W0 adds, read from the values (lora/variants.py::DoraLinearVariant.merge_safe):
     each row of W0 + delta rescaled by magnitude / its norm, less W0. Equal to delta while the
-    magnitude still is the norm it was initialised to."""
+    magnitude still is the norm it was initialised to. A transformers Conv1D (`transposed`, weight
+    (in, out)): its columns, as merge_safe transposes by fan_in_fan_out before the norm and after."""
+    if transposed:
+        return dora_delta(w0.T, delta.T, magnitude).T
     w = w0.to(torch.float64) + delta.to(torch.float64)
     factor = magnitude.to(torch.float64).reshape(-1, 1) / torch.linalg.norm(w, dim=1).reshape(-1, 1)
     return (factor * w - w0.to(torch.float64)).to(delta.dtype)
@@ -421,7 +424,7 @@ def _judge_layer(lo, layer, wname, merged, r, step, world, init, vals, mine, log
                 m = factor(mn)
                 if m is None:
                     return None
-                ds[a] = dora_delta(w0, ds[a], m)
+                ds[a] = dora_delta(w0, ds[a], m, layer in init[r].get("transposed", ()))
         return ds
 
     ds = deltas_for(False)

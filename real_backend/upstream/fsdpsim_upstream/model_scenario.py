@@ -69,6 +69,19 @@ def loss(pm, x):
     return pm(input_ids=x, labels=x).loss.float()
 
 
+def generate(pm, x, steps):
+    """generate N on a `model` file: the call an RL rollout makes, PeftModel.generate with greedy
+    decoding of exactly N new tokens (transformers generation/utils.py::GenerationMixin.generate:
+    the prefill, then one forward of the inner causal LM per token against the KV cache). PEFT
+    reaches it through the base model (peft_model.py::PeftModelForCausalLM.generate), so the root
+    unit's FSDP hooks, on the PeftModel's forward, do not run. Returns the tokens' sum as the
+    pending loss (no grad: a backward of it raises, as after eval)."""
+    with torch.no_grad():
+        out = pm.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=steps, min_new_tokens=steps,
+                          do_sample=False, pad_token_id=0)
+    return out.float().sum()
+
+
 def decoder_class(model):
     """The decoder layer class a user names to accelerate's transformer_based_wrap
     (fsdp_transformer_layer_cls_to_wrap): the model's _no_split_modules, which accelerate also

@@ -30,19 +30,25 @@ def load_adapter_calls(scen, op):
 
 
 def run_load_adapter(s, op, calls):
-    """The checkpoint holds the adapter's seeded initial values, written once per rank before."""
+    """The checkpoint holds the adapter's seeded initial values, written once per rank before, by
+    PEFT on a base of the scenario's own architecture: the Linear stack, or on a `model` file the
+    transformers model of its `model` line (whose dotted module paths a Linear stack cannot hold)."""
     from peft import get_peft_model
+    from . import model_scenario
     from .session import Net, lora_config, seed_cpu
     name = op.names[0]
     a = s.scen.adapter(name)
     path = source_dir(s, name)
     if not os.path.exists(path):
         seed_cpu(s.scen.seed + 7 + s.scen.adapters.index(a))
-        src = get_peft_model(Net(s.scen.layers), lora_config(a, layers=s.scen.layers), adapter_name=name)
+        base = model_scenario.build_base(s.scen, s.scen.seed + 7) if s.scen.model else Net(s.scen.layers)
+        src = get_peft_model(base, lora_config(a, layers=s.scen.layers), adapter_name=name)
         src.save_pretrained(path, selected_adapters=[name])
     with add_adapter_rollback(s, name):  # load_adapter adds it through PeftModel.add_adapter
         perform_all(s, calls)
     s.move_per_adapter(name)
+    if s.scen.model:  # the targets PEFT matched for it (observe.owners reads them)
+        model_scenario.resolve_targets(s)
 
 
 def write_load_adapter(w, op, ind, calls):

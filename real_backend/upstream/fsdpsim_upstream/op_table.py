@@ -64,6 +64,10 @@ def run_generate(s, op, calls):
     each fed the previous output where it has the batch's shape (a square stack), else the batch.
     The last output is the pending loss, as eval's (a backward of it raises)."""
     import torch
+    if s.scen.model:
+        from . import model_scenario
+        s.pending_loss = model_scenario.generate(s.pm, s.x, int(op.names[0]))
+        return
     x = s.x
     with torch.no_grad():
         for _ in range(int(op.names[0])):
@@ -73,6 +77,11 @@ def run_generate(s, op, calls):
 
 
 def write_generate(w, op, ind, calls):
+    if w.scen.model:  # the call a rollout makes (model_scenario.generate)
+        w.emit(f"{ind}with torch.no_grad():  # generate {op.names[0]}: PeftModel.generate skips the root unit's FSDP hooks")
+        w.emit(f"{ind}    model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens={op.names[0]},")
+        w.emit(f"{ind}                   min_new_tokens={op.names[0]}, do_sample=False, pad_token_id=0)")
+        return
     w.emit(f"{ind}with torch.no_grad():  # generate {op.names[0]}: the decode steps of a rollout")
     w.emit(f"{ind}    gen = x")
     w.emit(f"{ind}    for _ in range({op.names[0]}):")
@@ -276,6 +285,9 @@ def run_add_adapter(s, op, calls):
     with add_adapter_rollback(s, op.names[0]):
         perform_all(s, calls)
     s.move_per_adapter(op.names[0])
+    if s.scen.model:  # the targets PEFT matched for it (observe.owners reads them)
+        from . import model_scenario
+        model_scenario.resolve_targets(s)
 
 
 # -- FSDP's own calls -------------------------------------------------------------------------
