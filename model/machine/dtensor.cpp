@@ -101,8 +101,9 @@ bool DTensor::experts_gather_b(int layer, int adapter) const {
          experts_einsum(*topo_, layer, adapter) == ExpertsEinsum::kShardExperts;
 }
 
-bool DTensor::experts_full_b_delta(int layer, int adapter) const {
+bool DTensor::full_b_delta(int layer, int adapter) const {
   const LayerInfo& li = topo_->layers[layer];
+  if (li.conv1d) return topo_->world > 1;
   return li.experts > 1 && topo_->world > 1 && !experts_gather_b(layer, adapter);
 }
 

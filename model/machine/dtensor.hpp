@@ -59,7 +59,7 @@ class DTensor {
   // A merge or unmerge on a shard, once its all-gather is matched: the delta is B's rows times
   // the A every rank contributed, or (an experts einsum sharded on the experts) this rank's A
   // times the gathered B. `other_version` (not kNoRows): the other factor's version to use
-  // instead of this rank's: B's when A was gathered (experts_full_b_delta), A's when B was.
+  // instead of this rank's: B's when A was gathered (full_b_delta), A's when B was.
   void settle(const CollRecord& c, uint32_t version, uint32_t other_version = kNoRows);
 
   // The delta id of adapter's B @ A at these versions (version::delta_id, with its init). A DoRA
@@ -94,10 +94,11 @@ class DTensor {
   // plans they follow), asked by the settlement:
   // B still holds PEFT's zero init (false for no layer: save_adapters' full state dict).
   bool b_is_zero(int layer, int adapter) const;
-  // An experts (E > 1) merge off shards whose delta is sharded on out, or built from the full
-  // A and B, and redistributed to W's Shard(0) over the experts: W's rows get every rank's rows
-  // of B, so the delta is the full B's, not this rank's B rows'.
-  bool experts_full_b_delta(int layer, int adapter) const;
+  // A merge off shards whose delta reaches W's Shard(0) rows with every rank's rows of B, so the
+  // delta is the full B's, not this rank's B rows': an experts (E > 1) delta sharded on out, or
+  // built from the full A and B, redistributed over the experts; a Conv1D's transposed delta,
+  // Shard(1) over B's rows, redistributed to W's Shard(0) over its input rows (lora_layer.cpp).
+  bool full_b_delta(int layer, int adapter) const;
   // A merge off shards whose einsum shards on the experts gathers B, not A.
   bool experts_gather_b(int layer, int adapter) const;
   // An experts (E > 1) delta built from the full A and B (delta_weight_gather=on) and cut to this

@@ -137,13 +137,14 @@ void DTensor::settle_deltas(std::vector<MatchedGather>& g, std::vector<uint32_t>
     const bool gathered_a_here = for_delta && param == topo.layers[pc.target].A[pc.adapter];
     if (gathered_a_here) gathered_a[r] = a_version;
     if (pc.into != CollRecord::kIntoShard) continue;
-    // The other factor: an experts delta redistributed over W's experts carries every rank's B
-    // rows (param_wrapper.cpp); one built from the full A and B reads the A gathered just before
+    // The other factor: an experts delta redistributed over W's experts (param_wrapper.cpp), or a
+    // Conv1D's transposed delta redistributed over W's input rows (lora_layer.cpp), carries every
+    // rank's B rows; one built from the full A and B reads the A gathered just before
     // this B. (a_version above is the version of whichever factor this gather carried.)
     uint32_t other = kNoRows;
-    if (!gathered_a_here && dr.experts_full_b_delta(pc.target, pc.adapter)) {
+    if (!gathered_a_here && dr.full_b_delta(pc.target, pc.adapter)) {
       other = gathered_a[r];
-    } else if (dr.experts_full_b_delta(pc.target, pc.adapter)) {
+    } else if (dr.full_b_delta(pc.target, pc.adapter)) {
       const int b = topo.layers[pc.target].B[pc.adapter];
       std::vector<uint32_t> bv(n, kNoRows);
       for (size_t j = 0; j < n; ++j)

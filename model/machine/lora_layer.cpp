@@ -358,6 +358,20 @@ Raise LoraLayer::get_delta_weight(const LayerPort& c, int adapter, int sign, Ada
       c.scope.prov->params[static_cast<size_t>(li.weight)].w_lost = c.scope.prov->stamp();
     }
     dt.all_gather(a, into, layer, adapter, dora_lost ? 0 : sign);  // a lost DoRA edit lands nowhere, at any world
+    if (li.conv1d && sign != 0 && !dora && topo.world > 1) {
+      // A Conv1D (weight (in, out), Shard(0) over its input rows): get_delta_weight's
+      // transpose(fan_in_fan_out) makes B @ A's Shard(0) a Shard(1) delta, and `W.data += delta`
+      // (`-=`) keeps W's Shard(0) (torch 2.13 _ops/utils.py::expand_to_full_mesh_op_strategy, an
+      // in-place op), so DTensor moves the delta Shard(1) -> Shard(0) (placement_types.py::
+      // Shard._to_new_shard_dim): on gloo one all-gather of its padded shard, (ceil(in / w) * w,
+      // ceil(out / w)), then each rank keeps its rows (_collective_utils.py::shard_dim_alltoall).
+      // The delta is B's dtype (peft lora/layer.py::Linear.get_delta_weight casts it back);
+      // upstream's log names it after the weight, whose shard has its size. W's rows get every
+      // rank's B rows: DTensor::full_b_delta.
+      const int64_t w = topo.world, in = li.fan_in, out = li.fan_out;
+      dt.all_gather(li.weight, CollRecord::kNowhere, layer, adapter, 0, (in + w - 1) / w * w * ((out + w - 1) / w),
+                    c.own.params[b].dtype);
+    }
     return dora_mixed ? dora_raise() : dora_norm();
   }
   if (dora_mixed) return dora_raise();

@@ -211,6 +211,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
       // A model scenario's module (model_lowering.hpp): a Conv1D stores its weight (in, out), so
       // FSDP2's Shard(0) splits its input rows; llama's projections and norms have no bias.
       const ModuleShape shape = module_shape(s, ld.name);
+      li.conv1d = shape.transposed;
       li.weight = shape.transposed ? add_param(dotted(ld.name, ".weight"), ParamKind::Weight, static_cast<int>(l), -1, ld.in, ld.out, g)
                                    : add_param(dotted(ld.name, ".weight"), ParamKind::Weight, static_cast<int>(l), -1, ld.out, ld.in, g);
       if (shape.bias) li.bias = add_param(dotted(ld.name, ".bias"), ParamKind::Bias, static_cast<int>(l), -1, ld.out, 1, g);

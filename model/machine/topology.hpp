@@ -70,6 +70,9 @@ struct LayerInfo {
   Name name;
   int experts = 0;  // > 0: a ParamWrapper target of shape (E, in, out), no bias
   int fan_in = 0, fan_out = 0;
+  // A transformers Conv1D (a `model` file's gpt2 attention and MLP): its weight is stored (in, out),
+  // so FSDP2's Shard(0) splits the input rows, and PEFT's delta is transposed (fan_in_fan_out).
+  bool conv1d = false;
   int group = -1;
   int weight = -1, bias = -1;
   std::array<int, kMaxAdapters> A{}, B{};

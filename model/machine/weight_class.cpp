@@ -116,7 +116,7 @@ WeightClass Observer::classify_stored(const StoredSnapshot& own, const std::vect
       return version::mix_version(v);
     };
     const uint32_t v_g = across_ranks(b_gathered ? li.B[a] : li.A[a]);
-    const uint32_t v_b = dt.experts_full_b_delta(layer, a) ? across_ranks(li.B[a]) : own.ver_s[li.B[a]];
+    const uint32_t v_b = dt.full_b_delta(layer, a) ? across_ranks(li.B[a]) : own.ver_s[li.B[a]];
     const uint32_t v_m = li.M[a] >= 0 ? own.ver_s[li.M[a]] : 0;  // this rank's magnitude rows scale its weight rows
     cur[a] = b_gathered ? dt.delta_id(a, own.ver_s[li.A[a]], v_g, v_m) : dt.delta_id(a, v_g, v_b, v_m);
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "model/machine/dtensor.hpp"
+#include "model/vocab/model_lowering.hpp"
 #include "model/vocab/seq.hpp"
 #include "properties/test_util.hpp"
 
@@ -85,6 +86,37 @@ TEST(DTensor, SettlingAMatchedGatherUsesTheVersionEveryRankContributed) {
     EXPECT_EQ(gathered_a[0], want);
     if (a1 != 0) EXPECT_GE(want, version::kMixBase);
     for (RankPieces* r : {&r0, &r1}) EXPECT_EQ(r->params[li.weight].w_s.ver[0], r0.port(t, 0).delta_id(0, want, 2)) << a1;
+  }
+}
+
+// A gpt2 Conv1D (weight (in, out), Shard(0) over its input rows): PEFT's transposed delta is
+// redistributed to the weight's rows from every rank's B rows (lora_layer.cpp), so a merge on the
+// shard settles with the ranks' B, not this rank's alone; a Linear's rows take this rank's B rows.
+TEST(DTensor, AConv1DShardMergeTakesEveryRanksBRows) {
+  const Topology conv = compile_topology(lowered_file(parse_seq(
+      "world 2\nmodel gpt2 hidden=16 intermediate=32 layers=1 heads=4 kv_heads=4 vocab=64 seq_len=8\n"
+      "adapter default r=4 alpha=8 targets=c_attn init=random\nfully_shard_plan transformer_layers\n---\n",
+      "<test>")));
+  const Topology linear = topology(2);
+  for (const Topology* t : {&conv, &linear}) {
+    const bool is_conv = t == &conv;
+    const int layer = t->layer_index(is_conv ? "transformer.h.0.attn.c_attn" : "lin0");
+    const LayerInfo& li = t->layers[layer];
+    EXPECT_EQ(li.conv1d, is_conv);
+    RankPieces r0(*t), r1(*t);
+    r0.params[li.B[0]].ver_s = 2;
+    r1.params[li.B[0]].ver_s = 3;  // the ranks' B rows moved apart (a step one rank took)
+    r0.port(*t, 0).all_gather(li.A[0], CollRecord::kIntoShard, layer, 0, +1);
+    r1.port(*t, 1).all_gather(li.A[0], CollRecord::kIntoShard, layer, 0, +1);
+    std::vector<MatchedGather> g{{r0.port(*t, 0), &r0.log.records()[0]}, {r1.port(*t, 1), &r1.log.records()[0]}};
+    std::vector<uint32_t> gathered_a(2, kNoRows);
+    std::vector<GatherSettled> out;
+    DTensor::settle_deltas(g, gathered_a, out);
+    ASSERT_TRUE(out[0].settled && out[1].settled);
+    const DTensor d0 = r0.port(*t, 0);
+    const uint32_t both = version::mix_version({2, 3});
+    EXPECT_EQ(r0.params[li.weight].w_s.ver[0], d0.delta_id(0, 0, is_conv ? both : 2u)) << is_conv;
+    EXPECT_EQ(r1.params[li.weight].w_s.ver[0], d0.delta_id(0, 0, is_conv ? both : 3u)) << is_conv;
   }
 }
 

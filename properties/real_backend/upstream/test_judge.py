@@ -406,6 +406,35 @@ class DoraMerge(unittest.TestCase):
         self.assertEqual(stored((m / torch.linalg.norm(w0 + d, dim=0)).reshape(1, -1) * (w0 + d)), "exact")
         self.assertEqual(stored(w0 + d), "corrupt")
 
+class Conv1DDelta(unittest.TestCase):
+    """delta_weight on a transformers Conv1D (gpt2's c_attn, weight stored (in, out)): PEFT returns
+    the transposed B @ A (lora/layer.py::Linear.get_delta_weight, transpose(fan_in_fan_out)), at
+    world 2 a Shard(1) DTensor whose local is this rank's columns (B's rows). Crosscheck --draw
+    models seed 119 read it `corrupt` while the judge compared B @ A untransposed."""
+
+    def setUp(self):
+        g = torch.Generator().manual_seed(3)
+        self.A, self.B = torch.randn(2, 4, generator=g), torch.randn(6, 2, generator=g)  # in 4, out 6, r 2
+        shapes = {"c.weight": [4, 6], "c.lora_A.a": [2, 4], "c.lora_B.a": [6, 2]}
+        self.init = {r: {"shapes": shapes, "scaling": {"a": 0.5}, "dtype": "fp32", "transposed": ["c"],
+                         "w0": {"c": enc(torch.zeros(4, 6))}} for r in range(2)}
+
+    def judged(self, local, shape):
+        def held(r, v):
+            s = {"c.weight": enc(torch.zeros(2, 6)), "c.lora_A.a": enc(self.A[r:r + 1]), "c.lora_B.a": enc(self.B[3 * r:3 * r + 3])}
+            return {"s": s, "u": {}, "delta_layer": "c",
+                    "deltas": {"a": {"shard_dim": 1, "partial": False, "shape": shape, "v": enc(v)}}}
+        vals = {0: {1: held(0, local)}, 1: {1: held(1, local)}}
+        o = {"step": 1, "rank": 0, "deltas": {"a": "unjudged"}}
+        judge.judge_deltas(o, 0, 2, self.init, vals)
+        return o["deltas"]["a"]
+
+    def test_the_transposed_delta_s_columns_are_exact(self):
+        delta = (self.B @ self.A).T * 0.5  # (in, out): rank 0 holds its first 3 columns
+        self.assertEqual(self.judged(delta[:, :3], [4, 6]), "exact")
+        self.assertEqual(self.judged(delta[:, 3:], [4, 6]), "corrupt")  # rank 1's columns
+        self.assertEqual(self.judged((self.B @ self.A)[:3] * 0.5, [6, 4]), "corrupt")  # untransposed rows
+
 
 if __name__ == "__main__":
     unittest.main()

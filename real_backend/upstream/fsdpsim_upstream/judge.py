@@ -504,7 +504,10 @@ def judge_deltas(o, r, world, init, vals):
         return  # a 4-bit layer's delta: unjudged, as its weight (judge_layers)
     shapes = init[r]["shapes"]
     wshape = shapes[weight_name(layer, shapes)]
-    out_f = wshape[0]
+    # a Conv1D (weight stored (in, out)): PEFT returns the transposed delta, (in, out), and a
+    # sharded one is Shard(1), B's rows (peft lora/layer.py::Linear.get_delta_weight's
+    # transpose(fan_in_fan_out)); B @ A is compared in that layout
+    conv1d = layer in init[r].get("transposed", ())
     for i, (a, d) in enumerate(mine["deltas"].items()):
         # left `unjudged` (observe.py) wherever the values cannot settle it
         an, bn = f"{layer}.lora_A.{a}", f"{layer}.lora_B.{a}"
@@ -513,6 +516,7 @@ def judge_deltas(o, r, world, init, vals):
         if A is None or B is None or d["v"] is None:
             continue
         want = delta_of(A, B, wshape) * init[r]["scaling"][a]
+        want = want.T if conv1d else want
         got = vec(d["v"])
         magnitude = None  # per element: what the bf16 roundings scale with
         # A or B registered as a MixedPrecisionPolicy's bf16 copy of its fp32 shard (torch
@@ -521,6 +525,7 @@ def judge_deltas(o, r, world, init, vals):
         # delta back to bf16), so an element is off by up to 2^-8 per factor of sum_k |B_ik| |A_kj|.
         factor_cast = an in mine.get("u_cast", ()) or bn in mine.get("u_cast", ())
         products = delta_of(A.abs(), B.abs(), wshape) * abs(init[r]["scaling"][a]) if factor_cast else None
+        products = products.T if conv1d and products is not None else products
         if d.get("partial"):
             # a Partial DTensor (B @ A on uneven shards) is the sum of the locals each rank holds
             # in that place: a peer out of step holds another adapter's (its i-th delta of this op)
