@@ -57,13 +57,13 @@ Raise FsdpState::validate_no_meta_params(int g) const {
 }
 
 // _fsdp_state.py::FSDPState._root_post_backward_final_callback: post_backward
-// for every group (all_states order) whose inputs did not require grad, then IDLE.
+// for every group (all_states order: Topology::states_order) whose inputs did not require grad, then IDLE.
 // A post_backward that raises ends it there: the groups after it keep their state (their FSDP
 // states stay PRE_BACKWARD) and the callback stays marked queued, so no later backward queues
 // it again (_fsdp_state.py::FSDPState._root_post_backward_final_callback resets the flag last).
 Raise FsdpState::post_backward_final_callback(const std::vector<uint8_t>& done, AdapterSet& grads) const {
-  for (size_t g = 0; g < topo_.groups.size(); ++g) {
-    const GroupContext c = context(static_cast<int>(g));
+  for (int g : topo_.states_order) {
+    const GroupContext c = context(g);
     if (!done[g])
       if (Raise r = st_.groups[g].post_backward(c, grads)) return r;
     st_.groups[g].finalize_backward(c);

@@ -25,10 +25,17 @@ Raise PeftModel::save_model(const Op& op) {
     const bool managed = p_.dtensor.group_of(static_cast<int>(p)) >= 0;
     file[p] = ModelStateEntry{ps.present, managed && !full, ps.nan_rows, ps.ver_s, ps.drift, ps.w_s};
   }
-  if (full)
-    for (int p : p_.tree.topo.state_dict_order)
-      if (p_.tree.params[p].present && p_.dtensor.group_of(p) >= 0)
-        p_.dtensor.all_gather(p, CollRecord::kNowhere, -1, p_.tree.topo.params[p].adapter, 0, -1, p_.tree.params[p].dtype);
+  if (!full) return {};
+  // A tied output head's key holds the embedding's Parameter again (Module._save_to_state_dict
+  // per module), and _gather_state_dict gathers per key, with no memo of a tensor already
+  // gathered: the tied weight is all-gathered twice, the second time last. Both keys then hold
+  // equal full tensors, so a reload writes the same values twice; the file keeps one entry.
+  auto gather = [&](int p) {
+    if (p_.tree.params[p].present && p_.dtensor.group_of(p) >= 0)
+      p_.dtensor.all_gather(p, CollRecord::kNowhere, -1, p_.tree.topo.params[p].adapter, 0, -1, p_.tree.params[p].dtype);
+  };
+  for (int p : p_.tree.topo.state_dict_order) gather(p);
+  if (p_.tree.topo.tied_head_param >= 0) gather(p_.tree.topo.tied_head_param);
   return {};
 }
 

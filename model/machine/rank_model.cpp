@@ -283,19 +283,37 @@ Raise RankModel::forward_hooks(bool grad_enabled, bool root_hooks) {
   bool path_rg = false;
   DType act = topo_->dtype;  // session Net.forward: `x = x.to(dtype)`, after the root's input cast
   bool recast = false;       // the last layer's output_dtype cast made a new tensor
+  // A child group's pre-forward runs once, as its module is called: an enclosing unit's module is
+  // called before the unit nested in it (topology.hpp GroupInfo::parent), so entering a group
+  // enters its enclosing ones first, outermost first.
+  thread_local std::vector<uint8_t> entered;
+  entered.assign(topo_->groups.size(), 0);
+  auto enter_one = [&](int g) -> Raise {
+    entered[g] = 1;
+    // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.pre_forward registers the post-backward
+    // node only when entering a forward pass: a group left in FORWARD by a raise gets none.
+    if (stuck(g)) {
+      st_.groups[g].pre_forward_in_pre_backward(fsdp().context(g));
+      return {};
+    }
+    gr.group_in_rg[g] = path_rg && st_.groups[g].training != TrainingState::Forward;
+    return st_.groups[g].pre_forward(fsdp().context(g));
+  };
+  auto enter = [&](int g) -> Raise {
+    while (!entered[g]) {  // the outermost of g's chain not yet entered, each time
+      int h = g;
+      while (topo_->groups[h].parent >= 0 && !entered[topo_->groups[h].parent]) h = topo_->groups[h].parent;
+      if (Raise r = enter_one(h)) return r;
+    }
+    return {};
+  };
+  thread_local std::vector<int> exiting;
   for (size_t l = 0; l < topo_->layers.size(); ++l) {
     int g = topo_->layers[l].group;
     bool child = g != root;
     if (child && topo_->groups[g].first_layer == static_cast<int>(l)) {
       if (Raise r = ParamWrapper::forward(st_.layers[l], layer_port(static_cast<int>(l)))) return r;
-      // torch 2.13 _fsdp_param_group.py::FSDPParamGroup.pre_forward registers the post-backward
-      // node only when entering a forward pass: a group left in FORWARD by a raise gets none.
-      if (stuck(g)) {
-        st_.groups[g].pre_forward_in_pre_backward(fsdp().context(g));
-      } else {
-        gr.group_in_rg[g] = path_rg && st_.groups[g].training != TrainingState::Forward;
-        if (Raise r = st_.groups[g].pre_forward(fsdp().context(g))) return r;
-      }
+      if (Raise r = enter(g)) return r;
     }
     const LayerInfo& li = topo_->layers[l];
     // Without the root's pre-forward its modules hold the sharded DTensors unless a forward left
@@ -325,13 +343,24 @@ Raise RankModel::forward_hooks(bool grad_enabled, bool root_hooks) {
     if (module_hooks) act = fsdp_cast_out(topo_->groups[g], act);
     recast = act != before_cast;
     if (li.checkpoint && grad_enabled && path_rg) CheckpointWrapper(layer_port(static_cast<int>(l)), st_.layers[l], gr).forward(input_rg);
-    if (child && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g)) {
-      gr.group_out_rg[g] = li.lora_after_fsdp ? base_rg : path_rg;
-      st_.groups[g].post_forward(fsdp().context(g));
+    // The groups whose module returns after this layer, innermost first: a nested unit's, then
+    // those enclosing it whose module ends here too (GroupInfo::span_last).
+    exiting.clear();
+    for (int h = child ? g : -1; h >= 0 && topo_->groups[h].span_last == static_cast<int>(l); h = topo_->groups[h].parent)
+      if (!stuck(h)) exiting.push_back(h);
+    for (int h : exiting) {
+      gr.group_out_rg[h] = h == g && li.lora_after_fsdp ? base_rg : path_rg;
+      st_.groups[h].post_forward(fsdp().context(h));
+    }
+    // The hooks sit on each module's output; an enclosing module's output (the decoder layer's
+    // residual sum) comes after the nested one's, so autograd reaches its hook first: registered
+    // outermost first on one position, they fire in that order.
+    for (auto h = exiting.rbegin(); h != exiting.rend(); ++h) {
       // A LoRA layer wrapped around the FSDP module puts the hook on the base output, which
       // autograd reaches after the layer's own output (tensor 2l, not 2l + 1) once the LoRA
       // layer adds a term to it (peft lora/layer.py::Linear.forward; else it returns that tensor).
-      gr.hooks.emplace_back(g, 2 * static_cast<int>(l) + (li.lora_after_fsdp && st_.layers[l].adds_output(layer_port(static_cast<int>(l))) ? 0 : 1));
+      const bool base_output = *h == g && li.lora_after_fsdp && st_.layers[l].adds_output(layer_port(static_cast<int>(l)));
+      gr.hooks.emplace_back(*h, 2 * static_cast<int>(l) + (base_output ? 0 : 1));
     }
   }
   if (root >= 0 && !stuck(root) && root_hooks) {
@@ -414,6 +443,15 @@ Raise RankModel::op_backward() {
   thread_local std::vector<std::pair<int, int>> order;
   order = gr.hooks;
   std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  // A unit with units nested in its module (GroupInfo::parent) gets its gradients at its module's
+  // input, after autograd has gone through every nested module: its post_backward waits for the
+  // last nested unit's hook (its slot in `order`; -1: nothing nested fired).
+  thread_local std::vector<int> last_nested;
+  thread_local std::vector<uint8_t> waiting;
+  last_nested.assign(topo_->groups.size(), -1);
+  waiting.assign(topo_->groups.size(), 0);
+  for (size_t k = 0; k < order.size(); ++k)
+    for (int a = topo_->groups[order[k].first].parent; a >= 0; a = topo_->groups[a].parent) last_nested[a] = static_cast<int>(k);
   for (size_t i = 0; i < order.size();) {
     size_t j = i;
     const int t = order[i].second;
@@ -430,11 +468,21 @@ Raise RankModel::op_backward() {
       for (auto l = topo_->groups[g].layers.rbegin(); l != topo_->groups[g].layers.rend(); ++l)
         if (topo_->layers[*l].checkpoint)
           if (Raise r = recompute(*l)) return r;
-      if (gr.group_in_rg[g]) {
+      if (gr.group_in_rg[g] && last_nested[g] > static_cast<int>(k)) {
+        waiting[g] = 1;
+      } else if (gr.group_in_rg[g]) {
         done[g] = 1;
         if (Raise r = st_.groups[g].post_backward(fsdp().context(g), res_.grads)) return r;
       }
     }
+    // The enclosing units whose last nested hook was among these, innermost first.
+    for (size_t k = i; k < j; ++k)
+      for (int a = topo_->groups[order[k].first].parent; a >= 0; a = topo_->groups[a].parent)
+        if (waiting[a] && last_nested[a] == static_cast<int>(k)) {
+          waiting[a] = 0;
+          done[a] = 1;
+          if (Raise r = st_.groups[a].post_backward(fsdp().context(a), res_.grads)) return r;
+        }
     i = j;
   }
   if (Raise r = root_recomputes(-1, true)) return r;

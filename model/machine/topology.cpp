@@ -278,6 +278,36 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
       for (int p : {li.SW[a], li.SB[a]})
         if (p >= 0) t.state_dict_order.push_back(p);
   }
+  // Units nested in units (model scenarios only: a `layer` name has no dots): FSDP2's hooks are
+  // per module, so an enclosing unit's pre-forward runs as its module is called, before a nested
+  // unit's, and its post-forward once the module returns (torch _fully_shard/_fsdp_state.py::
+  // FSDPState._pre_forward / _post_forward, registered on each fully_shard module).
+  for (GroupInfo& gi : t.groups) {
+    gi.span_last = gi.last_layer;
+    if (gi.is_root) continue;
+    for (size_t l = 0; l < t.layers.size(); ++l)
+      if (under_module(t.layers[l].name, gi.name)) gi.span_last = std::max(gi.span_last, static_cast<int>(l));
+    for (size_t h = 0; h < t.groups.size(); ++h) {
+      const GroupInfo& outer = t.groups[h];
+      if (outer.is_root || outer.name == gi.name || !under_module(gi.name, outer.name)) continue;
+      if (gi.parent < 0 || outer.name.size() > t.groups[gi.parent].name.size()) gi.parent = static_cast<int>(h);
+    }
+  }
+  std::vector<int> span_first(t.groups.size()), depth(t.groups.size(), 0);
+  for (size_t g = 0; g < t.groups.size(); ++g) {
+    t.states_order.push_back(static_cast<int>(g));
+    span_first[g] = t.groups[g].is_root ? -1 : t.groups[g].first_layer;
+  }
+  for (size_t g = 0; g < t.groups.size(); ++g) {
+    for (int a = t.groups[g].parent; a >= 0; a = t.groups[a].parent) {
+      ++depth[g];
+      span_first[a] = std::min(span_first[a], t.groups[g].first_layer);
+    }
+  }
+  std::stable_sort(t.states_order.begin(), t.states_order.end(),
+                   [&](int a, int b) { return span_first[a] != span_first[b] ? span_first[a] < span_first[b] : depth[a] < depth[b]; });
+  const std::string tied = tied_head_source(s);
+  if (!tied.empty() && s.layer_index(tied) >= 0) t.tied_head_param = t.layers[s.layer_index(tied)].weight;
   return t;
 }
 

@@ -57,6 +57,12 @@ struct GroupInfo {
   std::vector<int> layers;  // layers whose parameters this group manages
   std::vector<int> params;  // managed parameters, in registration order
   int first_layer = -1, last_layer = -1;  // forward hooks: pre on first, post on last
+  // A model scenario's unit inside another's module (fully_shard model.layers.1.mlp, then
+  // model.layers.1): the innermost enclosing child group (-1: none, always for `layer` stacks),
+  // and the last layer under the group's module, a nested unit's included (>= last_layer): the
+  // module's forward returns, and its post-forward hook runs, after that layer.
+  int parent = -1;
+  int span_last = -1;
   bool is_root = false;
   bool raf = true;          // reshard_after_forward as resolved at lazy init
   int64_t numel = 0;        // all-gather element count per rank
@@ -112,8 +118,14 @@ struct Topology {
   std::vector<Name> adapter_names;  // adapters[a].name, interned once for the observations
   std::vector<ParamInfo> params;
   std::vector<GroupInfo> groups;  // all_states order: root first, then children in module order
+  // The groups in root.modules() pre-order, where a unit enclosing another comes first though
+  // the nested one's layers come first (GroupInfo::parent); `groups` order where nothing nests.
+  std::vector<int> states_order;
   std::vector<LayerInfo> layers;
   std::vector<int> state_dict_order;
+  // A tied output head's key: the input embedding's weight again, after state_dict_order's last
+  // (model_lowering.hpp tied_head_source); -1 where nothing is tied.
+  int tied_head_param = -1;
   std::vector<std::string> target_parameters;  // per adapter: its LoraConfig's (target_parameters_text)  // every parameter in module.state_dict() order (injection order)
   OptimizerParams optimizer = OptimizerParams::Trainable;
   Loading loading = Loading::Full;

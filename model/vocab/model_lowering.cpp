@@ -8,11 +8,11 @@
 
 namespace fsdpsim {
 
-namespace {
-
-bool under(const std::string& name, const std::string& path) {
+bool under_module(const std::string& name, const std::string& path) {
   return name == path || (name.size() > path.size() && name.compare(0, path.size() + 1, path + ".") == 0);
 }
+
+namespace {
 
 // The module's own parameters (not its children's): "<module>.<leaf>" with no further dot.
 std::vector<const TreeParam*> own_params(const ModuleTree& tree, const std::string& module) {
@@ -114,7 +114,7 @@ std::string lower_model(Scenario& s, SourcePos* at) {
       if (tree.module_index(path) < 0)
         fail(d.pos, "fully_shard of LoRA submodule '" + path + "' is not run yet (docs/design/known-limits.md)");
       for (size_t l = 0; l < s.layers.size(); ++l)
-        if (!claimed[l] && under(s.layers[l].name, path)) claims.push_back(s.layers[l].name), claimed[l] = true;
+        if (!claimed[l] && under_module(s.layers[l].name, path)) claims.push_back(s.layers[l].name), claimed[l] = true;
     }
     if (claims.empty()) {
       fail(d.pos, "fully_shard " + join(d.modules) + " claims no parameters (none of its own, a tied head's, or what an "
@@ -159,6 +159,14 @@ ModuleShape module_shape(const Scenario& s, const std::string& layer) {
                                                              : "mm.default";
   }
   return out;
+}
+
+std::string tied_head_source(const Scenario& s) {
+  if (!s.model || !s.model->tie_embeddings) return "";
+  const ModuleTree tree = module_tree(*s.model);
+  for (const auto& p : tree.params)
+    if (!p.tied_to.empty()) return p.tied_to.substr(0, p.tied_to.rfind('.'));  // "model.embed_tokens.weight" -> its module
+  return "";
 }
 
 }  // namespace fsdpsim

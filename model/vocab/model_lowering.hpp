@@ -45,4 +45,13 @@ struct ModuleShape {
 };
 ModuleShape module_shape(const Scenario& s, const std::string& layer);
 
+// name is the module at dotted path `path` or one under it ("model.layers.1.mlp" under "model.layers.1").
+bool under_module(const std::string& name, const std::string& path);
+
+// The lowered layer whose weight a tied output head shares (tie_embeddings=true: the input
+// embedding, which the lowering keeps once), or "" where nothing is tied. Module.state_dict()
+// still lists that Parameter under the head's key as well (torch nn/modules/module.py::
+// Module._save_to_state_dict, per module, no dedup), the last key of a causal LM's dict.
+std::string tied_head_source(const Scenario& s);
+
 }  // namespace fsdpsim
