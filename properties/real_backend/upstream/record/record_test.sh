@@ -51,7 +51,7 @@ for l in "model llama hidden=32 intermediate=64 layers=2 heads=4 kv_heads=2 voca
 done
 ops=$(sed -n '/^---$/,$p' l.seq | sed 1d | sed 's/ *#.*//' | tr '\n' ';')
 [ "$ops" = "$(printf '%s;' "set_adapter policy" forward backward step zero_grad "set_adapter reference" eval \
-  "set_adapter policy" forward backward step zero_grad "set_adapter reference" eval "set_adapter policy" "generate 3")" ] ||
+  "set_adapter policy" forward backward step zero_grad "set_adapter reference" eval "set_adapter policy" "generate 3" "save_model full" "load_model full")" ] ||
   { cat l.seq; fail "tiny_llama ops: $ops"; }
 grep -q '^# not recorded' l.seq && { cat l.seq; fail "tiny_llama: nothing should go unrecorded"; }
 

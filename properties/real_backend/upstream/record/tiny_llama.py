@@ -1,7 +1,7 @@
 """A tiny Llama under FSDP2 with two LoRA adapters, as a user writes it: every decoder layer its own
 unit, then the PEFT model; two training steps on the policy adapter, a no_grad pass on the reference,
-then a full model state dict kept (DCP), a greedy rollout of the policy (generate, as an RL loop
-samples) and the kept state dict loaded back."""
+then a greedy rollout of the policy (generate, as an RL loop samples: the reference pass left the root
+unit unsharded, which PeftModel.generate needs), and a full model state dict (DCP) saved and loaded back."""
 
 import warnings
 
@@ -42,8 +42,6 @@ for step in range(2):
         ref = model(input_ids=ids, labels=ids).loss
     if rank == 0:
         print(f"[world={world}] step {step}: loss {loss.item():.6f} reference {ref.item():.6f}", flush=True)
-full = StateDictOptions(full_state_dict=True)
-kept = get_model_state_dict(model, options=full)
 model.set_adapter("policy")
 with torch.no_grad():
     prompt = ids[:, :4]
@@ -51,5 +49,7 @@ with torch.no_grad():
                              do_sample=False, pad_token_id=0)
 if rank == 0:
     print(f"[world={world}] rollout {rollout.tolist()}", flush=True)
+full = StateDictOptions(full_state_dict=True)
+kept = get_model_state_dict(model, options=full)
 set_model_state_dict(model, kept, options=full)
 dist.destroy_process_group()
