@@ -116,3 +116,36 @@ TEST(OpRules, OnlyAdapterBookkeepingBeforePrepare) {
 }
 
 }  // namespace
+
+namespace {
+
+// generate on a `model` file skips the root unit's hooks (model/machine/rank_model.cpp::op_generate);
+// one before the file's first forward would start FSDP's lazy init from a child unit, which the
+// model does not follow: refused at its line, and not drawn there.
+TEST(OpRules, GenerateOnAModelFileWaitsForAForward) {
+  const std::string head =
+      "world 2\nmodel llama hidden=16 intermediate=32 layers=1 heads=4 kv_heads=2 vocab=64 seq_len=8\n"
+      "adapter default r=4 alpha=8 targets=q_proj\nfully_shard model.layers.0\nfully_shard root\n---\n";
+  SourcePos at;
+  const SeqFile early = seq(head + "merge\ngenerate 2\n");
+  EXPECT_NE(OpRules::generate_unmodelled(early.scenario, early.ops, &at).find("before its first forward"), std::string::npos);
+  EXPECT_EQ(at.line, 8);
+  for (const char* first : {"eval\n", "forward\n", "train_step\n"}) {
+    const SeqFile later = seq(head + first + "generate 2\n");
+    EXPECT_EQ(OpRules::generate_unmodelled(later.scenario, later.ops, &at), "") << first;
+  }
+  OpRules rules(early.scenario);
+  EXPECT_FALSE(rules.possible(OpKind::Generate));
+  rules.apply(early.scenario, early.ops[0]);  // merge
+  EXPECT_FALSE(rules.possible(OpKind::Generate));
+  Op eval;
+  eval.kind = OpKind::Eval;
+  rules.apply(early.scenario, eval);
+  EXPECT_TRUE(rules.possible(OpKind::Generate));
+  // a layer stack's generate is N forwards through the root: possible from the start
+  const SeqFile stack = seq("world 2\nlayer lin0 4 4\nadapter default r=2 alpha=4 targets=lin0\nfully_shard root\n---\ngenerate 1\n");
+  EXPECT_TRUE(OpRules(stack.scenario).possible(OpKind::Generate));
+  EXPECT_EQ(OpRules::generate_unmodelled(stack.scenario, stack.ops, &at), "");
+}
+
+}  // namespace
