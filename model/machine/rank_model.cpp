@@ -215,12 +215,12 @@ Raise RankModel::dispatch(const Op& op) {
 // child group unshards at its first module and runs post_forward after its
 // last; the root's post_forward runs last (_fsdp_state.py::FSDPState._pre_forward
 // / _post_forward). Under no_grad no backward hooks are registered.
-Raise RankModel::op_forward(bool grad_enabled) {
+Raise RankModel::op_forward(bool grad_enabled, bool root_hooks) {
   // `loss = model(x)` that raises never assigns: the previous forward's output (and its graph)
   // is what a later backward runs on. The FSDP state the raise left stays.
   thread_local PendingGraph previous;
   previous = st_.graph;
-  Raise r = forward_hooks(grad_enabled);
+  Raise r = forward_hooks(grad_enabled, root_hooks);
   if (r) st_.graph = previous;
   if (!r && grad_enabled && prov_) {
     prov_->graph_step = prov_->step();
@@ -236,18 +236,8 @@ Raise RankModel::op_forward(bool grad_enabled) {
 // _fully_shard/_fsdp_state.py::FSDPState._register_pre_forward_hook), never run; the child units'
 // do (huggingface/trl#4550, fixed in transformers' Trainer by register_fsdp_forward_method).
 Raise RankModel::op_generate(int steps) {
-  thread_local PendingGraph previous;
-  for (; steps > 0; --steps) {
-    if (!topo_->generate_skips_root) {
-      if (Raise r = op_forward(false)) return r;
-      continue;
-    }
-    previous = st_.graph;
-    if (Raise r = forward_hooks(false, false)) {
-      st_.graph = previous;
-      return r;
-    }
-  }
+  for (; steps > 0; --steps)
+    if (Raise r = op_forward(false, !topo_->generate_skips_root)) return r;
   return {};
 }
 

@@ -72,7 +72,7 @@ class RankModel {
   // --- loading and prepare (loading.hpp) ---
   Accelerator accelerator();
   // --- training (rank_model.cpp) ---
-  Raise op_forward(bool grad_enabled);
+  Raise op_forward(bool grad_enabled, bool root_hooks = true);
   // op_forward's body; op_forward restores the graph on a raise. `root_hooks` false: the root
   // unit's pre- and post-forward do not run (generate on a `model` scenario).
   Raise forward_hooks(bool grad_enabled, bool root_hooks = true);
