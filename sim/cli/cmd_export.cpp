@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <unistd.h>
 
 #include "model/vocab/profile.hpp"
@@ -61,7 +62,7 @@ bool recorded_finding(const SeqFile& f, std::string* spec, int* step) {
 // the upstream backend (the real libraries) must show the same spec at the same step to be
 // FSDP-independent. Sequences that call FSDP themselves (unshard, gradient_sync, a rank's
 // own op, ram-efficient loading, the optimizer checkpoint's DTensor API) need it.
-bool fsdp_independent(const SeqFile& f, const Args& a) {
+bool fsdp_independent(const SeqFile& f, const Args& a, RealPools* pools) {
   std::string spec;
   int step = 0;
   if (!recorded_finding(f, &spec, &step) || f.scenario.loading != Loading::Full) return false;
@@ -72,8 +73,9 @@ bool fsdp_independent(const SeqFile& f, const Args& a) {
   SeqFile plain = f;
   plain.scenario.world = 1;
   plain.scenario.shards.clear();
-  RealPools pools = pools_of(a);
-  const BackendRun res = run_backend(plain, {Backend::Upstream}, pools, /*twice=*/false);
+  std::optional<RealPools> own;
+  if (!pools) pools = &own.emplace(pools_of(a));
+  const BackendRun res = run_backend(plain, {Backend::Upstream}, *pools, /*twice=*/false);
   if (res.infra_failure) {
     std::cerr << "fsdpsim: the run without fully_shard failed (" << res.infra_message << "): the script keeps FSDP\n";
     return false;

@@ -92,18 +92,22 @@ void write_hunt_junit(const HuntReport& rep, const Args& a, const HuntFlags& own
 // --scripts: each root cause's shortest class exported (fsdpsim_upstream.export) and run under
 // torchrun with real gloo (fsdpsim_upstream.repro_run, two at a time): the plain libraries' word.
 // A class whose finding shows without FSDP (fsdp_independent, as `export --python` decides it) gets
-// a plain `python` script with no torch.distributed.
-void run_scripts(HuntReport& rep, const std::string& out, Progress& progress, const Args& a) {
+// a plain `python` script with no torch.distributed. With --plain-scripts only those are exported
+// and run (each a single python process, no torchrun launch): the others get no script.
+void run_scripts(HuntReport& rep, const std::string& out, Progress& progress, const Args& a, bool plain_only) {
   std::map<std::string, std::string> id_of;  // script path -> root cause id
   std::vector<std::string> paths = {"--results", out + "/scripts.tsv"};
+  RealPools pools = pools_of(a);  // one world-1 pool for every root cause's check without fully_shard
   for (const auto& rc : root_causes_of(rep)) {
     const HuntClass& c = rep.classes[rc.classes.front()];
     const Profile profile = effective_profile(c.t.minimal.scenario);
     const std::string py = out + "/" + finding_stem(rc.entry.id) + ".py";
+    const bool plain = fsdp_independent(c.t.minimal, a, &pools);
+    if (plain_only && !plain) continue;
     std::string error;
     progress.note("scripts: exporting " + rc.entry.id);
     std::vector<std::string> args = {c.file, "--switches", switches_json(profile), "--name", c.file, "--out", py};
-    if (fsdp_independent(c.t.minimal, a)) args.push_back("--plain");
+    if (plain) args.push_back("--plain");
     const int code = upstream::run_python_module("fsdpsim_upstream.export", args, &error);
     if (code != 0) {
       rep.scripts[rc.entry.id] = code == 3 ? "unexported: the export cannot express it" : "unexported: " + (error.empty() ? "export failed" : error);
@@ -184,8 +188,8 @@ int cmd_hunt(const Args& a, const HuntFlags& own) {
     std::cerr << "fsdpsim: " << error << "\n";
     return kInfra;
   }
-  if (own.scripts && !own.model_only && rep.upstream_installed && !sig) {
-    run_scripts(rep, out, progress, a);
+  if ((own.scripts || own.plain_scripts) && !own.model_only && rep.upstream_installed && !sig) {
+    run_scripts(rep, out, progress, a, own.plain_scripts && !own.scripts);
     code = hunt_exit_code(rep, own.fail_on_unreported, own.fail_on_uncatalogued);
     if (!write_hunt_outputs(rep, out, code, &error)) {
       std::cerr << "fsdpsim: " << error << "\n";

@@ -93,6 +93,8 @@ std::vector<Command> make_table() {
        own_text("--html", "OUT.html", &HuntFlags::html, "the catalogue as one page, each class linked to its timeline", Writes::File),
        own_switch("--model-only", &HuntFlags::model_only, "no confirmation on the real and upstream backends"),
        own_switch("--scripts", &HuntFlags::scripts, "also export each root cause's shortest class and run it under torchrun"),
+       own_switch("--plain-scripts", &HuntFlags::plain_scripts,
+                  "like --scripts for the root causes whose class shows without FSDP only: plain python, no torchrun (seconds, not minutes)"),
        own_int("--budget-sequences", "N", &HuntFlags::budget_sequences, 1, int64_t{1} << 40,
                "the model's phases bounded by counts: N fuzzed sequences, every candidate triaged; --seconds bounds confirmation alone"),
        own_int("--budget-states", "N", &HuntFlags::budget_states, 1, int64_t{1} << 40,
@@ -100,6 +102,7 @@ std::vector<Command> make_table() {
       "       fsdpsim hunt [--seconds T] [--world W] [--out DIR] [--fail-on-unreported] [--profile P] [--seed S] [--json]\n"
       "                    [--model-only]     no confirmation on the real and upstream backends\n"
       "                    [--scripts]        also export each root cause's shortest class and run it under torchrun\n"
+      "                    [--plain-scripts]  only the scripts of root causes that show without FSDP (plain python)\n"
       "                    [--corpus DIR] [--fail-on-uncatalogued]   (default corpus/regressions and corpus/divergences: each class's regression file)\n"
       "                    [--junit FILE]     a testcase per class\n"
       "                    [--html OUT.html]  the catalogue as one page, each class linked to its timeline\n"

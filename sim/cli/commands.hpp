@@ -29,7 +29,9 @@ void apply_overrides(SeqFile& f, const Args& a, const std::string& file);
 RealPools pools_of(const Args& a);
 // Whether a triaged minimal sequence's recorded finding shows on the real libraries at world 1 with no
 // fully_shard (cmd_export.cpp): its script is then plain `python`. `export --python` and `hunt --scripts` ask.
-bool fsdp_independent(const SeqFile& f, const Args& a);
+// POOLS: the caller's, kept between calls (hunt --scripts asks once per root cause: a pool each
+// was a coordinator's start each); null: pools of its own for this one call.
+bool fsdp_independent(const SeqFile& f, const Args& a, RealPools* pools = nullptr);
 // Before the real or upstream backend runs `f`: refuses it (SourceError, exit 3)
 // when its peak by the cost model is over --memory-budget. Nothing for the model alone.
 void check_memory(const SeqFile& f, const Args& a, const std::string& file);
@@ -103,6 +105,7 @@ int cmd_shrink(const Args& a, const ShrinkFlags& own);
 struct HuntFlags {
   bool model_only = false;            // --model-only: no confirmation on the real and upstream backends
   bool scripts = false;               // --scripts: each root cause's repro script run under torchrun
+  bool plain_scripts = false;         // --plain-scripts: only the scripts that need no torchrun (see run_scripts)
   bool fail_on_unreported = false;    // exit 1 when a root cause has no upstream report (--fail-on-new too)
   bool fail_on_uncatalogued = false;  // exit 1 when a class has no regression file in --corpus
   std::string corpus;                 // --corpus DIR: the regressions the catalogue is checked against
