@@ -5,7 +5,7 @@
 # whose torch wheel is also the libtorch the C++ real backend links, so CMake
 # needs .venv first. Idempotent, and quiet when everything is already there.
 # Also chromium (draws the HTML report in its test), python3-yaml and zip
-# (the CI-file tests). Works on Debian 12 and 13.
+# (the CI-file tests), ccache (the test command reuses objects where it ran before). Works on Debian 12 and 13.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # `--release SET` (after the rest is installed): the environment of one PEFT release set
@@ -37,7 +37,7 @@ fi
 # libtorch_cpu.so); nothing links Debian's libgloo (docs/guide/install-and-platforms.md).
 pkgs=(cmake make g++ libgloo-dev librapidcheck-dev libgtest-dev libgmock-dev
       libfmt-dev libboost-graph-dev graphviz python3-venv
-      chromium python3-yaml zip unzip
+      chromium python3-yaml zip unzip ccache
       "clang-$clang_ver" "libfuzzer-$clang_ver-dev" "libclang-rt-$clang_ver-dev")
 missing=()
 for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done

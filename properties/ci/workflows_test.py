@@ -13,7 +13,8 @@
   sequences and the JUnit XML, and merges what the crosscheck shards wrote;
   the crosscheck matrix has as many shards as SHARDS says; nightly.yml runs
   the default release matrix over docs/findings and compares it with
-  docs/findings/versions.jsonl (`fsdpsim versions --compare`).
+  docs/findings/versions.jsonl (`fsdpsim versions --compare`), and the
+  `slow` ctest label wherever .ci/test.sh leaves it out.
 
 Usage: workflows_test.py FSDPSIM REPO_ROOT
 """
@@ -140,6 +141,11 @@ def main():
     matrix_step = [str(st.get("run", "")) for _, _, st in steps(n) if "fsdpsim versions docs/findings" in str(st.get("run", ""))]
     check(len(matrix_step) == 1 and '|| rc=$?' in matrix_step[0] and '[ "$rc" -le 1 ] || exit "$rc"' in matrix_step[0],
           "nightly.yml's matrix step must accept exit 0 and 1 (a reproduction) and stop on 3 or 4 only")
+    # The test command leaves the `slow` label out (-LE slow); nightly.yml must run it, so every test runs somewhere.
+    test_sh = open(os.path.join(root, ".ci", "test.sh")).read()
+    leaves_out = re.search(r"(?m)^ctest --test-dir build .*-LE slow\b", test_sh) is not None
+    check(not leaves_out or re.search(r"ctest --test-dir build -L slow\b", all_runs["nightly.yml"]) is not None,
+          ".ci/test.sh leaves the slow label out and nightly.yml does not run `ctest --test-dir build -L slow`")
     if errors:
         for e in errors:
             print("FAIL: " + e)
