@@ -324,8 +324,10 @@ Raise RankModel::forward_hooks(bool grad_enabled, bool root_hooks) {
     if (Raise r = st_.layers[l].forward(layer_port(static_cast<int>(l)), st_.graph.grad, grad_enabled, &path_rg, &act)) {
       // ... except the member completing a grouped fully_shard([...]): its post-forward hook is
       // registered with always_call=True and runs on the raise (torch 2.13
-      // _fsdp_state.py::_register_group_forward_hooks): the group reshards and goes IDLE.
-      if (child && topo_->groups[g].layers.size() > 1 && topo_->groups[g].last_layer == static_cast<int>(l) && !stuck(g))
+      // _fsdp_state.py::_register_group_forward_hooks): the group reshards and goes IDLE. A tied
+      // head, not a layer, completes its group (GroupInfo::tied_head): a layer's raise does not.
+      const GroupInfo& gi = topo_->groups[g];
+      if (child && gi.layers.size() > 1 && gi.last_layer == static_cast<int>(l) && !gi.tied_head && !stuck(g))
         st_.groups[g].post_forward(fsdp().context(g));
       return r;
     }
@@ -353,13 +355,26 @@ Raise RankModel::forward_hooks(bool grad_enabled, bool root_hooks) {
       gr.hooks.emplace_back(*h, 2 * static_cast<int>(l) + (base_output ? 0 : 1));
     }
   }
+  const int n = static_cast<int>(topo_->layers.size());
+  // A unit whose modules end with a tied output head (GroupInfo::tied_head) runs its post-forward
+  // when the head, the last of its modules to run, returns after every layer (torch 2.13
+  // _fsdp_state.py::_register_group_forward_hooks): its record comes after the last layer's and
+  // its hook is on the logits (tensor 2n).
+  for (size_t h = 0; h < topo_->groups.size(); ++h) {
+    if (topo_->groups[h].span_last != n || !entered[h] || stuck(static_cast<int>(h))) continue;
+    gr.group_out_rg[h] = path_rg;
+    st_.groups[h].post_forward(fsdp().context(static_cast<int>(h)));
+    gr.hooks.emplace_back(static_cast<int>(h), 2 * n);
+  }
   if (root >= 0 && !stuck(root) && root_hooks) {
     gr.group_out_rg[root] = path_rg;
     st_.groups[root].post_forward(fsdp().context(root));
     // The group's pre-backward hook sits on its output before its output_dtype cast
     // (_fsdp_state.py::FSDPState._post_forward); a cast that changed the dtype made a new tensor,
-    // the model's output, which autograd reaches first: the root's hook is on it.
-    gr.hooks.emplace_back(root, 2 * static_cast<int>(topo_->layers.size()) - 1 + (recast ? 1 : 0));
+    // the model's output, which autograd reaches first: the root's hook is on it. A `model`
+    // scenario's output holds the loss (Topology::loss_in_root), computed after the logits
+    // (transformers LlamaForCausalLM.forward -> self.loss_function): the hook on it fires first.
+    gr.hooks.emplace_back(root, topo_->loss_in_root ? 2 * n + 1 : 2 * n - 1 + (recast ? 1 : 0));
   }
   gr.valid = true;
   gr.loss_rg = grad_enabled && path_rg;

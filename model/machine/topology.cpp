@@ -73,6 +73,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   t.mixed_precision = s.mixed_precision();
   t.data = s.data;
   t.generate_skips_root = s.model.has_value();
+  t.loss_in_root = s.model.has_value();  // fsdpsim_upstream model_scenario.py::loss: pm(input_ids=x, labels=x).loss
   t.world = s.world;
   t.params4bit = s.quantized() != nullptr;
   t.params4bit_ignored = t.params4bit && prepare_by_accelerate(s);
@@ -128,6 +129,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
     if (d < 0 || group_of_shard[d] >= 0) continue;
     GroupInfo g;
     g.name = Name(s.shards[d].modules[0]);
+    g.tied_head = s.shards[d].tied_head;
     g.raf = resolve_raf(s.shards[d], false);
     g.mp_param = s.policy_of(s.shards[d]).param_dtype;
     g.mp_reduce = s.policy_of(s.shards[d]).reduce_dtype;
@@ -283,7 +285,7 @@ Topology compile_topology(const Scenario& s, int wrapped, std::vector<int> order
   // unit's, and its post-forward once the module returns (torch _fully_shard/_fsdp_state.py::
   // FSDPState._pre_forward / _post_forward, registered on each fully_shard module).
   for (GroupInfo& gi : t.groups) {
-    gi.span_last = gi.last_layer;
+    gi.span_last = gi.tied_head ? static_cast<int>(t.layers.size()) : gi.last_layer;
     if (gi.is_root) continue;
     for (size_t l = 0; l < t.layers.size(); ++l)
       if (under_module(t.layers[l].name, gi.name)) gi.span_last = std::max(gi.span_last, static_cast<int>(l));

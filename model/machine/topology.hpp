@@ -63,6 +63,9 @@ struct GroupInfo {
   // module's forward returns, and its post-forward hook runs, after that layer.
   int parent = -1;
   int span_last = -1;
+  // Its modules end with a tied output head (ShardDecl::tied_head), called after every layer: its
+  // post-forward runs once the head returns, span_last == layers.size().
+  bool tied_head = false;
   bool is_root = false;
   bool raf = true;          // reshard_after_forward as resolved at lazy init
   int64_t numel = 0;        // all-gather element count per rank
@@ -140,6 +143,9 @@ struct Topology {
   // A `model` scenario: `generate` is transformers' GenerationMixin.generate, reached through
   // PeftModel.generate -> the base model, so the root unit's (the PeftModel's) FSDP hooks never run.
   bool generate_skips_root = false;
+  // A `model` scenario's forward is given labels: transformers computes the loss inside the root
+  // module's forward, so the root's pre-backward hook is on the loss, the last tensor of all.
+  bool loss_in_root = false;
   // Some layer is 4-bit (a Params4bit in the model): accelerate skips its fp32 upcast and its
   // RAM-efficient load (utils/fsdp_utils.py::fsdp2_prepare_model, `model_has_params4bit`).
   bool params4bit = false;

@@ -111,6 +111,8 @@ std::string lower_model(Scenario& s, SourcePos* at) {
     if (d.is_root()) continue;
     std::vector<std::string> claims;
     for (const auto& path : d.modules) {
+      const auto own = own_params(tree, path);
+      d.tied_head |= !own.empty() && std::all_of(own.begin(), own.end(), [](const TreeParam* p) { return !p->tied_to.empty(); });
       if (tree.module_index(path) < 0)
         fail(d.pos, "fully_shard of LoRA submodule '" + path + "' is not run yet (docs/design/known-limits.md)");
       for (size_t l = 0; l < s.layers.size(); ++l)

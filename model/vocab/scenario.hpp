@@ -67,6 +67,9 @@ struct ShardDecl {
   Raf raf = Raf::None;
   MixedPrecision mp;  // the keys this call sets over the scenario's `mixed_precision` line
   SourcePos pos;
+  // A lowered `model` call whose modules include a tied output head: a module with no parameter
+  // of its own (not a layer), called after every layer (model_lowering.cpp lower_model).
+  bool tied_head = false;
   bool is_root() const { return modules.size() == 1 && modules[0] == "root"; }
   bool operator==(const ShardDecl& o) const { return modules == o.modules && raf == o.raf && mp == o.mp; }
 };

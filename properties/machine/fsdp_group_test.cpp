@@ -1,6 +1,7 @@
 // FSDP2 param-group transitions (model/machine/fsdp_param_group.cpp, and fsdp_group.cpp over every group).
 #include <gtest/gtest.h>
 
+#include "model/vocab/model_lowering.hpp"
 #include "properties/test_util.hpp"
 
 using namespace fsdpsim;
@@ -265,6 +266,44 @@ TEST(FsdpGroup, PreBackwardHooksFireInTensorThenRegistrationOrder) {
       "fully_shard lin0 reshard_after_forward=true\nfully_shard root reshard_after_forward=true\n---\n");
   last_root.op("train_step");
   EXPECT_EQ(coll_names(last_root), "ag root; ag lin0; ag root; ag lin0; rs root; rs lin0; ");  // lin0: input needs no grad
+}
+
+namespace {
+// "ag root; ag model.layers.0; ..." for rank 0's collectives at `step` of a `model` file's run.
+std::string model_coll_names(const std::string& text, int step) {
+  const RunResult r = run_checked(lowered_file(parse_seq(text, "<test>")));
+  std::string out;
+  for (const auto& o : r.observations)
+    if (o.step == step && o.rank == 0)
+      for (const auto& c : o.collectives) out += std::string(c.op == CollOp::AllGather ? "ag " : "rs ") + c.group.str() + "; ";
+  return out;
+}
+}  // namespace
+
+// torch 2.13 _fsdp_state.py::_register_group_forward_hooks: a tied tail fully_shard([embed_tokens,
+// lm_head]) runs its post-forward once lm_head returns, after the decoder layer's, and the root's
+// hook is on the loss transformers computes inside its forward, reached before the logits: the
+// root prefetches the tail, the tail the layer (corpus/models/qwen2_tied_tail_backward_prefetch.seq).
+TEST(FsdpGroup, ATiedTailRecordsItsPostForwardAfterTheLayersAndTheRootsLossHookFiresFirst) {
+  const std::string file =
+      "world 2\nmodel qwen2 hidden=16 intermediate=16 layers=1 heads=4 kv_heads=1 vocab=64 tie_embeddings=true seq_len=5\n"
+      "adapter default r=4 alpha=8 targets=q_proj,v_proj init=random\nfully_shard_plan transformer_layers\n---\n"
+      "forward\nsave_adapters\nbackward\n";
+  EXPECT_EQ(model_coll_names(file, 3), "ag root; ag model.embed_tokens; ag model.layers.0; rs model.layers.0; ");
+}
+
+// A rollout's decode steps run the child units' hooks and raise at the root's model.norm: their
+// post-forward records stay until the next backward's final callback, so the next step's
+// prefetch from model.layers.0 gathers model.layers.1 again after its reduce-scatter
+// (corpus/models/mistral_tied_generate_then_train.seq).
+TEST(FsdpGroup, ARolloutsRecordsMakeTheNextBackwardGatherTheLastLayerAgain) {
+  const std::string file =
+      "world 2\nmodel mistral hidden=16 intermediate=16 layers=2 heads=4 kv_heads=1 vocab=48 tie_embeddings=true seq_len=8\n"
+      "adapter default r=2 alpha=16 targets=q_proj,v_proj init=random\nfully_shard_plan transformer_layers\n---\n"
+      "train_step\ngenerate 2\ntrain_step\n";
+  EXPECT_EQ(model_coll_names(file, 3),
+            "ag root; ag model.layers.0; ag model.layers.1; ag model.layers.1; ag model.layers.0; rs model.layers.1; "
+            "ag model.layers.1; rs model.layers.0; ");
 }
 
 // FsdpParamGroup's transitions driven on their own, on a context a test builds: no RankModel.
