@@ -48,13 +48,21 @@ Raise PeftModel::save_model(const Op& op) {
 // Module._load_from_state_dict copies each value with param.copy_, which DTensor refuses for a
 // plain tensor meeting a DTensor (distributed/tensor/_dispatch.py: "got mixed torch.Tensor and
 // DTensor") and the other way round; each refusal, missing or unexpected key is collected and
-// raised as one RuntimeError after every other tensor was copied. The FSDP pre-hook reshards first.
+// raised as one RuntimeError after every other tensor was copied. The FSDP pre-hook reshards first,
+// but only inside load_state_dict: `full` shaped each value before, like the object the module
+// registered then (state_dict.py::_iterate_valid_model_state), and a group left unsharded (a
+// forward under reshard_after_forward=False) registers its plain unsharded tensor
+// (_fsdp_param.py::FSDPParam.to_unsharded), so that value stays plain and meets the DTensor
+// the pre-hook registers again: refused as a `sharded` one would be.
 Raise PeftModel::load_model(const Op& op) {
   const std::string& form = op.names[0];
   const std::vector<ModelStateEntry>& file = form == "sharded" ? p_.file.model_sd.sharded : p_.file.model_sd.full;
   if (file.empty())
     return raise(Status::ValueError, fmt::format("no {} model state dict was saved (save_model {} first)",
                                                  form == "sharded" ? "sharded" : "full", form == "sharded" ? "sharded" : "full"));
+  std::vector<uint8_t> plain_value(file.size(), 0);  // full: distributed like an unsharded copy U
+  for (size_t p = 0; p < file.size() && form == "full" && p_.tree.prepared; ++p)
+    plain_value[p] = p_.fsdp.is_registered_u(static_cast<int>(p));
   if (p_.tree.prepared) p_.fsdp.reshard_all();
   bool refused = false;
   for (size_t p = 0; p < file.size(); ++p) {
@@ -69,7 +77,7 @@ Raise PeftModel::load_model(const Op& op) {
     }
     if (!ps.present) continue;
     const bool value_dtensor = form == "sharded" && e.managed;
-    if (form != "full" && value_dtensor != managed) {
+    if ((form != "full" && value_dtensor != managed) || (plain_value[p] && managed)) {
       refused = true;  // copy_ of a plain tensor into a DTensor, or of a DTensor into a plain tensor
       continue;
     }

@@ -296,6 +296,8 @@ class Pool:
                 r = rp.rank
                 if t == "init":
                     init[r] = msg
+                elif t == "shapes":  # rank.py: an adapter's targets resolved after the init message
+                    init[r]["shapes"].update(msg["shapes"])
                 elif t == "obs":
                     obs[r].append(msg["obs"])
                     last_step[r] = msg["obs"]["step"]

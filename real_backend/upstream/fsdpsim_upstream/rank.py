@@ -118,6 +118,7 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir, reuse=False):
         chan.post({"t": "init", "values": init, "w0": w0, "dtype": scen.dtype, "scaling": {
             a.name: a.alpha / a.r for a in scen.adapters}, "shapes": shapes_of(scen),
             "quant": [l.name for l in scen.layers if l.quant], "transposed": [l.name for l in scen.layers if l.transposed]})
+    posted_shapes = shapes_of(scen)
     for i, op in enumerate(ops):
         if not op.runs_on(rank):
             continue
@@ -164,6 +165,12 @@ def run_sequence(text, switches, rank, world, mesh, chan, tmpdir, reuse=False):
         if index is not None:
             obs["index"] = index
         obs["collectives"] = REC.log
+        # an adapter added or loaded since (model_scenario.resolve_targets) has the targets PEFT
+        # matched only now: the judge reads its factors' shapes from here on
+        shapes = shapes_of(scen)
+        if shapes != posted_shapes:
+            chan.post({"t": "shapes", "shapes": shapes})
+            posted_shapes = shapes
         chan.post({"t": "obs", "obs": obs, "values": values})
         PHASES.add("observe", clock() - t_obs)
     # which path prepared the model (prepare.py::run): "accelerate", a fallback's reason key, or none
